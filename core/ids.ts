@@ -1,0 +1,19 @@
+/**
+ * Business keys (STYLE §13). An agent id becomes part of workflow ids (`agent/<id>`,
+ * `agent/<id>/task/<taskId>`), so it may not contain slashes or spaces.
+ */
+import { z } from 'zod';
+
+export const agentIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export const agentIdSchema = z
+  .string()
+  .regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters');
+
+export const workflowIds = {
+  agent: (agentId: string) => `agent/${agentId}`,
+  task: (agentId: string, taskId: string | number) => `agent/${agentId}/task/${taskId}`,
+  provision: (agentId: string) => `provision/${agentId}`,
+  campaign: (id: string) => `campaign/${id}`,
+  fork: (id: string) => `fork/${id}`,
+  escalation: (id: string) => `escalation/${id}`,
+} as const;

@@ -1,0 +1,95 @@
+/**
+ * The whole domain schema, one module per table group. `db/client.ts` passes this module to
+ * Drizzle and drizzle-kit reads it to generate `db/migrations/`.
+ */
+import { getTableName, type Table } from 'drizzle-orm';
+import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
+import { agentConfig, agentPeers, agentReputation, agents, ethicsPolicies, systemPrompts } from './agents.js';
+import { discoveredTools, generatedToolsAudit, learnings, preferenceCounts, toolRegistry } from './autopoiesis.js';
+import { campaignPhases, campaigns } from './campaigns.js';
+import { forks, verdicts } from './forks.js';
+import { goalLinks, goals, tasks } from './goals.js';
+import { lifeforceLedger } from './lifeforce.js';
+import { llmCalls, llmRegistry } from './llm.js';
+import {
+  abstracts,
+  concepts,
+  diaryEntries,
+  links,
+  llmMemory,
+  llmRecentResponses,
+  notes,
+  unverifiedFacts,
+} from './memory.js';
+import { decisionLog, escalations, partnershipMessages } from './oversight.js';
+import {
+  antiStagnationMetrics,
+  commandLog,
+  processLog,
+  stagnationStrategies,
+  thinkingMethods,
+} from './processes.js';
+
+export * from './agents.js';
+export * from './autopoiesis.js';
+export * from './campaigns.js';
+export * from './forks.js';
+export * from './goals.js';
+export * from './lifeforce.js';
+export * from './llm.js';
+export * from './memory.js';
+export * from './oversight.js';
+export * from './processes.js';
+export * from './relations.js';
+
+/** A table that carries a NOT NULL `agent_id` referencing `agents.id` ON DELETE CASCADE. */
+export type AgentOwnedTable = PgTable & { agentId: PgColumn };
+
+/**
+ * Every table that belongs to one agent, in foreign-key order (a table comes after the
+ * tables it references), so fork/clone copies can insert in this order and delete in reverse.
+ * Not listed: `agents` itself, the shared `tool_registry`, and `learnings` (its agent_id is
+ * nullable: learnings may belong to a shard).
+ */
+export const agentOwnedTables = [
+  agentConfig,
+  systemPrompts,
+  ethicsPolicies,
+  agentPeers,
+  agentReputation,
+  llmRegistry,
+  llmCalls,
+  goals,
+  goalLinks,
+  tasks,
+  llmRecentResponses,
+  llmMemory,
+  diaryEntries,
+  concepts,
+  links,
+  abstracts,
+  notes,
+  unverifiedFacts,
+  processLog,
+  commandLog,
+  stagnationStrategies,
+  antiStagnationMetrics,
+  thinkingMethods,
+  preferenceCounts,
+  escalations,
+  discoveredTools,
+  generatedToolsAudit,
+  decisionLog,
+  partnershipMessages,
+  campaigns,
+  campaignPhases,
+  forks,
+  verdicts,
+  lifeforceLedger,
+] as const satisfies readonly AgentOwnedTable[];
+
+/** Every table of the schema, in foreign-key order. */
+export const allTables = [agents, toolRegistry, learnings, ...agentOwnedTables] as const satisfies readonly Table[];
+
+/** SQL names of `allTables`. */
+export const tableNames: readonly string[] = allTables.map((t) => getTableName(t));

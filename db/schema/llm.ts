@@ -1,0 +1,110 @@
+/**
+ * LLM registry (per-role choice, failover, validators and their trust) and per-call
+ * token/cost accounting (SPEC §2 steps 3 and 7, §9, §12).
+ */
+import { sql } from 'drizzle-orm';
+import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { createInsertSchema } from 'drizzle-zod';
+import { agentId } from './agents.js';
+import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
+
+export const llmProviders = ['openai', 'anthropic', 'local', 'scripted'] as const;
+export const llmRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'embedder'] as const;
+export const llmTiers = ['small', 'medium', 'large'] as const;
+
+/** Provider parameters passed through to the chat model (temperature, top_p, …). */
+export type LlmParams = Record<string, unknown>;
+
+export const llmRegistry = pgTable(
+  'llm_registry',
+  {
+    id: rowId(),
+    agentId: agentId(),
+    name: text('name').notNull(),
+    provider: text('provider', { enum: llmProviders }).notNull(),
+    model: text('model').notNull(),
+    baseUrl: text('base_url'),
+    /** The NAME of the environment variable holding the key; the key itself is never stored. */
+    apiKeyEnv: text('api_key_env'),
+    role: text('role', { enum: llmRoles }).notNull().default('agent'),
+    /** Failover order within a role: lower first. */
+    priority: integer('priority').notNull().default(100),
+    validator: boolean('validator').notNull().default(false),
+    trust: real('trust').notNull().default(1.0),
+    excluded: boolean('excluded').notNull().default(false),
+    excludedReason: text('excluded_reason'),
+    /** Lifeforce pricing tier (SPEC §12). */
+    tier: text('tier', { enum: llmTiers }),
+    costPer1kInput: numeric('cost_per_1k_input', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
+    costPer1kOutput: numeric('cost_per_1k_output', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
+    contextWindow: integer('context_window'),
+    enabled: boolean('enabled').notNull().default(true),
+    params: jsonbOf<LlmParams>('params', {}),
+    lastOkAt: tstz('last_ok_at'),
+    lastErrorAt: tstz('last_error_at'),
+    lastError: text('last_error'),
+    consecutiveFailures: integer('consecutive_failures').notNull().default(0),
+    ...timestamps,
+  },
+  (t) => [
+    uniqueIndex('llm_registry_agent_id_name_uq').on(t.agentId, t.name),
+    index('llm_registry_agent_id_role_priority_idx').on(t.agentId, t.role, t.priority),
+    check('llm_registry_provider_check', oneOf(t.provider, llmProviders)),
+    check('llm_registry_role_check', oneOf(t.role, llmRoles)),
+    check('llm_registry_tier_check', oneOf(t.tier, llmTiers)),
+    check('llm_registry_trust_check', sql`${sql.identifier('trust')} >= 0`),
+  ],
+);
+
+/** One row per model call; `idempotency_key` (workflow id + tick + purpose) dedupes retries. */
+export const llmCalls = pgTable(
+  'llm_calls',
+  {
+    id: rowId(),
+    agentId: agentId(),
+    registryId: bigintRef('registry_id').references(() => llmRegistry.id, { onDelete: 'set null' }),
+    workflowId: text('workflow_id'),
+    tick: bigint('tick', { mode: 'number' }),
+    role: text('role', { enum: llmRoles }).notNull(),
+    /** What the call was for: think, emotion, novelty, validate, abstract, llm_task, … */
+    purpose: text('purpose'),
+    provider: text('provider', { enum: llmProviders }),
+    model: text('model').notNull(),
+    promptTokens: integer('prompt_tokens').notNull().default(0),
+    completionTokens: integer('completion_tokens').notNull().default(0),
+    costUsd: numeric('cost_usd', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
+    latencyMs: integer('latency_ms'),
+    ok: boolean('ok').notNull(),
+    error: text('error'),
+    idempotencyKey: text('idempotency_key').notNull().unique('llm_calls_idempotency_key_uq'),
+    metadata: jsonb('metadata').$type<Record<string, unknown>>(),
+    ...createdAt,
+  },
+  (t) => [
+    index('llm_calls_agent_id_created_at_idx').on(t.agentId, t.createdAt),
+    index('llm_calls_agent_id_tick_idx').on(t.agentId, t.tick),
+    index('llm_calls_registry_id_idx').on(t.registryId),
+    check('llm_calls_role_check', oneOf(t.role, llmRoles)),
+    check('llm_calls_provider_check', oneOf(t.provider, llmProviders)),
+  ],
+);
+
+export type LlmRegistryEntry = typeof llmRegistry.$inferSelect;
+export type NewLlmRegistryEntry = typeof llmRegistry.$inferInsert;
+export type LlmCall = typeof llmCalls.$inferSelect;
+export type NewLlmCall = typeof llmCalls.$inferInsert;
+
+export const insertLlmRegistrySchema = createInsertSchema(llmRegistry, {
+  name: (s) => s.min(1),
+  model: (s) => s.min(1),
+  baseUrl: (s) => s.url(),
+  // An env var name, never a secret: reject anything that does not look like one.
+  apiKeyEnv: (s) => s.regex(/^[A-Z_][A-Z0-9_]*$/, 'expected the name of an environment variable'),
+  trust: (s) => s.min(0),
+});
+export const insertLlmCallSchema = createInsertSchema(llmCalls, {
+  idempotencyKey: (s) => s.min(1),
+  promptTokens: (s) => s.min(0),
+  completionTokens: (s) => s.min(0),
+  costUsd: (s) => s.min(0),
+});

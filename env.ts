@@ -1,0 +1,74 @@
+/**
+ * The one place that reads the environment. Everything else receives a typed `Env`.
+ * A bad value prints the offending field and exits non-zero (see `loadEnvOrExit`).
+ */
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(1).max(65535);
+const bool = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no'])
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+export const envSchema = z.object({
+  /** Existing Temporal frontend (host:port). Unset: the embedded dev server is started. */
+  TEMPORAL_ADDRESS: z.string().regex(/^[\w.-]+:\d+$/, 'expected host:port').optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  /** PEM files for mTLS to a Temporal cluster (both or neither). */
+  TEMPORAL_TLS_CERT: z.string().min(1).optional(),
+  TEMPORAL_TLS_KEY: z.string().min(1).optional(),
+  TEMPORAL_API_KEY: z.string().min(1).optional(),
+  /** Embedded dev server ports. */
+  TEMPORAL_PORT: port.default(7233),
+  TEMPORAL_UI_PORT: port.default(8233),
+  /** Postgres connection string. Unset: embedded PGlite served on PGLITE_PORT. */
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
+    .optional(),
+  PGLITE_PORT: port.default(54329),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(100).default(10),
+  /** Where the embedded stack keeps its state. */
+  MINDLOOP_DATA_DIR: z.string().min(1).default('.data'),
+  /** Where pinned binaries (Temporal CLI, test server) and the local model live. */
+  MINDLOOP_TOOLS_DIR: z.string().min(1).default('.tools'),
+  /** Explicit binary paths win over `.tools/` and PATH. */
+  TEMPORAL_CLI_PATH: z.string().min(1).optional(),
+  TEMPORAL_TEST_SERVER_PATH: z.string().min(1).optional(),
+  /** Which task queues this process polls (comma list); default all three. */
+  MINDLOOP_QUEUES: z
+    .string()
+    .transform((s) => s.split(',').map((q) => q.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(['mindloop', 'sandbox', 'speech-gpu'])).min(1))
+    .default(['mindloop', 'sandbox', 'speech-gpu']),
+  DOCKER_HOST: z.string().min(1).optional(),
+  LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
+  MINDLOOP_VERBOSE: bool.default(false),
+}).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {
+  message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY must be set together',
+  path: ['TEMPORAL_TLS_CERT'],
+});
+
+export type Env = z.infer<typeof envSchema>;
+export type TaskQueueName = Env['MINDLOOP_QUEUES'][number];
+
+/** Parse an environment object; returns the zod result so callers decide how to fail. */
+export function parseEnv(source: Record<string, string | undefined> = process.env) {
+  // Empty strings mean "unset": a common shell habit (`DATABASE_URL= npm start`).
+  const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== ''));
+  return envSchema.safeParse(cleaned);
+}
+
+/** Format zod issues as one line per field, e.g. `PGLITE_PORT: Too big: expected number to be <=65535`. */
+export function formatEnvErrors(error: z.ZodError): string {
+  return error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`).join('\n');
+}
+
+/** Load the environment or print the bad fields and exit with status 2. */
+export function loadEnvOrExit(source: Record<string, string | undefined> = process.env): Env {
+  const result = parseEnv(source);
+  if (!result.success) {
+    process.stderr.write(`mindloop: invalid environment\n${formatEnvErrors(result.error)}\n`);
+    process.exit(2);
+  }
+  return result.data;
+}

@@ -1,0 +1,128 @@
+/**
+ * Brings up what the workers need: Temporal (the embedded dev server unless TEMPORAL_ADDRESS
+ * is set) and Postgres (embedded PGlite unless DATABASE_URL is set), with migrations applied.
+ */
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { TLSConfig } from '@temporalio/client';
+import type { Env } from '../env.js';
+import { createDb, type DbHandle } from '../db/client.js';
+import { runMigrations } from '../db/migrate.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import { startDevServer, waitForTemporal, type DevServer } from './temporal-dev-server.js';
+import { installHint, resolveTool } from './tools.js';
+
+export interface StackOptions {
+  env: Env;
+  /** Start the embedded services where the env names none (npm start, tests). Default true. */
+  embedded?: boolean;
+  /** The dev server's Web UI; off in tests. */
+  ui?: boolean;
+  log?: (line: string) => void;
+}
+
+/** What both `Connection` (client) and `NativeConnection` (worker) accept. */
+export interface TemporalConnectionConfig {
+  address: string;
+  tls?: TLSConfig | boolean;
+  apiKey?: string;
+}
+
+export interface Stack {
+  temporal: { address: string; namespace: string; connection: TemporalConnectionConfig; embedded?: DevServer };
+  database: { url: string; embedded?: EmbeddedPostgres };
+  db: DbHandle;
+  stop(): Promise<void>;
+}
+
+/** Connection options for a Temporal cluster, with mTLS or an API key when configured. */
+export function temporalConnectionOptions(env: Env, address: string): TemporalConnectionConfig {
+  const opts: TemporalConnectionConfig = { address };
+  if (env.TEMPORAL_TLS_CERT && env.TEMPORAL_TLS_KEY) {
+    opts.tls = {
+      clientCertPair: { crt: readFileSync(env.TEMPORAL_TLS_CERT), key: readFileSync(env.TEMPORAL_TLS_KEY) },
+    };
+  } else if (env.TEMPORAL_API_KEY) {
+    opts.tls = true;
+  }
+  if (env.TEMPORAL_API_KEY) opts.apiKey = env.TEMPORAL_API_KEY;
+  return opts;
+}
+
+/** Start (or connect to) Temporal and Postgres, migrate, and return handles. */
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const { env } = opts;
+  const embedded = opts.embedded ?? true;
+  const log = opts.log ?? (() => {});
+  const dataDir = resolve(env.MINDLOOP_DATA_DIR);
+  const cleanups: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        log(`stop: ${(err as Error).message}`);
+      }
+    }
+    cleanups.length = 0;
+  };
+
+  try {
+    // Postgres first: it is quick, and workflows resumed by Temporal need it at once.
+    let pgEmbedded: EmbeddedPostgres | undefined;
+    let databaseUrl = env.DATABASE_URL;
+    if (!databaseUrl) {
+      if (!embedded) databaseUrl = `postgres://postgres@127.0.0.1:${env.PGLITE_PORT}/postgres?sslmode=disable`;
+      else {
+        pgEmbedded = await startEmbeddedPostgres({ dataDir: join(dataDir, 'pglite'), port: env.PGLITE_PORT });
+        cleanups.push(() => pgEmbedded!.stop());
+        databaseUrl = pgEmbedded.url;
+        log(`postgres: embedded PGlite at ${pgEmbedded.dataDir}, served on ${databaseUrl}`);
+      }
+    }
+    const db = createDb(databaseUrl, { max: env.DATABASE_POOL_MAX });
+    cleanups.push(() => db.close());
+    await runMigrations(db.db);
+    log('postgres: migrations applied');
+
+    let devServer: DevServer | undefined;
+    let address = env.TEMPORAL_ADDRESS;
+    if (!address) {
+      if (!embedded) address = `127.0.0.1:${env.TEMPORAL_PORT}`;
+      else {
+        const binary = resolveTool('temporal', {
+          toolsDir: env.MINDLOOP_TOOLS_DIR,
+          envOverrides: { temporal: env.TEMPORAL_CLI_PATH },
+        });
+        if (!binary) throw new Error(`the Temporal CLI is not installed: ${installHint}, or set TEMPORAL_ADDRESS`);
+        devServer = await startDevServer({
+          binary,
+          dataDir,
+          port: env.TEMPORAL_PORT,
+          uiPort: env.TEMPORAL_UI_PORT,
+          namespace: env.TEMPORAL_NAMESPACE,
+          ui: opts.ui ?? true,
+        });
+        cleanups.push(() => devServer!.stop());
+        address = devServer.address;
+        log(`temporal: dev server at ${address}, history in ${devServer.dbFile}`);
+      }
+    }
+    if (!devServer) await waitForTemporal(address, 30_000);
+
+    return {
+      temporal: {
+        address,
+        namespace: env.TEMPORAL_NAMESPACE,
+        connection: temporalConnectionOptions(env, address),
+        embedded: devServer,
+      },
+      database: { url: databaseUrl, embedded: pgEmbedded },
+      db,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

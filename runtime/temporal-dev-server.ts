@@ -1,0 +1,128 @@
+/**
+ * The embedded Temporal service: the Temporal CLI dev server as a child process, persisting
+ * to a SQLite file (WAL) under the data dir, with the Web UI. Used by `npm start` and tests.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createServer } from 'node:net';
+import { Connection } from '@temporalio/client';
+import { allSearchAttributes, cliSearchAttributeType } from '../workflows/lib/search-attributes.js';
+
+export interface DevServerOptions {
+  /** Path of the `temporal` CLI binary. */
+  binary: string;
+  dataDir: string;
+  port: number;
+  uiPort: number;
+  namespace: string;
+  /** false → --headless (tests). */
+  ui?: boolean;
+  startTimeoutMs?: number;
+}
+
+export interface DevServer {
+  address: string;
+  uiUrl?: string;
+  dbFile: string;
+  logFile: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Resolves once the frontend answers a gRPC call. */
+export async function waitForTemporal(address: string, timeoutMs: number, child?: ChildProcess): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (child && child.exitCode !== null) throw new Error(`temporal dev server exited with ${child.exitCode}`);
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await conn.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await conn.close();
+      }
+    } catch (err) {
+      lastError = err;
+      await sleep(200);
+    }
+  }
+  throw new Error(`Temporal at ${address} did not answer within ${timeoutMs} ms: ${String(lastError)}`);
+}
+
+/** Fails with the fix when something already listens on the port (it could be another Temporal). */
+export async function assertPortFree(port: number, what: string, envName: string): Promise<void> {
+  await new Promise<void>((ok, fail) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) =>
+      fail(
+        err.code === 'EADDRINUSE'
+          ? new Error(`${what}: port ${port} is taken (another \`npm start\`?). Stop it, set ${envName}, or set TEMPORAL_ADDRESS to use that server`)
+          : err,
+      ),
+    );
+    probe.listen(port, '127.0.0.1', () => probe.close(() => ok()));
+  });
+}
+
+/** Start the dev server and wait until it answers. */
+export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  await assertPortFree(opts.port, 'temporal dev server', 'TEMPORAL_PORT');
+  if (opts.ui !== false) await assertPortFree(opts.uiPort, 'temporal web UI', 'TEMPORAL_UI_PORT');
+  const dataDir = resolve(opts.dataDir);
+  mkdirSync(dataDir, { recursive: true });
+  const dbFile = join(dataDir, 'temporal.sqlite');
+  const logFile = join(dataDir, 'temporal.log');
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1',
+    '--port', String(opts.port),
+    '--db-filename', dbFile,
+    // WAL: the dev server survives a kill without a corrupt store, and readers don't block it.
+    '--sqlite-pragma', 'journal_mode=wal',
+    '--sqlite-pragma', 'synchronous=1',
+    '--namespace', opts.namespace,
+    '--log-level', 'warn',
+    ...allSearchAttributes.flatMap((sa) => ['--search-attribute', `${sa.name}=${cliSearchAttributeType(sa.type)}`]),
+  ];
+  if (opts.ui === false) args.push('--headless');
+  else args.push('--ui-port', String(opts.uiPort));
+
+  const log = createWriteStream(logFile, { flags: 'a' });
+  // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
+  const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const address = `127.0.0.1:${opts.port}`;
+  try {
+    await waitForTemporal(address, opts.startTimeoutMs ?? 60_000, child);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message} (see ${logFile})`);
+  }
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= new Promise<void>((done) => {
+      if (child.exitCode !== null || child.signalCode !== null) return done();
+      const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      child.once('exit', () => {
+        clearTimeout(killer);
+        log.end();
+        done();
+      });
+      child.kill('SIGTERM');
+    }));
+
+  return {
+    address,
+    uiUrl: opts.ui === false ? undefined : `http://localhost:${opts.uiPort}`,
+    dbFile,
+    logFile,
+    pid: child.pid ?? -1,
+    stop,
+  };
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// Entry point of every npm script: makes a fresh clone runnable, then hands over.
+//   node scripts/bootstrap.mjs <start|test|worker|bench|setup> [args...]
+// Set-up is idempotent and quick when nothing changed: node deps (npm ci when the lock file
+// changed) and the pinned non-npm binaries in .tools/ (a Python venv fed from PyPI wheels).
+// Plain Node with no dependencies, because it runs before node_modules exists.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const toolsDir = resolve(root, process.env.MINDLOOP_TOOLS_DIR || '.tools');
+const say = (msg) => process.stderr.write(`[setup] ${msg}\n`);
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${r.status}`);
+}
+
+function mtime(p) {
+  try {
+    return statSync(p).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/** npm ci when node_modules is missing or older than the lock file. */
+function ensureNodeDeps() {
+  const marker = join(root, 'node_modules', '.package-lock.json');
+  const lock = join(root, 'package-lock.json');
+  if (existsSync(marker) && mtime(marker) >= mtime(lock)) return;
+  say('installing node dependencies (npm ci)…');
+  run('npm', ['ci', '--no-audit', '--no-fund']);
+}
+
+/** Pinned PyPI wheels into .tools/venv; a manifest records what is installed. */
+function ensureTools() {
+  const wanted = JSON.parse(readFileSync(join(root, 'scripts', 'tools.json'), 'utf8')).python;
+  const manifestPath = join(toolsDir, 'manifest.json');
+  const venv = join(toolsDir, 'venv');
+  let have = {};
+  try {
+    have = JSON.parse(readFileSync(manifestPath, 'utf8'));
+  } catch {
+    /* first run */
+  }
+  const missing = Object.entries(wanted).filter(([name, spec]) => have[name] !== spec.version);
+  if (missing.length === 0 && existsSync(join(venv, 'bin', 'python'))) return;
+  mkdirSync(toolsDir, { recursive: true });
+  if (!existsSync(join(venv, 'bin', 'python'))) {
+    say(`creating ${venv}`);
+    rmSync(venv, { recursive: true, force: true });
+    run(process.env.PYTHON || 'python3', ['-m', 'venv', venv]);
+  }
+  const pip = join(venv, 'bin', 'pip');
+  for (const [name, spec] of missing) {
+    say(`installing ${name}==${spec.version} into .tools/ …`);
+    const args = ['install', '--quiet', '--disable-pip-version-check', `${name}==${spec.version}`];
+    if (!spec.deps) args.push('--no-deps');
+    run(pip, args, { stdio: ['ignore', 'inherit', 'pipe'] });
+    have[name] = spec.version;
+    writeFileSync(manifestPath, JSON.stringify(have, null, 2));
+  }
+}
+
+/** Run a node_modules/.bin command in the foreground; Ctrl-C goes to the child, we wait for it. */
+function handOver(bin, args) {
+  const child = spawn(join(root, 'node_modules', '.bin', bin), args, { cwd: root, stdio: 'inherit' });
+  // The terminal sends SIGINT to the whole process group; the child handles it and exits cleanly.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(sig, () => {
+      if (sig !== 'SIGINT') child.kill(sig);
+    });
+  }
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + 1 : 1)));
+}
+
+const [command = 'start', ...rest] = process.argv.slice(2);
+const plans = {
+  setup: null,
+  start: ['tsx', ['workers/dev.ts', ...rest]],
+  worker: ['tsx', ['workers/main.ts', ...rest]],
+  bench: ['tsx', ['bench/run.ts', ...rest]],
+  test: ['vitest', ['run', ...rest]],
+};
+if (!(command in plans)) {
+  process.stderr.write(`bootstrap: unknown command "${command}" (expected ${Object.keys(plans).join('|')})\n`);
+  process.exit(2);
+}
+try {
+  ensureNodeDeps();
+  ensureTools();
+} catch (err) {
+  say(`set-up failed: ${err.message}`);
+  process.exit(1);
+}
+const plan = plans[command];
+if (plan) handOver(...plan);
+else say('ready: node_modules and .tools/ are up to date');

@@ -1,0 +1,63 @@
+/**
+ * `npm start`: the all-in-one laptop runner. Starts the embedded stack (or attaches to the
+ * Temporal cluster / Postgres named in the environment), runs one worker per task queue in this
+ * process, provisions the demo agent, prints where everything is, and stops it all on Ctrl-C.
+ * A second start reuses `.data/`: Temporal resumes whatever workflows were running.
+ */
+import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { loadEnvOrExit } from '../env.js';
+import { startStack } from '../runtime/stack.js';
+import { resolveLocalModel } from '../runtime/tools.js';
+import type { provisionAgentWorkflow } from '../workflows/provision-agent.js';
+import { installRuntime, onStopSignal, startWorkers } from './run.js';
+
+const env = loadEnvOrExit();
+const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
+installRuntime(env.LOG_LEVEL);
+
+log('starting the embedded stack…');
+const stack = await startStack({ env, log });
+const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES);
+onStopSignal(async (sig) => {
+  log(`${sig}: stopping workers, Temporal and Postgres…`);
+  await running.shutdown();
+  await stack.stop();
+  log('stopped cleanly; state is kept in ' + env.MINDLOOP_DATA_DIR);
+});
+
+const connection = await Connection.connect(stack.temporal.connection);
+const client = new Client({ connection, namespace: stack.temporal.namespace });
+try {
+  const handle = await client.workflow.start<typeof provisionAgentWorkflow>('provisionAgentWorkflow', {
+    workflowId: 'provision/demo',
+    taskQueue: 'mindloop',
+    args: [{ agentId: 'demo', name: 'Demo' }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+  const agent = await handle.result();
+  log(`agent ${agent.agentId} (${agent.name}) ${agent.created ? 'created' : 'found'} — since ${agent.createdAt}`);
+} catch (err) {
+  if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log(`demo agent: ${(err as Error).message}`);
+} finally {
+  await connection.close();
+}
+
+const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
+const rows: Array<[string, string]> = [
+  ['Temporal', `${stack.temporal.address} (namespace ${stack.temporal.namespace})${stack.temporal.embedded ? ', embedded dev server' : ''}`],
+  ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
+  ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
+  ['Task queues', [...running.workers.keys()].join(', ')],
+  ['Local model', model ?? 'not installed (npm run setup)'],
+  ['Data', stack.temporal.embedded || stack.database.embedded ? env.MINDLOOP_DATA_DIR : '(external services)'],
+];
+const width = Math.max(...rows.map(([k]) => k.length));
+process.stdout.write(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
+log('running — Ctrl-C stops everything; `npx mindloop --help` for the CLI');
+await running.done.catch((err: unknown) => log(`a worker failed: ${String(err)}`));
+await running.shutdown();
+await stack.stop();
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
+}

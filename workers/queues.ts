@@ -1,0 +1,55 @@
+/**
+ * One Worker per task queue (SPEC §1): `mindloop` (workflows, db and LLM activities),
+ * `sandbox` (Docker activities), `speech-gpu` (speech activities).
+ */
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { TaskQueueName } from '../env.js';
+import type { Db } from '../db/client.js';
+import { createActivities } from '../activities/index.js';
+import { createSandboxActivities } from '../activities/sandbox.js';
+import { createSpeechActivities } from '../activities/speech.js';
+import { createDocker } from '../sandbox/docker.js';
+
+export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export interface QueueWorkerDeps {
+  connection: NativeConnection;
+  namespace: string;
+  db: Db;
+  dockerHost?: string;
+  /** A pre-built bundle (tests, benchmarks) saves the few seconds webpack takes. */
+  workflowBundle?: WorkflowBundleWithSourceMap;
+}
+
+/** Bundle the workflow code once; several workers or restarts can share it. */
+export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+}
+
+// webpack's progress lines drown the start-up summary; keep its warnings and errors only.
+const quietBundlerLogger = {
+  trace() {},
+  debug() {},
+  info() {},
+  log() {},
+  warn: (message: string) => process.stderr.write(`bundler: ${message}\n`),
+  error: (message: string) => process.stderr.write(`bundler: ${message}\n`),
+};
+
+/** Create the Worker that polls `queue`. */
+export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerDeps): Promise<Worker> {
+  const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue };
+  switch (queue) {
+    case 'mindloop':
+      return Worker.create({
+        ...base,
+        workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
+        activities: createActivities({ db: deps.db }),
+      });
+    case 'sandbox':
+      return Worker.create({ ...base, activities: createSandboxActivities({ docker: createDocker(deps.dockerHost) }) });
+    case 'speech-gpu':
+      return Worker.create({ ...base, activities: createSpeechActivities() });
+  }
+}

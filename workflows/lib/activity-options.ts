@@ -1,0 +1,36 @@
+/**
+ * One timeout/retry preset per kind of activity (STYLE §3). Workflows pick a preset by name
+ * instead of inventing timeouts inline.
+ */
+import type { ActivityOptions } from '@temporalio/workflow';
+
+const nonRetryableErrorTypes = ['InvalidInput', 'NotFound', 'Forbidden', 'BudgetExceeded'];
+
+/** Short, idempotent database reads and writes. */
+export const dbActivity: ActivityOptions = {
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', nonRetryableErrorTypes },
+};
+
+/** One LLM call: slow and rate limited; failover between providers happens inside. */
+export const llmActivity: ActivityOptions = {
+  startToCloseTimeout: '3 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes },
+};
+
+/** A sandboxed container run: heartbeats so that cancellation reaches the container. */
+export const sandboxActivity: ActivityOptions = {
+  taskQueue: 'sandbox',
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '2 seconds', maximumAttempts: 3, nonRetryableErrorTypes },
+};
+
+/** Speech on the GPU host (or its CPU fallback). */
+export const speechActivity: ActivityOptions = {
+  taskQueue: 'speech-gpu',
+  startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 4, nonRetryableErrorTypes },
+};

@@ -1,0 +1,16 @@
+/**
+ * Typed search attributes the workflows set (SPEC §11), so the Temporal UI can filter by
+ * agent and campaign. The embedded dev server registers them at start.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export const agentIdSearchAttribute = defineSearchAttributeKey('MindloopAgentId', SearchAttributeType.KEYWORD);
+export const campaignIdSearchAttribute = defineSearchAttributeKey('MindloopCampaignId', SearchAttributeType.KEYWORD);
+export const kindSearchAttribute = defineSearchAttributeKey('MindloopKind', SearchAttributeType.KEYWORD);
+
+export const allSearchAttributes = [agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute] as const;
+
+/** The CLI's `--search-attribute NAME=Type` spelling. */
+export function cliSearchAttributeType(type: string): string {
+  return type === 'KEYWORD' ? 'Keyword' : type.charAt(0) + type.slice(1).toLowerCase();
+}
