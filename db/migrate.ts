@@ -3,14 +3,29 @@
  * `npm run db:migrate` runs it alone against DATABASE_URL.
  */
 import { fileURLToPath } from 'node:url';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
-import { createDb, type Db } from './client.js';
+import type pg from 'pg';
+import { createDb } from './client.js';
 
 export const migrationsFolder = fileURLToPath(new URL('./migrations', import.meta.url));
 
-/** Bring the database at `db` up to the latest migration. */
-export async function runMigrations(db: Db): Promise<void> {
-  await migrate(db, { migrationsFolder, migrationsSchema: 'drizzle', migrationsTable: '__migrations' });
+// Any constant shared by every Mindloop process: several workers starting at once take turns.
+const migrationLockKey = 0x6d696e64; // 'mind'
+
+/** Bring the database up to the latest migration, under an advisory lock on one connection. */
+export async function runMigrations(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [migrationLockKey]);
+    try {
+      await migrate(drizzle(client), { migrationsFolder, migrationsSchema: 'drizzle', migrationsTable: '__migrations' });
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [migrationLockKey]);
+    }
+  } finally {
+    client.release();
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
@@ -20,7 +35,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     process.exit(2);
   }
   const handle = createDb(url, { max: 1 });
-  await runMigrations(handle.db);
+  await runMigrations(handle.pool);
   await handle.close();
   process.stdout.write('migrations applied\n');
 }

@@ -56,16 +56,18 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const log = opts.log ?? (() => {});
   const dataDir = resolve(env.MINDLOOP_DATA_DIR);
   const cleanups: Array<() => Promise<void>> = [];
-  const stop = async () => {
-    for (const fn of cleanups.reverse()) {
-      try {
-        await fn();
-      } catch (err) {
-        log(`stop: ${(err as Error).message}`);
+  let stopping: Promise<void> | undefined;
+  // In reverse order of start; callable many times (signal handler and normal exit both call it).
+  const stop = () =>
+    (stopping ??= (async () => {
+      for (const fn of cleanups.reverse()) {
+        try {
+          await fn();
+        } catch (err) {
+          log(`stop: ${(err as Error).message}`);
+        }
       }
-    }
-    cleanups.length = 0;
-  };
+    })());
 
   try {
     // Postgres first: it is quick, and workflows resumed by Temporal need it at once.
@@ -82,7 +84,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     }
     const db = createDb(databaseUrl, { max: env.DATABASE_POOL_MAX });
     cleanups.push(() => db.close());
-    await runMigrations(db.db);
+    await runMigrations(db.pool);
     log('postgres: migrations applied');
 
     let devServer: DevServer | undefined;

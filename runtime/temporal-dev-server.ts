@@ -3,7 +3,7 @@
  * to a SQLite file (WAL) under the data dir, with the Web UI. Used by `npm start` and tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
@@ -68,14 +68,50 @@ export async function assertPortFree(port: number, what: string, envName: string
   });
 }
 
+/**
+ * A dev server left running by a start that was killed (SIGKILL, a crash) still holds our
+ * ports and SQLite file. It is ours if its command line names our database file: stop it.
+ */
+async function reapOrphan(pidFile: string, dbFile: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim());
+  } catch {
+    return;
+  }
+  let cmdline = '';
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    /* gone already */
+  }
+  if (pid > 0 && cmdline.includes(dbFile)) {
+    process.kill(pid, 'SIGTERM');
+    for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(200);
+    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+  }
+  rmSync(pidFile, { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Start the dev server and wait until it answers. */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
-  await assertPortFree(opts.port, 'temporal dev server', 'TEMPORAL_PORT');
-  if (opts.ui !== false) await assertPortFree(opts.uiPort, 'temporal web UI', 'TEMPORAL_UI_PORT');
   const dataDir = resolve(opts.dataDir);
   mkdirSync(dataDir, { recursive: true });
   const dbFile = join(dataDir, 'temporal.sqlite');
   const logFile = join(dataDir, 'temporal.log');
+  const pidFile = join(dataDir, 'temporal.pid');
+  await reapOrphan(pidFile, dbFile);
+  await assertPortFree(opts.port, 'temporal dev server', 'TEMPORAL_PORT');
+  if (opts.ui !== false) await assertPortFree(opts.uiPort, 'temporal web UI', 'TEMPORAL_UI_PORT');
   const args = [
     'server', 'start-dev',
     '--ip', '127.0.0.1',
@@ -94,6 +130,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const log = createWriteStream(logFile, { flags: 'a' });
   // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  if (child.pid) writeFileSync(pidFile, String(child.pid));
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   const address = `127.0.0.1:${opts.port}`;
@@ -111,6 +148,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
       const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       child.once('exit', () => {
         clearTimeout(killer);
+        rmSync(pidFile, { force: true });
         log.end();
         done();
       });

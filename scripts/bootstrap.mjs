@@ -97,6 +97,18 @@ try {
   say(`set-up failed: ${err.message}`);
   process.exit(1);
 }
+// A whole-suite run also typechecks and lints; `npm test -- <file>` runs just vitest.
+if (command === 'test' && rest.length === 0) {
+  try {
+    say('typecheck (tsc --noEmit)…');
+    run(join(root, 'node_modules', '.bin', 'tsc'), ['--noEmit']);
+    say('lint (eslint)…');
+    run(join(root, 'node_modules', '.bin', 'eslint'), ['.', '--cache', '--cache-location', join(root, 'node_modules', '.cache', 'eslint')]);
+  } catch (err) {
+    say(err.message);
+    process.exit(1);
+  }
+}
 const plan = plans[command];
 if (plan) handOver(...plan);
 else say('ready: node_modules and .tools/ are up to date');

@@ -3,7 +3,7 @@
  * `sandbox` (Docker activities), `speech-gpu` (speech activities).
  */
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';

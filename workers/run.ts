@@ -2,17 +2,30 @@
  * Runs a set of queue workers in this process until a signal, then stops them in order:
  * workers drain → Temporal connection → the stack's children (dev server, PGlite).
  */
-import { DefaultLogger, NativeConnection, Runtime, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Env, TaskQueueName } from '../env.js';
 import type { Stack } from '../runtime/stack.js';
 import { createQueueWorker } from './queues.js';
 
 let runtimeInstalled = false;
 
+// Lines the SDK prints on every start that say nothing a user can act on.
+const benignSdkLines = [/^No Nexus services registered/, /^No workflows registered/, /^Worker state changed/];
+
+/** One short line per SDK log entry: `time level [queue] message {meta}`. */
+function sdkLogLine(entry: LogEntry): void {
+  if (benignSdkLines.some((re) => re.test(entry.message))) return;
+  const { taskQueue, sdkComponent: _c, ...rest } = (entry.meta ?? {}) as Record<string, unknown>;
+  const meta = Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : '';
+  const time = new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString().slice(11, 23);
+  const line = `${time} ${entry.level.padEnd(5)} ${taskQueue ? `[${String(taskQueue)}] ` : ''}${entry.message}${meta}\n`;
+  (entry.level === 'ERROR' || entry.level === 'WARN' ? process.stderr : process.stdout).write(line);
+}
+
 /** Install the SDK runtime once: our log level, and no SDK signal handlers (we stop in order ourselves). */
 export function installRuntime(level: LogLevel): void {
   if (runtimeInstalled) return;
-  Runtime.install({ logger: new DefaultLogger(level), shutdownSignals: [] });
+  Runtime.install({ logger: new DefaultLogger(level, sdkLogLine), shutdownSignals: [] });
   runtimeInstalled = true;
 }
 
@@ -61,16 +74,23 @@ export async function startWorkers(
   return { connection, workers, done, shutdown };
 }
 
-/** Calls `stop` once on SIGINT/SIGTERM/SIGHUP; a second Ctrl-C forces exit. */
+/**
+ * Calls `stop` once on SIGINT/SIGTERM/SIGHUP. One Ctrl-C reaches us several times (the
+ * terminal's, then npm's and tsx's relays), so only a Ctrl-C pressed again after a pause
+ * forces the exit.
+ */
 export function onStopSignal(stop: (signal: NodeJS.Signals) => Promise<void>): void {
-  let stopping = false;
+  let firstAt = 0;
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(sig, () => {
-      if (stopping) {
-        process.stderr.write('\nforced exit\n');
-        process.exit(130);
+      if (firstAt) {
+        if (sig === 'SIGINT' && Date.now() - firstAt > 2000) {
+          process.stderr.write('\nforced exit (the next start cleans up what was left)\n');
+          process.exit(130);
+        }
+        return;
       }
-      stopping = true;
+      firstAt = Date.now();
       stop(sig).then(
         () => process.exit(0),
         (err: unknown) => {

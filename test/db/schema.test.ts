@@ -139,7 +139,7 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
     const { db, pool } = handle();
     const before = await appliedMigrations(pool);
     expect(before).toBeGreaterThan(0);
-    await runMigrations(db);
+    await runMigrations(pool);
     expect(await appliedMigrations(pool)).toBe(before);
     expect((await publicTables(pool)).size).toBe(tableNames.length);
   });
@@ -208,7 +208,7 @@ describe('schema on Postgres', () => {
     const url = new URL(baseUrl);
     url.pathname = `/${dbName}`;
     handle = createDb(url.toString(), { max: 4 });
-    await runMigrations(handle.db);
+    await runMigrations(handle.pool);
   });
 
   afterAll(async () => {
@@ -231,7 +231,7 @@ describe('schema on PGlite over pglite-socket', () => {
     await server.start();
     // After start() the server reports the port the OS picked for port 0.
     handle = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 4 });
-    await runMigrations(handle.db);
+    await runMigrations(handle.pool);
   });
 
   afterAll(async () => {

@@ -1,0 +1,78 @@
+/** Shared benchmark plumbing: percentiles, the results file of shared/BENCH.md, a stack. */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { parseEnv, type Env } from '../env.js';
+import { startStack, type Stack } from '../runtime/stack.js';
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[idx]!;
+}
+
+export function summarize(samples: number[]): { p50: number; p99: number; mean: number; n: number } {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), mean, n: samples.length };
+}
+
+const round = (v: number) => Math.round(v * 1000) / 1000;
+
+/** Print a table and write bench/results/<name>.json. */
+export function writeResult(name: string, metrics: Record<string, number>, notes: Record<string, string> = {}): string {
+  const result = {
+    name,
+    at: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version },
+    metrics: Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, round(v)])),
+    ...(Object.keys(notes).length ? { notes } : {}),
+  };
+  const dir = join(import.meta.dirname, 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+  const width = Math.max(...Object.keys(metrics).map((k) => k.length));
+  process.stdout.write(`\n${name}\n${Object.entries(result.metrics).map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n`);
+  for (const [k, v] of Object.entries(notes)) process.stdout.write(`  note ${k}: ${v}\n`);
+  process.stdout.write(`wrote ${file}\n`);
+  return file;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/**
+ * The embedded stack on a throw-away data dir and free ports, so a benchmark never touches
+ * the user's `.data/` nor collides with a running `npm start`.
+ */
+export async function benchStack(): Promise<{ env: Env; stack: Stack; stop(): Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'mindloop-bench-'));
+  const parsed = parseEnv({
+    ...process.env,
+    MINDLOOP_DATA_DIR: dataDir,
+    TEMPORAL_PORT: String(await freePort()),
+    PGLITE_PORT: String(await freePort()),
+  });
+  if (!parsed.success) throw new Error(parsed.error.message);
+  const env = parsed.data;
+  const stack = await startStack({ env, ui: false, log: (l) => process.stdout.write(`  ${l}\n`) });
+  return {
+    env,
+    stack,
+    async stop() {
+      await stack.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

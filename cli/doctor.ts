@@ -1,0 +1,152 @@
+/**
+ * `mindloop doctor`: what this machine has, what is missing, and the command that fixes it.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import type { Env } from '../env.js';
+import { migrationsFolder } from '../db/migrate.js';
+import { waitForTemporal } from '../runtime/temporal-dev-server.js';
+import { temporalConnectionOptions } from '../runtime/stack.js';
+import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js';
+import { createDocker, dockerStatus } from '../sandbox/docker.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  fix?: string;
+}
+
+async function checkTemporal(env: Env): Promise<Check[]> {
+  const checks: Check[] = [];
+  let cli: string | undefined;
+  let cliError: string | undefined;
+  try {
+    cli = resolveTool('temporal', { toolsDir: env.MINDLOOP_TOOLS_DIR, envOverrides: { temporal: env.TEMPORAL_CLI_PATH } });
+  } catch (err) {
+    cliError = (err as Error).message;
+  }
+  let testServer: string | undefined;
+  try {
+    testServer = resolveTool('temporal-test-server', {
+      toolsDir: env.MINDLOOP_TOOLS_DIR,
+      envOverrides: { 'temporal-test-server': env.TEMPORAL_TEST_SERVER_PATH },
+    });
+  } catch (err) {
+    cliError ??= (err as Error).message;
+  }
+
+  const address = env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`;
+  let answering = false;
+  try {
+    await waitForTemporal(address, 1500);
+    answering = true;
+  } catch {
+    /* reported below */
+  }
+  if (env.TEMPORAL_ADDRESS) {
+    checks.push(
+      answering
+        ? { name: 'temporal', status: 'ok', detail: `cluster at ${address} answers (namespace ${env.TEMPORAL_NAMESPACE})` }
+        : {
+            name: 'temporal',
+            status: 'fail',
+            detail: `no Temporal frontend answers at ${address}`,
+            fix: 'check TEMPORAL_ADDRESS (and TEMPORAL_TLS_CERT/KEY or TEMPORAL_API_KEY), or unset it to use the embedded dev server',
+          },
+    );
+  } else {
+    checks.push(
+      cli
+        ? {
+            name: 'temporal',
+            status: 'ok',
+            detail: `CLI ${cli}; dev server ${answering ? `running at ${address}` : 'not running (npm start starts it)'}`,
+          }
+        : { name: 'temporal', status: 'fail', detail: cliError ?? 'the Temporal CLI is not installed', fix: installHint },
+    );
+  }
+  checks.push(
+    testServer
+      ? { name: 'temporal-test-server', status: 'ok', detail: testServer }
+      : { name: 'temporal-test-server', status: 'warn', detail: 'time-skipping test server missing (npm test needs it)', fix: installHint },
+  );
+  return checks;
+}
+
+function expectedMigrations(): number {
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] };
+  return journal.entries.length;
+}
+
+async function checkPostgres(env: Env): Promise<Check> {
+  const url = env.DATABASE_URL ?? `postgres://postgres@127.0.0.1:${env.PGLITE_PORT}/postgres?sslmode=disable`;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    const version = (await client.query<{ v: string }>('select version() as v')).rows[0]?.v.split(' ').slice(0, 2).join(' ');
+    const applied = await client
+      .query<{ n: string }>('select count(*)::text as n from drizzle.__migrations')
+      .then((r) => Number(r.rows[0]?.n ?? 0))
+      .catch(() => 0);
+    const expected = expectedMigrations();
+    const where = env.DATABASE_URL ? 'DATABASE_URL' : `embedded PGlite on :${env.PGLITE_PORT}`;
+    if (applied < expected) {
+      return {
+        name: 'postgres',
+        status: 'warn',
+        detail: `${version} via ${where}; ${applied}/${expected} migrations applied`,
+        fix: 'npm start applies them (or: DATABASE_URL=… npm run db:migrate)',
+      };
+    }
+    return { name: 'postgres', status: 'ok', detail: `${version} via ${where}; migrations ${applied}/${expected}` };
+  } catch (err) {
+    if (env.DATABASE_URL) {
+      return { name: 'postgres', status: 'fail', detail: `DATABASE_URL does not answer: ${(err as Error).message}`, fix: 'check DATABASE_URL, or unset it to use the embedded PGlite' };
+    }
+    const dataDir = resolve(env.MINDLOOP_DATA_DIR, 'pglite');
+    return {
+      name: 'postgres',
+      status: 'ok',
+      detail: `embedded PGlite not running (npm start serves it on :${env.PGLITE_PORT}); data ${existsSync(dataDir) ? `in ${dataDir}` : 'not created yet'}`,
+    };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function checkDocker(env: Env): Promise<Check> {
+  const status = await dockerStatus(createDocker(env.DOCKER_HOST));
+  return status.available
+    ? { name: 'docker', status: 'ok', detail: `engine ${status.version} (sandbox queue can run)` }
+    : {
+        name: 'docker',
+        status: 'warn',
+        detail: `no Docker engine answers (${status.reason}); the sandbox queue cannot run code`,
+        fix: 'apt-get install -y docker.io && (dockerd > /var/log/dockerd.log 2>&1 &) — or set DOCKER_HOST',
+      };
+}
+
+function checkLocalModel(env: Env): Check {
+  const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
+  return model
+    ? { name: 'local-model', status: 'ok', detail: `SmolLM2-135M-Instruct GGUF at ${model}` }
+    : { name: 'local-model', status: 'warn', detail: 'the offline local model is not installed', fix: installHint };
+}
+
+/** Run every check; none throws. */
+export async function runDoctor(env: Env): Promise<Check[]> {
+  const [temporal, postgres, docker] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env)]);
+  return [...temporal, postgres, docker, checkLocalModel(env)];
+}
+
+/** Human-readable report: one line per check, with the fix indented under it. */
+export function formatChecks(checks: Check[]): string {
+  const mark: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL' };
+  const width = Math.max(...checks.map((c) => c.name.length));
+  return checks
+    .map((c) => `${mark[c.status]}  ${c.name.padEnd(width)}  ${c.detail}${c.fix ? `\n      ${' '.repeat(width)}  fix: ${c.fix}` : ''}`)
+    .join('\n');
+}

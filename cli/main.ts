@@ -1,0 +1,31 @@
+/**
+ * `npx mindloop <command>`: the user's entry point next to the Temporal UI. Commands are
+ * added by the capability they belong to (agents, notes, escalations, forks, learnings…).
+ */
+import { Command, CommanderError } from 'commander';
+import { loadEnvOrExit } from '../env.js';
+import { formatChecks, runDoctor } from './doctor.js';
+
+const program = new Command('mindloop')
+  .description('Mindloop: durable, self-improving LLM agents on Temporal')
+  .showHelpAfterError('(run `mindloop --help` for the commands)')
+  .exitOverride();
+
+program
+  .command('doctor')
+  .description('check Temporal, Postgres, Docker and the local model; print what is missing and how to fix it')
+  .option('--json', 'print the checks as JSON')
+  .action(async (opts: { json?: boolean }) => {
+    const checks = await runDoctor(loadEnvOrExit());
+    process.stdout.write(opts.json ? `${JSON.stringify(checks, null, 2)}\n` : `${formatChecks(checks)}\n`);
+    process.exitCode = checks.some((c) => c.status === 'fail') ? 1 : 0;
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  // Commander already printed its message (unknown option, missing argument…); --help exits 0.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+  process.stderr.write(`mindloop: ${(err as Error).message}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,112 @@
+// @ts-check
+// Lint for Mindloop (STYLE.md conventions 1 and 16). Type-aware rules run on the TypeScript
+// sources through typescript-eslint's project service (the root tsconfig.json); the plain
+// .js/.mjs bootstrap scripts get only the syntactic rules, since no tsconfig covers them.
+import { builtinModules } from 'node:module';
+import { defineConfig, globalIgnores } from 'eslint/config';
+import tseslint from 'typescript-eslint';
+
+/** @param {string} s */
+const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+// Why: workflow code runs in Temporal's deterministic sandbox and is bundled by webpack. A
+// value import of Node, I/O or SDK-side code either breaks the bundle or, worse, bundles it
+// and makes replay nondeterministic. Types are erased, so `import type` stays allowed.
+const serverSide = {
+  regex: [
+    // Repo folders that hold I/O code, reached from workflows/ by climbing up (`../`)
+    // or through package.json subpath imports (`#activities/…`).
+    String.raw`^(?:(?:\.\./)+|#)(?:activities|db|sandbox|workers|cli|web)(?:/|$)`,
+    // env.ts reads process.env (convention 8: workflows never read env).
+    String.raw`^(?:(?:\.\./)+|#)env(?:\.[cm]?[jt]s)?$`,
+    // Packages that do I/O or belong to the worker/client side of the SDK.
+    String.raw`^(?:drizzle-orm|drizzle-zod|drizzle-kit|pg|pg-[^/]+|dockerode|tsx|commander)(?:/|$)`,
+    String.raw`^@(?:langchain|electric-sql)/`,
+    String.raw`^@temporalio/(?:worker|client|activity|testing)(?:/|$)`,
+  ].join('|'),
+  allowTypeImports: true,
+  message:
+    'Workflow code may only `import type` from activities/db/sandbox/workers/cli, drizzle, pg, ' +
+    'dockerode, LangChain and the non-workflow Temporal SDK packages (STYLE.md convention 1).',
+};
+
+const nodeBuiltins = {
+  regex: `^(?:node:.+|${builtinModules.map(escapeRe).join('|')})$`,
+  message:
+    'Node built-ins are not available in the Temporal workflow sandbox; do the I/O in an activity.',
+};
+
+export default defineConfig(
+  globalIgnores([
+    '**/node_modules/',
+    '.tools/',
+    '.data/',
+    '.git/',
+    'db/migrations/',
+    'bench/results/',
+    'coverage/',
+    'dist/',
+    // Fixtures are deliberately bad code; test/infra/lint.test.ts lints them explicitly.
+    'test/fixtures/',
+  ]),
+
+  {
+    languageOptions: { ecmaVersion: 'latest', sourceType: 'module' },
+  },
+
+  {
+    files: ['**/*.ts'],
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: {
+        projectService: true,
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      // With verbatimModuleSyntax, `import { type X } from 'm'` is kept as `import {} from 'm'`:
+      // the module still loads (and lands in the workflow bundle). Use `import type`.
+      '@typescript-eslint/no-import-type-side-effects': 'error',
+    },
+  },
+
+  {
+    // Code that ends up in the workflow bundle: a value import used only as a type (e.g. a
+    // class) would still pull its module in. Elsewhere such an import costs nothing.
+    files: ['workflows/**/*.ts', 'core/**/*.ts'],
+    rules: {
+      '@typescript-eslint/consistent-type-imports': [
+        'error',
+        { prefer: 'type-imports', fixStyle: 'inline-type-imports' },
+      ],
+    },
+  },
+
+  {
+    files: ['workflows/**/*.{ts,js,mjs,cjs}'],
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      'no-restricted-imports': 'off',
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [serverSide, nodeBuiltins] },
+      ],
+      'no-restricted-globals': [
+        'error',
+        {
+          name: 'process',
+          message: 'Workflows never read process state or env; pass values in the workflow input.',
+        },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ImportExpression',
+          message: 'Dynamic import() is not supported in the workflow bundle; use a static import.',
+        },
+      ],
+    },
+  },
+);
