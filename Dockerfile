@@ -16,7 +16,7 @@ WORKDIR /app
 # three packages run install scripts; this image's npm 10 ignores that field, so run none
 # and then rebuild exactly the allowed ones (@swc/core is the workflow bundler's compiler).
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts \
+RUN npm install --omit=dev --no-audit --no-fund --ignore-scripts \
  && npm rebuild @swc/core protobufjs esbuild \
  && npm cache clean --force
 

