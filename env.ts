@@ -40,6 +40,10 @@ export const envSchema = z.object({
     .transform((s) => s.split(',').map((q) => q.trim()).filter(Boolean))
     .pipe(z.array(z.enum(['mindloop', 'sandbox', 'speech-gpu'])).min(1))
     .default(['mindloop', 'sandbox', 'speech-gpu']),
+  /** Per-attempt timeout of an LLM call before failing over to the next registry row. */
+  MINDLOOP_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
+  /** CPU threads of the local model (node-llama-cpp); default half the cores. */
+  MINDLOOP_LOCAL_LLM_THREADS: z.coerce.number().int().min(1).max(256).optional(),
   DOCKER_HOST: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
@@ -63,6 +67,14 @@ export function formatEnvErrors(error: z.ZodError): string {
   return error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`).join('\n');
 }
 
+/**
+ * The raw variables, for names only known at runtime: an `llm_registry` row names the
+ * variable holding its API key (`api_key_env`). Pass the result to the LLM layer as `env`.
+ */
+export function rawEnv(source: Record<string, string | undefined> = process.env): Readonly<Record<string, string | undefined>> {
+  return { ...source };
+}
+
 /** Load the environment or print the bad fields and exit with status 2. */
 export function loadEnvOrExit(source: Record<string, string | undefined> = process.env): Env {
   const result = parseEnv(source);
@@ -71,4 +83,12 @@ export function loadEnvOrExit(source: Record<string, string | undefined> = proce
     process.exit(2);
   }
   return result.data;
+}
+
+/**
+ * The raw environment, for the one lookup that cannot be typed ahead: the API key an
+ * `llm_registry` row names by variable (`api_key_env`). Composition roots pass it down.
+ */
+export function secretSource(): Readonly<Record<string, string | undefined>> {
+  return process.env;
 }

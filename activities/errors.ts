@@ -10,6 +10,8 @@ export const ErrorType = {
   Forbidden: 'Forbidden',
   BudgetExceeded: 'BudgetExceeded',
   Unavailable: 'Unavailable',
+  /** No LLM of the role answers: the workflow enters Core Outage instead of retrying. */
+  LlmUnavailable: 'LlmUnavailable',
 } as const;
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 

@@ -4,7 +4,9 @@
  */
 import { Command, CommanderError } from 'commander';
 import { loadEnvOrExit } from '../env.js';
+import { registerAgentCommands } from './agents.js';
 import { formatChecks, runDoctor } from './doctor.js';
+import { registerReplayCommand } from './replay.js';
 
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
@@ -20,6 +22,9 @@ program
     process.stdout.write(opts.json ? `${JSON.stringify(checks, null, 2)}\n` : `${formatChecks(checks)}\n`);
     process.exitCode = checks.some((c) => c.status === 'fail') ? 1 : 0;
   });
+
+registerAgentCommands(program);
+registerReplayCommand(program);
 
 try {
   await program.parseAsync(process.argv);

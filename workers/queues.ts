@@ -18,6 +18,8 @@ export interface QueueWorkerDeps {
   namespace: string;
   db: Db;
   dockerHost?: string;
+  /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
+  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string };
   /** A pre-built bundle (tests, benchmarks) saves the few seconds webpack takes. */
   workflowBundle?: WorkflowBundleWithSourceMap;
 }
@@ -45,7 +47,7 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
       return Worker.create({
         ...base,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db }),
+        activities: createActivities({ db: deps.db, llm: deps.llm }),
       });
     case 'sandbox':
       return Worker.create({ ...base, activities: createSandboxActivities({ docker: createDocker(deps.dockerHost) }) });

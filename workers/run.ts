@@ -3,7 +3,7 @@
  * workers drain → Temporal connection → the stack's children (dev server, PGlite).
  */
 import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import type { Env, TaskQueueName } from '../env.js';
+import { secretSource, type Env, type TaskQueueName } from '../env.js';
 import type { Stack } from '../runtime/stack.js';
 import { createQueueWorker } from './queues.js';
 
@@ -55,6 +55,7 @@ export async function startWorkers(
           namespace: stack.temporal.namespace,
           db: stack.db.db,
           dockerHost: env.DOCKER_HOST,
+          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR },
           workflowBundle: opts.workflowBundle,
         }),
       );

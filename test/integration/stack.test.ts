@@ -66,7 +66,7 @@ describe.each([
       namespace: stack.temporal.namespace,
       taskQueue: 'fixtures',
       workflowBundle: fixtureBundle,
-      activities: createActivities({ db: stack.db.db }),
+      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: env.MINDLOOP_TOOLS_DIR } }),
     });
     const fixtureRun = fixtureWorker.run();
     const connection = await Connection.connect(stack.temporal.connection);

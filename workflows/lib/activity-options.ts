@@ -4,7 +4,7 @@
  */
 import type { ActivityOptions } from '@temporalio/workflow';
 
-const nonRetryableErrorTypes = ['InvalidInput', 'NotFound', 'Forbidden', 'BudgetExceeded'];
+const nonRetryableErrorTypes = ['InvalidInput', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable'];
 
 /** Short, idempotent database reads and writes. */
 export const dbActivity: ActivityOptions = {

@@ -1,0 +1,419 @@
+/**
+ * The tick's activities (SPEC §2): Think (process log → context → LLM → parse → record) as one
+ * retry-safe activity, plus the small writes around it (notes, process log, loop start/stop,
+ * task-loop status).
+ */
+import { Context } from '@temporalio/activity';
+import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { helpText } from '../core/catalogue.js';
+import { assembleContext, defaultSystemPrompt, type ContextResponse } from '../core/context.js';
+import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
+import { parseReply, replyFormatInstructions } from '../core/reply-parser.js';
+import type { Db } from '../db/client.js';
+import {
+  agentConfig,
+  agents,
+  abstracts,
+  commandLog,
+  ethicsPolicies,
+  goals,
+  llmMemory,
+  llmRecentResponses,
+  notes,
+  processLog,
+  systemPrompts,
+  tasks,
+} from '../db/schema/index.js';
+import { commandResultText } from './commands.js';
+import { nonRetryable } from './errors.js';
+import { LlmUnavailableError, ensureDefaultRegistry, type LlmRouter } from './llm/index.js';
+
+export interface TickDeps {
+  db: Db;
+  llm: LlmRouter;
+}
+
+export interface ThinkInput {
+  agentId: string;
+  tick: number;
+  workflowId: string;
+  /** Workflow time (ISO): the context shows it, and a retry renders the same prompt. */
+  now: string;
+  mode: 'main' | 'task';
+  taskId?: number;
+  loop: {
+    contextMode: ContextMode;
+    contextFilter?: TagFilter;
+    recentK: number;
+    notesMode: NotesMode;
+    notesFilter?: { minPriority?: number; tags?: string[]; sources?: string[] };
+  };
+  params: { temperature: number; topP: number; presencePenalty: number; frequencyPenalty: number; maxTokens: number };
+  focus?: string;
+}
+
+export interface ThinkResult {
+  responseId: number | null;
+  /** First line(s) of the reply, ≤ 240 chars: the status query shows it. */
+  summary: string;
+  provider: string;
+  model: string;
+  commands: ParsedCommand[];
+  rejected: CommandRejection[];
+  parseErrors: string[];
+  confidence: number | null;
+  unverifiedFacts: number;
+  notesShown: number;
+  promptChars: number;
+  /** Task loops: the task's status after this tick's reading. */
+  taskStatus?: string;
+  replayed: boolean;
+}
+
+const summarize = (text: string) => {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > 240 ? `${flat.slice(0, 239)}…` : flat;
+};
+
+/** Keep the command list that crosses into workflow history well under the 64 KB budget. */
+function capCommands(commands: ParsedCommand[], rejected: CommandRejection[]): { commands: ParsedCommand[]; rejected: CommandRejection[] } {
+  const limit = 48 * 1024;
+  const kept: ParsedCommand[] = [];
+  const extra: CommandRejection[] = [];
+  let size = 0;
+  for (const c of commands) {
+    const s = JSON.stringify(c).length;
+    if (size + s > limit) extra.push({ cmdId: c.cmdId, type: c.type, raw: JSON.stringify(c).slice(0, 200), reason: 'command too large for one tick (48 KB cap)' });
+    else {
+      kept.push(c);
+      size += s;
+    }
+  }
+  return { commands: kept, rejected: [...rejected, ...extra].map((r) => ({ ...r, raw: r.raw.slice(0, 500) })) };
+}
+
+/** Tick activities, built from a database and an LLM router. */
+export function createTickActivities({ db, llm }: TickDeps) {
+  async function loadContext(input: ThinkInput) {
+    const { agentId, tick } = input;
+    const [agentRow] = await db.select().from(agents).where(eq(agents.id, agentId));
+    if (!agentRow) throw nonRetryable('NotFound', `agent ${agentId} does not exist`);
+    const notesWhere = and(
+      eq(notes.agentId, agentId),
+      eq(notes.direction, 'in'),
+      eq(notes.hidden, false),
+      // Unread, or read by this very tick (a retry must show the same notes again).
+      or(isNull(notes.readAt), eq(notes.tickSeen, tick)),
+      input.mode === 'task' ? eq(notes.source, 'user') : undefined,
+      input.loop.notesFilter?.minPriority !== undefined ? sql`${notes.priority} >= ${input.loop.notesFilter.minPriority}` : undefined,
+      input.loop.notesFilter?.sources?.length ? inArray(notes.source, input.loop.notesFilter.sources as never[]) : undefined,
+      input.loop.notesFilter?.tags?.length ? sql`${notes.tags} && ${input.loop.notesFilter.tags}` : undefined,
+    );
+    const [prompts, ethics, responses, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, config, taskRow] = await Promise.all([
+      db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
+      db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority)),
+      db
+        .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, content: llmRecentResponses.content, tags: llmRecentResponses.tags, emotions: llmRecentResponses.emotions })
+        .from(llmRecentResponses)
+        .where(and(eq(llmRecentResponses.agentId, agentId), isNull(llmRecentResponses.archivedAt), sql`${llmRecentResponses.tick} < ${tick}`))
+        .orderBy(desc(llmRecentResponses.tick))
+        .limit(input.loop.contextMode === 'meditation' ? 500 : input.loop.contextMode === 'concentration' ? 200 : input.loop.recentK),
+      db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10),
+      db
+        .select()
+        .from(tasks)
+        .where(and(eq(tasks.agentId, agentId), input.mode === 'task' && input.taskId ? eq(tasks.id, input.taskId) : eq(tasks.pinned, true)))
+        .orderBy(desc(tasks.priority))
+        .limit(10),
+      db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3),
+      db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10),
+      db
+        .select()
+        .from(commandLog)
+        .where(
+          and(
+            eq(commandLog.agentId, agentId),
+            eq(commandLog.tick, tick - 1),
+            input.mode === 'task' ? sql`${commandLog.cmdId} like ${`task${input.taskId}.%`}` : sql`${commandLog.cmdId} not like 'task%.%'`,
+          ),
+        )
+        .orderBy(asc(commandLog.id))
+        .limit(20),
+      db.select().from(notes).where(notesWhere).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
+      db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10),
+      db.select().from(agentConfig).where(eq(agentConfig.agentId, agentId)),
+      input.taskId ? db.select().from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.id, input.taskId))) : Promise.resolve([]),
+    ]);
+    const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
+    const focus =
+      input.mode === 'task' && taskRow[0]
+        ? `You are an auxiliary loop working only on task #${taskRow[0].id} "${taskRow[0].title}"${taskRow[0].description ? `: ${taskRow[0].description}` : ''}. You may read anything, write only notes (notes.send) and this task (tasks.update/tasks.status). Send proposals to the main loop as notes; set the task status to done when finished.`
+        : input.focus;
+    const context = assembleContext({
+      agent: { id: agentRow.id, name: agentRow.name, identity: agentRow.identity },
+      tick,
+      now: input.now,
+      systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
+      ethics: ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
+      catalogue: helpText(),
+      tools: [],
+      learnings: [],
+      responses: responses.map(
+        (r): ContextResponse => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }),
+      ),
+      goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
+      pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
+      abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
+      openProcesses: processes.map((p) => ({ processId: p.processId, name: p.name, status: p.status, message: p.message })),
+      commandResults: results.map((c) => ({
+        cmdId: c.cmdId,
+        type: c.type,
+        status: c.status,
+        text: commandResultText(c),
+      })),
+      notes: noteRows.map((n) => ({ id: n.id, source: n.source, priority: n.priority, tags: n.tags, text: n.text })),
+      notesMode: input.loop.notesMode,
+      config: Object.fromEntries(config.map((c) => [c.key, c.value])),
+      memory: memory.map((m) => ({ id: m.id, title: m.title, content: m.content, pinned: m.pinned })),
+      contextMode: input.loop.contextMode,
+      contextFilter: input.loop.contextFilter,
+      recentK: input.loop.recentK,
+      focus,
+    });
+    return { context, taskStatus: taskRow[0]?.status };
+  }
+
+  /** While a long call runs, tell Temporal we are alive (and learn about cancellation). */
+  function heartbeating<T>(work: (signal?: AbortSignal) => Promise<T>): Promise<T> {
+    let ctx: Context | undefined;
+    try {
+      ctx = Context.current();
+    } catch {
+      ctx = undefined; // called outside an activity (tests)
+    }
+    if (!ctx) return work();
+    const timer = setInterval(() => ctx.heartbeat(), 5_000);
+    return work(ctx.cancellationSignal).finally(() => clearInterval(timer));
+  }
+
+  return {
+    /**
+     * One tick's thinking, idempotent on (agent, tick): a retry after the reply was recorded
+     * re-reads it instead of asking the LLM again.
+     */
+    async think(input: ThinkInput): Promise<ThinkResult> {
+      if (input.mode === 'main') {
+        const [existing] = await db
+          .select()
+          .from(llmRecentResponses)
+          .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)));
+        if (existing) {
+          const parsed = parseReply(existing.content);
+          const capped = capCommands(parsed.commands, parsed.rejected);
+          return {
+            responseId: existing.id,
+            summary: summarize(parsed.body || existing.content),
+            provider: 'replay',
+            model: existing.reflection ?? 'recorded',
+            ...capped,
+            parseErrors: parsed.errors,
+            confidence: parsed.confidence,
+            unverifiedFacts: parsed.unverifiedFacts.length,
+            notesShown: 0,
+            promptChars: 0,
+            replayed: true,
+          };
+        }
+      }
+
+      const { context, taskStatus } = await loadContext(input);
+      let reply;
+      try {
+        reply = await heartbeating((signal) =>
+          llm.chat({
+            agentId: input.agentId,
+            role: 'agent',
+            messages: context.messages,
+            params: {
+              temperature: input.params.temperature,
+              topP: input.params.topP,
+              presencePenalty: input.params.presencePenalty,
+              frequencyPenalty: input.params.frequencyPenalty,
+              maxTokens: input.params.maxTokens,
+            },
+            tick: input.tick,
+            idempotencyKey: `${input.workflowId}:${input.tick}:think`,
+            signal,
+          }),
+        );
+      } catch (err) {
+        if (err instanceof LlmUnavailableError) throw nonRetryable('LlmUnavailable', err.message);
+        throw err;
+      }
+      const parsed = parseReply(reply.text);
+      const capped = capCommands(parsed.commands, parsed.rejected);
+      const modelName = `${reply.provider}:${reply.model}`;
+
+      let responseId: number | null = null;
+      await db.transaction(async (tx) => {
+        if (input.mode === 'main') {
+          const inserted = await tx
+            .insert(llmRecentResponses)
+            .values({
+              agentId: input.agentId,
+              tick: input.tick,
+              workflowRunId: input.workflowId,
+              content: reply.text,
+              reflection: modelName,
+              confidence: parsed.confidence,
+              contextMode: input.loop.contextMode,
+              llmRegistryId: reply.registryId,
+              parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
+            })
+            .onConflictDoNothing()
+            .returning({ id: llmRecentResponses.id });
+          responseId =
+            inserted[0]?.id ??
+            (await tx.select({ id: llmRecentResponses.id }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick))))[0]?.id ??
+            null;
+          await tx.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
+        } else {
+          // Auxiliary loops are read-only: their thought goes to the process log, not to memory.
+          await tx.insert(processLog).values({
+            agentId: input.agentId,
+            processId: `task/${input.taskId}`,
+            kind: 'task_loop',
+            name: `task ${input.taskId} tick ${input.tick}`,
+            status: 'ok',
+            message: summarize(parsed.body || reply.text),
+            payload: { tick: input.tick, content: reply.text.slice(0, 16_000), model: modelName },
+            tick: input.tick,
+          });
+        }
+        if (context.shown.notes.length) {
+          await tx
+            .update(notes)
+            .set({ readAt: new Date(), tickSeen: input.tick })
+            .where(and(inArray(notes.id, context.shown.notes), isNull(notes.readAt)));
+        }
+      });
+
+      return {
+        responseId,
+        summary: summarize(parsed.body || reply.text),
+        provider: reply.provider,
+        model: reply.model,
+        ...capped,
+        parseErrors: parsed.errors,
+        confidence: parsed.confidence,
+        unverifiedFacts: parsed.unverifiedFacts.length,
+        notesShown: context.shown.notes.length,
+        promptChars: context.chars,
+        taskStatus,
+        replayed: false,
+      };
+    },
+
+    /** Is any LLM of this role answering? Used to leave Core Outage. */
+    async probeLlm(input: { agentId: string; role: 'agent' }): Promise<{ ok: boolean; model?: string; error?: string }> {
+      try {
+        const r = await llm.chat({ agentId: input.agentId, role: input.role, messages: [{ role: 'user', content: 'Reply with OK.' }], params: { maxTokens: 4 } });
+        return { ok: true, model: `${r.provider}:${r.model}` };
+      } catch (err) {
+        return { ok: false, error: (err as Error).message };
+      }
+    },
+
+    /** Store an incoming note; idempotent on its key. */
+    async recordNote(input: {
+      agentId: string;
+      text: string;
+      priority: number;
+      tags: string[];
+      source: 'user' | 'peer' | 'system' | 'oversight' | 'human' | 'llm:task';
+      sender?: string;
+      taskId?: number;
+      idempotencyKey: string;
+    }): Promise<{ noteId: number }> {
+      const inserted = await db
+        .insert(notes)
+        .values({
+          agentId: input.agentId,
+          direction: 'in',
+          source: input.source,
+          sender: input.sender,
+          priority: input.priority,
+          tags: input.tags,
+          text: input.text,
+          taskId: input.taskId,
+          idempotencyKey: input.idempotencyKey,
+        })
+        .onConflictDoNothing({ target: notes.idempotencyKey })
+        .returning({ id: notes.id });
+      const id = inserted[0]?.id ?? (await db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, input.idempotencyKey)))[0]?.id;
+      if (id === undefined) throw new Error('note vanished after insert');
+      return { noteId: id };
+    },
+
+    /** Append to the process log (outages, recoveries, loop events). */
+    async logProcess(input: { agentId: string; processId: string; kind: string; status: 'ok' | 'warning' | 'error' | 'timeout' | 'offline' | 'close'; message: string; tick: number; mode?: 'normal' | 'isolated' | 'core_outage' }): Promise<void> {
+      await db.transaction(async (tx) => {
+        if (input.status === 'close') {
+          await tx
+            .update(processLog)
+            .set({ closedAt: new Date() })
+            .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId), isNull(processLog.closedAt)));
+        }
+        await tx.insert(processLog).values({
+          agentId: input.agentId,
+          processId: input.processId,
+          kind: input.kind,
+          status: input.status,
+          message: input.message,
+          tick: input.tick,
+          closedAt: input.status === 'close' ? new Date() : null,
+        });
+        if (input.mode) await tx.update(agents).set({ operatingMode: input.mode }).where(eq(agents.id, input.agentId));
+      });
+    },
+
+    /** Loop start: the agent row, a default LLM if it has none, and the task loops to resume. */
+    async loopStarted(input: { agentId: string; name: string; workflowId: string }): Promise<{ interruptedTaskLoops: Array<{ taskId: number; title: string }> }> {
+      await db.insert(agents).values({ id: input.agentId, name: input.name, status: 'running' }).onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
+      await ensureDefaultRegistry(db, input.agentId);
+      const running = await db
+        .select({ id: tasks.id, title: tasks.title })
+        .from(tasks)
+        .where(and(eq(tasks.agentId, input.agentId), eq(tasks.replStatus, 'running'), eq(tasks.frozen, false)));
+      return { interruptedTaskLoops: running.map((t) => ({ taskId: t.id, title: t.title })) };
+    },
+
+    async loopStopped(input: { agentId: string; tick: number }): Promise<void> {
+      await db.update(agents).set({ status: 'stopped', lastTick: input.tick }).where(eq(agents.id, input.agentId));
+    },
+
+    /** Record a task loop's `repl_status` (and freeze the task on error). */
+    async setTaskLoopStatus(input: {
+      agentId: string;
+      taskId: number;
+      replStatus: 'running' | 'stopped' | 'error';
+      workflowId?: string;
+      reason?: string;
+      frozen?: boolean;
+      restarted?: boolean;
+    }): Promise<void> {
+      await db
+        .update(tasks)
+        .set({
+          replStatus: input.replStatus,
+          ...(input.workflowId ? { replWorkflowId: input.workflowId } : {}),
+          ...(input.reason && input.replStatus === 'error' ? { lastError: input.reason } : {}),
+          ...(input.frozen ? { frozen: true } : {}),
+          ...(input.restarted ? { replRestarts: sql`${tasks.replRestarts} + 1` } : {}),
+        })
+        .where(and(eq(tasks.agentId, input.agentId), eq(tasks.id, input.taskId)));
+    },
+  };
+}
+
+export type TickActivities = ReturnType<typeof createTickActivities>;

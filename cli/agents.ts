@@ -1,0 +1,112 @@
+/** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
+import { InvalidArgumentError, type Command } from 'commander';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { agentIdSchema, workflowIds } from '../core/ids.js';
+import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
+import { withClient } from './client.js';
+
+function agentId(raw: string): string {
+  const r = agentIdSchema.safeParse(raw);
+  if (!r.success) throw new Error(`bad agent id "${raw}": ${r.error.issues[0]?.message}`);
+  return r.data;
+}
+
+function int(name: string, min: number, max: number) {
+  return (raw: string) => {
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
+    return n;
+  };
+}
+
+/** Render the status query for a person. */
+export function formatStatus(s: AgentStatus): string {
+  const lines = [
+    `agent ${s.agentId} — tick ${s.tick}, ${s.phase}${s.paused ? ' (paused)' : ''}, mode ${s.operatingMode}`,
+    `  llm          ${s.llm ?? '(none yet)'}`,
+    `  context      ${s.settings.contextMode}, last ${s.settings.recentK} responses; notes ${s.settings.notesMode}; delay ${s.settings.delayMs} ms${s.settings.idle.on ? `; idle until ${s.settings.idle.wakeOn.join('/')}` : ''}`,
+    `  last reply   ${s.last ? `${s.last.summary} (${s.last.model})` : '(none yet)'}`,
+    `  validation   ${s.lastVerdict ? `${s.lastVerdict.validationMode}${s.lastVerdict.rating === null ? '' : ` rating ${s.lastVerdict.rating}`}` : '-'}`,
+    `  commands     ${s.counters.commandsApplied} applied, ${s.counters.commandsRejected} rejected, ${s.counters.commandsUnvalidated} unvalidated; parse errors ${s.counters.parseErrors}`,
+    `  notes in     ${s.counters.notesReceived}; LLM failures ${s.counters.llmFailures}; outages ${s.counters.outages}`,
+  ];
+  if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
+  const loops = Object.entries(s.taskLoops);
+  if (loops.length) lines.push(`  task loops   ${loops.map(([t, id]) => `#${t} (${id})`).join(', ')}`);
+  return lines.join('\n');
+}
+
+export function registerAgentCommands(program: Command): void {
+  program
+    .command('start')
+    .description("start (or find) an agent's loop workflow, agent/<id>")
+    .argument('<agent>', 'agent id')
+    .option('--name <name>', 'display name')
+    .option('--delay-ms <ms>', 'pause between ticks', int('--delay-ms', 0, 3_600_000))
+    .option('--max-ticks <n>', 'complete after n ticks', int('--max-ticks', 1, 1_000_000))
+    .action(async (raw: string, opts: { name?: string; delayMs?: number; maxTicks?: number }) => {
+      const id = agentId(raw);
+      await withClient(async (client) => {
+        const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          workflowId: workflowIds.agent(id),
+          taskQueue: 'mindloop',
+          args: [{ agentId: id, name: opts.name, maxTicks: opts.maxTicks, settings: opts.delayMs === undefined ? undefined : { delayMs: opts.delayMs } }],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        });
+        process.stdout.write(`agent ${id} running as workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`);
+      });
+    });
+
+  for (const [name, signal, text] of [
+    ['stop', 'stop', 'finish the current tick, then stop the loop'],
+    ['pause', 'pause', 'pause the loop after the current tick'],
+    ['resume', 'resume', 'resume a paused loop'],
+  ] as const) {
+    program
+      .command(name)
+      .description(text)
+      .argument('<agent>', 'agent id')
+      .action(async (raw: string) => {
+        const id = agentId(raw);
+        await withClient(async (client) => {
+          await client.workflow.getHandle(workflowIds.agent(id)).signal(signal);
+          process.stdout.write(`${name}: sent to ${workflowIds.agent(id)}\n`);
+        });
+      });
+  }
+
+  program
+    .command('note')
+    .description('send the agent a note; it sees it in its next ticks')
+    .argument('<agent>', 'agent id')
+    .argument('<text...>', 'the note')
+    .option('-p, --priority <n>', 'priority 0..10', int('--priority', 0, 10), 1)
+    .option('-t, --tag <tag...>', 'tags')
+    .action(async (raw: string, words: string[], opts: { priority: number; tag?: string[] }) => {
+      const id = agentId(raw);
+      await withClient(async (client) => {
+        const { noteId } = await client.workflow
+          .getHandle<typeof agentLoopWorkflow>(workflowIds.agent(id))
+          .executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: words.join(' '), priority: opts.priority, tags: opts.tag ?? [] }] });
+        process.stdout.write(`note #${noteId} delivered to ${id}\n`);
+      });
+    });
+
+  program
+    .command('status')
+    .description("the agent loop's status query")
+    .argument('<agent>', 'agent id')
+    .option('--json', 'print JSON')
+    .action(async (raw: string, opts: { json?: boolean }) => {
+      const id = agentId(raw);
+      await withClient(async (client) => {
+        try {
+          const status = await client.workflow.getHandle(workflowIds.agent(id)).query<AgentStatus>('status');
+          process.stdout.write(opts.json ? `${JSON.stringify(status, null, 2)}\n` : `${formatStatus(status)}\n`);
+        } catch (err) {
+          if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\``);
+          throw err;
+        }
+      });
+    });
+}

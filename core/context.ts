@@ -1,0 +1,149 @@
+/**
+ * Context assembly (SPEC §2 step 2): contexts 0–8 rendered into chat messages. Pure: the
+ * activity loads the rows, this module chooses and renders them, so the choice of what the
+ * agent sees is unit-testable and the same on every retry.
+ */
+import type { ContextMode, NotesMode, TagFilter } from './loop-types.js';
+
+export interface ContextResponse {
+  id: number;
+  tick: number;
+  content: string;
+  tags: string[];
+  emotions: Array<{ emotion: string; strength: number }>;
+}
+
+export interface ContextInput {
+  agent: { id: string; name: string; identity?: Record<string, unknown> };
+  tick: number;
+  /** Workflow time (ISO), never the activity's wall clock, so a retry renders the same text. */
+  now: string;
+  /** Context 0. */
+  systemPrompt: string;
+  /** Context 1. */
+  ethics: Array<{ title: string; rule: string; severity: string }>;
+  /** Context 2: the command catalogue text and the agent's discovered tools. */
+  catalogue: string;
+  tools: Array<{ name: string; description: string }>;
+  learnings: string[];
+  /** Context 3 inputs: candidates, newest first; `selectResponses` picks from them. */
+  responses: ContextResponse[];
+  goals: Array<{ id: number; title: string; priority: number; status: string }>;
+  pinnedTasks: Array<{ id: number; title: string; priority: number; status: string }>;
+  abstracts: Array<{ id: number; title: string; summary: string }>;
+  /** Context 4. */
+  openProcesses: Array<{ processId: string; name: string | null; status: string; message: string | null }>;
+  /** Context 5: results of the previous tick's commands (the entries the agent asked for). */
+  commandResults: Array<{ cmdId: string; type: string; status: string; text: string }>;
+  /** Context 6. */
+  notes: Array<{ id: number; source: string; priority: number; tags: string[]; text: string }>;
+  notesMode: NotesMode;
+  /** Context 7. */
+  config: Record<string, unknown>;
+  /** Context 8: the agent's notebook. */
+  memory: Array<{ id: number; title: string | null; content: string; pinned: boolean }>;
+  /** Loop settings that shape the selection. */
+  contextMode: ContextMode;
+  contextFilter?: TagFilter;
+  recentK: number;
+  /** Extra instruction for this tick (a reflex's rephrasing, a task loop's focus). */
+  focus?: string;
+}
+
+export interface AssembledContext {
+  messages: Array<{ role: 'system' | 'user'; content: string }>;
+  /** Ids of what was shown, recorded with the tick for audit and for the memory manager. */
+  shown: { responses: number[]; notes: number[]; memory: number[]; abstracts: number[] };
+  chars: number;
+}
+
+function matchesFilter(r: ContextResponse, f: TagFilter | undefined): boolean {
+  if (!f || (!f.tags?.length && !f.emotions?.length)) return true;
+  const checks: boolean[] = [];
+  if (f.tags?.length) checks.push(f.tags.some((t) => r.tags.includes(t)));
+  if (f.emotions?.length) checks.push(f.emotions.some((e) => r.emotions.some((x) => x.emotion === e)));
+  return f.op === 'and' ? checks.every(Boolean) : checks.some(Boolean);
+}
+
+/**
+ * Context 3's own responses by mode: `standard` the last K; `concentration` the last K that
+ * match the tag/emotion filter; `meditation` K spread evenly across the whole history (the
+ * most diverse sample a deterministic rule can give without embeddings).
+ */
+export function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, filter?: TagFilter): ContextResponse[] {
+  const newestFirst = [...all].sort((a, b) => b.tick - a.tick);
+  if (k <= 0 || newestFirst.length === 0) return [];
+  if (mode === 'concentration') return newestFirst.filter((r) => matchesFilter(r, filter)).slice(0, k);
+  if (mode === 'meditation') {
+    if (newestFirst.length <= k) return newestFirst;
+    const step = (newestFirst.length - 1) / (k - 1 || 1);
+    const picked = new Set<number>();
+    for (let i = 0; i < k; i++) picked.add(Math.round(i * step));
+    return [...picked].map((i) => newestFirst[i]!);
+  }
+  return newestFirst.slice(0, k);
+}
+
+const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+function section(n: number, title: string, body: string[]): string {
+  return `## Context ${n} — ${title}\n${body.length ? body.join('\n') : '(none)'}`;
+}
+
+/** Render contexts 0–8 into a system message (stable parts) and a user message (this tick). */
+export function assembleContext(input: ContextInput): AssembledContext {
+  const responses = selectResponses(input.responses, input.contextMode, input.recentK, input.contextFilter);
+  const system = [
+    section(0, 'who you are', [input.systemPrompt, `Your name is ${input.agent.name} (agent id ${input.agent.id}).`]),
+    section(1, 'ethics (never break these)', input.ethics.map((e) => `- [${e.severity}] ${e.title}: ${e.rule}`)),
+    section(2, 'commands and tools', [
+      input.catalogue,
+      ...(input.tools.length ? ['Tools you have discovered:', ...input.tools.map((t) => `- ${t.name}: ${t.description}`)] : []),
+      ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),
+    ]),
+  ].join('\n\n');
+
+  const notesBody =
+    input.notesMode === 'manual'
+      ? input.notes.length
+        ? [`${input.notes.length} unread note(s), ids ${input.notes.map((n) => n.id).join(', ')} — read them with notes.read`]
+        : []
+      : input.notes.map((n) => `- note #${n.id} from ${n.source} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clip(n.text, 2000)}`);
+
+  const user = [
+    section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [
+      ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clip(r.content, 600)}`),
+      ...(input.goals.length ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)] : []),
+      ...(input.pinnedTasks.length ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)] : []),
+      ...(input.abstracts.length ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clip(a.summary, 400)}`)] : []),
+    ]),
+    section(4, 'open processes', input.openProcesses.map((p) => `- ${p.processId} ${p.name ?? ''} [${p.status}] ${p.message ?? ''}`.trimEnd())),
+    section(5, 'results of your last commands', input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clip(c.text, 1500)}`)),
+    section(6, `incoming notes (${input.notesMode})`, notesBody),
+    section(7, 'config and time', [`tick ${input.tick}, time ${input.now}`, ...Object.entries(input.config).map(([k, v]) => `${k} = ${JSON.stringify(v)}`)]),
+    section(8, 'your notebook (llm_memory)', input.memory.map((m) => `- #${m.id}${m.pinned ? ' (pinned)' : ''} ${m.title ? `${m.title}: ` : ''}${clip(m.content, 500)}`)),
+    input.focus ? `Focus for this tick: ${input.focus}` : 'Think about what matters now, then act with commands if useful.',
+  ].join('\n\n');
+
+  return {
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    shown: {
+      responses: responses.map((r) => r.id),
+      notes: input.notesMode === 'auto' ? input.notes.map((n) => n.id) : [],
+      memory: input.memory.map((m) => m.id),
+      abstracts: input.abstracts.map((a) => a.id),
+    },
+    chars: system.length + user.length,
+  };
+}
+
+/** The default system prompt when the agent has none in `system_prompts`. */
+export const defaultSystemPrompt = [
+  'You are an autonomous agent that thinks in a continuous loop. Each tick you see your recent',
+  'thoughts, your goals and tasks, notes from your user, and the results of your last commands.',
+  'Write a short thought that moves your goals forward, then, if useful, commands to act:',
+  'keep a diary, manage goals and tasks, answer notes, write to your notebook.',
+].join(' ');

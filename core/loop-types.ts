@@ -1,0 +1,80 @@
+/**
+ * Plain, serializable types shared by the agent-loop workflow, its activities and core logic.
+ * Nothing here does I/O; everything crosses the workflow/activity boundary as JSON.
+ */
+
+/** A command as the LLM wrote it, after parsing and before validation against the catalogue. */
+export interface ParsedCommand {
+  cmdId: string;
+  type: string;
+  args: Record<string, unknown>;
+  description?: string;
+}
+
+/** Something in the command block that could not become a command (kept, never crashes the tick). */
+export interface CommandRejection {
+  cmdId?: string;
+  type?: string;
+  raw: string;
+  reason: string;
+}
+
+/** Everything the parser extracts from one LLM reply (SPEC §2 step 4). */
+export interface ParsedReply {
+  /** The reply with the command block removed. */
+  body: string;
+  commands: ParsedCommand[];
+  rejected: CommandRejection[];
+  /** `[confidence=0.6]…[/confidence]` spans. */
+  confidenceTags: Array<{ confidence: number; text: string }>;
+  /** The `UnverifiedFacts` JSON block. */
+  unverifiedFacts: Array<{ fact: string; confidence: number; source?: string }>;
+  /** The `Confidence: 0.8` line, if any (0..1). */
+  confidence: number | null;
+  /** Problems found while parsing (malformed JSON, missing end marker…). */
+  errors: string[];
+}
+
+export type ContextMode = 'standard' | 'concentration' | 'meditation';
+export type NotesMode = 'auto' | 'manual';
+
+export interface TagFilter {
+  tags?: string[];
+  emotions?: string[];
+  op?: 'and' | 'or';
+}
+
+/** How the loop changes itself in reaction to a command (applied by the workflow, in order). */
+export type LoopEffect =
+  | { kind: 'setResponses'; n: number }
+  | { kind: 'setContextMode'; mode: ContextMode; filter?: TagFilter }
+  | { kind: 'setNotesMode'; mode: NotesMode; filter?: { minPriority?: number; tags?: string[]; sources?: string[] } }
+  | { kind: 'pause'; ticks: number }
+  | { kind: 'idle'; on: boolean; wakeOn?: Array<'note' | 'process' | 'timeout'>; timeoutMs?: number }
+  | { kind: 'startTaskLoop'; taskId: number; title: string; maxTicks?: number }
+  | { kind: 'stopTaskLoop'; taskId: number }
+  /** `values`: the new (validated) values, so the loop can apply them without a read. */
+  | { kind: 'configChanged'; keys: string[]; values?: Record<string, unknown> };
+
+/** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
+export interface CommandOutcome {
+  cmdId: string;
+  type: string;
+  status: 'applied' | 'rejected' | 'unvalidated' | 'error' | 'unknown';
+  /** Short, human-readable; the full result lives in `command_log.result`. */
+  message: string;
+  duplicate: boolean;
+  effects: LoopEffect[];
+}
+
+/**
+ * What `command_log.result` holds (jsonb) for every recorded command. `text` is the full
+ * result of a read command (capped at 8 KB), shown in the next tick's context; `effects` are
+ * kept so that a retried applyCommands returns the first attempt's effects.
+ */
+export interface CommandLogResult {
+  message: string;
+  text?: string;
+  truncated?: boolean;
+  effects: LoopEffect[];
+}

@@ -1,0 +1,262 @@
+/**
+ * agentLoopWorkflow's logic on the time-skipping server, with typed activity fakes: ticks,
+ * pacing, idle/wake by note and by timeout, pause/resume, continue-as-new, bad input, Core
+ * Outage and recovery, loop effects, task loops. (End to end with Postgres and real
+ * activities: test/integration/agent-loop.test.ts.)
+ */
+import { WorkflowFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { createActivities } from '../../activities/index.js';
+import type { ThinkInput, ThinkResult } from '../../activities/tick.js';
+import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+
+type Activities = ReturnType<typeof createActivities>;
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+beforeAll(async () => {
+  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+});
+afterAll(async () => {
+  await env?.teardown();
+});
+
+const hour = 3_600_000;
+
+interface Fake {
+  thinks: ThinkInput[];
+  applied: Array<{ tick: number; mode: string; commands: ParsedCommand[] }>;
+  notes: Array<{ text: string; idempotencyKey: string }>;
+  processLog: Array<{ status: string; message: string }>;
+  taskStatus: Array<{ taskId: number; replStatus: string }>;
+  activities: Partial<Activities>;
+}
+
+/** Scriptable fakes: `reply(input)` decides each think; `effects(cmd)` what a command does to the loop. */
+function fakes(opts: {
+  reply?: (input: ThinkInput, n: number) => Partial<ThinkResult> | Error;
+  effects?: (cmd: ParsedCommand) => CommandOutcome['effects'];
+  probe?: (n: number) => boolean;
+} = {}): Fake {
+  const f: Fake = { thinks: [], applied: [], notes: [], processLog: [], taskStatus: [], activities: {} };
+  let probes = 0;
+  f.activities = {
+    async loopStarted() {
+      return { interruptedTaskLoops: [] };
+    },
+    async loopStopped() {},
+    async think(input) {
+      f.thinks.push(input);
+      const r = opts.reply?.(input, f.thinks.length) ?? {};
+      if (r instanceof Error) throw r;
+      return {
+        responseId: input.mode === 'main' ? input.tick : null,
+        summary: `thought ${input.tick}`,
+        provider: 'scripted',
+        model: 'fake',
+        commands: [],
+        rejected: [],
+        parseErrors: [],
+        confidence: null,
+        unverifiedFacts: 0,
+        notesShown: 0,
+        promptChars: 100,
+        replayed: false,
+        ...r,
+      };
+    },
+    async applyCommands(input) {
+      f.applied.push({ tick: input.tick, mode: input.mode, commands: input.commands });
+      return input.commands.map((c) => ({
+        cmdId: c.cmdId,
+        type: c.type,
+        status: 'applied' as const,
+        message: 'ok',
+        duplicate: false,
+        effects: opts.effects?.(c) ?? [],
+      }));
+    },
+    async recordNote(input) {
+      f.notes.push({ text: input.text, idempotencyKey: input.idempotencyKey });
+      return { noteId: f.notes.length };
+    },
+    async logProcess(input) {
+      f.processLog.push({ status: input.status, message: input.message });
+    },
+    async probeLlm() {
+      probes++;
+      return (opts.probe ?? (() => true))(probes) ? { ok: true, model: 'scripted:fake' } : { ok: false, error: 'still down' };
+    },
+    async setTaskLoopStatus(input) {
+      f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
+    },
+  };
+  return f;
+}
+
+let queueSeq = 0;
+async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
+  const taskQueue = `loop-${++queueSeq}`;
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  return worker.runUntil(fn(taskQueue));
+}
+
+function start(taskQueue: string, input: Parameters<typeof agentLoopWorkflow>[0]): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+  return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/${input.agentId}-${queueSeq}`, args: [input] });
+}
+
+async function waitFor(handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string): Promise<AgentStatus> {
+  const deadline = Date.now() + 20_000;
+  let last: AgentStatus | undefined;
+  while (Date.now() < deadline) {
+    last = await handle.query<AgentStatus>('status');
+    if (pred(last)) return last;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}; last status ${JSON.stringify(last)}`);
+}
+
+describe('agentLoopWorkflow (time-skipping, fakes)', () => {
+  it('ticks at delay_ms pace and completes after maxTicks', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) => (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result());
+    expect(result).toEqual({ agentId: 'ticker', ticks: 5, reason: 'max_ticks' });
+    expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5]);
+    const gaps = f.thinks.slice(1).map((t, i) => Date.parse(t.now) - Date.parse(f.thinks[i]!.now));
+    for (const g of gaps) expect(g).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('idles until a note arrives, and wakes by itself at the idle timeout', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'idler', maxTicks: 3, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: hour } } });
+      await waitFor(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick');
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'hello there' }] });
+      expect(noteId).toBe(1);
+      await waitFor(h, (s) => s.tick === 2, 'tick woken by the note');
+      // Nobody writes now: the third tick comes from the idle timeout (time skips an hour).
+      expect(await h.result()).toMatchObject({ ticks: 3 });
+    });
+    const t = f.thinks.map((x) => Date.parse(x.now));
+    expect(t[1]! - t[0]!).toBeLessThan(hour);
+    expect(t[2]! - t[1]!).toBeGreaterThanOrEqual(hour);
+    expect(f.notes).toEqual([{ text: 'hello there', idempotencyKey: expect.stringContaining(':note:') }]);
+  });
+
+  it('rejects a malformed note with a clear update error and keeps running', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'noter', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: hour } } });
+      await waitFor(h, (s) => s.tick === 1, 'first tick');
+      const err = await h.executeUpdate('addNote', { args: [{ text: '', priority: 99 }] }).catch((e: unknown) => e);
+      expect(String((err as Error & { cause?: Error }).cause?.message)).toMatch(/invalid note: .*text.*priority/s);
+      await h.executeUpdate('addNote', { args: [{ text: 'valid' }] });
+      expect(await h.result()).toMatchObject({ ticks: 2 });
+    });
+    expect(f.notes.map((n) => n.text)).toEqual(['valid']);
+  });
+
+  it('pauses and resumes; setConfig validates and applies', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'pauser', maxTicks: 4, settings: { delayMs: 10_000 } });
+      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await h.signal('pause');
+      const paused = await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      await env.sleep(10 * 60_000);
+      expect((await h.query<AgentStatus>('status')).tick).toBe(paused.tick);
+
+      const bad = await h.executeUpdate('setConfig', { args: [{ delayMs: -5, bogus: 1 }] }).catch((e: unknown) => e);
+      expect(String((bad as Error & { cause?: Error }).cause?.message)).toMatch(/invalid config: .*delayMs/);
+      const settings = await h.executeUpdate<AgentStatus['settings'], [unknown]>('setConfig', { args: [{ delayMs: 500, recentK: 9 }] });
+      expect(settings).toMatchObject({ delayMs: 500, recentK: 9 });
+
+      await h.signal('resume');
+      expect(await h.result()).toMatchObject({ ticks: 4 });
+    });
+  });
+
+  it('continues-as-new under the tick cap, carrying settings and counters', async () => {
+    const f = fakes({ reply: (i) => ({ commands: [{ cmdId: `c${i.tick}`, type: 'diary.add', args: {} }] }) });
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'carrier', maxTicks: 7, ticksPerRun: 3, settings: { delayMs: 10, recentK: 11 } });
+      const result = await h.result();
+      expect(result).toMatchObject({ ticks: 7 });
+      const last = await env.client.workflow.getHandle(h.workflowId).describe();
+      expect(last.runId).not.toBe(h.firstExecutionRunId);
+    });
+    expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(new Set(f.thinks.map((t) => t.loop.recentK))).toEqual(new Set([11]));
+    expect(f.applied.map((a) => a.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it('rejects a malformed input at once, non-retryable, naming the fields', async () => {
+    const f = fakes();
+    const err = await withWorker(f, async (q) =>
+      env.client.workflow
+        .execute('agentLoopWorkflow', { taskQueue: q, workflowId: 'agent/bad', args: [{ agentId: 'no/slash', settings: { delayMs: 'soon' } }] })
+        .catch((e: unknown) => e),
+    );
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('InvalidInput');
+    expect(cause.nonRetryable).toBe(true);
+    expect(cause.message).toMatch(/agentId: /);
+    expect(cause.message).toMatch(/settings\.delayMs: /);
+    expect(f.thinks).toHaveLength(0);
+  });
+
+  it('enters Core Outage when no LLM answers, keeps taking notes, and recovers by itself', async () => {
+    const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 2 candidates failed' });
+    const f = fakes({ reply: (_i, n) => (n === 2 || n === 3 ? down : {}), probe: (n) => n >= 3 });
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'outage', maxTicks: 3, settings: { delayMs: 1000 } });
+      const s = await waitFor(h, (x) => x.operatingMode === 'core_outage', 'core outage');
+      expect(s.outage?.lastError).toContain('all 2 candidates failed');
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'are you there?' }] });
+      expect(noteId).toBeGreaterThan(0);
+      expect(await h.result()).toMatchObject({ ticks: 3 });
+      const end = await h.query<AgentStatus>('status');
+      expect(end.operatingMode).toBe('normal');
+      expect(end.counters.outages).toBe(1);
+    });
+    expect(f.processLog.map((p) => p.status)).toEqual(['offline', 'close']);
+    expect(f.processLog[1]!.message).toMatch(/recovered/);
+    expect(f.notes.map((n) => n.text)).toEqual(['are you there?']);
+    expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 2, 2, 3]);
+  });
+
+  it('applies loop effects of commands (responses, context mode, pause)', async () => {
+    const f = fakes({
+      reply: (i) => (i.tick === 1 ? { commands: [{ cmdId: 'a', type: 'cycle.responses', args: { n: 7 } }, { cmdId: 'b', type: 'cycle.meditation', args: { on: true } }] } : {}),
+      effects: (c) => (c.type === 'cycle.responses' ? [{ kind: 'setResponses', n: 7 }] : c.type === 'cycle.meditation' ? [{ kind: 'setContextMode', mode: 'meditation' }] : []),
+    });
+    await withWorker(f, async (q) => (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result());
+    expect(f.thinks[1]!.loop).toMatchObject({ recentK: 7, contextMode: 'meditation' });
+  });
+
+  it('starts an auxiliary task loop as a child that runs read-only and stops when its task is done', async () => {
+    const f = fakes({
+      reply: (i) => {
+        if (i.mode === 'task') return { commands: [{ cmdId: 'n', type: 'notes.send', args: { text: 'proposal' } }], taskStatus: i.tick >= 2 ? 'done' : 'open' };
+        return i.tick === 1 ? { commands: [{ cmdId: 't', type: 'llm_task.start', args: { title: 'research' } }] } : {};
+      },
+      effects: (c) => (c.type === 'llm_task.start' ? [{ kind: 'startTaskLoop', taskId: 42, title: 'research' }] : []),
+    });
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'parent', maxTicks: 3, settings: { delayMs: 1000 } });
+      await h.result();
+      const child = env.client.workflow.getHandle('agent/parent/task/42');
+      expect(await child.result()).toMatchObject({ taskId: 42, ticks: 2, replStatus: 'stopped' });
+    });
+    const task = f.applied.filter((a) => a.mode === 'task');
+    expect(task.length).toBe(2);
+    expect(task[0]!.commands[0]!.cmdId).toBe('n');
+    expect(f.taskStatus.map((s) => s.replStatus)).toEqual(['running', 'stopped']);
+  });
+});

@@ -1,0 +1,372 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  ParentClosePolicy,
+  allHandlersFinished,
+  condition,
+  currentUpdateInfo,
+  getExternalWorkflowHandle,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  log,
+  proxyActivities,
+  setHandler,
+  sleep,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { z } from 'zod';
+import { agentIdSchema, workflowIds } from '../core/ids.js';
+import type { createActivities } from '../activities/index.js';
+import { dbActivity, llmActivity } from './lib/activity-options.js';
+import { parseWorkflowInput } from './lib/input.js';
+import {
+  applyEffects,
+  carryOverSchema,
+  countOutcomes,
+  initialState,
+  loopSettingsSchema,
+  type CarryOver,
+} from './lib/loop-state.js';
+import { defaultReflexSteps, runReflexes } from './lib/reflexes.js';
+import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { taskLoopWorkflow, taskStopSignal } from './task-loop.js';
+
+type Activities = ReturnType<typeof createActivities>;
+const db = proxyActivities<Activities>(dbActivity);
+const llm = proxyActivities<Activities>(llmActivity);
+
+// ---- messages -------------------------------------------------------------------------------
+
+export const addNoteInput = z.object({
+  text: z.string().trim().min(1).max(16_000),
+  priority: z.number().int().min(0).max(10).default(1),
+  tags: z.array(z.string().min(1).max(40)).max(20).default([]),
+  source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']).default('user'),
+  sender: z.string().max(200).optional(),
+  taskId: z.number().int().positive().optional(),
+});
+export type AddNoteInput = z.input<typeof addNoteInput>;
+
+/** The user's message to the agent; returns the note id (stored before the update completes). */
+export const addNoteUpdate = defineUpdate<{ noteId: number }, [AddNoteInput]>('addNote');
+/** Wake the loop because something it waits for happened (a task loop wrote a note, a process finished). */
+export const wakeSignal = defineSignal<[{ reason: 'note' | 'process' }]>('wake');
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+/** Finish the current tick, then complete the workflow. */
+export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
+export const setConfigInput = loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() });
+/** Change loop settings (validated); returns the settings now in force. */
+export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<typeof setConfigInput>]>('setConfig');
+
+export interface AgentStatus {
+  agentId: string;
+  tick: number;
+  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'stopping';
+  operatingMode: CarryOver['operatingMode'];
+  paused: boolean;
+  pauseTicks: number;
+  settings: CarryOver['settings'];
+  reflex: CarryOver['reflex'];
+  counters: CarryOver['counters'];
+  last: CarryOver['last'];
+  lastVerdict: { validationMode: string; rating: number | null } | null;
+  llm: string | null;
+  taskLoops: CarryOver['taskLoops'];
+  outage: { since: string; attempts: number; lastError: string } | null;
+}
+/** Tick, mode, pause state, last reply summary, LLM in use, counters. */
+export const statusQuery = defineQuery<AgentStatus>('status');
+
+// ---- input ------------------------------------------------------------------------------------
+
+export const agentLoopInput = z.object({
+  agentId: agentIdSchema,
+  name: z.string().trim().min(1).max(200).optional(),
+  /** Initial loop settings (the first run only; later runs keep what the agent set). */
+  settings: loopSettingsSchema.partial().optional(),
+  /** Complete after this many ticks (demos, tests); unset = run until stopped. */
+  maxTicks: z.number().int().positive().optional(),
+  /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
+  ticksPerRun: z.number().int().min(1).max(10_000).default(500),
+  carryOver: carryOverSchema.optional(),
+});
+export type AgentLoopInput = z.input<typeof agentLoopInput>;
+
+export interface AgentLoopResult {
+  agentId: string;
+  ticks: number;
+  reason: 'stopped' | 'max_ticks';
+}
+
+const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt, 5));
+
+function isLlmUnavailable(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
+}
+
+/** One durable thinking loop per agent (id `agent/<agentId>`): the REPL tick of SPEC §2, forever. */
+export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
+  const input = parseWorkflowInput('agentLoopWorkflow', agentLoopInput, rawInput);
+  const { agentId } = input;
+  const state: CarryOver = input.carryOver ?? initialState(input.settings);
+  const selfId = workflowInfo().workflowId;
+  let phase: AgentStatus['phase'] = 'starting';
+  let stopRequested = false;
+  let lastVerdict: AgentStatus['lastVerdict'] = null;
+  let outage: AgentStatus['outage'] = null;
+  let llmInUse: string | null = state.last?.model ?? null;
+
+  upsertSearchAttributes([
+    { key: agentIdSearchAttribute, value: agentId },
+    { key: kindSearchAttribute, value: 'agent-loop' },
+  ]);
+
+  setHandler(statusQuery, () => ({
+    agentId,
+    tick: state.tick,
+    phase,
+    operatingMode: state.operatingMode,
+    paused: state.paused,
+    pauseTicks: state.pauseTicks,
+    settings: state.settings,
+    reflex: state.reflex,
+    counters: state.counters,
+    last: state.last,
+    lastVerdict,
+    llm: llmInUse,
+    taskLoops: state.taskLoops,
+    outage,
+  }));
+  setHandler(
+    addNoteUpdate,
+    async (note) => {
+      const parsed = addNoteInput.parse(note);
+      // The update id makes the write idempotent: a retried activity finds the first note.
+      const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
+      const { noteId } = await db.recordNote({ agentId, ...parsed, idempotencyKey: `${selfId}:note:${updateId}` });
+      state.counters.notesReceived++;
+      state.pendingWake = true;
+      return { noteId };
+    },
+    {
+      validator: (note) => {
+        const r = addNoteInput.safeParse(note);
+        if (!r.success) throw new Error(`invalid note: ${r.error.issues.map((i) => `${i.path.join('.') || 'note'}: ${i.message}`).join('; ')}`);
+      },
+    },
+  );
+  setHandler(wakeSignal, () => {
+    state.pendingWake = true;
+  });
+  setHandler(pauseSignal, () => {
+    state.paused = true;
+  });
+  setHandler(resumeSignal, () => {
+    state.paused = false;
+  });
+  setHandler(stopSignal, () => {
+    stopRequested = true;
+  });
+  setHandler(
+    setConfigUpdate,
+    (patch) => {
+      const p = setConfigInput.parse(patch);
+      const { idle, ...rest } = p;
+      Object.assign(state.settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
+      if (idle) state.settings.idle = { ...state.settings.idle, ...idle };
+      return state.settings;
+    },
+    {
+      validator: (patch) => {
+        const r = setConfigInput.strict().safeParse(patch);
+        if (!r.success) throw new Error(`invalid config: ${r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ')}`);
+      },
+    },
+  );
+
+  // Loop start (and every continue-as-new): identity row, default LLM, interrupted task loops.
+  const started = await db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: selfId });
+  for (const t of started.interruptedTaskLoops) await startTaskLoop(t.taskId, t.title);
+
+  const startTick = state.tick;
+  while (!stopRequested) {
+    if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) {
+      phase = 'stopping';
+      await condition(allHandlersFinished);
+      state.counters.continuedAsNew++;
+      return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: state });
+    }
+    if (state.paused) {
+      phase = 'paused';
+      await condition(() => !state.paused || stopRequested);
+      continue;
+    }
+    if (state.pauseTicks > 0) {
+      // `cycle pause N`: sit out N ticks of delay without thinking.
+      state.pauseTicks--;
+      phase = 'pacing';
+      await condition(() => stopRequested || state.paused, state.settings.delayMs);
+      continue;
+    }
+
+    const tick = state.tick + 1;
+    phase = 'thinking';
+    let thought;
+    try {
+      thought = await llm.think({
+        agentId,
+        tick,
+        workflowId: selfId,
+        now: new Date().toISOString(),
+        mode: 'main',
+        loop: {
+          contextMode: state.settings.contextMode,
+          contextFilter: state.settings.contextFilter,
+          recentK: state.settings.recentK,
+          notesMode: state.settings.notesMode,
+          notesFilter: state.settings.notesFilter,
+        },
+        params: { ...state.reflex, maxTokens: state.settings.maxTokens },
+      });
+    } catch (err) {
+      if (!isLlmUnavailable(err)) throw err;
+      await coreOutage(err);
+      continue; // the same tick again, now that an LLM answers
+    }
+    await endOutage(`${thought.provider}:${thought.model}`);
+    state.tick = tick;
+    state.counters.ticks++;
+    state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
+    llmInUse = `${thought.provider}:${thought.model}`;
+    state.last = { summary: thought.summary, model: llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
+
+    phase = 'reflexes';
+    const verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
+    lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating };
+
+    if (thought.commands.length || thought.rejected.length) {
+      phase = 'executing';
+      const outcomes = await db.applyCommands({
+        agentId,
+        tick,
+        workflowId: selfId,
+        mode: 'main',
+        commands: thought.commands,
+        rejected: thought.rejected,
+        allowedCmdIds: verdict.allowedCmdIds,
+        rating: verdict.rating,
+      });
+      countOutcomes(state.counters, outcomes);
+      const changes = applyEffects(
+        state,
+        outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects),
+      );
+      for (const t of changes.start) await startTaskLoop(t.taskId, t.title, t.maxTicks);
+      for (const taskId of changes.stop) await stopTaskLoop(taskId);
+    }
+
+    if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+    // Pace: fixed delay, or idle until a wake condition.
+    if (state.settings.idle.on) {
+      phase = 'idle';
+      const { wakeOn, timeoutMs } = state.settings.idle;
+      const woke = await condition(
+        () => stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake),
+        wakeOn.includes('timeout') ? timeoutMs : undefined,
+      );
+      if (!woke) log.info('idle timeout', { agentId, tick });
+    } else if (!state.pendingWake) {
+      phase = 'pacing';
+      await condition(() => stopRequested || state.paused, state.settings.delayMs);
+    }
+    state.pendingWake = false;
+  }
+
+  phase = 'stopping';
+  await condition(allHandlersFinished);
+  await db.loopStopped({ agentId, tick: state.tick });
+  return { agentId, ticks: state.tick, reason: stopRequested ? 'stopped' : 'max_ticks' };
+
+  // ---- helpers (closures over the loop's state) -----------------------------------------------
+
+  /** No LLM answered: log it once, keep taking notes, and probe with backoff until one answers. */
+  async function coreOutage(err: unknown): Promise<void> {
+    const message = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+    state.counters.llmFailures++;
+    if (state.operatingMode !== 'core_outage') {
+      state.operatingMode = 'core_outage';
+      state.counters.outages++;
+      outage = { since: new Date().toISOString(), attempts: 0, lastError: message };
+      await db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message, tick: state.tick, mode: 'core_outage' });
+    }
+    phase = 'outage';
+    let current = outage ?? { since: new Date().toISOString(), attempts: 0, lastError: message };
+    current = { ...current, lastError: message };
+    outage = current;
+    while (!stopRequested) {
+      current = { ...current, attempts: current.attempts + 1 };
+      outage = current;
+      // Notes and signals keep arriving meanwhile; only stop ends the wait early.
+      await condition(() => stopRequested, outageBackoffMs(current.attempts));
+      if (stopRequested) return;
+      const probe = await llm.probeLlm({ agentId, role: 'agent' });
+      if (probe.ok) return; // the next think decides whether the outage is over
+      current = { ...current, lastError: probe.error ?? current.lastError };
+      outage = current;
+    }
+  }
+
+  /** The first successful think after an outage closes it. */
+  async function endOutage(model: string): Promise<void> {
+    if (state.operatingMode !== 'core_outage') return;
+    state.operatingMode = 'normal';
+    await db.logProcess({
+      agentId,
+      processId: 'core-outage',
+      kind: 'core_outage',
+      status: 'close',
+      message: `recovered: ${model} answers after ${outage?.attempts ?? 0} probe(s)`,
+      tick: state.tick,
+      mode: 'normal',
+    });
+    outage = null;
+  }
+
+  async function startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
+    const workflowId = workflowIds.task(agentId, taskId);
+    try {
+      await startChild(taskLoopWorkflow, {
+        workflowId,
+        args: [{ agentId, taskId, title, parentWorkflowId: selfId, maxTicks }],
+        // The task loop outlives a continue-as-new of its parent; the parent re-attaches on start.
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      });
+    } catch (err) {
+      // Still running from before a restart or continue-as-new: attach to it.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+        log.warn('task loop not started', { taskId, error: String(err) });
+        return;
+      }
+    }
+    state.taskLoops[String(taskId)] = workflowId;
+  }
+
+  async function stopTaskLoop(taskId: number): Promise<void> {
+    const workflowId = state.taskLoops[String(taskId)] ?? workflowIds.task(agentId, taskId);
+    try {
+      await getExternalWorkflowHandle(workflowId).signal(taskStopSignal, { reason: 'stopped by the main loop' });
+    } catch (err) {
+      // Already finished: record the stop so it is not resumed at the next start.
+      log.info('task loop already closed', { taskId, error: String(err) });
+      await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' });
+    }
+    delete state.taskLoops[String(taskId)];
+  }
+}

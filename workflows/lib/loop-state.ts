@@ -1,0 +1,158 @@
+/**
+ * The agent loop's in-memory state: small, plain JSON, carried across continue-as-new.
+ * Prompts and replies live in Postgres; only ids, counters and settings live here.
+ */
+import { z } from 'zod';
+import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
+
+export const tagFilterSchema = z.object({
+  tags: z.array(z.string()).max(20).optional(),
+  emotions: z.array(z.string()).max(20).optional(),
+  op: z.enum(['and', 'or']).optional(),
+});
+
+export const notesFilterSchema = z.object({
+  minPriority: z.number().int().min(0).max(10).optional(),
+  tags: z.array(z.string()).max(20).optional(),
+  sources: z.array(z.string()).max(10).optional(),
+});
+
+/** Sampling parameters the reflexes adjust (SPEC §2 step 6, Reflex-lite). */
+export const reflexParamsSchema = z.object({
+  temperature: z.number().min(0).max(2),
+  topP: z.number().min(0).max(1),
+  presencePenalty: z.number().min(-2).max(2),
+  frequencyPenalty: z.number().min(-2).max(2),
+});
+export type ReflexParams = z.infer<typeof reflexParamsSchema>;
+
+export const loopSettingsSchema = z.object({
+  delayMs: z.number().int().min(0).max(3_600_000),
+  recentK: z.number().int().min(1).max(50),
+  contextMode: z.enum(['standard', 'concentration', 'meditation']),
+  contextFilter: tagFilterSchema.optional(),
+  notesMode: z.enum(['auto', 'manual']),
+  notesFilter: notesFilterSchema.optional(),
+  idle: z.object({
+    on: z.boolean(),
+    wakeOn: z.array(z.enum(['note', 'process', 'timeout'])),
+    timeoutMs: z.number().int().min(1000).max(7 * 24 * 3_600_000),
+  }),
+  maxTokens: z.number().int().min(16).max(8192),
+});
+export type LoopSettings = z.infer<typeof loopSettingsSchema>;
+
+export const countersSchema = z.object({
+  ticks: z.number().int(),
+  commandsApplied: z.number().int(),
+  commandsRejected: z.number().int(),
+  commandsUnvalidated: z.number().int(),
+  parseErrors: z.number().int(),
+  llmFailures: z.number().int(),
+  notesReceived: z.number().int(),
+  outages: z.number().int(),
+  continuedAsNew: z.number().int(),
+});
+export type Counters = z.infer<typeof countersSchema>;
+
+export const carryOverSchema = z.object({
+  tick: z.number().int().min(0),
+  paused: z.boolean(),
+  pauseTicks: z.number().int().min(0),
+  operatingMode: z.enum(['normal', 'isolated', 'core_outage']),
+  settings: loopSettingsSchema,
+  reflex: reflexParamsSchema,
+  counters: countersSchema,
+  last: z
+    .object({ summary: z.string(), model: z.string(), at: z.string(), responseId: z.number().nullable() })
+    .nullable(),
+  taskLoops: z.record(z.string(), z.string()),
+  pendingWake: z.boolean(),
+});
+export type CarryOver = z.infer<typeof carryOverSchema>;
+
+export const defaultSettings: LoopSettings = {
+  delayMs: 1000,
+  recentK: 5,
+  contextMode: 'standard',
+  notesMode: 'auto',
+  idle: { on: false, wakeOn: ['note', 'process', 'timeout'], timeoutMs: 60_000 },
+  maxTokens: 512,
+};
+
+export const defaultReflex: ReflexParams = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
+
+export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
+  return {
+    tick: 0,
+    paused: false,
+    pauseTicks: 0,
+    operatingMode: 'normal',
+    settings: { ...defaultSettings, ...settings },
+    reflex: { ...defaultReflex },
+    counters: {
+      ticks: 0,
+      commandsApplied: 0,
+      commandsRejected: 0,
+      commandsUnvalidated: 0,
+      parseErrors: 0,
+      llmFailures: 0,
+      notesReceived: 0,
+      outages: 0,
+      continuedAsNew: 0,
+    },
+    last: null,
+    taskLoops: {},
+    pendingWake: false,
+  };
+}
+
+/** Apply what the commands asked of the loop itself; returns task loops to start or stop. */
+export function applyEffects(state: CarryOver, effects: LoopEffect[]): { start: Array<{ taskId: number; title: string; maxTicks?: number }>; stop: number[] } {
+  const start: Array<{ taskId: number; title: string; maxTicks?: number }> = [];
+  const stop: number[] = [];
+  for (const e of effects) {
+    switch (e.kind) {
+      case 'setResponses':
+        state.settings.recentK = Math.max(1, Math.min(50, e.n));
+        break;
+      case 'setContextMode':
+        state.settings.contextMode = e.mode;
+        state.settings.contextFilter = e.filter;
+        break;
+      case 'setNotesMode':
+        state.settings.notesMode = e.mode;
+        state.settings.notesFilter = e.filter;
+        break;
+      case 'pause':
+        state.pauseTicks = Math.max(0, e.ticks);
+        break;
+      case 'idle':
+        state.settings.idle = {
+          on: e.on,
+          wakeOn: e.wakeOn ?? state.settings.idle.wakeOn,
+          timeoutMs: e.timeoutMs ?? state.settings.idle.timeoutMs,
+        };
+        break;
+      case 'startTaskLoop':
+        start.push({ taskId: e.taskId, title: e.title, maxTicks: e.maxTicks });
+        break;
+      case 'stopTaskLoop':
+        stop.push(e.taskId);
+        break;
+      case 'configChanged':
+        break; // the activity wrote agent_config; loopStarted/refreshConfig reads it back
+    }
+  }
+  return { start, stop };
+}
+
+/** Fold command outcomes into the counters. */
+export function countOutcomes(counters: Counters, outcomes: CommandOutcome[]): void {
+  for (const o of outcomes) {
+    if (o.duplicate) continue;
+    if (o.status === 'applied') counters.commandsApplied++;
+    else if (o.status === 'unvalidated') counters.commandsUnvalidated++;
+    else counters.commandsRejected++;
+  }
+}
