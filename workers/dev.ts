@@ -1,14 +1,15 @@
 /**
  * `npm start`: the all-in-one laptop runner. Starts the embedded stack (or attaches to the
  * Temporal cluster / Postgres named in the environment), runs one worker per task queue in this
- * process, provisions the demo agent, prints where everything is, and stops it all on Ctrl-C.
+ * process, starts (or resumes) the demo agent's loop, prints where everything is, and stops it all on Ctrl-C.
  * A second start reuses `.data/`: Temporal resumes whatever workflows were running.
  */
-import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
+import { workflowIds } from '../core/ids.js';
 import { loadEnvOrExit } from '../env.js';
 import { startStack } from '../runtime/stack.js';
 import { resolveLocalModel } from '../runtime/tools.js';
-import type { provisionAgentWorkflow } from '../workflows/provision-agent.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 
 const env = loadEnvOrExit();
@@ -25,19 +26,19 @@ onStopSignal(async (sig) => {
   log('stopped cleanly; state is kept in ' + env.MINDLOOP_DATA_DIR);
 });
 
+// The demo agent: started once, then found again on every later start (its loop resumes).
 const connection = await Connection.connect(stack.temporal.connection);
 const client = new Client({ connection, namespace: stack.temporal.namespace });
 try {
-  const handle = await client.workflow.start<typeof provisionAgentWorkflow>('provisionAgentWorkflow', {
-    workflowId: 'provision/demo',
+  const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    workflowId: workflowIds.agent('demo'),
     taskQueue: 'mindloop',
     args: [{ agentId: 'demo', name: 'Demo' }],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
-  const agent = await handle.result();
-  log(`agent ${agent.agentId} (${agent.name}) ${agent.created ? 'created' : 'found'} — since ${agent.createdAt}`);
+  log(`demo agent running as ${handle.workflowId}`);
 } catch (err) {
-  if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log(`demo agent: ${(err as Error).message}`);
+  log(`demo agent not started: ${(err as Error).message}`);
 } finally {
   await connection.close();
 }
@@ -48,7 +49,8 @@ const rows: Array<[string, string]> = [
   ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
   ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
   ['Task queues', [...running.workers.keys()].join(', ')],
-  ['Local model', model ?? 'not installed (npm run setup)'],
+  ['Local model', model ? `SmolLM2-135M-Instruct (${model})` : 'not installed (npm run setup)'],
+  ['Demo agent', 'agent/demo — `npx mindloop note demo "hello"`, `npx mindloop status demo`'],
   ['Data', stack.temporal.embedded || stack.database.embedded ? env.MINDLOOP_DATA_DIR : '(external services)'],
 ];
 const width = Math.max(...rows.map(([k]) => k.length));
