@@ -140,8 +140,14 @@ export function applyEffects(state: CarryOver, effects: LoopEffect[]): { start: 
       case 'stopTaskLoop':
         stop.push(e.taskId);
         break;
-      case 'configChanged':
-        break; // the activity wrote agent_config; loopStarted/refreshConfig reads it back
+      case 'configChanged': {
+        // config.set wrote agent_config; the keys that drive the loop itself take effect now.
+        const v = e.values ?? {};
+        if (typeof v.delay_ms === 'number') state.settings.delayMs = v.delay_ms;
+        if (typeof v.idle_timeout_ms === 'number') state.settings.idle.timeoutMs = v.idle_timeout_ms;
+        if (typeof v.max_tokens === 'number') state.settings.maxTokens = v.max_tokens;
+        break;
+      }
     }
   }
   return { start, stop };

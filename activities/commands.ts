@@ -1,0 +1,244 @@
+/**
+ * Command execution (SPEC §2 step 9): validate each parsed command against the catalogue and
+ * apply it, idempotently. Each command runs in its own transaction that first inserts its
+ * command_log row (agent_id, tick, cmd_id) with ON CONFLICT DO NOTHING: a retried activity
+ * finds the row and returns the stored outcome instead of applying the command again.
+ */
+import { and, eq } from 'drizzle-orm';
+import { catalogue, validateCommand, type ValidatedCommand } from '../core/catalogue.js';
+import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../core/loop-types.js';
+import type { Db } from '../db/client.js';
+import { commandLog, type CommandLogEntry } from '../db/schema/index.js';
+import { handlers } from './commands/index.js';
+import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './commands/shared.js';
+
+export interface CommandDeps {
+  db: Db;
+  hooks?: {
+    /** Called after a writing command's transaction commits (tests use it to simulate a crash there). */
+    afterWrite?: (cmd: ParsedCommand) => void | Promise<void>;
+  };
+}
+
+export interface ApplyCommandsInput {
+  agentId: string;
+  tick: number;
+  workflowId?: string;
+  mode: 'main' | 'task';
+  /** The auxiliary loop's own task (mode 'task'). */
+  taskId?: number;
+  commands: ParsedCommand[];
+  /** Parser rejections: recorded with their reason, never applied. */
+  rejected?: CommandRejection[];
+  /** cmd_ids the validators let through; undefined = all (auto_pass). */
+  allowedCmdIds?: string[];
+  /** The tick's validation rating, recorded with each command. */
+  rating?: number | null;
+}
+
+type Status = CommandOutcome['status'];
+type LogValues = typeof commandLog.$inferInsert;
+
+const readOnlyReason = 'read-only auxiliary loop';
+
+/**
+ * The command_log key. Task-loop ticks count from 1 like the main loop's, so a task loop's
+ * ids carry a `task<id>.` prefix (added here unless the caller already did).
+ */
+export function logCmdId(input: Pick<ApplyCommandsInput, 'mode' | 'taskId'>, cmdId: string): string {
+  if (input.mode !== 'task') return cmdId;
+  const prefix = `task${input.taskId ?? 0}.`;
+  return cmdId.startsWith(prefix) ? cmdId : `${prefix}${cmdId}`;
+}
+
+/** The text a command_log row contributes to the next tick's context. */
+export function commandResultText(row: Pick<CommandLogEntry, 'status' | 'reason' | 'result'>): string {
+  const r = row.result as Partial<CommandLogResult> | null;
+  if (r && typeof r === 'object') return r.text ?? r.message ?? row.reason ?? '';
+  return row.reason ?? (typeof row.result === 'string' ? row.result : '');
+}
+
+/** The `applyCommands` activity, built from its dependencies. */
+export function createCommandActivities(deps: CommandDeps) {
+  const { db } = deps;
+
+  async function storedOutcome(agentId: string, tick: number, key: string, cmd: { cmdId: string; type: string }): Promise<CommandOutcome> {
+    const [row] = await db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), eq(commandLog.cmdId, key)));
+    if (!row) throw new Error(`command_log row ${agentId}/${tick}/${key} vanished`);
+    const result = (row.result ?? {}) as Partial<CommandLogResult>;
+    return {
+      cmdId: cmd.cmdId,
+      type: row.type,
+      status: row.status,
+      message: clip(result.message ?? row.reason ?? row.status, maxMessage),
+      duplicate: true,
+      effects: Array.isArray(result.effects) ? result.effects : [],
+    };
+  }
+
+  /** Record a command that is not applied (unknown, rejected, unvalidated, error). */
+  async function record(values: LogValues, status: Status, reason: string, outcomeId: string, text?: string): Promise<CommandOutcome> {
+    const result: CommandLogResult = { message: clip(reason, maxMessage), effects: [], ...(text ? { text: clip(text, maxResultText) } : {}) };
+    const inserted = await db
+      .insert(commandLog)
+      .values({ ...values, status, reason: clip(reason, 2000), result })
+      .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
+      .returning({ id: commandLog.id });
+    if (!inserted[0]) return storedOutcome(values.agentId, values.tick, values.cmdId, { cmdId: outcomeId, type: values.type });
+    return { cmdId: outcomeId, type: values.type, status, message: result.message, duplicate: false, effects: [] };
+  }
+
+  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>): Promise<CommandOutcome> {
+    const key = logCmdId(input, cmd.cmdId);
+    const values: LogValues = {
+      agentId: input.agentId,
+      tick: input.tick,
+      cmdId: key,
+      type: clip(cmd.type, 200),
+      args: cmd.args,
+      description: cmd.description ?? null,
+      status: 'applied',
+      rating: input.rating ?? null,
+      workflowId: input.workflowId ?? null,
+    };
+    if (seen.has(key)) {
+      // Cannot share the first one's command_log key; reported, not recorded.
+      return { cmdId: cmd.cmdId, type: cmd.type, status: 'rejected', message: `duplicate cmd_id '${clip(cmd.cmdId, 60)}' in this tick`, duplicate: false, effects: [] };
+    }
+    seen.add(key);
+
+    const v = validateCommand(cmd);
+    if (!v.ok) return record(values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId);
+    const command = v.command;
+    const spec = catalogue[command.type];
+    values.threshold = spec.minRating;
+
+    if (input.mode === 'task') {
+      const refusal = taskModeRefusal(command, input.taskId);
+      if (refusal) return record(values, 'rejected', refusal, cmd.cmdId);
+    }
+    if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
+      const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
+      return record(values, 'unvalidated', `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`, cmd.cmdId);
+    }
+
+    let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult };
+    try {
+      applied = await db.transaction(async (tx) => {
+        const inserted = await tx
+          .insert(commandLog)
+          .values(values)
+          .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
+          .returning({ id: commandLog.id });
+        // Already recorded by an earlier attempt (or one running concurrently, which this insert waited for).
+        if (!inserted[0]) return { duplicate: true as const };
+        const ctx: HandlerContext = {
+          tx,
+          agentId: input.agentId,
+          tick: input.tick,
+          mode: input.mode,
+          logCmdId: key,
+          ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
+          ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
+        };
+        const handler = handlers[command.type] as (c: HandlerContext, a: unknown) => Promise<HandlerResult>;
+        const out = await handler(ctx, command.args);
+        const result = toStored(out);
+        await tx.update(commandLog).set({ result }).where(eq(commandLog.id, inserted[0].id));
+        return { duplicate: false as const, result };
+      });
+    } catch (err) {
+      if (isTransient(err)) throw err; // the whole activity retries; applied commands come back as duplicates
+      // The transaction rolled back (command_log row included): record the failure on its own.
+      return record(values, 'error', errorText(err), cmd.cmdId);
+    }
+    if (applied.duplicate) return storedOutcome(input.agentId, input.tick, key, cmd);
+    if (spec.writes) await deps.hooks?.afterWrite?.(cmd);
+    return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
+  }
+
+  async function recordRejection(input: ApplyCommandsInput, r: CommandRejection, index: number): Promise<CommandOutcome> {
+    // Parser rejections may lack a cmd_id or repeat an accepted one: they get their own key.
+    const key = logCmdId(input, `!rejected.${index}${r.cmdId ? `:${r.cmdId}` : ''}`);
+    const values: LogValues = {
+      agentId: input.agentId,
+      tick: input.tick,
+      cmdId: key,
+      type: clip(r.type ?? '(unparsed)', 200),
+      args: {},
+      status: 'rejected',
+      rating: input.rating ?? null,
+      workflowId: input.workflowId ?? null,
+    };
+    return record(values, 'rejected', r.reason, r.cmdId ?? key, r.raw);
+  }
+
+  return {
+    /** Validate and apply one tick's commands; idempotent on (agent, tick, cmd_id). */
+    async applyCommands(input: ApplyCommandsInput): Promise<CommandOutcome[]> {
+      const outcomes: CommandOutcome[] = [];
+      const seen = new Set<string>();
+      // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
+      for (const cmd of input.commands) outcomes.push(await applyOne(input, cmd, seen));
+      for (const [i, r] of (input.rejected ?? []).entries()) outcomes.push(await recordRejection(input, r, i));
+      return outcomes;
+    },
+  };
+}
+
+/** SPEC §2 auxiliary loops: read everything, write only notes and their own task row. */
+function taskModeRefusal(command: ValidatedCommand, taskId: number | undefined): string | null {
+  const spec = catalogue[command.type];
+  if (!spec.writes) return null;
+  if (!spec.allowedInTaskLoop || taskId === undefined) return `${readOnlyReason}: ${command.type} is not allowed`;
+  if ((command.type === 'tasks.update' || command.type === 'tasks.status') && command.args.id !== taskId) {
+    return `${readOnlyReason}: it may change only its own task #${taskId}`;
+  }
+  return null;
+}
+
+function toStored(out: HandlerResult): CommandLogResult {
+  const effects: LoopEffect[] = out.effects ?? [];
+  const result: CommandLogResult = { message: clip(out.message, maxMessage), effects };
+  if (out.text !== undefined) {
+    result.text = clip(out.text, maxResultText);
+    if (out.text.length > maxResultText) result.truncated = true;
+  }
+  return result;
+}
+
+/** The Postgres error behind a (possibly Drizzle-wrapped) error, if any. */
+function pgError(err: unknown): { code?: string; message: string; detail?: string; constraint?: string } | null {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (typeof e === 'object' && typeof (e as { code?: unknown }).code === 'string' && (e as { severity?: unknown }).severity !== undefined) {
+      return e as { code?: string; message: string; detail?: string };
+    }
+  }
+  return null;
+}
+
+/**
+ * Errors worth retrying the whole activity for: lost connections, serialization failures,
+ * deadlocks, server shutdown. Anything else is this command's own failure.
+ */
+function isTransient(err: unknown): boolean {
+  const pg = pgError(err);
+  if (pg?.code) return /^(08|40|53|57P)/.test(pg.code);
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND)$/.test(code)) return true;
+    const message = e instanceof Error ? e.message : '';
+    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)) return true;
+  }
+  return false;
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof CommandError) return err.message;
+  const pg = pgError(err);
+  if (pg) return `database error: ${pg.message}${pg.detail ? ` (${pg.detail})` : ''}`;
+  return err instanceof Error ? err.message : String(err);
+}

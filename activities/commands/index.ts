@@ -1,0 +1,29 @@
+/**
+ * One handler per catalogue command type. The map's type makes a missing handler a compile
+ * error when the catalogue grows.
+ */
+import type { CommandType } from '../../core/catalogue.js';
+import { goalHandlers, llmTaskHandlers, taskHandlers } from './goals.js';
+import { configHandlers, cycleHandlers, helpHandlers } from './loop.js';
+import { abstractHandlers, conceptHandlers, diaryHandlers, linkHandlers, llmMemoryHandlers } from './memory.js';
+import { noteHandlers } from './notes.js';
+import { processHandlers } from './processes.js';
+import type { HandlerMap } from './shared.js';
+
+export const handlers: HandlerMap<CommandType> = {
+  ...helpHandlers,
+  ...diaryHandlers,
+  ...conceptHandlers,
+  ...linkHandlers,
+  ...goalHandlers,
+  ...taskHandlers,
+  ...noteHandlers,
+  ...llmMemoryHandlers,
+  ...configHandlers,
+  ...cycleHandlers,
+  ...abstractHandlers,
+  ...llmTaskHandlers,
+  ...processHandlers,
+};
+
+export { CommandError, type HandlerContext, type HandlerResult, type Tx } from './shared.js';

@@ -1,0 +1,392 @@
+/**
+ * Long-term and middle memory commands (SPEC §2 memory tiers): diary, concepts and links
+ * (the semantic graph), llm_memory (the notebook), abstracts. Deletes archive the row
+ * (`archived_at`), so they stay restorable.
+ */
+import { and, arrayContains, asc, desc, eq, ilike, inArray, isNull, or, sql } from 'drizzle-orm';
+import { alias } from 'drizzle-orm/pg-core';
+import {
+  abstracts,
+  concepts,
+  diaryEntries,
+  links,
+  llmMemory,
+  llmRecentResponses,
+  type AbstractSources,
+} from '../../db/schema/index.js';
+import {
+  CommandError,
+  clip,
+  likePattern,
+  listResult,
+  maxResultText,
+  notFound,
+  oneLine,
+  tagSuffix,
+  type FamilyTypes,
+  type HandlerContext,
+  type HandlerMap,
+  type Tx,
+} from './shared.js';
+
+const now = () => new Date();
+
+// --- diary ------------------------------------------------------------------------------------
+
+const diaryActive = (agentId: string, id?: number) =>
+  and(eq(diaryEntries.agentId, agentId), isNull(diaryEntries.archivedAt), id === undefined ? undefined : eq(diaryEntries.id, id));
+
+async function diarySet(ctx: HandlerContext, id: number, set: Partial<typeof diaryEntries.$inferInsert>, done: string) {
+  const rows = await ctx.tx.update(diaryEntries).set(set).where(diaryActive(ctx.agentId, id)).returning({ id: diaryEntries.id });
+  if (!rows[0]) notFound('diary entry', id);
+  return { message: `diary entry #${id} ${done}` };
+}
+
+export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
+  async 'diary.list'({ tx, agentId }, a) {
+    const rows = await tx
+      .select()
+      .from(diaryEntries)
+      .where(
+        and(
+          diaryActive(agentId),
+          a.tag ? arrayContains(diaryEntries.tags, [a.tag]) : undefined,
+          a.pinned !== undefined ? eq(diaryEntries.pinned, a.pinned) : undefined,
+        ),
+      )
+      .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.id))
+      .limit(a.limit ?? 10)
+      .offset(a.offset ?? 0);
+    return listResult(
+      'diary entries',
+      rows.map((r) => `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${oneLine(r.content, 120)}`),
+    );
+  },
+  async 'diary.search'({ tx, agentId }, a) {
+    const pattern = likePattern(a.query);
+    const rows = await tx
+      .select()
+      .from(diaryEntries)
+      .where(
+        and(
+          diaryActive(agentId),
+          or(ilike(diaryEntries.title, pattern), ilike(diaryEntries.content, pattern)),
+          a.tags?.length ? arrayContains(diaryEntries.tags, a.tags) : undefined,
+        ),
+      )
+      .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.id))
+      .limit(a.limit ?? 10);
+    return listResult(
+      `diary entries matching '${clip(a.query, 40)}'`,
+      rows.map((r) => `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${snippet(r.content, a.query)}`),
+    );
+  },
+  async 'diary.read'(ctx, a) {
+    const [r] = await ctx.tx.select().from(diaryEntries).where(diaryActive(ctx.agentId, a.id));
+    if (!r) notFound('diary entry', a.id);
+    await touch(ctx, diaryEntries, a.id);
+    return {
+      message: `diary entry #${r.id}: ${oneLine(r.title, 100)}`,
+      text: `#${r.id}${r.pinned ? ' [pinned]' : ''} ${r.title}${tagSuffix(r.tags)} (tick ${r.tick ?? '?'}, ${r.createdAt.toISOString()})\n${r.content}`,
+    };
+  },
+  async 'diary.add'({ tx, agentId, tick }, a) {
+    const [r] = await tx
+      .insert(diaryEntries)
+      .values({
+        agentId,
+        tick,
+        title: a.title,
+        content: a.content,
+        tags: a.tags ?? [],
+        priority: a.priority ?? 0,
+        pinned: a.pinned ?? false,
+        emotions: a.emotions ?? [],
+      })
+      .returning({ id: diaryEntries.id });
+    return { message: `diary entry #${r!.id} added` };
+  },
+  'diary.update': (ctx, a) => diarySet(ctx, a.id, { title: a.title, content: a.content, tags: a.tags, priority: a.priority }, 'updated'),
+  'diary.delete': (ctx, a) => diarySet(ctx, a.id, { archivedAt: now() }, 'archived'),
+  'diary.pin': (ctx, a) => diarySet(ctx, a.id, { pinned: true }, 'pinned'),
+  'diary.unpin': (ctx, a) => diarySet(ctx, a.id, { pinned: false }, 'unpinned'),
+};
+
+/** Text around the first match of `query`, for search results. */
+function snippet(content: string, query: string, width = 160): string {
+  const i = content.toLowerCase().indexOf(query.toLowerCase());
+  if (i <= 40) return oneLine(content, width);
+  return `…${oneLine(content.slice(i - 40), width)}`;
+}
+
+/** Access bookkeeping for the memory manager's LRU; an auxiliary loop only reads. */
+async function touch(ctx: HandlerContext, table: typeof diaryEntries | typeof llmMemory, id: number): Promise<void> {
+  if (ctx.mode !== 'main') return;
+  await ctx.tx
+    .update(table)
+    .set({ accessCount: sql`${table.accessCount} + 1`, lastAccessedAt: now() })
+    .where(and(eq(table.agentId, ctx.agentId), eq(table.id, id)));
+}
+
+// --- concepts and links ------------------------------------------------------------------------
+
+const conceptActive = (agentId: string) => and(eq(concepts.agentId, agentId), isNull(concepts.archivedAt));
+
+/** A concept by id (number) or name (string), or a CommandError naming it. */
+async function resolveConcept(tx: Tx, agentId: string, ref: number | string) {
+  const [c] = await tx
+    .select()
+    .from(concepts)
+    .where(and(conceptActive(agentId), typeof ref === 'number' ? eq(concepts.id, ref) : eq(concepts.name, ref)));
+  if (!c) throw new CommandError(typeof ref === 'number' ? `concept #${ref} not found` : `concept '${clip(ref, 60)}' not found (add it with concepts.add)`);
+  return c;
+}
+
+export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
+  async 'concepts.add'({ tx, agentId }, a) {
+    const [existing] = await tx.select({ id: concepts.id, archivedAt: concepts.archivedAt }).from(concepts).where(and(eq(concepts.agentId, agentId), eq(concepts.name, a.name)));
+    if (existing && !existing.archivedAt) throw new CommandError(`concept '${clip(a.name, 60)}' already exists (#${existing.id})`);
+    const values = { description: a.description ?? null, tags: a.tags ?? [], weight: a.weight ?? 1 };
+    if (existing) {
+      // An archived concept of the same name comes back rather than colliding with the unique name.
+      await tx.update(concepts).set({ ...values, archivedAt: null }).where(eq(concepts.id, existing.id));
+      return { message: `concept #${existing.id} '${clip(a.name, 60)}' restored` };
+    }
+    const [r] = await tx.insert(concepts).values({ agentId, name: a.name, ...values }).returning({ id: concepts.id });
+    return { message: `concept #${r!.id} '${clip(a.name, 60)}' added` };
+  },
+  async 'concepts.list'({ tx, agentId }, a) {
+    const rows = await tx
+      .select()
+      .from(concepts)
+      .where(and(conceptActive(agentId), a.tag ? arrayContains(concepts.tags, [a.tag]) : undefined, a.query ? ilike(concepts.name, likePattern(a.query)) : undefined))
+      .orderBy(desc(concepts.weight), asc(concepts.name))
+      .limit(a.limit ?? 20)
+      .offset(a.offset ?? 0);
+    return listResult('concepts', rows.map((c) => `#${c.id} ${c.name} (w ${c.weight})${tagSuffix(c.tags)}${c.description ? ` — ${oneLine(c.description, 120)}` : ''}`));
+  },
+  async 'concepts.read'({ tx, agentId }, a) {
+    const c = await resolveConcept(tx, agentId, a.concept);
+    const edges = await linkRows(tx, agentId, c.id, undefined, 30);
+    const lines = edges.map(renderLink);
+    return {
+      message: `concept #${c.id} '${clip(c.name, 60)}' with ${edges.length} links`,
+      text: `#${c.id} ${c.name} (w ${c.weight})${tagSuffix(c.tags)}\n${c.description ?? ''}\nLinks:\n${lines.length ? lines.join('\n') : '(none)'}`,
+    };
+  },
+  async 'concepts.update'({ tx, agentId }, a) {
+    const rows = await tx
+      .update(concepts)
+      .set({ name: a.name, description: a.description, tags: a.tags, weight: a.weight })
+      .where(and(conceptActive(agentId), eq(concepts.id, a.id)))
+      .returning({ id: concepts.id });
+    if (!rows[0]) notFound('concept', a.id);
+    return { message: `concept #${a.id} updated` };
+  },
+  async 'concepts.delete'({ tx, agentId }, a) {
+    const rows = await tx.update(concepts).set({ archivedAt: now() }).where(and(conceptActive(agentId), eq(concepts.id, a.id))).returning({ id: concepts.id });
+    if (!rows[0]) notFound('concept', a.id);
+    return { message: `concept #${a.id} archived` };
+  },
+};
+
+const fromC = alias(concepts, 'from_c');
+const toC = alias(concepts, 'to_c');
+
+async function linkRows(tx: Tx, agentId: string, conceptId: number | undefined, relation: string | undefined, max: number) {
+  return tx
+    .select({ id: links.id, relation: links.relation, weight: links.weight, from: fromC.name, to: toC.name, fromId: links.fromConceptId, toId: links.toConceptId })
+    .from(links)
+    .innerJoin(fromC, eq(fromC.id, links.fromConceptId))
+    .innerJoin(toC, eq(toC.id, links.toConceptId))
+    .where(
+      and(
+        eq(links.agentId, agentId),
+        isNull(links.archivedAt),
+        conceptId !== undefined ? or(eq(links.fromConceptId, conceptId), eq(links.toConceptId, conceptId)) : undefined,
+        relation ? eq(links.relation, relation) : undefined,
+      ),
+    )
+    .orderBy(desc(links.weight), asc(links.id))
+    .limit(max);
+}
+
+const renderLink = (l: { id: number; relation: string; weight: number; from: string; to: string; fromId: number; toId: number }) =>
+  `#${l.id} ${l.from} (#${l.fromId}) -[${l.relation}, w ${l.weight}]-> ${l.to} (#${l.toId})`;
+
+export const linkHandlers: HandlerMap<FamilyTypes<'links'>> = {
+  async 'links.add'({ tx, agentId }, a) {
+    const from = await resolveConcept(tx, agentId, a.from);
+    const to = await resolveConcept(tx, agentId, a.to);
+    const relation = a.relation ?? 'related_to';
+    const [r] = await tx
+      .insert(links)
+      .values({ agentId, fromConceptId: from.id, toConceptId: to.id, relation, weight: a.weight ?? 1 })
+      .onConflictDoUpdate({
+        target: [links.agentId, links.fromConceptId, links.toConceptId, links.relation],
+        set: { weight: a.weight ?? 1, archivedAt: null },
+      })
+      .returning({ id: links.id });
+    return { message: `link #${r!.id}: ${clip(from.name, 50)} -[${relation}]-> ${clip(to.name, 50)}` };
+  },
+  async 'links.list'({ tx, agentId }, a) {
+    const conceptId = a.concept !== undefined ? (await resolveConcept(tx, agentId, a.concept)).id : undefined;
+    const rows = await linkRows(tx, agentId, conceptId, a.relation, a.limit ?? 20);
+    return listResult('links', rows.map(renderLink));
+  },
+  async 'links.delete'({ tx, agentId }, a) {
+    const rows = await tx
+      .update(links)
+      .set({ archivedAt: now() })
+      .where(and(eq(links.agentId, agentId), isNull(links.archivedAt), eq(links.id, a.id)))
+      .returning({ id: links.id });
+    if (!rows[0]) notFound('link', a.id);
+    return { message: `link #${a.id} archived` };
+  },
+};
+
+// --- llm_memory ---------------------------------------------------------------------------------
+
+const memoryActive = (agentId: string, id?: number) =>
+  and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt), id === undefined ? undefined : eq(llmMemory.id, id));
+
+async function memorySet(ctx: HandlerContext, id: number, set: Partial<typeof llmMemory.$inferInsert>, done: string) {
+  const rows = await ctx.tx.update(llmMemory).set(set).where(memoryActive(ctx.agentId, id)).returning({ id: llmMemory.id });
+  if (!rows[0]) notFound('notebook entry', id);
+  return { message: `notebook entry #${id} ${done}` };
+}
+
+export const llmMemoryHandlers: HandlerMap<FamilyTypes<'llm_memory'>> = {
+  async 'llm_memory.add'({ tx, agentId }, a) {
+    const [r] = await tx
+      .insert(llmMemory)
+      .values({ agentId, content: a.content, title: a.title ?? null, tags: a.tags ?? [], priority: a.priority ?? 0, pinned: a.pinned ?? false })
+      .returning({ id: llmMemory.id });
+    return { message: `notebook entry #${r!.id} added` };
+  },
+  async 'llm_memory.list'({ tx, agentId }, a) {
+    const rows = await tx
+      .select()
+      .from(llmMemory)
+      .where(and(memoryActive(agentId), a.tag ? arrayContains(llmMemory.tags, [a.tag]) : undefined, a.pinned !== undefined ? eq(llmMemory.pinned, a.pinned) : undefined))
+      .orderBy(desc(llmMemory.pinned), desc(llmMemory.priority), desc(llmMemory.id))
+      .limit(a.limit ?? 10)
+      .offset(a.offset ?? 0);
+    return listResult(
+      'notebook entries',
+      rows.map((m) => `#${m.id}${m.pinned ? ' [pinned]' : ''}${m.title ? ` ${oneLine(m.title, 80)}:` : ''} ${oneLine(m.content, 140)}${tagSuffix(m.tags)}`),
+    );
+  },
+  async 'llm_memory.read'(ctx, a) {
+    const [m] = await ctx.tx.select().from(llmMemory).where(memoryActive(ctx.agentId, a.id));
+    if (!m) notFound('notebook entry', a.id);
+    await touch(ctx, llmMemory, a.id);
+    return { message: `notebook entry #${m.id}`, text: `#${m.id}${m.pinned ? ' [pinned]' : ''} ${m.title ?? ''}${tagSuffix(m.tags)}\n${m.content}` };
+  },
+  'llm_memory.update': (ctx, a) => memorySet(ctx, a.id, { content: a.content, title: a.title, tags: a.tags, priority: a.priority }, 'updated'),
+  'llm_memory.delete': (ctx, a) => memorySet(ctx, a.id, { archivedAt: now() }, 'archived'),
+  'llm_memory.pin': (ctx, a) => memorySet(ctx, a.id, { pinned: true }, 'pinned'),
+  'llm_memory.unpin': (ctx, a) => memorySet(ctx, a.id, { pinned: false }, 'unpinned'),
+};
+
+// --- abstracts ------------------------------------------------------------------------------------
+
+const sourceTables = {
+  responses: llmRecentResponses,
+  diary: diaryEntries,
+  concepts,
+  links,
+  abstracts,
+} as const;
+
+/** Every source id must be one of this agent's rows; returns the tick span of the responses. */
+async function checkSources(tx: Tx, agentId: string, sources: AbstractSources): Promise<{ tickFrom?: number; tickTo?: number }> {
+  const problems: string[] = [];
+  for (const [kind, table] of Object.entries(sourceTables) as Array<[keyof AbstractSources, (typeof sourceTables)[keyof typeof sourceTables]]>) {
+    const wanted = [...new Set(sources[kind] ?? [])];
+    if (!wanted.length) continue;
+    const found = await tx.select({ id: table.id }).from(table).where(and(eq(table.agentId, agentId), inArray(table.id, wanted)));
+    const have = new Set(found.map((r) => r.id));
+    const missing = wanted.filter((i) => !have.has(i));
+    if (missing.length) problems.push(`sources.${kind}: no #${missing.slice(0, 5).join(', #')}`);
+  }
+  if (problems.length) throw new CommandError(problems.join('; '));
+  if (!sources.responses?.length) return {};
+  const [span] = await tx
+    .select({ from: sql<number>`min(${llmRecentResponses.tick})::int`, to: sql<number>`max(${llmRecentResponses.tick})::int` })
+    .from(llmRecentResponses)
+    .where(and(eq(llmRecentResponses.agentId, agentId), inArray(llmRecentResponses.id, sources.responses)));
+  return { tickFrom: span?.from, tickTo: span?.to };
+}
+
+function mergeSources(a: AbstractSources, b: AbstractSources): AbstractSources {
+  const out: AbstractSources = { ...a };
+  for (const k of Object.keys(sourceTables) as Array<keyof AbstractSources>) {
+    if (b[k]?.length) out[k] = [...new Set([...(a[k] ?? []), ...b[k]])];
+  }
+  return out;
+}
+
+// A fixed order: jsonb does not keep the key order the sources were written in.
+const renderSources = (s: AbstractSources) =>
+  (Object.keys(sourceTables) as Array<keyof AbstractSources>)
+    .filter((k) => s[k]?.length)
+    .map((k) => `${k} #${s[k]!.join(', #')}`)
+    .join('; ');
+
+export const abstractHandlers: HandlerMap<FamilyTypes<'abstracts'>> = {
+  async 'abstracts.create'({ tx, agentId, tick }, a) {
+    const span = await checkSources(tx, agentId, a.sources);
+    const [r] = await tx
+      .insert(abstracts)
+      .values({
+        agentId,
+        title: a.title,
+        summary: a.summary,
+        tags: a.tags ?? [],
+        sources: a.sources,
+        auto: false,
+        trigger: 'command',
+        tickFrom: span.tickFrom ?? tick,
+        tickTo: span.tickTo ?? tick,
+      })
+      .returning({ id: abstracts.id });
+    return { message: `abstract #${r!.id} created from ${renderSources(a.sources)}` };
+  },
+  async 'abstracts.extend'({ tx, agentId, tick }, a) {
+    const [cur] = await tx.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
+    if (!cur) notFound('abstract', a.id);
+    const span = a.sources ? await checkSources(tx, agentId, a.sources) : {};
+    let summary = a.summary ?? cur.summary;
+    if (a.append) summary = `${summary}\n\n${a.append}`;
+    await tx
+      .update(abstracts)
+      .set({
+        summary,
+        sources: a.sources ? mergeSources(cur.sources, a.sources) : cur.sources,
+        tags: a.tags ? [...new Set([...cur.tags, ...a.tags])] : cur.tags,
+        extensions: cur.extensions + 1,
+        tickTo: Math.max(cur.tickTo ?? 0, span.tickTo ?? tick),
+      })
+      .where(eq(abstracts.id, a.id));
+    return { message: `abstract #${a.id} extended (${cur.extensions + 1} extensions)` };
+  },
+  async 'abstracts.list'({ tx, agentId }, a) {
+    const rows = await tx
+      .select()
+      .from(abstracts)
+      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), a.tag ? arrayContains(abstracts.tags, [a.tag]) : undefined))
+      .orderBy(desc(abstracts.id))
+      .limit(a.limit ?? 10);
+    return listResult('abstracts', rows.map((r) => `#${r.id} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}) — ${oneLine(r.summary, 140)}`));
+  },
+  async 'abstracts.read'({ tx, agentId }, a) {
+    const [r] = await tx.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
+    if (!r) notFound('abstract', a.id);
+    return {
+      message: `abstract #${r.id}: ${oneLine(r.title, 100)}`,
+      text: clip(`#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`, maxResultText),
+    };
+  },
+};
+

@@ -1,0 +1,70 @@
+/**
+ * What every command handler shares: the transaction it runs in, its result shape, the
+ * failure it throws for a refused-but-valid command (not found, already exists…), and text
+ * rendering helpers for read results.
+ */
+import type { ArgsOf, CommandType } from '../../core/catalogue.js';
+import type { LoopEffect } from '../../core/loop-types.js';
+import type { Db } from '../../db/client.js';
+
+/** The transaction a command is applied in (its command_log row is in the same one). */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+export interface HandlerContext {
+  tx: Tx;
+  agentId: string;
+  tick: number;
+  mode: 'main' | 'task';
+  taskId?: number;
+  workflowId?: string;
+  /** The command_log key of this command (task-loop ids carry their `task<id>.` prefix). */
+  logCmdId: string;
+}
+
+export interface HandlerResult {
+  /** Short (≤ 200 chars): returned in the CommandOutcome. */
+  message: string;
+  /** Full result of a read, shown in the next tick's context (capped at 8 KB when stored). */
+  text?: string;
+  effects?: LoopEffect[];
+}
+
+export type Handler<T extends CommandType> = (ctx: HandlerContext, args: ArgsOf<T>) => Promise<HandlerResult>;
+export type HandlerMap<K extends CommandType> = { [T in K]: Handler<T> };
+/** The command types of one family, e.g. `FamilyTypes<'diary'>`. */
+export type FamilyTypes<F extends string> = Extract<CommandType, `${F}.${string}`>;
+
+/** A valid command that can not be applied (missing row, name taken…): status 'error', rolled back. */
+export class CommandError extends Error {
+  override readonly name = 'CommandError';
+}
+
+export const maxResultText = 8 * 1024;
+export const maxMessage = 200;
+
+export function clip(s: string, max: number): string {
+  return s.length <= max ? s : `${s.slice(0, Math.max(0, max - 1))}…`;
+}
+
+/** One line of a list: the text flattened and clipped. */
+export function oneLine(s: string | null | undefined, max = 160): string {
+  return clip((s ?? '').replace(/\s+/g, ' ').trim(), max);
+}
+
+export function tagSuffix(tags: readonly string[]): string {
+  return tags.length ? ` {${tags.join(', ')}}` : '';
+}
+
+/** A list result: "3 diary entries" plus one line per row. */
+export function listResult(what: string, lines: string[]): HandlerResult {
+  return { message: `${lines.length} ${what}`, text: lines.length ? lines.join('\n') : `(no ${what})` };
+}
+
+/** Escape LIKE wildcards so a search is a plain substring match. */
+export function likePattern(query: string): string {
+  return `%${query.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+export function notFound(what: string, id: number | string): never {
+  throw new CommandError(`${what} #${id} not found`);
+}

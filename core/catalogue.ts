@@ -1,0 +1,518 @@
+/**
+ * The command catalogue as data (SPEC §2): for every command type its family, action, zod
+ * args schema, one-line help, the validation rating it needs, whether it writes, and whether
+ * an auxiliary (task) loop may use it. Pure: the workflow imports it (config keys, rating
+ * thresholds) as well as the command activities.
+ */
+import { z } from 'zod';
+import type { ParsedCommand } from './loop-types.js';
+
+// --- shared argument schemas -------------------------------------------------------------------
+
+/** A row id: a positive integer, also accepted as a digit string ("12"), which models often write. */
+const id = z.union([z.number().int().positive(), z.string().regex(/^\d+$/).transform(Number)], { error: 'expected a positive integer id' });
+const ids = z.array(id).min(1).max(100);
+const text = (max: number) => z.string().trim().min(1).max(max);
+const tagList = z.array(z.string().trim().min(1).max(64)).max(20);
+const limit = z.number().int().min(1).max(50).optional();
+const offset = z.number().int().min(0).max(100_000).optional();
+const priority = z.number().int().min(-100).max(100);
+/** `true`/`false` or `"on"`/`"off"`. */
+const onOff = z.union([z.boolean(), z.enum(['on', 'off']).transform((v) => v === 'on')]);
+const emotionReading = z.strictObject({
+  emotion: text(64),
+  strength: z.number().int().min(1).max(5),
+  reason: z.string().max(200).optional(),
+});
+/** A concept by id (number) or by name (string). */
+const conceptRef = z.union([z.number().int().positive(), text(200)], { error: 'expected a concept id (number) or name (string)' });
+
+export const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
+export const goalRelationValues = ['subgoal', 'depends_on', 'blocks', 'related'] as const;
+export const taskStatusValues = ['open', 'in_progress', 'blocked', 'done', 'failed', 'cancelled'] as const;
+export const processStatusValues = ['ok', 'warning', 'error', 'timeout', 'offline', 'close'] as const;
+export const wakeConditions = ['note', 'process', 'timeout'] as const;
+export const noteSourceValues = ['user', 'agent', 'llm:task', 'peer', 'system', 'oversight', 'human'] as const;
+
+const abstractSources = z
+  .strictObject({
+    responses: ids.optional(),
+    diary: ids.optional(),
+    concepts: ids.optional(),
+    links: ids.optional(),
+    abstracts: ids.optional(),
+  })
+  .refine((s) => Object.values(s).some((v) => v !== undefined && v.length > 0), 'name at least one source id');
+
+/** An update must change something. */
+const atLeastOne =
+  (fields: readonly string[]) =>
+  (v: Record<string, unknown>): boolean =>
+    fields.some((f) => v[f] !== undefined);
+const atLeastOneMessage = (fields: readonly string[]) => ({ message: `give at least one of: ${fields.join(', ')}` });
+
+// --- config keys ---------------------------------------------------------------------------------
+
+export interface ConfigKeySpec {
+  schema: z.ZodType;
+  default: unknown;
+  help: string;
+}
+
+const unit = z.number().min(0).max(1);
+
+/** Settings the agent (config.set) and the user (setConfig update) may change; context 7 shows them. */
+export const configKeys = {
+  delay_ms: { schema: z.number().int().min(0).max(3_600_000), default: 1000, help: 'pause between ticks (ms)' },
+  recent_responses: { schema: z.number().int().min(1).max(50), default: 5, help: 'K: own recent replies shown in context 3' },
+  context_mode: { schema: z.enum(['standard', 'concentration', 'meditation']), default: 'standard', help: 'how context 3 picks replies' },
+  notes_mode: { schema: z.enum(['auto', 'manual']), default: 'auto', help: 'auto: notes shown in full; manual: counts and ids only' },
+  idle_timeout_ms: { schema: z.number().int().min(1000).max(7 * 24 * 3_600_000), default: 60_000, help: 'idle mode wakes after this long' },
+  emotions: {
+    schema: z.array(z.string().trim().min(1).max(32)).min(1).max(50),
+    default: ['curiosity', 'joy', 'calm', 'anxiety', 'frustration', 'boredom', 'confidence'],
+    help: 'emotion names the evaluator uses',
+  },
+  novelty_threshold: { schema: unit, default: 0.35, help: 'memory manager archives replies below this novelty' },
+  lru_limit: { schema: z.number().int().min(10).max(100_000), default: 500, help: 'memory manager keeps at most this many entries' },
+  emotion_weight: { schema: unit, default: 0.6, help: 'memory manager: weight of emotions in retention' },
+  goal_focus: { schema: unit, default: 0.7, help: 'memory manager: weight of goal relevance' },
+  diversity_boost: { schema: unit, default: 0.8, help: 'memory manager: weight of diversity' },
+  abstract_every: { schema: z.number().int().min(0).max(10_000), default: 50, help: 'make an abstract every N ticks (0: off)' },
+  task_loop_max_ticks: { schema: z.number().int().min(1).max(10_000), default: 50, help: 'ticks an auxiliary loop runs at most' },
+  max_tokens: { schema: z.number().int().min(16).max(8192), default: 512, help: 'reply length limit (tokens)' },
+} satisfies Record<string, ConfigKeySpec>;
+
+export type ConfigKey = keyof typeof configKeys;
+export const configKeyNames = Object.keys(configKeys) as [ConfigKey, ...ConfigKey[]];
+
+/** Validate one config value; the error names the key. */
+export function validateConfigValue(key: string, value: unknown): { ok: true; value: unknown } | { ok: false; reason: string } {
+  if (!(key in configKeys)) return { ok: false, reason: `unknown config key '${key}' (known: ${configKeyNames.join(', ')})` };
+  const r = configKeys[key as ConfigKey].schema.safeParse(value);
+  return r.success ? { ok: true, value: r.data } : { ok: false, reason: formatIssues(r.error.issues, key) };
+}
+
+// --- the catalogue --------------------------------------------------------------------------------
+
+interface Def<A extends z.ZodType> {
+  args: A;
+  help: string;
+  writes: boolean;
+  /** Defaults: +2 for `*.delete` and the dangerous types, else +1. */
+  minRating?: number;
+  /** Defaults to `!writes`. */
+  allowedInTaskLoop?: boolean;
+  /** Argument summary for the help text when the schema cannot tell (unions, transforms). */
+  usage?: string;
+}
+const def = <A extends z.ZodType>(d: Def<A>): Def<A> => d;
+const none = z.strictObject({});
+
+const listArgs = z.strictObject({ limit, offset, tag: text(64).optional(), pinned: z.boolean().optional() });
+
+const definitions = {
+  help: def({
+    args: z.strictObject({ family: z.string().trim().optional() }),
+    help: 'list the commands, or one family in detail',
+    writes: false,
+  }),
+
+  'diary.list': def({ args: listArgs, help: 'recent diary entries, pinned first', writes: false }),
+  'diary.search': def({
+    args: z.strictObject({ query: text(200), tags: tagList.optional(), limit }),
+    help: 'diary entries whose title or content contains the query',
+    writes: false,
+  }),
+  'diary.read': def({ args: z.strictObject({ id }), help: 'one diary entry in full', writes: false }),
+  'diary.add': def({
+    args: z.strictObject({
+      title: text(200),
+      content: text(20_000),
+      tags: tagList.optional(),
+      priority: priority.optional(),
+      pinned: z.boolean().optional(),
+      emotions: z.array(emotionReading).max(10).optional(),
+    }),
+    help: 'write a long-term diary entry',
+    writes: true,
+  }),
+  'diary.update': def({
+    args: z
+      .strictObject({ id, title: text(200).optional(), content: text(20_000).optional(), tags: tagList.optional(), priority: priority.optional() })
+      .refine(atLeastOne(['title', 'content', 'tags', 'priority']), atLeastOneMessage(['title', 'content', 'tags', 'priority'])),
+    help: 'change a diary entry',
+    writes: true,
+  }),
+  'diary.delete': def({ args: z.strictObject({ id }), help: 'archive a diary entry (restorable)', writes: true }),
+  'diary.pin': def({ args: z.strictObject({ id }), help: 'pin a diary entry', writes: true }),
+  'diary.unpin': def({ args: z.strictObject({ id }), help: 'unpin a diary entry', writes: true }),
+
+  'concepts.add': def({
+    args: z.strictObject({ name: text(200), description: z.string().max(5000).optional(), tags: tagList.optional(), weight: z.number().min(0).max(100).optional() }),
+    help: 'add a node to your semantic graph (names are unique)',
+    writes: true,
+  }),
+  'concepts.list': def({
+    args: z.strictObject({ limit, offset, tag: text(64).optional(), query: text(200).optional() }),
+    help: 'concepts, heaviest first',
+    writes: false,
+  }),
+  'concepts.read': def({
+    args: z.strictObject({ concept: conceptRef }),
+    help: 'one concept and its links',
+    writes: false,
+    usage: '{concept: id or name}',
+  }),
+  'concepts.update': def({
+    args: z
+      .strictObject({ id, name: text(200).optional(), description: z.string().max(5000).optional(), tags: tagList.optional(), weight: z.number().min(0).max(100).optional() })
+      .refine(atLeastOne(['name', 'description', 'tags', 'weight']), atLeastOneMessage(['name', 'description', 'tags', 'weight'])),
+    help: 'change a concept',
+    writes: true,
+  }),
+  'concepts.delete': def({ args: z.strictObject({ id }), help: 'archive a concept (restorable)', writes: true }),
+
+  'links.add': def({
+    args: z.strictObject({ from: conceptRef, to: conceptRef, relation: text(64).optional(), weight: z.number().min(0).max(100).optional() }),
+    help: 'link two concepts (by id or name); relation defaults to related_to',
+    writes: true,
+    usage: '{from: concept id or name, to: concept id or name, relation?, weight?}',
+  }),
+  'links.list': def({
+    args: z.strictObject({ concept: conceptRef.optional(), relation: text(64).optional(), limit }),
+    help: 'links, optionally of one concept',
+    writes: false,
+    usage: '{concept?: id or name, relation?, limit?}',
+  }),
+  'links.delete': def({ args: z.strictObject({ id }), help: 'archive a link (restorable)', writes: true }),
+
+  'goals.add': def({
+    args: z.strictObject({
+      title: text(300),
+      description: z.string().max(5000).optional(),
+      constraints: z.string().max(2000).optional(),
+      success_criteria: z.string().max(2000).optional(),
+      priority: priority.optional(),
+      tags: tagList.optional(),
+      parent_id: id.optional(),
+    }),
+    help: 'add a goal (parent_id makes it a subgoal)',
+    writes: true,
+  }),
+  'goals.list': def({
+    args: z.strictObject({ status: z.enum([...goalStatusValues, 'all']).optional(), limit }),
+    help: 'goals by priority (default: active)',
+    writes: false,
+  }),
+  'goals.read': def({ args: z.strictObject({ id }), help: 'one goal with its links and tasks', writes: false }),
+  'goals.update': def({
+    args: z
+      .strictObject({
+        id,
+        title: text(300).optional(),
+        description: z.string().max(5000).optional(),
+        constraints: z.string().max(2000).optional(),
+        success_criteria: z.string().max(2000).optional(),
+        priority: priority.optional(),
+        tags: tagList.optional(),
+      })
+      .refine(
+        atLeastOne(['title', 'description', 'constraints', 'success_criteria', 'priority', 'tags']),
+        atLeastOneMessage(['title', 'description', 'constraints', 'success_criteria', 'priority', 'tags']),
+      ),
+    help: 'change a goal',
+    writes: true,
+  }),
+  'goals.status': def({
+    args: z
+      .strictObject({ id, status: z.enum(goalStatusValues), failure_reason: z.string().trim().min(1).max(1000).optional() })
+      .refine((v) => v.status !== 'failed' || v.failure_reason !== undefined, { message: 'failure_reason is required when status is failed', path: ['failure_reason'] }),
+    help: 'set a goal active|paused|completed|failed (failed needs failure_reason)',
+    writes: true,
+  }),
+  'goals.link': def({
+    args: z.strictObject({ parent_id: id, child_id: id, relation: z.enum(goalRelationValues).optional() }),
+    help: 'link two goals (relation defaults to subgoal)',
+    writes: true,
+  }),
+  'goals.unlink': def({
+    args: z.strictObject({ parent_id: id, child_id: id, relation: z.enum(goalRelationValues).optional() }),
+    help: 'remove a goal link (all relations unless one is named)',
+    writes: true,
+  }),
+
+  'tasks.add': def({
+    args: z.strictObject({
+      title: text(300),
+      description: z.string().max(5000).optional(),
+      goal_id: id.optional(),
+      priority: priority.optional(),
+      pinned: z.boolean().optional(),
+      tags: tagList.optional(),
+    }),
+    help: 'add a task',
+    writes: true,
+  }),
+  'tasks.list': def({
+    args: z.strictObject({ status: z.enum([...taskStatusValues, 'all']).optional(), goal_id: id.optional(), limit }),
+    help: 'tasks, pinned first then by priority (default: not finished)',
+    writes: false,
+  }),
+  'tasks.read': def({ args: z.strictObject({ id }), help: 'one task in full', writes: false }),
+  'tasks.update': def({
+    args: z
+      .strictObject({ id, title: text(300).optional(), description: z.string().max(5000).optional(), goal_id: id.nullable().optional(), tags: tagList.optional() })
+      .refine(atLeastOne(['title', 'description', 'goal_id', 'tags']), atLeastOneMessage(['title', 'description', 'goal_id', 'tags'])),
+    help: 'change a task (an auxiliary loop: only its own)',
+    writes: true,
+    allowedInTaskLoop: true,
+  }),
+  'tasks.pin': def({ args: z.strictObject({ id }), help: 'pin a task (shown in every context)', writes: true }),
+  'tasks.unpin': def({ args: z.strictObject({ id }), help: 'unpin a task', writes: true }),
+  'tasks.priority': def({ args: z.strictObject({ id, priority }), help: 'set a task priority (-100..100)', writes: true }),
+  'tasks.status': def({
+    args: z.strictObject({ id, status: z.enum(taskStatusValues) }),
+    help: 'set a task open|in_progress|blocked|done|failed|cancelled (an auxiliary loop: only its own)',
+    writes: true,
+    allowedInTaskLoop: true,
+  }),
+
+  'notes.list': def({
+    args: z.strictObject({ direction: z.enum(['in', 'out']).optional(), unread: z.boolean().optional(), source: z.enum(noteSourceValues).optional(), limit }),
+    help: 'notes (default: incoming), highest priority first',
+    writes: false,
+  }),
+  'notes.read': def({ args: z.strictObject({ id }), help: 'one note in full', writes: false }),
+  'notes.send': def({
+    args: z.strictObject({ text: text(10_000), recipient: text(128).optional(), priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional() }),
+    help: 'send a note (default recipient: your user; from an auxiliary loop: the main loop)',
+    writes: true,
+    allowedInTaskLoop: true,
+  }),
+  'notes.mark_read': def({
+    args: z.strictObject({ ids }),
+    help: 'mark incoming notes as read',
+    writes: true,
+    usage: '{ids: [id, …]}',
+  }),
+
+  'llm_memory.add': def({
+    args: z.strictObject({ content: text(10_000), title: text(200).optional(), tags: tagList.optional(), priority: priority.optional(), pinned: z.boolean().optional() }),
+    help: 'write to your notebook (context 8)',
+    writes: true,
+  }),
+  'llm_memory.list': def({ args: listArgs, help: 'notebook entries, pinned first', writes: false }),
+  'llm_memory.read': def({ args: z.strictObject({ id }), help: 'one notebook entry in full', writes: false }),
+  'llm_memory.update': def({
+    args: z
+      .strictObject({ id, content: text(10_000).optional(), title: text(200).optional(), tags: tagList.optional(), priority: priority.optional() })
+      .refine(atLeastOne(['content', 'title', 'tags', 'priority']), atLeastOneMessage(['content', 'title', 'tags', 'priority'])),
+    help: 'change a notebook entry',
+    writes: true,
+  }),
+  'llm_memory.delete': def({ args: z.strictObject({ id }), help: 'archive a notebook entry (restorable)', writes: true }),
+  'llm_memory.pin': def({ args: z.strictObject({ id }), help: 'pin a notebook entry', writes: true }),
+  'llm_memory.unpin': def({ args: z.strictObject({ id }), help: 'unpin a notebook entry', writes: true }),
+
+  'config.get': def({ args: z.strictObject({ key: z.enum(configKeyNames) }), help: 'one setting', writes: false }),
+  'config.list': def({ args: none, help: 'all settings with their values', writes: false }),
+  'config.set': def({
+    args: z.strictObject({ key: z.enum(configKeyNames), value: z.unknown() }).superRefine((v, ctx) => {
+      const r = configKeys[v.key].schema.safeParse(v.value);
+      if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: ['value', ...issue.path] });
+    }),
+    help: 'change a setting (see config.list for keys)',
+    writes: true,
+    minRating: 2,
+    usage: '{key, value}',
+  }),
+
+  'cycle.responses': def({ args: z.strictObject({ n: z.number().int().min(1).max(50) }), help: 'show your last n replies (1..50)', writes: true }),
+  'cycle.concentration': def({
+    args: z.strictObject({ on: onOff, tags: tagList.optional(), emotions: tagList.optional(), op: z.enum(['and', 'or']).optional() }),
+    help: 'concentration mode: context filtered by tags/emotions (op and|or)',
+    writes: true,
+    usage: '{on: on|off, tags?, emotions?, op?: and|or}',
+  }),
+  'cycle.meditation': def({ args: z.strictObject({ on: onOff }), help: 'meditation mode: a maximally diverse context', writes: true, usage: '{on: on|off}' }),
+  'cycle.mode': def({
+    args: z.strictObject({
+      mode: z.enum(['auto', 'manual']),
+      filter: z
+        .strictObject({ min_priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional(), sources: z.array(z.enum(noteSourceValues)).max(10).optional() })
+        .optional(),
+    }),
+    help: 'notes mode: auto (filtered notes in full) or manual (counts and ids only)',
+    writes: true,
+  }),
+  'cycle.pause': def({ args: z.strictObject({ ticks: z.number().int().min(1).max(1000) }), help: 'skip thinking for n ticks', writes: true }),
+  'cycle.idle': def({
+    args: z.strictObject({
+      on: onOff,
+      wake_on: z.array(z.enum(wakeConditions)).min(1).max(3).optional(),
+      timeout_ms: z.number().int().min(1000).max(7 * 24 * 3_600_000).optional(),
+    }),
+    help: 'idle until a wake condition (note, process, timeout)',
+    writes: true,
+    usage: '{on: on|off, wake_on?: [note, process, timeout], timeout_ms?}',
+  }),
+
+  'abstracts.create': def({
+    args: z.strictObject({ title: text(300), summary: text(20_000), tags: tagList.optional(), sources: abstractSources }),
+    help: 'digest replies and entries: sources {responses, diary, concepts, links, abstracts: [ids]}',
+    writes: true,
+  }),
+  'abstracts.extend': def({
+    args: z
+      .strictObject({ id, summary: text(20_000).optional(), append: text(20_000).optional(), tags: tagList.optional(), sources: abstractSources.optional() })
+      .refine(atLeastOne(['summary', 'append', 'tags', 'sources']), atLeastOneMessage(['summary', 'append', 'tags', 'sources'])),
+    help: 'extend an abstract: new summary or appended text, more sources/tags',
+    writes: true,
+  }),
+  'abstracts.list': def({ args: z.strictObject({ tag: text(64).optional(), limit }), help: 'abstracts, newest first', writes: false }),
+  'abstracts.read': def({ args: z.strictObject({ id }), help: 'one abstract in full', writes: false }),
+
+  'llm_task.start': def({
+    args: z
+      .strictObject({ task_id: id.optional(), title: text(300).optional(), description: z.string().max(5000).optional(), goal_id: id.optional(), max_ticks: z.number().int().min(1).max(10_000).optional() })
+      .refine((v) => (v.task_id === undefined) !== (v.title === undefined), { message: 'give task_id (an existing task) or title (a new task), not both', path: ['task_id'] }),
+    help: 'start an auxiliary loop on a task (task_id, or title+description for a new task)',
+    writes: true,
+  }),
+  'llm_task.stop': def({ args: z.strictObject({ task_id: id }), help: 'stop the auxiliary loop of a task', writes: true }),
+
+  'process.start': def({
+    args: z.strictObject({ name: text(200), kind: text(64), payload: z.record(z.string(), z.unknown()).optional() }),
+    help: 'register an external process (its result arrives in the process log)',
+    writes: true,
+  }),
+  'process.list': def({ args: z.strictObject({ all: z.boolean().optional(), limit }), help: 'processes (default: open ones)', writes: false }),
+  'process.stop': def({ args: z.strictObject({ process_id: text(200) }), help: 'stop a process (closes it)', writes: true }),
+  'process.mark': def({
+    args: z.strictObject({ process_id: text(200), status: z.enum(processStatusValues), message: z.string().max(2000).optional() }),
+    help: 'set a process status ok|warning|error|timeout|offline|close',
+    writes: true,
+  }),
+  'process.cleanup': def({ args: none, help: 'close every finished process (close, error, timeout, offline)', writes: true }),
+};
+
+export type CommandType = keyof typeof definitions;
+export type ArgsOf<T extends CommandType> = z.output<(typeof definitions)[T]['args']>;
+
+export interface CommandSpec {
+  type: CommandType;
+  family: string;
+  action: string;
+  args: z.ZodType;
+  help: string;
+  usage: string;
+  minRating: number;
+  writes: boolean;
+  allowedInTaskLoop: boolean;
+}
+
+/** Types that always need a +2 rating besides `*.delete` (shell and spawn arrive in later issues). */
+export const dangerousTypes: ReadonlySet<string> = new Set(['config.set', 'shell', 'spawn']);
+
+function usageOf(schema: z.ZodType): string {
+  const shape = (schema as unknown as { shape?: Record<string, z.ZodType> }).shape;
+  if (!shape) return '{}';
+  const keys = Object.keys(shape).map((k) => (shape[k]!.safeParse(undefined).success ? `${k}?` : k));
+  return `{${keys.join(', ')}}`;
+}
+
+/** The catalogue, one entry per command type. */
+export const catalogue: Readonly<Record<CommandType, CommandSpec>> = Object.fromEntries(
+  Object.entries(definitions).map(([type, d]: [string, Def<z.ZodType>]) => {
+    const [family, action = ''] = type.split('.') as [string, string?];
+    const minRating = d.minRating ?? (action === 'delete' || dangerousTypes.has(type) ? 2 : 1);
+    const spec: CommandSpec = {
+      type: type as CommandType,
+      family,
+      action,
+      args: d.args,
+      help: d.help,
+      usage: d.usage ?? usageOf(d.args),
+      minRating,
+      writes: d.writes,
+      allowedInTaskLoop: d.allowedInTaskLoop ?? !d.writes,
+    };
+    return [type, spec];
+  }),
+) as Record<CommandType, CommandSpec>;
+
+export const commandTypes = Object.keys(catalogue) as CommandType[];
+export const families: readonly string[] = [...new Set(commandTypes.map((t) => catalogue[t].family))];
+
+export function isCommandType(type: string): type is CommandType {
+  return Object.hasOwn(catalogue, type);
+}
+
+/** A command whose args passed its schema (args are the parsed values; look the spec up in `catalogue`). */
+export type ValidatedCommand = {
+  [T in CommandType]: { cmdId: string; type: T; args: ArgsOf<T>; description?: string };
+}[CommandType];
+
+export type Validation =
+  | { ok: true; command: ValidatedCommand }
+  | { ok: false; code: 'unknown' | 'invalid'; reason: string };
+
+/** Check a parsed command against the catalogue; the reason names the bad arg fields. */
+export function validateCommand(cmd: ParsedCommand): Validation {
+  if (!isCommandType(cmd.type)) {
+    const family = cmd.type.split('.')[0] ?? '';
+    const hint = families.includes(family)
+      ? `; ${family} has: ${commandTypes.filter((t) => catalogue[t].family === family).map((t) => catalogue[t].action).join(', ')}`
+      : '; see help';
+    return { ok: false, code: 'unknown', reason: `unknown command type '${cmd.type}'${hint}` };
+  }
+  const spec = catalogue[cmd.type];
+  const r = spec.args.safeParse(cmd.args ?? {});
+  if (!r.success) return { ok: false, code: 'invalid', reason: `invalid args for ${cmd.type}: ${formatIssues(r.error.issues, 'args')}` };
+  const command = { cmdId: cmd.cmdId, type: cmd.type, args: r.data, ...(cmd.description !== undefined ? { description: cmd.description } : {}) };
+  return { ok: true, command: command as ValidatedCommand };
+}
+
+/** The rating a command type needs (SPEC §2 step 7); unknown types need the dangerous level. */
+export function minRatingFor(type: string): number {
+  return isCommandType(type) ? catalogue[type].minRating : 2;
+}
+
+/** The cmd_ids a tick's rating lets through; `null` rating means auto_pass (all pass). */
+export function allowedByRating(commands: readonly ParsedCommand[], rating: number | null): string[] {
+  return commands.filter((c) => rating === null || rating >= minRatingFor(c.type)).map((c) => c.cmdId);
+}
+
+/** Help text: every command on one line, or one family in detail. */
+export function helpText(family?: string): string {
+  if (family !== undefined && family !== '' && family !== 'all') {
+    const types = commandTypes.filter((t) => catalogue[t].family === family);
+    if (types.length === 0) return `No family '${family}'. Families: ${families.join(', ')}.`;
+    const lines = types.map((t) => {
+        const s = catalogue[t];
+        const flags = [s.writes ? 'writes' : 'reads', `needs rating ≥ +${s.minRating}`, s.allowedInTaskLoop ? 'allowed in task loops' : null].filter(Boolean);
+        return `${t} ${s.usage} — ${s.help} (${flags.join('; ')})`;
+      });
+    if (family === 'config') {
+      lines.push('Keys:', ...configKeyNames.map((k) => `  ${k} (default ${JSON.stringify(configKeys[k].default)}): ${configKeys[k].help}`));
+    }
+    return lines.join('\n');
+  }
+  const lines = commandTypes.map((t) => `${t} ${catalogue[t].usage} — ${catalogue[t].help}`);
+  return ['Commands (type args — what it does; ? = optional; ids are numbers). `help {family}` gives details.', ...lines].join('\n');
+}
+
+/** zod issues as `args.title: expected string, received undefined; …`. */
+export function formatIssues(issues: readonly z.core.$ZodIssue[], root: string): string {
+  return issues
+    .slice(0, 6)
+    .map((i) => {
+      const path = [root, ...i.path.map(String)].join('.');
+      if (i.code === 'unrecognized_keys') return `${path}: unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `'${k}'`).join(', ')}`;
+      const missing = /^Invalid input: expected (\w+), received undefined$/.exec(i.message);
+      if (missing) return `${path}: required (${missing[1]})`;
+      return `${path}: ${i.message}`;
+    })
+    .join('; ');
+}

@@ -1,0 +1,57 @@
+/**
+ * Replays the recorded histories (test/replay/histories, made by test/replay/record.ts from
+ * real runs) against the current workflow code: a nondeterministic change fails here.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { replayHistory } from '../../cli/replay.js';
+import { bundleWorkflows } from '../../workers/queues.js';
+import { bundle } from '../helpers/temporal.js';
+import { repoRoot, run } from '../helpers/spawn.js';
+
+const dir = join(import.meta.dirname, 'histories');
+const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const load = (f: string) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as unknown;
+
+let current: WorkflowBundleWithSourceMap;
+let changed: WorkflowBundleWithSourceMap;
+beforeAll(async () => {
+  [current, changed] = await Promise.all([bundleWorkflows(), bundle('../fixtures/workflows-changed/index.ts')]);
+});
+
+describe('replay of recorded histories', () => {
+  it('has fixtures of every long-running workflow type', () => {
+    for (const type of ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow']) {
+      expect(files.some((f) => f.startsWith(`${type}-`)), type).toBe(true);
+    }
+  });
+
+  it.each(files)('%s replays deterministically', async (file) => {
+    const report = await replayHistory(file, load(file), current);
+    expect(report.error).toBeUndefined();
+    expect(report.ok).toBe(true);
+    expect(report.events).toBeGreaterThan(5);
+  });
+
+  it('a deliberate nondeterministic change fails the replay', async () => {
+    const file = files.find((f) => f.startsWith('provisionAgentWorkflow-'))!;
+    const report = await replayHistory(file, load(file), changed);
+    expect(report.ok).toBe(false);
+    expect(report.nondeterministic).toBe(true);
+  });
+
+  it('`mindloop replay <file>` reports the result and exits 0', async () => {
+    const file = files.find((f) => f.startsWith('agentLoopWorkflow-'))!;
+    const r = await run(process.execPath, [join(repoRoot, 'bin/mindloop.mjs'), 'replay', join(dir, file)], {}, 120_000);
+    expect(r.stdout).toMatch(/replay ok: .* events, deterministic/);
+    expect(r.code).toBe(0);
+  });
+
+  it('`mindloop replay` of a file that is not JSON is a clear error', async () => {
+    const r = await run(process.execPath, [join(repoRoot, 'bin/mindloop.mjs'), 'replay', join(repoRoot, 'README.md.json')], {}, 60_000);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/no such file/);
+  });
+});
