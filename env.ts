@@ -67,14 +67,6 @@ export function formatEnvErrors(error: z.ZodError): string {
   return error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`).join('\n');
 }
 
-/**
- * The raw variables, for names only known at runtime: an `llm_registry` row names the
- * variable holding its API key (`api_key_env`). Pass the result to the LLM layer as `env`.
- */
-export function rawEnv(source: Record<string, string | undefined> = process.env): Readonly<Record<string, string | undefined>> {
-  return { ...source };
-}
-
 /** Load the environment or print the bad fields and exit with status 2. */
 export function loadEnvOrExit(source: Record<string, string | undefined> = process.env): Env {
   const result = parseEnv(source);

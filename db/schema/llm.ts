@@ -9,7 +9,8 @@ import { agentId } from './agents.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
 export const llmProviders = ['openai', 'anthropic', 'local', 'scripted'] as const;
-export const llmRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'embedder'] as const;
+/** `task`: auxiliary loops and one-shot `llm_task` calls; `embedder` is not a chat role. */
+export const llmRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task', 'embedder'] as const;
 export const llmTiers = ['small', 'medium', 'large'] as const;
 
 /** Provider parameters passed through to the chat model (temperature, top_p, …). */
@@ -56,7 +57,12 @@ export const llmRegistry = pgTable(
   ],
 );
 
-/** One row per model call; `idempotency_key` (workflow id + tick + purpose) dedupes retries. */
+/**
+ * One row per model attempt (ok or failed), so failover and outages are accounted too.
+ * `idempotency_key` is unique per attempt; `request_key` is the caller's key (workflow id +
+ * tick + purpose) shared by a call's attempts, and at most one ok row carries it: a retried
+ * activity finds that row and its `reply` instead of calling the model again.
+ */
 export const llmCalls = pgTable(
   'llm_calls',
   {
@@ -77,6 +83,9 @@ export const llmCalls = pgTable(
     ok: boolean('ok').notNull(),
     error: text('error'),
     idempotencyKey: text('idempotency_key').notNull().unique('llm_calls_idempotency_key_uq'),
+    requestKey: text('request_key'),
+    /** The model's reply text (ok rows), replayed on a retry with the same `request_key`. */
+    reply: text('reply'),
     metadata: jsonb('metadata').$type<Record<string, unknown>>(),
     ...createdAt,
   },
@@ -84,6 +93,10 @@ export const llmCalls = pgTable(
     index('llm_calls_agent_id_created_at_idx').on(t.agentId, t.createdAt),
     index('llm_calls_agent_id_tick_idx').on(t.agentId, t.tick),
     index('llm_calls_registry_id_idx').on(t.registryId),
+    index('llm_calls_request_key_idx').on(t.requestKey),
+    // Two racing attempts of one activity (heartbeat timeout while the first still runs) must
+    // not both record an answer: the loser reads the winner's row.
+    uniqueIndex('llm_calls_request_key_ok_uq').on(t.requestKey).where(sql`${sql.identifier('ok')}`),
     check('llm_calls_role_check', oneOf(t.role, llmRoles)),
     check('llm_calls_provider_check', oneOf(t.provider, llmProviders)),
   ],

@@ -1,0 +1,41 @@
+/**
+ * The one failure the LLM layer reports to workflows: no candidate of the role answered.
+ */
+import type { ChatAttempt, ChatRole } from './types.js';
+
+/** ApplicationFailure type name; the workflow treats it as "enter Core Outage" (SPEC §2 step 3). */
+export const LlmUnavailable = 'LlmUnavailable' as const;
+
+/** Every enabled, non-excluded candidate of the role failed (or there was none). */
+export class LlmUnavailableError extends Error {
+  readonly type = LlmUnavailable;
+
+  constructor(
+    readonly agentId: string,
+    readonly role: ChatRole,
+    readonly attempts: ChatAttempt[],
+  ) {
+    super(
+      attempts.length === 0
+        ? `no LLM for agent ${agentId}, role ${role}: llm_registry has no enabled, non-excluded row`
+        : `no LLM answered for agent ${agentId}, role ${role}: ` +
+            attempts.map((a) => `#${a.registryId} ${a.model}: ${a.error}`).join('; '),
+    );
+    this.name = 'LlmUnavailableError';
+  }
+}
+
+/** A short, single-line description of any thrown value, for llm_calls.error and messages. */
+export function describeError(err: unknown, max = 300): string {
+  let text: string;
+  if (err instanceof Error) {
+    // The useful part is often a cause or two down (`Connection error.` ← `fetch failed` ← ECONNREFUSED).
+    const causes: string[] = [];
+    for (let c = err.cause, depth = 0; c instanceof Error && depth < 3; c = c.cause, depth++) causes.push(c.message);
+    text = `${err.name === 'Error' ? '' : `${err.name}: `}${err.message}${causes.length ? ` (${causes.join(': ')})` : ''}`;
+  } else {
+    text = String(err);
+  }
+  text = text.replace(/\s+/g, ' ').trim();
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

@@ -1,0 +1,103 @@
+/**
+ * The LLM activity family. Failover, accounting and idempotent replay live in the router;
+ * this wraps it for Temporal: heartbeats while a model thinks, cancellation, and the
+ * non-retryable `LlmUnavailable` failure that sends the workflow into Core Outage.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { z } from 'zod';
+import { nonRetryable } from '../errors.js';
+import { LlmUnavailable, LlmUnavailableError } from './errors.js';
+import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+import { chatRoles, type ChatResult } from './types.js';
+
+export { LlmUnavailable, LlmUnavailableError } from './errors.js';
+export { createLlmRouter, defaultLlmTimeoutMs, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+export { defaultLocalModelName, ensureDefaultRegistry, type DefaultRegistryOptions } from './registry.js';
+export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
+export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
+export { chatRoles } from './types.js';
+export type * from './types.js';
+
+/** A router to share, or what to build one from; plus the heartbeat period. */
+export type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
+  /** How often `llmChat` heartbeats while waiting (default 5 s; keep well under heartbeatTimeout). */
+  heartbeatMs?: number;
+};
+
+/** What a workflow passes to `llmChat`: plain JSON (no AbortSignal; cancellation comes from Temporal). */
+export type LlmChatInput = Omit<ChatRequest, 'signal'>;
+
+const llmChatInput = z.object({
+  agentId: z.string().min(1),
+  role: z.enum(chatRoles),
+  messages: z
+    .array(z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() }))
+    .min(1),
+  params: z
+    .object({
+      temperature: z.number().optional(),
+      topP: z.number().optional(),
+      presencePenalty: z.number().optional(),
+      frequencyPenalty: z.number().optional(),
+      maxTokens: z.number().int().positive().optional(),
+      stop: z.array(z.string()).optional(),
+      jsonSchema: z.record(z.string(), z.unknown()).optional(),
+    })
+    .optional(),
+  tick: z.number().int().min(0).optional(),
+  idempotencyKey: z.string().min(1).max(500).optional(),
+  workflowId: z.string().min(1).optional(),
+  purpose: z.string().min(1).max(100).optional(),
+  registryId: z.number().int().positive().optional(),
+});
+
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined; // called directly (tests, scripts): no heartbeats, no cancellation
+  }
+}
+
+/** LLM activities for the `mindloop` queue, built from their dependencies. */
+export function createLlmActivities(deps: LlmActivityDeps) {
+  const router = 'router' in deps ? deps.router : createLlmRouter(deps);
+  const heartbeatMs = deps.heartbeatMs ?? 5_000;
+
+  return {
+    /**
+     * One chat call routed down the agent's registry for the role. Pass an idempotencyKey
+     * (workflow id + tick + purpose) so a retry returns the stored reply instead of paying again.
+     */
+    async llmChat(input: LlmChatInput): Promise<ChatResult> {
+      const parsed = llmChatInput.safeParse(input);
+      if (!parsed.success) {
+        throw nonRetryable('InvalidInput', `llmChat: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`);
+      }
+      const ctx = activityContext();
+      // Heartbeats carry cancellation to the activity and let a dead worker be noticed long
+      // before startToCloseTimeout, while a slow CPU model is still generating.
+      const timer = ctx ? setInterval(() => ctx.heartbeat({ waitingFor: 'llm' }), heartbeatMs) : undefined;
+      try {
+        return await router.chat({
+          ...parsed.data,
+          workflowId: parsed.data.workflowId ?? ctx?.info.workflowExecution?.workflowId,
+          signal: ctx?.cancellationSignal,
+        });
+      } catch (err) {
+        if (err instanceof LlmUnavailableError) {
+          // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).
+          throw ApplicationFailure.create({
+            type: LlmUnavailable,
+            message: err.message,
+            nonRetryable: true,
+            details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }],
+          });
+        }
+        throw err;
+      } finally {
+        clearInterval(timer);
+      }
+    },
+  };
+}

@@ -1,0 +1,154 @@
+/**
+ * A local stand-in for an OpenAI-compatible endpoint: POST /v1/chat/completions replays
+ * chat.completion bodies from test/fixtures/llm/*.json, records what it was sent, and can be
+ * taken down (503, connection refused, or hanging) and brought back on the same port.
+ * It also answers Anthropic's POST /v1/messages the same way (the `anthropic-*` fixtures).
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+
+export const llmFixturesDir = join(import.meta.dirname, '..', 'fixtures', 'llm');
+
+/** A recorded `chat.completion` body (the fields the tests read). */
+export interface ChatCompletionFixture {
+  id: string;
+  object: 'chat.completion';
+  model: string;
+  choices: Array<{ index: number; message: { role: 'assistant'; content: string }; finish_reason: string }>;
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+
+/** Read one fixture by name (file name without `.json`). */
+export function loadLlmFixture<T = ChatCompletionFixture>(name: string): T {
+  return JSON.parse(readFileSync(join(llmFixturesDir, `${name}.json`), 'utf8')) as T;
+}
+
+export type DownMode = 'unavailable' | 'refused' | 'hang';
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  headers: Record<string, string | string[] | undefined>;
+  body: Record<string, unknown>;
+}
+
+export interface FakeOpenAiServer {
+  /** Base URL as an OpenAI client wants it (`http://127.0.0.1:<port>/v1`). */
+  baseUrl: string;
+  /** `http://127.0.0.1:<port>`, as Anthropic's client wants it. */
+  origin: string;
+  port: number;
+  /** Every request that reached the server, in order. */
+  requests: RecordedRequest[];
+  /** Chat completion requests only. */
+  chatRequests(): RecordedRequest[];
+  /** Reply with these fixtures in turn; the last one repeats. */
+  replay(...fixtures: string[]): void;
+  /** `unavailable`: 503 with OpenAI's error body; `refused`: stop listening; `hang`: never answer. */
+  down(mode?: DownMode): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Start the fake on a free port (or `opts.port`), replaying `opts.fixtures` (default: openai-think). */
+export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: number } = {}): Promise<FakeOpenAiServer> {
+  const available = new Set(readdirSync(llmFixturesDir).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)));
+  let queue = opts.fixtures ?? ['openai-think'];
+  let mode: DownMode | 'up' = 'up';
+  const requests: RecordedRequest[] = [];
+  const hanging = new Set<ServerResponse>();
+
+  const check = (names: string[]) => {
+    for (const n of names) if (!available.has(n)) throw new Error(`no LLM fixture ${n} in ${llmFixturesDir}`);
+  };
+  check(queue);
+
+  const send = (res: ServerResponse, status: number, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    let body: Record<string, unknown> = {};
+    try {
+      body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+    } catch {
+      return send(res, 400, { error: { message: 'invalid JSON body', type: 'invalid_request_error', param: null, code: null } });
+    }
+    const path = (req.url ?? '/').split('?')[0]!;
+    requests.push({ method: req.method ?? 'GET', path, authorization: req.headers.authorization, headers: req.headers, body });
+
+    if (mode === 'hang') {
+      hanging.add(res);
+      res.on('close', () => hanging.delete(res));
+      return;
+    }
+    if (mode === 'unavailable') return send(res, 503, loadLlmFixture('openai-error-503'));
+
+    if (req.method === 'GET' && path === '/v1/models') {
+      return send(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' }] });
+    }
+    if (req.method !== 'POST' || (path !== '/v1/chat/completions' && path !== '/v1/messages')) {
+      return send(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+    }
+    const name = queue.length > 1 ? queue.shift()! : queue[0]!;
+    // Replayed as recorded, except for the model: echo the requested one, as servers do.
+    const fixture = loadLlmFixture<Record<string, unknown>>(name);
+    send(res, 200, { ...fixture, model: typeof body.model === 'string' ? body.model : fixture.model });
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => send(res, 500, { error: { message: String(err), type: 'server_error', param: null, code: null } }));
+  });
+
+  const listen = (port: number) =>
+    new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve((server.address() as AddressInfo).port);
+      });
+    });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const res of hanging) res.destroy();
+      hanging.clear();
+      if (!server.listening) return resolve();
+      server.close(() => resolve());
+      // Keep-alive sockets of the client would hold the server open (and keep "answering").
+      server.closeAllConnections();
+    });
+
+  const port = await listen(opts.port ?? 0);
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    origin: `http://127.0.0.1:${port}`,
+    port,
+    requests,
+    chatRequests: () => requests.filter((r) => r.path === '/v1/chat/completions' || r.path === '/v1/messages'),
+    replay(...fixtures: string[]) {
+      check(fixtures);
+      if (fixtures.length === 0) throw new Error('replay: name at least one fixture');
+      queue = [...fixtures];
+    },
+    async down(m: DownMode = 'unavailable') {
+      mode = m;
+      if (m === 'refused') await stop();
+    },
+    async up() {
+      for (const res of hanging) res.destroy();
+      hanging.clear();
+      mode = 'up';
+      if (!server.listening) await listen(port);
+    },
+    close: stop,
+  };
+}
