@@ -9,6 +9,7 @@ import { helpText } from '../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type ContextResponse } from '../core/context.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
 import { parseReply, replyFormatInstructions } from '../core/reply-parser.js';
+import { structuredReplySchema, structuredReplyToText } from '../core/structured-reply.js';
 import type { Db } from '../db/client.js';
 import {
   agentConfig,
@@ -227,6 +228,8 @@ export function createTickActivities({ db, llm }: TickDeps) {
       }
 
       const { context, taskStatus } = await loadContext(input);
+      // The small local model follows a JSON grammar far better than a text format.
+      const structured = (await llm.candidates(input.agentId, 'agent'))[0]?.provider === 'local';
       let reply;
       try {
         reply = await heartbeating((signal) =>
@@ -240,6 +243,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
               presencePenalty: input.params.presencePenalty,
               frequencyPenalty: input.params.frequencyPenalty,
               maxTokens: input.params.maxTokens,
+              ...(structured ? { jsonSchema: structuredReplySchema as unknown as Record<string, unknown> } : {}),
             },
             tick: input.tick,
             idempotencyKey: `${input.workflowId}:${input.tick}:think`,
@@ -250,7 +254,8 @@ export function createTickActivities({ db, llm }: TickDeps) {
         if (err instanceof LlmUnavailableError) throw nonRetryable('LlmUnavailable', err.message);
         throw err;
       }
-      const parsed = parseReply(reply.text);
+      const text = (structured && structuredReplyToText(reply.text)) || reply.text;
+      const parsed = parseReply(text);
       const capped = capCommands(parsed.commands, parsed.rejected);
       const modelName = `${reply.provider}:${reply.model}`;
 
@@ -263,7 +268,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
               agentId: input.agentId,
               tick: input.tick,
               workflowRunId: input.workflowId,
-              content: reply.text,
+              content: text,
               reflection: modelName,
               confidence: parsed.confidence,
               contextMode: input.loop.contextMode,

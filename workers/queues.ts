@@ -19,7 +19,7 @@ export interface QueueWorkerDeps {
   db: Db;
   dockerHost?: string;
   /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
-  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string };
+  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number };
   /** A pre-built bundle (tests, benchmarks) saves the few seconds webpack takes. */
   workflowBundle?: WorkflowBundleWithSourceMap;
 }

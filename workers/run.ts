@@ -5,6 +5,7 @@
 import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { secretSource, type Env, type TaskQueueName } from '../env.js';
 import type { Stack } from '../runtime/stack.js';
+import { disposeLocalModels } from '../activities/llm/index.js';
 import { createQueueWorker } from './queues.js';
 
 let runtimeInstalled = false;
@@ -55,7 +56,7 @@ export async function startWorkers(
           namespace: stack.temporal.namespace,
           db: stack.db.db,
           dockerHost: env.DOCKER_HOST,
-          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR },
+          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS },
           workflowBundle: opts.workflowBundle,
         }),
       );
@@ -71,6 +72,7 @@ export async function startWorkers(
       for (const w of workers.values()) if (w.getState() === 'RUNNING') w.shutdown();
       await done.catch(() => undefined);
       await connection.close();
+      await disposeLocalModels();
     })());
   return { connection, workers, done, shutdown };
 }

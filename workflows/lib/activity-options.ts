@@ -14,7 +14,7 @@ export const dbActivity: ActivityOptions = {
 
 /** One LLM call: slow and rate limited; failover between providers happens inside. */
 export const llmActivity: ActivityOptions = {
-  startToCloseTimeout: '3 minutes',
+  startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes },
 };

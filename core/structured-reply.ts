@@ -1,0 +1,56 @@
+/**
+ * The JSON form of a reply, for models that follow a grammar better than a text format (the
+ * small local model): the LLM layer constrains generation to `structuredReplySchema`, and
+ * `structuredReplyToText` turns the JSON back into the canonical text the parser reads, so
+ * both paths share one parser, one validator and one record.
+ */
+import { commandTypes } from './catalogue.js';
+import { renderCommandBlock } from './reply-parser.js';
+import type { ParsedCommand } from './loop-types.js';
+
+export const structuredReplySchema = {
+  type: 'object',
+  properties: {
+    thought: { type: 'string' },
+    commands: {
+      type: 'array',
+      maxItems: 3,
+      items: {
+        type: 'object',
+        properties: {
+          cmd_id: { type: 'string' },
+          type: { type: 'string', enum: [...commandTypes] },
+          args: { type: 'object' },
+        },
+        required: ['cmd_id', 'type', 'args'],
+      },
+    },
+  },
+  required: ['thought', 'commands'],
+} as const;
+
+/** Canonical reply text from the JSON form; `null` when `raw` is not that JSON (the parser then reports it). */
+export function structuredReplyToText(raw: string): string | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  if (!value || typeof value !== 'object' || typeof (value as { thought?: unknown }).thought !== 'string') return null;
+  const { thought, commands } = value as { thought: string; commands?: unknown };
+  const list: ParsedCommand[] = Array.isArray(commands)
+    ? commands.flatMap((c: unknown, i) => {
+        if (!c || typeof c !== 'object') return [];
+        const o = c as Record<string, unknown>;
+        return [
+          {
+            cmdId: typeof o.cmd_id === 'string' && o.cmd_id ? o.cmd_id : `c${i + 1}`,
+            type: String(o.type ?? ''),
+            args: o.args && typeof o.args === 'object' && !Array.isArray(o.args) ? (o.args as Record<string, unknown>) : {},
+          },
+        ];
+      })
+    : [];
+  return list.length ? `${thought.trim()}\n${renderCommandBlock(list)}` : thought.trim();
+}
