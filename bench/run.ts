@@ -5,6 +5,7 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, writeResult } from './lib.js';
 import { measureBaseline } from './temporal-baseline.js';
+import { measureTicks } from './tick.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
@@ -16,6 +17,29 @@ const benchmarks: Record<string, () => Promise<void>> = {
         workflow_rt: 'client wall clock from start to result of a no-op workflow',
         stack: 'embedded: Temporal CLI dev server (SQLite, WAL) + PGlite; one worker in this process',
       });
+    } finally {
+      await stop();
+    }
+  },
+  async tick() {
+    const { env, stack, stop } = await benchStack();
+    try {
+      const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
+      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
+      writeResult(
+        'tick',
+        {
+          ...t,
+          overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
+          overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
+          activity_rt_p50_ms: base.activity_rt_p50_ms,
+        },
+        {
+          model: 'scripted, instant (no LLM time): what remains is the loop itself',
+          overhead: 'wall time between consecutive recorded ticks of one agent, delay_ms 0, 180 ticks after warm-up',
+          targets: 'p50 <= 30 ms, p99 <= 200 ms, >= 30 ticks/s aggregate, RSS <= 1.5 GB at 500 agents',
+        },
+      );
     } finally {
       await stop();
     }

@@ -82,7 +82,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         log(`postgres: embedded PGlite at ${pgEmbedded.dataDir}, served on ${databaseUrl}`);
       }
     }
-    const db = createDb(databaseUrl, { max: env.DATABASE_POOL_MAX });
+    // pglite-socket multiplexes clients message by message: two clients' extended-protocol
+    // messages (Parse/Bind/Execute/Sync) can interleave and clobber each other's unnamed
+    // statement. One connection per process keeps the embedded database correct.
+    const db = createDb(databaseUrl, { max: pgEmbedded || (!env.DATABASE_URL && !embedded) ? 1 : env.DATABASE_POOL_MAX });
     cleanups.push(() => db.close());
     await runMigrations(db.pool);
     log('postgres: migrations applied');

@@ -282,7 +282,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
         wakeOn.includes('timeout') ? timeoutMs : undefined,
       );
       if (!woke) log.info('idle timeout', { agentId, tick });
-    } else if (!state.pendingWake) {
+    } else if (!state.pendingWake && state.settings.delayMs > 0) {
       phase = 'pacing';
       await condition(() => stopRequested || state.paused, state.settings.delayMs);
     }
