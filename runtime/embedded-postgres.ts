@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { pidAlive } from './pid.js';
 
 export interface EmbeddedPostgresOptions {
   /** Directory for the database files; 'memory://' for a throw-away instance. */
@@ -23,15 +24,6 @@ export interface EmbeddedPostgres {
   port: number;
   dataDir: string;
   stop(): Promise<void>;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

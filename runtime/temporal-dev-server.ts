@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { Connection } from '@temporalio/client';
+import { pidAlive } from './pid.js';
 import { allSearchAttributes, cliSearchAttributeType } from '../workflows/lib/search-attributes.js';
 
 export interface DevServerOptions {
@@ -87,19 +88,10 @@ async function reapOrphan(pidFile: string, dbFile: string): Promise<void> {
   }
   if (pid > 0 && cmdline.includes(dbFile)) {
     process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(200);
-    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+    for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(200);
+    if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
   }
   rmSync(pidFile, { force: true });
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Start the dev server and wait until it answers. */
