@@ -7,7 +7,6 @@ import pg from 'pg';
 import type { Env } from '../env.js';
 import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';
-import { temporalConnectionOptions } from '../runtime/stack.js';
 import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js';
 import { createDocker, dockerStatus } from '../sandbox/docker.js';
 

@@ -13,7 +13,6 @@ import {
   log,
   proxyActivities,
   setHandler,
-  sleep,
   startChild,
   upsertSearchAttributes,
   workflowInfo,

@@ -136,7 +136,7 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
   });
 
   it(`${backend}: running the migrations again is a no-op`, async () => {
-    const { db, pool } = handle();
+    const { pool } = handle();
     const before = await appliedMigrations(pool);
     expect(before).toBeGreaterThan(0);
     await runMigrations(pool);
