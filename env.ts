@@ -44,7 +44,15 @@ export const envSchema = z.object({
   MINDLOOP_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
   /** CPU threads of the local model (node-llama-cpp); default half the cores. */
   MINDLOOP_LOCAL_LLM_THREADS: z.coerce.number().int().min(1).max(256).optional(),
+  /** A workflow bundle built ahead of time (`npm run build:workflows`): workers skip webpack at start. */
+  MINDLOOP_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   DOCKER_HOST: z.string().min(1).optional(),
+  /** A JSON file `{disable: [rule ids], add: [rules]}` adjusting the danger-zone rules (core/danger-zones.ts). */
+  MINDLOOP_DANGER_RULES: z.string().min(1).optional(),
+  /** development: agents may generate tools (Ouroboros); production: only with MINDLOOP_ALLOW_TOOLGEN. */
+  MINDLOOP_MODE: z.enum(['development', 'production']).default('development'),
+  /** The admin override that lets production generate tools. */
+  MINDLOOP_ALLOW_TOOLGEN: bool.default(false),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
 }).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {

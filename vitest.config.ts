@@ -9,5 +9,6 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     reporters: ['default'],
+    setupFiles: ['test/helpers/fast-check-setup.ts'],
   },
 });

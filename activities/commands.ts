@@ -5,10 +5,14 @@
  * finds the row and returns the stored outcome instead of applying the command again.
  */
 import { and, eq } from 'drizzle-orm';
+import { checkDanger, type DangerRule } from '../core/danger-zones.js';
+import { heldCommandEscalation } from './commands/escalations.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../core/catalogue.js';
+import { avoidPatternViolations, outcomeFeedback, type LoadedLearning } from '../core/learnings.js';
 import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../core/loop-types.js';
 import type { Db } from '../db/client.js';
-import { commandLog, type CommandLogEntry } from '../db/schema/index.js';
+import { commandLog, notes, type CommandLogEntry } from '../db/schema/index.js';
+import { loadLearnings, recordFeedback } from './learning-store.js';
 import { handlers } from './commands/index.js';
 import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './commands/shared.js';
 
@@ -18,6 +22,8 @@ export interface CommandDeps {
     /** Called after a writing command's transaction commits (tests use it to simulate a crash there). */
     afterWrite?: (cmd: ParsedCommand) => void | Promise<void>;
   };
+  /** The danger-zone rules in force (default: core/danger-zones.ts defaults). */
+  dangerRules?: readonly DangerRule[];
 }
 
 export interface ApplyCommandsInput {
@@ -32,8 +38,12 @@ export interface ApplyCommandsInput {
   rejected?: CommandRejection[];
   /** cmd_ids the validators let through; undefined = all (auto_pass). */
   allowedCmdIds?: string[];
+  /** Why the reflexes held a command (cmd_id → reason: ethics policy, tie, threshold…), recorded with it. */
+  heldReasons?: Record<string, string>;
   /** The tick's validation rating, recorded with each command. */
   rating?: number | null;
+  /** A human approved these commands through this escalation: danger checks do not hold them again. */
+  approvedBy?: string;
 }
 
 type Status = CommandOutcome['status'];
@@ -91,7 +101,55 @@ export function createCommandActivities(deps: CommandDeps) {
     return { cmdId: outcomeId, type: values.type, status, message: result.message, duplicate: false, effects: [] };
   }
 
-  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>): Promise<CommandOutcome> {
+  /**
+   * Rehydrated checks (SPEC §6): a command that matches a learned avoid_pattern is not run;
+   * it is recorded as held for clarification and the user gets a note asking.
+   */
+  async function holdForClarification(input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[]): Promise<CommandOutcome> {
+    const what = hits.map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`).join(', ');
+    const outcome = await record(values, 'rejected', `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`, cmd.cmdId);
+    if (!outcome.duplicate) {
+      await db
+        .insert(notes)
+        .values({
+          agentId: input.agentId,
+          direction: 'out',
+          source: 'agent',
+          sender: input.agentId,
+          recipient: 'user',
+          priority: 1,
+          tags: ['clarification', 'learning'],
+          text: `Before I run ${cmd.type} (${cmd.cmdId}): it matches what I learned to avoid — ${what}. Should I go ahead?`,
+          idempotencyKey: `clarify/${input.agentId}/${input.tick}/${values.cmdId}`,
+        })
+        .onConflictDoNothing();
+    }
+    return outcome;
+  }
+
+  /**
+   * Outcome feedback: a command that failed counts as a rejection of `command:<type>` with its
+   * error; so does a rejected edit (`rejectedEdit`: refused by its arg schema or the task-loop
+   * rules, or not let through by the validators). Holds (clarification, danger zones) wait for
+   * an answer and are not counted; a retry (duplicate) never counts twice.
+   */
+  async function countFailure(input: ApplyCommandsInput, outcome: CommandOutcome, rejectedEdit = false): Promise<void> {
+    if (outcome.duplicate) return;
+    if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
+    try {
+      await recordFeedback(db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
+    } catch {
+      // Preference counting never fails a tick; a refused derived learning is in learning_events.
+    }
+  }
+
+  /** A rejected edit, counted as outcome feedback before it is returned. */
+  async function counted(input: ApplyCommandsInput, outcome: CommandOutcome): Promise<CommandOutcome> {
+    await countFailure(input, outcome, true);
+    return outcome;
+  }
+
+  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = []): Promise<CommandOutcome> {
     const key = logCmdId(input, cmd.cmdId);
     const values: LogValues = {
       agentId: input.agentId,
@@ -111,18 +169,31 @@ export function createCommandActivities(deps: CommandDeps) {
     seen.add(key);
 
     const v = validateCommand(cmd);
-    if (!v.ok) return record(values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId);
+    if (!v.ok) return counted(input, await record(values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId));
     const command = v.command;
     const spec = catalogue[command.type];
     values.threshold = spec.minRating;
 
     if (input.mode === 'task') {
       const refusal = taskModeRefusal(command, input.taskId);
-      if (refusal) return record(values, 'rejected', refusal, cmd.cmdId);
+      if (refusal) return counted(input, await record(values, 'rejected', refusal, cmd.cmdId));
     }
+    const hits = avoidPatternViolations(cmd, learned);
+    if (hits.length) return holdForClarification(input, values, cmd, hits);
     if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
       const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
-      return record(values, 'unvalidated', `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`, cmd.cmdId);
+      const why = input.heldReasons?.[cmd.cmdId];
+      // The gate's own threshold message says less than this one; the others (ethics, tie, no answer) say why.
+      const reason = why && !why.startsWith('needs rating') ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})` : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
+      return counted(input, await record(values, 'unvalidated', clip(reason, 500), cmd.cmdId));
+    }
+    // Danger zones (issue 7): a flagged command is not run; it waits for a human through an escalation.
+    const danger = input.approvedBy ? [] : checkDanger({ kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId }, deps.dangerRules);
+    if (danger.length) {
+      const e = heldCommandEscalation(input, key, cmd, danger.map((f) => f.rule));
+      const held = await record(values, 'rejected', `held for human approval (${danger.map((f) => f.rule).join(', ')}): escalation ${e.escalationId}`, cmd.cmdId);
+      // Deterministic effect: a retry (duplicate) starts the same escalation id, which Temporal dedupes.
+      return { ...held, effects: [e] };
     }
 
     let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult };
@@ -141,6 +212,7 @@ export function createCommandActivities(deps: CommandDeps) {
           tick: input.tick,
           mode: input.mode,
           logCmdId: key,
+          ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
           ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
           ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
         };
@@ -181,8 +253,16 @@ export function createCommandActivities(deps: CommandDeps) {
     async applyCommands(input: ApplyCommandsInput): Promise<CommandOutcome[]> {
       const outcomes: CommandOutcome[] = [];
       const seen = new Set<string>();
+      // The agent's learned avoid_patterns (confidence > 0.3), read fresh: a learning takes effect at once.
+      const learned = input.commands.length
+        ? (await loadLearnings(db, { agentId: input.agentId, limit: 200 })).filter((l) => l.predicate === 'avoid_pattern')
+        : [];
       // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
-      for (const cmd of input.commands) outcomes.push(await applyOne(input, cmd, seen));
+      for (const cmd of input.commands) {
+        const outcome = await applyOne(input, cmd, seen, learned);
+        await countFailure(input, outcome);
+        outcomes.push(outcome);
+      }
       for (const [i, r] of (input.rejected ?? []).entries()) outcomes.push(await recordRejection(input, r, i));
       return outcomes;
     },

@@ -4,24 +4,57 @@
  */
 import type { Db } from '../db/client.js';
 import { createAgentActivities } from './agents.js';
+import { createCampaignActivities } from './campaigns.js';
+import type { TaskType } from './campaign-tasks.js';
+import type { LearningSink } from './learning-sink.js';
+import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
 import { createCommandActivities, type CommandDeps } from './commands.js';
+import { createForkActivities } from './forks.js';
 import { createLlmActivities, createLlmRouter, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
 import { createTickActivities } from './tick.js';
+import { createReflexActivities, type ReflexDeps } from './reflexes.js';
+import { createLearningActivities, createLearningSink } from './learnings.js';
+import { createShellActivities } from './shell.js';
+import { createOversightActivities } from './oversight.js';
+import { createToolActivities } from './tools.js';
+import type { DangerRule } from '../core/danger-zones.js';
 
 export interface MindloopActivityDeps {
   db: Db;
+  /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/reflexes.ts. */
+  reflexes?: Pick<ReflexDeps, 'validatorTimeoutMs' | 'memoryEvery'>;
   /** An LLM router, or what to build one from (env for API keys, tools dir for the local model). */
   llm: LlmRouter | Omit<LlmRouterDeps, 'db'>;
   commandHooks?: CommandDeps['hooks'];
+  /** Where campaigns and generated tools promote learnings (the learning store's save). */
+  learn?: LearningSink;
+  /** Campaign task types (default: the built-ins of activities/campaign-tasks.ts). */
+  campaignTaskTypes?: Record<string, TaskType>;
+  /** MINDLOOP_MODE and MINDLOOP_ALLOW_TOOLGEN (env.ts); unset = production without override. */
+  toolGeneration?: ToolGenerationDeps['policy'];
+  /** MINDLOOP_DATA_DIR: fork artifacts go under `<dataDir>/forks/<id>/` (default `.data`). */
+  dataDir?: string;
+  /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */
+  dangerRules?: readonly DangerRule[];
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
 export function createActivities(deps: MindloopActivityDeps) {
   const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm });
+  // Campaigns and generated tools promote into the learning store unless a test injects a sink.
+  const learn = deps.learn ?? createLearningSink({ db: deps.db });
   return {
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
     ...createTickActivities({ db: deps.db, llm: router }),
-    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks }),
+    ...createReflexActivities({ db: deps.db, llm: router, ...deps.reflexes }),
+    ...createShellActivities({ db: deps.db }),
+    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules }),
+    ...createLearningActivities({ db: deps.db }),
+    ...createCampaignActivities({ db: deps.db, llm: router, taskTypes: deps.campaignTaskTypes, learn }),
+    ...createForkActivities({ db: deps.db, llm: router, dataDir: deps.dataDir }),
+    ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
+    ...createOversightActivities({ db: deps.db, llm: router }),
+    ...createToolActivities({ db: deps.db, dangerRules: deps.dangerRules }),
   };
 }

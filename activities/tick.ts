@@ -7,6 +7,8 @@ import { Context } from '@temporalio/activity';
 import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import { helpText } from '../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type ContextResponse } from '../core/context.js';
+import { learningLine, parseFeedbackNote } from '../core/learnings.js';
+import { loadLearnings, recordFeedback } from './learning-store.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
 import { parseReply, replyFormatInstructions } from '../core/reply-parser.js';
 import { structuredReplySchema, structuredReplyToText } from '../core/structured-reply.js';
@@ -16,6 +18,7 @@ import {
   agents,
   abstracts,
   commandLog,
+  discoveredTools,
   ethicsPolicies,
   goals,
   llmMemory,
@@ -26,8 +29,9 @@ import {
   tasks,
 } from '../db/schema/index.js';
 import { commandResultText } from './commands.js';
+import { createToolActivities, langChainTools } from './tools.js';
 import { nonRetryable } from './errors.js';
-import { LlmUnavailableError, ensureDefaultRegistry, type LlmRouter } from './llm/index.js';
+import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, type LlmRouter } from './llm/index.js';
 
 export interface TickDeps {
   db: Db;
@@ -110,7 +114,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       input.loop.notesFilter?.sources?.length ? inArray(notes.source, input.loop.notesFilter.sources as never[]) : undefined,
       input.loop.notesFilter?.tags?.length ? sql`${notes.tags} && ${input.loop.notesFilter.tags}` : undefined,
     );
-    const [prompts, ethics, responses, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, config, taskRow] = await Promise.all([
+    const [prompts, ethics, responses, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, config, taskRow, toolDefs] = await Promise.all([
       db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
       db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority)),
       db
@@ -144,6 +148,9 @@ export function createTickActivities({ db, llm }: TickDeps) {
       db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10),
       db.select().from(agentConfig).where(eq(agentConfig.agentId, agentId)),
       input.taskId ? db.select().from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.id, input.taskId))) : Promise.resolve([]),
+      // The agent's discovered tools as their LangChain definitions: each description shows the
+      // tool's current state and the actions valid in it (SPEC §4, progressive discovery). One query.
+      langChainTools(createToolActivities({ db }), agentId, `${agentId}/t${tick}/context`),
     ]);
     const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
     const focus =
@@ -157,8 +164,10 @@ export function createTickActivities({ db, llm }: TickDeps) {
       systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
       ethics: ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
       catalogue: helpText(),
-      tools: [],
-      learnings: [],
+      tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
+      // Rehydration (SPEC §6): the agent's learnings above 0.3, read at every tick's context —
+      // so at loop start and after continue-as-new too.
+      learnings: (await loadLearnings(db, { agentId, limit: 20 })).map(learningLine),
       responses: responses.map(
         (r): ContextResponse => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }),
       ),
@@ -193,7 +202,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       ctx = undefined; // called outside an activity (tests)
     }
     if (!ctx) return work();
-    const timer = setInterval(() => ctx.heartbeat(), 5_000);
+    const timer = setInterval(() => ctx.heartbeat(), llmHeartbeatMs);
     return work(ctx.cancellationSignal).finally(() => clearInterval(timer));
   }
 
@@ -246,6 +255,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
               ...(structured ? { jsonSchema: structuredReplySchema as unknown as Record<string, unknown> } : {}),
             },
             tick: input.tick,
+            purpose: 'think',
             idempotencyKey: `${input.workflowId}:${input.tick}:think`,
             signal,
           }),
@@ -339,7 +349,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       sender?: string;
       taskId?: number;
       idempotencyKey: string;
-    }): Promise<{ noteId: number }> {
+    }): Promise<{ noteId: number; feedback?: { pattern: string; count: number; learningId?: number } | { error: string } }> {
       const inserted = await db
         .insert(notes)
         .values({
@@ -357,6 +367,17 @@ export function createTickActivities({ db, llm }: TickDeps) {
         .returning({ id: notes.id });
       const id = inserted[0]?.id ?? (await db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, input.idempotencyKey)))[0]?.id;
       if (id === undefined) throw new Error('note vanished after insert');
+      // A user's note tagged `feedback` ("reject shell.exec: rm -rf") also counts as preference feedback (once: new notes only).
+      if (inserted[0] && (input.source === 'user' || input.source === 'human') && input.tags.includes('feedback')) {
+        const parsed = parseFeedbackNote(input.text);
+        if (!parsed.ok) return { noteId: id, feedback: { error: parsed.reason } };
+        try {
+          const r = await recordFeedback(db, { agentId: input.agentId, ...parsed.feedback, source: `note:${id}` });
+          return { noteId: id, feedback: { pattern: r.pattern, count: r.count, ...(r.learning ? { learningId: r.learning.id } : {}) } };
+        } catch (err) {
+          return { noteId: id, feedback: { error: (err as Error).message } };
+        }
+      }
       return { noteId: id };
     },
 
@@ -382,15 +403,30 @@ export function createTickActivities({ db, llm }: TickDeps) {
       });
     },
 
-    /** Loop start: the agent row, a default LLM if it has none, and the task loops to resume. */
-    async loopStarted(input: { agentId: string; name: string; workflowId: string }): Promise<{ interruptedTaskLoops: Array<{ taskId: number; title: string }> }> {
+    /** Loop start: the agent row, a default LLM if it has none, its starter tools, and the task loops to resume. */
+    async loopStarted(input: { agentId: string; name: string; workflowId: string }): Promise<{
+      interruptedTaskLoops: Array<{ taskId: number; title: string }>;
+      /** The agent's persisted settings (`agent_config`), applied by a fresh loop start. */
+      config: Record<string, unknown>;
+    }> {
       await db.insert(agents).values({ id: input.agentId, name: input.name, status: 'running' }).onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
       await ensureDefaultRegistry(db, input.agentId);
+      // Progressive discovery (SPEC §4): the built-in state-machine tools are in the catalogue, and
+      // an agent that has discovered nothing yet is taught the starter tools (discover_tools,
+      // escalate, request_state_machine_design); the rest comes through escalations and designs.
+      const toolActs = createToolActivities({ db });
+      await toolActs.ensureBuiltinTools();
+      const [known] = await db.select({ id: discoveredTools.id }).from(discoveredTools).where(eq(discoveredTools.agentId, input.agentId)).limit(1);
+      if (!known) await toolActs.grantStarterTools({ agentId: input.agentId });
       const running = await db
         .select({ id: tasks.id, title: tasks.title })
         .from(tasks)
         .where(and(eq(tasks.agentId, input.agentId), eq(tasks.replStatus, 'running'), eq(tasks.frozen, false)));
-      return { interruptedTaskLoops: running.map((t) => ({ taskId: t.id, title: t.title })) };
+      const config = await db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, input.agentId));
+      return {
+        interruptedTaskLoops: running.map((t) => ({ taskId: t.id, title: t.title })),
+        config: Object.fromEntries(config.map((c) => [c.key, c.value])),
+      };
     },
 
     async loopStopped(input: { agentId: string; tick: number }): Promise<void> {

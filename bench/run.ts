@@ -5,7 +5,10 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, writeResult } from './lib.js';
 import { measureBaseline } from './temporal-baseline.js';
-import { measureTicks } from './tick.js';
+import { measureReflexOverhead, measureTicks } from './tick.js';
+import { measureSandbox } from './sandbox.js';
+import { measureForks } from './fork.js';
+import { measureLearnings } from './learnings.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
@@ -26,10 +29,13 @@ const benchmarks: Record<string, () => Promise<void>> = {
     try {
       const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
       const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
+      // Issue 4: the same loop with the reflexes on (3 validators) vs off, alternating blocks in this run.
+      const reflexes = await measureReflexOverhead(stack, env.MINDLOOP_TOOLS_DIR);
       writeResult(
         'tick',
         {
           ...t,
+          ...reflexes,
           overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
           overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
           activity_rt_p50_ms: base.activity_rt_p50_ms,
@@ -37,12 +43,32 @@ const benchmarks: Record<string, () => Promise<void>> = {
         {
           model: 'scripted, instant (no LLM time): what remains is the loop itself',
           overhead: 'wall time between consecutive recorded ticks of one agent, delay_ms 0, 180 ticks after warm-up',
-          targets: 'p50 <= 30 ms, p99 <= 200 ms, >= 30 ticks/s aggregate, RSS <= 1.5 GB at 500 agents',
+          rss: 'VmRSS of a separate `npm run worker -- --queue mindloop` process hosting the 500 idle agent workflows (PGlite lives in the bench process)',
+          reflexes:
+            'reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), 4 alternating blocks of 60 ticks each, same run; target <= 2',
+          targets: 'p50 <= 30 ms, p99 <= 200 ms, >= 30 ticks/s aggregate, RSS <= 1.5 GB at 500 agents, reflex_overhead_ratio <= 2',
         },
       );
     } finally {
       await stop();
     }
+  },
+  async fork() {
+    const { env, stack, stop } = await benchStack();
+    try {
+      const { metrics, notes } = await measureForks(stack, { dataDir: env.MINDLOOP_DATA_DIR });
+      writeResult('fork', metrics, notes);
+    } finally {
+      await stop();
+    }
+  },
+  async sandbox() {
+    const { metrics, notes } = await measureSandbox();
+    writeResult('sandbox', metrics, notes);
+  },
+  async learnings() {
+    const { metrics, notes } = await measureLearnings();
+    writeResult('learnings', metrics, notes);
   },
 };
 

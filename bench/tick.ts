@@ -5,12 +5,17 @@
  * - worker RSS with 500 agent workflows open and idle;
  * each also as a ratio to the no-op activity round trip measured in the same run.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { createActivities } from '../activities/index.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
+import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { summarize } from './lib.js';
@@ -21,6 +26,39 @@ async function seed(stack: Stack, ids: string[]): Promise<void> {
     .insert(llmRegistry)
     .values(ids.map((id) => ({ agentId: id, name: 'instant', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quick thought.'] } })))
     .onConflictDoNothing();
+}
+
+/** Resident set size of a process, from /proc (Linux). */
+function processRssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
+  return Number(line?.match(/(\d+)/)?.[1] ?? Number.NaN) / 1024;
+}
+
+/** `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack. */
+async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
+  const { path } = await writeWorkflowBundle(join(tmpdir(), `mindloop-bench-bundle-${process.pid}.js`));
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop'], {
+    cwd: join(import.meta.dirname, '..'),
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: stack.temporal.address,
+      DATABASE_URL: stack.database.url,
+      // PGlite's socket serves one connection per process safely.
+      DATABASE_POOL_MAX: '1',
+      MINDLOOP_WORKFLOW_BUNDLE: path,
+      LOG_LEVEL: 'WARN',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('worker polling')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`idle worker exited with ${code}: ${out}`)));
+  });
+  return child;
 }
 
 export async function measureTicks(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
@@ -40,7 +78,8 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
     return await worker.runUntil(async () => {
       // 1 agent, 200 ticks back to back.
       await seed(stack, ['solo']);
-      await (await start('solo', { agentId: 'solo', maxTicks: 200, settings: { delayMs: 0 } })).result();
+      // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
+      await (await start('solo', { agentId: 'solo', maxTicks: 200, reflexes: false, settings: { delayMs: 0 } })).result();
       const rows = await stack.db.db
         .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
         .from(llmRecentResponses)
@@ -53,23 +92,38 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
       const many = Array.from({ length: 50 }, (_, i) => `many${i}`);
       await seed(stack, many);
       const t0 = performance.now();
-      await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: 20, settings: { delayMs: 0 } })))).map((h) => h.result()));
+      await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: 20, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
       const seconds = (performance.now() - t0) / 1000;
       const [{ n } = { n: 0 }] = await stack.db.db
         .select({ n: sql<number>`count(*)::int` })
         .from(llmRecentResponses)
         .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
 
-      // 500 agents idle after their first tick.
+      // 500 agents idle after their first tick, on a worker process of their own (the
+      // product's `npm run worker -- --queue mindloop`), so its RSS is the worker's alone: in
+      // this process PGlite's WASM heap (~700 MB) would be counted too.
       const idle = Array.from({ length: 500 }, (_, i) => `idle${i}`);
       await seed(stack, idle);
-      const handles = await Promise.all(idle.map((id) => start(id, { agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } })));
-      for (const h of handles) {
-        while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
+      const idleWorker = await idleWorkerProcess(stack);
+      let rssMb: number;
+      try {
+        const handles = await Promise.all(
+          idle.map((id) =>
+            client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+              taskQueue: 'mindloop',
+              workflowId: `agent/${id}`,
+              args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
+            }),
+          ),
+        );
+        for (const h of handles) {
+          while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
+        }
+        rssMb = processRssMb(idleWorker.pid!);
+        await Promise.all(handles.map((h) => h.terminate('benchmark done')));
+      } finally {
+        idleWorker.kill('SIGKILL');
       }
-      global.gc?.();
-      const rssMb = process.memoryUsage().rss / 1024 / 1024;
-      await Promise.all(handles.map((h) => h.terminate('benchmark done')));
       return {
         overhead_p50_ms: solo.p50,
         overhead_p99_ms: solo.p99,
@@ -81,4 +135,90 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
     await client.connection.close();
     await connection.close();
   }
+}
+
+/**
+ * Issue 4: the reflexes' cost per tick. Two agents with instant scripted models loop back to
+ * back in alternating blocks in the same run: `bare` without reflexes, `reflexive` with them
+ * (emotion and novelty mini-prompts + 3 instant validators, in parallel in one activity).
+ * Overhead = wall time between consecutive recorded ticks; the ratio is reflexive / bare.
+ */
+export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
+  const blocks = opts.blocks ?? 4;
+  const perBlock = opts.ticksPerBlock ?? 60;
+  const db = stack.db.db;
+  const ids = Array.from({ length: blocks }, (_, b) => [`bare-${b}`, `reflexive-${b}`] as const).flat();
+  await db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
+  const rows = await db
+    .insert(llmRegistry)
+    .values(
+      ids.flatMap((agentId) => [
+        { agentId, name: 'mind', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1 },
+        ...(agentId.startsWith('reflexive')
+          ? ['v1', 'v2', 'v3'].map((name) => ({ agentId, name, provider: 'scripted' as const, model: name, role: 'validator' as const, validator: true, priority: 10 }))
+          : []),
+      ]),
+    )
+    .returning({ id: llmRegistry.id, role: llmRegistry.role });
+  const validatorIds = new Set(rows.filter((r) => r.role === 'validator').map((r) => r.id));
+  const connection = await NativeConnection.connect(stack.temporal.connection);
+  const worker = await Worker.create({
+    connection,
+    namespace: stack.temporal.namespace,
+    taskQueue: 'bench-reflexes',
+    workflowBundle: await bundleWorkflows(),
+    activities: createActivities({
+      db,
+      llm: {
+        env: {},
+        toolsDir,
+        scriptedReply: ({ messages, callIndex, registryId }) => {
+          if (registryId !== undefined && validatorIds.has(registryId)) return '+2 -- fine';
+          const text = messages.map((m) => m.content).join('\n');
+          if (text.includes('Name the emotions')) return 'curiosity:3 (bench)';
+          if (text.includes('PREVIOUS replies')) return '{"novelty": 60, "new": ["x"], "tags": ["bench"]}';
+          return `Thought ${callIndex}: ${['river', 'orbit', 'quartz', 'meadow', 'cipher', 'ember'][callIndex % 6]} ${callIndex * 7}.`;
+        },
+      },
+    }),
+  });
+  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+  const gapsOf = async (agentId: string) => {
+    const r = await db
+      .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
+      .from(llmRecentResponses)
+      .where(eq(llmRecentResponses.agentId, agentId))
+      .orderBy(asc(llmRecentResponses.tick));
+    return r.slice(6).map((x, i) => x.at.getTime() - r[i + 5]!.at.getTime()); // skip each block's warm-up
+  };
+  const gaps: Record<'bare' | 'reflexive', number[]> = { bare: [], reflexive: [] };
+  try {
+    await worker.runUntil(async () => {
+      for (let b = 0; b < blocks; b++) {
+        for (const kind of ['bare', 'reflexive'] as const) {
+          const agentId = `${kind}-${b}`;
+          const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+            taskQueue: 'bench-reflexes',
+            workflowId: `agent/${agentId}`,
+            args: [{ agentId, maxTicks: perBlock, reflexes: kind === 'reflexive', settings: { delayMs: 0 } }],
+          });
+          await h.result();
+          gaps[kind].push(...(await gapsOf(agentId)));
+        }
+      }
+    });
+  } finally {
+    await client.connection.close();
+    await connection.close();
+  }
+  const bare = summarize(gaps.bare);
+  const reflexive = summarize(gaps.reflexive);
+  return {
+    bare_overhead_p50_ms: bare.p50,
+    bare_overhead_p99_ms: bare.p99,
+    reflex_overhead_p50_ms: reflexive.p50,
+    reflex_overhead_p99_ms: reflexive.p99,
+    reflex_overhead_ratio: reflexive.p50 / bare.p50,
+    reflex_overhead_p99_ratio: reflexive.p99 / bare.p99,
+  };
 }

@@ -1,8 +1,9 @@
 /** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
 import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
+import { numberArg } from './args.js';
 import { withClient } from './client.js';
 
 function agentId(raw: string): string {
@@ -11,13 +12,7 @@ function agentId(raw: string): string {
   return r.data;
 }
 
-function int(name: string, min: number, max: number) {
-  return (raw: string) => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
-    return n;
-  };
-}
+const int = numberArg;
 
 /** Render the status query for a person. */
 export function formatStatus(s: AgentStatus): string {
@@ -30,6 +25,12 @@ export function formatStatus(s: AgentStatus): string {
     `  commands     ${s.counters.commandsApplied} applied, ${s.counters.commandsRejected} rejected, ${s.counters.commandsUnvalidated} unvalidated; parse errors ${s.counters.parseErrors}`,
     `  notes in     ${s.counters.notesReceived}; LLM failures ${s.counters.llmFailures}; outages ${s.counters.outages}`,
   ];
+  if (s.reflexes) {
+    const r = s.reflexes;
+    lines.push(`  reflexes     novelty ${r.lastNovelty ?? '-'}; low streak ${r.lowStreak}; Reflex-lite ${r.reflexLiteFired}×, strategies ${r.strategiesFired}×; validator timeouts ${r.validatorTimeouts}`);
+    const held = Object.entries(r.held ?? {});
+    if (held.length) lines.push(`  unvalidated  ${held.map(([id, why]) => `${id}: ${why}`).join('; ')}  (all: mindloop unvalidated ${s.agentId})`);
+  }
   if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
   const loops = Object.entries(s.taskLoops);
   if (loops.length) lines.push(`  task loops   ${loops.map(([t, id]) => `#${t} (${id})`).join(', ')}`);

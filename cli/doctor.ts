@@ -9,6 +9,7 @@ import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';
 import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js';
 import { createDocker, dockerStatus } from '../sandbox/docker.js';
+import { resolveSandboxImage } from '../sandbox/image.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -116,16 +117,25 @@ async function checkPostgres(env: Env): Promise<Check> {
   }
 }
 
-async function checkDocker(env: Env): Promise<Check> {
-  const status = await dockerStatus(createDocker(env.DOCKER_HOST));
-  return status.available
-    ? { name: 'docker', status: 'ok', detail: `engine ${status.version} (sandbox queue can run)` }
-    : {
-        name: 'docker',
-        status: 'warn',
-        detail: `no Docker engine answers (${status.reason}); the sandbox queue cannot run code`,
-        fix: 'apt-get install -y docker.io && (dockerd > /var/log/dockerd.log 2>&1 &) — or set DOCKER_HOST',
-      };
+export async function checkDocker(env: Env): Promise<Check> {
+  const docker = createDocker(env.DOCKER_HOST);
+  const status = await dockerStatus(docker);
+  if (status.available) {
+    // The engine answers; the sandbox also needs its locally built image.
+    const image = await resolveSandboxImage(docker).then(
+      (id) => ({ id }),
+      (err: unknown) => ({ error: (err as Error).message }),
+    );
+    return 'id' in image
+      ? { name: 'docker', status: 'ok', detail: `engine ${status.version}, sandbox image ${image.id.slice(0, 19)} (sandbox queue can run)` }
+      : { name: 'docker', status: 'warn', detail: `engine ${status.version}, but ${image.error}`, fix: 'npm run sandbox:image' };
+  }
+  return {
+    name: 'docker',
+    status: 'warn',
+    detail: `no Docker engine answers (${status.reason}); the sandbox queue cannot run code`,
+    fix: 'apt-get install -y docker.io && (dockerd > /var/log/dockerd.log 2>&1 &) — or set DOCKER_HOST',
+  };
 }
 
 function checkLocalModel(env: Env): Check {

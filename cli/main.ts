@@ -7,6 +7,11 @@ import { loadEnvOrExit } from '../env.js';
 import { registerAgentCommands } from './agents.js';
 import { formatChecks, runDoctor } from './doctor.js';
 import { registerReplayCommand } from './replay.js';
+import { registerLearningCommands } from './learnings.js';
+import { registerEscalationCommands } from './escalations.js';
+import { registerScheduleCommands } from './schedules.js';
+import { registerForkCommands } from './forks.js';
+import { registerValidatorCommands } from './validators.js';
 
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
@@ -25,6 +30,11 @@ program
 
 registerAgentCommands(program);
 registerReplayCommand(program);
+registerLearningCommands(program);
+registerEscalationCommands(program);
+registerScheduleCommands(program);
+registerForkCommands(program);
+registerValidatorCommands(program);
 
 try {
   await program.parseAsync(process.argv);

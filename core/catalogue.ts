@@ -5,6 +5,8 @@
  * thresholds) as well as the command activities.
  */
 import { z } from 'zod';
+import { abstractsStrategySchema, defaultAbstractsStrategy } from './abstracts.js';
+import { learningDefaults } from './learnings.js';
 import type { ParsedCommand } from './loop-types.js';
 
 // --- shared argument schemas -------------------------------------------------------------------
@@ -79,8 +81,10 @@ export const configKeys = {
   goal_focus: { schema: unit, default: 0.7, help: 'memory manager: weight of goal relevance' },
   diversity_boost: { schema: unit, default: 0.8, help: 'memory manager: weight of diversity' },
   abstract_every: { schema: z.number().int().min(0).max(10_000), default: 50, help: 'make an abstract every N ticks (0: off)' },
+  abstracts_strategy: { schema: abstractsStrategySchema, default: defaultAbstractsStrategy, help: 'how abstracts digest recent replies (recency | keyword_cluster)' },
   task_loop_max_ticks: { schema: z.number().int().min(1).max(10_000), default: 50, help: 'ticks an auxiliary loop runs at most' },
   max_tokens: { schema: z.number().int().min(16).max(8192), default: 512, help: 'reply length limit (tokens)' },
+  learning_threshold: { schema: z.number().int().min(1).max(1000), default: learningDefaults.threshold, help: 'preference learning: occurrences of a feedback pattern that derive a learning' },
 } satisfies Record<string, ConfigKeySpec>;
 
 export type ConfigKey = keyof typeof configKeys;
@@ -382,6 +386,14 @@ const definitions = {
   }),
   'llm_task.stop': def({ args: z.strictObject({ task_id: id }), help: 'stop the auxiliary loop of a task', writes: true }),
 
+  // Runs only in the sandbox (SPEC §5): the command returns a loop effect and the agent loop
+  // runs it as a sandboxRun activity on the sandbox queue. Dangerous: needs rating +2.
+  shell: def({
+    args: z.strictObject({ command: text(4000), timeout_ms: z.number().int().min(100).max(600_000).optional() }),
+    help: 'run a busybox sh command in the sandbox (no network, read-only root, a scratch /work, node available); output comes in the next context',
+    writes: true,
+  }),
+
   'process.start': def({
     args: z.strictObject({ name: text(200), kind: text(64), payload: z.record(z.string(), z.unknown()).optional() }),
     help: 'register an external process (its result arrives in the process log)',
@@ -395,6 +407,33 @@ const definitions = {
     writes: true,
   }),
   'process.cleanup': def({ args: none, help: 'close every finished process (close, error, timeout, offline)', writes: true }),
+
+  // Issue 7 (SPEC §4): ask the oversight tier; call a discovered state-machine tool.
+  escalate: def({
+    args: z.strictObject({
+      task: text(4000),
+      category: z.enum(['statistics', 'code', 'visualization', 'state_machine_designer', 'general']),
+      context: z.record(z.string(), z.unknown()).optional(),
+      what_i_tried: z.string().max(4000).optional(),
+    }),
+    help: 'escalate a task to the oversight tier (category statistics|code|visualization|state_machine_designer|general); the answer comes as a note',
+    writes: true,
+  }),
+  'tool.call': def({
+    args: z.strictObject({ tool: text(64), action: text(64), args: z.record(z.string(), z.unknown()).optional() }),
+    help: 'call an action of one of your discovered state-machine tools (discover_tools list shows them, each with its state and valid actions)',
+    writes: true,
+    usage: '{tool, action, args?}',
+  }),
+
+  'tools.generate': def({
+    args: z.strictObject({
+      capability: z.string().trim().regex(/^[a-z][a-z0-9_.-]{1,63}$/, 'a capability like "text.word_frequencies" (lowercase letters, digits, _ . -)'),
+      description: text(4000),
+    }),
+    help: 'ask for a new tool for a capability no registered tool has: it is written, safety-checked and tested in the sandbox; a note tells you when it is ready',
+    writes: true,
+  }),
 };
 
 export type CommandType = keyof typeof definitions;

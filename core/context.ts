@@ -98,7 +98,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
     section(1, 'ethics (never break these)', input.ethics.map((e) => `- [${e.severity}] ${e.title}: ${e.rule}`)),
     section(2, 'commands and tools', [
       input.catalogue,
-      ...(input.tools.length ? ['Tools you have discovered:', ...input.tools.map((t) => `- ${t.name}: ${t.description}`)] : []),
+      ...(input.tools.length ? ['Tools you have discovered (call one with tool.call {tool, action, args?}; only these are callable):', ...input.tools.map((t) => `- ${t.name}: ${t.description}`)] : []),
       ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),
     ]),
   ].join('\n\n');

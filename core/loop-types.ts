@@ -53,8 +53,14 @@ export type LoopEffect =
   | { kind: 'idle'; on: boolean; wakeOn?: Array<'note' | 'process' | 'timeout'>; timeoutMs?: number }
   | { kind: 'startTaskLoop'; taskId: number; title: string; maxTicks?: number }
   | { kind: 'stopTaskLoop'; taskId: number }
+  /** `shell`: the loop runs `command` via sandboxRun (key = idempotency key) and records the result on process/cmd. */
+  | { kind: 'shell'; processId: string; cmdId: string; key: string; command: string; timeoutMs?: number }
   /** `values`: the new (validated) values, so the loop can apply them without a read. */
-  | { kind: 'configChanged'; keys: string[]; values?: Record<string, unknown> };
+  | { kind: 'configChanged'; keys: string[]; values?: Record<string, unknown> }
+  /** `escalate`, a held danger-zone command or tool action: start escalationWorkflow (`input` is its JSON input). */
+  | { kind: 'escalate'; escalationId: string; input: Record<string, unknown> }
+  /** `tools.generate`: start the Ouroboros workflow for a capability no registered tool has. */
+  | { kind: 'generateTool'; capability: string; description: string; cmdId: string };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

@@ -94,6 +94,13 @@ async function reapOrphan(pidFile: string, dbFile: string): Promise<void> {
   rmSync(pidFile, { force: true });
 }
 
+/** Dynamic config of the embedded dev server (one shard, one process: latency over throughput caps). */
+export const devServerDynamicConfig = [
+  'history.transferProcessorMaxPollRPS=10000',
+  'history.timerProcessorMaxPollRPS=10000',
+  'history.visibilityProcessorMaxPollRPS=10000',
+];
+
 /** Start the dev server and wait until it answers. */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
   const dataDir = resolve(opts.dataDir);
@@ -114,6 +121,10 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     '--sqlite-pragma', 'synchronous=1',
     '--namespace', opts.namespace,
     '--log-level', 'warn',
+    // The history service reads its task queues at most 20 times a second per shard by default,
+    // and the dev server has one shard: every activity and workflow task then waits up to 50 ms
+    // to be dispatched (measured: activity round trip p50 50 ms → 7 ms with these lifted).
+    ...devServerDynamicConfig.flatMap((kv) => ['--dynamic-config-value', kv]),
     ...allSearchAttributes.flatMap((sa) => ['--search-attribute', `${sa.name}=${cliSearchAttributeType(sa.type)}`]),
   ];
   if (opts.ui === false) args.push('--headless');

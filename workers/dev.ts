@@ -11,6 +11,7 @@ import { startStack } from '../runtime/stack.js';
 import { resolveLocalModel } from '../runtime/tools.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
+import { applySchedules } from './schedules.js';
 
 const env = loadEnvOrExit();
 const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
@@ -39,6 +40,13 @@ try {
   log(`demo agent running as ${handle.workflowId}`);
 } catch (err) {
   log(`demo agent not started: ${(err as Error).message}`);
+}
+try {
+  // Maintenance schedules (decay, abstracts, pruning, cleanup): created once, converged on later starts.
+  const applied = await applySchedules(client);
+  log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
+} catch (err) {
+  log(`schedules not applied: ${(err as Error).message} (retry: npx mindloop schedules apply)`);
 } finally {
   await connection.close();
 }

@@ -7,9 +7,11 @@ import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleW
 import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
-import { createSandboxActivities } from '../activities/sandbox.js';
+import type { DangerRule } from '../core/danger-zones.js';
+import { createSandboxActivities, reapOrphansAtStart } from '../activities/sandbox.js';
 import { createSpeechActivities } from '../activities/speech.js';
 import { createDocker } from '../sandbox/docker.js';
+import { DockerSandbox } from '../sandbox/docker-sandbox.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -20,8 +22,12 @@ export interface QueueWorkerDeps {
   dockerHost?: string;
   /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
   llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number };
+  /** MINDLOOP_MODE / MINDLOOP_ALLOW_TOOLGEN for tool generation (default: production, no override). */
+  toolGeneration?: { mode: 'development' | 'production'; allowOverride: boolean };
+  /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */
+  dangerRules?: readonly DangerRule[];
   /** A pre-built bundle (tests, benchmarks) saves the few seconds webpack takes. */
-  workflowBundle?: WorkflowBundleWithSourceMap;
+  workflowBundle?: WorkflowBundleWithSourceMap | { codePath: string };
 }
 
 /** Bundle the workflow code once; several workers or restarts can share it. */
@@ -47,10 +53,15 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
       return Worker.create({
         ...base,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db, llm: deps.llm }),
+        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules }),
       });
-    case 'sandbox':
-      return Worker.create({ ...base, activities: createSandboxActivities({ docker: createDocker(deps.dockerHost) }) });
+    case 'sandbox': {
+      const docker = createDocker(deps.dockerHost);
+      const sandbox = new DockerSandbox(docker);
+      // Containers of dead workers go first; no engine (a laptop) only logs the fix.
+      void reapOrphansAtStart(sandbox);
+      return Worker.create({ ...base, activities: createSandboxActivities({ docker, sandbox }) });
+    }
     case 'speech-gpu':
       return Worker.create({ ...base, activities: createSpeechActivities() });
   }

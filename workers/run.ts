@@ -3,12 +3,30 @@
  * workers drain → Temporal connection → the stack's children (dev server, PGlite).
  */
 import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { readFileSync } from 'node:fs';
 import { secretSource, type Env, type TaskQueueName } from '../env.js';
+import { parseDangerConfig, type DangerRule } from '../core/danger-zones.js';
 import type { Stack } from '../runtime/stack.js';
 import { disposeLocalModels } from '../activities/llm/index.js';
 import { createQueueWorker } from './queues.js';
 
 let runtimeInstalled = false;
+
+/** The danger-zone rules of MINDLOOP_DANGER_RULES (a JSON file), or the defaults; a bad file fails the start naming the field. */
+export function loadDangerRules(path: string | undefined): DangerRule[] | undefined {
+  if (!path) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`MINDLOOP_DANGER_RULES: cannot read ${path}: ${(err as Error).message}`);
+  }
+  try {
+    return parseDangerConfig(text);
+  } catch (err) {
+    throw new Error(`MINDLOOP_DANGER_RULES (${path}): ${(err as Error).message}`);
+  }
+}
 
 // Lines the SDK prints on every start that say nothing a user can act on.
 const benignSdkLines = [/^No Nexus services registered/, /^No workflows registered/, /^Worker state changed/];
@@ -56,8 +74,10 @@ export async function startWorkers(
           namespace: stack.temporal.namespace,
           db: stack.db.db,
           dockerHost: env.DOCKER_HOST,
+          toolGeneration: { mode: env.MINDLOOP_MODE, allowOverride: env.MINDLOOP_ALLOW_TOOLGEN },
+          dangerRules: loadDangerRules(env.MINDLOOP_DANGER_RULES),
           llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS },
-          workflowBundle: opts.workflowBundle,
+          workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
         }),
       );
     }

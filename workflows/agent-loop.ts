@@ -11,6 +11,7 @@ import {
   defineSignal,
   defineUpdate,
   log,
+  patched,
   proxyActivities,
   setHandler,
   startChild,
@@ -21,23 +22,36 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
 import type { createActivities } from '../activities/index.js';
-import { dbActivity, llmActivity } from './lib/activity-options.js';
+import type { createSandboxActivities } from '../activities/sandbox.js';
+import type { LoopEffect } from '../core/loop-types.js';
+import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import {
+  applyConfigValues,
   applyEffects,
   carryOverSchema,
   countOutcomes,
+  defaultReflex,
   initialState,
   loopSettingsSchema,
   type CarryOver,
 } from './lib/loop-state.js';
-import { defaultReflexSteps, runReflexes } from './lib/reflexes.js';
+import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { taskLoopWorkflow, taskStopSignal } from './task-loop.js';
+import { toolGenerationWorkflow } from './tool-generation.js';
+import { escalationWorkflow } from './escalation.js';
+import { toolWorkflowId } from '../core/tool-generation.js';
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
 const llm = proxyActivities<Activities>(llmActivity);
+const reflexActs = proxyActivities<Activities>(reflexActivity);
+// The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
+const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
+type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
+type ToolEffect = Extract<LoopEffect, { kind: 'generateTool' }>;
+type EscalateEffect = Extract<LoopEffect, { kind: 'escalate' }>;
 
 // ---- messages -------------------------------------------------------------------------------
 
@@ -74,7 +88,9 @@ export interface AgentStatus {
   reflex: CarryOver['reflex'];
   counters: CarryOver['counters'];
   last: CarryOver['last'];
-  lastVerdict: { validationMode: string; rating: number | null } | null;
+  lastVerdict: { validationMode: string; rating: number | null; notes?: string[] } | null;
+  /** Reflex bookkeeping: streaks, novelty, Reflex-lite/strategy counts, the last tick's unvalidated commands (cmd_id → why). */
+  reflexes: CarryOver['reflexState'];
   llm: string | null;
   taskLoops: CarryOver['taskLoops'];
   outage: { since: string; attempts: number; lastError: string } | null;
@@ -93,6 +109,8 @@ export const agentLoopInput = z.object({
   maxTicks: z.number().int().positive().optional(),
   /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
   ticksPerRun: z.number().int().min(1).max(10_000).default(500),
+  /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
+  reflexes: z.boolean().default(true),
   carryOver: carryOverSchema.optional(),
 });
 export type AgentLoopInput = z.input<typeof agentLoopInput>;
@@ -138,6 +156,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     counters: state.counters,
     last: state.last,
     lastVerdict,
+    reflexes: state.reflexState,
     llm: llmInUse,
     taskLoops: state.taskLoops,
     outage,
@@ -191,6 +210,13 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
 
   // Loop start (and every continue-as-new): identity row, default LLM, interrupted task loops.
   const started = await db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: selfId });
+  if (!input.carryOver) {
+    // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
+    // agent saved with config.set; settings given in the input still win. (Histories recorded
+    // before loopStarted returned `config` replay with nothing to apply.)
+    applyConfigValues(state.settings, started.config ?? {});
+    if (input.settings) Object.assign(state.settings, input.settings);
+  }
   for (const t of started.interruptedTaskLoops) await startTaskLoop(t.taskId, t.title);
 
   const startTick = state.tick;
@@ -233,6 +259,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
           notesFilter: state.settings.notesFilter,
         },
         params: { ...state.reflex, maxTokens: state.settings.maxTokens },
+        ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
       });
     } catch (err) {
       if (!isLlmUnavailable(err)) throw err;
@@ -247,8 +274,35 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     state.last = { summary: thought.summary, model: llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
 
     phase = 'reflexes';
-    const verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
-    lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating };
+    let verdict;
+    // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
+    // recorded before it replay through the auto_pass pipeline.
+    if (input.reflexes && thought.responseId !== null && patched('reflexes-v1')) {
+      const r = await runTickReflexes(
+        reflexActs.tickReflexes,
+        {
+          agentId,
+          tick,
+          workflowId: selfId,
+          responseId: thought.responseId,
+          commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type })),
+          params: state.reflex,
+          defaults: defaultReflex,
+          stagnation: state.reflexState,
+          contextMode: state.settings.contextMode,
+        },
+        state.reflexState,
+      );
+      verdict = r.verdict;
+      state.reflexState = r.state;
+      if (r.result) {
+        state.reflex = r.result.params;
+        applyEffects(state, r.result.effects);
+      }
+    } else {
+      verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
+    }
+    lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
 
     if (thought.commands.length || thought.rejected.length) {
       phase = 'executing';
@@ -260,6 +314,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
         commands: thought.commands,
         rejected: thought.rejected,
         allowedCmdIds: verdict.allowedCmdIds,
+        ...(verdict.held ? { heldReasons: verdict.held } : {}),
         rating: verdict.rating,
       });
       countOutcomes(state.counters, outcomes);
@@ -269,6 +324,18 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       );
       for (const t of changes.start) await startTaskLoop(t.taskId, t.title, t.maxTicks);
       for (const taskId of changes.stop) await stopTaskLoop(taskId);
+      const shells = outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects.filter((e): e is ShellEffect => e.kind === 'shell'));
+      // shell-v1: histories from before `shell` existed have no shell effects, so replaying
+      // them never reaches this marker.
+      if (shells.length > 0 && patched('shell-v1')) for (const e of shells) await runShell(e, tick);
+      // tools.generate (Ouroboros): one child per capability; its result comes back as a note + wake.
+      // toolgen-v1: older histories have no generateTool effects, so they never reach the marker.
+      const toolRequests = outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects.filter((e): e is ToolEffect => e.kind === 'generateTool'));
+      if (toolRequests.length > 0 && patched('toolgen-v1')) for (const e of toolRequests) await startToolGeneration(e, tick);
+      // escalate-v1 (issue 7): `escalate`, and held danger-zone commands (rejected outcomes carry
+      // the effect), start escalation children; older histories have no escalate effects.
+      const escalationsToStart = outcomes.flatMap((o) => o.effects.filter((e): e is EscalateEffect => e.kind === 'escalate'));
+      if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await startEscalation(e);
     }
 
     if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
@@ -299,13 +366,14 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   async function coreOutage(err: unknown): Promise<void> {
     const message = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
     state.counters.llmFailures++;
+    // Phase and mode change together, so the status query never shows one without the other.
+    phase = 'outage';
     if (state.operatingMode !== 'core_outage') {
       state.operatingMode = 'core_outage';
       state.counters.outages++;
       outage = { since: new Date().toISOString(), attempts: 0, lastError: message };
       await db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message, tick: state.tick, mode: 'core_outage' });
     }
-    phase = 'outage';
     let current = outage ?? { since: new Date().toISOString(), attempts: 0, lastError: message };
     current = { ...current, lastError: message };
     outage = current;
@@ -338,6 +406,19 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     outage = null;
   }
 
+  /** Run one `shell` command in the sandbox and record its output for the next tick's context. */
+  async function runShell(e: ShellEffect, tick: number): Promise<void> {
+    let result = null;
+    let error: string | undefined;
+    try {
+      result = await sandbox.sandboxRun({ key: e.key, command: ['sh', '-c', e.command], budget: { wallMs: e.timeoutMs ?? 30_000 } });
+    } catch (err) {
+      // Infrastructure (no engine, no image, no sandbox worker): the agent reads why; the loop goes on.
+      error = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+    }
+    await db.recordShellResult({ agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
+  }
+
   async function startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
     const workflowId = workflowIds.task(agentId, taskId);
     try {
@@ -355,6 +436,29 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       }
     }
     state.taskLoops[String(taskId)] = workflowId;
+  }
+
+  /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */
+  async function startEscalation(e: EscalateEffect): Promise<void> {
+    try {
+      await startChild(escalationWorkflow, { workflowId: `escalation/${e.escalationId}`, args: [e.input as Parameters<typeof escalationWorkflow>[0]], parentClosePolicy: ParentClosePolicy.ABANDON });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('escalation not started', { escalationId: e.escalationId, error: String(err) });
+    }
+  }
+
+  /** Start toolGenerationWorkflow for a capability (one at a time per capability; it outlives this run). */
+  async function startToolGeneration(e: ToolEffect, tick: number): Promise<void> {
+    try {
+      await startChild(toolGenerationWorkflow, {
+        workflowId: toolWorkflowId(agentId, e.capability),
+        args: [{ agentId, capability: e.capability, description: e.description, requestedBy: { workflowId: selfId, tick, cmdId: e.cmdId } }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      });
+    } catch (err) {
+      // Already generating this capability: its note will come.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('tool generation not started', { capability: e.capability, error: String(err) });
+    }
   }
 
   async function stopTaskLoop(taskId: number): Promise<void> {

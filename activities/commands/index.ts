@@ -8,6 +8,9 @@ import { configHandlers, cycleHandlers, helpHandlers } from './loop.js';
 import { abstractHandlers, conceptHandlers, diaryHandlers, linkHandlers, llmMemoryHandlers } from './memory.js';
 import { noteHandlers } from './notes.js';
 import { processHandlers } from './processes.js';
+import { shellHandlers } from './shell.js';
+import { toolHandlers } from './tools.js';
+import { escalationHandlers } from './escalations.js';
 import type { HandlerMap } from './shared.js';
 
 export const handlers: HandlerMap<CommandType> = {
@@ -24,6 +27,9 @@ export const handlers: HandlerMap<CommandType> = {
   ...abstractHandlers,
   ...llmTaskHandlers,
   ...processHandlers,
+  ...shellHandlers,
+  ...escalationHandlers,
+  ...toolHandlers,
 };
 
 export { CommandError, type HandlerContext, type HandlerResult, type Tx } from './shared.js';

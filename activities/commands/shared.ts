@@ -6,6 +6,7 @@
 import type { ArgsOf, CommandType } from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import type { Db } from '../../db/client.js';
+import type { DangerRule } from '../../core/danger-zones.js';
 
 /** The transaction a command is applied in (its command_log row is in the same one). */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -19,6 +20,8 @@ export interface HandlerContext {
   workflowId?: string;
   /** The command_log key of this command (task-loop ids carry their `task<id>.` prefix). */
   logCmdId: string;
+  /** The danger-zone rules in force (`tool.call` checks tool actions against them). */
+  dangerRules?: readonly DangerRule[];
 }
 
 export interface HandlerResult {

@@ -11,16 +11,22 @@ import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps }
 import { chatRoles, type ChatResult } from './types.js';
 
 export { LlmUnavailable, LlmUnavailableError } from './errors.js';
-export { createLlmRouter, defaultLlmTimeoutMs, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+export { createLlmRouter, defaultLlmTimeoutMs, rowsFor, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 export { defaultLocalModelName, ensureDefaultRegistry, type DefaultRegistryOptions } from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
 export { chatRoles } from './types.js';
 export type * from './types.js';
 
+/**
+ * How often an activity heartbeats while a model thinks. The LLM preset's heartbeatTimeout
+ * (10 s) is what a dead worker costs before the call is retried elsewhere; keep this well under it.
+ */
+export const llmHeartbeatMs = 2_000;
+
 /** A router to share, or what to build one from; plus the heartbeat period. */
 export type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
-  /** How often `llmChat` heartbeats while waiting (default 5 s; keep well under heartbeatTimeout). */
+  /** How often `llmChat` heartbeats while waiting (default llmHeartbeatMs). */
   heartbeatMs?: number;
 };
 
@@ -62,7 +68,7 @@ function activityContext(): Context | undefined {
 /** LLM activities for the `mindloop` queue, built from their dependencies. */
 export function createLlmActivities(deps: LlmActivityDeps) {
   const router = 'router' in deps ? deps.router : createLlmRouter(deps);
-  const heartbeatMs = deps.heartbeatMs ?? 5_000;
+  const heartbeatMs = deps.heartbeatMs ?? llmHeartbeatMs;
 
   return {
     /**

@@ -4,7 +4,7 @@
  * stored answer when the same idempotency key comes again (SPEC §2 step 3, §9).
  */
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, or, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db } from '../../db/client.js';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
@@ -47,12 +47,29 @@ export interface ChatRequest {
   purpose?: string;
   /** Call this registry row only (e.g. one validator), no failover. */
   registryId?: number;
+  /**
+   * A caller making several calls at once (the reflexes) loads what the router would look up
+   * per call in one query each: the agent's usable rows (`registry`) and the earlier rows of
+   * its idempotency keys (`previousCalls`).
+   */
+  preloaded?: { registry: LlmRegistryEntry[]; previous: LlmCall[] };
 }
 
 export interface LlmRouter {
   chat(req: ChatRequest): Promise<ChatResult>;
   /** The rows a call for this role would try, in order. */
   candidates(agentId: string, role: ChatRole): Promise<LlmRegistryEntry[]>;
+  /** All the agent's usable rows, in the order calls try them (for `preloaded`). */
+  registry(agentId: string): Promise<LlmRegistryEntry[]>;
+  /** The `llm_calls` rows of these idempotency keys, oldest first (for `preloaded`). */
+  previousCalls(requestKeys: string[]): Promise<LlmCall[]>;
+}
+
+/** The rows a call for `role` (or for one `registryId`) tries, from the agent's usable rows in order. */
+export function rowsFor(registry: readonly LlmRegistryEntry[], role: ChatRole, registryId?: number): LlmRegistryEntry[] {
+  if (registryId !== undefined) return registry.filter((r) => r.id === registryId);
+  // A validator is a row with role 'validator' or any row flagged `validator` (SPEC §2 step 7).
+  return registry.filter((r) => (role === 'validator' ? r.role === 'validator' || r.validator : r.role === role));
 }
 
 export const defaultLlmTimeoutMs = 60_000;
@@ -127,12 +144,18 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
     return model;
   }
 
-  async function candidates(agentId: string, role: ChatRole, registryId?: number): Promise<LlmRegistryEntry[]> {
+  async function registry(agentId: string): Promise<LlmRegistryEntry[]> {
     const usable = and(eq(llmRegistry.agentId, agentId), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false));
-    // A validator is a row with role 'validator' or any row flagged `validator` (SPEC §2 step 7).
-    const forRole = role === 'validator' ? or(eq(llmRegistry.role, 'validator'), eq(llmRegistry.validator, true)) : eq(llmRegistry.role, role);
-    const which = registryId === undefined ? forRole : eq(llmRegistry.id, registryId);
-    return db.select().from(llmRegistry).where(and(usable, which)).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+    return db.select().from(llmRegistry).where(usable).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+  }
+
+  async function candidates(agentId: string, role: ChatRole, registryId?: number): Promise<LlmRegistryEntry[]> {
+    return rowsFor(await registry(agentId), role, registryId);
+  }
+
+  async function previousCalls(requestKeys: string[]): Promise<LlmCall[]> {
+    if (requestKeys.length === 0) return [];
+    return db.select().from(llmCalls).where(inArray(llmCalls.requestKey, requestKeys)).orderBy(asc(llmCalls.id));
   }
 
   async function recordHealth(row: LlmRegistryEntry, error: string | undefined): Promise<void> {
@@ -160,12 +183,12 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
   async function chat(req: ChatRequest): Promise<ChatResult> {
     const requestKey = req.idempotencyKey;
     if (requestKey !== undefined) {
-      const previous = await db.select().from(llmCalls).where(eq(llmCalls.requestKey, requestKey)).orderBy(asc(llmCalls.id));
+      const previous = req.preloaded ? req.preloaded.previous.filter((r) => r.requestKey === requestKey) : await previousCalls([requestKey]);
       const ok = previous.find((r) => r.ok);
       if (ok) return resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id));
     }
 
-    const rows = await candidates(req.agentId, req.role, req.registryId);
+    const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : await candidates(req.agentId, req.role, req.registryId);
     const attempts: ChatAttempt[] = [];
     for (const row of rows) {
       req.signal?.throwIfAborted();
@@ -193,7 +216,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
         timeout = { ms, signal: AbortSignal.timeout(ms) };
         const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
-        answer = { ...(await model.invoke(req.messages, params, signal)), params };
+        answer = { ...(await model.invoke(req.messages, params, signal, { purpose: req.purpose })), params };
       } catch (err) {
         const cancelled = req.signal?.aborted === true;
         const error = cancelled
@@ -246,5 +269,5 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
     throw new LlmUnavailableError(req.agentId, req.role, attempts);
   }
 
-  return { chat, candidates: (agentId, role) => candidates(agentId, role) };
+  return { chat, candidates: (agentId, role) => candidates(agentId, role), registry, previousCalls };
 }

@@ -35,7 +35,12 @@ export interface TokenUsage {
 export interface ChatModel {
   /** Human-readable identity, e.g. `openai:gpt-4o-mini@https://api.openai.com/v1`. */
   id: string;
-  invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal): Promise<{ text: string; usage: TokenUsage }>;
+  invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<{ text: string; usage: TokenUsage }>;
+}
+
+/** What the call is for (the router's `purpose`): seen by the scripted test double, ignored by real models. */
+export interface ChatMeta {
+  purpose?: string;
 }
 
 /** Builds a chat model from a registry row (injectable per provider for tests). */

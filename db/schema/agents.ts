@@ -17,7 +17,7 @@ import {
   type AnyPgColumn,
 } from 'drizzle-orm/pg-core';
 import { createInsertSchema } from 'drizzle-zod';
-import { jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
+import { jsonbOf, oneOf, rowId, textArray, timestamps, tstz } from './_columns.js';
 
 export const agentKinds = ['root', 'clone', 'trained', 'newborn', 'fork'] as const;
 export const agentStatuses = ['created', 'running', 'paused', 'stopped', 'archived'] as const;
@@ -118,6 +118,8 @@ export const ethicsPolicies = pgTable(
     rule: text('rule').notNull(),
     rationale: text('rationale'),
     severity: text('severity', { enum: ethicsSeverities }).notNull().default('block'),
+    /** Command-type patterns (`shell`, `goals.*`, `*.delete`) this rule forbids, whatever the rating. */
+    forbids: textArray('forbids'),
     priority: integer('priority').notNull().default(0),
     version: integer('version').notNull().default(1),
     active: boolean('active').notNull().default(true),

@@ -25,9 +25,11 @@ export const generatedToolOutcomes = [
 export type LearningArgs = Record<string, unknown> | unknown[];
 
 /**
- * Long-term learnings. UNIQUE (fact_predicate, fact_args) as the seed specifies (jsonb
- * equality, so key order does not matter); saving an existing one reinforces it.
- * `agent_id` is nullable: a learning may belong to a shard rather than one agent.
+ * Long-term learnings. UNIQUE (shard_type, fact_predicate, fact_args): the seed's
+ * UNIQUE (fact_predicate, fact_args) in its one-database-per-shard layout (jsonb equality, so
+ * key order does not matter); saving an existing one reinforces it. `agent_id` is nullable:
+ * a learning may belong to a shard rather than one agent. `derivation` explains a learning
+ * derived from preference counts (`learnings why <id>`).
  */
 export const learnings = pgTable(
   'learnings',
@@ -41,15 +43,44 @@ export const learnings = pgTable(
     sourceCampaign: text('source_campaign'),
     confidence: real('confidence').notNull().default(1.0),
     reinforcements: integer('reinforcements').notNull().default(0),
+    /** The rule, pattern, count and threshold that produced it; null for campaign/tool/imported learnings. */
+    derivation: jsonb('derivation').$type<Record<string, unknown>>(),
     ...createdAt,
   },
   (t) => [
-    uniqueIndex('learnings_predicate_args_uq').on(t.factPredicate, t.factArgs),
+    uniqueIndex('learnings_shard_predicate_args_uq').on(t.shardType, t.factPredicate, t.factArgs),
     // Loading: confidence > 0.3, by confidence then recency, per shard.
     index('learnings_shard_confidence_idx').on(t.shardType, t.confidence, t.learnedAt),
     index('learnings_agent_id_idx').on(t.agentId),
     index('learnings_learned_at_idx').on(t.learnedAt),
     check('learnings_confidence_check', sql`${sql.identifier('confidence')} between 0 and 1`),
+  ],
+);
+
+export const learningEventOutcomes = ['saved', 'reinforced', 'refused'] as const;
+
+/**
+ * Every save attempt on the learning store, accepted or refused (guard, rate limit, cap):
+ * the rate limit counts accepted ones per shard per minute, and nothing is dropped silently.
+ */
+export const learningEvents = pgTable(
+  'learning_events',
+  {
+    id: rowId(),
+    shardType: text('shard_type').notNull(),
+    agentId: text('agent_id').references(() => agents.id, { onDelete: 'set null' }),
+    outcome: text('outcome', { enum: learningEventOutcomes }).notNull(),
+    factPredicate: text('fact_predicate').notNull(),
+    factArgs: jsonb('fact_args'),
+    learningId: bigintRef('learning_id'),
+    source: text('source'),
+    /** Why a save was refused. */
+    reason: text('reason'),
+    ...createdAt,
+  },
+  (t) => [
+    index('learning_events_shard_created_at_idx').on(t.shardType, t.createdAt),
+    check('learning_events_outcome_check', oneOf(t.outcome, learningEventOutcomes)),
   ],
 );
 
@@ -148,6 +179,8 @@ export const generatedToolsAudit = pgTable(
     /** `development`, or `production` with the admin override that allowed it. */
     mode: text('mode').notNull().default('development'),
     approvedBy: text('approved_by'),
+    /** The generation run's key (workflow id + run + step): a retried write finds its first row. */
+    idempotencyKey: text('idempotency_key').unique('generated_tools_audit_idempotency_key_uq'),
     ...createdAt,
   },
   (t) => [
@@ -159,6 +192,7 @@ export const generatedToolsAudit = pgTable(
 
 export type Learning = typeof learnings.$inferSelect;
 export type NewLearning = typeof learnings.$inferInsert;
+export type LearningEvent = typeof learningEvents.$inferSelect;
 export type PreferenceCount = typeof preferenceCounts.$inferSelect;
 export type NewPreferenceCount = typeof preferenceCounts.$inferInsert;
 export type Tool = typeof toolRegistry.$inferSelect;

@@ -3,10 +3,10 @@
  * Cleanup destroys the fork's state but never these rows: the verdict and artifacts stay.
  */
 import { sql } from 'drizzle-orm';
-import { check, index, jsonb, pgTable, real, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
+import { boolean, check, index, integer, jsonb, pgTable, real, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { agentId, agentIdPattern, agents } from './agents.js';
-import { jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
+import { bigintRef, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
 export const forkStatuses = [
   'pending',
@@ -19,6 +19,7 @@ export const forkStatuses = [
   'budget_exceeded',
 ] as const;
 export const verdictValues = ['APPROVE', 'REJECT', 'NEEDS_REVISION'] as const;
+export const forkGates = ['pending', 'approved', 'rejected', 'expired'] as const;
 
 /** An architecture patch: a prompt, config constant, strategy or tool implementation swap, or a module. */
 export interface ForkPatch {
@@ -69,12 +70,19 @@ export const forks = pgTable(
     startedAt: tstz('started_at'),
     finishedAt: tstz('finished_at'),
     cleanedAt: tstz('cleaned_at'),
+    /** When the isolated copy was complete (spawn time = ready_at − started_at). */
+    readyAt: tstz('ready_at'),
+    /** The human gate on an APPROVE: pending until approved, rejected or lapsed at the deadline. */
+    gate: text('gate', { enum: forkGates }),
+    gateBy: text('gate_by'),
+    gateAt: tstz('gate_at'),
     ...timestamps,
   },
   (t) => [
     index('forks_agent_id_status_idx').on(t.agentId, t.status),
     index('forks_patch_hash_idx').on(t.patchHash),
     check('forks_status_check', oneOf(t.status, forkStatuses)),
+    check('forks_gate_check', oneOf(t.gate, forkGates)),
     check('forks_patch_hash_check', sql`${sql.identifier('patch_hash')} ~ '^[0-9a-f]{64}$'`),
   ],
 );
@@ -106,6 +114,33 @@ export const verdicts = pgTable(
     check('verdicts_verdict_check', oneOf(t.verdict, verdictValues)),
     check('verdicts_confidence_check', sql`${sql.identifier('confidence')} between 0 and 1`),
   ],
+);
+
+/**
+ * The fork's copy of the tool registry (the registry is global, so the copy is scoped to the
+ * fork's agent id and goes with it: deleting the fork agent at cleanup cascades here). A tool
+ * patch is applied to this copy, never to `tool_registry`, until the human gate approves.
+ */
+export const forkToolRegistry = pgTable(
+  'fork_tool_registry',
+  {
+    id: rowId(),
+    /** The fork's agent id (`fk.<forkId>`). */
+    agentId: agentId(),
+    /** The `tool_registry` row this was copied from; null for a tool the patch adds. */
+    toolId: bigintRef('tool_id'),
+    name: text('name').notNull(),
+    version: integer('version').notNull(),
+    kind: text('kind').notNull(),
+    status: text('status').notNull(),
+    spec: jsonbOf<Record<string, unknown>>('spec', {}),
+    implementation: text('implementation'),
+    tests: text('tests'),
+    /** Set when the fork's patch replaced this tool's implementation. */
+    patched: boolean('patched').notNull().default(false),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex('fork_tool_registry_agent_id_name_uq').on(t.agentId, t.name)],
 );
 
 export type Fork = typeof forks.$inferSelect;

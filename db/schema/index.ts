@@ -5,9 +5,9 @@
 import { getTableName, type Table } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import { agentConfig, agentPeers, agentReputation, agents, ethicsPolicies, systemPrompts } from './agents.js';
-import { discoveredTools, generatedToolsAudit, learnings, preferenceCounts, toolRegistry } from './autopoiesis.js';
+import { discoveredTools, generatedToolsAudit, learningEvents, learnings, preferenceCounts, toolRegistry } from './autopoiesis.js';
 import { campaignPhases, campaigns } from './campaigns.js';
-import { forks, verdicts } from './forks.js';
+import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceLedger } from './lifeforce.js';
 import { llmCalls, llmRegistry } from './llm.js';
@@ -22,6 +22,7 @@ import {
   unverifiedFacts,
 } from './memory.js';
 import { decisionLog, escalations, partnershipMessages } from './oversight.js';
+import { toolStates, toolTransitions } from './tools.js';
 import {
   antiStagnationMetrics,
   commandLog,
@@ -41,6 +42,7 @@ export * from './memory.js';
 export * from './oversight.js';
 export * from './processes.js';
 export * from './relations.js';
+export * from './tools.js';
 
 /** A table that carries a NOT NULL `agent_id` referencing `agents.id` ON DELETE CASCADE. */
 export type AgentOwnedTable = PgTable & { agentId: PgColumn };
@@ -81,6 +83,8 @@ export const agentOwnedTables = [
   generatedToolsAudit,
   decisionLog,
   partnershipMessages,
+  toolStates,
+  toolTransitions,
   campaigns,
   campaignPhases,
   forks,
@@ -89,7 +93,7 @@ export const agentOwnedTables = [
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
-export const allTables = [agents, toolRegistry, learnings, ...agentOwnedTables] as const satisfies readonly Table[];
+export const allTables = [agents, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
 export const tableNames: readonly string[] = allTables.map((t) => getTableName(t));

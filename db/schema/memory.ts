@@ -4,7 +4,7 @@
  * awaiting a check. Archived rows keep `archived_at` and are restorable.
  */
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, index, integer, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, index, integer, jsonb, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { agentId } from './agents.js';
 import { tasks } from './goals.js';
@@ -33,9 +33,14 @@ export interface EmotionReading {
 export interface ValidatorVote {
   registryId?: number;
   name: string;
-  rating: number;
+  /** Absent when the validator timed out, failed or answered off-format. */
+  rating?: number;
   trust: number;
   comment?: string;
+  status?: 'ok' | 'timeout' | 'error' | 'malformed';
+  latencyMs?: number;
+  /** The agent's own LLM validating its reply (minimal weight). */
+  self?: boolean;
 }
 /** Ids of the rows an abstract digests, per source table. */
 export interface AbstractSources {
@@ -72,6 +77,8 @@ export const llmRecentResponses = pgTable(
     stagnation: boolean('stagnation').notNull().default(false),
     stagnationReason: text('stagnation_reason'),
     stagnationActions: jsonbOf<string[]>('stagnation_actions', []),
+    /** The reflexes' verdict for this tick (issue 4); set once, so a retried reflex activity returns it. */
+    reflexes: jsonb('reflexes').$type<Record<string, unknown>>(),
     contextMode: text('context_mode', { enum: contextModes }).notNull().default('standard'),
     llmRegistryId: bigintRef('llm_registry_id').references(() => llmRegistry.id, { onDelete: 'set null' }),
     /** Set when the reply's command block could not be parsed (the loop goes on). */

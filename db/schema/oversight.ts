@@ -4,17 +4,12 @@
  */
 import { bigint, boolean, check, index, jsonb, pgTable, text } from 'drizzle-orm/pg-core';
 import { createInsertSchema } from 'drizzle-zod';
+import { escalationCategories } from '../../core/escalation.js';
 import { agentId, agentIdPattern } from './agents.js';
 import { tasks } from './goals.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, textArray, timestamps, tstz } from './_columns.js';
 
-export const escalationCategories = [
-  'statistics',
-  'code',
-  'visualization',
-  'state_machine_designer',
-  'general',
-] as const;
+export { escalationCategories };
 export const escalationStatuses = [
   'open',
   'in_progress',
@@ -105,6 +100,8 @@ export const partnershipMessages = pgTable(
     body: text('body').notNull(),
     escalationId: text('escalation_id').references(() => escalations.id, { onDelete: 'set null' }),
     metadata: jsonbOf<Record<string, unknown>>('metadata', {}),
+    /** Writer's key (escalation workflow + step): a retried write finds its first row. */
+    idempotencyKey: text('idempotency_key').unique('partnership_messages_idempotency_key_uq'),
     ...createdAt,
   },
   (t) => [

@@ -311,8 +311,19 @@ describe('idempotency', () => {
 
   it('two racing attempts with one key (a retry while the first still runs) both return the first recorded answer', async () => {
     const agentId = await newAgent();
-    await addRow({ agentId, provider: 'scripted', params: { replies: ['one', 'two'], delayMs: 50 } });
-    const r = router();
+    await addRow({ agentId, provider: 'scripted' });
+    // A barrier in the model: both attempts are inside the call before either answers, so
+    // both looked the key up before any answer was recorded (the race, made certain).
+    let arrived = 0;
+    let release!: () => void;
+    const bothIn = new Promise<void>((resolve) => (release = resolve));
+    const r = router({
+      scriptedReply: async ({ callIndex }) => {
+        if (++arrived === 2) release();
+        await bothIn;
+        return ['one', 'two'][callIndex]!;
+      },
+    });
     const key = `agent/${agentId}/tick/4/think`;
 
     const [a, b] = await Promise.all([r.chat({ agentId, role: 'agent', messages, idempotencyKey: key }), r.chat({ agentId, role: 'agent', messages, idempotencyKey: key })]);

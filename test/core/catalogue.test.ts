@@ -23,7 +23,7 @@ const reason = (type: string, args: Record<string, unknown> = {}) => {
 describe('catalogue shape', () => {
   it('covers the families of issue 3', () => {
     expect([...families].sort()).toEqual(
-      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'tasks'].sort(),
+      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool'].sort(),
     );
     const actions = (f: string) => commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
     expect(actions('diary')).toEqual(['list', 'search', 'read', 'add', 'update', 'delete', 'pin', 'unpin']);
@@ -31,12 +31,12 @@ describe('catalogue shape', () => {
     expect(actions('tasks')).toEqual(['add', 'list', 'read', 'update', 'pin', 'unpin', 'priority', 'status']);
     expect(actions('cycle')).toEqual(['responses', 'concentration', 'meditation', 'mode', 'pause', 'idle']);
     expect(actions('process')).toEqual(['start', 'list', 'stop', 'mark', 'cleanup']);
-    expect(commandTypes.length).toBe(63);
+    expect(commandTypes.length).toBe(67);
   });
 
   it('needs +2 for config.set and every delete, +1 otherwise; unknown types need +2', () => {
     for (const t of commandTypes) {
-      const expected = t === 'config.set' || t.endsWith('.delete') ? 2 : 1;
+      const expected = t === 'config.set' || t === 'shell' || t.endsWith('.delete') ? 2 : 1;
       expect([t, catalogue[t].minRating]).toEqual([t, expected]);
     }
     expect(minRatingFor('shell')).toBe(2);

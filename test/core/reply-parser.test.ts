@@ -291,9 +291,6 @@ describe('format instructions', () => {
 
 // --- properties -----------------------------------------------------------------------------------
 
-const seed = Number(process.env.FC_SEED ?? Date.now() % 2 ** 31);
-console.log(`reply-parser properties: fast-check seed ${seed} (rerun with FC_SEED=${seed})`);
-const fcParams = { numRuns: 1000, seed };
 
 /** JSON values as they survive a JSON round trip (no -0). */
 const jsonValue = fc.jsonValue().map((v) => JSON.parse(JSON.stringify(v)) as unknown);
@@ -328,7 +325,6 @@ describe('properties', () => {
         for (const f of r.unverifiedFacts) expect(f.confidence >= 0 && f.confidence <= 1).toBe(true);
         if (r.confidence !== null) expect(r.confidence >= 0 && r.confidence <= 1).toBe(true);
       }),
-      fcParams,
     );
   });
 
@@ -337,7 +333,6 @@ describe('properties', () => {
       fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (text) => {
         parseReply(text);
       }),
-      fcParams,
     );
   });
 
@@ -354,7 +349,6 @@ describe('properties', () => {
           expect(r.errors.filter((e) => e.startsWith('commands block'))).toEqual([]);
         },
       ),
-      fcParams,
     );
   });
 });

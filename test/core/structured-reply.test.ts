@@ -26,6 +26,7 @@ describe('structured (JSON) replies of grammar-constrained models', () => {
     const types = structuredReplySchema.properties.commands.items.properties.type.enum;
     expect(types).toContain('diary.add');
     expect(types).toContain('notes.send');
-    expect(types).not.toContain('shell');
+    expect(types).toContain('shell');
+    expect(types).not.toContain('teleport.now');
   });
 });

@@ -164,7 +164,7 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
     await db.insert(commandLog).values({ ...row, tick: 8 });
   });
 
-  it(`${backend}: learnings are unique by (fact_predicate, fact_args), whatever the key order`, async () => {
+  it(`${backend}: learnings are unique per shard by (fact_predicate, fact_args), whatever the key order`, async () => {
     const { db } = handle();
     await db.insert(learnings).values({
       shardType: 'coding',
@@ -173,7 +173,7 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
     });
     await expectSqlState(
       db.insert(learnings).values({
-        shardType: 'writing',
+        shardType: 'coding',
         factPredicate: 'avoid_pattern',
         factArgs: { reason: 'unsafe', pattern: 'eval' },
       }),
@@ -183,6 +183,12 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
       shardType: 'coding',
       factPredicate: 'avoid_pattern',
       factArgs: { pattern: 'exec', reason: 'unsafe' },
+    });
+    // The seed keeps one database per shard: another shard may hold the same fact.
+    await db.insert(learnings).values({
+      shardType: 'writing',
+      factPredicate: 'avoid_pattern',
+      factArgs: { pattern: 'eval', reason: 'unsafe' },
     });
   });
 

@@ -15,6 +15,7 @@ import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
 
 const data = tempDir('loop');
 let stack: Stack;
@@ -66,7 +67,7 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
       connection,
       taskQueue: 'loop-it',
       workflowBundle: bundle,
-      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages, callIndex }) => script(messages, callIndex) } }),
+      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script) } }),
     });
     await worker.runUntil(async () => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
@@ -113,7 +114,12 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
     expect(prompts[1]!.find((m) => m.role === 'user')?.content).toMatch(/x1 teleport\.now \[unknown\]/);
 
     const calls = await db.select().from(llmCalls).where(eq(llmCalls.agentId, 'scribe'));
-    expect(calls.filter((c) => c.ok)).toHaveLength(4);
+    // One think per tick; the reflexes ask the agent's own model for emotions every tick and
+    // for a novelty comparison once there is a previous reply.
+    const ok = calls.filter((c) => c.ok);
+    expect(ok.filter((c) => c.purpose === 'think').map((c) => c.tick).sort()).toEqual([1, 2, 3, 4]);
+    expect(ok.filter((c) => c.purpose === 'emotion')).toHaveLength(4);
+    expect(ok.filter((c) => c.purpose === 'novelty').map((c) => c.tick).sort()).toEqual([2, 3, 4]);
     expect(calls.every((c) => c.promptTokens > 0)).toBe(true);
   });
 });

@@ -42,12 +42,14 @@ function fakes(opts: {
   reply?: (input: ThinkInput, n: number) => Partial<ThinkResult> | Error;
   effects?: (cmd: ParsedCommand) => CommandOutcome['effects'];
   probe?: (n: number) => boolean;
+  /** What agent_config holds (loopStarted returns it). */
+  config?: Record<string, unknown>;
 } = {}): Fake {
   const f: Fake = { thinks: [], applied: [], notes: [], processLog: [], taskStatus: [], activities: {} };
   let probes = 0;
   f.activities = {
     async loopStarted() {
-      return { interruptedTaskLoops: [] };
+      return { interruptedTaskLoops: [], config: opts.config ?? {} };
     },
     async loopStopped() {},
     async think(input) {
@@ -94,6 +96,26 @@ function fakes(opts: {
     },
     async setTaskLoopStatus(input) {
       f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
+    },
+    // No validators (auto_pass), nothing stagnant: the reflexes leave the tick as it is (issue 4).
+    async tickReflexes(input) {
+      return {
+        validationMode: 'auto_pass' as const,
+        rating: null,
+        held: {},
+        notes: [],
+        novelty: 100,
+        identical: false,
+        emotions: [],
+        params: input.params,
+        focus: null,
+        stagnation: { ...input.stagnation, lowStreak: 0 },
+        effects: [],
+        actions: [],
+        validatorTimeouts: 0,
+        validatorFailures: 0,
+        malformed: [],
+      };
     },
   };
   return f;
@@ -179,6 +201,15 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       await h.signal('resume');
       expect(await h.result()).toMatchObject({ ticks: 4 });
     });
+  });
+
+  it('a fresh start resumes the saved agent_config; input settings win over it', async () => {
+    const f = fakes({ config: { delay_ms: 7000, recent_responses: 9, context_mode: 'meditation', max_tokens: 'lots' } });
+    await withWorker(f, async (q) => (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result());
+    // delay_ms and context_mode from the saved config, recentK from the input, a bad value ignored.
+    expect(Date.parse(f.thinks[1]!.now) - Date.parse(f.thinks[0]!.now)).toBeGreaterThanOrEqual(7000);
+    expect(f.thinks[0]!.loop).toMatchObject({ recentK: 3, contextMode: 'meditation' });
+    expect(f.thinks[0]!.params.maxTokens).toBe(512);
   });
 
   it('continues-as-new under the tick cap, carrying settings and counters', async () => {

@@ -15,7 +15,9 @@ export const dbActivity: ActivityOptions = {
 /** One LLM call: slow and rate limited; failover between providers happens inside. */
 export const llmActivity: ActivityOptions = {
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '30 seconds',
+  // The activities heartbeat every 2 s (llmHeartbeatMs): a killed worker's call is retried
+  // elsewhere after 10 s instead of waiting out the 10-minute start-to-close.
+  heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes },
 };
 
@@ -33,4 +35,11 @@ export const speechActivity: ActivityOptions = {
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumAttempts: 4, nonRetryableErrorTypes },
+};
+
+/** A campaign task (activities/campaign-tasks.ts): may run long, heartbeats every 2 s, retried a few times before it counts as failed. */
+export const campaignTaskActivity: ActivityOptions = {
+  startToCloseTimeout: '2 hours',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 3, nonRetryableErrorTypes },
 };

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
+import { reflexStateSchema } from './reflexes.js';
 
 export const tagFilterSchema = z.object({
   tags: z.array(z.string()).max(20).optional(),
@@ -68,6 +69,8 @@ export const carryOverSchema = z.object({
     .nullable(),
   taskLoops: z.record(z.string(), z.string()),
   pendingWake: z.boolean(),
+  /** Reflex bookkeeping (issue 4); defaults so carry-overs from before it still parse. */
+  reflexState: reflexStateSchema,
 });
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
@@ -104,6 +107,7 @@ export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
     last: null,
     taskLoops: {},
     pendingWake: false,
+    reflexState: reflexStateSchema.parse(undefined),
   };
 }
 
@@ -140,17 +144,40 @@ export function applyEffects(state: CarryOver, effects: LoopEffect[]): { start: 
       case 'stopTaskLoop':
         stop.push(e.taskId);
         break;
-      case 'configChanged': {
+      case 'configChanged':
         // config.set wrote agent_config; the keys that drive the loop itself take effect now.
-        const v = e.values ?? {};
-        if (typeof v.delay_ms === 'number') state.settings.delayMs = v.delay_ms;
-        if (typeof v.idle_timeout_ms === 'number') state.settings.idle.timeoutMs = v.idle_timeout_ms;
-        if (typeof v.max_tokens === 'number') state.settings.maxTokens = v.max_tokens;
+        applyConfigValues(state.settings, e.values ?? {});
         break;
-      }
     }
   }
   return { start, stop };
+}
+
+/**
+ * Apply persisted `agent_config` values (what `config.set` wrote) to the loop settings: at a
+ * fresh loop start, so a restarted agent keeps its configuration, and on `config.set` itself.
+ * Values were validated when written; anything of the wrong shape is ignored.
+ */
+export function applyConfigValues(settings: LoopSettings, values: Record<string, unknown>): void {
+  const int = (v: unknown, min: number, max: number) => (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined);
+  const delay = int(values.delay_ms, 0, 3_600_000);
+  if (delay !== undefined) settings.delayMs = delay;
+  const timeout = int(values.idle_timeout_ms, 1000, 7 * 24 * 3_600_000);
+  if (timeout !== undefined) settings.idle.timeoutMs = timeout;
+  const maxTokens = int(values.max_tokens, 16, 8192);
+  if (maxTokens !== undefined) settings.maxTokens = maxTokens;
+  const k = int(values.recent_responses, 1, 50);
+  if (k !== undefined) settings.recentK = k;
+  const mode = loopSettingsSchema.shape.contextMode.safeParse(values.context_mode);
+  if (mode.success && mode.data !== settings.contextMode) {
+    settings.contextMode = mode.data;
+    settings.contextFilter = undefined;
+  }
+  const notes = loopSettingsSchema.shape.notesMode.safeParse(values.notes_mode);
+  if (notes.success && notes.data !== settings.notesMode) {
+    settings.notesMode = notes.data;
+    settings.notesFilter = undefined;
+  }
 }
 
 /** Fold command outcomes into the counters. */

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
-import type { ChatMessage, ChatModel, ChatParams, TokenUsage } from '../types.js';
+import type { ChatMessage, ChatMeta, ChatModel, ChatParams, TokenUsage } from '../types.js';
 
 /** Produces the reply for one call; `callIndex` counts this model's calls from 0. */
 export type ScriptedReplyFn = (input: {
@@ -14,6 +14,8 @@ export type ScriptedReplyFn = (input: {
   params: ChatParams;
   callIndex: number;
   registryId?: number;
+  /** The router's purpose: 'think' for the tick's reply, 'emotion', 'novelty', 'validation'… for the reflexes. */
+  purpose?: string;
 }) => string | Promise<string>;
 
 export interface ScriptedOptions {
@@ -54,14 +56,14 @@ export class ScriptedChatModel implements ChatModel {
     return new ScriptedChatModel({ ...parsed.data, reply, registryId: row.id, name: row.model });
   }
 
-  async invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal): Promise<{ text: string; usage: TokenUsage }> {
+  async invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<{ text: string; usage: TokenUsage }> {
     signal?.throwIfAborted();
     if (this.opts.delayMs) await sleep(this.opts.delayMs, undefined, { signal });
     if (this.opts.error) throw new Error(this.opts.error);
     const callIndex = this.callIndex++;
     let text: string;
     if (this.opts.reply) {
-      text = await this.opts.reply({ messages, params, callIndex, registryId: this.opts.registryId });
+      text = await this.opts.reply({ messages, params, callIndex, registryId: this.opts.registryId, ...(meta?.purpose ? { purpose: meta.purpose } : {}) });
     } else {
       const replies = this.opts.replies ?? [];
       text = replies.length > 0 ? replies[callIndex % replies.length]! : `Scripted reply ${callIndex + 1}.`;

@@ -1,0 +1,80 @@
+/**
+ * Issue 7 commands (SPEC §4). `escalate` returns an `escalate` loop effect: the agent loop
+ * starts escalationWorkflow as a child, and the answer comes back as a note. `tool.call` runs
+ * one action of a discovered state-machine tool (activities/tools.ts: refusal when
+ * undiscovered, valid actions listed when invalid, danger-zone actions held); a held action,
+ * and the `escalate` / `request_state_machine_design` tools, become an escalation too.
+ */
+import { createToolActivities, type ToolCallResult } from '../tools.js';
+import type { Db } from '../../db/client.js';
+import type { LoopEffect } from '../../core/loop-types.js';
+import type { HandlerContext, HandlerMap } from './shared.js';
+
+/** A business key from the command's place (agent, tick, cmd): a retried tick finds the same escalation. */
+export function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
+  return `${agentId.slice(0, 28)}.t${tick}.${cmdId.slice(0, 24)}`.replace(/[^A-Za-z0-9_.-]/g, '_');
+}
+
+function escalation(ctx: HandlerContext, input: Record<string, unknown>): Extract<LoopEffect, { kind: 'escalate' }> {
+  const escalationId = escalationIdFor(ctx.agentId, ctx.tick, ctx.logCmdId);
+  return { kind: 'escalate', escalationId, input: { ...input, escalationId, agentId: ctx.agentId, tick: ctx.tick } };
+}
+
+const categories = ['statistics', 'code', 'visualization', 'state_machine_designer', 'general'];
+const str = (v: unknown) => (typeof v === 'string' ? v : v === undefined ? '' : JSON.stringify(v));
+
+export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
+  async escalate(ctx, a) {
+    const e = escalation(ctx, { task: a.task, category: a.category, context: a.context ?? {}, whatITried: a.what_i_tried ?? '' });
+    return { message: `escalated to the oversight (${a.category}) as ${e.escalationId}; the answer comes as a note`, effects: [e] };
+  },
+
+  async 'tool.call'(ctx, a) {
+    // Inside the command's transaction: the transition and its log commit with the command_log row.
+    const tools = createToolActivities({ db: ctx.tx as unknown as Db, inTransaction: true, dangerRules: ctx.dangerRules });
+    const r: ToolCallResult = await tools.callTool({ agentId: ctx.agentId, tool: a.tool, action: a.action, args: a.args ?? {}, key: `${ctx.workflowId ?? 'cmd'}/${ctx.tick}/${ctx.logCmdId}` });
+    const text = JSON.stringify(r).slice(0, 8000);
+    if (!r.ok && r.refused === 'held') {
+      const e = escalation(ctx, {
+        task: `approve ${a.tool}.${a.action} (${r.dangerFlags!.join(', ')})`,
+        category: 'general',
+        context: { tool: a.tool, action: a.action },
+        proposal: { kind: 'tool', name: `${a.tool}.${a.action}`, args: a.args ?? {} },
+        dangerFlags: r.dangerFlags,
+        humanRequired: true,
+      });
+      return { message: `${r.error}; escalation ${e.escalationId} asks a human`, text, effects: [e] };
+    }
+    if (!r.ok) return { message: r.error.slice(0, 200), text };
+    const args = a.args ?? {};
+    if (a.tool === 'escalate' && a.action === 'escalate') {
+      const e = escalation(ctx, { task: str(args.task) || 'help', category: categories.includes(str(args.category)) ? args.category : 'general', context: (args.context as Record<string, unknown>) ?? {}, whatITried: str(args.what_i_tried) });
+      return { message: `escalated as ${e.escalationId}; the answer comes as a note`, text, effects: [e] };
+    }
+    if (a.tool === 'request_state_machine_design' && a.action === 'request') {
+      const e = escalation(ctx, { task: `design a state-machine tool: ${str(args.capability)}`, category: 'state_machine_designer', context: { capability: args.capability, why: args.context } });
+      return { message: `design requested as ${e.escalationId}; the result comes as a note`, text, effects: [e] };
+    }
+    return { message: `${a.tool}.${a.action} → ${r.state}`, text };
+  },
+};
+
+/** The escalation a danger-zone command becomes (activities/commands.ts holds it instead of running it). */
+export function heldCommandEscalation(input: { agentId: string; tick: number }, logCmdId: string, cmd: { cmdId: string; type: string; args: Record<string, unknown> }, flags: string[]): Extract<LoopEffect, { kind: 'escalate' }> {
+  const escalationId = escalationIdFor(input.agentId, input.tick, logCmdId);
+  return {
+    kind: 'escalate',
+    escalationId,
+    input: {
+      escalationId,
+      agentId: input.agentId,
+      tick: input.tick,
+      task: `approve ${cmd.type} (${flags.join(', ')})`,
+      category: 'general',
+      context: { cmdId: cmd.cmdId },
+      proposal: { kind: 'command', name: cmd.type, args: cmd.args },
+      dangerFlags: flags,
+      humanRequired: true,
+    },
+  };
+}

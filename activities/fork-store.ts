@@ -1,0 +1,130 @@
+/**
+ * The fork's isolated copy (SPEC §5): every row the parent agent owns, copied under a new agent
+ * id in one transaction with `INSERT … SELECT` per table, ids remapped so that references
+ * between the agent's tables (goals ← goal_links/tasks, concepts ← links, …) stay consistent.
+ * The plan is derived from the Drizzle schema at run time, so a table or a foreign key added
+ * later is copied too. The parent's rows are only read.
+ */
+import { getTableName, sql, type SQL } from 'drizzle-orm';
+import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
+import type { Db } from '../db/client.js';
+import { agentOwnedTables, forks, verdicts } from '../db/schema/index.js';
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/**
+ * Not copied: the parent's own fork records and verdicts (a fork of a fork's bookkeeping would
+ * duplicate unique `verdicts.fork_id` rows and is not agent state).
+ */
+const skipped = new Set<PgTable>([forks, verdicts]);
+
+interface TablePlan {
+  name: string;
+  /** `bigint` identity ids get fresh sequence values; text ids get a fork prefix. */
+  idKind: 'bigint' | 'text';
+  insert: (p: { parent: string; fork: string; prefix: string }) => SQL;
+  map: (p: { parent: string; fork: string; prefix: string }) => SQL;
+}
+
+const q = (name: string) => sql.raw(`"${name.replaceAll('"', '""')}"`);
+const mapName = (table: string) => `fork_map_${table}`;
+
+function planTable(table: PgTable, copied: ReadonlySet<string>): TablePlan {
+  const cfg = getTableConfig(table);
+  const name = cfg.name;
+  const idCol = cfg.columns.find((c) => c.name === 'id');
+  if (!idCol) throw new Error(`fork copy: table ${name} has no id column`);
+  const idKind = idCol.columnType === 'PgText' ? 'text' : 'bigint';
+  // Foreign keys into other copied tables: remap through that table's id map.
+  const remap = new Map<string, string>();
+  for (const fk of cfg.foreignKeys) {
+    const ref = fk.reference();
+    const target = getTableName(ref.foreignTable);
+    if (ref.columns.length !== 1 || ref.foreignColumns[0]?.name !== 'id') continue;
+    if (target === 'agents' || !copied.has(target)) continue;
+    remap.set(ref.columns[0]!.name, target);
+  }
+  // Globally unique text columns (idempotency keys): a copy would collide, so it gets a prefix.
+  const prefixed = new Set<string>(cfg.columns.filter((c) => c.isUnique && c.name !== 'id').map((c) => c.name));
+  for (const ix of cfg.indexes) {
+    if (!ix.config.unique) continue;
+    const cols = ix.config.columns.map((c) => (c as { name?: string }).name ?? '');
+    if (cols.includes('agent_id') || cols.some((c) => remap.has(c))) continue;
+    for (const c of cols) prefixed.add(c);
+  }
+  for (const c of prefixed) {
+    const col = cfg.columns.find((x) => x.name === c);
+    if (!col || col.columnType !== 'PgText') throw new Error(`fork copy: ${name}.${c} is globally unique and not text; teach fork-store.ts how to copy it`);
+  }
+  const columns = cfg.columns.filter((c) => !c.generated);
+  // One join per remapped column: `r_<i>` is the id map of the table that column references.
+  const remapped = [...remap.entries()];
+  const aliasOf = (col: string) => `r_${remapped.findIndex(([c]) => c === col)}`;
+  return {
+    name,
+    idKind,
+    map: ({ parent, prefix }) =>
+      idKind === 'bigint'
+        ? sql`create temp table ${q(mapName(name))} on commit drop as select id as old_id, nextval(pg_get_serial_sequence(${`"${name}"`}, 'id')) as new_id from ${q(name)} where agent_id = ${parent} order by id`
+        : sql`create temp table ${q(mapName(name))} on commit drop as select id as old_id, ${prefix} || id as new_id from ${q(name)} where agent_id = ${parent}`,
+    insert: ({ parent, fork, prefix }) => {
+      const exprs = columns.map((c) => {
+        if (c.name === 'id') return sql`m_0.new_id`;
+        if (c.name === 'agent_id') return sql`${fork}::text`;
+        // A reference to a row of another agent (should not happen) is kept as it is.
+        if (remap.has(c.name)) return sql`coalesce(${sql.raw(aliasOf(c.name))}.new_id, s.${q(c.name)})`;
+        if (prefixed.has(c.name)) return sql`case when s.${q(c.name)} is null then null else ${prefix} || s.${q(c.name)} end`;
+        return sql`s.${q(c.name)}`;
+      });
+      const joins = remapped.map(([col, target]) => sql` left join ${q(mapName(target))} ${sql.raw(aliasOf(col))} on ${sql.raw(aliasOf(col))}.old_id = s.${q(col)}`);
+      return sql`insert into ${q(name)} (${sql.join(columns.map((c) => q(c.name)), sql`, `)}) select ${sql.join(exprs, sql`, `)} from ${q(name)} s join ${q(mapName(name))} m_0 on m_0.old_id = s.id${sql.join(joins, sql``)} where s.agent_id = ${parent}`;
+    },
+  };
+}
+
+let cachedPlan: TablePlan[] | undefined;
+/** The copy plan, in foreign-key order (`agentOwnedTables` is ordered so). */
+export function forkCopyPlan(): TablePlan[] {
+  if (cachedPlan) return cachedPlan;
+  const tables = agentOwnedTables.filter((t) => !skipped.has(t));
+  const names = new Set(tables.map((t) => getTableName(t)));
+  cachedPlan = tables.map((t) => planTable(t, names));
+  return cachedPlan;
+}
+
+/** Keys of `abstracts.sources` → the table their ids point into. */
+const abstractSourceTables: Record<string, string> = {
+  responses: 'llm_recent_responses',
+  diary: 'diary_entries',
+  concepts: 'concepts',
+  links: 'links',
+  abstracts: 'abstracts',
+};
+
+/**
+ * Copy all of `parent`'s rows to `fork` inside `tx` (the fork's `agents` row must exist).
+ * Returns the number of rows copied per table.
+ */
+export async function copyAgentState(tx: Tx, p: { parent: string; fork: string; prefix: string }): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const t of forkCopyPlan()) {
+    await tx.execute(t.map(p));
+    const r = await tx.execute(t.insert(p));
+    counts[t.name] = r.rowCount ?? 0;
+  }
+  // abstracts.sources holds ids of other agent rows in jsonb: remap them as the FKs were.
+  const union = sql.join(
+    Object.entries(abstractSourceTables).map(([k, table]) => sql`select ${k}::text as k, old_id, new_id from ${q(mapName(table))}`),
+    sql` union all `,
+  );
+  await tx.execute(sql`
+    with m as (${union})
+    update abstracts a set sources = (
+      select coalesce(jsonb_object_agg(kv.key, case when jsonb_typeof(kv.value) = 'array' then (
+        select coalesce(jsonb_agg(coalesce(m.new_id, e.v::bigint) order by e.ord), '[]'::jsonb)
+        from jsonb_array_elements_text(kv.value) with ordinality e(v, ord)
+        left join m on m.k = kv.key and m.old_id = e.v::bigint) else kv.value end), '{}'::jsonb)
+      from jsonb_each(a.sources) kv)
+    where a.agent_id = ${p.fork} and a.sources <> '{}'::jsonb`);
+  return counts;
+}

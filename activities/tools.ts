@@ -1,0 +1,251 @@
+/**
+ * State-machine tools at run time (SPEC §4): progressive discovery (an agent sees and calls
+ * only the tools in its `discovered_tools`; any other call is refused and logged), the
+ * transition function of core/state-machines.ts applied to the state stored per agent in
+ * `tool_states` (so it survives continue-as-new and restarts), danger checks before an action
+ * runs (a flagged one is held for human approval, not run), and every attempt logged in
+ * `tool_transitions`. The seed's database tool runs structured, read-only queries on the
+ * agent's own rows: the table comes from an allow-list, columns from the schema, values are
+ * bound parameters, and the query runs in a READ ONLY transaction — no SQL text from the model.
+ */
+import { tool as langChainTool, type StructuredToolInterface } from '@langchain/core/tools';
+import { and, asc, desc, eq, getTableColumns, getTableName, ilike, or, sql, type SQL } from 'drizzle-orm';
+import type { PgColumn } from 'drizzle-orm/pg-core';
+import { z } from 'zod';
+import { checkDanger, defaultDangerRules, type DangerRule } from '../core/danger-zones.js';
+import { builtinStateMachines, describeTool, stateMachineSchema, transition, validActions, type StateMachineDef } from '../core/state-machines.js';
+import type { Db } from '../db/client.js';
+import { agentOwnedTables, discoveredTools, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
+import { ErrorType, nonRetryable } from './errors.js';
+
+export interface ToolDeps {
+  db: Db;
+  /** The danger rules in force (default: core/danger-zones.ts defaults). */
+  dangerRules?: readonly DangerRule[];
+  /**
+   * `db` is already a transaction (a command handler's): SET TRANSACTION READ ONLY is only
+   * possible as a transaction's first statement, so queries rely on the builder alone (a
+   * drizzle SELECT with bound values and the agent_id condition), inside a savepoint.
+   */
+  inTransaction?: boolean;
+}
+
+export type ToolCallResult =
+  | { ok: true; tool: string; action: string; state: string; output: Record<string, unknown> }
+  | { ok: false; tool: string; action: string; refused: 'undiscovered' | 'invalid_action' | 'held' | 'error'; error: string; state?: string; validActions?: string[]; dangerFlags?: string[] };
+
+/** Tools every agent starts with (discovered via teaching); the database tool must be granted. */
+export const starterTools = ['discover_tools', 'escalate', 'request_state_machine_design'] as const;
+
+/** Tables the database tool may read: the agent-owned ones (each row has agent_id). */
+const queryableTables: Record<string, AgentOwnedTable> = Object.fromEntries(agentOwnedTables.map((t) => [getTableName(t), t]));
+
+const scalar = z.union([z.string().max(1000), z.number(), z.boolean(), z.null()]);
+const queryArgs = z.strictObject({
+  table: z.string().min(1).max(64),
+  columns: z.array(z.string().min(1).max(64)).min(1).max(30).optional(),
+  where: z.record(z.string().min(1).max(64), scalar).optional(),
+  order: z.enum(['newest', 'oldest']).optional(),
+  limit: z.number().int().min(1).max(100).default(20),
+});
+const searchArgs = z.strictObject({ query: z.string().trim().min(1).max(100) });
+
+function columnsOf(t: AgentOwnedTable): Map<string, PgColumn> {
+  return new Map(Object.values(getTableColumns(t)).map((c) => [(c as PgColumn).name, c as PgColumn]));
+}
+
+/** State-machine tool activities for the `mindloop` queue. */
+export function createToolActivities(deps: ToolDeps) {
+  const { db } = deps;
+  const rules = deps.dangerRules ?? defaultDangerRules;
+
+  async function definitionOf(name: string): Promise<StateMachineDef | null> {
+    if (builtinStateMachines[name]) return builtinStateMachines[name];
+    const [row] = await db.select({ spec: toolRegistry.spec }).from(toolRegistry).where(and(eq(toolRegistry.name, name), eq(toolRegistry.status, 'active')));
+    const machine = stateMachineSchema.safeParse(row?.spec.machine);
+    return machine.success ? machine.data : null;
+  }
+
+  async function discovered(agentId: string): Promise<string[]> {
+    const rows = await db
+      .select({ name: toolRegistry.name })
+      .from(discoveredTools)
+      .innerJoin(toolRegistry, eq(toolRegistry.id, discoveredTools.toolId))
+      .where(and(eq(discoveredTools.agentId, agentId), eq(toolRegistry.status, 'active')))
+      .orderBy(asc(toolRegistry.name));
+    return rows.map((r) => r.name);
+  }
+
+  async function runQuery(agentId: string, rawArgs: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const parsed = queryArgs.safeParse(rawArgs);
+    if (!parsed.success) throw new ToolActionError(`database.query: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(args)'}: ${i.message}`).join('; ')}`);
+    const a = parsed.data;
+    const table = queryableTables[a.table];
+    if (!table) throw new ToolActionError(`database.query: table '${a.table}' is not one of yours; you may query: ${Object.keys(queryableTables).sort().join(', ')}`);
+    const cols = columnsOf(table);
+    const pick = (name: string): PgColumn => {
+      const c = cols.get(name);
+      if (!c) throw new ToolActionError(`database.query: ${a.table} has no column '${name}'; columns: ${[...cols.keys()].join(', ')}`);
+      return c;
+    };
+    const selected = Object.fromEntries((a.columns ?? [...cols.keys()]).map((n) => [n, pick(n)]));
+    const conds: SQL[] = [eq(table.agentId, agentId)]; // always: the agent's own rows only
+    for (const [k, v] of Object.entries(a.where ?? {})) conds.push(v === null ? sql`${pick(k)} is null` : eq(pick(k), v));
+    const idCol = cols.get('id');
+    // READ ONLY: even a bug in this builder cannot write.
+    const rows = await db.transaction(async (tx) => {
+      if (!deps.inTransaction) await tx.execute(sql`set transaction read only`);
+      const q = tx.select(selected).from(table).where(and(...conds)).limit(a.limit);
+      return idCol ? q.orderBy(a.order === 'oldest' ? asc(idCol) : desc(idCol)) : q;
+    });
+    return { table: a.table, rows: rows as unknown as Record<string, unknown>, count: rows.length };
+  }
+
+  async function effect(agentId: string, toolName: string, action: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+    switch (`${toolName}.${action}`) {
+      case 'database.connect':
+        return { connected: true, readOnly: true };
+      case 'database.disconnect':
+        return { connected: false };
+      case 'database.list_tables':
+        return { tables: Object.fromEntries(Object.entries(queryableTables).map(([n, t]) => [n, [...columnsOf(t).keys()]])) };
+      case 'database.query':
+        return runQuery(agentId, args);
+      case 'discover_tools.list':
+        return { discovered: await discovered(agentId) };
+      case 'discover_tools.search': {
+        const a = searchArgs.safeParse(args);
+        if (!a.success) throw new ToolActionError(`discover_tools.search: ${a.error.issues.map((i) => `${i.path.join('.') || '(args)'}: ${i.message}`).join('; ')}`);
+        const mine = new Set(await discovered(agentId));
+        const like = `%${a.data.query.replace(/[%_\\]/g, '\\$&')}%`;
+        const rows = await db
+          .select({ name: toolRegistry.name, description: toolRegistry.description, capability: toolRegistry.capability })
+          .from(toolRegistry)
+          .where(and(eq(toolRegistry.status, 'active'), or(ilike(toolRegistry.name, like), ilike(toolRegistry.description, like), ilike(toolRegistry.capability, like))))
+          .limit(20);
+        return { matches: rows.map((r) => ({ ...r, discovered: mine.has(r.name) })), hint: 'a tool you have not discovered is granted through an escalation' };
+      }
+      default:
+        // escalate.*, request_state_machine_design.*, designed tools: the transition is the
+        // effect here; the caller (agent loop) starts the workflow the output names.
+        return { requested: `${toolName}.${action}`, args };
+    }
+  }
+
+  async function log(row: typeof toolTransitions.$inferInsert): Promise<void> {
+    await db.insert(toolTransitions).values(row).onConflictDoNothing({ target: toolTransitions.idempotencyKey });
+  }
+
+  return {
+    /** Put the built-in state-machine tools in the catalogue (idempotent). */
+    async ensureBuiltinTools(): Promise<{ names: string[] }> {
+      for (const def of Object.values(builtinStateMachines)) {
+        await db
+          .insert(toolRegistry)
+          .values({ name: def.name, description: def.description, capability: `builtin.${def.name}`, kind: 'builtin', status: 'active', createdBy: 'system', spec: { states: Object.keys(def.states), initial: def.initial, transitions: Object.fromEntries(Object.entries(def.states).map(([s, d]) => [s, Object.keys(d.actions)])), machine: def } })
+          .onConflictDoNothing({ target: toolRegistry.name });
+      }
+      return { names: Object.keys(builtinStateMachines) };
+    },
+
+    /** Give an agent the starter tools (via teaching); the rest comes through escalations and designs. */
+    async grantStarterTools(input: { agentId: string; tools?: string[] }): Promise<{ discovered: string[] }> {
+      const names = input.tools ?? [...starterTools];
+      const rows = await db.select({ id: toolRegistry.id }).from(toolRegistry).where(sql`${toolRegistry.name} in ${names}`);
+      for (const r of rows) await db.insert(discoveredTools).values({ agentId: input.agentId, toolId: r.id, via: 'teaching' }).onConflictDoNothing();
+      return { discovered: await discovered(input.agentId) };
+    },
+
+    /** The agent's discovered tools with the description a model sees (current state, valid actions). */
+    async toolDescriptions(input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
+      // One query (it runs in every tick's context): discovered, active tools with their stored state.
+      const rows = await db
+        .select({ name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state })
+        .from(discoveredTools)
+        .innerJoin(toolRegistry, eq(toolRegistry.id, discoveredTools.toolId))
+        .leftJoin(toolStates, and(eq(toolStates.agentId, discoveredTools.agentId), eq(toolStates.tool, toolRegistry.name)))
+        .where(and(eq(discoveredTools.agentId, input.agentId), eq(toolRegistry.status, 'active')))
+        .orderBy(asc(toolRegistry.name));
+      const out = [];
+      for (const { name, spec, state: stored } of rows) {
+        const machine = builtinStateMachines[name] ?? stateMachineSchema.safeParse(spec.machine).data;
+        if (!machine) continue;
+        const state = stored && machine.states[stored] ? stored : machine.initial;
+        out.push({ name, state, validActions: validActions(machine, state), description: describeTool(machine, state) });
+      }
+      return out;
+    },
+
+    /**
+     * One tool action: refused when the tool is not discovered, an error listing the valid
+     * actions when invalid in the current state, held when a danger rule trips (unless a
+     * human approved it: `approvedBy` = the escalation), else run and the new state stored.
+     */
+    async callTool(input: { agentId: string; tool: string; action: string; args?: Record<string, unknown>; key: string; approvedBy?: string }): Promise<ToolCallResult> {
+      const { agentId, tool, action, key } = input;
+      const args = input.args ?? {};
+      const [seen] = await db.select().from(toolTransitions).where(eq(toolTransitions.idempotencyKey, key));
+      if (seen) return seen.output as ToolCallResult; // a retry: the first attempt's answer
+
+      const mine = await discovered(agentId);
+      if (!mine.includes(tool)) {
+        const r: ToolCallResult = { ok: false, tool, action, refused: 'undiscovered', error: `tool '${tool}' is not among your discovered tools (${mine.join(', ') || 'none'}); escalate to be granted it` };
+        await log({ agentId, tool, action, result: 'undiscovered', args, error: r.error, discovered: false, idempotencyKey: key, output: r });
+        return r;
+      }
+      const def = await definitionOf(tool);
+      if (!def) throw nonRetryable(ErrorType.NotFound, `tool '${tool}' has no state-machine definition`);
+      const [stored] = await db.select().from(toolStates).where(and(eq(toolStates.agentId, agentId), eq(toolStates.tool, tool)));
+      const state = stored && def.states[stored.state] ? stored.state : def.initial;
+      const t = transition(def, state, action);
+      if (!t.ok) {
+        const r: ToolCallResult = { ok: false, tool, action, refused: 'invalid_action', error: t.error, state, validActions: t.validActions };
+        await log({ agentId, tool, action, fromState: state, toState: state, result: 'invalid_action', args, error: t.error, idempotencyKey: key, output: r });
+        return r;
+      }
+      const flags = checkDanger({ kind: 'tool', name: `${tool}.${action}`, args, agentId }, rules).map((f) => f.rule);
+      if (flags.length && !input.approvedBy) {
+        const r: ToolCallResult = { ok: false, tool, action, refused: 'held', state, dangerFlags: flags, error: `${tool}.${action} trips danger rules (${flags.join(', ')}): held until a human approves it through an escalation` };
+        await log({ agentId, tool, action, fromState: state, toState: state, result: 'held', args, error: r.error, dangerFlags: flags, idempotencyKey: key, output: r });
+        return r;
+      }
+      let output: Record<string, unknown>;
+      try {
+        output = await effect(agentId, tool, action, args);
+      } catch (err) {
+        if (!(err instanceof ToolActionError)) throw err;
+        // The action failed: the machine stays where it was.
+        const r: ToolCallResult = { ok: false, tool, action, refused: 'error', error: err.message, state, validActions: validActions(def, state) };
+        await log({ agentId, tool, action, fromState: state, toState: state, result: 'error', args, error: err.message, dangerFlags: flags, approvedBy: input.approvedBy ?? null, idempotencyKey: key, output: r });
+        return r;
+      }
+      const r: ToolCallResult = { ok: true, tool, action, state: t.to, output };
+      await db.transaction(async (tx) => {
+        await tx
+          .insert(toolStates)
+          .values({ agentId, tool, state: t.to })
+          .onConflictDoUpdate({ target: [toolStates.agentId, toolStates.tool], set: { state: t.to, updatedAt: new Date() } });
+        await tx.insert(toolTransitions).values({ agentId, tool, action, fromState: t.from, toState: t.to, result: 'ok', args, dangerFlags: flags, approvedBy: input.approvedBy ?? null, idempotencyKey: key, output: r }).onConflictDoNothing({ target: toolTransitions.idempotencyKey });
+      });
+      return r;
+    },
+  };
+}
+
+/** A tool action that failed for a reason the model can fix (bad args, unknown table). */
+class ToolActionError extends Error {}
+
+/**
+ * The agent's discovered tools as LangChain tools: each description shows the current state
+ * and the valid actions (rebuild after each call: the description changes with the state).
+ */
+export async function langChainTools(acts: ReturnType<typeof createToolActivities>, agentId: string, keyPrefix: string): Promise<StructuredToolInterface[]> {
+  let n = 0;
+  return (await acts.toolDescriptions({ agentId })).map((d) =>
+    langChainTool(async ({ action, args }: { action: string; args?: Record<string, unknown> }) => JSON.stringify(await acts.callTool({ agentId, tool: d.name, action, args, key: `${keyPrefix}/${d.name}/${n++}` })), {
+      name: d.name,
+      description: d.description,
+      schema: z.object({ action: z.string().describe(`one of: ${d.validActions.join(', ')}`), args: z.record(z.string(), z.unknown()).optional() }),
+    }),
+  );
+}

@@ -1,0 +1,149 @@
+/**
+ * `mindloop validators <agent>`: coverage, agreement, response time and drift per validator
+ * (SPEC §2 step 7); `mindloop unvalidated <agent>`: commands kept but not run;
+ * `mindloop memory-restore <agent> <table> <id>`: undo a memory-manager archiving;
+ * `mindloop facts <agent>` / `mindloop fact-resolve <agent> <id> verified|rejected <why>`: the
+ * low-confidence facts waiting for a fact-check, and recording a check's outcome.
+ * They read Postgres directly (DATABASE_URL, default the PGlite socket of `npm start`).
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { and, desc, eq, or } from 'drizzle-orm';
+import { resolveFact, restorableTables, restoreArchived, type RestoreInput } from '../activities/reflexes.js';
+import { validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';
+import type { Db } from '../db/client.js';
+import { commandLog, llmRecentResponses, llmRegistry, unverifiedFacts } from '../db/schema/index.js';
+import { agentIdArg, numberArg } from './args.js';
+import { withDb } from './client.js';
+
+export interface ValidatorReportRow extends ValidatorStats {
+  trust: number;
+  excluded: boolean;
+  excludedReason: string | null;
+}
+
+/** Per-validator statistics over the agent's last `ticks` validated ticks, with trust and exclusion. */
+export async function validatorReport(db: Db, agentId: string, ticks = 200): Promise<ValidatorReportRow[]> {
+  const [registry, rows] = await Promise.all([
+    db.select().from(llmRegistry).where(and(eq(llmRegistry.agentId, agentId), or(eq(llmRegistry.role, 'validator'), eq(llmRegistry.validator, true)))),
+    db
+      .select({ rating: llmRecentResponses.rating, validators: llmRecentResponses.validators })
+      .from(llmRecentResponses)
+      .where(eq(llmRecentResponses.agentId, agentId))
+      .orderBy(desc(llmRecentResponses.tick))
+      .limit(ticks),
+  ]);
+  const stats = new Map(validatorStats(rows.map((r) => ({ rating: r.rating, validators: r.validators.filter((v) => v.registryId !== undefined) as ValidatorRecord[] }))).map((s) => [s.registryId, s]));
+  return registry.map((v) => ({
+    ...(stats.get(v.id) ?? { registryId: v.id, name: v.name, asked: 0, answered: 0, timeouts: 0, coverage: 0, agreement: 0, meanLatencyMs: null, drift: 0 }),
+    name: v.name,
+    trust: v.trust,
+    excluded: v.excluded,
+    excludedReason: v.excludedReason,
+  }));
+}
+
+export function formatValidatorReport(agentId: string, rows: readonly ValidatorReportRow[]): string {
+  if (rows.length === 0) return `agent ${agentId}: no validators (validation mode auto_pass)`;
+  const head = ['id', 'name', 'trust', 'asked', 'coverage', 'agreement', 'latency', 'drift', 'timeouts', 'state'];
+  const body = rows.map((r) => [
+    String(r.registryId),
+    r.name,
+    r.trust.toFixed(2),
+    String(r.asked),
+    `${Math.round(r.coverage * 100)}%`,
+    `${Math.round(r.agreement * 100)}%`,
+    r.meanLatencyMs === null ? '-' : `${r.meanLatencyMs} ms`,
+    `${r.drift >= 0 ? '+' : ''}${r.drift.toFixed(2)}`,
+    String(r.timeouts),
+    r.excluded ? `excluded: ${r.excludedReason ?? ''}` : 'active',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  return [head, ...body].map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+export function registerValidatorCommands(program: Command): void {
+  program
+    .command('validators')
+    .description('per validator: trust, coverage, agreement with the consensus, response time, drift')
+    .argument('<agent>', 'agent id', agentIdArg)
+    .option('--ticks <n>', 'look at the last n ticks', numberArg('--ticks', 1, 100_000), 200)
+    .option('--json', 'print JSON')
+    .action(async (agentId: string, opts: { ticks: number; json?: boolean }) => {
+      const rows = await withDb((db) => validatorReport(db, agentId, opts.ticks));
+      process.stdout.write(`${opts.json ? JSON.stringify(rows, null, 2) : formatValidatorReport(agentId, rows)}\n`);
+    });
+
+  program
+    .command('unvalidated')
+    .description('commands kept but not run: the rating was below their threshold, a tie blocked them, or ethics forbade them')
+    .argument('<agent>', 'agent id', agentIdArg)
+    .option('--limit <n>', 'newest n', numberArg('--limit', 1, 10_000), 50)
+    .option('--json', 'print JSON')
+    .action(async (agentId: string, opts: { limit: number; json?: boolean }) => {
+      const rows = await withDb((db) =>
+        db
+          .select({ tick: commandLog.tick, cmdId: commandLog.cmdId, type: commandLog.type, rating: commandLog.rating, threshold: commandLog.threshold, reason: commandLog.reason })
+          .from(commandLog)
+          .where(and(eq(commandLog.agentId, agentId), eq(commandLog.status, 'unvalidated')))
+          .orderBy(desc(commandLog.id))
+          .limit(opts.limit),
+      );
+      if (opts.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      else if (rows.length === 0) process.stdout.write(`agent ${agentId}: no unvalidated commands\n`);
+      else for (const r of rows) process.stdout.write(`tick ${r.tick}  ${r.cmdId}  ${r.type}  ${r.reason ?? ''}\n`);
+    });
+
+  const factStatuses = ['pending', 'verified', 'rejected'] as const;
+  program
+    .command('facts')
+    .description('facts the agent gave with confidence < 0.7 (unverified_facts) and their fact-check state')
+    .argument('<agent>', 'agent id', agentIdArg)
+    .option('--status <s>', `${factStatuses.join('|')}|all`, (raw: string) => {
+      if (raw !== 'all' && !(factStatuses as readonly string[]).includes(raw)) throw new InvalidArgumentError(`--status must be one of ${factStatuses.join(', ')}, all; got "${raw}"`);
+      return raw;
+    }, 'pending')
+    .option('--json', 'print JSON')
+    .action(async (agentId: string, opts: { status: string; json?: boolean }) => {
+      const rows = await withDb((db) =>
+        db
+          .select({ id: unverifiedFacts.id, fact: unverifiedFacts.fact, confidence: unverifiedFacts.confidence, status: unverifiedFacts.status, sourceTick: unverifiedFacts.sourceTick, taskId: unverifiedFacts.taskId, resolution: unverifiedFacts.resolution })
+          .from(unverifiedFacts)
+          .where(and(eq(unverifiedFacts.agentId, agentId), ...(opts.status === 'all' ? [] : [eq(unverifiedFacts.status, opts.status as (typeof factStatuses)[number])])))
+          .orderBy(desc(unverifiedFacts.id)),
+      );
+      if (opts.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      else if (rows.length === 0) process.stdout.write(`agent ${agentId}: no ${opts.status === 'all' ? '' : `${opts.status} `}facts\n`);
+      else for (const r of rows) process.stdout.write(`#${r.id}  ${r.status}  confidence ${r.confidence}  tick ${r.sourceTick ?? '-'}  task ${r.taskId ?? '-'}  ${r.fact}${r.resolution ? `  -- ${r.resolution}` : ''}\n`);
+    });
+
+  program
+    .command('fact-resolve')
+    .description("record a fact-check's outcome (verified|rejected) and close its task")
+    .argument('<agent>', 'agent id', agentIdArg)
+    .argument('<id>', 'unverified_facts id', numberArg('<id>', 1, Number.MAX_SAFE_INTEGER))
+    .argument('<outcome>', 'verified|rejected', (raw: string) => {
+      if (raw !== 'verified' && raw !== 'rejected') throw new InvalidArgumentError(`outcome must be verified or rejected, got "${raw}"`);
+      return raw;
+    })
+    .argument('<resolution...>', 'what the check found')
+    .action(async (agentId: string, factId: number, outcome: 'verified' | 'rejected', resolution: string[]) => {
+      const r = await withDb((db) => resolveFact(db, { agentId, factId, status: outcome, resolution: resolution.join(' ') }));
+      process.stdout.write(r.ok ? `fact #${factId} ${outcome}\n` : `no fact #${factId} for ${agentId}\n`);
+      if (!r.ok) process.exitCode = 1;
+    });
+
+  program
+    .command('memory-restore')
+    .description('restore a row the memory manager (or a delete command) archived')
+    .argument('<agent>', 'agent id', agentIdArg)
+    .argument('<table>', restorableTables.join('|'), (raw: string) => {
+      if (!(restorableTables as readonly string[]).includes(raw)) throw new InvalidArgumentError(`table must be one of ${restorableTables.join(', ')}, got "${raw}"`);
+      return raw as RestoreInput['table'];
+    })
+    .argument('<id>', 'row id', numberArg('<id>', 1, Number.MAX_SAFE_INTEGER))
+    .action(async (agentId: string, table: RestoreInput['table'], id: number) => {
+      const r = await withDb((db) => restoreArchived(db, { agentId, table, id }));
+      process.stdout.write(r.restored ? `restored ${table} #${id}\n` : `${table} #${id} is not archived (or not ${agentId}'s)\n`);
+      if (!r.restored) process.exitCode = 1;
+    });
+}

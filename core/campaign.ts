@@ -1,0 +1,136 @@
+/**
+ * Campaigns (SPEC §3) as data: the input schema `campaignWorkflow` validates (also what the
+ * Temporal UI's JSON start form must match), and the deterministic checkpoint criteria used
+ * when a phase names no LLM validator. Pure: the workflow and the activities both import it.
+ */
+import { z } from 'zod';
+import { agentIdPattern, agentIdSchema } from './ids.js';
+
+/** Workflow types a campaign task of kind `workflow` may start as a child. */
+export const campaignChildWorkflows = ['campaignWorkflow', 'toolGenerationWorkflow'] as const;
+
+const name = z.string().trim().min(1).max(120);
+
+/** A check on one task's result: `path` is a dot path into the JSON the task returned. */
+export const expectationSchema = z.strictObject({
+  task: name,
+  path: z.string().trim().min(1).max(200),
+  equals: z.unknown().optional(),
+  exists: z.boolean().optional(),
+});
+export type Expectation = z.infer<typeof expectationSchema>;
+
+export const checkpointSchema = z.strictObject({
+  /** An LLM validator (`validator` role rows of the agent, or one row by id); none = criteria only. */
+  validator: z
+    .strictObject({ role: z.literal('validator').default('validator'), registryId: z.number().int().positive().optional() })
+    .optional(),
+  criteria: z
+    .strictObject({
+      /** What the phase must achieve, in words (the LLM validator reads it). */
+      description: z.string().trim().max(4000).optional(),
+      /** At least this many tasks succeeded (default: all of them). */
+      minSucceeded: z.number().int().min(0).optional(),
+      expect: z.array(expectationSchema).max(50).default([]),
+    })
+    .default({ expect: [] }),
+});
+export type Checkpoint = z.infer<typeof checkpointSchema>;
+
+export const campaignTaskSchema = z
+  .strictObject({
+    name,
+    kind: z.enum(['activity', 'workflow']).default('activity'),
+    /** A task type of the registry (activities/campaign-tasks.ts), or a child workflow type. */
+    type: z.string().trim().min(1).max(120),
+    args: z.record(z.string(), z.unknown()).default({}),
+    /** Undo for this task when the campaign is cancelled or fails: a task type run as an activity. */
+    compensation: z.strictObject({ type: z.string().trim().min(1).max(120), args: z.record(z.string(), z.unknown()).default({}) }).optional(),
+  })
+  .refine((t) => t.kind === 'activity' || (campaignChildWorkflows as readonly string[]).includes(t.type), {
+    message: `a workflow task's type must be one of: ${campaignChildWorkflows.join(', ')}`,
+    path: ['type'],
+  });
+export type CampaignTask = z.infer<typeof campaignTaskSchema>;
+
+export const campaignPhaseSchema = z
+  .strictObject({
+    name,
+    /** The kind of phase (research, build, verify…): `phase_success` learnings are keyed by it. */
+    type: z.string().trim().min(1).max(64),
+    objectives: z.array(z.string().trim().min(1).max(1000)).max(50).default([]),
+    tasks: z.array(campaignTaskSchema).min(1).max(100),
+    checkpoint: checkpointSchema.default({ criteria: { expect: [] } }),
+  })
+  .refine((p) => new Set(p.tasks.map((t) => t.name)).size === p.tasks.length, { message: 'task names must be unique within a phase', path: ['tasks'] });
+export type CampaignPhaseSpec = z.infer<typeof campaignPhaseSchema>;
+
+export const campaignInputSchema = z.strictObject({
+  campaignId: z.string().regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters'),
+  /** The agent the campaign works for (its learnings, notes and diary). */
+  agentId: agentIdSchema,
+  title: z.string().trim().min(1).max(500),
+  /** Shard of the learnings it promotes (default `campaign`). */
+  shardType: z.string().trim().min(1).max(64).default('campaign'),
+  phases: z.array(campaignPhaseSchema).min(1).max(50),
+  /** Undo started work when a task or checkpoint fails (cancellation always compensates). */
+  compensateOnFailure: z.boolean().default(true),
+});
+export type CampaignInput = z.input<typeof campaignInputSchema>;
+export type ParsedCampaignInput = z.output<typeof campaignInputSchema>;
+
+/** What one task produced, as the checkpoint sees it. */
+export interface TaskOutcome {
+  name: string;
+  type: string;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
+
+export interface CheckpointVerdict {
+  pass: boolean;
+  reason: string;
+  by: 'criteria' | 'validator';
+}
+
+/** Read `a.b.0.c` from a JSON value. */
+export function readPath(value: unknown, path: string): { found: boolean; value?: unknown } {
+  let cur: unknown = value;
+  for (const part of path.split('.')) {
+    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, part)) return { found: false };
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  return { found: true, value: cur };
+}
+
+/** The deterministic checkpoint: enough tasks succeeded and every expectation holds. */
+export function checkCriteria(criteria: Checkpoint['criteria'], outcomes: TaskOutcome[]): CheckpointVerdict {
+  const succeeded = outcomes.filter((o) => o.ok).length;
+  const need = criteria.minSucceeded ?? outcomes.length;
+  if (succeeded < need) return { pass: false, reason: `${succeeded} of ${outcomes.length} tasks succeeded, ${need} required`, by: 'criteria' };
+  for (const e of criteria.expect) {
+    const o = outcomes.find((x) => x.name === e.task);
+    if (!o) return { pass: false, reason: `no task named '${e.task}' in this phase`, by: 'criteria' };
+    const r = readPath(o.result, e.path);
+    if (e.exists === false) {
+      if (r.found) return { pass: false, reason: `${e.task}.${e.path} should not exist`, by: 'criteria' };
+      continue;
+    }
+    if (!r.found) return { pass: false, reason: `${e.task}.${e.path} is missing`, by: 'criteria' };
+    if (e.equals !== undefined && JSON.stringify(r.value) !== JSON.stringify(e.equals)) {
+      return { pass: false, reason: `${e.task}.${e.path} is ${JSON.stringify(r.value)}, expected ${JSON.stringify(e.equals)}`, by: 'criteria' };
+    }
+  }
+  return { pass: true, reason: `${succeeded}/${outcomes.length} tasks succeeded${criteria.expect.length ? `, ${criteria.expect.length} expectation(s) hold` : ''}`, by: 'criteria' };
+}
+
+/** The `avoid_error` learning's args for a failed task: the type and a normalised error (ids and numbers blanked). */
+export function avoidErrorArgs(taskType: string, error: string): { task_type: string; error: string } {
+  const normalised = error
+    .replace(/\s+/g, ' ')
+    .replace(/\b\d+\b/g, 'N')
+    .trim()
+    .slice(0, 300);
+  return { task_type: taskType, error: normalised };
+}

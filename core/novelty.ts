@@ -1,0 +1,145 @@
+/**
+ * Novelty maths (SPEC §2 step 6): a similarity that needs no LLM (lexical n-gram cosine, or
+ * embedding cosine where an embedder is configured), its novelty score 0–100, and the blend
+ * with the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer
+ * yields an error string and the lexical score alone.
+ */
+import { z } from 'zod';
+
+export interface Ideas {
+  new: string[];
+  refined: string[];
+  discarded: string[];
+}
+
+/** Lower-cased word tokens (letters and digits of any script). */
+export function tokenize(text: string): string[] {
+  return (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 0);
+}
+
+/** Unigram + bigram counts. */
+function features(text: string): Map<string, number> {
+  const words = tokenize(text);
+  const f = new Map<string, number>();
+  for (let i = 0; i < words.length; i++) {
+    f.set(words[i]!, (f.get(words[i]!) ?? 0) + 1);
+    if (i + 1 < words.length) {
+      const bi = `${words[i]} ${words[i + 1]}`;
+      f.set(bi, (f.get(bi) ?? 0) + 1);
+    }
+  }
+  return f;
+}
+
+/**
+ * Lexical similarity in [0, 1]: cosine of unigram+bigram counts. Symmetric; 1 for texts with
+ * the same words in the same order; two empty texts are identical (1), empty vs non-empty 0.
+ */
+export function lexicalSimilarity(a: string, b: string): number {
+  const fa = features(a);
+  const fb = features(b);
+  if (fa.size === 0 && fb.size === 0) return 1;
+  if (fa.size === 0 || fb.size === 0) return 0;
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (const [k, v] of fa) {
+    na += v * v;
+    const w = fb.get(k);
+    if (w) dot += v * w;
+  }
+  for (const v of fb.values()) nb += v * v;
+  return clamp01(dot / Math.sqrt(na * nb));
+}
+
+/** Cosine similarity of two embeddings, mapped to [0, 1] (negative cosine counts as 0). */
+export function embeddingSimilarity(a: readonly number[], b: readonly number[]): number {
+  if (a.length === 0 || a.length !== b.length) return 0;
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  if (na === 0 || nb === 0) return 0;
+  return clamp01(dot / Math.sqrt(na * nb));
+}
+
+/** The highest similarity of `text` to any previous reply (0 with none). */
+export function maxSimilarity(text: string, previous: readonly string[], sim: (a: string, b: string) => number = lexicalSimilarity): number {
+  let best = 0;
+  for (const p of previous) best = Math.max(best, sim(text, p));
+  return best;
+}
+
+/** Novelty 0–100 from a similarity 0–1 (100 = nothing alike). */
+export function noveltyFromSimilarity(similarity: number): number {
+  return Math.round(100 * (1 - clamp01(similarity)));
+}
+
+/** Similarity at or above which a reply counts as identical (not stored again). */
+export const identicalSimilarity = 0.999;
+
+/**
+ * The tick's novelty: the LLM's score blended with the lexical one (weight `llmWeight` on the
+ * LLM). An identical reply scores 0 whatever the LLM says; with no LLM score the lexical one
+ * stands alone. Always an integer in [0, 100].
+ */
+export function combineNovelty(lexical: number, llm: number | null, similarity: number, llmWeight = 0.5): number {
+  if (similarity >= identicalSimilarity) return 0;
+  const lex = clampScore(lexical);
+  if (llm === null || !Number.isFinite(llm)) return lex;
+  const w = clamp01(llmWeight);
+  return Math.round(w * clampScore(llm) + (1 - w) * lex);
+}
+
+const stringList = z
+  .array(z.unknown())
+  .catch([])
+  .transform((xs) => xs.filter((x): x is string => typeof x === 'string' && x.trim().length > 0).map((x) => x.trim().slice(0, 200)).slice(0, 20));
+
+const noveltyAnswer = z.object({
+  novelty: z.coerce.number().min(0).max(100),
+  new: stringList.optional(),
+  refined: stringList.optional(),
+  discarded: stringList.optional(),
+  tags: stringList.optional(),
+});
+
+export type NoveltyAnswer = { ok: true; novelty: number; ideas: Ideas; tags: string[] } | { ok: false; error: string };
+
+/** The comparison mini-prompt's answer format. */
+export const noveltyFormatInstructions =
+  'Compare the NEW reply with the PREVIOUS replies. Answer with one JSON object only: {"novelty": 0-100, "new": ["idea"], "refined": ["idea"], "discarded": ["idea"], "tags": ["tag"]}.';
+
+/** Parse the comparison answer: the first JSON object in the text. Never throws. */
+export function parseNoveltyAnswer(text: string): NoveltyAnswer {
+  const src = typeof text === 'string' ? text : '';
+  const start = src.indexOf('{');
+  const end = src.lastIndexOf('}');
+  if (start < 0 || end <= start) return { ok: false, error: 'no JSON object in the novelty answer' };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(src.slice(start, end + 1));
+  } catch (err) {
+    return { ok: false, error: `novelty answer is not JSON: ${(err as Error).message.slice(0, 120)}` };
+  }
+  const r = noveltyAnswer.safeParse(raw);
+  if (!r.success) return { ok: false, error: `novelty answer: ${r.error.issues.map((i) => `${i.path.join('.') || 'answer'}: ${i.message}`).join('; ').slice(0, 200)}` };
+  const tags = [...new Set((r.data.tags ?? []).map((t) => t.toLowerCase().replace(/\s+/g, '_').slice(0, 40)))];
+  return {
+    ok: true,
+    novelty: Math.round(r.data.novelty),
+    ideas: { new: r.data.new ?? [], refined: r.data.refined ?? [], discarded: r.data.discarded ?? [] },
+    tags,
+  };
+}
+
+function clamp01(x: number): number {
+  return Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0;
+}
+function clampScore(x: number): number {
+  return Number.isFinite(x) ? Math.round(Math.min(100, Math.max(0, x))) : 0;
+}

@@ -1,0 +1,2 @@
+ALTER TABLE "generated_tools_audit" ADD COLUMN "idempotency_key" text;--> statement-breakpoint
+ALTER TABLE "generated_tools_audit" ADD CONSTRAINT "generated_tools_audit_idempotency_key_uq" UNIQUE("idempotency_key");

@@ -1,0 +1,25 @@
+/**
+ * Loop tests script the tick's reply (`purpose: 'think'`); the reflexes' mini-prompts
+ * (emotions, novelty) go to the same scripted row. `thinkScript` keeps the two apart: the script
+ * sees only think calls, counted from 0, and the reflexes get a neutral, well-formed answer.
+ */
+import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
+import type { ChatMessage } from '../../activities/llm/types.js';
+
+export const neutralReflexReplies: Record<string, string> = {
+  emotion: 'calm:2 (steady work)',
+  novelty: '{"novelty": 60, "new": ["a test step"], "refined": [], "discarded": [], "tags": ["test"]}',
+  validate: '+1 -- fine',
+};
+
+export function thinkScript(script: (messages: ChatMessage[], thinkIndex: number) => string): ScriptedReplyFn {
+  let thinkIndex = 0;
+  return ({ messages, purpose }) => {
+    if (purpose !== undefined && purpose !== 'think') {
+      const reply = neutralReflexReplies[purpose];
+      if (reply === undefined) throw new Error(`thinkScript: no reply for purpose '${purpose}'`);
+      return reply;
+    }
+    return script(messages, thinkIndex++);
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * Crash tests: the real Temporal dev server and a fresh Postgres database, with the worker as
+ * its own process (`npm run worker -- --queue mindloop`) so a test can SIGKILL it mid-work.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { startStack, type Stack } from '../../runtime/stack.js';
+import { writeWorkflowBundle } from '../../workers/build-bundle.js';
+import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from './env.js';
+import { start as spawnProcess } from './spawn.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Poll `probe` until it returns a value; the last error (e.g. a query while no worker is up) names the timeout. */
+export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, pollMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      lastError = err;
+    }
+    await sleep(pollMs);
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError instanceof Error ? lastError.message : String(lastError)}` : ''}`);
+}
+
+export interface KillableStack {
+  stack: Stack;
+  client: Client;
+  dbUrl: string;
+  /** The prebuilt workflow bundle (for in-process workers too). */
+  bundlePath: string;
+  /** A worker process polling `mindloop`. Node itself with the tsx loader, not the tsx CLI: the CLI runs node as a child, which a SIGKILL of the CLI leaves alive. */
+  spawnWorker(): ReturnType<typeof spawnProcess>;
+  stop(): Promise<void>;
+}
+
+export async function startKillableStack(name: string): Promise<KillableStack> {
+  const data = tempDir(name);
+  const fresh = await freshPostgresDatabase(`mindloop_${name.replace(/-/g, '_')}`);
+  const stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+  // Built once: each restarted worker loads it instead of running webpack again.
+  const bundlePath = (await writeWorkflowBundle(`${data.path}/workflow-bundle.js`)).path;
+  return {
+    stack,
+    client,
+    dbUrl: fresh.url,
+    bundlePath,
+    spawnWorker: () =>
+      spawnProcess(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop'], {
+        TEMPORAL_ADDRESS: stack.temporal.address,
+        DATABASE_URL: fresh.url,
+        MINDLOOP_WORKFLOW_BUNDLE: bundlePath,
+        MINDLOOP_TOOLS_DIR: repoToolsDir,
+        LOG_LEVEL: 'ERROR',
+      }),
+    async stop() {
+      await client.connection.close();
+      await stack.stop();
+      await fresh.drop();
+      data.remove();
+    },
+  };
+}

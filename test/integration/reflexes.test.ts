@@ -1,0 +1,458 @@
+/**
+ * The seed's reflex scenarios on real Temporal (the time-skipping server, the product
+ * workflow bundle), a real migrated Postgres and the real activities, with scripted models:
+ * 1. no input, a varying model: novelty stays above the threshold over 30 ticks;
+ * 2. a repeating model: Reflex-lite within 1 tick, a break-loop strategy within 3, recovery;
+ * 3. validators that disagree: weighted rating, trust moves, the drifter is excluded; an
+ *    equal-trust tie blocks the commands;
+ * 4. an ethics policy blocks a command type even at +3;
+ * 5. a validator that times out and one that is down do not stall the loop.
+ */
+import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { and, asc, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Command } from 'commander';
+import { createActivities } from '../../activities/index.js';
+import { formatStatus } from '../../cli/agents.js';
+import { formatValidatorReport, registerValidatorCommands, validatorReport } from '../../cli/validators.js';
+import type { ChatMessage } from '../../activities/llm/index.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import {
+  agentConfig,
+  agents,
+  antiStagnationMetrics,
+  commandLog,
+  ethicsPolicies,
+  goals,
+  llmRecentResponses,
+  llmRegistry,
+  notes,
+  processLog,
+  tasks,
+  unverifiedFacts,
+} from '../../db/schema/index.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+
+type Behaviour = (messages: ChatMessage[], params: { temperature?: number }) => string;
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+let handle: DbHandle;
+let dropDb: () => Promise<void>;
+let dbUrl: string;
+let activities: ReturnType<typeof createActivities>;
+const behaviours = new Map<number, Behaviour>();
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('mindloop_reflexes');
+  dropDb = fresh.drop;
+  dbUrl = fresh.url;
+  handle = createDb(fresh.url, { max: 6 });
+  await runMigrations(handle.pool);
+  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+  activities = createActivities({
+    db: handle.db,
+    llm: {
+      env: {},
+      toolsDir: repoToolsDir,
+      scriptedReply: ({ messages, params, registryId }) => {
+        const b = behaviours.get(registryId ?? -1);
+        if (!b) throw new Error(`no scripted behaviour for registry row ${registryId}`);
+        return b(messages, params);
+      },
+    },
+    reflexes: { validatorTimeoutMs: 400, memoryEvery: 10 },
+  });
+}, 120_000);
+afterAll(async () => {
+  await env?.teardown();
+  await handle?.close();
+  await dropDb?.();
+});
+
+const user = (m: ChatMessage[]) => m.map((x) => x.content).join('\n');
+const isEmotion = (m: ChatMessage[]) => user(m).includes('Name the emotions');
+const isNovelty = (m: ChatMessage[]) => user(m).includes('PREVIOUS replies');
+
+async function addAgent(id: string, think: (tick: number, m: ChatMessage[], params: { temperature?: number }) => string, extra: { emotions?: (tick: number) => string; novelty?: () => string } = {}): Promise<number> {
+  await handle.db.insert(agents).values({ id, name: id });
+  const [row] = await handle.db.insert(llmRegistry).values({ agentId: id, name: `${id}-mind`, provider: 'scripted', model: `${id}-mind`, role: 'agent', priority: 1 }).returning();
+  let ticks = 0;
+  behaviours.set(row!.id, (m, params) => {
+    if (isEmotion(m)) return extra.emotions?.(ticks) ?? 'curiosity:3 (something new)';
+    if (isNovelty(m)) return extra.novelty?.() ?? '{"novelty": 70, "new": ["an idea"], "tags": ["exploration"]}';
+    return think(++ticks, m, params);
+  });
+  return row!.id;
+}
+
+async function addValidator(agentId: string, name: string, answer: (tick: number) => string, o: { trust?: number; params?: Record<string, unknown> } = {}): Promise<number> {
+  const [row] = await handle.db
+    .insert(llmRegistry)
+    .values({ agentId, name, provider: 'scripted', model: name, role: 'validator', validator: true, priority: 10, trust: o.trust ?? 1, params: o.params ?? {} })
+    .returning();
+  let n = 0;
+  behaviours.set(row!.id, () => answer(++n));
+  return row!.id;
+}
+
+let seq = 0;
+async function runLoop(agentId: string, maxTicks: number, o: { ticksPerRun?: number; onHandle?: (h: WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>) => Promise<void> } = {}): Promise<AgentStatus> {
+  const taskQueue = `reflexes-${++seq}`;
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
+  return worker.runUntil(async () => {
+    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      taskQueue,
+      workflowId: `agent/${agentId}`,
+      args: [{ agentId, maxTicks, ...(o.ticksPerRun ? { ticksPerRun: o.ticksPerRun } : {}), settings: { delayMs: 1000 } }],
+    });
+    await h.result();
+    await o.onHandle?.(h);
+    return h.query<AgentStatus>('status');
+  });
+}
+
+const rows = (agentId: string) => handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.agentId, agentId)).orderBy(asc(llmRecentResponses.tick));
+
+/** Distinct sentences from a word pool: a model that keeps varying. */
+const vocabulary = 'river lantern orbit quartz meadow cipher harbor violet engine glacier whisper canyon ember prism falcon tundra mosaic comet anchor velvet'.split(' ');
+const variedThought = (tick: number) => {
+  const w = (k: number) => vocabulary[(tick * 7 + k * 3) % vocabulary.length]!;
+  return `Tick ${tick}: thinking about the ${w(1)} and the ${w(2)}, perhaps a ${w(3)} of ${w(4)} number ${tick * 13}.`;
+};
+
+describe('reflexes on real Temporal + Postgres with scripted models', () => {
+  it('1: with no input and a varying model, novelty stays above the threshold over 30 ticks; emotions are recorded, unknown ones join the list, malformed ones do not stop the tick', async () => {
+    await addAgent('wanderer', (t) => variedThought(t), { emotions: (t) => (t === 5 ? 'I feel nothing in particular' : t === 6 ? 'curiosity:4 (a pattern)\nawe:2 (the orbit)' : 'curiosity:3 (new words)') });
+    const status = await runLoop('wanderer', 30);
+    expect(status.tick).toBe(30);
+    const r = await rows('wanderer');
+    expect(r).toHaveLength(30);
+    const novelties = r.map((x) => x.novelty!);
+    const mean = novelties.reduce((a, b) => a + b, 0) / novelties.length;
+    console.log(`scenario 1: mean novelty over 30 ticks ${mean.toFixed(1)} (threshold 35)`);
+    expect(mean).toBeGreaterThan(35);
+    expect(r.every((x) => x.validationMode === 'auto_pass' && x.rating === null)).toBe(true);
+    expect(r[2]!.emotions).toEqual([{ emotion: 'curiosity', strength: 3, reason: 'new words' }]);
+    expect((r[4]!.reflexes as { malformed: string[] }).malformed.join(' ')).toContain('I feel nothing');
+    expect(r[4]!.emotions).toEqual([]);
+    const [emotions] = await handle.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, 'wanderer'), eq(agentConfig.key, 'emotions')));
+    expect(emotions?.value).toContain('awe');
+    const logged = await handle.db.select().from(processLog).where(and(eq(processLog.agentId, 'wanderer'), eq(processLog.kind, 'emotions')));
+    expect(logged.map((l) => [l.tick, l.message])).toEqual([[6, 'new emotions added to the list: awe']]); // the addition is logged
+    const metrics = await handle.db.select().from(antiStagnationMetrics).where(eq(antiStagnationMetrics.agentId, 'wanderer'));
+    expect(metrics.filter((m) => m.action === 'tick')).toHaveLength(30);
+    const mm = await handle.db.select().from(processLog).where(and(eq(processLog.agentId, 'wanderer'), eq(processLog.kind, 'memory_manager')));
+    expect(mm.length).toBeGreaterThan(0); // every decision of the passes at ticks 10, 20, 30 is logged
+    expect(mm.every((x) => /^(keep|archive) llm_recent_responses #\d+/.test(x.message ?? ''))).toBe(true);
+  }, 120_000);
+
+  it('2: a repeating model triggers Reflex-lite within 1 tick and a strategy within 3; novelty recovers when it varies again; identical replies are not stored again', async () => {
+    const temps: number[] = [];
+    const focusSeen: number[] = [];
+    await addAgent(
+      'parrot',
+      (t, m, params) => {
+        temps[t] = params.temperature ?? NaN;
+        if (user(m).includes('Anti-stagnation')) focusSeen.push(t);
+        return t >= 2 && t <= 6 ? 'I keep thinking exactly this same thought about nothing at all.' : variedThought(t + 100);
+      },
+      { emotions: () => 'boredom:2 (again)', novelty: () => '{"novelty": 75}' },
+    );
+    const status = await runLoop('parrot', 11);
+    const r = await rows('parrot');
+    // Tick 2 = first reply of the loop (tick 1 varied, then ticks 2..6 identical).
+    expect(r[1]!.novelty).toBeGreaterThan(35); // the first "same thought" is new against tick 1
+    expect(r[2]!.novelty).toBe(0);
+    expect(r[2]!.content).toMatch(/^\[identical to tick \d+; not stored again/);
+    expect(r[2]!.stagnationActions).toContain('identical_reply_not_stored');
+    const metrics = await handle.db.select().from(antiStagnationMetrics).where(eq(antiStagnationMetrics.agentId, 'parrot')).orderBy(asc(antiStagnationMetrics.id));
+    const firstLow = 3;
+    const lite = metrics.find((m) => m.action === 'reflex_lite');
+    expect(lite?.tick).toBe(firstLow); // within 1 tick of the first repetition
+    expect(temps[firstLow + 1]).toBeCloseTo(0.9); // the next think ran hotter
+    expect(focusSeen).toContain(firstLow + 1); // …with the rephrase in its prompt
+    const strategy = metrics.find((m) => m.strategyId !== null);
+    expect(strategy).toBeDefined();
+    expect(strategy!.tick).toBeLessThanOrEqual(firstLow + 2); // within 3 ticks
+    expect(strategy!.diagnosis).toBe('no_new_data');
+    expect(strategy!.action).toBe('ask_user');
+    const asked = await handle.db.select().from(notes).where(and(eq(notes.agentId, 'parrot'), eq(notes.direction, 'out')));
+    expect(asked.some((n) => n.tags.includes('anti_stagnation'))).toBe(true);
+    const evaluated = metrics.filter((m) => m.strategyId !== null && m.noveltyAfter !== null);
+    expect(evaluated.length).toBeGreaterThan(0); // before/after recorded
+    expect(r.slice(7).every((x) => x.novelty! > 35)).toBe(true); // recovered (ticks 8..11)
+    expect(status.reflexes.reflexLiteFired).toBeGreaterThanOrEqual(1);
+    expect(status.reflexes.strategiesFired).toBeGreaterThanOrEqual(1);
+    // The memory manager (tick 10) archived the stagnant rows; an archived row is restorable.
+    const archived = (await rows('parrot')).filter((x) => x.archivedAt !== null);
+    expect(archived.map((x) => x.tick)).toEqual(expect.arrayContaining([3, 4]));
+    expect(await activities.restoreMemory({ agentId: 'parrot', table: 'llm_recent_responses', id: archived[0]!.id })).toEqual({ restored: true });
+    const [back] = await handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.id, archived[0]!.id));
+    expect(back!.archivedAt).toBeNull();
+  }, 120_000);
+
+  it('3: validators that disagree — weighted rating gates commands by type, trust moves, the drifter is excluded and the agent told; an equal-trust tie blocks', async () => {
+    await addAgent('council', (t) => `Plan ${t}: note it down.\n${renderCommandBlock([
+      { cmdId: 'a', type: 'diary.add', args: { title: `t${t}`, content: 'a thought' } },
+      { cmdId: 'b', type: 'diary.delete', args: { id: 999 } },
+    ])}\n<<<UNVERIFIED_FACTS\n[{"fact": "the moon is made of cheese", "confidence": 0.3}]\nUNVERIFIED_FACTS>>>`);
+    const a = await addValidator('council', 'val-a', () => '+3 -- fine');
+    const b = await addValidator('council', 'val-b', () => '+3 -- fine');
+    const c = await addValidator('council', 'val-drift', () => '-3 -- everything is terrible');
+    const status = await runLoop('council', 3);
+    const r = await rows('council');
+    expect(r[0]!.validationMode).toBe('normal');
+    expect(r[0]!.rating).toBe(1); // (3 + 3 − 3) / 3
+    expect(r[0]!.distribution).toMatchObject({ '3': 2, '-3': 1 });
+    expect(r[0]!.validators.map((v) => [v.registryId, v.rating, v.status])).toEqual([[a, 3, 'ok'], [b, 3, 'ok'], [c, -3, 'ok']]);
+    const log = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'council')).orderBy(asc(commandLog.tick), asc(commandLog.cmdId));
+    expect(log.filter((l) => l.tick === 1).map((l) => [l.cmdId, l.status])).toEqual([['a', 'applied'], ['b', 'unvalidated']]); // delete needs +2
+    const reg = Object.fromEntries((await handle.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, 'council'))).map((x) => [x.id, x]));
+    expect(reg[c]!.excluded).toBe(true);
+    expect(reg[c]!.trust).toBeLessThan(0.4);
+    expect(reg[a]!.trust).toBe(1);
+    expect(r[2]!.validators.map((v) => v.registryId)).toEqual([a, b]); // excluded: no longer asked
+    expect(r[2]!.rating).toBe(3);
+    const told = await handle.db.select().from(notes).where(and(eq(notes.agentId, 'council'), eq(notes.source, 'system')));
+    expect(told.some((n) => n.text.includes('val-drift') && n.text.includes('excluded'))).toBe(true);
+    expect(status.counters.commandsUnvalidated).toBeGreaterThanOrEqual(2);
+    // The low-confidence fact became a pending row and a fact-check task; resolving it is recorded.
+    const facts = await handle.db.select().from(unverifiedFacts).where(eq(unverifiedFacts.agentId, 'council')).orderBy(asc(unverifiedFacts.id));
+    expect(facts.length).toBe(3);
+    expect(facts[0]).toMatchObject({ status: 'pending', confidence: 0.3, sourceTick: 1 });
+    expect(await activities.resolveFact({ agentId: 'council', factId: facts[0]!.id, status: 'rejected', resolution: 'it is rock' })).toEqual({ ok: true });
+    const [fact] = await handle.db.select().from(unverifiedFacts).where(eq(unverifiedFacts.id, facts[0]!.id));
+    expect(fact).toMatchObject({ status: 'rejected', resolution: 'it is rock' });
+    const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, fact!.taskId!));
+    expect(task).toMatchObject({ status: 'done', title: 'Fact-check: the moon is made of cheese' });
+
+    // `mindloop validators`: coverage, agreement, response time, drift per validator.
+    const report = await validatorReport(handle.db, 'council');
+    const byName = Object.fromEntries(report.map((x) => [x.name, x]));
+    expect(byName['val-drift']).toMatchObject({ asked: 2, answered: 2, coverage: 1, excluded: true });
+    expect(byName['val-drift']!.drift).toBeLessThan(-4);
+    expect(byName['val-a']).toMatchObject({ asked: 3, coverage: 1, agreement: 0.33, excluded: false });
+    expect(byName['val-a']!.meanLatencyMs).not.toBeNull();
+    const table = formatValidatorReport('council', report);
+    expect(table).toMatch(/val-drift .* excluded: trust/);
+    expect(table.split('\n')[0]).toMatch(/^id\s+name\s+trust\s+asked\s+coverage\s+agreement\s+latency\s+drift/);
+
+    await addAgent('deadlock', (t) => `Tick ${t}.\n${renderCommandBlock([{ cmdId: 'a', type: 'diary.add', args: { title: 'x', content: 'y' } }])}`);
+    await addValidator('deadlock', 'yes', () => '+2 -- yes');
+    await addValidator('deadlock', 'no', () => '-2 -- no');
+    const s2 = await runLoop('deadlock', 1);
+    const [d] = await rows('deadlock');
+    expect(d).toMatchObject({ rating: 0, validationMode: 'normal' });
+    expect((d!.reflexes as { held: Record<string, string> }).held.a).toContain('tied');
+    expect(s2.reflexes.held).toEqual({ a: 'validators tied at equal trust: commands blocked' });
+    expect(formatStatus(s2)).toContain('unvalidated  a: validators tied at equal trust: commands blocked');
+    const [dl] = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'deadlock'));
+    expect(dl!.status).toBe('unvalidated');
+    expect(dl!.reason).toBe("not validated: diary.add validators tied at equal trust: commands blocked (this tick's rating is +0)"); // the reflexes' reason is recorded
+  }, 120_000);
+
+  it('4: an ethics policy that forbids a command type blocks it even at +3', async () => {
+    await addAgent('saint', (t) => `Tick ${t}.\n${renderCommandBlock([
+      { cmdId: 'd', type: 'diary.add', args: { title: 'x', content: 'y' } },
+      { cmdId: 'g', type: 'goals.add', args: { title: 'be good' } },
+    ])}`);
+    await addValidator('saint', 'v1', () => '+3 -- great');
+    await addValidator('saint', 'v2', () => '+3 -- great');
+    await handle.db.insert(ethicsPolicies).values({ agentId: 'saint', title: 'no diary writing', rule: 'The diary is read-only.', forbids: ['diary.*'], severity: 'block' });
+    await runLoop('saint', 1);
+    const [r] = await rows('saint');
+    expect(r!.rating).toBe(3);
+    const log = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'saint')).orderBy(asc(commandLog.cmdId));
+    expect(log.map((l) => [l.cmdId, l.status])).toEqual([['d', 'unvalidated'], ['g', 'applied']]);
+    expect((r!.reflexes as { held: Record<string, string> }).held.d).toContain('ethics policy');
+    expect(log[0]!.reason).toMatch(/^not validated: diary\.add forbidden by ethics policy #\d+ "no diary writing" \(this tick's rating is \+3\)$/);
+  }, 120_000);
+
+  it('5: a validator that times out and one that is down are skipped and counted; the loop keeps its pace', async () => {
+    await addAgent('steady', (t) => `Tick ${t}.\n${renderCommandBlock([{ cmdId: 'a', type: 'diary.add', args: { title: `t${t}`, content: 'y' } }])}`);
+    await addValidator('steady', 'quick', () => '+2 -- ok');
+    await addValidator('steady', 'slow', () => '+3 -- late', { params: { delayMs: 60_000 } });
+    await addValidator('steady', 'down', () => 'never', { params: { error: 'connection refused' } });
+    const started = Date.now();
+    const status = await runLoop('steady', 3);
+    const perTick = (Date.now() - started) / 3;
+    console.log(`scenario 5: ${perTick.toFixed(0)} ms per tick with one validator timing out (400 ms) and one down`);
+    expect(status.tick).toBe(3);
+    expect(perTick).toBeLessThan(5_000);
+    expect(status.reflexes.validatorTimeouts).toBe(3);
+    const r = await rows('steady');
+    for (const x of r) {
+      expect(x.rating).toBe(2);
+      expect(Object.fromEntries(x.validators.map((v) => [v.name, v.status]))).toEqual({ quick: 'ok', slow: 'timeout', down: 'error' });
+    }
+    const log = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'steady'));
+    expect(log.every((l) => l.status === 'applied')).toBe(true);
+  }, 120_000);
+
+  it('memory manager on the real table: novelty pruning, emotion weight, goal focus, diversity boost, then LRU; each decision in process_log', async () => {
+    await addAgent('keeper', () => 'unused: the test calls the reflex activity itself', { emotions: () => 'calm:1 (fine)' });
+    await handle.db.insert(goals).values({ agentId: 'keeper', title: 'map the sky', tags: ['astronomy'] });
+    const seedRow = (tick: number, novelty: number, tags: string[], anxiety = 0) => ({
+      agentId: 'keeper',
+      tick,
+      content: `tick ${tick}: ${tags.join(' ')}`,
+      novelty,
+      tags,
+      emotions: anxiety ? [{ emotion: 'anxiety', strength: anxiety, reason: 'worry' }] : [],
+    });
+    const seeded = await handle.db
+      .insert(llmRecentResponses)
+      .values([
+        seedRow(1, 10, ['common']), // low novelty, nothing else: archived (retention 0.1)
+        seedRow(2, 10, ['common'], 5), // strong emotion: 1 − 0.9·(1 − 0.6) = 0.64, kept
+        seedRow(3, 10, ['astronomy', 'common']), // an active goal's tag: 1 − 0.9·0.3 = 0.73, kept
+        seedRow(4, 10, ['astronomy', 'common']),
+        seedRow(5, 10, ['common', 'lonely']), // a tag no other row has: 1 − 0.9·0.2 = 0.82, kept
+        seedRow(6, 80, ['common']), // novel: kept
+        seedRow(7, 10, ['common'], 2), // weak emotion: 1 − 0.9·(1 − 0.24) = 0.316 < 0.35, archived
+      ])
+      .returning({ id: llmRecentResponses.id, tick: llmRecentResponses.tick });
+    const idOf = Object.fromEntries(seeded.map((r) => [r.tick, r.id]));
+    const pass = async (tick: number) => {
+      const [row] = await handle.db.insert(llmRecentResponses).values({ agentId: 'keeper', tick, content: `tick ${tick}: something else entirely, ${variedThought(tick)}` }).returning();
+      const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
+      return activities.tickReflexes({ agentId: 'keeper', tick, workflowId: 'agent/keeper', responseId: row!.id, commands: [], params, defaults: params, stagnation: { lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 }, contextMode: 'standard' });
+    };
+    const decisions = async (tick: number) =>
+      Object.fromEntries(
+        (await handle.db.select().from(processLog).where(and(eq(processLog.agentId, 'keeper'), eq(processLog.kind, 'memory_manager'), eq(processLog.tick, tick)))).map((l) => {
+          const p = l.payload as { id: number; action: string; reason: string };
+          return [seeded.find((x) => x.id === p.id)?.tick ?? `#${p.id}`, `${p.action}:${p.reason}`];
+        }),
+      );
+
+    expect((await pass(20)).actions).toContain('memory_manager: 2 archived, 5 kept'); // memoryEvery 10
+    expect(await decisions(20)).toEqual({ 1: 'archive:low_retention', 2: 'keep:retained', 3: 'keep:retained', 4: 'keep:retained', 5: 'keep:retained', 6: 'keep:retained', 7: 'archive:low_retention' });
+    const live = async () => (await rows('keeper')).filter((x) => x.archivedAt === null).map((x) => x.tick);
+    expect(await live()).toEqual([2, 3, 4, 5, 6, 20]);
+
+    // LRU: with lru_limit 2 only the two most recent live rows stay (tick 20's row is judged from tick 30 on).
+    await handle.db.insert(agentConfig).values({ agentId: 'keeper', key: 'lru_limit', value: 2 });
+    await pass(30);
+    const second = await decisions(30);
+    expect(Object.entries(second).filter(([, d]) => d === 'archive:lru').map(([t]) => Number(t))).toEqual([2, 3, 4, 5]);
+    expect(await live()).toEqual([6, 20, 30]);
+    // Archived rows come back by command (the activity behind `mindloop memory-restore`).
+    expect(await activities.restoreMemory({ agentId: 'keeper', table: 'llm_recent_responses', id: idOf[3]! })).toEqual({ restored: true });
+    expect(await live()).toEqual([3, 6, 20, 30]);
+  }, 60_000);
+
+  it('Reflex-lite parameters, the rephrase and the low-novelty streak survive continue-as-new', async () => {
+    const temps: number[] = [];
+    const focusSeen: number[] = [];
+    await addAgent(
+      'echo',
+      (t, m, params) => {
+        temps[t] = params.temperature ?? NaN;
+        if (user(m).includes('Anti-stagnation')) focusSeen.push(t);
+        return t === 1 ? variedThought(1) : 'The same sentence again, word for word, tick after tick.';
+      },
+      { emotions: () => 'boredom:2 (again)', novelty: () => '{"novelty": 5}' },
+    );
+    let runs: [string, string] = ['', ''];
+    // 3 ticks per run: Reflex-lite fires at tick 3, the last tick of the first run.
+    const status = await runLoop('echo', 6, { ticksPerRun: 3, onHandle: async (h) => void (runs = [h.firstExecutionRunId, (await h.describe()).runId]) });
+    expect(runs[1]).not.toBe(runs[0]); // it did continue as new
+    expect(status.tick).toBe(6);
+    const metrics = await handle.db.select().from(antiStagnationMetrics).where(eq(antiStagnationMetrics.agentId, 'echo')).orderBy(asc(antiStagnationMetrics.id));
+    expect(metrics.find((m) => m.action === 'reflex_lite')?.tick).toBe(3);
+    expect(temps[3]).toBeCloseTo(0.7); // before Reflex-lite
+    expect(temps[4]).toBeCloseTo(0.9); // first tick of the new run: the raised temperature came along
+    expect(focusSeen).toContain(4); // …and so did the rephrase
+    // The low streak came along too: a strategy within 3 ticks of the first low tick, in the new run.
+    const strategy = metrics.find((m) => m.strategyId !== null);
+    expect(strategy?.tick).toBeGreaterThan(3);
+    expect(strategy!.tick).toBeLessThanOrEqual(5);
+    expect(status.reflex.temperature).toBeGreaterThanOrEqual(0.9);
+    expect(status.reflexes.reflexLiteFired).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it('`mindloop validators`, `unvalidated` and `memory-restore` print from Postgres (after scenarios 2 and 3)', async () => {
+    const saved = process.env.DATABASE_URL;
+    process.env.DATABASE_URL = dbUrl;
+    const out: string[] = [];
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => (out.push(String(chunk)), true));
+    const run = async (...args: string[]) => {
+      out.length = 0;
+      const program = new Command().exitOverride();
+      registerValidatorCommands(program);
+      await program.parseAsync(args, { from: 'user' });
+      return out.join('');
+    };
+    try {
+      const table = await run('validators', 'council');
+      const lines = table.trim().split('\n');
+      expect(lines[0]).toMatch(/^id\s+name\s+trust\s+asked\s+coverage\s+agreement\s+latency\s+drift\s+timeouts\s+state/);
+      expect(lines).toHaveLength(4);
+      expect(lines.find((l) => l.includes('val-drift'))).toMatch(/val-drift\s+0\.\d\d\s+2\s+100%\s+0%\s+\d+ ms\s+-\d\.\d\d\s+0\s+excluded: trust/);
+      expect(lines.find((l) => l.includes('val-a'))).toMatch(/val-a\s+1\.00\s+3\s+100%\s+33%\s+\d+ ms\s+\+\d\.\d\d\s+0\s+active$/);
+      const json = JSON.parse(await run('validators', 'council', '--json', '--ticks', '1')) as Array<{ name: string; asked: number }>;
+      expect(json.map((r) => [r.name, r.asked]).sort()).toEqual([['val-a', 1], ['val-b', 1], ['val-drift', 0]]); // the last tick only: the drifter was excluded
+      expect(await run('validators', 'wanderer')).toBe('agent wanderer: no validators (validation mode auto_pass)\n');
+
+      const held = await run('unvalidated', 'council');
+      // Newest first: the delete (+2 needed) was held at ticks 1 and 2; at tick 3 (drifter excluded, rating +3) it ran.
+      expect(held.trim().split('\n')).toEqual([
+        "tick 2  b  diary.delete  not validated: diary.delete needs rating ≥ +2, this tick's rating is +1.71",
+        "tick 1  b  diary.delete  not validated: diary.delete needs rating ≥ +2, this tick's rating is +1",
+      ]);
+      expect(JSON.parse(await run('unvalidated', 'saint', '--json'))).toEqual([expect.objectContaining({ cmdId: 'd', type: 'diary.add', reason: expect.stringContaining('ethics policy') })]);
+      expect(await run('unvalidated', 'wanderer')).toBe('agent wanderer: no unvalidated commands\n');
+
+      // Fact-checks: scenario 3 left one fact rejected and two pending; one is verified by command.
+      const pending = (await handle.db.select().from(unverifiedFacts).where(and(eq(unverifiedFacts.agentId, 'council'), eq(unverifiedFacts.status, 'pending')))).map((f) => f.id).sort((x, y) => y - x);
+      expect(pending).toHaveLength(2);
+      const listed = (await run('facts', 'council')).trim().split('\n');
+      expect(listed.map((l) => Number(l.match(/^#(\d+)  pending  confidence 0\.3  tick \d  task \d+  the moon is made of cheese$/)?.[1]))).toEqual(pending);
+      expect(await run('fact-resolve', 'council', String(pending[0]), 'verified', 'checked', 'in', 'an', 'almanac')).toBe(`fact #${pending[0]} verified\n`);
+      const [checked] = await handle.db.select().from(unverifiedFacts).where(eq(unverifiedFacts.id, pending[0]!));
+      expect(checked).toMatchObject({ status: 'verified', resolution: 'checked in an almanac' });
+      expect(checked!.resolvedAt).not.toBeNull();
+      const [checkTask] = await handle.db.select().from(tasks).where(eq(tasks.id, checked!.taskId!));
+      expect(checkTask!.status).toBe('done');
+      const all = JSON.parse(await run('facts', 'council', '--status', 'all', '--json')) as Array<{ status: string; resolution: string | null }>;
+      expect(all.map((f) => f.status).sort()).toEqual(['pending', 'rejected', 'verified']);
+      expect(await run('fact-resolve', 'council', '999999', 'rejected', 'nothing')).toBe('no fact #999999 for council\n');
+      expect(process.exitCode).toBe(1);
+      process.exitCode = 0;
+
+      const archived = (await rows('parrot')).filter((x) => x.archivedAt !== null);
+      expect(archived.length).toBeGreaterThan(0); // scenario 2 restored one of at least two
+      expect(await run('memory-restore', 'parrot', 'llm_recent_responses', String(archived[0]!.id))).toBe(`restored llm_recent_responses #${archived[0]!.id}\n`);
+      const [back] = await handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.id, archived[0]!.id));
+      expect(back!.archivedAt).toBeNull();
+      expect(await run('memory-restore', 'parrot', 'llm_recent_responses', String(archived[0]!.id))).toMatch(/is not archived/);
+      expect(process.exitCode).toBe(1);
+    } finally {
+      process.exitCode = 0;
+      write.mockRestore();
+      if (saved === undefined) delete process.env.DATABASE_URL;
+      else process.env.DATABASE_URL = saved;
+    }
+  }, 60_000);
+
+  it('the CLI rejects bad flags and arguments with a clear error', async () => {
+    const errors: string[] = [];
+    const program = new Command().exitOverride().configureOutput({ writeErr: (e) => errors.push(e), writeOut: () => {} });
+    registerValidatorCommands(program);
+    await expect(program.parseAsync(['validators', 'council', '--ticks', 'abc'], { from: 'user' })).rejects.toThrow(/--ticks must be an integer in 1\.\.100000, got "abc"/);
+    await expect(program.parseAsync(['memory-restore', 'council', 'notes', '3'], { from: 'user' })).rejects.toThrow(/table must be one of llm_recent_responses, diary_entries, llm_memory/);
+    await expect(program.parseAsync(['unvalidated', 'Bad Agent!'], { from: 'user' })).rejects.toThrow(/bad agent id/);
+    await expect(program.parseAsync(['facts', 'council', '--status', 'maybe'], { from: 'user' })).rejects.toThrow(/--status must be one of pending, verified, rejected, all; got "maybe"/);
+    await expect(program.parseAsync(['fact-resolve', 'council', '3', 'perhaps', 'who knows'], { from: 'user' })).rejects.toThrow(/outcome must be verified or rejected, got "perhaps"/);
+    await expect(program.parseAsync(['fact-resolve', 'council', '3', 'verified'], { from: 'user' })).rejects.toThrow(/missing required argument 'resolution'/);
+    expect(errors.length).toBe(6);
+  });
+});

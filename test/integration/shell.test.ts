@@ -1,0 +1,125 @@
+/**
+ * The agent's `shell` command end to end: the scripted agent asks for shell commands, the
+ * mindloop worker turns them into `shell` loop effects, the agent loop runs each as
+ * `sandboxRun` on the sandbox queue (a real DockerSandbox), and the output comes back in the
+ * next tick's context and in process_log / command_log. Also: bad args are rejected, and a
+ * sandbox that cannot run (image missing) is reported to the agent instead of failing the loop.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type Docker from 'dockerode';
+import { and, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import type { ChatMessage } from '../../activities/llm/index.js';
+import { createSandboxActivities } from '../../activities/sandbox.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import { agents, commandLog, llmRegistry, processLog } from '../../db/schema/index.js';
+import { startStack, type Stack } from '../../runtime/stack.js';
+import { DockerSandbox } from '../../sandbox/docker-sandbox.js';
+import { bundleWorkflows } from '../../workers/queues.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { dockerSkipped, requireDocker } from '../helpers/docker.js';
+import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
+
+const data = tempDir('shell');
+let stack: Stack;
+let client: Client;
+let bundle: WorkflowBundleWithSourceMap;
+let docker: Docker;
+let dropDb: () => Promise<void>;
+
+/** Tick 1 asks for three shell commands (one with bad args); later ticks only think. */
+function script(prompts: ChatMessage[][]) {
+  return thinkScript((messages, callIndex) => {
+    prompts.push(messages);
+    if (callIndex > 0) return `Tick ${callIndex + 1}: reading what my commands did.`;
+    return `Let me look around my sandbox.\n${renderCommandBlock([
+      { cmdId: 's1', type: 'shell', args: { command: 'echo "hello from $(id -u) in $(pwd)"; node -e "console.log(6 * 7)"; ls /nonexistent' } },
+      { cmdId: 's2', type: 'shell', args: { command: 'sleep 20', timeout_ms: 600 } },
+      { cmdId: 's3', type: 'shell', args: { cmd: 'ls' } },
+    ])}`;
+  });
+}
+
+async function runAgent(agentId: string, sandbox: DockerSandbox, prompts: ChatMessage[][]): Promise<void> {
+  await stack.db.db.insert(agents).values({ id: agentId, name: agentId });
+  await stack.db.db.insert(llmRegistry).values({ agentId, name: 'script', provider: 'scripted', model: 'scripted-shell', role: 'agent', priority: 1 });
+  const connection = await NativeConnection.connect(stack.temporal.connection);
+  const taskQueue = `shell-it-${agentId}`;
+  const loopWorker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script(prompts) } }),
+  });
+  const sandboxWorker = await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) });
+  await sandboxWorker.runUntil(
+    loopWorker.runUntil(async () => {
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue,
+        workflowId: `agent/${agentId}`,
+        args: [{ agentId, maxTicks: 2, settings: { delayMs: 0 } }],
+      });
+      expect(await h.result()).toEqual({ agentId, ticks: 2, reason: 'max_ticks' });
+    }),
+  );
+  await connection.close();
+}
+
+describe.skipIf(dockerSkipped)('the agent shell command runs in the sandbox', () => {
+  beforeAll(async () => {
+    docker = await requireDocker();
+    const fresh = await freshPostgresDatabase('mindloop_shell');
+    dropDb = fresh.drop;
+    stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+    bundle = await bundleWorkflows();
+    client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+  });
+  afterAll(async () => {
+    await client?.connection.close();
+    await stack?.stop();
+    await dropDb?.();
+    data.remove();
+  });
+
+  it('runs the command in the container and shows its output in the next context', async () => {
+    const prompts: ChatMessage[][] = [];
+    await runAgent('sheller', new DockerSandbox(docker), prompts);
+    const db = stack.db.db;
+
+    const procs = await db.select().from(processLog).where(and(eq(processLog.agentId, 'sheller'), eq(processLog.kind, 'shell')));
+    const byId = Object.fromEntries(procs.map((p) => [p.processId, p]));
+    expect(Object.keys(byId).sort()).toEqual(['shell.t1.s1', 'shell.t1.s2']);
+    // s1: ran as nobody in /work; node works; ls failed, so the exit code is ls's.
+    expect(byId['shell.t1.s1']).toMatchObject({ status: 'error', message: expect.stringMatching(/^exit 1 in \d+ ms$/) });
+    expect(byId['shell.t1.s1']!.payload).toMatchObject({ stdout: 'hello from 65534 in /work\n42\n', exitCode: 1, imageId: expect.stringMatching(/^sha256:/) });
+    expect(String(byId['shell.t1.s1']!.payload!.stderr)).toMatch(/nonexistent/);
+    // s2: the wall clock (timeout_ms) killed it.
+    expect(byId['shell.t1.s2']).toMatchObject({ status: 'timeout', message: expect.stringMatching(/budget_exceeded: wall_time/) });
+
+    const log = await db.select().from(commandLog).where(and(eq(commandLog.agentId, 'sheller'), eq(commandLog.tick, 1)));
+    const s1 = log.find((c) => c.cmdId === 's1')!;
+    expect(s1.status).toBe('applied');
+    expect((s1.result as { text: string }).text).toContain('hello from 65534 in /work');
+    // Bad args never reach the sandbox.
+    const s3 = log.find((c) => c.cmdId === 's3')!;
+    expect(s3.status).toBe('rejected');
+    expect(s3.reason).toMatch(/args\.command|command/);
+
+    // Tick 2's context shows the output of tick 1's shell commands.
+    const second = prompts[1]!.map((m) => m.content).join('\n');
+    expect(second).toContain('hello from 65534 in /work');
+    expect(second).toContain('42');
+    expect(second).toMatch(/s2 shell \[applied\]:[^\n]*\n?[^\n]*budget_exceeded: wall_time/);
+  });
+
+  it('a sandbox that cannot run is reported to the agent, and the loop goes on', async () => {
+    const prompts: ChatMessage[][] = [];
+    await runAgent('no-image', new DockerSandbox(docker, { image: 'mindloop-sandbox:not-built' }), prompts);
+    const procs = await stack.db.db.select().from(processLog).where(and(eq(processLog.agentId, 'no-image'), eq(processLog.processId, 'shell.t1.s1')));
+    expect(procs[0]).toMatchObject({ status: 'offline', message: expect.stringMatching(/not run: .*npm run sandbox:image/) });
+    expect(prompts[1]!.map((m) => m.content).join('\n')).toMatch(/not run: .*npm run sandbox:image/);
+  });
+});

@@ -1,0 +1,330 @@
+/**
+ * campaignWorkflow on the time-skipping server with typed activity fakes: phases in order
+ * with progress by query, learnings promoted (phase_success per phase type, avoid_error per
+ * failed task), pause/resume, cancel by signal and by Temporal cancellation (compensation in
+ * reverse order), a failing checkpoint, a child-workflow task, and bad input.
+ * (Real activities, Postgres and a worker killed mid-phase: test/integration/campaign.test.ts.)
+ */
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CampaignLearning, createCampaignActivities } from '../../activities/campaigns.js';
+import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
+import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+
+type Activities = ReturnType<typeof createCampaignActivities>;
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+beforeAll(async () => {
+  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+});
+afterAll(async () => {
+  await env?.teardown();
+});
+
+interface Fake {
+  ran: string[];
+  compensated: string[];
+  learnings: CampaignLearning[];
+  campaignStatus: string[];
+  phaseStatus: Array<{ ordinal: number; status: string }>;
+  gates: Map<string, () => void>;
+  activities: Activities;
+}
+
+/**
+ * Fakes: task type `ok` returns `{ n }`, `boom` throws, `gate` blocks (heartbeating, so it
+ * sees cancellation) until the test opens its gate. `validateCheckpoint` passes unless the
+ * phase type is `strict`.
+ */
+function fakes(): Fake {
+  const f: Fake = { ran: [], compensated: [], learnings: [], campaignStatus: [], phaseStatus: [], gates: new Map(), activities: {} as Activities };
+  f.activities = {
+    async campaignStarted() {
+      return { status: 'running' as const };
+    },
+    async recordCampaign(input) {
+      f.campaignStatus.push(input.status);
+    },
+    async recordPhase(input) {
+      f.phaseStatus.push({ ordinal: input.ordinal, status: input.status });
+    },
+    async runCampaignTask(input) {
+      f.ran.push(input.key.replace(/^.*\/(p\d+\/t\d+)$/, '$1'));
+      if (input.type === 'boom') throw ApplicationFailure.nonRetryable(`disk full on ${String(input.args.host ?? 'host-7')} after 3 tries`, 'CampaignTaskFailed');
+      if (input.type === 'gate') {
+        const name = String(input.args.gate);
+        const ctx = Context.current();
+        await new Promise<void>((resolve, reject) => {
+          const beat = setInterval(() => ctx.heartbeat(), 100);
+          f.gates.set(name, () => {
+            clearInterval(beat);
+            resolve();
+          });
+          ctx.cancellationSignal.addEventListener('abort', () => {
+            clearInterval(beat);
+            reject(ctx.cancellationSignal.reason);
+          });
+        });
+      }
+      return { n: f.ran.length, type: input.type };
+    },
+    async compensateCampaignTask(input) {
+      f.compensated.push(input.key.replace(/^.*\/(p\d+\/t\d+)$/, '$1'));
+      return { compensated: true, by: input.compensation?.type ?? `${input.type}.compensate` };
+    },
+    async validateCheckpoint(input) {
+      if (input.phase.type === 'strict') return { pass: false, reason: 'the validator found no evidence', by: 'validator' as const };
+      return checkCriteria(input.checkpoint.criteria, input.outcomes);
+    },
+    async promoteCampaignLearning(input) {
+      f.learnings.push(input);
+      return { id: f.learnings.length };
+    },
+  };
+  return f;
+}
+
+let seq = 0;
+async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
+  const taskQueue = `campaign-${++seq}`;
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  return worker.runUntil(fn(taskQueue));
+}
+
+function start(taskQueue: string, input: CampaignInput) {
+  return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
+}
+
+async function waitFor(h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string): Promise<CampaignProgress> {
+  const deadline = Date.now() + 20_000;
+  let last: CampaignProgress | undefined;
+  while (Date.now() < deadline) {
+    last = await h.query<CampaignProgress>('progress');
+    if (pred(last)) return last;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}; last progress ${JSON.stringify(last)}`);
+}
+
+async function waitForGate(f: Fake, name: string): Promise<() => void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const g = f.gates.get(name);
+    if (g) return g;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`gate ${name} never reached`);
+}
+
+const task = (name: string, type = 'ok', args: Record<string, unknown> = {}) => ({ name, kind: 'activity' as const, type, args });
+
+describe('campaignWorkflow (time-skipping, fakes)', () => {
+  it('runs phases in order, reports progress, and promotes phase_success per phase type', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) => {
+      const h = await start(q, {
+        campaignId: `c-ok-${seq}`,
+        agentId: 'ada',
+        title: 'write the report',
+        phases: [
+          { name: 'research', type: 'research', objectives: ['find sources'], tasks: [task('a'), task('b', 'gate', { gate: 'g1' })], checkpoint: { criteria: { expect: [{ task: 'a', path: 'type', equals: 'ok' }] } } },
+          { name: 'write', type: 'build', tasks: [task('c')] },
+        ],
+      });
+      const open = await waitForGate(f, 'g1');
+      const p = await h.query<CampaignProgress>('progress');
+      expect(p).toMatchObject({ status: 'running', phase: { index: 1, total: 2, name: 'research' }, task: { index: 2, total: 2, name: 'b' }, completedPhases: [] });
+      open();
+      return h.result();
+    });
+    expect(result.status).toBe('completed');
+    expect(result.phases.map((p) => [p.name, p.verdict.pass])).toEqual([
+      ['research', true],
+      ['write', true],
+    ]);
+    expect(f.ran).toEqual(['p0/t0', 'p0/t1', 'p1/t0']);
+    expect(f.learnings.map((l) => [l.predicate, l.args])).toEqual([
+      ['phase_success', { phase_type: 'research' }],
+      ['phase_success', { phase_type: 'build' }],
+    ]);
+    expect(f.learnings[0]).toMatchObject({ agentId: 'ada', shardType: 'campaign', source: expect.stringMatching(/^c-ok-/) });
+    expect(f.phaseStatus.filter((s) => s.status === 'completed').map((s) => s.ordinal)).toEqual([0, 1]);
+    expect(f.campaignStatus.at(-1)).toBe('completed');
+    expect(f.compensated).toEqual([]);
+  });
+
+  it('a failed task becomes an avoid_error learning; the campaign fails and undoes its work newest first', async () => {
+    const f = fakes();
+    const err = await withWorker(f, async (q) => {
+      const h = await start(q, {
+        campaignId: `c-fail-${seq}`,
+        agentId: 'ada',
+        title: 'deploy',
+        shardType: 'ops',
+        phases: [
+          { name: 'prepare', type: 'prepare', tasks: [task('a'), task('b')] },
+          { name: 'ship', type: 'deploy', tasks: [task('c'), task('d', 'boom', { host: 'host-12' }), task('e')] },
+        ],
+      });
+      return h.result().then(
+        () => null,
+        (e: unknown) => e,
+      );
+    });
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('CampaignFailed');
+    expect((cause as ApplicationFailure).message).toMatch(/phase 'ship' checkpoint failed: 1 of 3 tasks succeeded, 3 required/);
+    // e never ran: once d failed the checkpoint could not pass.
+    expect(f.ran).toEqual(['p0/t0', 'p0/t1', 'p1/t0', 'p1/t1']);
+    expect(f.compensated).toEqual(['p1/t0', 'p0/t1', 'p0/t0']);
+    expect(f.learnings.map((l) => [l.predicate, l.args, l.shardType])).toEqual([
+      ['phase_success', { phase_type: 'prepare' }, 'ops'],
+      ['avoid_error', { task_type: 'boom', error: 'disk full on host-N after N tries' }, 'ops'],
+    ]);
+    expect(f.campaignStatus.slice(-2)).toEqual(['compensating', 'failed']);
+  });
+
+  it('tolerates a failed task when minSucceeded allows it', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) =>
+      (
+        await start(q, {
+          campaignId: `c-tol-${seq}`,
+          agentId: 'ada',
+          title: 'best effort',
+          phases: [{ name: 'scan', type: 'scan', tasks: [task('a', 'boom'), task('b')], checkpoint: { criteria: { minSucceeded: 1 } } }],
+        })
+      ).result(),
+    );
+    expect(result.status).toBe('completed');
+    expect(f.learnings.map((l) => l.predicate)).toEqual(['avoid_error', 'phase_success']);
+  });
+
+  it('pauses before the next task and resumes on signal', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const h = await start(q, { campaignId: `c-pause-${seq}`, agentId: 'ada', title: 'p', phases: [{ name: 'one', type: 'x', tasks: [task('a', 'gate', { gate: 'p1' }), task('b'), task('c')] }] });
+      const open = await waitForGate(f, 'p1');
+      await h.signal('pause');
+      open();
+      await waitFor(h, (p) => p.status === 'paused', 'paused');
+      // Paused for a simulated day: nothing more runs.
+      await env.sleep(24 * 3_600_000);
+      expect(f.ran).toEqual(['p0/t0']);
+      expect((await h.query<CampaignProgress>('progress')).task).toMatchObject({ index: 1 });
+      await h.signal('resume');
+      expect((await h.result()).status).toBe('completed');
+    });
+    expect(f.ran).toEqual(['p0/t0', 'p0/t1', 'p0/t2']);
+    expect(f.campaignStatus).toContain('paused');
+  });
+
+  it('cancel by signal stops the running task and compensates completed ones in reverse order', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) => {
+      const h = await start(q, {
+        campaignId: `c-cancel-${seq}`,
+        agentId: 'ada',
+        title: 'c',
+        phases: [
+          { name: 'one', type: 'x', tasks: [task('a'), { ...task('b'), compensation: { type: 'note', args: { text: 'undo b' } } }] },
+          { name: 'two', type: 'y', tasks: [task('c'), task('d', 'gate', { gate: 'c1' }), task('e')] },
+        ],
+      });
+      await waitForGate(f, 'c1');
+      await h.signal('cancel', { reason: 'the user changed their mind' });
+      return h.result();
+    });
+    expect(result).toMatchObject({ status: 'cancelled', compensated: ['two/c', 'one/b', 'one/a'] });
+    expect(f.compensated).toEqual(['p1/t0', 'p0/t1', 'p0/t0']);
+    expect(f.ran).not.toContain('p1/t2');
+    expect(f.campaignStatus.slice(-2)).toEqual(['compensating', 'cancelled']);
+  });
+
+  it('cancellation from Temporal also compensates, and the workflow ends cancelled', async () => {
+    const f = fakes();
+    const err = await withWorker(f, async (q) => {
+      const h = await start(q, { campaignId: `c-tcancel-${seq}`, agentId: 'ada', title: 'c', phases: [{ name: 'one', type: 'x', tasks: [task('a'), task('b', 'gate', { gate: 't1' })] }] });
+      await waitForGate(f, 't1');
+      await h.cancel();
+      return h.result().then(
+        () => null,
+        (e: unknown) => e,
+      );
+    });
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(f.compensated).toEqual(['p0/t0']);
+    expect(f.campaignStatus.at(-1)).toBe('cancelled');
+  });
+
+  it('a checkpoint the validator rejects fails the campaign with its reason', async () => {
+    const f = fakes();
+    const err = await withWorker(f, async (q) =>
+      (await start(q, { campaignId: `c-strict-${seq}`, agentId: 'ada', title: 's', phases: [{ name: 'audit', type: 'strict', tasks: [task('a')], checkpoint: { validator: { role: 'validator' }, criteria: { description: 'evidence attached' } } }] })).result().then(
+        () => null,
+        (e: unknown) => e,
+      ),
+    );
+    expect(((err as WorkflowFailedError).cause as ApplicationFailure).message).toContain("phase 'audit' checkpoint failed: the validator found no evidence");
+    expect(f.learnings).toEqual([]);
+    expect(f.phaseStatus.find((s) => s.status === 'failed')).toEqual({ ordinal: 0, status: 'failed' });
+  });
+
+  it('runs a child workflow task (a sub-campaign) and uses its result', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) =>
+      (
+        await start(q, {
+          campaignId: `c-parent-${seq}`,
+          agentId: 'ada',
+          title: 'parent',
+          phases: [
+            {
+              name: 'delegate',
+              type: 'delegate',
+              tasks: [{ name: 'sub', kind: 'workflow', type: 'campaignWorkflow', args: { campaignId: `c-child-${seq}`, agentId: 'ada', title: 'child', phases: [{ name: 'inner', type: 'inner', tasks: [task('x')] }] } }],
+              checkpoint: { criteria: { expect: [{ task: 'sub', path: 'status', equals: 'completed' }] } },
+            },
+          ],
+        })
+      ).result(),
+    );
+    expect(result.status).toBe('completed');
+    expect(f.learnings.map((l) => l.args)).toEqual([{ phase_type: 'inner' }, { phase_type: 'delegate' }]);
+  });
+
+  it('refuses bad input at once, naming the fields', async () => {
+    const f = fakes();
+    const err = await withWorker(f, async (q) =>
+      (
+        await env.client.workflow.start('campaignWorkflow', {
+          taskQueue: q,
+          workflowId: `campaign/bad-${seq}`,
+          args: [{ campaignId: 'has space', agentId: 'ada', title: '', phases: [{ name: 'p', type: 't', tasks: [{ name: 'x', kind: 'workflow', type: 'rm -rf' }] }] }],
+        })
+      ).result().then(
+        () => null,
+        (e: unknown) => e,
+      ),
+    );
+    const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('InvalidInput');
+    expect(cause.nonRetryable).toBe(true);
+    expect(cause.message).toContain('campaignId:');
+    expect(cause.message).toContain('title:');
+    expect(cause.message).toContain("phases.0.tasks.0.type: a workflow task's type must be one of: campaignWorkflow, toolGenerationWorkflow");
+    expect(f.ran).toEqual([]);
+  });
+});
+
+// Types only: the result type is what the client sees.
+export type { CampaignResult };

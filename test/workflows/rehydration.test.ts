@@ -1,0 +1,122 @@
+/**
+ * Rehydration (SPEC §6): behaviour change after three rejections. The real agent loop on the
+ * time-skipping server with the real activities, the real Postgres and a scripted model that
+ * keeps writing a diary entry with a password in it:
+ * - before: the command is applied;
+ * - the user rejects `diary.add` for "password" three times (`mindloop feedback` does the same);
+ * - the next run (after continue-as-new) has the learning in context 2, and the same command is held for clarification — not executed — with a note to
+ *   the user asking; a command without the pattern still runs;
+ * - a failing command counts as outcome feedback (`command:<type>` rejections).
+ */
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { and, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import { recordFeedback } from '../../activities/learning-store.js';
+import type { ChatMessage } from '../../activities/llm/types.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts } from '../../db/schema/index.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+
+let env: TestWorkflowEnvironment;
+let h: DbHandle;
+let drop: () => Promise<void>;
+let worker: Worker;
+let running: Promise<void>;
+const prompts: ChatMessage[][] = [];
+let calls = 0;
+const taskQueue = 'rehydration';
+
+/** Every think writes the same two diary entries: one with the password, one harmless. */
+function script({ messages }: { messages: ChatMessage[] }): string {
+  // The think call carries context 0 ("who you are"); other calls (evaluation) do not count.
+  const thinking = messages.some((m) => m.content.includes('who you are'));
+  if (thinking) prompts.push(messages);
+  const n = thinking ? ++calls : calls;
+  return `I keep notes.\nConfidence: 0.9\n${renderCommandBlock([
+    { cmdId: `secret${n}`, type: 'diary.add', args: { title: `Login ${n}`, content: 'The PASSWORD is hunter2' } },
+    { cmdId: `plain${n}`, type: 'diary.add', args: { title: `Weather ${n}`, content: 'Sunny today.' } },
+    { cmdId: `broken${n}`, type: 'diary.read', args: { id: 999999 } },
+  ])}`;
+}
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('mindloop_rehydration');
+  drop = fresh.drop;
+  h = createDb(fresh.url, { max: 6 });
+  await runMigrations(h.pool);
+  await h.db.insert(agents).values({ id: 'lina', name: 'Lina' });
+  await h.db.insert(llmRegistry).values({ agentId: 'lina', name: 'script', provider: 'scripted', model: 'scripted-lina', role: 'agent', priority: 1 });
+  const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+  env = e;
+  worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: createActivities({ db: h.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } }),
+  });
+  running = worker.run();
+}, 180_000);
+afterAll(async () => {
+  worker?.shutdown();
+  await running;
+  await env?.teardown();
+  await h?.close();
+  await drop?.();
+});
+
+/** One loop: tick 1, then a 1-hour pacing pause (no time skipping until the test awaits the result), continue-as-new, tick 2. */
+async function startLoop() {
+  return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    taskQueue,
+    workflowId: 'agent/lina',
+    args: [{ agentId: 'lina', maxTicks: 2, ticksPerRun: 1, settings: { delayMs: 3_600_000 } }],
+  });
+}
+
+const diaryTitles = async () => (await h.db.select({ t: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, 'lina'))).map((r) => r.t).sort();
+
+describe('rehydration: behaviour change after three rejections', () => {
+  it('a learned avoid_pattern holds the matching command for clarification instead of running it', async () => {
+    // Before: both entries are written.
+    const loop = await startLoop();
+    await expect.poll(diaryTitles, { timeout: 30_000, interval: 200 }).toEqual(['Login 1', 'Weather 1']);
+    const firstPrompt = prompts[0]!.map((m) => m.content).join('\n');
+    expect(firstPrompt).not.toContain('What you have learned');
+
+    // The user rejects it three times (what `mindloop feedback lina reject diary.add --reason password` records).
+    const fb = { agentId: 'lina', kind: 'reject' as const, action: 'diary.add', reason: 'password' };
+    expect((await recordFeedback(h.db, fb)).learning).toBeUndefined();
+    expect((await recordFeedback(h.db, fb)).learning).toBeUndefined();
+    const third = await recordFeedback(h.db, fb);
+    expect(third.learning).toMatchObject({ predicate: 'avoid_pattern', args: { action: 'diary.add', pattern: 'password' } });
+
+    // After: the run after continue-as-new rehydrates the learning into context 2 and its checks.
+    const before = prompts.length;
+    expect(await loop.result()).toMatchObject({ ticks: 2 });
+    expect((await loop.describe()).runId).not.toBe(loop.firstExecutionRunId);
+    const prompt = prompts[before]!.map((m) => m.content).join('\n');
+    expect(prompt).toContain('What you have learned:');
+    expect(prompt).toContain(`#${third.learning!.id} avoid "password" in diary.add commands`);
+
+    expect(await diaryTitles()).toEqual(['Login 1', 'Weather 1', 'Weather 2']);
+    const [held] = await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, 'lina'), eq(commandLog.cmdId, 'secret2')));
+    expect(held).toMatchObject({ status: 'rejected' });
+    expect(held!.reason).toMatch(/^needs clarification: diary\.add matches what you learned to avoid: "password" \(learning #\d+, confidence 1\.00\)/);
+    const asks = await h.db.select().from(notes).where(and(eq(notes.agentId, 'lina'), eq(notes.direction, 'out')));
+    expect(asks).toHaveLength(1);
+    expect(asks[0]).toMatchObject({ recipient: 'user', tags: ['clarification', 'learning'] });
+    expect(asks[0]!.text).toContain('Before I run diary.add (secret2)');
+
+    // Outcome feedback: the failing diary.read counted once per run as a command rejection.
+    const outcome = await h.db.select().from(preferenceCounts).where(and(eq(preferenceCounts.agentId, 'lina'), eq(preferenceCounts.kind, 'reject')));
+    const failures = outcome.find((p) => p.pattern.startsWith('command:diary.read:'));
+    expect(failures).toMatchObject({ count: 2, shard: 'agent:lina' });
+    expect(before).toBe(1);
+  }, 120_000);
+});

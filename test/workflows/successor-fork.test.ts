@@ -1,0 +1,349 @@
+/**
+ * successorForkWorkflow on the time-skipping server with the REAL fork activities on a real
+ * Postgres (fresh database, migrations applied), a scripted validator model for the judge, and
+ * the sandbox-queue activity backed by a local-process test double of the Sandbox contract
+ * (isolation itself is tested in test/sandbox/).
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { and, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createForkActivities } from '../../activities/forks.js';
+import { createLlmRouter } from '../../activities/llm/index.js';
+import { createSandboxActivities } from '../../activities/sandbox.js';
+import { canonicalJson, forkPatchSchema, type SuccessorForkInput } from '../../core/fork.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import { agentConfig, agents, forks, forkToolRegistry, llmCalls, toolRegistry, verdicts } from '../../db/schema/index.js';
+import {
+  approveForkUpdate,
+  forkStateQuery,
+  rejectForkUpdate,
+  type ForkState,
+  type SuccessorForkResult,
+  type successorForkWorkflow,
+} from '../../workflows/successor-fork.js';
+import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
+import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+let handle: DbHandle;
+let dropDb: () => Promise<void>;
+const data = tempDir('forks');
+const sandbox = new LocalProcessSandbox();
+/** Test switch: make the evaluation block (heartbeating) until it is cancelled. */
+const hooks = { blockEvaluation: false };
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('mindloop_forks');
+  dropDb = fresh.drop;
+  handle = createDb(fresh.url);
+  await runMigrations(handle.pool);
+  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+}, 120_000);
+afterAll(async () => {
+  await env?.teardown();
+  await handle?.close();
+  await dropDb?.();
+  data.remove();
+});
+
+function forkActivities() {
+  const real = createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '' }), dataDir: data.path });
+  return {
+    ...real,
+    async forkEvaluateAbstracts(input: { forkId: string }) {
+      if (hooks.blockEvaluation) {
+        const ctx = Context.current();
+        await new Promise<never>((_, reject) => {
+          const beat = setInterval(() => ctx.heartbeat(), 100);
+          ctx.cancellationSignal.addEventListener('abort', () => {
+            clearInterval(beat);
+            reject(ctx.cancellationSignal.reason);
+          });
+        });
+      }
+      return real.forkEvaluateAbstracts(input);
+    },
+  };
+}
+
+let workers: Worker[] = [];
+let running: Array<Promise<void>> = [];
+beforeAll(async () => {
+  workers = [
+    await Worker.create({ connection: env.nativeConnection, taskQueue: 'mindloop', workflowBundle: bundle, activities: forkActivities() }),
+    await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: {} as never, sandbox }) }),
+  ];
+  running = workers.map((w) => w.run());
+});
+afterAll(async () => {
+  for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+  await Promise.allSettled(running);
+});
+
+/** One pair of workers serves the whole file (two on one queue are refused). */
+const withWorkers = <T>(fn: () => Promise<T>): Promise<T> => fn();
+
+const strategyPatch = { kind: 'strategy', strategy: 'keyword_cluster' } as const;
+const replay = { kind: 'abstracts_replay', lastN: 30, window: 10 } as const;
+
+function start(id: string, input: SuccessorForkInput): Promise<WorkflowHandle<typeof successorForkWorkflow>> {
+  return env.client.workflow.start('successorForkWorkflow', { taskQueue: 'mindloop', workflowId: `fork/${id}`, args: [input] });
+}
+
+async function phase(h: WorkflowHandle, want: ForkState['phase'], timeoutMs = 30_000): Promise<ForkState> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await h.query(forkStateQuery);
+    if (s.phase === want) return s;
+    if (Date.now() > deadline) throw new Error(`fork stayed in phase ${s.phase}, wanted ${want}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function verdictOf(forkId: string) {
+  const [v] = await handle.db.select().from(verdicts).where(eq(verdicts.forkId, forkId));
+  return v;
+}
+async function forkRow(forkId: string) {
+  const [f] = await handle.db.select().from(forks).where(eq(forks.id, forkId));
+  return f!;
+}
+async function forkGone(forkId: string) {
+  expect(await handle.db.select().from(agents).where(eq(agents.id, `fk.${forkId}`))).toEqual([]);
+  expect(await countRows(handle.db, `fk.${forkId}`)).toBe(0);
+  expect(await handle.db.select().from(forkToolRegistry).where(eq(forkToolRegistry.agentId, `fk.${forkId}`))).toEqual([]);
+  expect((await forkRow(forkId)).cleanedAt).toBeInstanceOf(Date);
+}
+async function strategyOf(agentId: string) {
+  const [r] = await handle.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
+  return r?.value;
+}
+
+async function failureOf(p: Promise<unknown>): Promise<Error> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  return (err as WorkflowFailedError).cause as Error;
+}
+
+describe('successorForkWorkflow', () => {
+  it('rejects bad input at once with a non-retryable error naming the fields', async () => {
+    await withWorkers(async () => {
+      const bad = await failureOf(
+        env.client.workflow.execute('successorForkWorkflow', {
+          taskQueue: 'mindloop',
+          workflowId: 'fork/bad-1',
+          args: [{ agentId: 'has space', patch: { kind: 'strategy', strategy: 'zip' }, evaluation: { kind: 'abstracts_replay' }, budget: { costUsd: -1 } }],
+        }),
+      );
+      expect(bad).toBeInstanceOf(ApplicationFailure);
+      expect((bad as ApplicationFailure).type).toBe('InvalidInput');
+      expect((bad as ApplicationFailure).nonRetryable).toBe(true);
+      expect(bad.message).toMatch(/agentId: .*patch\.strategy: .*budget\.costUsd: /);
+
+      const mismatch = await failureOf(
+        env.client.workflow.execute('successorForkWorkflow', {
+          taskQueue: 'mindloop',
+          workflowId: 'fork/bad-2',
+          args: [{ agentId: 'x', patch: strategyPatch, evaluation: { kind: 'tool_tests' } }],
+        }),
+      );
+      expect(mismatch.message).toContain('tool_tests cannot evaluate a strategy patch');
+
+      const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then((h) => h.result()));
+      expect((missing.cause as Error | undefined)?.message ?? missing.message).toContain('agent nobody does not exist');
+      expect(await handle.db.select().from(agents).where(eq(agents.id, 'fk.bad-3'))).toEqual([]);
+    });
+  });
+
+  it('evaluates the demo patch end to end: APPROVE stored with patch_hash and artifacts, copy destroyed, parent untouched byte for byte; reject discards', async () => {
+    await seedForkableAgent(handle.db, 'p-demo');
+    const before = await snapshotAgent(handle.db, 'p-demo');
+    await withWorkers(async () => {
+      const h = await start('demo-1', { agentId: 'p-demo', patch: strategyPatch, evaluation: replay });
+      const s = await phase(h, 'awaiting_approval');
+      expect(s).toMatchObject({ verdict: 'APPROVE', gate: 'pending' });
+      expect(s.rows).toBe(await countRows(handle.db, 'p-demo'));
+
+      const v = (await verdictOf('demo-1'))!;
+      const canonical = canonicalJson(forkPatchSchema.parse(strategyPatch));
+      expect(canonical).toBe('{"kind":"strategy","strategy":"keyword_cluster","target":"abstracts"}');
+      expect(v).toMatchObject({ verdict: 'APPROVE', agentId: 'p-demo', patchHash: createHash('sha256').update(canonical).digest('hex'), appliedAt: null });
+      expect(v.confidence).toBeGreaterThan(0.5);
+      expect(v.evaluationSummary).toMatch(/^3 windows; parent: coverage .*patched: coverage/);
+      expect(v.artifacts.map((a) => a.name)).toEqual(['evaluation.json', 'verdict.json']);
+      for (const a of v.artifacts) {
+        const text = readFileSync(fileURLToPath(a.uri!), 'utf8');
+        expect(createHash('sha256').update(text).digest('hex')).toBe(a.sha256);
+      }
+      const report = JSON.parse(readFileSync(fileURLToPath(v.artifacts[0]!.uri!), 'utf8')) as { baselineStrategy: string; candidateStrategy: string; windows: unknown[] };
+      expect([report.baselineStrategy, report.candidateStrategy, report.windows.length]).toEqual(['recency', 'keyword_cluster', 3]);
+
+      await forkGone('demo-1');
+      expect((await forkRow('demo-1')).status).toBe('completed');
+      expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
+
+      expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({ gate: 'rejected', applied: null });
+      const r = await h.result();
+      expect(r).toMatchObject({ verdict: 'APPROVE', gate: 'rejected', applied: null });
+      expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
+      expect(await forkRow('demo-1')).toMatchObject({ gate: 'rejected', gateBy: 'bob' });
+      // A second answer after the gate closed is refused.
+      await expect(h.executeUpdate(approveForkUpdate, { args: [{}] })).rejects.toThrow();
+    });
+  });
+
+  it('copies every row with references remapped inside the copy', async () => {
+    await seedForkableAgent(handle.db, 'p-copy');
+    const acts = createForkActivities({ db: handle.db, dataDir: data.path });
+    const r = await acts.forkSpawn({ forkId: 'copy-1', workflowId: 'fork/copy-1', agentId: 'p-copy', patch: strategyPatch as never, evaluation: replay as never, budget: {} as never, startedAtMs: Date.now() });
+    expect(r.rows).toBe(await countRows(handle.db, 'p-copy'));
+    expect(await countRows(handle.db, 'fk.copy-1')).toBe(r.rows);
+    // A retry finds the first attempt's copy.
+    expect((await acts.forkSpawn({ forkId: 'copy-1', workflowId: 'fork/copy-1', agentId: 'p-copy', patch: strategyPatch as never, evaluation: replay as never, budget: {} as never, startedAtMs: Date.now() })).rows).toBe(r.rows);
+    const { rows } = await handle.pool.query<{ bad: number }>(
+      `select
+        (select count(*) from goal_links l join goals g on g.id = l.parent_goal_id where l.agent_id = 'fk.copy-1' and g.agent_id <> 'fk.copy-1') +
+        (select count(*) from tasks t join goals g on g.id = t.goal_id where t.agent_id = 'fk.copy-1' and g.agent_id <> 'fk.copy-1') +
+        (select count(*) from links l join concepts c on c.id in (l.from_concept_id, l.to_concept_id) where l.agent_id = 'fk.copy-1' and c.agent_id <> 'fk.copy-1') +
+        (select count(*) from unverified_facts f join llm_recent_responses r on r.id = f.response_id where f.agent_id = 'fk.copy-1' and r.agent_id <> 'fk.copy-1') +
+        (select count(*) from llm_calls c join llm_registry r on r.id = c.registry_id where c.agent_id = 'fk.copy-1' and r.agent_id <> 'fk.copy-1') +
+        (select count(*) from campaign_phases p join campaigns c on c.id = p.campaign_id where p.agent_id = 'fk.copy-1' and c.agent_id <> 'fk.copy-1') +
+        (select count(*) from decision_log d join escalations e on e.id = d.escalation_id where d.agent_id = 'fk.copy-1' and e.agent_id <> 'fk.copy-1') +
+        (select count(*) from abstracts a, jsonb_array_elements_text(a.sources->'responses') s(id) join llm_recent_responses r on r.id = s.id::bigint where a.agent_id = 'fk.copy-1' and r.agent_id <> 'fk.copy-1')
+        as bad`,
+    );
+    expect(Number(rows[0]!.bad)).toBe(0);
+    const copied = await handle.pool.query<{ n: number }>(`select count(*)::int as n from abstracts a, jsonb_array_elements_text(a.sources->'responses') s(id) where a.agent_id = 'fk.copy-1'`);
+    expect(copied.rows[0]!.n).toBe(3);
+    expect((await acts.forkCleanup({ forkId: 'copy-1' })).removedAgent).toBe(true);
+    expect((await acts.forkCleanup({ forkId: 'copy-1' })).removedAgent).toBe(false);
+    await forkGone('copy-1');
+  });
+
+  it('approve applies the patch to the parent (once); the deadline applies nothing', async () => {
+    await seedForkableAgent(handle.db, 'p-appr');
+    await seedForkableAgent(handle.db, 'p-late');
+    await withWorkers(async () => {
+      const h = await start('appr-1', { agentId: 'p-appr', patch: strategyPatch, evaluation: replay });
+      await phase(h, 'awaiting_approval');
+      expect(await strategyOf('p-appr')).toBe('recency');
+      expect(await h.executeUpdate(approveForkUpdate, { args: [{ by: 'alice' }] })).toEqual({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
+      expect(await h.result()).toMatchObject({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
+      expect(await strategyOf('p-appr')).toBe('keyword_cluster');
+      expect(await verdictOf('appr-1')).toMatchObject({ appliedBy: 'alice', appliedAt: expect.any(Date) });
+      // Re-running the gate activity (a retry) does not apply twice.
+      const acts = createForkActivities({ db: handle.db, dataDir: data.path });
+      expect(await acts.forkGate({ forkId: 'appr-1', decision: 'approved', by: 'alice' })).toEqual({ gate: 'approved', applied: 'alice' });
+
+      const late = await start('late-1', { agentId: 'p-late', patch: strategyPatch, evaluation: replay, approvalDeadlineMs: 3_600_000 });
+      expect(await late.result()).toMatchObject({ verdict: 'APPROVE', gate: 'expired', applied: null });
+      expect(await strategyOf('p-late')).toBe('recency');
+      expect(await forkRow('late-1')).toMatchObject({ gate: 'expired', gateBy: 'deadline' });
+      expect((await verdictOf('late-1'))!.appliedAt).toBeNull();
+    });
+  });
+
+  it('wall-time budget: the evaluation is stopped and the verdict is REJECT with the reason', async () => {
+    await seedForkableAgent(handle.db, 'p-wall');
+    hooks.blockEvaluation = true;
+    try {
+      await withWorkers(async () => {
+        const h = await start('wall-1', { agentId: 'p-wall', patch: strategyPatch, evaluation: replay, budget: { wallMs: 3000 } });
+        const r = await h.result();
+        expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
+      });
+    } finally {
+      hooks.blockEvaluation = false;
+    }
+    expect(await verdictOf('wall-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
+    expect((await forkRow('wall-1')).status).toBe('budget_exceeded');
+    await forkGone('wall-1');
+  });
+
+  it('model-cost budget: the judge spends on the fork until the budget runs out → REJECT', async () => {
+    await seedForkableAgent(handle.db, 'p-cost', { validatorCostPer1k: 1 });
+    await withWorkers(async () => {
+      const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01 } })).result();
+      expect(r.verdict).toBe('REJECT');
+      expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$0\.\d+ > \$0\.01\)$/);
+    });
+    const f = await forkRow('cost-1');
+    expect(f.status).toBe('budget_exceeded');
+    expect(Number((f.usage as { costUsd: number }).costUsd)).toBeGreaterThan(0.01);
+    // The parent paid nothing: its calls are the two it was seeded with.
+    expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'p-cost'))).toHaveLength(2);
+    await forkGone('cost-1');
+  });
+
+  it('cancel mid-evaluation: nothing of the fork is left', async () => {
+    await seedForkableAgent(handle.db, 'p-cancel');
+    const before = await snapshotAgent(handle.db, 'p-cancel');
+    hooks.blockEvaluation = true;
+    try {
+      await withWorkers(async () => {
+        const h = await start('cancel-1', { agentId: 'p-cancel', patch: strategyPatch, evaluation: replay });
+        await phase(h, 'evaluating');
+        expect(await countRows(handle.db, 'fk.cancel-1')).toBeGreaterThan(50);
+        await h.cancel();
+        const err = await failureOf(h.result());
+        expect(err).toBeInstanceOf(CancelledFailure);
+      });
+    } finally {
+      hooks.blockEvaluation = false;
+    }
+    await forkGone('cancel-1');
+    expect((await forkRow('cancel-1')).status).toBe('cancelled');
+    expect(await verdictOf('cancel-1')).toBeUndefined();
+    expect(await snapshotAgent(handle.db, 'p-cancel')).toBe(before);
+  });
+
+  it('tool swap: tests run in the sandbox; pass → APPROVE (applied as the next registry version), fail → REJECT', async () => {
+    await seedForkableAgent(handle.db, 'p-tool');
+    await handle.db.insert(toolRegistry).values({ name: 'adder', kind: 'generated', implementation: 'export const add = (a, b) => a - b;', tests: '', status: 'active' });
+    const tests = "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) { console.error('add(2, 3) = ' + add(2, 3)); process.exit(1); }\nconsole.log('ok');\n";
+    await withWorkers(async () => {
+      const good = await start('tool-1', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests }, evaluation: { kind: 'tool_tests' } });
+      await phase(good, 'awaiting_approval');
+      expect(await good.executeUpdate(approveForkUpdate, { args: [{ by: 'carol' }] })).toEqual({ gate: 'approved', applied: 'tool adder v2' });
+      const bad = await (await start('tool-2', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' } })).result();
+      expect(bad.verdict).toBe('REJECT');
+      expect(bad.evaluationSummary).toContain('add(2, 3) = 6');
+    });
+    expect(sandbox.runs.map((r) => [r.key, r.command.join(' '), Object.keys(r.files ?? {}).sort().join(',')])).toEqual([
+      ['fork/tool-1/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
+      ['fork/tool-2/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
+    ]);
+    const [tool] = await handle.db.select().from(toolRegistry).where(eq(toolRegistry.name, 'adder'));
+    expect(tool).toMatchObject({ version: 2, implementation: 'export const add = (a, b) => a + b;' });
+    await forkGone('tool-1');
+    await forkGone('tool-2');
+  });
+
+  it('verifier: an independent second fork audits the first and the caveat says whether it agreed', async () => {
+    await seedForkableAgent(handle.db, 'p-verify');
+    await withWorkers(async () => {
+      const h = await start('ver-1', { agentId: 'p-verify', patch: strategyPatch, evaluation: replay, verify: true, approvalDeadlineMs: 1000 });
+      const r: SuccessorForkResult = await h.result();
+      expect(r.caveats).toContain('verifier: independent fork agreed (APPROVE)');
+    });
+    expect(await forkRow('ver-1.vf')).toMatchObject({ auditsForkId: 'ver-1', status: 'completed', gate: null });
+    expect((await verdictOf('ver-1.vf'))!.verdict).toBe('APPROVE');
+    await forkGone('ver-1.vf');
+    expect(existsSync(`${data.path}/forks/ver-1.vf/verdict.json`)).toBe(true);
+  });
+});
+

@@ -1,0 +1,90 @@
+/**
+ * The maintenance Temporal Schedules (SPEC §7), created idempotently at start (`npm start`)
+ * and by `npx mindloop schedules apply`: learning decay daily, the abstracts digest hourly,
+ * memory pruning every 6 hours, process-log cleanup daily. Applying again converges spec,
+ * action and policies but keeps the schedule's state, so a schedule paused in the UI stays paused.
+ */
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+
+export interface MaintenanceSchedule {
+  id: string;
+  workflowType: string;
+  every: string;
+  /** Offset within the interval, so the jobs do not all start at once. */
+  offset?: string;
+  args: unknown[];
+  note: string;
+}
+
+export const maintenanceSchedules: readonly MaintenanceSchedule[] = [
+  { id: 'maintenance/learning-decay', workflowType: 'learningDecayWorkflow', every: '1 day', offset: '3 hours', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }], note: 'learnings × 0.9 when not reinforced for 7 days; deleted below 0.1' },
+  { id: 'maintenance/abstracts-digest', workflowType: 'abstractsDigestWorkflow', every: '1 hour', offset: '5 minutes', args: [{}], note: 'per running agent: an abstract of recent responses by its abstracts_strategy' },
+  { id: 'maintenance/memory-pruning', workflowType: 'memoryPruningWorkflow', every: '6 hours', offset: '20 minutes', args: [{}], note: 'per running agent: archive beyond lru_limit' },
+  { id: 'maintenance/process-log-cleanup', workflowType: 'processLogCleanupWorkflow', every: '1 day', offset: '4 hours', args: [{ olderThanDays: 30 }], note: 'delete closed process-log entries older than 30 days' },
+];
+
+function options(s: MaintenanceSchedule, taskQueue: string): ScheduleOptions {
+  return {
+    scheduleId: s.id,
+    spec: { intervals: [{ every: s.every, offset: s.offset }] },
+    action: { type: 'startWorkflow', workflowType: s.workflowType, args: s.args, taskQueue, workflowId: s.id, workflowRunTimeout: '1 hour' },
+    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour', pauseOnFailure: false },
+    state: { note: s.note },
+  };
+}
+
+/** Create each schedule, or bring an existing one to this definition (its paused state kept). */
+export async function applySchedules(
+  client: Client,
+  o: { taskQueue?: string; schedules?: readonly MaintenanceSchedule[] } = {},
+): Promise<Array<{ id: string; action: 'created' | 'updated' }>> {
+  const taskQueue = o.taskQueue ?? 'mindloop';
+  const out: Array<{ id: string; action: 'created' | 'updated' }> = [];
+  for (const s of o.schedules ?? maintenanceSchedules) {
+    const opts = options(s, taskQueue);
+    try {
+      await client.schedule.create(opts);
+      out.push({ id: s.id, action: 'created' });
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      await client.schedule.getHandle(s.id).update((prev) => ({
+        spec: opts.spec,
+        action: opts.action,
+        policies: opts.policies,
+        state: { paused: prev.state.paused, note: prev.state.note ?? s.note, remainingActions: prev.state.remainingActions },
+      }));
+      out.push({ id: s.id, action: 'updated' });
+    }
+  }
+  return out;
+}
+
+export interface ScheduleRow {
+  id: string;
+  workflowType: string;
+  paused: boolean;
+  note: string | null;
+  nextActionTimes: string[];
+  recentActions: number;
+}
+
+/** The maintenance schedules as the server describes them (missing ones are left out). */
+export async function describeSchedules(client: Client, schedules: readonly MaintenanceSchedule[] = maintenanceSchedules): Promise<ScheduleRow[]> {
+  const rows: ScheduleRow[] = [];
+  for (const s of schedules) {
+    try {
+      const d = await client.schedule.getHandle(s.id).describe();
+      rows.push({
+        id: s.id,
+        workflowType: d.action.workflowType,
+        paused: d.state.paused,
+        note: d.state.note ?? null,
+        nextActionTimes: d.info.nextActionTimes.slice(0, 2).map((t) => t.toISOString()),
+        recentActions: d.info.recentActions.length,
+      });
+    } catch (err) {
+      if ((err as Error).name !== 'ScheduleNotFoundError') throw err;
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,265 @@
+/**
+ * successorForkWorkflow (SPEC §5, id `fork/<id>`): fork the agent's state into an isolated
+ * copy, apply an architecture patch to the copy, evaluate it under a budget, store a verdict
+ * with artifacts, destroy the copy, then hold an APPROVE at the human gate until an
+ * `approveFork` / `rejectFork` update or the deadline (which applies nothing).
+ */
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  defineQuery,
+  defineUpdate,
+  executeChild,
+  isCancellation,
+  proxyActivities,
+  sleep,
+  setHandler,
+  workflowInfo,
+  type ActivityOptions,
+} from '@temporalio/workflow';
+import type { createActivities } from '../activities/index.js';
+import type { createSandboxActivities } from '../activities/sandbox.js';
+import type { ForkArtifact } from '../db/schema/forks.js';
+import {
+  auditCaveat,
+  budgetVerdict,
+  decideAbstractsVerdict,
+  decideContextReplayVerdict,
+  decideToolVerdict,
+  forkIdSchema,
+  successorForkInputSchema,
+  type SuccessorForkInput,
+  type SuccessorForkParams,
+  type VerdictDecision,
+  type VerdictKind,
+} from '../core/fork.js';
+import { dbActivity, sandboxActivity } from './lib/activity-options.js';
+import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
+
+type Activities = ReturnType<typeof createActivities>;
+type SandboxActivities = ReturnType<typeof createSandboxActivities>;
+
+const retry = dbActivity.retry;
+const db = proxyActivities<Activities>(dbActivity);
+// The copy and the evaluation may take a while on a big agent; they heartbeat per window.
+const long = proxyActivities<Activities>({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '1 minute', retry } satisfies ActivityOptions);
+// Cleanup must get through: more attempts, same idempotent activity.
+const cleanup = proxyActivities<Activities>({ ...dbActivity, retry: { ...retry, maximumAttempts: 20 } });
+const sandbox = proxyActivities<SandboxActivities>(sandboxActivity);
+
+export type ForkPhase = 'spawning' | 'evaluating' | 'verifying' | 'recording' | 'awaiting_approval' | 'done';
+export interface ForkState {
+  forkId: string;
+  phase: ForkPhase;
+  /** Workflow start → copy ready (ms), once spawned. */
+  spawnMs?: number;
+  rows?: number;
+  verdict?: VerdictKind;
+  gate?: 'pending' | 'approved' | 'rejected' | 'expired';
+}
+export interface SuccessorForkResult {
+  forkId: string;
+  verdict: VerdictKind;
+  confidence: number;
+  patchHash: string;
+  evaluationSummary: string;
+  caveats: string[];
+  artifacts: ForkArtifact[];
+  /** Only an APPROVE of a non-verifier fork goes through the gate. */
+  gate: 'approved' | 'rejected' | 'expired' | 'not_applicable';
+  applied: string | null;
+}
+export interface GateAnswer {
+  gate: string;
+  applied: string | null;
+}
+
+/** Where the fork is (phase, spawn time, verdict, gate). */
+export const forkStateQuery = defineQuery<ForkState>('forkState');
+/** Human gate: apply the APPROVE verdict's patch to the parent. */
+export const approveForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('approveFork');
+/** Human gate: discard the patch. */
+export const rejectForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('rejectFork');
+
+/** Evaluate an architecture patch in an isolated successor and return a verdict (SPEC §5). */
+export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<SuccessorForkResult> {
+  const input: SuccessorForkParams = parseWorkflowInput('successorForkWorkflow', successorForkInputSchema, raw);
+  const info = workflowInfo();
+  const forkId = input.forkId ?? (info.workflowId.startsWith('fork/') ? info.workflowId.slice('fork/'.length) : info.workflowId);
+  const idCheck = forkIdSchema.safeParse(forkId);
+  const mismatch =
+    input.evaluation.kind === 'tool_tests'
+      ? input.patch.kind !== 'tool'
+      : input.evaluation.kind === 'context_replay'
+        ? input.patch.kind !== 'config' && input.patch.kind !== 'prompt'
+        : input.patch.kind === 'tool';
+  if (!idCheck.success || mismatch) {
+    throw ApplicationFailure.create({
+      type: InvalidInputError,
+      nonRetryable: true,
+      message: !idCheck.success
+        ? `successorForkWorkflow: invalid input — forkId: '${forkId}' (from the workflow id): ${idCheck.error.issues[0]?.message ?? 'invalid'}`
+        : `successorForkWorkflow: invalid input — evaluation: ${input.evaluation.kind} cannot evaluate a ${input.patch.kind} patch (tool patches use tool_tests; config and prompt patches context_replay or abstracts_replay; strategy patches abstracts_replay)`,
+    });
+  }
+
+  const state: ForkState = { forkId, phase: 'spawning' };
+  let decision: { gate: 'approved' | 'rejected'; by: string } | undefined;
+  let answer: GateAnswer | undefined;
+  setHandler(forkStateQuery, () => ({ ...state }));
+  const gateHandler = (gate: 'approved' | 'rejected') => async (arg: { by?: string }) => {
+    decision ??= { gate, by: arg?.by?.trim() || 'human' };
+    await condition(() => answer !== undefined);
+    return answer!;
+  };
+  const gateValidator = (_arg: { by?: string }) => {
+    if (state.phase !== 'awaiting_approval') throw new Error(`fork ${forkId} is not awaiting approval (phase ${state.phase}, verdict ${state.verdict ?? 'none'})`);
+  };
+  setHandler(approveForkUpdate, gateHandler('approved'), { validator: gateValidator });
+  setHandler(rejectForkUpdate, gateHandler('rejected'), { validator: gateValidator });
+
+  let cleanupStatus: 'cancelled' | 'failed' | undefined;
+  let result: Omit<SuccessorForkResult, 'gate' | 'applied'>;
+  try {
+    const spawned = await long.forkSpawn({
+      forkId,
+      workflowId: info.workflowId,
+      agentId: input.agentId,
+      patch: input.patch,
+      evaluation: input.evaluation,
+      budget: input.budget,
+      auditsForkId: input.auditsForkId,
+      startedAtMs: info.startTime.getTime(),
+    });
+    Object.assign(state, { phase: 'evaluating', spawnMs: spawned.spawnMs, rows: spawned.rows });
+
+    // Wall-time budget: a timer races the evaluation; when it fires the evaluation is cancelled
+    // (its activities see the cancellation at their next heartbeat) and the verdict is REJECT.
+    const remaining = Math.max(1, input.budget.wallMs - (Date.now() - info.startTime.getTime()));
+    const evalScope = new CancellationScope();
+    const timerScope = new CancellationScope();
+    const evaluation = evalScope.run(() => evaluate(forkId, input));
+    const timer = timerScope.run(() => sleep(remaining)).then(() => 'timeout' as const);
+    let outcome: { decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' | 'failed' };
+    try {
+      const first = await Promise.race([evaluation, timer]);
+      if (first === 'timeout') {
+        evalScope.cancel();
+        await evaluation.catch(() => undefined);
+        outcome = { decision: budgetVerdict('wall_time', `${input.budget.wallMs} ms`), artifacts: [], status: 'budget_exceeded' };
+      } else {
+        timerScope.cancel();
+        outcome = first;
+      }
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
+      timerScope.cancel();
+      const message = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+      outcome = { decision: { verdict: 'REJECT', confidence: 0.5, summary: `evaluation failed: ${message}`, caveats: ['the evaluation did not finish'] }, artifacts: [], status: 'failed' };
+    }
+
+    const usage = await db.forkUsage({ forkId });
+    if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
+      outcome = { ...outcome, decision: budgetVerdict('cost', `spent $${usage.costUsd.toFixed(4)} > $${input.budget.costUsd}`), status: 'budget_exceeded' };
+    }
+
+    if (input.verify && !input.auditsForkId && forkId.length <= 58) {
+      state.phase = 'verifying';
+      const audit = await executeChild(successorForkWorkflow, {
+        workflowId: `fork/${forkId}.vf`,
+        args: [{ agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId }],
+      }).catch(() => undefined);
+      outcome.decision = { ...outcome.decision, caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)] };
+    }
+
+    state.phase = 'recording';
+    const recorded = await db.forkRecordVerdict({
+      forkId,
+      decision: outcome.decision,
+      artifacts: outcome.artifacts,
+      status: outcome.status,
+      usage: { costUsd: usage.costUsd, wallMs: Date.now() - info.startTime.getTime() },
+    });
+    state.verdict = outcome.decision.verdict;
+    result = {
+      forkId,
+      verdict: outcome.decision.verdict,
+      confidence: outcome.decision.confidence,
+      patchHash: recorded.patchHash,
+      evaluationSummary: outcome.decision.summary,
+      caveats: outcome.decision.caveats,
+      artifacts: outcome.artifacts,
+    };
+  } catch (err) {
+    cleanupStatus = isCancellation(err) ? 'cancelled' : 'failed';
+    throw err;
+  } finally {
+    // Runs on success, failure and cancellation alike; nonCancellable so a cancelled workflow
+    // still destroys the copy. The activity is idempotent.
+    await CancellationScope.nonCancellable(() => cleanup.forkCleanup({ forkId, status: cleanupStatus }));
+  }
+
+  if (result.verdict !== 'APPROVE' || input.auditsForkId) {
+    state.phase = 'done';
+    return { ...result, gate: 'not_applicable', applied: null };
+  }
+
+  // The human gate: nothing is applied without an answer; the deadline lapses the verdict.
+  state.phase = 'awaiting_approval';
+  state.gate = 'pending';
+  try {
+    const answered = await condition(() => decision !== undefined, input.approvalDeadlineMs);
+    const gate = answered && decision ? decision : { gate: 'expired' as const, by: 'deadline' };
+    answer = await db.forkGate({ forkId, decision: gate.gate, by: gate.by });
+  } catch (err) {
+    if (isCancellation(err)) await CancellationScope.nonCancellable(() => db.forkGate({ forkId, decision: 'expired', by: 'cancelled' }));
+    throw err;
+  }
+  state.gate = answer.gate as ForkState['gate'];
+  state.phase = 'done';
+  // Let the update handler return its answer before the workflow completes.
+  await condition(allHandlersFinished);
+  return { ...result, gate: answer.gate as SuccessorForkResult['gate'], applied: answer.applied };
+}
+
+/** Apply the patch to the copy and run the evaluation the input names. */
+async function evaluate(
+  forkId: string,
+  input: SuccessorForkParams,
+): Promise<{ decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' }> {
+  await db.forkApplyPatch({ forkId });
+  if (input.evaluation.kind === 'abstracts_replay') {
+    const r = await long.forkEvaluateAbstracts({ forkId });
+    if (r.costExceeded) {
+      return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
+    }
+    const decision = decideAbstractsVerdict({ baseline: r.baseline, candidate: r.candidate, samples: r.samples, judgeRating: r.judgeRating });
+    const caveats = r.baselineStrategy === r.candidateStrategy ? [...decision.caveats, `the patch leaves the abstracts strategy at ${r.candidateStrategy}`] : decision.caveats;
+    return { decision: { ...decision, caveats }, artifacts: [r.artifact], status: 'completed' };
+  }
+  if (input.evaluation.kind === 'context_replay') {
+    const r = await long.forkEvaluateContexts({ forkId });
+    if (r.costExceeded) {
+      return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
+    }
+    return { decision: decideContextReplayVerdict({ parent: r.parent, candidate: r.candidate, samples: r.samples }), artifacts: [r.artifact], status: 'completed' };
+  }
+  if (input.patch.kind !== 'tool') throw ApplicationFailure.nonRetryable('tool_tests needs a tool patch', InvalidInputError);
+  // Tool code runs only in the sandbox, under the fork's CPU and disk budget.
+  const run = await sandbox.sandboxRun({
+    key: `fork/${forkId}/tool-tests`,
+    command: ['node', 'tool.test.mjs'],
+    files: { 'tool.mjs': input.patch.implementation, 'tool.test.mjs': input.patch.tests },
+    budget: { wallMs: Math.min(input.budget.wallMs, 600_000), cpus: input.budget.cpus, diskBytes: Math.min(input.budget.diskBytes, 256 * 1024 * 1024) },
+  });
+  const artifact = await db.forkWriteArtifact({
+    forkId,
+    name: 'tool-tests.json',
+    body: { status: run.status, exceeded: run.exceeded, exitCode: run.exitCode, durationMs: run.durationMs, stdout: run.stdout.slice(0, 65_536), stderr: run.stderr.slice(0, 65_536), imageId: run.imageId },
+  });
+  const decision = decideToolVerdict(run);
+  return { decision, artifacts: [artifact], status: decision.summary.startsWith('budget_exceeded') ? 'budget_exceeded' : 'completed' };
+}
