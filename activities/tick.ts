@@ -31,7 +31,7 @@ import {
 import { commandResultText } from './commands.js';
 import { createToolActivities, langChainTools } from './tools.js';
 import { nonRetryable } from './errors.js';
-import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, type LlmRouter } from './llm/index.js';
+import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, rowsFor, type LlmRouter } from './llm/index.js';
 
 export interface TickDeps {
   db: Db;
@@ -75,6 +75,9 @@ export interface ThinkResult {
   replayed: boolean;
 }
 
+/** The think call's idempotency key: a retried tick gets the recorded answer, not a new call. */
+const thinkKey = (input: ThinkInput) => `${input.workflowId}:${input.tick}:think`;
+
 const summarize = (text: string) => {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > 240 ? `${flat.slice(0, 239)}…` : flat;
@@ -114,7 +117,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       input.loop.notesFilter?.sources?.length ? inArray(notes.source, input.loop.notesFilter.sources as never[]) : undefined,
       input.loop.notesFilter?.tags?.length ? sql`${notes.tags} && ${input.loop.notesFilter.tags}` : undefined,
     );
-    const [prompts, ethics, responses, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, config, taskRow, toolDefs] = await Promise.all([
+    const [prompts, ethics, responses, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, config, taskRow, toolDefs, learnings, registry, previousCalls] = await Promise.all([
       db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
       db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority)),
       db
@@ -151,6 +154,12 @@ export function createTickActivities({ db, llm }: TickDeps) {
       // The agent's discovered tools as their LangChain definitions: each description shows the
       // tool's current state and the actions valid in it (SPEC §4, progressive discovery). One query.
       langChainTools(createToolActivities({ db }), agentId, `${agentId}/t${tick}/context`),
+      // Rehydration (SPEC §6): the agent's learnings above 0.3, read at every tick's context —
+      // so at loop start and after continue-as-new too.
+      loadLearnings(db, { agentId, limit: 20 }),
+      // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
+      llm.registry(agentId),
+      llm.previousCalls([thinkKey(input)]),
     ]);
     const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
     const focus =
@@ -165,9 +174,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       ethics: ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
       catalogue: helpText(),
       tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
-      // Rehydration (SPEC §6): the agent's learnings above 0.3, read at every tick's context —
-      // so at loop start and after continue-as-new too.
-      learnings: (await loadLearnings(db, { agentId, limit: 20 })).map(learningLine),
+      learnings: learnings.map(learningLine),
       responses: responses.map(
         (r): ContextResponse => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }),
       ),
@@ -190,7 +197,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       recentK: input.loop.recentK,
       focus,
     });
-    return { context, taskStatus: taskRow[0]?.status };
+    return { context, taskStatus: taskRow[0]?.status, preloaded: { registry, previous: previousCalls } };
   }
 
   /** While a long call runs, tell Temporal we are alive (and learn about cancellation). */
@@ -236,9 +243,9 @@ export function createTickActivities({ db, llm }: TickDeps) {
         }
       }
 
-      const { context, taskStatus } = await loadContext(input);
+      const { context, taskStatus, preloaded } = await loadContext(input);
       // The small local model follows a JSON grammar far better than a text format.
-      const structured = (await llm.candidates(input.agentId, 'agent'))[0]?.provider === 'local';
+      const structured = rowsFor(preloaded.registry, 'agent')[0]?.provider === 'local';
       let reply;
       try {
         reply = await heartbeating((signal) =>
@@ -256,7 +263,8 @@ export function createTickActivities({ db, llm }: TickDeps) {
             },
             tick: input.tick,
             purpose: 'think',
-            idempotencyKey: `${input.workflowId}:${input.tick}:think`,
+            idempotencyKey: thinkKey(input),
+            preloaded,
             signal,
           }),
         );

@@ -16,4 +16,6 @@ export const workflowIds = {
   campaign: (id: string) => `campaign/${id}`,
   fork: (id: string) => `fork/${id}`,
   escalation: (id: string) => `escalation/${id}`,
+  /** A tool generation: one at a time per agent and capability. */
+  tool: (agentId: string, capability: string) => `tool/${agentId}/${capability}`,
 } as const;

@@ -99,9 +99,6 @@ export function parseGeneratedTool(text: string): { ok: true; tool: GeneratedToo
   return { ok: true, tool: r.data };
 }
 
-/** The workflow id of a generation: one at a time per agent and capability. */
-export const toolWorkflowId = (agentId: string, capability: string): string => `tool/${agentId}/${capability}`;
-
 /** The note the requesting agent gets when a generation ends (the original intent proceeds from it). */
 export function toolResultNote(capability: string, r: ToolGenerationResult): string {
   if (r.ok) return `Tool ${r.tool.name} (#${r.tool.id}, v${r.tool.version}) is ready for ${capability}: ${r.tool.description} You can retry what you needed it for.`;

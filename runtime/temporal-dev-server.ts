@@ -99,6 +99,10 @@ export const devServerDynamicConfig = [
   'history.transferProcessorMaxPollRPS=10000',
   'history.timerProcessorMaxPollRPS=10000',
   'history.visibilityProcessorMaxPollRPS=10000',
+  // Eager activities: a workflow task that schedules an activity for its own task queue gets the
+  // activity task back in the completion's response, with no trip through matching (the tick's
+  // think activity).
+  'system.enableActivityEagerExecution=true',
 ];
 
 /** Start the dev server and wait until it answers. */

@@ -30,9 +30,12 @@ export interface QueueWorkerDeps {
   workflowBundle?: WorkflowBundleWithSourceMap | { codePath: string };
 }
 
+/** Evaluated once per worker for all its workflows (see that module). */
+export const preloadedWorkflowModules = [fileURLToPath(new URL('../workflows/lib/preload.ts', import.meta.url))];
+
 /** Bundle the workflow code once; several workers or restarts can share it. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+  return bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger, preloadModules: preloadedWorkflowModules });
 }
 
 // webpack's progress lines drown the start-up summary; keep its warnings and errors only.

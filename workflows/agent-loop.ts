@@ -38,10 +38,11 @@ import {
 } from './lib/loop-state.js';
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
-import { taskLoopWorkflow, taskStopSignal } from './task-loop.js';
-import { toolGenerationWorkflow } from './tool-generation.js';
-import { escalationWorkflow } from './escalation.js';
-import { toolWorkflowId } from '../core/tool-generation.js';
+import { taskStopSignal, type taskLoopWorkflow } from './task-loop.js';
+// Children are started by type name: importing their modules would make every agent loop
+// evaluate (and hold) their code and schemas too (see workflows/index.ts).
+import type { toolGenerationWorkflow } from './tool-generation.js';
+import type { escalationWorkflow } from './escalation.js';
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
@@ -422,7 +423,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   async function startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
     const workflowId = workflowIds.task(agentId, taskId);
     try {
-      await startChild(taskLoopWorkflow, {
+      await startChild<typeof taskLoopWorkflow>('taskLoopWorkflow', {
         workflowId,
         args: [{ agentId, taskId, title, parentWorkflowId: selfId, maxTicks }],
         // The task loop outlives a continue-as-new of its parent; the parent re-attaches on start.
@@ -441,7 +442,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */
   async function startEscalation(e: EscalateEffect): Promise<void> {
     try {
-      await startChild(escalationWorkflow, { workflowId: `escalation/${e.escalationId}`, args: [e.input as Parameters<typeof escalationWorkflow>[0]], parentClosePolicy: ParentClosePolicy.ABANDON });
+      await startChild<typeof escalationWorkflow>('escalationWorkflow', { workflowId: workflowIds.escalation(e.escalationId), args: [e.input as Parameters<typeof escalationWorkflow>[0]], parentClosePolicy: ParentClosePolicy.ABANDON });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('escalation not started', { escalationId: e.escalationId, error: String(err) });
     }
@@ -450,8 +451,8 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   /** Start toolGenerationWorkflow for a capability (one at a time per capability; it outlives this run). */
   async function startToolGeneration(e: ToolEffect, tick: number): Promise<void> {
     try {
-      await startChild(toolGenerationWorkflow, {
-        workflowId: toolWorkflowId(agentId, e.capability),
+      await startChild<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
+        workflowId: workflowIds.tool(agentId, e.capability),
         args: [{ agentId, capability: e.capability, description: e.description, requestedBy: { workflowId: selfId, tick, cmdId: e.cmdId } }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
       });
