@@ -50,6 +50,22 @@ export async function reapOrphansAtStart(sandbox: Sandbox, log: (msg: string) =>
   }
 }
 
+/**
+ * Keep reaping while the worker runs: a dead worker's container is left for its activity's
+ * retry to adopt until its deadline, so the sweep at start cannot remove it. Logs removals only
+ * (no engine is reported once, at start). The timer never keeps the process alive.
+ */
+export function sweepOrphans(sandbox: Sandbox, everyMs = 60_000, log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): () => void {
+  const timer = setInterval(() => {
+    sandbox.reapOrphans().then(
+      (n) => n > 0 && log(`sandbox: removed ${n} container(s) past their deadline`),
+      () => undefined,
+    );
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** Sandbox-queue activities, built from a dockerode client. */
 export function createSandboxActivities({ docker, sandbox = new DockerSandbox(docker) }: SandboxDeps) {
   return {

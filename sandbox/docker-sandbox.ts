@@ -412,8 +412,9 @@ export class DockerSandbox implements Sandbox {
   }
 
   /**
-   * Remove sandbox containers nobody will come back for: those of a dead worker process on this
-   * host, and any past its deadline label (wall budget + a minute).
+   * Remove sandbox containers nobody will come back for: any past its deadline label (wall budget
+   * + a minute, which covers the activity's heartbeat timeout and retry), and unlabelled ones of a
+   * dead worker process on this host.
    */
   async reapOrphans(): Promise<number> {
     let list: Docker.ContainerInfo[];
@@ -428,7 +429,10 @@ export class DockerSandbox implements Sandbox {
       const [ownerHost, ownerPid] = (c.Labels[LABEL_OWNER] ?? '').split(':');
       const deadline = Number(c.Labels[LABEL_DEADLINE] ?? 0);
       const deadOwner = ownerHost === host && ownerPid !== undefined && !pidAlive(Number(ownerPid));
-      if (deadOwner || (deadline > 0 && deadline < Date.now())) {
+      // A dead worker's container is kept until its deadline: the activity's retry (on any
+      // worker) re-finds it by name and adopts its run and output instead of running the
+      // command a second time. Past the deadline nobody can be waiting for it any more.
+      if ((deadline > 0 && deadline < Date.now()) || (deadOwner && !(deadline > 0))) {
         await quietly(this.docker.getContainer(c.Id).remove({ force: true, v: true }));
         reaped++;
       }

@@ -8,7 +8,7 @@ import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
 import type { DangerRule } from '../core/danger-zones.js';
-import { createSandboxActivities, reapOrphansAtStart } from '../activities/sandbox.js';
+import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
 import { createSpeechActivities } from '../activities/speech.js';
 import { createDocker } from '../sandbox/docker.js';
 import { DockerSandbox } from '../sandbox/docker-sandbox.js';
@@ -61,8 +61,10 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
     case 'sandbox': {
       const docker = createDocker(deps.dockerHost);
       const sandbox = new DockerSandbox(docker);
-      // Containers of dead workers go first; no engine (a laptop) only logs the fix.
+      // Leftovers past their deadline go first (no engine, on a laptop, only logs the fix), then
+      // a sweep every minute catches those a dead worker left that no retry came back for.
       void reapOrphansAtStart(sandbox);
+      sweepOrphans(sandbox);
       return Worker.create({ ...base, activities: createSandboxActivities({ docker, sandbox }) });
     }
     case 'speech-gpu':

@@ -48,7 +48,7 @@ describe('seccomp profile (sandbox/seccomp.json)', () => {
 
   it('names none of the syscalls our workloads never need', () => {
     const forbidden = ['mount', 'umount', 'umount2', 'unshare', 'setns', 'keyctl', 'add_key', 'request_key', 'bpf', 'ptrace', 'process_vm_readv', 'process_vm_writev', 'perf_event_open', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'open_by_handle_at', 'name_to_handle_at', 'userfaultfd', 'clock_settime', 'clock_settime64', 'settimeofday', 'reboot', 'swapon', 'swapoff', 'pivot_root', 'chroot', 'io_uring_setup', 'kcmp', 'pidfd_getfd', 'fsopen', 'fsmount', 'move_mount', 'open_tree', 'clock_adjtime', 'adjtimex', 'modify_ldt', 'acct', 'quotactl', 'syslog', 'vhangup', 'lookup_dcookie'];
-    expect(forbidden.filter((s) => allowed.has(s) && s !== 'personality')).toEqual([]);
+    expect(forbidden.filter((s) => allowed.has(s))).toEqual([]);
   });
 
   it('allows personality only to query or reset, and clone only without namespace flags', () => {
@@ -191,20 +191,41 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     expect(await gone(docker, k)).toBe(true);
   });
 
-  it('reaps containers of dead workers and past their deadline, and leaves live ones', async () => {
+  it('reaps containers past their deadline and unlabelled ones of dead workers, and leaves live ones', async () => {
     const image = await sandbox.image();
+    const host = (await import('node:os')).hostname();
     const mk = async (name: string, labels: Record<string, string>) =>
       docker.createContainer({ Image: image, Cmd: ['sleep', '60'], Labels: { [LABEL]: '1', [LABEL_KEY]: key(name), ...labels }, HostConfig: { NetworkMode: 'none' } });
     // A pid that cannot be alive (above pid_max on Linux).
-    await mk('orphan-dead-owner', { [LABEL_OWNER]: `${(await import('node:os')).hostname()}:99999999`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
+    await mk('orphan-dead-owner-no-deadline', { [LABEL_OWNER]: `${host}:99999999` });
     await mk('orphan-past-deadline', { [LABEL_OWNER]: `other-host:1`, [LABEL_DEADLINE]: String(Date.now() - 1000) });
-    const live = await mk('live', { [LABEL_OWNER]: `${(await import('node:os')).hostname()}:${process.pid}`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
+    const adoptable = await mk('dead-owner-within-deadline', { [LABEL_OWNER]: `${host}:99999999`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
+    const live = await mk('live', { [LABEL_OWNER]: `${host}:${process.pid}`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
     const n = await sandbox.reapOrphans();
     expect(n).toBeGreaterThanOrEqual(2);
-    expect(await containersWithKey(docker, key('orphan-dead-owner'))).toHaveLength(0);
+    expect(await containersWithKey(docker, key('orphan-dead-owner-no-deadline'))).toHaveLength(0);
     expect(await containersWithKey(docker, key('orphan-past-deadline'))).toHaveLength(0);
+    // Kept for its activity's retry to adopt (next test), until its deadline.
+    expect(await containersWithKey(docker, key('dead-owner-within-deadline'))).toHaveLength(1);
     expect(await containersWithKey(docker, key('live'))).toHaveLength(1);
     await live.remove({ force: true });
+    await adoptable.remove({ force: true });
+  });
+
+  it("a worker restarted after a crash does not reap its running container: the retry adopts it, the command runs once", async () => {
+    const k = key('crash-adopt');
+    // The crashed worker's attempt: created and started under an owner pid that is dead now.
+    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'echo run $$; sleep 1; echo done'] }, resolveBudget(), await sandbox.image());
+    spec.Labels = { ...spec.Labels, [LABEL_OWNER]: `${(await import('node:os')).hostname()}:99999999` };
+    const c = await docker.createContainer(spec);
+    await c.start();
+    // The restarted worker's sweep at start, then the activity's retry with the same key.
+    await reapOrphansAtStart(sandbox, () => undefined);
+    expect(await containersWithKey(docker, k)).toHaveLength(1);
+    const r = await sandbox.run({ key: k, command: ['sh', '-c', 'echo a second run would print this'] });
+    expect(r).toMatchObject({ reattached: true, status: 'ok', exitCode: 0 });
+    expect(r.stdout).toMatch(/^run \d+\ndone\n$/);
+    expect(await gone(docker, k)).toBe(true);
   });
 
   it('the CPU budget: the quota is set in the cgroup, and RLIMIT_CPU ends a hog as `cpu`', async () => {
