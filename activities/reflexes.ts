@@ -7,13 +7,14 @@
  * is the idempotency marker: a retried activity finds it and returns the stored verdict.
  * The maths lives in core/ (emotions, novelty, stagnation, validation, memory-manager).
  */
+import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { and, asc, desc, eq, gt, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notLike, sql } from 'drizzle-orm';
 import { minRatingFor } from '../core/catalogue.js';
-import { emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
+import { defaultAnxiety, emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../core/loop-types.js';
 import { defaultMemoryPolicy, planMemory, type MemoryPolicy } from '../core/memory-manager.js';
-import { combineNovelty, identicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, type Ideas } from '../core/novelty.js';
+import { combineNovelty, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, type Ideas } from '../core/novelty.js';
 import { parseReply } from '../core/reply-parser.js';
 import {
   chooseStrategy,
@@ -109,6 +110,12 @@ export interface TickReflexesResult {
 }
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+/** sha256 of a reply: an identical reply is recognised by it and not stored again. */
+export const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
+/** The short record that replaces an identical reply; its row keeps the hash of the reply it stands for. */
+export const identicalPlaceholder = (tick: number) => `[identical to tick ${tick}; not stored again — anti-stagnation reflex fired]`;
+const placeholderRe = /^\[identical to tick (\d+); not stored again/;
+const placeholderLike = '[identical to tick %; not stored again%';
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
 
 function heartbeating<T>(work: () => Promise<T>): Promise<T> {
@@ -162,13 +169,20 @@ export function createReflexActivities(deps: ReflexDeps) {
 
     // One query each for what the five calls would look up one by one: the agent's LLM rows
     // and the earlier answers to this tick's keys (a retried activity pays no call twice).
-    const [previous, config, registry, ethicsRows] = await Promise.all([
+    const [previous, realPrevious, config, registry, ethicsRows] = await Promise.all([
       db
         .select({ tick: llmRecentResponses.tick, content: llmRecentResponses.content, contentHash: llmRecentResponses.contentHash, emotions: llmRecentResponses.emotions, contextMode: llmRecentResponses.contextMode })
         .from(llmRecentResponses)
         .where(and(eq(llmRecentResponses.agentId, input.agentId), lt(llmRecentResponses.tick, input.tick)))
         .orderBy(desc(llmRecentResponses.tick))
         .limit(30),
+      // The previous replies themselves: placeholders of identical replies are no reply to compare with.
+      db
+        .select({ tick: llmRecentResponses.tick, content: llmRecentResponses.content })
+        .from(llmRecentResponses)
+        .where(and(eq(llmRecentResponses.agentId, input.agentId), lt(llmRecentResponses.tick, input.tick), notLike(llmRecentResponses.content, placeholderLike)))
+        .orderBy(desc(llmRecentResponses.tick))
+        .limit(5),
       db.select().from(agentConfig).where(eq(agentConfig.agentId, input.agentId)),
       llm.registry(input.agentId),
       db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, input.agentId), eq(ethicsPolicies.active, true))),
@@ -181,10 +195,19 @@ export function createReflexActivities(deps: ReflexDeps) {
     const cfg = Object.fromEntries(config.map((c) => [c.key, c.value])) as Record<string, unknown>;
     const known = Array.isArray(cfg.emotions) && cfg.emotions.every((e) => typeof e === 'string') ? (cfg.emotions as string[]) : ['curiosity', 'joy', 'calm', 'anxiety', 'frustration', 'boredom', 'confidence'];
     const noveltyThreshold = typeof cfg.novelty_threshold === 'number' ? cfg.novelty_threshold : defaultMemoryPolicy.noveltyThreshold;
+    const anxietyThreshold = typeof cfg.anxiety_threshold === 'number' ? cfg.anxiety_threshold : defaultAnxiety.threshold;
+    const anxietyTicks = typeof cfg.anxiety_ticks === 'number' ? cfg.anxiety_ticks : defaultAnxiety.ticks;
     const content = row.content;
-    const recent = previous.slice(0, 5);
+    const hash = contentHashOf(content);
+    // Identical = the same hash as one of the last replies, placeholders included (each carries
+    // the hash of the reply it stands for), or lexically the same as a real previous reply.
+    const recent = realPrevious;
     const similarity = maxSimilarity(content, recent.map((p) => p.content));
-    const identical = recent.length > 0 && (recent[0]!.content === content || similarity >= identicalSimilarity);
+    const originalTick = (p: { tick: number; content: string }) => Number(placeholderRe.exec(p.content)?.[1] ?? p.tick);
+    const sameHash = previous.slice(0, 5).find((p) => (p.contentHash ?? (placeholderRe.test(p.content) ? null : contentHashOf(p.content))) === hash);
+    const sameText = sameHash ? undefined : recent.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
+    const identicalTo = sameHash ? originalTick(sameHash) : sameText ? sameText.tick : null;
+    const identical = identicalTo !== null;
     const malformed: string[] = [];
     const reflexNotes: string[] = [];
 
@@ -232,7 +255,7 @@ export function createReflexActivities(deps: ReflexDeps) {
     // ---- emotions ----
     const emotions = emo?.readings ?? [];
     if (emo?.malformed.length) malformed.push(...emo.malformed.map((m) => `emotion item: ${m}`));
-    const anxietyStreak = nextAnxietyStreak(input.stagnation.anxietyStreak, emotions);
+    const anxietyStreak = nextAnxietyStreak(input.stagnation.anxietyStreak, emotions, anxietyThreshold);
 
     // ---- novelty ----
     const lexical = recent.length === 0 ? 100 : noveltyFromSimilarity(similarity);
@@ -252,7 +275,7 @@ export function createReflexActivities(deps: ReflexDeps) {
     if (agg.blocked) reflexNotes.push('validators tied at equal trust: commands blocked');
 
     // ---- anti-stagnation ----
-    const policy = { ...defaultStagnationPolicy, lowNovelty: Math.round(noveltyThreshold * 100) };
+    const policy = { ...defaultStagnationPolicy, lowNovelty: Math.round(noveltyThreshold * 100), anxietyTicks };
     const decision = decideStagnation(input.stagnation, input.tick, novelty, anxietyStreak, policy);
     let params = input.params;
     let focus: string | null = null;
@@ -282,8 +305,16 @@ export function createReflexActivities(deps: ReflexDeps) {
       if (decision.evaluate) {
         const effect = novelty - decision.evaluate.noveltyBefore;
         await tx.update(antiStagnationMetrics).set({ noveltyAfter: novelty, effect, evaluatedAt: new Date() }).where(eq(antiStagnationMetrics.id, decision.evaluate.metricId));
-        const [s] = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, decision.evaluate.strategyId));
-        if (s) await tx.update(stagnationStrategies).set({ meanEffect: updateMeanEffect(s.meanEffect, s.uses - 1, effect) }).where(eq(stagnationStrategies.id, s.id));
+        const [[s], [done]] = await Promise.all([
+          tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, decision.evaluate.strategyId)),
+          // The mean is over measured effects: an application that was never evaluated (its run
+          // ended first) must not count, so the earlier evaluations are counted, not the uses.
+          tx
+            .select({ n: sql<number>`count(*)::int` })
+            .from(antiStagnationMetrics)
+            .where(and(eq(antiStagnationMetrics.strategyId, decision.evaluate.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt), ne(antiStagnationMetrics.id, decision.evaluate.metricId))),
+        ]);
+        if (s) await tx.update(stagnationStrategies).set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) }).where(eq(stagnationStrategies.id, s.id));
         actions.push(`evaluated:${s?.name ?? decision.evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`);
       }
       let diagnosis: StagnationClass | null = null;
@@ -296,8 +327,17 @@ export function createReflexActivities(deps: ReflexDeps) {
             .onConflictDoNothing()
             .returning();
         }
-        diagnosis = diagnose(await diagnosisInput(tx as unknown as Db, input, previous));
-        const chosen = chooseStrategy(strategies, diagnosis);
+        const [diag, evaluated] = await Promise.all([
+          diagnosisInput(tx as unknown as Db, input, previous),
+          tx
+            .select({ id: antiStagnationMetrics.strategyId, n: sql<number>`count(*)::int` })
+            .from(antiStagnationMetrics)
+            .where(and(eq(antiStagnationMetrics.agentId, input.agentId), isNotNull(antiStagnationMetrics.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt)))
+            .groupBy(antiStagnationMetrics.strategyId),
+        ]);
+        diagnosis = diagnose(diag);
+        const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
+        const chosen = chooseStrategy(strategies.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);
         if (chosen) {
           const applied = await applyStrategy(tx as unknown as Db, input, chosen.params as { action?: StrategyAction; ticks?: number }, row.llmRegistryId);
           effects.push(...applied.effects);
@@ -380,7 +420,8 @@ export function createReflexActivities(deps: ReflexDeps) {
         .update(llmRecentResponses)
         .set({
           reflexes: out as unknown as Record<string, unknown>,
-          ...(identical ? { content: `[identical to tick ${recent[0]!.tick}; not stored again — anti-stagnation reflex fired]` } : {}),
+          contentHash: hash,
+          ...(identicalTo !== null ? { content: identicalPlaceholder(identicalTo) } : {}),
           novelty,
           ideas,
           tags: nov?.ok ? nov.tags : row.tags,

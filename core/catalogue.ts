@@ -76,6 +76,8 @@ export const configKeys = {
     help: 'emotion names the evaluator uses',
   },
   novelty_threshold: { schema: unit, default: 0.35, help: 'memory manager archives replies below this novelty' },
+  anxiety_threshold: { schema: z.number().int().min(0).max(5), default: 3, help: 'Reflex-lite: anxiety above this strength counts toward the streak' },
+  anxiety_ticks: { schema: z.number().int().min(1).max(100), default: 3, help: 'Reflex-lite fires after this many anxious ticks in a row' },
   lru_limit: { schema: z.number().int().min(10).max(100_000), default: 500, help: 'memory manager keeps at most this many entries' },
   emotion_weight: { schema: unit, default: 0.6, help: 'memory manager: weight of emotions in retention' },
   goal_focus: { schema: unit, default: 0.7, help: 'memory manager: weight of goal relevance' },

@@ -87,8 +87,11 @@ export function mergeEmotionList(known: readonly string[], unknown: readonly str
   return out;
 }
 
+/** Anxiety above `threshold` on `ticks` ticks in a row triggers Reflex-lite (config `anxiety_threshold`, `anxiety_ticks`). */
+export const defaultAnxiety = { threshold: 3, ticks: 3 } as const;
+
 /** Consecutive ticks with anxiety above `above`: the new streak after this tick's readings. */
-export function nextAnxietyStreak(previous: number, readings: readonly EmotionReading[], above = 3): number {
+export function nextAnxietyStreak(previous: number, readings: readonly EmotionReading[], above: number = defaultAnxiety.threshold): number {
   const anxious = readings.some((r) => r.emotion === 'anxiety' && r.strength > above);
   return anxious ? previous + 1 : 0;
 }

@@ -141,14 +141,18 @@ export interface StrategyStats {
   name: string;
   class: StagnationClass;
   cost: number;
+  /** Times applied. */
   uses: number;
+  /** Times its effect was measured (defaults to `uses`): the failure rule counts these. */
+  evaluations?: number;
+  /** Mean effect over the measured applications. */
   meanEffect: number;
   enabled: boolean;
 }
 
 /**
  * Pick a break-loop strategy for a diagnosis: enabled strategies of that class, cheapest
- * first; those tried at least twice with no positive effect go last; among equal cost the
+ * first; those measured at least twice with no positive effect go last; among equal cost the
  * better measured effect, then the one used least recently (`recent`, most recent last).
  * Falls back to any class when the diagnosed one has none. Null when nothing is enabled.
  */
@@ -156,7 +160,7 @@ export function chooseStrategy<S extends StrategyStats>(all: readonly S[], cls: 
   const enabled = all.filter((s) => s.enabled);
   const pool = enabled.some((s) => s.class === cls) ? enabled.filter((s) => s.class === cls) : enabled;
   if (pool.length === 0) return null;
-  const failed = (s: S) => s.uses >= 2 && s.meanEffect <= 0;
+  const failed = (s: S) => (s.evaluations ?? s.uses) >= 2 && s.meanEffect <= 0;
   const recency = (s: S) => recent.lastIndexOf(s.id);
   const sorted = [...pool].sort(
     (a, b) => Number(failed(a)) - Number(failed(b)) || a.cost - b.cost || b.meanEffect - a.meanEffect || recency(a) - recency(b) || a.id - b.id,
@@ -164,9 +168,9 @@ export function chooseStrategy<S extends StrategyStats>(all: readonly S[], cls: 
   return sorted[0]!;
 }
 
-/** Running mean after one more measured effect. */
-export function updateMeanEffect(mean: number, uses: number, effect: number): number {
-  const n = Math.max(0, uses);
+/** Running mean after one more measured effect; `evaluations` = effects measured before this one. */
+export function updateMeanEffect(mean: number, evaluations: number, effect: number): number {
+  const n = Math.max(0, evaluations);
   return (mean * n + effect) / (n + 1);
 }
 

@@ -74,6 +74,25 @@ function ensureTools() {
   }
 }
 
+/**
+ * The sandbox image (issue 5), when a Docker engine answers: built locally from busybox-static and
+ * this host's node (`npm run sandbox:image`), a no-op when its inputs are unchanged. No engine (a
+ * laptop) or a failed build is not fatal: everything but the sandbox queue runs, and
+ * `npx mindloop doctor` prints the fix.
+ */
+function ensureSandboxImage() {
+  const engine = spawnSync('docker', ['info', '--format', '{{.ServerVersion}}'], { cwd: root, encoding: 'utf8', timeout: 10_000 });
+  if (engine.error || engine.status !== 0) {
+    say('no Docker engine answers: sandbox image not built (the sandbox queue will say why; `npx mindloop doctor`)');
+    return;
+  }
+  try {
+    run(join(root, 'node_modules', '.bin', 'tsx'), ['sandbox/build-image.ts']);
+  } catch (err) {
+    say(`sandbox image not built: ${err.message}`);
+  }
+}
+
 /** Run a node_modules/.bin command in the foreground; Ctrl-C goes to the child, we wait for it. */
 function handOver(bin, args) {
   const child = spawn(join(root, 'node_modules', '.bin', bin), args, { cwd: root, stdio: 'inherit' });
@@ -101,6 +120,7 @@ if (!(command in plans)) {
 try {
   ensureNodeDeps();
   ensureTools();
+  if (command !== 'bench') ensureSandboxImage();
 } catch (err) {
   say(`set-up failed: ${err.message}`);
   process.exit(1);

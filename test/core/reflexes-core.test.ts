@@ -12,6 +12,7 @@ import {
   decideStagnation,
   defaultStagnationPolicy,
   diagnose,
+  diagnosisThresholds,
   initialStagnationState,
   reflexLimits,
   reflexLite,
@@ -38,6 +39,8 @@ describe('emotions', () => {
   it('counts the anxiety streak (> 3 only)', () => {
     expect(nextAnxietyStreak(2, [{ emotion: 'anxiety', strength: 4 }])).toBe(3);
     expect(nextAnxietyStreak(2, [{ emotion: 'anxiety', strength: 3 }])).toBe(0);
+    expect(nextAnxietyStreak(2, [{ emotion: 'anxiety', strength: 4 }], 4)).toBe(0); // config anxiety_threshold 4
+    expect(nextAnxietyStreak(0, [{ emotion: 'anxiety', strength: 3 }], 2)).toBe(1);
   });
   it('property: never throws; readings have strength 1..5 and unique names; every item is reading or malformed', () => {
     fc.assert(
@@ -199,6 +202,36 @@ describe('stagnation', () => {
       }),
     );
   });
+  it('a strategy fails after two measured effects with no gain, not after two applications', () => {
+    const ask: StrategyStats = { id: 1, name: 'ask_user', class: 'no_new_data', cost: 1, uses: 3, meanEffect: -5, enabled: true };
+    const other: StrategyStats = { id: 2, name: 'switch_context_mode', class: 'no_new_data', cost: 2, uses: 0, meanEffect: 0, enabled: true };
+    expect(chooseStrategy([ask, other], 'no_new_data')?.id).toBe(2); // uses stand for evaluations when none are given
+    expect(chooseStrategy([{ ...ask, evaluations: 1 }, other], 'no_new_data')?.id).toBe(1); // measured once: not yet a failure
+    expect(chooseStrategy([{ ...ask, evaluations: 2 }, other], 'no_new_data')?.id).toBe(2);
+  });
+  it('property: diagnose always names a class; fatigue comes first, then rich data, then no new data, then a monotone context', () => {
+    const input = fc.record({
+      newInputs: fc.nat({ max: 20 }),
+      sameModeTicks: fc.nat({ max: 60 }),
+      dataRichness: fc.nat({ max: 30 }),
+      tiredness: fc.double({ min: 0, max: 5, noNaN: true }),
+      ticksSinceRest: fc.nat({ max: 1000 }),
+    });
+    fc.assert(
+      fc.property(input, (d) => {
+        const c = diagnose(d);
+        expect(stagnationClasses).toContain(c);
+        const tired = d.tiredness >= diagnosisThresholds.tired || d.ticksSinceRest >= diagnosisThresholds.restTicks;
+        expect(c === 'fatigue').toBe(tired); // fatigue wins over every other sign, and only it
+        if (tired) return;
+        if (d.dataRichness >= diagnosisThresholds.richData) expect(c).toBe('repeated_thoughts');
+        else if (d.newInputs === 0) expect(c).toBe('no_new_data');
+        else expect(c).toBe(d.sameModeTicks >= diagnosisThresholds.monotoneTicks ? 'monotone_context' : 'no_new_data');
+        // Tiredness alone can only turn a diagnosis into fatigue.
+        expect(diagnose({ ...d, tiredness: 5 })).toBe('fatigue');
+      }),
+    );
+  });
   it('property: updateMeanEffect is the running mean', () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: -100, max: 100 }), { minLength: 1, maxLength: 20 }), (effects) => {
@@ -280,6 +313,21 @@ describe('validation', () => {
         expect(Object.values(a.distribution).reduce((x, y) => x + y, 0)).toBe(votes.length);
         if (a.blocked) expect(a.rating).toBe(0);
         if (new Set(rs).size === 1 && votes.some((v) => v.trust > 0)) expect(a.rating).toBe(rs[0]);
+      }),
+    );
+  });
+  it('property: a tie (weighted sum zero) is decided by the most trusted validator; leaders of equal trust that disagree give 0 and block', () => {
+    // Trust in quarters and integer ratings: the weighted sum is exact, so ties are real ties.
+    const quarterVote = fc.record({ id: fc.integer({ min: 1, max: 50 }), rating: fc.integer({ min: -3, max: 3 }), quarters: fc.integer({ min: 1, max: 4 }) });
+    fc.assert(
+      fc.property(fc.array(quarterVote, { minLength: 1, maxLength: 4 }), (qs) => {
+        fc.pre(qs.reduce((a, q) => a + q.rating * q.quarters, 0) === 0);
+        const votes: Vote[] = qs.map((q) => ({ id: q.id, rating: q.rating, trust: q.quarters / 4 }));
+        const a = aggregate(votes);
+        const top = Math.max(...qs.map((q) => q.quarters));
+        const leaders = new Set(qs.filter((q) => q.quarters === top).map((q) => q.rating));
+        if (leaders.size === 1) expect(a).toMatchObject({ rating: [...leaders][0], decidedBy: 'most_trusted', blocked: false });
+        else expect(a).toMatchObject({ rating: 0, decidedBy: 'tie_blocked', blocked: true });
       }),
     );
   });

@@ -7,17 +7,22 @@
  *    equal-trust tie blocks the commands;
  * 4. an ethics policy blocks a command type even at +3;
  * 5. a validator that times out and one that is down do not stall the loop.
+ * Also: identical replies by hash over a long repeat, the configurable anxiety streak, strategy
+ * effects steering the next choice, self-validation. The scripted novelty model reads the texts
+ * (new words score), so the lexical similarity and the texts decide, not a constant.
  */
 import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, isNotNull, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Command } from 'commander';
 import { createActivities } from '../../activities/index.js';
 import { formatStatus } from '../../cli/agents.js';
 import { formatValidatorReport, registerValidatorCommands, validatorReport } from '../../cli/validators.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
+import { combineNovelty, noveltyFromSimilarity } from '../../core/novelty.js';
+import { defaultStrategies } from '../../core/stagnation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
@@ -32,6 +37,7 @@ import {
   llmRegistry,
   notes,
   processLog,
+  stagnationStrategies,
   tasks,
   unverifiedFacts,
 } from '../../db/schema/index.js';
@@ -79,14 +85,38 @@ afterAll(async () => {
 const user = (m: ChatMessage[]) => m.map((x) => x.content).join('\n');
 const isEmotion = (m: ChatMessage[]) => user(m).includes('Name the emotions');
 const isNovelty = (m: ChatMessage[]) => user(m).includes('PREVIOUS replies');
+const isValidation = (m: ChatMessage[]) => user(m).includes("You validate another AI agent's reply");
 
-async function addAgent(id: string, think: (tick: number, m: ChatMessage[], params: { temperature?: number }) => string, extra: { emotions?: (tick: number) => string; novelty?: () => string } = {}): Promise<number> {
+/**
+ * A comparison model that reads the texts: every word of the NEW reply that none of the
+ * PREVIOUS ones has is a new idea worth 25 points. A repeat scores 0, a reworded repeat little.
+ */
+const letterWords = (s: string) => s.toLowerCase().match(/\p{L}{3,}/gu) ?? [];
+function textNovelty(m: ChatMessage[]): { novelty: number; fresh: string[] } {
+  const u = user(m);
+  const prev = u.slice(u.indexOf('PREVIOUS replies:'), u.indexOf('NEW reply:'));
+  const next = u.slice(u.indexOf('NEW reply:') + 'NEW reply:'.length, u.indexOf('Compare the NEW reply'));
+  const seen = new Set(letterWords(prev));
+  const fresh = [...new Set(letterWords(next))].filter((w) => !seen.has(w));
+  return { novelty: Math.min(100, 25 * fresh.length), fresh };
+}
+const textNoveltyAnswer = (m: ChatMessage[]) => {
+  const { novelty, fresh } = textNovelty(m);
+  return JSON.stringify({ novelty, new: fresh.slice(0, 3), tags: ['exploration'] });
+};
+
+async function addAgent(
+  id: string,
+  think: (tick: number, m: ChatMessage[], params: { temperature?: number }) => string,
+  extra: { emotions?: (tick: number) => string; novelty?: (m: ChatMessage[], tick: number) => string; validate?: (tick: number) => string } = {},
+): Promise<number> {
   await handle.db.insert(agents).values({ id, name: id });
   const [row] = await handle.db.insert(llmRegistry).values({ agentId: id, name: `${id}-mind`, provider: 'scripted', model: `${id}-mind`, role: 'agent', priority: 1 }).returning();
   let ticks = 0;
   behaviours.set(row!.id, (m, params) => {
     if (isEmotion(m)) return extra.emotions?.(ticks) ?? 'curiosity:3 (something new)';
-    if (isNovelty(m)) return extra.novelty?.() ?? '{"novelty": 70, "new": ["an idea"], "tags": ["exploration"]}';
+    if (isNovelty(m)) return extra.novelty?.(m, ticks) ?? textNoveltyAnswer(m);
+    if (isValidation(m)) return extra.validate?.(ticks) ?? '+1 -- fine';
     return think(++ticks, m, params);
   });
   return row!.id;
@@ -129,7 +159,11 @@ const variedThought = (tick: number) => {
 
 describe('reflexes on real Temporal + Postgres with scripted models', () => {
   it('1: with no input and a varying model, novelty stays above the threshold over 30 ticks; emotions are recorded, unknown ones join the list, malformed ones do not stop the tick', async () => {
-    await addAgent('wanderer', (t) => variedThought(t), { emotions: (t) => (t === 5 ? 'I feel nothing in particular' : t === 6 ? 'curiosity:4 (a pattern)\nawe:2 (the orbit)' : 'curiosity:3 (new words)') });
+    const llmSaid: number[] = [];
+    await addAgent('wanderer', (t) => variedThought(t), {
+      emotions: (t) => (t === 5 ? 'I feel nothing in particular' : t === 6 ? 'curiosity:4 (a pattern)\nawe:2 (the orbit)' : 'curiosity:3 (new words)'),
+      novelty: (m, t) => ((llmSaid[t] = textNovelty(m).novelty), textNoveltyAnswer(m)),
+    });
     const status = await runLoop('wanderer', 30);
     expect(status.tick).toBe(30);
     const r = await rows('wanderer');
@@ -138,6 +172,22 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
     const mean = novelties.reduce((a, b) => a + b, 0) / novelties.length;
     console.log(`scenario 1: mean novelty over 30 ticks ${mean.toFixed(1)} (threshold 35)`);
     expect(mean).toBeGreaterThan(35);
+    // The stored novelty is the blend of the lexical similarity (no LLM) and the model's own
+    // text-dependent comparison; the lexical part alone keeps the mean above the threshold.
+    const tickMetrics = (await handle.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, 'wanderer'), eq(antiStagnationMetrics.action, 'tick')))).sort((x, y) => x.tick - y.tick);
+    const sims = tickMetrics.map((m) => (m.params as { similarity: number }).similarity);
+    expect(sims[0]).toBe(0); // nothing to compare with yet
+    for (let t = 2; t <= 30; t++) {
+      const sim = sims[t - 1]!;
+      expect(sim).toBeGreaterThan(0.2); // the sentences share a frame…
+      expect(sim).toBeLessThan(0.7); // …but differ
+      expect(llmSaid[t]).toBeGreaterThan(0);
+      expect(Math.abs(r[t - 1]!.novelty! - combineNovelty(noveltyFromSimilarity(sim), llmSaid[t]!, sim))).toBeLessThanOrEqual(1);
+      expect(r[t - 1]!.ideas.new.length).toBeGreaterThan(0); // every tick brought new ideas
+    }
+    const lexicalMean = sims.slice(1).reduce((a, x) => a + noveltyFromSimilarity(x), 0) / 29;
+    expect(lexicalMean).toBeGreaterThan(35);
+    expect(r.some((x) => x.stagnation)).toBe(false);
     expect(r.every((x) => x.validationMode === 'auto_pass' && x.rating === null)).toBe(true);
     expect(r[2]!.emotions).toEqual([{ emotion: 'curiosity', strength: 3, reason: 'new words' }]);
     expect((r[4]!.reflexes as { malformed: string[] }).malformed.join(' ')).toContain('I feel nothing');
@@ -161,17 +211,31 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
       (t, m, params) => {
         temps[t] = params.temperature ?? NaN;
         if (user(m).includes('Anti-stagnation')) focusSeen.push(t);
-        return t >= 2 && t <= 6 ? 'I keep thinking exactly this same thought about nothing at all.' : variedThought(t + 100);
+        if (t === 1) return 'Waking up: a blank page, a first look around.';
+        return t <= 6 ? 'I keep thinking exactly this same thought about nothing at all.' : variedThought(t + 100);
       },
-      { emotions: () => 'boredom:2 (again)', novelty: () => '{"novelty": 75}' },
+      { emotions: () => 'boredom:2 (again)' },
     );
     const status = await runLoop('parrot', 11);
     const r = await rows('parrot');
     // Tick 2 = first reply of the loop (tick 1 varied, then ticks 2..6 identical).
     expect(r[1]!.novelty).toBeGreaterThan(35); // the first "same thought" is new against tick 1
-    expect(r[2]!.novelty).toBe(0);
-    expect(r[2]!.content).toMatch(/^\[identical to tick \d+; not stored again/);
+    expect(r.slice(2, 6).map((x) => x.novelty)).toEqual([0, 0, 0, 0]); // novelty drops on the repeats…
+    expect(r.slice(6).every((x) => x.novelty! > 35)).toBe(true); // …and recovers when the model varies (ticks 7..11)
+    expect(r[2]!.content).toMatch(/^\[identical to tick 2; not stored again/);
     expect(r[2]!.stagnationActions).toContain('identical_reply_not_stored');
+    const perTick = (await handle.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, 'parrot'), isNull(antiStagnationMetrics.strategyId))))
+      .filter((m) => m.action === 'tick' || m.action === 'reflex_lite')
+      .sort((x, y) => x.tick - y.tick)
+      .map((m) => (m.params as { similarity: number }).similarity);
+    expect(perTick.slice(2, 6)).toEqual([1, 1, 1, 1]); // the stored similarity of a repeat
+    expect(perTick[6]).toBeLessThan(0.6);
+    // Reflex-lite raised the temperature on each stagnant tick (3..6, capped at 1.5); the first
+    // recovered tick (7) relaxes it halfway back toward the default 0.7.
+    [0.9, 1.1, 1.3, 1.5].forEach((t, i) => expect(temps[4 + i]).toBeCloseTo(t));
+    expect(r[6]!.stagnationActions).toContain('relax');
+    expect(temps[8]).toBeCloseTo(1.1);
+    expect(temps[8]!).toBeLessThan(temps[7]!);
     const metrics = await handle.db.select().from(antiStagnationMetrics).where(eq(antiStagnationMetrics.agentId, 'parrot')).orderBy(asc(antiStagnationMetrics.id));
     const firstLow = 3;
     const lite = metrics.find((m) => m.action === 'reflex_lite');
@@ -197,6 +261,111 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
     const [back] = await handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.id, archived[0]!.id));
     expect(back!.archivedAt).toBeNull();
   }, 120_000);
+
+  it('an identical reply is recognised by its hash however long the model repeats: every repeat after the first is a placeholder, and placeholders are not compared with', async () => {
+    const same = 'Round and round: the very same reply, again and again.';
+    const compared: string[] = [];
+    await addAgent('loop', (t) => (t === 1 ? variedThought(1) : t <= 11 ? same : variedThought(t + 200)), {
+      novelty: (m) => (compared.push(user(m)), textNoveltyAnswer(m)),
+    });
+    await runLoop('loop', 12);
+    const r = await rows('loop');
+    expect(r[1]!.content).toBe(same); // the first occurrence is stored in full
+    const repeats = r.slice(2, 11); // ticks 3..11: nine repeats in a row
+    expect(repeats).toHaveLength(9);
+    for (const x of repeats) {
+      expect(x.content).toBe('[identical to tick 2; not stored again — anti-stagnation reflex fired]');
+      expect(x.novelty).toBe(0);
+      expect(x.stagnationActions).toContain('identical_reply_not_stored');
+    }
+    expect(new Set(r.slice(1, 11).map((x) => x.contentHash)).size).toBe(1); // each placeholder carries the hash of the reply it stands for
+    expect(r[1]!.contentHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(r[11]!.content).toBe(variedThought(212));
+    // The novelty prompt of tick 12 compared with the real replies (ticks 2 and 1), not with placeholders.
+    const last = compared.at(-1)!;
+    expect(last).toContain(`[tick 2] ${same}`);
+    expect(last).toContain('[tick 1] ');
+    expect(last).not.toContain('identical to tick');
+  }, 120_000);
+
+  it('anxiety above `anxiety_threshold` on `anxiety_ticks` ticks in a row triggers Reflex-lite (defaults 3 and 3; both configurable)', async () => {
+    const reflexTicks = async (agentId: string) =>
+      (await handle.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, agentId), eq(antiStagnationMetrics.action, 'reflex_lite')))).map((m) => m.tick).sort((a, b) => a - b);
+    // Defaults: anxiety 4 (> 3) on ticks 3, 4, 5 → Reflex-lite at tick 5, for anxiety.
+    await addAgent('worrier', (t) => variedThought(t), { emotions: (t) => (t >= 3 && t <= 5 ? 'anxiety:4 (a deadline)' : 'calm:2 (fine)') });
+    await runLoop('worrier', 6);
+    const w = await rows('worrier');
+    expect(w.every((x) => !x.stagnation)).toBe(true); // a varying model: novelty is not the reason
+    expect(await reflexTicks('worrier')).toEqual([5]);
+    expect(w[4]!.stagnationActions).toContain('reflex_lite:anxiety');
+    expect(w[4]!.emotions).toEqual([{ emotion: 'anxiety', strength: 4, reason: 'a deadline' }]);
+
+    // Configured: only anxiety above 4 counts, and 2 ticks in a row suffice.
+    await addAgent('fretful', (t) => variedThought(t), { emotions: (t) => (t <= 4 ? 'anxiety:4 (a deadline)' : 'anxiety:5 (panic)') });
+    await handle.db.insert(agentConfig).values([
+      { agentId: 'fretful', key: 'anxiety_threshold', value: 4 },
+      { agentId: 'fretful', key: 'anxiety_ticks', value: 2 },
+    ]);
+    await runLoop('fretful', 6);
+    expect(await reflexTicks('fretful')).toEqual([6]); // ticks 5 and 6 had anxiety 5
+    expect((await rows('fretful'))[5]!.stagnationActions).toContain('reflex_lite:anxiety');
+  }, 120_000);
+
+  it('a break-loop strategy\'s before/after novelty updates its uses and mean effect; one that failed twice is not chosen again', async () => {
+    const same = 'Stuck on one thought, the same one, over and over.';
+    await addAgent('stubborn', (t) => (t === 1 ? variedThought(1) : t === 7 ? `${same} Hmm.` : same), { emotions: () => 'boredom:2 (again)' });
+    await runLoop('stubborn', 10);
+    const r = await rows('stubborn');
+    expect(r.slice(2).every((x) => x.stagnation)).toBe(true); // ticks 3..10 stay stagnant
+    expect(r[6]!.novelty).toBeGreaterThan(0); // the reworded repeat at tick 7 is a little novel
+    const applied = await handle.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, 'stubborn'), isNotNull(antiStagnationMetrics.strategyId))).orderBy(asc(antiStagnationMetrics.id));
+    // Strategies at ticks 5, 7 and 9 (each measured 2 ticks later): the cheapest of the class,
+    // ask_user, twice; measured +N then −N (mean ≤ 0 over two evaluations), so tick 9 takes the
+    // next cheapest of no_new_data instead.
+    expect(applied.map((m) => [m.tick, m.action, m.diagnosis])).toEqual([
+      [5, 'ask_user', 'no_new_data'],
+      [7, 'ask_user', 'no_new_data'],
+      [9, 'switch_context_mode', 'no_new_data'],
+    ]);
+    const n7 = r[6]!.novelty!;
+    expect(applied.map((m) => [m.noveltyBefore, m.noveltyAfter, m.effect])).toEqual([
+      [0, n7, n7],
+      [n7, 0, -n7],
+      [0, null, null], // not measured yet when the run ended
+    ]);
+    const strategies = Object.fromEntries((await handle.db.select().from(stagnationStrategies).where(eq(stagnationStrategies.agentId, 'stubborn'))).map((s) => [s.name, s]));
+    expect(strategies.ask_user).toMatchObject({ uses: 2, meanEffect: 0 });
+    expect(strategies.switch_context_mode).toMatchObject({ uses: 1, meanEffect: 0 });
+    expect(r[8]!.stagnationActions).toEqual(expect.arrayContaining([`evaluated:ask_user:-${n7}`, 'strategy:switch_context_mode (no_new_data)']));
+  }, 120_000);
+
+  it('the mean effect is over measured applications: an application that was never evaluated does not dilute it', async () => {
+    await addAgent('measurer', () => 'unused: the test calls the reflex activity itself', { emotions: () => 'calm:1 (fine)' });
+    await handle.db.insert(stagnationStrategies).values(defaultStrategies.map((s) => ({ agentId: 'measurer', name: s.name, class: s.class, cost: s.cost, params: s.params })));
+    const [ask] = await handle.db.select().from(stagnationStrategies).where(and(eq(stagnationStrategies.agentId, 'measurer'), eq(stagnationStrategies.name, 'ask_user')));
+    // Applied at tick 3 by a run that ended before measuring it, then again at tick 10.
+    await handle.db.insert(antiStagnationMetrics).values({ agentId: 'measurer', tick: 3, action: 'ask_user', strategyId: ask!.id, noveltyBefore: 10 });
+    const [m] = await handle.db.insert(antiStagnationMetrics).values({ agentId: 'measurer', tick: 10, action: 'ask_user', strategyId: ask!.id, noveltyBefore: 0 }).returning();
+    await handle.db.update(stagnationStrategies).set({ uses: 2 }).where(eq(stagnationStrategies.id, ask!.id));
+    const [row] = await handle.db.insert(llmRecentResponses).values({ agentId: 'measurer', tick: 12, content: variedThought(12) }).returning();
+    const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
+    const out = await activities.tickReflexes({
+      agentId: 'measurer',
+      tick: 12,
+      workflowId: 'agent/measurer',
+      responseId: row!.id,
+      commands: [],
+      params,
+      defaults: params,
+      stagnation: { lowStreak: 3, anxietyStreak: 0, pending: { strategyId: ask!.id, metricId: m!.id, tick: 10, noveltyBefore: 0 }, lastStrategyTick: 10 },
+      contextMode: 'standard',
+    });
+    expect(out.novelty).toBe(100); // the first reply: nothing to compare with
+    expect(out.actions).toContain('evaluated:ask_user:+100');
+    const [after] = await handle.db.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, ask!.id));
+    expect(after!.meanEffect).toBe(100); // one measured effect of +100 (not (0 + 100) / 2)
+    expect(after!.uses).toBe(2);
+  }, 60_000);
 
   it('3: validators that disagree — weighted rating gates commands by type, trust moves, the drifter is excluded and the agent told; an equal-trust tie blocks', async () => {
     await addAgent('council', (t) => `Plan ${t}: note it down.\n${renderCommandBlock([
@@ -256,6 +425,36 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
     const [dl] = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'deadlock'));
     expect(dl!.status).toBe('unvalidated');
     expect(dl!.reason).toBe("not validated: diary.add validators tied at equal trust: commands blocked (this tick's rating is +0)"); // the reflexes' reason is recorded
+  }, 120_000);
+
+  it('self_validation: the agent\'s own LLM as the only validator rates its replies and gates the commands; beside an independent validator it weighs little', async () => {
+    const withCommands = (t: number) => `Tick ${t}.\n${renderCommandBlock([
+      { cmdId: 'a', type: 'diary.add', args: { title: `t${t}`, content: 'mine' } },
+      { cmdId: 'b', type: 'diary.delete', args: { id: 999 } },
+    ])}`;
+    const own = await addAgent('narcissus', withCommands, { validate: () => '+1 -- I agree with myself' });
+    await handle.db.update(llmRegistry).set({ validator: true }).where(eq(llmRegistry.id, own));
+    const status = await runLoop('narcissus', 2);
+    const r = await rows('narcissus');
+    for (const x of r) {
+      expect(x).toMatchObject({ validationMode: 'self_validation', rating: 1 });
+      expect(x.validators.map((v) => [v.registryId, v.self, v.status, v.rating])).toEqual([[own, true, 'ok', 1]]);
+    }
+    const log = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'narcissus')).orderBy(asc(commandLog.tick), asc(commandLog.cmdId));
+    expect(log.map((l) => [l.tick, l.cmdId, l.status])).toEqual([[1, 'a', 'applied'], [1, 'b', 'unvalidated'], [2, 'a', 'applied'], [2, 'b', 'unvalidated']]); // +1 passes diary.add, not a delete
+    expect(status.reflexes.held).toMatchObject({ b: expect.stringContaining('needs rating ≥ +2') });
+    const [self] = await handle.db.select().from(llmRegistry).where(eq(llmRegistry.id, own));
+    expect(self!.trust).toBe(1); // no consensus to measure a self-validation against: trust untouched
+
+    // Beside an independent validator the own vote has minimal weight (0.1 × trust).
+    const mine = await addAgent('mirror', withCommands, { validate: () => '+3 -- brilliant' });
+    await handle.db.update(llmRegistry).set({ validator: true }).where(eq(llmRegistry.id, mine));
+    await addValidator('mirror', 'critic', () => '-1 -- weak');
+    await runLoop('mirror', 1);
+    const [m] = await rows('mirror');
+    expect(m).toMatchObject({ validationMode: 'normal', rating: -0.64 }); // (3·0.1 − 1·1) / 1.1
+    const mlog = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'mirror'));
+    expect(mlog.every((l) => l.status === 'unvalidated')).toBe(true);
   }, 120_000);
 
   it('4: an ethics policy that forbids a command type blocks it even at +3', async () => {

@@ -4,7 +4,10 @@
  * (heartbeats, cancellation kills the container, bad input is non-retryable). The seccomp
  * profile's content is checked without an engine.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildSandboxImage } from '../../sandbox/build-image.js';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type Docker from 'dockerode';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -242,6 +245,27 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const hog = await sandbox.run({ key: key('cpu-hog'), command: ['node', '-e', 'for (;;) {}'], budget: { cpuSeconds: 1, wallMs: 15_000 } });
     expect(hog).toMatchObject({ status: 'budget_exceeded', exceeded: 'cpu', exitCode: 152 });
     expect(hog.durationMs).toBeLessThan(15_000);
+  });
+
+  it('the image is built locally and reproducibly: same inputs → no-op, a forced rebuild gives the same root file system layer', { timeout: 180_000 }, async () => {
+    const tools = mkdtempSync(join(tmpdir(), 'mindloop-image-'));
+    try {
+      const first = buildSandboxImage({ toolsDir: tools });
+      expect(first.image).toBe(`mindloop-sandbox:${first.inputs.slice(0, 16)}`);
+      expect(JSON.parse(readFileSync(join(tools, 'sandbox-image.json'), 'utf8'))).toMatchObject({ image: first.image, id: first.id, inputs: first.inputs });
+      expect((await docker.getImage('mindloop-sandbox:latest').inspect()).Id).toBe(first.id);
+      const again = buildSandboxImage({ toolsDir: tools });
+      expect(again.id).toBe(first.id);
+      const layers = async (id: string) => (await docker.getImage(id).inspect()).RootFS.Layers;
+      const before = await layers(first.id);
+      const rebuilt = buildSandboxImage({ toolsDir: tools, force: true });
+      // docker import stamps a creation time into the image config, so ids differ; the file
+      // system layer (sorted names, mtime 0, uid 0) is byte for byte the same.
+      expect(rebuilt.inputs).toBe(first.inputs);
+      expect(await layers(rebuilt.id)).toEqual(before);
+    } finally {
+      rmSync(tools, { recursive: true, force: true });
+    }
   });
 
   it('doctor names the engine and the sandbox image', async () => {
