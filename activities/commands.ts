@@ -4,14 +4,16 @@
  * command_log row (agent_id, tick, cmd_id) with ON CONFLICT DO NOTHING: a retried activity
  * finds the row and returns the stored outcome instead of applying the command again.
  */
-import { and, eq } from 'drizzle-orm';
+import { Context } from '@temporalio/activity';
+import { and, desc, eq } from 'drizzle-orm';
 import { checkDanger, type DangerRule } from '../core/danger-zones.js';
 import { heldCommandEscalation } from './commands/escalations.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../core/catalogue.js';
-import { avoidPatternViolations, outcomeFeedback, type LoadedLearning } from '../core/learnings.js';
+import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../core/learnings.js';
 import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../core/loop-types.js';
+import { parseReply } from '../core/reply-parser.js';
 import type { Db } from '../db/client.js';
-import { commandLog, notes, type CommandLogEntry } from '../db/schema/index.js';
+import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../db/schema/index.js';
 import { loadLearnings, recordFeedback } from './learning-store.js';
 import { handlers } from './commands/index.js';
 import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './commands/shared.js';
@@ -105,9 +107,12 @@ export function createCommandActivities(deps: CommandDeps) {
    * Rehydrated checks (SPEC §6): a command that matches a learned avoid_pattern is not run;
    * it is recorded as held for clarification and the user gets a note asking.
    */
-  async function holdForClarification(input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[]): Promise<CommandOutcome> {
+  async function holdForClarification(input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[], inReply = false): Promise<CommandOutcome> {
     const what = hits.map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`).join(', ');
-    const outcome = await record(values, 'rejected', `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`, cmd.cmdId);
+    const reason = inReply
+      ? `needs clarification: the reply behind ${cmd.type} uses what you learned to avoid: ${what}; ask the user before doing it`
+      : `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`;
+    const outcome = await record(values, 'rejected', reason, cmd.cmdId);
     if (!outcome.duplicate) {
       await db
         .insert(notes)
@@ -119,7 +124,7 @@ export function createCommandActivities(deps: CommandDeps) {
           recipient: 'user',
           priority: 1,
           tags: ['clarification', 'learning'],
-          text: `Before I run ${cmd.type} (${cmd.cmdId}): it matches what I learned to avoid — ${what}. Should I go ahead?`,
+          text: `Before I run ${cmd.type} (${cmd.cmdId}): ${inReply ? 'my reply uses' : 'it matches'} what I learned to avoid — ${what}. Should I go ahead?`,
           idempotencyKey: `clarify/${input.agentId}/${input.tick}/${values.cmdId}`,
         })
         .onConflictDoNothing();
@@ -138,8 +143,16 @@ export function createCommandActivities(deps: CommandDeps) {
     if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
     try {
       await recordFeedback(db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
-    } catch {
-      // Preference counting never fails a tick; a refused derived learning is in learning_events.
+    } catch (err) {
+      // Preference counting never fails a tick (a refused derived learning is in learning_events); it is logged.
+      const reason = errorText(err);
+      activityLog().warn(`outcome feedback not counted for ${outcome.type} (${outcome.cmdId}): ${reason}`, {
+        agentId: input.agentId,
+        tick: input.tick,
+        cmdId: outcome.cmdId,
+        type: outcome.type,
+        reason,
+      });
     }
   }
 
@@ -149,7 +162,7 @@ export function createCommandActivities(deps: CommandDeps) {
     return outcome;
   }
 
-  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = []): Promise<CommandOutcome> {
+  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = [], replyHits: LoadedLearning[] = []): Promise<CommandOutcome> {
     const key = logCmdId(input, cmd.cmdId);
     const values: LogValues = {
       agentId: input.agentId,
@@ -180,6 +193,7 @@ export function createCommandActivities(deps: CommandDeps) {
     }
     const hits = avoidPatternViolations(cmd, learned);
     if (hits.length) return holdForClarification(input, values, cmd, hits);
+    if (replyHits.length) return holdForClarification(input, values, cmd, replyHits, true);
     if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
       const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
       const why = input.heldReasons?.[cmd.cmdId];
@@ -232,6 +246,40 @@ export function createCommandActivities(deps: CommandDeps) {
     return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
   }
 
+  /**
+   * The prose of the reply these commands came from (without its command and facts blocks), as
+   * the think activity stored it: llm_recent_responses for the main loop, the process log for a
+   * task loop. Empty when it is not there (an escalation's approved command, a test's direct call).
+   */
+  async function replyBody(input: ApplyCommandsInput): Promise<string> {
+    let content: string | undefined;
+    if (input.mode === 'main') {
+      // An identical reply is stored as a placeholder naming the tick it repeats (reflexes.ts): follow it.
+      let tick = input.tick;
+      for (let hop = 0; hop < 5; hop++) {
+        const [row] = await db
+          .select({ content: llmRecentResponses.content })
+          .from(llmRecentResponses)
+          .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick)));
+        content = row?.content;
+        const repeats = content ? /^\[identical to tick (\d+); not stored again/.exec(content) : null;
+        if (!repeats || Number(repeats[1]) === tick) break;
+        tick = Number(repeats[1]);
+        content = undefined;
+      }
+    } else if (input.taskId !== undefined) {
+      const [row] = await db
+        .select({ payload: processLog.payload })
+        .from(processLog)
+        .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, `task/${input.taskId}`), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+        .orderBy(desc(processLog.id))
+        .limit(1);
+      const c = row?.payload?.content;
+      content = typeof c === 'string' ? c : undefined;
+    }
+    return content ? parseReply(content).body : '';
+  }
+
   async function recordRejection(input: ApplyCommandsInput, r: CommandRejection, index: number): Promise<CommandOutcome> {
     // Parser rejections may lack a cmd_id or repeat an accepted one: they get their own key.
     const key = logCmdId(input, `!rejected.${index}${r.cmdId ? `:${r.cmdId}` : ''}`);
@@ -257,9 +305,13 @@ export function createCommandActivities(deps: CommandDeps) {
       const learned = input.commands.length
         ? (await loadLearnings(db, { agentId: input.agentId, limit: 200 })).filter((l) => l.predicate === 'avoid_pattern')
         : [];
+      // The reply itself (its prose) may use a learned pattern of action `reply` or `*`: then all
+      // its commands wait for clarification. A human-approved command is not held again.
+      const replyLearned = learned.filter((l) => replyActions.includes(String(l.args.action)));
+      const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(await replyBody(input), replyLearned) : [];
       // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
       for (const cmd of input.commands) {
-        const outcome = await applyOne(input, cmd, seen, learned);
+        const outcome = await applyOne(input, cmd, seen, learned, replyHits);
         await countFailure(input, outcome);
         outcomes.push(outcome);
       }
@@ -267,6 +319,15 @@ export function createCommandActivities(deps: CommandDeps) {
       return outcomes;
     },
   };
+}
+
+/** The activity's logger; outside an activity (a direct call, a CLI), the console. */
+function activityLog(): Pick<Console, 'warn'> {
+  try {
+    return Context.current().log;
+  } catch {
+    return console;
+  }
 }
 
 /** SPEC §2 auxiliary loops: read everything, write only notes and their own task row. */

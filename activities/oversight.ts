@@ -216,6 +216,18 @@ export function createOversightActivities(deps: OversightDeps) {
       });
     },
 
+    /**
+     * The workflow now waits for a human who was not required at the start (the oversight
+     * asked for one, or failed): the escalation gets its deadline and the awaiting status.
+     * A deadline already set is kept (idempotent).
+     */
+    async markAwaitingHuman(input: { escalationId: string; deadlineAt: string }): Promise<void> {
+      await db
+        .update(escalations)
+        .set({ deadlineAt: sql`coalesce(${escalations.deadlineAt}, ${new Date(input.deadlineAt).toISOString()}::timestamptz)`, status: 'awaiting_human' })
+        .where(and(eq(escalations.id, input.escalationId), inArray(escalations.status, ['open', 'in_progress', 'awaiting_human'])));
+    },
+
     /** A design round's test result, kept in the conversation (the feedback of a failed round goes back for v2). */
     async recordDesignRound(input: { escalationId: string; agentId: string; round: number; ok: boolean; feedback: string; toolName: string }): Promise<void> {
       await message(db, { agentId: input.agentId, fromTier: 'agent', toTier: 'oversight', kind: input.ok ? 'design_passed' : 'design_failed', body: input.feedback, escalationId: input.escalationId, metadata: { round: input.round, tool: input.toolName }, idempotencyKey: `${input.escalationId}:design:r${input.round}` });
@@ -224,7 +236,7 @@ export function createOversightActivities(deps: OversightDeps) {
     /** A human's answer, as it arrived (append-only); the decision is made by the workflow's rules. */
     async recordHumanAnswer(input: { escalationId: string; agentId: string; verdict: HumanVerdict; by: string; comment?: string; updateId: string }): Promise<void> {
       await db.transaction(async (tx) => {
-        await tx.update(decisionLog).set({ humanAnswer: input.verdict === 'nudge' ? 'none' : input.verdict, humanComment: input.comment ?? null }).where(eq(decisionLog.escalationId, input.escalationId));
+        await tx.update(decisionLog).set({ humanAnswer: input.verdict, humanComment: input.comment ?? null }).where(eq(decisionLog.escalationId, input.escalationId));
         await message(tx, { agentId: input.agentId, fromTier: 'human', toTier: 'oversight', kind: input.verdict, body: input.comment ?? input.verdict, escalationId: input.escalationId, metadata: { by: input.by }, idempotencyKey: `${input.escalationId}:human:${input.updateId}` });
       });
     },
@@ -309,7 +321,7 @@ export function createOversightActivities(deps: OversightDeps) {
           .where(eq(escalations.id, escalationId));
         await tx
           .update(decisionLog)
-          .set({ outcome: input.proposalOutcome ?? (outcome === 'denied' ? 'blocked' : 'executed'), ...(input.human ? { humanAnswer: input.human.verdict === 'nudge' ? 'none' : input.human.verdict, humanComment: input.human.comment ?? null } : {}) })
+          .set({ outcome: input.proposalOutcome ?? (outcome === 'denied' ? 'blocked' : 'executed'), ...(input.human ? { humanAnswer: input.human.verdict, humanComment: input.human.comment ?? null } : {}) })
           .where(eq(decisionLog.escalationId, escalationId));
         return { grantedTools, grantReason, firstFinish: !prior?.resolvedAt };
       });

@@ -12,10 +12,11 @@ import { tool as langChainTool, type StructuredToolInterface } from '@langchain/
 import { and, asc, desc, eq, getTableColumns, getTableName, ilike, or, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
+import { validateCommand } from '../core/catalogue.js';
 import { checkDanger, defaultDangerRules, type DangerRule } from '../core/danger-zones.js';
 import { builtinStateMachines, describeTool, stateMachineSchema, transition, validActions, type StateMachineDef } from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
-import { agentOwnedTables, discoveredTools, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
+import { agentOwnedTables, decisionLog, discoveredTools, escalations, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 
 export interface ToolDeps {
@@ -49,6 +50,9 @@ const queryArgs = z.strictObject({
   limit: z.number().int().min(1).max(100).default(20),
 });
 const searchArgs = z.strictObject({ query: z.string().trim().min(1).max(100) });
+const escalationListArgs = z.strictObject({ limit: z.number().int().min(1).max(50).default(10) });
+const designArgs = z.strictObject({ capability: z.string().trim().min(1, 'say what the tool must do').max(4000), context: z.unknown().optional() });
+const issues = (what: string, e: z.ZodError) => `${what}: ${e.issues.map((i) => `${i.path.join('.') || '(args)'}: ${i.message}`).join('; ')}`;
 
 function columnsOf(t: AgentOwnedTable): Map<string, PgColumn> {
   return new Map(Object.values(getTableColumns(t)).map((c) => [(c as PgColumn).name, c as PgColumn]));
@@ -115,7 +119,7 @@ export function createToolActivities(deps: ToolDeps) {
         return { discovered: await discovered(agentId) };
       case 'discover_tools.search': {
         const a = searchArgs.safeParse(args);
-        if (!a.success) throw new ToolActionError(`discover_tools.search: ${a.error.issues.map((i) => `${i.path.join('.') || '(args)'}: ${i.message}`).join('; ')}`);
+        if (!a.success) throw new ToolActionError(issues('discover_tools.search', a.error));
         const mine = new Set(await discovered(agentId));
         const like = `%${a.data.query.replace(/[%_\\]/g, '\\$&')}%`;
         const rows = await db
@@ -125,9 +129,43 @@ export function createToolActivities(deps: ToolDeps) {
           .limit(20);
         return { matches: rows.map((r) => ({ ...r, discovered: mine.has(r.name) })), hint: 'a tool you have not discovered is granted through an escalation' };
       }
+      case 'escalate.list': {
+        const a = escalationListArgs.safeParse(args);
+        if (!a.success) throw new ToolActionError(issues('escalate.list', a.error));
+        // Read-only, the agent's own rows only; the decision is the decision_log's (one row per escalation).
+        const rows = await db
+          .select({ id: escalations.id, task: escalations.task, category: escalations.category, status: escalations.status, decidedBy: escalations.decidedBy, outcome: decisionLog.outcome, oversight: decisionLog.oversightAnswer, human: decisionLog.humanAnswer, created: escalations.createdAt })
+          .from(escalations)
+          .leftJoin(decisionLog, eq(decisionLog.escalationId, escalations.id))
+          .where(eq(escalations.agentId, agentId))
+          .orderBy(desc(escalations.createdAt), desc(escalations.id))
+          .limit(a.data.limit);
+        return {
+          escalations: rows.map((r) => ({
+            id: r.id,
+            task: r.task.slice(0, 200),
+            category: r.category,
+            status: r.status,
+            decision: r.decidedBy ? { by: r.decidedBy, outcome: r.outcome, oversight: r.oversight, human: r.human } : null,
+            created: r.created.toISOString(),
+          })),
+        };
+      }
+      case 'escalate.escalate': {
+        // The same arguments, and the same error, as the `escalate` command.
+        const v = validateCommand({ cmdId: 'tool', type: 'escalate', args });
+        if (!v.ok) throw new ToolActionError(v.reason);
+        return { requested: 'escalate.escalate', args: v.command.args as Record<string, unknown> };
+      }
+      case 'request_state_machine_design.request': {
+        const a = designArgs.safeParse(args);
+        if (!a.success) throw new ToolActionError(issues('invalid args for request_state_machine_design.request', a.error));
+        return { requested: 'request_state_machine_design.request', args: a.data as Record<string, unknown> };
+      }
       default:
-        // escalate.*, request_state_machine_design.*, designed tools: the transition is the
-        // effect here; the caller (agent loop) starts the workflow the output names.
+        // Designed tools: the transition is the effect here. (escalate.escalate and
+        // request_state_machine_design.request too, once their args are valid: the command
+        // handler turns them into the escalation the agent loop starts.)
         return { requested: `${toolName}.${action}`, args };
     }
   }

@@ -37,7 +37,7 @@ function processRssMb(pid: number): number {
 /** `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack. */
 async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
   const { path } = await writeWorkflowBundle(join(tmpdir(), `mindloop-bench-bundle-${process.pid}.js`));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
     cwd: join(import.meta.dirname, '..'),
     env: {
       ...process.env,

@@ -38,7 +38,7 @@ export const actionSchema = z
 
 /** Every predicate a learning may have, with its typed (strict) arguments. */
 export const learningPredicates = {
-  /** A command of `action` (or any, `*`) whose text contains `pattern` needs clarification. */
+  /** A command of `action` (or any, `*`) whose text contains `pattern` needs clarification; `reply` or `*`: a reply whose text contains it has its commands held. */
   avoid_pattern: z.strictObject({ action: actionSchema, pattern: word(200) }),
   /** How replies should be (`concise`), or what to avoid in them. */
   style_preference: z.strictObject({ style: word(100), stance: z.enum(['prefer', 'avoid']) }),
@@ -328,7 +328,8 @@ export function learningLine(l: LoadedLearning): string {
   const c = l.confidence.toFixed(2);
   switch (l.predicate) {
     case 'avoid_pattern':
-      return `#${l.id} avoid "${a.pattern}" in ${a.action === '*' ? 'any command' : `${a.action} commands`} (confidence ${c}; such a command is held for clarification)`;
+      if (a.action === 'reply') return `#${l.id} avoid "${a.pattern}" in your replies (confidence ${c}; a reply that uses it has its commands held for clarification)`;
+      return `#${l.id} avoid "${a.pattern}" in ${a.action === '*' ? 'any reply or command' : `${a.action} commands`} (confidence ${c}; such a command is held for clarification)`;
     case 'style_preference':
       return `#${l.id} ${a.stance} the style "${a.style}" (confidence ${c})`;
     case 'tool_preference':
@@ -372,6 +373,25 @@ export function avoidPatternViolations(
     if (!pattern) return false;
     const actionMatches = action === '*' || action === type || type.startsWith(`${action}.`);
     return actionMatches && text.includes(pattern);
+  });
+}
+
+/** The actions whose avoid_patterns apply to the reply's own text (its prose, without the blocks). */
+export const replyActions: readonly string[] = ['*', 'reply'];
+
+/**
+ * The avoid_pattern check on the reply itself: the learnings of action `*` or `reply` whose
+ * pattern occurs, case-insensitively, in the reply's text. A hit holds the reply's commands
+ * for clarification, as a command that matches does.
+ */
+export function replyAvoidPatternViolations(replyText: string, learned: readonly LoadedLearning[]): LoadedLearning[] {
+  const text = replyText.toLowerCase().replace(/\s+/g, ' ');
+  if (!text.trim()) return [];
+  return learned.filter((l) => {
+    if (l.predicate !== 'avoid_pattern') return false;
+    const action = String(l.args.action ?? '').toLowerCase();
+    const pattern = String(l.args.pattern ?? '').toLowerCase().replace(/\s+/g, ' ');
+    return pattern !== '' && replyActions.includes(action) && text.includes(pattern);
   });
 }
 

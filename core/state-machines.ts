@@ -136,7 +136,7 @@ export const escalateTool: StateMachineDef = stateMachineSchema.parse({
       description: 'ready',
       actions: {
         escalate: { description: 'start an escalation (the answer arrives as a note)', args: { task: 'the task', category: 'statistics | code | visualization | state_machine_designer | general', context: 'what matters', what_i_tried: 'what you tried' } },
-        list: { description: 'your recent escalations and their status' },
+        list: { description: 'your recent escalations (id, category, status, decision, created), newest first', args: { limit: '1..50 (default 10)' } },
       },
     },
   },

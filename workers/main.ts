@@ -3,18 +3,25 @@
  *   npm run worker -- --queue sandbox [--queue speech-gpu]
  * It starts no servers: Temporal is TEMPORAL_ADDRESS (default the local dev server) and
  * Postgres is DATABASE_URL (default the PGlite socket of a running `npm start`).
+ * A worker that polls `mindloop` applies the maintenance schedules at start (idempotent: a
+ * paused schedule stays paused); `--no-schedules` leaves them alone.
  */
 import { parseArgs } from 'node:util';
 import { loadEnvOrExit, envSchema, type TaskQueueName } from '../env.js';
 import { startStack } from '../runtime/stack.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
+import { applySchedulesAtStart } from './schedules.js';
 
-const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech-gpu]... (default: MINDLOOP_QUEUES)';
+const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech-gpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
 
-function parseQueues(argv: string[], fallback: TaskQueueName[]): TaskQueueName[] {
+function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueueName[]; noSchedules: boolean } {
   let values;
   try {
-    values = parseArgs({ args: argv, options: { queue: { type: 'string', multiple: true }, help: { type: 'boolean' } }, strict: true }).values;
+    values = parseArgs({
+      args: argv,
+      options: { queue: { type: 'string', multiple: true }, 'no-schedules': { type: 'boolean' }, help: { type: 'boolean' } },
+      strict: true,
+    }).values;
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${usage}\n`);
     process.exit(2);
@@ -23,20 +30,22 @@ function parseQueues(argv: string[], fallback: TaskQueueName[]): TaskQueueName[]
     process.stdout.write(`${usage}\n`);
     process.exit(0);
   }
-  if (!values.queue) return fallback;
+  const noSchedules = values['no-schedules'] ?? false;
+  if (!values.queue) return { queues: fallback, noSchedules };
   const parsed = envSchema.shape.MINDLOOP_QUEUES.safeParse(values.queue.join(','));
   if (!parsed.success) {
     process.stderr.write(`unknown queue in --queue ${values.queue.join(',')}\n${usage}\n`);
     process.exit(2);
   }
-  return parsed.data;
+  return { queues: parsed.data, noSchedules };
 }
 
 const env = loadEnvOrExit();
-const queues = parseQueues(process.argv.slice(2), env.MINDLOOP_QUEUES);
+const { queues, noSchedules } = parseCli(process.argv.slice(2), env.MINDLOOP_QUEUES);
 installRuntime(env.LOG_LEVEL);
 const stack = await startStack({ env, embedded: false, log: (l) => process.stdout.write(`${l}\n`) });
 const running = await startWorkers(env, stack, queues);
+await applySchedulesAtStart(stack.temporal, { queues, disabled: noSchedules, log: (l) => process.stdout.write(`${l}\n`) });
 process.stdout.write(`worker polling ${queues.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
 onStopSignal(async () => {
   await running.shutdown();

@@ -1,10 +1,11 @@
 /**
- * The maintenance Temporal Schedules (SPEC §7), created idempotently at start (`npm start`)
- * and by `npx mindloop schedules apply`: learning decay daily, the abstracts digest hourly,
+ * The maintenance Temporal Schedules (SPEC §7), created idempotently at start (`npm start`, and
+ * a worker process that polls `mindloop`, unless started with `--no-schedules`) and by
+ * `npx mindloop schedules apply`: learning decay daily, the abstracts digest hourly,
  * memory pruning every 6 hours, process-log cleanup daily. Applying again converges spec,
  * action and policies but keeps the schedule's state, so a schedule paused in the UI stays paused.
  */
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy, type ConnectionOptions, type ScheduleOptions } from '@temporalio/client';
 
 export interface MaintenanceSchedule {
   id: string;
@@ -57,6 +58,37 @@ export async function applySchedules(
     }
   }
   return out;
+}
+
+/** The queue the maintenance workflows run on: a worker polling it applies the schedules at start. */
+export const scheduleTaskQueue = 'mindloop';
+
+/**
+ * A worker's start: when it polls the schedules' queue (and `disabled` is not set), apply the
+ * schedules idempotently. Never fails the start: an error is logged with how to retry. Returns
+ * what was applied, or null when skipped or failed.
+ */
+export async function applySchedulesAtStart(
+  temporal: { connection: ConnectionOptions; namespace: string },
+  o: { queues: readonly string[]; disabled?: boolean; log: (line: string) => void },
+): Promise<Array<{ id: string; action: 'created' | 'updated' }> | null> {
+  if (!o.queues.includes(scheduleTaskQueue)) return null;
+  if (o.disabled) {
+    o.log('schedules: not applied at start (--no-schedules); `npx mindloop schedules apply` applies them');
+    return null;
+  }
+  let connection: Connection | undefined;
+  try {
+    connection = await Connection.connect(temporal.connection);
+    const applied = await applySchedules(new Client({ connection, namespace: temporal.namespace }), { taskQueue: scheduleTaskQueue });
+    o.log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
+    return applied;
+  } catch (err) {
+    o.log(`schedules not applied: ${(err as Error).message} (retry: npx mindloop schedules apply)`);
+    return null;
+  } finally {
+    await connection?.close();
+  }
 }
 
 export interface ScheduleRow {

@@ -157,6 +157,8 @@ export async function escalationWorkflow(rawInput: EscalationInput): Promise<Esc
   setHandler(nudgeUpdate, h.nudge.handler, { validator: h.nudge.validator });
   setHandler(vetoUpdate, h.veto.handler, { validator: h.veto.validator });
 
+  // The deadline is recorded once a human is required: at the start, or when the wait begins.
+  let deadlineRecorded = humanRequired;
   await db.openEscalation({ escalation: input, workflowId: info.workflowId, deadlineAt: humanRequired ? new Date(deadlineAt).toISOString() : null });
 
   // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
@@ -215,6 +217,10 @@ export async function escalationWorkflow(rawInput: EscalationInput): Promise<Esc
       humanRequired = true;
       continue;
     }
+    // deadline-at-v1: a human became required after the start (the oversight asked for one or
+    // failed): the escalation row gets its deadline now; escalations started before left it null.
+    if (!deadlineRecorded && patched('deadline-at-v1')) await db.markAwaitingHuman({ escalationId, deadlineAt: new Date(deadlineAt).toISOString() });
+    deadlineRecorded = true;
     const until = phase === 'before_deadline' ? deadlineAt : graceEndsAt;
     const answered = await condition(() => human !== null, Math.max(until - Date.now(), 1));
     if (!answered) phase = phase === 'before_deadline' ? 'grace' : 'expired';

@@ -20,7 +20,6 @@ function escalation(ctx: HandlerContext, input: Record<string, unknown>): Extrac
   return { kind: 'escalate', escalationId, input: { ...input, escalationId, agentId: ctx.agentId, tick: ctx.tick } };
 }
 
-const categories = ['statistics', 'code', 'visualization', 'state_machine_designer', 'general'];
 const str = (v: unknown) => (typeof v === 'string' ? v : v === undefined ? '' : JSON.stringify(v));
 
 export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
@@ -46,14 +45,19 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
       return { message: `${r.error}; escalation ${e.escalationId} asks a human`, text, effects: [e] };
     }
     if (!r.ok) return { message: r.error.slice(0, 200), text };
-    const args = a.args ?? {};
+    // Valid here: the tool checked the args (an invalid category is refused there, with the `escalate` command's error).
+    const args = (r.output.args as Record<string, unknown> | undefined) ?? {};
     if (a.tool === 'escalate' && a.action === 'escalate') {
-      const e = escalation(ctx, { task: str(args.task) || 'help', category: categories.includes(str(args.category)) ? args.category : 'general', context: (args.context as Record<string, unknown>) ?? {}, whatITried: str(args.what_i_tried) });
+      const e = escalation(ctx, { task: str(args.task), category: args.category, context: (args.context as Record<string, unknown>) ?? {}, whatITried: str(args.what_i_tried) });
       return { message: `escalated as ${e.escalationId}; the answer comes as a note`, text, effects: [e] };
     }
     if (a.tool === 'request_state_machine_design' && a.action === 'request') {
       const e = escalation(ctx, { task: `design a state-machine tool: ${str(args.capability)}`, category: 'state_machine_designer', context: { capability: args.capability, why: args.context } });
       return { message: `design requested as ${e.escalationId}; the result comes as a note`, text, effects: [e] };
+    }
+    if (a.tool === 'escalate' && a.action === 'list') {
+      const n = (r.output.escalations as unknown[] | undefined)?.length ?? 0;
+      return { message: `${n} recent escalation${n === 1 ? '' : 's'}`, text };
     }
     return { message: `${a.tool}.${a.action} → ${r.state}`, text };
   },

@@ -22,7 +22,7 @@ export const escalationStatuses = [
 /** Who settled it: conflict rules put a human veto above oversight; `default` = the timeout default. */
 export const deciders = ['human', 'oversight', 'default'] as const;
 export const oversightAnswers = ['approve', 'nudge', 'reject', 'none'] as const;
-export const humanAnswers = ['approve', 'reject', 'veto', 'none'] as const;
+export const humanAnswers = ['approve', 'reject', 'nudge', 'veto', 'none'] as const;
 export const decisionOutcomes = ['pending', 'executed', 'blocked', 'waiting', 'failed'] as const;
 export const tiers = ['human', 'oversight', 'agent'] as const;
 

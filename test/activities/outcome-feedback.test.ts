@@ -7,15 +7,18 @@
  * - the threshold is the agent's `learning_threshold` config (default 3), an explicit threshold
  *   (`mindloop feedback --threshold`) wins, and a bad stored value falls back to 3.
  */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger, type LogEntry } from '@temporalio/worker';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCommandActivities } from '../../activities/commands.js';
+import { createCommandActivities, type ApplyCommandsInput } from '../../activities/commands.js';
 import { agentThreshold, explainLearning, recordFeedback, saveLearning } from '../../activities/learning-store.js';
+import { identicalPlaceholder } from '../../activities/reflexes.js';
 import { validateConfigValue } from '../../core/catalogue.js';
-import type { ParsedCommand } from '../../core/loop-types.js';
+import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agentConfig, agents, learnings, preferenceCounts } from '../../db/schema/index.js';
+import { agentConfig, agents, learnings, llmRecentResponses, notes, preferenceCounts, processLog } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 
 let h: DbHandle;
@@ -31,6 +34,8 @@ beforeAll(async () => {
     { id: 'otto', name: 'Otto' },
     { id: 'tess', name: 'Tess' },
     { id: 'vic', name: 'Vic' },
+    { id: 'wren', name: 'Wren' },
+    { id: 'yara', name: 'Yara' },
   ]);
   acts = createCommandActivities({ db: h.db });
 });
@@ -106,6 +111,67 @@ describe('outcome feedback', () => {
       expect.stringMatching(/^command:diary\.read:/),
     ]);
     expect(Object.values(c)).toEqual([1, 1, 1]);
+  });
+});
+
+describe('a failure to count outcome feedback', () => {
+  it('is logged through the activity logger with its reason, and the tick goes on', async () => {
+    const read = (n: number): ParsedCommand => ({ cmdId: `r${n}`, type: 'diary.read', args: { id: 999999 } });
+    const [first] = await apply('wren', 1, [read(1)]);
+    expect(first!.status).toBe('error');
+    // Make the next count fail for real: the counter is at the integer maximum.
+    const [row] = await h.db.select().from(preferenceCounts).where(eq(preferenceCounts.agentId, 'wren'));
+    await h.db.update(preferenceCounts).set({ count: 2_147_483_647 }).where(eq(preferenceCounts.id, row!.id));
+
+    const entries: LogEntry[] = [];
+    const env = new MockActivityEnvironment({}, { logger: new DefaultLogger('WARN', (e) => entries.push(e)) });
+    const outcomes = await env.run<[ApplyCommandsInput], CommandOutcome[], typeof acts.applyCommands>(acts.applyCommands, {
+      agentId: 'wren',
+      tick: 2,
+      workflowId: 'agent/wren',
+      mode: 'main',
+      commands: [read(2), { cmdId: 'ok2', type: 'diary.add', args: { title: 'still', content: 'going' } }],
+    });
+    expect(outcomes.map((o) => o.status)).toEqual(['error', 'applied']);
+    const warned = entries.filter((e) => e.message.startsWith('outcome feedback not counted'));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.level).toBe('WARN');
+    expect(warned[0]!.message).toMatch(/^outcome feedback not counted for diary\.read \(r2\): .*integer out of range/s);
+    expect(warned[0]!.meta).toMatchObject({ agentId: 'wren', tick: 2, cmdId: 'r2', type: 'diary.read', reason: expect.stringMatching(/integer out of range/) });
+  });
+});
+
+describe('a reply that uses a learned avoid_pattern (action reply or *)', () => {
+  it("holds a task loop's commands when its stored reply uses the pattern, and asks the user", async () => {
+    await saveLearning(h.db, { shardType: 'agent:yara', agentId: 'yara', predicate: 'avoid_pattern', args: { action: '*', pattern: 'just trust me' } });
+    const note = (n: number): ParsedCommand => ({ cmdId: `n${n}`, type: 'tasks.list', args: {} });
+    // The task loop's thought as the think activity stores it (process log payload).
+    const store = (tick: number, body: string) =>
+      h.db.insert(processLog).values({ agentId: 'yara', processId: 'task/7', kind: 'task_loop', name: `task 7 tick ${tick}`, status: 'ok', payload: { tick, content: body }, tick });
+    await store(1, 'Working on it.\n<<<COMMANDS\n[{"cmd_id":"n1","type":"tasks.list","args":{},"description":"just trust me"}]\nCOMMANDS>>>');
+    await store(2, 'Just  trust me, it is fine.');
+    // Tick 1: only the command block has the pattern, and the command itself does not (the block is not prose).
+    // Tick 2: the prose uses it; the harmless note is held.
+    const [o1] = await apply('yara', 1, [note(1)], { mode: 'task', taskId: 7 });
+    const [o2] = await apply('yara', 2, [note(2)], { mode: 'task', taskId: 7 });
+    expect(o1).toMatchObject({ status: 'applied' });
+    expect(o2).toMatchObject({ status: 'rejected' });
+    expect(o2!.message).toMatch(/^needs clarification: the reply behind tasks\.list uses what you learned to avoid: "just trust me"/);
+    const asks = await h.db.select().from(notes).where(and(eq(notes.agentId, 'yara'), eq(notes.direction, 'out')));
+    expect(asks.map((a) => a.text).filter((t) => t.startsWith('Before I run'))).toEqual([expect.stringContaining('Before I run tasks.list (n2): my reply uses what I learned to avoid')]);
+    // The main loop's reply (llm_recent_responses), also when stored as an identical-reply placeholder.
+    await h.db.insert(llmRecentResponses).values([
+      { agentId: 'yara', tick: 10, content: 'Just trust me on this one.' },
+      { agentId: 'yara', tick: 11, content: identicalPlaceholder(10) },
+      { agentId: 'yara', tick: 12, content: 'Here are the numbers.' },
+    ]);
+    const main = await apply('yara', 11, [note(11)]);
+    expect(main[0]).toMatchObject({ status: 'rejected', message: expect.stringMatching(/^needs clarification: the reply behind tasks\.list/) });
+    expect((await apply('yara', 12, [note(12)]))[0]).toMatchObject({ status: 'applied' });
+    // A human-approved command is not held again; nor counted as outcome feedback.
+    const [approved] = await apply('yara', 11, [{ cmdId: 'approved.e1', type: 'diary.add', args: { title: 'a', content: 'b' } }], { approvedBy: 'e1' });
+    expect(approved!.status).toBe('applied');
+    expect(await counts('yara')).toEqual({});
   });
 });
 

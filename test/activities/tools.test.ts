@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToolActivities, langChainTools } from '../../activities/tools.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agents, discoveredTools, notes, toolRegistry, toolStates, toolTransitions } from '../../db/schema/index.js';
+import { agents, decisionLog, discoveredTools, escalations, notes, toolRegistry, toolStates, toolTransitions } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 
 let handle: DbHandle;
@@ -101,6 +101,45 @@ describe('state-machine tools (Postgres)', () => {
     expect(approved).toMatchObject({ ok: true, state: 'READY' });
     const [row] = await db.select().from(toolTransitions).where(eq(toolTransitions.idempotencyKey, 'held-2'));
     expect(row).toMatchObject({ result: 'ok', approvedBy: 'esc-1', dangerFlags: ['privileged_container'] });
+  });
+
+  it('escalate.list: the agent’s own recent escalations (id, category, status, decision, created), newest first, read-only', async () => {
+    const db = handle.db;
+    const day = (d: number) => new Date(Date.UTC(2026, 0, d));
+    await db.insert(escalations).values([
+      { id: 'ada-old', agentId: 'ada', task: 'old question', category: 'statistics', status: 'resolved', decidedBy: 'oversight', createdAt: day(1) },
+      { id: 'ada-new', agentId: 'ada', task: 'new question', category: 'code', status: 'awaiting_human', createdAt: day(3) },
+      { id: 'bob-1', agentId: 'bob', task: 'not yours', category: 'general', status: 'open', createdAt: day(2) },
+    ]);
+    await db.insert(decisionLog).values({ agentId: 'ada', escalationId: 'ada-old', proposal: { task: 'old question' }, oversightAnswer: 'approve', outcome: 'executed' });
+    const before = await db.select().from(escalations);
+    const r = await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', key: 'esc-list-1' });
+    expect(r).toEqual({
+      ok: true,
+      tool: 'escalate',
+      action: 'list',
+      state: 'READY',
+      output: {
+        escalations: [
+          { id: 'ada-new', task: 'new question', category: 'code', status: 'awaiting_human', decision: null, created: day(3).toISOString() },
+          { id: 'ada-old', task: 'old question', category: 'statistics', status: 'resolved', decision: { by: 'oversight', outcome: 'executed', oversight: 'approve', human: 'none' }, created: day(1).toISOString() },
+        ],
+      },
+    });
+    expect(await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', args: { limit: 1 }, key: 'esc-list-2' })).toMatchObject({ ok: true, output: { escalations: [{ id: 'ada-new' }] } });
+    expect(await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', args: { limit: 0 }, key: 'esc-list-3' })).toMatchObject({ ok: false, refused: 'error', error: expect.stringContaining('escalate.list: limit:') });
+    expect(await db.select().from(escalations)).toEqual(before); // read-only
+  });
+
+  it('escalate.escalate with a bad category is refused with the `escalate` command’s error (never silently `general`)', async () => {
+    const bad = await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'escalate', args: { task: 'help', category: 'astrology' }, key: 'esc-bad-1' });
+    expect(bad).toMatchObject({ ok: false, refused: 'error', state: 'READY', error: expect.stringMatching(/^invalid args for escalate: args.category: Invalid option: expected one of "statistics"\|"code"/) });
+    const [logged] = await handle.db.select().from(toolTransitions).where(eq(toolTransitions.idempotencyKey, 'esc-bad-1'));
+    expect(logged).toMatchObject({ result: 'error', fromState: 'READY', toState: 'READY' });
+    const good = await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'escalate', args: { task: 'help', category: 'code' }, key: 'esc-ok-1' });
+    expect(good).toMatchObject({ ok: true, output: { requested: 'escalate.escalate', args: { task: 'help', category: 'code' } } });
+    const noCap = await tools.callTool({ agentId: 'ada', tool: 'request_state_machine_design', action: 'request', args: { context: 'why' }, key: 'design-bad-1' });
+    expect(noCap).toMatchObject({ ok: false, refused: 'error', error: expect.stringContaining('invalid args for request_state_machine_design.request: capability:') });
   });
 
   it('LangChain tools describe the current state and valid actions, and call through the state machine', async () => {

@@ -9,6 +9,7 @@ import {
   decayCurve,
   decayStep,
   derive,
+  learningLine,
   learningPredicateNames,
   learningsSection,
   normaliseReason,
@@ -18,6 +19,7 @@ import {
   patternKey,
   preferenceRules,
   reinforce,
+  replyAvoidPatternViolations,
   validateLearning,
 } from '../../core/learnings.js';
 
@@ -175,6 +177,20 @@ describe('rehydration', () => {
     expect(
       avoidPatternViolations({ type: 'notes.send', args: {}, description: 'share the SECRET' }, [{ id: 9, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 }]).length,
     ).toBe(1);
+  });
+  it('flags a reply whose own text uses a learned avoid_pattern of action reply or *', () => {
+    const replyLearned = [
+      ...learned,
+      { id: 4, predicate: 'avoid_pattern', args: { action: 'reply', pattern: 'as an ai' }, confidence: 0.9 },
+      { id: 5, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 },
+    ];
+    expect(replyAvoidPatternViolations('Well, AS  AN\nAI I cannot; the Secret stays.', replyLearned).map((l) => l.id)).toEqual([4, 5]);
+    // Action-scoped patterns are about commands of that action, not the prose.
+    expect(replyAvoidPatternViolations('I will note the password and run rm -rf', replyLearned)).toEqual([]);
+    expect(replyAvoidPatternViolations('', replyLearned)).toEqual([]);
+    expect(replyAvoidPatternViolations('secret', [{ id: 6, predicate: 'style_preference', args: { action: '*', pattern: 'secret' }, confidence: 1 }])).toEqual([]);
+    expect(learningLine(replyLearned[3]!)).toContain('avoid "as an ai" in your replies');
+    expect(learningLine(replyLearned[4]!)).toContain('avoid "secret" in any reply or command');
   });
   it('renders a context section, empty without learnings', () => {
     expect(learningsSection([])).toBe('');

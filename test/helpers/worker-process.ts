@@ -50,7 +50,7 @@ export async function startKillableStack(name: string): Promise<KillableStack> {
     dbUrl: fresh.url,
     bundlePath,
     spawnWorker: () =>
-      spawnProcess(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop'], {
+      spawnProcess(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
         TEMPORAL_ADDRESS: stack.temporal.address,
         DATABASE_URL: fresh.url,
         MINDLOOP_WORKFLOW_BUNDLE: bundlePath,

@@ -2,13 +2,17 @@
  * `mindloop schedules apply|list|trigger` as processes against a real Temporal dev server
  * (which has Schedules): apply creates the four maintenance schedules and, run again, updates
  * them (idempotent, a paused one stays paused); list shows them; trigger starts the decay
- * workflow at once; an unknown schedule name exits 2 naming the known ones.
+ * workflow at once; an unknown schedule name exits 2 naming the known ones. A worker that polls
+ * `mindloop` applies them at its start (workers/main.ts, applySchedulesAtStart): idempotently,
+ * not for other queues, not with `--no-schedules`, and an unreachable server does not fail it.
  */
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { maintenanceSchedules } from '../../workers/schedules.js';
-import { toolPath } from '../helpers/env.js';
-import { repoRoot, run } from '../helpers/spawn.js';
+import { applySchedulesAtStart, describeSchedules, maintenanceSchedules } from '../../workers/schedules.js';
+import { writeWorkflowBundle } from '../../workers/build-bundle.js';
+import { freshPostgresDatabase, repoToolsDir, tempDir, toolPath } from '../helpers/env.js';
+import { repoRoot, run, start } from '../helpers/spawn.js';
+import { waitFor } from '../helpers/worker-process.js';
 
 const cli = `${repoRoot}/bin/mindloop.mjs`;
 let env: TestWorkflowEnvironment;
@@ -66,4 +70,65 @@ describe('mindloop schedules', () => {
     expect(dead.code).toBe(1);
     expect(dead.stderr).toContain('cannot reach Temporal at 127.0.0.1:1');
   }, 60_000);
+
+  it('a worker polling mindloop applies them at start, idempotently; other queues, --no-schedules and an unreachable server do not', async () => {
+    for (const sch of maintenanceSchedules) await env.client.schedule.getHandle(sch.id).delete().catch(() => undefined);
+    const existing = async () => (await describeSchedules(env.client)).map((r) => r.id);
+    const lines: string[] = [];
+    const temporal = { connection: { address: env.address }, namespace: 'default' };
+    const atStart = (queues: string[], disabled = false) => applySchedulesAtStart(temporal, { queues, disabled, log: (l) => lines.push(l) });
+
+    expect(await atStart(['sandbox', 'speech-gpu'])).toBeNull();
+    expect(await atStart(['mindloop'], true)).toBeNull();
+    expect(lines).toEqual(['schedules: not applied at start (--no-schedules); `npx mindloop schedules apply` applies them']);
+    expect(await existing()).toEqual([]);
+
+    expect(await atStart(['sandbox', 'mindloop'])).toEqual(maintenanceSchedules.map((x) => ({ id: x.id, action: 'created' })));
+    await env.client.schedule.getHandle('maintenance/memory-pruning').pause('paused in the UI');
+    // A second worker (or a restart) converges them; the paused one stays paused.
+    expect(await atStart(['mindloop'])).toEqual(maintenanceSchedules.map((x) => ({ id: x.id, action: 'updated' })));
+    expect(lines.at(-1)).toBe(`schedules: ${maintenanceSchedules.map((x) => `${x.id} (updated)`).join(', ')}`);
+    expect((await env.client.schedule.getHandle('maintenance/memory-pruning').describe()).state.paused).toBe(true);
+    const decay = await env.client.schedule.getHandle('maintenance/learning-decay').describe();
+    expect(decay.action).toMatchObject({ workflowType: 'learningDecayWorkflow', taskQueue: 'mindloop' });
+
+    // A server that cannot be reached: logged with how to retry, and the worker goes on.
+    const dead = await applySchedulesAtStart({ connection: { address: '127.0.0.1:1', connectTimeout: '2s' }, namespace: 'default' }, { queues: ['mindloop'], log: (l) => lines.push(l) });
+    expect(dead).toBeNull();
+    expect(lines.at(-1)).toMatch(/^schedules not applied: .+ \(retry: npx mindloop schedules apply\)$/);
+  }, 60_000);
+
+  it('the worker process (npm run worker -- --queue mindloop) applies them at start; --no-schedules skips it', async () => {
+    const data = tempDir('schedules-worker');
+    const fresh = await freshPostgresDatabase('mindloop_schedules_worker');
+    try {
+      const bundle = (await writeWorkflowBundle(`${data.path}/workflow-bundle.js`)).path;
+      const worker = async (...flags: string[]) => {
+        const child = start(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', ...flags], {
+          TEMPORAL_ADDRESS: env.address,
+          DATABASE_URL: fresh.url,
+          MINDLOOP_WORKFLOW_BUNDLE: bundle,
+          MINDLOOP_TOOLS_DIR: repoToolsDir,
+          LOG_LEVEL: 'ERROR',
+        });
+        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+        try {
+          await waitFor('the worker to poll', 60_000, async () => (child.output().stdout.includes('worker polling mindloop') ? true : child.exitCode !== null ? Promise.reject(new Error(child.output().stderr)) : undefined));
+        } finally {
+          child.kill('SIGTERM');
+          await exited;
+        }
+        return child.output().stdout;
+      };
+      await env.client.schedule.getHandle('maintenance/abstracts-digest').delete();
+      const first = await worker();
+      expect(first).toContain('schedules: maintenance/learning-decay (updated), maintenance/abstracts-digest (created), maintenance/memory-pruning (updated)');
+      const skipped = await worker('--no-schedules');
+      expect(skipped).toContain('schedules: not applied at start (--no-schedules)');
+      expect(skipped).not.toContain('(updated)');
+    } finally {
+      await fresh.drop();
+      data.remove();
+    }
+  }, 180_000);
 });

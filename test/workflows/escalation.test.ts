@@ -154,6 +154,8 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(loaded.map(learningLine)).toContainEqual(expect.stringContaining('nudged on general: try the median first'));
     const [m] = await handle.db.select().from(partnershipMessages).where(and(eq(partnershipMessages.escalationId, 'rn-2'), eq(partnershipMessages.toTier, 'agent'), eq(partnershipMessages.kind, 'nudge')));
     expect(m!.body).toContain('Human: try the median first');
+    // decision_log keeps the human's nudge as such (not 'none').
+    expect(await row('rn-2')).toMatchObject({ oversightAnswer: 'approve', humanAnswer: 'nudge', humanComment: 'try the median first', outcome: 'executed' });
   });
 
   it('an oversight nudge decides when no human is required', async () => {
@@ -178,7 +180,20 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(await h.result()).toMatchObject({ outcome: 'denied', decidedBy: 'default' });
     const [esc] = await handle.db.select().from(escalations).where(eq(escalations.id, 'silent-1'));
     expect(esc).toMatchObject({ status: 'timed_out', decidedBy: 'default' });
+    expect(esc!.deadlineAt?.getTime()).toBe((await h.describe()).startTime.getTime() + 60_000);
     expect(await row('silent-1')).toMatchObject({ oversightAnswer: 'approve', humanAnswer: 'none', outcome: 'blocked' });
+  });
+
+  it('a human required only by the oversight (needs_human): the deadline is recorded when the wait starts, then WAIT and deny', async () => {
+    await seedAgent('asks');
+    script = () => answer({ verdict: 'approve', needs_human: true });
+    const h = await start({ agentId: 'asks', task: 'delete the old runs', deadlineMs: 120_000, graceMs: 0, escalationId: 'asks-1' });
+    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    const startedAt = (await h.describe()).startTime.getTime();
+    await expect.poll(async () => (await handle.db.select().from(escalations).where(eq(escalations.id, 'asks-1')))[0]?.deadlineAt?.getTime()).toBe(startedAt + 120_000);
+    const [waiting] = await handle.db.select().from(escalations).where(eq(escalations.id, 'asks-1'));
+    expect(waiting).toMatchObject({ status: 'awaiting_human' });
+    expect(await h.result()).toMatchObject({ outcome: 'denied', decidedBy: 'default' });
   });
 
   it('a danger-zone tool action is blocked until a human approves it, then executed', async () => {
@@ -257,6 +272,39 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(await tools.callTool({ agentId: 'learner', tool: 'database', action: 'connect', key: 'learner/2' })).toMatchObject({ ok: true, state: 'CONNECTED' });
   });
 
+  it('tool.call routes into escalations: escalate.escalate and request_state_machine_design.request start the workflow; a bad category is refused like the `escalate` command', async () => {
+    await seedAgent('caller');
+    const cmds = createCommandActivities({ db: handle.db });
+    const apply = (tick: number, cmdId: string, type: string, args: Record<string, unknown>) => cmds.applyCommands({ agentId: 'caller', tick, workflowId: 'agent/caller', mode: 'main', commands: [{ cmdId, type, args }] });
+    const [viaTool] = await apply(1, 'c1', 'tool.call', { tool: 'escalate', action: 'escalate', args: { task: 'my median is off', category: 'statistics', what_i_tried: 'sorted twice' } });
+    expect(viaTool).toMatchObject({ status: 'applied', message: 'escalated as caller.t1.c1; the answer comes as a note' });
+    const esc = viaTool!.effects.find((e) => e.kind === 'escalate')!;
+    expect(esc).toEqual({ kind: 'escalate', escalationId: 'caller.t1.c1', input: { escalationId: 'caller.t1.c1', agentId: 'caller', tick: 1, task: 'my median is off', category: 'statistics', context: {}, whatITried: 'sorted twice' } });
+    const [design] = await apply(2, 'c2', 'tool.call', { tool: 'request_state_machine_design', action: 'request', args: { capability: 'a queue of jobs', context: 'I keep losing jobs' } });
+    const designEsc = design!.effects.find((e) => e.kind === 'escalate')!;
+    expect(designEsc).toMatchObject({ escalationId: 'caller.t2.c2', input: { task: 'design a state-machine tool: a queue of jobs', category: 'state_machine_designer', context: { capability: 'a queue of jobs', why: 'I keep losing jobs' } } });
+    const routes: string[] = [];
+    script = ({ messages }) => (routes.push(Object.entries(subAgentBriefs).find(([, b]) => b === messages[0]!.content)?.[0] ?? '?'), answer({ solution: 'sorted is fine' }));
+    for (const e of [esc, designEsc]) {
+      const h = await env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', { taskQueue, workflowId: `escalation/${e.escalationId}`, args: [e.input as EscalationInput] });
+      expect(await h.result()).toMatchObject({ escalationId: e.escalationId, outcome: 'approved', decidedBy: 'oversight' });
+    }
+    expect(routes).toEqual(['statistics', 'state_machine_designer']);
+    const [row1] = await handle.db.select().from(escalations).where(eq(escalations.id, 'caller.t1.c1'));
+    expect(row1).toMatchObject({ category: 'statistics', whatITried: 'sorted twice', status: 'resolved' });
+
+    // A bad category: refused with the same error as the `escalate` command, no escalation (never silently `general`).
+    const [cmd] = await apply(3, 'c3', 'escalate', { task: 'help', category: 'astrology' });
+    expect(cmd).toMatchObject({ status: 'rejected', effects: [] });
+    const [tool] = await apply(3, 'c4', 'tool.call', { tool: 'escalate', action: 'escalate', args: { task: 'help', category: 'astrology' } });
+    expect(tool!.effects).toEqual([]);
+    expect(tool!.message).toBe(cmd!.message);
+    expect(tool!.message).toContain('invalid args for escalate: args.category: Invalid option');
+    // escalate.list through tool.call: the two escalations above, with their decisions.
+    const [list] = await apply(4, 'c5', 'tool.call', { tool: 'escalate', action: 'list' });
+    expect(list).toMatchObject({ status: 'applied', message: '2 recent escalations' });
+  });
+
   it('escalating a category 5 times grants its tools ("you escalated statistics 5 times")', async () => {
     await seedAgent('stats');
     await handle.db.insert(toolRegistry).values({ name: 'stats_ttest', kind: 'designed', status: 'active', capability: 'statistics.ttest', spec: {} });
@@ -293,6 +341,30 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(rounds.filter((m) => m.kind.startsWith('design_')).map((m) => m.kind)).toEqual(['design_failed', 'design_passed']);
     // The agent can use it at once (discovered via design).
     expect(await createToolActivities({ db: handle.db }).callTool({ agentId: 'designer', tool: 'traffic_light', action: 'next', key: 'designer/1' })).toMatchObject({ ok: true, state: 'GREEN' });
+  }, 60_000);
+
+  it('design rounds are bounded: a design that never passes stops after maxDesignRounds, is denied and never registered', async () => {
+    await seedAgent('stubborn');
+    const spec = { name: 'never_green', description: 'a light that is never right', initial: 'RED', states: { RED: { description: 'stop', actions: { next: { to: 'GREEN', description: 'go' } } }, GREEN: { description: 'go', actions: { next: { to: 'RED', description: 'stop' } } } } };
+    const impl = `export function run() { return 'BLUE'; }\n`;
+    const tests = `import { test } from 'node:test';\nimport assert from 'node:assert/strict';\nimport { run } from './tool.mjs';\ntest('red then green', () => { assert.equal(run('RED', 'next'), 'GREEN'); });\n`;
+    const rounds: number[] = [];
+    script = ({ messages }) => {
+      const user = messages[1]!.content;
+      rounds.push(user.includes('failed its tests') ? Number(/Design round (\d+)/.exec(user)?.[1]) : 1);
+      return answer({ solution: `try ${rounds.length}`, design: { spec, implementation: impl, tests } });
+    };
+    const before = sandboxRuns.length;
+    const r = await (await start({ agentId: 'stubborn', task: 'I need a light', category: 'state_machine_designer', maxDesignRounds: 2, escalationId: 'stubborn-1' })).result();
+    expect(r).toMatchObject({ outcome: 'denied', decidedBy: 'oversight', designRounds: 2, grantedTools: [] });
+    expect(r.designedTool).toBeUndefined();
+    expect(rounds).toEqual([1, 2]); // round 2 got round 1's feedback; no round 3
+    expect(sandboxRuns.length - before).toBe(2);
+    expect(await handle.db.select().from(toolRegistry).where(eq(toolRegistry.name, 'never_green'))).toEqual([]);
+    const msgs = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'stubborn-1'));
+    expect(msgs.filter((m) => m.kind.startsWith('design_')).map((m) => m.kind)).toEqual(['design_failed', 'design_failed']);
+    expect(await row('stubborn-1')).toMatchObject({ oversightAnswer: 'reject', outcome: 'blocked' });
+    expect(await handle.db.select().from(discoveredTools).where(and(eq(discoveredTools.agentId, 'stubborn'), eq(discoveredTools.via, 'design')))).toEqual([]);
   }, 60_000);
 
   it('bad input fails at once, non-retryable, naming the fields; bad updates are rejected by the validators', async () => {
@@ -335,6 +407,8 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(r).toMatchObject({ outcome: 'denied', decidedBy: 'default' });
     const [esc] = await handle.db.select().from(escalations).where(eq(escalations.id, 'garbled-1'));
     expect(esc!.status).toBe('timed_out');
+    // The human became required when the oversight failed: the row has its deadline (not null).
+    expect(esc!.deadlineAt?.getTime()).toBe((await h.describe()).startTime.getTime() + 10_000);
     const [n] = await handle.db.select().from(notes).where(eq(notes.id, r.noteId));
     expect(n!.text).toContain('no well-formed answer after 2 attempts');
   });
@@ -374,6 +448,10 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(list.stdout).toContain('stats-5  stats  statistics  resolved (oversight)');
     const show = await run(tsxBin, ['cli/main.ts', 'escalations', 'show', 'danger-1'], vars);
     expect(show.stdout).toContain('decision    oversight approve, human approve, outcome executed, danger privileged_container');
+    const [garbled] = await handle.db.select().from(escalations).where(eq(escalations.id, 'garbled-1'));
+    const showGarbled = await run(tsxBin, ['cli/main.ts', 'escalations', 'show', 'garbled-1'], vars);
+    expect(showGarbled.code, showGarbled.stderr).toBe(0);
+    expect(showGarbled.stdout).toContain(`deadline    ${garbled!.deadlineAt!.toISOString()}`);
     const badStatus = await run(tsxBin, ['cli/main.ts', 'escalations', 'list', '--status', 'maybe'], vars);
     expect(badStatus.code).toBe(2);
     expect(badStatus.stderr).toContain('status must be one of open, in_progress');
@@ -405,6 +483,6 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(nudge.code, nudge.stderr).toBe(0);
     expect(nudge.stdout).toContain('nudge: escalation cli-3');
     expect(await h3.result()).toMatchObject({ outcome: 'nudged', decidedBy: 'human' });
-    expect(await row('cli-3')).toMatchObject({ humanComment: 'use the median' });
+    expect(await row('cli-3')).toMatchObject({ humanAnswer: 'nudge', humanComment: 'use the median' });
   }, 300_000); // ~12 CLI processes (tsx start-up each), on a loaded 2-CPU machine
 });

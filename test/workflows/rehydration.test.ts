@@ -6,7 +6,9 @@
  * - the user rejects `diary.add` for "password" three times (`mindloop feedback` does the same);
  * - the next run (after continue-as-new) has the learning in context 2, and the same command is held for clarification — not executed — with a note to
  *   the user asking; a command without the pattern still runs;
- * - a failing command counts as outcome feedback (`command:<type>` rejections).
+ * - a failing command counts as outcome feedback (`command:<type>` rejections);
+ * - a learned avoid_pattern of action `reply` flags the reply itself: the next reply that uses
+ *   the pattern has its (harmless) commands held for clarification, with a note asking.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
@@ -31,9 +33,16 @@ let running: Promise<void>;
 const prompts: ChatMessage[][] = [];
 let calls = 0;
 const taskQueue = 'rehydration';
+/** Rhea's scripted row: every think says "as an AI" in its prose and writes a harmless diary entry. */
+let rheaRegistryId = -1;
+let rheaCalls = 0;
 
 /** Every think writes the same two diary entries: one with the password, one harmless. */
-function script({ messages }: { messages: ChatMessage[] }): string {
+function script({ messages, registryId }: { messages: ChatMessage[]; registryId?: number }): string {
+  if (registryId === rheaRegistryId) {
+    const n = messages.some((m) => m.content.includes('who you are')) ? ++rheaCalls : rheaCalls;
+    return `As an AI, I keep a tidy diary.\nConfidence: 0.9\n${renderCommandBlock([{ cmdId: `tidy${n}`, type: 'diary.add', args: { title: `Tidy ${n}`, content: 'Desk cleared.' } }])}`;
+  }
   // The think call carries context 0 ("who you are"); other calls (evaluation) do not count.
   const thinking = messages.some((m) => m.content.includes('who you are'));
   if (thinking) prompts.push(messages);
@@ -52,6 +61,12 @@ beforeAll(async () => {
   await runMigrations(h.pool);
   await h.db.insert(agents).values({ id: 'lina', name: 'Lina' });
   await h.db.insert(llmRegistry).values({ agentId: 'lina', name: 'script', provider: 'scripted', model: 'scripted-lina', role: 'agent', priority: 1 });
+  await h.db.insert(agents).values({ id: 'rhea', name: 'Rhea' });
+  const [rhea] = await h.db
+    .insert(llmRegistry)
+    .values({ agentId: 'rhea', name: 'script', provider: 'scripted', model: 'scripted-rhea', role: 'agent', priority: 1 })
+    .returning({ id: llmRegistry.id });
+  rheaRegistryId = rhea!.id;
   const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   env = e;
   worker = await Worker.create({
@@ -71,21 +86,21 @@ afterAll(async () => {
 });
 
 /** One loop: tick 1, then a 1-hour pacing pause (no time skipping until the test awaits the result), continue-as-new, tick 2. */
-async function startLoop() {
+async function startLoop(agentId = 'lina') {
   return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
     taskQueue,
-    workflowId: 'agent/lina',
-    args: [{ agentId: 'lina', maxTicks: 2, ticksPerRun: 1, settings: { delayMs: 3_600_000 } }],
+    workflowId: `agent/${agentId}`,
+    args: [{ agentId, maxTicks: 2, ticksPerRun: 1, settings: { delayMs: 3_600_000 } }],
   });
 }
 
-const diaryTitles = async () => (await h.db.select({ t: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, 'lina'))).map((r) => r.t).sort();
+const diaryTitles = async (agentId = 'lina') => (await h.db.select({ t: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, agentId))).map((r) => r.t).sort();
 
 describe('rehydration: behaviour change after three rejections', () => {
   it('a learned avoid_pattern holds the matching command for clarification instead of running it', async () => {
     // Before: both entries are written.
     const loop = await startLoop();
-    await expect.poll(diaryTitles, { timeout: 30_000, interval: 200 }).toEqual(['Login 1', 'Weather 1']);
+    await expect.poll(() => diaryTitles('lina'), { timeout: 30_000, interval: 200 }).toEqual(['Login 1', 'Weather 1']);
     const firstPrompt = prompts[0]!.map((m) => m.content).join('\n');
     expect(firstPrompt).not.toContain('What you have learned');
 
@@ -104,7 +119,7 @@ describe('rehydration: behaviour change after three rejections', () => {
     expect(prompt).toContain('What you have learned:');
     expect(prompt).toContain(`#${third.learning!.id} avoid "password" in diary.add commands`);
 
-    expect(await diaryTitles()).toEqual(['Login 1', 'Weather 1', 'Weather 2']);
+    expect(await diaryTitles('lina')).toEqual(['Login 1', 'Weather 1', 'Weather 2']);
     const [held] = await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, 'lina'), eq(commandLog.cmdId, 'secret2')));
     expect(held).toMatchObject({ status: 'rejected' });
     expect(held!.reason).toMatch(/^needs clarification: diary\.add matches what you learned to avoid: "password" \(learning #\d+, confidence 1\.00\)/);
@@ -118,5 +133,28 @@ describe('rehydration: behaviour change after three rejections', () => {
     const failures = outcome.find((p) => p.pattern.startsWith('command:diary.read:'));
     expect(failures).toMatchObject({ count: 2, shard: 'agent:lina' });
     expect(before).toBe(1);
+  }, 120_000);
+
+  it('a learned avoid_pattern of action reply holds the commands of a reply that uses it', async () => {
+    const loop = await startLoop('rhea');
+    await expect.poll(() => diaryTitles('rhea'), { timeout: 30_000, interval: 200 }).toEqual(['Tidy 1']);
+
+    // `mindloop feedback rhea reject reply --reason "as an AI"`, three times.
+    const fb = { agentId: 'rhea', kind: 'reject' as const, action: 'reply', reason: 'as an AI' };
+    await recordFeedback(h.db, fb);
+    await recordFeedback(h.db, fb);
+    const third = await recordFeedback(h.db, fb);
+    expect(third.learning).toMatchObject({ predicate: 'avoid_pattern', args: { action: 'reply', pattern: 'as an ai' } });
+
+    expect(await loop.result()).toMatchObject({ ticks: 2 });
+    // The command is harmless; the reply's prose is what was learned against.
+    expect(await diaryTitles('rhea')).toEqual(['Tidy 1']);
+    const [held] = await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, 'rhea'), eq(commandLog.cmdId, 'tidy2')));
+    expect(held).toMatchObject({ status: 'rejected' });
+    expect(held!.reason).toMatch(/^needs clarification: the reply behind diary\.add uses what you learned to avoid: "as an ai" \(learning #\d+/);
+    const asks = await h.db.select().from(notes).where(and(eq(notes.agentId, 'rhea'), eq(notes.direction, 'out')));
+    expect(asks).toHaveLength(1);
+    expect(asks[0]).toMatchObject({ recipient: 'user', tags: ['clarification', 'learning'] });
+    expect(asks[0]!.text).toContain('Before I run diary.add (tidy2): my reply uses what I learned to avoid');
   }, 120_000);
 });

@@ -1,0 +1,2 @@
+ALTER TABLE "decision_log" DROP CONSTRAINT "decision_log_human_answer_check";--> statement-breakpoint
+ALTER TABLE "decision_log" ADD CONSTRAINT "decision_log_human_answer_check" CHECK ("human_answer" in ('approve', 'reject', 'nudge', 'veto', 'none'));
