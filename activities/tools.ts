@@ -32,7 +32,7 @@ export interface ToolDeps {
 }
 
 export type ToolCallResult =
-  | { ok: true; tool: string; action: string; state: string; output: Record<string, unknown> }
+  | { ok: true; tool: string; action: string; from: string; state: string; output: Record<string, unknown> }
   | { ok: false; tool: string; action: string; refused: 'undiscovered' | 'invalid_action' | 'held' | 'error'; error: string; state?: string; validActions?: string[]; dangerFlags?: string[] };
 
 /** Tools every agent starts with (discovered via teaching); the database tool must be granted. */
@@ -257,7 +257,7 @@ export function createToolActivities(deps: ToolDeps) {
         await log({ agentId, tool, action, fromState: state, toState: state, result: 'error', args, error: err.message, dangerFlags: flags, approvedBy: input.approvedBy ?? null, idempotencyKey: key, output: r });
         return r;
       }
-      const r: ToolCallResult = { ok: true, tool, action, state: t.to, output };
+      const r: ToolCallResult = { ok: true, tool, action, from: t.from, state: t.to, output };
       await db.transaction(async (tx) => {
         await tx
           .insert(toolStates)

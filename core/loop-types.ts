@@ -53,8 +53,12 @@ export type LoopEffect =
   | { kind: 'idle'; on: boolean; wakeOn?: Array<'note' | 'process' | 'timeout'>; timeoutMs?: number }
   | { kind: 'startTaskLoop'; taskId: number; title: string; maxTicks?: number }
   | { kind: 'stopTaskLoop'; taskId: number }
-  /** `shell`: the loop runs `command` via sandboxRun (key = idempotency key) and records the result on process/cmd. */
-  | { kind: 'shell'; processId: string; cmdId: string; key: string; command: string; timeoutMs?: number }
+  /**
+   * `shell`: the loop runs `command` via sandboxRun (key = idempotency key) and records the result on process/cmd.
+   * A designed tool's action (`tool.call`) is one too: it runs `argv` with `files` in the work dir, and `command`
+   * is then only the line the agent reads.
+   */
+  | { kind: 'shell'; processId: string; cmdId: string; key: string; command: string; timeoutMs?: number; argv?: string[]; files?: Record<string, string> }
   /** `values`: the new (validated) values, so the loop can apply them without a read. */
   | { kind: 'configChanged'; keys: string[]; values?: Record<string, unknown> }
   /** `escalate`, a held danger-zone command or tool action: start escalationWorkflow (`input` is its JSON input). */

@@ -412,7 +412,8 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     let result = null;
     let error: string | undefined;
     try {
-      result = await sandbox.sandboxRun({ key: e.key, command: ['sh', '-c', e.command], budget: { wallMs: e.timeoutMs ?? 30_000 } });
+      // Same activity, same order as for a plain `shell`: only its input differs (replay-safe).
+      result = await sandbox.sandboxRun({ key: e.key, command: e.argv ?? ['sh', '-c', e.command], ...(e.files ? { files: e.files } : {}), budget: { wallMs: e.timeoutMs ?? 30_000 } });
     } catch (err) {
       // Infrastructure (no engine, no image, no sandbox worker): the agent reads why; the loop goes on.
       error = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);

@@ -8,7 +8,9 @@
 import { createToolActivities, type ToolCallResult } from '../tools.js';
 import type { Db } from '../../db/client.js';
 import type { LoopEffect } from '../../core/loop-types.js';
-import type { HandlerContext, HandlerMap } from './shared.js';
+import { and, eq } from 'drizzle-orm';
+import { processLog, toolRegistry } from '../../db/schema/index.js';
+import { clip, type HandlerContext, type HandlerMap } from './shared.js';
 
 /** A business key from the command's place (agent, tick, cmd): a retried tick finds the same escalation. */
 export function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
@@ -59,9 +61,63 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
       const n = (r.output.escalations as unknown[] | undefined)?.length ?? 0;
       return { message: `${n} recent escalation${n === 1 ? '' : 's'}`, text };
     }
+    const designed = await designedToolRun(ctx, a.tool, r, args);
+    if (designed) return { message: clip(`${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`, 200), text, effects: [designed] };
     return { message: `${a.tool}.${a.action} → ${r.state}`, text };
   },
 };
+
+/**
+ * The sandbox harness of a designed tool: loads its implementation (`run(state, action, args)`),
+ * calls it with the action the state machine just allowed, prints its output as JSON, and fails
+ * when the implementation lands in another state than the spec's transition.
+ */
+const designedToolHarness = `import { readFileSync } from 'node:fs';
+const input = JSON.parse(readFileSync(new URL('./input.json', import.meta.url), 'utf8'));
+const tool = await import('./tool.mjs');
+if (typeof tool.run !== 'function') {
+  console.error('tool.mjs exports no run(state, action, args)');
+  process.exit(2);
+}
+const output = await tool.run(input.from, input.action, input.args);
+console.log(JSON.stringify({ from: input.from, action: input.action, to: input.to, output: output ?? null }));
+if (typeof output === 'string' && input.states.includes(output) && output !== input.to) {
+  console.error(\`the implementation went to \${output}; the spec's transition is \${input.from} → \${input.to}\`);
+  process.exit(3);
+}
+`;
+
+/**
+ * A designed tool's action does what its implementation says, and only in the sandbox: after the
+ * transition was allowed, a `shell` effect runs the implementation there (the agent loop's
+ * sandboxRun, like the `shell` command) and its output reaches the next context. Built-in tools
+ * act here and return null.
+ */
+async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<ToolCallResult, { ok: true }>, args: Record<string, unknown>): Promise<Extract<LoopEffect, { kind: 'shell' }> | null> {
+  const [row] = await ctx.tx
+    .select({ implementation: toolRegistry.implementation, spec: toolRegistry.spec })
+    .from(toolRegistry)
+    .where(and(eq(toolRegistry.name, tool), eq(toolRegistry.kind, 'designed')));
+  if (!row?.implementation) return null;
+  const processId = `tool.t${ctx.tick}.${ctx.logCmdId}`;
+  const command = clip(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
+  await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clip(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });
+  return {
+    kind: 'shell',
+    processId,
+    cmdId: ctx.logCmdId,
+    key: `${ctx.workflowId ?? `agent/${ctx.agentId}`}:tool:${ctx.tick}:${ctx.logCmdId}`,
+    command,
+    argv: ['node', 'run.mjs'],
+    files: {
+      'tool.mjs': row.implementation,
+      'run.mjs': designedToolHarness,
+      'input.json': JSON.stringify({ from: r.from, action: r.action, to: r.state, args, states: row.spec.states ?? [] }),
+      'package.json': '{"type":"module"}',
+    },
+    timeoutMs: 30_000,
+  };
+}
 
 /** The escalation a danger-zone command becomes (activities/commands.ts holds it instead of running it). */
 export function heldCommandEscalation(input: { agentId: string; tick: number }, logCmdId: string, cmd: { cmdId: string; type: string; args: Record<string, unknown> }, flags: string[]): Extract<LoopEffect, { kind: 'escalate' }> {

@@ -118,6 +118,7 @@ describe('state-machine tools (Postgres)', () => {
       ok: true,
       tool: 'escalate',
       action: 'list',
+      from: 'READY',
       state: 'READY',
       output: {
         escalations: [

@@ -14,7 +14,7 @@ import { createActivities } from '../../activities/index.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, commandLog, llmRegistry, processLog } from '../../db/schema/index.js';
+import { agents, commandLog, discoveredTools, llmRegistry, processLog, toolRegistry, toolStates } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { DockerSandbox } from '../../sandbox/docker-sandbox.js';
 import { bundleWorkflows } from '../../workers/queues.js';
@@ -43,8 +43,8 @@ function script(prompts: ChatMessage[][]) {
   });
 }
 
-async function runAgent(agentId: string, sandbox: DockerSandbox, prompts: ChatMessage[][]): Promise<void> {
-  await stack.db.db.insert(agents).values({ id: agentId, name: agentId });
+async function runAgent(agentId: string, sandbox: DockerSandbox, prompts: ChatMessage[][], reply = script): Promise<void> {
+  await stack.db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
   await stack.db.db.insert(llmRegistry).values({ agentId, name: 'script', provider: 'scripted', model: 'scripted-shell', role: 'agent', priority: 1 });
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const taskQueue = `shell-it-${agentId}`;
@@ -52,7 +52,7 @@ async function runAgent(agentId: string, sandbox: DockerSandbox, prompts: ChatMe
     connection,
     taskQueue,
     workflowBundle: bundle,
-    activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script(prompts) } }),
+    activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply(prompts) } }),
   });
   const sandboxWorker = await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) });
   await sandboxWorker.runUntil(
@@ -113,6 +113,63 @@ describe.skipIf(dockerSkipped)('the agent shell command runs in the sandbox', ()
     expect(second).toContain('hello from 65534 in /work');
     expect(second).toContain('42');
     expect(second).toMatch(/s2 shell \[applied\]:[^\n]*\n?[^\n]*budget_exceeded: wall_time/);
+  });
+
+  it("a designed tool's action runs its implementation in the sandbox; a wrong implementation is caught against the spec", async () => {
+    // A designed tool as registerDesignedTool leaves it: spec + implementation, discovered via design.
+    const machine = {
+      name: 'traffic_light',
+      description: 'a traffic light',
+      initial: 'RED',
+      states: {
+        RED: { description: 'stop', actions: { next: { to: 'GREEN', description: 'switch to green' } } },
+        GREEN: { description: 'go', actions: { next: { to: 'RED', description: 'switch to red' } } },
+      },
+    };
+    const implementation = (toGreen: string) =>
+      `export function run(state, action, args) { console.error('called with', state, action, JSON.stringify(args), 'uid', process.getuid()); return state === 'RED' ? '${toGreen}' : 'RED'; }\n`;
+    const register = async (name: string, impl: string) => {
+      const [tool] = await stack.db.db
+        .insert(toolRegistry)
+        .values({ name, kind: 'designed', status: 'active', createdBy: 'oversight', description: machine.description, implementation: impl, tests: '', spec: { states: ['RED', 'GREEN'], initial: 'RED', machine: { ...machine, name } } })
+        .returning({ id: toolRegistry.id });
+      return tool!.id;
+    };
+    const good = await register('traffic_light', implementation('GREEN'));
+    const bad = await register('broken_light', implementation('RED'));
+    await stack.db.db.insert(agents).values({ id: 'designer', name: 'designer' });
+    await stack.db.db.insert(discoveredTools).values([
+      { agentId: 'designer', toolId: good, via: 'design' },
+      { agentId: 'designer', toolId: bad, via: 'design' },
+    ]);
+    const calls = (prompts: ChatMessage[][]) =>
+      thinkScript((messages, callIndex) => {
+        prompts.push(messages);
+        if (callIndex > 0) return 'Reading what my tools did.';
+        return `Switching the lights.\n${renderCommandBlock([
+          { cmdId: 't1', type: 'tool.call', args: { tool: 'traffic_light', action: 'next', args: { why: 'cars waiting' } } },
+          { cmdId: 't2', type: 'tool.call', args: { tool: 'broken_light', action: 'next' } },
+        ])}`;
+      });
+    const prompts: ChatMessage[][] = [];
+    await runAgent('designer', new DockerSandbox(docker), prompts, calls);
+
+    const db = stack.db.db;
+    const procs = Object.fromEntries((await db.select().from(processLog).where(and(eq(processLog.agentId, 'designer'), eq(processLog.kind, 'tool')))).map((p) => [p.processId, p]));
+    expect(Object.keys(procs).sort()).toEqual(['tool.t1.t1', 'tool.t1.t2']);
+    // The implementation really ran, in the container (as nobody), with the state it was called in.
+    expect(procs['tool.t1.t1']).toMatchObject({ status: 'close', message: expect.stringMatching(/^exit 0 in \d+ ms$/) });
+    expect(JSON.parse(String(procs['tool.t1.t1']!.payload!.stdout))).toEqual({ from: 'RED', action: 'next', to: 'GREEN', output: 'GREEN' });
+    expect(String(procs['tool.t1.t1']!.payload!.stderr)).toContain('called with RED next {"why":"cars waiting"} uid 65534');
+    // An implementation that disagrees with its spec is reported, not trusted.
+    expect(procs['tool.t1.t2']).toMatchObject({ status: 'error', message: expect.stringMatching(/^exit 3 /) });
+    expect(String(procs['tool.t1.t2']!.payload!.stderr)).toMatch(/went to RED; the spec's transition is RED → GREEN/);
+    // The machines moved as the specs say, and the agent reads the output in its next context.
+    const states = await db.select().from(toolStates).where(eq(toolStates.agentId, 'designer'));
+    expect(Object.fromEntries(states.map((s) => [s.tool, s.state]))).toEqual({ traffic_light: 'GREEN', broken_light: 'GREEN' });
+    const second = prompts[1]!.map((m) => m.content).join('\n');
+    expect(second).toContain('"output":"GREEN"');
+    expect(second).toMatch(/went to RED/);
   });
 
   it('a sandbox that cannot run is reported to the agent, and the loop goes on', async () => {
