@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notLike, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notInArray, notLike, sql } from 'drizzle-orm';
 import { minRatingFor } from '../core/catalogue.js';
 import { defaultAnxiety, emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../core/loop-types.js';
@@ -117,6 +117,13 @@ export const identicalPlaceholder = (tick: number) => `[identical to tick ${tick
 const placeholderRe = /^\[identical to tick (\d+); not stored again/;
 const placeholderLike = '[identical to tick %; not stored again%';
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
+/** Facts stated below this confidence need a fact-check (the seed's FACTCHECK_CONF_THRESHOLD). */
+export const factCheckThreshold = 0.7;
+/** The same fact, however it is spaced or capitalised (matches the SQL in tickReflexes). */
+const factKey = (fact: string) => fact.trim().replace(/\s+/g, ' ').toLowerCase();
+/** A fact-check task says how its outcome is recorded (activities/commands/facts.ts). */
+const factCheckDescription = (source?: string) =>
+  `${source ? `source: ${source}\n` : ''}Check this fact. Record the outcome with facts.resolve {fact_id, status: verified|rejected, evidence} (facts.list shows the ids), or set this task done (verified) or failed (rejected).`;
 
 function heartbeating<T>(work: () => Promise<T>): Promise<T> {
   let ctx: Context | undefined;
@@ -271,6 +278,7 @@ export function createReflexActivities(deps: ReflexDeps) {
     const gate = gateCommands(input.commands, { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked }, minRatingFor, rules);
     const validatorTimeouts = records.filter((r) => r.status === 'timeout').length;
     const validatorFailures = records.filter((r) => r.status !== 'ok').length;
+    for (const r of records) if (r.status === 'malformed') malformed.push(`validator ${r.name}: ${r.comment ?? 'malformed answer'}`);
     if (validatorTimeouts) reflexNotes.push(`${validatorTimeouts} validator(s) timed out and were skipped`);
     if (agg.blocked) reflexNotes.push('validators tied at equal trust: commands blocked');
 
@@ -389,10 +397,20 @@ export function createReflexActivities(deps: ReflexDeps) {
         await tx.insert(processLog).values({ agentId: input.agentId, processId: 'emotions', kind: 'emotions', status: 'close', closedAt: new Date(), tick: input.tick, message: `new emotions added to the list: ${emo.unknown.join(', ')}` });
       }
 
-      // Unverified facts (confidence < 0.7) become pending rows and fact-check tasks.
-      const facts = parseReply(row.content).unverifiedFacts.filter((f) => f.confidence < 0.7).slice(0, 10);
-      for (const f of facts) {
-        const [task] = await tx.insert(tasks).values({ agentId: input.agentId, title: clip(`Fact-check: ${f.fact}`, 200), description: f.source ? `source: ${f.source}` : null }).returning({ id: tasks.id });
+      // Unverified facts (confidence < 0.7) become pending rows and fact-check tasks — once:
+      // a fact stated again while its check is still pending gets no second row or task.
+      const stated = new Map<string, { fact: string; confidence: number; source?: string }>();
+      for (const f of parseReply(row.content).unverifiedFacts) if (f.confidence < factCheckThreshold && !stated.has(factKey(f.fact))) stated.set(factKey(f.fact), f);
+      const facts = [...stated.values()].slice(0, 10);
+      const pending = facts.length
+        ? await tx
+            .select({ fact: unverifiedFacts.fact })
+            .from(unverifiedFacts)
+            .where(and(eq(unverifiedFacts.agentId, input.agentId), eq(unverifiedFacts.status, 'pending'), inArray(sql`lower(regexp_replace(btrim(${unverifiedFacts.fact}), '\\s+', ' ', 'g'))`, facts.map((f) => factKey(f.fact)))))
+        : [];
+      const alreadyPending = new Set(pending.map((p) => factKey(p.fact)));
+      for (const f of facts.filter((x) => !alreadyPending.has(factKey(x.fact)))) {
+        const [task] = await tx.insert(tasks).values({ agentId: input.agentId, title: clip(`Fact-check: ${f.fact}`, 200), description: factCheckDescription(f.source) }).returning({ id: tasks.id });
         await tx.insert(unverifiedFacts).values({ agentId: input.agentId, fact: f.fact, confidence: Math.max(0, Math.min(1, f.confidence)), sourceTick: input.tick, responseId: row.id, taskId: task!.id });
       }
 
@@ -512,14 +530,16 @@ export function createReflexActivities(deps: ReflexDeps) {
     };
     const [rows, goalRows] = await Promise.all([
       tx
-        .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, novelty: llmRecentResponses.novelty, emotions: llmRecentResponses.emotions, tags: llmRecentResponses.tags })
+        .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, lastUsedTick: llmRecentResponses.lastUsedTick, novelty: llmRecentResponses.novelty, emotions: llmRecentResponses.emotions, tags: llmRecentResponses.tags })
         .from(llmRecentResponses)
         // The newest ticks are still the context's; only evaluated rows are judged.
         .where(and(eq(llmRecentResponses.agentId, agentId), isNull(llmRecentResponses.archivedAt), lt(llmRecentResponses.tick, tick - 5), sql`${llmRecentResponses.novelty} is not null`)),
       tx.select({ tags: goals.tags }).from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))),
     ]);
+    // LRU: a reply was last used when a context last showed it (tick.ts loadContext sets
+    // last_used_tick), or when it was written if no context has shown it since.
     const plan = planMemory(
-      rows.map((r) => ({ id: r.id, novelty: r.novelty, emotion: emotionIntensity(r.emotions), tags: r.tags, pinned: false, lastUsed: r.tick })),
+      rows.map((r) => ({ id: r.id, novelty: r.novelty, emotion: emotionIntensity(r.emotions), tags: r.tags, pinned: false, lastUsed: Math.max(r.tick, r.lastUsedTick ?? 0) })),
       goalRows.flatMap((g) => g.tags),
       policy,
     );
@@ -549,7 +569,7 @@ export function createReflexActivities(deps: ReflexDeps) {
     restoreMemory: (input: RestoreInput) => restoreArchived(db, input),
 
     /** Record a fact-check's outcome (verified/rejected) and close its task. */
-    resolveFact: (input: ResolveFactInput) => resolveFact(db, input),
+    resolveFact: async (input: ResolveFactInput): Promise<{ ok: boolean }> => ({ ok: (await resolveFact(db, input)).ok }),
   };
 }
 
@@ -560,16 +580,25 @@ export interface ResolveFactInput {
   resolution: string;
 }
 
-/** Record a fact-check's outcome on its `unverified_facts` row and close its task (activity and CLI). */
-export async function resolveFact(db: Db, input: ResolveFactInput): Promise<{ ok: boolean }> {
+/**
+ * Record a fact-check's outcome on its `unverified_facts` row and close its task if still open.
+ * The one code path of the CLI (`fact-resolve`), the activity, the agent's `facts.resolve` and
+ * a fact-check task set done/failed (inside the command's transaction).
+ */
+export async function resolveFact(db: Pick<Db, 'update'>, input: ResolveFactInput): Promise<{ ok: boolean; taskId: number | null }> {
   const [f] = await db
     .update(unverifiedFacts)
     .set({ status: input.status, resolution: clip(input.resolution, 2000), resolvedAt: new Date() })
     .where(and(eq(unverifiedFacts.id, input.factId), eq(unverifiedFacts.agentId, input.agentId)))
     .returning({ taskId: unverifiedFacts.taskId });
-  if (!f) return { ok: false };
-  if (f.taskId) await db.update(tasks).set({ status: 'done' }).where(eq(tasks.id, f.taskId));
-  return { ok: true };
+  if (!f) return { ok: false, taskId: null };
+  if (f.taskId) {
+    await db
+      .update(tasks)
+      .set({ status: 'done', completedAt: new Date() })
+      .where(and(eq(tasks.id, f.taskId), eq(tasks.agentId, input.agentId), notInArray(tasks.status, ['done', 'failed', 'cancelled'])));
+  }
+  return { ok: true, taskId: f.taskId };
 }
 
 export interface RestoreInput {

@@ -6,11 +6,11 @@
 import { Context } from '@temporalio/activity';
 import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import { helpText } from '../core/catalogue.js';
-import { assembleContext, defaultSystemPrompt, type ContextResponse } from '../core/context.js';
+import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../core/context.js';
 import { learningLine, parseFeedbackNote } from '../core/learnings.js';
 import { loadLearnings, recordFeedback } from './learning-store.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
-import { parseReply, replyFormatInstructions } from '../core/reply-parser.js';
+import { appendToolCalls, parseReplyWithToolCalls, replyFormatInstructions } from '../core/reply-parser.js';
 import { structuredReplySchema, structuredReplyToText } from '../core/structured-reply.js';
 import type { Db } from '../db/client.js';
 import {
@@ -29,9 +29,9 @@ import {
   tasks,
 } from '../db/schema/index.js';
 import { commandResultText } from './commands.js';
-import { createToolActivities, langChainTools } from './tools.js';
+import { createToolActivities, langChainTools, toolDefinitions } from './tools.js';
 import { nonRetryable } from './errors.js';
-import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, rowsFor, type LlmRouter } from './llm/index.js';
+import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, nativeToolProviders, rowsFor, type LlmRouter } from './llm/index.js';
 
 export interface TickDeps {
   db: Db;
@@ -197,7 +197,21 @@ export function createTickActivities({ db, llm }: TickDeps) {
       recentK: input.loop.recentK,
       focus,
     });
-    return { context, taskStatus: taskRow[0]?.status, preloaded: { registry, previous: previousCalls } };
+    return { context, taskStatus: taskRow[0]?.status, preloaded: { registry, previous: previousCalls }, toolDefs };
+  }
+
+  /**
+   * LRU key of the memory manager: the replies this context shows were used at this tick (main
+   * loop ticks only: a task loop counts its own ticks). One batched UPDATE of a few rows, a no-op
+   * on a retry; updated_at is left alone. Started next to the LLM call, so it costs no round trip.
+   */
+  function touchShownResponses(input: ThinkInput, context: AssembledContext): Promise<void> {
+    if (input.mode !== 'main' || context.shown.responses.length === 0) return Promise.resolve();
+    return db
+      .update(llmRecentResponses)
+      .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
+      .where(and(inArray(llmRecentResponses.id, context.shown.responses), or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`)))
+      .then(() => undefined);
   }
 
   /** While a long call runs, tell Temporal we are alive (and learn about cancellation). */
@@ -225,7 +239,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
           .from(llmRecentResponses)
           .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)));
         if (existing) {
-          const parsed = parseReply(existing.content);
+          const parsed = parseReplyWithToolCalls(existing.content);
           const capped = capCommands(parsed.commands, parsed.rejected);
           return {
             responseId: existing.id,
@@ -243,9 +257,16 @@ export function createTickActivities({ db, llm }: TickDeps) {
         }
       }
 
-      const { context, taskStatus, preloaded } = await loadContext(input);
+      const { context, taskStatus, preloaded, toolDefs } = await loadContext(input);
+      const touched = touchShownResponses(input, context);
+      // Awaited after the LLM call; until then a failure must not count as unhandled.
+      touched.catch(() => undefined);
       // The small local model follows a JSON grammar far better than a text format.
-      const structured = rowsFor(preloaded.registry, 'agent')[0]?.provider === 'local';
+      const candidates = rowsFor(preloaded.registry, 'agent');
+      const structured = candidates[0]?.provider === 'local';
+      // A model with native tool calling gets the discovered tools bound as tools (descriptions
+      // show the current state and valid actions); the others read them in the prompt.
+      const tools = candidates.some((r) => nativeToolProviders.has(r.provider)) ? toolDefinitions(toolDefs) : [];
       let reply;
       try {
         reply = await heartbeating((signal) =>
@@ -264,6 +285,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
             tick: input.tick,
             purpose: 'think',
             idempotencyKey: thinkKey(input),
+            ...(tools.length ? { tools } : {}),
             preloaded,
             signal,
           }),
@@ -272,8 +294,12 @@ export function createTickActivities({ db, llm }: TickDeps) {
         if (err instanceof LlmUnavailableError) throw nonRetryable('LlmUnavailable', err.message);
         throw err;
       }
-      const text = (structured && structuredReplyToText(reply.text)) || reply.text;
-      const parsed = parseReply(text);
+      await touched;
+      // Native tool calls become tool.call commands in a command block appended to the reply, so
+      // the recorded text alone gives the same commands on a retry (and reads like a text reply).
+      const toolCalls = reply.toolCalls ?? [];
+      const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, toolCalls);
+      const parsed = parseReplyWithToolCalls(text);
       const capped = capCommands(parsed.commands, parsed.rejected);
       const modelName = `${reply.provider}:${reply.model}`;
 
@@ -309,7 +335,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
             name: `task ${input.taskId} tick ${input.tick}`,
             status: 'ok',
             message: summarize(parsed.body || reply.text),
-            payload: { tick: input.tick, content: reply.text.slice(0, 16_000), model: modelName },
+            payload: { tick: input.tick, content: (toolCalls.length ? text : reply.text).slice(0, 16_000), model: modelName },
             tick: input.tick,
           });
         }

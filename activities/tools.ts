@@ -9,6 +9,7 @@
  * bound parameters, and the query runs in a READ ONLY transaction — no SQL text from the model.
  */
 import { tool as langChainTool, type StructuredToolInterface } from '@langchain/core/tools';
+import { convertToOpenAITool } from '@langchain/core/utils/function_calling';
 import { and, asc, desc, eq, getTableColumns, getTableName, ilike, or, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
@@ -18,6 +19,7 @@ import { builtinStateMachines, describeTool, stateMachineSchema, transition, val
 import type { Db } from '../db/client.js';
 import { agentOwnedTables, decisionLog, discoveredTools, escalations, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
+import type { ChatToolDef } from './llm/types.js';
 
 export interface ToolDeps {
   db: Db;
@@ -286,4 +288,17 @@ export async function langChainTools(acts: ReturnType<typeof createToolActivitie
       schema: z.object({ action: z.string().describe(`one of: ${d.validActions.join(', ')}`), args: z.record(z.string(), z.unknown()).optional() }),
     }),
   );
+}
+
+/**
+ * The same tools as plain JSON definitions (OpenAI function format), for a think call that
+ * binds them natively (ChatRequest.tools): the description shows the current state and valid actions.
+ */
+export function toolDefinitions(tools: readonly StructuredToolInterface[]): ChatToolDef[] {
+  return tools.map((t) => {
+    const fn = convertToOpenAITool(t).function;
+    // `$schema` (draft 2020-12, from zod) is noise to the tool-calling APIs.
+    const { $schema: _, ...parameters } = (fn.parameters ?? { type: 'object', properties: {} }) as Record<string, unknown>;
+    return { name: fn.name, description: fn.description ?? t.description, parameters };
+  });
 }

@@ -32,6 +32,7 @@ const conceptRef = z.union([z.number().int().positive(), text(200)], { error: 'e
 export const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
 export const goalRelationValues = ['subgoal', 'depends_on', 'blocks', 'related'] as const;
 export const taskStatusValues = ['open', 'in_progress', 'blocked', 'done', 'failed', 'cancelled'] as const;
+export const factStatusValues = ['pending', 'verified', 'rejected'] as const;
 export const processStatusValues = ['ok', 'warning', 'error', 'timeout', 'offline', 'close'] as const;
 export const wakeConditions = ['note', 'process', 'timeout'] as const;
 export const noteSourceValues = ['user', 'agent', 'llm:task', 'peer', 'system', 'oversight', 'human'] as const;
@@ -282,6 +283,19 @@ const definitions = {
     help: 'set a task open|in_progress|blocked|done|failed|cancelled (an auxiliary loop: only its own)',
     writes: true,
     allowedInTaskLoop: true,
+  }),
+
+  // Fact-checks (SPEC §2 step 7): facts the agent stated with confidence < 0.7 wait as
+  // `unverified_facts` rows, each with a fact-check task; the agent records the outcome.
+  'facts.list': def({
+    args: z.strictObject({ status: z.enum([...factStatusValues, 'all']).optional(), limit }),
+    help: 'your unverified facts and their fact-check state (default: pending)',
+    writes: false,
+  }),
+  'facts.resolve': def({
+    args: z.strictObject({ fact_id: id, status: z.enum(['verified', 'rejected']), evidence: text(2000) }),
+    help: "record a fact-check's outcome (verified|rejected) with the evidence; closes its fact-check task",
+    writes: true,
   }),
 
   'notes.list': def({

@@ -57,10 +57,37 @@ export const forkBudgetSchema = z
     wallMs: z.number().int().min(1).max(7 * 24 * 3_600_000).default(forkBudgetDefaults.wallMs),
     costUsd: z.number().min(0).max(10_000).default(forkBudgetDefaults.costUsd),
     diskBytes: z.number().int().min(1024 * 1024).max(1024 ** 4).default(forkBudgetDefaults.diskBytes),
+    /** CPU cores: a throttle (CFS quota) on sandboxed code, never a breach by itself. */
     cpus: z.number().min(0.1).max(64).default(forkBudgetDefaults.cpus),
+    /**
+     * CPU time, seconds, that sandboxed code may use (RLIMIT_CPU of each process): running out
+     * ends the run as REJECT `budget_exceeded: cpu`. Unset: the sandbox's wall time × `cpus`
+     * (see toolRunBudget), which the throttle alone already bounds.
+     */
+    cpuSeconds: z.number().int().min(1).max(7 * 24 * 3600 * 64).optional(),
   })
   .default(forkBudgetDefaults);
 export type ForkBudgetLimits = z.output<typeof forkBudgetSchema>;
+
+/** What one sandbox run (a tool_tests evaluation) may be given at most, whatever the fork's budget. */
+export const toolRunCaps = { wallMs: 600_000, diskBytes: 256 * 1024 ** 2 } as const;
+
+const bytes = (b: number) => (b >= 1024 ** 3 ? `${+(b / 1024 ** 3).toFixed(2)} GiB` : `${+(b / 1024 ** 2).toFixed(2)} MiB`);
+
+/**
+ * The sandbox budget of a tool_tests run: the fork's budget under the sandbox caps
+ * (toolRunCaps), with `cpuSeconds` passed through (default: capped wall seconds × cpus). Each
+ * cap that lowered the fork's budget is a caveat of the verdict, never silent.
+ */
+export function toolRunBudget(budget: ForkBudgetLimits): { budget: { wallMs: number; cpus: number; diskBytes: number; cpuSeconds: number }; caveats: string[] } {
+  const wallMs = Math.min(budget.wallMs, toolRunCaps.wallMs);
+  const diskBytes = Math.min(budget.diskBytes, toolRunCaps.diskBytes);
+  const cpuSeconds = budget.cpuSeconds ?? Math.max(1, Math.ceil((wallMs / 1000) * budget.cpus));
+  const caveats: string[] = [];
+  if (wallMs < budget.wallMs) caveats.push(`sandbox cap: the tool tests ran with ${wallMs / 1000} s of wall time, not the budget's ${budget.wallMs / 1000} s`);
+  if (diskBytes < budget.diskBytes) caveats.push(`sandbox cap: the tool tests had ${bytes(diskBytes)} of disk, not the budget's ${bytes(budget.diskBytes)}`);
+  return { budget: { wallMs, cpus: budget.cpus, diskBytes, cpuSeconds }, caveats };
+}
 
 export const successorForkInputSchema = z.strictObject({
   agentId: agentIdSchema,

@@ -25,7 +25,7 @@ export interface MemoryEntry {
   emotion: number;
   tags: readonly string[];
   pinned: boolean;
-  /** Recency key: higher = used more recently (tick or epoch ms). */
+  /** Recency key: higher = used more recently (tick or epoch ms); for replies, the last tick a context showed them (else their own tick). */
   lastUsed: number;
 }
 

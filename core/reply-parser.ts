@@ -468,3 +468,104 @@ function truncate(s: string, max: number): string {
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+// --- native tool calls ------------------------------------------------------------------------
+
+/**
+ * A provider with native tool calling (OpenAI-compatible, Anthropic) answers with tool calls
+ * beside the text. appendToolCalls records them in the reply text as one more command block,
+ * `{"source": "native_tool_calls", "commands": [...], "rejected": [...]}`, so that:
+ *  - parseReply alone reads their `tool.call` commands and leaves the block out of the body
+ *    (everything that reads a stored reply sees an ordinary command block);
+ *  - parseReplyWithToolCalls also restores the rejections (malformed arguments), so a retried
+ *    tick that re-parses the recorded text gets exactly the same commands and rejections.
+ */
+export const nativeToolCallsSource = 'native_tool_calls';
+
+/** One native tool call: parsed `args`, or the raw text and the `error` when they did not parse. */
+export interface ReplyToolCall {
+  id?: string;
+  name: string;
+  args?: Record<string, unknown>;
+  rawArgs?: string;
+  error?: string;
+}
+
+/** The reply text with its native tool calls appended as a command block (see above). Never throws. */
+export function appendToolCalls(text: string, calls: readonly ReplyToolCall[]): string {
+  if (calls.length === 0) return text;
+  const before = parseReply(text);
+  const { commands, rejected } = toolCallsToCommands(calls, {
+    taken: new Set([...before.commands.map((c) => c.cmdId), ...before.rejected.flatMap((r) => (r.cmdId ? [r.cmdId] : []))]),
+    room: maxCommandsPerReply - before.commands.length,
+  });
+  const items = commands.map((c) => '  ' + safeJson({ cmd_id: c.cmdId, type: c.type, args: c.args }));
+  const rejections = rejected.map((r) => '  ' + safeJson({ cmd_id: r.cmdId, type: r.type, raw: r.raw, reason: r.reason }));
+  const block = `{"source": "${nativeToolCallsSource}", "commands": [\n${items.join(',\n')}\n], "rejected": [\n${rejections.join(',\n')}\n]}`;
+  return `${text}\n${COMMANDS_START}\n${block}\n${COMMANDS_END}`;
+}
+
+/**
+ * parseReply, plus the rejected tool calls that appendToolCalls recorded in a reply's LAST
+ * command block. A reply without such a block parses exactly as with parseReply. Never throws.
+ */
+export function parseReplyWithToolCalls(text: string): ParsedReply {
+  const out = parseReply(text);
+  try {
+    const input = typeof text === 'string' ? text.trimEnd() : '';
+    if (!input.endsWith(COMMANDS_END)) return out;
+    const start = input.lastIndexOf(COMMANDS_START);
+    if (start === -1) return out;
+    const parsed = parseStrictJson(input.slice(start + COMMANDS_START.length, input.length - COMMANDS_END.length));
+    if (!parsed.ok || !isPlainObject(parsed.value) || parsed.value.source !== nativeToolCallsSource || !Array.isArray(parsed.value.rejected)) return out;
+    for (const r of parsed.value.rejected) {
+      if (!isPlainObject(r) || typeof r.reason !== 'string') continue;
+      const cmdId = typeof r.cmd_id === 'string' ? r.cmd_id : undefined;
+      const type = typeof r.type === 'string' ? r.type : undefined;
+      out.rejected.push({ ...(cmdId !== undefined ? { cmdId } : {}), ...(type !== undefined ? { type } : {}), raw: typeof r.raw === 'string' ? r.raw : '', reason: r.reason });
+    }
+  } catch (err) {
+    out.errors.push(`native tool calls: parser failure: ${errorMessage(err)}`);
+  }
+  return out;
+}
+
+/** A tool call id as a cmd_id: letters, digits, `_`, `-`, `.` only, at most maxCmdIdLength. */
+export function toolCallCmdId(id: string | undefined, index: number): string {
+  const clean = (id ?? '').replace(/[^A-Za-z0-9_.-]+/g, '_').replace(/^[_.-]+|[_.-]+$/g, '').slice(0, maxCmdIdLength);
+  return clean || `tool${index + 1}`;
+}
+
+/**
+ * Native tool calls as `tool.call` commands ({tool, action, args?}; arguments are the bound
+ * tool's schema {action, args?}, other top-level keys are folded into args). A call whose
+ * arguments are malformed becomes a rejection with the reason. cmd_ids come from the call ids,
+ * made unique against `taken` (the text's own commands).
+ */
+export function toolCallsToCommands(
+  calls: readonly ReplyToolCall[],
+  opts: { taken?: ReadonlySet<string>; room?: number } = {},
+): { commands: ParsedCommand[]; rejected: CommandRejection[] } {
+  const taken = new Set(opts.taken ?? []);
+  const room = opts.room ?? maxCommandsPerReply;
+  const commands: ParsedCommand[] = [];
+  const rejected: CommandRejection[] = [];
+  calls.forEach((call, i) => {
+    let cmdId = toolCallCmdId(call.id, i);
+    for (let n = 2; taken.has(cmdId); n++) cmdId = `${toolCallCmdId(call.id, i).slice(0, maxCmdIdLength - String(n).length - 1)}-${n}`;
+    taken.add(cmdId);
+    const name = typeof call.name === 'string' ? call.name : '';
+    const label = `tool call ${call.id ?? i + 1}${name ? ` (${name})` : ''}`;
+    const raw = truncate(call.rawArgs ?? safeStringify(call.args ?? {}), maxRawLength);
+    const reject = (reason: string) => rejected.push({ cmdId, type: 'tool.call', raw, reason: `${label}: ${reason}` });
+    if (!name) return reject('no tool name');
+    if (call.error !== undefined || !isPlainObject(call.args)) return reject(`malformed arguments (${call.error ?? 'not a JSON object'}); expected {"action": "...", "args": {...}}`);
+    const { action, args, ...rest } = call.args;
+    if (typeof action !== 'string' || action.trim() === '') return reject('the arguments need "action": one of the valid actions the tool description lists');
+    if (args !== undefined && args !== null && !isPlainObject(args)) return reject(`"args" must be a JSON object, found ${jsonKind(args)}`);
+    if (commands.length >= room) return reject(`more than ${maxCommandsPerReply} commands in one reply`);
+    const merged = Object.keys(rest).length > 0 ? { ...rest, ...(isPlainObject(args) ? args : {}) } : isPlainObject(args) ? args : undefined;
+    commands.push({ cmdId, type: 'tool.call', args: { tool: name, action: action.trim(), ...(merged ? { args: merged } : {}) } });
+  });
+  return { commands, rejected };
+}

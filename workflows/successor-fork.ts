@@ -5,6 +5,7 @@
  * `approveFork` / `rejectFork` update or the deadline (which applies nothing).
  */
 import {
+  ActivityCancellationType,
   allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
@@ -13,6 +14,7 @@ import {
   defineUpdate,
   executeChild,
   isCancellation,
+  patched,
   proxyActivities,
   sleep,
   setHandler,
@@ -30,6 +32,7 @@ import {
   decideToolVerdict,
   forkIdSchema,
   successorForkInputSchema,
+  toolRunBudget,
   type SuccessorForkInput,
   type SuccessorForkParams,
   type VerdictDecision,
@@ -48,6 +51,9 @@ const long = proxyActivities<Activities>({ startToCloseTimeout: '30 minutes', he
 // Cleanup must get through: more attempts, same idempotent activity.
 const cleanup = proxyActivities<Activities>({ ...dbActivity, retry: { ...retry, maximumAttempts: 20 } });
 const sandbox = proxyActivities<SandboxActivities>(sandboxActivity);
+// A cancelled evaluation (the fork cancelled, or out of wall time) waits until the sandbox
+// activity has killed and removed its container, so nothing of the fork outlives it.
+const sandboxWaitCancel = proxyActivities<SandboxActivities>({ ...sandboxActivity, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
 
 export type ForkPhase = 'spawning' | 'evaluating' | 'verifying' | 'recording' | 'awaiting_approval' | 'done';
 export interface ForkState {
@@ -154,7 +160,12 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
         outcome = first;
       }
     } catch (err) {
-      if (isCancellation(err)) throw err;
+      if (isCancellation(err)) {
+        // Cancelled: the timer rejects at once, so wait for the evaluation too; its sandbox run
+        // ends only once its container is killed and removed (WAIT_CANCELLATION_COMPLETED).
+        if (patched('fork-cancel-waits-evaluation-v1')) await evaluation.catch(() => undefined);
+        throw err;
+      }
       // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
       timerScope.cancel();
       const message = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
@@ -248,18 +259,25 @@ async function evaluate(
     return { decision: decideContextReplayVerdict({ parent: r.parent, candidate: r.candidate, samples: r.samples }), artifacts: [r.artifact], status: 'completed' };
   }
   if (input.patch.kind !== 'tool') throw ApplicationFailure.nonRetryable('tool_tests needs a tool patch', InvalidInputError);
-  // Tool code runs only in the sandbox, under the fork's CPU and disk budget.
-  const run = await sandbox.sandboxRun({
+  // Tool code runs only in the sandbox, under the fork's CPU-time, CPU-quota and disk budget
+  // (capped for one sandbox run; a cap that applied becomes a caveat).
+  const limits = toolRunBudget(input.budget);
+  const sandboxRun = patched('fork-sandbox-wait-cancel-v1') ? sandboxWaitCancel.sandboxRun : sandbox.sandboxRun;
+  const run = await sandboxRun({
     key: `fork/${forkId}/tool-tests`,
     command: ['node', 'tool.test.mjs'],
     files: { 'tool.mjs': input.patch.implementation, 'tool.test.mjs': input.patch.tests },
-    budget: { wallMs: Math.min(input.budget.wallMs, 600_000), cpus: input.budget.cpus, diskBytes: Math.min(input.budget.diskBytes, 256 * 1024 * 1024) },
+    budget: limits.budget,
   });
   const artifact = await db.forkWriteArtifact({
     forkId,
     name: 'tool-tests.json',
-    body: { status: run.status, exceeded: run.exceeded, exitCode: run.exitCode, durationMs: run.durationMs, stdout: run.stdout.slice(0, 65_536), stderr: run.stderr.slice(0, 65_536), imageId: run.imageId },
+    body: { status: run.status, exceeded: run.exceeded, exitCode: run.exitCode, durationMs: run.durationMs, budget: limits.budget, stdout: run.stdout.slice(0, 65_536), stderr: run.stderr.slice(0, 65_536), imageId: run.imageId },
   });
   const decision = decideToolVerdict(run);
-  return { decision, artifacts: [artifact], status: decision.summary.startsWith('budget_exceeded') ? 'budget_exceeded' : 'completed' };
+  return {
+    decision: { ...decision, caveats: [...decision.caveats, ...limits.caveats] },
+    artifacts: [artifact],
+    status: decision.summary.startsWith('budget_exceeded') ? 'budget_exceeded' : 'completed',
+  };
 }

@@ -11,6 +11,7 @@ import { processHandlers } from './processes.js';
 import { shellHandlers } from './shell.js';
 import { toolHandlers } from './tools.js';
 import { escalationHandlers } from './escalations.js';
+import { factHandlers, withFactResolution } from './facts.js';
 import type { HandlerMap } from './shared.js';
 
 export const handlers: HandlerMap<CommandType> = {
@@ -20,6 +21,9 @@ export const handlers: HandlerMap<CommandType> = {
   ...linkHandlers,
   ...goalHandlers,
   ...taskHandlers,
+  // Setting a fact-check task done/failed resolves its pending fact (activities/commands/facts.ts).
+  'tasks.status': withFactResolution(taskHandlers['tasks.status']),
+  ...factHandlers,
   ...noteHandlers,
   ...llmMemoryHandlers,
   ...configHandlers,

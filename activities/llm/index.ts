@@ -11,11 +11,11 @@ import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps }
 import { chatRoles, type ChatResult } from './types.js';
 
 export { LlmUnavailable, LlmUnavailableError } from './errors.js';
-export { createLlmRouter, defaultLlmTimeoutMs, rowsFor, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+export { createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 export { defaultLocalModelName, ensureDefaultRegistry, type DefaultRegistryOptions } from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
-export { chatRoles } from './types.js';
+export { chatRoles, nativeToolProviders } from './types.js';
 export type * from './types.js';
 
 /**
@@ -55,6 +55,10 @@ const llmChatInput = z.object({
   workflowId: z.string().min(1).optional(),
   purpose: z.string().min(1).max(100).optional(),
   registryId: z.number().int().positive().optional(),
+  tools: z
+    .array(z.object({ name: z.string().min(1).max(64), description: z.string(), parameters: z.record(z.string(), z.unknown()) }))
+    .max(128)
+    .optional(),
 });
 
 function activityContext(): Context | undefined {

@@ -14,7 +14,7 @@ import type { EnvSource } from './providers/keys.js';
 import { createLocalChatModel } from './providers/local.js';
 import { createOpenAiChatModel } from './providers/openai.js';
 import { ScriptedChatModel, type ScriptedReplyFn } from './providers/scripted.js';
-import type { ChatAttempt, ChatMessage, ChatModel, ChatModelFactory, ChatParams, ChatResult, ChatRole, LlmProvider, TokenUsage } from './types.js';
+import type { ChatAttempt, ChatMessage, ChatModel, ChatModelFactory, ChatParams, ChatReply, ChatResult, ChatRole, ChatToolCall, ChatToolDef, LlmProvider } from './types.js';
 
 export interface LlmRouterDeps {
   db: Db;
@@ -47,6 +47,11 @@ export interface ChatRequest {
   purpose?: string;
   /** Call this registry row only (e.g. one validator), no failover. */
   registryId?: number;
+  /**
+   * Tools to bind natively (OpenAI-compatible and Anthropic rows); their calls come back in
+   * `ChatResult.toolCalls`. The local model and the scripted double ignore them.
+   */
+  tools?: ChatToolDef[];
   /**
    * A caller making several calls at once (the reflexes) loads what the router would look up
    * per call in one query each: the agent's usable rows (`registry`) and the earlier rows of
@@ -104,7 +109,22 @@ function costOf(row: Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'
   return Math.round(usd * 1e6) / 1e6; // the column's scale
 }
 
+const toolCallSchema = z.object({
+  id: z.string().optional(),
+  name: z.string(),
+  args: z.record(z.string(), z.unknown()).optional(),
+  rawArgs: z.string().optional(),
+  error: z.string().optional(),
+});
+
+/** The tool calls recorded with a reply (`metadata.toolCalls`); none when absent or unreadable. */
+export function recordedToolCalls(row: Pick<LlmCall, 'metadata'>): ChatToolCall[] | undefined {
+  const parsed = z.array(toolCallSchema).safeParse(row.metadata?.toolCalls);
+  return parsed.success && parsed.data.length > 0 ? parsed.data : undefined;
+}
+
 function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
+  const toolCalls = recordedToolCalls(ok);
   return {
     text: ok.reply ?? '',
     registryId: ok.registryId ?? 0,
@@ -116,6 +136,7 @@ function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
     attempts: failed.map((r) => ({ registryId: r.registryId ?? 0, model: r.model, error: r.error ?? 'unknown error' })),
     replayed: true,
     callId: ok.id,
+    ...(toolCalls ? { toolCalls } : {}),
   };
 }
 
@@ -208,7 +229,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
       };
       let model: ChatModel | undefined;
       let timeout: { ms: number; signal: AbortSignal } | undefined;
-      let answer: { text: string; usage: TokenUsage; params: ChatParams } | undefined;
+      let answer: (ChatReply & { params: ChatParams }) | undefined;
       try {
         model = modelFor(row);
         const { timeoutMs, ...defaults } = rowParams(row);
@@ -216,7 +237,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
         timeout = { ms, signal: AbortSignal.timeout(ms) };
         const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
-        answer = { ...(await model.invoke(req.messages, params, signal, { purpose: req.purpose })), params };
+        answer = { ...(await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) })), params };
       } catch (err) {
         const cancelled = req.signal?.aborted === true;
         const error = cancelled
@@ -240,7 +261,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
 
       // Outside the try: a database error here is not the model's failure and must not
       // trigger failover; it propagates and the activity is retried (the key finds the answer).
-      const { text, usage, params } = answer;
+      const { text, usage, params, toolCalls } = answer;
       const latencyMs = Math.round(performance.now() - started);
       const costUsd = costOf(row, usage);
       const okRow = {
@@ -251,7 +272,8 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         latencyMs,
         ok: true,
         reply: text,
-        metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined },
+        // The tool calls are part of the answer: a replay by the key must return them too.
+        metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls?.length ? { toolCalls } : {}) },
       };
       // The partial unique index on (request_key) where ok: did a racing attempt of the same
       // call (a retry started while this one still ran) answer first?
@@ -264,7 +286,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         if (!winner) throw new Error(`llm_calls: the answer recorded for ${requestKey} vanished`);
         return resultFromRow(winner, []);
       }
-      return { text, registryId: row.id, provider: row.provider, model: row.model, usage, costUsd, latencyMs, attempts, replayed: false, callId: inserted.id };
+      return { text, registryId: row.id, provider: row.provider, model: row.model, usage, costUsd, latencyMs, attempts, replayed: false, callId: inserted.id, ...(toolCalls?.length ? { toolCalls } : {}) };
     }
     throw new LlmUnavailableError(req.agentId, req.role, attempts);
   }

@@ -8,6 +8,8 @@ export type LlmProvider = (typeof llmProviders)[number];
 /** Roles a chat call can be routed by (`embedder` rows are not chat models). */
 export type ChatRole = Exclude<(typeof llmRoles)[number], 'embedder'>;
 export const chatRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const satisfies readonly ChatRole[];
+/** Providers that bind `ChatMeta.tools` natively; the others (local, scripted) keep the text path. */
+export const nativeToolProviders: ReadonlySet<LlmProvider> = new Set<LlmProvider>(['openai', 'anthropic']);
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -35,12 +37,47 @@ export interface TokenUsage {
 export interface ChatModel {
   /** Human-readable identity, e.g. `openai:gpt-4o-mini@https://api.openai.com/v1`. */
   id: string;
-  invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<{ text: string; usage: TokenUsage }>;
+  invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<ChatReply>;
 }
 
-/** What the call is for (the router's `purpose`): seen by the scripted test double, ignored by real models. */
+/** One model answer: the text, the provider's token counts, and the native tool calls it made. */
+export interface ChatReply {
+  text: string;
+  usage: TokenUsage;
+  /** Only from providers that bind `ChatMeta.tools` (OpenAI-compatible, Anthropic); absent otherwise. */
+  toolCalls?: ChatToolCall[];
+}
+
+/**
+ * Besides the purpose (seen by the scripted test double, ignored by real models): the tools a
+ * provider with native tool calling binds. The local model and the scripted double ignore
+ * them (their prompt describes the tools as text).
+ */
 export interface ChatMeta {
   purpose?: string;
+  tools?: ChatToolDef[];
+}
+
+/** A tool as plain JSON (OpenAI function format): crosses the activity boundary, bound with `bindTools`. */
+export interface ChatToolDef {
+  /** `^[a-zA-Z0-9_-]{1,64}$` (what the tool-calling APIs accept). */
+  name: string;
+  /** The state machine's current state and valid actions (core/state-machines.ts describeTool). */
+  description: string;
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+/**
+ * A native tool call from a reply. `args` is the parsed arguments; a call whose arguments did
+ * not parse has `error` and the raw text in `rawArgs` instead (it becomes a rejected command).
+ */
+export interface ChatToolCall {
+  id?: string;
+  name: string;
+  args?: Record<string, unknown>;
+  rawArgs?: string;
+  error?: string;
 }
 
 /** Builds a chat model from a registry row (injectable per provider for tests). */
@@ -66,4 +103,6 @@ export interface ChatResult {
   replayed: boolean;
   /** The `llm_calls` row holding the reply (pass this id around instead of the text). */
   callId: number;
+  /** Native tool calls of the reply (stored in the row's metadata, so a replay carries them too). */
+  toolCalls?: ChatToolCall[];
 }

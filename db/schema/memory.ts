@@ -83,6 +83,8 @@ export const llmRecentResponses = pgTable(
     llmRegistryId: bigintRef('llm_registry_id').references(() => llmRegistry.id, { onDelete: 'set null' }),
     /** Set when the reply's command block could not be parsed (the loop goes on). */
     parseError: text('parse_error'),
+    /** The last tick whose context showed this reply (the memory manager's LRU key; null: never shown). */
+    lastUsedTick: bigint('last_used_tick', { mode: 'number' }),
     archivedAt: tstz('archived_at'),
     ...timestamps,
   },

@@ -25,6 +25,7 @@ import {
   notes,
   processLog,
   tasks,
+  unverifiedFacts,
 } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 
@@ -229,6 +230,64 @@ describe('goals and tasks', () => {
     expect(lines[0]).toContain('[pinned]');
     const [done] = await handle.db.select().from(tasks).where(eq(tasks.id, finished!));
     expect(done!.completedAt).not.toBeNull();
+  });
+});
+
+describe('facts (fact-checks)', () => {
+  it('facts.list shows pending facts; facts.resolve records the outcome and closes the task; a fact-check task set done/failed resolves its fact', async () => {
+    const checks = await handle.db
+      .insert(tasks)
+      .values(['a', 'b', 'c', 'd'].map((x) => ({ agentId, title: `Fact-check: fact ${x}` })))
+      .returning({ id: tasks.id });
+    const [ta, tb, tc, td] = checks.map((t) => t.id);
+    const facts = await handle.db
+      .insert(unverifiedFacts)
+      .values([
+        { agentId, fact: 'water boils at 90 C at sea level', confidence: 0.4, taskId: ta },
+        { agentId, fact: 'the Danube flows into the Black Sea', confidence: 0.6, taskId: tb },
+        { agentId, fact: 'Pluto is a planet', confidence: 0.5, taskId: tc },
+        { agentId, fact: 'already settled', confidence: 0.5, taskId: td, status: 'rejected', resolution: 'no' },
+        { agentId: 'other-agent', fact: 'not yours', confidence: 0.2 },
+      ])
+      .returning({ id: unverifiedFacts.id });
+    const [fa, fb, fc, fd, foreign] = facts.map((f) => f.id);
+    const r = await run([
+      c('facts.list', {}, 'list'),
+      c('facts.resolve', { fact_id: fa, status: 'rejected', evidence: 'it boils at 100 C' }, 'res'),
+      c('tasks.status', { id: tb, status: 'done' }, 'done'),
+      c('tasks.status', { id: tc, status: 'failed' }, 'failed'),
+      c('tasks.status', { id: td, status: 'done' }, 'settled'),
+      c('facts.resolve', { fact_id: foreign, status: 'verified', evidence: 'mine now' }, 'foreign'),
+      c('facts.resolve', { fact_id: fa, status: 'maybe', evidence: 'x' }, 'bad'),
+    ]);
+    expect(r.outcomes.map((o) => [o.cmdId, o.status])).toEqual([
+      ['list', 'applied'],
+      ['res', 'applied'],
+      ['done', 'applied'],
+      ['failed', 'applied'],
+      ['settled', 'applied'],
+      ['foreign', 'error'],
+      ['bad', 'rejected'],
+    ]);
+    const listed = (await resultOf(r.tick, 'list')).split('\n');
+    expect(listed.map((l) => idIn(l))).toEqual([fc, fb, fa]); // pending only, newest first
+    expect(listed[2]).toBe(`#${fa} [pending] confidence 0.4 task #${ta} water boils at 90 C at sea level`);
+    expect(r.outcomes[1]!.message).toBe(`fact #${fa} rejected; fact-check task #${ta} closed`);
+    expect(r.outcomes[2]!.message).toBe(`task #${tb} status set to done; fact #${fb} verified`);
+    expect(r.outcomes[3]!.message).toBe(`task #${tc} status set to failed; fact #${fc} rejected`);
+    expect(r.outcomes[4]!.message).toBe(`task #${td} status set to done`); // its fact was settled before: untouched
+    expect(r.outcomes[5]!.message).toBe(`fact #${foreign} not found`);
+    const byId = Object.fromEntries((await handle.db.select().from(unverifiedFacts)).map((f) => [f.id, f]));
+    expect(byId[fa!]).toMatchObject({ status: 'rejected', resolution: 'it boils at 100 C' });
+    expect(byId[fb!]).toMatchObject({ status: 'verified', resolution: `fact-check task #${tb} set done` });
+    expect(byId[fc!]).toMatchObject({ status: 'rejected', resolution: `fact-check task #${tc} set failed` });
+    expect(byId[fd!]).toMatchObject({ status: 'rejected', resolution: 'no' });
+    expect(byId[foreign!]).toMatchObject({ status: 'pending', resolution: null });
+    for (const id of [fa, fb, fc]) expect(byId[id!]!.resolvedAt).not.toBeNull();
+    const taskStatus = Object.fromEntries((await handle.db.select().from(tasks)).map((t) => [t.id, t]));
+    expect(taskStatus[ta!]).toMatchObject({ status: 'done' });
+    expect(taskStatus[ta!]!.completedAt).not.toBeNull();
+    expect(taskStatus[tc!]).toMatchObject({ status: 'failed' }); // resolving its fact did not reopen or re-close it
   });
 });
 

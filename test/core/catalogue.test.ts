@@ -23,7 +23,7 @@ const reason = (type: string, args: Record<string, unknown> = {}) => {
 describe('catalogue shape', () => {
   it('covers the families of issue 3', () => {
     expect([...families].sort()).toEqual(
-      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool'].sort(),
+      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts'].sort(),
     );
     const actions = (f: string) => commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
     expect(actions('diary')).toEqual(['list', 'search', 'read', 'add', 'update', 'delete', 'pin', 'unpin']);
@@ -31,7 +31,8 @@ describe('catalogue shape', () => {
     expect(actions('tasks')).toEqual(['add', 'list', 'read', 'update', 'pin', 'unpin', 'priority', 'status']);
     expect(actions('cycle')).toEqual(['responses', 'concentration', 'meditation', 'mode', 'pause', 'idle']);
     expect(actions('process')).toEqual(['start', 'list', 'stop', 'mark', 'cleanup']);
-    expect(commandTypes.length).toBe(67);
+    expect(actions('facts')).toEqual(['list', 'resolve']);
+    expect(commandTypes.length).toBe(69);
   });
 
   it('needs +2 for config.set and every delete, +1 otherwise; unknown types need +2', () => {

@@ -13,7 +13,10 @@ import {
   decideAbstractsVerdict,
   decideToolVerdict,
   forkAgentIdOf,
+  forkBudgetSchema,
   successorForkInputSchema,
+  toolRunBudget,
+  toolRunCaps,
 } from '../../core/fork.js';
 import { agentIdSchema } from '../../core/ids.js';
 import { replyFor } from '../helpers/fork-fixture.js';
@@ -38,6 +41,13 @@ describe('successor fork input', () => {
   it('rejects unknown patch kinds and extra keys', () => {
     expect(successorForkInputSchema.safeParse({ agentId: 'a', patch: { kind: 'module', code: 'x' }, evaluation: { kind: 'tool_tests' } }).success).toBe(false);
     expect(successorForkInputSchema.safeParse({ agentId: 'a', patch: { kind: 'prompt', content: 'x', extra: 1 }, evaluation: { kind: 'abstracts_replay' } }).success).toBe(false);
+  });
+
+  it('takes an optional CPU-time budget (whole seconds ≥ 1)', () => {
+    expect(forkBudgetSchema.parse({ cpuSeconds: 30 })).toMatchObject({ cpuSeconds: 30, cpus: 2 });
+    expect(forkBudgetSchema.parse({}).cpuSeconds).toBeUndefined();
+    expect(forkBudgetSchema.safeParse({ cpuSeconds: 0 }).success).toBe(false);
+    expect(forkBudgetSchema.safeParse({ cpuSeconds: 1.5 }).success).toBe(false);
   });
 
   it('a fork agent id is a valid agent id for the longest fork id', () => {
@@ -83,6 +93,28 @@ describe('verdict rules', () => {
     expect(fail).toMatchObject({ verdict: 'REJECT' });
     expect(fail.summary).toContain('AssertionError: 2 !== 3');
     expect(decideToolVerdict({ status: 'budget_exceeded', exceeded: 'memory', exitCode: null, stderr: '', durationMs: 5 }).summary).toMatch(/^budget_exceeded: memory/);
+  });
+});
+
+describe('toolRunBudget (the sandbox budget of a tool_tests run)', () => {
+  it('passes the CPU-time budget to the sandbox, keeping cpus as the throttle', () => {
+    const r = toolRunBudget(forkBudgetSchema.parse({ wallMs: 60_000, diskBytes: 64 << 20, cpus: 1.5, cpuSeconds: 3 }));
+    expect(r).toEqual({ budget: { wallMs: 60_000, cpus: 1.5, diskBytes: 64 << 20, cpuSeconds: 3 }, caveats: [] });
+  });
+
+  it('defaults the CPU time to the run wall seconds × cpus', () => {
+    expect(toolRunBudget(forkBudgetSchema.parse({ wallMs: 60_000, diskBytes: 64 << 20, cpus: 1.5 })).budget.cpuSeconds).toBe(90);
+    expect(toolRunBudget(forkBudgetSchema.parse({ wallMs: 100, diskBytes: 64 << 20, cpus: 0.1 })).budget.cpuSeconds).toBe(1);
+  });
+
+  it('caps wall time and disk for one sandbox run, and says so in a caveat', () => {
+    const r = toolRunBudget(forkBudgetSchema.parse(undefined));
+    expect(r.budget).toEqual({ wallMs: toolRunCaps.wallMs, cpus: 2, diskBytes: toolRunCaps.diskBytes, cpuSeconds: 1200 });
+    expect(r.caveats).toEqual([
+      "sandbox cap: the tool tests ran with 600 s of wall time, not the budget's 3600 s",
+      "sandbox cap: the tool tests had 256 MiB of disk, not the budget's 10 GiB",
+    ]);
+    expect(toolRunBudget(forkBudgetSchema.parse({ wallMs: 600_000, diskBytes: 256 << 20 })).caveats).toEqual([]);
   });
 });
 

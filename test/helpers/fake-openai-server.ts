@@ -16,7 +16,12 @@ export interface ChatCompletionFixture {
   id: string;
   object: 'chat.completion';
   model: string;
-  choices: Array<{ index: number; message: { role: 'assistant'; content: string }; finish_reason: string }>;
+  choices: Array<{
+    index: number;
+    /** `content` is null when the model only called tools. */
+    message: { role: 'assistant'; content: string | null; tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> };
+    finish_reason: string;
+  }>;
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 

@@ -6,9 +6,13 @@
  *   `forks approve <id>` applies it to the parent; a second answer is refused with the reason;
  * - `forks reject <id>` discards: the parent stays byte for byte what it was;
  * - a tool implementation swap runs its tests only in the Docker sandbox: passing tests give
- *   APPROVE; tests that fill the disk budget give REJECT `budget_exceeded: disk`.
+ *   APPROVE; tests that fill the disk budget give REJECT `budget_exceeded: disk`; tests that
+ *   spin past the CPU-time budget give REJECT `budget_exceeded: cpu`;
+ * - cancelling a tool_tests fork while its tests run in the sandbox leaves no container, no copy
+ *   and no verdict, and the parent as it was.
  */
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { and, eq } from 'drizzle-orm';
@@ -160,4 +164,69 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
     const left = await docker.listContainers({ all: true, filters: { label: [LABEL_KEY] } });
     expect(left.filter((c) => /^fork\/e2e-tool-/.test(c.Labels[LABEL_KEY] ?? ''))).toEqual([]);
   }, 240_000);
+
+  it('tests that spin past the CPU-time budget → REJECT budget_exceeded: cpu (cpus only throttles)', async () => {
+    await seedForkableAgent(stack.db.db, 'cpu-parent');
+    const r = await client.workflow.execute<typeof successorForkWorkflow>('successorForkWorkflow', {
+      taskQueue: 'mindloop',
+      workflowId: 'fork/e2e-tool-cpu',
+      args: [
+        {
+          agentId: 'cpu-parent',
+          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: 'for (;;) {}\n' },
+          evaluation: { kind: 'tool_tests' },
+          budget: { wallMs: 60_000, diskBytes: 64 << 20, cpus: 1, cpuSeconds: 1 },
+        },
+      ],
+    });
+    expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable' });
+    expect(r.evaluationSummary).toMatch(/^budget_exceeded: cpu \(sandbox run stopped after \d+ ms\)$/);
+    // Stopped by the CPU-time limit, well before the wall clock.
+    expect(Number(/after (\d+) ms/.exec(r.evaluationSummary)![1])).toBeLessThan(30_000);
+    const [f] = await stack.db.db.select().from(forks).where(eq(forks.id, 'e2e-tool-cpu'));
+    expect(f?.status).toBe('budget_exceeded');
+    await forkGone('e2e-tool-cpu');
+  }, 120_000);
+
+  it('cancelled while its tests run in the sandbox: no container, no copy, no verdict; the parent untouched', async () => {
+    await seedForkableAgent(stack.db.db, 'cancel-parent');
+    const before = await snapshotAgent(stack.db.db, 'cancel-parent');
+    const id = 'e2e-tool-cancel';
+    const key = `fork/${id}/tool-tests`;
+    const containers = () => docker.listContainers({ all: true, filters: { label: [`${LABEL_KEY}=${key}`] } });
+    const h = await client.workflow.start<typeof successorForkWorkflow>('successorForkWorkflow', {
+      taskQueue: 'mindloop',
+      workflowId: `fork/${id}`,
+      args: [
+        {
+          agentId: 'cancel-parent',
+          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: "console.log('testing');\nawait new Promise((r) => setTimeout(r, 120_000));\n" },
+          evaluation: { kind: 'tool_tests' },
+          budget: { wallMs: 300_000, diskBytes: 64 << 20 },
+        },
+      ],
+    });
+    // Wait until the tests run in their container, with the copy in place.
+    const deadline = Date.now() + 60_000;
+    while (!(await containers()).some((c) => c.State === 'running')) {
+      if (Date.now() > deadline) throw new Error(`no running container labelled ${key}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(await countRows(stack.db.db, `fk.${id}`)).toBeGreaterThan(50);
+
+    await h.cancel();
+    const err = await h.result().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    // Once the fork reports cancelled, its container is already gone (not left for the reaper).
+    expect(await containers()).toEqual([]);
+    await forkGone(id);
+    const [f] = await stack.db.db.select().from(forks).where(eq(forks.id, id));
+    expect(f?.status).toBe('cancelled');
+    expect(await stack.db.db.select().from(verdicts).where(eq(verdicts.forkId, id))).toEqual([]);
+    expect(await snapshotAgent(stack.db.db, 'cancel-parent')).toBe(before);
+  }, 180_000);
 });

@@ -40,8 +40,11 @@ let handle: DbHandle;
 let dropDb: () => Promise<void>;
 const data = tempDir('forks');
 const sandbox = new LocalProcessSandbox();
-/** Test switch: make the evaluation block (heartbeating) until it is cancelled. */
-const hooks = { blockEvaluation: false };
+/**
+ * Test switches: make the evaluation block (heartbeating) until it is cancelled; make it fail
+ * (a non-retryable activity error); make recording the verdict fail (the workflow fails).
+ */
+const hooks = { blockEvaluation: false, failEvaluation: false, failRecord: false };
 
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_forks');
@@ -62,6 +65,7 @@ function forkActivities() {
   return {
     ...real,
     async forkEvaluateAbstracts(input: { forkId: string }) {
+      if (hooks.failEvaluation) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'evaluation blew up' });
       if (hooks.blockEvaluation) {
         const ctx = Context.current();
         await new Promise<never>((_, reject) => {
@@ -73,6 +77,10 @@ function forkActivities() {
         });
       }
       return real.forkEvaluateAbstracts(input);
+    },
+    async forkRecordVerdict(input: Parameters<typeof real.forkRecordVerdict>[0]) {
+      if (hooks.failRecord) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'verdict store down' });
+      return real.forkRecordVerdict(input);
     },
   };
 }
@@ -311,6 +319,33 @@ describe('successorForkWorkflow', () => {
     expect(await snapshotAgent(handle.db, 'p-cancel')).toBe(before);
   });
 
+  it('failure after spawn: an evaluation that errors is a REJECT, and a workflow that fails still destroys its copy; parent untouched', async () => {
+    await seedForkableAgent(handle.db, 'p-fail');
+    const before = await snapshotAgent(handle.db, 'p-fail');
+    try {
+      hooks.failEvaluation = true;
+      const r = await (await start('fail-eval-1', { agentId: 'p-fail', patch: strategyPatch, evaluation: replay })).result();
+      expect(r).toMatchObject({ verdict: 'REJECT', gate: 'not_applicable', evaluationSummary: 'evaluation failed: evaluation blew up' });
+      expect((await forkRow('fail-eval-1')).status).toBe('failed');
+      await forkGone('fail-eval-1');
+      hooks.failEvaluation = false;
+
+      hooks.failRecord = true;
+      const h = await start('fail-rec-1', { agentId: 'p-fail', patch: strategyPatch, evaluation: replay });
+      const err = await failureOf(h.result());
+      expect(((err.cause as Error | undefined)?.message ?? err.message)).toContain('verdict store down');
+    } finally {
+      hooks.failEvaluation = false;
+      hooks.failRecord = false;
+    }
+    // The copy existed (the evaluation ran on it) and is gone; no verdict; the parent is as it was.
+    expect((await forkRow('fail-rec-1')).readyAt).toBeInstanceOf(Date);
+    expect((await forkRow('fail-rec-1')).status).toBe('failed');
+    await forkGone('fail-rec-1');
+    expect(await verdictOf('fail-rec-1')).toBeUndefined();
+    expect(await snapshotAgent(handle.db, 'p-fail')).toBe(before);
+  });
+
   it('tool swap: tests run in the sandbox; pass → APPROVE (applied as the next registry version), fail → REJECT', async () => {
     await seedForkableAgent(handle.db, 'p-tool');
     await handle.db.insert(toolRegistry).values({ name: 'adder', kind: 'generated', implementation: 'export const add = (a, b) => a - b;', tests: '', status: 'active' });
@@ -322,15 +357,38 @@ describe('successorForkWorkflow', () => {
       const bad = await (await start('tool-2', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' } })).result();
       expect(bad.verdict).toBe('REJECT');
       expect(bad.evaluationSummary).toContain('add(2, 3) = 6');
+      // The default budget (1 h, 10 GiB) is above the sandbox caps: the verdict says so.
+      expect(bad.caveats).toEqual([
+        "sandbox cap: the tool tests ran with 600 s of wall time, not the budget's 3600 s",
+        "sandbox cap: the tool tests had 256 MiB of disk, not the budget's 10 GiB",
+      ]);
+      // A CPU-time budget reaches the sandbox run; within the caps there is no caveat.
+      const cpu = await (
+        await start('tool-3', {
+          agentId: 'p-tool',
+          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests },
+          evaluation: { kind: 'tool_tests' },
+          budget: { wallMs: 120_000, diskBytes: 32 << 20, cpus: 1, cpuSeconds: 7 },
+          approvalDeadlineMs: 1000,
+        })
+      ).result();
+      expect(cpu).toMatchObject({ verdict: 'APPROVE', gate: 'expired', caveats: ['only the tests shipped with the patch were run'] });
     });
     expect(sandbox.runs.map((r) => [r.key, r.command.join(' '), Object.keys(r.files ?? {}).sort().join(',')])).toEqual([
       ['fork/tool-1/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
       ['fork/tool-2/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
+      ['fork/tool-3/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
+    ]);
+    expect(sandbox.runs.map((r) => r.budget)).toEqual([
+      { wallMs: 600_000, cpus: 2, diskBytes: 256 << 20, cpuSeconds: 1200 },
+      { wallMs: 600_000, cpus: 2, diskBytes: 256 << 20, cpuSeconds: 1200 },
+      { wallMs: 120_000, cpus: 1, diskBytes: 32 << 20, cpuSeconds: 7 },
     ]);
     const [tool] = await handle.db.select().from(toolRegistry).where(eq(toolRegistry.name, 'adder'));
     expect(tool).toMatchObject({ version: 2, implementation: 'export const add = (a, b) => a + b;' });
     await forkGone('tool-1');
     await forkGone('tool-2');
+    await forkGone('tool-3');
   });
 
   it('verifier: an independent second fork audits the first and the caveat says whether it agreed', async () => {

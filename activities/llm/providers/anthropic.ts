@@ -3,7 +3,7 @@ import { ChatAnthropic } from '@langchain/anthropic';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import type { ChatMessage, ChatModel } from '../types.js';
 import { resolveApiKey, type EnvSource } from './keys.js';
-import { fromLangChainReply, toLangChainMessages } from './langchain.js';
+import { bindableTools, fromLangChainReply, toLangChainMessages } from './langchain.js';
 
 const defaultBaseUrl = 'https://api.anthropic.com';
 const defaultMaxTokens = 1024;
@@ -13,7 +13,7 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
   const baseUrl = row.baseUrl ?? defaultBaseUrl;
   return {
     id: `anthropic:${row.model}@${baseUrl}`,
-    async invoke(messages, params, signal) {
+    async invoke(messages, params, signal, meta) {
       const apiKey = resolveApiKey(row, env);
       if (!apiKey) throw new Error(`llm_registry #${row.id} (anthropic) names no api_key_env`);
       const model = new ChatAnthropic({
@@ -27,7 +27,10 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
         stopSequences: params.stop,
         // Anthropic has no presence/frequency penalties; they are dropped.
       });
-      const reply = await model.invoke(toLangChainMessages(anthropicMessages(messages, params.jsonSchema)), { signal });
+      // Native tool calling (tool_use blocks come back as ChatReply.toolCalls).
+      const tools = bindableTools(meta?.tools);
+      const runnable = tools.length > 0 ? model.bindTools(tools) : model;
+      const reply = await runnable.invoke(toLangChainMessages(anthropicMessages(messages, params.jsonSchema)), { signal });
       return fromLangChainReply(reply);
     },
   };

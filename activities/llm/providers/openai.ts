@@ -7,13 +7,13 @@ import { ChatOpenAICompletions } from '@langchain/openai';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import type { ChatModel } from '../types.js';
 import { resolveApiKey, type EnvSource } from './keys.js';
-import { fromLangChainReply, toLangChainMessages } from './langchain.js';
+import { bindableTools, fromLangChainReply, toLangChainMessages } from './langchain.js';
 
 export function createOpenAiChatModel(row: LlmRegistryEntry, env: EnvSource): ChatModel {
   const baseURL = row.baseUrl ?? undefined;
   return {
     id: `openai:${row.model}@${baseURL ?? 'https://api.openai.com/v1'}`,
-    async invoke(messages, params, signal) {
+    async invoke(messages, params, signal, meta) {
       // Local servers ignore the key, but the SDK refuses to start without one.
       const apiKey = resolveApiKey(row, env) ?? 'not-needed';
       // Why Completions, not ChatOpenAI: ChatOpenAI switches some model names to the
@@ -31,7 +31,11 @@ export function createOpenAiChatModel(row: LlmRegistryEntry, env: EnvSource): Ch
         frequencyPenalty: params.frequencyPenalty,
         maxTokens: params.maxTokens,
       });
-      const reply = await model.invoke(toLangChainMessages(messages), {
+      // Native tool calling: the tools go to the API as functions; the reply's tool_calls
+      // come back in ChatReply.toolCalls (the caller turns them into `tool.call` commands).
+      const tools = bindableTools(meta?.tools);
+      const runnable = tools.length > 0 ? model.bindTools(tools) : model;
+      const reply = await runnable.invoke(toLangChainMessages(messages), {
         signal,
         stop: params.stop,
         response_format: params.jsonSchema

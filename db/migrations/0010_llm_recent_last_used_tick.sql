@@ -1,0 +1,1 @@
+ALTER TABLE "llm_recent_responses" ADD COLUMN "last_used_tick" bigint;
