@@ -8,27 +8,20 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForkActivities, patchHashOf } from '../../activities/forks.js';
 import { canonicalJson, forkPatchSchema } from '../../core/fork.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { abstracts, agentConfig, forks, forkToolRegistry, llmRecentResponses, systemPrompts, toolRegistry } from '../../db/schema/index.js';
-import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase, tempDir } from '../helpers/env.js';
 import { countRows, replyFor, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 const dir = tempDir('fork-acts');
 let acts: ReturnType<typeof createForkActivities>;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_fork_acts');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 2 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_fork_acts', 2);
   acts = createForkActivities({ db: h.db, dataDir: dir.path });
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
   dir.remove();
 });
 

@@ -16,20 +16,14 @@ import { agentThreshold, explainLearning, recordFeedback, saveLearning } from '.
 import { identicalPlaceholder } from '../../activities/reflexes.js';
 import { validateConfigValue } from '../../core/catalogue.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agentConfig, agents, learnings, llmRecentResponses, notes, preferenceCounts, processLog } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 let acts: ReturnType<typeof createCommandActivities>;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_outcome_feedback');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 4 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_outcome_feedback', 4);
   await h.db.insert(agents).values([
     { id: 'otto', name: 'Otto' },
     { id: 'tess', name: 'Tess' },
@@ -40,8 +34,7 @@ beforeAll(async () => {
   acts = createCommandActivities({ db: h.db });
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
 });
 
 const counts = async (agentId: string) =>

@@ -10,27 +10,20 @@ import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commandResultText, createCommandActivities } from '../../activities/commands.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, commandLog, toolRegistry } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 const agentId = 'smith';
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 let acts: ReturnType<typeof createCommandActivities>;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_tool_commands');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 4 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_tool_commands', 4);
   await h.db.insert(agents).values({ id: agentId, name: 'Smith' });
   acts = createCommandActivities({ db: h.db });
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
 });
 
 const generate = (cmdId: string, capability: string): ParsedCommand => ({

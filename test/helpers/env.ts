@@ -4,6 +4,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
 import { parseEnv, type Env } from '../../env.js';
 import { installHint, resolveTool, type ToolName } from '../../runtime/tools.js';
 
@@ -66,6 +68,27 @@ export async function freshPostgresDatabase(prefix: string): Promise<{ url: stri
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
+    },
+  };
+}
+
+export interface MigratedDatabase extends DbHandle {
+  url: string;
+  /** Close the pool and drop the database. */
+  dispose(): Promise<void>;
+}
+
+/** A fresh database on the real Postgres with the migrations applied, and a Drizzle handle on it. */
+export async function migratedDatabase(prefix: string, max = 4): Promise<MigratedDatabase> {
+  const fresh = await freshPostgresDatabase(prefix);
+  const handle = createDb(fresh.url, { max });
+  await runMigrations(handle.pool);
+  return {
+    ...handle,
+    url: fresh.url,
+    async dispose() {
+      await handle.close();
+      await fresh.drop();
     },
   };
 }

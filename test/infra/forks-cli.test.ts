@@ -6,24 +6,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForkActivities } from '../../activities/forks.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
-import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase, tempDir } from '../helpers/env.js';
 import { seedForkableAgent } from '../helpers/fork-fixture.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
 const cli = `${repoRoot}/bin/mindloop.mjs`;
-let h: DbHandle;
+let h: MigratedDatabase;
 let url: string;
-let drop: () => Promise<void>;
 const dir = tempDir('forks-cli');
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_forks_cli');
-  url = fresh.url;
-  drop = fresh.drop;
-  h = createDb(url, { max: 2 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_forks_cli', 2);
+  url = h.url;
   await seedForkableAgent(h.db, 'ada');
   const acts = createForkActivities({ db: h.db, dataDir: dir.path });
   await acts.forkSpawn({
@@ -46,8 +40,7 @@ beforeAll(async () => {
   await acts.forkCleanup({ forkId: 'f1' });
 }, 60_000);
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
   dir.remove();
 });
 

@@ -20,23 +20,17 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForkActivities } from '../../activities/forks.js';
 import { createLearningActivities } from '../../activities/learnings.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { abstracts, agentConfig, agents, concepts, diaryEntries, llmRecentResponses } from '../../db/schema/index.js';
 import { applySchedules, describeSchedules, maintenanceSchedules } from '../../workers/schedules.js';
-import { freshPostgresDatabase, tempDir, toolPath } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase, tempDir, toolPath } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv } from '../helpers/temporal.js';
 
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 let bundle: WorkflowBundleWithSourceMap;
 const dir = tempDir('maintenance');
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_maintenance');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 4 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_maintenance', 4);
   await h.db.insert(agents).values([
     { id: 'runner', name: 'Runner', status: 'running' },
     { id: 'sleeper', name: 'Sleeper', status: 'stopped' },
@@ -44,8 +38,7 @@ beforeAll(async () => {
   bundle = await bundleWorkflows('../fixtures/workflows/decay-clock.ts');
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
   dir.remove();
 });
 

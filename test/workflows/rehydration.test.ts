@@ -18,16 +18,13 @@ import { createActivities } from '../../activities/index.js';
 import { recordFeedback } from '../../activities/learning-store.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts } from '../../db/schema/index.js';
 import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase, repoToolsDir } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 let worker: Worker;
 let running: Promise<void>;
 const prompts: ChatMessage[][] = [];
@@ -55,10 +52,7 @@ function script({ messages, registryId }: { messages: ChatMessage[]; registryId?
 }
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_rehydration');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 6 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_rehydration', 6);
   await h.db.insert(agents).values({ id: 'lina', name: 'Lina' });
   await h.db.insert(llmRegistry).values({ agentId: 'lina', name: 'script', provider: 'scripted', model: 'scripted-lina', role: 'agent', priority: 1 });
   await h.db.insert(agents).values({ id: 'rhea', name: 'Rhea' });
@@ -81,8 +75,7 @@ afterAll(async () => {
   worker?.shutdown();
   await running;
   await env?.teardown();
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
 });
 
 /** One loop: tick 1, then a 1-hour pacing pause (no time skipping until the test awaits the result), continue-as-new, tick 2. */
