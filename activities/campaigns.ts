@@ -160,7 +160,11 @@ export function createCampaignActivities(deps: CampaignDeps) {
       }
     },
 
-    /** Undo a completed task (its own compensate, or the explicit compensation task). Idempotent. */
+    /**
+     * Undo a started task (its own compensate, or the explicit compensation task). Idempotent and
+     * keyed by the task's key: a task stopped mid-run (no `result`) is undone if its effect was
+     * committed, and undoing one whose effect never happened changes nothing.
+     */
     async compensateCampaignTask(input: CampaignTaskInput & { result?: Record<string, unknown>; compensation?: { type: string; args: Record<string, unknown> } }): Promise<{ compensated: boolean; by: string }> {
       const ctx = taskContext(input);
       if (input.compensation) {

@@ -7,7 +7,8 @@
  * most `maxSavesPerMinute` accepted saves per shard per minute and `maxPerShard` learnings per
  * shard. A refusal is written to `learning_events` (committed) and then thrown as a
  * `LearningRefusedError`: never dropped silently. Saves of one shard serialise on an advisory
- * lock, so the limits hold across workers.
+ * lock, so the limits hold across workers. An import (a restore of an export) is one bulk
+ * operation: guarded and capped, but neither limited by nor counted in the per-minute rate.
  */
 import { and, desc, eq, gt, or, sql } from 'drizzle-orm';
 import {
@@ -86,9 +87,10 @@ export async function saveLearning(db: Db, input: SaveLearningInput, limits: Sto
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`learnings:${shardType}`}))`);
     const argsJson = JSON.stringify(guard.args);
     // One round trip for the three guard reads: does it exist, saves this minute, shard size.
+    // The rate counts single saves; an import's one summary event (predicate `(import)`) is not one.
     const probe = await tx.execute<{ exists: boolean; recent: number; size: number }>(sql`select
         exists (select 1 from learnings where shard_type = ${shardType} and fact_predicate = ${guard.predicate} and fact_args = ${argsJson}::jsonb) as exists,
-        ${Number.isFinite(maxRate) ? sql`(select count(*)::int from learning_events where shard_type = ${shardType} and outcome in ('saved', 'reinforced') and created_at > now() - interval '1 minute')` : sql`0`} as recent,
+        ${Number.isFinite(maxRate) ? sql`(select count(*)::int from learning_events where shard_type = ${shardType} and outcome in ('saved', 'reinforced') and fact_predicate <> ${importEventPredicate} and created_at > now() - interval '1 minute')` : sql`0`} as recent,
         ${Number.isFinite(maxShard) ? sql`(select count(*)::int from learnings where shard_type = ${shardType})` : sql`0`} as size`);
     const { exists, recent, size } = probe.rows[0]!;
     if (Number.isFinite(maxRate) && recent >= maxRate) {
@@ -122,6 +124,9 @@ export async function saveLearning(db: Db, input: SaveLearningInput, limits: Sto
   if ('refused' in result) throw new LearningRefusedError(result.refused, `learning refused (${result.refused}): ${result.reason}`);
   return result;
 }
+
+/** The predicate of an import's summary event in `learning_events` (no real predicate has parentheses). */
+const importEventPredicate = '(import)';
 
 function jsonOrNull(v: unknown): string | null {
   try {
@@ -227,6 +232,8 @@ export async function exportLearnings(db: Db, shardType: string): Promise<Export
  * records are checked first — allow-list, typed args, confidence in [0,1], a date — and one
  * bad record refuses the whole import, naming it; the shard cap holds. An existing learning
  * takes the imported values (a restore), so export → clear → import → export is identical.
+ * One bulk operation in one transaction: not subject to the per-minute save rate (nor counted
+ * in it: its one summary event is skipped by the rate), so 50 or 1000 records import whole.
  */
 export async function importLearnings(
   db: Db,
@@ -273,7 +280,7 @@ export async function importLearnings(
       throw new LearningRefusedError('cap', `import: shard '${shard.data}' would hold ${n.rows[0]?.n} learnings (maximum ${maxShard}); nothing imported`);
     }
     await tx.execute(sql`insert into learning_events (shard_type, outcome, fact_predicate, source, reason)
-      values (${shard.data}, 'saved', '(import)', 'import', ${`imported ${imported}, updated ${updated}`})`);
+      values (${shard.data}, 'saved', ${importEventPredicate}, 'import', ${`imported ${imported}, updated ${updated}`})`);
     return { imported, updated };
   });
 }

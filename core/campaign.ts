@@ -44,7 +44,12 @@ export const campaignTaskSchema = z
     /** A task type of the registry (activities/campaign-tasks.ts), or a child workflow type. */
     type: z.string().trim().min(1).max(120),
     args: z.record(z.string(), z.unknown()).default({}),
-    /** Undo for this task when the campaign is cancelled or fails: a task type run as an activity. */
+    /**
+     * Undo for this task when the campaign is cancelled or fails: a task type run as an activity
+     * (also for a task that was still running when cancelled). Without it, an activity task uses
+     * its type's own compensate; a child workflow task is only cancelled (a sub-campaign then
+     * undoes its own work) and a completed child is reported as not undone.
+     */
     compensation: z.strictObject({ type: z.string().trim().min(1).max(120), args: z.record(z.string(), z.unknown()).default({}) }).optional(),
   })
   .refine((t) => t.kind === 'activity' || (campaignChildWorkflows as readonly string[]).includes(t.type), {
@@ -65,8 +70,11 @@ export const campaignPhaseSchema = z
   .refine((p) => new Set(p.tasks.map((t) => t.name)).size === p.tasks.length, { message: 'task names must be unique within a phase', path: ['tasks'] });
 export type CampaignPhaseSpec = z.infer<typeof campaignPhaseSchema>;
 
+const campaignIdSchema = z.string().regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters');
+
 export const campaignInputSchema = z.strictObject({
-  campaignId: z.string().regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters'),
+  /** Must match the workflow id `campaign/<campaignId>`; omitted, it is taken from the workflow id. */
+  campaignId: campaignIdSchema.optional(),
   /** The agent the campaign works for (its learnings, notes and diary). */
   agentId: agentIdSchema,
   title: z.string().trim().min(1).max(500),
@@ -78,6 +86,39 @@ export const campaignInputSchema = z.strictObject({
 });
 export type CampaignInput = z.input<typeof campaignInputSchema>;
 export type ParsedCampaignInput = z.output<typeof campaignInputSchema>;
+
+/**
+ * The campaign id of a run, from its input and its workflow id (convention `campaign/<id>`,
+ * SPEC §3 / STYLE 13): the input's id must match the workflow id; an input without one takes
+ * it from the workflow id. A child campaign started by an older parent keeps that parent's
+ * task id (`<parent workflow id>/p<i>/t<j>`) and must then name its campaignId.
+ * Returns the id, or the problems as `field: message` lines for the InvalidInput failure.
+ */
+export function resolveCampaignId(
+  workflowId: string,
+  inputCampaignId: string | undefined,
+  parentWorkflowId?: string,
+): { ok: true; campaignId: string } | { ok: false; fields: string[] } {
+  const m = /^campaign\/(.+)$/.exec(workflowId);
+  const fromWorkflowId = m && campaignIdSchema.safeParse(m[1]).success ? m[1]! : null;
+  const legacyChild = parentWorkflowId !== undefined && parentWorkflowId.startsWith('campaign/') && workflowId.startsWith(`${parentWorkflowId}/`);
+  if (inputCampaignId === undefined) {
+    if (fromWorkflowId) return { ok: true, campaignId: fromWorkflowId };
+    return { ok: false, fields: [`campaignId: required when the workflow id is not campaign/<campaignId> (workflow id '${workflowId}')`] };
+  }
+  if (workflowId === `campaign/${inputCampaignId}` || legacyChild) return { ok: true, campaignId: inputCampaignId };
+  return {
+    ok: false,
+    fields: [`campaignId: '${inputCampaignId}' does not match the workflow id '${workflowId}'; start it as campaign/${inputCampaignId} (or omit campaignId to take it from the workflow id)`],
+  };
+}
+
+/** The workflow id of a task's child workflow: a sub-campaign gets its own `campaign/<id>`; anything else the task's path. */
+export function childWorkflowId(parentWorkflowId: string, parentCampaignId: string, phase: number, task: number, type: string, args: Record<string, unknown>): string {
+  if (type !== 'campaignWorkflow') return `${parentWorkflowId}/p${phase}/t${task}`;
+  const id = typeof args.campaignId === 'string' ? args.campaignId : `${parentCampaignId}.p${phase}.t${task}`;
+  return `campaign/${id}`;
+}
 
 /** What one task produced, as the checkpoint sees it. */
 export interface TaskOutcome {

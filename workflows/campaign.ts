@@ -5,28 +5,35 @@
  * phase promotes a `phase_success` learning for its type; a failed task an `avoid_error` one.
  */
 import {
+  ActivityCancellationType,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
+  ChildWorkflowFailure,
   condition,
   defineQuery,
   defineSignal,
   executeChild,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createCampaignActivities } from '../activities/campaigns.js';
-import { avoidErrorArgs, campaignInputSchema, type CampaignInput, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
+import { avoidErrorArgs, campaignInputSchema, childWorkflowId, resolveCampaignId, type CampaignInput, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
 import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
-import { parseWorkflowInput } from './lib/input.js';
+import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 const db = proxyActivities<Activities>(dbActivity);
 const tasks = proxyActivities<Activities>(campaignTaskActivity);
+// A cancelled task is awaited until its activity acknowledges (or finishes): only then is it
+// compensated, so an effect it commits at the last moment is still undone.
+const awaitedTasks = proxyActivities<Activities>({ ...campaignTaskActivity, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
 const validator = proxyActivities<Activities>(llmActivity);
 // Compensation must not give up: it runs until it succeeds or needs a human.
 const undo = proxyActivities<Activities>({ ...campaignTaskActivity, retry: { ...campaignTaskActivity.retry, maximumAttempts: 10 } });
@@ -45,6 +52,8 @@ export interface CampaignProgress {
   failedTasks: Array<{ phase: string; task: string; error: string }>;
   lastVerdict: (CheckpointVerdict & { phase: string }) | null;
   compensated: string[];
+  /** Started tasks nothing could undo (a completed child workflow that declares no compensation), with why. */
+  uncompensated: Array<{ task: string; reason: string }>;
   error: string | null;
 }
 
@@ -53,24 +62,32 @@ export interface CampaignResult {
   status: 'completed' | 'cancelled';
   phases: Array<{ name: string; verdict: CheckpointVerdict }>;
   compensated: string[];
+  uncompensated?: Array<{ task: string; reason: string }>;
 }
 
 /** Pause before the next task (the running one finishes). */
 export const pauseCampaignSignal = defineSignal('pause');
 export const resumeCampaignSignal = defineSignal('resume');
-/** Stop, compensate started work in reverse order, and complete as `cancelled`. */
+/**
+ * Stop, compensate started work in reverse order (the running task too, once it has stopped),
+ * and complete as `cancelled`.
+ */
 export const cancelCampaignSignal = defineSignal<[{ reason?: string }?]>('cancel');
 /** Phase i/n, task j/m, status, verdicts, failures, compensation so far. */
 export const campaignProgressQuery = defineQuery<CampaignProgress>('progress');
 
 export const CampaignFailed = 'CampaignFailed';
 
-interface Done {
+/** A started task: `running` until it returns, `stopped` when cancelled (it may have committed its effect). */
+interface Started {
   label: string;
   key: string;
   type: string;
   kind: 'activity' | 'workflow';
   args: Record<string, unknown>;
+  state: 'running' | 'completed' | 'stopped';
+  /** A child workflow that ended cancelled: a child campaign compensates its own work on cancel. */
+  childCancelled?: boolean;
   result?: Record<string, unknown>;
   compensation?: { type: string; args: Record<string, unknown> };
 }
@@ -80,8 +97,22 @@ class PhaseFailed extends Error {}
 /** Run a campaign's phases in order (id `campaign/<id>`). */
 export async function campaignWorkflow(rawInput: CampaignInput): Promise<CampaignResult> {
   const input = parseWorkflowInput('campaignWorkflow', campaignInputSchema, rawInput);
-  const { campaignId, agentId } = input;
   const info = workflowInfo();
+  // v1: the workflow id must be campaign/<campaignId> (or gives the id); started-but-unfinished
+  // tasks are compensated too; a sub-campaign runs as campaign/<its id>. Runs begun before keep
+  // their old command sequence.
+  const v1 = patched('campaign-started-work-v1');
+  const resolved = resolveCampaignId(info.workflowId, input.campaignId, info.parent?.workflowId);
+  if (!resolved.ok && (v1 || input.campaignId === undefined)) {
+    throw ApplicationFailure.create({
+      type: InvalidInputError,
+      nonRetryable: true,
+      message: `campaignWorkflow: invalid input — ${resolved.fields.join('; ')}`,
+      details: [resolved.fields],
+    });
+  }
+  const campaignId = resolved.ok ? resolved.campaignId : input.campaignId!;
+  const { agentId } = input;
   // Task keys name this run: a restart of the same campaign id later does not collide with it.
   const keyPrefix = `${info.workflowId}/${info.runId}`;
 
@@ -101,11 +132,12 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
     failedTasks: [],
     lastVerdict: null,
     compensated: [],
+    uncompensated: [],
     error: null,
   };
   let paused = false;
   let cancelReason: string | null = null;
-  const done: Done[] = [];
+  const started: Started[] = [];
   const verdicts: CampaignResult['phases'] = [];
   const work = new CancellationScope();
 
@@ -140,7 +172,7 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
         progress.status = 'cancelled';
         await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
       });
-      if (cancelReason !== null) return { campaignId, status: 'cancelled', phases: verdicts, compensated: progress.compensated };
+      if (cancelReason !== null) return { campaignId, status: 'cancelled', phases: verdicts, compensated: progress.compensated, ...(v1 ? { uncompensated: progress.uncompensated } : {}) };
       throw err; // cancelled from outside (Temporal UI, client): the workflow ends cancelled
     }
     const message = err instanceof PhaseFailed ? err.message : err instanceof Error ? err.message : String(err);
@@ -173,18 +205,31 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
       const need = phase.checkpoint.criteria.minSucceeded ?? phase.tasks.length;
       for (const [j, task] of phase.tasks.entries()) {
         await pausePoint();
+        // A task that finished despite a cancel request: start nothing more (and compensate nothing that never ran).
+        if (v1 && work.consideredCancelled) throw new CancelledFailure(cancelReason ?? 'cancelled');
         progress.task = { index: j + 1, total: phase.tasks.length, name: task.name };
         const key = `${keyPrefix}/p${i}/t${j}`;
+        const entry: Started = { label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, state: 'running', compensation: task.compensation };
+        // From v1 a task counts as started before it runs: cancelled mid-run, it is compensated too.
+        if (v1) started.push(entry);
         try {
           const result =
             task.kind === 'workflow'
-              ? await executeChild(task.type, { workflowId: `${info.workflowId}/p${i}/t${j}`, args: [task.args] })
-              : await tasks.runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args });
+              ? await executeChild(task.type, { workflowId: v1 ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args) : `${info.workflowId}/p${i}/t${j}`, args: [task.args] })
+              : await (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args });
           const stored = (result ?? {}) as Record<string, unknown>;
-          done.push({ label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, result: stored, compensation: task.compensation });
+          entry.state = 'completed';
+          entry.result = stored;
+          if (!v1) started.push(entry);
           outcomes.push({ name: task.name, type: task.type, ok: true, result: stored });
         } catch (err) {
-          if (isCancellation(err)) throw err;
+          if (isCancellation(err)) {
+            entry.state = 'stopped';
+            entry.childCancelled = err instanceof ChildWorkflowFailure;
+            throw err;
+          }
+          // A task that failed (after its retries) is not compensated, as before: drop it.
+          if (v1) started.splice(started.indexOf(entry), 1);
           const error = failureMessage(err);
           outcomes.push({ name: task.name, type: task.type, ok: false, error });
           progress.failedTasks.push({ phase: phase.name, task: task.name, error });
@@ -229,13 +274,34 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
     await db.recordCampaign({ campaignId, status: 'running' });
   }
 
-  /** Undo completed tasks, newest first; one that cannot be undone is logged and the rest still run. */
+  /**
+   * Undo started tasks, newest first: completed ones, and (v1) the one that was running when the
+   * campaign was cancelled, after it stopped (it may have committed its effect; compensation is
+   * key-based and idempotent, so undoing an effect that never happened is a no-op).
+   * A child workflow task: its explicit `compensation` runs as an activity. Without one, the
+   * default is cancelling the child: a child campaign cancelled mid-run undoes its own started
+   * work (counted as compensated); any other cancelled child, and a child that had completed,
+   * cannot be undone: logged and listed in `uncompensated`. A task whose compensation fails is
+   * logged and the rest still run.
+   */
   async function compensate(): Promise<void> {
     progress.status = 'compensating';
     await db.recordCampaign({ campaignId, status: 'compensating' });
-    while (done.length) {
-      const d = done.pop()!;
-      if (d.kind === 'workflow' && !d.compensation) continue; // a child workflow undoes itself only through an explicit compensation
+    while (started.length) {
+      const d = started.pop()!;
+      if (d.kind === 'workflow' && !d.compensation) {
+        if (!v1) continue;
+        let reason: string | null = null;
+        if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
+        else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
+        else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
+        // (else: cancelled before the child started; nothing to undo)
+        if (reason) {
+          log.warn('campaign task not compensated', { campaignId, task: d.label, reason });
+          progress.uncompensated.push({ task: d.label, reason });
+        }
+        continue;
+      }
       try {
         const r = await undo.compensateCampaignTask({ campaignId, agentId, key: d.key, type: d.type, args: d.args, result: d.result, compensation: d.compensation });
         if (r.compensated) progress.compensated.push(d.label);
@@ -254,6 +320,7 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
     try {
       await db.promoteCampaignLearning({ agentId, shardType: input.shardType, predicate, args, source: campaignId });
     } catch (err) {
+      if (v1 && isCancellation(err)) throw err; // a cancel during the promotion still cancels the campaign
       log.warn('learning not saved', { campaignId, predicate, error: failureMessage(err) });
     }
   }

@@ -3,9 +3,11 @@
  * router and scripted `validator` rows: a validator that passes, one that fails with its
  * reason, and malformed replies (not JSON, no boolean "pass") that fail the checkpoint with a
  * clear reason instead of crashing. Criteria that already fail never reach the validator, and a
- * worker without an LLM router refuses clearly.
+ * worker without an LLM router refuses clearly. Compensation of a task stopped mid-run (no
+ * result) is key-based and idempotent.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCampaignActivities, parseValidatorVerdict } from '../../activities/campaigns.js';
 import { createLlmRouter } from '../../activities/llm/index.js';
@@ -13,7 +15,7 @@ import type { ChatMessage } from '../../activities/llm/types.js';
 import type { Checkpoint, CheckpointVerdict, TaskOutcome } from '../../core/campaign.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agents, llmRegistry } from '../../db/schema/index.js';
+import { agents, llmRegistry, notes } from '../../db/schema/index.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
 
 let h: DbHandle;
@@ -120,6 +122,21 @@ describe('validateCheckpoint with an LLM validator', () => {
       nonRetryable: true,
       message: expect.stringContaining('no LLM router on this worker'),
     });
+  });
+});
+
+describe('compensateCampaignTask for a task stopped mid-run', () => {
+  it('undoes a committed effect without a result, once however often it runs; a task that never committed is a no-op', async () => {
+    const key = 'campaign/c2/run-1/p0/t0';
+    const task = { campaignId: 'c2', agentId: 'cato', key, type: 'note', args: { text: 'half done' } };
+    // The task committed its note, then was cancelled before it returned: no result reached the workflow.
+    await acts.runCampaignTask(task);
+    for (let i = 0; i < 2; i++) expect(await acts.compensateCampaignTask(task)).toEqual({ compensated: true, by: 'note.compensate' });
+    const rows = await h.db.select().from(notes).where(and(eq(notes.agentId, 'cato'), eq(notes.sender, 'campaign/c2')));
+    expect(rows.map((n) => [n.text, n.hidden])).toEqual([['half done', true]]);
+    // Stopped before it committed anything: nothing to hide, nothing written.
+    expect(await acts.compensateCampaignTask({ ...task, key: 'campaign/c2/run-1/p0/t1' })).toEqual({ compensated: true, by: 'note.compensate' });
+    expect(await h.db.select().from(notes).where(eq(notes.sender, 'campaign/c2'))).toHaveLength(1);
   });
 });
 

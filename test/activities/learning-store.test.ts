@@ -164,6 +164,30 @@ describe('export / import / clear / stats', () => {
     expect(stats.avg_confidence).toBeCloseTo((1 + 0.729 + 1) / 3, 3);
   });
 
+  it('imports 50 learnings whole, past the 10-a-minute save rate, without using up the shard\'s rate; the cap still holds', async () => {
+    const s = 'bulk';
+    const records = Array.from({ length: 50 }, (_, i) => ({ fact_predicate: 'language_hint', fact_args: { language: 'go', hint: `hint ${i}` }, confidence: 0.9 }));
+    expect(await importLearnings(h.db, s, records)).toEqual({ imported: 50, updated: 0 });
+    expect((await learningStats(h.db, s)).total_learnings).toBe(50);
+    expect(await events(s, 'refused')).toBe(0);
+    // The import did not eat into the minute: ten single saves still pass, the eleventh is refused.
+    const results: string[] = [];
+    for (let i = 0; i < 11; i++) {
+      results.push(
+        await saveLearning(h.db, { shardType: s, predicate: 'phase_success', args: { phase_type: `p${i}` } }).then(
+          () => 'ok',
+          (e: unknown) => (e instanceof LearningRefusedError ? e.code : String(e)),
+        ),
+      );
+    }
+    expect(results).toEqual([...Array(10).fill('ok'), 'rate_limit']);
+    // Still guarded: the shard cap refuses an import that would overflow it, and keeps nothing of it.
+    await expect(importLearnings(h.db, s, records.map((r) => ({ ...r, fact_args: { language: 'rust', hint: r.fact_args.hint } })), { maxPerShard: 80 })).rejects.toThrow(
+      /would hold 110 learnings \(maximum 80\); nothing imported/,
+    );
+    expect((await learningStats(h.db, s)).total_learnings).toBe(60);
+  });
+
   it('an import with one bad record imports nothing and names the record', async () => {
     const good = { shard_type: 'x', fact_predicate: 'phase_success', fact_args: { phase_type: 'build' }, learned_at: new Date().toISOString(), source_campaign: null, confidence: 1, reinforcements: 0, derivation: null };
     await expect(importLearnings(h.db, 'imp', [good, { ...good, fact_predicate: 'evil', fact_args: {} }])).rejects.toThrow(/record 1: unknown learning predicate 'evil'/);

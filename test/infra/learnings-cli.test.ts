@@ -102,6 +102,16 @@ describe('mindloop feedback / learnings', () => {
     expect((await ml('learnings', 'list', '--shard', 'coder', '--all')).stdout.trim().split('\n')).toHaveLength(3);
   });
 
+  it('imports 50 learnings whole (an import is not held to the 10-saves-a-minute rate)', async () => {
+    const file = `${dir.path}/bulk.json`;
+    const records = Array.from({ length: 50 }, (_, i) => ({ fact_predicate: 'phase_success', fact_args: { phase_type: `t${i}` }, confidence: 0.9 }));
+    await import('node:fs/promises').then((fs) => fs.writeFile(file, JSON.stringify(records)));
+    const r = await ml('learnings', 'import', '--shard', 'bulk', '--file', file);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('imported 50, updated 0');
+    expect(JSON.parse((await ml('learnings', 'stats', '--shard', 'bulk')).stdout)).toMatchObject({ total_learnings: 50, refused_last_day: 0 });
+  });
+
   it('import refuses an injected learning with the reason, and imports nothing', async () => {
     const file = `${dir.path}/evil.json`;
     await import('node:fs/promises').then((fs) =>

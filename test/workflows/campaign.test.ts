@@ -2,7 +2,9 @@
  * campaignWorkflow on the time-skipping server with typed activity fakes: phases in order
  * with progress by query, learnings promoted (phase_success per phase type, avoid_error per
  * failed task), pause/resume, cancel by signal and by Temporal cancellation (compensation in
- * reverse order), a failing checkpoint, a child-workflow task, and bad input.
+ * reverse order, the task running at cancel time included), a failing checkpoint, child-workflow
+ * tasks (a sub-campaign, its cancellation and compensation), the workflow id convention
+ * `campaign/<campaignId>`, bad input, and a start the way the Temporal UI / CLI does it.
  * (Real activities, Postgres and a worker killed mid-phase: test/integration/campaign.test.ts.)
  */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
@@ -11,6 +13,8 @@ import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toolPath } from '../helpers/env.js';
+import { run } from '../helpers/spawn.js';
 import type { CampaignLearning, createCampaignActivities } from '../../activities/campaigns.js';
 import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
@@ -30,6 +34,10 @@ afterAll(async () => {
 interface Fake {
   ran: string[];
   compensated: string[];
+  /** `<campaignId>:p<i>/t<j>` of each compensation (parent and child campaigns share the fakes). */
+  undone: string[];
+  /** Gates whose activity saw the cancel request. */
+  aborted: Set<string>;
   learnings: CampaignLearning[];
   campaignStatus: string[];
   phaseStatus: Array<{ ordinal: number; status: string }>;
@@ -39,11 +47,12 @@ interface Fake {
 
 /**
  * Fakes: task type `ok` returns `{ n }`, `boom` throws, `gate` blocks (heartbeating, so it
- * sees cancellation) until the test opens its gate. `validateCheckpoint` passes unless the
- * phase type is `strict`.
+ * sees cancellation) until the test opens its gate, `stubborn` is a gate that notes the cancel
+ * request but ignores it (it commits its effect and completes). `validateCheckpoint` passes
+ * unless the phase type is `strict`.
  */
 function fakes(): Fake {
-  const f: Fake = { ran: [], compensated: [], learnings: [], campaignStatus: [], phaseStatus: [], gates: new Map(), activities: {} as Activities };
+  const f: Fake = { ran: [], compensated: [], undone: [], aborted: new Set(), learnings: [], campaignStatus: [], phaseStatus: [], gates: new Map(), activities: {} as Activities };
   f.activities = {
     async campaignStarted() {
       return { status: 'running' as const };
@@ -57,7 +66,7 @@ function fakes(): Fake {
     async runCampaignTask(input) {
       f.ran.push(input.key.replace(/^.*\/(p\d+\/t\d+)$/, '$1'));
       if (input.type === 'boom') throw ApplicationFailure.nonRetryable(`disk full on ${String(input.args.host ?? 'host-7')} after 3 tries`, 'CampaignTaskFailed');
-      if (input.type === 'gate') {
+      if (input.type === 'gate' || input.type === 'stubborn') {
         const name = String(input.args.gate);
         const ctx = Context.current();
         await new Promise<void>((resolve, reject) => {
@@ -67,6 +76,8 @@ function fakes(): Fake {
             resolve();
           });
           ctx.cancellationSignal.addEventListener('abort', () => {
+            f.aborted.add(name);
+            if (input.type === 'stubborn') return;
             clearInterval(beat);
             reject(ctx.cancellationSignal.reason);
           });
@@ -76,6 +87,7 @@ function fakes(): Fake {
     },
     async compensateCampaignTask(input) {
       f.compensated.push(input.key.replace(/^.*\/(p\d+\/t\d+)$/, '$1'));
+      f.undone.push(`${input.campaignId}:${input.key.replace(/^.*\/(p\d+\/t\d+)$/, '$1')}`);
       return { compensated: true, by: input.compensation?.type ?? `${input.type}.compensate` };
     },
     async validateCheckpoint(input) {
@@ -227,7 +239,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     expect(f.campaignStatus).toContain('paused');
   });
 
-  it('cancel by signal stops the running task and compensates completed ones in reverse order', async () => {
+  it('cancel by signal stops the running task and compensates it and the completed ones in reverse order', async () => {
     const f = fakes();
     const result = await withWorker(f, async (q) => {
       const h = await start(q, {
@@ -243,8 +255,9 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       await h.signal('cancel', { reason: 'the user changed their mind' });
       return h.result();
     });
-    expect(result).toMatchObject({ status: 'cancelled', compensated: ['two/c', 'one/b', 'one/a'] });
-    expect(f.compensated).toEqual(['p1/t0', 'p0/t1', 'p0/t0']);
+    // d was running when the cancel came (it may have committed its effect): compensated once, first.
+    expect(result).toMatchObject({ status: 'cancelled', compensated: ['two/d', 'two/c', 'one/b', 'one/a'], uncompensated: [] });
+    expect(f.compensated).toEqual(['p1/t1', 'p1/t0', 'p0/t1', 'p0/t0']);
     expect(f.ran).not.toContain('p1/t2');
     expect(f.campaignStatus.slice(-2)).toEqual(['compensating', 'cancelled']);
   });
@@ -262,9 +275,149 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     });
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
-    expect(f.compensated).toEqual(['p0/t0']);
+    expect(f.compensated).toEqual(['p0/t1', 'p0/t0']);
     expect(f.campaignStatus.at(-1)).toBe('cancelled');
   });
+
+  it('a task that ignores the cancel and commits its effect is awaited, then compensated exactly once; nothing after it starts', async () => {
+    const f = fakes();
+    const result = await withWorker(f, async (q) => {
+      const h = await start(q, { campaignId: `c-stubborn-${seq}`, agentId: 'ada', title: 's', phases: [{ name: 'one', type: 'x', tasks: [task('a'), task('b', 'stubborn', { gate: 's1' }), task('c')] }] });
+      const open = await waitForGate(f, 's1');
+      await h.signal('cancel', { reason: 'stop' });
+      const deadline = Date.now() + 20_000;
+      while (!f.aborted.has('s1') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(f.aborted.has('s1')).toBe(true);
+      // The workflow waits for the task to stop: nothing is compensated while it still runs.
+      expect(f.compensated).toEqual([]);
+      open();
+      return h.result();
+    });
+    expect(result).toMatchObject({ status: 'cancelled', compensated: ['one/b', 'one/a'] });
+    expect(f.compensated).toEqual(['p0/t1', 'p0/t0']);
+    expect(f.ran).toEqual(['p0/t0', 'p0/t1']);
+  });
+
+  it('cancelling a campaign while a sub-campaign runs cancels the child, which compensates its own started work', async () => {
+    const f = fakes();
+    const parentId = `c-par-${++seq}`;
+    const childId = `c-kid-${seq}`;
+    const result = await withWorker(f, async (q) => {
+      const h = await start(q, {
+        campaignId: parentId,
+        agentId: 'ada',
+        title: 'parent',
+        phases: [
+          {
+            name: 'delegate',
+            type: 'delegate',
+            tasks: [
+              task('prep'),
+              { name: 'sub', kind: 'workflow', type: 'campaignWorkflow', args: { campaignId: childId, agentId: 'ada', title: 'child', phases: [{ name: 'inner', type: 'inner', tasks: [task('x'), task('y', 'gate', { gate: 'kid' })] }] } },
+            ],
+          },
+        ],
+      });
+      await waitForGate(f, 'kid');
+      // A sub-campaign runs under its own business id.
+      expect((await env.client.workflow.getHandle(`campaign/${childId}`).query<CampaignProgress>('progress')).campaignId).toBe(childId);
+      await h.signal('cancel', { reason: 'abandon' });
+      return h.result();
+    });
+    expect(result).toMatchObject({ status: 'cancelled', compensated: ['delegate/sub', 'delegate/prep'], uncompensated: [] });
+    // The child undid its running and its completed task, once each; then the parent undid prep.
+    expect(f.undone).toEqual([`${childId}:p0/t1`, `${childId}:p0/t0`, `${parentId}:p0/t0`]);
+  });
+
+  it('a completed sub-campaign without a compensation is listed as not undone; one with a compensation runs it', async () => {
+    const f = fakes();
+    const child = (id: string) => ({ campaignId: id, agentId: 'ada', title: 'child', phases: [{ name: 'inner', type: 'inner', tasks: [task('x')] }] });
+    const parentId = `c-par2-${++seq}`;
+    const result = await withWorker(f, async (q) => {
+      const h = await start(q, {
+        campaignId: parentId,
+        agentId: 'ada',
+        title: 'parent',
+        phases: [
+          {
+            name: 'delegate',
+            type: 'delegate',
+            tasks: [
+              { name: 'plain', kind: 'workflow', type: 'campaignWorkflow', args: child(`c-plain-${seq}`) },
+              { name: 'undoable', kind: 'workflow', type: 'campaignWorkflow', args: child(`c-undo-${seq}`), compensation: { type: 'note', args: { text: 'revert the sub-campaign' } } },
+              task('hold', 'gate', { gate: 'par2' }),
+            ],
+          },
+        ],
+      });
+      await waitForGate(f, 'par2');
+      await h.signal('cancel', { reason: 'abandon' });
+      return h.result();
+    });
+    expect(result.status).toBe('cancelled');
+    expect(result.compensated).toEqual(['delegate/hold', 'delegate/undoable']);
+    expect(result.uncompensated).toEqual([{ task: 'delegate/plain', reason: 'child workflow campaignWorkflow completed and declares no compensation: not undone' }]);
+    expect(f.undone).toEqual([`${parentId}:p0/t2`, `${parentId}:p0/t1`]);
+  });
+
+  it('the workflow id must be campaign/<campaignId>; without a campaignId the id is taken from the workflow id', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const input = { agentId: 'ada', title: 'ids', phases: [{ name: 'one', type: 'x', tasks: [task('a')] }] };
+      const bad = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/elsewhere-${seq}`, args: [{ ...input, campaignId: `mine-${seq}` }] });
+      const err = await bad.result().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      expect(cause.type).toBe('InvalidInput');
+      expect(cause.nonRetryable).toBe(true);
+      expect(cause.message).toContain(`campaignId: 'mine-${seq}' does not match the workflow id 'campaign/elsewhere-${seq}'`);
+
+      const noId = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `ui-run-${seq}`, args: [input] });
+      const err2 = await noId.result().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(((err2 as WorkflowFailedError).cause as ApplicationFailure).message).toContain(`campaignId: required when the workflow id is not campaign/<campaignId> (workflow id 'ui-run-${seq}')`);
+
+      const derived = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/derived-${seq}`, args: [input] });
+      expect(await derived.result()).toMatchObject({ campaignId: `derived-${seq}`, status: 'completed' });
+    });
+    expect(f.ran).toEqual(['p0/t0']);
+    expect(f.learnings[0]).toMatchObject({ source: expect.stringMatching(/^derived-/) });
+  });
+
+  it('starts from the Temporal UI / CLI with JSON: good JSON runs, bad JSON fails at once, non-retryable, naming the fields', async () => {
+    const f = fakes();
+    const temporal = toolPath('temporal');
+    await withWorker(f, async (q) => {
+      const ui = (workflowId: string, json: string) => run(temporal, ['workflow', 'start', '--address', env.address, '--task-queue', q, '--type', 'campaignWorkflow', '--workflow-id', workflowId, '--input', json]);
+      const good = await ui(`campaign/ui-ok-${seq}`, JSON.stringify({ agentId: 'ada', title: 'from the UI', phases: [{ name: 'one', type: 'ui', tasks: [{ name: 'a', type: 'ok' }] }] }));
+      expect(good.code, good.stderr).toBe(0);
+      expect(await env.client.workflow.getHandle(`campaign/ui-ok-${seq}`).result()).toMatchObject({ campaignId: `ui-ok-${seq}`, status: 'completed' });
+
+      const badJson = await ui(`campaign/ui-bad-${seq}`, JSON.stringify({ campaignId: `ui-bad-${seq}`, agentId: 'ada', title: '', phases: [{ name: 'one', type: 'ui', tasks: [] }], extra: 1 }));
+      expect(badJson.code, badJson.stderr).toBe(0);
+      const started = Date.now();
+      const err = await env.client.workflow.getHandle(`campaign/ui-bad-${seq}`).result().catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      expect(cause.nonRetryable).toBe(true);
+      expect(cause.type).toBe('InvalidInput');
+      expect(cause.message).toContain('campaignWorkflow: invalid input');
+      expect(cause.message).toContain('title:');
+      expect(cause.message).toContain('phases.0.tasks:');
+      expect(cause.message).toContain('extra');
+
+      const wrongId = await ui(`ui-wrong-${seq}`, JSON.stringify({ campaignId: `ui-x-${seq}`, agentId: 'ada', title: 't', phases: [{ name: 'one', type: 'ui', tasks: [{ name: 'a', type: 'ok' }] }] }));
+      expect(wrongId.code, wrongId.stderr).toBe(0);
+      const err2 = await env.client.workflow.getHandle(`ui-wrong-${seq}`).result().catch((e: unknown) => e);
+      expect(((err2 as WorkflowFailedError).cause as ApplicationFailure).message).toContain(`campaignId: 'ui-x-${seq}' does not match the workflow id 'ui-wrong-${seq}'`);
+    });
+    expect(f.ran).toEqual(['p0/t0']);
+  }, 60_000);
 
   it('a checkpoint the validator rejects fails the campaign with its reason', async () => {
     const f = fakes();
