@@ -170,13 +170,12 @@ export function createReflexActivities(deps: ReflexDeps) {
   }
 
   async function tickReflexes(input: TickReflexesInput): Promise<TickReflexesResult> {
-    const [row] = await db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, input.responseId), eq(llmRecentResponses.agentId, input.agentId)));
-    if (!row) throw nonRetryable('NotFound', `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
-    if (row.reflexes) return row.reflexes as unknown as TickReflexesResult;
-
     // One query each for what the five calls would look up one by one: the agent's LLM rows
-    // and the earlier answers to this tick's keys (a retried activity pays no call twice).
-    const [previous, realPrevious, config, registry, ethicsRows] = await Promise.all([
+    // and the earlier answers to this tick's keys (a retried activity pays no call twice). The
+    // tick's own row comes in the same batch (a retry after the reflexes were recorded wastes
+    // the rest of it; the usual path saves a round trip).
+    const [[row], previous, realPrevious, config, registry, ethicsRows] = await Promise.all([
+      db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, input.responseId), eq(llmRecentResponses.agentId, input.agentId))),
       db
         .select({ tick: llmRecentResponses.tick, content: llmRecentResponses.content, contentHash: llmRecentResponses.contentHash, emotions: llmRecentResponses.emotions, contextMode: llmRecentResponses.contextMode })
         .from(llmRecentResponses)
@@ -194,6 +193,8 @@ export function createReflexActivities(deps: ReflexDeps) {
       llm.registry(input.agentId),
       db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, input.agentId), eq(ethicsPolicies.active, true))),
     ]);
+    if (!row) throw nonRetryable('NotFound', `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
+    if (row.reflexes) return row.reflexes as unknown as TickReflexesResult;
     const validatorRows = rowsFor(registry, 'validator');
     const preloaded: Preloaded = {
       registry,

@@ -233,11 +233,19 @@ export function createTickActivities({ db, llm }: TickDeps) {
      * re-reads it instead of asking the LLM again.
      */
     async think(input: ThinkInput): Promise<ThinkResult> {
-      if (input.mode === 'main') {
-        const [existing] = await db
-          .select()
-          .from(llmRecentResponses)
-          .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)));
+      // The retry check and the context reads go out together: one round trip less on the usual
+      // path (no recorded reply), a wasted context read on a retry.
+      const [recorded, loaded] = await Promise.all([
+        input.mode === 'main'
+          ? db
+              .select()
+              .from(llmRecentResponses)
+              .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)))
+          : Promise.resolve([]),
+        loadContext(input),
+      ]);
+      {
+        const [existing] = recorded;
         if (existing) {
           const parsed = parseReplyWithToolCalls(existing.content);
           const capped = capCommands(parsed.commands, parsed.rejected);
@@ -257,7 +265,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
         }
       }
 
-      const { context, taskStatus, preloaded, toolDefs } = await loadContext(input);
+      const { context, taskStatus, preloaded, toolDefs } = loaded;
       const touched = touchShownResponses(input, context);
       // Awaited after the LLM call; until then a failure must not count as unhandled.
       touched.catch(() => undefined);
@@ -304,29 +312,39 @@ export function createTickActivities({ db, llm }: TickDeps) {
       const modelName = `${reply.provider}:${reply.model}`;
 
       let responseId: number | null = null;
-      await db.transaction(async (tx) => {
-        if (input.mode === 'main') {
-          const inserted = await tx
-            .insert(llmRecentResponses)
-            .values({
-              agentId: input.agentId,
-              tick: input.tick,
-              workflowRunId: input.workflowId,
-              content: text,
-              reflection: modelName,
-              confidence: parsed.confidence,
-              contextMode: input.loop.contextMode,
-              llmRegistryId: reply.registryId,
-              parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
-            })
-            .onConflictDoNothing()
-            .returning({ id: llmRecentResponses.id });
-          responseId =
-            inserted[0]?.id ??
-            (await tx.select({ id: llmRecentResponses.id }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick))))[0]?.id ??
-            null;
-          await tx.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
-        } else {
+      const markSeen =
+        context.shown.notes.length > 0
+          ? db.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, context.shown.notes), isNull(notes.readAt)))
+          : null;
+      if (input.mode === 'main') {
+        // One statement (data-modifying CTEs), so one round trip instead of a five-step
+        // transaction: the reply (kept once per tick: a retry's insert does nothing and the
+        // select finds the first one), the agent's heartbeat, the notes this context showed.
+        const insert = db
+          .insert(llmRecentResponses)
+          .values({
+            agentId: input.agentId,
+            tick: input.tick,
+            workflowRunId: input.workflowId,
+            content: text,
+            reflection: modelName,
+            confidence: parsed.confidence,
+            contextMode: input.loop.contextMode,
+            llmRegistryId: reply.registryId,
+            parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
+          })
+          .onConflictDoNothing()
+          .returning({ id: llmRecentResponses.id });
+        const heartbeat = db.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
+        const r = await db.execute<{ id: string | number }>(sql`
+          with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}
+          select id from ins
+          union all
+          select ${llmRecentResponses.id} from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
+          limit 1`);
+        responseId = r.rows[0] ? Number(r.rows[0].id) : null;
+      } else {
+        await db.transaction(async (tx) => {
           // Auxiliary loops are read-only: their thought goes to the process log, not to memory.
           await tx.insert(processLog).values({
             agentId: input.agentId,
@@ -338,14 +356,9 @@ export function createTickActivities({ db, llm }: TickDeps) {
             payload: { tick: input.tick, content: (toolCalls.length ? text : reply.text).slice(0, 16_000), model: modelName },
             tick: input.tick,
           });
-        }
-        if (context.shown.notes.length) {
-          await tx
-            .update(notes)
-            .set({ readAt: new Date(), tickSeen: input.tick })
-            .where(and(inArray(notes.id, context.shown.notes), isNull(notes.readAt)));
-        }
-      });
+          if (markSeen) await tx.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, context.shown.notes), isNull(notes.readAt)));
+        });
+      }
 
       return {
         responseId,
