@@ -88,7 +88,7 @@ function demoReply(i: number) {
 }
 
 /** The demo agent `fork-demo`: 30 replies, created once (a real agent's id can be given instead). */
-async function ensureDemoAgent(db: Db, agentId: string): Promise<void> {
+export async function ensureDemoAgent(db: Db, agentId: string): Promise<void> {
   await db.transaction(async (tx) => {
     const created = await tx.insert(agents).values({ id: agentId, name: 'Fork demo', lastTick: 30 }).onConflictDoNothing().returning({ id: agents.id });
     if (!created.length) return;

@@ -1,9 +1,18 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts
- * An embedded stack on a temp dir, the real activities and the scripted model: an agent loop
- * that hears a note, applies commands, starts a task loop and continues-as-new; a provisioning.
- * Re-record after an intended workflow change (and keep the old files while old runs live).
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay]
+ * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
+ * and the scripted model:
+ * - agent: an agent loop that hears a note, applies commands, starts a task loop and
+ *   continues-as-new; a provisioning.
+ * - campaign: two phases of built-in tasks (note, diary.add); one cancelled by its `cancel`
+ *   signal while a `wait` task runs in its second phase (compensation in the history).
+ * - escalation: one decided by the (scripted) oversight; one where a human is required and
+ *   answers through the `approve` update.
+ * - fork: the demo strategy patch evaluated by `abstracts_replay`, then the `rejectFork` gate.
+ * - decay: the maintenance learningDecayWorkflow.
+ * Re-record after an intended workflow change (and keep the old files while old runs live):
+ * record only the scenarios whose workflows changed.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,34 +20,82 @@ import { Client, Connection } from '@temporalio/client';
 import { spawnSync } from 'node:child_process';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities/index.js';
+import { createToolActivities } from '../../activities/tools.js';
+import { ensureDemoAgent } from '../../cli/forks.js';
+import { subAgentBriefs, type EscalationInput, type OversightAnswer } from '../../core/escalation.js';
+import type { CampaignInput } from '../../core/campaign.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, llmRegistry } from '../../db/schema/index.js';
+import { agents, learnings, llmRegistry } from '../../db/schema/index.js';
 import { startStack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { CampaignProgress } from '../../workflows/campaign.js';
+import type { EscalationStatus } from '../../workflows/escalation.js';
+import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
 
+const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay'] as const;
+type Scenario = (typeof scenarios)[number];
+const asked = process.argv.slice(2);
+for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
+const wanted = new Set<Scenario>(asked.length ? (asked as Scenario[]) : scenarios);
+
 const out = join(import.meta.dirname, 'histories');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const v = await get();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await sleep(100);
+  }
+}
+const oversightAnswer = (a: Partial<OversightAnswer>): string =>
+  JSON.stringify({ verdict: 'approve', solution: 'Use a t-test.', teaching_moment: 'Check the variances first.', recommended_tools: [], needs_human: false, ...a });
 const data = tempDir('record');
 const stack = await startStack({
   env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), PGLITE_PORT: await freePort() }),
   ui: false,
 });
 try {
-  await stack.db.db.insert(agents).values({ id: 'recorder', name: 'Recorder' });
-  await stack.db.db.insert(llmRegistry).values({ agentId: 'recorder', name: 'script', provider: 'scripted', model: 'scripted-recorder', role: 'agent', priority: 1 });
+  const db = stack.db.db;
+  await db.insert(agents).values({ id: 'recorder', name: 'Recorder' });
+  await db.insert(llmRegistry).values({ agentId: 'recorder', name: 'script', provider: 'scripted', model: 'scripted-recorder', role: 'agent', priority: 1 });
+  if (wanted.has('campaign')) await db.insert(agents).values({ id: 'campaigner', name: 'Campaigner' });
+  if (wanted.has('escalation')) {
+    await createToolActivities({ db }).ensureBuiltinTools();
+    await db.insert(agents).values({ id: 'escalator', name: 'Escalator' });
+    await db.insert(llmRegistry).values({ agentId: 'escalator', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 });
+    await createToolActivities({ db }).grantStarterTools({ agentId: 'escalator' });
+  }
+  if (wanted.has('fork')) await ensureDemoAgent(db, 'fork-demo');
+  if (wanted.has('decay')) {
+    // Stale learnings: one decays, one falls below the floor and is deleted.
+    await db.insert(agents).values({ id: 'decayer', name: 'Decayer' });
+    const stale = new Date(Date.now() - 30 * 86_400_000);
+    await db.insert(learnings).values([
+      { agentId: 'decayer', shardType: 'agent:decayer', factPredicate: 'avoid_error', factArgs: { tool: 'a', error: 'old' }, learnedAt: stale, confidence: 0.8 },
+      { agentId: 'decayer', shardType: 'agent:decayer', factPredicate: 'avoid_error', factArgs: { tool: 'b', error: 'older' }, learnedAt: stale, confidence: 0.105 },
+    ]);
+  }
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const worker = await Worker.create({
     connection,
     taskQueue: 'mindloop',
     workflowBundle: await bundleWorkflows(),
     activities: createActivities({
-      db: stack.db.db,
+      db,
+      dataDir: data.path,
       llm: {
         env: {},
         toolsDir: repoToolsDir,
         scriptedReply: ({ messages, callIndex }) => {
           const user = messages.find((m) => m.role === 'user')?.content ?? '';
+          // The oversight graph's sub-agents (escalations): approve, or reject where a human decides.
+          if (Object.values(subAgentBriefs).includes(messages[0]?.content ?? '')) {
+            return user.includes('human-gated') ? oversightAnswer({ verdict: 'reject', comment: 'too risky' }) : oversightAnswer({ verdict: 'approve' });
+          }
           if (user.includes('auxiliary loop')) {
             return `Working on the task.\n${renderCommandBlock([
               { cmdId: 'p', type: 'notes.send', args: { text: 'proposal from the task loop' } },
@@ -58,22 +115,86 @@ try {
     }),
   });
   const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+  const recorded: Array<{ workflowId: string; runId?: string }> = [];
   await worker.runUntil(async () => {
-    const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-      taskQueue: 'mindloop',
-      workflowId: 'agent/recorder',
-      args: [{ agentId: 'recorder', maxTicks: 6, ticksPerRun: 4, settings: { delayMs: 50 } }],
-    });
-    while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
-    await h.executeUpdate('addNote', { args: [{ text: 'a note for the recording' }] });
-    await h.result();
-    await client.workflow.getHandle('agent/recorder/task/1').result().catch(() => undefined);
-    await client.workflow.execute('provisionAgentWorkflow', { taskQueue: 'mindloop', workflowId: 'provision/recorded', args: [{ agentId: 'recorded', name: 'Recorded' }] });
+    if (wanted.has('agent')) {
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'agent/recorder',
+        args: [{ agentId: 'recorder', maxTicks: 6, ticksPerRun: 4, settings: { delayMs: 50 } }],
+      });
+      while ((await h.query<AgentStatus>('status')).tick < 1) await sleep(100);
+      await h.executeUpdate('addNote', { args: [{ text: 'a note for the recording' }] });
+      await h.result();
+      await client.workflow.getHandle('agent/recorder/task/1').result().catch(() => undefined);
+      await client.workflow.execute('provisionAgentWorkflow', { taskQueue: 'mindloop', workflowId: 'provision/recorded', args: [{ agentId: 'recorded', name: 'Recorded' }] });
+      // Every run of the loop (it continues-as-new) and of its task loop.
+      const runs = client.workflow.list({ query: 'WorkflowId STARTS_WITH "agent/recorder" OR WorkflowId = "provision/recorded"' });
+      for await (const run of runs) recorded.push({ workflowId: run.workflowId, runId: run.runId });
+    }
+    if (wanted.has('campaign')) {
+      const task = (name: string, type: string, args: Record<string, unknown>) => ({ name, kind: 'activity' as const, type, args });
+      const input = (campaignId: string, second: ReturnType<typeof task>[]): CampaignInput => ({
+        campaignId,
+        agentId: 'campaigner',
+        title: `recorded campaign ${campaignId}`,
+        phases: [
+          { name: 'prepare', type: 'research', tasks: [task('hello', 'note', { text: 'the campaign begins' }), task('plan', 'diary.add', { title: 'plan', content: 'two phases' })] },
+          { name: 'record', type: 'build', tasks: second },
+        ],
+      });
+      await client.workflow.execute('campaignWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'campaign/recorded-two-phases',
+        args: [input('recorded-two-phases', [task('entry', 'diary.add', { title: 'result', content: 'phase two ran' }), task('bye', 'note', { text: 'the campaign is done' })])],
+      });
+      recorded.push({ workflowId: 'campaign/recorded-two-phases' });
+      const h = await client.workflow.start('campaignWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'campaign/recorded-cancelled',
+        args: [input('recorded-cancelled', [task('entry', 'diary.add', { title: 'result', content: 'phase two began' }), task('job', 'wait', { ms: 120_000 }), task('never', 'note', { text: 'not reached' })])],
+      });
+      await until('the wait task', () => h.query<CampaignProgress>('progress'), (p) => p.phase.index === 2 && p.task.index === 2);
+      await h.signal('cancel', { reason: 'recorded cancellation' });
+      const r = (await h.result()) as { status: string; compensated: string[] };
+      if (r.status !== 'cancelled' || !r.compensated.length) throw new Error(`campaign not cancelled with compensation: ${JSON.stringify(r)}`);
+      recorded.push({ workflowId: 'campaign/recorded-cancelled' });
+    }
+    if (wanted.has('escalation')) {
+      const start = (escalationId: string, extra: Partial<EscalationInput>) =>
+        client.workflow.start('escalationWorkflow', { taskQueue: 'mindloop', workflowId: `escalation/${escalationId}`, args: [{ escalationId, agentId: 'escalator', ...extra }] });
+      const byOversight = await start('recorded-oversight', { task: 'is the mean of these runs different?', category: 'statistics' });
+      const r1 = (await byOversight.result()) as { decidedBy: string };
+      if (r1.decidedBy !== 'oversight') throw new Error(`escalation not decided by the oversight: ${JSON.stringify(r1)}`);
+      recorded.push({ workflowId: 'escalation/recorded-oversight' });
+      const byHuman = await start('recorded-human', { task: 'migrate the table (human-gated)', humanRequired: true });
+      await until('awaiting_human', () => byHuman.query<EscalationStatus>('status'), (s) => s.phase === 'awaiting_human');
+      await byHuman.executeUpdate('approve', { args: [{ by: 'recorder', comment: 'checked it' }] });
+      const r2 = (await byHuman.result()) as { decidedBy: string; outcome: string };
+      if (r2.decidedBy !== 'human' || r2.outcome !== 'approved') throw new Error(`escalation not approved by the human: ${JSON.stringify(r2)}`);
+      recorded.push({ workflowId: 'escalation/recorded-human' });
+    }
+    if (wanted.has('fork')) {
+      const h = await client.workflow.start('successorForkWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'fork/recorded-demo',
+        args: [{ agentId: 'fork-demo', forkId: 'recorded-demo', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
+      });
+      await until('the fork gate', () => h.query<ForkState>('forkState'), (s) => s.phase === 'awaiting_approval');
+      await h.executeUpdate('rejectFork', { args: [{ by: 'recorder' }] });
+      await h.result();
+      recorded.push({ workflowId: 'fork/recorded-demo' });
+    }
+    if (wanted.has('decay')) {
+      await client.workflow.execute('learningDecayWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/learning-decay', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }] });
+      recorded.push({ workflowId: 'maintenance/learning-decay' });
+    }
   });
   mkdirSync(out, { recursive: true });
-  const runs = client.workflow.list({ query: 'WorkflowId STARTS_WITH "agent/recorder" OR WorkflowId = "provision/recorded"' });
   let n = 0;
-  for await (const run of runs) {
+  for (const { workflowId, runId: known } of recorded) {
+    const desc = await client.workflow.getHandle(workflowId, known).describe();
+    const run = { type: desc.type, workflowId, runId: desc.runId };
     // The CLI's export is the proto3 JSON that the Temporal UI downloads and `historyFromJSON` reads.
     const shown = spawnSync(toolPath('temporal'), ['workflow', 'show', '--address', stack.temporal.address, '-w', run.workflowId, '-r', run.runId, '-o', 'json'], {
       encoding: 'utf8',
@@ -81,8 +202,10 @@ try {
     });
     if (shown.status !== 0) throw new Error(`temporal workflow show failed: ${shown.stderr}`);
     const file = `${run.type}-${run.workflowId.replace(/[^a-z0-9]+/gi, '_')}-${run.runId.slice(0, 8)}.json`;
-    writeFileSync(join(out, file), shown.stdout);
-    process.stdout.write(`recorded ${file} (${(JSON.parse(shown.stdout) as { events: unknown[] }).events.length} events)\n`);
+    const history = JSON.parse(shown.stdout) as { events: unknown[] };
+    // The workflow id travels with the events (cli/replay.ts replays under it): a campaign checks its own.
+    writeFileSync(join(out, file), `${JSON.stringify({ workflowId: run.workflowId, ...history }, null, 2)}\n`);
+    process.stdout.write(`recorded ${file} (${history.events.length} events)\n`);
     n++;
   }
   process.stdout.write(`${n} histories in ${out}\n`);

@@ -23,7 +23,8 @@ beforeAll(async () => {
 
 describe('replay of recorded histories', () => {
   it('has fixtures of every long-running workflow type', () => {
-    for (const type of ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow']) {
+    const types = ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow', 'campaignWorkflow', 'escalationWorkflow', 'successorForkWorkflow', 'learningDecayWorkflow'];
+    for (const type of types) {
       expect(files.some((f) => f.startsWith(`${type}-`)), type).toBe(true);
     }
   });
