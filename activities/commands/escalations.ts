@@ -62,6 +62,7 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
       return { message: `${n} recent escalation${n === 1 ? '' : 's'}`, text };
     }
     const designed = await designedToolRun(ctx, a.tool, r, args);
+    if (typeof designed === 'string') return { message: clip(designed, 200), text };
     if (designed) return { message: clip(`${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`, 200), text, effects: [designed] };
     return { message: `${a.tool}.${a.action} → ${r.state}`, text };
   },
@@ -72,6 +73,9 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
  * calls it with the action the state machine just allowed, prints its output as JSON, and fails
  * when the implementation lands in another state than the spec's transition.
  */
+/** The most implementation + args a designed tool's sandbox run carries through history. */
+export const maxInlineToolBytes = 48 * 1024;
+
 const designedToolHarness = `import { readFileSync } from 'node:fs';
 const input = JSON.parse(readFileSync(new URL('./input.json', import.meta.url), 'utf8'));
 const tool = await import('./tool.mjs');
@@ -93,12 +97,16 @@ if (typeof output === 'string' && input.states.includes(output) && output !== in
  * sandboxRun, like the `shell` command) and its output reaches the next context. Built-in tools
  * act here and return null.
  */
-async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<ToolCallResult, { ok: true }>, args: Record<string, unknown>): Promise<Extract<LoopEffect, { kind: 'shell' }> | null> {
+async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<ToolCallResult, { ok: true }>, args: Record<string, unknown>): Promise<Extract<LoopEffect, { kind: 'shell' }> | string | null> {
   const [row] = await ctx.tx
     .select({ implementation: toolRegistry.implementation, spec: toolRegistry.spec })
     .from(toolRegistry)
     .where(and(eq(toolRegistry.name, tool), eq(toolRegistry.kind, 'designed')));
   if (!row?.implementation) return null;
+  // The effect carries the code through workflow history (the loop's result, the sandbox run's
+  // input): payloads there stay well under 64 KB.
+  const size = Buffer.byteLength(row.implementation) + Buffer.byteLength(JSON.stringify(args));
+  if (size > maxInlineToolBytes) return `${tool}.${r.action} → ${r.state}; its implementation was not run: ${Math.ceil(size / 1024)} KB is more than the ${maxInlineToolBytes / 1024} KB a sandbox run may carry`;
   const processId = `tool.t${ctx.tick}.${ctx.logCmdId}`;
   const command = clip(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
   await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clip(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });

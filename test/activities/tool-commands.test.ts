@@ -5,12 +5,16 @@
  * - an active registered tool already provides it: that tool is named, no effect is returned;
  *   a draft or deprecated tool with the capability does not count;
  * - bad args and a task loop are refused with the reason; a retry returns the stored outcome.
+ * And `tool.call` on a designed tool: the machine moves and its implementation goes to the sandbox
+ * as a `shell` effect (run for real in test/integration/shell.test.ts), unless it is too big to
+ * carry through workflow history.
  */
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commandResultText, createCommandActivities } from '../../activities/commands.js';
-import type { ParsedCommand } from '../../core/loop-types.js';
-import { agents, commandLog, toolRegistry } from '../../db/schema/index.js';
+import type { LoopEffect, ParsedCommand } from '../../core/loop-types.js';
+import { agents, commandLog, discoveredTools, toolRegistry } from '../../db/schema/index.js';
+import { maxInlineToolBytes } from '../../activities/commands/escalations.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 const agentId = 'smith';
@@ -74,5 +78,43 @@ describe('tools.generate', () => {
     expect(o!.status).toBe('rejected');
     expect(o!.message).toMatch(/capability.*a capability like "text\.word_frequencies"/);
     expect(o!.effects).toEqual([]);
+  });
+});
+
+describe('tool.call on a designed tool', () => {
+  const machine = (name: string) => ({
+    name,
+    description: 'a traffic light',
+    initial: 'RED',
+    states: {
+      RED: { description: 'stop', actions: { next: { to: 'GREEN', description: 'switch to green' } } },
+      GREEN: { description: 'go', actions: { next: { to: 'RED', description: 'switch to red' } } },
+    },
+  });
+  const designed = async (name: string, implementation: string) => {
+    const [tool] = await h.db
+      .insert(toolRegistry)
+      .values({ name, kind: 'designed', status: 'active', createdBy: 'oversight', implementation, tests: '', spec: { states: ['RED', 'GREEN'], initial: 'RED', machine: machine(name) } })
+      .returning({ id: toolRegistry.id });
+    await h.db.insert(discoveredTools).values({ agentId, toolId: tool!.id, via: 'design' });
+  };
+  const call = (cmdId: string, tool: string): ParsedCommand => ({ cmdId, type: 'tool.call', args: { tool, action: 'next', args: { why: 'traffic' } } });
+
+  it('moves the machine and hands its implementation to the sandbox as a shell effect (argv + files, a readable command line)', async () => {
+    const code = "export function run(state) { return state === 'RED' ? 'GREEN' : 'RED'; }\n";
+    await designed('light', code);
+    const [o] = await apply(10, [call('c1', 'light')]);
+    expect(o).toMatchObject({ status: 'applied', message: expect.stringMatching(/^light\.next → GREEN; its implementation runs in the sandbox as process 'tool\.t10\.c1'/) });
+    expect(o!.effects).toHaveLength(1);
+    const e = o!.effects[0] as Extract<LoopEffect, { kind: 'shell' }>;
+    expect(e).toMatchObject({ kind: 'shell', processId: 'tool.t10.c1', cmdId: 'c1', key: `agent/${agentId}:tool:10:c1`, command: 'tool light.next {"why":"traffic"} (RED → GREEN)', argv: ['node', 'run.mjs'] });
+    expect(e.files!['tool.mjs']).toBe(code);
+    expect(JSON.parse(e.files!['input.json']!)).toEqual({ from: 'RED', action: 'next', to: 'GREEN', args: { why: 'traffic' }, states: ['RED', 'GREEN'] });
+  });
+
+  it('does not carry an implementation too big for workflow history: the machine moves, the agent is told why nothing ran', async () => {
+    await designed('big_light', `// ${'x'.repeat(maxInlineToolBytes)}\nexport function run() { return 'GREEN'; }\n`);
+    const [o] = await apply(11, [call('c2', 'big_light')]);
+    expect(o).toMatchObject({ status: 'applied', effects: [], message: expect.stringMatching(/^big_light\.next → GREEN; its implementation was not run: \d+ KB is more than the 48 KB/) });
   });
 });
