@@ -11,6 +11,7 @@ import { heldCommandEscalation } from './commands/escalations.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../core/catalogue.js';
 import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../core/learnings.js';
 import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../core/loop-types.js';
+import { placeholderTick } from '../core/novelty.js';
 import { parseReply } from '../core/reply-parser.js';
 import type { Db } from '../db/client.js';
 import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../db/schema/index.js';
@@ -254,19 +255,12 @@ export function createCommandActivities(deps: CommandDeps) {
   async function replyBody(input: ApplyCommandsInput): Promise<string> {
     let content: string | undefined;
     if (input.mode === 'main') {
-      // An identical reply is stored as a placeholder naming the tick it repeats (reflexes.ts): follow it.
-      let tick = input.tick;
-      for (let hop = 0; hop < 5; hop++) {
-        const [row] = await db
-          .select({ content: llmRecentResponses.content })
-          .from(llmRecentResponses)
-          .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick)));
-        content = row?.content;
-        const repeats = content ? /^\[identical to tick (\d+); not stored again/.exec(content) : null;
-        if (!repeats || Number(repeats[1]) === tick) break;
-        tick = Number(repeats[1]);
-        content = undefined;
-      }
+      const read = async (tick: number) =>
+        (await db.select({ content: llmRecentResponses.content }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick))))[0]?.content;
+      content = await read(input.tick);
+      // An identical reply is stored as a placeholder naming the real reply it repeats (reflexes.ts).
+      const original = content === undefined ? null : placeholderTick(content);
+      if (original !== null) content = await read(original);
     } else if (input.taskId !== undefined) {
       const [row] = await db
         .select({ payload: processLog.payload })

@@ -14,7 +14,7 @@ import { minRatingFor } from '../core/catalogue.js';
 import { defaultAnxiety, emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../core/loop-types.js';
 import { defaultMemoryPolicy, planMemory, type MemoryPolicy } from '../core/memory-manager.js';
-import { combineNovelty, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, type Ideas } from '../core/novelty.js';
+import { combineNovelty, identicalPlaceholder, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, placeholderLike, placeholderTick, type Ideas } from '../core/novelty.js';
 import { parseReply } from '../core/reply-parser.js';
 import {
   chooseStrategy,
@@ -112,10 +112,6 @@ export interface TickReflexesResult {
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 /** sha256 of a reply: an identical reply is recognised by it and not stored again. */
 export const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
-/** The short record that replaces an identical reply; its row keeps the hash of the reply it stands for. */
-export const identicalPlaceholder = (tick: number) => `[identical to tick ${tick}; not stored again — anti-stagnation reflex fired]`;
-const placeholderRe = /^\[identical to tick (\d+); not stored again/;
-const placeholderLike = '[identical to tick %; not stored again%';
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
 /** Facts stated below this confidence need a fact-check (the seed's FACTCHECK_CONF_THRESHOLD). */
 export const factCheckThreshold = 0.7;
@@ -211,8 +207,8 @@ export function createReflexActivities(deps: ReflexDeps) {
     // the hash of the reply it stands for), or lexically the same as a real previous reply.
     const recent = realPrevious;
     const similarity = maxSimilarity(content, recent.map((p) => p.content));
-    const originalTick = (p: { tick: number; content: string }) => Number(placeholderRe.exec(p.content)?.[1] ?? p.tick);
-    const sameHash = previous.slice(0, 5).find((p) => (p.contentHash ?? (placeholderRe.test(p.content) ? null : contentHashOf(p.content))) === hash);
+    const originalTick = (p: { tick: number; content: string }) => placeholderTick(p.content) ?? p.tick;
+    const sameHash = previous.slice(0, 5).find((p) => (p.contentHash ?? (placeholderTick(p.content) !== null ? null : contentHashOf(p.content))) === hash);
     const sameText = sameHash ? undefined : recent.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
     const identicalTo = sameHash ? originalTick(sameHash) : sameText ? sameText.tick : null;
     const identical = identicalTo !== null;

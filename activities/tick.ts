@@ -10,7 +10,7 @@ import { assembleContext, defaultSystemPrompt, type AssembledContext, type Conte
 import { learningLine, parseFeedbackNote } from '../core/learnings.js';
 import { loadLearnings, recordFeedback } from './learning-store.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
-import { appendToolCalls, parseReplyWithToolCalls, replyFormatInstructions } from '../core/reply-parser.js';
+import { appendToolCalls, parseReply, replyFormatInstructions } from '../core/reply-parser.js';
 import { structuredReplySchema, structuredReplyToText } from '../core/structured-reply.js';
 import type { Db } from '../db/client.js';
 import {
@@ -247,7 +247,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       {
         const [existing] = recorded;
         if (existing) {
-          const parsed = parseReplyWithToolCalls(existing.content);
+          const parsed = parseReply(existing.content);
           const capped = capCommands(parsed.commands, parsed.rejected);
           return {
             responseId: existing.id,
@@ -307,7 +307,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
       // the recorded text alone gives the same commands on a retry (and reads like a text reply).
       const toolCalls = reply.toolCalls ?? [];
       const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, toolCalls);
-      const parsed = parseReplyWithToolCalls(text);
+      const parsed = parseReply(text);
       const capped = capCommands(parsed.commands, parsed.rejected);
       const modelName = `${reply.provider}:${reply.model}`;
 
@@ -356,7 +356,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
             payload: { tick: input.tick, content: (toolCalls.length ? text : reply.text).slice(0, 16_000), model: modelName },
             tick: input.tick,
           });
-          if (markSeen) await tx.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, context.shown.notes), isNull(notes.readAt)));
+          if (markSeen) await tx.execute(markSeen.getSQL());
         });
       }
 

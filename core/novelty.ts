@@ -143,3 +143,14 @@ function clamp01(x: number): number {
 function clampScore(x: number): number {
   return Number.isFinite(x) ? Math.round(Math.min(100, Math.max(0, x))) : 0;
 }
+
+/** The short record that replaces an identical reply; its row keeps the hash of the reply it stands for. */
+export const identicalPlaceholder = (tick: number) => `[identical to tick ${tick}; not stored again — anti-stagnation reflex fired]`;
+/** A LIKE pattern matching the placeholders (to leave them out of a query). */
+export const placeholderLike = '[identical to tick %; not stored again%';
+const placeholderRe = /^\[identical to tick (\d+); not stored again/;
+/** The tick whose reply a placeholder stands for (always a real reply), or null for a real reply. */
+export function placeholderTick(content: string): number | null {
+  const m = placeholderRe.exec(content);
+  return m ? Number(m[1]) : null;
+}

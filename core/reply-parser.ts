@@ -260,6 +260,19 @@ function parseCommandBlock(st: State, content: string, contentOffset: number, la
     if ('reason' in result) st.out.rejected.push({ ...result, reason: `${label} item ${i + 1}: ${result.reason}` });
     else st.out.commands.push(result);
   });
+  // A block appendToolCalls recorded also carries the tool calls that were malformed: a reply
+  // re-read later (a retried tick) gets the same rejections as when it was first parsed.
+  if (isPlainObject(v) && v.source === nativeToolCallsSource && Array.isArray(v.rejected)) {
+    for (const r of v.rejected) {
+      if (!isPlainObject(r) || typeof r.reason !== 'string') continue;
+      st.out.rejected.push({
+        ...(typeof r.cmd_id === 'string' ? { cmdId: r.cmd_id } : {}),
+        ...(typeof r.type === 'string' ? { type: r.type } : {}),
+        raw: typeof r.raw === 'string' ? r.raw : '',
+        reason: r.reason,
+      });
+    }
+  }
 }
 
 function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection {
@@ -475,10 +488,10 @@ function errorMessage(err: unknown): string {
  * A provider with native tool calling (OpenAI-compatible, Anthropic) answers with tool calls
  * beside the text. appendToolCalls records them in the reply text as one more command block,
  * `{"source": "native_tool_calls", "commands": [...], "rejected": [...]}`, so that:
- *  - parseReply alone reads their `tool.call` commands and leaves the block out of the body
+ *  - parseReply reads their `tool.call` commands and leaves the block out of the body
  *    (everything that reads a stored reply sees an ordinary command block);
- *  - parseReplyWithToolCalls also restores the rejections (malformed arguments), so a retried
- *    tick that re-parses the recorded text gets exactly the same commands and rejections.
+ *  - it also restores the rejections (malformed arguments), so a retried tick that re-parses
+ *    the recorded text gets exactly the same commands and rejections.
  */
 export const nativeToolCallsSource = 'native_tool_calls';
 
@@ -503,31 +516,6 @@ export function appendToolCalls(text: string, calls: readonly ReplyToolCall[]): 
   const rejections = rejected.map((r) => '  ' + safeJson({ cmd_id: r.cmdId, type: r.type, raw: r.raw, reason: r.reason }));
   const block = `{"source": "${nativeToolCallsSource}", "commands": [\n${items.join(',\n')}\n], "rejected": [\n${rejections.join(',\n')}\n]}`;
   return `${text}\n${COMMANDS_START}\n${block}\n${COMMANDS_END}`;
-}
-
-/**
- * parseReply, plus the rejected tool calls that appendToolCalls recorded in a reply's LAST
- * command block. A reply without such a block parses exactly as with parseReply. Never throws.
- */
-export function parseReplyWithToolCalls(text: string): ParsedReply {
-  const out = parseReply(text);
-  try {
-    const input = typeof text === 'string' ? text.trimEnd() : '';
-    if (!input.endsWith(COMMANDS_END)) return out;
-    const start = input.lastIndexOf(COMMANDS_START);
-    if (start === -1) return out;
-    const parsed = parseStrictJson(input.slice(start + COMMANDS_START.length, input.length - COMMANDS_END.length));
-    if (!parsed.ok || !isPlainObject(parsed.value) || parsed.value.source !== nativeToolCallsSource || !Array.isArray(parsed.value.rejected)) return out;
-    for (const r of parsed.value.rejected) {
-      if (!isPlainObject(r) || typeof r.reason !== 'string') continue;
-      const cmdId = typeof r.cmd_id === 'string' ? r.cmd_id : undefined;
-      const type = typeof r.type === 'string' ? r.type : undefined;
-      out.rejected.push({ ...(cmdId !== undefined ? { cmdId } : {}), ...(type !== undefined ? { type } : {}), raw: typeof r.raw === 'string' ? r.raw : '', reason: r.reason });
-    }
-  } catch (err) {
-    out.errors.push(`native tool calls: parser failure: ${errorMessage(err)}`);
-  }
-  return out;
 }
 
 /** A tool call id as a cmd_id: letters, digits, `_`, `-`, `.` only, at most maxCmdIdLength. */

@@ -11,7 +11,7 @@ import { startStack } from '../runtime/stack.js';
 import { resolveLocalModel } from '../runtime/tools.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
-import { applySchedules } from './schedules.js';
+import { applySchedulesLogged } from './schedules.js';
 
 const env = loadEnvOrExit();
 const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
@@ -41,15 +41,9 @@ try {
 } catch (err) {
   log(`demo agent not started: ${(err as Error).message}`);
 }
-try {
-  // Maintenance schedules (decay, abstracts, pruning, cleanup): created once, converged on later starts.
-  const applied = await applySchedules(client);
-  log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
-} catch (err) {
-  log(`schedules not applied: ${(err as Error).message} (retry: npx mindloop schedules apply)`);
-} finally {
-  await connection.close();
-}
+// Maintenance schedules (decay, abstracts, pruning, cleanup): created once, converged on later starts.
+await applySchedulesLogged(client, log);
+await connection.close();
 
 const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
 const rows: Array<[string, string]> = [

@@ -39,7 +39,7 @@ export async function applySchedules(
   client: Client,
   o: { taskQueue?: string; schedules?: readonly MaintenanceSchedule[] } = {},
 ): Promise<Array<{ id: string; action: 'created' | 'updated' }>> {
-  const taskQueue = o.taskQueue ?? 'mindloop';
+  const taskQueue = o.taskQueue ?? scheduleTaskQueue;
   const out: Array<{ id: string; action: 'created' | 'updated' }> = [];
   for (const s of o.schedules ?? maintenanceSchedules) {
     const opts = options(s, taskQueue);
@@ -80,14 +80,24 @@ export async function applySchedulesAtStart(
   let connection: Connection | undefined;
   try {
     connection = await Connection.connect(temporal.connection);
-    const applied = await applySchedules(new Client({ connection, namespace: temporal.namespace }), { taskQueue: scheduleTaskQueue });
-    o.log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
-    return applied;
+    return await applySchedulesLogged(new Client({ connection, namespace: temporal.namespace }), o.log);
   } catch (err) {
     o.log(`schedules not applied: ${(err as Error).message} (retry: npx mindloop schedules apply)`);
     return null;
   } finally {
     await connection?.close();
+  }
+}
+
+/** Apply the schedules and log what happened; an error is logged with how to retry, never thrown. */
+export async function applySchedulesLogged(client: Client, log: (line: string) => void): Promise<Array<{ id: string; action: 'created' | 'updated' }> | null> {
+  try {
+    const applied = await applySchedules(client, { taskQueue: scheduleTaskQueue });
+    log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
+    return applied;
+  } catch (err) {
+    log(`schedules not applied: ${(err as Error).message} (retry: npx mindloop schedules apply)`);
+    return null;
   }
 }
 

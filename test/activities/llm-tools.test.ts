@@ -14,7 +14,7 @@ import { agents, llmCalls, llmRecentResponses, llmRegistry, type NewLlmRegistryE
 import { createLlmActivities, createLlmRouter, type ChatMessage, type LlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import { createTickActivities, type ThinkInput } from '../../activities/tick.js';
 import { createToolActivities, langChainTools, toolDefinitions } from '../../activities/tools.js';
-import { appendToolCalls, parseReply, parseReplyWithToolCalls, toolCallsToCommands } from '../../core/reply-parser.js';
+import { appendToolCalls, parseReply, toolCallsToCommands } from '../../core/reply-parser.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
 import { loadLlmFixture, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 
@@ -232,15 +232,13 @@ describe('the text path (scripted double; the local model likewise)', () => {
     expect(stored!.content).toBe(reply);
   });
 
-  it('parseReplyWithToolCalls reads a reply without a trailing tool-calls block exactly as parseReply', () => {
-    const texts = [
-      loadLlmFixture('openai-think').choices[0]!.message.content!,
-      'no commands at all',
-      '<<<COMMANDS\n{"source": "native_tool_calls", "commands": [], "rejected": [{"reason": "x"}]}\nCOMMANDS>>> and then more text',
-      'x\n<<<COMMANDS\n{"commands": [], "rejected": [{"reason": "not from a tool call"}]}\nCOMMANDS>>>',
-      '<<<COMMANDS\n[{"cmd_id": "c1", "type": "diary.add", "args": {}}]\nCOMMANDS>>>',
-    ];
-    for (const t of texts) expect(parseReplyWithToolCalls(t)).toEqual(parseReply(t));
+  it('parseReply restores the rejections of a recorded tool-calls block, and of no other block', () => {
+    const native = parseReply('<<<COMMANDS\n{"source": "native_tool_calls", "commands": [], "rejected": [{"cmd_id": "c9", "type": "tool.call", "raw": "{", "reason": "x"}]}\nCOMMANDS>>> and then more text');
+    expect(native.rejected).toEqual([{ cmdId: 'c9', type: 'tool.call', raw: '{', reason: 'x' }]);
+    expect(native.body).toBe('and then more text');
+    expect(parseReply('x\n<<<COMMANDS\n{"commands": [], "rejected": [{"reason": "not from a tool call"}]}\nCOMMANDS>>>').rejected).toEqual([]);
+    const plain = loadLlmFixture('openai-think').choices[0]!.message.content!;
+    expect(parseReply(plain).rejected).toEqual([]);
   });
 
   it('tool-call cmd_ids are sanitized and kept unique against the text commands', () => {
@@ -250,7 +248,7 @@ describe('the text path (scripted double; the local model likewise)', () => {
       { name: 'escalate', args: { action: 'list', args: 5 } },
       { id: 'x'.repeat(80), name: '', args: { action: 'list' } },
     ]);
-    const parsed = parseReplyWithToolCalls(text);
+    const parsed = parseReply(text);
     expect(parsed.commands.map((c) => c.cmdId)).toEqual(['call_1', 'call_1-2', 'weird_id_x']);
     expect(parsed.errors).toEqual([]);
     expect(appendToolCalls('plain', [])).toBe('plain');

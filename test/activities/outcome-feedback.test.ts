@@ -13,7 +13,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCommandActivities, type ApplyCommandsInput } from '../../activities/commands.js';
 import { agentThreshold, explainLearning, recordFeedback, saveLearning } from '../../activities/learning-store.js';
-import { identicalPlaceholder } from '../../activities/reflexes.js';
+import { identicalPlaceholder } from '../../core/novelty.js';
 import { validateConfigValue } from '../../core/catalogue.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import { agentConfig, agents, learnings, llmRecentResponses, notes, preferenceCounts, processLog } from '../../db/schema/index.js';
