@@ -3,6 +3,7 @@
  * call returns. Plain data only, so results cross the activity boundary as JSON.
  */
 import type { LlmRegistryEntry, llmProviders, llmRoles } from '../../db/schema/llm.js';
+import type { ReplyToolCall } from '../../core/reply-parser.js';
 
 export type LlmProvider = (typeof llmProviders)[number];
 /** Roles a chat call can be routed by (`embedder` rows are not chat models). */
@@ -69,16 +70,10 @@ export interface ChatToolDef {
 }
 
 /**
- * A native tool call from a reply. `args` is the parsed arguments; a call whose arguments did
- * not parse has `error` and the raw text in `rawArgs` instead (it becomes a rejected command).
+ * A native tool call from a reply (the reply parser's own type: core/reply-parser.ts turns it
+ * into a `tool.call` command, or a rejection when its arguments did not parse).
  */
-export interface ChatToolCall {
-  id?: string;
-  name: string;
-  args?: Record<string, unknown>;
-  rawArgs?: string;
-  error?: string;
-}
+export type ChatToolCall = ReplyToolCall;
 
 /** Builds a chat model from a registry row (injectable per provider for tests). */
 export type ChatModelFactory = (row: LlmRegistryEntry) => ChatModel;
