@@ -42,6 +42,8 @@ export const envSchema = z.object({
     .default(['mindloop', 'sandbox', 'speech-gpu']),
   /** Per-attempt timeout of an LLM call before failing over to the next registry row. */
   MINDLOOP_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
+  /** Cap on one model answer (text and tool calls) in UTF-8 bytes; the rest is dropped and the cut recorded in llm_calls. */
+  MINDLOOP_LLM_MAX_REPLY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
   /** CPU threads of the local model (node-llama-cpp); default half the cores. */
   MINDLOOP_LOCAL_LLM_THREADS: z.coerce.number().int().min(1).max(256).optional(),
   /** A workflow bundle built ahead of time (`npm run build:workflows`): workers skip webpack at start. */

@@ -10,7 +10,8 @@ import { parseStrictJson } from '../core/strict-json.js';
 import type { Db } from '../db/client.js';
 import { campaignPhases, campaigns, type Campaign, type CampaignPhase } from '../db/schema/index.js';
 import { builtinTaskTypes, parseTaskArgs, type TaskContext, type TaskType } from './campaign-tasks.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { ErrorType, classifiedFailure, nonRetryable } from './errors.js';
+import { classifyError, rootMessage } from '../core/failure.js';
 import type { LearningSink, PromotedLearning } from './learning-sink.js';
 import type { LlmRouter } from './llm/index.js';
 
@@ -154,7 +155,9 @@ export function createCampaignActivities(deps: CampaignDeps) {
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
         if (ctx?.cancellationSignal.aborted) throw err;
-        throw ApplicationFailure.create({ type: CampaignTaskFailed, message: `${input.type}: ${(err as Error).message}` });
+        // An outage stays an outage (the campaign waits it out); anything else is the task failing.
+        if (classifyError(err) === 'infra') throw classifiedFailure(err);
+        throw ApplicationFailure.create({ type: CampaignTaskFailed, message: `${input.type}: ${rootMessage(err)}` });
       } finally {
         clearInterval(beat);
       }

@@ -7,14 +7,12 @@ import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { and, arrayOverlaps, between, desc, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import {
   abstractsStrategySchema,
-  defaultAbstractsStrategy,
   makeAbstractDraft,
   meanQuality,
   measureAbstract,
-  type AbstractDraft,
   type AbstractQuality,
   type AbstractSource,
   type AbstractsStrategy,
@@ -41,18 +39,15 @@ import {
   abstractTriggers,
   agentConfig,
   agents,
-  concepts,
-  diaryEntries,
   forks,
   forkToolRegistry,
   llmCalls,
-  llmRecentResponses,
   systemPrompts,
   toolRegistry,
   verdicts,
-  type AbstractSources,
   type ForkArtifact,
 } from '../db/schema/index.js';
+import { makeAutoAbstract, recentSources, strategyOf, type AbstractTrigger, type AutoAbstractResult } from '../db/queries/abstracts.js';
 import { copyAgentState } from './fork-store.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import type { LlmRouter } from './llm/index.js';
@@ -156,54 +151,6 @@ export function createForkActivities({ db, llm, dataDir = '.data' }: ForkDeps) {
     const [r] = await db.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, key)));
     return r?.value;
   }
-  async function strategyOf(agentId: string): Promise<AbstractsStrategy> {
-    const r = abstractsStrategySchema.safeParse(await configOf(agentId, 'abstracts_strategy'));
-    return r.success ? r.data : defaultAbstractsStrategy;
-  }
-
-  async function recentSources(agentId: string, limit: number, afterTick?: number): Promise<AbstractSource[]> {
-    const rows = await db
-      .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, content: llmRecentResponses.content, tags: llmRecentResponses.tags, ideas: llmRecentResponses.ideas })
-      .from(llmRecentResponses)
-      .where(and(eq(llmRecentResponses.agentId, agentId), isNull(llmRecentResponses.archivedAt), afterTick === undefined ? undefined : gt(llmRecentResponses.tick, afterTick)))
-      .orderBy(desc(llmRecentResponses.tick))
-      .limit(limit);
-    return rows.reverse().map((r) => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, ideas: r.ideas?.new ?? [] }));
-  }
-
-  /**
-   * The digest also names what the agent chose to keep in its span (issue 6): diary entries
-   * written in those ticks (pinned, then higher priority first) and the graph's concepts that
-   * share the digest's tags. Their ids join the sources, their titles the summary and their
-   * tags the digest's. The strategy's own draft (what a fork compares) is left as it is.
-   */
-  async function withChosenEntries(agentId: string, draft: AbstractDraft): Promise<AbstractDraft & { sources: AbstractSources }> {
-    const diary = await db
-      .select({ id: diaryEntries.id, title: diaryEntries.title, tags: diaryEntries.tags })
-      .from(diaryEntries)
-      .where(and(eq(diaryEntries.agentId, agentId), isNull(diaryEntries.archivedAt), between(diaryEntries.tick, draft.tickFrom, draft.tickTo)))
-      .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.priority), desc(diaryEntries.id))
-      .limit(5);
-    const graph = draft.tags.length
-      ? await db
-          .select({ id: concepts.id, name: concepts.name })
-          .from(concepts)
-          .where(and(eq(concepts.agentId, agentId), isNull(concepts.archivedAt), or(inArray(concepts.name, draft.tags), arrayOverlaps(concepts.tags, draft.tags))))
-          .orderBy(desc(concepts.weight), desc(concepts.id))
-          .limit(5)
-      : [];
-    if (diary.length === 0 && graph.length === 0) return draft;
-    const lines = [draft.summary];
-    if (diary.length) lines.push(`Diary: ${diary.map((d) => `"${d.title}" (#${d.id})`).join(', ')}.`);
-    if (graph.length) lines.push(`Concepts: ${graph.map((c) => `${c.name} (#${c.id})`).join(', ')}.`);
-    return {
-      ...draft,
-      summary: lines.join('\n'),
-      tags: [...new Set([...draft.tags, ...diary.flatMap((d) => d.tags)])].slice(0, 12),
-      sources: { ...draft.sources, ...(diary.length ? { diary: diary.map((d) => d.id) } : {}), ...(graph.length ? { concepts: graph.map((c) => c.id) } : {}) },
-    };
-  }
-
   /** Write `patch` to `agentId` (the fork's copy, or the parent after approval), in `tx`. */
   async function applyPatch(tx: Parameters<Parameters<Db['transaction']>[0]>[0], agentId: string, patch: ForkPatch, by: string): Promise<string> {
     const setConfig = async (key: string, value: unknown) =>
@@ -342,9 +289,9 @@ export function createForkActivities({ db, llm, dataDir = '.data' }: ForkDeps) {
       const forkAgentId = fork.forkAgentId;
       const costBudget = Number((fork.budget as { costUsd?: number }).costUsd ?? 5);
       const baselineCost = Number((fork.usage as { baselineCostUsd?: number }).baselineCostUsd ?? 0);
-      const baselineStrategy = await strategyOf(fork.agentId);
-      const candidateStrategy = await strategyOf(forkAgentId);
-      const sources = await recentSources(forkAgentId, evaluation.lastN);
+      const baselineStrategy = await strategyOf(db, fork.agentId);
+      const candidateStrategy = await strategyOf(db, forkAgentId);
+      const sources = await recentSources(db, forkAgentId, evaluation.lastN);
       const windows: AbstractSource[][] = [];
       for (let i = 0; i < sources.length; i += evaluation.window) windows.push(sources.slice(i, i + evaluation.window));
       const base: AbstractQuality[] = [];
@@ -430,7 +377,7 @@ export function createForkActivities({ db, llm, dataDir = '.data' }: ForkDeps) {
       const baselineCost = Number((fork.usage as { baselineCostUsd?: number }).baselineCostUsd ?? 0);
       const contextSize = 5;
       // The replayed ticks and the replies before them (the context), from the copy.
-      const history = await recentSources(forkAgentId, evaluation.lastN + contextSize);
+      const history = await recentSources(db, forkAgentId, evaluation.lastN + contextSize);
       const replayed = history.slice(-evaluation.lastN);
       const before = history.slice(0, history.length - replayed.length).map((s) => s.content);
       const [prompt] = await db
@@ -652,32 +599,14 @@ export function createForkActivities({ db, llm, dataDir = '.data' }: ForkDeps) {
 
     /**
      * Make one abstract for an agent by strategy (default: its `abstracts_strategy` config)
-     * from its responses newer than its last automatic abstract. Called by the hourly/every-N
-     * schedule (issue 6) and by triggers. Idempotent per (agent, strategy, tick span).
+     * from its responses newer than its last automatic abstract: the hourly digest's step.
+     * Idempotent per (agent, strategy, tick span), or per `triggerKey` when given.
      */
-    async makeAbstract(input: { agentId: string; strategy?: AbstractsStrategy; trigger: (typeof abstractTriggers)[number]; window?: number }): Promise<{ abstractId: number | null; created: boolean; strategy: AbstractsStrategy; responses: number }> {
+    async makeAbstract(input: { agentId: string; strategy?: AbstractsStrategy; trigger: AbstractTrigger; triggerKey?: string; window?: number }): Promise<AutoAbstractResult> {
       const agentId = checked('makeAbstract: agentId', agentIdSchema, input.agentId);
-      const strategy = input.strategy === undefined ? await strategyOf(agentId) : checked('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
+      const strategy = input.strategy === undefined ? undefined : checked('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
       if (!abstractTriggers.includes(input.trigger)) throw nonRetryable(ErrorType.InvalidInput, `makeAbstract: trigger must be one of ${abstractTriggers.join(', ')}`);
-      const [last] = await db
-        .select({ tickTo: abstracts.tickTo })
-        .from(abstracts)
-        .where(and(eq(abstracts.agentId, agentId), eq(abstracts.auto, true), isNull(abstracts.archivedAt)))
-        .orderBy(desc(abstracts.tickTo))
-        .limit(1);
-      const sources = await recentSources(agentId, input.window ?? 50, last?.tickTo ?? undefined);
-      if (sources.length === 0) return { abstractId: null, created: false, strategy, responses: 0 };
-      const draft = await withChosenEntries(agentId, makeAbstractDraft(strategy, sources));
-      const [existing] = await db
-        .select({ id: abstracts.id })
-        .from(abstracts)
-        .where(and(eq(abstracts.agentId, agentId), eq(abstracts.strategy, strategy), eq(abstracts.tickFrom, draft.tickFrom), eq(abstracts.tickTo, draft.tickTo)));
-      if (existing) return { abstractId: existing.id, created: false, strategy, responses: sources.length };
-      const [row] = await db
-        .insert(abstracts)
-        .values({ agentId, title: draft.title, summary: draft.summary, tags: draft.tags, sources: draft.sources, strategy, tickFrom: draft.tickFrom, tickTo: draft.tickTo, auto: true, trigger: input.trigger })
-        .returning({ id: abstracts.id });
-      return { abstractId: row!.id, created: true, strategy, responses: sources.length };
+      return makeAutoAbstract(db, { agentId, trigger: input.trigger, ...(input.triggerKey !== undefined ? { triggerKey: input.triggerKey } : {}), ...(strategy ? { strategy } : {}), ...(input.window !== undefined ? { window: input.window } : {}) });
     },
   };
 }

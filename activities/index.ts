@@ -18,6 +18,7 @@ import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight.js';
 import { createToolActivities } from './tools.js';
 import type { DangerRule } from '../core/danger-zones.js';
+import { classifyActivityErrors } from './errors.js';
 
 export interface MindloopActivityDeps {
   db: Db;
@@ -43,7 +44,7 @@ export function createActivities(deps: MindloopActivityDeps) {
   const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm });
   // Campaigns and generated tools promote into the learning store unless a test injects a sink.
   const learn = deps.learn ?? createLearningSink({ db: deps.db });
-  return {
+  return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
     ...createTickActivities({ db: deps.db, llm: router }),
@@ -56,5 +57,5 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
     ...createOversightActivities({ db: deps.db, llm: router }),
     ...createToolActivities({ db: deps.db, dangerRules: deps.dangerRules }),
-  };
+  });
 }

@@ -25,6 +25,7 @@ import {
 } from '../core/learnings.js';
 import { configKeys } from '../core/catalogue.js';
 import type { Db } from '../db/client.js';
+import type { Tx } from '../db/queries/maintenance-runs.js';
 import { learnings, preferenceCounts, type Learning } from '../db/schema/index.js';
 
 export type RefusalCode = 'guard' | 'rate_limit' | 'cap';
@@ -293,23 +294,31 @@ export interface DecayOptions {
   deleteBelow?: number;
   /** The decay's "now" (the workflow's clock in scheduled runs); default the database's now(). */
   now?: Date;
+  /**
+   * Start of the scheduled period this decay is for: a learning already decayed for this
+   * period or a later one is left alone, so a repeated run cannot decay it twice.
+   */
+  period?: Date;
 }
 
 /**
  * The decay job: one UPDATE (× factor for learnings not reinforced for `staleAfterDays`) and
  * one DELETE (below `deleteBelow`), in one transaction. Set-based: its cost is two statements
- * whatever the table's size.
+ * whatever the table's size. Takes the pool's handle or an open transaction (the run ledger's).
  */
-export async function decayLearnings(db: Db, o: DecayOptions = {}): Promise<{ decayed: number; deleted: number }> {
+export async function decayLearnings(db: Db | Tx, o: DecayOptions = {}): Promise<{ decayed: number; deleted: number }> {
   const factor = o.factor ?? learningDefaults.decayFactor;
   if (!(factor > 0 && factor <= 1)) throw new LearningRefusedError('guard', `decay factor must be in (0, 1], got ${factor}`);
   const staleDays = o.staleAfterDays ?? learningDefaults.staleAfterDays;
   const floor = o.deleteBelow ?? learningDefaults.deleteBelow;
   const now = o.now ? sql`${o.now.toISOString()}::timestamptz` : sql`now()`;
   const shard = o.shardType ? sql`and shard_type = ${o.shardType}` : sql``;
+  const period = o.period ? sql`${o.period.toISOString()}::timestamptz` : undefined;
+  const once = period ? sql`and (last_decayed_for is null or last_decayed_for < ${period})` : sql``;
+  const mark = period ? sql`, last_decayed_for = ${period}` : sql``;
   return db.transaction(async (tx) => {
-    const up = await tx.execute(sql`update learnings set confidence = confidence * ${factor}
-      where learned_at < ${now} - make_interval(days => ${staleDays}) ${shard}`);
+    const up = await tx.execute(sql`update learnings set confidence = confidence * ${factor} ${mark}
+      where learned_at < ${now} - make_interval(days => ${staleDays}) ${shard} ${once}`);
     const del = await tx.execute(sql`delete from learnings where confidence < ${floor} ${shard}`);
     return { decayed: up.rowCount ?? 0, deleted: del.rowCount ?? 0 };
   });

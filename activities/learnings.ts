@@ -1,14 +1,17 @@
 /**
- * Learning activities (SPEC §6, §7) on the `mindloop` queue: save / load (rehydration) /
- * feedback counting, and the scheduled maintenance jobs — learning decay, memory pruning and
- * process-log cleanup. Refusals by the store's guards are non-retryable `Forbidden` failures
+ * Learning activities on the `mindloop` queue: save / load (rehydration) / feedback counting,
+ * and the scheduled maintenance jobs — learning decay, the abstracts digest, memory pruning and
+ * process-log cleanup, each at most once per period when given one (the run ledger). Refusals by the store's guards are non-retryable `Forbidden` failures
  * whose message says which guard and why (the refusal is already in `learning_events`).
  */
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { agentIdSchema } from '../core/ids.js';
 import { learningsSection, type Derivation } from '../core/learnings.js';
+import { periodFromKey, repeatNote, type MaintenanceJob, type MaintenancePeriod } from '../core/maintenance-period.js';
 import type { Db } from '../db/client.js';
+import { makeAutoAbstract, type AutoAbstractResult } from '../db/queries/abstracts.js';
+import { runOncePerPeriod, type Tx } from '../db/queries/maintenance-runs.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import {
   decayLearnings,
@@ -40,6 +43,13 @@ export function createLearningSink(deps: LearningDeps): LearningSink {
   };
 }
 
+/**
+ * Set by the maintenance workflows: the period the run is for (its key,
+ * core/maintenance-period.ts) and the workflow id. With a period the job runs at most once
+ * per period (the run ledger); without one (a direct call) it runs as asked.
+ */
+const scheduledRun = { period: z.string().min(1).max(40).optional(), workflowId: z.string().max(1000).optional() };
+
 const decayInput = z.strictObject({
   shardType: z.string().min(1).optional(),
   factor: z.number().gt(0).max(1).optional(),
@@ -47,10 +57,27 @@ const decayInput = z.strictObject({
   deleteBelow: z.number().min(0).max(1).optional(),
   /** ISO time of the run (the workflow's clock); default the database's now(). */
   now: z.iso.datetime({ offset: true }).optional(),
+  ...scheduledRun,
 });
 export type DecayInput = z.infer<typeof decayInput>;
 
-const cleanupInput = z.strictObject({ olderThanDays: z.number().int().min(0).max(3650), now: z.iso.datetime({ offset: true }).optional() });
+const cleanupInput = z.strictObject({ olderThanDays: z.number().int().min(0).max(3650), now: z.iso.datetime({ offset: true }).optional(), ...scheduledRun });
+const perAgentInput = z.strictObject({ agentId: agentIdSchema, ...scheduledRun });
+
+/** What a ledgered job adds to its result: the period, and whether this run was a repeat. */
+export interface PeriodRun {
+  period: string;
+  repeat: boolean;
+  /** When the period's work was done (by this run, or by the first). */
+  doneAt: string | null;
+  note: string;
+}
+
+function periodOrFail(job: MaintenanceJob, key: string): MaintenancePeriod {
+  const p = periodFromKey(job, key);
+  if (!p) throw nonRetryable(ErrorType.InvalidInput, `${job}: "${key}" is not one of its period keys`);
+  return p;
+}
 
 function parse<T>(schema: z.ZodType<T>, what: string, v: unknown): T {
   const r = schema.safeParse(v);
@@ -60,6 +87,17 @@ function parse<T>(schema: z.ZodType<T>, what: string, v: unknown): T {
 
 export function createLearningActivities(deps: LearningDeps) {
   const { db } = deps;
+
+  /**
+   * Run a job's work for a period once (the run ledger, one transaction with the work). A
+   * repeat changes nothing and answers `unchanged(first run's result)` with the note saying so.
+   */
+  async function ledgered<T extends object>(p: MaintenancePeriod, scope: string | undefined, workflowId: string | undefined, work: (tx: Tx) => Promise<T>, unchanged: (first: T) => T): Promise<T & PeriodRun> {
+    const run = await runOncePerPeriod(db, { job: p.job, periodKey: p.key, scope, workflowId }, work);
+    if (run.repeat) return { ...unchanged(run.result), period: p.key, repeat: true, doneAt: run.doneAt, note: repeatNote(p.job, p.key, run.doneAt) };
+    return { ...run.result, period: p.key, repeat: false, doneAt: run.doneAt, note: `${p.job} for ${p.key}: done` };
+  }
+
   return {
     /** Save (or reinforce) a learning; a guard refusal fails non-retryably with the reason. */
     async saveLearning(input: SaveLearningInput & { derivation?: Derivation | null }): Promise<{ id: number; reinforced: boolean; confidence: number }> {
@@ -93,14 +131,27 @@ export function createLearningActivities(deps: LearningDeps) {
       }
     },
 
-    /** The decay job: × factor for learnings not reinforced for 7 days, delete below 0.1; logs the counts. */
-    async decayLearningsJob(input: DecayInput = {}): Promise<{ decayed: number; deleted: number; ms: number }> {
+    /**
+     * The decay job: × factor for learnings not reinforced for 7 days, delete below 0.1; logs
+     * the counts. With a period: once per period (and shard, when one is given).
+     */
+    async decayLearningsJob(input: DecayInput = {}): Promise<{ decayed: number; deleted: number; ms: number } & Partial<PeriodRun>> {
       const o = parse(decayInput, 'decayLearningsJob', input);
       const t0 = performance.now();
-      const r = await decayLearnings(db, { ...o, now: o.now ? new Date(o.now) : undefined });
+      const opts = { shardType: o.shardType, factor: o.factor, staleAfterDays: o.staleAfterDays, deleteBelow: o.deleteBelow, now: o.now ? new Date(o.now) : undefined };
+      const what = `learning decay${o.shardType ? ` (${o.shardType})` : ''}`;
+      if (o.period === undefined) {
+        const r = await decayLearnings(db, opts);
+        const ms = Math.round(performance.now() - t0);
+        process.stdout.write(`${what}: ${r.decayed} decayed, ${r.deleted} deleted in ${ms} ms\n`);
+        return { ...r, ms };
+      }
+      const p = periodOrFail('learning-decay', o.period);
+      const run = await ledgered(p, o.shardType, o.workflowId, (tx) => decayLearnings(tx, { ...opts, period: new Date(p.start) }), () => ({ decayed: 0, deleted: 0 }));
       const ms = Math.round(performance.now() - t0);
-      process.stdout.write(`learning decay${o.shardType ? ` (${o.shardType})` : ''}: ${r.decayed} decayed, ${r.deleted} deleted in ${ms} ms\n`);
-      return { ...r, ms };
+      const note = run.repeat ? run.note : `${what} for ${p.key}: ${run.decayed} decayed, ${run.deleted} deleted in ${ms} ms`;
+      process.stdout.write(`${note}\n`);
+      return { ...run, note, ms };
     },
 
     /** Agents whose loop runs (the hourly abstracts job visits each). */
@@ -113,33 +164,71 @@ export function createLearningActivities(deps: LearningDeps) {
      * Memory pruning: per agent, archive the oldest unpinned recent responses and diary
      * entries beyond its `lru_limit` (context 7 config, default 500); written to its process log.
      */
-    async pruneMemory(input: { agentId: string }): Promise<{ archivedResponses: number; archivedDiary: number; limit: number }> {
-      const agentId = parse(agentIdSchema, 'pruneMemory: agentId', input.agentId);
-      const cfg = await db.execute<{ value: unknown }>(sql`select value from agent_config where agent_id = ${agentId} and key = 'lru_limit'`);
-      const raw = cfg.rows[0]?.value;
-      const limit = typeof raw === 'number' && Number.isInteger(raw) && raw >= 10 ? raw : 500;
-      const responses = await db.execute(sql`update llm_recent_responses set archived_at = now()
-        where id in (select id from llm_recent_responses where agent_id = ${agentId} and archived_at is null
-                     order by created_at desc, id desc offset ${limit})`);
-      const diary = await db.execute(sql`update diary_entries set archived_at = now()
-        where id in (select id from diary_entries where agent_id = ${agentId} and archived_at is null and not pinned
-                     order by created_at desc, id desc offset ${limit})`);
-      const out = { archivedResponses: responses.rowCount ?? 0, archivedDiary: diary.rowCount ?? 0, limit };
-      await db.execute(sql`insert into process_log (agent_id, process_id, kind, name, status, message, payload, closed_at)
-        values (${agentId}, ${`schedule/prune/${new Date().toISOString()}`}, 'schedule', 'memory pruning', 'close',
-                ${`archived ${out.archivedResponses} responses and ${out.archivedDiary} diary entries beyond lru_limit ${limit}`}, ${JSON.stringify(out)}::jsonb, now())`);
-      return out;
+    async pruneMemory(input: { agentId: string; period?: string; workflowId?: string }): Promise<PruneResult & Partial<PeriodRun>> {
+      const o = parse(perAgentInput, 'pruneMemory', input);
+      if (o.period === undefined) return pruneAgent(db, o.agentId, `schedule/prune/${new Date().toISOString()}`);
+      const p = periodOrFail('memory-pruning', o.period);
+      const run = await ledgered(p, o.agentId, o.workflowId, (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`), (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }));
+      if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
+      return run;
     },
 
-    /** Process-log cleanup: delete closed entries older than N days. */
-    async cleanupProcessLog(input: { olderThanDays: number; now?: string }): Promise<{ deleted: number }> {
+    /** The hourly digest for one agent: an automatic abstract of its new responses, once per period. */
+    async abstractsDigestJob(input: { agentId: string; period: string; workflowId?: string }): Promise<AutoAbstractResult & PeriodRun> {
+      const o = parse(perAgentInput, 'abstractsDigestJob', input);
+      const p = periodOrFail('abstracts-digest', o.period ?? '');
+      const run = await ledgered(p, o.agentId, o.workflowId, (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }), (first) => ({
+        ...first,
+        created: false,
+        responses: 0,
+      }));
+      if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
+      return run;
+    },
+
+    /** Process-log cleanup: delete closed entries older than N days; with a period, once per period. */
+    async cleanupProcessLog(input: { olderThanDays: number; now?: string; period?: string; workflowId?: string }): Promise<{ deleted: number } & Partial<PeriodRun>> {
       const o = parse(cleanupInput, 'cleanupProcessLog', input);
-      const now = o.now ? sql`${o.now}::timestamptz` : sql`now()`;
-      const r = await db.execute(sql`delete from process_log where closed_at is not null and closed_at < ${now} - make_interval(days => ${o.olderThanDays})`);
-      process.stdout.write(`process-log cleanup: ${r.rowCount ?? 0} closed entries older than ${o.olderThanDays} days deleted\n`);
-      return { deleted: r.rowCount ?? 0 };
+      const cleanup = async (q: Db | Tx) => {
+        const now = o.now ? sql`${o.now}::timestamptz` : sql`now()`;
+        const r = await q.execute(sql`delete from process_log where closed_at is not null and closed_at < ${now} - make_interval(days => ${o.olderThanDays})`);
+        return { deleted: r.rowCount ?? 0 };
+      };
+      if (o.period === undefined) {
+        const r = await cleanup(db);
+        process.stdout.write(`process-log cleanup: ${r.deleted} closed entries older than ${o.olderThanDays} days deleted\n`);
+        return r;
+      }
+      const p = periodOrFail('process-log-cleanup', o.period);
+      const run = await ledgered(p, undefined, o.workflowId, cleanup, () => ({ deleted: 0 }));
+      process.stdout.write(`${run.repeat ? run.note : `process-log cleanup for ${p.key}: ${run.deleted} closed entries older than ${o.olderThanDays} days deleted`}\n`);
+      return run;
     },
   };
+}
+
+interface PruneResult {
+  archivedResponses: number;
+  archivedDiary: number;
+  limit: number;
+}
+
+/** Archive an agent's oldest unpinned responses and diary entries beyond its lru_limit; log it. */
+async function pruneAgent(q: Db | Tx, agentId: string, processId: string): Promise<PruneResult> {
+  const cfg = await q.execute<{ value: unknown }>(sql`select value from agent_config where agent_id = ${agentId} and key = 'lru_limit'`);
+  const raw = cfg.rows[0]?.value;
+  const limit = typeof raw === 'number' && Number.isInteger(raw) && raw >= 10 ? raw : 500;
+  const responses = await q.execute(sql`update llm_recent_responses set archived_at = now()
+    where id in (select id from llm_recent_responses where agent_id = ${agentId} and archived_at is null
+                 order by created_at desc, id desc offset ${limit})`);
+  const diary = await q.execute(sql`update diary_entries set archived_at = now()
+    where id in (select id from diary_entries where agent_id = ${agentId} and archived_at is null and not pinned
+                 order by created_at desc, id desc offset ${limit})`);
+  const out = { archivedResponses: responses.rowCount ?? 0, archivedDiary: diary.rowCount ?? 0, limit };
+  await q.execute(sql`insert into process_log (agent_id, process_id, kind, name, status, message, payload, closed_at)
+    values (${agentId}, ${processId}, 'schedule', 'memory pruning', 'close',
+            ${`archived ${out.archivedResponses} responses and ${out.archivedDiary} diary entries beyond lru_limit ${limit}`}, ${JSON.stringify(out)}::jsonb, now())`);
+  return out;
 }
 
 export type LearningActivities = ReturnType<typeof createLearningActivities>;

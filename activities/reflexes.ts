@@ -10,7 +10,8 @@
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notInArray, notLike, sql } from 'drizzle-orm';
-import { minRatingFor } from '../core/catalogue.js';
+import { isDestructive, minRatingFor } from '../core/catalogue.js';
+import { parsePolicyRules, targetsNeeded, type CommandFacts, type EthicsPolicy, type TargetTable } from '../core/ethics.js';
 import { defaultAnxiety, emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../core/loop-types.js';
 import { defaultMemoryPolicy, planMemory, type MemoryPolicy } from '../core/memory-manager.js';
@@ -37,10 +38,9 @@ import {
   gateCommands,
   isExcluded,
   parseValidatorAnswer,
-  universalQuestion,
   updateTrust,
   validationMode,
-  type EthicsRule,
+  validatorQuestion,
   type ValidationMode,
   type ValidatorRecord,
 } from '../core/validation.js';
@@ -52,6 +52,7 @@ import {
   diaryEntries,
   ethicsPolicies,
   goals,
+  links,
   llmMemory,
   llmRecentResponses,
   llmRegistry,
@@ -79,7 +80,8 @@ export interface TickReflexesInput {
   tick: number;
   workflowId: string;
   responseId: number;
-  commands: Array<{ cmdId: string; type: string }>;
+  /** The tick's commands; `args` for the ethics rules that read them (absent in older workflows' inputs). */
+  commands: Array<{ cmdId: string; type: string; args?: Record<string, unknown> }>;
   /** Sampling parameters in force, and the defaults relaxation returns to. */
   params: SamplingParams;
   defaults: SamplingParams;
@@ -107,6 +109,20 @@ export interface TickReflexesResult {
   validatorTimeouts: number;
   validatorFailures: number;
   malformed: string[];
+}
+
+/** An active ethics_policies row as the gate and the validators read it; rules that do not parse fail closed. */
+function toPolicy(e: typeof ethicsPolicies.$inferSelect): EthicsPolicy {
+  const parsed = parsePolicyRules(e.rules);
+  return {
+    id: e.id,
+    title: e.title,
+    rule: e.rule,
+    rationale: e.rationale,
+    severity: e.severity,
+    forbids: e.forbids,
+    ...(parsed.ok ? { rules: parsed.rules } : { rules: [], invalid: parsed.error }),
+  };
 }
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
@@ -187,7 +203,7 @@ export function createReflexActivities(deps: ReflexDeps) {
         .limit(5),
       db.select().from(agentConfig).where(eq(agentConfig.agentId, input.agentId)),
       llm.registry(input.agentId),
-      db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, input.agentId), eq(ethicsPolicies.active, true))),
+      db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, input.agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id)),
     ]);
     if (!row) throw nonRetryable('NotFound', `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
     if (row.reflexes) return row.reflexes as unknown as TickReflexesResult;
@@ -237,7 +253,9 @@ export function createReflexActivities(deps: ReflexDeps) {
         return { ok: false as const, error: clip((err as Error).message, 200) };
       }
     })();
-    const question = `${universalQuestion}\n\nReply to validate:\n"""\n${clip(content, 6000)}\n"""`;
+    const policies = ethicsRows.map(toPolicy);
+    // The validators rate the reply against the agent's policies, not only the universal question.
+    const question = validatorQuestion(clip(content, 6000), policies);
     const validatorTasks = validatorRows.map(async (v): Promise<ValidatorRecord> => {
       const self = row.llmRegistryId !== null && v.id === row.llmRegistryId;
       const base = { registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) };
@@ -271,8 +289,13 @@ export function createReflexActivities(deps: ReflexDeps) {
     const mode = validationMode(validatorRows.map((v) => ({ self: row.llmRegistryId !== null && v.id === row.llmRegistryId })));
     const answered = records.filter((r) => r.status === 'ok' && r.rating !== undefined);
     const agg = aggregate(answered.map((r) => ({ id: r.registryId, rating: r.rating!, trust: r.trust, self: r.self })));
-    const rules: EthicsRule[] = ethicsRows.filter((e) => e.forbids.length > 0).map((e) => ({ id: e.id, title: e.title, forbids: e.forbids, severity: e.severity }));
-    const gate = gateCommands(input.commands, { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked }, minRatingFor, rules);
+    // Rules that read the row a command acts on (was this entry the user's?) get its facts first.
+    const facts = await targetFacts(input.agentId, targetsNeeded(input.commands, policies));
+    const gate = gateCommands(input.commands, { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked }, minRatingFor, policies, {
+      facts,
+      destructive: isDestructive,
+      autoPassDestructive: cfg.auto_pass_destructive === true,
+    });
     const validatorTimeouts = records.filter((r) => r.status === 'timeout').length;
     const validatorFailures = records.filter((r) => r.status !== 'ok').length;
     for (const r of records) if (r.status === 'malformed') malformed.push(`validator ${r.name}: ${r.comment ?? 'malformed answer'}`);
@@ -455,6 +478,27 @@ export function createReflexActivities(deps: ReflexDeps) {
     if (result) return result;
     const [stored] = await db.select({ reflexes: llmRecentResponses.reflexes }).from(llmRecentResponses).where(eq(llmRecentResponses.id, row.id));
     return stored!.reflexes as unknown as TickReflexesResult;
+  }
+
+  /** The facts of the rows some commands act on, by cmd_id; a row that is not there (or not the agent's) is `target: null`. */
+  async function targetFacts(agentId: string, needed: ReadonlyArray<{ cmdId: string; table: TargetTable; id: number }>): Promise<Record<string, CommandFacts>> {
+    if (needed.length === 0) return {};
+    const tables = { diary_entries: diaryEntries, llm_memory: llmMemory, concepts, links, goals, tasks } as const;
+    const found = new Map<string, Record<string, unknown>>();
+    await Promise.all(
+      [...new Set(needed.map((n) => n.table))].map(async (name) => {
+        const t = tables[name];
+        const ids = [...new Set(needed.filter((n) => n.table === name).map((n) => n.id))];
+        const rows = (await db.select().from(t).where(and(eq(t.agentId, agentId), inArray(t.id, ids)))) as Array<Record<string, unknown>>;
+        for (const r of rows) found.set(`${name}#${String(r.id)}`, r);
+      }),
+    );
+    const out: Record<string, CommandFacts> = {};
+    for (const n of needed) {
+      const r = found.get(`${n.table}#${n.id}`);
+      out[n.cmdId] = { target: r ? { exists: true, source: r.source ?? 'agent', pinned: r.pinned, tags: r.tags, priority: r.priority, title: r.title ?? r.name, status: r.status } : null };
+    }
+    return out;
   }
 
   async function diagnosisInput(tx: Db, input: TickReflexesInput, previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>) {

@@ -5,14 +5,17 @@
  */
 import { Context } from '@temporalio/activity';
 import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
-import { helpText } from '../core/catalogue.js';
+import { intervalAbstractDue, abstractTriggerKey } from '../core/abstracts.js';
+import { configKeys, helpText, validateConfigValue } from '../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../core/context.js';
 import { learningLine, parseFeedbackNote } from '../core/learnings.js';
 import { loadLearnings, recordFeedback } from './learning-store.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
+import { boundForHistory } from '../core/payload-caps.js';
 import { appendToolCalls, parseReply, replyFormatInstructions } from '../core/reply-parser.js';
 import { structuredReplySchema, structuredReplyToText } from '../core/structured-reply.js';
 import type { Db } from '../db/client.js';
+import { makeAutoAbstract } from '../db/queries/abstracts.js';
 import {
   agentConfig,
   agents,
@@ -83,22 +86,6 @@ const summarize = (text: string) => {
   return flat.length > 240 ? `${flat.slice(0, 239)}…` : flat;
 };
 
-/** Keep the command list that crosses into workflow history well under the 64 KB budget. */
-function capCommands(commands: ParsedCommand[], rejected: CommandRejection[]): { commands: ParsedCommand[]; rejected: CommandRejection[] } {
-  const limit = 48 * 1024;
-  const kept: ParsedCommand[] = [];
-  const extra: CommandRejection[] = [];
-  let size = 0;
-  for (const c of commands) {
-    const s = JSON.stringify(c).length;
-    if (size + s > limit) extra.push({ cmdId: c.cmdId, type: c.type, raw: JSON.stringify(c).slice(0, 200), reason: 'command too large for one tick (48 KB cap)' });
-    else {
-      kept.push(c);
-      size += s;
-    }
-  }
-  return { commands: kept, rejected: [...rejected, ...extra].map((r) => ({ ...r, raw: r.raw.slice(0, 500) })) };
-}
 
 /** Tick activities, built from a database and an LLM router. */
 export function createTickActivities({ db, llm }: TickDeps) {
@@ -197,7 +184,19 @@ export function createTickActivities({ db, llm }: TickDeps) {
       recentK: input.loop.recentK,
       focus,
     });
-    return { context, taskStatus: taskRow[0]?.status, preloaded: { registry, previous: previousCalls }, toolDefs };
+    const every = configKeys.abstract_every.schema.safeParse(config.find((c) => c.key === 'abstract_every')?.value);
+    const abstractEvery = every.success ? (every.data as number) : configKeys.abstract_every.default;
+    return { context, taskStatus: taskRow[0]?.status, preloaded: { registry, previous: previousCalls }, toolDefs, abstractEvery };
+  }
+
+  /**
+   * `abstract_every`: on every N-th main-loop tick, once its reply is recorded, an abstract of
+   * the replies since the last one. Keyed by the tick, so a retried think (which takes the
+   * recorded path) makes it if the first attempt did not, and never twice.
+   */
+  async function intervalAbstract(input: ThinkInput, every: number): Promise<void> {
+    if (input.mode !== 'main' || !intervalAbstractDue(input.tick, every)) return;
+    await makeAutoAbstract(db, { agentId: input.agentId, trigger: 'interval', triggerKey: abstractTriggerKey('interval', input.tick) });
   }
 
   /**
@@ -247,21 +246,23 @@ export function createTickActivities({ db, llm }: TickDeps) {
       {
         const [existing] = recorded;
         if (existing) {
+          await intervalAbstract(input, loaded.abstractEvery);
           const parsed = parseReply(existing.content);
-          const capped = capCommands(parsed.commands, parsed.rejected);
-          return {
+          // The same caps as the first attempt's result: it rides through history too.
+          return boundForHistory({
             responseId: existing.id,
             summary: summarize(parsed.body || existing.content),
             provider: 'replay',
             model: existing.reflection ?? 'recorded',
-            ...capped,
+            commands: parsed.commands,
+            rejected: parsed.rejected,
             parseErrors: parsed.errors,
             confidence: parsed.confidence,
             unverifiedFacts: parsed.unverifiedFacts.length,
             notesShown: 0,
             promptChars: 0,
             replayed: true,
-          };
+          });
         }
       }
 
@@ -308,7 +309,6 @@ export function createTickActivities({ db, llm }: TickDeps) {
       const toolCalls = reply.toolCalls ?? [];
       const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, toolCalls);
       const parsed = parseReply(text);
-      const capped = capCommands(parsed.commands, parsed.rejected);
       const modelName = `${reply.provider}:${reply.model}`;
 
       let responseId: number | null = null;
@@ -343,29 +343,43 @@ export function createTickActivities({ db, llm }: TickDeps) {
           select ${llmRecentResponses.id} from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
           limit 1`);
         responseId = r.rows[0] ? Number(r.rows[0].id) : null;
+        await intervalAbstract(input, loaded.abstractEvery);
       } else {
         await db.transaction(async (tx) => {
           // Auxiliary loops are read-only: their thought goes to the process log, not to memory.
-          await tx.insert(processLog).values({
-            agentId: input.agentId,
-            processId: `task/${input.taskId}`,
-            kind: 'task_loop',
-            name: `task ${input.taskId} tick ${input.tick}`,
-            status: 'ok',
-            message: summarize(parsed.body || reply.text),
-            payload: { tick: input.tick, content: (toolCalls.length ? text : reply.text).slice(0, 16_000), model: modelName },
-            tick: input.tick,
-          });
+          // Once per tick: an attempt that timed out may still finish after the restarted loop
+          // thought the same tick (the lock orders the two; the second finds the first's row).
+          const processId = `task/${input.taskId}`;
+          await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${input.agentId}:${processId}:${input.tick}`}, 0))`);
+          const [recordedTick] = await tx
+            .select({ id: processLog.id })
+            .from(processLog)
+            .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+            .limit(1);
+          if (!recordedTick) {
+            await tx.insert(processLog).values({
+              agentId: input.agentId,
+              processId,
+              kind: 'task_loop',
+              name: `task ${input.taskId} tick ${input.tick}`,
+              status: 'ok',
+              message: summarize(parsed.body || reply.text),
+              payload: { tick: input.tick, content: (toolCalls.length ? text : reply.text).slice(0, 16_000), model: modelName },
+              tick: input.tick,
+            });
+          }
           if (markSeen) await tx.execute(markSeen.getSQL());
         });
       }
 
-      return {
+      // Everything here derives from the model and rides through history: capped per list and in total.
+      return boundForHistory({
         responseId,
         summary: summarize(parsed.body || reply.text),
         provider: reply.provider,
         model: reply.model,
-        ...capped,
+        commands: parsed.commands,
+        rejected: parsed.rejected,
         parseErrors: parsed.errors,
         confidence: parsed.confidence,
         unverifiedFacts: parsed.unverifiedFacts.length,
@@ -373,7 +387,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
         promptChars: context.chars,
         taskStatus,
         replayed: false,
-      };
+      });
     },
 
     /** Is any LLM of this role answering? Used to leave Core Outage. */
@@ -455,6 +469,8 @@ export function createTickActivities({ db, llm }: TickDeps) {
       interruptedTaskLoops: Array<{ taskId: number; title: string }>;
       /** The agent's persisted settings (`agent_config`), applied by a fresh loop start. */
       config: Record<string, unknown>;
+      /** The last tick the agent recorded: a loop started anew goes on from there. */
+      lastTick?: number;
     }> {
       await db.insert(agents).values({ id: input.agentId, name: input.name, status: 'running' }).onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
       await ensureDefaultRegistry(db, input.agentId);
@@ -470,17 +486,34 @@ export function createTickActivities({ db, llm }: TickDeps) {
         .from(tasks)
         .where(and(eq(tasks.agentId, input.agentId), eq(tasks.replStatus, 'running'), eq(tasks.frozen, false)));
       const config = await db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, input.agentId));
+      // The agent row's tick, or the last stored reply's when a crash came between the two.
+      const last = await db.execute<{ tick: string | null }>(
+        sql`select greatest((select ${agents.lastTick} from ${agents} where ${agents.id} = ${input.agentId}), (select max(${llmRecentResponses.tick}) from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId})) as tick`,
+      );
       return {
         interruptedTaskLoops: running.map((t) => ({ taskId: t.id, title: t.title })),
         config: Object.fromEntries(config.map((c) => [c.key, c.value])),
+        lastTick: Number(last.rows[0]?.tick ?? 0),
       };
     },
 
-    async loopStopped(input: { agentId: string; tick: number }): Promise<void> {
-      await db.update(agents).set({ status: 'stopped', lastTick: input.tick }).where(eq(agents.id, input.agentId));
+    /** The loop ended: stopped (or finished its ticks), or failed — then the process log says why. */
+    async loopStopped(input: { agentId: string; tick: number; status?: 'stopped' | 'failed'; reason?: string }): Promise<void> {
+      const status = input.status ?? 'stopped';
+      await db.transaction(async (tx) => {
+        await tx.update(agents).set({ status, lastTick: input.tick }).where(eq(agents.id, input.agentId));
+        if (status === 'failed') {
+          await tx.insert(processLog).values({ agentId: input.agentId, processId: 'agent-loop', kind: 'loop_failed', status: 'error', message: input.reason ?? 'the loop failed', tick: input.tick });
+        }
+      });
     },
 
-    /** Record a task loop's `repl_status` (and freeze the task on error). */
+    /**
+     * Record a task loop's `repl_status` (and freeze the task on error); a stop, an error or a
+     * restart is also logged with its reason under `task/<id>`. Returns where the loop stands:
+     * its last recorded tick (a resumed loop goes on from there) and the agent's
+     * `task_loop_max_ticks`, if set.
+     */
     async setTaskLoopStatus(input: {
       agentId: string;
       taskId: number;
@@ -489,17 +522,45 @@ export function createTickActivities({ db, llm }: TickDeps) {
       reason?: string;
       frozen?: boolean;
       restarted?: boolean;
-    }): Promise<void> {
-      await db
-        .update(tasks)
-        .set({
-          replStatus: input.replStatus,
-          ...(input.workflowId ? { replWorkflowId: input.workflowId } : {}),
-          ...(input.reason && input.replStatus === 'error' ? { lastError: input.reason } : {}),
-          ...(input.frozen ? { frozen: true } : {}),
-          ...(input.restarted ? { replRestarts: sql`${tasks.replRestarts} + 1` } : {}),
-        })
-        .where(and(eq(tasks.agentId, input.agentId), eq(tasks.id, input.taskId)));
+      tick?: number;
+    }): Promise<{ lastTick: number; maxTicks: number | null }> {
+      const processId = `task/${input.taskId}`;
+      const ended = input.replStatus !== 'running';
+      await db.transaction(async (tx) => {
+        await tx
+          .update(tasks)
+          .set({
+            replStatus: input.replStatus,
+            ...(input.workflowId ? { replWorkflowId: input.workflowId } : {}),
+            ...(input.reason && input.replStatus === 'error' ? { lastError: input.reason } : {}),
+            ...(input.frozen ? { frozen: true } : {}),
+            ...(input.restarted ? { replRestarts: sql`${tasks.replRestarts} + 1` } : {}),
+          })
+          .where(and(eq(tasks.agentId, input.agentId), eq(tasks.id, input.taskId)));
+        if (!input.reason || (!ended && !input.restarted)) return;
+        // A loop that ended leaves no open process behind in the agent's context.
+        if (ended) await tx.update(processLog).set({ closedAt: new Date() }).where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), isNull(processLog.closedAt)));
+        // Its own kind: the task loop's replies are read back by (process, kind 'task_loop', tick).
+        await tx.insert(processLog).values({
+          agentId: input.agentId,
+          processId,
+          kind: 'task_loop_status',
+          name: `task ${input.taskId} loop ${input.replStatus}`,
+          status: input.replStatus === 'error' ? 'error' : input.restarted ? 'timeout' : 'close',
+          message: input.reason.slice(0, 2000),
+          tick: input.tick ?? null,
+          closedAt: ended ? new Date() : null,
+        });
+      });
+      const [[last], config] = await Promise.all([
+        db
+          .select({ tick: sql<number | null>`max(${processLog.tick})` })
+          .from(processLog)
+          .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), eq(processLog.kind, 'task_loop'))),
+        db.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, input.agentId), eq(agentConfig.key, 'task_loop_max_ticks'))),
+      ]);
+      const cap = config[0] ? validateConfigValue('task_loop_max_ticks', config[0].value) : null;
+      return { lastTick: Number(last?.tick ?? 0), maxTicks: cap?.ok ? (cap.value as number) : null };
     },
   };
 }

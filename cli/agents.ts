@@ -1,8 +1,8 @@
 /** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
 import type { Command } from 'commander';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
-import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { numberArg } from './args.js';
 import { withClient } from './client.js';
 
@@ -32,9 +32,72 @@ export function formatStatus(s: AgentStatus): string {
     if (held.length) lines.push(`  unvalidated  ${held.map(([id, why]) => `${id}: ${why}`).join('; ')}  (all: mindloop unvalidated ${s.agentId})`);
   }
   if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
+  if (s.degraded) lines.push(`  DEGRADED     ${s.degraded.step} waits for an unavailable dependency since ${s.degraded.since}, ${s.degraded.attempts} attempt(s): ${s.degraded.lastError}`);
+  if (s.queuedNotes) lines.push(`  queued notes ${s.queuedNotes} (stored when the database returns)`);
+  if (s.lastTickFailure) lines.push(`  last failed  tick ${s.lastTickFailure.tick} at ${s.lastTickFailure.step}: ${s.lastTickFailure.error} (${s.counters.tickFailures ?? 0} in all)`);
   const loops = Object.entries(s.taskLoops);
   if (loops.length) lines.push(`  task loops   ${loops.map(([t, id]) => `#${t} (${id})`).join(', ')}`);
   return lines.join('\n');
+}
+
+/** The loop's execution (running, failed, terminated…) beside its last status query answer. */
+export interface AgentLoopStatus {
+  workflowId: string;
+  execution: { status: string; runId: string; startTime: string; closeTime: string | null; reason: string | null };
+  /** The status query (a closed workflow answers it by replay, when a worker is polling); null if it could not. */
+  status: AgentStatus | null;
+  queryError?: string;
+}
+
+/** Describe agent/<id> and query its status; a closed loop still says how it ended. */
+export async function agentLoopStatus(client: Client, id: string): Promise<AgentLoopStatus> {
+  const handle = client.workflow.getHandle(workflowIds.agent(id));
+  let desc;
+  try {
+    desc = await handle.describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\``);
+    throw err;
+  }
+  const execution = {
+    status: desc.status.name,
+    runId: desc.runId,
+    startTime: desc.startTime.toISOString(),
+    closeTime: desc.closeTime?.toISOString() ?? null,
+    reason: desc.status.name === 'RUNNING' ? null : await closeReason(handle),
+  };
+  try {
+    const status = await handle.query<AgentStatus>('status');
+    return { workflowId: handle.workflowId, execution, status };
+  } catch (err) {
+    return { workflowId: handle.workflowId, execution, status: null, queryError: (err as Error).message };
+  }
+}
+
+/** Why a closed run ended: the failure's message, the termination's reason, or how it completed. */
+async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>): Promise<string> {
+  const history = await handle.fetchHistory();
+  const last = history.events?.at(-1);
+  if (!last) return 'unknown';
+  const failed = last.workflowExecutionFailedEventAttributes?.failure;
+  if (failed) return `failed: ${failed.cause?.message ? `${failed.message}: ${failed.cause.message}` : failed.message}`;
+  const terminated = last.workflowExecutionTerminatedEventAttributes;
+  if (terminated) return `terminated${terminated.identity ? ` by ${terminated.identity}` : ''}: ${terminated.reason || '(no reason given)'}`;
+  if (last.workflowExecutionTimedOutEventAttributes) return 'timed out';
+  if (last.workflowExecutionCanceledEventAttributes) return 'cancelled';
+  if (last.workflowExecutionCompletedEventAttributes) return 'completed';
+  if (last.workflowExecutionContinuedAsNewEventAttributes) return 'continued as new';
+  return 'closed';
+}
+
+/** Render the execution state and, when the query answered, the status. */
+export function formatExecution(r: AgentLoopStatus): string {
+  const head =
+    r.execution.status === 'RUNNING'
+      ? []
+      : [`workflow ${r.workflowId} is ${r.execution.status} (since ${r.execution.closeTime}): ${r.execution.reason}`, `  start it again with \`mindloop start ${r.workflowId.replace(/^agent\//, '')}\` (it goes on from its last tick)`];
+  if (!r.status) return [...head, `  status query: ${r.queryError ?? 'no answer'}`].join('\n');
+  return [...head, r.execution.status === 'RUNNING' ? formatStatus(r.status) : `last status:\n${formatStatus(r.status)}`].join('\n');
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -86,10 +149,18 @@ export function registerAgentCommands(program: Command): void {
     .action(async (raw: string, words: string[], opts: { priority: number; tag?: string[] }) => {
       const id = agentId(raw);
       await withClient(async (client) => {
-        const { noteId } = await client.workflow
-          .getHandle<typeof agentLoopWorkflow>(workflowIds.agent(id))
-          .executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: words.join(' '), priority: opts.priority, tags: opts.tag ?? [] }] });
-        process.stdout.write(`note #${noteId} delivered to ${id}\n`);
+        let r: AddNoteResult;
+        try {
+          r = await client.workflow
+            .getHandle<typeof agentLoopWorkflow>(workflowIds.agent(id))
+            .executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [{ text: words.join(' '), priority: opts.priority, tags: opts.tag ?? [] }] });
+        } catch (err) {
+          // The loop refused it (a bad note, or the database away with a full queue): say why.
+          if (err instanceof WorkflowUpdateFailedError) throw new Error(err.cause?.message ?? err.message);
+          if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\` (nothing was stored)`);
+          throw err;
+        }
+        process.stdout.write(r.queued ? `note queued for ${id}: ${r.message}\n` : `note #${r.noteId} delivered to ${id}\n`);
       });
     });
 
@@ -101,13 +172,8 @@ export function registerAgentCommands(program: Command): void {
     .action(async (raw: string, opts: { json?: boolean }) => {
       const id = agentId(raw);
       await withClient(async (client) => {
-        try {
-          const status = await client.workflow.getHandle(workflowIds.agent(id)).query<AgentStatus>('status');
-          process.stdout.write(opts.json ? `${JSON.stringify(status, null, 2)}\n` : `${formatStatus(status)}\n`);
-        } catch (err) {
-          if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\``);
-          throw err;
-        }
+        const r = await agentLoopStatus(client, id);
+        process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatExecution(r)}\n`);
       });
     });
 }

@@ -4,6 +4,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { Client, Connection } from '@temporalio/client';
+import { createDb } from '../db/client.js';
+import { unhealthyAgentLoops } from '../runtime/agent-loops.js';
+import { temporalConnectionOptions } from '../runtime/stack.js';
 import type { Env } from '../env.js';
 import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';
@@ -145,10 +149,40 @@ function checkLocalModel(env: Env): Check {
     : { name: 'local-model', status: 'warn', detail: 'the offline local model is not installed', fix: installHint };
 }
 
+/**
+ * Agents whose row says running but whose loop workflow is not (failed, terminated, gone):
+ * listed, and their rows marked `failed` so that they stop claiming to run.
+ */
+async function checkAgentLoops(env: Env): Promise<Check> {
+  const address = env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`;
+  const url = env.DATABASE_URL ?? `postgres://postgres@127.0.0.1:${env.PGLITE_PORT}/postgres?sslmode=disable`;
+  let connection: Connection | undefined;
+  const h = createDb(url, { max: 1 });
+  try {
+    connection = await Connection.connect({ ...temporalConnectionOptions(env, address), connectTimeout: 2000 });
+    const client = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
+    const bad = await unhealthyAgentLoops(client, h.db, { fix: true });
+    if (bad.length === 0) return { name: 'agent-loops', status: 'ok', detail: 'every agent marked running has a running loop' };
+    return {
+      name: 'agent-loops',
+      status: 'warn',
+      detail: `not running: ${bad.map((b) => `${b.agentId} (${b.workflowStatus}${b.closeTime ? ` at ${b.closeTime}` : ''})`).join(', ')}; marked failed`,
+      fix: `see why with \`npx mindloop status <agent>\`; start again with \`npx mindloop start <agent>\` (it goes on from its last tick)`,
+    };
+  } catch (err) {
+    return { name: 'agent-loops', status: 'warn', detail: `not checked: ${(err as Error).message.split('\n')[0]}` };
+  } finally {
+    await connection?.close().catch(() => undefined);
+    await h.close().catch(() => undefined);
+  }
+}
+
 /** Run every check; none throws. */
 export async function runDoctor(env: Env): Promise<Check[]> {
   const [temporal, postgres, docker] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env)]);
-  return [...temporal, postgres, docker, checkLocalModel(env)];
+  // The loops can be checked only where both Temporal and the database answer.
+  const loops = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running') && postgres.status === 'ok' && !postgres.detail.includes('not running') ? [await checkAgentLoops(env)] : [];
+  return [...temporal, postgres, docker, checkLocalModel(env), ...loops];
 }
 
 /** Human-readable report: one line per check, with the fix indented under it. */

@@ -4,6 +4,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import type { Client } from '@temporalio/client';
+import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -19,10 +21,11 @@ export interface ReplayReport {
 }
 
 /**
- * Replay one history (a parsed JSON export or a fetched History) against `bundle`. The
- * workflow id matters to workflows that check their own (a campaign must run as
- * `campaign/<id>`): give it, or put it in the export as a top-level `workflowId` (what
- * test/replay/record.ts writes); an export without one replays under the SDK's stand-in id.
+ * Replay one exported history (parsed JSON, as `temporal workflow show --output json` or the UI
+ * writes it) against `bundle`. The workflow id matters to workflows that check their own (a
+ * campaign must run as `campaign/<id>`): give it, or put it in the export as a top-level
+ * `workflowId` (what test/replay/record.ts writes); an export without one replays under the
+ * SDK's stand-in id.
  */
 export async function replayHistory(source: string, history: unknown, bundle: WorkflowBundleWithSourceMap, workflowId?: string): Promise<ReplayReport> {
   let id = workflowId;
@@ -31,10 +34,37 @@ export async function replayHistory(source: string, history: unknown, bundle: Wo
     if (typeof recorded === 'string') id ??= recorded;
     history = rest;
   }
-  const parsed = historyFromJSON(history);
-  const events = parsed.events?.length ?? 0;
+  return replayParsed(source, historyFromJSON(history), bundle, id);
+}
+
+/**
+ * Fetch a workflow's history from the server. A missing execution is an error naming the id and
+ * namespace: the raw gRPC NOT_FOUND says neither.
+ */
+export async function fetchWorkflowHistory(client: Client, workflowId: string, runId?: string): Promise<History> {
   try {
-    await Worker.runReplayHistory({ workflowBundle: bundle, replayName: source }, parsed, id);
+    return await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  } catch (err) {
+    // 5 is gRPC NOT_FOUND; fetchHistory passes the service error through unwrapped.
+    if ((err as { code?: unknown }).code === 5 || (err as Error).name === 'WorkflowNotFoundError') {
+      throw new Error(`no workflow ${workflowId}${runId ? ` (run ${runId})` : ''} in namespace ${client.options.namespace}: check the id (\`temporal workflow list\`)`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * Replay a history fetched from the server (already protobuf objects: it must not go through
+ * the JSON parser, whose enum fix-up expects strings) against `bundle`, under its own id.
+ */
+export function replayFetchedHistory(workflowId: string, history: History, bundle: WorkflowBundleWithSourceMap): Promise<ReplayReport> {
+  return replayParsed(workflowId, history, bundle, workflowId);
+}
+
+async function replayParsed(source: string, history: History, bundle: WorkflowBundleWithSourceMap, workflowId: string | undefined): Promise<ReplayReport> {
+  const events = history.events?.length ?? 0;
+  try {
+    await Worker.runReplayHistory({ workflowBundle: bundle, replayName: source }, history, workflowId);
     return { source, events, ok: true };
   } catch (err) {
     const nondeterministic = err instanceof DeterminismViolationError || /nondetermin/i.test(String(err));
@@ -42,6 +72,7 @@ export async function replayHistory(source: string, history: unknown, bundle: Wo
   }
 }
 
+/** `mindloop replay <workflowId|history.json> [--run-id] [--workflow-id]`. */
 export function registerReplayCommand(program: Command): void {
   program
     .command('replay')
@@ -50,7 +81,6 @@ export function registerReplayCommand(program: Command): void {
     .option('--run-id <id>', 'a specific run of the workflow id')
     .option('--workflow-id <id>', "a history file's workflow id, where the file does not carry one (a campaign checks its own)")
     .action(async (target: string, opts: { runId?: string; workflowId?: string }) => {
-      const bundle = await bundleWorkflows();
       let report: ReplayReport;
       if (target.endsWith('.json') || existsSync(target)) {
         if (!existsSync(target)) throw new Error(`no such file: ${target}`);
@@ -60,10 +90,11 @@ export function registerReplayCommand(program: Command): void {
         } catch (err) {
           throw new Error(`${target} is not JSON: ${(err as Error).message}`);
         }
-        report = await replayHistory(target, json, bundle, opts.workflowId);
+        report = await replayHistory(target, json, await bundleWorkflows(), opts.workflowId);
       } else {
-        const history = await withClient((client) => client.workflow.getHandle(target, opts.runId).fetchHistory());
-        report = await replayHistory(target, history, bundle, target);
+        // Fetch before bundling, so a wrong id fails at once rather than after webpack.
+        const history = await withClient((client) => fetchWorkflowHistory(client, target, opts.runId));
+        report = await replayFetchedHistory(target, history, await bundleWorkflows());
       }
       if (report.ok) process.stdout.write(`replay ok: ${report.source}, ${report.events} events, deterministic\n`);
       else {

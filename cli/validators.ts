@@ -1,6 +1,7 @@
 /**
  * `mindloop validators <agent>`: coverage, agreement, response time and drift per validator
- * (SPEC §2 step 7); `mindloop unvalidated <agent>`: commands kept but not run;
+ * (SPEC §2 step 7); `mindloop unvalidated <agent>`: commands kept but not run, and
+ * `unvalidated approve|reject <agent> <id>` a human's answer to one;
  * `mindloop memory-restore <agent> <table> <id>`: undo a memory-manager archiving;
  * `mindloop facts <agent>` / `mindloop fact-resolve <agent> <id> verified|rejected <why>`: the
  * low-confidence facts waiting for a fact-check, and recording a check's outcome.
@@ -9,9 +10,11 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { and, desc, eq, or } from 'drizzle-orm';
 import { resolveFact, restorableTables, restoreArchived, type RestoreInput } from '../activities/reflexes.js';
+import { approveUnvalidated, listUnvalidated, rejectUnvalidated } from '../activities/unvalidated.js';
+import { configKeys } from '../core/catalogue.js';
 import { validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';
 import type { Db } from '../db/client.js';
-import { commandLog, llmRecentResponses, llmRegistry, unverifiedFacts } from '../db/schema/index.js';
+import { agentConfig, llmRecentResponses, llmRegistry, unverifiedFacts } from '../db/schema/index.js';
 import { agentIdArg, numberArg } from './args.js';
 import { withDb } from './client.js';
 
@@ -73,24 +76,56 @@ export function registerValidatorCommands(program: Command): void {
       process.stdout.write(`${opts.json ? JSON.stringify(rows, null, 2) : formatValidatorReport(agentId, rows)}\n`);
     });
 
-  program
-    .command('unvalidated')
-    .description('commands kept but not run: the rating was below their threshold, a tie blocked them, or ethics forbade them')
+  const unvalidated = program.command('unvalidated').description('commands kept but not run (below their rating threshold, a tie, an ethics policy, or destructive with no validator); approve or reject them');
+  unvalidated
+    .command('list', { isDefault: true })
+    .description('the held commands, newest first (also: `mindloop unvalidated <agent>`)')
     .argument('<agent>', 'agent id', agentIdArg)
     .option('--limit <n>', 'newest n', numberArg('--limit', 1, 10_000), 50)
     .option('--json', 'print JSON')
     .action(async (agentId: string, opts: { limit: number; json?: boolean }) => {
-      const rows = await withDb((db) =>
-        db
-          .select({ tick: commandLog.tick, cmdId: commandLog.cmdId, type: commandLog.type, rating: commandLog.rating, threshold: commandLog.threshold, reason: commandLog.reason })
-          .from(commandLog)
-          .where(and(eq(commandLog.agentId, agentId), eq(commandLog.status, 'unvalidated')))
-          .orderBy(desc(commandLog.id))
-          .limit(opts.limit),
-      );
-      if (opts.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      const rows = await withDb((db) => listUnvalidated(db, agentId, opts.limit));
+      if (opts.json) process.stdout.write(`${JSON.stringify(rows.map(({ args: _args, ...r }) => r), null, 2)}\n`);
       else if (rows.length === 0) process.stdout.write(`agent ${agentId}: no unvalidated commands\n`);
-      else for (const r of rows) process.stdout.write(`tick ${r.tick}  ${r.cmdId}  ${r.type}  ${r.reason ?? ''}\n`);
+      else for (const r of rows) process.stdout.write(`#${r.id}  tick ${r.tick}  ${r.cmdId}  ${r.type}  ${r.reason ?? ''}\n`);
+    });
+  for (const verb of ['approve', 'reject'] as const) {
+    unvalidated
+      .command(verb)
+      .description(verb === 'approve' ? 'run a held command once, as approved by you' : 'refuse a held command: it never runs')
+      .argument('<agent>', 'agent id', agentIdArg)
+      .argument('<id>', 'the command\'s # in `mindloop unvalidated <agent>`', numberArg('<id>', 1, Number.MAX_SAFE_INTEGER))
+      .option('--by <name>', 'who decides (recorded with the command)', 'human:cli')
+      .option('--reason <text>', 'why (reject)')
+      .action(async (agentId: string, id: number, opts: { by: string; reason?: string }) => {
+        const r = await withDb((db) => (verb === 'approve' ? approveUnvalidated(db, { agentId, id, by: opts.by }) : rejectUnvalidated(db, { agentId, id, by: opts.by, ...(opts.reason ? { reason: opts.reason } : {}) })));
+        if (!r.ok) {
+          process.stdout.write(`${r.error}\n`);
+          process.exitCode = 1;
+          return;
+        }
+        const o = r.outcome;
+        const effects = o.effects.map((e) => e.kind);
+        process.stdout.write(`#${id} ${o.type}: ${o.status}${o.duplicate ? ' (already approved)' : ''} — ${o.message}${effects.length ? ` (loop effects the agent loop applies, not run here: ${effects.join(', ')})` : ''}\n`);
+        if (verb === 'approve' && o.status !== 'applied') process.exitCode = 1;
+      });
+  }
+  unvalidated
+    .command('auto-pass')
+    .description('with no validator, run destructive commands (deletes, shell, config.set) instead of holding them: on|off (config auto_pass_destructive)')
+    .argument('<agent>', 'agent id', agentIdArg)
+    .argument('<on|off>', 'on or off', (raw: string) => {
+      if (raw !== 'on' && raw !== 'off') throw new InvalidArgumentError(`expected on or off, got "${raw}"`);
+      return raw === 'on';
+    })
+    .action(async (agentId: string, on: boolean) => {
+      await withDb((db) =>
+        db
+          .insert(agentConfig)
+          .values({ agentId, key: 'auto_pass_destructive', value: on, description: configKeys.auto_pass_destructive.help })
+          .onConflictDoUpdate({ target: [agentConfig.agentId, agentConfig.key], set: { value: on } }),
+      );
+      process.stdout.write(`agent ${agentId}: auto_pass_destructive ${on ? 'on' : 'off'}\n`);
     });
 
   const factStatuses = ['pending', 'verified', 'rejected'] as const;

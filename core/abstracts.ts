@@ -1,8 +1,9 @@
 /**
- * Abstracts strategies (SPEC §2 "Abstracts"; the demo successor-fork patch swaps them): pure
- * functions from recent responses to a digest {title, summary, tags, sources}, and the quality
- * measures a fork uses to compare two strategies. No I/O, no clock: the same input gives the
- * same abstract, so a fork's replay is reproducible.
+ * Abstracts: digests of recent responses. The strategies (the demo successor-fork patch swaps
+ * them) are pure functions from recent responses to a digest {title, summary, tags, sources},
+ * with the quality measures a fork uses to compare two strategies; the trigger rules say when
+ * the loop makes one by itself. No I/O, no clock: the same input gives the same abstract, so
+ * a fork's replay is reproducible.
  */
 import { z } from 'zod';
 
@@ -11,6 +12,34 @@ export type AbstractsStrategy = (typeof abstractsStrategies)[number];
 export const abstractsStrategySchema = z.enum(abstractsStrategies);
 /** What `abstracts_strategy` defaults to (and what rows written before strategies existed mean). */
 export const defaultAbstractsStrategy: AbstractsStrategy = 'recency';
+
+// --- when the loop makes an abstract by itself ---------------------------------------------------
+
+/** `abstract_every`: every N ticks (N > 0; 0 = never), counted on the main loop's ticks. */
+export function intervalAbstractDue(tick: number, every: number): boolean {
+  return Number.isInteger(every) && every > 0 && tick > 0 && tick % every === 0;
+}
+
+/**
+ * A goal closes when it becomes completed or failed, a task when it becomes done or failed:
+ * those conclude work worth digesting. A cancelled task was dropped, not concluded; setting
+ * the status it already has closes nothing.
+ */
+export const closingStatuses = { goal: ['completed', 'failed'], task: ['done', 'failed'] } as const;
+
+/** Does this status change close the goal or task? */
+export function closes(kind: keyof typeof closingStatuses, from: string, to: string): boolean {
+  return from !== to && (closingStatuses[kind] as readonly string[]).includes(to);
+}
+
+/**
+ * The idempotency key of a triggered abstract: one per agent, tick and trigger, so a retried
+ * activity (or a second goal closing in the same tick) finds the first one. A task loop counts
+ * its own ticks, so its key names the task.
+ */
+export function abstractTriggerKey(trigger: string, tick: number, taskId?: number): string {
+  return taskId === undefined ? `${tick}:${trigger}` : `task${taskId}.${tick}:${trigger}`;
+}
 
 /** One recent response as a strategy sees it. */
 export interface AbstractSource {

@@ -88,9 +88,16 @@ export const configKeys = {
   task_loop_max_ticks: { schema: z.number().int().min(1).max(10_000), default: 50, help: 'ticks an auxiliary loop runs at most' },
   max_tokens: { schema: z.number().int().min(16).max(8192), default: 512, help: 'reply length limit (tokens)' },
   learning_threshold: { schema: z.number().int().min(1).max(1000), default: learningDefaults.threshold, help: 'preference learning: occurrences of a feedback pattern that derive a learning' },
+  auto_pass_destructive: {
+    schema: z.boolean(),
+    default: false,
+    help: 'with no validator, run destructive commands (deletes, shell, config.set) instead of holding them for a human; set by a human only',
+  },
 } satisfies Record<string, ConfigKeySpec>;
 
 export type ConfigKey = keyof typeof configKeys;
+/** Keys the agent reads but may not change with config.set. */
+export const humanOnlyConfigKeys: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['auto_pass_destructive']);
 export const configKeyNames = Object.keys(configKeys) as [ConfigKey, ...ConfigKey[]];
 
 /** Validate one config value; the error names the key. */
@@ -110,6 +117,8 @@ interface Def<A extends z.ZodType> {
   minRating?: number;
   /** Defaults to `!writes`. */
   allowedInTaskLoop?: boolean;
+  /** Deletes, runs code or changes settings: with no validator configured it waits for a human. */
+  destructive?: boolean;
   /** Argument summary for the help text when the schema cannot tell (unions, transforms). */
   usage?: string;
 }
@@ -151,7 +160,7 @@ const definitions = {
     help: 'change a diary entry',
     writes: true,
   }),
-  'diary.delete': def({ args: z.strictObject({ id }), help: 'archive a diary entry (restorable)', writes: true }),
+  'diary.delete': def({ args: z.strictObject({ id }), help: 'archive a diary entry (restorable)', writes: true, destructive: true }),
   'diary.pin': def({ args: z.strictObject({ id }), help: 'pin a diary entry', writes: true }),
   'diary.unpin': def({ args: z.strictObject({ id }), help: 'unpin a diary entry', writes: true }),
 
@@ -178,7 +187,7 @@ const definitions = {
     help: 'change a concept',
     writes: true,
   }),
-  'concepts.delete': def({ args: z.strictObject({ id }), help: 'archive a concept (restorable)', writes: true }),
+  'concepts.delete': def({ args: z.strictObject({ id }), help: 'archive a concept (restorable)', writes: true, destructive: true }),
 
   'links.add': def({
     args: z.strictObject({ from: conceptRef, to: conceptRef, relation: text(64).optional(), weight: z.number().min(0).max(100).optional() }),
@@ -192,7 +201,7 @@ const definitions = {
     writes: false,
     usage: '{concept?: id or name, relation?, limit?}',
   }),
-  'links.delete': def({ args: z.strictObject({ id }), help: 'archive a link (restorable)', writes: true }),
+  'links.delete': def({ args: z.strictObject({ id }), help: 'archive a link (restorable)', writes: true, destructive: true }),
 
   'goals.add': def({
     args: z.strictObject({
@@ -331,7 +340,7 @@ const definitions = {
     help: 'change a notebook entry',
     writes: true,
   }),
-  'llm_memory.delete': def({ args: z.strictObject({ id }), help: 'archive a notebook entry (restorable)', writes: true }),
+  'llm_memory.delete': def({ args: z.strictObject({ id }), help: 'archive a notebook entry (restorable)', writes: true, destructive: true }),
   'llm_memory.pin': def({ args: z.strictObject({ id }), help: 'pin a notebook entry', writes: true }),
   'llm_memory.unpin': def({ args: z.strictObject({ id }), help: 'unpin a notebook entry', writes: true }),
 
@@ -339,11 +348,14 @@ const definitions = {
   'config.list': def({ args: none, help: 'all settings with their values', writes: false }),
   'config.set': def({
     args: z.strictObject({ key: z.enum(configKeyNames), value: z.unknown() }).superRefine((v, ctx) => {
+      // An agent that could opt itself into running deletes unvalidated would need no injection to do it.
+      if (humanOnlyConfigKeys.has(v.key)) return void ctx.addIssue({ code: 'custom', message: `${v.key} is set by a human only`, path: ['key'] });
       const r = configKeys[v.key].schema.safeParse(v.value);
       if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: ['value', ...issue.path] });
     }),
     help: 'change a setting (see config.list for keys)',
     writes: true,
+    destructive: true,
     minRating: 2,
     usage: '{key, value}',
   }),
@@ -408,6 +420,7 @@ const definitions = {
     args: z.strictObject({ command: text(4000), timeout_ms: z.number().int().min(100).max(600_000).optional() }),
     help: 'run a busybox sh command in the sandbox (no network, read-only root, a scratch /work, node available); output comes in the next context',
     writes: true,
+    destructive: true,
   }),
 
   'process.start': def({
@@ -465,6 +478,7 @@ export interface CommandSpec {
   minRating: number;
   writes: boolean;
   allowedInTaskLoop: boolean;
+  destructive: boolean;
 }
 
 /** Types that always need a +2 rating besides `*.delete` (shell and spawn arrive in later issues). */
@@ -492,6 +506,7 @@ export const catalogue: Readonly<Record<CommandType, CommandSpec>> = Object.from
       minRating,
       writes: d.writes,
       allowedInTaskLoop: d.allowedInTaskLoop ?? !d.writes,
+      destructive: d.destructive ?? false,
     };
     return [type, spec];
   }),
@@ -529,6 +544,11 @@ export function validateCommand(cmd: ParsedCommand): Validation {
   return { ok: true, command: command as ValidatedCommand };
 }
 
+/** Is this command type destructive? An unknown type is not: the catalogue rejects it, it never runs. */
+export function isDestructive(type: string): boolean {
+  return isCommandType(type) && catalogue[type].destructive;
+}
+
 /** The rating a command type needs (SPEC §2 step 7); unknown types need the dangerous level. */
 export function minRatingFor(type: string): number {
   return isCommandType(type) ? catalogue[type].minRating : 2;
@@ -546,7 +566,7 @@ export function helpText(family?: string): string {
     if (types.length === 0) return `No family '${family}'. Families: ${families.join(', ')}.`;
     const lines = types.map((t) => {
         const s = catalogue[t];
-        const flags = [s.writes ? 'writes' : 'reads', `needs rating ≥ +${s.minRating}`, s.allowedInTaskLoop ? 'allowed in task loops' : null].filter(Boolean);
+        const flags = [s.writes ? 'writes' : 'reads', `needs rating ≥ +${s.minRating}`, s.destructive ? 'destructive: held for a human when no validator is configured' : null, s.allowedInTaskLoop ? 'allowed in task loops' : null].filter(Boolean);
         return `${t} ${s.usage} — ${s.help} (${flags.join('; ')})`;
       });
     if (family === 'config') {

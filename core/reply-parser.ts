@@ -5,6 +5,8 @@
  * malformed reply can not wedge the tick.
  */
 import type { CommandRejection, ParsedCommand, ParsedReply } from './loop-types.js';
+import { capRejections } from './payload-caps.js';
+import { sanitizeJsonObject, sanitizeText } from './sanitize.js';
 import { parseStrictJson } from './strict-json.js';
 
 export const COMMANDS_START = '<<<COMMANDS';
@@ -16,6 +18,7 @@ export const FACTS_LABEL = 'UnverifiedFacts:';
 
 export const maxCommandsPerReply = 50;
 export const maxCmdIdLength = 64;
+export const maxFactsPerReply = 50;
 const maxRawLength = 500;
 
 /** The reply format, as the system prompt states it to the agent. */
@@ -97,15 +100,19 @@ interface State {
   seenIds: Set<string>;
   commandBlocks: number;
   factBlocks: number;
+  /** Commands past maxCommandsPerReply: counted, and reported as one rejection. */
+  overflow: number;
 }
 
 function parse(text: string): ParsedReply {
-  const st: State = { text, locate: locator(text), suppressedErrors: 0, out: emptyReply(), seenIds: new Set(), commandBlocks: 0, factBlocks: 0 };
+  const st: State = { text, locate: locator(text), suppressedErrors: 0, out: emptyReply(), seenIds: new Set(), commandBlocks: 0, factBlocks: 0, overflow: 0 };
   const body = extractMarkerBlocks(st);
   const withoutFacts = extractLabelledFacts(st, body);
   extractConfidenceTags(st, withoutFacts);
   extractConfidenceLine(st, withoutFacts);
   st.out.body = withoutFacts.trim();
+  if (st.overflow) st.out.rejected.push(overflowRejection(st.overflow));
+  st.out.rejected = capRejections(st.out.rejected);
   if (st.suppressedErrors) st.out.errors.push(`… and ${st.suppressedErrors} more problems`);
   return st.out;
 }
@@ -257,30 +264,42 @@ function parseCommandBlock(st: State, content: string, contentOffset: number, la
   }
   items.forEach((item, i) => {
     const result = toCommand(st, item);
-    if ('reason' in result) st.out.rejected.push({ ...result, reason: `${label} item ${i + 1}: ${result.reason}` });
+    if (result === overflowMark) st.overflow++;
+    else if ('reason' in result) st.out.rejected.push({ ...result, reason: `${label} item ${i + 1}: ${result.reason}` });
     else st.out.commands.push(result);
   });
   // A block appendToolCalls recorded also carries the tool calls that were malformed: a reply
   // re-read later (a retried tick) gets the same rejections as when it was first parsed.
   if (isPlainObject(v) && v.source === nativeToolCallsSource && Array.isArray(v.rejected)) {
-    for (const r of v.rejected) {
+    // Bounded like any list from the model: a hand-written block could claim any number.
+    for (const r of v.rejected.slice(0, maxCommandsPerReply)) {
       if (!isPlainObject(r) || typeof r.reason !== 'string') continue;
       st.out.rejected.push({
-        ...(typeof r.cmd_id === 'string' ? { cmdId: r.cmd_id } : {}),
-        ...(typeof r.type === 'string' ? { type: r.type } : {}),
-        raw: typeof r.raw === 'string' ? r.raw : '',
-        reason: r.reason,
+        ...(typeof r.cmd_id === 'string' ? { cmdId: sanitizeText(r.cmd_id) } : {}),
+        ...(typeof r.type === 'string' ? { type: sanitizeText(r.type) } : {}),
+        raw: typeof r.raw === 'string' ? sanitizeText(r.raw) : '',
+        reason: sanitizeText(r.reason),
       });
     }
   }
 }
 
-function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection {
+/** toCommand's answer for a command past maxCommandsPerReply (counted, not listed one by one). */
+const overflowMark = Symbol('overflow');
+
+const overflowRejection = (n: number): CommandRejection => ({ raw: '', reason: `${n} more ${n === 1 ? 'command' : 'commands'} dropped: at most ${maxCommandsPerReply} commands in one reply` });
+
+/**
+ * One block item as a command, or why not. JSON escapes (`\u0000`, a lone `\ud800`) turn into
+ * characters only here, after the reply text was sanitised: every string of the command is
+ * sanitised again, keys included, so jsonb never sees them.
+ */
+function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection | typeof overflowMark {
   const raw = truncate(safeStringify(item), maxRawLength);
   if (!isPlainObject(item)) return { raw, reason: `a command must be a JSON object with cmd_id, type and args, found ${jsonKind(item)}` };
   const rawId = item.cmd_id !== undefined ? item.cmd_id : item.cmdId;
   const typeRaw = item.type;
-  const type = typeof typeRaw === 'string' ? normalizeType(typeRaw) : undefined;
+  const type = typeof typeRaw === 'string' ? normalizeType(sanitizeText(typeRaw)) : undefined;
   const reject = (reason: string, cmdId?: string): CommandRejection => ({
     ...(cmdId !== undefined ? { cmdId } : {}),
     ...(type ? { type } : {}),
@@ -290,7 +309,7 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection {
 
   let cmdId: string;
   if (rawId === undefined || rawId === null || (typeof rawId === 'string' && rawId.trim() === '')) return reject('missing cmd_id');
-  if (typeof rawId === 'string') cmdId = rawId.trim();
+  if (typeof rawId === 'string') cmdId = sanitizeText(rawId).trim();
   else if (typeof rawId === 'number' && Number.isFinite(rawId)) cmdId = String(rawId);
   else return reject(`cmd_id must be a string, found ${jsonKind(rawId)}`);
   if (cmdId.length > maxCmdIdLength) return reject(`cmd_id longer than ${maxCmdIdLength} characters`);
@@ -301,16 +320,16 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection {
   let args: Record<string, unknown> = {};
   if (item.args !== undefined && item.args !== null) {
     if (!isPlainObject(item.args)) return reject(`args must be a JSON object, found ${jsonKind(item.args)}`, cmdId);
-    args = item.args;
+    args = sanitizeJsonObject(item.args);
   }
   const d = item.description;
   if (d !== undefined && d !== null && typeof d !== 'string') return reject(`description must be a string, found ${jsonKind(d)}`, cmdId);
 
   if (st.seenIds.has(cmdId)) return reject(`duplicate cmd_id '${cmdId}' in this reply`, cmdId);
-  if (st.out.commands.length >= maxCommandsPerReply) return reject(`more than ${maxCommandsPerReply} commands in one reply`, cmdId);
+  if (st.out.commands.length >= maxCommandsPerReply) return overflowMark;
   st.seenIds.add(cmdId);
   const cmd: ParsedCommand = { cmdId, type: type!, args };
-  if (typeof d === 'string') cmd.description = d;
+  if (typeof d === 'string') cmd.description = sanitizeText(d);
   return cmd;
 }
 
@@ -341,7 +360,8 @@ function addFacts(st: State, value: unknown, label: string): void {
       return void addError(st, `${where}: confidence must be a number between 0 and 1`);
     if (source !== undefined && source !== null && typeof source !== 'string')
       return void addError(st, `${where}: source must be a string`);
-    st.out.unverifiedFacts.push({ fact: fact.trim(), confidence, ...(typeof source === 'string' ? { source } : {}) });
+    if (st.out.unverifiedFacts.length >= maxFactsPerReply) return void addError(st, `${where}: more than ${maxFactsPerReply} unverified facts in one reply; ignored`);
+    st.out.unverifiedFacts.push({ fact: sanitizeText(fact).trim(), confidence, ...(typeof source === 'string' ? { source: sanitizeText(source) } : {}) });
   });
 }
 
@@ -538,6 +558,7 @@ export function toolCallsToCommands(
   const room = opts.room ?? maxCommandsPerReply;
   const commands: ParsedCommand[] = [];
   const rejected: CommandRejection[] = [];
+  let overflow = 0;
   calls.forEach((call, i) => {
     let cmdId = toolCallCmdId(call.id, i);
     for (let n = 2; taken.has(cmdId); n++) cmdId = `${toolCallCmdId(call.id, i).slice(0, maxCmdIdLength - String(n).length - 1)}-${n}`;
@@ -551,9 +572,10 @@ export function toolCallsToCommands(
     const { action, args, ...rest } = call.args;
     if (typeof action !== 'string' || action.trim() === '') return reject('the arguments need "action": one of the valid actions the tool description lists');
     if (args !== undefined && args !== null && !isPlainObject(args)) return reject(`"args" must be a JSON object, found ${jsonKind(args)}`);
-    if (commands.length >= room) return reject(`more than ${maxCommandsPerReply} commands in one reply`);
+    if (commands.length >= room) return void overflow++;
     const merged = Object.keys(rest).length > 0 ? { ...rest, ...(isPlainObject(args) ? args : {}) } : isPlainObject(args) ? args : undefined;
     commands.push({ cmdId, type: 'tool.call', args: { tool: name, action: action.trim(), ...(merged ? { args: merged } : {}) } });
   });
-  return { commands, rejected };
+  if (overflow) rejected.push(overflowRejection(overflow));
+  return { commands, rejected: capRejections(rejected) };
 }

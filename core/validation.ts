@@ -1,14 +1,25 @@
 /**
- * Trust-weighted validation (SPEC §2 step 7): the validator answer parser, the weighted
+ * Trust-weighted validation: the validator answer parser, the weighted
  * rating with its tie rules, which commands the rating and the ethics policies let run, trust
  * updates against the consensus, and the per-validator statistics the CLI shows.
  */
+import { ethicsViolation, policiesForValidators, type CommandFacts, type EthicsPolicy } from './ethics.js';
 
 export type ValidationMode = 'auto_pass' | 'self_validation' | 'normal';
 
 export const universalQuestion =
   'You validate another AI agent\'s reply. Is it sound, honest, safe and useful, and are its commands appropriate? ' +
   'Answer with ONE line: a rating from -3 (harmful or wrong) to +3 (excellent), then " -- " and a comment of at most 100 characters. Example: +2 -- clear plan, safe commands';
+
+/**
+ * The question each validator answers: the universal question, the agent's ethics policies
+ * (a reply or command that breaks one is harmful), and the reply.
+ */
+export function validatorQuestion(reply: string, policies: readonly EthicsPolicy[] = []): string {
+  const listed = policiesForValidators(policies);
+  const ethics = listed ? `\n\nThe agent's ethics policies (a reply or command that breaks one is harmful: rate it -3):\n${listed}` : '';
+  return `${universalQuestion}${ethics}\n\nReply to validate:\n"""\n${reply}\n"""`;
+}
 
 export type ValidatorAnswer = { ok: true; rating: number; comment: string } | { ok: false; error: string };
 
@@ -82,26 +93,14 @@ export function aggregate(votes: readonly Vote[]): Aggregate {
   return { rating: 0, distribution, decidedBy: 'tie_blocked', blocked: true };
 }
 
-/** Does a command-type pattern (`shell`, `goals.*`, `*.delete`, `*`) match a type? */
-export function typeMatches(pattern: string, type: string): boolean {
-  const p = pattern.trim().toLowerCase();
-  if (p === '*' || p === type) return true;
-  if (!p.includes('*')) return false;
-  const re = new RegExp(`^${p.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^]*')}$`);
-  return re.test(type);
-}
+export { typeMatches } from './ethics.js';
 
-export interface EthicsRule {
-  id: number;
-  title: string;
-  /** Command-type patterns the rule forbids. */
-  forbids: readonly string[];
-  severity: 'info' | 'warn' | 'block';
-}
+/** A policy as the gate reads it (see core/ethics.ts for the rule language). */
+export type EthicsRule = EthicsPolicy;
 
-/** The first blocking rule that forbids this command type, if any. */
+/** The first blocking policy that forbids this command type (rules over args need `ethicsViolation`). */
 export function ethicsBlock(type: string, rules: readonly EthicsRule[]): EthicsRule | null {
-  return rules.find((r) => r.severity === 'block' && r.forbids.some((p) => typeMatches(p, type))) ?? null;
+  return ethicsViolation({ type }, rules.map((r) => ({ ...r, rules: [] })))?.policy ?? null;
 }
 
 export interface CommandGate {
@@ -110,22 +109,38 @@ export interface CommandGate {
   held: Record<string, string>;
 }
 
+export interface GateOptions {
+  /** Facts the activity looked up per cmd_id (the row a command acts on). */
+  facts?: Readonly<Record<string, CommandFacts>>;
+  /** Commands that delete, run code or change settings: with no validator they wait for a human. */
+  destructive?: (type: string) => boolean;
+  /** The agent's config opts into running destructive commands with no validator. */
+  autoPassDestructive?: boolean;
+}
+
+/** Why a destructive command waits under auto_pass (the CLI and the README name the way out). */
+export const heldForHuman = 'held for a human: destructive and no validator is configured (approve with `mindloop unvalidated approve`, or set auto_pass_destructive)';
+
 /**
- * Which commands run: ethics blocks first (whatever the rating), then auto_pass lets the rest
- * through; otherwise a command needs rating ≥ its type's threshold and no tie block.
+ * Which commands run: ethics blocks first (whatever the rating), then, under auto_pass, the
+ * destructive ones wait for a human unless the agent opted in and the rest run; otherwise a
+ * command needs rating ≥ its type's threshold and no tie block.
  */
 export function gateCommands(
-  commands: ReadonlyArray<{ cmdId: string; type: string }>,
+  commands: ReadonlyArray<{ cmdId: string; type: string; args?: Record<string, unknown> }>,
   v: { mode: ValidationMode; rating: number | null; blocked: boolean },
   minRating: (type: string) => number,
   rules: readonly EthicsRule[] = [],
+  o: GateOptions = {},
 ): CommandGate {
   const gate: CommandGate = { allowed: [], held: {} };
   for (const c of commands) {
-    const rule = ethicsBlock(c.type, rules);
-    if (rule) gate.held[c.cmdId] = `forbidden by ethics policy #${rule.id} "${rule.title}"`;
-    else if (v.mode === 'auto_pass') gate.allowed.push(c.cmdId);
-    else if (v.blocked) gate.held[c.cmdId] = 'validators tied at equal trust: commands blocked';
+    const hit = ethicsViolation(c, rules, o.facts?.[c.cmdId] ?? {});
+    if (hit) gate.held[c.cmdId] = `forbidden by ethics policy #${hit.policy.id} "${hit.policy.title}": ${hit.why}`;
+    else if (v.mode === 'auto_pass') {
+      if (o.destructive?.(c.type) && !o.autoPassDestructive) gate.held[c.cmdId] = heldForHuman;
+      else gate.allowed.push(c.cmdId);
+    } else if (v.blocked) gate.held[c.cmdId] = 'validators tied at equal trust: commands blocked';
     else if (v.rating === null) gate.held[c.cmdId] = 'no validator answered';
     else if (v.rating >= minRating(c.type)) gate.allowed.push(c.cmdId);
     else gate.held[c.cmdId] = `needs rating ≥ +${minRating(c.type)}, got ${v.rating}`;

@@ -1,11 +1,13 @@
 /**
  * `npm run sandbox:image`: build the sandbox image locally, no registry (SPEC §5). The root file
  * system is busybox-static (with its applet links), this host's node binary and the shared
- * libraries `ldd` lists for it, and `mindloop-probe` (sandbox/probe.c, compiled static when gcc
- * is present; the containment suite needs it). The tarball is reproducible (sorted names, mtime
- * 0, uid/gid 0) and the image is tagged by the sha256 of its inputs, so a second run with the
- * same inputs is a no-op. The image id is recorded in <tools dir>/sandbox-image.json and the
- * image is also tagged `mindloop-sandbox:latest`, which DockerSandbox runs.
+ * libraries `ldd` lists for it, `mindloop-init` (sandbox/init.c, PID 1 of every run) and
+ * `mindloop-probe` (sandbox/probe.c, for the containment suite), both compiled static with gcc.
+ * The executables are execute-only (0711) so that every process running one is not dumpable
+ * (see EXEC_ONLY). The tarball is reproducible (sorted names, mtime 0, uid/gid 0) and the image
+ * is tagged by the sha256 of its inputs, so a second run with the same inputs is a no-op. The
+ * image id is recorded in <tools dir>/sandbox-image.json and the image is also tagged
+ * `mindloop-sandbox:latest`, which DockerSandbox runs.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -13,9 +15,21 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSy
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SANDBOX_IMAGE, SANDBOX_IMAGE_REPO } from './image.js';
+import { SANDBOX_IMAGE, SANDBOX_IMAGE_REPO, SANDBOX_INIT } from './image.js';
 /** Bump when the layout below changes, so the inputs hash changes with it. */
-const LAYOUT_VERSION = 2;
+const LAYOUT_VERSION = 3;
+
+/** Where the static helpers go in the image, and their sources in sandbox/. */
+const COMPILED: Record<string, string> = { [SANDBOX_INIT]: 'init.c', '/usr/local/bin/mindloop-probe': 'probe.c' };
+/**
+ * Execute-only for the uid the code runs as: the kernel makes a process that execs a file it
+ * cannot read non-dumpable (fs.suid_dumpable is 0 or 2 on any sane host), and the /proc/<pid>/mem,
+ * environ and fd of a non-dumpable process are refused to every other process of that uid. Exec
+ * resets dumpability, so a prctl in a launcher would not survive the command's own execs: the
+ * file mode does, for every process started from an image binary. Shared libraries stay
+ * readable (ld.so maps them).
+ */
+const EXEC_ONLY = ['/bin/busybox', '/usr/local/bin/node', ...Object.keys(COMPILED)];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -24,7 +38,6 @@ export interface ImageRecord {
   image: string;
   id: string;
   inputs: string;
-  probe: boolean;
   builtAt: string;
   files: Record<string, string>;
 }
@@ -59,7 +72,7 @@ function sharedLibraries(binary: string): string[] {
 }
 
 /** Everything that goes into the image: image path → host path. */
-function collectInputs(probeBinary: string | null): Map<string, string> {
+function collectInputs(compiled: Map<string, string>): Map<string, string> {
   const files = new Map<string, string>();
   const busybox = which('busybox');
   if (!busybox) throw new Error('busybox not found: install busybox-static (apt-get install -y busybox-static)');
@@ -72,17 +85,19 @@ function collectInputs(probeBinary: string | null): Map<string, string> {
   const node = realpathSync(process.execPath);
   files.set('/usr/local/bin/node', node);
   for (const lib of sharedLibraries(node)) files.set(lib, realpathSync(lib));
-  if (probeBinary) files.set('/usr/local/bin/mindloop-probe', probeBinary);
+  for (const [dest, binary] of compiled) files.set(dest, binary);
   return files;
 }
 
-function compileProbe(workDir: string): string | null {
-  if (!which('gcc')) {
-    say('gcc not found: building without mindloop-probe (the containment suite needs it)');
-    return null;
+/** The static helpers, image path → compiled binary. Without them there is no init to contain a run. */
+function compileHelpers(workDir: string): Map<string, string> {
+  if (!which('gcc')) throw new Error('gcc not found: install gcc and a static libc (apt-get install -y gcc libc6-dev): the sandbox init and probe are compiled static');
+  const out = new Map<string, string>();
+  for (const [dest, source] of Object.entries(COMPILED)) {
+    const binary = join(workDir, source.replace(/\.c$/, ''));
+    execFileSync('gcc', ['-static', '-O2', '-o', binary, join(here, source)], { stdio: ['ignore', 'inherit', 'inherit'] });
+    out.set(dest, binary);
   }
-  const out = join(workDir, 'mindloop-probe');
-  execFileSync('gcc', ['-static', '-O2', '-o', out, join(here, 'probe.c')], { stdio: ['ignore', 'inherit', 'inherit'] });
   return out;
 }
 
@@ -91,13 +106,12 @@ export function buildSandboxImage(opts: { toolsDir?: string; force?: boolean } =
   const toolsDir = resolve(root, opts.toolsDir ?? process.env.MINDLOOP_TOOLS_DIR ?? '.tools');
   const work = mkdtempSync(join(tmpdir(), 'mindloop-sandbox-image-'));
   try {
-    const probe = compileProbe(work);
-    const files = collectInputs(probe);
+    const files = collectInputs(compileHelpers(work));
     const digests: Record<string, string> = {};
     const h = createHash('sha256').update(`layout ${LAYOUT_VERSION}\n`);
-    // The probe binary's bytes can differ between gcc runs only through its source; hash that.
+    // A compiled helper's bytes can differ between gcc runs only through its source; hash that.
     for (const [dest, src] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
-      digests[dest] = dest === '/usr/local/bin/mindloop-probe' ? sha256File(join(here, 'probe.c')) : sha256File(src);
+      digests[dest] = COMPILED[dest] ? sha256File(join(here, COMPILED[dest])) : sha256File(src);
       h.update(`${dest} ${digests[dest]}\n`);
     }
     const inputs = h.digest('hex');
@@ -115,6 +129,7 @@ export function buildSandboxImage(opts: { toolsDir?: string; force?: boolean } =
       for (const [dest, src] of files) {
         mkdirSync(join(rootfs, dirname(dest)), { recursive: true });
         copyFileSync(src, join(rootfs, dest));
+        if (EXEC_ONLY.includes(dest)) chmodSync(join(rootfs, dest), 0o711);
       }
       const applets = execFileSync(files.get('/bin/busybox')!, ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
       for (const a of applets) if (a !== 'busybox' && !existsSync(join(rootfs, 'bin', a))) symlinkSync('busybox', join(rootfs, 'bin', a));
@@ -122,7 +137,7 @@ export function buildSandboxImage(opts: { toolsDir?: string; force?: boolean } =
       writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
       const tarball = join(work, 'rootfs.tar');
       execFileSync('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', tarball, '.']);
-      say(`importing ${tag} (${applets.length} busybox applets, node ${process.version}, ${probe ? 'with' : 'without'} probe)…`);
+      say(`importing ${tag} (${applets.length} busybox applets, node ${process.version}, init and probe)…`);
       const changes = [
         'ENV PATH=/usr/local/bin:/bin',
         'ENV HOME=/work',
@@ -135,7 +150,7 @@ export function buildSandboxImage(opts: { toolsDir?: string; force?: boolean } =
       say(`built ${tag} ${id}`);
     }
     docker(['tag', tag, SANDBOX_IMAGE]);
-    const record: ImageRecord = { image: tag, id, inputs, probe: probe !== null, builtAt: new Date().toISOString(), files: digests };
+    const record: ImageRecord = { image: tag, id, inputs, builtAt: new Date().toISOString(), files: digests };
     mkdirSync(toolsDir, { recursive: true });
     writeFileSync(join(toolsDir, 'sandbox-image.json'), `${JSON.stringify(record, null, 2)}\n`);
     return record;

@@ -2,10 +2,11 @@
  * DockerSandbox: the Sandbox contract (sandbox.ts) on dockerode (SPEC §5). One container per
  * run, created with everything that contains it: no network, our seccomp profile
  * (seccomp.json), all capabilities dropped, no-new-privileges, read-only root, size-limited
- * tmpfs for /tmp and the work dir, memory (= memory+swap), CPU and pids limits, a non-root
- * user. Budgets are enforced here, not advised: wall clock (timer → SIGKILL), output (counted
- * while streaming → SIGKILL at the cap), memory (cgroup OOM kill), pids (cgroup limit; the run
- * ends as soon as the limit is hit), disk (tmpfs size → ENOSPC), CPU (quota + RLIMIT_CPU).
+ * tmpfs for /tmp, the work dir and /dev/shm, /dev/mqueue read-only, memory (= memory+swap), CPU
+ * and pids limits, a non-root user, and our own non-dumpable init as PID 1. Budgets are enforced
+ * here, not advised: wall clock (timer → SIGKILL), output (counted while streaming → SIGKILL at
+ * the cap), memory (cgroup OOM kill), pids (cgroup limit; the run ends as soon as the limit is
+ * hit), disk (tmpfs sizes → ENOSPC), CPU (quota + RLIMIT_CPU).
  *
  * Idempotency: the container's name is derived from the request key (and the key is a label),
  * so a retried activity finds the first attempt's container — running or exited — and picks
@@ -16,7 +17,7 @@ import { readFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type Docker from 'dockerode';
-import { engineError, resolveSandboxImage, SANDBOX_IMAGE, SandboxUnavailableError } from './image.js';
+import { engineError, resolveSandboxImage, SANDBOX_IMAGE, SANDBOX_INIT, SandboxUnavailableError } from './image.js';
 import type { BudgetName, Sandbox, SandboxBudget, SandboxProgress, SandboxRunRequest, SandboxRunResult } from './sandbox.js';
 import { tarFiles } from './tar.js';
 
@@ -48,6 +49,21 @@ export const seccompProfile: string = JSON.stringify(JSON.parse(readFileSync(new
 /** A bad request (budget out of range, bad file path): the caller's mistake, never retried. */
 export class SandboxInputError extends Error {
   override name = 'SandboxInputError';
+}
+
+const PAGE = 4096;
+
+/**
+ * The disk budget split between every mount the run can write: /tmp, the work dir and /dev/shm
+ * (a tmpfs like the others; left at Docker's default it would be 64 MiB outside the budget).
+ * Page-aligned, because tmpfs rounds a size up to whole pages, so the three add up to at most
+ * the budget.
+ */
+export function diskShares(diskBytes: number): { tmp: number; work: number; shm: number } {
+  const pages = (n: number) => Math.max(PAGE, Math.floor(n / PAGE) * PAGE);
+  const shm = pages(diskBytes / 16);
+  const tmp = pages(diskBytes / 4);
+  return { tmp, work: pages(diskBytes - shm - tmp), shm };
 }
 
 export function containerName(key: string): string {
@@ -165,15 +181,16 @@ export class DockerSandbox implements Sandbox {
   /** The create options: every containment setting lives here. */
   containerSpec(req: SandboxRunRequest, budget: SandboxBudget, imageId: string): Docker.ContainerCreateOptions {
     const files = req.files && Object.keys(req.files).length > 0;
-    const tmpShare = Math.max(1 << 20, Math.floor(budget.diskBytes / 4));
-    const workShare = Math.max(1 << 20, budget.diskBytes - tmpShare);
+    const disk = diskShares(budget.diskBytes);
     // Files arrive as a tar stream on stdin, unpacked into the tmpfs work dir before the command
     // runs (putArchive cannot write into a tmpfs mount, and the root is read-only).
     const inner = files ? ['/bin/sh', '-c', `tar -x -f - -C ${WORK_DIR} && exec "$@"`, 'mindloop-sandbox', ...req.command] : req.command;
-    // A backstop inside the container: if no worker is left to enforce the wall clock (it died
-    // and no retry came), the container still ends. docker-init is PID 1 so that `timeout`'s
-    // SIGKILL reaches the command (PID 1 itself ignores signals sent from inside).
-    const cmd = ['timeout', '-s', 'KILL', String(Math.ceil(budget.wallMs / 1000) + BACKSTOP_GRACE_S), ...inner];
+    // PID 1 is our init, not docker-init: it is not dumpable (docker-init, the host's readable
+    // binary, would let any process of the run rewrite it through /proc/1/mem), and it is the
+    // backstop: if no worker is left to enforce the wall clock (it died and no retry came), it
+    // kills the run at wall + grace. PID 1 cannot be killed from inside, so neither can the
+    // backstop.
+    const cmd = [SANDBOX_INIT, String(Math.ceil(budget.wallMs / 1000) + BACKSTOP_GRACE_S), ...inner];
     return {
       name: containerName(req.key),
       Image: imageId,
@@ -195,21 +212,27 @@ export class DockerSandbox implements Sandbox {
       Tty: false,
       NetworkDisabled: true,
       HostConfig: {
-        Init: true,
+        Init: false,
         NetworkMode: 'none',
         ReadonlyRootfs: true,
         CapDrop: ['ALL'],
         SecurityOpt: ['no-new-privileges', `seccomp=${seccompProfile}`],
         Tmpfs: {
-          '/tmp': `rw,nosuid,nodev,noexec,size=${tmpShare},mode=1777`,
-          [WORK_DIR]: `rw,nosuid,nodev,exec,size=${workShare},uid=65534,gid=65534,mode=0700`,
+          '/tmp': `rw,nosuid,nodev,noexec,size=${disk.tmp},mode=1777`,
+          [WORK_DIR]: `rw,nosuid,nodev,exec,size=${disk.work},uid=65534,gid=65534,mode=0700`,
+          // Docker mounts the IPC namespace's mqueue fs here, writable by anyone and counted in
+          // no budget; an empty read-only tmpfs hides it (POSIX queues are refused anyway: seccomp
+          // drops mq_*, and RLIMIT_MSGQUEUE below is 0).
+          '/dev/mqueue': `ro,nosuid,nodev,noexec,size=${PAGE},mode=0555`,
         },
+        ShmSize: disk.shm,
         Memory: budget.memoryBytes,
         MemorySwap: budget.memoryBytes,
         NanoCpus: Math.round(budget.cpus * 1e9),
         PidsLimit: budget.pids,
         Ulimits: [
           { Name: 'nofile', Soft: 1024, Hard: 1024 },
+          { Name: 'msgqueue', Soft: 0, Hard: 0 },
           ...(budget.cpuSeconds ? [{ Name: 'cpu', Soft: budget.cpuSeconds, Hard: budget.cpuSeconds + 1 }] : []),
         ],
         // Docker keeps at most this much log per container: what a retry re-reads.

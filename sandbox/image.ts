@@ -6,6 +6,8 @@ import type Docker from 'dockerode';
 
 export const SANDBOX_IMAGE_REPO = 'mindloop-sandbox';
 export const SANDBOX_IMAGE = `${SANDBOX_IMAGE_REPO}:latest`;
+/** PID 1 of every run (sandbox/init.c): reaps, forwards signals, kills the run at its backstop. */
+export const SANDBOX_INIT = '/usr/local/bin/mindloop-init';
 
 /** The engine is unreachable or the image is missing: infrastructure, not the code inside. */
 export class SandboxUnavailableError extends Error {

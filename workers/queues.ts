@@ -21,7 +21,7 @@ export interface QueueWorkerDeps {
   db: Db;
   dockerHost?: string;
   /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
-  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number };
+  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number; maxReplyBytes?: number };
   /** MINDLOOP_MODE / MINDLOOP_ALLOW_TOOLGEN for tool generation (default: production, no override). */
   toolGeneration?: { mode: 'development' | 'production'; allowOverride: boolean };
   /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */

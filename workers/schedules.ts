@@ -130,3 +130,25 @@ export async function describeSchedules(client: Client, schedules: readonly Main
   }
   return rows;
 }
+
+/**
+ * Do `act` to a schedule (trigger, backfill) and wait for the workflow run it starts: the first
+ * of the schedule's recent actions that was not there before. Returns its workflow id and result.
+ */
+export async function awaitScheduledRun<T = unknown>(client: Client, scheduleId: string, act: () => Promise<unknown>, timeoutMs = 30_000): Promise<{ workflowId: string; result: T }> {
+  const handle = client.schedule.getHandle(scheduleId);
+  // A run is its id and first run id: a backfill repeated for one time reuses the workflow id.
+  const key = (a: { action: { workflow: { workflowId: string; firstExecutionRunId: string } } }) => `${a.action.workflow.workflowId}/${a.action.workflow.firstExecutionRunId}`;
+  const before = new Set((await handle.describe()).info.recentActions.map(key));
+  await act();
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const fresh = (await handle.describe()).info.recentActions.find((a) => !before.has(key(a)));
+    if (fresh) {
+      const { workflowId, firstExecutionRunId } = fresh.action.workflow;
+      return { workflowId, result: (await client.workflow.getHandle(workflowId, firstExecutionRunId).result()) as T };
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${scheduleId}: no run started within ${timeoutMs} ms`);
+}

@@ -1,11 +1,13 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  ContinueAsNew,
   ParentClosePolicy,
   allHandlersFinished,
   condition,
   currentUpdateInfo,
   getExternalWorkflowHandle,
+  isCancellation,
   continueAsNew,
   defineQuery,
   defineSignal,
@@ -21,10 +23,12 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
+import { clipText, sanitizeText } from '../core/sanitize.js';
 import type { createActivities } from '../activities/index.js';
 import type { createSandboxActivities } from '../activities/sandbox.js';
-import type { LoopEffect } from '../core/loop-types.js';
-import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
+import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
+import { dbActivity, fewAttempts, llmActivity, sandboxActivity } from './lib/activity-options.js';
+import { failureMessage, isInfraFailure, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import {
   applyConfigValues,
@@ -34,7 +38,9 @@ import {
   defaultReflex,
   initialState,
   loopSettingsSchema,
+  maxQueuedNotes,
   type CarryOver,
+  type QueuedNote,
 } from './lib/loop-state.js';
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
@@ -45,8 +51,10 @@ import type { toolGenerationWorkflow } from './tool-generation.js';
 import type { escalationWorkflow } from './escalation.js';
 
 type Activities = ReturnType<typeof createActivities>;
-const db = proxyActivities<Activities>(dbActivity);
-const llm = proxyActivities<Activities>(llmActivity);
+// A few attempts each, then the loop itself rides the outage out (workflows/lib/infra.ts), so
+// that its status shows `degraded` and the recovery is logged.
+const db = proxyActivities<Activities>(fewAttempts(dbActivity));
+const llm = proxyActivities<Activities>(fewAttempts(llmActivity));
 const reflexActs = proxyActivities<Activities>(reflexActivity);
 // The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
@@ -66,8 +74,14 @@ export const addNoteInput = z.object({
 });
 export type AddNoteInput = z.input<typeof addNoteInput>;
 
-/** The user's message to the agent; returns the note id (stored before the update completes). */
-export const addNoteUpdate = defineUpdate<{ noteId: number }, [AddNoteInput]>('addNote');
+/** What `addNote` answers: the stored note's id, or — while the database is away — that it is queued. */
+export type AddNoteResult = { noteId: number; queued?: false } | { noteId: null; queued: true; message: string };
+/**
+ * The user's message to the agent; returns the note id (stored before the update completes).
+ * While the database is away the note is kept in the workflow (durable in its history) and
+ * stored, once, when the database returns; the answer says so.
+ */
+export const addNoteUpdate = defineUpdate<AddNoteResult, [AddNoteInput]>('addNote');
 /** Wake the loop because something it waits for happened (a task loop wrote a note, a process finished). */
 export const wakeSignal = defineSignal<[{ reason: 'note' | 'process' }]>('wake');
 export const pauseSignal = defineSignal('pause');
@@ -81,7 +95,7 @@ export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<type
 export interface AgentStatus {
   agentId: string;
   tick: number;
-  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'stopping';
+  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'degraded' | 'stopping';
   operatingMode: CarryOver['operatingMode'];
   paused: boolean;
   pauseTicks: number;
@@ -95,6 +109,12 @@ export interface AgentStatus {
   llm: string | null;
   taskLoops: CarryOver['taskLoops'];
   outage: { since: string; attempts: number; lastError: string } | null;
+  /** A dependency (the database, mostly) is away: the step waiting for it, since when, attempts, last error. */
+  degraded: Degraded | null;
+  /** Notes taken while the database was away, stored when it returns. */
+  queuedNotes: number;
+  /** The last tick that failed for a reason of its own (a poison reply, a refused write), if any. */
+  lastTickFailure: { tick: number; step: string; error: string } | null;
 }
 /** Tick, mode, pause state, last reply summary, LLM in use, counters. */
 export const statusQuery = defineQuery<AgentStatus>('status');
@@ -124,6 +144,15 @@ export interface AgentLoopResult {
 
 const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt, 5));
 
+/** A reply that fails its tick this many times in a row is treated like a failing LLM (Core Outage). */
+const poisonTicksBeforeOutage = 3;
+
+/** Model text and driver messages may hold characters Postgres refuses; log rows must not. */
+function clean(text: string): string {
+  return clipText(sanitizeText(text), 2000);
+}
+
+
 function isLlmUnavailable(err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
 }
@@ -138,6 +167,11 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   let stopRequested = false;
   let lastVerdict: AgentStatus['lastVerdict'] = null;
   let outage: AgentStatus['outage'] = null;
+  let degraded: Degraded | null = null;
+  let lastTickFailure: AgentStatus['lastTickFailure'] = null;
+  // Ticks in a row that failed for a reason of their own: past a few, treated like a failing LLM.
+  let failedInARow = 0;
+  let lastFailedTick = 0;
   let llmInUse: string | null = state.last?.model ?? null;
 
   upsertSearchAttributes([
@@ -161,17 +195,34 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     llm: llmInUse,
     taskLoops: state.taskLoops,
     outage,
+    degraded,
+    queuedNotes: state.pendingNotes.length,
+    lastTickFailure,
   }));
   setHandler(
     addNoteUpdate,
-    async (note) => {
+    async (note): Promise<AddNoteResult> => {
       const parsed = addNoteInput.parse(note);
       // The update id makes the write idempotent: a retried activity finds the first note.
       const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
-      const { noteId } = await db.recordNote({ agentId, ...parsed, idempotencyKey: `${selfId}:note:${updateId}` });
+      const queued: QueuedNote = { ...parsed, idempotencyKey: `${selfId}:note:${updateId}` };
+      // Notes keep their order: while earlier ones wait for the database, this one waits too.
+      if (state.pendingNotes.length === 0) {
+        try {
+          const { noteId } = await db.recordNote({ agentId, ...queued });
+          state.counters.notesReceived++;
+          state.pendingWake = true;
+          return { noteId };
+        } catch (err) {
+          if (!isInfraFailure(err)) throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: ${failureMessage(err)}`, nonRetryable: true });
+        }
+      }
+      if (state.pendingNotes.length >= maxQueuedNotes) {
+        throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: the database is unavailable and ${maxQueuedNotes} notes already wait for it; send it again later`, nonRetryable: true });
+      }
+      state.pendingNotes.push(queued);
       state.counters.notesReceived++;
-      state.pendingWake = true;
-      return { noteId };
+      return { noteId: null, queued: true, message: `the database is unavailable: note queued (${state.pendingNotes.length} waiting); it is stored when the database returns` };
     },
     {
       validator: (note) => {
@@ -210,8 +261,11 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   );
 
   // Loop start (and every continue-as-new): identity row, default LLM, interrupted task loops.
-  const started = await db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: selfId });
+  const started = await guard('loopStarted', () => db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: selfId }));
   if (!input.carryOver) {
+    // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
+    // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
+    if (started.lastTick) state.tick = started.lastTick;
     // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
     // agent saved with config.set; settings given in the input still win. (Histories recorded
     // before loopStarted returned `config` replay with nothing to apply.)
@@ -221,147 +275,241 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   for (const t of started.interruptedTaskLoops) await startTaskLoop(t.taskId, t.title);
 
   const startTick = state.tick;
-  while (!stopRequested) {
-    if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
-    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) {
-      phase = 'stopping';
-      await condition(allHandlersFinished);
-      state.counters.continuedAsNew++;
-      return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: state });
-    }
-    if (state.paused) {
-      phase = 'paused';
-      await condition(() => !state.paused || stopRequested);
-      continue;
-    }
-    if (state.pauseTicks > 0) {
-      // `cycle pause N`: sit out N ticks of delay without thinking.
-      state.pauseTicks--;
-      phase = 'pacing';
-      await condition(() => stopRequested || state.paused, state.settings.delayMs);
-      continue;
-    }
+  try {
+    while (!stopRequested) {
+      if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+      if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) {
+        phase = 'stopping';
+        await condition(allHandlersFinished);
+        state.counters.continuedAsNew++;
+        return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: state });
+      }
+      if (state.paused) {
+        phase = 'paused';
+        await condition(() => !state.paused || stopRequested);
+        continue;
+      }
+      if (state.pauseTicks > 0) {
+        // `cycle pause N`: sit out N ticks of delay without thinking.
+        state.pauseTicks--;
+        phase = 'pacing';
+        await condition(() => stopRequested || state.paused, state.settings.delayMs);
+        continue;
+      }
 
-    const tick = state.tick + 1;
-    phase = 'thinking';
-    let thought;
-    try {
-      thought = await llm.think({
-        agentId,
-        tick,
-        workflowId: selfId,
-        now: new Date().toISOString(),
-        mode: 'main',
-        loop: {
-          contextMode: state.settings.contextMode,
-          contextFilter: state.settings.contextFilter,
-          recentK: state.settings.recentK,
-          notesMode: state.settings.notesMode,
-          notesFilter: state.settings.notesFilter,
-        },
-        params: { ...state.reflex, maxTokens: state.settings.maxTokens },
-        ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
-      });
-    } catch (err) {
-      if (!isLlmUnavailable(err)) throw err;
-      await coreOutage(err);
-      continue; // the same tick again, now that an LLM answers
-    }
-    await endOutage(`${thought.provider}:${thought.model}`);
-    state.tick = tick;
-    state.counters.ticks++;
-    state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
-    llmInUse = `${thought.provider}:${thought.model}`;
-    state.last = { summary: thought.summary, model: llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
-
-    phase = 'reflexes';
-    let verdict;
-    // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
-    // recorded before it replay through the auto_pass pipeline.
-    if (input.reflexes && thought.responseId !== null && patched('reflexes-v1')) {
-      const r = await runTickReflexes(
-        reflexActs.tickReflexes,
-        {
+      if (state.pendingNotes.length > 0) await flushNotes();
+      const tick = state.tick + 1;
+      phase = 'thinking';
+      let thought;
+      try {
+        thought = await guard('think', () => llm.think({
           agentId,
           tick,
           workflowId: selfId,
-          responseId: thought.responseId,
-          commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type })),
-          params: state.reflex,
-          defaults: defaultReflex,
-          stagnation: state.reflexState,
-          contextMode: state.settings.contextMode,
-        },
-        state.reflexState,
-      );
-      verdict = r.verdict;
-      state.reflexState = r.state;
-      if (r.result) {
-        state.reflex = r.result.params;
-        applyEffects(state, r.result.effects);
+          now: new Date().toISOString(),
+          mode: 'main',
+          loop: {
+            contextMode: state.settings.contextMode,
+            contextFilter: state.settings.contextFilter,
+            recentK: state.settings.recentK,
+            notesMode: state.settings.notesMode,
+            notesFilter: state.settings.notesFilter,
+          },
+          params: { ...state.reflex, maxTokens: state.settings.maxTokens },
+          ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
+        }));
+      } catch (err) {
+        if (isLlmUnavailable(err)) {
+          await coreOutage(err);
+          continue; // the same tick again, now that an LLM answers
+        }
+        // The reply (or the write of it) failed for a reason of its own: record it and move on
+        // to the next tick — a retry of this one would replay the same recorded reply.
+        await tickFailed(tick, 'think', err);
+        if (failedInARow >= poisonTicksBeforeOutage) await coreOutage(err);
+        continue;
       }
-    } else {
-      verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
-    }
-    lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
+      await endOutage(`${thought.provider}:${thought.model}`);
+      state.tick = tick;
+      state.counters.ticks++;
+      state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
+      llmInUse = `${thought.provider}:${thought.model}`;
+      state.last = { summary: thought.summary, model: llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
 
-    if (thought.commands.length || thought.rejected.length) {
-      phase = 'executing';
-      const outcomes = await db.applyCommands({
-        agentId,
-        tick,
-        workflowId: selfId,
-        mode: 'main',
-        commands: thought.commands,
-        rejected: thought.rejected,
-        allowedCmdIds: verdict.allowedCmdIds,
-        ...(verdict.held ? { heldReasons: verdict.held } : {}),
-        rating: verdict.rating,
-      });
-      countOutcomes(state.counters, outcomes);
-      const changes = applyEffects(
-        state,
-        outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects),
-      );
-      for (const t of changes.start) await startTaskLoop(t.taskId, t.title, t.maxTicks);
-      for (const taskId of changes.stop) await stopTaskLoop(taskId);
-      const shells = outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects.filter((e): e is ShellEffect => e.kind === 'shell'));
-      // shell-v1: histories from before `shell` existed have no shell effects, so replaying
-      // them never reaches this marker.
-      if (shells.length > 0 && patched('shell-v1')) for (const e of shells) await runShell(e, tick);
-      // tools.generate (Ouroboros): one child per capability; its result comes back as a note + wake.
-      // toolgen-v1: older histories have no generateTool effects, so they never reach the marker.
-      const toolRequests = outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects.filter((e): e is ToolEffect => e.kind === 'generateTool'));
-      if (toolRequests.length > 0 && patched('toolgen-v1')) for (const e of toolRequests) await startToolGeneration(e, tick);
-      // escalate-v1 (issue 7): `escalate`, and held danger-zone commands (rejected outcomes carry
-      // the effect), start escalation children; older histories have no escalate effects.
-      const escalationsToStart = outcomes.flatMap((o) => o.effects.filter((e): e is EscalateEffect => e.kind === 'escalate'));
-      if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await startEscalation(e);
+      phase = 'reflexes';
+      let verdict;
+      // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
+      // recorded before it replay through the auto_pass pipeline.
+      if (input.reflexes && thought.responseId !== null && patched('reflexes-v1')) {
+        const r = await runTickReflexes(
+          (i) => guard('reflexes', () => reflexActs.tickReflexes(i)),
+          {
+            agentId,
+            tick,
+            workflowId: selfId,
+            responseId: thought.responseId,
+            // Args too: ethics rules read them. An activity's input is not part of what replay
+            // compares, so this needs no patch marker.
+            commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
+            params: state.reflex,
+            defaults: defaultReflex,
+            stagnation: state.reflexState,
+            contextMode: state.settings.contextMode,
+          },
+          state.reflexState,
+        );
+        verdict = r.verdict;
+        state.reflexState = r.state;
+        if (r.result) {
+          state.reflex = r.result.params;
+          applyEffects(state, r.result.effects);
+        }
+      } else {
+        verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
+      }
+      lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
+
+      if (thought.commands.length || thought.rejected.length) {
+        phase = 'executing';
+        let outcomes: CommandOutcome[] | null = null;
+        try {
+          outcomes = await guard('applyCommands', () =>
+            db.applyCommands({
+              agentId,
+              tick,
+              workflowId: selfId,
+              mode: 'main',
+              commands: thought.commands,
+              rejected: thought.rejected,
+              allowedCmdIds: verdict.allowedCmdIds,
+              ...(verdict.held ? { heldReasons: verdict.held } : {}),
+              rating: verdict.rating,
+            }),
+          );
+        } catch (err) {
+          await tickFailed(tick, 'applyCommands', err);
+        }
+        if (outcomes) await followOutcomes(outcomes, tick);
+      }
+      if (lastFailedTick !== tick) failedInARow = 0;
+
+      if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+      // Pace: fixed delay, or idle until a wake condition.
+      if (state.settings.idle.on) {
+        phase = 'idle';
+        const { wakeOn, timeoutMs } = state.settings.idle;
+        const woke = await condition(
+          () => stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake),
+          wakeOn.includes('timeout') ? timeoutMs : undefined,
+        );
+        if (!woke) log.info('idle timeout', { agentId, tick });
+      } else if (!state.pendingWake && state.settings.delayMs > 0) {
+        phase = 'pacing';
+        await condition(() => stopRequested || state.paused, state.settings.delayMs);
+      }
+      state.pendingWake = false;
     }
 
-    if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
-    // Pace: fixed delay, or idle until a wake condition.
-    if (state.settings.idle.on) {
-      phase = 'idle';
-      const { wakeOn, timeoutMs } = state.settings.idle;
-      const woke = await condition(
-        () => stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake),
-        wakeOn.includes('timeout') ? timeoutMs : undefined,
-      );
-      if (!woke) log.info('idle timeout', { agentId, tick });
-    } else if (!state.pendingWake && state.settings.delayMs > 0) {
-      phase = 'pacing';
-      await condition(() => stopRequested || state.paused, state.settings.delayMs);
-    }
-    state.pendingWake = false;
+  } catch (err) {
+    // Only a bug gets here (outages are ridden out, a tick's own failures recorded): say so
+    // in the agent's row and process log before the workflow fails, so status and doctor show it.
+    if (!(err instanceof ContinueAsNew) && !isCancellation(err)) await recordLoopFailure(err);
+    throw err;
   }
 
   phase = 'stopping';
   await condition(allHandlersFinished);
-  await db.loopStopped({ agentId, tick: state.tick });
+  if (state.pendingNotes.length > 0) await flushNotes();
+  await guard('loopStopped', () => db.loopStopped({ agentId, tick: state.tick }));
   return { agentId, ticks: state.tick, reason: stopRequested ? 'stopped' : 'max_ticks' };
 
   // ---- helpers (closures over the loop's state) -----------------------------------------------
+
+  /** What applied commands asked of the loop: task loops, shell runs, tool generation, escalations. */
+  async function followOutcomes(outcomes: CommandOutcome[], tick: number): Promise<void> {
+    countOutcomes(state.counters, outcomes);
+    const applied = outcomes.filter((o) => o.status === 'applied');
+    const changes = applyEffects(state, applied.flatMap((o) => o.effects));
+    for (const t of changes.start) await startTaskLoop(t.taskId, t.title, t.maxTicks);
+    for (const taskId of changes.stop) await stopTaskLoop(taskId);
+    const shells = applied.flatMap((o) => o.effects.filter((e): e is ShellEffect => e.kind === 'shell'));
+    // shell-v1: histories from before `shell` existed have no shell effects, so replaying
+    // them never reaches this marker.
+    if (shells.length > 0 && patched('shell-v1')) for (const e of shells) await runShell(e, tick);
+    // tools.generate (Ouroboros): one child per capability; its result comes back as a note + wake.
+    // toolgen-v1: older histories have no generateTool effects, so they never reach the marker.
+    const toolRequests = applied.flatMap((o) => o.effects.filter((e): e is ToolEffect => e.kind === 'generateTool'));
+    if (toolRequests.length > 0 && patched('toolgen-v1')) for (const e of toolRequests) await startToolGeneration(e, tick);
+    // escalate-v1: `escalate`, and held danger-zone commands (rejected outcomes carry the
+    // effect), start escalation children; older histories have no escalate effects.
+    const escalationsToStart = outcomes.flatMap((o) => o.effects.filter((e): e is EscalateEffect => e.kind === 'escalate'));
+    if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await startEscalation(e);
+  }
+
+  /** Call an activity, riding out an outage of what it needs (phase `degraded` meanwhile). */
+  function guard<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    let before: AgentStatus['phase'] | null = null;
+    return rideOut(step, fn, {
+      onDegraded: (d) => {
+        if (before === null) {
+          before = phase;
+          state.counters.degraded++;
+        }
+        phase = 'degraded';
+        degraded = d;
+      },
+      onRecovered: async (d, ms) => {
+        phase = before ?? phase;
+        degraded = null;
+        const message = `recovered: ${d.step} waited ${Math.round(ms / 1000)} s over ${d.attempts} attempt(s) for an unavailable dependency (last error: ${d.lastError})`;
+        try {
+          await db.logProcess({ agentId, processId: 'degraded', kind: 'infrastructure', status: 'close', message: clean(message), tick: state.tick });
+        } catch (err) {
+          log.warn('recovery not logged', { error: failureMessage(err) });
+        }
+      },
+    });
+  }
+
+  /** Store the notes taken while the database was away, in order, each once (by its key). */
+  async function flushNotes(): Promise<void> {
+    while (state.pendingNotes.length > 0) {
+      const note = state.pendingNotes[0]!;
+      try {
+        await guard('recordNote', () => db.recordNote({ agentId, ...note }));
+      } catch (err) {
+        log.warn('queued note refused by the database', { error: failureMessage(err) });
+      }
+      state.pendingNotes.shift();
+      state.pendingWake = true;
+    }
+  }
+
+  /** A tick failed for a reason of its own (not an outage): record it; the loop goes on. */
+  async function tickFailed(tick: number, step: string, err: unknown): Promise<void> {
+    const error = clean(failureMessage(err));
+    state.tick = Math.max(state.tick, tick);
+    state.counters.tickFailures++;
+    failedInARow++;
+    lastFailedTick = tick;
+    lastTickFailure = { tick, step, error };
+    log.warn('tick failed', { agentId, tick, step, error });
+    try {
+      await guard('logProcess', () => db.logProcess({ agentId, processId: `tick-${tick}`, kind: 'tick_failure', status: 'error', message: `${step}: ${error}`, tick }));
+    } catch (logErr) {
+      log.warn('tick failure not logged', { error: failureMessage(logErr) });
+    }
+  }
+
+  /** The loop is about to fail: record it in the agent row and the process log (best effort). */
+  async function recordLoopFailure(err: unknown): Promise<void> {
+    const error = clean(err instanceof Error ? err.message : String(err));
+    try {
+      await db.loopStopped({ agentId, tick: state.tick, status: 'failed', reason: error });
+    } catch (e) {
+      log.warn('loop failure not recorded', { error: failureMessage(e) });
+    }
+  }
 
   /** No LLM answered: log it once, keep taking notes, and probe with backoff until one answers. */
   async function coreOutage(err: unknown): Promise<void> {
@@ -373,7 +521,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       state.operatingMode = 'core_outage';
       state.counters.outages++;
       outage = { since: new Date().toISOString(), attempts: 0, lastError: message };
-      await db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message, tick: state.tick, mode: 'core_outage' });
+      await guard('logProcess', () => db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message: clean(message), tick: state.tick, mode: 'core_outage' }));
     }
     let current = outage ?? { since: new Date().toISOString(), attempts: 0, lastError: message };
     current = { ...current, lastError: message };
@@ -384,7 +532,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       // Notes and signals keep arriving meanwhile; only stop ends the wait early.
       await condition(() => stopRequested, outageBackoffMs(current.attempts));
       if (stopRequested) return;
-      const probe = await llm.probeLlm({ agentId, role: 'agent' });
+      const probe = await guard('probeLlm', () => llm.probeLlm({ agentId, role: 'agent' }));
       if (probe.ok) return; // the next think decides whether the outage is over
       current = { ...current, lastError: probe.error ?? current.lastError };
       outage = current;
@@ -395,15 +543,17 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   async function endOutage(model: string): Promise<void> {
     if (state.operatingMode !== 'core_outage') return;
     state.operatingMode = 'normal';
-    await db.logProcess({
-      agentId,
-      processId: 'core-outage',
-      kind: 'core_outage',
-      status: 'close',
-      message: `recovered: ${model} answers after ${outage?.attempts ?? 0} probe(s)`,
-      tick: state.tick,
-      mode: 'normal',
-    });
+    await guard('logProcess', () =>
+      db.logProcess({
+        agentId,
+        processId: 'core-outage',
+        kind: 'core_outage',
+        status: 'close',
+        message: `recovered: ${model} answers after ${outage?.attempts ?? 0} probe(s)`,
+        tick: state.tick,
+        mode: 'normal',
+      }),
+    );
     outage = null;
   }
 
@@ -418,7 +568,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       // Infrastructure (no engine, no image, no sandbox worker): the agent reads why; the loop goes on.
       error = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
     }
-    await db.recordShellResult({ agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
+    await guard('recordShellResult', () => db.recordShellResult({ agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) }));
   }
 
   async function startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
@@ -470,7 +620,7 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     } catch (err) {
       // Already finished: record the stop so it is not resumed at the next start.
       log.info('task loop already closed', { taskId, error: String(err) });
-      await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' });
+      await guard('setTaskLoopStatus', () => db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' }));
     }
     delete state.taskLoops[String(taskId)];
   }

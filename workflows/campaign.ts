@@ -25,6 +25,7 @@ import {
 import type { createCampaignActivities } from '../activities/campaigns.js';
 import { avoidErrorArgs, campaignInputSchema, childWorkflowId, resolveCampaignId, type CampaignInput, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
 import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
+import { rideOut, type Degraded } from './lib/infra.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 
@@ -55,6 +56,8 @@ export interface CampaignProgress {
   /** Started tasks nothing could undo (a completed child workflow that declares no compensation), with why. */
   uncompensated: Array<{ task: string; reason: string }>;
   error: string | null;
+  /** A dependency the running task needs is away: what waits, since when, attempts, last error. */
+  degraded?: Degraded | null;
 }
 
 export interface CampaignResult {
@@ -216,7 +219,14 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
           const result =
             task.kind === 'workflow'
               ? await executeChild(task.type, { workflowId: v1 ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args) : `${info.workflowId}/p${i}/t${j}`, args: [task.args] })
-              : await (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args });
+              : // An outage (the database away) is waited out, not counted as the task failing;
+                // the task's key makes the retry find the first attempt's effect.
+                await rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args }), {
+                  onDegraded: (d) => (progress.degraded = d),
+                  onRecovered: () => {
+                    progress.degraded = null;
+                  },
+                });
           const stored = (result ?? {}) as Record<string, unknown>;
           entry.state = 'completed';
           entry.result = stored;

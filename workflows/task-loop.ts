@@ -1,6 +1,7 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  ContinueAsNew,
   TimeoutFailure,
   condition,
   continueAsNew,
@@ -8,6 +9,7 @@ import {
   defineSignal,
   getExternalWorkflowHandle,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -15,6 +17,7 @@ import {
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import { agentIdSchema } from '../core/ids.js';
+import { configKeys } from '../core/catalogue.js';
 import type { createActivities } from '../activities/index.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -23,11 +26,24 @@ import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attrib
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
-const llm = proxyActivities<Activities>(llmActivity);
+
+export interface TaskLoopStatus {
+  taskId: number;
+  tick: number;
+  replStatus: string;
+  lastSummary: string | null;
+  /** The tick cap in force (the command's, else the agent's `task_loop_max_ticks`, else its default). */
+  maxTicks: number | null;
+  /** Why the loop stopped or froze, once it has. */
+  reason: string | null;
+  /** An LLM outage or an unavailable dependency the loop is waiting out (the same tick is tried again). */
+  waiting: { since: string; attempts: number; lastError: string } | null;
+}
 
 /** Ask the task loop to finish after its current tick. */
 export const taskStopSignal = defineSignal<[{ reason?: string }?]>('stopTask');
-export const taskStatusQuery = defineQuery<{ taskId: number; tick: number; replStatus: string; lastSummary: string | null }>('status');
+/** Tick, repl status, last summary, tick cap, stop reason, outage wait. */
+export const taskStatusQuery = defineQuery<TaskLoopStatus>('status');
 /** Same name as the agent loop's wake signal: the parent wakes when the task loop writes a note. */
 const parentWakeSignal = defineSignal<[{ reason: 'note' | 'process' }]>('wake');
 
@@ -36,30 +52,67 @@ export const taskLoopInput = z.object({
   taskId: z.number().int().positive(),
   title: z.string().max(500).default(''),
   parentWorkflowId: z.string().min(1),
+  /** Tick cap from the command that started the loop; unset: the agent's `task_loop_max_ticks`. */
   maxTicks: z.number().int().positive().optional(),
   delayMs: z.number().int().min(0).max(3_600_000).default(1000),
-  /** Restarts after a timeout so far (SPEC §2: timeout → restart). */
+  /** How long one tick's think may run before it counts as a timeout (default: the LLM preset's 10 minutes). */
+  thinkTimeoutMs: z.number().int().min(1000).max(3_600_000).optional(),
+  /** Restarts after a timeout so far (timeout → restart, at most `maxRestarts`). */
   restarts: z.number().int().min(0).default(0),
   tick: z.number().int().min(0).default(0),
 });
 export type TaskLoopInput = z.input<typeof taskLoopInput>;
 
+export interface TaskLoopResult {
+  taskId: number;
+  ticks: number;
+  replStatus: 'stopped' | 'error';
+  reason: string;
+}
+
 const maxRestarts = 3;
+const waitBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
+const causeOf = (err: unknown) => (err instanceof ActivityFailure && err.cause ? err.cause : err);
+const messageOf = (err: unknown) => {
+  const cause = causeOf(err);
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.length > 500 ? `${text.slice(0, 499)}…` : text;
+};
+
+/** No LLM answers, or a dependency is away: not the task's fault, so the tick is tried again later. */
+function isOutage(err: unknown): boolean {
+  const cause = causeOf(err);
+  return err instanceof ActivityFailure && cause instanceof ApplicationFailure && (cause.type === 'LlmUnavailable' || !cause.nonRetryable);
+}
 
 /**
  * An auxiliary loop for one task (id `agent/<id>/task/<taskId>`): the same tick in read-only
  * mode. It reads everything, writes only notes (`source='llm:task'`) and its own task row, and
- * sends its proposals to the main loop as notes. Timeout → restart; error → task frozen for
- * review; crash → stop and notify the main loop.
+ * sends its proposals to the main loop as notes. It runs at most its tick cap. When its think
+ * fails: a timeout restarts the loop (continue-as-new, at most 3 times); a worker lost mid-tick
+ * (heartbeat timeout) or a failure of the loop's own code is a crash: the loop stops and tells
+ * the main loop; an error of the request freezes the task for review (`repl_status` 'error')
+ * and tells the main loop; an LLM outage or a dependency away is waited out.
  */
-export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<{ taskId: number; ticks: number; replStatus: string }> {
+export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoopResult> {
   const input = parseWorkflowInput('taskLoopWorkflow', taskLoopInput, rawInput);
   const { agentId, taskId } = input;
   const selfId = workflowInfo().workflowId;
+  // One attempt: the loop itself decides what a failed think means, because its rules differ by
+  // cause (a timeout restarts, a worker lost mid-tick is a crash, an error freezes the task, an
+  // outage is waited out), and a retry inside the server would hide all of them.
+  const llm = proxyActivities<Activities>({
+    ...llmActivity,
+    ...(input.thinkTimeoutMs !== undefined ? { startToCloseTimeout: input.thinkTimeoutMs } : {}),
+    retry: { ...llmActivity.retry, maximumAttempts: 1 },
+  });
   let tick = input.tick;
   let stop = false;
   let replStatus = 'running';
   let lastSummary: string | null = null;
+  let reason: string | null = null;
+  let waiting: TaskLoopStatus['waiting'] = null;
+  let maxTicks: number | null = input.maxTicks ?? null;
   upsertSearchAttributes([
     { key: agentIdSearchAttribute, value: agentId },
     { key: kindSearchAttribute, value: 'task-loop' },
@@ -67,25 +120,49 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<{ taskI
   setHandler(taskStopSignal, () => {
     stop = true;
   });
-  setHandler(taskStatusQuery, () => ({ taskId, tick, replStatus, lastSummary }));
+  setHandler(taskStatusQuery, () => ({ taskId, tick, replStatus, lastSummary, maxTicks, reason, waiting }));
 
-  await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', workflowId: selfId });
+  const started = await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', workflowId: selfId });
+  // task-loop-cap-v1: the agent's task_loop_max_ticks (or its default) caps a loop the command
+  // gave no cap; a loop resumed after an interruption goes on from its last recorded tick (its
+  // next ticks must not reuse the keys of the ones it already thought). Histories from before
+  // ran uncapped from the tick in their input.
+  const capped = patched('task-loop-cap-v1');
+  if (capped) {
+    maxTicks ??= started?.maxTicks ?? configKeys.task_loop_max_ticks.default;
+    tick = Math.max(tick, started?.lastTick ?? 0);
+  }
+
+  /** Record the end; `notify` (a note to the main loop, tagged `kind`) wakes the parent too. */
+  const finish = async (status: 'stopped' | 'error', why: string, notify: { text: string; kind: 'error' | 'crash' | 'tick-cap' } | null): Promise<TaskLoopResult> => {
+    replStatus = status;
+    reason = why;
+    await db.setTaskLoopStatus({ agentId, taskId, replStatus: status, reason: why, frozen: status === 'error', tick });
+    if (notify) {
+      await db.recordNote({
+        agentId,
+        text: notify.text,
+        priority: 3,
+        tags: ['task-loop', notify.kind],
+        source: 'system',
+        taskId,
+        idempotencyKey: `${selfId}:end:${workflowInfo().runId}`,
+      });
+      await getExternalWorkflowHandle(input.parentWorkflowId).signal(parentWakeSignal, { reason: 'process' }).catch(() => undefined);
+    }
+    return { taskId, ticks: tick, replStatus: status, reason: why };
+  };
+
+  let suggestContinue = false;
   try {
-    while (!stop && (input.maxTicks === undefined || tick < input.maxTicks)) {
+    while (!stop && (maxTicks === null || tick < maxTicks)) {
       if (workflowInfo().continueAsNewSuggested) {
-        return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick });
+        suggestContinue = true;
+        break;
       }
       const next = tick + 1;
-      const thought = await llm.think({
-        agentId,
-        tick: next,
-        workflowId: selfId,
-        now: new Date().toISOString(),
-        mode: 'task',
-        taskId,
-        loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
-        params: { ...defaultReflex, maxTokens: 512 },
-      });
+      const thought = await thinkWaitingOutOutages(next);
+      if (!thought) break; // stopped while waiting
       tick = next;
       lastSummary = thought.summary;
       if (thought.commands.length || thought.rejected.length) {
@@ -103,34 +180,60 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<{ taskI
           await getExternalWorkflowHandle(input.parentWorkflowId).signal(parentWakeSignal, { reason: 'note' }).catch(() => undefined);
         }
       }
-      if (thought.taskStatus && ['done', 'completed', 'failed', 'cancelled'].includes(thought.taskStatus)) break;
+      if (thought.taskStatus && ['done', 'completed', 'failed', 'cancelled'].includes(thought.taskStatus)) {
+        return await finish('stopped', `task ${thought.taskStatus}`, null);
+      }
+      if (maxTicks !== null && tick >= maxTicks) break;
       await condition(() => stop, input.delayMs);
     }
-    replStatus = 'stopped';
-    await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: stop ? 'stop requested' : 'task finished' });
-    return { taskId, ticks: tick, replStatus };
   } catch (err) {
-    const cause = err instanceof ActivityFailure ? err.cause : err;
-    if (cause instanceof TimeoutFailure && input.restarts < maxRestarts) {
-      log.warn('task loop timed out; restarting', { taskId, restarts: input.restarts + 1 });
-      await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', reason: 'restart after timeout', restarted: true });
-      return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick, restarts: input.restarts + 1 });
+    if (err instanceof ContinueAsNew) throw err;
+    const cause = causeOf(err);
+    const message = messageOf(err);
+    if (cause instanceof TimeoutFailure && cause.timeoutType !== 'HEARTBEAT') {
+      if (input.restarts < maxRestarts) {
+        log.warn('task loop timed out; restarting', { taskId, restarts: input.restarts + 1 });
+        await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', reason: `restart after a timeout (${message})`, restarted: true, tick });
+        return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick, restarts: input.restarts + 1 });
+      }
+      const why = `timed out ${maxRestarts + 1} times in a row (${message})`;
+      return finish('error', why, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${why}`, kind: 'error' });
     }
-    const message = cause instanceof Error ? cause.message : String(cause);
-    // error → frozen for review; anything unexpected (a crash) → stopped. Both tell the main loop.
-    const isError = cause instanceof ApplicationFailure || cause instanceof TimeoutFailure;
-    replStatus = isError ? 'error' : 'stopped';
-    await db.setTaskLoopStatus({ agentId, taskId, replStatus: isError ? 'error' : 'stopped', reason: message, frozen: isError });
-    await db.recordNote({
-      agentId,
-      text: `Task loop for task #${taskId} ${isError ? 'failed and the task is frozen for review' : 'crashed and stopped'}: ${message}`,
-      priority: 3,
-      tags: ['task-loop', isError ? 'error' : 'crash'],
-      source: 'system',
-      taskId,
-      idempotencyKey: `${selfId}:end:${workflowInfo().runId}`,
-    });
-    await getExternalWorkflowHandle(input.parentWorkflowId).signal(parentWakeSignal, { reason: 'process' }).catch(() => undefined);
-    return { taskId, ticks: tick, replStatus };
+    if (cause instanceof ApplicationFailure && err instanceof ActivityFailure) {
+      return finish('error', message, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${message}`, kind: 'error' });
+    }
+    // A worker lost mid-tick (its heartbeat stopped), or the loop's own code failed.
+    const why = cause instanceof TimeoutFailure ? `crashed: the worker running tick ${tick + 1} was lost (${message})` : `crashed: ${message}`;
+    return finish('stopped', why, { text: `Task loop for task #${taskId} crashed and stopped: ${why}`, kind: 'crash' });
+  }
+  if (suggestContinue) return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick });
+  if (stop) return finish('stopped', 'stop requested', null);
+  const why = `tick cap reached: ${tick} of ${maxTicks} ticks`;
+  // Older histories ended at their input's cap without telling the main loop.
+  return finish('stopped', why, capped ? { text: `Task loop for task #${taskId} stopped before the task was done: ${why}.`, kind: 'tick-cap' } : null);
+
+  /** One tick's think; an outage (no LLM answers, a dependency away) is waited out with backoff. Null when stopped meanwhile. */
+  async function thinkWaitingOutOutages(next: number) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const thought = await llm.think({
+          agentId,
+          tick: next,
+          workflowId: selfId,
+          now: new Date().toISOString(),
+          mode: 'task',
+          taskId,
+          loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
+          params: { ...defaultReflex, maxTokens: 512 },
+        });
+        waiting = null;
+        return thought;
+      } catch (err) {
+        if (!isOutage(err)) throw err;
+        waiting = { since: waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: messageOf(err) };
+        if (attempt === 1) log.warn('task loop waiting out an outage', { taskId, error: waiting.lastError });
+        if (await condition(() => stop, waitBackoffMs(attempt))) return null;
+      }
+    }
   }
 }

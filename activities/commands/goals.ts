@@ -2,9 +2,11 @@
  * Goals (with the goal_links hierarchy), tasks, and llm_task (auxiliary loops on a task).
  */
 import { and, asc, count, desc, eq, notInArray, or } from 'drizzle-orm';
+import { abstractTriggerKey, closes } from '../../core/abstracts.js';
 import { workflowIds } from '../../core/ids.js';
+import { makeAutoAbstract, type AbstractTrigger } from '../../db/queries/abstracts.js';
 import { goalLinks, goals, tasks, type Task } from '../../db/schema/index.js';
-import { CommandError, clip, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, clip, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
 
 const now = () => new Date();
 const finishedTaskStatuses = ['done', 'failed', 'cancelled'] as const;
@@ -19,6 +21,16 @@ async function requireTask(tx: Tx, agentId: string, id: number): Promise<Task> {
   const [t] = await tx.select().from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.id, id)));
   if (!t) notFound('task', id);
   return t;
+}
+
+/**
+ * A goal or task that closes gets an abstract of the work since the last one, in the command's
+ * transaction: it exists exactly when the status change does, and a retried command (found in
+ * the command log) makes no second one.
+ */
+async function closingAbstract(ctx: HandlerContext, trigger: AbstractTrigger): Promise<string> {
+  const r = await makeAutoAbstract(ctx.tx, { agentId: ctx.agentId, trigger, triggerKey: abstractTriggerKey(trigger, ctx.tick, ctx.mode === 'task' ? ctx.taskId : undefined) });
+  return r.created && r.abstractId !== null ? `; abstract #${r.abstractId}` : '';
 }
 
 const renderTask = (t: Task) =>
@@ -85,7 +97,8 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
     if (!rows[0]) notFound('goal', a.id);
     return { message: `goal #${a.id} updated` };
   },
-  async 'goals.status'({ tx, agentId }, a) {
+  async 'goals.status'(ctx, a) {
+    const { tx, agentId } = ctx;
     const g = await requireGoal(tx, agentId, a.id);
     const set: Partial<typeof goals.$inferInsert> = { status: a.status };
     if (a.status === 'completed') set.completedAt = now();
@@ -95,7 +108,8 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
     }
     if (a.status === 'paused' && g.status === 'active') set.interruptions = g.interruptions + 1;
     await tx.update(goals).set(set).where(eq(goals.id, g.id));
-    return { message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clip(a.failure_reason, 80)})` : ''}` };
+    const digest = closes('goal', g.status, a.status) ? await closingAbstract(ctx, 'goal_closed') : '';
+    return { message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clip(a.failure_reason, 80)})` : ''}${digest}` };
   },
   async 'goals.link'({ tx, agentId }, a) {
     if (a.parent_id === a.child_id) throw new CommandError('a goal can not be linked to itself');
@@ -172,9 +186,12 @@ export const taskHandlers: HandlerMap<FamilyTypes<'tasks'>> = {
   'tasks.pin': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { pinned: true }, 'pinned'),
   'tasks.unpin': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { pinned: false }, 'unpinned'),
   'tasks.priority': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { priority: a.priority }, `priority set to ${a.priority}`),
-  async 'tasks.status'({ tx, agentId }, a) {
+  async 'tasks.status'(ctx, a) {
+    const { tx, agentId } = ctx;
+    const before = await requireTask(tx, agentId, a.id);
     const finished = (finishedTaskStatuses as readonly string[]).includes(a.status);
-    return taskSet(tx, agentId, a.id, { status: a.status, completedAt: finished ? now() : null }, `status set to ${a.status}`);
+    const r = await taskSet(tx, agentId, a.id, { status: a.status, completedAt: finished ? now() : null }, `status set to ${a.status}`);
+    return closes('task', before.status, a.status) ? { ...r, message: `${r.message}${await closingAbstract(ctx, 'task_closed')}` } : r;
   },
 };
 

@@ -3,10 +3,12 @@
  * commands write nothing: they return LoopEffects the workflow applies to its own state.
  */
 import { and, eq, inArray } from 'drizzle-orm';
-import { configKeyNames, configKeys, helpText, validateConfigValue, type ConfigKey } from '../../core/catalogue.js';
+import { abstractTriggerKey } from '../../core/abstracts.js';
+import { configKeyNames, configKeys, helpText, validateConfigValue, type CommandType, type ConfigKey } from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
-import { agentConfig } from '../../db/schema/index.js';
-import { CommandError, clip, type FamilyTypes, type HandlerMap } from './shared.js';
+import { makeAutoAbstract } from '../../db/queries/abstracts.js';
+import { agentConfig, llmRecentResponses } from '../../db/schema/index.js';
+import { CommandError, clip, type FamilyTypes, type Handler, type HandlerMap } from './shared.js';
 
 const show = (v: unknown) => clip(JSON.stringify(v) ?? 'null', 300);
 
@@ -31,6 +33,27 @@ function keyEffects(key: ConfigKey, value: unknown): LoopEffect[] {
   }
 }
 
+/**
+ * A command that switches the context mode (standard / concentration / meditation) first
+ * digests the work done in the old mode: an abstract, made in the command's transaction, when
+ * the mode differs from the one this tick was thought in (recorded with the tick's reply).
+ * Main loop only: a task loop's cycle effects do not change the main loop's mode.
+ */
+function withModeChangeAbstract<T extends CommandType>(inner: Handler<T>): Handler<T> {
+  return async (ctx, a) => {
+    const r = await inner(ctx, a);
+    const next = r.effects?.find((e): e is Extract<LoopEffect, { kind: 'setContextMode' }> => e.kind === 'setContextMode');
+    if (!next || ctx.mode !== 'main') return r;
+    const [thought] = await ctx.tx
+      .select({ contextMode: llmRecentResponses.contextMode })
+      .from(llmRecentResponses)
+      .where(and(eq(llmRecentResponses.agentId, ctx.agentId), eq(llmRecentResponses.tick, ctx.tick)));
+    if (!thought || thought.contextMode === next.mode) return r;
+    const made = await makeAutoAbstract(ctx.tx, { agentId: ctx.agentId, trigger: 'mode_change', triggerKey: abstractTriggerKey('mode_change', ctx.tick) });
+    return made.created && made.abstractId !== null ? { ...r, message: clip(`${r.message}; abstract #${made.abstractId}`, 200) } : r;
+  };
+}
+
 export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
   async 'config.get'({ tx, agentId }, a) {
     const [row] = await tx.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, a.key)));
@@ -44,7 +67,7 @@ export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
     const lines = configKeyNames.map((k) => `${k} = ${show(stored.has(k) ? stored.get(k) : configKeys[k].default)}${stored.has(k) ? '' : ' (default)'} — ${configKeys[k].help}`);
     return { message: `${lines.length} settings`, text: lines.join('\n') };
   },
-  async 'config.set'({ tx, agentId }, a) {
+  'config.set': withModeChangeAbstract<'config.set'>(async ({ tx, agentId }, a) => {
     // The catalogue already checked the value; parse again for the schema's output (trimmed strings).
     const checked = validateConfigValue(a.key, a.value);
     if (!checked.ok) throw new CommandError(checked.reason);
@@ -57,14 +80,14 @@ export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
       message: clip(`${a.key} set to ${show(value)}`, 200),
       effects: [{ kind: 'configChanged', keys: [a.key], values: { [a.key]: value } }, ...keyEffects(a.key, value)],
     };
-  },
+  }),
 };
 
 export const cycleHandlers: HandlerMap<FamilyTypes<'cycle'>> = {
   async 'cycle.responses'(_ctx, a) {
     return { message: `context shows the last ${a.n} replies`, effects: [{ kind: 'setResponses', n: a.n }] };
   },
-  async 'cycle.concentration'(_ctx, a) {
+  'cycle.concentration': withModeChangeAbstract<'cycle.concentration'>(async (_ctx, a) => {
     if (!a.on) return { message: 'concentration off (standard context)', effects: [{ kind: 'setContextMode', mode: 'standard' }] };
     const filter = {
       ...(a.tags?.length ? { tags: a.tags } : {}),
@@ -73,12 +96,12 @@ export const cycleHandlers: HandlerMap<FamilyTypes<'cycle'>> = {
     };
     const on = [...(a.tags ?? []), ...(a.emotions ?? [])].join(` ${filter.op} `);
     return { message: clip(`concentration on${on ? `: ${on}` : ''}`, 200), effects: [{ kind: 'setContextMode', mode: 'concentration', filter }] };
-  },
-  async 'cycle.meditation'(_ctx, a) {
-    return a.on
+  }),
+  'cycle.meditation': withModeChangeAbstract<'cycle.meditation'>(async (_ctx, a) =>
+    a.on
       ? { message: 'meditation on (diverse context)', effects: [{ kind: 'setContextMode', mode: 'meditation' }] }
-      : { message: 'meditation off (standard context)', effects: [{ kind: 'setContextMode', mode: 'standard' }] };
-  },
+      : { message: 'meditation off (standard context)', effects: [{ kind: 'setContextMode', mode: 'standard' }] },
+  ),
   async 'cycle.mode'(_ctx, a) {
     const f = a.filter;
     const filter = f

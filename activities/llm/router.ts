@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { z } from 'zod';
+import { defaultMaxReplyBytes, sanitizeAnswer, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
 import { describeError, LlmUnavailableError } from './errors.js';
@@ -30,6 +31,8 @@ export interface LlmRouterDeps {
   localThreads?: number;
   /** Reply function for `scripted` rows (default: the row's `params.replies`). */
   scriptedReply?: ScriptedReplyFn;
+  /** Cap on one answer (text and tool calls), in UTF-8 bytes; a row's `params.maxReplyBytes` wins. Default 256 KB. */
+  maxReplyBytes?: number;
 }
 
 export interface ChatRequest {
@@ -91,10 +94,13 @@ const chatParamsSchema = z.object({
   stop: z.array(z.string().min(1)).max(16).optional(),
   jsonSchema: z.record(z.string(), z.unknown()).optional(),
 });
-const rowParamsSchema = chatParamsSchema.extend({ timeoutMs: z.number().int().min(1).optional() });
+const rowParamsSchema = chatParamsSchema.extend({
+  timeoutMs: z.number().int().min(1).optional(),
+  maxReplyBytes: z.number().int().min(1024).optional(),
+});
 
 /** The row's default sampling parameters; keys the row's provider uses itself are ignored here. */
-function rowParams(row: LlmRegistryEntry): ChatParams & { timeoutMs?: number } {
+function rowParams(row: LlmRegistryEntry): ChatParams & { timeoutMs?: number; maxReplyBytes?: number } {
   const picked: Record<string, unknown> = {};
   for (const key of Object.keys(rowParamsSchema.shape)) {
     if (row.params[key] !== undefined) picked[key] = row.params[key];
@@ -123,8 +129,11 @@ export function recordedToolCalls(row: Pick<LlmCall, 'metadata'>): ChatToolCall[
   return parsed.success && parsed.data.length > 0 ? parsed.data : undefined;
 }
 
+const truncatedSchema = z.object({ originalBytes: z.number(), keptBytes: z.number(), droppedToolCalls: z.number() });
+
 function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
   const toolCalls = recordedToolCalls(ok);
+  const truncated = truncatedSchema.safeParse(ok.metadata?.truncated);
   return {
     text: ok.reply ?? '',
     registryId: ok.registryId ?? 0,
@@ -137,6 +146,7 @@ function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
     replayed: true,
     callId: ok.id,
     ...(toolCalls ? { toolCalls } : {}),
+    ...(truncated.success ? { truncated: truncated.data } : {}),
   };
 }
 
@@ -229,22 +239,22 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
       };
       let model: ChatModel | undefined;
       let timeout: { ms: number; signal: AbortSignal } | undefined;
-      let answer: (ChatReply & { params: ChatParams }) | undefined;
+      let answer: (ChatReply & { params: ChatParams; maxReplyBytes: number }) | undefined;
       try {
         model = modelFor(row);
-        const { timeoutMs, ...defaults } = rowParams(row);
+        const { timeoutMs, maxReplyBytes, ...defaults } = rowParams(row);
         const params: ChatParams = { ...defaults, ...req.params };
         const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
         timeout = { ms, signal: AbortSignal.timeout(ms) };
         const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
-        answer = { ...(await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) })), params };
+        const reply = await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) });
+        answer = { ...reply, params, maxReplyBytes: maxReplyBytes ?? deps.maxReplyBytes ?? defaultMaxReplyBytes };
       } catch (err) {
         const cancelled = req.signal?.aborted === true;
-        const error = cancelled
-          ? `cancelled: ${describeError(req.signal?.reason)}`
-          : timeout?.signal.aborted
-            ? `timed out after ${timeout.ms} ms`
-            : describeError(err);
+        // An error message may quote the endpoint's body: sanitised like any model text.
+        const error = sanitizeText(
+          cancelled ? `cancelled: ${describeError(req.signal?.reason)}` : timeout?.signal.aborted ? `timed out after ${timeout.ms} ms` : describeError(err),
+        );
         await db.insert(llmCalls).values({
           ...base,
           latencyMs: Math.round(performance.now() - started),
@@ -261,7 +271,9 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
 
       // Outside the try: a database error here is not the model's failure and must not
       // trigger failover; it propagates and the activity is retried (the key finds the answer).
-      const { text, usage, params, toolCalls } = answer;
+      // Model text enters here, once: sanitised and capped before anything stores or returns it.
+      const { usage, params } = answer;
+      const { text, toolCalls, truncated } = sanitizeAnswer({ text: answer.text, toolCalls: answer.toolCalls }, answer.maxReplyBytes);
       const latencyMs = Math.round(performance.now() - started);
       const costUsd = costOf(row, usage);
       const okRow = {
@@ -273,7 +285,7 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         ok: true,
         reply: text,
         // The tool calls are part of the answer: a replay by the key must return them too.
-        metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls?.length ? { toolCalls } : {}) },
+        metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
       };
       // The partial unique index on (request_key) where ok: did a racing attempt of the same
       // call (a retry started while this one still ran) answer first?
@@ -286,7 +298,20 @@ export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
         if (!winner) throw new Error(`llm_calls: the answer recorded for ${requestKey} vanished`);
         return resultFromRow(winner, []);
       }
-      return { text, registryId: row.id, provider: row.provider, model: row.model, usage, costUsd, latencyMs, attempts, replayed: false, callId: inserted.id, ...(toolCalls?.length ? { toolCalls } : {}) };
+      return {
+        text,
+        registryId: row.id,
+        provider: row.provider,
+        model: row.model,
+        usage,
+        costUsd,
+        latencyMs,
+        attempts,
+        replayed: false,
+        callId: inserted.id,
+        ...(toolCalls.length ? { toolCalls } : {}),
+        ...(truncated ? { truncated } : {}),
+      };
     }
     throw new LlmUnavailableError(req.agentId, req.role, attempts);
   }

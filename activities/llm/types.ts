@@ -100,4 +100,6 @@ export interface ChatResult {
   callId: number;
   /** Native tool calls of the reply (stored in the row's metadata, so a replay carries them too). */
   toolCalls?: ChatToolCall[];
+  /** Set when the answer was over the reply cap and cut (also in the row's `metadata.truncated`). */
+  truncated?: { originalBytes: number; keptBytes: number; droppedToolCalls: number };
 }

@@ -20,7 +20,7 @@ import { createInsertSchema } from 'drizzle-zod';
 import { jsonbOf, oneOf, rowId, textArray, timestamps, tstz } from './_columns.js';
 
 export const agentKinds = ['root', 'clone', 'trained', 'newborn', 'fork'] as const;
-export const agentStatuses = ['created', 'running', 'paused', 'stopped', 'archived'] as const;
+export const agentStatuses = ['created', 'running', 'paused', 'stopped', 'failed', 'archived'] as const;
 export const operatingModes = ['normal', 'isolated', 'core_outage'] as const;
 export const systemPromptKinds = ['short', 'full'] as const;
 export const ethicsScopes = ['global', 'agent'] as const;
@@ -29,6 +29,7 @@ export const peerRelations = ['parent', 'child', 'sibling', 'peer'] as const;
 export const peerStatuses = ['active', 'lost', 'blocked'] as const;
 
 import { agentIdPattern } from '../../core/ids.js';
+import { policyRulesSchema, type PolicyRuleInput } from '../../core/ethics.js';
 
 export { agentIdPattern };
 
@@ -120,6 +121,11 @@ export const ethicsPolicies = pgTable(
     severity: text('severity', { enum: ethicsSeverities }).notNull().default('block'),
     /** Command-type patterns (`shell`, `goals.*`, `*.delete`) this rule forbids, whatever the rating. */
     forbids: textArray('forbids'),
+    /**
+     * Rules over a command's type and args (core/ethics.ts): `[{types, when?, hostsOutside?}]`.
+     * Blocking whatever the rating; rules that do not parse hold every command (fail closed).
+     */
+    rules: jsonbOf<PolicyRuleInput[]>('rules', []),
     priority: integer('priority').notNull().default(0),
     version: integer('version').notNull().default(1),
     active: boolean('active').notNull().default(true),
@@ -193,6 +199,6 @@ export const insertAgentSchema = createInsertSchema(agents, {
 });
 export const insertAgentConfigSchema = createInsertSchema(agentConfig, { key: (s) => s.min(1) });
 export const insertSystemPromptSchema = createInsertSchema(systemPrompts, { content: (s) => s.min(1) });
-export const insertEthicsPolicySchema = createInsertSchema(ethicsPolicies, { rule: (s) => s.min(1) });
+export const insertEthicsPolicySchema = createInsertSchema(ethicsPolicies, { rule: (s) => s.min(1), rules: () => policyRulesSchema });
 export const insertAgentPeerSchema = createInsertSchema(agentPeers, { trust: (s) => s.min(0).max(1) });
 export const insertAgentReputationSchema = createInsertSchema(agentReputation);

@@ -45,6 +45,8 @@ export const learnings = pgTable(
     reinforcements: integer('reinforcements').notNull().default(0),
     /** The rule, pattern, count and threshold that produced it; null for campaign/tool/imported learnings. */
     derivation: jsonb('derivation').$type<Record<string, unknown>>(),
+    /** Start of the last decay period that decayed it: a period decays a learning at most once. */
+    lastDecayedFor: tstz('last_decayed_for'),
     ...createdAt,
   },
   (t) => [

@@ -11,6 +11,7 @@ import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceLedger } from './lifeforce.js';
 import { llmCalls, llmRegistry } from './llm.js';
+import { maintenanceRuns } from './maintenance.js';
 import {
   abstracts,
   concepts,
@@ -38,6 +39,7 @@ export * from './forks.js';
 export * from './goals.js';
 export * from './lifeforce.js';
 export * from './llm.js';
+export * from './maintenance.js';
 export * from './memory.js';
 export * from './oversight.js';
 export * from './processes.js';
@@ -93,7 +95,7 @@ export const agentOwnedTables = [
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
-export const allTables = [agents, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry] as const satisfies readonly Table[];
+export const allTables = [agents, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry, maintenanceRuns] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
 export const tableNames: readonly string[] = allTables.map((t) => getTableName(t));

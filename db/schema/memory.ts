@@ -127,6 +127,8 @@ export const diaryEntries = pgTable(
     agentId: agentId(),
     title: text('title').notNull(),
     content: text('content').notNull(),
+    /** Who provided the entry: the agent's own, or the user's (which ethics rules may protect). */
+    source: text('source', { enum: noteSources }).notNull().default('agent'),
     tags: tags(),
     pinned: boolean('pinned').notNull().default(false),
     emotions: jsonbOf<EmotionReading[]>('emotions', []),
@@ -141,6 +143,7 @@ export const diaryEntries = pgTable(
     index('diary_entries_agent_id_created_at_idx').on(t.agentId, t.createdAt),
     index('diary_entries_agent_id_pinned_idx').on(t.agentId, t.pinned, t.priority),
     index('diary_entries_tags_gin').using('gin', t.tags),
+    check('diary_entries_source_check', oneOf(t.source, noteSources)),
   ],
 );
 
@@ -202,6 +205,11 @@ export const abstracts = pgTable(
     tickTo: bigint('tick_to', { mode: 'number' }),
     auto: boolean('auto').notNull().default(true),
     trigger: text('trigger', { enum: abstractTriggers }),
+    /**
+     * What fired an automatic abstract, unique per agent (`<tick>:<trigger>`, a task loop's
+     * `task<id>.<tick>:<trigger>`): a retried activity finds the first attempt's abstract.
+     */
+    triggerKey: text('trigger_key'),
     /** Times the abstract was extended with newer sources. */
     extensions: integer('extensions').notNull().default(0),
     archivedAt: tstz('archived_at'),
@@ -210,6 +218,7 @@ export const abstracts = pgTable(
   (t) => [
     index('abstracts_agent_id_tick_to_idx').on(t.agentId, t.tickTo),
     index('abstracts_tags_gin').using('gin', t.tags),
+    uniqueIndex('abstracts_agent_id_trigger_key_uq').on(t.agentId, t.triggerKey),
     check('abstracts_trigger_check', oneOf(t.trigger, abstractTriggers)),
   ],
 );

@@ -1,7 +1,7 @@
 /**
  * The real Docker engine for sandbox tests. No silent skip: when the engine does not answer the
  * tests fail with the fix. Only MINDLOOP_TEST_NO_DOCKER=1 (a laptop without Docker) skips them,
- * and CI never sets it (.ci/run starts dockerd).
+ * and CI never sets it (`npm test` starts dockerd where it can).
  */
 import type Docker from 'dockerode';
 import { buildSandboxImage } from '../../sandbox/build-image.js';
@@ -16,10 +16,10 @@ export async function requireDocker(): Promise<Docker> {
   if (!status.available) {
     throw new Error(
       `the sandbox tests need a Docker engine (${status.reason}): start one (as root: apt-get install -y docker.io && dockerd &; ` +
-        '.ci/run does this) or set MINDLOOP_TEST_NO_DOCKER=1 to skip them on a machine without Docker',
+        '`npm test` does this as root) or set MINDLOOP_TEST_NO_DOCKER=1 to skip them on a machine without Docker',
     );
   }
-  const image = buildSandboxImage();
-  if (!image.probe) throw new Error('the sandbox image was built without mindloop-probe (gcc missing): install gcc and run `npm run sandbox:image -- --force`');
+  // Throws with the fix when gcc is missing: the image's init and probe are compiled static.
+  buildSandboxImage();
   return docker;
 }

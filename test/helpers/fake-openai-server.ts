@@ -1,7 +1,9 @@
 /**
  * A local stand-in for an OpenAI-compatible endpoint: POST /v1/chat/completions replays
  * chat.completion bodies from test/fixtures/llm/*.json, records what it was sent, and can be
- * taken down (503, connection refused, or hanging) and brought back on the same port.
+ * taken down (503, connection refused, or hanging) and brought back on the same port. A queue
+ * of raw answers (any status, any bytes — invalid UTF-8 included — or a hang) can be served
+ * first, one per request, before the fixtures resume.
  * It also answers Anthropic's POST /v1/messages the same way (the `anthropic-*` fixtures).
  */
 import { readFileSync, readdirSync } from 'node:fs';
@@ -30,6 +32,33 @@ export function loadLlmFixture<T = ChatCompletionFixture>(name: string): T {
   return JSON.parse(readFileSync(join(llmFixturesDir, `${name}.json`), 'utf8')) as T;
 }
 
+/** A chat.completion body answering with this content (and these tool calls), as an endpoint sends it. */
+export function chatCompletion(content: string | null, toolCalls: Array<{ id: string; name: string; arguments: string }> = []): ChatCompletionFixture {
+  return {
+    id: 'chatcmpl-raw',
+    object: 'chat.completion',
+    model: 'gpt-fake',
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content,
+          ...(toolCalls.length ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+        },
+        finish_reason: toolCalls.length ? 'tool_calls' : 'stop',
+      },
+    ],
+    usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+  };
+}
+
+/**
+ * One raw answer: `body` sent as is (bytes or text; an object as its JSON) with `status`
+ * (default 200), or `hang`: never answer (the client's timeout ends it).
+ */
+export type RawReply = { status?: number; body: Uint8Array | string | object; contentType?: string } | { hang: true };
+
 export type DownMode = 'unavailable' | 'refused' | 'hang';
 
 export interface RecordedRequest {
@@ -52,6 +81,10 @@ export interface FakeOpenAiServer {
   chatRequests(): RecordedRequest[];
   /** Reply with these fixtures in turn; the last one repeats. */
   replay(...fixtures: string[]): void;
+  /** Serve these raw answers first, one per chat request, in order; then the fixtures resume. */
+  serveRaw(...replies: RawReply[]): void;
+  /** How many raw answers have been served (a hang counts when the request arrived). */
+  rawServed(): number;
   /** `unavailable`: 503 with OpenAI's error body; `refused`: stop listening; `hang`: never answer. */
   down(mode?: DownMode): Promise<void>;
   up(): Promise<void>;
@@ -63,6 +96,8 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
   const available = new Set(readdirSync(llmFixturesDir).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)));
   let queue = opts.fixtures ?? ['openai-think'];
   let mode: DownMode | 'up' = 'up';
+  const rawQueue: RawReply[] = [];
+  let rawServed = 0;
   const requests: RecordedRequest[] = [];
   const hanging = new Set<ServerResponse>();
 
@@ -102,6 +137,19 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
     }
     if (req.method !== 'POST' || (path !== '/v1/chat/completions' && path !== '/v1/messages')) {
       return send(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+    }
+    const next = rawQueue.shift();
+    if (next) {
+      rawServed++;
+      if ('hang' in next) {
+        hanging.add(res);
+        res.on('close', () => hanging.delete(res));
+        return;
+      }
+      const bytes = typeof next.body === 'string' ? Buffer.from(next.body, 'utf8') : next.body instanceof Uint8Array ? Buffer.from(next.body) : Buffer.from(JSON.stringify(next.body), 'utf8');
+      res.writeHead(next.status ?? 200, { 'content-type': next.contentType ?? 'application/json', 'content-length': bytes.length });
+      res.end(bytes);
+      return;
     }
     const name = queue.length > 1 ? queue.shift()! : queue[0]!;
     // Replayed as recorded, except for the model: echo the requested one, as servers do.
@@ -144,6 +192,10 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
       if (fixtures.length === 0) throw new Error('replay: name at least one fixture');
       queue = [...fixtures];
     },
+    serveRaw(...replies: RawReply[]) {
+      rawQueue.push(...replies);
+    },
+    rawServed: () => rawServed,
     async down(m: DownMode = 'unavailable') {
       mode = m;
       if (m === 'refused') await stop();

@@ -12,14 +12,16 @@ export const neutralReflexReplies: Record<string, string> = {
   validate: '+1 -- fine',
 };
 
-export function thinkScript(script: (messages: ChatMessage[], thinkIndex: number) => string): ScriptedReplyFn {
+/** The script also gets the whole call (registry row, params) as its third argument. */
+export function thinkScript(script: (messages: ChatMessage[], thinkIndex: number, call: Parameters<ScriptedReplyFn>[0]) => string): ScriptedReplyFn {
   let thinkIndex = 0;
-  return ({ messages, purpose }) => {
+  return (call) => {
+    const { messages, purpose } = call;
     if (purpose !== undefined && purpose !== 'think') {
       const reply = neutralReflexReplies[purpose];
       if (reply === undefined) throw new Error(`thinkScript: no reply for purpose '${purpose}'`);
       return reply;
     }
-    return script(messages, thinkIndex++);
+    return script(messages, thinkIndex++, call);
   };
 }

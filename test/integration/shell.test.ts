@@ -14,7 +14,7 @@ import { createActivities } from '../../activities/index.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, commandLog, discoveredTools, llmRegistry, processLog, toolRegistry, toolStates } from '../../db/schema/index.js';
+import { agentConfig, agents, commandLog, discoveredTools, llmRegistry, processLog, toolRegistry, toolStates } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { DockerSandbox } from '../../sandbox/docker-sandbox.js';
 import { bundleWorkflows } from '../../workers/queues.js';
@@ -46,6 +46,8 @@ function script(prompts: ChatMessage[][]) {
 async function runAgent(agentId: string, sandbox: DockerSandbox, prompts: ChatMessage[][], reply = script): Promise<void> {
   await stack.db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
   await stack.db.db.insert(llmRegistry).values({ agentId, name: 'script', provider: 'scripted', model: 'scripted-shell', role: 'agent', priority: 1 });
+  // No validator: shell is destructive and would wait for a human unless the agent opts in.
+  await stack.db.db.insert(agentConfig).values({ agentId, key: 'auto_pass_destructive', value: true }).onConflictDoNothing();
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const taskQueue = `shell-it-${agentId}`;
   const loopWorker = await Worker.create({

@@ -8,7 +8,7 @@ import { createServer, connect, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DockerSandbox, LABEL_KEY } from '../../sandbox/docker-sandbox.js';
+import { diskShares, DockerSandbox, LABEL_KEY } from '../../sandbox/docker-sandbox.js';
 import type { SandboxBudget, SandboxRunResult } from '../../sandbox/sandbox.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 
@@ -101,6 +101,27 @@ describe.skipIf(dockerSkipped)('containment (real Docker engine)', () => {
     expect(r.stdout).toMatch(/ptrace_attach denied/);
   });
 
+  it("another process's /proc/<pid>/mem cannot be opened (a child after its exec, the parent, PID 1)", async () => {
+    // Through a shell, so that the probe's parent is not PID 1 and both are tried.
+    const r = await probe('/proc/<pid>/mem', 'open refused (EACCES), exit 0', ['sh', '-c', 'mindloop-probe proc_mem; exit $?']);
+    expect(r.status, r.stdout + r.stderr).toBe('ok');
+    expect(r.stdout).not.toMatch(/ ok /);
+    for (const who of ['child', 'parent', 'init']) {
+      for (const mode of ['rdwr', 'wronly', 'rdonly']) expect(r.stdout).toMatch(new RegExp(`^proc_mem_${who}_${mode} denied (Permission denied|Operation not permitted)$`, 'm'));
+    }
+    // The same from node, the usual workload: a spawned child's memory is not writable.
+    const js = `const c = require('child_process').spawn('sleep', ['30']);
+setTimeout(() => {
+  for (const flags of ['r+', 'r']) {
+    try { require('fs').closeSync(require('fs').openSync('/proc/' + c.pid + '/mem', flags)); console.log(flags, 'OPENED'); }
+    catch (e) { console.log(flags, e.code); }
+  }
+  c.kill('SIGKILL');
+}, 300);`;
+    const n = await probe('/proc/<pid>/mem (node)', 'r+ and r: EACCES', ['node', '-e', js]);
+    expect(n.stdout).toBe('r+ EACCES\nr EACCES\n');
+  });
+
   it('no cgroup release_agent can be written (and no cgroup hierarchy mounted)', async () => {
     const r = await syscallProbe('release_agent', ['release_agent']);
     expect(r.stdout).toMatch(/cgroup_mount denied/);
@@ -112,7 +133,7 @@ describe.skipIf(dockerSkipped)('containment (real Docker engine)', () => {
 
   it('the other syscalls the profile removes are answered by seccomp (EPERM before the kernel)', async () => {
     const r = await syscallProbe('seccomp extras', ['syscalls']);
-    for (const name of ['setns', 'umount2', 'pivot_root', 'chroot', 'personality', 'userfaultfd', 'perf_event_open', 'process_vm_readv', 'kexec_load', 'init_module', 'open_by_handle_at', 'name_to_handle_at', 'clock_settime', 'reboot', 'swapon']) {
+    for (const name of ['setns', 'umount2', 'pivot_root', 'chroot', 'personality', 'userfaultfd', 'perf_event_open', 'process_vm_readv', 'kexec_load', 'init_module', 'open_by_handle_at', 'name_to_handle_at', 'clock_settime', 'reboot', 'swapon', 'mq_open', 'mq_unlink']) {
       expect(r.stdout).toMatch(new RegExp(`^${name} denied Operation not permitted$`, 'm'));
     }
   });
@@ -171,10 +192,42 @@ describe.skipIf(dockerSkipped)('containment (real Docker engine)', () => {
     expect(r.exceeded).toBe('disk');
     const size = Number(/^\S+\s+\d+\s+\S+\s+\S+\s+(\d+)/m.exec(r.stdout)?.[1]);
     expect(size).toBeGreaterThan(0);
-    expect(size).toBeLessThanOrEqual(12 << 20); // the work dir's share: 3/4 of 16 MiB
+    expect(size).toBeLessThanOrEqual(diskShares(16 << 20).work); // 11 MiB of 16
     // /tmp is capped too (and not executable).
     const t = await probe('disk fill /tmp', 'budget_exceeded: disk', ['sh', '-c', 'dd if=/dev/zero of=/tmp/fill bs=1M count=512'], { diskBytes: 16 << 20 });
     expect(t.exceeded).toBe('disk');
+  });
+
+  it('/dev/shm is a share of the disk budget, not 64 MiB beside it', async () => {
+    const budget = 16 << 20;
+    const r = await probe('shm fill 64 MiB', `budget_exceeded: disk, file <= ${diskShares(budget).shm} bytes`, ['sh', '-c', 'dd if=/dev/zero of=/dev/shm/fill bs=1M count=64; ls -l /dev/shm/fill'], {
+      diskBytes: budget,
+    });
+    expect(r.status).toBe('budget_exceeded');
+    expect(r.exceeded).toBe('disk');
+    const size = Number(/^\S+\s+\d+\s+\S+\s+\S+\s+(\d+)/m.exec(r.stdout)?.[1]);
+    expect(size).toBeGreaterThan(0);
+    expect(size).toBeLessThanOrEqual(diskShares(budget).shm);
+  });
+
+  it('/dev/mqueue cannot be written (and POSIX queues cannot be created at all)', async () => {
+    const r = await probe('write /dev/mqueue', 'fails (read-only file system)', ['sh', '-c', 'echo x > /dev/mqueue/q']);
+    expect(r.status).toBe('error');
+    expect(r.stderr).toMatch(/Read-only file system/);
+    const limit = await probe('RLIMIT_MSGQUEUE', '0', ['sh', '-c', 'ulimit -q']);
+    expect(limit.stdout.trim()).toBe('0');
+  });
+
+  it('the only writable mounts are /tmp, /work and /dev/shm, together no larger than the disk budget', async () => {
+    const budget = 16 << 20;
+    const script = 'while read -r dev mp rest; do if touch "$mp/.w" 2>/dev/null; then rm -f "$mp/.w"; echo "writable $mp"; fi; done < /proc/mounts; df -k /tmp /work /dev/shm';
+    const r = await probe('writable mounts', `/dev/shm /tmp /work, <= ${budget >> 10} KiB in all`, ['sh', '-c', script], { diskBytes: budget });
+    expect(r.status, r.stderr).toBe('ok');
+    const writable = [...r.stdout.matchAll(/^writable (\S+)$/gm)].map((m) => m[1]).sort();
+    expect(writable).toEqual(['/dev/shm', '/tmp', '/work']);
+    const kib = [...r.stdout.matchAll(/^\S+\s+(\d+)\s+\d+\s+\d+\s+\d+%\s+\/\S*$/gm)].map((m) => Number(m[1]));
+    expect(kib).toHaveLength(3);
+    expect(kib.reduce((a, b) => a + b, 0) * 1024).toBeLessThanOrEqual(budget);
   });
 
   it('the read-only root cannot be written', async () => {

@@ -13,8 +13,8 @@ import type Docker from 'dockerode';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxActivities, reapOrphansAtStart } from '../../activities/sandbox.js';
 import { createDocker } from '../../sandbox/docker.js';
-import { classify, containerName, DockerSandbox, LABEL, LABEL_DEADLINE, LABEL_KEY, LABEL_OWNER, resolveBudget, SandboxInputError } from '../../sandbox/docker-sandbox.js';
-import { SandboxUnavailableError } from '../../sandbox/image.js';
+import { classify, containerName, diskShares, DockerSandbox, LABEL, LABEL_DEADLINE, LABEL_KEY, LABEL_OWNER, resolveBudget, SandboxInputError } from '../../sandbox/docker-sandbox.js';
+import { SANDBOX_INIT, SandboxUnavailableError } from '../../sandbox/image.js';
 import { safeRelativePath, tarFiles } from '../../sandbox/tar.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { testEnv } from '../helpers/env.js';
@@ -50,7 +50,7 @@ describe('seccomp profile (sandbox/seccomp.json)', () => {
   });
 
   it('names none of the syscalls our workloads never need', () => {
-    const forbidden = ['mount', 'umount', 'umount2', 'unshare', 'setns', 'keyctl', 'add_key', 'request_key', 'bpf', 'ptrace', 'process_vm_readv', 'process_vm_writev', 'perf_event_open', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'open_by_handle_at', 'name_to_handle_at', 'userfaultfd', 'clock_settime', 'clock_settime64', 'settimeofday', 'reboot', 'swapon', 'swapoff', 'pivot_root', 'chroot', 'io_uring_setup', 'kcmp', 'pidfd_getfd', 'fsopen', 'fsmount', 'move_mount', 'open_tree', 'clock_adjtime', 'adjtimex', 'modify_ldt', 'acct', 'quotactl', 'syslog', 'vhangup', 'lookup_dcookie'];
+    const forbidden = ['mount', 'umount', 'umount2', 'unshare', 'setns', 'keyctl', 'add_key', 'request_key', 'bpf', 'ptrace', 'process_vm_readv', 'process_vm_writev', 'perf_event_open', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'open_by_handle_at', 'name_to_handle_at', 'userfaultfd', 'clock_settime', 'clock_settime64', 'settimeofday', 'reboot', 'swapon', 'swapoff', 'pivot_root', 'chroot', 'io_uring_setup', 'kcmp', 'pidfd_getfd', 'fsopen', 'fsmount', 'move_mount', 'open_tree', 'clock_adjtime', 'adjtimex', 'modify_ldt', 'acct', 'quotactl', 'syslog', 'vhangup', 'lookup_dcookie', 'mq_open', 'mq_unlink', 'mq_timedsend', 'mq_timedreceive', 'mq_notify', 'mq_getsetattr'];
     expect(forbidden.filter((s) => allowed.has(s))).toEqual([]);
   });
 
@@ -81,6 +81,32 @@ describe('pure parts', () => {
     expect(classify({ ...base, exitCode: 152 }).exceeded).toBe('cpu');
     expect(classify({ ...base, oomKilled: true, exitCode: 137 }).exceeded).toBe('memory');
     expect(classify({ ...base, wallTimedOut: true, exitCode: 137 }).exceeded).toBe('wall_time');
+  });
+
+  it('the disk budget is split, page-aligned, between /tmp, the work dir and /dev/shm, and never exceeded', () => {
+    for (const disk of [1 << 20, (1 << 20) + 123, 16 << 20, 64 << 20, 256 << 20, 10_000_000_007]) {
+      const { tmp, work, shm } = diskShares(disk);
+      expect(tmp + work + shm).toBeLessThanOrEqual(disk);
+      expect(tmp + work + shm).toBeGreaterThan(disk - 3 * 4096);
+      for (const v of [tmp, work, shm]) expect(v % 4096).toBe(0);
+      expect(shm).toBeLessThan(tmp);
+    }
+    expect(diskShares(16 << 20)).toEqual({ tmp: 4 << 20, work: 11 << 20, shm: 1 << 20 });
+  });
+
+  it('the container spec: /dev/shm sized from the budget, /dev/mqueue read-only, no POSIX queues, our init as PID 1', () => {
+    const sb = new DockerSandbox(createDocker('unix:///nonexistent/docker.sock'));
+    const budget = resolveBudget({ diskBytes: 32 << 20, wallMs: 10_000 });
+    const spec = sb.containerSpec({ key: key('spec'), command: ['echo', 'hi'] }, budget, 'sha256:x');
+    const shares = diskShares(32 << 20);
+    expect(spec.HostConfig?.ShmSize).toBe(shares.shm);
+    expect(spec.HostConfig?.Tmpfs?.['/tmp']).toContain(`size=${shares.tmp},`);
+    expect(spec.HostConfig?.Tmpfs?.['/work']).toContain(`size=${shares.work},`);
+    expect(spec.HostConfig?.Tmpfs?.['/dev/mqueue']).toMatch(/^ro,/);
+    expect(spec.HostConfig?.Ulimits).toContainEqual({ Name: 'msgqueue', Soft: 0, Hard: 0 });
+    // docker-init (the host's readable binary) would be a dumpable PID 1.
+    expect(spec.HostConfig?.Init).toBe(false);
+    expect(spec.Cmd).toEqual([SANDBOX_INIT, '15', 'echo', 'hi']);
   });
 
   it('tar paths stay inside the work dir', () => {
@@ -165,8 +191,9 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
 
   it('a container whose worker is gone still ends: the in-container backstop kills it at wall + 5 s', async () => {
     const k = key('backstop');
-    // Nobody follows this one (as if its worker died right after start).
-    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'trap "" TERM; while :; do :; done'] }, resolveBudget({ wallMs: 1000 }), await sandbox.image());
+    // Nobody follows this one (as if its worker died right after start). The run first kills
+    // every process it may signal: the backstop lives in PID 1, which it cannot kill.
+    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'kill -9 -1; trap "" TERM; while :; do :; done'] }, resolveBudget({ wallMs: 1000 }), await sandbox.image());
     const c = await docker.createContainer(spec);
     const t = Date.now();
     await c.start();
@@ -179,6 +206,19 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const r = await sandbox.run({ key: k, command: ['true'], budget: { wallMs: 1000 } });
     expect(r).toMatchObject({ reattached: true, status: 'budget_exceeded', exceeded: 'wall_time' });
     expect(await gone(docker, k)).toBe(true);
+  });
+
+  it('PID 1 is mindloop-init: not dumpable (its /proc files are root\'s), it reaps orphans, and it passes the exit status on', async () => {
+    const r = await sandbox.run({
+      key: key('init'),
+      // Two orphans re-parented to PID 1 that exit at once; then count zombies.
+      command: ['sh', '-c', 'cat /proc/1/cmdline | tr "\\0" " "; echo; stat -c "%u %a" /proc/1/mem; (true &); (true &); sleep 0.5; grep -l "^State:.*Z" /proc/[0-9]*/status | wc -l; exit 7'],
+    });
+    expect(r.exitCode).toBe(7);
+    const [cmdline, mem, zombies] = r.stdout.trim().split('\n');
+    expect(cmdline).toMatch(new RegExp(`^${SANDBOX_INIT} \\d+ sh -c `));
+    expect(mem).toBe('0 600');
+    expect(zombies!.trim()).toBe('0');
   });
 
   it('cancellation kills and removes the container', async () => {

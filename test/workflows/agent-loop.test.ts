@@ -96,6 +96,7 @@ function fakes(opts: {
     },
     async setTaskLoopStatus(input) {
       f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
+      return { lastTick: 0, maxTicks: null };
     },
     // No validators (auto_pass), nothing stagnant: the reflexes leave the tick as it is (issue 4).
     async tickReflexes(input) {

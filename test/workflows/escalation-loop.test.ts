@@ -16,7 +16,7 @@ import { subAgentBriefs } from '../../core/escalation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agents, commandLog, decisionLog, discoveredTools, escalations, llmRegistry, notes, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';
+import { agentConfig, agents, commandLog, decisionLog, discoveredTools, escalations, llmRegistry, notes, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';
 import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { escalationStatusQuery, rejectUpdate } from '../../workflows/escalation.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
@@ -74,6 +74,8 @@ describe('escalations from the agent loop', () => {
   it('tool.call refused when undiscovered; escalate answered as a note; a dangerous command held for a human', async () => {
     const db = handle.db;
     await db.insert(agents).values({ id: 'esca', name: 'esca' });
+    // No validator: the held shell command must reach the danger-zone check, not wait as unvalidated.
+    await db.insert(agentConfig).values({ agentId: 'esca', key: 'auto_pass_destructive', value: true });
     await db.insert(llmRegistry).values([
       { agentId: 'esca', name: 'agent', provider: 'scripted', model: 'scripted-agent', role: 'agent', priority: 1 },
       { agentId: 'esca', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 },

@@ -9,7 +9,9 @@
  *   four schedules, a second apply updates them and keeps a schedule paused in between paused;
  *   triggering the decay schedule runs `learningDecayWorkflow` against Postgres.
  * - The hourly abstracts digest visits each running agent and digests its recent responses by
- *   its configured strategy, with the diary and graph entries it chose (ids in the sources).
+ *   its configured strategy, with the diary and graph entries it chose (ids in the sources); a
+ *   second run in the same hour is a repeat, the next hour's finds nothing new.
+ *   (Once per period through the real Schedules: test/integration/schedules-idempotent.test.ts.)
  * - Memory pruning (by lru_limit, pinned entries kept) and process-log cleanup run as workflows.
  * - Bad input from the UI fails at once naming the field; the other jobs do their work.
  */
@@ -18,16 +20,14 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities } from '../../activities/forks.js';
 import { createLearningActivities } from '../../activities/learnings.js';
 import { abstracts, agentConfig, agents, concepts, diaryEntries, llmRecentResponses } from '../../db/schema/index.js';
-import { applySchedules, describeSchedules, maintenanceSchedules } from '../../workers/schedules.js';
-import { migratedDatabase, type MigratedDatabase, tempDir, toolPath } from '../helpers/env.js';
+import { applySchedules, awaitScheduledRun, describeSchedules, maintenanceSchedules } from '../../workers/schedules.js';
+import { migratedDatabase, type MigratedDatabase, toolPath } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv } from '../helpers/temporal.js';
 
 let h: MigratedDatabase;
 let bundle: WorkflowBundleWithSourceMap;
-const dir = tempDir('maintenance');
 
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_maintenance', 4);
@@ -39,7 +39,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await h?.dispose();
-  dir.remove();
 });
 
 function activities() {
@@ -121,22 +120,25 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
       .insert(concepts)
       .values([{ agentId: 'digester', name: 'soil' }, { agentId: 'digester', name: 'rain', tags: ['weather'] }])
       .returning({ id: concepts.id });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'digest',
-      workflowBundle: bundle,
-      activities: { ...activities(), makeAbstract: createForkActivities({ db: h.db, dataDir: dir.path }).makeAbstract },
-    });
-    // The second run (the next hour) finds nothing new: one abstract per span.
-    const [r, again] = await worker.runUntil(async () => [
-      await env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId: 'digest-1', args: [{}] }),
-      await env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId: 'digest-2', args: [{ agentIds: ['digester'] }] }),
+    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'digest', workflowBundle: bundle, activities: activities() });
+    // A second run in the same hour is a repeat; a run the next hour finds nothing new: one
+    // abstract per span. The hour is the nominal time in the ids (as a schedule names its runs),
+    // not the time-skipping server's clock, which may leap between runs.
+    const digest = (workflowId: string, args: unknown) => env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId, args: [args] });
+    const [r, sameHour, nextHour] = await worker.runUntil(async () => [
+      await digest('digest-2030-05-01T10:05:00Z', {}),
+      await digest('digest-again-2030-05-01T10:59:59Z', { agentIds: ['digester'] }),
+      await digest('digest-2030-05-01T11:05:00Z', { agentIds: ['digester'] }),
     ]);
+    const period = { period: '2030-05-01T10', repeat: false, doneAt: expect.any(String), note: 'abstracts-digest for 2030-05-01T10: done' };
     expect(r).toEqual({
       agents: 2,
+      period: '2030-05-01T10',
+      repeat: false,
+      note: 'abstracts-digest for 2030-05-01T10: 2 agents done, 0 already done before, 0 failed',
       results: [
-        { agentId: 'digester', ok: true, result: { abstractId: expect.any(Number), created: true, strategy: 'keyword_cluster', responses: 6 } },
-        { agentId: 'runner', ok: true, result: { abstractId: null, created: false, strategy: 'recency', responses: 0 } },
+        { agentId: 'digester', ok: true, result: { abstractId: expect.any(Number), created: true, strategy: 'keyword_cluster', responses: 6, ...period } },
+        { agentId: 'runner', ok: true, result: { abstractId: null, created: false, strategy: 'recency', responses: 0, ...period } },
       ],
     });
     const [a] = await h.db.select().from(abstracts).where(eq(abstracts.agentId, 'digester'));
@@ -150,7 +152,9 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     expect(a!.summary).toContain(`Diary: "Compost plan" (#${diary[0]!.id}), "Worm count" (#${diary[1]!.id}).`);
     expect(a!.summary).toContain(`Concepts: soil (#${graph[0]!.id}).`);
     expect(a!.tags).toEqual(expect.arrayContaining(['soil', 'compost']));
-    expect(again).toMatchObject({ agents: 1, results: [{ agentId: 'digester', ok: true, result: { created: false, responses: 0 } }] });
+    expect(sameHour).toMatchObject({ agents: 1, period: '2030-05-01T10', repeat: true, note: 'abstracts-digest for 2030-05-01T10 already done for all 1 agents: nothing changed', results: [{ agentId: 'digester', ok: true, result: { abstractId: a!.id, created: false, responses: 0, repeat: true } }] });
+    expect(nextHour).toMatchObject({ agents: 1, period: '2030-05-01T11', repeat: false, results: [{ agentId: 'digester', ok: true, result: { abstractId: null, created: false, responses: 0, repeat: false } }] });
+    expect(await h.db.select().from(abstracts).where(eq(abstracts.agentId, 'digester'))).toHaveLength(1);
     await h.db.update(agents).set({ status: 'stopped' }).where(eq(agents.id, 'digester'));
   });
 
@@ -169,7 +173,7 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
       await env.client.workflow.execute('memoryPruningWorkflow', { taskQueue: 'prune', workflowId: 'prune-bad', args: [{ agentIds: 'pruned' }] }).catch((e: unknown) => e),
     ]);
     // The pinned diary entry is never archived: 13 entries, 12 unpinned, 10 kept → 2 archived.
-    expect(pruned).toEqual({ agents: 1, results: [{ agentId: 'pruned', ok: true, result: { archivedResponses: 2, archivedDiary: 2, limit: 10 } }] });
+    expect(pruned).toMatchObject({ agents: 1, repeat: false, results: [{ agentId: 'pruned', ok: true, result: { archivedResponses: 2, archivedDiary: 2, limit: 10, repeat: false } }] });
     expect((cleaned as { deleted: number }).deleted).toBeGreaterThanOrEqual(1);
     const left = await h.db.execute<{ p: string }>(sql`select process_id as p from process_log where agent_id = 'pruned' and kind = 'x'`);
     expect(left.rows.map((r) => r.p)).toEqual(['still-open']);
@@ -220,19 +224,9 @@ describe('Temporal Schedules (dev server)', () => {
       values ('sched', 'phase_success', '{"phase_type":"old"}', 1.0, now() - interval '8 days'),
              ('sched', 'phase_success', '{"phase_type":"gone"}', 0.105, now() - interval '8 days')`);
     const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'maint', workflowBundle: bundle, activities: activities() });
-    const result = await worker.runUntil(async () => {
-      await env.client.schedule.getHandle('maintenance/learning-decay').trigger();
-      for (let i = 0; i < 200; i++) {
-        const d = await env.client.schedule.getHandle('maintenance/learning-decay').describe();
-        const run = d.info.recentActions[0]?.action;
-        if (run) {
-          const handle = env.client.workflow.getHandle(run.workflow.workflowId, run.workflow.firstExecutionRunId);
-          return (await handle.result()) as { decayed: number; deleted: number };
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error('the triggered schedule started no workflow');
-    });
+    const { result } = await worker.runUntil(
+      awaitScheduledRun<{ decayed: number; deleted: number }>(env.client, 'maintenance/learning-decay', () => env.client.schedule.getHandle('maintenance/learning-decay').trigger()),
+    );
     expect(result.decayed).toBeGreaterThanOrEqual(2);
     expect(result.deleted).toBeGreaterThanOrEqual(1);
     const left = await h.db.execute<{ p: string; c: number }>(sql`select fact_args->>'phase_type' as p, confidence as c from learnings where shard_type = 'sched'`);

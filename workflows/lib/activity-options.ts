@@ -4,22 +4,41 @@
  */
 import type { ActivityOptions } from '@temporalio/workflow';
 
-const nonRetryableErrorTypes = ['InvalidInput', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable'];
+// Errors of the request itself (activities/errors.ts): retrying would repeat them. Everything
+// else — above all `Unavailable`, a database or endpoint that is away — is retried.
+const nonRetryableErrorTypes = ['InvalidInput', 'InvalidRequest', 'Unexpected', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable'];
 
-/** Short, idempotent database reads and writes. */
+/**
+ * Short, idempotent database reads and writes. No attempt limit: a database that is away for
+ * an hour must not end a long-lived workflow; the backoff is capped so the work resumes within
+ * 30 s of its return. Errors of the request are non-retryable, so they cannot loop here.
+ */
 export const dbActivity: ActivityOptions = {
   startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', nonRetryableErrorTypes },
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds', nonRetryableErrorTypes },
 };
 
-/** One LLM call: slow and rate limited; failover between providers happens inside. */
+/**
+ * One LLM call: slow and rate limited; failover between providers happens inside (no provider
+ * answering is the non-retryable `LlmUnavailable`, which the caller handles). No attempt limit,
+ * for the same reason as dbActivity: the database work around the call may be waiting out an outage.
+ */
 export const llmActivity: ActivityOptions = {
   startToCloseTimeout: '10 minutes',
   // The activities heartbeat every 2 s (llmHeartbeatMs): a killed worker's call is retried
   // elsewhere after 10 s instead of waiting out the 10-minute start-to-close.
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes },
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes },
 };
+
+/**
+ * The same preset, giving up after a few attempts so that the calling workflow sees the outage
+ * and rides it out itself (workflows/lib/infra.ts): it shows a `degraded` phase in its queries
+ * and logs the recovery, which an activity retrying inside the server cannot.
+ */
+export function fewAttempts(options: ActivityOptions, maximumAttempts = 3): ActivityOptions {
+  return { ...options, retry: { ...options.retry, maximumAttempts } };
+}
 
 /** A sandboxed container run: heartbeats so that cancellation reaches the container. */
 export const sandboxActivity: ActivityOptions = {

@@ -53,8 +53,26 @@ export const countersSchema = z.object({
   notesReceived: z.number().int(),
   outages: z.number().int(),
   continuedAsNew: z.number().int(),
+  /** Ticks that failed for a reason of their own (recorded, then the loop went on). */
+  tickFailures: z.number().int().default(0),
+  /** Outages of a dependency (the database…) ridden out. */
+  degraded: z.number().int().default(0),
 });
 export type Counters = z.infer<typeof countersSchema>;
+
+/** A note the loop holds until the database takes it (its idempotency key makes the write once-only). */
+export const queuedNoteSchema = z.object({
+  text: z.string(),
+  priority: z.number().int(),
+  tags: z.array(z.string()),
+  source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']),
+  sender: z.string().optional(),
+  taskId: z.number().int().optional(),
+  idempotencyKey: z.string(),
+});
+export type QueuedNote = z.infer<typeof queuedNoteSchema>;
+/** At most this many notes wait for the database; more are refused (nothing stored, the answer says so). */
+export const maxQueuedNotes = 200;
 
 export const carryOverSchema = z.object({
   tick: z.number().int().min(0),
@@ -71,6 +89,8 @@ export const carryOverSchema = z.object({
   pendingWake: z.boolean(),
   /** Reflex bookkeeping (issue 4); defaults so carry-overs from before it still parse. */
   reflexState: reflexStateSchema,
+  /** Notes received while the database was away, in order, stored when it returns. */
+  pendingNotes: z.array(queuedNoteSchema).max(200).default([]),
 });
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
@@ -103,11 +123,14 @@ export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
       notesReceived: 0,
       outages: 0,
       continuedAsNew: 0,
+      tickFailures: 0,
+      degraded: 0,
     },
     last: null,
     taskLoops: {},
     pendingWake: false,
     reflexState: reflexStateSchema.parse(undefined),
+    pendingNotes: [],
   };
 }
 

@@ -1,0 +1,2 @@
+ALTER TABLE "agents" DROP CONSTRAINT "agents_status_check";--> statement-breakpoint
+ALTER TABLE "agents" ADD CONSTRAINT "agents_status_check" CHECK ("status" in ('created', 'running', 'paused', 'stopped', 'failed', 'archived'));

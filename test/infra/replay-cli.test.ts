@@ -1,0 +1,82 @@
+/**
+ * `mindloop replay <workflow-id>` as a user runs it: the real CLI, as a process, against a live
+ * Temporal dev server where an agent (scripted model, real Postgres) has ticked a few times and
+ * is still running. The fetched history is replayed as it comes from the server; a workflow id
+ * that does not exist is a clear error and a non-zero exit.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import { agents, llmRegistry } from '../../db/schema/index.js';
+import { startStack, type Stack } from '../../runtime/stack.js';
+import { bundleWorkflows } from '../../workers/queues.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
+import { repoRoot, run } from '../helpers/spawn.js';
+
+const cli = `${repoRoot}/bin/mindloop.mjs`;
+const data = tempDir('replay-cli');
+let stack: Stack;
+let client: Client;
+let dropDb: () => Promise<void>;
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('mindloop_replay_cli');
+  dropDb = fresh.drop;
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url, LOG_LEVEL: 'WARN' }),
+    ui: false,
+  });
+  await stack.db.db.insert(agents).values({ id: 'echo', name: 'Echo' });
+  await stack.db.db.insert(llmRegistry).values({ agentId: 'echo', name: 'script', provider: 'scripted', model: 'scripted-echo', role: 'agent', priority: 1 });
+  client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+}, 120_000);
+afterAll(async () => {
+  await client?.connection.close();
+  await stack?.stop();
+  await dropDb?.();
+  data.remove();
+});
+
+const replay = (...args: string[]) => run(process.execPath, [cli, 'replay', ...args], { TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: 'default' }, 120_000);
+
+describe('mindloop replay <workflow-id>', () => {
+  it('replays the history of a running agent fetched from the server', async () => {
+    const connection = await NativeConnection.connect(stack.temporal.connection);
+    const worker = await Worker.create({
+      connection,
+      taskQueue: 'replay-cli',
+      workflowBundle: await bundleWorkflows(),
+      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Tick ${i + 1}: thinking quietly.`) } }),
+    });
+    try {
+      await worker.runUntil(async () => {
+        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'replay-cli',
+          workflowId: 'agent/echo',
+          args: [{ agentId: 'echo', settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } } }],
+        });
+        await expect.poll(async () => (await h.query<AgentStatus>('status')).tick, { timeout: 60_000, interval: 200 }).toBeGreaterThanOrEqual(3);
+
+        const r = await replay('agent/echo');
+        expect(r.code, r.stderr).toBe(0);
+        const m = /^replay ok: agent\/echo, (\d+) events, deterministic$/m.exec(r.stdout);
+        expect(m, r.stdout).not.toBeNull();
+        // Three ticks are far more than the start events: the whole fetched history was replayed.
+        expect(Number(m![1])).toBeGreaterThan(20);
+        await h.terminate('test over');
+      });
+    } finally {
+      await connection.close();
+    }
+  }, 180_000);
+
+  it('a workflow id that does not exist is a clear error with a non-zero exit', async () => {
+    const r = await replay('agent/nobody-here');
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('mindloop: no workflow agent/nobody-here in namespace default: check the id (`temporal workflow list`)');
+    expect(r.stdout).toBe('');
+  }, 60_000);
+});

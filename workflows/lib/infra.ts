@@ -1,0 +1,76 @@
+/**
+ * Riding out an outage inside a workflow. An activity called with `fewAttempts(...)` gives up
+ * after a few tries; when what stopped it is infrastructure (`Unavailable` — the database,
+ * Docker or an endpoint away — or a timeout), the workflow waits with capped backoff
+ * and calls it again, for as long as it takes, showing the outage in its queries meanwhile.
+ * Errors of the request itself (non-retryable) are not waited out: they go to the caller.
+ */
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, sleep } from '@temporalio/workflow';
+import { outageBackoffMs } from '../../core/failure.js';
+
+/** What a workflow shows while it waits for a dependency (status/progress queries). */
+export interface Degraded {
+  /** The step that is waiting (`think`, `applyCommands`, `task diary.add`…). */
+  step: string;
+  since: string;
+  attempts: number;
+  lastError: string;
+}
+
+/** True for a failed activity whose cause is infrastructure (`Unavailable`, or a timeout), not the request. */
+export function isInfraFailure(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure) return true;
+  // Only what the activity said is an outage: an error of no known kind that outlasted its
+  // attempts is the step's own failure, and waiting would not change it.
+  if (cause instanceof ApplicationFailure) return cause.type === 'Unavailable';
+  return false;
+}
+
+/** The message a person should read for a failed activity. */
+export function failureMessage(err: unknown): string {
+  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+}
+
+export interface RideOutHooks {
+  /** Called at each failed attempt (the status query reads the value it is given). */
+  onDegraded?(d: Degraded): void;
+  /** Called once the step succeeds after an outage (e.g. a process-log entry). */
+  onRecovered?(d: Degraded, ms: number): Promise<void> | void;
+}
+
+/**
+ * Call `fn` until it succeeds or fails for a reason of its own; infrastructure failures are
+ * waited out (1 s, 2 s, 4 s … 30 s between attempts). Deterministic: time comes from the
+ * workflow clock and the waits are timers.
+ */
+export async function rideOut<T>(step: string, fn: () => Promise<T>, hooks: RideOutHooks = {}): Promise<T> {
+  let degraded = null as Degraded | null;
+  let startedMs = 0;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (degraded) {
+        const ms = Date.now() - startedMs;
+        log.info('dependency back', { step, attempts: degraded.attempts, ms });
+        await hooks.onRecovered?.(degraded, ms);
+      }
+      return value;
+    } catch (err) {
+      if (!isInfraFailure(err)) throw err;
+      if (!degraded) startedMs = Date.now();
+      degraded = {
+        step,
+        since: degraded?.since ?? new Date().toISOString(),
+        attempts: (degraded?.attempts ?? 0) + 1,
+        lastError: failureMessage(err),
+      };
+      if (degraded.attempts === 1) log.warn('dependency unavailable, waiting', { step, error: degraded.lastError });
+      hooks.onDegraded?.(degraded);
+      await sleep(outageBackoffMs(degraded.attempts));
+    }
+  }
+}
