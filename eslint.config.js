@@ -1,7 +1,8 @@
 // @ts-check
-// Lint for Mindloop (STYLE.md conventions 1 and 16). Type-aware rules run on the TypeScript
-// sources through typescript-eslint's project service (the root tsconfig.json); the plain
-// .js/.mjs bootstrap scripts get only the syntactic rules, since no tsconfig covers them.
+// Lint for Mindloop, with the rules that keep workflow code deterministic. Type-aware rules
+// run on the TypeScript sources through typescript-eslint's project service (the root
+// tsconfig.json); the plain .js/.mjs bootstrap scripts get only the syntactic rules, since no
+// tsconfig covers them.
 import { builtinModules } from 'node:module';
 import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
@@ -17,7 +18,7 @@ const serverSide = {
     // Repo folders that hold I/O code, reached from workflows/ by climbing up (`../`)
     // or through package.json subpath imports (`#activities/…`).
     String.raw`^(?:(?:\.\./)+|#)(?:activities|db|sandbox|workers|cli|web)(?:/|$)`,
-    // env.ts reads process.env (convention 8: workflows never read env).
+    // env.ts reads process.env (workflows never read env).
     String.raw`^(?:(?:\.\./)+|#)env(?:\.[cm]?[jt]s)?$`,
     // Packages that do I/O or belong to the worker/client side of the SDK.
     String.raw`^(?:drizzle-orm|drizzle-zod|drizzle-kit|pg|pg-[^/]+|dockerode|tsx|commander)(?:/|$)`,
@@ -27,7 +28,7 @@ const serverSide = {
   allowTypeImports: true,
   message:
     'Workflow code may only `import type` from activities/db/sandbox/workers/cli, drizzle, pg, ' +
-    'dockerode, LangChain and the non-workflow Temporal SDK packages (STYLE.md convention 1).',
+    'dockerode, LangChain and the non-workflow Temporal SDK packages.',
 };
 
 const nodeBuiltins = {

@@ -1,5 +1,5 @@
 /**
- * The registry of campaign task types (SPEC §3): what a task of kind `activity` can do, its
+ * The registry of campaign task types: what a task of kind `activity` can do, its
  * args schema, and how it is undone. Every run gets an idempotency key (campaign + phase +
  * task) so a retry after a worker crash finds the first attempt's effect.
  */

@@ -1,5 +1,5 @@
 /**
- * Campaign activities (SPEC §3): the campaign and phase rows, task runs and their
+ * Campaign activities: the campaign and phase rows, task runs and their
  * compensation through the task-type registry, checkpoint validation (an LLM `validator` row
  * or the deterministic criteria), and promotion of campaign learnings.
  */

@@ -1,5 +1,5 @@
 /**
- * Command execution (SPEC §2 step 9): validate each parsed command against the catalogue and
+ * Command execution: validate each parsed command against the catalogue and
  * apply it, idempotently. Each command runs in its own transaction that first inserts its
  * command_log row (agent_id, tick, cmd_id) with ON CONFLICT DO NOTHING: a retried activity
  * finds the row and returns the stored outcome instead of applying the command again.
@@ -105,7 +105,7 @@ export function createCommandActivities(deps: CommandDeps) {
   }
 
   /**
-   * Rehydrated checks (SPEC §6): a command that matches a learned avoid_pattern is not run;
+   * Rehydrated checks: a command that matches a learned avoid_pattern is not run;
    * it is recorded as held for clarification and the user gets a note asking.
    */
   async function holdForClarification(input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[], inReply = false): Promise<CommandOutcome> {
@@ -202,7 +202,7 @@ export function createCommandActivities(deps: CommandDeps) {
       const reason = why && !why.startsWith('needs rating') ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})` : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
       return counted(input, await record(values, 'unvalidated', clip(reason, 500), cmd.cmdId));
     }
-    // Danger zones (issue 7): a flagged command is not run; it waits for a human through an escalation.
+    // Danger zones: a flagged command is not run; it waits for a human through an escalation.
     const danger = input.approvedBy ? [] : checkDanger({ kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId }, deps.dangerRules);
     if (danger.length) {
       const e = heldCommandEscalation(input, key, cmd, danger.map((f) => f.rule));
@@ -324,7 +324,7 @@ function activityLog(): Pick<Console, 'warn'> {
   }
 }
 
-/** SPEC §2 auxiliary loops: read everything, write only notes and their own task row. */
+/** Auxiliary (task) loops: read everything, write only notes and their own task row. */
 function taskModeRefusal(command: ValidatedCommand, taskId: number | undefined): string | null {
   const spec = catalogue[command.type];
   if (!spec.writes) return null;

@@ -1,5 +1,5 @@
 /**
- * Error types activities throw (STYLE §7). Workflows and retry presets refer to these names;
+ * Error types activities throw. Workflows and retry presets refer to these names;
  * the non-retryable ones are listed in workflows/lib/activity-options.ts.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';

@@ -1,5 +1,5 @@
 /**
- * The success metrics of seed 000 (SPEC §4), computed from the tables: catalogue growth,
+ * The success metrics of escalations and state-machine tools, computed from the tables: catalogue growth,
  * escalation rate per task over time (it should fall), discovery rate, and the first-try
  * validation rate of designed tools. Read-only queries; `mindloop metrics <agent>` prints them.
  */

@@ -1,5 +1,5 @@
 /**
- * The fork's isolated copy (SPEC §5): every row the parent agent owns, copied under a new agent
+ * The fork's isolated copy: every row the parent agent owns, copied under a new agent
  * id in one transaction with `INSERT … SELECT` per table, ids remapped so that references
  * between the agent's tables (goals ← goal_links/tasks, concepts ← links, …) stay consistent.
  * The plan is derived from the Drizzle schema at run time, so a table or a foreign key added

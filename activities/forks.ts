@@ -1,5 +1,5 @@
 /**
- * Successor-fork activities (SPEC §5) and `makeAbstract` (the abstracts strategies on real
+ * Successor-fork activities and `makeAbstract` (the abstracts strategies on real
  * rows). Every activity is idempotent on the fork id: a retry finds the first attempt's rows.
  * The parent agent's rows are only read, except by `forkGate` after a human approved.
  */

@@ -1,5 +1,5 @@
 /**
- * How campaigns and tool generation hand learnings to the learning store (SPEC §6): one
+ * How campaigns and tool generation hand learnings to the learning store: one
  * function, injected by the composition root, so these activities do not depend on the
  * store's internals and tests can observe what was promoted.
  */

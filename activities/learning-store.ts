@@ -1,5 +1,5 @@
 /**
- * The learning store (SPEC §6, seed 004 §4–5, §11): plain functions over the `learnings`,
+ * The learning store: plain functions over the `learnings`,
  * `learning_events` and `preference_counts` tables, used by the learning activities, the
  * campaign / tool-generation sink, the CLI and the bench.
  *
@@ -179,7 +179,7 @@ export interface LearningStats {
   refused_last_day: number;
 }
 
-/** The seed's GetStats: total, mean confidence, counts by predicate (and recent refusals). */
+/** Store statistics: total, mean confidence, counts by predicate (and recent refusals). */
 export async function learningStats(db: Db, shardType: string): Promise<LearningStats> {
   const r = await db.execute<{ p: string; n: number; s: number }>(
     sql`select fact_predicate as p, count(*)::int as n, sum(confidence)::float8 as s from learnings where shard_type = ${shardType} group by 1 order by 1`,

@@ -1,5 +1,5 @@
 /**
- * The oversight tier (SPEC §4) and the escalation's database side. The oversight is a
+ * The oversight tier and the escalation's database side. The oversight is a
  * LangGraph StateGraph run inside ONE activity that heartbeats: a router node sends the
  * escalation by category to a sub-agent node (statistics, code, visualization,
  * state_machine_designer, general); each calls the `oversight` role through the LLM router

@@ -1,5 +1,5 @@
 /**
- * The reflexes of one tick (SPEC §2 steps 5–7) as ONE retry-safe activity: the emotion and
+ * The reflexes of one tick (emotions, novelty and anti-stagnation, validation) as ONE retry-safe activity: the emotion and
  * novelty mini-prompts and every validator run in parallel (a validator that times out or is
  * down is skipped and counted), then one transaction records the verdict on the tick's
  * `llm_recent_responses` row together with everything it decided (trust, exclusions, facts,
@@ -129,7 +129,7 @@ const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…`
 /** sha256 of a reply: an identical reply is recognised by it and not stored again. */
 export const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
-/** Facts stated below this confidence need a fact-check (the seed's FACTCHECK_CONF_THRESHOLD). */
+/** Facts stated below this confidence need a fact-check. */
 export const factCheckThreshold = 0.7;
 /** The same fact, however it is spaced or capitalised (matches the SQL in tickReflexes). */
 const factKey = (fact: string) => fact.trim().replace(/\s+/g, ' ').toLowerCase();
@@ -603,7 +603,7 @@ export function createReflexActivities(deps: ReflexDeps) {
   }
 
   return {
-    /** SPEC §2 steps 5–7 for one tick of the main loop; idempotent on the response row. */
+    /** Emotions, novelty and anti-stagnation, validation for one tick of the main loop; idempotent on the response row. */
     tickReflexes,
 
     /** Restore an archived row of a memory tier (the memory manager's decisions are reversible). */

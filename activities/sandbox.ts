@@ -81,7 +81,7 @@ export function createSandboxActivities({ docker, sandbox = new DockerSandbox(do
     },
 
     /**
-     * Run one command in a fresh, budgeted container (SPEC §5). Heartbeats every second while
+     * Run one command in a fresh, budgeted container. Heartbeats every second while
      * it runs; cancellation or a heartbeat timeout kills and removes the container; a retry with
      * the same `key` re-finds the first attempt's container. What the code inside does (exit
      * code, budget breach) is the result, never an error.

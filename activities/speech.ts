@@ -1,5 +1,5 @@
 /**
- * Activities of the `speech-gpu` task queue (SPEC §8). GPU hosts poll it; a laptop polls it
+ * Activities of the `speech-gpu` task queue. GPU hosts poll it; a laptop polls it
  * with the CPU fallback backends (espeak-ng / flite for TTS, pocketsphinx for STT).
  */
 import { spawnSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The tick's activities (SPEC §2): Think (process log → context → LLM → parse → record) as one
+ * The tick's activities: Think (process log → context → LLM → parse → record) as one
  * retry-safe activity, plus the small writes around it (notes, process log, loop start/stop,
  * task-loop status).
  */
@@ -139,9 +139,9 @@ export function createTickActivities({ db, llm }: TickDeps) {
       db.select().from(agentConfig).where(eq(agentConfig.agentId, agentId)),
       input.taskId ? db.select().from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.id, input.taskId))) : Promise.resolve([]),
       // The agent's discovered tools as their LangChain definitions: each description shows the
-      // tool's current state and the actions valid in it (SPEC §4, progressive discovery). One query.
+      // tool's current state and the actions valid in it (progressive discovery). One query.
       langChainTools(createToolActivities({ db }), agentId, `${agentId}/t${tick}/context`),
-      // Rehydration (SPEC §6): the agent's learnings above 0.3, read at every tick's context —
+      // Rehydration: the agent's learnings above 0.3, read at every tick's context —
       // so at loop start and after continue-as-new too.
       loadLearnings(db, { agentId, limit: 20 }),
       // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
@@ -474,7 +474,7 @@ export function createTickActivities({ db, llm }: TickDeps) {
     }> {
       await db.insert(agents).values({ id: input.agentId, name: input.name, status: 'running' }).onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
       await ensureDefaultRegistry(db, input.agentId);
-      // Progressive discovery (SPEC §4): the built-in state-machine tools are in the catalogue, and
+      // Progressive discovery: the built-in state-machine tools are in the catalogue, and
       // an agent that has discovered nothing yet is taught the starter tools (discover_tools,
       // escalate, request_state_machine_design); the rest comes through escalations and designs.
       const toolActs = createToolActivities({ db });

@@ -1,5 +1,5 @@
 /**
- * Ouroboros activities (SPEC §6): the LLM writes a tool, the static safety check reads it,
+ * Ouroboros activities: the LLM writes a tool, the static safety check reads it,
  * and a tool that passed its sandboxed tests is registered (tool_registry + discovered_tools
  * + a `generated_tool` learning). Every attempt, whatever its outcome, is kept with its full
  * source in generated_tools_audit. The sandbox run itself is `sandboxRun` on the sandbox queue.

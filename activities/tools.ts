@@ -1,10 +1,10 @@
 /**
- * State-machine tools at run time (SPEC §4): progressive discovery (an agent sees and calls
+ * State-machine tools at run time: progressive discovery (an agent sees and calls
  * only the tools in its `discovered_tools`; any other call is refused and logged), the
  * transition function of core/state-machines.ts applied to the state stored per agent in
  * `tool_states` (so it survives continue-as-new and restarts), danger checks before an action
  * runs (a flagged one is held for human approval, not run), and every attempt logged in
- * `tool_transitions`. The seed's database tool runs structured, read-only queries on the
+ * `tool_transitions`. The built-in database tool runs structured, read-only queries on the
  * agent's own rows: the table comes from an allow-list, columns from the schema, values are
  * bound parameters, and the query runs in a READ ONLY transaction — no SQL text from the model.
  */

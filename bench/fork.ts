@@ -3,7 +3,7 @@
  * from the client's `workflow.start` call to the fork's copy being committed (`forks.ready_at`,
  * the same machine's clock) — over 20 forks, p50/p99. Each fork runs to its end (a config
  * patch: evaluation, verdict, cleanup), so the copies are destroyed between runs and the
- * parent keeps exactly its rows. Targets: p50 ≤ 2 s, p99 ≤ 5 s (the seed asks < 30 s).
+ * parent keeps exactly its rows. Targets: p50 ≤ 2 s, p99 ≤ 5 s (required: < 30 s).
  */
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -88,7 +88,7 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
       fork_total: 'start → result of a whole fork: copy, config patch, abstracts replay of 60 replies, verdict, cleanup',
       cleanup: 'verdict recorded → copy destroyed (delete of the fork agent, cascading)',
       stack: 'embedded: Temporal CLI dev server + PGlite; one worker in this process',
-      targets: 'spawn p50 <= 2000 ms, p99 <= 5000 ms (seed: < 30 s)',
+      targets: 'spawn p50 <= 2000 ms, p99 <= 5000 ms (required: < 30 s)',
     },
   };
 }

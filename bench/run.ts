@@ -29,7 +29,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
     try {
       const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
       const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
-      // Issue 4: the same loop with the reflexes on (3 validators) vs off, alternating blocks in this run.
+      // The same loop with the reflexes on (3 validators) vs off, alternating blocks in this run.
       const reflexes = await measureReflexOverhead(stack, env.MINDLOOP_TOOLS_DIR);
       writeResult(
         'tick',

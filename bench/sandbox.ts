@@ -3,7 +3,7 @@
  * every limit of DockerSandbox (seccomp profile, caps dropped, read-only root, two tmpfs,
  * memory/CPU/pids limits, output streaming, removal), timed from the call to the typed result.
  * Compared in the same run, interleaved, with the same image and command run without our
- * limits two ways: `docker run --rm` through the CLI (what the issue names), and the same
+ * limits two ways: `docker run --rm` through the CLI, and the same
  * create/attach/start/wait/remove calls through dockerode (the like-for-like API path).
  */
 import { spawn } from 'node:child_process';

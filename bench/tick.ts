@@ -138,7 +138,7 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
 }
 
 /**
- * Issue 4: the reflexes' cost per tick. Two agents with instant scripted models loop back to
+ * The reflexes' cost per tick. Two agents with instant scripted models loop back to
  * back in alternating blocks in the same run: `bare` without reflexes, `reflexive` with them
  * (emotion and novelty mini-prompts + 3 instant validators, in parallel in one activity).
  * Overhead = wall time between consecutive recorded ticks; the ratio is reflexive / bare.

@@ -123,7 +123,7 @@ export function registerEscalationCommands(program: Command): void {
 
   program
     .command('metrics')
-    .description('seed 000 metrics: catalogue growth, escalation rate per task, discovery rate, first-try validation of designed tools')
+    .description('escalation metrics: catalogue growth, escalation rate per task, discovery rate, first-try validation of designed tools')
     .argument('<agent>', 'agent id', agent)
     .option('--json', 'print JSON')
     .action(async (id: string, o: { json?: boolean }) => {

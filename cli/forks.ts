@@ -1,5 +1,5 @@
 /**
- * `mindloop forks list|show|approve|reject|demo` (SPEC §5, §11): successor forks and their
+ * `mindloop forks list|show|approve|reject|demo`: successor forks and their
  * verdicts. `list`/`show` read Postgres; `approve`/`reject` answer the fork workflow's human
  * gate (an Update, so a refusal comes back as an error); `demo` evaluates the demo patch
  * (swap the abstracts strategy) end to end against the running stack and prints the verdict.

@@ -1,5 +1,5 @@
 /**
- * `mindloop learnings list|stats|export|import|decay|clear|why` (seed 004 §10.3, per shard) and
+ * `mindloop learnings list|stats|export|import|decay|clear|why` (per shard) and
  * `mindloop feedback <agent> accept|reject <action> [--reason …]` (preference learning).
  * They talk to Postgres directly (DATABASE_URL, default the PGlite socket of `npm start`).
  */

@@ -1,6 +1,6 @@
 /**
- * `mindloop validators <agent>`: coverage, agreement, response time and drift per validator
- * (SPEC §2 step 7); `mindloop unvalidated <agent>`: commands kept but not run, and
+ * `mindloop validators <agent>`: coverage, agreement, response time and drift per validator;
+ * `mindloop unvalidated <agent>`: commands kept but not run, and
  * `unvalidated approve|reject <agent> <id>` a human's answer to one;
  * `mindloop memory-restore <agent> <table> <id>`: undo a memory-manager archiving;
  * `mindloop facts <agent>` / `mindloop fact-resolve <agent> <id> verified|rejected <why>`: the

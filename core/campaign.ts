@@ -1,5 +1,5 @@
 /**
- * Campaigns (SPEC §3) as data: the input schema `campaignWorkflow` validates (also what the
+ * Campaigns as data: the input schema `campaignWorkflow` validates (also what the
  * Temporal UI's JSON start form must match), and the deterministic checkpoint criteria used
  * when a phase names no LLM validator. Pure: the workflow and the activities both import it.
  */
@@ -89,7 +89,7 @@ export type ParsedCampaignInput = z.output<typeof campaignInputSchema>;
 
 /**
  * The campaign id of a run, from its input and its workflow id (convention `campaign/<id>`,
- * SPEC §3 / STYLE 13): the input's id must match the workflow id; an input without one takes
+ * a business key): the input's id must match the workflow id; an input without one takes
  * it from the workflow id. A child campaign started by an older parent keeps that parent's
  * task id (`<parent workflow id>/p<i>/t<j>`) and must then name its campaignId.
  * Returns the id, or the problems as `field: message` lines for the InvalidInput failure.

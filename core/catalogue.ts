@@ -1,5 +1,5 @@
 /**
- * The command catalogue as data (SPEC §2): for every command type its family, action, zod
+ * The command catalogue as data: for every command type its family, action, zod
  * args schema, one-line help, the validation rating it needs, whether it writes, and whether
  * an auxiliary (task) loop may use it. Pure: the workflow imports it (config keys, rating
  * thresholds) as well as the command activities.
@@ -294,7 +294,7 @@ const definitions = {
     allowedInTaskLoop: true,
   }),
 
-  // Fact-checks (SPEC §2 step 7): facts the agent stated with confidence < 0.7 wait as
+  // Fact-checks: facts the agent stated with confidence < 0.7 wait as
   // `unverified_facts` rows, each with a fact-check task; the agent records the outcome.
   'facts.list': def({
     args: z.strictObject({ status: z.enum([...factStatusValues, 'all']).optional(), limit }),
@@ -414,7 +414,7 @@ const definitions = {
   }),
   'llm_task.stop': def({ args: z.strictObject({ task_id: id }), help: 'stop the auxiliary loop of a task', writes: true }),
 
-  // Runs only in the sandbox (SPEC §5): the command returns a loop effect and the agent loop
+  // Runs only in the sandbox: the command returns a loop effect and the agent loop
   // runs it as a sandboxRun activity on the sandbox queue. Dangerous: needs rating +2.
   shell: def({
     args: z.strictObject({ command: text(4000), timeout_ms: z.number().int().min(100).max(600_000).optional() }),
@@ -437,7 +437,7 @@ const definitions = {
   }),
   'process.cleanup': def({ args: none, help: 'close every finished process (close, error, timeout, offline)', writes: true }),
 
-  // Issue 7 (SPEC §4): ask the oversight tier; call a discovered state-machine tool.
+  // Escalations: ask the oversight tier; call a discovered state-machine tool.
   escalate: def({
     args: z.strictObject({
       task: text(4000),
@@ -481,7 +481,7 @@ export interface CommandSpec {
   destructive: boolean;
 }
 
-/** Types that always need a +2 rating besides `*.delete` (shell and spawn arrive in later issues). */
+/** Types that always need a +2 rating besides `*.delete`. */
 export const dangerousTypes: ReadonlySet<string> = new Set(['config.set', 'shell', 'spawn']);
 
 function usageOf(schema: z.ZodType): string {
@@ -549,7 +549,7 @@ export function isDestructive(type: string): boolean {
   return isCommandType(type) && catalogue[type].destructive;
 }
 
-/** The rating a command type needs (SPEC §2 step 7); unknown types need the dangerous level. */
+/** The rating a command type needs; unknown types need the dangerous level. */
 export function minRatingFor(type: string): number {
   return isCommandType(type) ? catalogue[type].minRating : 2;
 }

@@ -1,5 +1,5 @@
 /**
- * Context assembly (SPEC §2 step 2): contexts 0–8 rendered into chat messages. Pure: the
+ * Context assembly: contexts 0–8 rendered into chat messages. Pure: the
  * activity loads the rows, this module chooses and renders them, so the choice of what the
  * agent sees is unit-testable and the same on every retry.
  */

@@ -1,5 +1,5 @@
 /**
- * Danger zones (SPEC §4): declarative rules checked before any command or tool action runs.
+ * Danger zones: declarative rules checked before any command or tool action runs.
  * A flagged action is not executed; it goes to human approval through an escalation. Rules
  * are data (zod-validated), so a deployment adds or disables rules in configuration; the
  * matcher is pure and fails closed (an unreadable rule set is an error, not "no danger").
@@ -46,7 +46,7 @@ export const executingActions = ['shell', 'process.start', '*.run', '*.exec', '*
 
 export const criticalTables = ['agents', 'agent_config', 'llm_registry', 'tool_registry', 'discovered_tools', 'decision_log', 'escalations', 'partnership_messages', 'learnings', 'ethics_policies', 'lifeforce_ledger'];
 
-/** The defaults of seed 000. */
+/** The default rules. */
 export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
   {
     id: 'ssh_without_auth',

@@ -1,5 +1,5 @@
 /**
- * Emotional evaluation (SPEC §2 step 5): the LLM that wrote a reply names its emotions as
+ * Emotional evaluation: the LLM that wrote a reply names its emotions as
  * `emotion:strength(1–5) (reason)`. Pure parsing and streak maths; the mini-prompt is an
  * activity (activities/reflexes.ts).
  */

@@ -1,5 +1,5 @@
 /**
- * Conflict rules between the tiers (SPEC §4), as one pure function the escalation workflow
+ * Conflict rules between the tiers, as one pure function the escalation workflow
  * calls after every event (oversight answer, human update, deadline):
  *   1. a human veto beats everything (an oversight approval included);
  *   2. a human approval beats the oversight's answer; a human rejection or nudge likewise;

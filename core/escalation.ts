@@ -1,12 +1,12 @@
 /**
- * Escalations (SPEC §4) as data both sides share: the workflow input (zod, so a start from the
+ * Escalations as data both sides share: the workflow input (zod, so a start from the
  * Temporal UI with bad JSON fails at once naming the fields), the human updates, the
  * oversight's structured answer and the prompts of its sub-agents. Pure.
  */
 import { z } from 'zod';
 import { stateMachineSchema } from './state-machines.js';
 
-/** The oversight's sub-agents (SPEC §4); also the `escalations.category` CHECK. */
+/** The oversight's sub-agents; also the `escalations.category` CHECK. */
 export const escalationCategories = ['statistics', 'code', 'visualization', 'state_machine_designer', 'general'] as const;
 export type EscalationCategory = (typeof escalationCategories)[number];
 

@@ -1,5 +1,5 @@
 /**
- * Successor forks (SPEC §5), the pure part: the workflow input (zod), the canonical form of a
+ * Successor forks, the pure part: the workflow input (zod), the canonical form of a
  * patch (its sha256 is `patch_hash`), budgets and their defaults, and the rules that turn an
  * evaluation into a verdict. No I/O, no clock; the workflow and the activities both import it.
  */
@@ -50,7 +50,7 @@ export const forkEvaluationSchema = z.discriminatedUnion('kind', [
 ]);
 export type ForkEvaluation = z.output<typeof forkEvaluationSchema>;
 
-/** SPEC §5 defaults: 1 h wall, $5 model cost, 10 GB disk, 2 CPU cores. */
+/** Defaults: 1 h wall, $5 model cost, 10 GB disk, 2 CPU cores. */
 export const forkBudgetDefaults = { wallMs: 3_600_000, costUsd: 5, diskBytes: 10 * 1024 ** 3, cpus: 2 } as const;
 export const forkBudgetSchema = z
   .strictObject({

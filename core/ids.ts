@@ -1,5 +1,5 @@
 /**
- * Business keys (STYLE §13). An agent id becomes part of workflow ids (`agent/<id>`,
+ * Business keys. An agent id becomes part of workflow ids (`agent/<id>`,
  * `agent/<id>/task/<taskId>`), so it may not contain slashes or spaces.
  */
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * Learnings (SPEC §6, seed 004): the predicate allow-list with typed args, the preference
+ * Learnings: the predicate allow-list with typed args, the preference
  * pattern keys, the declarative rule table that derives a learning from a signal, and the
  * reinforcement and decay maths. Pure and deterministic: no I/O, no clock (callers pass `now`).
  */
@@ -8,7 +8,7 @@ import { z } from 'zod';
 // --- tunables ----------------------------------------------------------------------------------
 
 export const learningDefaults = {
-  /** Occurrences of a pattern that make it a signal (the seed's 3-strike rule). */
+  /** Occurrences of a pattern that make it a signal (three strikes). */
   threshold: 3,
   /** Saving an existing learning adds this to its confidence. */
   reinforceStep: 0.1,
@@ -52,7 +52,7 @@ export const learningPredicates = {
   avoid_error: z.strictObject({ task_type: word(100), error: word(300) }),
   /** Ouroboros: a tool the agent wrote, with its capability. */
   generated_tool: z.strictObject({ name: word(64), capability: word(200) }),
-  /** Escalations (SPEC §4): a nudge — the human's or the oversight's guidance — on a category of problem. */
+  /** Escalations: a nudge — the human's or the oversight's guidance — on a category of problem. */
   nudge: z.strictObject({ category: word(64), hint: word(200) }),
 } as const;
 
@@ -112,7 +112,7 @@ export function decayStep(
 
 /**
  * The confidence after each of `runs` daily decay runs for a learning never reinforced
- * (learned at day 0, runs at day 1, 2, …); `null` once deleted. The seed's table: 1.0 for the
+ * (learned at day 0, runs at day 1, 2, …); `null` once deleted. The curve: 1.0 for the
  * first 7 days, then 0.9, 0.81, 0.729, … and deleted after it falls below 0.1.
  */
 export function decayCurve(runs: number, o: { factor?: number; staleAfterDays?: number; deleteBelow?: number; start?: number } = {}): Array<number | null> {
@@ -150,7 +150,7 @@ export interface Feedback {
 const outcomePrefix = 'command:';
 
 /**
- * The count key, as the seed has it: `action:reason` for a rejection with a reason, else
+ * The count key: `action:reason` for a rejection with a reason, else
  * `action` (acceptances count the action only). Outcome actions carry a `command:` prefix.
  */
 export function patternKey(f: Feedback): string {

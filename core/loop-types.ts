@@ -19,7 +19,7 @@ export interface CommandRejection {
   reason: string;
 }
 
-/** Everything the parser extracts from one LLM reply (SPEC §2 step 4). */
+/** Everything the parser extracts from one LLM reply. */
 export interface ParsedReply {
   /** The reply with the command block removed. */
   body: string;

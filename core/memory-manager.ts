@@ -1,5 +1,5 @@
 /**
- * The memory manager's policy for the short tier (SPEC §2 memory tiers): five modes —
+ * The memory manager's policy for the short tier: five modes —
  * novelty pruning, LRU, emotion-weighted retention, goal focus, diversity boost — folded into
  * one retention score, then an LRU cap. Pure: the activity loads rows, applies the decisions
  * (archive, restorable) and logs each one in `process_log`.

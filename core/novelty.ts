@@ -1,5 +1,5 @@
 /**
- * Novelty maths (SPEC §2 step 6): a similarity that needs no LLM (lexical n-gram cosine, or
+ * Novelty maths: a similarity that needs no LLM (lexical n-gram cosine, or
  * embedding cosine where an embedder is configured), its novelty score 0–100, and the blend
  * with the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer
  * yields an error string and the lexical score alone.

@@ -1,6 +1,6 @@
 /**
  * Turns one LLM reply into commands, confidence tags, unverified facts and an overall
- * confidence (SPEC §2 step 4). Pure and total: any string gives a ParsedReply, and every
+ * confidence. Pure and total: any string gives a ParsedReply, and every
  * problem becomes an `errors` entry or a rejected command, never an exception, so a
  * malformed reply can not wedge the tick.
  */

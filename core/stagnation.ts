@@ -1,5 +1,5 @@
 /**
- * Anti-stagnation maths (SPEC §2 step 6): Reflex-lite parameter steps, the low-novelty streak
+ * Anti-stagnation maths: Reflex-lite parameter steps, the low-novelty streak
  * that escalates to a break-loop strategy, the diagnosis of why novelty is low, and the choice
  * of strategy (cheap first, steered by each strategy's measured before/after effect).
  */

@@ -1,5 +1,5 @@
 /**
- * State machines as tools (SPEC §4, seed 000): a tool is data — states, the actions valid in
+ * State machines as tools: a tool is data — states, the actions valid in
  * each state, where each action leads, and a description per state — plus one pure transition
  * function. An invalid action is an error that lists the actions valid in the current state,
  * so a small model can correct itself. Definitions are zod-validated so a designed tool
@@ -82,9 +82,9 @@ export function describeTool(def: StateMachineDef, state: string): string {
   return `${def.description}\nCurrent state: ${current} — ${st.description}\nValid actions now:\n${lines.join('\n') || '- (none)'}`;
 }
 
-// --- built-in tools (the seed's four) ------------------------------------------------------------
+// --- built-in tools (four) ----------------------------------------------------------------------
 
-/** The seed's database tool: IDLE → CONNECTED → QUERY_READY; read-only queries on the agent's own rows. */
+/** The database tool: IDLE → CONNECTED → QUERY_READY; read-only queries on the agent's own rows. */
 export const databaseTool: StateMachineDef = stateMachineSchema.parse({
   name: 'database',
   description: "Read-only queries on your own rows of the agent's tables (structured: table, columns, where, limit).",

@@ -1,5 +1,5 @@
 /**
- * Tool self-generation (Ouroboros, SPEC §6) as data: the workflow input, the structured
+ * Tool self-generation (Ouroboros) as data: the workflow input, the structured
  * answer the LLM must give (module + tests), the typed reasons a generation ends without a
  * tool, and the prompt. Pure; the workflow and the activities import it.
  */

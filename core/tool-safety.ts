@@ -1,5 +1,5 @@
 /**
- * Static safety check of a generated tool (SPEC §6, Ouroboros): parse the module with acorn
+ * Static safety check of a generated tool (Ouroboros): parse the module with acorn
  * and walk the AST — never regex — refusing process spawning, raw network, filesystem
  * writes, dynamic evaluation and the escape hatches around them. It fails closed: anything
  * dynamic where a name matters (a computed property built at run time, `require`/`import()`

@@ -1,5 +1,5 @@
 /**
- * Where the binaries that are not npm packages live. Resolution order (SPEC §1):
+ * Where the binaries that are not npm packages live. Resolution order:
  * explicit env path → `.tools/` → PATH → undefined (the caller may then let the SDK download).
  */
 import { existsSync, readdirSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * `npm run sandbox:image`: build the sandbox image locally, no registry (SPEC §5). The root file
+ * `npm run sandbox:image`: build the sandbox image locally, no registry. The root file
  * system is busybox-static (with its applet links), this host's node binary and the shared
  * libraries `ldd` lists for it, `mindloop-init` (sandbox/init.c, PID 1 of every run) and
  * `mindloop-probe` (sandbox/probe.c, for the containment suite), both compiled static with gcc.

@@ -1,5 +1,5 @@
 /**
- * DockerSandbox: the Sandbox contract (sandbox.ts) on dockerode (SPEC §5). One container per
+ * DockerSandbox: the Sandbox contract (sandbox.ts) on dockerode. One container per
  * run, created with everything that contains it: no network, our seccomp profile
  * (seccomp.json), all capabilities dropped, no-new-privileges, read-only root, size-limited
  * tmpfs for /tmp, the work dir and /dev/shm, /dev/mqueue read-only, memory (= memory+swap), CPU

@@ -1,5 +1,5 @@
 /**
- * The sandbox contract (SPEC §5): run untrusted code — generated tools, patched modules, the
+ * The sandbox contract: run untrusted code — generated tools, patched modules, the
  * agent's `shell` command — in an isolated, budgeted container and get a typed result back.
  * `DockerSandbox` (docker-sandbox.ts) implements it on dockerode; callers depend only on this.
  */

@@ -1,5 +1,5 @@
 /**
- * One Worker per task queue (SPEC §1): `mindloop` (workflows, db and LLM activities),
+ * One Worker per task queue: `mindloop` (workflows, db and LLM activities),
  * `sandbox` (Docker activities), `speech-gpu` (speech activities).
  */
 import { fileURLToPath } from 'node:url';

@@ -1,5 +1,5 @@
 /**
- * The maintenance Temporal Schedules (SPEC §7), created idempotently at start (`npm start`, and
+ * The maintenance Temporal Schedules, created idempotently at start (`npm start`, and
  * a worker process that polls `mindloop`, unless started with `--no-schedules`) and by
  * `npx mindloop schedules apply`: learning decay daily, the abstracts digest hourly,
  * memory pruning every 6 hours, process-log cleanup daily. Applying again converges spec,

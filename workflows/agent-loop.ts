@@ -157,7 +157,7 @@ function isLlmUnavailable(err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
 }
 
-/** One durable thinking loop per agent (id `agent/<agentId>`): the REPL tick of SPEC §2, forever. */
+/** One durable thinking loop per agent (id `agent/<agentId>`): one REPL tick after another, forever. */
 export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
   const input = parseWorkflowInput('agentLoopWorkflow', agentLoopInput, rawInput);
   const { agentId } = input;

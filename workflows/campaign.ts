@@ -1,5 +1,5 @@
 /**
- * A campaign (SPEC §3, id `campaign/<id>`): a goal run as ordered phases of tasks, each phase
+ * A campaign (id `campaign/<id>`): a goal run as ordered phases of tasks, each phase
  * closed by a validated checkpoint. Pause/resume by signal, cancel by signal or Temporal
  * cancellation (started work is compensated in reverse order), progress by query. A completed
  * phase promotes a `phase_success` learning for its type; a failed task an `avoid_error` one.

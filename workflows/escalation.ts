@@ -1,5 +1,5 @@
 /**
- * One escalation (SPEC §4), id `escalation/<id>`: the agent's question goes to the oversight
+ * One escalation, id `escalation/<id>`: the agent's question goes to the oversight
  * graph (an activity), a state-machine design is tested in the sandbox and refined for a
  * bounded number of rounds, the human may approve / reject / nudge / veto at any time
  * (updates with validators), and core/escalation-rules.ts decides: veto > approval,

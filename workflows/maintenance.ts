@@ -1,5 +1,5 @@
 /**
- * The scheduled maintenance jobs (SPEC §7), each a short workflow that a Temporal Schedule
+ * The scheduled maintenance jobs, each a short workflow that a Temporal Schedule
  * starts (workers/schedules.ts): learning decay (daily), the abstracts digest (hourly, per
  * running agent, by the agent's configured strategy), memory pruning (per running agent, by
  * its lru_limit) and process-log cleanup. All visible, pausable and triggerable in the UI;

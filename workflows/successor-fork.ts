@@ -1,5 +1,5 @@
 /**
- * successorForkWorkflow (SPEC §5, id `fork/<id>`): fork the agent's state into an isolated
+ * successorForkWorkflow (id `fork/<id>`): fork the agent's state into an isolated
  * copy, apply an architecture patch to the copy, evaluate it under a budget, store a verdict
  * with artifacts, destroy the copy, then hold an APPROVE at the human gate until an
  * `approveFork` / `rejectFork` update or the deadline (which applies nothing).
@@ -89,7 +89,7 @@ export const approveForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('ap
 /** Human gate: discard the patch. */
 export const rejectForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('rejectFork');
 
-/** Evaluate an architecture patch in an isolated successor and return a verdict (SPEC §5). */
+/** Evaluate an architecture patch in an isolated successor and return a verdict. */
 export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<SuccessorForkResult> {
   const input: SuccessorForkParams = parseWorkflowInput('successorForkWorkflow', successorForkInputSchema, raw);
   const info = workflowInfo();

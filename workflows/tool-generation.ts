@@ -1,5 +1,5 @@
 /**
- * Ouroboros (SPEC §6), id `tool/<agentId>/<capability>`: a capability no registered tool has
+ * Ouroboros, id `tool/<agentId>/<capability>`: a capability no registered tool has
  * → the LLM writes a tool (module + tests) → static AST safety check → its tests run in the
  * sandbox → registered with its capability, a `generated_tool` learning and the full source
  * kept for audit → the result goes back to whoever asked, so the original intent proceeds.

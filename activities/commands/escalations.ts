@@ -1,5 +1,5 @@
 /**
- * Issue 7 commands (SPEC §4). `escalate` returns an `escalate` loop effect: the agent loop
+ * Escalation and state-machine tool commands. `escalate` returns an `escalate` loop effect: the agent loop
  * starts escalationWorkflow as a child, and the answer comes back as a note. `tool.call` runs
  * one action of a discovered state-machine tool (activities/tools.ts: refusal when
  * undiscovered, valid actions listed when invalid, danger-zone actions held); a held action,

@@ -167,7 +167,7 @@ export const taskHandlers: HandlerMap<FamilyTypes<'tasks'>> = {
           a.goal_id !== undefined ? eq(tasks.goalId, a.goal_id) : undefined,
         ),
       )
-      // SPEC §2: pinned first, then by priority.
+      // Pinned first, then by priority.
       .orderBy(desc(tasks.pinned), desc(tasks.priority), asc(tasks.id))
       .limit(a.limit ?? 20);
     return listResult(status === undefined ? 'unfinished tasks' : status === 'all' ? 'tasks' : `${status} tasks`, rows.map(renderTask));

@@ -1,5 +1,5 @@
 /**
- * Long-term and middle memory commands (SPEC §2 memory tiers): diary, concepts and links
+ * Long-term and middle memory commands: diary, concepts and links
  * (the semantic graph), llm_memory (the notebook), abstracts. Deletes archive the row
  * (`archived_at`), so they stay restorable.
  */

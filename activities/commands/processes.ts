@@ -1,5 +1,5 @@
 /**
- * The process log (SPEC §2 step 1, context 4): the agent registers external processes,
+ * The process log (context 4): the agent registers external processes,
  * marks and stops them, and closes finished ones. Closed entries leave the context.
  */
 import { and, desc, eq, inArray, isNull } from 'drizzle-orm';

@@ -1,5 +1,5 @@
 /**
- * `shell` (SPEC §5): the command never runs here. The handler registers a process-log entry
+ * `shell`: the command never runs here. The handler registers a process-log entry
  * and returns a `shell` loop effect; the agent loop runs the command as a `sandboxRun`
  * activity on the sandbox queue and `recordShellResult` (activities/shell.ts) writes the
  * output back to this command's log row and to the process, for the next tick's context.

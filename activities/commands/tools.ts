@@ -1,5 +1,5 @@
 /**
- * `tools.generate` (Ouroboros, SPEC §6): the agent asks for a capability. A registered tool
+ * `tools.generate` (Ouroboros): the agent asks for a capability. A registered tool
  * that already has it is named instead; otherwise the command returns a `generateTool` loop
  * effect and the agent loop starts toolGenerationWorkflow, whose result comes back as a note.
  */

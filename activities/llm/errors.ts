@@ -3,7 +3,7 @@
  */
 import type { ChatAttempt, ChatRole } from './types.js';
 
-/** ApplicationFailure type name; the workflow treats it as "enter Core Outage" (SPEC §2 step 3). */
+/** ApplicationFailure type name; the workflow treats it as "enter Core Outage". */
 export const LlmUnavailable = 'LlmUnavailable' as const;
 
 /** Every enabled, non-excluded candidate of the role failed (or there was none). */

@@ -1,7 +1,7 @@
 /**
  * Routes a chat call to an agent's LLMs for a role: candidates from `llm_registry` by
  * priority, failover on error or timeout, one `llm_calls` row per attempt, and replay of a
- * stored answer when the same idempotency key comes again (SPEC §2 step 3, §9).
+ * stored answer when the same idempotency key comes again.
  */
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
@@ -76,7 +76,7 @@ export interface LlmRouter {
 /** The rows a call for `role` (or for one `registryId`) tries, from the agent's usable rows in order. */
 export function rowsFor(registry: readonly LlmRegistryEntry[], role: ChatRole, registryId?: number): LlmRegistryEntry[] {
   if (registryId !== undefined) return registry.filter((r) => r.id === registryId);
-  // A validator is a row with role 'validator' or any row flagged `validator` (SPEC §2 step 7).
+  // A validator is a row with role 'validator' or any row flagged `validator`.
   return registry.filter((r) => (role === 'validator' ? r.role === 'validator' || r.validator : r.role === role));
 }
 

@@ -1,5 +1,5 @@
 /**
- * Agents and their identity (SPEC §2 contexts 0, 1, 7; peers, reputation, descendants).
+ * Agents and their identity (contexts 0, 1, 7; peers, reputation, descendants).
  */
 import { sql } from 'drizzle-orm';
 import {

@@ -1,5 +1,5 @@
 /**
- * Autopoiesis (SPEC §6, §4): the learning store, preference counts, the tool catalogue,
+ * Autopoiesis: the learning store, preference counts, the tool catalogue,
  * which tools each agent has discovered, and the audit trail of generated tools.
  */
 import { sql } from 'drizzle-orm';
@@ -25,8 +25,8 @@ export const generatedToolOutcomes = [
 export type LearningArgs = Record<string, unknown> | unknown[];
 
 /**
- * Long-term learnings. UNIQUE (shard_type, fact_predicate, fact_args): the seed's
- * UNIQUE (fact_predicate, fact_args) in its one-database-per-shard layout (jsonb equality, so
+ * Long-term learnings. UNIQUE (shard_type, fact_predicate, fact_args): one fact
+ * per shard (jsonb equality, so
  * key order does not matter); saving an existing one reinforces it. `agent_id` is nullable:
  * a learning may belong to a shard rather than one agent. `derivation` explains a learning
  * derived from preference counts (`learnings why <id>`).

@@ -1,5 +1,5 @@
 /**
- * Campaigns (SPEC §3): a goal executed in ordered phases, each with objectives, tasks and a
+ * Campaigns: a goal executed in ordered phases, each with objectives, tasks and a
  * validated checkpoint. Ids are business keys (the workflow is `campaign/<id>`).
  */
 import { check, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';

@@ -1,5 +1,5 @@
 /**
- * Successor forks and their verdicts (SPEC §5). Ids are business keys (`fork/<id>`).
+ * Successor forks and their verdicts. Ids are business keys (`fork/<id>`).
  * Cleanup destroys the fork's state but never these rows: the verdict and artifacts stay.
  */
 import { sql } from 'drizzle-orm';
@@ -28,7 +28,7 @@ export interface ForkPatch {
   value: unknown;
   [key: string]: unknown;
 }
-/** SPEC §5 defaults: 1 h wall, $5 model cost, 10 GB disk, 2 CPU cores. */
+/** Defaults: 1 h wall, $5 model cost, 10 GB disk, 2 CPU cores. */
 export interface ForkBudget {
   wallMs?: number;
   costUsd?: number;

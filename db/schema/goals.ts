@@ -1,5 +1,5 @@
 /**
- * Goals, their hierarchy, and tasks (SPEC §2 `goals`, `goal_links`, `tasks`, auxiliary loops).
+ * Goals, their hierarchy, and tasks (`goals`, `goal_links`, `tasks`, auxiliary loops).
  */
 import { sql } from 'drizzle-orm';
 import { boolean, check, index, integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';

@@ -1,5 +1,5 @@
 /**
- * Lifeforce ledger (SPEC §12): reserve before an operation, settle or release after it,
+ * Lifeforce ledger: reserve before an operation, settle or release after it,
  * grant to top up. `idempotency_key` makes each entry safe across activity retries.
  */
 import { sql } from 'drizzle-orm';

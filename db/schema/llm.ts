@@ -1,6 +1,6 @@
 /**
  * LLM registry (per-role choice, failover, validators and their trust) and per-call
- * token/cost accounting (SPEC §2 steps 3 and 7, §9, §12).
+ * token/cost accounting.
  */
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
@@ -34,7 +34,7 @@ export const llmRegistry = pgTable(
     trust: real('trust').notNull().default(1.0),
     excluded: boolean('excluded').notNull().default(false),
     excludedReason: text('excluded_reason'),
-    /** Lifeforce pricing tier (SPEC §12). */
+    /** Lifeforce pricing tier. */
     tier: text('tier', { enum: llmTiers }),
     costPer1kInput: numeric('cost_per_1k_input', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
     costPer1kOutput: numeric('cost_per_1k_output', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),

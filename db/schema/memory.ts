@@ -1,5 +1,5 @@
 /**
- * Memory tiers (SPEC §2): short (`llm_recent_responses`), middle (`llm_memory`), long
+ * Memory tiers: short (`llm_recent_responses`), middle (`llm_memory`), long
  * (`diary_entries`, `concepts`, `links`), digests (`abstracts`), notes in/out, and facts
  * awaiting a check. Archived rows keep `archived_at` and are restorable.
  */
@@ -51,7 +51,7 @@ export interface AbstractSources {
   abstracts?: number[];
 }
 
-/** One row per tick of the agent loop (SPEC §2 step 8). */
+/** One row per tick of the agent loop. */
 export const llmRecentResponses = pgTable(
   'llm_recent_responses',
   {
@@ -77,7 +77,7 @@ export const llmRecentResponses = pgTable(
     stagnation: boolean('stagnation').notNull().default(false),
     stagnationReason: text('stagnation_reason'),
     stagnationActions: jsonbOf<string[]>('stagnation_actions', []),
-    /** The reflexes' verdict for this tick (issue 4); set once, so a retried reflex activity returns it. */
+    /** The reflexes' verdict for this tick; set once, so a retried reflex activity returns it. */
     reflexes: jsonb('reflexes').$type<Record<string, unknown>>(),
     contextMode: text('context_mode', { enum: contextModes }).notNull().default('standard'),
     llmRegistryId: bigintRef('llm_registry_id').references(() => llmRegistry.id, { onDelete: 'set null' }),
@@ -189,7 +189,7 @@ export const links = pgTable(
   ],
 );
 
-/** Digests of recent responses and chosen long-term entries (SPEC §2 Abstracts). */
+/** Digests of recent responses and chosen long-term entries. */
 export const abstracts = pgTable(
   'abstracts',
   {

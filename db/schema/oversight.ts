@@ -1,5 +1,5 @@
 /**
- * The three tiers (SPEC §4): escalations, the dual decision log, and the append-only
+ * The three tiers (human, oversight, agent): escalations, the dual decision log, and the append-only
  * message table between human, oversight and agent.
  */
 import { bigint, boolean, check, index, jsonb, pgTable, text } from 'drizzle-orm/pg-core';

@@ -1,5 +1,5 @@
 /**
- * Processes and reflexes (SPEC §2 steps 1, 6, 9): the process log, the command log (the
+ * Processes and reflexes: the process log, the command log (the
  * idempotency record of command application), anti-stagnation bookkeeping, thinking methods.
  */
 import { sql } from 'drizzle-orm';

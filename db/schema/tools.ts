@@ -1,5 +1,5 @@
 /**
- * State-machine tools at run time (SPEC §4): each agent's current state per tool (so it
+ * State-machine tools at run time: each agent's current state per tool (so it
  * survives continue-as-new and restarts: it lives here, not in workflow state), and every
  * transition attempt — allowed, refused as invalid, refused as undiscovered or held for a
  * danger zone — as an append-only log.

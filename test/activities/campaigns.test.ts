@@ -1,5 +1,5 @@
 /**
- * The campaign checkpoint's LLM validator (SPEC §3), on the real Postgres with the real LLM
+ * The campaign checkpoint's LLM validator, on the real Postgres with the real LLM
  * router and scripted `validator` rows: a validator that passes, one that fails with its
  * reason, and malformed replies (not JSON, no boolean "pass") that fail the checkpoint with a
  * clear reason instead of crashing. Criteria that already fail never reach the validator, and a

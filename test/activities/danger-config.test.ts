@@ -1,5 +1,5 @@
 /**
- * Danger zones are configurable (SPEC §4): MINDLOOP_DANGER_RULES names a JSON file that
+ * Danger zones are configurable: MINDLOOP_DANGER_RULES names a JSON file that
  * disables default rules and adds rules; a bad file fails the worker start naming the field.
  * The configured rules reach both paths on the real Postgres: commands (applyCommands holds a
  * flagged command with its escalation effect) and state-machine tool actions (`tool.call`).

@@ -1,5 +1,5 @@
 /**
- * Native tool calling (SPEC §4, issue 7 "State machines as tools"): the OpenAI-compatible and
+ * Native tool calling for state-machine tools: the OpenAI-compatible and
  * Anthropic providers get the agent's discovered tools bound as tools whose descriptions show
  * the current state and valid actions; a reply's tool calls become `tool.call` commands beside
  * the text's commands; bad arguments become rejected commands; a replay by the idempotency key

@@ -1,7 +1,7 @@
 /**
  * The oversight graph without Temporal: the router sends each category to its sub-agent, a
  * malformed answer is asked again (then a typed non-retryable failure), and an agent without
- * an `oversight` model gets the local one (the offline default). The seed's metrics over
+ * an `oversight` model gets the local one (the offline default). The escalation metrics over
  * several days of rows (escalation rate per task falling, catalogue growth, discovery rate).
  */
 import { ApplicationFailure } from '@temporalio/common';

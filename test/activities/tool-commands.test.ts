@@ -1,5 +1,5 @@
 /**
- * `tools.generate` (Ouroboros, SPEC §6) through the real applyCommands path on a real Postgres:
+ * `tools.generate` (Ouroboros) through the real applyCommands path on a real Postgres:
  * - no active tool has the capability: the command applies with a `generateTool` loop effect
  *   (the agent loop starts toolGenerationWorkflow from it), keyed by the command_log id;
  * - an active registered tool already provides it: that tool is named, no effect is returned;

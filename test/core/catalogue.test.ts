@@ -21,7 +21,7 @@ const reason = (type: string, args: Record<string, unknown> = {}) => {
 };
 
 describe('catalogue shape', () => {
-  it('covers the families of issue 3', () => {
+  it('covers every command family of the agent loop', () => {
     expect([...families].sort()).toEqual(
       ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts'].sort(),
     );

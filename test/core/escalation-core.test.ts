@@ -1,4 +1,4 @@
-/** Pure logic of issue 7: state-machine tools, the conflict rules between tiers, danger zones. */
+/** Pure logic of escalations: state-machine tools, the conflict rules between tiers, danger zones. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkDanger, configureDangerRules, defaultDangerRules, type ProposedAction } from '../../core/danger-zones.js';
@@ -28,7 +28,7 @@ describe('state machines as tools', () => {
     expect(describeTool(databaseTool, 'CONNECTED')).toContain('- query(table, columns, where, limit) → QUERY_READY');
   });
 
-  it('ships the seed tools', () => {
+  it('ships the built-in tools', () => {
     expect(Object.keys(builtinStateMachines).sort()).toEqual(['database', 'discover_tools', 'escalate', 'request_state_machine_design']);
   });
 

@@ -24,7 +24,7 @@ import { replyFor } from '../helpers/fork-fixture.js';
 const q = (over: Partial<AbstractQuality> = {}): AbstractQuality => ({ coverage: 0.4, compressionRatio: 0.3, novelty: 0.9, tokens: 150, ...over });
 
 describe('successor fork input', () => {
-  it('fills the SPEC defaults (1 h, $5, 10 GB, 2 CPUs, 24 h gate)', () => {
+  it('fills the default budgets (1 h, $5, 10 GB, 2 CPUs, 24 h gate)', () => {
     const p = successorForkInputSchema.parse({ agentId: 'a1', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay' } });
     expect(p.budget).toEqual({ wallMs: 3_600_000, costUsd: 5, diskBytes: 10 * 1024 ** 3, cpus: 2 });
     expect(p.approvalDeadlineMs).toBe(24 * 3_600_000);

@@ -1,6 +1,6 @@
 /**
  * core/learnings.ts: the allow-list guard, pattern keys, the rule table, reinforcement and the
- * decay maths (the seed's curve), the avoid_pattern check. Property tests: see test/helpers/fast-check-setup.ts.
+ * decay maths (1.0 for 7 days, then ×0.9 a day), the avoid_pattern check. Property tests: see test/helpers/fast-check-setup.ts.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -60,7 +60,7 @@ describe('reinforcement and decay', () => {
     );
   });
 
-  it("the seed's curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 … deleted once below 0.1 (day 29)", () => {
+  it("the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 … deleted once below 0.1 (day 29)", () => {
     const curve = decayCurve(30);
     expect(curve.slice(0, 7)).toEqual([1, 1, 1, 1, 1, 1, 1]);
     expect(curve[7]).toBeCloseTo(0.9, 10);
@@ -92,7 +92,7 @@ describe('reinforcement and decay', () => {
 });
 
 describe('pattern keys', () => {
-  it("keys are the seed's `action:reason` (rejections) and `action` (acceptances)", () => {
+  it("keys are `action:reason` (rejections) and `action` (acceptances)", () => {
     expect(patternKey({ kind: 'reject', action: 'code.edit', reason: ' Uses  UNWRAP ' })).toBe('code.edit:uses unwrap');
     expect(patternKey({ kind: 'accept', action: 'code.edit', reason: 'nice' })).toBe('code.edit');
     expect(patternKey({ kind: 'reject', action: 'code.edit' })).toBe('code.edit');

@@ -1,6 +1,6 @@
 /**
  * The reflexes' pure maths (core/emotions, novelty, stagnation, validation, memory-manager):
- * examples for the spec's rules, then fast-check properties (see test/helpers/fast-check-setup.ts).
+ * examples for each rule, then fast-check properties (see test/helpers/fast-check-setup.ts).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

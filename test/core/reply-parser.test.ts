@@ -1,5 +1,5 @@
 /**
- * The reply parser (SPEC §2 step 4): every accepted form, every malformed case, and two
+ * The reply parser: every accepted form, every malformed case, and two
  * properties — it never throws, and rendered commands parse back unchanged.
  */
 import fc from 'fast-check';

@@ -22,7 +22,7 @@ import {
 
 const baseUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** Every table SPEC §2–§6 (and §12's ledger) names. Kept literal: the schema must match it. */
+/** Every table the runtime needs, the lifeforce ledger included. Kept literal: the schema must match it. */
 const specTables = [
   'agents',
   'agent_config',
@@ -97,7 +97,7 @@ async function appliedMigrations(pool: pg.Pool): Promise<number> {
 
 /** The same checks for any backend; `handle` is migrated once by the caller. */
 function schemaChecks(backend: string, handle: () => DbHandle): void {
-  it(`${backend}: every table the SPEC names exists`, async () => {
+  it(`${backend}: every table the runtime needs exists`, async () => {
     const tables = await publicTables(handle().pool);
     expect(specTables.filter((t) => !tables.has(t))).toEqual([]);
     expect(tableNames.filter((t) => !tables.has(t))).toEqual([]);
@@ -184,7 +184,7 @@ function schemaChecks(backend: string, handle: () => DbHandle): void {
       factPredicate: 'avoid_pattern',
       factArgs: { pattern: 'exec', reason: 'unsafe' },
     });
-    // The seed keeps one database per shard: another shard may hold the same fact.
+    // Uniqueness is per shard: another shard may hold the same fact.
     await db.insert(learnings).values({
       shardType: 'writing',
       factPredicate: 'avoid_pattern',

@@ -1,7 +1,7 @@
 /**
  * docker-compose.yml is valid for the Compose implementation installed here (Debian's
- * `docker-compose` v1, a standalone v2 binary, or the `docker compose` plugin) and brings
- * what SPEC §1 promises: Temporal, its UI, the app's Postgres and one worker per task queue.
+ * `docker-compose` v1, a standalone v2 binary, or the `docker compose` plugin) and declares
+ * what a deployment needs: Temporal, its UI, the app's Postgres and one worker per task queue.
  * Only `config` is run: it needs neither a Docker daemon nor the network.
  */
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';

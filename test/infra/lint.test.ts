@@ -1,5 +1,5 @@
 /**
- * The lint rules that keep workflow code deterministic (STYLE.md conventions 1 and 16), run
+ * The lint rules that keep workflow code deterministic, run
  * through the real ESLint API and the repo's own eslint.config.js on the sources in
  * test/fixtures/lint/, each linted as if it lived under workflows/ (or elsewhere, to show a
  * rule's scope).

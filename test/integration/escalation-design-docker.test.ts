@@ -1,5 +1,5 @@
 /**
- * Collaborative tool design (SPEC §4) with the tests run in the REAL Docker sandbox: the
+ * Collaborative tool design with the tests run in the REAL Docker sandbox: the
  * escalation workflow (time-skipping server, real activities on Postgres, the LLM router with a
  * scripted `oversight` row) asks the state_machine_designer sub-agent for spec + implementation
  * + tests; `sandboxRun` on the `sandbox` queue runs `node --test` in a container (the tests
@@ -41,7 +41,7 @@ const spec = (name: string) => ({
     UNLOCKED: { description: 'unlocked; push to pass', actions: { push: { to: 'LOCKED', description: 'pass through' }, coin: { description: 'pay again (stays unlocked)' } } },
   },
 });
-/** v1 has the seed's classic bug: a coin in UNLOCKED locks it again. */
+/** v1 has the classic turnstile bug: a coin in UNLOCKED locks it again. */
 const impl = (buggy: boolean) => `const next = { LOCKED: { coin: 'UNLOCKED' }, UNLOCKED: { push: 'LOCKED', coin: ${buggy ? "'LOCKED'" : "'UNLOCKED'"} } };
 export function run(state, action) {
   const to = next[state]?.[action];

@@ -1,5 +1,5 @@
 /**
- * The seed's reflex scenarios on real Temporal (the time-skipping server, the product
+ * The reflex scenarios on real Temporal (the time-skipping server, the product
  * workflow bundle), a real migrated Postgres and the real activities, with scripted models:
  * 1. no input, a varying model: novelty stays above the threshold over 30 ticks;
  * 2. a repeating model: Reflex-lite within 1 tick, a break-loop strategy within 3, recovery;

@@ -1,5 +1,5 @@
 /**
- * Containment suite (issue 5): every probe runs inside the real sandbox (DockerSandbox on the
+ * Containment suite: every probe runs inside the real sandbox (DockerSandbox on the
  * real engine, the image of `npm run sandbox:image`) and must fail or be contained. Syscall
  * probes use mindloop-probe (sandbox/probe.c), which exits 0 only when the attempt was refused
  * and prints what the kernel answered. The suite ends by printing probe | expected | observed.

@@ -98,7 +98,7 @@ function fakes(opts: {
       f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
       return { lastTick: 0, maxTicks: null };
     },
-    // No validators (auto_pass), nothing stagnant: the reflexes leave the tick as it is (issue 4).
+    // No validators (auto_pass), nothing stagnant: the reflexes leave the tick as it is.
     async tickReflexes(input) {
       return {
         validationMode: 'auto_pass' as const,

@@ -1,5 +1,5 @@
 /**
- * Issue 7 inside the agent loop (time-skipping Temporal, real activities on Postgres, scripted
+ * Escalations and state-machine tools inside the agent loop (time-skipping Temporal, real activities on Postgres, scripted
  * agent and oversight models): `tool.call` of an undiscovered tool is refused and logged; the
  * `escalate` command starts escalation/<id> as a child whose answer comes back as a note the
  * next tick sees, granting the database tool; a danger-zone command (`shell` with SSH host

@@ -3,7 +3,7 @@
  *
  * - Time-skipping: 30 simulated days of daily decay. The time-skipping test server has no
  *   Schedules ("Failed to create schedule"), so a test driver workflow sleeps a day and runs the
- *   real `learningDecayWorkflow` as a child, 30 times; the seed's curve 1.0 … 0.9, 0.81, 0.729 …
+ *   real `learningDecayWorkflow` as a child, 30 times; the decay curve 1.0 … 0.9, 0.81, 0.729 …
  *   and deletion once below 0.1 is checked day by day.
  * - Dev server (`temporal server start-dev`, which has Schedules): `applySchedules` creates the
  *   four schedules, a second apply updates them and keeps a schedule paused in between paused;
@@ -65,7 +65,7 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     await env?.teardown();
   });
 
-  it("follows the seed's curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 …, deleted once below 0.1", async () => {
+  it("follows the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 …, deleted once below 0.1", async () => {
     await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence)
       values ('clock', 'phase_success', '{"phase_type":"full"}', 1.0), ('clock', 'phase_success', '{"phase_type":"half"}', 0.5)`);
     const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'decay-clock', workflowBundle: bundle, activities: activities() });

@@ -1,5 +1,5 @@
 /**
- * Rehydration (SPEC §6): behaviour change after three rejections. The real agent loop on the
+ * Rehydration: behaviour change after three rejections. The real agent loop on the
  * time-skipping server with the real activities, the real Postgres and a scripted model that
  * keeps writing a diary entry with a password in it:
  * - before: the command is applied;

@@ -1,5 +1,5 @@
 /**
- * One timeout/retry preset per kind of activity (STYLE §3). Workflows pick a preset by name
+ * One timeout/retry preset per kind of activity. Workflows pick a preset by name
  * instead of inventing timeouts inline.
  */
 import type { ActivityOptions } from '@temporalio/workflow';

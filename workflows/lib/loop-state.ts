@@ -18,7 +18,7 @@ export const notesFilterSchema = z.object({
   sources: z.array(z.string()).max(10).optional(),
 });
 
-/** Sampling parameters the reflexes adjust (SPEC §2 step 6, Reflex-lite). */
+/** Sampling parameters the reflexes adjust (Reflex-lite). */
 export const reflexParamsSchema = z.object({
   temperature: z.number().min(0).max(2),
   topP: z.number().min(0).max(1),
@@ -87,7 +87,7 @@ export const carryOverSchema = z.object({
     .nullable(),
   taskLoops: z.record(z.string(), z.string()),
   pendingWake: z.boolean(),
-  /** Reflex bookkeeping (issue 4); defaults so carry-overs from before it still parse. */
+  /** Reflex bookkeeping; defaults so carry-overs from before the reflexes still parse. */
   reflexState: reflexStateSchema,
   /** Notes received while the database was away, in order, stored when it returns. */
   pendingNotes: z.array(queuedNoteSchema).max(200).default([]),

@@ -1,5 +1,5 @@
 /**
- * The reflex pipeline the tick calls between Think and Execute (SPEC §2 steps 5–7). Each
+ * The reflex pipeline the tick calls between Think and Execute (emotions, novelty and anti-stagnation, validation). Each
  * step may call activities (emotion and novelty mini-prompts, validators) and narrows what the
  * tick keeps and does. Until the reflexes land, the pipeline is `auto_pass`: no validators,
  * every parsed command may run.
@@ -40,7 +40,7 @@ export async function runReflexes(steps: readonly ReflexStep[], input: ReflexInp
 /** The pipeline of this release: no reflexes, commands auto-pass. */
 export const defaultReflexSteps: readonly ReflexStep[] = [];
 
-// ---- issue 4: the reflexes as one activity (emotions, novelty, validators in parallel) ------------
+// ---- the reflexes as one activity (emotions, novelty, validators in parallel) ---------------------
 
 /** What the reflexes carry between ticks (and across continue-as-new, with defaults for old carry-overs). */
 export const reflexStateSchema = z

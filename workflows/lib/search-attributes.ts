@@ -1,5 +1,5 @@
 /**
- * Typed search attributes the workflows set (SPEC §11), so the Temporal UI can filter by
+ * Typed search attributes the workflows set, so the Temporal UI can filter by
  * agent and campaign. The embedded dev server registers them at start.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
