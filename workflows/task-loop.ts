@@ -82,7 +82,9 @@ const messageOf = (err: unknown) => {
 /** No LLM answers, or a dependency is away: not the task's fault, so the tick is tried again later. */
 function isOutage(err: unknown): boolean {
   const cause = causeOf(err);
-  return err instanceof ActivityFailure && cause instanceof ApplicationFailure && (cause.type === 'LlmUnavailable' || !cause.nonRetryable);
+  // Only what the activity said is an outage: an error of no known kind is the tick's own
+  // failure (the task is frozen for review), not a reason to wait forever.
+  return err instanceof ActivityFailure && cause instanceof ApplicationFailure && (cause.type === 'LlmUnavailable' || cause.type === 'Unavailable');
 }
 
 /**

@@ -90,7 +90,7 @@ export const carryOverSchema = z.object({
   /** Reflex bookkeeping; defaults so carry-overs from before the reflexes still parse. */
   reflexState: reflexStateSchema,
   /** Notes received while the database was away, in order, stored when it returns. */
-  pendingNotes: z.array(queuedNoteSchema).max(200).default([]),
+  pendingNotes: z.array(queuedNoteSchema).max(maxQueuedNotes).default([]),
 });
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
