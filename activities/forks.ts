@@ -48,7 +48,7 @@ import {
   type ForkArtifact,
 } from '../db/schema/index.js';
 import { makeAutoAbstract, recentSources, strategyOf, type AbstractTrigger, type AutoAbstractResult } from '../db/queries/abstracts.js';
-import { copyAgentState } from './fork-store.js';
+import { copyAgentState } from '../db/queries/fork-copy.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import type { LlmRouter } from './llm/index.js';
 

@@ -8,7 +8,7 @@ import { createCampaignActivities } from './campaigns.js';
 import type { TaskType } from './campaign-tasks.js';
 import type { LearningSink } from './learning-sink.js';
 import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
-import { createCommandActivities, type CommandDeps } from './commands.js';
+import { createCommandActivities, type CommandDeps } from './commands/apply.js';
 import { createForkActivities } from './forks.js';
 import { createLlmActivities, createLlmRouter, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
 import { createTickActivities } from './tick.js';

@@ -22,7 +22,7 @@ import {
   type FeedbackInput,
   type SaveLearningInput,
   type StoreLimits,
-} from './learning-store.js';
+} from '../db/queries/learnings.js';
 import type { LearningSink } from './learning-sink.js';
 
 export interface LearningDeps {

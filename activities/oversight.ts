@@ -27,7 +27,7 @@ import { agentShard } from '../core/learnings.js';
 import type { Db } from '../db/client.js';
 import { decisionLog, discoveredTools, escalations, llmRegistry, notes, partnershipMessages, toolRegistry } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
-import { LearningRefusedError, recordFeedback, saveLearning, type FeedbackResult } from './learning-store.js';
+import { LearningRefusedError, recordFeedback, saveLearning, type FeedbackResult } from '../db/queries/learnings.js';
 import { defaultLocalModelName, LlmUnavailableError, type LlmRouter } from './llm/index.js';
 
 /**

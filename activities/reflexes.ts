@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notInArray, notLike, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, notLike, sql } from 'drizzle-orm';
 import { isDestructive, minRatingFor } from '../core/catalogue.js';
 import { parsePolicyRules, targetsNeeded, type CommandFacts, type EthicsPolicy, type TargetTable } from '../core/ethics.js';
 import { defaultAnxiety, emotionFormatInstructions, emotionIntensity, mergeEmotionList, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../core/emotions.js';
@@ -17,6 +17,8 @@ import type { ContextMode, LoopEffect } from '../core/loop-types.js';
 import { defaultMemoryPolicy, planMemory, type MemoryPolicy } from '../core/memory-manager.js';
 import { combineNovelty, identicalPlaceholder, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, placeholderLike, placeholderTick, type Ideas } from '../core/novelty.js';
 import { parseReply } from '../core/reply-parser.js';
+import { restorableTables, restoreArchived, type RestoreInput } from '../db/queries/archive.js';
+import { resolveFact, type ResolveFactInput } from '../db/queries/facts.js';
 import {
   chooseStrategy,
   decideStagnation,
@@ -607,60 +609,13 @@ export function createReflexActivities(deps: ReflexDeps) {
     tickReflexes,
 
     /** Restore an archived row of a memory tier (the memory manager's decisions are reversible). */
-    restoreMemory: (input: RestoreInput) => restoreArchived(db, input),
+    restoreMemory: (input: RestoreInput) => {
+      if (!restorableTables.includes(input.table)) throw nonRetryable('InvalidInput', `restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`);
+      return restoreArchived(db, input);
+    },
 
     /** Record a fact-check's outcome (verified/rejected) and close its task. */
     resolveFact: async (input: ResolveFactInput): Promise<{ ok: boolean }> => ({ ok: (await resolveFact(db, input)).ok }),
   };
 }
 
-export interface ResolveFactInput {
-  agentId: string;
-  factId: number;
-  status: 'verified' | 'rejected';
-  resolution: string;
-}
-
-/**
- * Record a fact-check's outcome on its `unverified_facts` row and close its task if still open.
- * The one code path of the CLI (`fact-resolve`), the activity, the agent's `facts.resolve` and
- * a fact-check task set done/failed (inside the command's transaction).
- */
-export async function resolveFact(db: Pick<Db, 'update'>, input: ResolveFactInput): Promise<{ ok: boolean; taskId: number | null }> {
-  const [f] = await db
-    .update(unverifiedFacts)
-    .set({ status: input.status, resolution: clip(input.resolution, 2000), resolvedAt: new Date() })
-    .where(and(eq(unverifiedFacts.id, input.factId), eq(unverifiedFacts.agentId, input.agentId)))
-    .returning({ taskId: unverifiedFacts.taskId });
-  if (!f) return { ok: false, taskId: null };
-  if (f.taskId) {
-    await db
-      .update(tasks)
-      .set({ status: 'done', completedAt: new Date() })
-      .where(and(eq(tasks.id, f.taskId), eq(tasks.agentId, input.agentId), notInArray(tasks.status, ['done', 'failed', 'cancelled'])));
-  }
-  return { ok: true, taskId: f.taskId };
-}
-
-export interface RestoreInput {
-  agentId: string;
-  table: 'llm_recent_responses' | 'diary_entries' | 'llm_memory';
-  id: number;
-}
-export const restorableTables = ['llm_recent_responses', 'diary_entries', 'llm_memory'] as const;
-
-/** Un-archive one row (activity and CLI); the restore is logged in `process_log` like the archiving was. */
-export async function restoreArchived(db: Db, input: RestoreInput): Promise<{ restored: boolean }> {
-  const t = { llm_recent_responses: llmRecentResponses, diary_entries: diaryEntries, llm_memory: llmMemory }[input.table];
-  if (!t) throw nonRetryable('InvalidInput', `restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`);
-  const r = await db.update(t).set({ archivedAt: null }).where(and(eq(t.id, input.id), eq(t.agentId, input.agentId), sql`${t.archivedAt} is not null`)).returning({ id: t.id });
-  await db.insert(processLog).values({
-    agentId: input.agentId,
-    processId: 'memory-manager',
-    kind: 'memory_manager',
-    status: 'close',
-    closedAt: new Date(),
-    message: `restore ${input.table} #${input.id}: ${r[0] ? 'restored' : 'not archived or not found'}`,
-  });
-  return { restored: r.length > 0 };
-}

@@ -9,7 +9,7 @@ import { intervalAbstractDue, abstractTriggerKey } from '../core/abstracts.js';
 import { configKeys, helpText, validateConfigValue } from '../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../core/context.js';
 import { learningLine, parseFeedbackNote } from '../core/learnings.js';
-import { loadLearnings, recordFeedback } from './learning-store.js';
+import { loadLearnings, recordFeedback } from '../db/queries/learnings.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, TagFilter } from '../core/loop-types.js';
 import { boundForHistory } from '../core/payload-caps.js';
 import { appendToolCalls, parseReply, replyFormatInstructions } from '../core/reply-parser.js';
@@ -31,7 +31,7 @@ import {
   systemPrompts,
   tasks,
 } from '../db/schema/index.js';
-import { commandResultText } from './commands.js';
+import { commandResultText } from './commands/apply.js';
 import { createToolActivities, langChainTools, toolDefinitions } from './tools.js';
 import { nonRetryable } from './errors.js';
 import { LlmUnavailableError, ensureDefaultRegistry, llmHeartbeatMs, nativeToolProviders, rowsFor, type LlmRouter } from './llm/index.js';

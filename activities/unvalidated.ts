@@ -9,7 +9,7 @@ import { and, desc, eq } from 'drizzle-orm';
 import type { CommandOutcome } from '../core/loop-types.js';
 import type { Db } from '../db/client.js';
 import { commandLog } from '../db/schema/index.js';
-import { createCommandActivities } from './commands.js';
+import { createCommandActivities } from './commands/apply.js';
 
 /** Commands whose effect only the agent loop carries out (the sandbox run of `shell`). */
 const loopOnly: ReadonlySet<string> = new Set(['shell']);

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { sql } from 'drizzle-orm';
-import { decayLearnings, loadLearnings, saveLearning } from '../activities/learning-store.js';
+import { decayLearnings, loadLearnings, saveLearning } from '../db/queries/learnings.js';
 import { createDb } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
 import { summarize } from './lib.js';

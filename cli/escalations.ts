@@ -6,7 +6,7 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { and, asc, desc, eq, type SQL } from 'drizzle-orm';
-import { escalationMetrics, formatMetrics } from '../activities/escalation-metrics.js';
+import { escalationMetrics, formatMetrics } from '../db/queries/escalation-metrics.js';
 import { agents, decisionLog, escalations, escalationStatuses, partnershipMessages } from '../db/schema/index.js';
 import type { EscalationStatus } from '../workflows/escalation.js';
 import { withClient } from './client.js';

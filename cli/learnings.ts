@@ -14,7 +14,7 @@ import {
   learningStats,
   listLearnings,
   recordFeedback,
-} from '../activities/learning-store.js';
+} from '../db/queries/learnings.js';
 import { agentIdSchema } from '../core/ids.js';
 import { feedbackKinds, learningDefaults, shardSchema, type FeedbackKind } from '../core/learnings.js';
 import { withDb } from './client.js';

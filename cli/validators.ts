@@ -9,7 +9,8 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { and, desc, eq, or } from 'drizzle-orm';
-import { resolveFact, restorableTables, restoreArchived, type RestoreInput } from '../activities/reflexes.js';
+import { restorableTables, restoreArchived, type RestoreInput } from '../db/queries/archive.js';
+import { resolveFact } from '../db/queries/facts.js';
 import { approveUnvalidated, listUnvalidated, rejectUnvalidated } from '../activities/unvalidated.js';
 import { configKeys } from '../core/catalogue.js';
 import { validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';

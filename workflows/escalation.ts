@@ -26,7 +26,7 @@ import {
 import type { z } from 'zod';
 import type { createOversightActivities, OversightRun } from '../activities/oversight.js';
 import type { createToolActivities } from '../activities/tools.js';
-import type { createCommandActivities } from '../activities/commands.js';
+import type { createCommandActivities } from '../activities/commands/apply.js';
 import type { createShellActivities } from '../activities/shell.js';
 import type { LoopEffect } from '../core/loop-types.js';
 import { decide, type DeadlinePhase, type Decider, type HumanVerdict, type Outcome, type RuleDecision } from '../core/escalation-rules.js';

@@ -6,7 +6,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { PgTable } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commandResultText, createCommandActivities } from '../../activities/commands.js';
+import { commandResultText, createCommandActivities } from '../../activities/commands/apply.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';

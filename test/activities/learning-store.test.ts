@@ -17,7 +17,7 @@ import {
   loadLearnings,
   recordFeedback,
   saveLearning,
-} from '../../activities/learning-store.js';
+} from '../../db/queries/learnings.js';
 import { createLearningActivities, createLearningSink } from '../../activities/learnings.js';
 import type { LlmRouter } from '../../activities/llm/index.js';
 import { createTickActivities } from '../../activities/tick.js';

@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatRequest, ChatResult, LlmRouter } from '../../activities/llm/index.js';
-import { escalationMetrics, formatMetrics } from '../../activities/escalation-metrics.js';
+import { escalationMetrics, formatMetrics } from '../../db/queries/escalation-metrics.js';
 import { buildOversightGraph, ensureOversightModel } from '../../activities/oversight.js';
 import { escalationInput, subAgentBriefs } from '../../core/escalation.js';
 import { createDb, type DbHandle } from '../../db/client.js';

@@ -11,7 +11,7 @@ import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq, isNotNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
-import { recordFeedback } from '../../activities/learning-store.js';
+import { recordFeedback } from '../../db/queries/learnings.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
 import { configKeyNames, configKeys, helpText, validateConfigValue } from '../../core/catalogue.js';

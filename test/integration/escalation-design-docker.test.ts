@@ -11,7 +11,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { escalationMetrics } from '../../activities/escalation-metrics.js';
+import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
 import { createActivities } from '../../activities/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { createToolActivities } from '../../activities/tools.js';

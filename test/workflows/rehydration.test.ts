@@ -15,7 +15,7 @@ import { Worker } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
-import { recordFeedback } from '../../activities/learning-store.js';
+import { recordFeedback } from '../../db/queries/learnings.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts } from '../../db/schema/index.js';

@@ -4,7 +4,7 @@
  * validation rate of designed tools. Read-only queries; `mindloop metrics <agent>` prints them.
  */
 import { sql } from 'drizzle-orm';
-import type { Db } from '../db/client.js';
+import type { Db } from '../client.js';
 
 export interface EscalationMetrics {
   agentId: string;

@@ -6,18 +6,18 @@
  */
 import { Context } from '@temporalio/activity';
 import { and, desc, eq } from 'drizzle-orm';
-import { checkDanger, type DangerRule } from '../core/danger-zones.js';
-import { heldCommandEscalation } from './commands/escalations.js';
-import { catalogue, validateCommand, type ValidatedCommand } from '../core/catalogue.js';
-import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../core/learnings.js';
-import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../core/loop-types.js';
-import { placeholderTick } from '../core/novelty.js';
-import { parseReply } from '../core/reply-parser.js';
-import type { Db } from '../db/client.js';
-import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../db/schema/index.js';
-import { loadLearnings, recordFeedback } from './learning-store.js';
-import { handlers } from './commands/index.js';
-import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './commands/shared.js';
+import { checkDanger, type DangerRule } from '../../core/danger-zones.js';
+import { heldCommandEscalation } from './escalations.js';
+import { catalogue, validateCommand, type ValidatedCommand } from '../../core/catalogue.js';
+import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../../core/learnings.js';
+import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../../core/loop-types.js';
+import { placeholderTick } from '../../core/novelty.js';
+import { parseReply } from '../../core/reply-parser.js';
+import type { Db } from '../../db/client.js';
+import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../../db/schema/index.js';
+import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
+import { handlers } from './index.js';
+import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './shared.js';
 
 export interface CommandDeps {
   db: Db;

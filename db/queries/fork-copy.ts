@@ -7,8 +7,8 @@
  */
 import { getTableName, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
-import type { Db } from '../db/client.js';
-import { agentOwnedTables, forks, verdicts } from '../db/schema/index.js';
+import type { Db } from '../client.js';
+import { agentOwnedTables, forks, verdicts } from '../schema/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 

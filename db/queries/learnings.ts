@@ -22,11 +22,11 @@ import {
   type Derivation,
   type Feedback,
   type LoadedLearning,
-} from '../core/learnings.js';
-import { configKeys } from '../core/catalogue.js';
-import type { Db } from '../db/client.js';
-import type { Tx } from '../db/queries/maintenance-runs.js';
-import { learnings, preferenceCounts, type Learning } from '../db/schema/index.js';
+} from '../../core/learnings.js';
+import { configKeys } from '../../core/catalogue.js';
+import type { Db } from '../client.js';
+import type { Tx } from './maintenance-runs.js';
+import { learnings, preferenceCounts, type Learning } from '../schema/index.js';
 
 export type RefusalCode = 'guard' | 'rate_limit' | 'cap';
 
