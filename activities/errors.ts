@@ -26,6 +26,11 @@ export function nonRetryable(type: ErrorType, message: string, details?: unknown
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
 }
 
+/** A failure worth another attempt under the activity's retry policy (a race, a dependency away). */
+export function retryable(type: ErrorType, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: false, details: details === undefined ? [] : [details] });
+}
+
 /**
  * Wrap every activity of a family so that what it throws says which side of the line it is
  * on (core/failure.ts): an infrastructure error becomes a retryable `Unavailable`, an error of

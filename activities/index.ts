@@ -9,10 +9,13 @@ import type { TaskType } from './campaign-tasks.js';
 import type { LearningSink } from './learning-sink.js';
 import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
 import { createCommandActivities, type CommandDeps } from './commands/apply.js';
-import { createForkActivities } from './forks.js';
+import { createForkActivities } from './forks/index.js';
 import { createLlmActivities, createLlmRouter, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
-import { createTickActivities } from './tick.js';
-import { createReflexActivities, type ReflexDeps } from './reflexes.js';
+import { createLoopEventActivities } from './tick/loop-events.js';
+import { createTickSnapshots } from './tick/snapshot.js';
+import { createTaskLoopActivities } from './tick/task-loops.js';
+import { createThinkActivities } from './tick/think.js';
+import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
 import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight.js';
@@ -44,18 +47,23 @@ export function createActivities(deps: MindloopActivityDeps) {
   const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm });
   // Campaigns and generated tools promote into the learning store unless a test injects a sink.
   const learn = deps.learn ?? createLearningSink({ db: deps.db });
+  // One read of an agent per tick, shared by think, the reflexes and applyCommands.
+  const snapshots = createTickSnapshots({ db: deps.db, llm: router });
+  const tools = { db: deps.db, ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}) };
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
-    ...createTickActivities({ db: deps.db, llm: router }),
-    ...createReflexActivities({ db: deps.db, llm: router, ...deps.reflexes }),
+    ...createThinkActivities({ db: deps.db, llm: router, snapshots, tools }),
+    ...createLoopEventActivities({ db: deps.db }),
+    ...createTaskLoopActivities({ db: deps.db }),
+    ...createReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes }),
     ...createShellActivities({ db: deps.db }),
-    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules }),
+    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules, snapshots }),
     ...createLearningActivities({ db: deps.db }),
     ...createCampaignActivities({ db: deps.db, llm: router, taskTypes: deps.campaignTaskTypes, learn }),
     ...createForkActivities({ db: deps.db, llm: router, dataDir: deps.dataDir }),
     ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
     ...createOversightActivities({ db: deps.db, llm: router }),
-    ...createToolActivities({ db: deps.db, dangerRules: deps.dangerRules }),
+    ...createToolActivities(tools),
   });
 }

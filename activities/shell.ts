@@ -7,7 +7,8 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { commandLog, processLog } from '../db/schema/index.js';
 import type { SandboxRunResult } from '../sandbox/sandbox.js';
-import { clip, maxResultText } from './commands/shared.js';
+import { clipText } from '../core/sanitize.js';
+import { maxResultText } from './commands/shared.js';
 
 export interface RecordShellResultInput {
   agentId: string;
@@ -34,7 +35,7 @@ export function shellResultText(input: Pick<RecordShellResultInput, 'command' | 
   const parts = [`$ ${input.command}`, shellSummary(input)];
   if (input.result?.stdout) parts.push(`--- stdout ---\n${input.result.stdout}`);
   if (input.result?.stderr) parts.push(`--- stderr ---\n${input.result.stderr}`);
-  return clip(parts.join('\n'), maxResultText);
+  return clipText(parts.join('\n'), maxResultText);
 }
 
 function processStatus(input: RecordShellResultInput): 'close' | 'error' | 'timeout' | 'offline' {
@@ -50,7 +51,7 @@ export function createShellActivities({ db }: { db: Db }) {
     async recordShellResult(input: RecordShellResultInput): Promise<{ summary: string }> {
       const summary = shellSummary(input);
       const text = shellResultText(input);
-      const patch = { message: clip(`shell: ${summary}`, 200), text, ...(text.length >= maxResultText ? { truncated: true } : {}) };
+      const patch = { message: clipText(`shell: ${summary}`, 200), text, ...(text.length >= maxResultText ? { truncated: true } : {}) };
       await db.transaction(async (tx) => {
         await tx
           .update(commandLog)
@@ -61,14 +62,14 @@ export function createShellActivities({ db }: { db: Db }) {
           .update(processLog)
           .set({
             status: processStatus(input),
-            message: clip(summary, 500),
+            message: clipText(summary, 500),
             payload: {
               command: input.command,
               exitCode: input.result?.exitCode ?? null,
               status: input.result?.status ?? 'unavailable',
               ...(input.result?.exceeded ? { exceeded: input.result.exceeded } : {}),
-              stdout: clip(input.result?.stdout ?? '', 4096),
-              stderr: clip(input.result?.stderr ?? input.error ?? '', 4096),
+              stdout: clipText(input.result?.stdout ?? '', 4096),
+              stderr: clipText(input.result?.stderr ?? input.error ?? '', 4096),
               durationMs: input.result?.durationMs ?? null,
               imageId: input.result?.imageId ?? null,
             },

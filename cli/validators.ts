@@ -11,7 +11,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { and, desc, eq, or } from 'drizzle-orm';
 import { restorableTables, restoreArchived, type RestoreInput } from '../db/queries/archive.js';
 import { resolveFact } from '../db/queries/facts.js';
-import { approveUnvalidated, listUnvalidated, rejectUnvalidated } from '../activities/unvalidated.js';
+import { approveUnvalidated, listUnvalidated, rejectUnvalidated } from '../runtime/unvalidated.js';
 import { configKeys } from '../core/catalogue.js';
 import { validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';
 import type { Db } from '../db/client.js';

@@ -3,6 +3,7 @@
  * activity loads the rows, this module chooses and renders them, so the choice of what the
  * agent sees is unit-testable and the same on every retry.
  */
+import { clipText } from './sanitize.js';
 import type { ContextMode, NotesMode, TagFilter } from './loop-types.js';
 
 export interface ContextResponse {
@@ -84,7 +85,6 @@ export function selectResponses(all: ContextResponse[], mode: ContextMode, k: nu
   return newestFirst.slice(0, k);
 }
 
-const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
 function section(n: number, title: string, body: string[]): string {
   return `## Context ${n} — ${title}\n${body.length ? body.join('\n') : '(none)'}`;
@@ -108,20 +108,20 @@ export function assembleContext(input: ContextInput): AssembledContext {
       ? input.notes.length
         ? [`${input.notes.length} unread note(s), ids ${input.notes.map((n) => n.id).join(', ')} — read them with notes.read`]
         : []
-      : input.notes.map((n) => `- note #${n.id} from ${n.source} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clip(n.text, 2000)}`);
+      : input.notes.map((n) => `- note #${n.id} from ${n.source} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clipText(n.text, 2000)}`);
 
   const user = [
     section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [
-      ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clip(r.content, 600)}`),
+      ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clipText(r.content, 600)}`),
       ...(input.goals.length ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)] : []),
       ...(input.pinnedTasks.length ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)] : []),
-      ...(input.abstracts.length ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clip(a.summary, 400)}`)] : []),
+      ...(input.abstracts.length ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clipText(a.summary, 400)}`)] : []),
     ]),
     section(4, 'open processes', input.openProcesses.map((p) => `- ${p.processId} ${p.name ?? ''} [${p.status}] ${p.message ?? ''}`.trimEnd())),
-    section(5, 'results of your last commands', input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clip(c.text, 1500)}`)),
+    section(5, 'results of your last commands', input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clipText(c.text, 1500)}`)),
     section(6, `incoming notes (${input.notesMode})`, notesBody),
     section(7, 'config and time', [`tick ${input.tick}, time ${input.now}`, ...Object.entries(input.config).map(([k, v]) => `${k} = ${JSON.stringify(v)}`)]),
-    section(8, 'your notebook (llm_memory)', input.memory.map((m) => `- #${m.id}${m.pinned ? ' (pinned)' : ''} ${m.title ? `${m.title}: ` : ''}${clip(m.content, 500)}`)),
+    section(8, 'your notebook (llm_memory)', input.memory.map((m) => `- #${m.id}${m.pinned ? ' (pinned)' : ''} ${m.title ? `${m.title}: ` : ''}${clipText(m.content, 500)}`)),
     input.focus ? `Focus for this tick: ${input.focus}` : 'Think about what matters now, then act with commands if useful.',
   ].join('\n\n');
 

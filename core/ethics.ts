@@ -10,6 +10,7 @@
  *
  * Pure: the activity loads the policies and the facts, then asks `ethicsViolation`.
  */
+import { clipText } from './sanitize.js';
 import { z } from 'zod';
 
 const scalar = z.union([z.string().max(500), z.number(), z.boolean(), z.null()]);
@@ -273,7 +274,6 @@ export function ethicsViolation(cmd: { type: string; args?: Record<string, unkno
 /** The policies as the validators read them: id, title, severity, text and rationale. Empty when none. */
 export function policiesForValidators(policies: readonly EthicsPolicy[], maxChars = 3000): string {
   if (policies.length === 0) return '';
-  const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
-  const lines = policies.map((p) => `- #${p.id} "${clip(p.title, 120)}" (${p.severity})${p.rule ? `: ${clip(p.rule, 400)}` : ''}${p.rationale ? ` — why: ${clip(p.rationale, 200)}` : ''}`);
-  return clip(lines.join('\n'), maxChars);
+  const lines = policies.map((p) => `- #${p.id} "${clipText(p.title, 120)}" (${p.severity})${p.rule ? `: ${clipText(p.rule, 400)}` : ''}${p.rationale ? ` — why: ${clipText(p.rationale, 200)}` : ''}`);
+  return clipText(lines.join('\n'), maxChars);
 }

@@ -4,10 +4,14 @@
  * command_log row (agent_id, tick, cmd_id) with ON CONFLICT DO NOTHING: a retried activity
  * finds the row and returns the stored outcome instead of applying the command again.
  */
+import { clipText } from '../../core/sanitize.js';
 import { Context } from '@temporalio/activity';
 import { and, desc, eq } from 'drizzle-orm';
 import { checkDanger, type DangerRule } from '../../core/danger-zones.js';
 import { heldCommandEscalation } from './escalations.js';
+import { classifyError } from '../../core/failure.js';
+import { ErrorType, retryable } from '../errors.js';
+import { learningLimit, type TickSnapshots } from '../tick/snapshot.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../../core/catalogue.js';
 import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../../core/learnings.js';
 import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../../core/loop-types.js';
@@ -17,7 +21,7 @@ import type { Db } from '../../db/client.js';
 import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../../db/schema/index.js';
 import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
 import { handlers } from './index.js';
-import { CommandError, clip, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './shared.js';
+import { CommandError, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './shared.js';
 
 export interface CommandDeps {
   db: Db;
@@ -27,6 +31,8 @@ export interface CommandDeps {
   };
   /** The danger-zone rules in force (default: core/danger-zones.ts defaults). */
   dangerRules?: readonly DangerRule[];
+  /** The tick's snapshot (learnings, the parsed reply) when think ran on this worker. */
+  snapshots?: TickSnapshots;
 }
 
 export interface ApplyCommandsInput {
@@ -71,247 +77,251 @@ export function commandResultText(row: Pick<CommandLogEntry, 'status' | 'reason'
   return row.reason ?? (typeof row.result === 'string' ? row.result : '');
 }
 
-/** The `applyCommands` activity, built from its dependencies. */
-export function createCommandActivities(deps: CommandDeps) {
-  const { db } = deps;
+async function storedOutcome(deps: CommandDeps, agentId: string, tick: number, key: string, cmd: { cmdId: string; type: string }): Promise<CommandOutcome> {
+  const [row] = await deps.db
+    .select()
+    .from(commandLog)
+    .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), eq(commandLog.cmdId, key)));
+  if (!row) throw retryable(ErrorType.Unexpected, `command_log row ${agentId}/${tick}/${key} vanished`); // a retry applies it again
+  const result = (row.result ?? {}) as Partial<CommandLogResult>;
+  return {
+    cmdId: cmd.cmdId,
+    type: row.type,
+    status: row.status,
+    message: clipText(result.message ?? row.reason ?? row.status, maxMessage),
+    duplicate: true,
+    effects: Array.isArray(result.effects) ? result.effects : [],
+  };
+}
 
-  async function storedOutcome(agentId: string, tick: number, key: string, cmd: { cmdId: string; type: string }): Promise<CommandOutcome> {
-    const [row] = await db
-      .select()
-      .from(commandLog)
-      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), eq(commandLog.cmdId, key)));
-    if (!row) throw new Error(`command_log row ${agentId}/${tick}/${key} vanished`);
-    const result = (row.result ?? {}) as Partial<CommandLogResult>;
-    return {
-      cmdId: cmd.cmdId,
-      type: row.type,
-      status: row.status,
-      message: clip(result.message ?? row.reason ?? row.status, maxMessage),
-      duplicate: true,
-      effects: Array.isArray(result.effects) ? result.effects : [],
-    };
+/** Record a command that is not applied (unknown, rejected, unvalidated, error). */
+async function record(deps: CommandDeps, values: LogValues, status: Status, reason: string, outcomeId: string, text?: string): Promise<CommandOutcome> {
+  const result: CommandLogResult = { message: clipText(reason, maxMessage), effects: [], ...(text ? { text: clipText(text, maxResultText) } : {}) };
+  const inserted = await deps.db
+    .insert(commandLog)
+    .values({ ...values, status, reason: clipText(reason, 2000), result })
+    .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
+    .returning({ id: commandLog.id });
+  if (!inserted[0]) return storedOutcome(deps, values.agentId, values.tick, values.cmdId, { cmdId: outcomeId, type: values.type });
+  return { cmdId: outcomeId, type: values.type, status, message: result.message, duplicate: false, effects: [] };
+}
+
+/**
+ * Rehydrated checks: a command that matches a learned avoid_pattern is not run;
+ * it is recorded as held for clarification and the user gets a note asking.
+ */
+async function holdForClarification(deps: CommandDeps, input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[], inReply = false): Promise<CommandOutcome> {
+  const what = hits.map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`).join(', ');
+  const reason = inReply
+    ? `needs clarification: the reply behind ${cmd.type} uses what you learned to avoid: ${what}; ask the user before doing it`
+    : `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`;
+  const outcome = await record(deps, values, 'rejected', reason, cmd.cmdId);
+  if (!outcome.duplicate) {
+    await deps.db
+      .insert(notes)
+      .values({
+        agentId: input.agentId,
+        direction: 'out',
+        source: 'agent',
+        sender: input.agentId,
+        recipient: 'user',
+        priority: 1,
+        tags: ['clarification', 'learning'],
+        text: `Before I run ${cmd.type} (${cmd.cmdId}): ${inReply ? 'my reply uses' : 'it matches'} what I learned to avoid — ${what}. Should I go ahead?`,
+        idempotencyKey: `clarify/${input.agentId}/${input.tick}/${values.cmdId}`,
+      })
+      .onConflictDoNothing();
+  }
+  return outcome;
+}
+
+/**
+ * Outcome feedback: a command that failed counts as a rejection of `command:<type>` with its
+ * error; so does a rejected edit (`rejectedEdit`: refused by its arg schema or the task-loop
+ * rules, or not let through by the validators). Holds (clarification, danger zones) wait for
+ * an answer and are not counted; a retry (duplicate) never counts twice.
+ */
+async function countFailure(deps: CommandDeps, input: ApplyCommandsInput, outcome: CommandOutcome, rejectedEdit = false): Promise<void> {
+  if (outcome.duplicate) return;
+  if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
+  try {
+    await recordFeedback(deps.db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
+  } catch (err) {
+    // Preference counting never fails a tick (a refused derived learning is in learning_events); it is logged.
+    const reason = errorText(err);
+    activityLog().warn(`outcome feedback not counted for ${outcome.type} (${outcome.cmdId}): ${reason}`, {
+      agentId: input.agentId,
+      tick: input.tick,
+      cmdId: outcome.cmdId,
+      type: outcome.type,
+      reason,
+    });
+  }
+}
+
+/** A rejected edit, counted as outcome feedback before it is returned. */
+async function counted(deps: CommandDeps, input: ApplyCommandsInput, outcome: CommandOutcome): Promise<CommandOutcome> {
+  await countFailure(deps, input, outcome, true);
+  return outcome;
+}
+
+async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = [], replyHits: LoadedLearning[] = []): Promise<CommandOutcome> {
+  const key = logCmdId(input, cmd.cmdId);
+  const values: LogValues = {
+    agentId: input.agentId,
+    tick: input.tick,
+    cmdId: key,
+    type: clipText(cmd.type, 200),
+    args: cmd.args,
+    description: cmd.description ?? null,
+    status: 'applied',
+    rating: input.rating ?? null,
+    workflowId: input.workflowId ?? null,
+  };
+  if (seen.has(key)) {
+    // Cannot share the first one's command_log key; reported, not recorded.
+    return { cmdId: cmd.cmdId, type: cmd.type, status: 'rejected', message: `duplicate cmd_id '${clipText(cmd.cmdId, 60)}' in this tick`, duplicate: false, effects: [] };
+  }
+  seen.add(key);
+
+  const v = validateCommand(cmd);
+  if (!v.ok) return counted(deps, input, await record(deps, values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId));
+  const command = v.command;
+  const spec = catalogue[command.type];
+  values.threshold = spec.minRating;
+
+  if (input.mode === 'task') {
+    const refusal = taskModeRefusal(command, input.taskId);
+    if (refusal) return counted(deps, input, await record(deps, values, 'rejected', refusal, cmd.cmdId));
+  }
+  const hits = avoidPatternViolations(cmd, learned);
+  if (hits.length) return holdForClarification(deps, input, values, cmd, hits);
+  if (replyHits.length) return holdForClarification(deps, input, values, cmd, replyHits, true);
+  if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
+    const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
+    const why = input.heldReasons?.[cmd.cmdId];
+    // The gate's own threshold message says less than this one; the others (ethics, tie, no answer) say why.
+    const reason = why && !why.startsWith('needs rating') ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})` : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
+    return counted(deps, input, await record(deps, values, 'unvalidated', clipText(reason, 500), cmd.cmdId));
+  }
+  // Danger zones: a flagged command is not run; it waits for a human through an escalation.
+  const danger = input.approvedBy ? [] : checkDanger({ kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId }, deps.dangerRules);
+  if (danger.length) {
+    const e = heldCommandEscalation(input, key, cmd, danger.map((f) => f.rule));
+    const held = await record(deps, values, 'rejected', `held for human approval (${danger.map((f) => f.rule).join(', ')}): escalation ${e.escalationId}`, cmd.cmdId);
+    // Deterministic effect: a retry (duplicate) starts the same escalation id, which Temporal dedupes.
+    return { ...held, effects: [e] };
   }
 
-  /** Record a command that is not applied (unknown, rejected, unvalidated, error). */
-  async function record(values: LogValues, status: Status, reason: string, outcomeId: string, text?: string): Promise<CommandOutcome> {
-    const result: CommandLogResult = { message: clip(reason, maxMessage), effects: [], ...(text ? { text: clip(text, maxResultText) } : {}) };
-    const inserted = await db
-      .insert(commandLog)
-      .values({ ...values, status, reason: clip(reason, 2000), result })
-      .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
-      .returning({ id: commandLog.id });
-    if (!inserted[0]) return storedOutcome(values.agentId, values.tick, values.cmdId, { cmdId: outcomeId, type: values.type });
-    return { cmdId: outcomeId, type: values.type, status, message: result.message, duplicate: false, effects: [] };
-  }
-
-  /**
-   * Rehydrated checks: a command that matches a learned avoid_pattern is not run;
-   * it is recorded as held for clarification and the user gets a note asking.
-   */
-  async function holdForClarification(input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[], inReply = false): Promise<CommandOutcome> {
-    const what = hits.map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`).join(', ');
-    const reason = inReply
-      ? `needs clarification: the reply behind ${cmd.type} uses what you learned to avoid: ${what}; ask the user before doing it`
-      : `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`;
-    const outcome = await record(values, 'rejected', reason, cmd.cmdId);
-    if (!outcome.duplicate) {
-      await db
-        .insert(notes)
-        .values({
-          agentId: input.agentId,
-          direction: 'out',
-          source: 'agent',
-          sender: input.agentId,
-          recipient: 'user',
-          priority: 1,
-          tags: ['clarification', 'learning'],
-          text: `Before I run ${cmd.type} (${cmd.cmdId}): ${inReply ? 'my reply uses' : 'it matches'} what I learned to avoid — ${what}. Should I go ahead?`,
-          idempotencyKey: `clarify/${input.agentId}/${input.tick}/${values.cmdId}`,
-        })
-        .onConflictDoNothing();
-    }
-    return outcome;
-  }
-
-  /**
-   * Outcome feedback: a command that failed counts as a rejection of `command:<type>` with its
-   * error; so does a rejected edit (`rejectedEdit`: refused by its arg schema or the task-loop
-   * rules, or not let through by the validators). Holds (clarification, danger zones) wait for
-   * an answer and are not counted; a retry (duplicate) never counts twice.
-   */
-  async function countFailure(input: ApplyCommandsInput, outcome: CommandOutcome, rejectedEdit = false): Promise<void> {
-    if (outcome.duplicate) return;
-    if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
-    try {
-      await recordFeedback(db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
-    } catch (err) {
-      // Preference counting never fails a tick (a refused derived learning is in learning_events); it is logged.
-      const reason = errorText(err);
-      activityLog().warn(`outcome feedback not counted for ${outcome.type} (${outcome.cmdId}): ${reason}`, {
+  let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult };
+  try {
+    applied = await deps.db.transaction(async (tx) => {
+      const inserted = await tx
+        .insert(commandLog)
+        .values(values)
+        .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
+        .returning({ id: commandLog.id });
+      // Already recorded by an earlier attempt (or one running concurrently, which this insert waited for).
+      if (!inserted[0]) return { duplicate: true as const };
+      const ctx: HandlerContext = {
+        tx,
         agentId: input.agentId,
         tick: input.tick,
-        cmdId: outcome.cmdId,
-        type: outcome.type,
-        reason,
-      });
-    }
+        mode: input.mode,
+        logCmdId: key,
+        ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
+        ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
+        ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
+      };
+      const handler = handlers[command.type] as (c: HandlerContext, a: unknown) => Promise<HandlerResult>;
+      const out = await handler(ctx, command.args);
+      const result = toStored(out);
+      await tx.update(commandLog).set({ result }).where(eq(commandLog.id, inserted[0].id));
+      return { duplicate: false as const, result };
+    });
+  } catch (err) {
+    // An outage: the whole activity retries; applied commands come back as duplicates.
+    if (classifyError(err) === 'infra') throw err;
+    // The transaction rolled back (command_log row included): record the failure on its own.
+    return record(deps, values, 'error', errorText(err), cmd.cmdId);
   }
+  if (applied.duplicate) return storedOutcome(deps, input.agentId, input.tick, key, cmd);
+  if (spec.writes) await deps.hooks?.afterWrite?.(cmd);
+  return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
+}
 
-  /** A rejected edit, counted as outcome feedback before it is returned. */
-  async function counted(input: ApplyCommandsInput, outcome: CommandOutcome): Promise<CommandOutcome> {
-    await countFailure(input, outcome, true);
-    return outcome;
+/**
+ * The prose of the reply these commands came from (without its command and facts blocks), as
+ * the think activity stored it: llm_recent_responses for the main loop, the process log for a
+ * task loop. Empty when it is not there (an escalation's approved command, a test's direct call).
+ */
+async function replyBody(deps: CommandDeps, input: ApplyCommandsInput): Promise<string> {
+  let content: string | undefined;
+  if (input.mode === 'main') {
+    const read = async (tick: number) =>
+      (await deps.db.select({ content: llmRecentResponses.content }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick))))[0]?.content;
+    content = await read(input.tick);
+    // An identical reply is stored as a placeholder naming the real reply it repeats (reflexes.ts).
+    const original = content === undefined ? null : placeholderTick(content);
+    if (original !== null) content = await read(original);
+  } else if (input.taskId !== undefined) {
+    const [row] = await deps.db
+      .select({ payload: processLog.payload })
+      .from(processLog)
+      .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, `task/${input.taskId}`), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+      .orderBy(desc(processLog.id))
+      .limit(1);
+    const c = row?.payload?.content;
+    content = typeof c === 'string' ? c : undefined;
   }
+  return content ? parseReply(content).body : '';
+}
 
-  async function applyOne(input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = [], replyHits: LoadedLearning[] = []): Promise<CommandOutcome> {
-    const key = logCmdId(input, cmd.cmdId);
-    const values: LogValues = {
-      agentId: input.agentId,
-      tick: input.tick,
-      cmdId: key,
-      type: clip(cmd.type, 200),
-      args: cmd.args,
-      description: cmd.description ?? null,
-      status: 'applied',
-      rating: input.rating ?? null,
-      workflowId: input.workflowId ?? null,
-    };
-    if (seen.has(key)) {
-      // Cannot share the first one's command_log key; reported, not recorded.
-      return { cmdId: cmd.cmdId, type: cmd.type, status: 'rejected', message: `duplicate cmd_id '${clip(cmd.cmdId, 60)}' in this tick`, duplicate: false, effects: [] };
-    }
-    seen.add(key);
+async function recordRejection(deps: CommandDeps, input: ApplyCommandsInput, r: CommandRejection, index: number): Promise<CommandOutcome> {
+  // Parser rejections may lack a cmd_id or repeat an accepted one: they get their own key.
+  const key = logCmdId(input, `!rejected.${index}${r.cmdId ? `:${r.cmdId}` : ''}`);
+  const values: LogValues = {
+    agentId: input.agentId,
+    tick: input.tick,
+    cmdId: key,
+    type: clipText(r.type ?? '(unparsed)', 200),
+    args: {},
+    status: 'rejected',
+    rating: input.rating ?? null,
+    workflowId: input.workflowId ?? null,
+  };
+  return record(deps, values, 'rejected', r.reason, r.cmdId ?? key, r.raw);
+}
 
-    const v = validateCommand(cmd);
-    if (!v.ok) return counted(input, await record(values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId));
-    const command = v.command;
-    const spec = catalogue[command.type];
-    values.threshold = spec.minRating;
-
-    if (input.mode === 'task') {
-      const refusal = taskModeRefusal(command, input.taskId);
-      if (refusal) return counted(input, await record(values, 'rejected', refusal, cmd.cmdId));
-    }
-    const hits = avoidPatternViolations(cmd, learned);
-    if (hits.length) return holdForClarification(input, values, cmd, hits);
-    if (replyHits.length) return holdForClarification(input, values, cmd, replyHits, true);
-    if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
-      const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
-      const why = input.heldReasons?.[cmd.cmdId];
-      // The gate's own threshold message says less than this one; the others (ethics, tie, no answer) say why.
-      const reason = why && !why.startsWith('needs rating') ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})` : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
-      return counted(input, await record(values, 'unvalidated', clip(reason, 500), cmd.cmdId));
-    }
-    // Danger zones: a flagged command is not run; it waits for a human through an escalation.
-    const danger = input.approvedBy ? [] : checkDanger({ kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId }, deps.dangerRules);
-    if (danger.length) {
-      const e = heldCommandEscalation(input, key, cmd, danger.map((f) => f.rule));
-      const held = await record(values, 'rejected', `held for human approval (${danger.map((f) => f.rule).join(', ')}): escalation ${e.escalationId}`, cmd.cmdId);
-      // Deterministic effect: a retry (duplicate) starts the same escalation id, which Temporal dedupes.
-      return { ...held, effects: [e] };
-    }
-
-    let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult };
-    try {
-      applied = await db.transaction(async (tx) => {
-        const inserted = await tx
-          .insert(commandLog)
-          .values(values)
-          .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
-          .returning({ id: commandLog.id });
-        // Already recorded by an earlier attempt (or one running concurrently, which this insert waited for).
-        if (!inserted[0]) return { duplicate: true as const };
-        const ctx: HandlerContext = {
-          tx,
-          agentId: input.agentId,
-          tick: input.tick,
-          mode: input.mode,
-          logCmdId: key,
-          ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
-          ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
-          ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
-        };
-        const handler = handlers[command.type] as (c: HandlerContext, a: unknown) => Promise<HandlerResult>;
-        const out = await handler(ctx, command.args);
-        const result = toStored(out);
-        await tx.update(commandLog).set({ result }).where(eq(commandLog.id, inserted[0].id));
-        return { duplicate: false as const, result };
-      });
-    } catch (err) {
-      if (isTransient(err)) throw err; // the whole activity retries; applied commands come back as duplicates
-      // The transaction rolled back (command_log row included): record the failure on its own.
-      return record(values, 'error', errorText(err), cmd.cmdId);
-    }
-    if (applied.duplicate) return storedOutcome(input.agentId, input.tick, key, cmd);
-    if (spec.writes) await deps.hooks?.afterWrite?.(cmd);
-    return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
+/** Validate and apply one tick's commands; idempotent on (agent, tick, cmd_id). */
+export async function applyCommands(deps: CommandDeps, input: ApplyCommandsInput): Promise<CommandOutcome[]> {
+  const outcomes: CommandOutcome[] = [];
+  const seen = new Set<string>();
+  // The agent's learned avoid_patterns (confidence > 0.3) as the tick's snapshot holds them
+  // (read by think on this worker), else read now: a learning takes effect from the next tick.
+  const snapshot = deps.snapshots?.peek({ agentId: input.agentId, ...(input.mode === 'task' ? { taskId: input.taskId } : {}) }, input.tick);
+  const learned = input.commands.length
+    ? (snapshot?.learnings ?? (await loadLearnings(deps.db, { agentId: input.agentId, limit: learningLimit }))).filter((l) => l.predicate === 'avoid_pattern')
+    : [];
+  // The reply itself (its prose) may use a learned pattern of action `reply` or `*`: then all
+  // its commands wait for clarification. A human-approved command is not held again.
+  const replyLearned = learned.filter((l) => replyActions.includes(String(l.args.action)));
+  const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(snapshot?.reply ? snapshot.reply.parsed.body : await replyBody(deps, input), replyLearned) : [];
+  // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
+  for (const cmd of input.commands) {
+    const outcome = await applyOne(deps, input, cmd, seen, learned, replyHits);
+    await countFailure(deps, input, outcome);
+    outcomes.push(outcome);
   }
+  for (const [i, r] of (input.rejected ?? []).entries()) outcomes.push(await recordRejection(deps, input, r, i));
+  return outcomes;
+}
 
-  /**
-   * The prose of the reply these commands came from (without its command and facts blocks), as
-   * the think activity stored it: llm_recent_responses for the main loop, the process log for a
-   * task loop. Empty when it is not there (an escalation's approved command, a test's direct call).
-   */
-  async function replyBody(input: ApplyCommandsInput): Promise<string> {
-    let content: string | undefined;
-    if (input.mode === 'main') {
-      const read = async (tick: number) =>
-        (await db.select({ content: llmRecentResponses.content }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick))))[0]?.content;
-      content = await read(input.tick);
-      // An identical reply is stored as a placeholder naming the real reply it repeats (reflexes.ts).
-      const original = content === undefined ? null : placeholderTick(content);
-      if (original !== null) content = await read(original);
-    } else if (input.taskId !== undefined) {
-      const [row] = await db
-        .select({ payload: processLog.payload })
-        .from(processLog)
-        .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, `task/${input.taskId}`), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
-        .orderBy(desc(processLog.id))
-        .limit(1);
-      const c = row?.payload?.content;
-      content = typeof c === 'string' ? c : undefined;
-    }
-    return content ? parseReply(content).body : '';
-  }
-
-  async function recordRejection(input: ApplyCommandsInput, r: CommandRejection, index: number): Promise<CommandOutcome> {
-    // Parser rejections may lack a cmd_id or repeat an accepted one: they get their own key.
-    const key = logCmdId(input, `!rejected.${index}${r.cmdId ? `:${r.cmdId}` : ''}`);
-    const values: LogValues = {
-      agentId: input.agentId,
-      tick: input.tick,
-      cmdId: key,
-      type: clip(r.type ?? '(unparsed)', 200),
-      args: {},
-      status: 'rejected',
-      rating: input.rating ?? null,
-      workflowId: input.workflowId ?? null,
-    };
-    return record(values, 'rejected', r.reason, r.cmdId ?? key, r.raw);
-  }
-
+/** The `applyCommands` activity, built from its dependencies. */
+export function createCommandActivities(deps: CommandDeps) {
   return {
     /** Validate and apply one tick's commands; idempotent on (agent, tick, cmd_id). */
-    async applyCommands(input: ApplyCommandsInput): Promise<CommandOutcome[]> {
-      const outcomes: CommandOutcome[] = [];
-      const seen = new Set<string>();
-      // The agent's learned avoid_patterns (confidence > 0.3), read fresh: a learning takes effect at once.
-      const learned = input.commands.length
-        ? (await loadLearnings(db, { agentId: input.agentId, limit: 200 })).filter((l) => l.predicate === 'avoid_pattern')
-        : [];
-      // The reply itself (its prose) may use a learned pattern of action `reply` or `*`: then all
-      // its commands wait for clarification. A human-approved command is not held again.
-      const replyLearned = learned.filter((l) => replyActions.includes(String(l.args.action)));
-      const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(await replyBody(input), replyLearned) : [];
-      // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
-      for (const cmd of input.commands) {
-        const outcome = await applyOne(input, cmd, seen, learned, replyHits);
-        await countFailure(input, outcome);
-        outcomes.push(outcome);
-      }
-      for (const [i, r] of (input.rejected ?? []).entries()) outcomes.push(await recordRejection(input, r, i));
-      return outcomes;
-    },
+    applyCommands: (input: ApplyCommandsInput) => applyCommands(deps, input),
   };
 }
 
@@ -337,9 +347,9 @@ function taskModeRefusal(command: ValidatedCommand, taskId: number | undefined):
 
 function toStored(out: HandlerResult): CommandLogResult {
   const effects: LoopEffect[] = out.effects ?? [];
-  const result: CommandLogResult = { message: clip(out.message, maxMessage), effects };
+  const result: CommandLogResult = { message: clipText(out.message, maxMessage), effects };
   if (out.text !== undefined) {
-    result.text = clip(out.text, maxResultText);
+    result.text = clipText(out.text, maxResultText);
     if (out.text.length > maxResultText) result.truncated = true;
   }
   return result;
@@ -353,22 +363,6 @@ function pgError(err: unknown): { code?: string; message: string; detail?: strin
     }
   }
   return null;
-}
-
-/**
- * Errors worth retrying the whole activity for: lost connections, serialization failures,
- * deadlocks, server shutdown. Anything else is this command's own failure.
- */
-function isTransient(err: unknown): boolean {
-  const pg = pgError(err);
-  if (pg?.code) return /^(08|40|53|57P)/.test(pg.code);
-  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND)$/.test(code)) return true;
-    const message = e instanceof Error ? e.message : '';
-    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)) return true;
-  }
-  return false;
 }
 
 function errorText(err: unknown): string {

@@ -5,12 +5,13 @@
  * undiscovered, valid actions listed when invalid, danger-zone actions held); a held action,
  * and the `escalate` / `request_state_machine_design` tools, become an escalation too.
  */
-import { createToolActivities, type ToolCallResult } from '../tools.js';
+import { clipText } from '../../core/sanitize.js';
+import { callTool, type ToolCallResult } from '../tools.js';
 import type { Db } from '../../db/client.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { and, eq } from 'drizzle-orm';
 import { processLog, toolRegistry } from '../../db/schema/index.js';
-import { clip, type HandlerContext, type HandlerMap } from './shared.js';
+import type { HandlerContext, HandlerMap } from './shared.js';
 
 /** A business key from the command's place (agent, tick, cmd): a retried tick finds the same escalation. */
 export function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
@@ -32,8 +33,7 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
 
   async 'tool.call'(ctx, a) {
     // Inside the command's transaction: the transition and its log commit with the command_log row.
-    const tools = createToolActivities({ db: ctx.tx as unknown as Db, inTransaction: true, dangerRules: ctx.dangerRules });
-    const r: ToolCallResult = await tools.callTool({ agentId: ctx.agentId, tool: a.tool, action: a.action, args: a.args ?? {}, key: `${ctx.workflowId ?? 'cmd'}/${ctx.tick}/${ctx.logCmdId}` });
+    const r: ToolCallResult = await callTool({ db: ctx.tx as unknown as Db, inTransaction: true, dangerRules: ctx.dangerRules }, { agentId: ctx.agentId, tool: a.tool, action: a.action, args: a.args ?? {}, key: `${ctx.workflowId ?? 'cmd'}/${ctx.tick}/${ctx.logCmdId}` });
     const text = JSON.stringify(r).slice(0, 8000);
     if (!r.ok && r.refused === 'held') {
       const e = escalation(ctx, {
@@ -62,8 +62,8 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
       return { message: `${n} recent escalation${n === 1 ? '' : 's'}`, text };
     }
     const designed = await designedToolRun(ctx, a.tool, r, args);
-    if (typeof designed === 'string') return { message: clip(designed, 200), text };
-    if (designed) return { message: clip(`${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`, 200), text, effects: [designed] };
+    if (typeof designed === 'string') return { message: clipText(designed, 200), text };
+    if (designed) return { message: clipText(`${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`, 200), text, effects: [designed] };
     return { message: `${a.tool}.${a.action} → ${r.state}`, text };
   },
 };
@@ -108,8 +108,8 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
   const size = Buffer.byteLength(row.implementation) + Buffer.byteLength(JSON.stringify(args));
   if (size > maxInlineToolBytes) return `${tool}.${r.action} → ${r.state}; its implementation was not run: ${Math.ceil(size / 1024)} KB is more than the ${maxInlineToolBytes / 1024} KB a sandbox run may carry`;
   const processId = `tool.t${ctx.tick}.${ctx.logCmdId}`;
-  const command = clip(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
-  await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clip(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });
+  const command = clipText(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
+  await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clipText(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });
   return {
     kind: 'shell',
     processId,

@@ -1,12 +1,13 @@
 /**
  * Goals (with the goal_links hierarchy), tasks, and llm_task (auxiliary loops on a task).
  */
+import { clipText } from '../../core/sanitize.js';
 import { and, asc, count, desc, eq, notInArray, or } from 'drizzle-orm';
 import { abstractTriggerKey, closes } from '../../core/abstracts.js';
 import { workflowIds } from '../../core/ids.js';
 import { makeAutoAbstract, type AbstractTrigger } from '../../db/queries/abstracts.js';
 import { goalLinks, goals, tasks, type Task } from '../../db/schema/index.js';
-import { CommandError, clip, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
 
 const now = () => new Date();
 const finishedTaskStatuses = ['done', 'failed', 'cancelled'] as const;
@@ -109,7 +110,7 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
     if (a.status === 'paused' && g.status === 'active') set.interruptions = g.interruptions + 1;
     await tx.update(goals).set(set).where(eq(goals.id, g.id));
     const digest = closes('goal', g.status, a.status) ? await closingAbstract(ctx, 'goal_closed') : '';
-    return { message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clip(a.failure_reason, 80)})` : ''}${digest}` };
+    return { message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clipText(a.failure_reason, 80)})` : ''}${digest}` };
   },
   async 'goals.link'({ tx, agentId }, a) {
     if (a.parent_id === a.child_id) throw new CommandError('a goal can not be linked to itself');
@@ -200,7 +201,7 @@ export const llmTaskHandlers: HandlerMap<FamilyTypes<'llm_task'>> = {
     let task: Task;
     if (a.task_id !== undefined) {
       task = await requireTask(tx, agentId, a.task_id);
-      if (task.frozen) throw new CommandError(`task #${task.id} is frozen for review (its loop failed: ${clip(task.lastError ?? 'unknown error', 80)})`);
+      if (task.frozen) throw new CommandError(`task #${task.id} is frozen for review (its loop failed: ${clipText(task.lastError ?? 'unknown error', 80)})`);
       if ((finishedTaskStatuses as readonly string[]).includes(task.status)) throw new CommandError(`task #${task.id} is ${task.status}`);
       if (task.replStatus === 'running') throw new CommandError(`task #${task.id} already has a running loop (llm_task.stop it first)`);
     } else {
@@ -223,7 +224,7 @@ export const llmTaskHandlers: HandlerMap<FamilyTypes<'llm_task'>> = {
       })
       .where(eq(tasks.id, task.id));
     return {
-      message: `auxiliary loop on task #${task.id} '${clip(task.title, 60)}' starting`,
+      message: `auxiliary loop on task #${task.id} '${clipText(task.title, 60)}' starting`,
       effects: [{ kind: 'startTaskLoop', taskId: task.id, title: task.title, ...(a.max_ticks !== undefined ? { maxTicks: a.max_ticks } : {}) }],
     };
   },

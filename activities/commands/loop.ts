@@ -2,15 +2,16 @@
  * Commands that change the loop itself: help, config (agent_config), cycle settings. Cycle
  * commands write nothing: they return LoopEffects the workflow applies to its own state.
  */
+import { clipText } from '../../core/sanitize.js';
 import { and, eq, inArray } from 'drizzle-orm';
 import { abstractTriggerKey } from '../../core/abstracts.js';
 import { configKeyNames, configKeys, helpText, validateConfigValue, type CommandType, type ConfigKey } from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agentConfig, llmRecentResponses } from '../../db/schema/index.js';
-import { CommandError, clip, type FamilyTypes, type Handler, type HandlerMap } from './shared.js';
+import { CommandError, type FamilyTypes, type Handler, type HandlerMap } from './shared.js';
 
-const show = (v: unknown) => clip(JSON.stringify(v) ?? 'null', 300);
+const show = (v: unknown) => clipText(JSON.stringify(v) ?? 'null', 300);
 
 export const helpHandlers: HandlerMap<'help'> = {
   async help(_ctx, a) {
@@ -50,7 +51,7 @@ function withModeChangeAbstract<T extends CommandType>(inner: Handler<T>): Handl
       .where(and(eq(llmRecentResponses.agentId, ctx.agentId), eq(llmRecentResponses.tick, ctx.tick)));
     if (!thought || thought.contextMode === next.mode) return r;
     const made = await makeAutoAbstract(ctx.tx, { agentId: ctx.agentId, trigger: 'mode_change', triggerKey: abstractTriggerKey('mode_change', ctx.tick) });
-    return made.created && made.abstractId !== null ? { ...r, message: clip(`${r.message}; abstract #${made.abstractId}`, 200) } : r;
+    return made.created && made.abstractId !== null ? { ...r, message: clipText(`${r.message}; abstract #${made.abstractId}`, 200) } : r;
   };
 }
 
@@ -59,7 +60,7 @@ export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
     const [row] = await tx.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, a.key)));
     const value = row ? row.value : configKeys[a.key].default;
     const line = `${a.key} = ${show(value)}${row ? '' : ' (default)'} — ${configKeys[a.key].help}`;
-    return { message: clip(line, 200), text: line };
+    return { message: clipText(line, 200), text: line };
   },
   async 'config.list'({ tx, agentId }) {
     const rows = await tx.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), inArray(agentConfig.key, configKeyNames)));
@@ -77,7 +78,7 @@ export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
       .values({ agentId, key: a.key, value: value as object, description: configKeys[a.key].help })
       .onConflictDoUpdate({ target: [agentConfig.agentId, agentConfig.key], set: { value: value as object } });
     return {
-      message: clip(`${a.key} set to ${show(value)}`, 200),
+      message: clipText(`${a.key} set to ${show(value)}`, 200),
       effects: [{ kind: 'configChanged', keys: [a.key], values: { [a.key]: value } }, ...keyEffects(a.key, value)],
     };
   }),
@@ -95,7 +96,7 @@ export const cycleHandlers: HandlerMap<FamilyTypes<'cycle'>> = {
       op: a.op ?? 'or',
     };
     const on = [...(a.tags ?? []), ...(a.emotions ?? [])].join(` ${filter.op} `);
-    return { message: clip(`concentration on${on ? `: ${on}` : ''}`, 200), effects: [{ kind: 'setContextMode', mode: 'concentration', filter }] };
+    return { message: clipText(`concentration on${on ? `: ${on}` : ''}`, 200), effects: [{ kind: 'setContextMode', mode: 'concentration', filter }] };
   }),
   'cycle.meditation': withModeChangeAbstract<'cycle.meditation'>(async (_ctx, a) =>
     a.on

@@ -3,6 +3,7 @@
  * (the semantic graph), llm_memory (the notebook), abstracts. Deletes archive the row
  * (`archived_at`), so they stay restorable.
  */
+import { clipText } from '../../core/sanitize.js';
 import { and, arrayContains, asc, desc, eq, ilike, inArray, isNull, or, sql } from 'drizzle-orm';
 import { alias } from 'drizzle-orm/pg-core';
 import {
@@ -14,20 +15,7 @@ import {
   llmRecentResponses,
   type AbstractSources,
 } from '../../db/schema/index.js';
-import {
-  CommandError,
-  clip,
-  likePattern,
-  listResult,
-  maxResultText,
-  notFound,
-  oneLine,
-  tagSuffix,
-  type FamilyTypes,
-  type HandlerContext,
-  type HandlerMap,
-  type Tx,
-} from './shared.js';
+import { CommandError, likePattern, listResult, maxResultText, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
 
 const now = () => new Date();
 
@@ -77,7 +65,7 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.id))
       .limit(a.limit ?? 10);
     return listResult(
-      `diary entries matching '${clip(a.query, 40)}'`,
+      `diary entries matching '${clipText(a.query, 40)}'`,
       rows.map((r) => `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${snippet(r.content, a.query)}`),
     );
   },
@@ -138,22 +126,22 @@ async function resolveConcept(tx: Tx, agentId: string, ref: number | string) {
     .select()
     .from(concepts)
     .where(and(conceptActive(agentId), typeof ref === 'number' ? eq(concepts.id, ref) : eq(concepts.name, ref)));
-  if (!c) throw new CommandError(typeof ref === 'number' ? `concept #${ref} not found` : `concept '${clip(ref, 60)}' not found (add it with concepts.add)`);
+  if (!c) throw new CommandError(typeof ref === 'number' ? `concept #${ref} not found` : `concept '${clipText(ref, 60)}' not found (add it with concepts.add)`);
   return c;
 }
 
 export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
   async 'concepts.add'({ tx, agentId }, a) {
     const [existing] = await tx.select({ id: concepts.id, archivedAt: concepts.archivedAt }).from(concepts).where(and(eq(concepts.agentId, agentId), eq(concepts.name, a.name)));
-    if (existing && !existing.archivedAt) throw new CommandError(`concept '${clip(a.name, 60)}' already exists (#${existing.id})`);
+    if (existing && !existing.archivedAt) throw new CommandError(`concept '${clipText(a.name, 60)}' already exists (#${existing.id})`);
     const values = { description: a.description ?? null, tags: a.tags ?? [], weight: a.weight ?? 1 };
     if (existing) {
       // An archived concept of the same name comes back rather than colliding with the unique name.
       await tx.update(concepts).set({ ...values, archivedAt: null }).where(eq(concepts.id, existing.id));
-      return { message: `concept #${existing.id} '${clip(a.name, 60)}' restored` };
+      return { message: `concept #${existing.id} '${clipText(a.name, 60)}' restored` };
     }
     const [r] = await tx.insert(concepts).values({ agentId, name: a.name, ...values }).returning({ id: concepts.id });
-    return { message: `concept #${r!.id} '${clip(a.name, 60)}' added` };
+    return { message: `concept #${r!.id} '${clipText(a.name, 60)}' added` };
   },
   async 'concepts.list'({ tx, agentId }, a) {
     const rows = await tx
@@ -170,7 +158,7 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
     const edges = await linkRows(tx, agentId, c.id, undefined, 30);
     const lines = edges.map(renderLink);
     return {
-      message: `concept #${c.id} '${clip(c.name, 60)}' with ${edges.length} links`,
+      message: `concept #${c.id} '${clipText(c.name, 60)}' with ${edges.length} links`,
       text: `#${c.id} ${c.name} (w ${c.weight})${tagSuffix(c.tags)}\n${c.description ?? ''}\nLinks:\n${lines.length ? lines.join('\n') : '(none)'}`,
     };
   },
@@ -227,7 +215,7 @@ export const linkHandlers: HandlerMap<FamilyTypes<'links'>> = {
         set: { weight: a.weight ?? 1, archivedAt: null },
       })
       .returning({ id: links.id });
-    return { message: `link #${r!.id}: ${clip(from.name, 50)} -[${relation}]-> ${clip(to.name, 50)}` };
+    return { message: `link #${r!.id}: ${clipText(from.name, 50)} -[${relation}]-> ${clipText(to.name, 50)}` };
   },
   async 'links.list'({ tx, agentId }, a) {
     const conceptId = a.concept !== undefined ? (await resolveConcept(tx, agentId, a.concept)).id : undefined;
@@ -385,7 +373,7 @@ export const abstractHandlers: HandlerMap<FamilyTypes<'abstracts'>> = {
     if (!r) notFound('abstract', a.id);
     return {
       message: `abstract #${r.id}: ${oneLine(r.title, 100)}`,
-      text: clip(`#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`, maxResultText),
+      text: clipText(`#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`, maxResultText),
     };
   },
 };

@@ -2,9 +2,10 @@
  * The process log (context 4): the agent registers external processes,
  * marks and stops them, and closes finished ones. Closed entries leave the context.
  */
+import { clipText } from '../../core/sanitize.js';
 import { and, desc, eq, inArray, isNull } from 'drizzle-orm';
 import { processLog } from '../../db/schema/index.js';
-import { CommandError, clip, listResult, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, listResult, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 /** Statuses a process ends in; `process.cleanup` closes open entries that reached one. */
 export const finishedProcessStatuses = ['close', 'error', 'timeout', 'offline'] as const;
@@ -15,7 +16,7 @@ async function updateOpen(tx: Tx, agentId: string, processId: string, set: Parti
     .set(set)
     .where(and(eq(processLog.agentId, agentId), eq(processLog.processId, processId), isNull(processLog.closedAt)))
     .returning({ id: processLog.id });
-  if (!rows.length) throw new CommandError(`no open process '${clip(processId, 60)}'`);
+  if (!rows.length) throw new CommandError(`no open process '${clipText(processId, 60)}'`);
   return rows.length;
 }
 
@@ -33,7 +34,7 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
       payload: a.payload ?? {},
       tick,
     });
-    return { message: clip(`process '${processId}' (${a.kind}: ${a.name}) started`, 200) };
+    return { message: clipText(`process '${processId}' (${a.kind}: ${a.name}) started`, 200) };
   },
   async 'process.list'({ tx, agentId }, a) {
     const rows = await tx
@@ -49,7 +50,7 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
   },
   async 'process.stop'({ tx, agentId }, a) {
     await updateOpen(tx, agentId, a.process_id, { status: 'close', message: 'stopped by the agent', closedAt: new Date() });
-    return { message: clip(`process '${a.process_id}' stopped`, 200) };
+    return { message: clipText(`process '${a.process_id}' stopped`, 200) };
   },
   async 'process.mark'({ tx, agentId }, a) {
     await updateOpen(tx, agentId, a.process_id, {
@@ -57,7 +58,7 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
       ...(a.message !== undefined ? { message: a.message } : {}),
       ...(a.status === 'close' ? { closedAt: new Date() } : {}),
     });
-    return { message: clip(`process '${a.process_id}' marked ${a.status}`, 200) };
+    return { message: clipText(`process '${a.process_id}' marked ${a.status}`, 200) };
   },
   async 'process.cleanup'({ tx, agentId }) {
     const rows = await tx
@@ -65,6 +66,6 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
       .set({ closedAt: new Date() })
       .where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt), inArray(processLog.status, [...finishedProcessStatuses])))
       .returning({ processId: processLog.processId });
-    return { message: clip(`${rows.length} finished process(es) closed${rows.length ? `: ${rows.map((r) => r.processId).join(', ')}` : ''}`, 200) };
+    return { message: clipText(`${rows.length} finished process(es) closed${rows.length ? `: ${rows.map((r) => r.processId).join(', ')}` : ''}`, 200) };
   },
 };

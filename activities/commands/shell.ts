@@ -4,8 +4,9 @@
  * activity on the sandbox queue and `recordShellResult` (activities/shell.ts) writes the
  * output back to this command's log row and to the process, for the next tick's context.
  */
+import { clipText } from '../../core/sanitize.js';
 import { processLog } from '../../db/schema/index.js';
-import { clip, type HandlerMap } from './shared.js';
+import type { HandlerMap } from './shared.js';
 
 export const shellHandlers: HandlerMap<'shell'> = {
   async shell({ tx, agentId, tick, logCmdId, workflowId }, a) {
@@ -15,14 +16,14 @@ export const shellHandlers: HandlerMap<'shell'> = {
       agentId,
       processId,
       kind: 'shell',
-      name: clip(a.command, 200),
+      name: clipText(a.command, 200),
       status: 'ok',
       message: 'queued for the sandbox',
       payload: { command: a.command, ...(a.timeout_ms ? { timeoutMs: a.timeout_ms } : {}) },
       tick,
     });
     return {
-      message: clip(`shell command queued in the sandbox as process '${processId}'; its output comes with the next context`, 200),
+      message: clipText(`shell command queued in the sandbox as process '${processId}'; its output comes with the next context`, 200),
       effects: [
         {
           kind: 'shell',

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities, patchHashOf } from '../../activities/forks.js';
+import { createForkActivities, patchHashOf } from '../../activities/forks/index.js';
 import { canonicalJson, forkPatchSchema } from '../../core/fork.js';
 import { abstracts, agentConfig, forks, forkToolRegistry, llmRecentResponses, systemPrompts, toolRegistry } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase, tempDir } from '../helpers/env.js';

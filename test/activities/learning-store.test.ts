@@ -19,8 +19,7 @@ import {
   saveLearning,
 } from '../../db/queries/learnings.js';
 import { createLearningActivities, createLearningSink } from '../../activities/learnings.js';
-import type { LlmRouter } from '../../activities/llm/index.js';
-import { createTickActivities } from '../../activities/tick.js';
+import { createLoopEventActivities } from '../../activities/tick/loop-events.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { agents } from '../../db/schema/index.js';
@@ -240,7 +239,7 @@ describe('preference feedback', () => {
 
 describe('feedback by note', () => {
   it('a user note tagged feedback counts once per note (a retried recordNote does not count again); a bad one is reported', async () => {
-    const tick = createTickActivities({ db: h.db, llm: {} as LlmRouter });
+    const tick = createLoopEventActivities({ db: h.db });
     const note = (n: number, text: string, tags = ['feedback']) => tick.recordNote({ agentId: 'ada', text, priority: 0, tags, source: 'user', idempotencyKey: `fb-${n}` });
     expect((await note(1, 'reject notes.send: lorem ipsum')).feedback).toEqual({ pattern: 'notes.send:lorem ipsum', count: 1 });
     expect((await note(1, 'reject notes.send: lorem ipsum')).feedback).toBeUndefined();

@@ -12,7 +12,8 @@ import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls, llmRecentResponses, llmRegistry, type NewLlmRegistryEntry } from '../../db/schema/index.js';
 import { createLlmActivities, createLlmRouter, type ChatMessage, type LlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
-import { createTickActivities, type ThinkInput } from '../../activities/tick.js';
+import { createTickSnapshots } from '../../activities/tick/snapshot.js';
+import { createThinkActivities, type ThinkInput } from '../../activities/tick/think.js';
 import { createToolActivities, langChainTools, toolDefinitions } from '../../activities/tools.js';
 import { appendToolCalls, parseReply, toolCallsToCommands } from '../../core/reply-parser.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
@@ -62,6 +63,11 @@ async function fakeServer(fixtures: string[]): Promise<FakeOpenAiServer> {
   return s;
 }
 
+/** The think activities as activities/index.ts builds them (a snapshot store, the tools' dependencies). */
+function thinkActivities(llm: LlmRouter) {
+  return createThinkActivities({ db: handle.db, llm, snapshots: createTickSnapshots({ db: handle.db, llm }), tools: { db: handle.db } });
+}
+
 const thinkInput = (agentId: string, tick = 1): ThinkInput => ({
   agentId,
   tick,
@@ -83,7 +89,7 @@ describe('OpenAI-compatible think with native tools', () => {
   it('sends the discovered tools with state-describing descriptions and turns tool_calls into tool.call commands', async () => {
     const server = await fakeServer(['openai-think-tool-calls']);
     const agentId = await newAgent({ provider: 'openai', baseUrl: server.baseUrl, apiKeyEnv: 'FAKE_OPENAI_KEY' });
-    const tick = createTickActivities({ db: handle.db, llm: router() });
+    const tick = thinkActivities(router());
 
     const res = await tick.think(thinkInput(agentId));
 
@@ -132,7 +138,7 @@ describe('OpenAI-compatible think with native tools', () => {
   it('a tool call with malformed arguments becomes a rejected command with the reason; the tick goes on', async () => {
     const server = await fakeServer(['openai-think-tool-calls-bad-args']);
     const agentId = await newAgent({ provider: 'openai', baseUrl: server.baseUrl, apiKeyEnv: 'FAKE_OPENAI_KEY' });
-    const tick = createTickActivities({ db: handle.db, llm: router() });
+    const tick = thinkActivities(router());
 
     const res = await tick.think(thinkInput(agentId));
 
@@ -166,7 +172,7 @@ describe('router', () => {
   it('binds request tools, returns the tool calls, and replays them by the idempotency key', async () => {
     const server = await fakeServer(['openai-think-tool-calls']);
     const agentId = await newAgent({ provider: 'openai', baseUrl: server.baseUrl, apiKeyEnv: 'FAKE_OPENAI_KEY' });
-    const tools = toolDefinitions(await langChainTools(createToolActivities({ db: handle.db }), agentId, 'k'));
+    const tools = toolDefinitions(await langChainTools({ db: handle.db }, agentId, 'k'));
     const r = router();
     const req = { agentId, role: 'agent' as const, messages, tools, idempotencyKey: `${agentId}:1:think` };
 
@@ -195,7 +201,7 @@ describe('Anthropic think with native tools', () => {
   it('sends the tools as Anthropic tools and turns tool_use blocks into tool.call commands', async () => {
     const server = await fakeServer(['anthropic-think-tool-use']);
     const agentId = await newAgent({ provider: 'anthropic', model: 'claude-3-5-haiku-20241022', baseUrl: server.origin, apiKeyEnv: 'FAKE_ANTHROPIC_KEY' });
-    const tick = createTickActivities({ db: handle.db, llm: router() });
+    const tick = thinkActivities(router());
 
     const res = await tick.think(thinkInput(agentId));
 
@@ -219,7 +225,7 @@ describe('the text path (scripted double; the local model likewise)', () => {
       seen.push(i);
       return reply;
     };
-    const tick = createTickActivities({ db: handle.db, llm: router() });
+    const tick = thinkActivities(router());
     const res = await tick.think(thinkInput(agentId));
     const expected = parseReply(reply);
     expect(res.commands).toEqual(expected.commands);

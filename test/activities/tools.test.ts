@@ -144,12 +144,12 @@ describe('state-machine tools (Postgres)', () => {
   });
 
   it('LangChain tools describe the current state and valid actions, and call through the state machine', async () => {
-    let lc = await langChainTools(tools, 'ada', 'lc');
+    let lc = await langChainTools({ db: handle.db }, 'ada', 'lc');
     const db0 = lc.find((t) => t.name === 'database')!;
     expect(db0.description).toContain('Current state: IDLE');
     expect(db0.description).toContain('- connect() → CONNECTED');
     expect(JSON.parse(String(await db0.invoke({ action: 'connect' })))).toMatchObject({ ok: true, state: 'CONNECTED' });
-    lc = await langChainTools(tools, 'ada', 'lc2');
+    lc = await langChainTools({ db: handle.db }, 'ada', 'lc2');
     const db1 = lc.find((t) => t.name === 'database')!;
     expect(db1.description).toContain('Current state: CONNECTED');
     expect(db1.description).toContain('query(table, columns, where, limit) → QUERY_READY');

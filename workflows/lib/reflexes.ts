@@ -7,7 +7,7 @@
 import type { ActivityOptions } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { ParsedCommand } from '../../core/loop-types.js';
-import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes.js';
+import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/index.js';
 
 export interface ReflexInput {
   agentId: string;

@@ -9,7 +9,7 @@ import { and, desc, eq } from 'drizzle-orm';
 import type { CommandOutcome } from '../core/loop-types.js';
 import type { Db } from '../db/client.js';
 import { commandLog } from '../db/schema/index.js';
-import { createCommandActivities } from './commands/apply.js';
+import { applyCommands } from '../activities/commands/apply.js';
 
 /** Commands whose effect only the agent loop carries out (the sandbox run of `shell`). */
 const loopOnly: ReadonlySet<string> = new Set(['shell']);
@@ -52,7 +52,7 @@ export async function approveUnvalidated(db: Db, input: { agentId: string; id: n
   if (loopOnly.has(row.type)) {
     return { ok: false, error: `${row.type} runs in the sandbox from the agent loop, not from here: set auto_pass_destructive or give the agent a validator, and it can run it again` };
   }
-  const [outcome] = await createCommandActivities({ db }).applyCommands({
+  const [outcome] = await applyCommands({ db }, {
     agentId: input.agentId,
     tick: row.tick,
     mode: 'main',

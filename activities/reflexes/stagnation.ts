@@ -1,0 +1,71 @@
+/** Anti-stagnation's database side: what the diagnosis counts, and what a chosen strategy does. */
+import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
+import type { EmotionReading } from '../../core/emotions.js';
+import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
+import { clipText } from '../../core/sanitize.js';
+import type { StrategyAction } from '../../core/stagnation.js';
+import type { Db } from '../../db/client.js';
+import { antiStagnationMetrics, concepts, diaryEntries, llmMemory, llmRegistry, notes, processLog } from '../../db/schema/index.js';
+import type { TickReflexesInput } from './tick-reflexes.js';
+
+/** Emotions that read as tiredness (a radical pause helps). */
+const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
+
+/** The counts the stagnation diagnosis reads: new inputs, time in one mode, data richness, tiredness, rest. */
+export async function diagnosisInput(tx: Db, input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>, previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>) {
+  const since = input.tick - 10;
+  const [[n], [p], [d], [m], [c], [rest]] = await Promise.all([
+    tx.select({ n: sql<number>`count(*)::int` }).from(notes).where(and(eq(notes.agentId, input.agentId), eq(notes.direction, 'in'), sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`)),
+    tx.select({ n: sql<number>`count(*)::int` }).from(processLog).where(and(eq(processLog.agentId, input.agentId), gt(processLog.tick, since), sql`${processLog.kind} not in ('emotions', 'memory_manager')`)),
+    tx.select({ n: sql<number>`count(*)::int` }).from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt))),
+    tx.select({ n: sql<number>`count(*)::int` }).from(llmMemory).where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt))),
+    tx.select({ n: sql<number>`count(*)::int` }).from(concepts).where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt))),
+    tx.select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` }).from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause'))),
+  ]);
+  let sameModeTicks = 1;
+  for (const r of previous) {
+    if (r.contextMode !== input.contextMode) break;
+    sameModeTicks++;
+  }
+  const tired = previous.slice(0, 5).flatMap((r) => r.emotions.filter((e) => tiredEmotions.has(e.emotion)).map((e) => e.strength));
+  return {
+    newInputs: (n?.n ?? 0) + (p?.n ?? 0),
+    sameModeTicks,
+    dataRichness: (d?.n ?? 0) + (m?.n ?? 0) + (c?.n ?? 0),
+    tiredness: tired.length ? tired.reduce((a, b) => a + b, 0) / Math.max(5, tired.length) : 0,
+    ticksSinceRest: input.tick - (rest?.t ?? 0),
+  };
+}
+
+export async function applyStrategy(tx: Db, input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>, p: { action?: StrategyAction; ticks?: number }, ownId: number | null): Promise<{ effects: LoopEffect[]; focus?: string; detail: string }> {
+  switch (p.action) {
+    case 'note_user':
+      await tx.insert(notes).values({ agentId: input.agentId, direction: 'out', source: 'agent', recipient: 'user', priority: 2, tags: ['anti_stagnation'], text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?' });
+      return { effects: [], detail: 'asked the user for input' };
+    case 'context_mode': {
+      const mode: ContextMode = input.contextMode === 'meditation' ? 'standard' : 'meditation';
+      return { effects: [{ kind: 'setContextMode', mode }], detail: `context mode ${input.contextMode} → ${mode}` };
+    }
+    case 'flashback': {
+      const [entry] = await tx.select().from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt))).orderBy(asc(diaryEntries.createdAt)).limit(1);
+      if (!entry) return { effects: [], focus: 'Anti-stagnation flashback: your diary is empty. Write down what you have learned so far, then look for something new.', detail: 'no diary entry to recall' };
+      return { effects: [], focus: `Anti-stagnation flashback — a distant diary entry #${entry.id} "${entry.title}": ${clipText(entry.content, 600)}`, detail: `recalled diary #${entry.id}` };
+    }
+    case 'meta_analysis':
+      return { effects: [], focus: 'Anti-stagnation meta-analysis: before anything else, analyse why your recent thoughts repeat and name one assumption to drop.', detail: 'meta-analysis prompt' };
+    case 'switch_llm': {
+      const rows = await tx.select().from(llmRegistry).where(and(eq(llmRegistry.agentId, input.agentId), eq(llmRegistry.role, 'agent'), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false))).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+      const current = rows.find((r) => r.id === ownId) ?? rows[0];
+      if (!current || rows.length < 2) return { effects: [], detail: 'no other LLM to switch to' };
+      const last = Math.max(...rows.map((r) => r.priority));
+      await tx.update(llmRegistry).set({ priority: last + 1 }).where(eq(llmRegistry.id, current.id));
+      return { effects: [], detail: `LLM ${current.name} moved behind the others` };
+    }
+    case 'pause': {
+      const ticks = Math.max(1, Math.min(100, p.ticks ?? 3));
+      return { effects: [{ kind: 'pause', ticks }], detail: `radical pause of ${ticks} ticks` };
+    }
+    default:
+      return { effects: [], detail: `unknown strategy action ${String(p.action)}` };
+  }
+}

@@ -1,0 +1,328 @@
+/**
+ * The reflexes of one tick (emotions, novelty and anti-stagnation, validation) as ONE
+ * retry-safe activity: the emotion and novelty mini-prompts and every validator run in
+ * parallel (a validator that times out or is down is skipped and counted), then one
+ * transaction records the verdict on the tick's `llm_recent_responses` row together with
+ * everything it decided (activities/reflexes/record.ts). The row's `reflexes` column is the
+ * idempotency marker: a retried activity finds it and returns the stored verdict. The maths
+ * lives in core/ (emotions, novelty, stagnation, validation, memory-manager).
+ */
+import { createHash } from 'node:crypto';
+import { and, eq, inArray } from 'drizzle-orm';
+import { isDestructive, minRatingFor } from '../../core/catalogue.js';
+import { parsePolicyRules, targetsNeeded, type CommandFacts, type EthicsPolicy, type TargetTable } from '../../core/ethics.js';
+import { emotionFormatInstructions, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../../core/emotions.js';
+import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
+import { combineNovelty, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, placeholderTick, type Ideas } from '../../core/novelty.js';
+import { clipText } from '../../core/sanitize.js';
+import { decideStagnation, defaultStagnationPolicy, reflexLite, relaxReflex, rephrasePrompt, type SamplingParams, type StagnationState } from '../../core/stagnation.js';
+import { aggregate, gateCommands, parseValidatorAnswer, validationMode, validatorQuestion, type ValidationMode, type ValidatorRecord } from '../../core/validation.js';
+import type { Db } from '../../db/client.js';
+import { concepts, diaryEntries, goals, links, llmMemory, tasks, type EthicsPolicy as EthicsPolicyRow, type LlmRegistryEntry } from '../../db/schema/index.js';
+import { ErrorType, nonRetryable } from '../errors.js';
+import { withHeartbeat } from '../heartbeat.js';
+import { rowsFor, type ChatRequest, type LlmRouter } from '../llm/index.js';
+import { readTickReply, reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
+import { recordReflexes } from './record.js';
+import { reflexSettings } from './settings.js';
+
+export interface ReflexDeps {
+  db: Db;
+  llm: LlmRouter;
+  /** The tick's snapshot (read by think); without one, the reflexes read what they need themselves. */
+  snapshots: TickSnapshots;
+  /** A validator slower than this is skipped for the tick (default 10 s). */
+  validatorTimeoutMs?: number;
+  /** Run the memory manager every this many ticks (default 10). */
+  memoryEvery?: number;
+}
+
+export interface TickReflexesInput {
+  agentId: string;
+  tick: number;
+  workflowId: string;
+  responseId: number;
+  /** The tick's commands; `args` for the ethics rules that read them (absent in older workflows' inputs). */
+  commands: Array<{ cmdId: string; type: string; args?: Record<string, unknown> }>;
+  /** Sampling parameters in force, and the defaults relaxation returns to. */
+  params: SamplingParams;
+  defaults: SamplingParams;
+  stagnation: StagnationState;
+  contextMode: ContextMode;
+}
+
+export interface TickReflexesResult {
+  validationMode: ValidationMode;
+  rating: number | null;
+  /** Undefined = all may run (auto_pass with nothing forbidden). */
+  allowedCmdIds?: string[];
+  /** cmd_id → why it is held. */
+  held: Record<string, string>;
+  notes: string[];
+  novelty: number;
+  identical: boolean;
+  emotions: EmotionReading[];
+  params: SamplingParams;
+  /** Text for the next tick's prompt (rephrase, flashback, meta-analysis), or null. */
+  focus: string | null;
+  stagnation: StagnationState;
+  effects: LoopEffect[];
+  actions: string[];
+  validatorTimeouts: number;
+  validatorFailures: number;
+  malformed: string[];
+}
+
+/** sha256 of a reply: an identical reply is recognised by it and not stored again. */
+export const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
+
+/** An active ethics_policies row as the gate and the validators read it; rules that do not parse fail closed. */
+function toPolicy(e: EthicsPolicyRow): EthicsPolicy {
+  const parsed = parsePolicyRules(e.rules);
+  return {
+    id: e.id,
+    title: e.title,
+    rule: e.rule,
+    rationale: e.rationale,
+    severity: e.severity,
+    forbids: e.forbids,
+    ...(parsed.ok ? { rules: parsed.rules } : { rules: [], invalid: parsed.error }),
+  };
+}
+
+/** What the reflexes read: the tick's reply, the replies before it, the agent's settings, LLMs and policies. */
+export interface ReflexView {
+  reply: TickReply;
+  /** The last 30 replies (placeholders of identical replies included), newest first. */
+  previous: PreviousReply[];
+  /** The last 5 real replies (no placeholders), newest first. */
+  real: PreviousReply[];
+  config: Record<string, unknown>;
+  registry: LlmRegistryEntry[];
+  policies: EthicsPolicy[];
+}
+
+/** The tick's snapshot (think's, on this worker; else read now and kept for applyCommands). */
+async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<ReflexView> {
+  const snapshot = deps.snapshots.peek({ agentId: input.agentId }, input.tick) ?? (await deps.snapshots.get({ agentId: input.agentId }, input.tick, 0));
+  let reply = snapshot.reply;
+  if (!reply || reply.id !== input.responseId) {
+    reply = await readTickReply(deps.db, input.agentId, input.responseId);
+    if (!reply) throw nonRetryable(ErrorType.NotFound, `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
+    snapshot.reply = reply;
+  }
+  return {
+    reply,
+    previous: snapshot.previous.slice(0, reflexWindow.recent),
+    real: snapshot.previous.filter((p) => placeholderTick(p.content) === null).slice(0, reflexWindow.real),
+    config: snapshot.config,
+    registry: snapshot.registry,
+    policies: snapshot.ethics.map(toPolicy),
+  };
+}
+
+/**
+ * Identical = the same hash as one of the last replies, placeholders included (each carries
+ * the hash of the reply it stands for), or lexically the same as a real previous reply.
+ */
+function identity(view: ReflexView) {
+  const content = view.reply.content;
+  const hash = contentHashOf(content);
+  const similarity = maxSimilarity(content, view.real.map((p) => p.content));
+  const originalTick = (p: { tick: number; content: string }) => placeholderTick(p.content) ?? p.tick;
+  const sameHash = view.previous.slice(0, 5).find((p) => (p.contentHash ?? (placeholderTick(p.content) !== null ? null : contentHashOf(p.content))) === hash);
+  const sameText = sameHash ? undefined : view.real.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
+  const identicalTo = sameHash ? originalTick(sameHash) : sameText ? sameText.tick : null;
+  return { hash, similarity, identicalTo };
+}
+
+type Preloaded = NonNullable<ChatRequest['preloaded']>;
+const keyOf = (input: TickReflexesInput, purpose: string, validatorId?: number) => `${input.workflowId}:${input.tick}:${purpose}${validatorId !== undefined ? `:${validatorId}` : ''}`;
+
+/** The dedicated role's rows if the agent has any; else the LLM that wrote the reply. */
+function route(registry: LlmRegistryEntry[], role: 'emotion' | 'novelty', ownId: number | null): { role: 'emotion' | 'novelty' | 'agent'; registryId?: number } {
+  if (rowsFor(registry, role).length > 0) return { role };
+  return ownId !== null ? { role: 'agent', registryId: ownId } : { role: 'agent' };
+}
+
+/** The emotion and novelty mini-prompts and every validator, in parallel (heartbeating meanwhile). */
+async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexView, identical: boolean, malformed: string[]) {
+  const { llm } = deps;
+  const validatorTimeoutMs = deps.validatorTimeoutMs ?? 10_000;
+  const validatorRows = rowsFor(view.registry, 'validator');
+  // One query for the earlier answers to this tick's keys: a retried activity pays no call twice.
+  const preloaded: Preloaded = {
+    registry: view.registry,
+    previous: await llm.previousCalls([keyOf(input, 'emotion'), keyOf(input, 'novelty'), ...validatorRows.map((v) => keyOf(input, 'validate', v.id))]),
+  };
+  const ask = (purpose: string, role: 'emotion' | 'novelty' | 'validator' | 'agent', content: string, registryId?: number, signal?: AbortSignal) =>
+    llm.chat({
+      preloaded,
+      agentId: input.agentId,
+      role,
+      messages: [{ role: 'user', content }],
+      params: { maxTokens: 200, temperature: 0.2 },
+      tick: input.tick,
+      workflowId: input.workflowId,
+      purpose,
+      idempotencyKey: keyOf(input, purpose, role === 'validator' ? registryId : undefined),
+      ...(registryId !== undefined ? { registryId } : {}),
+      ...(signal ? { signal } : {}),
+    });
+  const { content, llmRegistryId: ownId } = view.reply;
+  const { known } = reflexSettings(view.config);
+  const emotionTask = (async () => {
+    try {
+      const how = route(view.registry, 'emotion', ownId);
+      const r = await ask('emotion', how.role, `Reply:\n"""\n${clipText(content, 4000)}\n"""\n\n${emotionFormatInstructions(known)}`, how.registryId);
+      return parseEmotions(r.text, known);
+    } catch (err) {
+      malformed.push(`emotion: ${clipText((err as Error).message, 200)}`);
+      return null;
+    }
+  })();
+  const noveltyTask = (async () => {
+    if (view.real.length === 0 || identical) return null;
+    try {
+      const how = route(view.registry, 'novelty', ownId);
+      const prev = view.real.map((p) => `[tick ${p.tick}] ${clipText(p.content, 800)}`).join('\n');
+      const r = await ask('novelty', how.role, `PREVIOUS replies:\n${prev}\n\nNEW reply:\n${clipText(content, 2000)}\n\n${noveltyFormatInstructions}`, how.registryId);
+      return parseNoveltyAnswer(r.text);
+    } catch (err) {
+      return { ok: false as const, error: clipText((err as Error).message, 200) };
+    }
+  })();
+  // The validators rate the reply against the agent's policies, not only the universal question.
+  const question = validatorQuestion(clipText(content, 6000), view.policies);
+  const validatorTasks = validatorRows.map(async (v): Promise<ValidatorRecord> => {
+    const self = ownId !== null && v.id === ownId;
+    const base = { registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) };
+    const started = performance.now();
+    try {
+      const r = await ask('validate', 'validator', question, v.id, AbortSignal.timeout(validatorTimeoutMs));
+      const latencyMs = r.replayed ? r.latencyMs : Math.round(performance.now() - started);
+      const a = parseValidatorAnswer(r.text);
+      if (!a.ok) return { ...base, status: 'malformed', comment: clipText(a.error, 100), latencyMs };
+      return { ...base, status: 'ok', rating: a.rating, ...(a.comment ? { comment: a.comment } : {}), latencyMs };
+    } catch (err) {
+      const msg = `${(err as Error).name ?? ''} ${(err as Error).message ?? err}`;
+      const latencyMs = Math.round(performance.now() - started);
+      return { ...base, status: /timed out|timeout|abort/i.test(msg) ? 'timeout' : 'error', comment: clipText(msg.trim(), 100), latencyMs };
+    }
+  });
+  const [emo, nov, records] = await withHeartbeat(() => Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]));
+  return { emo, nov, records, validatorRows };
+}
+
+/** The facts of the rows some commands act on, by cmd_id; a row that is not there (or not the agent's) is `target: null`. */
+async function targetFacts(db: Db, agentId: string, needed: ReadonlyArray<{ cmdId: string; table: TargetTable; id: number }>): Promise<Record<string, CommandFacts>> {
+  if (needed.length === 0) return {};
+  const tables = { diary_entries: diaryEntries, llm_memory: llmMemory, concepts, links, goals, tasks } as const;
+  const found = new Map<string, Record<string, unknown>>();
+  await Promise.all(
+    [...new Set(needed.map((n) => n.table))].map(async (name) => {
+      const t = tables[name];
+      const ids = [...new Set(needed.filter((n) => n.table === name).map((n) => n.id))];
+      const rows = (await db.select().from(t).where(and(eq(t.agentId, agentId), inArray(t.id, ids)))) as Array<Record<string, unknown>>;
+      for (const r of rows) found.set(`${name}#${String(r.id)}`, r);
+    }),
+  );
+  const out: Record<string, CommandFacts> = {};
+  for (const n of needed) {
+    const r = found.get(`${n.table}#${n.id}`);
+    out[n.cmdId] = { target: r ? { exists: true, source: r.source ?? 'agent', pinned: r.pinned, tags: r.tags, priority: r.priority, title: r.title ?? r.name, status: r.status } : null };
+  }
+  return out;
+}
+
+/** Emotions, novelty and anti-stagnation, validation for one tick of the main loop; idempotent on the response row. */
+export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): Promise<TickReflexesResult> {
+  const view = await readView(deps, input);
+  if (view.reply.reflexes) return view.reply.reflexes as TickReflexesResult;
+  const settings = reflexSettings(view.config);
+  const { hash, similarity, identicalTo } = identity(view);
+  const identical = identicalTo !== null;
+  const malformed: string[] = [];
+  const reflexNotes: string[] = [];
+  const { emo, nov, records, validatorRows } = await askAll(deps, input, view, identical, malformed);
+  const ownId = view.reply.llmRegistryId;
+
+  // ---- emotions ----
+  const emotions = emo?.readings ?? [];
+  if (emo?.malformed.length) malformed.push(...emo.malformed.map((m) => `emotion item: ${m}`));
+  const anxietyStreak = nextAnxietyStreak(input.stagnation.anxietyStreak, emotions, settings.anxietyThreshold);
+
+  // ---- novelty ----
+  const lexical = view.real.length === 0 ? 100 : noveltyFromSimilarity(similarity);
+  if (nov && !nov.ok) malformed.push(`novelty: ${nov.error}`);
+  const novelty = identical ? 0 : combineNovelty(lexical, nov?.ok ? nov.novelty : null, similarity);
+  const ideas: Ideas = nov?.ok ? nov.ideas : { new: [], refined: [], discarded: [] };
+
+  // ---- validation ----
+  const mode = validationMode(validatorRows.map((v) => ({ self: ownId !== null && v.id === ownId })));
+  const answered = records.filter((r) => r.status === 'ok' && r.rating !== undefined);
+  const agg = aggregate(answered.map((r) => ({ id: r.registryId, rating: r.rating!, trust: r.trust, self: r.self })));
+  // Rules that read the row a command acts on (was this entry the user's?) get its facts first.
+  const facts = await targetFacts(deps.db, input.agentId, targetsNeeded(input.commands, view.policies));
+  const gate = gateCommands(input.commands, { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked }, minRatingFor, view.policies, {
+    facts,
+    destructive: isDestructive,
+    autoPassDestructive: settings.autoPassDestructive,
+  });
+  const validatorTimeouts = records.filter((r) => r.status === 'timeout').length;
+  const validatorFailures = records.filter((r) => r.status !== 'ok').length;
+  for (const r of records) if (r.status === 'malformed') malformed.push(`validator ${r.name}: ${r.comment ?? 'malformed answer'}`);
+  if (validatorTimeouts) reflexNotes.push(`${validatorTimeouts} validator(s) timed out and were skipped`);
+  if (agg.blocked) reflexNotes.push('validators tied at equal trust: commands blocked');
+
+  // ---- anti-stagnation ----
+  const policy = { ...defaultStagnationPolicy, lowNovelty: Math.round(settings.noveltyThreshold * 100), anxietyTicks: settings.anxietyTicks };
+  const decision = decideStagnation(input.stagnation, input.tick, novelty, anxietyStreak, policy);
+  let params = input.params;
+  let focus: string | null = null;
+  const actions: string[] = [];
+  if (identical) actions.push('identical_reply_not_stored');
+  if (decision.reflexLite) {
+    params = reflexLite(params);
+    focus = rephrasePrompt;
+    actions.push(anxietyStreak >= policy.anxietyTicks && !decision.stagnant ? 'reflex_lite:anxiety' : 'reflex_lite');
+  } else if (decision.relax) {
+    params = relaxReflex(params, input.defaults);
+    actions.push('relax');
+  }
+
+  const result = await recordReflexes(deps, input, view, {
+    decision,
+    policy,
+    novelty,
+    similarity,
+    anxietyStreak,
+    params,
+    focus,
+    actions,
+    mode,
+    agg,
+    answered,
+    records,
+    emo,
+    nov,
+    ideas,
+    hash,
+    identicalTo,
+    partial: {
+      validationMode: mode,
+      rating: mode === 'auto_pass' ? null : agg.rating,
+      ...(mode === 'auto_pass' && Object.keys(gate.held).length === 0 ? {} : { allowedCmdIds: gate.allowed }),
+      held: gate.held,
+      notes: reflexNotes,
+      novelty,
+      identical,
+      emotions,
+      validatorTimeouts,
+      validatorFailures,
+      malformed,
+    },
+  });
+  view.reply.reflexes = result;
+  return result;
+}

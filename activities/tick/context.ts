@@ -1,0 +1,152 @@
+/**
+ * What a tick shows the model: the agent's snapshot (settings, ethics, registry, learnings,
+ * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
+ * processes, last tick's command results, notes, memory, tools), all in one batch.
+ */
+import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { configKeys, helpText } from '../../core/catalogue.js';
+import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../../core/context.js';
+import { learningLine } from '../../core/learnings.js';
+import { replyFormatInstructions } from '../../core/reply-parser.js';
+import type { Db } from '../../db/client.js';
+import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks } from '../../db/schema/index.js';
+import { commandResultText } from '../commands/apply.js';
+import { ErrorType, nonRetryable } from '../errors.js';
+import type { ChatRequest, LlmRouter } from '../llm/index.js';
+import { langChainTools, type ToolDeps } from '../tools.js';
+import type { AgentSnapshot, TickSnapshots } from './snapshot.js';
+import type { ThinkInput } from './think.js';
+
+export interface ContextDeps {
+  db: Db;
+  llm: LlmRouter;
+  snapshots: TickSnapshots;
+  /** How the context's tools call through (the danger rules in force). */
+  tools: ToolDeps;
+}
+
+export interface LoadedContext {
+  context: AssembledContext;
+  snapshot: AgentSnapshot;
+  taskStatus: string | undefined;
+  preloaded: NonNullable<ChatRequest['preloaded']>;
+  toolDefs: Awaited<ReturnType<typeof langChainTools>>;
+  abstractEvery: number;
+}
+
+/** Learnings the context shows (the snapshot holds more, for the avoid-pattern checks). */
+const learningsShown = 20;
+
+/** Previous replies the context shows in each mode. */
+export function contextLimit(loop: ThinkInput['loop']): number {
+  return loop.contextMode === 'meditation' ? 500 : loop.contextMode === 'concentration' ? 200 : loop.recentK;
+}
+
+/** The think call's idempotency key: a retried tick gets the recorded answer, not a new call. */
+export const thinkKey = (input: Pick<ThinkInput, 'workflowId' | 'tick'>) => `${input.workflowId}:${input.tick}:think`;
+
+function notesWhere(input: ThinkInput) {
+  const filter = input.loop.notesFilter;
+  return and(
+    eq(notes.agentId, input.agentId),
+    eq(notes.direction, 'in'),
+    eq(notes.hidden, false),
+    // Unread, or read by this very tick (a retry must show the same notes again).
+    or(isNull(notes.readAt), eq(notes.tickSeen, input.tick)),
+    input.mode === 'task' ? eq(notes.source, 'user') : undefined,
+    filter?.minPriority !== undefined ? sql`${notes.priority} >= ${filter.minPriority}` : undefined,
+    filter?.sources?.length ? inArray(notes.source, filter.sources as never[]) : undefined,
+    filter?.tags?.length ? sql`${notes.tags} && ${filter.tags}` : undefined,
+  );
+}
+
+/** The rows of this tick's context beyond the snapshot, in one batch with it. */
+function readContextRows(deps: ContextDeps, input: ThinkInput) {
+  const { db, llm } = deps;
+  const { agentId, tick } = input;
+  const ownTask = input.mode === 'task' && input.taskId !== undefined;
+  return Promise.all([
+    deps.snapshots.get({ agentId, ...(ownTask ? { taskId: input.taskId } : {}) }, tick, contextLimit(input.loop)),
+    db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
+    db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10),
+    // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).
+    db
+      .select()
+      .from(tasks)
+      .where(and(eq(tasks.agentId, agentId), ownTask ? eq(tasks.id, input.taskId!) : eq(tasks.pinned, true)))
+      .orderBy(desc(tasks.priority))
+      .limit(10),
+    db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3),
+    db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10),
+    db
+      .select()
+      .from(commandLog)
+      .where(
+        and(
+          eq(commandLog.agentId, agentId),
+          eq(commandLog.tick, tick - 1),
+          input.mode === 'task' ? sql`${commandLog.cmdId} like ${`task${input.taskId}.%`}` : sql`${commandLog.cmdId} not like 'task%.%'`,
+        ),
+      )
+      .orderBy(asc(commandLog.id))
+      .limit(20),
+    db.select().from(notes).where(notesWhere(input)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
+    db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10),
+    // The agent's discovered tools as their LangChain definitions: each description shows the
+    // tool's current state and the actions valid in it (progressive discovery). One query.
+    langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
+    // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
+    llm.previousCalls([thinkKey(input)]),
+  ]);
+}
+
+/** The tick's context, and what the think call needs beside it. */
+export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
+  const { agentId, tick } = input;
+  const [snapshot, prompts, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, toolDefs, previousCalls] = await readContextRows(deps, input);
+  if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
+  const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
+  const ownTask = input.mode === 'task' && input.taskId !== undefined ? taskRows[0] : undefined;
+  const focus = ownTask
+    ? `You are an auxiliary loop working only on task #${ownTask.id} "${ownTask.title}"${ownTask.description ? `: ${ownTask.description}` : ''}. You may read anything, write only notes (notes.send) and this task (tasks.update/tasks.status). Send proposals to the main loop as notes; set the task status to done when finished.`
+    : input.focus;
+  const limit = contextLimit(input.loop);
+  const context = assembleContext({
+    agent: { id: snapshot.agent.id, name: snapshot.agent.name, identity: snapshot.agent.identity },
+    tick,
+    now: input.now,
+    systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
+    ethics: snapshot.ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
+    catalogue: helpText(),
+    tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
+    // Rehydration: the agent's learnings above the load threshold, at every tick's context —
+    // so at loop start and after continue-as-new too.
+    learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),
+    responses: snapshot.previous
+      .filter((r) => !r.archived)
+      .slice(0, limit)
+      .map((r): ContextResponse => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, emotions: r.emotions })),
+    goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
+    pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
+    abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
+    openProcesses: processes.map((p) => ({ processId: p.processId, name: p.name, status: p.status, message: p.message })),
+    commandResults: results.map((c) => ({ cmdId: c.cmdId, type: c.type, status: c.status, text: commandResultText(c) })),
+    notes: noteRows.map((n) => ({ id: n.id, source: n.source, priority: n.priority, tags: n.tags, text: n.text })),
+    notesMode: input.loop.notesMode,
+    config: snapshot.config,
+    memory: memory.map((m) => ({ id: m.id, title: m.title, content: m.content, pinned: m.pinned })),
+    contextMode: input.loop.contextMode,
+    contextFilter: input.loop.contextFilter,
+    recentK: input.loop.recentK,
+    focus,
+  });
+  const every = configKeys.abstract_every.schema.safeParse(snapshot.config.abstract_every);
+  return {
+    context,
+    snapshot,
+    taskStatus: ownTask?.status,
+    preloaded: { registry: snapshot.registry, previous: previousCalls },
+    toolDefs,
+    abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
+  };
+}

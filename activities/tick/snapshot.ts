@@ -1,0 +1,152 @@
+/**
+ * One read of an agent per tick. Think, the reflexes and applyCommands all need the agent's
+ * settings, ethics policies, LLM registry, learnings, its previous replies and the tick's own
+ * reply. The first of them to run reads them in one batch; the others take that snapshot,
+ * keyed by (agent, tick), instead of reading the same rows again — and the reply is parsed once.
+ *
+ * The snapshot is the tick's view of the agent as it began: what the tick's own commands write
+ * is seen by the next tick. It lives in the worker's memory, so an activity that runs on
+ * another worker, or after a restart, reads the same rows itself (`read`). Only the newest tick
+ * of each loop is kept, and at most `maxAgents` loops.
+ */
+import { and, asc, desc, eq, isNull, lt, notLike, sql } from 'drizzle-orm';
+import type { LoadedLearning } from '../../core/learnings.js';
+import { placeholderLike } from '../../core/novelty.js';
+import type { ParsedReply } from '../../core/loop-types.js';
+import { parseReply } from '../../core/reply-parser.js';
+import type { Db } from '../../db/client.js';
+import { loadLearnings } from '../../db/queries/learnings.js';
+import { agentConfig, agents, ethicsPolicies, llmRecentResponses, type Agent, type EthicsPolicy as EthicsPolicyRow } from '../../db/schema/index.js';
+import type { LlmRegistryEntry } from '../../db/schema/index.js';
+import type { LlmRouter } from '../llm/index.js';
+
+/** A previous reply, with what the context and the reflexes read of it. */
+export interface PreviousReply {
+  id: number;
+  tick: number;
+  content: string;
+  contentHash: string | null;
+  tags: string[];
+  emotions: Array<{ emotion: string; strength: number }>;
+  contextMode: string;
+  archived: boolean;
+}
+
+/** The tick's own reply as think recorded it (main loop). */
+export interface TickReply {
+  id: number;
+  content: string;
+  parsed: ParsedReply;
+  llmRegistryId: number | null;
+  tags: string[];
+  /** The reflexes' recorded result, once this worker has recorded it. */
+  reflexes: unknown;
+}
+
+export interface AgentSnapshot {
+  agentId: string;
+  tick: number;
+  agent: Agent | undefined;
+  /** `agent_config` as key → value. */
+  config: Record<string, unknown>;
+  /** Active ethics policies, by priority (highest first), then id. */
+  ethics: EthicsPolicyRow[];
+  registry: LlmRegistryEntry[];
+  /** Learnings above the load threshold, by confidence then recency (up to `learningLimit`). */
+  learnings: LoadedLearning[];
+  /** Replies before this tick, newest first (see `previousRepliesQuery`). */
+  previous: PreviousReply[];
+  /** This tick's reply once think recorded it here; undefined on another worker or after a restart. */
+  reply?: TickReply;
+}
+
+/** Learnings a snapshot holds: the context shows the first few, applyCommands checks the avoid_patterns among all. */
+export const learningLimit = 200;
+/** Previous replies the reflexes compare a reply with (identical hash, novelty). */
+export const reflexWindow = { recent: 30, real: 5 } as const;
+
+/**
+ * The previous replies a tick needs, each row once: the newest `contextLimit` not archived (the
+ * context), the newest 30 whatever their state (identical-reply check), and the newest 5 that
+ * are not placeholders of a repeated reply (novelty). Three index scans, one round trip.
+ */
+export async function readPreviousReplies(db: Db, agentId: string, tick: number, contextLimit: number): Promise<PreviousReply[]> {
+  const cols = {
+    id: llmRecentResponses.id,
+    tick: llmRecentResponses.tick,
+    content: llmRecentResponses.content,
+    contentHash: llmRecentResponses.contentHash,
+    tags: llmRecentResponses.tags,
+    emotions: llmRecentResponses.emotions,
+    contextMode: llmRecentResponses.contextMode,
+    archived: sql<boolean>`${llmRecentResponses.archivedAt} is not null`.as('archived'),
+  };
+  const before = and(eq(llmRecentResponses.agentId, agentId), lt(llmRecentResponses.tick, tick));
+  const live = db.select(cols).from(llmRecentResponses).where(and(before, isNull(llmRecentResponses.archivedAt))).orderBy(desc(llmRecentResponses.tick)).limit(contextLimit);
+  const recent = db.select(cols).from(llmRecentResponses).where(before).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.recent);
+  const real = db.select(cols).from(llmRecentResponses).where(and(before, notLike(llmRecentResponses.content, placeholderLike))).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.real);
+  const rows = await live.union(recent).union(real);
+  return rows
+    .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
+    .sort((a, b) => b.tick - a.tick);
+}
+
+/** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
+export async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+  const [[agent], config, ethics, registry, learnings, previous] = await Promise.all([
+    db.select().from(agents).where(eq(agents.id, agentId)),
+    db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)),
+    db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id)),
+    llm.registry(agentId),
+    loadLearnings(db, { agentId, limit: learningLimit }),
+    readPreviousReplies(db, agentId, tick, contextLimit),
+  ]);
+  return { agentId, tick, agent, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings, previous };
+}
+
+/** The tick's reply as the reflexes and applyCommands read it when no snapshot has it. */
+export async function readTickReply(db: Db, agentId: string, responseId: number): Promise<TickReply | undefined> {
+  const [row] = await db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, responseId), eq(llmRecentResponses.agentId, agentId)));
+  return row ? { id: row.id, content: row.content, parsed: parseReply(row.content), llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes } : undefined;
+}
+
+/** The per-worker store of tick snapshots (newest tick per agent). */
+export interface TickSnapshots {
+  /** The snapshot of (loop, tick): this worker's, or read now (and kept) if it has none. */
+  get(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot>;
+  /** The snapshot of (loop, tick) if this worker holds it; never reads. */
+  peek(loop: LoopRef, tick: number): AgentSnapshot | undefined;
+}
+
+/** Whose ticks: the agent's main loop, or one of its task loops (which count their own ticks). */
+export interface LoopRef {
+  agentId: string;
+  taskId?: number;
+}
+const loopKey = (loop: LoopRef) => (loop.taskId === undefined ? loop.agentId : `${loop.agentId}#task${loop.taskId}`);
+
+export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'registry'>; maxAgents?: number }): TickSnapshots {
+  const maxAgents = deps.maxAgents ?? 1000;
+  const held = new Map<string, { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot }>();
+  return {
+    get(loop, tick, contextLimit) {
+      const key = loopKey(loop);
+      const entry = held.get(key);
+      if (entry && entry.tick === tick) return entry.snapshot;
+      const fresh: { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot } = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
+      // A failed read is not kept: the next activity (or the retry) reads again.
+      fresh.snapshot.then(
+        (s) => (fresh.value = s),
+        () => held.get(key) === fresh && held.delete(key),
+      );
+      held.delete(key);
+      held.set(key, fresh);
+      if (held.size > maxAgents) held.delete(held.keys().next().value!);
+      return fresh.snapshot;
+    },
+    peek(loop, tick) {
+      const entry = held.get(loopKey(loop));
+      return entry && entry.tick === tick ? entry.value : undefined;
+    },
+  };
+}

@@ -1,0 +1,276 @@
+/**
+ * Think: one tick's context → LLM → parse → record, as one retry-safe activity, idempotent on
+ * (agent, tick): a retry after the reply was recorded re-reads it instead of asking again.
+ */
+import { and, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
+import type { AssembledContext } from '../../core/context.js';
+import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, ParsedReply, TagFilter } from '../../core/loop-types.js';
+import { boundForHistory } from '../../core/payload-caps.js';
+import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
+import { clipText } from '../../core/sanitize.js';
+import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
+import type { Db } from '../../db/client.js';
+import { makeAutoAbstract } from '../../db/queries/abstracts.js';
+import { agents, llmRecentResponses, notes, processLog } from '../../db/schema/index.js';
+import { ErrorType, nonRetryable } from '../errors.js';
+import { withHeartbeat } from '../heartbeat.js';
+import { LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
+import { toolDefinitions } from '../tools.js';
+import { loadContext, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
+import type { TickReply } from './snapshot.js';
+
+export interface ThinkInput {
+  agentId: string;
+  tick: number;
+  workflowId: string;
+  /** Workflow time (ISO): the context shows it, and a retry renders the same prompt. */
+  now: string;
+  mode: 'main' | 'task';
+  taskId?: number;
+  loop: {
+    contextMode: ContextMode;
+    contextFilter?: TagFilter;
+    recentK: number;
+    notesMode: NotesMode;
+    notesFilter?: { minPriority?: number; tags?: string[]; sources?: string[] };
+  };
+  params: { temperature: number; topP: number; presencePenalty: number; frequencyPenalty: number; maxTokens: number };
+  focus?: string;
+}
+
+export interface ThinkResult {
+  responseId: number | null;
+  /** First line(s) of the reply, ≤ 240 chars: the status query shows it. */
+  summary: string;
+  provider: string;
+  model: string;
+  commands: ParsedCommand[];
+  rejected: CommandRejection[];
+  parseErrors: string[];
+  confidence: number | null;
+  unverifiedFacts: number;
+  notesShown: number;
+  promptChars: number;
+  /** Task loops: the task's status after this tick's reading. */
+  taskStatus?: string;
+  replayed: boolean;
+}
+
+export type ThinkDeps = ContextDeps;
+
+const summarize = (text: string) => clipText(text.replace(/\s+/g, ' ').trim(), 240);
+
+/** What a tick's reply becomes in history (everything derived from the model is capped there). */
+function thinkResult(parsed: ParsedReply, fallback: string, fields: Omit<ThinkResult, 'summary' | 'commands' | 'rejected' | 'parseErrors' | 'confidence' | 'unverifiedFacts'>): ThinkResult {
+  return boundForHistory({
+    ...fields,
+    summary: summarize(parsed.body || fallback),
+    commands: parsed.commands,
+    rejected: parsed.rejected,
+    parseErrors: parsed.errors,
+    confidence: parsed.confidence,
+    unverifiedFacts: parsed.unverifiedFacts.length,
+  });
+}
+
+/**
+ * `abstract_every`: on every N-th main-loop tick, once its reply is recorded, an abstract of
+ * the replies since the last one. Keyed by the tick, so a retried think (which takes the
+ * recorded path) makes it if the first attempt did not, and never twice.
+ */
+async function intervalAbstract(db: Db, input: ThinkInput, every: number): Promise<void> {
+  if (input.mode !== 'main' || !intervalAbstractDue(input.tick, every)) return;
+  await makeAutoAbstract(db, { agentId: input.agentId, trigger: 'interval', triggerKey: abstractTriggerKey('interval', input.tick) });
+}
+
+/**
+ * LRU key of the memory manager: the replies this context shows were used at this tick (main
+ * loop ticks only: a task loop counts its own ticks). One batched UPDATE of a few rows, a no-op
+ * on a retry; updated_at is left alone. Started next to the LLM call, so it costs no round trip.
+ */
+function touchShownResponses(db: Db, input: ThinkInput, context: AssembledContext): Promise<void> {
+  if (input.mode !== 'main' || context.shown.responses.length === 0) return Promise.resolve();
+  return db
+    .update(llmRecentResponses)
+    .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
+    .where(and(inArray(llmRecentResponses.id, context.shown.responses), or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`)))
+    .then(() => undefined);
+}
+
+/** Ask the agent's LLM, heartbeating meanwhile; no LLM answering is `LlmUnavailable` (the loop's Core Outage). */
+async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext): Promise<{ reply: ChatResult; structured: boolean }> {
+  // The small local model follows a JSON grammar far better than a text format.
+  const candidates = rowsFor(loaded.preloaded.registry, 'agent');
+  const structured = candidates[0]?.provider === 'local';
+  // A model with native tool calling gets the discovered tools bound as tools (descriptions
+  // show the current state and valid actions); the others read them in the prompt.
+  const tools = candidates.some((r) => nativeToolProviders.has(r.provider)) ? toolDefinitions(loaded.toolDefs) : [];
+  try {
+    const reply = await withHeartbeat((signal) =>
+      llm.chat({
+        agentId: input.agentId,
+        role: 'agent',
+        messages: loaded.context.messages,
+        params: {
+          ...input.params,
+          ...(structured ? { jsonSchema: structuredReplySchema as unknown as Record<string, unknown> } : {}),
+        },
+        tick: input.tick,
+        purpose: 'think',
+        idempotencyKey: thinkKey(input),
+        ...(tools.length ? { tools } : {}),
+        preloaded: loaded.preloaded,
+        ...(signal ? { signal } : {}),
+      }),
+    );
+    return { reply, structured };
+  } catch (err) {
+    if (err instanceof LlmUnavailableError) throw nonRetryable(ErrorType.LlmUnavailable, err.message);
+    throw err;
+  }
+}
+
+/**
+ * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply
+ * (kept once per tick: a retry's insert does nothing and the select finds the first one), the
+ * agent's heartbeat, the notes this context showed. Returns the row id, and whether this call
+ * inserted it.
+ */
+async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[]): Promise<{ id: number | null; inserted: boolean }> {
+  const insert = db
+    .insert(llmRecentResponses)
+    .values({
+      agentId: input.agentId,
+      tick: input.tick,
+      workflowRunId: input.workflowId,
+      content: text,
+      reflection: `${reply.provider}:${reply.model}`,
+      confidence: parsed.confidence,
+      contextMode: input.loop.contextMode,
+      llmRegistryId: reply.registryId,
+      parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
+    })
+    .onConflictDoNothing()
+    .returning({ id: llmRecentResponses.id });
+  const heartbeat = db.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
+  const markSeen = shownNotes.length ? db.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, shownNotes), isNull(notes.readAt))) : null;
+  const r = await db.execute<{ id: string | number; inserted: boolean }>(sql`
+    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}
+    select id, true as inserted from ins
+    union all
+    select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
+    limit 1`);
+  const row = r.rows[0];
+  return { id: row ? Number(row.id) : null, inserted: row?.inserted === true };
+}
+
+/**
+ * Record a task loop's reply. Auxiliary loops are read-only: their thought goes to the process
+ * log, not to memory. Once per tick: an attempt that timed out may still finish after the
+ * restarted loop thought the same tick (the lock orders the two; the second finds the first's row).
+ */
+async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[]): Promise<void> {
+  const processId = `task/${input.taskId}`;
+  const hadToolCalls = (reply.toolCalls ?? []).length > 0;
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${input.agentId}:${processId}:${input.tick}`}, 0))`);
+    const [recordedTick] = await tx
+      .select({ id: processLog.id })
+      .from(processLog)
+      .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+      .limit(1);
+    if (!recordedTick) {
+      await tx.insert(processLog).values({
+        agentId: input.agentId,
+        processId,
+        kind: 'task_loop',
+        name: `task ${input.taskId} tick ${input.tick}`,
+        status: 'ok',
+        message: summarize(parsed.body || reply.text),
+        payload: { tick: input.tick, content: (hadToolCalls ? text : reply.text).slice(0, 16_000), model: `${reply.provider}:${reply.model}` },
+        tick: input.tick,
+      });
+    }
+    if (shownNotes.length) await tx.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, shownNotes), isNull(notes.readAt)));
+  });
+}
+
+/** A retried tick whose reply is already recorded: the same result, from the stored text. */
+async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: LoadedContext, row: typeof llmRecentResponses.$inferSelect): Promise<ThinkResult> {
+  await intervalAbstract(deps.db, input, loaded.abstractEvery);
+  const parsed = parseReply(row.content);
+  loaded.snapshot.reply = { id: row.id, content: row.content, parsed, llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes };
+  // The same caps as the first attempt's result: it rides through history too.
+  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, replayed: true });
+}
+
+/** One tick's thinking (see the module comment). */
+async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
+  const { db } = deps;
+  // The retry check and the context reads go out together: one round trip less on the usual
+  // path (no recorded reply), a wasted context read on a retry.
+  const [recorded, loaded] = await Promise.all([
+    input.mode === 'main'
+      ? db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)))
+      : Promise.resolve([]),
+    loadContext(deps, input),
+  ]);
+  if (recorded[0]) return recordedThought(deps, input, loaded, recorded[0]);
+
+  const { context } = loaded;
+  const touched = touchShownResponses(db, input, context);
+  // Awaited after the LLM call; until then a failure must not count as unhandled.
+  touched.catch(() => undefined);
+  const { reply, structured } = await askModel(deps.llm, input, loaded);
+  await touched;
+  // Native tool calls become tool.call commands in a command block appended to the reply, so
+  // the recorded text alone gives the same commands on a retry (and reads like a text reply).
+  const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, reply.toolCalls ?? []);
+  const parsed = parseReply(text);
+
+  let responseId: number | null = null;
+  if (input.mode === 'main') {
+    const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes);
+    responseId = r.id;
+    // The reflexes and applyCommands read this reply from the snapshot (parsed once, here).
+    if (r.inserted && r.id !== null) {
+      const own: TickReply = { id: r.id, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null };
+      loaded.snapshot.reply = own;
+    }
+    await intervalAbstract(db, input, loaded.abstractEvery);
+  } else {
+    await recordTaskReply(db, input, text, parsed, reply, context.shown.notes);
+    loaded.snapshot.reply = { id: 0, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null };
+  }
+
+  return thinkResult(parsed, reply.text, {
+    responseId,
+    provider: reply.provider,
+    model: reply.model,
+    notesShown: context.shown.notes.length,
+    promptChars: context.chars,
+    ...(loaded.taskStatus !== undefined ? { taskStatus: loaded.taskStatus } : {}),
+    replayed: false,
+  });
+}
+
+/** Is any LLM of this role answering? Used to leave Core Outage. */
+async function probeLlm(llm: LlmRouter, input: { agentId: string; role: 'agent' }): Promise<{ ok: boolean; model?: string; error?: string }> {
+  try {
+    const r = await llm.chat({ agentId: input.agentId, role: input.role, messages: [{ role: 'user', content: 'Reply with OK.' }], params: { maxTokens: 4 } });
+    return { ok: true, model: `${r.provider}:${r.model}` };
+  } catch (err) {
+    return { ok: false, error: (err as Error).message };
+  }
+}
+
+/** Think activities, built from a database, an LLM router, the tick snapshots and the tools' dependencies. */
+export function createThinkActivities(deps: ThinkDeps) {
+  return {
+    /** One tick's thinking, idempotent on (agent, tick). */
+    think: (input: ThinkInput) => think(deps, input),
+    /** Is any LLM of this role answering? */
+    probeLlm: (input: { agentId: string; role: 'agent' }) => probeLlm(deps.llm, input),
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * One read of an agent per tick: think, the reflexes and applyCommands, built by
+ * createActivities as a worker builds them, read the agent's settings, ethics policies, LLM
+ * registry and learnings once per tick, and the tick's reply is not read back (think hands it
+ * on, parsed). On another worker (no snapshot there) the reflexes and applyCommands read the
+ * rows themselves and decide the same. Against a real Postgres; every statement the pool runs
+ * is recorded.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import type { ThinkInput } from '../../activities/tick/think.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import { saveLearning } from '../../db/queries/learnings.js';
+import { agentConfig, agents, ethicsPolicies, llmRegistry } from '../../db/schema/index.js';
+import { freshPostgresDatabase } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
+
+let handle: DbHandle;
+let dropDb: () => Promise<void>;
+/** Every SQL text sent through any pg client while `recording` is on. */
+const statements: string[] = [];
+let recording = false;
+const originalQuery = pg.Client.prototype.query;
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('ticksnap');
+  dropDb = fresh.drop;
+  handle = createDb(fresh.url, { max: 4 });
+  await runMigrations(handle.pool);
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0];
+    if (recording) statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
+    return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof originalQuery;
+});
+
+afterAll(async () => {
+  pg.Client.prototype.query = originalQuery;
+  await handle?.close();
+  await dropDb?.();
+});
+
+const reply = [
+  'I will note what I found.',
+  renderCommandBlock([
+    { cmdId: 'c1', type: 'diary.add', args: { title: 'found', content: 'a plain finding' } },
+    { cmdId: 'c2', type: 'diary.add', args: { title: 'secret', content: 'the secret plan' } },
+  ]),
+].join('\n');
+
+function activities() {
+  return createActivities({ db: handle.db, llm: { env: {}, toolsDir: '', scriptedReply: thinkScript(() => reply) } });
+}
+
+async function newAgent(id: string): Promise<void> {
+  await handle.db.insert(agents).values({ id, name: id });
+  await handle.db.insert(llmRegistry).values([
+    { agentId: id, name: 'mind', provider: 'scripted', model: 'script', role: 'agent', priority: 1 },
+    { agentId: id, name: 'judge', provider: 'scripted', model: 'script', role: 'validator', priority: 1 },
+  ]);
+  await handle.db.insert(agentConfig).values({ agentId: id, key: 'novelty_threshold', value: 0.2 });
+  await handle.db.insert(ethicsPolicies).values({ agentId: id, title: 'be kind', rule: 'do no harm' });
+  await saveLearning(handle.db, { shardType: `agent:${id}`, agentId: id, predicate: 'avoid_pattern', args: { action: 'diary.add', pattern: 'secret' } });
+}
+
+const thinkInput = (agentId: string, tick: number): ThinkInput => ({
+  agentId,
+  tick,
+  workflowId: `agent/${agentId}`,
+  now: '2026-11-24T04:00:00.000Z',
+  mode: 'main',
+  loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
+  params: { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0, maxTokens: 512 },
+});
+
+type Acts = ReturnType<typeof activities>;
+
+/** One tick as the agent loop runs it; `rest` runs the reflexes and applyCommands (another worker's activities, or the same). */
+async function tick(thinker: Acts, rest: Acts, agentId: string, n: number) {
+  const thought = await thinker.think(thinkInput(agentId, n));
+  const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
+  const verdict = await rest.tickReflexes({
+    agentId,
+    tick: n,
+    workflowId: `agent/${agentId}`,
+    responseId: thought.responseId!,
+    commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
+    params,
+    defaults: params,
+    stagnation: { lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 },
+    contextMode: 'standard',
+  });
+  const outcomes = await rest.applyCommands({
+    agentId,
+    tick: n,
+    workflowId: `agent/${agentId}`,
+    mode: 'main',
+    commands: thought.commands,
+    rejected: thought.rejected,
+    ...(verdict.allowedCmdIds ? { allowedCmdIds: verdict.allowedCmdIds } : {}),
+    heldReasons: verdict.held,
+    rating: verdict.rating,
+  });
+  return { thought, verdict, outcomes: outcomes.map((o) => ({ cmdId: o.cmdId, status: o.status })) };
+}
+
+/** Statements that read `table` (a SELECT naming it in its FROM or a JOIN). */
+const readsOf = (table: string) => statements.filter((s) => /^\s*\(*\s*select/i.test(s) && new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s));
+
+describe('one snapshot per tick', () => {
+  it('think, reflexes and applyCommands read settings, ethics, registry and learnings once, and never read the reply back', async () => {
+    await newAgent('snap-a');
+    const worker = activities();
+    await tick(worker, worker, 'snap-a', 1); // warm-up: starter rows, first calls
+    statements.length = 0;
+    recording = true;
+    const r = await tick(worker, worker, 'snap-a', 2);
+    recording = false;
+
+    expect(r.outcomes).toEqual([
+      { cmdId: 'c1', status: 'applied' },
+      // The learned avoid_pattern (from the snapshot's learnings) holds the second one.
+      { cmdId: 'c2', status: 'rejected' },
+    ]);
+    expect(readsOf('agent_config')).toHaveLength(1);
+    expect(readsOf('ethics_policies')).toHaveLength(1);
+    expect(readsOf('llm_registry')).toHaveLength(1);
+    expect(readsOf('learnings')).toHaveLength(1);
+    expect(readsOf('agents')).toHaveLength(1);
+    // llm_recent_responses: think's retry check and the previous replies (one statement), nothing after.
+    const replyReads = readsOf('llm_recent_responses');
+    expect(replyReads).toHaveLength(2);
+    expect(replyReads.some((s) => /"id" = \$/.test(s))).toBe(false);
+  });
+
+  it('on another worker the reflexes and applyCommands read for themselves and decide the same', async () => {
+    await newAgent('snap-b');
+    await newAgent('snap-c');
+    const one = activities();
+    const other = activities();
+    await tick(one, one, 'snap-b', 1);
+    await tick(one, other, 'snap-c', 1);
+    const same = await tick(one, one, 'snap-b', 2);
+    statements.length = 0;
+    recording = true;
+    const split = await tick(one, other, 'snap-c', 2);
+    recording = false;
+
+    expect(split.outcomes).toEqual(same.outcomes);
+    expect(split.verdict.validationMode).toBe(same.verdict.validationMode);
+    expect(split.verdict.rating).toBe(same.verdict.rating);
+    expect(split.verdict.allowedCmdIds).toEqual(same.verdict.allowedCmdIds);
+    // The other worker read the snapshot once for both of its activities, and the reply by its id.
+    expect(readsOf('agent_config')).toHaveLength(2);
+    expect(readsOf('learnings')).toHaveLength(2);
+    expect(readsOf('llm_recent_responses').some((s) => /"id" = \$/.test(s))).toBe(true);
+  });
+});
