@@ -2,6 +2,7 @@
  * The one place that reads the environment. Everything else receives a typed `Env`.
  * A bad value prints the offending field and exits non-zero (see `loadEnvOrExit`).
  */
+import { formatIssues } from './core/zod-issues.js';
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -74,7 +75,7 @@ export function parseEnv(source: Record<string, string | undefined> = process.en
 
 /** Format zod issues as one line per field, e.g. `PGLITE_PORT: Too big: expected number to be <=65535`. */
 export function formatEnvErrors(error: z.ZodError): string {
-  return error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`).join('\n');
+  return formatIssues(error, '(env)', { max: 50, separator: '\n' }).replace(/^|\n/g, (m) => `${m}  `);
 }
 
 /** Load the environment or print the bad fields and exit with status 2. */

@@ -4,6 +4,7 @@
  * an auxiliary (task) loop may use it. Pure: the workflow imports it (config keys, rating
  * thresholds) as well as the command activities.
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 import { abstractsStrategySchema, defaultAbstractsStrategy } from './abstracts.js';
 import { learningDefaults } from './learnings.js';
@@ -104,7 +105,7 @@ export const configKeyNames = Object.keys(configKeys) as [ConfigKey, ...ConfigKe
 export function validateConfigValue(key: string, value: unknown): { ok: true; value: unknown } | { ok: false; reason: string } {
   if (!(key in configKeys)) return { ok: false, reason: `unknown config key '${key}' (known: ${configKeyNames.join(', ')})` };
   const r = configKeys[key as ConfigKey].schema.safeParse(value);
-  return r.success ? { ok: true, value: r.data } : { ok: false, reason: formatIssues(r.error.issues, key) };
+  return r.success ? { ok: true, value: r.data } : { ok: false, reason: formatIssues(r.error, key, { under: key }) };
 }
 
 // --- the catalogue --------------------------------------------------------------------------------
@@ -539,7 +540,7 @@ export function validateCommand(cmd: ParsedCommand): Validation {
   }
   const spec = catalogue[cmd.type];
   const r = spec.args.safeParse(cmd.args ?? {});
-  if (!r.success) return { ok: false, code: 'invalid', reason: `invalid args for ${cmd.type}: ${formatIssues(r.error.issues, 'args')}` };
+  if (!r.success) return { ok: false, code: 'invalid', reason: `invalid args for ${cmd.type}: ${formatIssues(r.error, 'args', { under: 'args' })}` };
   const command = { cmdId: cmd.cmdId, type: cmd.type, args: r.data, ...(cmd.description !== undefined ? { description: cmd.description } : {}) };
   return { ok: true, command: command as ValidatedCommand };
 }
@@ -578,16 +579,3 @@ export function helpText(family?: string): string {
   return ['Commands (type args — what it does; ? = optional; ids are numbers). `help {family}` gives details.', ...lines].join('\n');
 }
 
-/** zod issues as `args.title: expected string, received undefined; …`. */
-export function formatIssues(issues: readonly z.core.$ZodIssue[], root: string): string {
-  return issues
-    .slice(0, 6)
-    .map((i) => {
-      const path = [root, ...i.path.map(String)].join('.');
-      if (i.code === 'unrecognized_keys') return `${path}: unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `'${k}'`).join(', ')}`;
-      const missing = /^Invalid input: expected (\w+), received undefined$/.exec(i.message);
-      if (missing) return `${path}: required (${missing[1]})`;
-      return `${path}: ${i.message}`;
-    })
-    .join('; ');
-}

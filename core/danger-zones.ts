@@ -4,6 +4,7 @@
  * are data (zod-validated), so a deployment adds or disables rules in configuration; the
  * matcher is pure and fails closed (an unreadable rule set is an error, not "no danger").
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 
 /** What is about to run: a catalogue command or a state-machine tool action. */
@@ -169,7 +170,7 @@ export function parseDangerConfig(text: string): DangerRule[] {
     throw new Error(`danger rules: not JSON (${(err as Error).message})`);
   }
   const c = dangerConfigSchema.safeParse(json);
-  const issues = (e: z.ZodError, prefix: string) => e.issues.map((i) => `${[prefix, ...i.path].filter((x) => x !== '').join('.') || '(config)'}: ${i.message}`).join('; ');
+  const issues = (e: z.ZodError, prefix: string) => formatIssues(e, '(config)', { under: prefix });
   if (!c.success) throw new Error(`danger rules: ${issues(c.error, '')}`);
   const added = dangerRulesSchema.safeParse(c.data.add);
   if (!added.success) throw new Error(`danger rules: ${issues(added.error, 'add')}`);

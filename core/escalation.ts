@@ -3,6 +3,7 @@
  * Temporal UI with bad JSON fails at once naming the fields), the human updates, the
  * oversight's structured answer and the prompts of its sub-agents. Pure.
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 import { stateMachineSchema } from './state-machines.js';
 
@@ -80,7 +81,7 @@ export function parseOversightAnswer(text: string): { ok: true; answer: Oversigh
     return { ok: false, message: `the answer is not JSON (${(err as Error).message})` };
   }
   const r = oversightAnswerSchema.safeParse(json);
-  if (!r.success) return { ok: false, message: r.error.issues.map((i) => `${i.path.join('.') || '(answer)'}: ${i.message}`).join('; ') };
+  if (!r.success) return { ok: false, message: formatIssues(r.error, '(answer)') };
   return { ok: true, answer: r.data };
 }
 

@@ -10,6 +10,7 @@
  *
  * Pure: the activity loads the policies and the facts, then asks `ethicsViolation`.
  */
+import { formatIssues } from './zod-issues.js';
 import { clipText } from './sanitize.js';
 import { z } from 'zod';
 
@@ -100,7 +101,7 @@ export interface CommandFacts {
 export function parsePolicyRules(raw: unknown): { ok: true; rules: PolicyRule[] } | { ok: false; error: string } {
   const r = policyRulesSchema.safeParse(raw ?? []);
   if (r.success) return { ok: true, rules: r.data };
-  return { ok: false, error: r.error.issues.slice(0, 3).map((i) => `rules.${i.path.join('.')}: ${i.message}`).join('; ') };
+  return { ok: false, error: formatIssues(r.error, 'rules', { under: 'rules', max: 3 }) };
 }
 
 /** Does a command-type pattern (`shell`, `goals.*`, `*.delete`, `*`) match a type? */

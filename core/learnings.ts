@@ -3,6 +3,7 @@
  * pattern keys, the declarative rule table that derives a learning from a signal, and the
  * reinforcement and decay maths. Pure and deterministic: no I/O, no clock (callers pass `now`).
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 
 // --- tunables ----------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ export function validateLearning(predicate: string, args: unknown): GuardResult 
   }
   const r = learningPredicates[predicate as LearningPredicate].safeParse(args);
   if (!r.success) {
-    const issues = r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(args)'}: ${i.message}`).join('; ');
+    const issues = formatIssues(r.error, '(args)');
     return { ok: false, reason: `bad args for '${predicate}': ${issues}` };
   }
   return { ok: true, predicate: predicate as LearningPredicate, args: r.data as Record<string, unknown> };
@@ -411,6 +412,6 @@ export function parseFeedbackNote(text: string): { ok: true; feedback: Feedback 
     .replace(/^["']|["']$/g, '')
     .trim();
   const parsed = feedbackSchema.safeParse({ kind, action: m[2]!.toLowerCase(), ...(reason ? { reason } : {}) });
-  if (!parsed.success) return { ok: false, reason: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+  if (!parsed.success) return { ok: false, reason: formatIssues(parsed.error) };
   return { ok: true, feedback: parsed.data };
 }

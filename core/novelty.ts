@@ -4,6 +4,7 @@
  * with the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer
  * yields an error string and the lexical score alone.
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 
 export interface Ideas {
@@ -127,7 +128,7 @@ export function parseNoveltyAnswer(text: string): NoveltyAnswer {
     return { ok: false, error: `novelty answer is not JSON: ${(err as Error).message.slice(0, 120)}` };
   }
   const r = noveltyAnswer.safeParse(raw);
-  if (!r.success) return { ok: false, error: `novelty answer: ${r.error.issues.map((i) => `${i.path.join('.') || 'answer'}: ${i.message}`).join('; ').slice(0, 200)}` };
+  if (!r.success) return { ok: false, error: `novelty answer: ${formatIssues(r.error, 'answer').slice(0, 200)}` };
   const tags = [...new Set((r.data.tags ?? []).map((t) => t.toLowerCase().replace(/\s+/g, '_').slice(0, 40)))];
   return {
     ok: true,

@@ -3,6 +3,7 @@
  * answer the LLM must give (module + tests), the typed reasons a generation ends without a
  * tool, and the prompt. Pure; the workflow and the activities import it.
  */
+import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 import { agentIdSchema } from './ids.js';
 
@@ -95,7 +96,7 @@ export function parseGeneratedTool(text: string): { ok: true; tool: GeneratedToo
     return { ok: false, message: `the answer is not JSON (${(err as Error).message}): ${text.slice(0, 120)}` };
   }
   const r = generatedToolSchema.safeParse(value);
-  if (!r.success) return { ok: false, message: `the answer does not match {name, description, module, tests}: ${r.error.issues.map((i) => `${i.path.join('.') || '(answer)'}: ${i.message}`).join('; ')}` };
+  if (!r.success) return { ok: false, message: `the answer does not match {name, description, module, tests}: ${formatIssues(r.error, '(answer)')}` };
   return { ok: true, tool: r.data };
 }
 
