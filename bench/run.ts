@@ -9,6 +9,7 @@ import { measureReflexOverhead, measureTicks } from './tick.js';
 import { measureSandbox } from './sandbox.js';
 import { measureForks } from './fork.js';
 import { measureLearnings } from './learnings.js';
+import { compareTicks } from './tick-compare.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
@@ -66,20 +67,43 @@ const benchmarks: Record<string, () => Promise<void>> = {
     const { metrics, notes } = await measureSandbox();
     writeResult('sandbox', metrics, notes);
   },
+  /** `npm run bench -- tick-compare --baseline=<git ref>`: the tick before and after, same run. */
+  async 'tick-compare'() {
+    const baseline = flags.get('baseline');
+    if (!baseline) {
+      process.stderr.write('tick-compare needs --baseline=<git ref> (the commit to compare with, e.g. --baseline=HEAD~3)\n');
+      process.exit(2);
+    }
+    const { metrics, notes } = await compareTicks(baseline, Number(flags.get('rounds') ?? 3));
+    writeResult('tick-compare', metrics, notes);
+  },
   async learnings() {
     const { metrics, notes } = await measureLearnings();
     writeResult('learnings', metrics, notes);
   },
 };
 
-const names = process.argv.slice(2).filter((a) => a !== '--');
+const args = process.argv.slice(2).filter((a) => a !== '--');
+/** `--name=value` options (tick-compare's --baseline, --rounds). */
+const flags = new Map(args.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string]));
+const names = args.filter((a) => !a.startsWith('--'));
+const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds'].includes(f));
+if (badFlag !== undefined) {
+  process.stderr.write(`unknown option --${badFlag} (tick-compare takes --baseline=<git ref> and --rounds=<n>)\n`);
+  process.exit(2);
+}
+if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {
+  process.stderr.write(`--rounds must be a whole number from 1 to 99, got "${flags.get('rounds')}"\n`);
+  process.exit(2);
+}
 const unknown = names.filter((n) => !(n in benchmarks));
 if (unknown.length) {
   process.stderr.write(`unknown benchmark: ${unknown.join(', ')} (have: ${Object.keys(benchmarks).join(', ')})\n`);
   process.exit(2);
 }
 Runtime.install({ logger: new DefaultLogger('WARN') });
-for (const name of names.length ? names : Object.keys(benchmarks)) {
+// No name: every benchmark but tick-compare (which needs a baseline to compare with).
+for (const name of names.length ? names : Object.keys(benchmarks).filter((n) => n !== 'tick-compare')) {
   process.stdout.write(`▶ ${name}\n`);
   await benchmarks[name]!();
 }
