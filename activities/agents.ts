@@ -4,6 +4,7 @@
 import { eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { agents } from '../db/schema/index.js';
+import { ErrorType, nonRetryable } from './errors.js';
 
 export interface AgentDeps {
   db: Db;
@@ -29,7 +30,7 @@ export function createAgentActivities({ db }: AgentDeps) {
       const row =
         inserted[0] ??
         (await db.select({ id: agents.id, name: agents.name, createdAt: agents.createdAt }).from(agents).where(eq(agents.id, input.agentId)))[0];
-      if (!row) throw new Error(`agent ${input.agentId} vanished between insert and select`);
+      if (!row) throw nonRetryable(ErrorType.Unexpected, `agent ${input.agentId} vanished between insert and select`);
       return { agentId: row.id, name: row.name, created: inserted.length > 0, createdAt: row.createdAt.toISOString() };
     },
   };

@@ -5,8 +5,11 @@
  */
 import { and, arrayContains, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
+import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
+import { addNoteOnce } from '../db/queries/notes.js';
 import { diaryEntries, notes } from '../db/schema/index.js';
+import { ErrorType, nonRetryable } from './errors.js';
 import type { LlmRouter } from './llm/index.js';
 
 export interface TaskContext {
@@ -36,14 +39,8 @@ export const builtinTaskTypes: Record<string, TaskType> = {
     args: z.strictObject({ text: z.string().trim().min(1).max(16_000), priority: z.number().int().min(0).max(10).default(1), tags: z.array(z.string().min(1).max(40)).max(20).default([]) }),
     help: "leave a note for the agent (it reads it next tick); undone by hiding it",
     async run(ctx, args) {
-      const key = `${ctx.key}:note`;
-      const inserted = await ctx.db
-        .insert(notes)
-        .values({ agentId: ctx.agentId, direction: 'in', source: 'system', sender: `campaign/${ctx.campaignId}`, priority: args.priority, tags: args.tags, text: args.text, idempotencyKey: key })
-        .onConflictDoNothing({ target: notes.idempotencyKey })
-        .returning({ id: notes.id });
-      const id = inserted[0]?.id ?? (await ctx.db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, key)))[0]?.id;
-      return { noteId: id };
+      const noteId = await addNoteOnce(ctx.db, { agentId: ctx.agentId, direction: 'in', source: 'system', sender: `campaign/${ctx.campaignId}`, priority: args.priority, tags: args.tags, text: args.text, idempotencyKey: `${ctx.key}:note` });
+      return { noteId };
     },
     async compensate(ctx) {
       await ctx.db.update(notes).set({ hidden: true }).where(eq(notes.idempotencyKey, `${ctx.key}:note`));
@@ -73,7 +70,8 @@ export const builtinTaskTypes: Record<string, TaskType> = {
     args: z.strictObject({ prompt: z.string().trim().min(1).max(20_000), role: z.enum(['agent', 'task', 'oversight']).default('task'), maxTokens: z.number().int().min(1).max(8192).optional() }),
     help: "ask one of the agent's LLMs; the answer is the task's result",
     async run(ctx, args) {
-      if (!ctx.llm) throw new Error('llm.ask: no LLM router on this worker');
+      // Not Unavailable: the campaign waits out an outage, and this worker's wiring will not change.
+      if (!ctx.llm) throw nonRetryable(ErrorType.Unexpected, 'llm.ask: no LLM router on this worker');
       const r = await ctx.llm.chat({
         agentId: ctx.agentId,
         role: args.role,
@@ -107,6 +105,6 @@ export function parseTaskArgs(registry: Record<string, TaskType>, type: string, 
   const t = registry[type];
   if (!t) return { ok: false, reason: `unknown task type '${type}' (known: ${Object.keys(registry).sort().join(', ')})` };
   const r = t.args.safeParse(args);
-  if (!r.success) return { ok: false, reason: `${type}: ${r.error.issues.map((i) => `${i.path.join('.') || 'args'}: ${i.message}`).join('; ')}` };
+  if (!r.success) return { ok: false, reason: `${type}: ${formatIssues(r.error, 'args')}` };
   return { ok: true, args: r.data };
 }

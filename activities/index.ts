@@ -25,7 +25,7 @@ import { classifyActivityErrors } from './errors.js';
 
 export interface MindloopActivityDeps {
   db: Db;
-  /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/reflexes.ts. */
+  /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/reflexes/. */
   reflexes?: Pick<ReflexDeps, 'validatorTimeoutMs' | 'memoryEvery'>;
   /** An LLM router, or what to build one from (env for API keys, tools dir for the local model). */
   llm: LlmRouter | Omit<LlmRouterDeps, 'db'>;

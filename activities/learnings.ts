@@ -9,6 +9,7 @@ import { sql } from 'drizzle-orm';
 import { agentIdSchema } from '../core/ids.js';
 import { learningsSection, type Derivation } from '../core/learnings.js';
 import { periodFromKey, repeatNote, type MaintenanceJob, type MaintenancePeriod } from '../core/maintenance-period.js';
+import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { makeAutoAbstract, type AutoAbstractResult } from '../db/queries/abstracts.js';
 import { runOncePerPeriod, type Tx } from '../db/queries/maintenance-runs.js';
@@ -81,7 +82,7 @@ function periodOrFail(job: MaintenanceJob, key: string): MaintenancePeriod {
 
 function parse<T>(schema: z.ZodType<T>, what: string, v: unknown): T {
   const r = schema.safeParse(v);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${what}: ${r.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${what}: ${formatIssues(r.error, '(input)')}`);
   return r.data;
 }
 

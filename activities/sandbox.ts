@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type Docker from 'dockerode';
 import { z } from 'zod';
+import { formatIssues } from '../core/zod-issues.js';
 import { DockerSandbox, SandboxInputError } from '../sandbox/docker-sandbox.js';
 import { dockerStatus, type DockerStatus } from '../sandbox/docker.js';
 import { resolveSandboxImage, SandboxUnavailableError } from '../sandbox/image.js';
@@ -88,9 +89,7 @@ export function createSandboxActivities({ docker, sandbox = new DockerSandbox(do
      */
     async sandboxRun(input: SandboxRunRequest): Promise<SandboxRunResult> {
       const parsed = sandboxRunRequestSchema.safeParse(input);
-      if (!parsed.success) {
-        throw nonRetryable(ErrorType.InvalidInput, `bad sandbox run request: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
-      }
+      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `bad sandbox run request: ${formatIssues(parsed.error, '(root)')}`);
       const ctx = Context.current();
       try {
         return await sandbox.run(parsed.data, {

@@ -8,7 +8,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
-import { createForkActivities } from '../activities/forks.js';
+import { createActivities } from '../activities/index.js';
 import { diaryEntries, forks } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { countRows, seedForkableAgent } from '../test/helpers/fork-fixture.js';
@@ -32,7 +32,10 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
     namespace: stack.temporal.namespace,
     taskQueue: 'mindloop',
     workflowBundle: await bundleWorkflows(),
-    activities: createForkActivities({ db, dataDir: opts.dataDir }),
+    // The whole `mindloop` family, as a production worker has it. The fork under test is a config
+    // patch evaluated by abstracts replay without the judge: no model is called, so the router
+    // needs no keys and no local model.
+    activities: createActivities({ db, dataDir: opts.dataDir, llm: { env: {}, toolsDir: '' } }),
   });
   const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
   const spawn: number[] = [];

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
+import { startAgentLoop } from '../runtime/workflow-starts.js';
 import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { numberArg } from './args.js';
 import { withClient } from './client.js';
@@ -111,12 +112,7 @@ export function registerAgentCommands(program: Command): void {
     .action(async (raw: string, opts: { name?: string; delayMs?: number; maxTicks?: number }) => {
       const id = agentId(raw);
       await withClient(async (client) => {
-        const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          workflowId: workflowIds.agent(id),
-          taskQueue: 'mindloop',
-          args: [{ agentId: id, name: opts.name, maxTicks: opts.maxTicks, settings: opts.delayMs === undefined ? undefined : { delayMs: opts.delayMs } }],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-        });
+        const handle = await startAgentLoop(client, { agentId: id, name: opts.name, delayMs: opts.delayMs, maxTicks: opts.maxTicks });
         process.stdout.write(`agent ${id} running as workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`);
       });
     });

@@ -12,6 +12,7 @@ import { forkIdSchema } from '../core/fork.js';
 import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { agentConfig, agents, forks, llmRecentResponses, verdicts } from '../db/schema/index.js';
+import { startSuccessorFork } from '../runtime/workflow-starts.js';
 import type { ForkState, GateAnswer, SuccessorForkResult, successorForkWorkflow } from '../workflows/successor-fork.js';
 import { withClient } from './client.js';
 import { agentIdArg, numberArg, schemaArg } from './args.js';
@@ -176,11 +177,7 @@ export function registerForkCommands(program: Command): void {
       const forkId = `demo-${Date.now().toString(36)}`;
       out(`forking ${agentId}: abstracts strategy ${from} → ${to} (fork/${forkId})`);
       const state = await withClient(async (client) => {
-        const handle = await client.workflow.start<typeof successorForkWorkflow>('successorForkWorkflow', {
-          workflowId: workflowIds.fork(forkId),
-          taskQueue: 'mindloop',
-          args: [{ agentId, forkId, patch: { kind: 'strategy', strategy: to }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
-        });
+        const handle = await startSuccessorFork(client, { agentId, forkId, patch: { kind: 'strategy', strategy: to }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }, { from });
         const deadline = Date.now() + o.timeoutS * 1000;
         // Sequential polling, nothing left in flight: a pending long-poll (`result()`) or query
         // retrying after withClient closed the connection crashes the process ("Channel has

@@ -1,7 +1,7 @@
 /**
  * Emotional evaluation: the LLM that wrote a reply names its emotions as
  * `emotion:strength(1–5) (reason)`. Pure parsing and streak maths; the mini-prompt is an
- * activity (activities/reflexes.ts).
+ * activity (activities/reflexes/).
  */
 
 export interface EmotionReading {

@@ -207,333 +207,366 @@ export function moduleBase(specifier: string): string {
   return specifier.startsWith('node:') ? specifier.slice(5) : specifier;
 }
 
+/** What one check collects while it walks the module: every node, their parents, what names hold, the violations. */
+interface Scan {
+  all: N[];
+  parents: Map<N, { parent: N; key: string }>;
+  /** Bindings that hold `fs` (or `fs.promises`). */
+  fsBindings: Set<string>;
+  /** Identifiers that hold strings. */
+  stringy: Set<string>;
+  /** Identifiers that hold a string assembled from literal fragments at run time ('con' + 'structor'). */
+  tainted: Set<string>;
+  violations: SafetyViolation[];
+}
+
 /** Check an ES module's source. Never throws: a parse error is a violation. */
 export function checkToolSource(source: string): SafetyReport {
-  let ast: N;
+  const parsed = parseModule(source);
+  if ('report' in parsed) return parsed.report;
+  const s: Scan = { all: [], parents: new Map(), fsBindings: new Set(), stringy: new Set(), tainted: new Set(), violations: [] };
+  collect(parsed.ast, undefined, '', s.parents, s.all);
+  trackStrings(s);
+  trackFsImports(s);
+  for (const node of s.all) checkNode(s, node);
+  return { ok: s.violations.length === 0, violations: dedupe(s.violations) };
+}
+
+function parseModule(source: string): { ast: N } | { report: SafetyReport } {
   try {
-    ast = parse(source, { ecmaVersion: 'latest', sourceType: 'module', locations: true, allowHashBang: true }) as unknown as N;
+    return { ast: parse(source, { ecmaVersion: 'latest', sourceType: 'module', locations: true, allowHashBang: true }) as unknown as N };
   } catch (err) {
     const loc = (err as { loc?: { line: number; column: number } }).loc;
     return {
-      ok: false,
-      violations: [{ rule: 'parse_error', message: `not a valid ES module: ${(err as Error).message}`, line: loc?.line ?? 0, column: loc?.column ?? 0 }],
+      report: {
+        ok: false,
+        violations: [{ rule: 'parse_error', message: `not a valid ES module: ${(err as Error).message}`, line: loc?.line ?? 0, column: loc?.column ?? 0 }],
+      },
     };
   }
-  const violations: SafetyViolation[] = [];
-  const parents = new Map<N, { parent: N; key: string }>();
-  const all: N[] = [];
-  collect(ast, undefined, '', parents, all);
+}
 
-  const add = (node: N, rule: ViolationRule, message: string) => {
-    const loc = (node as unknown as { loc?: { start: { line: number; column: number } } }).loc;
-    violations.push({ rule, message, line: loc?.start.line ?? 0, column: (loc?.start.column ?? 0) + 1 });
-  };
-  const parentOf = (n: N) => parents.get(n);
+function add(s: Scan, node: N, rule: ViolationRule, message: string): void {
+  const loc = (node as unknown as { loc?: { start: { line: number; column: number } } }).loc;
+  s.violations.push({ rule, message, line: loc?.start.line ?? 0, column: (loc?.start.column ?? 0) + 1 });
+}
 
-  // Pass 1: bindings that hold `fs`; identifiers that hold strings (`stringy`), and those that
-  // hold a string assembled from literal fragments at run time (`tainted`: 'con' + 'structor').
-  const fsBindings = new Set<string>();
-  const stringy = new Set<string>();
-  const tainted = new Set<string>();
+/**
+ * Bindings that hold `fs` (`require('fs')`); identifiers that hold strings (`stringy`), and
+ * those that hold a string assembled from literal fragments at run time (`tainted`). Three
+ * passes, so a name assigned from another name declared later is followed too.
+ */
+function trackStrings(s: Scan): void {
   for (let pass = 0; pass < 3; pass++) {
-    for (const node of all) {
+    for (const node of s.all) {
       let target: N | undefined;
       let value: N | undefined;
       if (node.type === 'VariableDeclarator' && node.init) [target, value] = [node.id as N, node.init as N];
       else if (node.type === 'AssignmentExpression') [target, value] = [node.left as N, node.right as N];
       if (!target || !value || target.type !== 'Identifier') continue;
       const name = target.name as string;
-      if (isFs(requiredModule(value))) fsBindings.add(name);
+      if (isFs(requiredModule(value))) s.fsBindings.add(name);
       const appends = node.type === 'AssignmentExpression' && node.operator === '+=';
-      if (hasString(value) || (appends && stringy.has(name))) stringy.add(name);
-      if (isAssembledString(value) || (appends && (stringy.has(name) || hasString(value)))) tainted.add(name);
+      if (hasString(s, value) || (appends && s.stringy.has(name))) s.stringy.add(name);
+      if (isAssembledString(s, value) || (appends && (s.stringy.has(name) || hasString(s, value)))) s.tainted.add(name);
     }
   }
-  for (const node of all) {
+}
+
+/** `import fs`, `import * as fs`, `import { promises }`, `const { promises } = require('fs')`: namespaces whose members are checked. */
+function trackFsImports(s: Scan): void {
+  for (const node of s.all) {
     if (node.type === 'ImportDeclaration' && isFs(literalString(node.source as N))) {
-      for (const s of node.specifiers as N[]) {
-        const name = s.type === 'ImportSpecifier' ? importedName(s) : 'default';
-        // `import fs`, `import * as fs`, `import { promises }`: namespaces whose members are checked.
-        if (name === 'default' || name === 'promises') fsBindings.add((s.local as N).name as string);
+      for (const spec of node.specifiers as N[]) {
+        const name = spec.type === 'ImportSpecifier' ? importedName(spec) : 'default';
+        if (name === 'default' || name === 'promises') s.fsBindings.add((spec.local as N).name as string);
       }
     }
     if (node.type === 'VariableDeclarator' && node.init && isFs(requiredModule(node.init as N)) && (node.id as N).type === 'ObjectPattern') {
       for (const p of (node.id as N).properties as N[]) {
         if (p.type === 'Property' && !p.computed && propertyKeyName(p.key as N) === 'promises' && (p.value as N).type === 'Identifier') {
-          fsBindings.add((p.value as N).name as string);
+          s.fsBindings.add((p.value as N).name as string);
         }
       }
     }
   }
+}
 
-  for (const node of all) {
-    switch (node.type) {
-      case 'ImportDeclaration':
-      case 'ExportAllDeclaration':
-      case 'ExportNamedDeclaration': {
-        if (!node.source) break;
-        const spec = literalString(node.source as N);
-        if (spec === undefined) break;
-        checkModule(node, spec);
-        if (node.type === 'ImportDeclaration' && isFs(spec)) {
-          for (const s of node.specifiers as N[]) {
-            if (s.type === 'ImportSpecifier') checkFsMember(s, importedName(s));
-          }
-        }
-        if (node.type !== 'ImportDeclaration' && isFs(spec)) add(node, 'fs_escape', `re-exporting '${spec}' is not allowed`);
-        break;
-      }
-      case 'ImportExpression': {
-        const spec = literalString(node.source as N);
-        if (spec === undefined) add(node, 'dynamic_import', 'import() of a module name computed at run time cannot be checked');
-        else {
-          checkModule(node, spec);
-          if (isFs(spec)) add(node, 'fs_escape', `import('${spec}') is not allowed; import its read functions statically`);
-        }
-        break;
-      }
-      case 'Literal':
-        if (typeof node.value === 'string' && suspiciousStrings.has(node.value) && !isModuleSpecifier(node)) {
-          add(node, 'suspicious_string', `the string '${node.value}' names a forbidden capability`);
-        }
-        break;
-      case 'TemplateElement': {
-        const cooked = (node.value as { cooked?: string }).cooked;
-        if (cooked !== undefined && suspiciousStrings.has(cooked)) add(node, 'suspicious_string', `the string '${cooked}' names a forbidden capability`);
-        break;
-      }
-      case 'MemberExpression':
-        checkMember(node);
-        break;
-      case 'Identifier':
-        checkIdentifier(node);
-        break;
-      case 'CallExpression':
-        if (isRequireCall(node)) {
-          const spec = literalString((node.arguments as N[])[0]);
-          if ((node.arguments as N[]).length !== 1 || spec === undefined) {
-            add(node, 'dynamic_require', 'require() of a module name computed at run time cannot be checked');
-          } else {
-            checkModule(node, spec);
-            if (isFs(spec)) checkFsUse(node);
-          }
-        }
-        break;
-    }
-  }
-
-  return { ok: violations.length === 0, violations: dedupe(violations) };
-
-  // ---- rules ------------------------------------------------------------------------------------
-
-  function checkModule(node: N, spec: string): void {
-    const base = moduleBase(spec);
-    const root = base.split('/')[0] ?? base;
-    if ((forbiddenModules as readonly string[]).includes(root)) {
-      add(node, 'forbidden_module', `module '${spec}' is forbidden (process spawning, network, code loading or native access)`);
-    } else if (spec.startsWith('./') && /^\.\/[\w.-]+\.m?js$/.test(spec)) {
-      // The tool's own module, imported by its tests.
-    } else if (!(allowedModules as readonly string[]).includes(base) && !(allowedModules as readonly string[]).includes(spec)) {
-      add(node, 'unknown_module', `module '${spec}' is not on the allow-list (${allowedModules.join(', ')}, or ./<file>.mjs)`);
-    }
-  }
-
-  function checkFsMember(node: N, name: string | undefined): void {
-    if (name === undefined) add(node, 'fs_escape', 'fs accessed by a name computed at run time');
-    else if (!(fsReadMembers as readonly string[]).includes(name) && name !== 'promises' && name !== 'default') {
-      add(node, 'fs_write', `fs.${name} is not allowed: a tool may only read (${fsReadMembers.join(', ')})`);
-    }
-  }
-
-  /** A value that is fs (a binding or `require('fs')`): only `fs.<read>` / `fs.promises.<read>`. */
-  function checkFsUse(node: N): void {
-    const up = parentOf(node);
-    if (up && up.parent.type === 'MemberExpression' && up.key === 'object') {
-      const seg = segmentOf(up.parent);
-      if ('dynamic' in seg) return add(up.parent, 'fs_escape', 'fs accessed by a name computed at run time');
-      if (seg.name === 'promises') {
-        const up2 = parentOf(up.parent);
-        if (up2 && up2.parent.type === 'MemberExpression' && up2.key === 'object') {
-          const seg2 = segmentOf(up2.parent);
-          return checkFsMember(up2.parent, 'dynamic' in seg2 ? undefined : seg2.name);
-        }
-        return add(up.parent, 'fs_escape', 'fs.promises used as a value (aliasing it hides writes)');
-      }
-      return checkFsMember(up.parent, seg.name);
-    }
-    if (node.type === 'CallExpression' && up && up.parent.type === 'VariableDeclarator' && up.key === 'init') {
-      const id = up.parent.id as N;
-      if (id.type === 'Identifier') return; // `const fs = require('fs')`: tracked as an fs binding
-      if (id.type === 'ObjectPattern') {
-        for (const p of id.properties as N[]) {
-          if (p.type !== 'Property' || p.computed) add(p, 'fs_escape', 'fs destructured by a computed or rest pattern');
-          else checkFsMember(p, propertyKeyName(p.key as N));
-        }
-        return;
-      }
-    }
-    add(node, 'fs_escape', 'fs used as a value (aliasing or passing it hides writes); call fs.<read>() directly');
-  }
-
-  function checkIdentifier(node: N): void {
-    const up = parentOf(node);
-    if (!up || !isReference(node, up.parent, up.key)) return;
-    const name = node.name as string;
-    if (fsBindings.has(name) && !isDeclarationSite(up.parent, up.key)) return checkFsUse(node);
-    if (name === 'require') {
-      if (up.parent.type === 'CallExpression' && up.key === 'callee') return; // checked as a call
-      return add(node, 'require_alias', 'require may only be called directly with a literal module name');
-    }
-    if (name in forbiddenGlobals) return add(node, 'forbidden_global', `'${name}' is forbidden: it ${forbiddenGlobals[name]}`);
-    if (name === 'Object' && up.parent.type === 'MemberExpression' && up.key === 'object') {
-      const seg = segmentOf(up.parent);
-      if ('dynamic' in seg) return add(up.parent, 'dynamic_member', 'Object accessed by a name computed at run time');
-      if (reflectiveObjectMembers.has(seg.name)) return add(up.parent, 'reflection', `Object.${seg.name} reads or rewires properties by run-time name`);
+function checkNode(s: Scan, node: N): void {
+  switch (node.type) {
+    case 'ImportDeclaration':
+    case 'ExportAllDeclaration':
+    case 'ExportNamedDeclaration':
+      return checkModuleDeclaration(s, node);
+    case 'ImportExpression': {
+      const spec = literalString(node.source as N);
+      if (spec === undefined) return add(s, node, 'dynamic_import', 'import() of a module name computed at run time cannot be checked');
+      checkModule(s, node, spec);
+      if (isFs(spec)) add(s, node, 'fs_escape', `import('${spec}') is not allowed; import its read functions statically`);
       return;
     }
-    if (globalObjects.has(name) || name === 'process' || name === 'module' || name === 'exports') checkGlobalChain(node, name);
-  }
-
-  /** `globalThis.a.b`, `process.env`, `module.exports`: resolve the chain and check its root. */
-  function checkGlobalChain(node: N, name: string): void {
-    const chain: Segment[] = [{ name }];
-    let cur = node;
-    let top = node;
-    for (;;) {
-      const up = parentOf(cur);
-      if (!up || up.parent.type !== 'MemberExpression' || up.key !== 'object') break;
-      chain.push(segmentOf(up.parent));
-      cur = up.parent;
-      top = up.parent;
-    }
-    while (chain.length > 1 && 'name' in chain[0]! && globalObjects.has(chain[0].name)) chain.shift();
-    const root = chain[0]!;
-    if ('dynamic' in root) return add(top, 'dynamic_member', `${name}[…] with a name computed at run time cannot be checked`);
-    if (chain.length === 1 && (globalObjects.has(root.name) || root.name === 'process' || root.name === 'module')) {
-      return add(node, 'global_escape', `'${root.name}' used as a value (aliasing or passing it); only ${root.name}.<member> is allowed`);
-    }
-    if (root.name in forbiddenGlobals) return add(top, 'forbidden_global', `'${root.name}' is forbidden: it ${forbiddenGlobals[root.name]}`);
-    if (root.name === 'require') return add(top, 'require_alias', 'require reached through the global object');
-    const second = chain[1];
-    if (root.name === 'process') {
-      if (!second) return add(node, 'global_escape', "'process' used as a value; only process.<member> is allowed");
-      if ('dynamic' in second) return add(top, 'dynamic_member', 'process[…] with a name computed at run time cannot be checked');
-      if (second.name === 'binding' || second.name === 'dlopen' || second.name === '_linkedBinding') {
-        return add(top, 'process_binding', `process.${second.name} loads native code`);
+    case 'Literal':
+      if (typeof node.value === 'string' && suspiciousStrings.has(node.value) && !isModuleSpecifier(s, node)) {
+        add(s, node, 'suspicious_string', `the string '${node.value}' names a forbidden capability`);
       }
-      if (!processMembers.has(second.name)) return add(top, 'forbidden_member', `process.${second.name} is not allowed (allowed: ${[...processMembers].join(', ')})`);
-    }
-    if (root.name === 'module' && (!second || 'dynamic' in second || second.name !== 'exports')) {
-      return add(top, 'forbidden_member', 'only module.exports is allowed');
-    }
-    if (root.name !== name && fsBindings.has(root.name)) add(top, 'fs_escape', 'fs reached through the global object');
-  }
-
-  function checkMember(node: N): void {
-    const seg = segmentOf(node);
-    if ('name' in seg) {
-      if (forbiddenMembers.has(seg.name)) add(node, 'forbidden_member', `.${seg.name} is forbidden (it reaches constructors, prototypes or native bindings)`);
+      return;
+    case 'TemplateElement': {
+      const cooked = (node.value as { cooked?: string }).cooked;
+      if (cooked !== undefined && suspiciousStrings.has(cooked)) add(s, node, 'suspicious_string', `the string '${cooked}' names a forbidden capability`);
       return;
     }
-    const key = node.property as N;
-    if (isAssembledString(key)) add(node, 'dynamic_member', 'a property name assembled from string pieces at run time cannot be checked');
-    else if (key.type === 'Identifier' && tainted.has(key.name as string)) {
-      add(node, 'dynamic_member', `'${key.name as string}' holds a string built at run time; it cannot be used as a property name`);
+    case 'MemberExpression':
+      return checkMember(s, node);
+    case 'Identifier':
+      return checkIdentifier(s, node);
+    case 'CallExpression':
+      if (isRequireCall(node)) checkRequireCall(s, node);
+      return;
+  }
+}
+
+// ---- rules ------------------------------------------------------------------------------------
+
+/** `import … from`, `export … from`: the module, and for `fs` the imported names. */
+function checkModuleDeclaration(s: Scan, node: N): void {
+  if (!node.source) return;
+  const spec = literalString(node.source as N);
+  if (spec === undefined) return;
+  checkModule(s, node, spec);
+  if (node.type === 'ImportDeclaration' && isFs(spec)) {
+    for (const specifier of node.specifiers as N[]) {
+      if (specifier.type === 'ImportSpecifier') checkFsMember(s, specifier, importedName(specifier));
     }
   }
+  if (node.type !== 'ImportDeclaration' && isFs(spec)) add(s, node, 'fs_escape', `re-exporting '${spec}' is not allowed`);
+}
 
-  // ---- helpers ----------------------------------------------------------------------------------
-
-  function isModuleSpecifier(node: N): boolean {
-    const up = parentOf(node);
-    if (!up) return false;
-    if (up.key === 'source' && /Import|Export/.test(up.parent.type)) return true;
-    return up.parent.type === 'CallExpression' && isRequireCall(up.parent);
+function checkRequireCall(s: Scan, node: N): void {
+  const spec = literalString((node.arguments as N[])[0]);
+  if ((node.arguments as N[]).length !== 1 || spec === undefined) {
+    return add(s, node, 'dynamic_require', 'require() of a module name computed at run time cannot be checked');
   }
+  checkModule(s, node, spec);
+  if (isFs(spec)) checkFsUse(s, node);
+}
 
-  /** A string literal, or a template literal without expressions. */
-  function literalString(node: N | undefined): string | undefined {
-    if (!node) return undefined;
-    if (node.type === 'Literal' && typeof node.value === 'string') return node.value;
-    if (node.type === 'TemplateLiteral' && (node.expressions as N[]).length === 0) {
-      return ((node.quasis as N[])[0]?.value as { cooked?: string } | undefined)?.cooked ?? undefined;
-    }
-    return undefined;
+function checkModule(s: Scan, node: N, spec: string): void {
+  const base = moduleBase(spec);
+  const root = base.split('/')[0] ?? base;
+  if ((forbiddenModules as readonly string[]).includes(root)) {
+    add(s, node, 'forbidden_module', `module '${spec}' is forbidden (process spawning, network, code loading or native access)`);
+  } else if (spec.startsWith('./') && /^\.\/[\w.-]+\.m?js$/.test(spec)) {
+    // The tool's own module, imported by its tests.
+  } else if (!(allowedModules as readonly string[]).includes(base) && !(allowedModules as readonly string[]).includes(spec)) {
+    add(s, node, 'unknown_module', `module '${spec}' is not on the allow-list (${allowedModules.join(', ')}, or ./<file>.mjs)`);
   }
+}
 
-  function requiredModule(node: N): string | undefined {
-    return node.type === 'CallExpression' && isRequireCall(node) ? literalString((node.arguments as N[])[0]) : undefined;
+function checkFsMember(s: Scan, node: N, name: string | undefined): void {
+  if (name === undefined) add(s, node, 'fs_escape', 'fs accessed by a name computed at run time');
+  else if (!(fsReadMembers as readonly string[]).includes(name) && name !== 'promises' && name !== 'default') {
+    add(s, node, 'fs_write', `fs.${name} is not allowed: a tool may only read (${fsReadMembers.join(', ')})`);
   }
+}
 
-  function segmentOf(member: N): Segment {
-    const p = member.property as N;
-    if (!member.computed) return { name: p.type === 'PrivateIdentifier' ? `#${p.name as string}` : (p.name as string) };
-    const s = literalString(p);
-    if (s !== undefined) return { name: s };
-    if (p.type === 'Literal' && typeof p.value === 'number') return { name: String(p.value) };
-    return { dynamic: true };
-  }
-
-  /** An expression that builds a string at run time: concatenation, template, string method, conditional… */
-  function isBuiltString(node: N): boolean {
-    switch (node.type) {
-      case 'TemplateLiteral':
-        return (node.expressions as N[]).length > 0;
-      case 'TaggedTemplateExpression':
-        return true;
-      case 'BinaryExpression':
-        return node.operator === '+' && (hasString(node.left as N) || hasString(node.right as N));
-      case 'CallExpression': {
-        const callee = node.callee as N;
-        const name = callee.type === 'Identifier' ? callee.name : callee.type === 'MemberExpression' && !callee.computed ? (callee.property as N).name : undefined;
-        return typeof name === 'string' && stringBuilders.has(name);
+/** A value that is fs (a binding or `require('fs')`): only `fs.<read>` / `fs.promises.<read>`. */
+function checkFsUse(s: Scan, node: N): void {
+  const up = s.parents.get(node);
+  if (up && up.parent.type === 'MemberExpression' && up.key === 'object') {
+    const seg = segmentOf(up.parent);
+    if ('dynamic' in seg) return add(s, up.parent, 'fs_escape', 'fs accessed by a name computed at run time');
+    if (seg.name === 'promises') {
+      const up2 = s.parents.get(up.parent);
+      if (up2 && up2.parent.type === 'MemberExpression' && up2.key === 'object') {
+        const seg2 = segmentOf(up2.parent);
+        return checkFsMember(s, up2.parent, 'dynamic' in seg2 ? undefined : seg2.name);
       }
-      case 'ConditionalExpression':
-        return hasString(node.consequent as N) || hasString(node.alternate as N);
-      case 'LogicalExpression':
-        return hasString(node.left as N) || hasString(node.right as N);
-      case 'SequenceExpression':
-      case 'AssignmentExpression':
-        return true;
-      default:
-        return false;
+      return add(s, up.parent, 'fs_escape', 'fs.promises used as a value (aliasing it hides writes)');
+    }
+    return checkFsMember(s, up.parent, seg.name);
+  }
+  if (node.type === 'CallExpression' && up && up.parent.type === 'VariableDeclarator' && up.key === 'init') {
+    const id = up.parent.id as N;
+    if (id.type === 'Identifier') return; // `const fs = require('fs')`: tracked as an fs binding
+    if (id.type === 'ObjectPattern') {
+      for (const p of id.properties as N[]) {
+        if (p.type !== 'Property' || p.computed) add(s, p, 'fs_escape', 'fs destructured by a computed or rest pattern');
+        else checkFsMember(s, p, propertyKeyName(p.key as N));
+      }
+      return;
     }
   }
+  add(s, node, 'fs_escape', 'fs used as a value (aliasing or passing it hides writes); call fs.<read>() directly');
+}
 
-  function hasString(node: N): boolean {
-    if (node.type === 'Literal') return typeof node.value === 'string';
-    if (node.type === 'Identifier') return stringy.has(node.name as string);
-    return node.type === 'TemplateLiteral' || isBuiltString(node);
+function checkIdentifier(s: Scan, node: N): void {
+  const up = s.parents.get(node);
+  if (!up || !isReference(node, up.parent, up.key)) return;
+  const name = node.name as string;
+  if (s.fsBindings.has(name) && !isDeclarationSite(up.parent, up.key)) return checkFsUse(s, node);
+  if (name === 'require') {
+    if (up.parent.type === 'CallExpression' && up.key === 'callee') return; // checked as a call
+    return add(s, node, 'require_alias', 'require may only be called directly with a literal module name');
   }
-
-  /**
-   * A string built at run time from literal pieces (or character codes): the way to spell a
-   * forbidden name without writing it. `counts[word.toLowerCase()]` has no literal piece and
-   * passes; `obj['con' + 'structor']` and `obj[['con','structor'].join('')]` do not.
-   */
-  function isAssembledString(node: N): boolean {
-    if (node.type === 'Identifier') return tainted.has(node.name as string);
-    return isBuiltString(node) && hasFragment(node);
+  if (name in forbiddenGlobals) return add(s, node, 'forbidden_global', `'${name}' is forbidden: it ${forbiddenGlobals[name]}`);
+  if (name === 'Object' && up.parent.type === 'MemberExpression' && up.key === 'object') {
+    const seg = segmentOf(up.parent);
+    if ('dynamic' in seg) return add(s, up.parent, 'dynamic_member', 'Object accessed by a name computed at run time');
+    if (reflectiveObjectMembers.has(seg.name)) return add(s, up.parent, 'reflection', `Object.${seg.name} reads or rewires properties by run-time name`);
+    return;
   }
+  if (globalObjects.has(name) || name === 'process' || name === 'module' || name === 'exports') checkGlobalChain(s, node, name);
+}
 
-  function hasFragment(node: N): boolean {
-    if (node.type === 'Literal') return typeof node.value === 'string' || typeof node.value === 'number';
-    if (node.type === 'TemplateElement') return Boolean((node.value as { cooked?: string }).cooked);
-    if (node.type === 'ArrayExpression') return true;
-    if (node.type === 'Identifier') return stringy.has(node.name as string) || tainted.has(node.name as string);
-    if (node.type === 'CallExpression') {
-      const callee = node.callee as N;
-      const name = callee.type === 'Identifier' ? callee.name : callee.type === 'MemberExpression' && !callee.computed ? (callee.property as N).name : undefined;
-      if (name === 'fromCharCode' || name === 'fromCodePoint' || name === 'atob' || name === 'unescape' || name === 'decodeURIComponent' || name === 'decodeURI') return true;
+/** `globalThis.a.b`, `process.env`, `module.exports`: resolve the chain and check its root. */
+function checkGlobalChain(s: Scan, node: N, name: string): void {
+  const chain: Segment[] = [{ name }];
+  let cur = node;
+  let top = node;
+  for (;;) {
+    const up = s.parents.get(cur);
+    if (!up || up.parent.type !== 'MemberExpression' || up.key !== 'object') break;
+    chain.push(segmentOf(up.parent));
+    cur = up.parent;
+    top = up.parent;
+  }
+  while (chain.length > 1 && 'name' in chain[0]! && globalObjects.has(chain[0].name)) chain.shift();
+  const root = chain[0]!;
+  if ('dynamic' in root) return add(s, top, 'dynamic_member', `${name}[…] with a name computed at run time cannot be checked`);
+  if (chain.length === 1 && (globalObjects.has(root.name) || root.name === 'process' || root.name === 'module')) {
+    return add(s, node, 'global_escape', `'${root.name}' used as a value (aliasing or passing it); only ${root.name}.<member> is allowed`);
+  }
+  if (root.name in forbiddenGlobals) return add(s, top, 'forbidden_global', `'${root.name}' is forbidden: it ${forbiddenGlobals[root.name]}`);
+  if (root.name === 'require') return add(s, top, 'require_alias', 'require reached through the global object');
+  const second = chain[1];
+  if (root.name === 'process' && checkProcessMember(s, node, top, second)) return;
+  if (root.name === 'module' && (!second || 'dynamic' in second || second.name !== 'exports')) {
+    return add(s, top, 'forbidden_member', 'only module.exports is allowed');
+  }
+  if (root.name !== name && s.fsBindings.has(root.name)) add(s, top, 'fs_escape', 'fs reached through the global object');
+}
+
+/** `process.<member>`: only the allowed members; `binding`, `dlopen`… load native code. Returns whether it found a violation. */
+function checkProcessMember(s: Scan, node: N, top: N, second: Segment | undefined): boolean {
+  if (!second) add(s, node, 'global_escape', "'process' used as a value; only process.<member> is allowed");
+  else if ('dynamic' in second) add(s, top, 'dynamic_member', 'process[…] with a name computed at run time cannot be checked');
+  else if (second.name === 'binding' || second.name === 'dlopen' || second.name === '_linkedBinding') add(s, top, 'process_binding', `process.${second.name} loads native code`);
+  else if (!processMembers.has(second.name)) add(s, top, 'forbidden_member', `process.${second.name} is not allowed (allowed: ${[...processMembers].join(', ')})`);
+  else return false;
+  return true;
+}
+
+function checkMember(s: Scan, node: N): void {
+  const seg = segmentOf(node);
+  if ('name' in seg) {
+    if (forbiddenMembers.has(seg.name)) add(s, node, 'forbidden_member', `.${seg.name} is forbidden (it reaches constructors, prototypes or native bindings)`);
+    return;
+  }
+  const key = node.property as N;
+  if (isAssembledString(s, key)) add(s, node, 'dynamic_member', 'a property name assembled from string pieces at run time cannot be checked');
+  else if (key.type === 'Identifier' && s.tainted.has(key.name as string)) {
+    add(s, node, 'dynamic_member', `'${key.name as string}' holds a string built at run time; it cannot be used as a property name`);
+  }
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+function isModuleSpecifier(s: Scan, node: N): boolean {
+  const up = s.parents.get(node);
+  if (!up) return false;
+  if (up.key === 'source' && /Import|Export/.test(up.parent.type)) return true;
+  return up.parent.type === 'CallExpression' && isRequireCall(up.parent);
+}
+
+/** A string literal, or a template literal without expressions. */
+function literalString(node: N | undefined): string | undefined {
+  if (!node) return undefined;
+  if (node.type === 'Literal' && typeof node.value === 'string') return node.value;
+  if (node.type === 'TemplateLiteral' && (node.expressions as N[]).length === 0) {
+    return ((node.quasis as N[])[0]?.value as { cooked?: string } | undefined)?.cooked ?? undefined;
+  }
+  return undefined;
+}
+
+function requiredModule(node: N): string | undefined {
+  return node.type === 'CallExpression' && isRequireCall(node) ? literalString((node.arguments as N[])[0]) : undefined;
+}
+
+function segmentOf(member: N): Segment {
+  const p = member.property as N;
+  if (!member.computed) return { name: p.type === 'PrivateIdentifier' ? `#${p.name as string}` : (p.name as string) };
+  const lit = literalString(p);
+  if (lit !== undefined) return { name: lit };
+  if (p.type === 'Literal' && typeof p.value === 'number') return { name: String(p.value) };
+  return { dynamic: true };
+}
+
+/** The name a call calls: `f(…)` → f, `x.f(…)` → f; undefined for anything computed. */
+function calleeName(node: N): unknown {
+  const callee = node.callee as N;
+  return callee.type === 'Identifier' ? callee.name : callee.type === 'MemberExpression' && !callee.computed ? (callee.property as N).name : undefined;
+}
+
+/** An expression that builds a string at run time: concatenation, template, string method, conditional… */
+function isBuiltString(s: Scan, node: N): boolean {
+  switch (node.type) {
+    case 'TemplateLiteral':
+      return (node.expressions as N[]).length > 0;
+    case 'TaggedTemplateExpression':
+      return true;
+    case 'BinaryExpression':
+      return node.operator === '+' && (hasString(s, node.left as N) || hasString(s, node.right as N));
+    case 'CallExpression': {
+      const name = calleeName(node);
+      return typeof name === 'string' && stringBuilders.has(name);
     }
-    for (const [k, v] of Object.entries(node)) {
-      if (k === 'loc') continue;
-      if (Array.isArray(v)) {
-        if (v.some((c) => c && typeof c === 'object' && typeof (c as N).type === 'string' && hasFragment(c as N))) return true;
-      } else if (v && typeof v === 'object' && typeof (v as N).type === 'string' && hasFragment(v as N)) return true;
-    }
-    return false;
+    case 'ConditionalExpression':
+      return hasString(s, node.consequent as N) || hasString(s, node.alternate as N);
+    case 'LogicalExpression':
+      return hasString(s, node.left as N) || hasString(s, node.right as N);
+    case 'SequenceExpression':
+    case 'AssignmentExpression':
+      return true;
+    default:
+      return false;
   }
+}
+
+function hasString(s: Scan, node: N): boolean {
+  if (node.type === 'Literal') return typeof node.value === 'string';
+  if (node.type === 'Identifier') return s.stringy.has(node.name as string);
+  return node.type === 'TemplateLiteral' || isBuiltString(s, node);
+}
+
+/**
+ * A string built at run time from literal pieces (or character codes): the way to spell a
+ * forbidden name without writing it. `counts[word.toLowerCase()]` has no literal piece and
+ * passes; `obj['con' + 'structor']` and `obj[['con','structor'].join('')]` do not.
+ */
+function isAssembledString(s: Scan, node: N): boolean {
+  if (node.type === 'Identifier') return s.tainted.has(node.name as string);
+  return isBuiltString(s, node) && hasFragment(s, node);
+}
+
+/** Calls that turn codes or encodings into characters: a fragment of a name by themselves. */
+const decoders = new Set(['fromCharCode', 'fromCodePoint', 'atob', 'unescape', 'decodeURIComponent', 'decodeURI']);
+
+function hasFragment(s: Scan, node: N): boolean {
+  if (node.type === 'Literal') return typeof node.value === 'string' || typeof node.value === 'number';
+  if (node.type === 'TemplateElement') return Boolean((node.value as { cooked?: string }).cooked);
+  if (node.type === 'ArrayExpression') return true;
+  if (node.type === 'Identifier') return s.stringy.has(node.name as string) || s.tainted.has(node.name as string);
+  if (node.type === 'CallExpression') {
+    const name = calleeName(node);
+    if (typeof name === 'string' && decoders.has(name)) return true;
+  }
+  for (const [k, v] of Object.entries(node)) {
+    if (k === 'loc') continue;
+    if (Array.isArray(v)) {
+      if (v.some((c) => c && typeof c === 'object' && typeof (c as N).type === 'string' && hasFragment(s, c as N))) return true;
+    } else if (v && typeof v === 'object' && typeof (v as N).type === 'string' && hasFragment(s, v as N)) return true;
+  }
+  return false;
 }
 
 function isFs(spec: string | undefined): boolean {

@@ -5,11 +5,10 @@
  * A second start reuses `.data/`: Temporal resumes whatever workflows were running.
  */
 import { Client, Connection } from '@temporalio/client';
-import { workflowIds } from '../core/ids.js';
 import { loadEnvOrExit } from '../env.js';
 import { startStack } from '../runtime/stack.js';
+import { startAgentLoop } from '../runtime/workflow-starts.js';
 import { resolveLocalModel } from '../runtime/tools.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesLogged } from './schedules.js';
 
@@ -31,12 +30,7 @@ onStopSignal(async (sig) => {
 const connection = await Connection.connect(stack.temporal.connection);
 const client = new Client({ connection, namespace: stack.temporal.namespace });
 try {
-  const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-    workflowId: workflowIds.agent('demo'),
-    taskQueue: 'mindloop',
-    args: [{ agentId: 'demo', name: 'Demo' }],
-    workflowIdConflictPolicy: 'USE_EXISTING',
-  });
+  const handle = await startAgentLoop(client, { agentId: 'demo', name: 'Demo' });
   log(`demo agent running as ${handle.workflowId}`);
 } catch (err) {
   log(`demo agent not started: ${(err as Error).message}`);

@@ -6,6 +6,7 @@
  * action and policies but keeps the schedule's state, so a schedule paused in the UI stays paused.
  */
 import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy, type ConnectionOptions, type ScheduleOptions } from '@temporalio/client';
+import { maintenanceScheduleText } from '../workflows/lib/ui-text.js';
 
 export interface MaintenanceSchedule {
   id: string;
@@ -28,7 +29,7 @@ function options(s: MaintenanceSchedule, taskQueue: string): ScheduleOptions {
   return {
     scheduleId: s.id,
     spec: { intervals: [{ every: s.every, offset: s.offset }] },
-    action: { type: 'startWorkflow', workflowType: s.workflowType, args: s.args, taskQueue, workflowId: s.id, workflowRunTimeout: '1 hour' },
+    action: { type: 'startWorkflow', workflowType: s.workflowType, args: s.args, taskQueue, workflowId: s.id, workflowRunTimeout: '1 hour', ...maintenanceScheduleText(s) },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour', pauseOnFailure: false },
     state: { note: s.note },
   };

@@ -15,6 +15,7 @@ import {
   log,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   startChild,
   upsertSearchAttributes,
@@ -24,6 +25,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
 import { clipText, sanitizeText } from '../core/sanitize.js';
+import { formatIssues } from '../core/zod-issues.js';
 import type { createActivities } from '../activities/index.js';
 import type { createSandboxActivities } from '../activities/sandbox.js';
 import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
@@ -42,8 +44,9 @@ import {
   type CarryOver,
   type QueuedNote,
 } from './lib/loop-state.js';
-import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes } from './lib/reflexes.js';
+import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { agentLoopCurrentDetails, escalationInputText, handlerText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal, type taskLoopWorkflow } from './task-loop.js';
 // Children are started by type name: importing their modules would make every agent loop
 // evaluate (and hold) their code and schemas too (see workflows/index.ts).
@@ -160,152 +163,266 @@ function isLlmUnavailable(err: unknown): boolean {
 /** One durable thinking loop per agent (id `agent/<agentId>`): one REPL tick after another, forever. */
 export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
   const input = parseWorkflowInput('agentLoopWorkflow', agentLoopInput, rawInput);
-  const { agentId } = input;
-  const state: CarryOver = input.carryOver ?? initialState(input.settings);
-  const selfId = workflowInfo().workflowId;
-  let phase: AgentStatus['phase'] = 'starting';
-  let stopRequested = false;
-  let lastVerdict: AgentStatus['lastVerdict'] = null;
-  let outage: AgentStatus['outage'] = null;
-  let degraded: Degraded | null = null;
-  let lastTickFailure: AgentStatus['lastTickFailure'] = null;
+  return new AgentLoop(input).run();
+}
+
+type ParsedAgentLoopInput = z.output<typeof agentLoopInput>;
+type Thought = Awaited<ReturnType<Activities['think']>>;
+
+/**
+ * The loop's state and its steps. The steps run one after another in a fixed order: the
+ * commands a run issues, and their order, are what its recorded history replays against.
+ */
+class AgentLoop {
+  readonly agentId: string;
+  readonly state: CarryOver;
+  readonly selfId = workflowInfo().workflowId;
+  private currentPhase: AgentStatus['phase'] = 'starting';
+  private stopRequested = false;
+  private lastVerdict: AgentStatus['lastVerdict'] = null;
+  private outage: AgentStatus['outage'] = null;
+  private degraded: Degraded | null = null;
+  private lastTickFailure: AgentStatus['lastTickFailure'] = null;
   // Ticks in a row that failed for a reason of their own: past a few, treated like a failing LLM.
-  let failedInARow = 0;
-  let lastFailedTick = 0;
-  let llmInUse: string | null = state.last?.model ?? null;
+  private failedInARow = 0;
+  private lastFailedTick = 0;
+  private llmInUse: string | null;
 
-  upsertSearchAttributes([
-    { key: agentIdSearchAttribute, value: agentId },
-    { key: kindSearchAttribute, value: 'agent-loop' },
-  ]);
+  constructor(readonly input: ParsedAgentLoopInput) {
+    this.agentId = input.agentId;
+    this.state = input.carryOver ?? initialState(input.settings);
+    this.llmInUse = this.state.last?.model ?? null;
+  }
 
-  setHandler(statusQuery, () => ({
-    agentId,
-    tick: state.tick,
-    phase,
-    operatingMode: state.operatingMode,
-    paused: state.paused,
-    pauseTicks: state.pauseTicks,
-    settings: state.settings,
-    reflex: state.reflex,
-    counters: state.counters,
-    last: state.last,
-    lastVerdict,
-    reflexes: state.reflexState,
-    llm: llmInUse,
-    taskLoops: state.taskLoops,
-    outage,
-    degraded,
-    queuedNotes: state.pendingNotes.length,
-    lastTickFailure,
-  }));
-  setHandler(
-    addNoteUpdate,
-    async (note): Promise<AddNoteResult> => {
-      const parsed = addNoteInput.parse(note);
-      // The update id makes the write idempotent: a retried activity finds the first note.
-      const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
-      const queued: QueuedNote = { ...parsed, idempotencyKey: `${selfId}:note:${updateId}` };
-      // Notes keep their order: while earlier ones wait for the database, this one waits too.
-      if (state.pendingNotes.length === 0) {
-        try {
-          const { noteId } = await db.recordNote({ agentId, ...queued });
-          state.counters.notesReceived++;
-          state.pendingWake = true;
-          return { noteId };
-        } catch (err) {
-          if (!isInfraFailure(err)) throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: ${failureMessage(err)}`, nonRetryable: true });
-        }
+  /** The phase; setting it also updates the current details the Temporal UI shows (no command). */
+  private get phase(): AgentStatus['phase'] {
+    return this.currentPhase;
+  }
+  private set phase(p: AgentStatus['phase']) {
+    this.currentPhase = p;
+    setCurrentDetails(
+      agentLoopCurrentDetails({ tick: this.state.tick, phase: p, llm: this.llmInUse, mode: this.state.operatingMode, degradedStep: this.degraded?.step, queuedNotes: this.state.pendingNotes.length }),
+    );
+  }
+
+  async run(): Promise<AgentLoopResult> {
+    const { agentId, state, input } = this;
+    upsertSearchAttributes([
+      { key: agentIdSearchAttribute, value: agentId },
+      { key: kindSearchAttribute, value: 'agent-loop' },
+    ]);
+    this.registerHandlers();
+    this.phase = 'starting';
+    await this.begin();
+
+    const startTick = state.tick;
+    try {
+      while (!this.stopRequested) {
+        if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+        if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) return await this.continueAsNew();
+        if (await this.sitOut()) continue;
+        if (!(await this.tick())) continue;
+        if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
+        await this.pace();
+        state.pendingWake = false;
       }
-      if (state.pendingNotes.length >= maxQueuedNotes) {
-        throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: the database is unavailable and ${maxQueuedNotes} notes already wait for it; send it again later`, nonRetryable: true });
-      }
-      state.pendingNotes.push(queued);
-      state.counters.notesReceived++;
-      return { noteId: null, queued: true, message: `the database is unavailable: note queued (${state.pendingNotes.length} waiting); it is stored when the database returns` };
-    },
-    {
+    } catch (err) {
+      // Only a bug gets here (outages are ridden out, a tick's own failures recorded): say so
+      // in the agent's row and process log before the workflow fails, so status and doctor show it.
+      if (!(err instanceof ContinueAsNew) && !isCancellation(err)) await this.recordLoopFailure(err);
+      throw err;
+    }
+
+    this.phase = 'stopping';
+    await condition(allHandlersFinished);
+    if (state.pendingNotes.length > 0) await this.flushNotes();
+    await this.guard('loopStopped', () => db.loopStopped({ agentId, tick: state.tick }));
+    return { agentId, ticks: state.tick, reason: this.stopRequested ? 'stopped' : 'max_ticks' };
+  }
+
+  private status(): AgentStatus {
+    const { state } = this;
+    return {
+      agentId: this.agentId,
+      tick: state.tick,
+      phase: this.phase,
+      operatingMode: state.operatingMode,
+      paused: state.paused,
+      pauseTicks: state.pauseTicks,
+      settings: state.settings,
+      reflex: state.reflex,
+      counters: state.counters,
+      last: state.last,
+      lastVerdict: this.lastVerdict,
+      reflexes: state.reflexState,
+      llm: this.llmInUse,
+      taskLoops: state.taskLoops,
+      outage: this.outage,
+      degraded: this.degraded,
+      queuedNotes: state.pendingNotes.length,
+      lastTickFailure: this.lastTickFailure,
+    };
+  }
+
+  private registerHandlers(): void {
+    const { state } = this;
+    const text = handlerText.agent;
+    setHandler(statusQuery, () => this.status(), { description: text.status });
+    setHandler(addNoteUpdate, (note) => this.addNote(note), {
+      description: text.addNote,
       validator: (note) => {
         const r = addNoteInput.safeParse(note);
-        if (!r.success) throw new Error(`invalid note: ${r.error.issues.map((i) => `${i.path.join('.') || 'note'}: ${i.message}`).join('; ')}`);
+        if (!r.success) throw new Error(`invalid note: ${formatIssues(r.error, 'note')}`);
       },
-    },
-  );
-  setHandler(wakeSignal, () => {
-    state.pendingWake = true;
-  });
-  setHandler(pauseSignal, () => {
-    state.paused = true;
-  });
-  setHandler(resumeSignal, () => {
-    state.paused = false;
-  });
-  setHandler(stopSignal, () => {
-    stopRequested = true;
-  });
-  setHandler(
-    setConfigUpdate,
-    (patch) => {
-      const p = setConfigInput.parse(patch);
-      const { idle, ...rest } = p;
-      Object.assign(state.settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
-      if (idle) state.settings.idle = { ...state.settings.idle, ...idle };
-      return state.settings;
-    },
-    {
-      validator: (patch) => {
-        const r = setConfigInput.strict().safeParse(patch);
-        if (!r.success) throw new Error(`invalid config: ${r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ')}`);
+    });
+    setHandler(
+      wakeSignal,
+      () => {
+        state.pendingWake = true;
       },
-    },
-  );
-
-  // Loop start (and every continue-as-new): identity row, default LLM, interrupted task loops.
-  const started = await guard('loopStarted', () => db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: selfId }));
-  if (!input.carryOver) {
-    // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
-    // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
-    if (started.lastTick) state.tick = started.lastTick;
-    // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
-    // agent saved with config.set; settings given in the input still win. (Histories recorded
-    // before loopStarted returned `config` replay with nothing to apply.)
-    applyConfigValues(state.settings, started.config ?? {});
-    if (input.settings) Object.assign(state.settings, input.settings);
+      { description: text.wake },
+    );
+    setHandler(
+      pauseSignal,
+      () => {
+        state.paused = true;
+      },
+      { description: text.pause },
+    );
+    setHandler(
+      resumeSignal,
+      () => {
+        state.paused = false;
+      },
+      { description: text.resume },
+    );
+    setHandler(
+      stopSignal,
+      () => {
+        this.stopRequested = true;
+      },
+      { description: text.stop },
+    );
+    setHandler(
+      setConfigUpdate,
+      (patch) => {
+        const { idle, ...rest } = setConfigInput.parse(patch);
+        Object.assign(state.settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
+        if (idle) state.settings.idle = { ...state.settings.idle, ...idle };
+        return state.settings;
+      },
+      {
+        description: text.setConfig,
+        validator: (patch) => {
+          const r = setConfigInput.strict().safeParse(patch);
+          if (!r.success) throw new Error(`invalid config: ${formatIssues(r.error, 'config')}`);
+        },
+      },
+    );
   }
-  for (const t of started.interruptedTaskLoops) await startTaskLoop(t.taskId, t.title);
 
-  const startTick = state.tick;
-  try {
-    while (!stopRequested) {
-      if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
-      if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) {
-        phase = 'stopping';
-        await condition(allHandlersFinished);
-        state.counters.continuedAsNew++;
-        return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: state });
-      }
-      if (state.paused) {
-        phase = 'paused';
-        await condition(() => !state.paused || stopRequested);
-        continue;
-      }
-      if (state.pauseTicks > 0) {
-        // `cycle pause N`: sit out N ticks of delay without thinking.
-        state.pauseTicks--;
-        phase = 'pacing';
-        await condition(() => stopRequested || state.paused, state.settings.delayMs);
-        continue;
-      }
-
-      if (state.pendingNotes.length > 0) await flushNotes();
-      const tick = state.tick + 1;
-      phase = 'thinking';
-      let thought;
+  /** The `addNote` update: store the note, or queue it while the database is away. */
+  private async addNote(note: AddNoteInput): Promise<AddNoteResult> {
+    const { state, agentId } = this;
+    const parsed = addNoteInput.parse(note);
+    // The update id makes the write idempotent: a retried activity finds the first note.
+    const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
+    const queued: QueuedNote = { ...parsed, idempotencyKey: `${this.selfId}:note:${updateId}` };
+    // Notes keep their order: while earlier ones wait for the database, this one waits too.
+    if (state.pendingNotes.length === 0) {
       try {
-        thought = await guard('think', () => llm.think({
+        const { noteId } = await db.recordNote({ agentId, ...queued });
+        state.counters.notesReceived++;
+        state.pendingWake = true;
+        return { noteId };
+      } catch (err) {
+        if (!isInfraFailure(err)) throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: ${failureMessage(err)}`, nonRetryable: true });
+      }
+    }
+    if (state.pendingNotes.length >= maxQueuedNotes) {
+      throw ApplicationFailure.create({ type: 'NoteRefused', message: `note not stored: the database is unavailable and ${maxQueuedNotes} notes already wait for it; send it again later`, nonRetryable: true });
+    }
+    state.pendingNotes.push(queued);
+    state.counters.notesReceived++;
+    return { noteId: null, queued: true, message: `the database is unavailable: note queued (${state.pendingNotes.length} waiting); it is stored when the database returns` };
+  }
+
+  /** Loop start (and every continue-as-new): identity row, default LLM, interrupted task loops. */
+  private async begin(): Promise<void> {
+    const { agentId, state, input } = this;
+    const started = await this.guard('loopStarted', () => db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: this.selfId }));
+    if (!input.carryOver) {
+      // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
+      // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
+      if (started.lastTick) state.tick = started.lastTick;
+      // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
+      // agent saved with config.set; settings given in the input still win. (Histories recorded
+      // before loopStarted returned `config` replay with nothing to apply.)
+      applyConfigValues(state.settings, started.config ?? {});
+      if (input.settings) Object.assign(state.settings, input.settings);
+    }
+    for (const t of started.interruptedTaskLoops) await this.startTaskLoop(t.taskId, t.title);
+  }
+
+  /** Let the handlers finish, then continue as new with the state carried over. */
+  private async continueAsNew(): Promise<never> {
+    this.phase = 'stopping';
+    await condition(allHandlersFinished);
+    this.state.counters.continuedAsNew++;
+    return continueAsNew<typeof agentLoopWorkflow>({ ...this.input, carryOver: this.state });
+  }
+
+  /** Paused, or sitting out `cycle pause N`: true when this turn of the loop thinks nothing. */
+  private async sitOut(): Promise<boolean> {
+    const { state } = this;
+    if (state.paused) {
+      this.phase = 'paused';
+      await condition(() => !state.paused || this.stopRequested);
+      return true;
+    }
+    if (state.pauseTicks > 0) {
+      // `cycle pause N`: sit out N ticks of delay without thinking.
+      state.pauseTicks--;
+      this.phase = 'pacing';
+      await condition(() => this.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.cyclePause(state.settings.delayMs, state.pauseTicks) });
+      return true;
+    }
+    return false;
+  }
+
+  /** One tick: think, reflexes, commands. False when it did not get past think (an outage, a failed reply). */
+  private async tick(): Promise<boolean> {
+    const { state } = this;
+    if (state.pendingNotes.length > 0) await this.flushNotes();
+    const tick = state.tick + 1;
+    this.phase = 'thinking';
+    const thought = await this.think(tick);
+    if (!thought) return false;
+    await this.endOutage(`${thought.provider}:${thought.model}`);
+    state.tick = tick;
+    state.counters.ticks++;
+    state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
+    this.llmInUse = `${thought.provider}:${thought.model}`;
+    state.last = { summary: thought.summary, model: this.llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
+
+    this.phase = 'reflexes';
+    const verdict = await this.reflexes(thought, tick);
+    this.lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
+
+    if (thought.commands.length || thought.rejected.length) await this.execute(thought, verdict, tick);
+    if (this.lastFailedTick !== tick) this.failedInARow = 0;
+    return true;
+  }
+
+  /** The tick's think; null when no LLM answered (the outage is waited out) or the reply failed the tick. */
+  private async think(tick: number): Promise<Thought | null> {
+    const { agentId, state } = this;
+    try {
+      return await this.guard('think', () =>
+        llm.think({
           agentId,
           tick,
-          workflowId: selfId,
+          workflowId: this.selfId,
           now: new Date().toISOString(),
           mode: 'main',
           loop: {
@@ -317,153 +434,133 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
           },
           params: { ...state.reflex, maxTokens: state.settings.maxTokens },
           ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
-        }));
-      } catch (err) {
-        if (isLlmUnavailable(err)) {
-          await coreOutage(err);
-          continue; // the same tick again, now that an LLM answers
-        }
-        // The reply (or the write of it) failed for a reason of its own: record it and move on
-        // to the next tick — a retry of this one would replay the same recorded reply.
-        await tickFailed(tick, 'think', err);
-        if (failedInARow >= poisonTicksBeforeOutage) await coreOutage(err);
-        continue;
+        }),
+      );
+    } catch (err) {
+      if (isLlmUnavailable(err)) {
+        await this.coreOutage(err);
+        return null; // the same tick again, now that an LLM answers
       }
-      await endOutage(`${thought.provider}:${thought.model}`);
-      state.tick = tick;
-      state.counters.ticks++;
-      state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
-      llmInUse = `${thought.provider}:${thought.model}`;
-      state.last = { summary: thought.summary, model: llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
-
-      phase = 'reflexes';
-      let verdict;
-      // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
-      // recorded before it replay through the auto_pass pipeline.
-      if (input.reflexes && thought.responseId !== null && patched('reflexes-v1')) {
-        const r = await runTickReflexes(
-          (i) => guard('reflexes', () => reflexActs.tickReflexes(i)),
-          {
-            agentId,
-            tick,
-            workflowId: selfId,
-            responseId: thought.responseId,
-            // Args too: ethics rules read them. An activity's input is not part of what replay
-            // compares, so this needs no patch marker.
-            commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
-            params: state.reflex,
-            defaults: defaultReflex,
-            stagnation: state.reflexState,
-            contextMode: state.settings.contextMode,
-          },
-          state.reflexState,
-        );
-        verdict = r.verdict;
-        state.reflexState = r.state;
-        if (r.result) {
-          state.reflex = r.result.params;
-          applyEffects(state, r.result.effects);
-        }
-      } else {
-        verdict = await runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
-      }
-      lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
-
-      if (thought.commands.length || thought.rejected.length) {
-        phase = 'executing';
-        let outcomes: CommandOutcome[] | null = null;
-        try {
-          outcomes = await guard('applyCommands', () =>
-            db.applyCommands({
-              agentId,
-              tick,
-              workflowId: selfId,
-              mode: 'main',
-              commands: thought.commands,
-              rejected: thought.rejected,
-              allowedCmdIds: verdict.allowedCmdIds,
-              ...(verdict.held ? { heldReasons: verdict.held } : {}),
-              rating: verdict.rating,
-            }),
-          );
-        } catch (err) {
-          await tickFailed(tick, 'applyCommands', err);
-        }
-        if (outcomes) await followOutcomes(outcomes, tick);
-      }
-      if (lastFailedTick !== tick) failedInARow = 0;
-
-      if (input.maxTicks !== undefined && state.tick >= input.maxTicks) break;
-      // Pace: fixed delay, or idle until a wake condition.
-      if (state.settings.idle.on) {
-        phase = 'idle';
-        const { wakeOn, timeoutMs } = state.settings.idle;
-        const woke = await condition(
-          () => stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake),
-          wakeOn.includes('timeout') ? timeoutMs : undefined,
-        );
-        if (!woke) log.info('idle timeout', { agentId, tick });
-      } else if (!state.pendingWake && state.settings.delayMs > 0) {
-        phase = 'pacing';
-        await condition(() => stopRequested || state.paused, state.settings.delayMs);
-      }
-      state.pendingWake = false;
+      // The reply (or the write of it) failed for a reason of its own: record it and move on
+      // to the next tick — a retry of this one would replay the same recorded reply.
+      await this.tickFailed(tick, 'think', err);
+      if (this.failedInARow >= poisonTicksBeforeOutage) await this.coreOutage(err);
+      return null;
     }
-
-  } catch (err) {
-    // Only a bug gets here (outages are ridden out, a tick's own failures recorded): say so
-    // in the agent's row and process log before the workflow fails, so status and doctor show it.
-    if (!(err instanceof ContinueAsNew) && !isCancellation(err)) await recordLoopFailure(err);
-    throw err;
   }
 
-  phase = 'stopping';
-  await condition(allHandlersFinished);
-  if (state.pendingNotes.length > 0) await flushNotes();
-  await guard('loopStopped', () => db.loopStopped({ agentId, tick: state.tick }));
-  return { agentId, ticks: state.tick, reason: stopRequested ? 'stopped' : 'max_ticks' };
+  /** The tick's reflexes: emotions, novelty/anti-stagnation and validation. */
+  private async reflexes(thought: Thought, tick: number): Promise<ReflexVerdict> {
+    const { agentId, state, input } = this;
+    // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
+    // recorded before it replay through the auto_pass pipeline.
+    if (!(input.reflexes && thought.responseId !== null && patched('reflexes-v1'))) {
+      return runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
+    }
+    const r = await runTickReflexes(
+      (i) => this.guard('reflexes', () => reflexActs.tickReflexes(i)),
+      {
+        agentId,
+        tick,
+        workflowId: this.selfId,
+        responseId: thought.responseId,
+        // Args too: ethics rules read them. An activity's input is not part of what replay
+        // compares, so this needs no patch marker.
+        commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
+        params: state.reflex,
+        defaults: defaultReflex,
+        stagnation: state.reflexState,
+        contextMode: state.settings.contextMode,
+      },
+      state.reflexState,
+    );
+    state.reflexState = r.state;
+    if (r.result) {
+      state.reflex = r.result.params;
+      applyEffects(state, r.result.effects);
+    }
+    return r.verdict;
+  }
 
-  // ---- helpers (closures over the loop's state) -----------------------------------------------
+  /** Apply the tick's commands (what the reflexes allowed) and follow what they ask of the loop. */
+  private async execute(thought: Thought, verdict: ReflexVerdict, tick: number): Promise<void> {
+    this.phase = 'executing';
+    let outcomes: CommandOutcome[] | null = null;
+    try {
+      outcomes = await this.guard('applyCommands', () =>
+        db.applyCommands({
+          agentId: this.agentId,
+          tick,
+          workflowId: this.selfId,
+          mode: 'main',
+          commands: thought.commands,
+          rejected: thought.rejected,
+          allowedCmdIds: verdict.allowedCmdIds,
+          ...(verdict.held ? { heldReasons: verdict.held } : {}),
+          rating: verdict.rating,
+        }),
+      );
+    } catch (err) {
+      await this.tickFailed(tick, 'applyCommands', err);
+    }
+    if (outcomes) await this.followOutcomes(outcomes, tick);
+  }
+
+  /** Pace: a fixed delay, or idle until a wake condition. */
+  private async pace(): Promise<void> {
+    const { state } = this;
+    if (state.settings.idle.on) {
+      this.phase = 'idle';
+      const { wakeOn, timeoutMs } = state.settings.idle;
+      const wake = () => this.stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake);
+      if (!wakeOn.includes('timeout')) await condition(wake);
+      else if (!(await condition(wake, timeoutMs, { summary: timerText.idle(timeoutMs, wakeOn) }))) log.info('idle timeout', { agentId: this.agentId, tick: state.tick });
+    } else if (!state.pendingWake && state.settings.delayMs > 0) {
+      this.phase = 'pacing';
+      await condition(() => this.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.pacing(state.settings.delayMs) });
+    }
+  }
 
   /** What applied commands asked of the loop: task loops, shell runs, tool generation, escalations. */
-  async function followOutcomes(outcomes: CommandOutcome[], tick: number): Promise<void> {
+  private async followOutcomes(outcomes: CommandOutcome[], tick: number): Promise<void> {
+    const { state } = this;
     countOutcomes(state.counters, outcomes);
     const applied = outcomes.filter((o) => o.status === 'applied');
     const changes = applyEffects(state, applied.flatMap((o) => o.effects));
-    for (const t of changes.start) await startTaskLoop(t.taskId, t.title, t.maxTicks);
-    for (const taskId of changes.stop) await stopTaskLoop(taskId);
+    for (const t of changes.start) await this.startTaskLoop(t.taskId, t.title, t.maxTicks);
+    for (const taskId of changes.stop) await this.stopTaskLoop(taskId);
     const shells = applied.flatMap((o) => o.effects.filter((e): e is ShellEffect => e.kind === 'shell'));
     // shell-v1: histories from before `shell` existed have no shell effects, so replaying
     // them never reaches this marker.
-    if (shells.length > 0 && patched('shell-v1')) for (const e of shells) await runShell(e, tick);
+    if (shells.length > 0 && patched('shell-v1')) for (const e of shells) await this.runShell(e, tick);
     // tools.generate (Ouroboros): one child per capability; its result comes back as a note + wake.
     // toolgen-v1: older histories have no generateTool effects, so they never reach the marker.
     const toolRequests = applied.flatMap((o) => o.effects.filter((e): e is ToolEffect => e.kind === 'generateTool'));
-    if (toolRequests.length > 0 && patched('toolgen-v1')) for (const e of toolRequests) await startToolGeneration(e, tick);
+    if (toolRequests.length > 0 && patched('toolgen-v1')) for (const e of toolRequests) await this.startToolGeneration(e, tick);
     // escalate-v1: `escalate`, and held danger-zone commands (rejected outcomes carry the
     // effect), start escalation children; older histories have no escalate effects.
     const escalationsToStart = outcomes.flatMap((o) => o.effects.filter((e): e is EscalateEffect => e.kind === 'escalate'));
-    if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await startEscalation(e);
+    if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await this.startEscalation(e);
   }
 
   /** Call an activity, riding out an outage of what it needs (phase `degraded` meanwhile). */
-  function guard<T>(step: string, fn: () => Promise<T>): Promise<T> {
+  private guard<T>(step: string, fn: () => Promise<T>): Promise<T> {
     let before: AgentStatus['phase'] | null = null;
     return rideOut(step, fn, {
       onDegraded: (d) => {
         if (before === null) {
-          before = phase;
-          state.counters.degraded++;
+          before = this.phase;
+          this.state.counters.degraded++;
         }
-        phase = 'degraded';
-        degraded = d;
+        this.degraded = d;
+        this.phase = 'degraded';
       },
       onRecovered: async (d, ms) => {
-        phase = before ?? phase;
-        degraded = null;
+        this.degraded = null;
+        this.phase = before ?? this.phase;
         const message = `recovered: ${d.step} waited ${Math.round(ms / 1000)} s over ${d.attempts} attempt(s) for an unavailable dependency (last error: ${d.lastError})`;
         try {
-          await db.logProcess({ agentId, processId: 'degraded', kind: 'infrastructure', status: 'close', message: clean(message), tick: state.tick });
+          await db.logProcess({ agentId: this.agentId, processId: 'degraded', kind: 'infrastructure', status: 'close', message: clean(message), tick: this.state.tick });
         } catch (err) {
           log.warn('recovery not logged', { error: failureMessage(err) });
         }
@@ -472,11 +569,12 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   }
 
   /** Store the notes taken while the database was away, in order, each once (by its key). */
-  async function flushNotes(): Promise<void> {
+  private async flushNotes(): Promise<void> {
+    const { state } = this;
     while (state.pendingNotes.length > 0) {
       const note = state.pendingNotes[0]!;
       try {
-        await guard('recordNote', () => db.recordNote({ agentId, ...note }));
+        await this.guard('recordNote', () => db.recordNote({ agentId: this.agentId, ...note }));
       } catch (err) {
         log.warn('queued note refused by the database', { error: failureMessage(err) });
       }
@@ -486,79 +584,84 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
   }
 
   /** A tick failed for a reason of its own (not an outage): record it; the loop goes on. */
-  async function tickFailed(tick: number, step: string, err: unknown): Promise<void> {
+  private async tickFailed(tick: number, step: string, err: unknown): Promise<void> {
+    const { agentId, state } = this;
     const error = clean(failureMessage(err));
     state.tick = Math.max(state.tick, tick);
     state.counters.tickFailures++;
-    failedInARow++;
-    lastFailedTick = tick;
-    lastTickFailure = { tick, step, error };
+    this.failedInARow++;
+    this.lastFailedTick = tick;
+    this.lastTickFailure = { tick, step, error };
     log.warn('tick failed', { agentId, tick, step, error });
     try {
-      await guard('logProcess', () => db.logProcess({ agentId, processId: `tick-${tick}`, kind: 'tick_failure', status: 'error', message: `${step}: ${error}`, tick }));
+      await this.guard('logProcess', () => db.logProcess({ agentId, processId: `tick-${tick}`, kind: 'tick_failure', status: 'error', message: `${step}: ${error}`, tick }));
     } catch (logErr) {
       log.warn('tick failure not logged', { error: failureMessage(logErr) });
     }
   }
 
   /** The loop is about to fail: record it in the agent row and the process log (best effort). */
-  async function recordLoopFailure(err: unknown): Promise<void> {
+  private async recordLoopFailure(err: unknown): Promise<void> {
     const error = clean(err instanceof Error ? err.message : String(err));
     try {
-      await db.loopStopped({ agentId, tick: state.tick, status: 'failed', reason: error });
+      await db.loopStopped({ agentId: this.agentId, tick: this.state.tick, status: 'failed', reason: error });
     } catch (e) {
       log.warn('loop failure not recorded', { error: failureMessage(e) });
     }
   }
 
   /** No LLM answered: log it once, keep taking notes, and probe with backoff until one answers. */
-  async function coreOutage(err: unknown): Promise<void> {
+  private async coreOutage(err: unknown): Promise<void> {
+    const { agentId, state } = this;
     const message = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
     state.counters.llmFailures++;
     // Phase and mode change together, so the status query never shows one without the other.
-    phase = 'outage';
-    if (state.operatingMode !== 'core_outage') {
+    const entering = state.operatingMode !== 'core_outage';
+    if (entering) {
       state.operatingMode = 'core_outage';
       state.counters.outages++;
-      outage = { since: new Date().toISOString(), attempts: 0, lastError: message };
-      await guard('logProcess', () => db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message: clean(message), tick: state.tick, mode: 'core_outage' }));
+      this.outage = { since: new Date().toISOString(), attempts: 0, lastError: message };
     }
-    let current = outage ?? { since: new Date().toISOString(), attempts: 0, lastError: message };
+    this.phase = 'outage';
+    if (entering) await this.guard('logProcess', () => db.logProcess({ agentId, processId: 'core-outage', kind: 'core_outage', status: 'offline', message: clean(message), tick: state.tick, mode: 'core_outage' }));
+    let current = this.outage ?? { since: new Date().toISOString(), attempts: 0, lastError: message };
     current = { ...current, lastError: message };
-    outage = current;
-    while (!stopRequested) {
+    this.outage = current;
+    while (!this.stopRequested) {
       current = { ...current, attempts: current.attempts + 1 };
-      outage = current;
+      this.outage = current;
       // Notes and signals keep arriving meanwhile; only stop ends the wait early.
-      await condition(() => stopRequested, outageBackoffMs(current.attempts));
-      if (stopRequested) return;
-      const probe = await guard('probeLlm', () => llm.probeLlm({ agentId, role: 'agent' }));
+      const backoffMs = outageBackoffMs(current.attempts);
+      await condition(() => this.stopRequested, backoffMs, { summary: timerText.coreOutage(backoffMs, current.attempts) });
+      if (this.stopRequested) return;
+      const probe = await this.guard('probeLlm', () => llm.probeLlm({ agentId, role: 'agent' }));
       if (probe.ok) return; // the next think decides whether the outage is over
       current = { ...current, lastError: probe.error ?? current.lastError };
-      outage = current;
+      this.outage = current;
     }
   }
 
   /** The first successful think after an outage closes it. */
-  async function endOutage(model: string): Promise<void> {
+  private async endOutage(model: string): Promise<void> {
+    const { state } = this;
     if (state.operatingMode !== 'core_outage') return;
     state.operatingMode = 'normal';
-    await guard('logProcess', () =>
+    await this.guard('logProcess', () =>
       db.logProcess({
-        agentId,
+        agentId: this.agentId,
         processId: 'core-outage',
         kind: 'core_outage',
         status: 'close',
-        message: `recovered: ${model} answers after ${outage?.attempts ?? 0} probe(s)`,
+        message: `recovered: ${model} answers after ${this.outage?.attempts ?? 0} probe(s)`,
         tick: state.tick,
         mode: 'normal',
       }),
     );
-    outage = null;
+    this.outage = null;
   }
 
   /** Run one `shell` command in the sandbox and record its output for the next tick's context. */
-  async function runShell(e: ShellEffect, tick: number): Promise<void> {
+  private async runShell(e: ShellEffect, tick: number): Promise<void> {
     let result = null;
     let error: string | undefined;
     try {
@@ -568,17 +671,19 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
       // Infrastructure (no engine, no image, no sandbox worker): the agent reads why; the loop goes on.
       error = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
     }
-    await guard('recordShellResult', () => db.recordShellResult({ agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) }));
+    await this.guard('recordShellResult', () => db.recordShellResult({ agentId: this.agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) }));
   }
 
-  async function startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
+  private async startTaskLoop(taskId: number, title: string, maxTicks?: number): Promise<void> {
+    const { agentId } = this;
     const workflowId = workflowIds.task(agentId, taskId);
     try {
       await startChild<typeof taskLoopWorkflow>('taskLoopWorkflow', {
         workflowId,
-        args: [{ agentId, taskId, title, parentWorkflowId: selfId, maxTicks }],
+        args: [{ agentId, taskId, title, parentWorkflowId: this.selfId, maxTicks }],
         // The task loop outlives a continue-as-new of its parent; the parent re-attaches on start.
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...taskLoopText({ agentId, taskId, title, maxTicks }),
       });
     } catch (err) {
       // Still running from before a restart or continue-as-new: attach to it.
@@ -587,25 +692,33 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
         return;
       }
     }
-    state.taskLoops[String(taskId)] = workflowId;
+    this.state.taskLoops[String(taskId)] = workflowId;
   }
 
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */
-  async function startEscalation(e: EscalateEffect): Promise<void> {
+  private async startEscalation(e: EscalateEffect): Promise<void> {
     try {
-      await startChild<typeof escalationWorkflow>('escalationWorkflow', { workflowId: workflowIds.escalation(e.escalationId), args: [e.input as Parameters<typeof escalationWorkflow>[0]], parentClosePolicy: ParentClosePolicy.ABANDON });
+      await startChild<typeof escalationWorkflow>('escalationWorkflow', {
+        workflowId: workflowIds.escalation(e.escalationId),
+        args: [e.input as Parameters<typeof escalationWorkflow>[0]],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...escalationInputText(e.escalationId, e.input),
+      });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('escalation not started', { escalationId: e.escalationId, error: String(err) });
     }
   }
 
   /** Start toolGenerationWorkflow for a capability (one at a time per capability; it outlives this run). */
-  async function startToolGeneration(e: ToolEffect, tick: number): Promise<void> {
+  private async startToolGeneration(e: ToolEffect, tick: number): Promise<void> {
+    const { agentId } = this;
+    const requestedBy = { workflowId: this.selfId, tick, cmdId: e.cmdId };
     try {
       await startChild<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
         workflowId: workflowIds.tool(agentId, e.capability),
-        args: [{ agentId, capability: e.capability, description: e.description, requestedBy: { workflowId: selfId, tick, cmdId: e.cmdId } }],
+        args: [{ agentId, capability: e.capability, description: e.description, requestedBy }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...toolGenerationText({ agentId, capability: e.capability, description: e.description, requestedBy }),
       });
     } catch (err) {
       // Already generating this capability: its note will come.
@@ -613,14 +726,15 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
     }
   }
 
-  async function stopTaskLoop(taskId: number): Promise<void> {
+  private async stopTaskLoop(taskId: number): Promise<void> {
+    const { agentId, state } = this;
     const workflowId = state.taskLoops[String(taskId)] ?? workflowIds.task(agentId, taskId);
     try {
       await getExternalWorkflowHandle(workflowId).signal(taskStopSignal, { reason: 'stopped by the main loop' });
     } catch (err) {
       // Already finished: record the stop so it is not resumed at the next start.
       log.info('task loop already closed', { taskId, error: String(err) });
-      await guard('setTaskLoopStatus', () => db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' }));
+      await this.guard('setTaskLoopStatus', () => db.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' }));
     }
     delete state.taskLoops[String(taskId)];
   }

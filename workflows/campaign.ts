@@ -18,16 +18,27 @@ import {
   log,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createCampaignActivities } from '../activities/campaigns.js';
-import { avoidErrorArgs, campaignInputSchema, childWorkflowId, resolveCampaignId, type CampaignInput, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
+import {
+  avoidErrorArgs,
+  campaignInputSchema,
+  childWorkflowId,
+  resolveCampaignId,
+  type CampaignInput,
+  type CheckpointVerdict,
+  type ParsedCampaignInput,
+  type TaskOutcome,
+} from '../core/campaign.js';
 import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
 import { rideOut, type Degraded } from './lib/infra.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { campaignCurrentDetails, campaignTaskText, handlerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 const db = proxyActivities<Activities>(dbActivity);
@@ -97,6 +108,8 @@ interface Started {
 
 class PhaseFailed extends Error {}
 
+type CampaignPhase = ParsedCampaignInput['phases'][number];
+
 /** Run a campaign's phases in order (id `campaign/<id>`). */
 export async function campaignWorkflow(rawInput: CampaignInput): Promise<CampaignResult> {
   const input = parseWorkflowInput('campaignWorkflow', campaignInputSchema, rawInput);
@@ -114,173 +127,254 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
       details: [resolved.fields],
     });
   }
-  const campaignId = resolved.ok ? resolved.campaignId : input.campaignId!;
-  const { agentId } = input;
-  // Task keys name this run: a restart of the same campaign id later does not collide with it.
-  const keyPrefix = `${info.workflowId}/${info.runId}`;
+  return new CampaignRun(input, resolved.ok ? resolved.campaignId : input.campaignId!, v1).run();
+}
 
-  upsertSearchAttributes([
-    { key: campaignIdSearchAttribute, value: campaignId },
-    { key: agentIdSearchAttribute, value: agentId },
-    { key: kindSearchAttribute, value: 'campaign' },
-  ]);
+/** One campaign run: its progress, the work it started, and its steps, run one after another in a fixed order (replay checks it). */
+class CampaignRun {
+  readonly info = workflowInfo();
+  readonly agentId: string;
+  /** Task keys name this run: a restart of the same campaign id later does not collide with it. */
+  readonly keyPrefix: string;
+  readonly progress: CampaignProgress;
+  private paused = false;
+  private cancelReason: string | null = null;
+  private readonly started: Started[] = [];
+  private readonly verdicts: CampaignResult['phases'] = [];
+  private readonly work = new CancellationScope();
 
-  const progress: CampaignProgress = {
-    campaignId,
-    title: input.title,
-    status: 'running',
-    phase: { index: 0, total: input.phases.length, name: null },
-    task: { index: 0, total: 0, name: null },
-    completedPhases: [],
-    failedTasks: [],
-    lastVerdict: null,
-    compensated: [],
-    uncompensated: [],
-    error: null,
-  };
-  let paused = false;
-  let cancelReason: string | null = null;
-  const started: Started[] = [];
-  const verdicts: CampaignResult['phases'] = [];
-  const work = new CancellationScope();
-
-  setHandler(campaignProgressQuery, () => progress);
-  setHandler(pauseCampaignSignal, () => {
-    paused = true;
-  });
-  setHandler(resumeCampaignSignal, () => {
-    paused = false;
-  });
-  setHandler(cancelCampaignSignal, (args) => {
-    cancelReason = args?.reason ?? 'cancelled';
-    work.cancel();
-  });
-
-  await db.campaignStarted({
-    campaignId,
-    agentId,
-    title: input.title,
-    shardType: input.shardType,
-    workflowId: info.workflowId,
-    phases: input.phases,
-  });
-
-  try {
-    await work.run(runPhases);
-  } catch (err) {
-    if (isCancellation(err)) {
-      await CancellationScope.nonCancellable(async () => {
-        progress.error = cancelReason ?? 'cancelled';
-        await compensate();
-        progress.status = 'cancelled';
-        await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
-      });
-      if (cancelReason !== null) return { campaignId, status: 'cancelled', phases: verdicts, compensated: progress.compensated, ...(v1 ? { uncompensated: progress.uncompensated } : {}) };
-      throw err; // cancelled from outside (Temporal UI, client): the workflow ends cancelled
-    }
-    const message = err instanceof PhaseFailed ? err.message : err instanceof Error ? err.message : String(err);
-    progress.error = message;
-    if (input.compensateOnFailure) await compensate();
-    progress.status = 'failed';
-    await db.recordCampaign({ campaignId, status: 'failed', error: message });
-    throw ApplicationFailure.create({
-      type: CampaignFailed,
-      nonRetryable: true,
-      message: `campaign ${campaignId} failed: ${message}`,
-      details: [{ failedTasks: progress.failedTasks, compensated: progress.compensated, phases: verdicts }],
-    });
+  constructor(
+    readonly input: ParsedCampaignInput,
+    readonly campaignId: string,
+    readonly v1: boolean,
+  ) {
+    this.agentId = input.agentId;
+    this.keyPrefix = `${this.info.workflowId}/${this.info.runId}`;
+    this.progress = {
+      campaignId,
+      title: input.title,
+      status: 'running',
+      phase: { index: 0, total: input.phases.length, name: null },
+      task: { index: 0, total: 0, name: null },
+      completedPhases: [],
+      failedTasks: [],
+      lastVerdict: null,
+      compensated: [],
+      uncompensated: [],
+      error: null,
+    };
   }
-  progress.status = 'completed';
-  await db.recordCampaign({ campaignId, status: 'completed', currentPhase: input.phases.length, error: null });
-  return { campaignId, status: 'completed', phases: verdicts, compensated: [] };
+
+  /** Show where the campaign is as the workflow's current details (no command). */
+  private show(): void {
+    setCurrentDetails(campaignCurrentDetails({ ...this.progress, degradedStep: this.progress.degraded?.step }));
+  }
+
+  async run(): Promise<CampaignResult> {
+    const { campaignId, agentId, input, progress, v1 } = this;
+    upsertSearchAttributes([
+      { key: campaignIdSearchAttribute, value: campaignId },
+      { key: agentIdSearchAttribute, value: agentId },
+      { key: kindSearchAttribute, value: 'campaign' },
+    ]);
+    this.registerHandlers();
+    this.show();
+
+    await db.campaignStarted({
+      campaignId,
+      agentId,
+      title: input.title,
+      shardType: input.shardType,
+      workflowId: this.info.workflowId,
+      phases: input.phases,
+    });
+
+    try {
+      await this.work.run(() => this.runPhases());
+    } catch (err) {
+      if (isCancellation(err)) {
+        await CancellationScope.nonCancellable(async () => {
+          progress.error = this.cancelReason ?? 'cancelled';
+          await this.compensate();
+          this.setStatus('cancelled');
+          await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
+        });
+        if (this.cancelReason !== null) return { campaignId, status: 'cancelled', phases: this.verdicts, compensated: progress.compensated, ...(v1 ? { uncompensated: progress.uncompensated } : {}) };
+        throw err; // cancelled from outside (Temporal UI, client): the workflow ends cancelled
+      }
+      const message = err instanceof PhaseFailed ? err.message : err instanceof Error ? err.message : String(err);
+      progress.error = message;
+      if (input.compensateOnFailure) await this.compensate();
+      this.setStatus('failed');
+      await db.recordCampaign({ campaignId, status: 'failed', error: message });
+      throw ApplicationFailure.create({
+        type: CampaignFailed,
+        nonRetryable: true,
+        message: `campaign ${campaignId} failed: ${message}`,
+        details: [{ failedTasks: progress.failedTasks, compensated: progress.compensated, phases: this.verdicts }],
+      });
+    }
+    this.setStatus('completed');
+    await db.recordCampaign({ campaignId, status: 'completed', currentPhase: input.phases.length, error: null });
+    return { campaignId, status: 'completed', phases: this.verdicts, compensated: [] };
+  }
+
+  private registerHandlers(): void {
+    const text = handlerText.campaign;
+    setHandler(campaignProgressQuery, () => this.progress, { description: text.progress });
+    setHandler(
+      pauseCampaignSignal,
+      () => {
+        this.paused = true;
+      },
+      { description: text.pause },
+    );
+    setHandler(
+      resumeCampaignSignal,
+      () => {
+        this.paused = false;
+      },
+      { description: text.resume },
+    );
+    setHandler(
+      cancelCampaignSignal,
+      (args) => {
+        this.cancelReason = args?.reason ?? 'cancelled';
+        this.work.cancel();
+      },
+      { description: text.cancel },
+    );
+  }
+
+  private setStatus(status: CampaignStatus): void {
+    this.progress.status = status;
+    this.show();
+  }
 
   // ---- steps ------------------------------------------------------------------------------------
 
-  async function runPhases(): Promise<void> {
+  private async runPhases(): Promise<void> {
+    const { campaignId, input, progress } = this;
     for (const [i, phase] of input.phases.entries()) {
-      await pausePoint();
+      await this.pausePoint();
       progress.phase = { index: i + 1, total: input.phases.length, name: phase.name };
       progress.task = { index: 0, total: phase.tasks.length, name: null };
+      this.show();
       await db.recordCampaign({ campaignId, status: 'running', currentPhase: i + 1 });
       await db.recordPhase({ campaignId, ordinal: i, status: 'running' });
-
-      const outcomes: TaskOutcome[] = [];
-      const need = phase.checkpoint.criteria.minSucceeded ?? phase.tasks.length;
-      for (const [j, task] of phase.tasks.entries()) {
-        await pausePoint();
-        // A task that finished despite a cancel request: start nothing more (and compensate nothing that never ran).
-        if (v1 && work.consideredCancelled) throw new CancelledFailure(cancelReason ?? 'cancelled');
-        progress.task = { index: j + 1, total: phase.tasks.length, name: task.name };
-        const key = `${keyPrefix}/p${i}/t${j}`;
-        const entry: Started = { label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, state: 'running', compensation: task.compensation };
-        // From v1 a task counts as started before it runs: cancelled mid-run, it is compensated too.
-        if (v1) started.push(entry);
-        try {
-          const result =
-            task.kind === 'workflow'
-              ? await executeChild(task.type, { workflowId: v1 ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args) : `${info.workflowId}/p${i}/t${j}`, args: [task.args] })
-              : // An outage (the database away) is waited out, not counted as the task failing;
-                // the task's key makes the retry find the first attempt's effect.
-                await rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args }), {
-                  onDegraded: (d) => (progress.degraded = d),
-                  onRecovered: () => {
-                    progress.degraded = null;
-                  },
-                });
-          const stored = (result ?? {}) as Record<string, unknown>;
-          entry.state = 'completed';
-          entry.result = stored;
-          if (!v1) started.push(entry);
-          outcomes.push({ name: task.name, type: task.type, ok: true, result: stored });
-        } catch (err) {
-          if (isCancellation(err)) {
-            entry.state = 'stopped';
-            entry.childCancelled = err instanceof ChildWorkflowFailure;
-            throw err;
-          }
-          // A task that failed (after its retries) is not compensated, as before: drop it.
-          if (v1) started.splice(started.indexOf(entry), 1);
-          const error = failureMessage(err);
-          outcomes.push({ name: task.name, type: task.type, ok: false, error });
-          progress.failedTasks.push({ phase: phase.name, task: task.name, error });
-          await learn('avoid_error', avoidErrorArgs(task.type, error));
-          const failed = outcomes.filter((o) => !o.ok).length;
-          if (phase.tasks.length - failed < need) {
-            // The checkpoint can no longer pass: the rest are skipped, not run.
-            for (const rest of phase.tasks.slice(j + 1)) outcomes.push({ name: rest.name, type: rest.type, ok: false, error: 'skipped: the phase had already failed' });
-            break;
-          }
-        }
-      }
-
-      await db.recordPhase({ campaignId, ordinal: i, status: 'checkpoint' });
-      const verdict = await validator.validateCheckpoint({
-        campaignId,
-        agentId,
-        key: `${keyPrefix}/p${i}`,
-        phase: { name: phase.name, type: phase.type, objectives: phase.objectives },
-        checkpoint: phase.checkpoint,
-        outcomes,
-      });
-      progress.lastVerdict = { ...verdict, phase: phase.name };
-      verdicts.push({ name: phase.name, verdict });
-      if (!verdict.pass) {
-        await db.recordPhase({ campaignId, ordinal: i, status: 'failed', result: { outcomes, verdict }, error: verdict.reason });
-        throw new PhaseFailed(`phase '${phase.name}' checkpoint failed: ${verdict.reason}`);
-      }
-      await db.recordPhase({ campaignId, ordinal: i, status: 'completed', result: { outcomes, verdict } });
-      progress.completedPhases.push(phase.name);
-      await learn('phase_success', { phase_type: phase.type });
+      const outcomes = await this.runTasks(i, phase);
+      await this.checkpoint(i, phase, outcomes);
     }
   }
 
+  /** The phase's tasks in order; once its checkpoint can no longer pass, the rest are skipped. */
+  private async runTasks(i: number, phase: CampaignPhase): Promise<TaskOutcome[]> {
+    const outcomes: TaskOutcome[] = [];
+    const need = phase.checkpoint.criteria.minSucceeded ?? phase.tasks.length;
+    for (const [j, task] of phase.tasks.entries()) {
+      await this.pausePoint();
+      // A task that finished despite a cancel request: start nothing more (and compensate nothing that never ran).
+      if (this.v1 && this.work.consideredCancelled) throw new CancelledFailure(this.cancelReason ?? 'cancelled');
+      this.progress.task = { index: j + 1, total: phase.tasks.length, name: task.name };
+      this.show();
+      if (await this.runTask(i, j, phase, task, outcomes)) continue;
+      const failed = outcomes.filter((o) => !o.ok).length;
+      if (phase.tasks.length - failed < need) {
+        // The checkpoint can no longer pass: the rest are skipped, not run.
+        for (const rest of phase.tasks.slice(j + 1)) outcomes.push({ name: rest.name, type: rest.type, ok: false, error: 'skipped: the phase had already failed' });
+        break;
+      }
+    }
+    return outcomes;
+  }
+
+  /** Run task j of phase i, as an activity or a child workflow; false when it failed (recorded in `outcomes`). */
+  private async runTask(i: number, j: number, phase: CampaignPhase, task: CampaignPhase['tasks'][number], outcomes: TaskOutcome[]): Promise<boolean> {
+    const { campaignId, agentId, v1, progress, started } = this;
+    const key = `${this.keyPrefix}/p${i}/t${j}`;
+    const entry: Started = { label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, state: 'running', compensation: task.compensation };
+    // From v1 a task counts as started before it runs: cancelled mid-run, it is compensated too.
+    if (v1) started.push(entry);
+    try {
+      const result =
+        task.kind === 'workflow'
+          ? await this.runChild(i, j, phase, task)
+          : // An outage (the database away) is waited out, not counted as the task failing;
+            // the task's key makes the retry find the first attempt's effect.
+            await rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args }), {
+              onDegraded: (d) => {
+                progress.degraded = d;
+                this.show();
+              },
+              onRecovered: () => {
+                progress.degraded = null;
+                this.show();
+              },
+            });
+      const stored = (result ?? {}) as Record<string, unknown>;
+      entry.state = 'completed';
+      entry.result = stored;
+      if (!v1) started.push(entry);
+      outcomes.push({ name: task.name, type: task.type, ok: true, result: stored });
+      return true;
+    } catch (err) {
+      if (isCancellation(err)) {
+        entry.state = 'stopped';
+        entry.childCancelled = err instanceof ChildWorkflowFailure;
+        throw err;
+      }
+      // A task that failed (after its retries) is not compensated, as before: drop it.
+      if (v1) started.splice(started.indexOf(entry), 1);
+      const error = failureMessage(err);
+      outcomes.push({ name: task.name, type: task.type, ok: false, error });
+      progress.failedTasks.push({ phase: phase.name, task: task.name, error });
+      await this.learn('avoid_error', avoidErrorArgs(task.type, error));
+      return false;
+    }
+  }
+
+  /** A task of kind `workflow`: a child workflow, its id derived from the task (a sub-campaign runs as campaign/<its id>). */
+  private runChild(i: number, j: number, phase: CampaignPhase, task: CampaignPhase['tasks'][number]): Promise<unknown> {
+    const { campaignId, agentId, info, progress } = this;
+    const workflowId = this.v1 ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args) : `${info.workflowId}/p${i}/t${j}`;
+    return executeChild(task.type, {
+      workflowId,
+      args: [task.args],
+      ...campaignTaskText({ campaignId, agentId, workflowId, phase: { ...progress.phase, name: phase.name }, task: { ...progress.task, name: task.name }, type: task.type, args: task.args }),
+    });
+  }
+
+  /** The phase's checkpoint: a validated verdict; a failed one fails the campaign. */
+  private async checkpoint(i: number, phase: CampaignPhase, outcomes: TaskOutcome[]): Promise<void> {
+    const { campaignId, progress } = this;
+    await db.recordPhase({ campaignId, ordinal: i, status: 'checkpoint' });
+    const verdict = await validator.validateCheckpoint({
+      campaignId,
+      agentId: this.agentId,
+      key: `${this.keyPrefix}/p${i}`,
+      phase: { name: phase.name, type: phase.type, objectives: phase.objectives },
+      checkpoint: phase.checkpoint,
+      outcomes,
+    });
+    progress.lastVerdict = { ...verdict, phase: phase.name };
+    this.verdicts.push({ name: phase.name, verdict });
+    if (!verdict.pass) {
+      await db.recordPhase({ campaignId, ordinal: i, status: 'failed', result: { outcomes, verdict }, error: verdict.reason });
+      throw new PhaseFailed(`phase '${phase.name}' checkpoint failed: ${verdict.reason}`);
+    }
+    await db.recordPhase({ campaignId, ordinal: i, status: 'completed', result: { outcomes, verdict } });
+    progress.completedPhases.push(phase.name);
+    await this.learn('phase_success', { phase_type: phase.type });
+  }
+
   /** Wait here while paused; the pause is recorded so the UI and CLI see it. */
-  async function pausePoint(): Promise<void> {
-    if (!paused) return;
-    progress.status = 'paused';
+  private async pausePoint(): Promise<void> {
+    if (!this.paused) return;
+    const { campaignId } = this;
+    this.setStatus('paused');
     await db.recordCampaign({ campaignId, status: 'paused' });
-    await condition(() => !paused);
-    progress.status = 'running';
+    await condition(() => !this.paused);
+    this.setStatus('running');
     await db.recordCampaign({ campaignId, status: 'running' });
   }
 
@@ -294,22 +388,14 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
    * cannot be undone: logged and listed in `uncompensated`. A task whose compensation fails is
    * logged and the rest still run.
    */
-  async function compensate(): Promise<void> {
-    progress.status = 'compensating';
+  private async compensate(): Promise<void> {
+    const { campaignId, agentId, progress, started } = this;
+    this.setStatus('compensating');
     await db.recordCampaign({ campaignId, status: 'compensating' });
     while (started.length) {
       const d = started.pop()!;
       if (d.kind === 'workflow' && !d.compensation) {
-        if (!v1) continue;
-        let reason: string | null = null;
-        if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
-        else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
-        else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
-        // (else: cancelled before the child started; nothing to undo)
-        if (reason) {
-          log.warn('campaign task not compensated', { campaignId, task: d.label, reason });
-          progress.uncompensated.push({ task: d.label, reason });
-        }
+        if (this.v1) this.notUndone(d);
         continue;
       }
       try {
@@ -320,18 +406,32 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
         progress.failedTasks.push({ phase: 'compensation', task: d.label, error: failureMessage(err) });
       }
     }
-    for (const [i] of input.phases.entries()) {
+    for (const [i] of this.input.phases.entries()) {
       if (i < progress.phase.index) await db.recordPhase({ campaignId, ordinal: i, status: 'compensated' });
     }
   }
 
+  /** A child workflow task without a compensation: a cancelled child campaign undid its own work; anything else is listed as not undone. */
+  private notUndone(d: Started): void {
+    const { progress } = this;
+    let reason: string | null = null;
+    if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
+    else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
+    else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
+    // (else: cancelled before the child started; nothing to undo)
+    if (reason) {
+      log.warn('campaign task not compensated', { campaignId: this.campaignId, task: d.label, reason });
+      progress.uncompensated.push({ task: d.label, reason });
+    }
+  }
+
   /** Promote a learning; the store may refuse (rate limit, guard): logged, never fatal to the campaign. */
-  async function learn(predicate: 'phase_success' | 'avoid_error', args: Record<string, unknown>): Promise<void> {
+  private async learn(predicate: 'phase_success' | 'avoid_error', args: Record<string, unknown>): Promise<void> {
     try {
-      await db.promoteCampaignLearning({ agentId, shardType: input.shardType, predicate, args, source: campaignId });
+      await db.promoteCampaignLearning({ agentId: this.agentId, shardType: this.input.shardType, predicate, args, source: this.campaignId });
     } catch (err) {
-      if (v1 && isCancellation(err)) throw err; // a cancel during the promotion still cancels the campaign
-      log.warn('learning not saved', { campaignId, predicate, error: failureMessage(err) });
+      if (this.v1 && isCancellation(err)) throw err; // a cancel during the promotion still cancels the campaign
+      log.warn('learning not saved', { campaignId: this.campaignId, predicate, error: failureMessage(err) });
     }
   }
 }

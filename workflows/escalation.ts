@@ -19,6 +19,7 @@ import {
   log,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -38,12 +39,15 @@ import {
   humanVetoInput,
   type EscalationInput,
   type OversightAnswer,
+  type ParsedEscalationInput,
   type ToolDesign,
 } from '../core/escalation.js';
+import { formatIssues } from '../core/zod-issues.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { escalationCurrentDetails, handlerText, timerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createOversightActivities> & ReturnType<typeof createToolActivities> & ReturnType<typeof createCommandActivities> & ReturnType<typeof createShellActivities>;
 type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
@@ -98,93 +102,199 @@ const tail = (s: string, n = 3000) => (s.length > n ? `…${s.slice(-n)}` : s);
 /** Route an escalation through oversight and the human; deliver the answer to the agent. */
 export async function escalationWorkflow(rawInput: EscalationInput): Promise<EscalationResult> {
   const input = parseWorkflowInput('escalationWorkflow', escalationInput, rawInput);
-  const { escalationId, agentId } = input;
-  const info = workflowInfo();
-  upsertSearchAttributes([
-    { key: agentIdSearchAttribute, value: agentId },
-    { key: kindSearchAttribute, value: 'escalation' },
-  ]);
-  const startedAt = info.startTime.getTime();
-  const deadlineAt = startedAt + input.deadlineMs;
-  const graceEndsAt = deadlineAt + input.graceMs;
+  return new EscalationRun(input).run();
+}
 
-  let humanRequired = input.humanRequired || input.dangerFlags.length > 0;
-  let human: { verdict: HumanVerdict; by: string; comment?: string } | null = null;
-  let run: OversightRun | null = null;
-  let verdict: OversightAnswer['verdict'] | null = null;
-  let phase: DeadlinePhase = 'before_deadline';
-  let decision: Extract<RuleDecision, { final: true }> | null = null;
-  let status: EscalationStatus['phase'] = 'oversight';
-  let designRounds = 0;
+type HumanAnswer = { verdict: HumanVerdict; by: string; comment?: string };
+type FinalDecision = Extract<RuleDecision, { final: true }>;
 
-  const snapshot = (): EscalationStatus => ({
-    escalationId,
-    phase: status,
-    humanRequired,
-    oversight: run && verdict ? { verdict, route: run.route } : null,
-    human: human ? { verdict: human.verdict, by: human.by } : null,
-    decision: decision ? { outcome: decision.outcome, decidedBy: decision.decidedBy, why: decision.why } : null,
-    deadlineAt: new Date(deadlineAt).toISOString(),
-    designRounds,
-  });
-  setHandler(escalationStatusQuery, snapshot);
+/** One escalation: its state and its steps, run one after another in a fixed order (replay checks it). */
+class EscalationRun {
+  readonly info = workflowInfo();
+  readonly escalationId: string;
+  readonly agentId: string;
+  readonly deadlineAt: number;
+  readonly graceEndsAt: number;
+  private humanRequired: boolean;
+  private human: HumanAnswer | null = null;
+  private oversightRun: OversightRun | null = null;
+  private verdict: OversightAnswer['verdict'] | null = null;
+  private deadlinePhase: DeadlinePhase = 'before_deadline';
+  private decision: FinalDecision | null = null;
+  private status: EscalationStatus['phase'] = 'oversight';
+  private designRounds = 0;
+  private design: { design: ToolDesign; passed: boolean } | null = null;
+  private oversightError: string | null = null;
 
-  function humanHandler<S extends z.ZodType>(verdictOf: HumanVerdict, schema: S, commentOf: (a: z.output<S>) => string | undefined) {
+  constructor(readonly input: ParsedEscalationInput) {
+    this.escalationId = input.escalationId;
+    this.agentId = input.agentId;
+    this.deadlineAt = this.info.startTime.getTime() + input.deadlineMs;
+    this.graceEndsAt = this.deadlineAt + input.graceMs;
+    this.humanRequired = input.humanRequired || input.dangerFlags.length > 0;
+  }
+
+  async run(): Promise<EscalationResult> {
+    const { input, escalationId, agentId } = this;
+    upsertSearchAttributes([
+      { key: agentIdSearchAttribute, value: agentId },
+      { key: kindSearchAttribute, value: 'escalation' },
+    ]);
+    this.registerHandlers();
+    this.setStatus('oversight');
+
+    // The deadline is recorded once a human is required: at the start, or when the wait begins.
+    const deadlineRecorded = this.humanRequired;
+    await db.openEscalation({ escalation: input, workflowId: this.info.workflowId, deadlineAt: this.humanRequired ? new Date(this.deadlineAt).toISOString() : null });
+
+    // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
+    await this.consultOversight();
+    const run = this.oversightRun;
+    if (run) await db.recordOversightAnswer({ escalationId, agentId, run: { ...run, answer: { ...run.answer, verdict: this.verdict! } }, round: Math.max(this.designRounds, 1), awaitingHuman: this.humanRequired });
+
+    // 2. The rules decide, or say what to wait for.
+    const decision = await this.decideOrWait(deadlineRecorded);
+    this.setStatus('executing');
+
+    // 3. Effects of the decision: the held action runs only when approved; an approved design joins the catalogue.
+    const { proposalOutcome, proposalResult } = await this.executeProposal(decision);
+    let designedTool: EscalationResult['designedTool'];
+    const design = this.design;
+    if (design?.passed && decision.outcome === 'approved') {
+      const reg = await db.registerDesignedTool({ agentId, escalationId, design: design.design, rounds: this.designRounds });
+      designedTool = { name: design.design.spec.name, toolId: reg.toolId, rounds: this.designRounds };
+    }
+
+    const finished = await db.finishEscalation({
+      escalationId,
+      agentId,
+      category: input.category,
+      outcome: decision.outcome,
+      decidedBy: decision.decidedBy,
+      why: this.oversightError && decision.decidedBy !== 'oversight' ? `${decision.why}; oversight unavailable: ${this.oversightError}` : decision.why,
+      answer: run ? run.answer : null,
+      human: this.human,
+      ...(input.proposal ? { proposal: input.proposal } : {}),
+      proposalOutcome,
+      proposalResult,
+      designedTool: designedTool?.name,
+    });
+    this.setStatus('decided');
+
+    // The agent reads the note on its next tick; wake it if it idles (it may not be running).
+    try {
+      await getExternalWorkflowHandle(`agent/${agentId}`).signal('wake', { reason: 'note' });
+    } catch (err) {
+      log.info('agent loop not woken', { agentId, error: causeMessage(err) });
+    }
+    await condition(allHandlersFinished);
+    if (!this.decision) throw ApplicationFailure.nonRetryable('no decision', 'Internal');
     return {
-      async handler(arg: z.input<S>): Promise<EscalationStatus> {
+      escalationId,
+      outcome: decision.outcome,
+      decidedBy: decision.decidedBy,
+      why: decision.why,
+      grantedTools: finished.grantedTools,
+      noteId: finished.noteId,
+      proposalOutcome,
+      designedTool,
+      designRounds: this.designRounds,
+      learning: finished.learning,
+    };
+  }
+
+  private snapshot(): EscalationStatus {
+    const { oversightRun: run, verdict, human, decision } = this;
+    return {
+      escalationId: this.escalationId,
+      phase: this.status,
+      humanRequired: this.humanRequired,
+      oversight: run && verdict ? { verdict, route: run.route } : null,
+      human: human ? { verdict: human.verdict, by: human.by } : null,
+      decision: decision ? { outcome: decision.outcome, decidedBy: decision.decidedBy, why: decision.why } : null,
+      deadlineAt: new Date(this.deadlineAt).toISOString(),
+      designRounds: this.designRounds,
+    };
+  }
+
+  /** The phase the status query shows, also as the workflow's current details (no command). */
+  private setStatus(status: EscalationStatus['phase'], until?: number): void {
+    this.status = status;
+    setCurrentDetails(escalationCurrentDetails({ phase: status, until: until === undefined ? undefined : new Date(until).toISOString(), designRound: this.designRounds }));
+  }
+
+  private registerHandlers(): void {
+    const text = handlerText.escalation;
+    setHandler(escalationStatusQuery, () => this.snapshot(), { description: text.status });
+    const approve = this.humanHandler('approve', humanApproveInput, (a) => a.comment);
+    const reject = this.humanHandler('reject', humanRejectInput, (a) => a.reason);
+    const nudge = this.humanHandler('nudge', humanNudgeInput, (a) => a.text);
+    const veto = this.humanHandler('veto', humanVetoInput, (a) => a.reason);
+    setHandler(approveUpdate, approve.handler, { validator: approve.validator, description: text.approve });
+    setHandler(rejectUpdate, reject.handler, { validator: reject.validator, description: text.reject });
+    setHandler(nudgeUpdate, nudge.handler, { validator: nudge.validator, description: text.nudge });
+    setHandler(vetoUpdate, veto.handler, { validator: veto.validator, description: text.veto });
+  }
+
+  /** A human's answer as an update: validated (one answer, before the decision), recorded, answered with the status. */
+  private humanHandler<S extends z.ZodType>(verdictOf: HumanVerdict, schema: S, commentOf: (a: z.output<S>) => string | undefined) {
+    return {
+      handler: async (arg: z.input<S>): Promise<EscalationStatus> => {
         const a = schema.parse(arg) as z.output<S> & { by: string };
         // Set before the write: the rules see the answer at once, the activity only records it.
-        human = { verdict: verdictOf, by: a.by, comment: commentOf(a) };
-        await db.recordHumanAnswer({ escalationId, agentId, verdict: verdictOf, by: a.by, comment: commentOf(a), updateId: currentUpdateInfo()?.id ?? verdictOf });
-        return snapshot();
+        this.human = { verdict: verdictOf, by: a.by, comment: commentOf(a) };
+        await db.recordHumanAnswer({ escalationId: this.escalationId, agentId: this.agentId, verdict: verdictOf, by: a.by, comment: commentOf(a), updateId: currentUpdateInfo()?.id ?? verdictOf });
+        return this.snapshot();
       },
-      validator(arg: z.input<S>): void {
+      validator: (arg: z.input<S>): void => {
         const r = schema.safeParse(arg);
-        if (!r.success) throw new Error(`invalid ${verdictOf}: ${r.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`);
-        if (decision) throw new Error(`escalation ${escalationId} is already decided (${decision.outcome} by ${decision.decidedBy})`);
-        if (human) throw new Error(`escalation ${escalationId} already has a human answer (${human.verdict} by ${human.by})`);
+        if (!r.success) throw new Error(`invalid ${verdictOf}: ${formatIssues(r.error)}`);
+        if (this.decision) throw new Error(`escalation ${this.escalationId} is already decided (${this.decision.outcome} by ${this.decision.decidedBy})`);
+        if (this.human) throw new Error(`escalation ${this.escalationId} already has a human answer (${this.human.verdict} by ${this.human.by})`);
       },
     };
   }
-  const h = {
-    approve: humanHandler('approve', humanApproveInput, (a) => a.comment),
-    reject: humanHandler('reject', humanRejectInput, (a) => a.reason),
-    nudge: humanHandler('nudge', humanNudgeInput, (a) => a.text),
-    veto: humanHandler('veto', humanVetoInput, (a) => a.reason),
-  };
-  setHandler(approveUpdate, h.approve.handler, { validator: h.approve.validator });
-  setHandler(rejectUpdate, h.reject.handler, { validator: h.reject.validator });
-  setHandler(nudgeUpdate, h.nudge.handler, { validator: h.nudge.validator });
-  setHandler(vetoUpdate, h.veto.handler, { validator: h.veto.validator });
 
-  // The deadline is recorded once a human is required: at the start, or when the wait begins.
-  let deadlineRecorded = humanRequired;
-  await db.openEscalation({ escalation: input, workflowId: info.workflowId, deadlineAt: humanRequired ? new Date(deadlineAt).toISOString() : null });
-
-  // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
-  let design: { design: ToolDesign; passed: boolean } | null = null;
-  let oversightError: string | null = null;
-  let feedback: string | undefined;
-  for (let round = 1; round <= input.maxDesignRounds && !human; round++) {
-    try {
-      run = await oversight.runOversight({ escalation: input, round, feedback, key: info.workflowId });
-    } catch (err) {
-      // No oversight answer (no model, malformed replies): the human decides — never a silent approval.
-      oversightError = causeMessage(err);
-      log.warn('oversight unavailable; a human must decide', { escalationId, error: oversightError });
-      humanRequired = true;
-      break;
+  /** The oversight's answer; for a state-machine design, up to `maxDesignRounds` rounds of tests in the sandbox. */
+  private async consultOversight(): Promise<void> {
+    const { input, escalationId } = this;
+    let feedback: string | undefined;
+    for (let round = 1; round <= input.maxDesignRounds && !this.human; round++) {
+      let run: OversightRun;
+      try {
+        run = await oversight.runOversight({ escalation: input, round, feedback, key: this.info.workflowId });
+      } catch (err) {
+        // No oversight answer (no model, malformed replies): the human decides — never a silent approval.
+        this.oversightError = causeMessage(err);
+        log.warn('oversight unavailable; a human must decide', { escalationId, error: this.oversightError });
+        this.humanRequired = true;
+        break;
+      }
+      this.oversightRun = run;
+      this.verdict = run.answer.verdict;
+      if (run.answer.needs_human) this.humanRequired = true;
+      const d = run.answer.design;
+      if (input.category !== 'state_machine_designer' || !d) break;
+      this.designRounds = round;
+      this.setStatus('designing');
+      const tested = await this.testDesign(d, round);
+      feedback = tested.feedback ?? feedback;
+      this.design = { design: d, passed: tested.passed };
+      if (tested.passed || !tested.ran) break; // an unavailable sandbox is not the design's fault: no more rounds
     }
-    verdict = run.answer.verdict;
-    if (run.answer.needs_human) humanRequired = true;
-    const d = run.answer.design;
-    if (input.category !== 'state_machine_designer' || !d) break;
-    status = 'designing';
-    designRounds = round;
+    if (this.design && !this.design.passed) {
+      // A design that never passed is not approvable, whatever the answer said.
+      this.verdict = 'reject';
+    }
+  }
+
+  /** One design round: the design's tests in the sandbox, recorded; the feedback for the next round. */
+  private async testDesign(d: ToolDesign, round: number): Promise<{ passed: boolean; ran: boolean; feedback?: string }> {
     let result: SandboxRunResult | null = null;
+    let feedback: string | undefined;
     try {
       result = await sandbox.sandboxRun({
-        key: `${info.workflowId}/design/r${round}`,
+        key: `${this.info.workflowId}/design/r${round}`,
         command: ['node', '--test', 'tool.test.mjs'],
         files: { 'tool.mjs': d.implementation, 'tool.test.mjs': d.tests, 'spec.json': JSON.stringify(d.spec), 'package.json': '{"type":"module"}' },
         budget: { wallMs: 60_000 },
@@ -194,72 +304,70 @@ export async function escalationWorkflow(rawInput: EscalationInput): Promise<Esc
     }
     const passed = !!result && result.status === 'ok' && result.exitCode === 0;
     if (result && !passed) feedback = `status ${result.status}${result.exceeded ? ` (${result.exceeded})` : ''}, exit ${result.exitCode}\n${tail(`${result.stdout}\n${result.stderr}`.trim())}`;
-    await db.recordDesignRound({ escalationId, agentId, round, ok: passed, feedback: passed ? `round ${round}: tests passed` : feedback!, toolName: d.spec.name });
-    design = { design: d, passed };
-    if (passed || !result) break; // an unavailable sandbox is not the design's fault: no more rounds
+    await db.recordDesignRound({ escalationId: this.escalationId, agentId: this.agentId, round, ok: passed, feedback: passed ? `round ${round}: tests passed` : feedback!, toolName: d.spec.name });
+    return { passed, ran: !!result, feedback };
   }
-  if (design && !design.passed) {
-    // A design that never passed is not approvable, whatever the answer said.
-    verdict = 'reject';
-  }
-  if (run) await db.recordOversightAnswer({ escalationId, agentId, run: { ...run, answer: { ...run.answer, verdict: verdict! } }, round: Math.max(designRounds, 1), awaitingHuman: humanRequired });
 
-  // 2. The rules decide, or say what to wait for.
-  for (;;) {
-    const d = decide({ humanRequired, oversight: verdict ? { verdict } : null, human, phase });
-    if (d.final) {
-      decision = d;
-      break;
+  /** Apply the rules until they decide: waiting for the human to the deadline, then through the grace period. */
+  private async decideOrWait(deadlineRecorded: boolean): Promise<FinalDecision> {
+    for (;;) {
+      const d = decide({ humanRequired: this.humanRequired, oversight: this.verdict ? { verdict: this.verdict } : null, human: this.human, phase: this.deadlinePhase });
+      if (d.final) {
+        this.decision = d;
+        return d;
+      }
+      if (d.waitingFor === 'oversight') {
+        this.status = d.status === 'waiting' ? 'waiting' : 'awaiting_human';
+        // Only reachable without an oversight answer and without a human requirement (not possible after step 1).
+        this.humanRequired = true;
+        continue;
+      }
+      const before = this.deadlinePhase === 'before_deadline';
+      const until = before ? this.deadlineAt : this.graceEndsAt;
+      this.setStatus(d.status === 'waiting' ? 'waiting' : 'awaiting_human', until);
+      // deadline-at-v1: a human became required after the start (the oversight asked for one or
+      // failed): the escalation row gets its deadline now; escalations started before left it null.
+      if (!deadlineRecorded && patched('deadline-at-v1')) await db.markAwaitingHuman({ escalationId: this.escalationId, deadlineAt: new Date(this.deadlineAt).toISOString() });
+      deadlineRecorded = true;
+      const label = timerText.humanDeadline(this.deadlinePhase, before ? this.input.deadlineMs : this.input.graceMs);
+      const answered = await condition(() => this.human !== null, Math.max(until - Date.now(), 1), { summary: label });
+      if (!answered) this.deadlinePhase = before ? 'grace' : 'expired';
     }
-    status = d.status === 'waiting' ? 'waiting' : 'awaiting_human';
-    if (d.waitingFor === 'oversight') {
-      // Only reachable without an oversight answer and without a human requirement (not possible after step 1).
-      humanRequired = true;
-      continue;
-    }
-    // deadline-at-v1: a human became required after the start (the oversight asked for one or
-    // failed): the escalation row gets its deadline now; escalations started before left it null.
-    if (!deadlineRecorded && patched('deadline-at-v1')) await db.markAwaitingHuman({ escalationId, deadlineAt: new Date(deadlineAt).toISOString() });
-    deadlineRecorded = true;
-    const until = phase === 'before_deadline' ? deadlineAt : graceEndsAt;
-    const answered = await condition(() => human !== null, Math.max(until - Date.now(), 1));
-    if (!answered) phase = phase === 'before_deadline' ? 'grace' : 'expired';
   }
-  status = 'executing';
 
-  // 3. Effects of the decision: the held action runs only when approved; an approved design joins the catalogue.
-  let proposalOutcome: EscalationResult['proposalOutcome'];
-  let proposalResult: string | undefined;
-  if (input.proposal) {
-    if (decision.outcome !== 'approved') proposalOutcome = 'blocked';
-    else if (input.proposal.kind === 'command') {
+  /** The held action, run only when approved: a command through the ordinary command path, or a tool action. */
+  private async executeProposal(decision: FinalDecision): Promise<{ proposalOutcome?: EscalationResult['proposalOutcome']; proposalResult?: string }> {
+    const { input, agentId, escalationId } = this;
+    if (!input.proposal) return {};
+    if (decision.outcome !== 'approved') return { proposalOutcome: 'blocked' };
+    if (input.proposal.kind === 'command') {
       // The approved command runs through the ordinary command path (validation, command_log,
       // idempotency by cmd id), marked approved so the danger check does not hold it again.
       const [o] = await db.applyCommands({
         agentId,
         tick: input.tick ?? 0,
-        workflowId: info.workflowId,
+        workflowId: this.info.workflowId,
         mode: 'main',
         commands: [{ cmdId: `approved.${escalationId}`.slice(0, 120), type: input.proposal.name, args: input.proposal.args }],
         approvedBy: escalationId,
       });
-      proposalOutcome = o?.status === 'applied' ? 'executed' : 'failed';
+      let proposalOutcome: EscalationResult['proposalOutcome'] = o?.status === 'applied' ? 'executed' : 'failed';
       const shells = o?.status === 'applied' ? o.effects.filter((e): e is ShellEffect => e.kind === 'shell') : [];
       // approved-shell-v1: an approved `shell` command (the typical danger zone) really runs now,
       // in the sandbox like the agent loop's own; escalations started before this ran none.
-      const ran = shells.length > 0 && patched('approved-shell-v1') ? await Promise.all(shells.map((e) => runApprovedShell(e, input.tick ?? 0))) : [];
+      const ran = shells.length > 0 && patched('approved-shell-v1') ? await Promise.all(shells.map((e) => this.runApprovedShell(e, input.tick ?? 0))) : [];
       const rest = o?.effects.filter((e) => !(ran.length && e.kind === 'shell')) ?? [];
-      proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
+      const proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
       if (ran.length && ran.some((r) => !r.startsWith('exit 0'))) proposalOutcome = 'failed';
-    } else {
-      const [tool, action] = input.proposal.name.split('.', 2) as [string, string];
-      const r = await db.callTool({ agentId, tool, action: action ?? '', args: input.proposal.args, key: `${info.workflowId}/execute`, approvedBy: escalationId });
-      proposalOutcome = r.ok ? 'executed' : 'failed';
-      proposalResult = r.ok ? JSON.stringify(r.output).slice(0, 500) : r.error;
+      return { proposalOutcome, proposalResult };
     }
+    const [tool, action] = input.proposal.name.split('.', 2) as [string, string];
+    const r = await db.callTool({ agentId, tool, action: action ?? '', args: input.proposal.args, key: `${this.info.workflowId}/execute`, approvedBy: escalationId });
+    return { proposalOutcome: r.ok ? 'executed' : 'failed', proposalResult: r.ok ? JSON.stringify(r.output).slice(0, 500) : r.error };
   }
+
   /** An approved `shell` command: the sandbox runs it, its output goes to its command_log row; returns a summary line and the output. */
-  async function runApprovedShell(e: ShellEffect, tick: number): Promise<string> {
+  private async runApprovedShell(e: ShellEffect, tick: number): Promise<string> {
     let result: SandboxRunResult | null = null;
     let error: string | undefined;
     try {
@@ -267,50 +375,7 @@ export async function escalationWorkflow(rawInput: EscalationInput): Promise<Esc
     } catch (err) {
       error = causeMessage(err);
     }
-    const { summary } = await db.recordShellResult({ agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
+    const { summary } = await db.recordShellResult({ agentId: this.agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
     return `${summary}${result?.stdout ? `\n${tail(result.stdout, 1500)}` : ''}${result?.stderr ? `\n${tail(result.stderr, 500)}` : ''}`;
   }
-
-  let designedTool: EscalationResult['designedTool'];
-  if (design?.passed && decision.outcome === 'approved') {
-    const reg = await db.registerDesignedTool({ agentId, escalationId, design: design.design, rounds: designRounds });
-    designedTool = { name: design.design.spec.name, toolId: reg.toolId, rounds: designRounds };
-  }
-
-  const finished = await db.finishEscalation({
-    escalationId,
-    agentId,
-    category: input.category,
-    outcome: decision.outcome,
-    decidedBy: decision.decidedBy,
-    why: oversightError && decision.decidedBy !== 'oversight' ? `${decision.why}; oversight unavailable: ${oversightError}` : decision.why,
-    answer: run ? run.answer : null,
-    human,
-    ...(input.proposal ? { proposal: input.proposal } : {}),
-    proposalOutcome,
-    proposalResult,
-    designedTool: designedTool?.name,
-  });
-  status = 'decided';
-
-  // The agent reads the note on its next tick; wake it if it idles (it may not be running).
-  try {
-    await getExternalWorkflowHandle(`agent/${agentId}`).signal('wake', { reason: 'note' });
-  } catch (err) {
-    log.info('agent loop not woken', { agentId, error: causeMessage(err) });
-  }
-  await condition(allHandlersFinished);
-  if (!decision) throw ApplicationFailure.nonRetryable('no decision', 'Internal');
-  return {
-    escalationId,
-    outcome: decision.outcome,
-    decidedBy: decision.decidedBy,
-    why: decision.why,
-    grantedTools: finished.grantedTools,
-    noteId: finished.noteId,
-    proposalOutcome,
-    designedTool,
-    designRounds,
-    learning: finished.learning,
-  };
 }

@@ -18,7 +18,7 @@ import { nominalTime, periodOf, type MaintenanceJob, type MaintenancePeriod, typ
 import { dbActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 
-/** `makeAbstract` of activities/forks.ts (the abstracts strategies on real rows), as this job calls it. */
+/** `makeAbstract` of activities/forks/abstracts.ts (the abstracts strategies on real rows), as this job calls it. */
 interface AbstractActivity {
   makeAbstract(input: { agentId: string; trigger: 'interval' }): Promise<{ abstractId: number | null; created: boolean; strategy: string; responses: number }>;
 }

@@ -17,6 +17,7 @@ import {
   patched,
   proxyActivities,
   sleep,
+  setCurrentDetails,
   setHandler,
   workflowInfo,
   type ActivityOptions,
@@ -40,6 +41,7 @@ import {
 } from '../core/fork.js';
 import { dbActivity, sandboxActivity } from './lib/activity-options.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
+import { forkCurrentDetails, forkText, handlerText, timerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createActivities>;
 type SandboxActivities = ReturnType<typeof createSandboxActivities>;
@@ -112,9 +114,15 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
   }
 
   const state: ForkState = { forkId, phase: 'spawning' };
+  /** Set the phase; the current details the UI shows follow it (no command). */
+  const enter = (phase: ForkPhase, until?: number) => {
+    state.phase = phase;
+    setCurrentDetails(forkCurrentDetails({ phase, verdict: state.verdict, gateUntil: until === undefined ? undefined : new Date(until).toISOString() }));
+  };
+  enter('spawning');
   let decision: { gate: 'approved' | 'rejected'; by: string } | undefined;
   let answer: GateAnswer | undefined;
-  setHandler(forkStateQuery, () => ({ ...state }));
+  setHandler(forkStateQuery, () => ({ ...state }), { description: handlerText.fork.forkState });
   const gateHandler = (gate: 'approved' | 'rejected') => async (arg: { by?: string }) => {
     decision ??= { gate, by: arg?.by?.trim() || 'human' };
     await condition(() => answer !== undefined);
@@ -123,8 +131,8 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
   const gateValidator = (_arg: { by?: string }) => {
     if (state.phase !== 'awaiting_approval') throw new Error(`fork ${forkId} is not awaiting approval (phase ${state.phase}, verdict ${state.verdict ?? 'none'})`);
   };
-  setHandler(approveForkUpdate, gateHandler('approved'), { validator: gateValidator });
-  setHandler(rejectForkUpdate, gateHandler('rejected'), { validator: gateValidator });
+  setHandler(approveForkUpdate, gateHandler('approved'), { validator: gateValidator, description: handlerText.fork.approveFork });
+  setHandler(rejectForkUpdate, gateHandler('rejected'), { validator: gateValidator, description: handlerText.fork.rejectFork });
 
   let cleanupStatus: 'cancelled' | 'failed' | undefined;
   let result: Omit<SuccessorForkResult, 'gate' | 'applied'>;
@@ -139,38 +147,13 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
       auditsForkId: input.auditsForkId,
       startedAtMs: info.startTime.getTime(),
     });
-    Object.assign(state, { phase: 'evaluating', spawnMs: spawned.spawnMs, rows: spawned.rows });
-
-    // Wall-time budget: a timer races the evaluation; when it fires the evaluation is cancelled
-    // (its activities see the cancellation at their next heartbeat) and the verdict is REJECT.
-    const remaining = Math.max(1, input.budget.wallMs - (Date.now() - info.startTime.getTime()));
-    const evalScope = new CancellationScope();
-    const timerScope = new CancellationScope();
-    const evaluation = evalScope.run(() => evaluate(forkId, input));
-    const timer = timerScope.run(() => sleep(remaining)).then(() => 'timeout' as const);
-    let outcome: { decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' | 'failed' };
-    try {
-      const first = await Promise.race([evaluation, timer]);
-      if (first === 'timeout') {
-        evalScope.cancel();
-        await evaluation.catch(() => undefined);
-        outcome = { decision: budgetVerdict('wall_time', `${input.budget.wallMs} ms`), artifacts: [], status: 'budget_exceeded' };
-      } else {
-        timerScope.cancel();
-        outcome = first;
-      }
-    } catch (err) {
-      if (isCancellation(err)) {
-        // Cancelled: the timer rejects at once, so wait for the evaluation too; its sandbox run
-        // ends only once its container is killed and removed (WAIT_CANCELLATION_COMPLETED).
-        if (patched('fork-cancel-waits-evaluation-v1')) await evaluation.catch(() => undefined);
-        throw err;
-      }
-      // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
-      timerScope.cancel();
-      const message = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
-      outcome = { decision: { verdict: 'REJECT', confidence: 0.5, summary: `evaluation failed: ${message}`, caveats: ['the evaluation did not finish'] }, artifacts: [], status: 'failed' };
-    }
+    Object.assign(state, { spawnMs: spawned.spawnMs, rows: spawned.rows });
+    enter('evaluating');
+    const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime());
+    // The budget timer is cancelled in the same step that schedules the next activity: a
+    // history records that activity before the timer's cancellation, and replay checks the order.
+    raced.settle();
+    let outcome = raced.outcome;
 
     const usage = await db.forkUsage({ forkId });
     if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
@@ -178,15 +161,17 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     }
 
     if (input.verify && !input.auditsForkId && forkId.length <= 58) {
-      state.phase = 'verifying';
+      enter('verifying');
+      const verifier = { agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId };
       const audit = await executeChild(successorForkWorkflow, {
         workflowId: `fork/${forkId}.vf`,
-        args: [{ agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId }],
+        args: [verifier],
+        ...forkText({ ...verifier, wallMs: input.budget.wallMs }),
       }).catch(() => undefined);
       outcome.decision = { ...outcome.decision, caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)] };
     }
 
-    state.phase = 'recording';
+    enter('recording');
     const recorded = await db.forkRecordVerdict({
       forkId,
       decision: outcome.decision,
@@ -214,15 +199,15 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
   }
 
   if (result.verdict !== 'APPROVE' || input.auditsForkId) {
-    state.phase = 'done';
+    enter('done');
     return { ...result, gate: 'not_applicable', applied: null };
   }
 
   // The human gate: nothing is applied without an answer; the deadline lapses the verdict.
-  state.phase = 'awaiting_approval';
   state.gate = 'pending';
+  enter('awaiting_approval', Date.now() + input.approvalDeadlineMs);
   try {
-    const answered = await condition(() => decision !== undefined, input.approvalDeadlineMs);
+    const answered = await condition(() => decision !== undefined, input.approvalDeadlineMs, { summary: timerText.forkGate(input.approvalDeadlineMs) });
     const gate = answered && decision ? decision : { gate: 'expired' as const, by: 'deadline' };
     answer = await db.forkGate({ forkId, decision: gate.gate, by: gate.by });
   } catch (err) {
@@ -230,10 +215,49 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     throw err;
   }
   state.gate = answer.gate as ForkState['gate'];
-  state.phase = 'done';
+  enter('done');
   // Let the update handler return its answer before the workflow completes.
   await condition(allHandlersFinished);
   return { ...result, gate: answer.gate as SuccessorForkResult['gate'], applied: answer.applied };
+}
+
+type EvaluationOutcome = { decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' | 'failed' };
+
+/**
+ * The evaluation under the wall-time budget: a timer races it; when the timer fires the
+ * evaluation is cancelled (its activities see the cancellation at their next heartbeat) and
+ * the verdict is REJECT. An evaluation that fails is a verdict too, not a stuck fork.
+ * `settle` cancels the timer when the evaluation ended first: the caller calls it in the same
+ * step as its next command, so the commands keep their order.
+ */
+async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, startedAtMs: number): Promise<{ outcome: EvaluationOutcome; settle: () => void }> {
+  const remaining = Math.max(1, input.budget.wallMs - (Date.now() - startedAtMs));
+  const evalScope = new CancellationScope();
+  const timerScope = new CancellationScope();
+  const evaluation = evalScope.run(() => evaluate(forkId, input));
+  const timer = timerScope.run(() => sleep(remaining, { summary: timerText.forkWallBudget(input.budget.wallMs) })).then(() => 'timeout' as const);
+  try {
+    const first = await Promise.race([evaluation, timer]);
+    if (first === 'timeout') {
+      evalScope.cancel();
+      await evaluation.catch(() => undefined);
+      return { outcome: { decision: budgetVerdict('wall_time', `${input.budget.wallMs} ms`), artifacts: [], status: 'budget_exceeded' }, settle: () => undefined };
+    }
+    return { outcome: first, settle: () => timerScope.cancel() };
+  } catch (err) {
+    if (isCancellation(err)) {
+      // Cancelled: the timer rejects at once, so wait for the evaluation too; its sandbox run
+      // ends only once its container is killed and removed (WAIT_CANCELLATION_COMPLETED).
+      if (patched('fork-cancel-waits-evaluation-v1')) await evaluation.catch(() => undefined);
+      throw err;
+    }
+    // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
+    const message = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    return {
+      outcome: { decision: { verdict: 'REJECT', confidence: 0.5, summary: `evaluation failed: ${message}`, caveats: ['the evaluation did not finish'] }, artifacts: [], status: 'failed' },
+      settle: () => timerScope.cancel(),
+    };
+  }
 }
 
 /** Apply the patch to the copy and run the evaluation the input names. */

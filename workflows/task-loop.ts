@@ -23,6 +23,7 @@ import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { defaultReflex } from './lib/loop-state.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { handlerText, timerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
@@ -119,10 +120,11 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
     { key: agentIdSearchAttribute, value: agentId },
     { key: kindSearchAttribute, value: 'task-loop' },
   ]);
-  setHandler(taskStopSignal, () => {
+  const stopNow = () => {
     stop = true;
-  });
-  setHandler(taskStatusQuery, () => ({ taskId, tick, replStatus, lastSummary, maxTicks, reason, waiting }));
+  };
+  setHandler(taskStopSignal, stopNow, { description: handlerText.task.stopTask });
+  setHandler(taskStatusQuery, () => ({ taskId, tick, replStatus, lastSummary, maxTicks, reason, waiting }), { description: handlerText.task.status });
 
   const started = await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', workflowId: selfId });
   // task-loop-cap-v1: the agent's task_loop_max_ticks (or its default) caps a loop the command
@@ -186,7 +188,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
         return await finish('stopped', `task ${thought.taskStatus}`, null);
       }
       if (maxTicks !== null && tick >= maxTicks) break;
-      await condition(() => stop, input.delayMs);
+      await condition(() => stop, input.delayMs, { summary: timerText.taskPacing(input.delayMs) });
     }
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
@@ -234,7 +236,8 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
         if (!isOutage(err)) throw err;
         waiting = { since: waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: messageOf(err) };
         if (attempt === 1) log.warn('task loop waiting out an outage', { taskId, error: waiting.lastError });
-        if (await condition(() => stop, waitBackoffMs(attempt))) return null;
+        const backoffMs = waitBackoffMs(attempt);
+        if (await condition(() => stop, backoffMs, { summary: timerText.taskOutage(backoffMs, attempt) })) return null;
       }
     }
   }

@@ -261,7 +261,7 @@ async function replyBody(deps: CommandDeps, input: ApplyCommandsInput): Promise<
     const read = async (tick: number) =>
       (await deps.db.select({ content: llmRecentResponses.content }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick))))[0]?.content;
     content = await read(input.tick);
-    // An identical reply is stored as a placeholder naming the real reply it repeats (reflexes.ts).
+    // An identical reply is stored as a placeholder naming the real reply it repeats (activities/reflexes/record.ts).
     const original = content === undefined ? null : placeholderTick(content);
     if (original !== null) content = await read(original);
   } else if (input.taskId !== undefined) {

@@ -1,6 +1,6 @@
 /**
  * Fact-checks: the agent lists its unverified facts and records a check's
- * outcome. Resolving goes through `resolveFact` (activities/reflexes.ts), the same code path as
+ * outcome. Resolving goes through `resolveFact` (db/queries/facts.ts), the same code path as
  * the CLI's `fact-resolve`; setting a fact-check task done (verified) or failed (rejected)
  * resolves its pending fact too.
  */

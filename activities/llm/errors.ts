@@ -1,6 +1,8 @@
 /**
  * The one failure the LLM layer reports to workflows: no candidate of the role answered.
  */
+import { ApplicationFailure } from '@temporalio/activity';
+import { clipText } from '../../core/sanitize.js';
 import type { ChatAttempt, ChatRole } from './types.js';
 
 /** ApplicationFailure type name; the workflow treats it as "enter Core Outage". */
@@ -32,10 +34,11 @@ export function describeError(err: unknown, max = 300): string {
     // The useful part is often a cause or two down (`Connection error.` ← `fetch failed` ← ECONNREFUSED).
     const causes: string[] = [];
     for (let c = err.cause, depth = 0; c instanceof Error && depth < 3; c = c.cause, depth++) causes.push(c.message);
-    text = `${err.name === 'Error' ? '' : `${err.name}: `}${err.message}${causes.length ? ` (${causes.join(': ')})` : ''}`;
+    // A plain Error or one of ours (an ApplicationFailure) says enough by its message.
+    const named = err.name !== 'Error' && !(err instanceof ApplicationFailure);
+    text = `${named ? `${err.name}: ` : ''}${err.message}${causes.length ? ` (${causes.join(': ')})` : ''}`;
   } else {
     text = String(err);
   }
-  text = text.replace(/\s+/g, ' ').trim();
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  return clipText(text.replace(/\s+/g, ' ').trim(), max);
 }

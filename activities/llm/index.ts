@@ -3,16 +3,18 @@
  * this wraps it for Temporal: heartbeats while a model thinks, cancellation, and the
  * non-retryable `LlmUnavailable` failure that sends the workflow into Core Outage.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
-import { nonRetryable } from '../errors.js';
+import { formatIssues } from '../../core/zod-issues.js';
+import { ErrorType, nonRetryable } from '../errors.js';
+import { activityContext, heartbeatEveryMs, withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailable, LlmUnavailableError } from './errors.js';
 import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 import { chatRoles, type ChatResult } from './types.js';
 
 export { LlmUnavailable, LlmUnavailableError } from './errors.js';
 export { createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
-export { defaultLocalModelName, ensureDefaultRegistry, type DefaultRegistryOptions } from './registry.js';
+export { defaultLocalModelName, ensureDefaultRegistry, ensureOversightModel, type DefaultRegistryOptions } from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
 export { chatRoles, nativeToolProviders } from './types.js';
@@ -22,7 +24,7 @@ export type * from './types.js';
  * How often an activity heartbeats while a model thinks. The LLM preset's heartbeatTimeout
  * (10 s) is what a dead worker costs before the call is retried elsewhere; keep this well under it.
  */
-export const llmHeartbeatMs = 2_000;
+export const llmHeartbeatMs = heartbeatEveryMs;
 
 /** A router to share, or what to build one from; plus the heartbeat period. */
 export type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
@@ -61,14 +63,6 @@ const llmChatInput = z.object({
     .optional(),
 });
 
-function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined; // called directly (tests, scripts): no heartbeats, no cancellation
-  }
-}
-
 /** LLM activities for the `mindloop` queue, built from their dependencies. */
 export function createLlmActivities(deps: LlmActivityDeps) {
   const router = 'router' in deps ? deps.router : createLlmRouter(deps);
@@ -81,33 +75,28 @@ export function createLlmActivities(deps: LlmActivityDeps) {
      */
     async llmChat(input: LlmChatInput): Promise<ChatResult> {
       const parsed = llmChatInput.safeParse(input);
-      if (!parsed.success) {
-        throw nonRetryable('InvalidInput', `llmChat: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`);
-      }
-      const ctx = activityContext();
+      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llmChat: ${formatIssues(parsed.error, '(input)')}`);
       // Heartbeats carry cancellation to the activity and let a dead worker be noticed long
       // before startToCloseTimeout, while a slow CPU model is still generating.
-      const timer = ctx ? setInterval(() => ctx.heartbeat({ waitingFor: 'llm' }), heartbeatMs) : undefined;
-      try {
-        return await router.chat({
-          ...parsed.data,
-          workflowId: parsed.data.workflowId ?? ctx?.info.workflowExecution?.workflowId,
-          signal: ctx?.cancellationSignal,
-        });
-      } catch (err) {
-        if (err instanceof LlmUnavailableError) {
-          // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).
-          throw ApplicationFailure.create({
-            type: LlmUnavailable,
-            message: err.message,
-            nonRetryable: true,
-            details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }],
-          });
-        }
-        throw err;
-      } finally {
-        clearInterval(timer);
-      }
+      return withHeartbeat(
+        async (signal) => {
+          try {
+            return await router.chat({ ...parsed.data, workflowId: parsed.data.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
+          } catch (err) {
+            if (err instanceof LlmUnavailableError) {
+              // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).
+              throw ApplicationFailure.create({
+                type: LlmUnavailable,
+                message: err.message,
+                nonRetryable: true,
+                details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }],
+              });
+            }
+            throw err;
+          }
+        },
+        { everyMs: heartbeatMs, details: { waitingFor: 'llm' } },
+      );
     },
   };
 }

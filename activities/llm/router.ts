@@ -4,11 +4,13 @@
  * stored answer when the same idempotency key comes again.
  */
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { defaultMaxReplyBytes, sanitizeAnswer, sanitizeText } from '../../core/sanitize.js';
+import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
-import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
+import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
+import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
+import { ErrorType, nonRetryable } from '../errors.js';
 import { describeError, LlmUnavailableError } from './errors.js';
 import { createAnthropicChatModel } from './providers/anthropic.js';
 import type { EnvSource } from './providers/keys.js';
@@ -81,8 +83,6 @@ export function rowsFor(registry: readonly LlmRegistryEntry[], role: ChatRole, r
 }
 
 export const defaultLlmTimeoutMs = 60_000;
-/** `last_ok_at` is refreshed at most this often, to keep a write off every tick. */
-const okRefreshMs = 60_000;
 const maxCachedModels = 256;
 
 const chatParamsSchema = z.object({
@@ -106,7 +106,7 @@ function rowParams(row: LlmRegistryEntry): ChatParams & { timeoutMs?: number; ma
     if (row.params[key] !== undefined) picked[key] = row.params[key];
   }
   const parsed = rowParamsSchema.safeParse(picked);
-  if (!parsed.success) throw new Error(`llm_registry #${row.id}: bad params: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad params: ${formatIssues(parsed.error, 'params')}`);
   return parsed.data;
 }
 
@@ -150,171 +150,172 @@ function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
   };
 }
 
+/** One router's state: its dependencies and the chat models it built, one per row configuration. */
+interface Router {
+  deps: LlmRouterDeps;
+  factories: Record<LlmProvider, ChatModelFactory>;
+  models: Map<string, ChatModel>;
+}
+
+/** The columns every llm_calls row of one attempt shares. */
+type AttemptBase = Omit<typeof llmCalls.$inferInsert, 'ok'>;
+
+/** A model's answer, with the parameters it was asked with and the cap on what is kept of it. */
+type Answer = ChatReply & { params: ChatParams; maxReplyBytes: number };
+
+/** One model per row configuration: the scripted model's cycle and the local model's load persist. */
+function modelFor(router: Router, row: LlmRegistryEntry): ChatModel {
+  const key = JSON.stringify([row.id, row.provider, row.model, row.baseUrl, row.apiKeyEnv, row.params]);
+  let model = router.models.get(key);
+  if (!model) {
+    const factory = router.deps.factories?.[row.provider] ?? router.factories[row.provider];
+    model = factory(row);
+    if (router.models.size >= maxCachedModels) router.models.clear();
+    router.models.set(key, model);
+  }
+  return model;
+}
+
+/** The stored answer of the request's idempotency key (with the failed attempts before it), if any. */
+async function storedAnswer(router: Router, req: ChatRequest): Promise<ChatResult | undefined> {
+  const requestKey = req.idempotencyKey;
+  if (requestKey === undefined) return undefined;
+  const previous = req.preloaded ? req.preloaded.previous.filter((r) => r.requestKey === requestKey) : await llmCallsByKeys(router.deps.db, [requestKey]);
+  const ok = previous.find((r) => r.ok);
+  return ok ? resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id)) : undefined;
+}
+
+/**
+ * Ask one row's model, under the row's (or the router's) timeout. A failure is recorded (an
+ * llm_calls row, the row's health) and returned as its message; a cancelled caller is thrown
+ * to, with no failover and no health penalty.
+ */
+async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, base: AttemptBase, started: number): Promise<{ model: ChatModel; answer: Answer } | { error: string }> {
+  const { deps } = router;
+  let model: ChatModel | undefined;
+  let timeout: { ms: number; signal: AbortSignal } | undefined;
+  try {
+    model = modelFor(router, row);
+    const { timeoutMs, maxReplyBytes, ...defaults } = rowParams(row);
+    const params: ChatParams = { ...defaults, ...req.params };
+    const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
+    timeout = { ms, signal: AbortSignal.timeout(ms) };
+    const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
+    const reply = await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) });
+    return { model, answer: { ...reply, params, maxReplyBytes: maxReplyBytes ?? deps.maxReplyBytes ?? defaultMaxReplyBytes } };
+  } catch (err) {
+    const cancelled = req.signal?.aborted === true;
+    // An error message may quote the endpoint's body: sanitised like any model text.
+    const error = sanitizeText(cancelled ? `cancelled: ${describeError(req.signal?.reason)}` : timeout?.signal.aborted ? `timed out after ${timeout.ms} ms` : describeError(err));
+    await deps.db.insert(llmCalls).values({ ...base, latencyMs: Math.round(performance.now() - started), ok: false, error, metadata: model ? { endpoint: model.id } : null });
+    // The caller gave up (activity cancelled): no failover, no health penalty.
+    if (cancelled) throw req.signal?.reason ?? err;
+    await recordRowHealth(deps.db, row, error);
+    return { error };
+  }
+}
+
+/**
+ * Keep a row's answer: sanitised and capped (model text enters here, once), recorded under the
+ * request's key, the row's health refreshed. A racing attempt of the same call (a retry started
+ * while this one still ran) that answered first wins, so every caller sees one reply; this
+ * one's tokens are still recorded, detached from the key.
+ */
+async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntry, base: AttemptBase, started: number, answered: { model: ChatModel; answer: Answer }, attempts: ChatAttempt[]): Promise<ChatResult> {
+  const { db } = router.deps;
+  const { model, answer } = answered;
+  const { usage, params } = answer;
+  const { text, toolCalls, truncated } = sanitizeAnswer({ text: answer.text, toolCalls: answer.toolCalls }, answer.maxReplyBytes);
+  const latencyMs = Math.round(performance.now() - started);
+  const costUsd = costOf(row, usage);
+  const okRow = {
+    ...base,
+    promptTokens: usage.promptTokens,
+    completionTokens: usage.completionTokens,
+    costUsd,
+    latencyMs,
+    ok: true,
+    reply: text,
+    // The tool calls are part of the answer: a replay by the key must return them too.
+    metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
+  };
+  // The partial unique index on (request_key) where ok decides which attempt answered first.
+  const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });
+  await recordRowHealth(db, row, undefined);
+  if (!inserted) {
+    const requestKey = req.idempotencyKey;
+    await db.insert(llmCalls).values({ ...okRow, requestKey: null, metadata: { ...okRow.metadata, duplicateOf: requestKey } });
+    const winner = await answeredCall(db, requestKey ?? '');
+    if (!winner) throw nonRetryable(ErrorType.Unexpected, `llm_calls: the answer recorded for ${requestKey} vanished`);
+    return resultFromRow(winner, []);
+  }
+  return {
+    text,
+    registryId: row.id,
+    provider: row.provider,
+    model: row.model,
+    usage,
+    costUsd,
+    latencyMs,
+    attempts,
+    replayed: false,
+    callId: inserted.id,
+    ...(toolCalls.length ? { toolCalls } : {}),
+    ...(truncated ? { truncated } : {}),
+  };
+}
+
+/** The stored answer of the key, or the first row of the role that answers; LlmUnavailableError when none does. */
+async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
+  const stored = await storedAnswer(router, req);
+  if (stored) return stored;
+  const requestKey = req.idempotencyKey;
+  const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : rowsFor(await usableRegistry(router.deps.db, req.agentId), req.role, req.registryId);
+  const attempts: ChatAttempt[] = [];
+  for (const row of rows) {
+    req.signal?.throwIfAborted();
+    const started = performance.now();
+    const base: AttemptBase = {
+      agentId: req.agentId,
+      registryId: row.id,
+      workflowId: req.workflowId,
+      tick: req.tick,
+      role: req.role,
+      purpose: req.purpose,
+      provider: row.provider,
+      model: row.model,
+      // Unique per attempt: a call's attempts (and a retried activity's) each get a row.
+      idempotencyKey: `${requestKey ?? `${req.agentId}/${req.role}`}#${randomUUID()}`,
+      requestKey,
+    };
+    const asked = await askRow(router, req, row, base, started);
+    if ('error' in asked) {
+      attempts.push({ registryId: row.id, model: row.model, error: asked.error });
+      continue;
+    }
+    // Outside askRow's catch: a database error here is not the model's failure and must not
+    // trigger failover; it propagates and the activity is retried (the key finds the answer).
+    return keepAnswer(router, req, row, base, started, asked, attempts);
+  }
+  throw new LlmUnavailableError(req.agentId, req.role, attempts);
+}
+
 /** Build the router; keep one per process (it caches chat models per registry row). */
 export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
-  const { db } = deps;
-  const models = new Map<string, ChatModel>();
-
-  const defaultFactories: Record<LlmProvider, ChatModelFactory> = {
-    openai: (row) => createOpenAiChatModel(row, deps.env),
-    anthropic: (row) => createAnthropicChatModel(row, deps.env),
-    local: (row) => createLocalChatModel(row, { toolsDir: deps.toolsDir, threads: deps.localThreads }),
-    scripted: (row) => ScriptedChatModel.fromRow(row, deps.scriptedReply),
+  const router: Router = {
+    deps,
+    models: new Map(),
+    factories: {
+      openai: (row) => createOpenAiChatModel(row, deps.env),
+      anthropic: (row) => createAnthropicChatModel(row, deps.env),
+      local: (row) => createLocalChatModel(row, { toolsDir: deps.toolsDir, threads: deps.localThreads }),
+      scripted: (row) => ScriptedChatModel.fromRow(row, deps.scriptedReply),
+    },
   };
-
-  /** One model per row configuration: the scripted model's cycle and the local model's load persist. */
-  function modelFor(row: LlmRegistryEntry): ChatModel {
-    const key = JSON.stringify([row.id, row.provider, row.model, row.baseUrl, row.apiKeyEnv, row.params]);
-    let model = models.get(key);
-    if (!model) {
-      const factory = deps.factories?.[row.provider] ?? defaultFactories[row.provider];
-      model = factory(row);
-      if (models.size >= maxCachedModels) models.clear();
-      models.set(key, model);
-    }
-    return model;
-  }
-
-  async function registry(agentId: string): Promise<LlmRegistryEntry[]> {
-    const usable = and(eq(llmRegistry.agentId, agentId), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false));
-    return db.select().from(llmRegistry).where(usable).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
-  }
-
-  async function candidates(agentId: string, role: ChatRole, registryId?: number): Promise<LlmRegistryEntry[]> {
-    return rowsFor(await registry(agentId), role, registryId);
-  }
-
-  async function previousCalls(requestKeys: string[]): Promise<LlmCall[]> {
-    if (requestKeys.length === 0) return [];
-    return db.select().from(llmCalls).where(inArray(llmCalls.requestKey, requestKeys)).orderBy(asc(llmCalls.id));
-  }
-
-  async function recordHealth(row: LlmRegistryEntry, error: string | undefined): Promise<void> {
-    // `updated_at` stays: it marks configuration changes, not traffic.
-    if (error === undefined) {
-      const fresh = row.lastOkAt !== null && Date.now() - row.lastOkAt.getTime() < okRefreshMs;
-      if (row.consecutiveFailures === 0 && fresh) return;
-      await db
-        .update(llmRegistry)
-        .set({ lastOkAt: sql`now()`, consecutiveFailures: 0, updatedAt: sql`${llmRegistry.updatedAt}` })
-        .where(eq(llmRegistry.id, row.id));
-    } else {
-      await db
-        .update(llmRegistry)
-        .set({
-          lastErrorAt: sql`now()`,
-          lastError: error,
-          consecutiveFailures: sql`${llmRegistry.consecutiveFailures} + 1`,
-          updatedAt: sql`${llmRegistry.updatedAt}`,
-        })
-        .where(eq(llmRegistry.id, row.id));
-    }
-  }
-
-  async function chat(req: ChatRequest): Promise<ChatResult> {
-    const requestKey = req.idempotencyKey;
-    if (requestKey !== undefined) {
-      const previous = req.preloaded ? req.preloaded.previous.filter((r) => r.requestKey === requestKey) : await previousCalls([requestKey]);
-      const ok = previous.find((r) => r.ok);
-      if (ok) return resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id));
-    }
-
-    const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : await candidates(req.agentId, req.role, req.registryId);
-    const attempts: ChatAttempt[] = [];
-    for (const row of rows) {
-      req.signal?.throwIfAborted();
-      const started = performance.now();
-      const base = {
-        agentId: req.agentId,
-        registryId: row.id,
-        workflowId: req.workflowId,
-        tick: req.tick,
-        role: req.role,
-        purpose: req.purpose,
-        provider: row.provider,
-        model: row.model,
-        // Unique per attempt: a call's attempts (and a retried activity's) each get a row.
-        idempotencyKey: `${requestKey ?? `${req.agentId}/${req.role}`}#${randomUUID()}`,
-        requestKey,
-      };
-      let model: ChatModel | undefined;
-      let timeout: { ms: number; signal: AbortSignal } | undefined;
-      let answer: (ChatReply & { params: ChatParams; maxReplyBytes: number }) | undefined;
-      try {
-        model = modelFor(row);
-        const { timeoutMs, maxReplyBytes, ...defaults } = rowParams(row);
-        const params: ChatParams = { ...defaults, ...req.params };
-        const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
-        timeout = { ms, signal: AbortSignal.timeout(ms) };
-        const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
-        const reply = await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) });
-        answer = { ...reply, params, maxReplyBytes: maxReplyBytes ?? deps.maxReplyBytes ?? defaultMaxReplyBytes };
-      } catch (err) {
-        const cancelled = req.signal?.aborted === true;
-        // An error message may quote the endpoint's body: sanitised like any model text.
-        const error = sanitizeText(
-          cancelled ? `cancelled: ${describeError(req.signal?.reason)}` : timeout?.signal.aborted ? `timed out after ${timeout.ms} ms` : describeError(err),
-        );
-        await db.insert(llmCalls).values({
-          ...base,
-          latencyMs: Math.round(performance.now() - started),
-          ok: false,
-          error,
-          metadata: model ? { endpoint: model.id } : null,
-        });
-        // The caller gave up (activity cancelled): no failover, no health penalty.
-        if (cancelled) throw req.signal?.reason ?? err;
-        await recordHealth(row, error);
-        attempts.push({ registryId: row.id, model: row.model, error });
-        continue;
-      }
-
-      // Outside the try: a database error here is not the model's failure and must not
-      // trigger failover; it propagates and the activity is retried (the key finds the answer).
-      // Model text enters here, once: sanitised and capped before anything stores or returns it.
-      const { usage, params } = answer;
-      const { text, toolCalls, truncated } = sanitizeAnswer({ text: answer.text, toolCalls: answer.toolCalls }, answer.maxReplyBytes);
-      const latencyMs = Math.round(performance.now() - started);
-      const costUsd = costOf(row, usage);
-      const okRow = {
-        ...base,
-        promptTokens: usage.promptTokens,
-        completionTokens: usage.completionTokens,
-        costUsd,
-        latencyMs,
-        ok: true,
-        reply: text,
-        // The tool calls are part of the answer: a replay by the key must return them too.
-        metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
-      };
-      // The partial unique index on (request_key) where ok: did a racing attempt of the same
-      // call (a retry started while this one still ran) answer first?
-      const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });
-      await recordHealth(row, undefined);
-      if (!inserted) {
-        // Its answer wins, so every caller sees one reply; this one's tokens are still spent.
-        await db.insert(llmCalls).values({ ...okRow, requestKey: null, metadata: { ...okRow.metadata, duplicateOf: requestKey } });
-        const [winner] = await db.select().from(llmCalls).where(and(eq(llmCalls.requestKey, requestKey ?? ''), eq(llmCalls.ok, true)));
-        if (!winner) throw new Error(`llm_calls: the answer recorded for ${requestKey} vanished`);
-        return resultFromRow(winner, []);
-      }
-      return {
-        text,
-        registryId: row.id,
-        provider: row.provider,
-        model: row.model,
-        usage,
-        costUsd,
-        latencyMs,
-        attempts,
-        replayed: false,
-        callId: inserted.id,
-        ...(toolCalls.length ? { toolCalls } : {}),
-        ...(truncated ? { truncated } : {}),
-      };
-    }
-    throw new LlmUnavailableError(req.agentId, req.role, attempts);
-  }
-
-  return { chat, candidates: (agentId, role) => candidates(agentId, role), registry, previousCalls };
+  return {
+    chat: (req) => chat(router, req),
+    candidates: async (agentId, role) => rowsFor(await usableRegistry(deps.db, agentId), role),
+    registry: (agentId) => usableRegistry(deps.db, agentId),
+    previousCalls: (requestKeys) => llmCallsByKeys(deps.db, requestKeys),
+  };
 }

@@ -8,7 +8,7 @@
 import { getTableName, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
-import { agentOwnedTables, forks, verdicts } from '../schema/index.js';
+import { agentOwnedTables, agents, forks, forkToolRegistry, toolRegistry, verdicts, type Agent } from '../schema/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
@@ -54,7 +54,7 @@ function planTable(table: PgTable, copied: ReadonlySet<string>): TablePlan {
   }
   for (const c of prefixed) {
     const col = cfg.columns.find((x) => x.name === c);
-    if (!col || col.columnType !== 'PgText') throw new Error(`fork copy: ${name}.${c} is globally unique and not text; teach fork-store.ts how to copy it`);
+    if (!col || col.columnType !== 'PgText') throw new Error(`fork copy: ${name}.${c} is globally unique and not text; teach db/queries/fork-copy.ts how to copy it`);
   }
   const columns = cfg.columns.filter((c) => !c.generated);
   // One join per remapped column: `r_<i>` is the id map of the table that column references.
@@ -127,4 +127,39 @@ export async function copyAgentState(tx: Tx, p: { parent: string; fork: string; 
       from jsonb_each(a.sources) kv)
     where a.agent_id = ${p.fork} and a.sources <> '{}'::jsonb`);
   return counts;
+}
+
+export interface ForkCopy {
+  /** Rows copied per table. */
+  copied: Record<string, number>;
+  /** All rows copied. */
+  rows: number;
+  /** Rows of the fork's scoped copy of the tool registry. */
+  toolsCopied: number;
+}
+
+/**
+ * The fork's isolated copy, inside `tx`: an `agents` row `forkAgentId` (kind `fork`) made from
+ * the parent's, every row the parent owns (copyAgentState), and a scoped copy of the global
+ * tool registry (`fork_tool_registry`, gone with the fork agent).
+ */
+export async function createForkCopy(tx: Tx, p: { parent: Agent; forkId: string; forkAgentId: string }): Promise<ForkCopy> {
+  const { parent, forkId, forkAgentId } = p;
+  await tx.insert(agents).values({
+    id: forkAgentId,
+    name: `${parent.name} (fork ${forkId})`,
+    description: `successor fork ${forkId} of ${parent.id}`,
+    parentId: parent.id,
+    kind: 'fork',
+    status: 'created',
+    identity: parent.identity,
+    lifeforce: parent.lifeforce,
+    lastTick: parent.lastTick,
+  });
+  const copied = await copyAgentState(tx, { parent: parent.id, fork: forkAgentId, prefix: `${forkAgentId}:` });
+  const rows = Object.values(copied).reduce((a, b) => a + b, 0);
+  const tools = await tx.execute(sql`
+    insert into ${forkToolRegistry} (agent_id, tool_id, name, version, kind, status, spec, implementation, tests)
+    select ${forkAgentId}, id, name, version, kind, status, spec, implementation, tests from ${toolRegistry}`);
+  return { copied, rows, toolsCopied: tools.rowCount ?? 0 };
 }

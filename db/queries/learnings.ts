@@ -24,6 +24,7 @@ import {
   type LoadedLearning,
 } from '../../core/learnings.js';
 import { configKeys } from '../../core/catalogue.js';
+import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../client.js';
 import type { Tx } from './maintenance-runs.js';
 import { learnings, preferenceCounts, type Learning } from '../schema/index.js';
@@ -365,7 +366,7 @@ export async function agentThreshold(db: Db, agentId: string): Promise<number> {
 export async function recordFeedback(db: Db, f: FeedbackInput, limits: StoreLimits = {}): Promise<FeedbackResult> {
   const fb = feedbackSchema.safeParse({ kind: f.kind, action: f.action, reason: f.reason });
   if (!fb.success) {
-    throw new LearningRefusedError('guard', `bad feedback: ${fb.error.issues.map((i) => `${i.path.join('.') || '(feedback)'}: ${i.message}`).join('; ')}`);
+    throw new LearningRefusedError('guard', `bad feedback: ${formatIssues(fb.error, '(feedback)')}`);
   }
   const shardType = f.shardType ?? agentShard(f.agentId);
   const known = await db.execute(sql`select 1 from agents where id = ${f.agentId}`);

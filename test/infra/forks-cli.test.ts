@@ -5,7 +5,7 @@
  * test/integration/forks-e2e.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities } from '../../activities/forks.js';
+import { createForkActivities } from '../../activities/forks/index.js';
 import { migratedDatabase, type MigratedDatabase, tempDir } from '../helpers/env.js';
 import { seedForkableAgent } from '../helpers/fork-fixture.js';
 import { repoRoot, run } from '../helpers/spawn.js';

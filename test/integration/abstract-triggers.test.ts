@@ -10,7 +10,7 @@ import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
-import type { ThinkInput } from '../../activities/tick.js';
+import type { ThinkInput } from '../../activities/tick/think.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { abstracts, agentConfig, agents, goals, llmRecentResponses, llmRegistry, tasks } from '../../db/schema/index.js';

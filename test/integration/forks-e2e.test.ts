@@ -17,7 +17,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities } from '../../activities/forks.js';
+import { createForkActivities } from '../../activities/forks/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { agentConfig, agents, forks, forkToolRegistry, verdicts } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';

@@ -11,7 +11,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities } from '../../activities/forks.js';
+import { createForkActivities } from '../../activities/forks/index.js';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import type { SuccessorForkInput } from '../../core/fork.js';
 import { createDb, type DbHandle } from '../../db/client.js';

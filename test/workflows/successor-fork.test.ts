@@ -14,7 +14,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForkActivities } from '../../activities/forks.js';
+import { createForkActivities } from '../../activities/forks/index.js';
 import { createLlmRouter } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { canonicalJson, forkPatchSchema, type SuccessorForkInput } from '../../core/fork.js';

@@ -7,6 +7,7 @@
  */
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, sleep } from '@temporalio/workflow';
 import { outageBackoffMs } from '../../core/failure.js';
+import { timerText } from './ui-text.js';
 
 /** What a workflow shows while it waits for a dependency (status/progress queries). */
 export interface Degraded {
@@ -70,7 +71,8 @@ export async function rideOut<T>(step: string, fn: () => Promise<T>, hooks: Ride
       };
       if (degraded.attempts === 1) log.warn('dependency unavailable, waiting', { step, error: degraded.lastError });
       hooks.onDegraded?.(degraded);
-      await sleep(outageBackoffMs(degraded.attempts));
+      const waitMs = outageBackoffMs(degraded.attempts);
+      await sleep(waitMs, { summary: timerText.degraded(step, waitMs) });
     }
   }
 }

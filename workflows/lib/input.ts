@@ -4,6 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { z } from 'zod';
+import { formatIssues } from '../../core/zod-issues.js';
 
 export const InvalidInputError = 'InvalidInput';
 
@@ -11,7 +12,8 @@ export const InvalidInputError = 'InvalidInput';
 export function parseWorkflowInput<S extends z.ZodType>(workflow: string, schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const fields = result.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(input)'}: ${i.message}`);
+  // One `field: problem` line per issue.
+  const fields = formatIssues(result.error, '(input)', { separator: '\u0000' }).split('\u0000');
   throw ApplicationFailure.create({
     type: InvalidInputError,
     nonRetryable: true,

@@ -1,6 +1,7 @@
 /** Anthropic's Messages API through LangChain's ChatAnthropic. */
 import { ChatAnthropic } from '@langchain/anthropic';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
+import { ErrorType, nonRetryable } from '../../errors.js';
 import type { ChatMessage, ChatModel } from '../types.js';
 import { resolveApiKey, type EnvSource } from './keys.js';
 import { bindableTools, fromLangChainReply, toLangChainMessages } from './langchain.js';
@@ -15,7 +16,7 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
     id: `anthropic:${row.model}@${baseUrl}`,
     async invoke(messages, params, signal, meta) {
       const apiKey = resolveApiKey(row, env);
-      if (!apiKey) throw new Error(`llm_registry #${row.id} (anthropic) names no api_key_env`);
+      if (!apiKey) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id} (anthropic) names no api_key_env`);
       const model = new ChatAnthropic({
         model: row.model,
         apiKey,

@@ -3,6 +3,7 @@
  * NAME stored in the registry row (`api_key_env`); the key itself is never stored or logged.
  */
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
+import { ErrorType, nonRetryable } from '../../errors.js';
 
 export type EnvSource = Readonly<Record<string, string | undefined>>;
 
@@ -10,6 +11,6 @@ export type EnvSource = Readonly<Record<string, string | undefined>>;
 export function resolveApiKey(row: LlmRegistryEntry, env: EnvSource): string | undefined {
   if (!row.apiKeyEnv) return undefined;
   const key = env[row.apiKeyEnv];
-  if (!key) throw new Error(`environment variable ${row.apiKeyEnv} (api_key_env of llm_registry #${row.id}) is not set`);
+  if (!key) throw nonRetryable(ErrorType.InvalidInput, `environment variable ${row.apiKeyEnv} (api_key_env of llm_registry #${row.id}) is not set`);
   return key;
 }

@@ -7,8 +7,10 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { ChatHistoryItem, GbnfJsonSchema, Llama, LlamaContextSequence, LlamaGrammar, LlamaModel } from 'node-llama-cpp';
+import { formatIssues } from '../../../core/zod-issues.js';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import { installHint, resolveLocalModel } from '../../../runtime/tools.js';
+import { ErrorType, nonRetryable } from '../../errors.js';
 import type { ChatMessage, ChatModel } from '../types.js';
 
 export interface LocalModelOptions {
@@ -27,6 +29,9 @@ const localParams = z.object({
 });
 
 const defaultContextSize = 4096;
+
+/** The model file is not there: a person installs it (`npm run setup`), so no retry helps. */
+const notInstalled = (toolsDir: string) => nonRetryable(ErrorType.Unavailable, `the local model is not installed in ${toolsDir}: ${installHint}`);
 /** A small model left without a limit can ramble until its context is full. */
 const defaultMaxTokens = 512;
 
@@ -93,7 +98,7 @@ export function getLocalModel(opts: LocalModelOptions): Promise<LoadedModel> {
  */
 export async function preloadLocalModel(opts: { toolsDir: string; threads?: number; modelPath?: string; contextSize?: number }): Promise<{ modelPath: string; loadMs: number }> {
   const modelPath = opts.modelPath ?? resolveLocalModel(opts.toolsDir);
-  if (!modelPath) throw new Error(`the local model is not installed in ${opts.toolsDir}: ${installHint}`);
+  if (!modelPath) throw notInstalled(opts.toolsDir);
   const started = performance.now();
   await getLocalModel({ modelPath, threads: opts.threads, contextSize: opts.contextSize });
   return { modelPath, loadMs: Math.round(performance.now() - started) };
@@ -141,7 +146,7 @@ function abortable(p: Promise<void>, signal: AbortSignal | undefined): Promise<v
 /** node-llama-cpp's chat history for everything before the last user message. */
 function toLlamaHistory(messages: ChatMessage[]): { history: ChatHistoryItem[]; prompt: string } {
   const last = messages.at(-1);
-  if (!last || last.role !== 'user') throw new Error('local model: the last message must be from the user');
+  if (!last || last.role !== 'user') throw nonRetryable(ErrorType.InvalidInput, 'local model: the last message must be from the user');
   const history: ChatHistoryItem[] = messages.slice(0, -1).map((m) =>
     m.role === 'system' ? { type: 'system', text: m.content } : m.role === 'user' ? { type: 'user', text: m.content } : { type: 'model', response: [m.content] },
   );
@@ -151,13 +156,13 @@ function toLlamaHistory(messages: ChatMessage[]): { history: ChatHistoryItem[]; 
 /** A ChatModel over the local GGUF model; `toolsDir` locates the default model file. */
 export function createLocalChatModel(row: LlmRegistryEntry, deps: { toolsDir: string; threads?: number }): ChatModel {
   const parsed = localParams.safeParse(row.params);
-  if (!parsed.success) throw new Error(`llm_registry #${row.id}: bad local params: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad local params: ${formatIssues(parsed.error, 'params')}`);
   const { modelPath: explicitPath, threads, contextSize } = parsed.data;
   const modelPath = explicitPath ?? resolveLocalModel(deps.toolsDir);
   return {
     id: `local:${row.model}${modelPath ? `@${modelPath}` : ''}`,
     async invoke(messages, params, signal) {
-      if (!modelPath) throw new Error(`the local model is not installed in ${deps.toolsDir}: ${installHint}`);
+      if (!modelPath) throw notInstalled(deps.toolsDir);
       const { history, prompt } = toLlamaHistory(messages);
       const m = await getLocalModel({ modelPath, threads: threads ?? deps.threads, contextSize });
       const { LlamaChatSession } = await import('node-llama-cpp');

@@ -4,8 +4,11 @@
  * ceil(chars / 4), so accounting is reproducible. Also what benchmarks use as an instant LLM.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
+import { formatIssues } from '../../../core/zod-issues.js';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
+import { ErrorType, nonRetryable } from '../../errors.js';
 import type { ChatMessage, ChatMeta, ChatModel, ChatParams, TokenUsage } from '../types.js';
 
 /** Produces the reply for one call; `callIndex` counts this model's calls from 0. */
@@ -52,14 +55,15 @@ export class ScriptedChatModel implements ChatModel {
   /** A scripted model configured by an `llm_registry` row (`params.replies`, `delayMs`, `error`). */
   static fromRow(row: LlmRegistryEntry, reply?: ScriptedReplyFn): ScriptedChatModel {
     const parsed = scriptedParams.safeParse(row.params);
-    if (!parsed.success) throw new Error(`llm_registry #${row.id}: bad scripted params: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad scripted params: ${formatIssues(parsed.error, 'params')}`);
     return new ScriptedChatModel({ ...parsed.data, reply, registryId: row.id, name: row.model });
   }
 
   async invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<{ text: string; usage: TokenUsage }> {
     signal?.throwIfAborted();
     if (this.opts.delayMs) await sleep(this.opts.delayMs, undefined, { signal });
-    if (this.opts.error) throw new Error(this.opts.error);
+    // A scripted outage: the endpoint is away, as a real provider's connection error says.
+    if (this.opts.error) throw ApplicationFailure.create({ type: ErrorType.Unavailable, message: this.opts.error, nonRetryable: false });
     const callIndex = this.callIndex++;
     let text: string;
     if (this.opts.reply) {

@@ -1,0 +1,50 @@
+/**
+ * The LLM router's rows: an agent's usable llm_registry rows in the order calls try them, the
+ * llm_calls of idempotency keys, and a row's health (last success, failures in a row). Plain
+ * table functions; the router and the CLI share them.
+ */
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../schema/llm.js';
+import type { Queryable } from './abstracts.js';
+
+/** `last_ok_at` is refreshed at most this often, to keep a write off every tick. */
+const okRefreshMs = 60_000;
+
+/** The agent's enabled, non-excluded rows, by priority then id (the order calls try them). */
+export async function usableRegistry(q: Queryable, agentId: string): Promise<LlmRegistryEntry[]> {
+  const usable = and(eq(llmRegistry.agentId, agentId), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false));
+  return q.select().from(llmRegistry).where(usable).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+}
+
+/** The llm_calls rows of these idempotency keys (`request_key`), oldest first. */
+export async function llmCallsByKeys(q: Queryable, requestKeys: string[]): Promise<LlmCall[]> {
+  if (requestKeys.length === 0) return [];
+  return q.select().from(llmCalls).where(inArray(llmCalls.requestKey, requestKeys)).orderBy(asc(llmCalls.id));
+}
+
+/** The answer recorded for an idempotency key (its one `ok` row), or undefined. */
+export async function answeredCall(q: Queryable, requestKey: string): Promise<LlmCall | undefined> {
+  const [row] = await q.select().from(llmCalls).where(and(eq(llmCalls.requestKey, requestKey), eq(llmCalls.ok, true)));
+  return row;
+}
+
+/**
+ * A row's health after a call: a success resets its failures and stamps `last_ok_at` (at most
+ * once a minute while healthy); a failure (`error`) counts one more and keeps the message.
+ * `updated_at` stays: it marks configuration changes, not traffic.
+ */
+export async function recordRowHealth(q: Queryable, row: LlmRegistryEntry, error: string | undefined): Promise<void> {
+  if (error === undefined) {
+    const fresh = row.lastOkAt !== null && Date.now() - row.lastOkAt.getTime() < okRefreshMs;
+    if (row.consecutiveFailures === 0 && fresh) return;
+    await q
+      .update(llmRegistry)
+      .set({ lastOkAt: sql`now()`, consecutiveFailures: 0, updatedAt: sql`${llmRegistry.updatedAt}` })
+      .where(eq(llmRegistry.id, row.id));
+    return;
+  }
+  await q
+    .update(llmRegistry)
+    .set({ lastErrorAt: sql`now()`, lastError: error, consecutiveFailures: sql`${llmRegistry.consecutiveFailures} + 1`, updatedAt: sql`${llmRegistry.updatedAt}` })
+    .where(eq(llmRegistry.id, row.id));
+}

@@ -1,0 +1,51 @@
+/**
+ * Starting Mindloop's workflows from a client (`mindloop start`, `mindloop forks demo`,
+ * `npm start`): the workflow id, the task queue and the summary and details the Temporal UI
+ * shows for the run, in one place for every caller.
+ */
+import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { workflowIds } from '../core/ids.js';
+import { forkBudgetDefaults, type SuccessorForkInput } from '../core/fork.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import { agentLoopText, forkText } from '../workflows/lib/ui-text.js';
+import type { successorForkWorkflow } from '../workflows/successor-fork.js';
+
+/** The task queue the workflows run on. */
+export const workflowTaskQueue = 'mindloop';
+
+export interface AgentLoopStart {
+  agentId: string;
+  name?: string;
+  /** Pause between ticks (the loop's `delayMs`); unset: the agent's saved setting or the default. */
+  delayMs?: number;
+  /** Complete after this many ticks; unset: run until stopped. */
+  maxTicks?: number;
+}
+
+/** Start agent/<id>'s loop, or find the one already running (its first start's input holds). */
+export function startAgentLoop(client: Client, o: AgentLoopStart, taskQueue = workflowTaskQueue): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+  return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    workflowId: workflowIds.agent(o.agentId),
+    taskQueue,
+    args: [{ agentId: o.agentId, name: o.name, maxTicks: o.maxTicks, settings: o.delayMs === undefined ? undefined : { delayMs: o.delayMs } }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    ...agentLoopText(o),
+  });
+}
+
+/**
+ * Start successor fork fork/<forkId>. `from` is what the patch replaces (the current abstracts
+ * strategy, say), for the summary only.
+ */
+export function startSuccessorFork(
+  client: Client,
+  input: SuccessorForkInput & { forkId: string },
+  o: { from?: string; taskQueue?: string } = {},
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof successorForkWorkflow>> {
+  return client.workflow.start<typeof successorForkWorkflow>('successorForkWorkflow', {
+    workflowId: workflowIds.fork(input.forkId),
+    taskQueue: o.taskQueue ?? workflowTaskQueue,
+    args: [input],
+    ...forkText({ ...input, from: o.from, wallMs: input.budget?.wallMs ?? forkBudgetDefaults.wallMs }),
+  });
+}
