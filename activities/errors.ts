@@ -2,7 +2,8 @@
  * Error types activities throw. Workflows and retry presets refer to these names;
  * the non-retryable ones are listed in workflows/lib/activity-options.ts.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
+import { activityContext } from './heartbeat.js';
 import { classifyError, rootMessage } from '../core/failure.js';
 
 export const ErrorType = {
@@ -79,10 +80,7 @@ export function classifiedFailure(err: unknown): unknown {
 /** Attempts an error of no known kind gets before it is reported instead of retried. */
 export const maxUnknownAttempts = 5;
 
+/** The running attempt; 1 outside an activity (a test calling the function directly). */
 function activityAttempt(): number {
-  try {
-    return Context.current().info.attempt;
-  } catch {
-    return 1; // called outside an activity (a test calling the function directly)
-  }
+  return activityContext()?.info.attempt ?? 1;
 }

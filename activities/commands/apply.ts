@@ -5,12 +5,12 @@
  * finds the row and returns the stored outcome instead of applying the command again.
  */
 import { clipText } from '../../core/sanitize.js';
-import { Context } from '@temporalio/activity';
 import { and, desc, eq } from 'drizzle-orm';
 import { checkDanger, type DangerRule } from '../../core/danger-zones.js';
 import { heldCommandEscalation } from './escalations.js';
 import { classifyError } from '../../core/failure.js';
 import { ErrorType, retryable } from '../errors.js';
+import { activityContext } from '../heartbeat.js';
 import { learningLimit, type TickSnapshots } from '../tick/snapshot.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../../core/catalogue.js';
 import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../../core/learnings.js';
@@ -327,11 +327,7 @@ export function createCommandActivities(deps: CommandDeps) {
 
 /** The activity's logger; outside an activity (a direct call, a CLI), the console. */
 function activityLog(): Pick<Console, 'warn'> {
-  try {
-    return Context.current().log;
-  } catch {
-    return console;
-  }
+  return activityContext()?.log ?? console;
 }
 
 /** Auxiliary (task) loops: read everything, write only notes and their own task row. */

@@ -66,7 +66,8 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const { agentId, tick } = input;
   const ownTask = input.mode === 'task' && input.taskId !== undefined;
   return Promise.all([
-    deps.snapshots.get({ agentId, ...(ownTask ? { taskId: input.taskId } : {}) }, tick, contextLimit(input.loop)),
+    // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
+    deps.snapshots.read({ agentId, ...(ownTask ? { taskId: input.taskId } : {}) }, tick, contextLimit(input.loop)),
     db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
     db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10),
     // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).

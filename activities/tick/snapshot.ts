@@ -112,6 +112,12 @@ export async function readTickReply(db: Db, agentId: string, responseId: number)
 
 /** The per-worker store of tick snapshots (newest tick per agent). */
 export interface TickSnapshots {
+  /**
+   * Read (loop, tick) now and keep it, replacing what this worker held: think, the tick's first
+   * activity, always reads afresh, so a retried think sees what changed meanwhile (a registry
+   * row fixed during an outage).
+   */
+  read(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot>;
   /** The snapshot of (loop, tick): this worker's, or read now (and kept) if it has none. */
   get(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot>;
   /** The snapshot of (loop, tick) if this worker holds it; never reads. */
@@ -128,21 +134,24 @@ const loopKey = (loop: LoopRef) => (loop.taskId === undefined ? loop.agentId : `
 export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'registry'>; maxAgents?: number }): TickSnapshots {
   const maxAgents = deps.maxAgents ?? 1000;
   const held = new Map<string, { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot }>();
+  function read(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+    const key = loopKey(loop);
+    const fresh: { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot } = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
+    // A failed read is not kept: the next activity (or the retry) reads again.
+    fresh.snapshot.then(
+      (s) => (fresh.value = s),
+      () => held.get(key) === fresh && held.delete(key),
+    );
+    held.delete(key);
+    held.set(key, fresh);
+    if (held.size > maxAgents) held.delete(held.keys().next().value!);
+    return fresh.snapshot;
+  }
   return {
+    read,
     get(loop, tick, contextLimit) {
-      const key = loopKey(loop);
-      const entry = held.get(key);
-      if (entry && entry.tick === tick) return entry.snapshot;
-      const fresh: { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot } = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
-      // A failed read is not kept: the next activity (or the retry) reads again.
-      fresh.snapshot.then(
-        (s) => (fresh.value = s),
-        () => held.get(key) === fresh && held.delete(key),
-      );
-      held.delete(key);
-      held.set(key, fresh);
-      if (held.size > maxAgents) held.delete(held.keys().next().value!);
-      return fresh.snapshot;
+      const entry = held.get(loopKey(loop));
+      return entry && entry.tick === tick ? entry.snapshot : read(loop, tick, contextLimit);
     },
     peek(loop, tick) {
       const entry = held.get(loopKey(loop));

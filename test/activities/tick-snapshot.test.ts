@@ -6,6 +6,7 @@
  * rows themselves and decide the same. Against a real Postgres; every statement the pool runs
  * is recorded.
  */
+import { eq } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -157,5 +158,19 @@ describe('one snapshot per tick', () => {
     expect(readsOf('agent_config')).toHaveLength(2);
     expect(readsOf('learnings')).toHaveLength(2);
     expect(readsOf('llm_recent_responses').some((s) => /"id" = \$/.test(s))).toBe(true);
+  });
+
+  it('a retried think reads afresh: a registry row fixed during an outage is used at once', async () => {
+    await handle.db.insert(agents).values({ id: 'snap-d', name: 'snap-d' });
+    const [row] = await handle.db
+      .insert(llmRegistry)
+      .values({ agentId: 'snap-d', name: 'mind', provider: 'scripted', model: 'script', role: 'agent', priority: 1, params: { error: 'endpoint down' } })
+      .returning({ id: llmRegistry.id });
+    const worker = activities();
+    await expect(worker.think(thinkInput('snap-d', 1))).rejects.toMatchObject({ type: 'LlmUnavailable' });
+    await handle.db.update(llmRegistry).set({ params: {} }).where(eq(llmRegistry.id, row!.id));
+    const thought = await worker.think(thinkInput('snap-d', 1));
+    expect(thought.responseId).not.toBeNull();
+    expect(thought.commands.map((c) => c.cmdId)).toEqual(['c1', 'c2']);
   });
 });
