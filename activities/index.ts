@@ -18,7 +18,7 @@ import { createThinkActivities } from './tick/think.js';
 import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
 import { createShellActivities } from './shell.js';
-import { createOversightActivities } from './oversight.js';
+import { createOversightActivities } from './oversight/index.js';
 import { createToolActivities } from './tools.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';

@@ -25,7 +25,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import type { createOversightActivities, OversightRun } from '../activities/oversight.js';
+import type { createOversightActivities, OversightRun } from '../activities/oversight/index.js';
 import type { createToolActivities } from '../activities/tools.js';
 import type { createCommandActivities } from '../activities/commands/apply.js';
 import type { createShellActivities } from '../activities/shell.js';

@@ -9,7 +9,7 @@ import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatRequest, ChatResult, LlmRouter } from '../../activities/llm/index.js';
 import { escalationMetrics, formatMetrics } from '../../db/queries/escalation-metrics.js';
-import { buildOversightGraph, ensureOversightModel } from '../../activities/oversight.js';
+import { buildOversightGraph, ensureOversightModel } from '../../activities/oversight/index.js';
 import { escalationInput, subAgentBriefs } from '../../core/escalation.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';

@@ -7,14 +7,14 @@
  *
  * Each activity is idempotent (keys, upserts), so retries are safe.
  */
-import { bindActivities } from './bind.js';
-import { finishEscalation } from './oversight/finish.js';
-import { markAwaitingHuman, openEscalation, recordDesignRound, recordHumanAnswer, recordOversightAnswer, registerDesignedTool } from './oversight/escalation.js';
-import { runOversight, type OversightDeps } from './oversight/graph.js';
+import { bindActivities } from '../bind.js';
+import { finishEscalation } from './finish.js';
+import { markAwaitingHuman, openEscalation, recordDesignRound, recordHumanAnswer, recordOversightAnswer, registerDesignedTool } from './escalation.js';
+import { runOversight, type OversightDeps } from './graph.js';
 
-export { ensureOversightModel } from './llm/index.js';
-export { buildOversightGraph, OversightErrorType, type OversightDeps, type OversightRun } from './oversight/graph.js';
-export type { FinishEscalationInput, FinishEscalationResult } from './oversight/finish.js';
+export { ensureOversightModel } from '../llm/index.js';
+export { buildOversightGraph, OversightErrorType, type OversightDeps, type OversightRun } from './graph.js';
+export type { FinishEscalationInput, FinishEscalationResult } from './finish.js';
 
 /** Oversight and escalation activities for the `mindloop` queue. */
 export function createOversightActivities(deps: OversightDeps) {
