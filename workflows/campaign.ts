@@ -35,7 +35,7 @@ import {
   type TaskOutcome,
 } from '../core/campaign.js';
 import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
-import { rideOut, type Degraded } from './lib/infra.js';
+import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { campaignCurrentDetails, campaignTaskText, handlerText } from './lib/ui-text.js';
@@ -325,7 +325,7 @@ class CampaignRun {
       }
       // A task that failed (after its retries) is not compensated, as before: drop it.
       if (v1) started.splice(started.indexOf(entry), 1);
-      const error = failureMessage(err);
+      const error = failureMessage(err, 2000);
       outcomes.push({ name: task.name, type: task.type, ok: false, error });
       progress.failedTasks.push({ phase: phase.name, task: task.name, error });
       await this.learn('avoid_error', avoidErrorArgs(task.type, error));
@@ -402,8 +402,8 @@ class CampaignRun {
         const r = await undo.compensateCampaignTask({ campaignId, agentId, key: d.key, type: d.type, args: d.args, result: d.result, compensation: d.compensation });
         if (r.compensated) progress.compensated.push(d.label);
       } catch (err) {
-        log.error('compensation failed', { campaignId, task: d.label, error: failureMessage(err) });
-        progress.failedTasks.push({ phase: 'compensation', task: d.label, error: failureMessage(err) });
+        log.error('compensation failed', { campaignId, task: d.label, error: failureMessage(err, 2000) });
+        progress.failedTasks.push({ phase: 'compensation', task: d.label, error: failureMessage(err, 2000) });
       }
     }
     for (const [i] of this.input.phases.entries()) {
@@ -431,18 +431,8 @@ class CampaignRun {
       await db.promoteCampaignLearning({ agentId: this.agentId, shardType: this.input.shardType, predicate, args, source: this.campaignId });
     } catch (err) {
       if (this.v1 && isCancellation(err)) throw err; // a cancel during the promotion still cancels the campaign
-      log.warn('learning not saved', { campaignId: this.campaignId, predicate, error: failureMessage(err) });
+      log.warn('learning not saved', { campaignId: this.campaignId, predicate, error: failureMessage(err, 2000) });
     }
   }
 }
 
-/** The innermost message of an activity / child failure. */
-function failureMessage(err: unknown): string {
-  let cur: unknown = err;
-  let msg = err instanceof Error ? err.message : String(err);
-  while (cur instanceof Error && (cur as { cause?: unknown }).cause) {
-    cur = (cur as { cause?: unknown }).cause;
-    if (cur instanceof Error && cur.message) msg = cur.message;
-  }
-  return msg;
-}

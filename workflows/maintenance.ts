@@ -17,6 +17,7 @@ import type { createLearningActivities } from '../activities/learnings.js';
 import { nominalTime, periodOf, type MaintenanceJob, type MaintenancePeriod, type NominalSource } from '../core/maintenance-period.js';
 import { dbActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
+import { failureMessage } from './lib/infra.js';
 
 /** `makeAbstract` of activities/forks/abstracts.ts (the abstracts strategies on real rows), as this job calls it. */
 interface AbstractActivity {
@@ -103,7 +104,7 @@ async function forEachAgent<T>(agentIds: string[] | undefined, fn: (agentId: str
       results.push({ agentId, ok: true, result: await fn(agentId) });
     } catch (err) {
       // One agent's failure does not stop the others; it is in the result and the log.
-      const error = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+      const error = failureMessage(err, 2000);
       log.warn('maintenance job failed for an agent', { agentId, error });
       results.push({ agentId, ok: false, error });
     }

@@ -42,6 +42,7 @@ import {
 import { dbActivity, sandboxActivity } from './lib/activity-options.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { forkCurrentDetails, forkText, handlerText, timerText } from './lib/ui-text.js';
+import { failureMessage } from './lib/infra.js';
 
 type Activities = ReturnType<typeof createActivities>;
 type SandboxActivities = ReturnType<typeof createSandboxActivities>;
@@ -252,7 +253,7 @@ async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, 
       throw err;
     }
     // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
-    const message = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    const message = failureMessage(err, 2000);
     return {
       outcome: { decision: { verdict: 'REJECT', confidence: 0.5, summary: `evaluation failed: ${message}`, caveats: ['the evaluation did not finish'] }, artifacts: [], status: 'failed' },
       settle: () => timerScope.cancel(),

@@ -24,6 +24,7 @@ import { parseWorkflowInput } from './lib/input.js';
 import { defaultReflex } from './lib/loop-state.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { handlerText, timerText } from './lib/ui-text.js';
+import { failureMessage } from './lib/infra.js';
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
@@ -74,11 +75,6 @@ export interface TaskLoopResult {
 const maxRestarts = 3;
 const waitBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
 const causeOf = (err: unknown) => (err instanceof ActivityFailure && err.cause ? err.cause : err);
-const messageOf = (err: unknown) => {
-  const cause = causeOf(err);
-  const text = cause instanceof Error ? cause.message : String(cause);
-  return text.length > 500 ? `${text.slice(0, 499)}…` : text;
-};
 
 /** No LLM answers, or a dependency is away: not the task's fault, so the tick is tried again later. */
 function isOutage(err: unknown): boolean {
@@ -193,7 +189,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
     const cause = causeOf(err);
-    const message = messageOf(err);
+    const message = failureMessage(err, 500);
     if (cause instanceof TimeoutFailure && cause.timeoutType !== 'HEARTBEAT') {
       if (input.restarts < maxRestarts) {
         log.warn('task loop timed out; restarting', { taskId, restarts: input.restarts + 1 });
@@ -234,7 +230,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
         return thought;
       } catch (err) {
         if (!isOutage(err)) throw err;
-        waiting = { since: waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: messageOf(err) };
+        waiting = { since: waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 500) };
         if (attempt === 1) log.warn('task loop waiting out an outage', { taskId, error: waiting.lastError });
         const backoffMs = waitBackoffMs(attempt);
         if (await condition(() => stop, backoffMs, { summary: timerText.taskOutage(backoffMs, attempt) })) return null;

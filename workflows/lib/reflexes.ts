@@ -8,6 +8,7 @@ import type { ActivityOptions } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/index.js';
+import { failureMessage } from './infra.js';
 
 export interface ReflexInput {
   agentId: string;
@@ -84,7 +85,7 @@ export async function runTickReflexes(
   try {
     result = await call(input);
   } catch (err) {
-    const why = `reflexes failed: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`.slice(0, 300);
+    const why = `reflexes failed: ${failureMessage(err, 280)}`;
     const held = Object.fromEntries(input.commands.map((c) => [c.cmdId, why]));
     return { verdict: { validationMode: 'normal', rating: null, allowedCmdIds: [], held, notes: [why] }, result: null, state: { ...rs, focus: null, held } };
   }
