@@ -117,6 +117,8 @@ class EscalationRun {
   readonly graceEndsAt: number;
   private humanRequired: boolean;
   private human: HumanAnswer | null = null;
+  /** The escalation's row is written (openEscalation done): a human answer can be recorded against it. */
+  private opened = false;
   private oversightRun: OversightRun | null = null;
   private verdict: OversightAnswer['verdict'] | null = null;
   private deadlinePhase: DeadlinePhase = 'before_deadline';
@@ -146,6 +148,7 @@ class EscalationRun {
     // The deadline is recorded once a human is required: at the start, or when the wait begins.
     const deadlineRecorded = this.humanRequired;
     await db.openEscalation({ escalation: input, workflowId: this.info.workflowId, deadlineAt: this.humanRequired ? new Date(this.deadlineAt).toISOString() : null });
+    this.opened = true;
 
     // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
     await this.consultOversight();
@@ -243,6 +246,9 @@ class EscalationRun {
         const a = schema.parse(arg) as z.output<S> & { by: string };
         // Set before the write: the rules see the answer at once, the activity only records it.
         this.human = { verdict: verdictOf, by: a.by, comment: commentOf(a) };
+        // An answer may come in the very first workflow task: it is recorded once the escalation's
+        // row exists (the two activities would otherwise race, and the answer's row needs it).
+        if (!this.opened && patched('human-after-open-v1')) await condition(() => this.opened);
         await db.recordHumanAnswer({ escalationId: this.escalationId, agentId: this.agentId, verdict: verdictOf, by: a.by, comment: commentOf(a), updateId: currentUpdateInfo()?.id ?? verdictOf });
         return this.snapshot();
       },

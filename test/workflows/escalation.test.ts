@@ -41,6 +41,9 @@ const sandboxRuns: SandboxRunRequest[] = [];
 let script: ScriptedReplyFn = () => 'no script';
 const taskQueue = 'escalation-test';
 
+/** Resolved unless a test holds openEscalation back. */
+let holdOpen: Promise<void> = Promise.resolve();
+
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_escalation');
   drop = fresh.drop;
@@ -50,7 +53,13 @@ beforeAll(async () => {
   const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   env = e;
   await createToolActivities({ db: handle.db }).ensureBuiltinTools();
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } }) });
+  const acts = createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } });
+  // A test may hold the escalation's first write back (an answer racing the opening).
+  const openEscalation: typeof acts.openEscalation = async (i) => {
+    await holdOpen;
+    return acts.openEscalation(i);
+  };
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: { ...acts, openEscalation } });
   const local = new LocalProcessSandbox();
   const sandboxWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: { sandboxRun: async (req: SandboxRunRequest) => (sandboxRuns.push(req), local.run(req)) } });
   workers = Promise.all([worker.run(), sandboxWorker.run()]).then(() => undefined);
@@ -397,6 +406,26 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     expect(cause.message).toContain('deadlineMs:');
     expect(cause.message).toContain('extra');
     expect(cause.nonRetryable).toBe(true);
+  }, 60_000);
+
+  it('a human answer sent before the escalation is written waits for it, and is recorded', async () => {
+    await seedAgent('early');
+    script = () => answer();
+    let release!: () => void;
+    holdOpen = new Promise((r) => (release = r));
+    try {
+      const h = await start({ agentId: 'early', task: 'answered at once', humanRequired: true, escalationId: 'early-1' });
+      const veto = h.executeUpdate(vetoUpdate, { args: [{ reason: 'no' }] });
+      // The answer is in the workflow before the escalation's row exists.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await handle.db.select().from(escalations).where(eq(escalations.id, 'early-1'))).toHaveLength(0);
+      release();
+      await expect(veto).resolves.toMatchObject({ human: { verdict: 'veto' } });
+      expect(await h.result()).toMatchObject({ outcome: 'denied', decidedBy: 'human' });
+    } finally {
+      release();
+      holdOpen = Promise.resolve();
+    }
   }, 60_000);
 
   it('malformed oversight answers: the human decides (no silent approval)', async () => {
