@@ -186,6 +186,8 @@ class AgentLoop {
   // Ticks in a row that failed for a reason of their own: past a few, treated like a failing LLM.
   private failedInARow = 0;
   private lastFailedTick = 0;
+  /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
+  private started = false;
   private llmInUse: string | null;
 
   constructor(readonly input: ParsedAgentLoopInput) {
@@ -328,6 +330,9 @@ class AgentLoop {
     // The update id makes the write idempotent: a retried activity finds the first note.
     const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
     const queued: QueuedNote = { ...parsed, idempotencyKey: `${this.selfId}:note:${updateId}` };
+    // A note sent as a new agent starts waits for loopStarted, which writes the agent's row (the
+    // note's row needs it); while the database is away at the start it is queued as below.
+    if (!this.started && !this.input.carryOver && patched('note-after-start-v1')) await condition(() => this.started || this.degraded !== null);
     // Notes keep their order: while earlier ones wait for the database, this one waits too.
     if (state.pendingNotes.length === 0) {
       try {
@@ -351,6 +356,7 @@ class AgentLoop {
   private async begin(): Promise<void> {
     const { agentId, state, input } = this;
     const started = await this.guard('loopStarted', () => db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: this.selfId }));
+    this.started = true;
     if (!input.carryOver) {
       // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
       // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)

@@ -171,6 +171,39 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     expect(f.notes).toEqual([{ text: 'hello there', idempotencyKey: expect.stringContaining(':note:') }]);
   });
 
+  it('a note sent as a new agent starts is stored once loopStarted has written the agent', async () => {
+    const f = fakes();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let startedDone = false;
+    const startedAt: boolean[] = [];
+    const loopStarted = f.activities.loopStarted!;
+    f.activities.loopStarted = async (i) => {
+      await gate;
+      const r = await loopStarted(i);
+      startedDone = true;
+      return r;
+    };
+    const recordNote = f.activities.recordNote!;
+    f.activities.recordNote = async (i) => {
+      startedAt.push(startedDone);
+      return recordNote(i);
+    };
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'newcomer', maxTicks: 1 });
+      const note = h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'welcome' }] });
+      try {
+        await new Promise((r) => setTimeout(r, 500));
+        expect(f.notes).toEqual([]);
+      } finally {
+        release();
+      }
+      expect(await note).toEqual({ noteId: 1 });
+      expect(await h.result()).toMatchObject({ ticks: 1 });
+    });
+    expect(startedAt).toEqual([true]);
+  });
+
   it('rejects a malformed note with a clear update error and keeps running', async () => {
     const f = fakes();
     await withWorker(f, async (q) => {
