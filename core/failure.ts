@@ -5,6 +5,7 @@
  * text the database refuses: retrying repeats the same failure, so report it once). Anything
  * else is `unknown` (a bug): retried a few times, then reported like a request error.
  */
+import { clipText } from './sanitize.js';
 
 export type FailureClass = 'infra' | 'request' | 'unknown';
 
@@ -90,7 +91,7 @@ export function rootMessage(err: unknown, max = 300): string {
     if (message) msg = typeof code === 'string' ? `${message} (${code})` : message;
     e = cause ?? (Array.isArray(errors) ? errors[0] : undefined);
   }
-  return msg.length > max ? `${msg.slice(0, max - 1)}…` : msg;
+  return clipText(msg, max);
 }
 
 /** Capped exponential backoff for waiting out an outage: 1 s, 2 s, 4 s … at most `capMs`. */

@@ -107,7 +107,12 @@ export async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, age
 /** The tick's reply as the reflexes and applyCommands read it when no snapshot has it. */
 export async function readTickReply(db: Db, agentId: string, responseId: number): Promise<TickReply | undefined> {
   const [row] = await db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, responseId), eq(llmRecentResponses.agentId, agentId)));
-  return row ? { id: row.id, content: row.content, parsed: parseReply(row.content), llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes } : undefined;
+  return row ? tickReplyOf(row) : undefined;
+}
+
+/** A stored reply as the tick's reply (parsed here, once). */
+export function tickReplyOf(row: Pick<typeof llmRecentResponses.$inferSelect, 'id' | 'content' | 'llmRegistryId' | 'tags' | 'reflexes'>): TickReply {
+  return { id: row.id, content: row.content, parsed: parseReply(row.content), llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes };
 }
 
 /** The per-worker store of tick snapshots (newest tick per agent). */

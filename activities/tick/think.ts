@@ -18,7 +18,7 @@ import { withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { toolDefinitions } from '../tools.js';
 import { loadContext, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
-import type { TickReply } from './snapshot.js';
+import { tickReplyOf, type TickReply } from './snapshot.js';
 
 export interface ThinkInput {
   agentId: string;
@@ -199,8 +199,8 @@ async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: 
 /** A retried tick whose reply is already recorded: the same result, from the stored text. */
 async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: LoadedContext, row: typeof llmRecentResponses.$inferSelect): Promise<ThinkResult> {
   await intervalAbstract(deps.db, input, loaded.abstractEvery);
-  const parsed = parseReply(row.content);
-  loaded.snapshot.reply = { id: row.id, content: row.content, parsed, llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes };
+  loaded.snapshot.reply = tickReplyOf(row);
+  const { parsed } = loaded.snapshot.reply;
   // The same caps as the first attempt's result: it rides through history too.
   return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, replayed: true });
 }

@@ -5,7 +5,7 @@
  * and calls it again, for as long as it takes, showing the outage in its queries meanwhile.
  * Errors of the request itself (non-retryable) are not waited out: they go to the caller.
  */
-import { clipText } from '../../core/sanitize.js';
+import { rootMessage } from '../../core/failure.js';
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, sleep } from '@temporalio/workflow';
 import { outageBackoffMs } from '../../core/failure.js';
 import { timerText } from './ui-text.js';
@@ -32,17 +32,9 @@ export function isInfraFailure(err: unknown): boolean {
 
 /**
  * The message a person should read for a failed activity or child workflow: the innermost
- * cause's (an ActivityFailure or ChildWorkflowFailure only says that something below failed),
- * clipped to `max` characters.
+ * cause's (an ActivityFailure or ChildWorkflowFailure only says that something below failed).
  */
-export function failureMessage(err: unknown, max = 300): string {
-  let msg = err instanceof Error ? err.message : String(err);
-  for (let cur: unknown = err, depth = 0; cur instanceof Error && cur.cause && depth < 10; depth++) {
-    cur = cur.cause;
-    if (cur instanceof Error && cur.message) msg = cur.message;
-  }
-  return clipText(msg, max);
-}
+export const failureMessage = rootMessage;
 
 export interface RideOutHooks {
   /** Called at each failed attempt (the status query reads the value it is given). */
