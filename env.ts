@@ -2,6 +2,7 @@
  * The one place that reads the environment. Everything else receives a typed `Env`.
  * A bad value prints the offending field and exits non-zero (see `loadEnvOrExit`).
  */
+import { priceTableSchema } from './core/lifeforce.js';
 import { formatIssues } from './core/zod-issues.js';
 import { z } from 'zod';
 
@@ -56,6 +57,19 @@ export const envSchema = z.object({
   MINDLOOP_MODE: z.enum(['development', 'production']).default('development'),
   /** The admin override that lets production generate tools. */
   MINDLOOP_ALLOW_TOOLGEN: bool.default(false),
+  /** JSON overriding fields of the lifeforce price table (core/lifeforce.ts), e.g. `{"lfPerUsd":500}`. */
+  MINDLOOP_LIFEFORCE_PRICES: z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'expected a JSON object of prices' });
+        return z.NEVER;
+      }
+    })
+    .pipe(priceTableSchema)
+    .default(priceTableSchema.parse({})),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
 }).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {

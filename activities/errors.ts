@@ -5,6 +5,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { activityContext } from './heartbeat.js';
 import { classifyError, rootMessage } from '../core/failure.js';
+import { LifeforceExhaustedError } from './llm/errors.js';
 
 export const ErrorType = {
   InvalidInput: 'InvalidInput',
@@ -19,6 +20,8 @@ export const ErrorType = {
   Unexpected: 'Unexpected',
   /** No LLM of the role answers: the workflow enters Core Outage instead of retrying. */
   LlmUnavailable: 'LlmUnavailable',
+  /** A lifeforce budget cannot cover the operation: it did not run; the workflow pauses or asks for more. */
+  LifeforceExhausted: 'LifeforceExhausted',
 } as const;
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 
@@ -59,6 +62,7 @@ export function classifyActivityErrors<T extends Record<string, unknown>>(activi
 /** The ApplicationFailure an activity should throw for `err` (or `err` itself when already one, or unclassified). */
 export function classifiedFailure(err: unknown): unknown {
   if (err instanceof ApplicationFailure) return err;
+  if (err instanceof LifeforceExhaustedError) return nonRetryable(ErrorType.LifeforceExhausted, err.message, err.details);
   if (err instanceof Error && err.name === 'CancelledFailure') return err;
   const kind = classifyError(err);
   if (kind === 'unknown') {

@@ -10,13 +10,16 @@ import type { LearningSink } from './learning-sink.js';
 import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
 import { createCommandActivities, type CommandDeps } from './commands/apply.js';
 import { createForkActivities } from './forks/index.js';
-import { createLlmActivities, createLlmRouter, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
+import { createLlmActivities, createLlmRouter, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
+import { createLifeforceActivities } from './lifeforce.js';
+import { defaultPrices } from '../core/lifeforce.js';
 import { createLoopEventActivities } from './tick/loop-events.js';
 import { createTickSnapshots } from './tick/snapshot.js';
 import { createTaskLoopActivities } from './tick/task-loops.js';
 import { createThinkActivities } from './tick/think.js';
 import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
+import { createNerveActivities } from './nerves.js';
 import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight/index.js';
 import { createToolActivities } from './tools.js';
@@ -40,11 +43,15 @@ export interface MindloopActivityDeps {
   dataDir?: string;
   /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */
   dangerRules?: readonly DangerRule[];
+  /** The lifeforce ledger's switch and prices (default: on, core/lifeforce.ts prices). */
+  lifeforce?: LedgerSwitch;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
 export function createActivities(deps: MindloopActivityDeps) {
-  const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm });
+  // Whether costly work goes through the lifeforce ledger, at what prices (one switch for all families).
+  const ledger = deps.lifeforce ?? ('chat' in deps.llm ? undefined : deps.llm.lifeforce) ?? { enabled: true, prices: defaultPrices };
+  const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm, lifeforce: ledger });
   // Campaigns and generated tools promote into the learning store unless a test injects a sink.
   const learn = deps.learn ?? createLearningSink({ db: deps.db });
   // One read of an agent per tick, shared by think, the reflexes and applyCommands.
@@ -65,5 +72,7 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
     ...createOversightActivities({ db: deps.db, llm: router }),
     ...createToolActivities(tools),
+    ...createLifeforceActivities({ db: deps.db, prices: ledger.prices }),
+    ...createNerveActivities({ db: deps.db, llm: router, prices: ledger.prices }),
   });
 }

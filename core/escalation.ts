@@ -15,12 +15,19 @@ const key = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected letters, digits
 
 /** An action held until approved (a danger-zone command or tool action). */
 export const proposalSchema = z.strictObject({
-  kind: z.enum(['command', 'tool']),
-  /** Command type, or `tool.action`. */
+  /** `lifeforce`: more budget (`grant`, args `{budgetId, amount}`); only a human decides it. */
+  kind: z.enum(['command', 'tool', 'lifeforce']),
+  /** Command type, `tool.action`, or `grant`. */
   name: z.string().min(1).max(200),
   args: z.record(z.string(), z.unknown()).default({}),
 });
 export type Proposal = z.infer<typeof proposalSchema>;
+
+/** The args of a `lifeforce` proposal. */
+export const lifeforceGrantArgs = z.strictObject({
+  budgetId: z.string().min(1).max(200),
+  amount: z.number().positive().max(1e9),
+});
 
 export const escalationInput = z.strictObject({
   escalationId: key,

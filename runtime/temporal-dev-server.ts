@@ -103,6 +103,10 @@ export const devServerDynamicConfig = [
   // activity task back in the completion's response, with no trip through matching (the tick's
   // think activity).
   'system.enableActivityEagerExecution=true',
+  // Task priority (core/priority.ts) orders a backlog only within a partition: the priority matcher, one partition a queue.
+  'matching.useNewMatcher=true',
+  'matching.numTaskqueueReadPartitions=1',
+  'matching.numTaskqueueWritePartitions=1',
 ];
 
 /** Start the dev server and wait until it answers. */

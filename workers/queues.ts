@@ -7,6 +7,7 @@ import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleW
 import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
+import type { LedgerSwitch } from '../activities/llm/index.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
 import { createSpeechActivities } from '../activities/speech.js';
@@ -21,7 +22,7 @@ export interface QueueWorkerDeps {
   db: Db;
   dockerHost?: string;
   /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
-  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number; maxReplyBytes?: number };
+  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number; maxReplyBytes?: number; lifeforce?: LedgerSwitch };
   /** MINDLOOP_MODE / MINDLOOP_ALLOW_TOOLGEN for tool generation (default: production, no override). */
   toolGeneration?: { mode: 'development' | 'production'; allowOverride: boolean };
   /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */

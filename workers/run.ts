@@ -76,7 +76,7 @@ export async function startWorkers(
           dockerHost: env.DOCKER_HOST,
           toolGeneration: { mode: env.MINDLOOP_MODE, allowOverride: env.MINDLOOP_ALLOW_TOOLGEN },
           dangerRules: loadDangerRules(env.MINDLOOP_DANGER_RULES),
-          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS },
+          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS, lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES } },
           workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
         }),
       );

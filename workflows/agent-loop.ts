@@ -29,7 +29,8 @@ import { formatIssues } from '../core/zod-issues.js';
 import type { createActivities } from '../activities/index.js';
 import type { createSandboxActivities } from '../activities/sandbox.js';
 import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
-import { dbActivity, fewAttempts, llmActivity, sandboxActivity } from './lib/activity-options.js';
+import { dbActivity, fewAttempts, llmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
+import { priorityKeyFor } from '../core/priority.js';
 import { failureMessage, isInfraFailure, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import {
@@ -45,7 +46,8 @@ import {
   type QueuedNote,
 } from './lib/loop-state.js';
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
-import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
+import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
+import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
 import { agentLoopCurrentDetails, escalationInputText, handlerText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal, type taskLoopWorkflow } from './task-loop.js';
 // Children are started by type name: importing their modules would make every agent loop
@@ -58,6 +60,14 @@ type Activities = ReturnType<typeof createActivities>;
 // that its status shows `degraded` and the recovery is logged.
 const db = proxyActivities<Activities>(fewAttempts(dbActivity));
 const llm = proxyActivities<Activities>(fewAttempts(llmActivity));
+/** The LLM activities at a task priority: under a backlog, agents with more lifeforce are served first. */
+const llmByPriority = new Map<number, Activities>();
+function llmAt(priorityKey: number | undefined): Activities {
+  if (priorityKey === undefined) return llm;
+  let proxy = llmByPriority.get(priorityKey);
+  if (!proxy) llmByPriority.set(priorityKey, (proxy = proxyActivities<Activities>(withPriority(fewAttempts(llmActivity), { priorityKey }))));
+  return proxy;
+}
 const reflexActs = proxyActivities<Activities>(reflexActivity);
 // The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
@@ -86,7 +96,7 @@ export type AddNoteResult = { noteId: number; queued?: false } | { noteId: null;
  */
 export const addNoteUpdate = defineUpdate<AddNoteResult, [AddNoteInput]>('addNote');
 /** Wake the loop because something it waits for happened (a task loop wrote a note, a process finished). */
-export const wakeSignal = defineSignal<[{ reason: 'note' | 'process' }]>('wake');
+export const wakeSignal = defineSignal<[{ reason: 'note' | 'process' | 'lifeforce' }]>('wake');
 export const pauseSignal = defineSignal('pause');
 export const resumeSignal = defineSignal('resume');
 /** Finish the current tick, then complete the workflow. */
@@ -98,7 +108,7 @@ export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<type
 export interface AgentStatus {
   agentId: string;
   tick: number;
-  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'degraded' | 'stopping';
+  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'degraded' | 'exhausted' | 'stopping';
   operatingMode: CarryOver['operatingMode'];
   paused: boolean;
   pauseTicks: number;
@@ -118,6 +128,24 @@ export interface AgentStatus {
   queuedNotes: number;
   /** The last tick that failed for a reason of its own (a poison reply, a refused write), if any. */
   lastTickFailure: { tick: number; step: string; error: string } | null;
+  /** The agent's budget as last seen (null before the first look, or in histories from before the ledger). */
+  lifeforce: LifeforceStatus | null;
+}
+
+/** What the status shows of the agent's lifeforce. */
+export interface LifeforceStatus {
+  budgetId: string;
+  /** What could be reserved (null: unlimited). */
+  available: number | null;
+  capacity: number | null;
+  /** LF the last tick's call was charged. */
+  lastCharge: number | null;
+  /** Temporal task priority of its work (1 first … 5), from the lifeforce left unless set by hand. */
+  priorityKey: number;
+  explicitPriority: number | null;
+  onExhausted: 'pause' | 'escalate';
+  /** Set while exhausted: what was refused, since when, how long the wait, the escalation asking for more. */
+  exhausted: { since: string; needed: number; reason: string; waitMs: number | null; escalationId?: string } | null;
 }
 /** Tick, mode, pause state, last reply summary, LLM in use, counters. */
 export const statusQuery = defineQuery<AgentStatus>('status');
@@ -131,6 +159,8 @@ export const agentLoopInput = z.object({
   settings: loopSettingsSchema.partial().optional(),
   /** Complete after this many ticks (demos, tests); unset = run until stopped. */
   maxTicks: z.number().int().positive().optional(),
+  /** The agent's budget when it is created (the first start only; later, `mindloop lifeforce set`). Unset: unlimited, spend recorded. */
+  lifeforce: budgetSettingsSchema.optional(),
   /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
   ticksPerRun: z.number().int().min(1).max(10_000).default(500),
   /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
@@ -159,6 +189,9 @@ function clean(text: string): string {
 function isLlmUnavailable(err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
 }
+
+/** An exhausted wait re-checks at least this often (a grant wakes it sooner). */
+const exhaustedRecheckMs = 3_600_000;
 
 /** One durable thinking loop per agent (id `agent/<agentId>`): one REPL tick after another, forever. */
 export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
@@ -189,6 +222,11 @@ class AgentLoop {
   /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
   private started = false;
   private llmInUse: string | null;
+  private lifeforce: LifeforceStatus | null = null;
+  /** Exhaustion episodes, to name their escalations. */
+  private exhaustions = 0;
+  /** When this run last asked a human for lifeforce: at most one such escalation a day. */
+  private lastLifeforceEscalation = Number.NEGATIVE_INFINITY;
 
   constructor(readonly input: ParsedAgentLoopInput) {
     this.agentId = input.agentId;
@@ -203,7 +241,15 @@ class AgentLoop {
   private set phase(p: AgentStatus['phase']) {
     this.currentPhase = p;
     setCurrentDetails(
-      agentLoopCurrentDetails({ tick: this.state.tick, phase: p, llm: this.llmInUse, mode: this.state.operatingMode, degradedStep: this.degraded?.step, queuedNotes: this.state.pendingNotes.length }),
+      agentLoopCurrentDetails({
+        tick: this.state.tick,
+        phase: p,
+        llm: this.llmInUse,
+        mode: this.state.operatingMode,
+        degradedStep: this.degraded?.step,
+        queuedNotes: this.state.pendingNotes.length,
+        lifeforce: this.lifeforce?.available,
+      }),
     );
   }
 
@@ -212,6 +258,7 @@ class AgentLoop {
     upsertSearchAttributes([
       { key: agentIdSearchAttribute, value: agentId },
       { key: kindSearchAttribute, value: 'agent-loop' },
+      { key: lifeforceSearchAttribute, value: 'ok' },
     ]);
     this.registerHandlers();
     this.phase = 'starting';
@@ -263,6 +310,7 @@ class AgentLoop {
       degraded: this.degraded,
       queuedNotes: state.pendingNotes.length,
       lastTickFailure: this.lastTickFailure,
+      lifeforce: this.lifeforce,
     };
   }
 
@@ -357,6 +405,11 @@ class AgentLoop {
     const { agentId, state, input } = this;
     const started = await this.guard('loopStarted', () => db.loopStarted({ agentId, name: input.name ?? agentId, workflowId: this.selfId }));
     this.started = true;
+    // lifeforce-v1: the agent's budget (created unlimited unless the input sets it); older histories have none.
+    if (patched('lifeforce-v1')) {
+      const v = await this.guard('ensureAgentBudget', () => db.ensureAgentBudget({ agentId, ...(input.lifeforce ? { settings: input.lifeforce } : {}), at: new Date().toISOString() }));
+      this.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: null };
+    }
     if (!input.carryOver) {
       // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
       // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
@@ -409,6 +462,10 @@ class AgentLoop {
     state.counters.ticks++;
     state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
     this.llmInUse = `${thought.provider}:${thought.model}`;
+    if (this.lifeforce && thought.lifeforce) {
+      const { available, charged } = thought.lifeforce;
+      this.lifeforce = { ...this.lifeforce, available, lastCharge: charged, priorityKey: priorityKeyFor({ available, capacity: this.lifeforce.capacity, ...(this.lifeforce.explicitPriority ? { explicit: this.lifeforce.explicitPriority } : {}) }) };
+    }
     state.last = { summary: thought.summary, model: this.llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
 
     this.phase = 'reflexes';
@@ -425,7 +482,7 @@ class AgentLoop {
     const { agentId, state } = this;
     try {
       return await this.guard('think', () =>
-        llm.think({
+        llmAt(this.lifeforce?.priorityKey).think({
           agentId,
           tick,
           workflowId: this.selfId,
@@ -446,6 +503,11 @@ class AgentLoop {
       if (isLlmUnavailable(err)) {
         await this.coreOutage(err);
         return null; // the same tick again, now that an LLM answers
+      }
+      const shortfall = lifeforceShortfallOf(err);
+      if (shortfall) {
+        await this.exhausted(shortfall, tick);
+        return null; // the same tick again, now that the budget covers it
       }
       // The reply (or the write of it) failed for a reason of its own: record it and move on
       // to the next tick — a retry of this one would replay the same recorded reply.
@@ -614,6 +676,56 @@ class AgentLoop {
     } catch (e) {
       log.warn('loop failure not recorded', { error: failureMessage(e) });
     }
+  }
+
+  /**
+   * The budget cannot cover the tick's call: nothing ran, nothing was spent. Pause visibly (phase
+   * `exhausted`, search attribute MindloopLifeforce=exhausted) until regeneration covers the need
+   * or a grant arrives (a `wake`); with `onExhausted: escalate`, first ask a human for a grant
+   * through an escalation. Notes keep arriving meanwhile; stop ends the wait.
+   */
+  private async exhausted(shortfall: LifeforceShortfall, tick: number): Promise<void> {
+    const { agentId, state } = this;
+    const since = new Date().toISOString();
+    const before = this.lifeforce;
+    this.exhaustions++;
+    upsertSearchAttributes([{ key: lifeforceSearchAttribute, value: 'exhausted' }]);
+    let escalationId: string | undefined;
+    await this.guard('logProcess', () =>
+      db.logProcess({ agentId, processId: 'lifeforce', kind: 'lifeforce', status: 'warning', message: clean(`tick ${tick}: ${shortfall.budgetId} cannot cover ${shortfall.needed} LF (${shortfall.reason}; available ${shortfall.available ?? 'unlimited'} LF)`), tick: state.tick }),
+    );
+    while (!this.stopRequested) {
+      const v = await this.guard('lifeforceState', () => db.lifeforceState({ agentId, budgetId: shortfall.budgetId, at: new Date().toISOString(), need: shortfall.needed }));
+      const waitMs = v.waitMs ?? null;
+      this.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: before?.lastCharge ?? null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: { since, needed: shortfall.needed, reason: shortfall.reason, waitMs, ...(escalationId ? { escalationId } : {}) } };
+      this.phase = 'exhausted';
+      if (waitMs === 0 && !v.exhausted) break;
+      if (v.onExhausted === 'escalate' && escalationId === undefined && Date.now() - this.lastLifeforceEscalation >= 86_400_000) {
+        this.lastLifeforceEscalation = Date.now();
+        escalationId = `lifeforce-${agentId}-${this.exhaustions}-${tick}`.slice(0, 64);
+        const amount = Math.max(v.askFor, shortfall.needed);
+        await this.startEscalation({
+          kind: 'escalate',
+          escalationId,
+          input: {
+            escalationId,
+            agentId,
+            task: `Lifeforce exhausted: budget ${shortfall.budgetId} cannot cover ${shortfall.needed} LF for tick ${tick} (available ${v.available ?? 'unlimited'} LF${waitMs !== null ? `, regeneration covers it in ${Math.ceil(waitMs / 60_000)} min` : ', no regeneration covers it'}). Approve to grant ${amount} LF.`,
+            humanRequired: true,
+            proposal: { kind: 'lifeforce', name: 'grant', args: { budgetId: shortfall.budgetId, amount } },
+            tick,
+          },
+        } as EscalateEffect);
+        this.lifeforce = { ...this.lifeforce, exhausted: { ...this.lifeforce.exhausted!, escalationId } };
+      }
+      state.pendingWake = false;
+      const ms = Math.max(1000, Math.min(waitMs ?? exhaustedRecheckMs, exhaustedRecheckMs));
+      await condition(() => this.stopRequested || state.pendingWake, ms, { summary: timerText.exhausted(waitMs, shortfall.budgetId) });
+      if (state.pendingWake || waitMs !== null) break; // a grant, a note or regeneration: try the tick again
+    }
+    upsertSearchAttributes([{ key: lifeforceSearchAttribute, value: 'ok' }]);
+    if (this.lifeforce) this.lifeforce = { ...this.lifeforce, exhausted: null };
+    await this.guard('logProcess', () => db.logProcess({ agentId, processId: 'lifeforce', kind: 'lifeforce', status: 'close', message: clean(`tick ${tick}: trying again after ${escalationId ? `escalation ${escalationId}, ` : ''}a wait`), tick: state.tick }));
   }
 
   /** No LLM answered: log it once, keep taking notes, and probe with backoff until one answers. */

@@ -28,11 +28,13 @@ import type { z } from 'zod';
 import type { createOversightActivities, OversightRun } from '../activities/oversight/index.js';
 import type { createToolActivities } from '../activities/tools.js';
 import type { createCommandActivities } from '../activities/commands/apply.js';
+import type { createLifeforceActivities } from '../activities/lifeforce.js';
 import type { createShellActivities } from '../activities/shell.js';
 import type { LoopEffect } from '../core/loop-types.js';
 import { decide, type DeadlinePhase, type Decider, type HumanVerdict, type Outcome, type RuleDecision } from '../core/escalation-rules.js';
 import {
   escalationInput,
+  lifeforceGrantArgs,
   humanApproveInput,
   humanNudgeInput,
   humanRejectInput,
@@ -49,7 +51,11 @@ import { parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { escalationCurrentDetails, handlerText, timerText } from './lib/ui-text.js';
 
-type Activities = ReturnType<typeof createOversightActivities> & ReturnType<typeof createToolActivities> & ReturnType<typeof createCommandActivities> & ReturnType<typeof createShellActivities>;
+type Activities = ReturnType<typeof createOversightActivities> &
+  ReturnType<typeof createToolActivities> &
+  ReturnType<typeof createCommandActivities> &
+  ReturnType<typeof createShellActivities> &
+  ReturnType<typeof createLifeforceActivities>;
 type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
 interface SandboxActivities {
   sandboxRun(req: SandboxRunRequest): Promise<SandboxRunResult>;
@@ -133,7 +139,8 @@ class EscalationRun {
     this.agentId = input.agentId;
     this.deadlineAt = this.info.startTime.getTime() + input.deadlineMs;
     this.graceEndsAt = this.deadlineAt + input.graceMs;
-    this.humanRequired = input.humanRequired || input.dangerFlags.length > 0;
+    // More lifeforce is a human's grant: no model decides to give an agent more budget.
+    this.humanRequired = input.humanRequired || input.dangerFlags.length > 0 || input.proposal?.kind === 'lifeforce';
   }
 
   async run(): Promise<EscalationResult> {
@@ -264,6 +271,11 @@ class EscalationRun {
   /** The oversight's answer; for a state-machine design, up to `maxDesignRounds` rounds of tests in the sandbox. */
   private async consultOversight(): Promise<void> {
     const { input, escalationId } = this;
+    if (input.proposal?.kind === 'lifeforce') {
+      // The budget is exhausted: an oversight model would spend what is not there.
+      this.oversightError = 'a lifeforce grant is decided by a human only';
+      return;
+    }
     let feedback: string | undefined;
     for (let round = 1; round <= input.maxDesignRounds && !this.human; round++) {
       let run: OversightRun;
@@ -366,6 +378,12 @@ class EscalationRun {
       const proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
       if (ran.length && ran.some((r) => !r.startsWith('exit 0'))) proposalOutcome = 'failed';
       return { proposalOutcome, proposalResult };
+    }
+    if (input.proposal.kind === 'lifeforce') {
+      const grant = lifeforceGrantArgs.safeParse(input.proposal.args);
+      if (!grant.success) return { proposalOutcome: 'failed', proposalResult: `not a grant: ${formatIssues(grant.error, 'args')}` };
+      const r = await db.grantLifeforce({ ...grant.data, key: `${this.info.workflowId}/grant`, reason: `escalation ${escalationId} approved`, by: this.human?.by ?? decision.decidedBy });
+      return { proposalOutcome: 'executed', proposalResult: `granted ${grant.data.amount} LF to ${grant.data.budgetId}${r.granted ? '' : ' (already granted)'}` };
     }
     const [tool, action] = input.proposal.name.split('.', 2) as [string, string];
     const r = await db.callTool({ agentId, tool, action: action ?? '', args: input.proposal.args, key: `${this.info.workflowId}/execute`, approvedBy: escalationId });

@@ -27,6 +27,38 @@ export class LlmUnavailableError extends Error {
   }
 }
 
+/** ApplicationFailure type name; the workflow pauses (or escalates for more) instead of retrying. */
+export const LifeforceExhausted = 'LifeforceExhausted' as const;
+
+/** A budget cannot cover an operation's worst case: the operation did not run. */
+export class LifeforceExhaustedError extends Error {
+  readonly type = LifeforceExhausted;
+
+  constructor(
+    readonly budgetId: string,
+    readonly reason: string,
+    readonly needed: number,
+    readonly available: number | null,
+    readonly agentId?: string,
+  ) {
+    super(`lifeforce exhausted: budget ${budgetId} cannot cover ${needed} LF (${reason}; available ${available ?? 'unlimited'} LF)`);
+    this.name = 'LifeforceExhaustedError';
+  }
+
+  /** What the workflow reads from the failure's details. */
+  get details(): LifeforceShortfall {
+    return { budgetId: this.budgetId, reason: this.reason, needed: this.needed, available: this.available };
+  }
+}
+
+/** The details of a `LifeforceExhausted` failure. */
+export interface LifeforceShortfall {
+  budgetId: string;
+  reason: string;
+  needed: number;
+  available: number | null;
+}
+
 /** A short, single-line description of any thrown value, for llm_calls.error and messages. */
 export function describeError(err: unknown, max = 300): string {
   let text: string;

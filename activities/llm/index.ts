@@ -12,8 +12,8 @@ import { LlmUnavailable, LlmUnavailableError } from './errors.js';
 import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 import { chatRoles, type ChatResult } from './types.js';
 
-export { LlmUnavailable, LlmUnavailableError } from './errors.js';
-export { createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+export { LifeforceExhausted, LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type LifeforceShortfall } from './errors.js';
+export { callChargeKey, createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './router.js';
 export { defaultLocalModelName, ensureDefaultRegistry, ensureOversightModel, type DefaultRegistryOptions } from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';

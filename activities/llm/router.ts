@@ -5,13 +5,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { defaultMaxReplyBytes, sanitizeAnswer, sanitizeText } from '../../core/sanitize.js';
+import { clipText, defaultMaxReplyBytes, sanitizeAnswer, sanitizeText } from '../../core/sanitize.js';
 import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
+import { budgetIds, defaultPrices, llmCost, llmWorstCase, type PriceTable } from '../../core/lifeforce.js';
 import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
+import { release, reserve, settle } from '../../db/queries/lifeforce.js';
 import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
 import { ErrorType, nonRetryable } from '../errors.js';
-import { describeError, LlmUnavailableError } from './errors.js';
+import { describeError, LifeforceExhaustedError, LlmUnavailableError } from './errors.js';
 import { createAnthropicChatModel } from './providers/anthropic.js';
 import type { EnvSource } from './providers/keys.js';
 import { createLocalChatModel } from './providers/local.js';
@@ -35,6 +37,14 @@ export interface LlmRouterDeps {
   scriptedReply?: ScriptedReplyFn;
   /** Cap on one answer (text and tool calls), in UTF-8 bytes; a row's `params.maxReplyBytes` wins. Default 256 KB. */
   maxReplyBytes?: number;
+  /** Lifeforce: the price table, and whether calls go through the ledger (default on; the bench turns it off to measure it). */
+  lifeforce?: LedgerSwitch;
+}
+
+/** Whether calls are charged to the ledger, at what prices. Mutable: a bench flips `enabled` between blocks. */
+export interface LedgerSwitch {
+  enabled: boolean;
+  prices: PriceTable;
 }
 
 export interface ChatRequest {
@@ -63,6 +73,8 @@ export interface ChatRequest {
    * its idempotency keys (`previousCalls`).
    */
   preloaded?: { registry: LlmRegistryEntry[]; previous: LlmCall[] };
+  /** The budget charged (default the agent's) and the time of the call in ms (the workflow's clock; default now). */
+  lifeforce?: { budgetId?: string; at?: number };
 }
 
 export interface LlmRouter {
@@ -268,7 +280,13 @@ async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntr
 /** The stored answer of the key, or the first row of the role that answers; LlmUnavailableError when none does. */
 async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
   const stored = await storedAnswer(router, req);
-  if (stored) return stored;
+  if (stored) {
+    // The attempt that answered may have died before settling: its retry settles it (once).
+    if (router.deps.lifeforce?.enabled && req.idempotencyKey !== undefined) {
+      await settle(router.deps.db, callChargeKey(req.idempotencyKey, stored.registryId), llmCost(router.deps.lifeforce.prices, await priceOf(router, req, stored.registryId), stored.usage), { callId: stored.callId, model: stored.model });
+    }
+    return stored;
+  }
   const requestKey = req.idempotencyKey;
   const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : rowsFor(await usableRegistry(router.deps.db, req.agentId), req.role, req.registryId);
   const attempts: ChatAttempt[] = [];
@@ -288,22 +306,62 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
       idempotencyKey: `${requestKey ?? `${req.agentId}/${req.role}`}#${randomUUID()}`,
       requestKey,
     };
-    const asked = await askRow(router, req, row, base, started);
+    const charge = await reserveCall(router, req, row);
+    const asked = await askRow(router, charge ? { ...req, params: charge.params } : req, row, base, started);
     if ('error' in asked) {
+      if (charge) await release(router.deps.db, charge.key, `failed: ${clipText(asked.error, 200)}`);
       attempts.push({ registryId: row.id, model: row.model, error: asked.error });
       continue;
     }
     // Outside askRow's catch: a database error here is not the model's failure and must not
     // trigger failover; it propagates and the activity is retried (the key finds the answer).
-    return keepAnswer(router, req, row, base, started, asked, attempts);
+    const result = await keepAnswer(router, req, row, base, started, asked, attempts);
+    if (!charge) return result;
+    const closed = await settle(router.deps.db, charge.key, llmCost(router.deps.lifeforce!.prices, row, result.usage), { callId: result.callId, model: row.model });
+    return closed.replayed ? result : { ...result, lifeforce: { budgetId: charge.budgetId, charged: closed.charged, available: closed.available ?? null } };
   }
   throw new LlmUnavailableError(req.agentId, req.role, attempts);
+}
+
+/** The ledger key of one row's attempt at a call: a retried activity reserves under the same key. */
+export function callChargeKey(requestKey: string, registryId: number): string {
+  return `llm:${requestKey}@${registryId}`;
+}
+
+/**
+ * Hold the call's worst case on its budget before the model runs (every prompt byte a token,
+ * the full output cap, which the call is then held to): its key and the call's parameters with
+ * that cap, or null with the ledger off.
+ * A budget that cannot cover it throws LifeforceExhaustedError: the call does not run.
+ */
+async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEntry): Promise<{ key: string; budgetId: string; params: ChatParams } | null> {
+  const ledger = router.deps.lifeforce;
+  if (!ledger?.enabled) return null;
+  const maxTokens = req.params?.maxTokens ?? rowParams(row).maxTokens ?? ledger.prices.defaultMaxOutputTokens;
+  const budgetId = req.lifeforce?.budgetId ?? budgetIds.agent(req.agentId);
+  const base = { budgetId, amount: llmWorstCase(ledger.prices, row, req.messages, maxTokens), operation: 'llm_call', at: req.lifeforce?.at, ttlMs: ledger.prices.reservationTtlMs, tick: req.tick, reason: req.purpose, metadata: { model: row.model, registryId: row.id, role: req.role } };
+  let key = req.idempotencyKey !== undefined ? callChargeKey(req.idempotencyKey, row.id) : `llm:${req.agentId}/${randomUUID()}`;
+  let held = await reserve(router.deps.db, { ...base, key });
+  // Closed already (the sweep released a dead attempt's hold): this attempt holds anew.
+  if (held.ok && held.closed) {
+    key = `${key}#${randomUUID()}`;
+    held = await reserve(router.deps.db, { ...base, key });
+  }
+  if (!held.ok) throw new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, req.agentId);
+  // The cap the reservation assumed is the one the model runs under.
+  return { key, budgetId, params: { ...req.params, maxTokens } };
+}
+
+/** The price columns of a registry row (for settling a replayed answer). */
+async function priceOf(router: Router, req: ChatRequest, registryId: number): Promise<Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'>> {
+  const registry = req.preloaded?.registry ?? (await usableRegistry(router.deps.db, req.agentId));
+  return registry.find((r) => r.id === registryId) ?? { costPer1kInput: 0, costPer1kOutput: 0 };
 }
 
 /** Build the router; keep one per process (it caches chat models per registry row). */
 export function createLlmRouter(deps: LlmRouterDeps): LlmRouter {
   const router: Router = {
-    deps,
+    deps: { ...deps, lifeforce: deps.lifeforce ?? { enabled: true, prices: defaultPrices } },
     models: new Map(),
     factories: {
       openai: (row) => createOpenAiChatModel(row, deps.env),

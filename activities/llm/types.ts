@@ -102,4 +102,6 @@ export interface ChatResult {
   toolCalls?: ChatToolCall[];
   /** Set when the answer was over the reply cap and cut (also in the row's `metadata.truncated`). */
   truncated?: { originalBytes: number; keptBytes: number; droppedToolCalls: number };
+  /** What the ledger charged for this answer and what the budget has left (absent with the ledger off, or on a replay). */
+  lifeforce?: { budgetId: string; charged: number; available: number | null };
 }

@@ -13,6 +13,7 @@ import { structuredReplySchema, structuredReplyToText } from '../../core/structu
 import type { Db } from '../../db/client.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, notes, processLog } from '../../db/schema/index.js';
+import { budgetIds } from '../../core/lifeforce.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
@@ -28,6 +29,8 @@ export interface ThinkInput {
   now: string;
   mode: 'main' | 'task';
   taskId?: number;
+  /** The task loop has a budget of its own (`task:<agent>/<task>`); otherwise it spends the agent's. */
+  taskBudget?: boolean;
   loop: {
     contextMode: ContextMode;
     contextFilter?: TagFilter;
@@ -54,6 +57,8 @@ export interface ThinkResult {
   promptChars: number;
   /** Task loops: the task's status after this tick's reading. */
   taskStatus?: string;
+  /** The ledger's charge for this tick's call and what the budget has left. */
+  lifeforce?: { budgetId: string; charged: number; available: number | null };
   replayed: boolean;
 }
 
@@ -121,6 +126,8 @@ async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext
         idempotencyKey: thinkKey(input),
         ...(tools.length ? { tools } : {}),
         preloaded: loaded.preloaded,
+        // A task loop spends its own budget, carved from the agent's when it started.
+        lifeforce: { at: Date.parse(input.now), ...(input.mode === 'task' && input.taskId !== undefined && input.taskBudget ? { budgetId: budgetIds.task(input.agentId, input.taskId) } : {}) },
         ...(signal ? { signal } : {}),
       }),
     );
@@ -251,6 +258,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     notesShown: context.shown.notes.length,
     promptChars: context.chars,
     ...(loaded.taskStatus !== undefined ? { taskStatus: loaded.taskStatus } : {}),
+    ...(reply.lifeforce ? { lifeforce: reply.lifeforce } : {}),
     replayed: false,
   });
 }

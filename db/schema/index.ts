@@ -9,9 +9,10 @@ import { discoveredTools, generatedToolsAudit, learningEvents, learnings, prefer
 import { campaignPhases, campaigns } from './campaigns.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
-import { lifeforceLedger } from './lifeforce.js';
+import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
 import { llmCalls, llmRegistry } from './llm.js';
 import { maintenanceRuns } from './maintenance.js';
+import { nerveDecisions, nerveRuleEvents, nerveRules } from './nerves.js';
 import {
   abstracts,
   concepts,
@@ -41,6 +42,7 @@ export * from './lifeforce.js';
 export * from './llm.js';
 export * from './maintenance.js';
 export * from './memory.js';
+export * from './nerves.js';
 export * from './oversight.js';
 export * from './processes.js';
 export * from './relations.js';
@@ -91,7 +93,11 @@ export const agentOwnedTables = [
   campaignPhases,
   forks,
   verdicts,
+  lifeforceBudgets,
   lifeforceLedger,
+  nerveDecisions,
+  nerveRules,
+  nerveRuleEvents,
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */

@@ -25,3 +25,31 @@ export function thinkScript(script: (messages: ChatMessage[], thinkIndex: number
     return script(messages, thinkIndex++, call);
   };
 }
+
+/** Lifeforce activity fakes for loops run on fake activities: an unlimited budget that never runs out. */
+export const unlimitedLifeforce = {
+  async ensureAgentBudget(input: { agentId: string }) {
+    return unlimitedView(input.agentId);
+  },
+  async lifeforceState(input: { agentId: string; budgetId?: string }) {
+    return { ...unlimitedView(input.agentId), ...(input.budgetId ? { budgetId: input.budgetId } : {}), waitMs: 0 };
+  },
+};
+
+function unlimitedView(agentId: string) {
+  return {
+    budgetId: `agent:${agentId}`,
+    capacity: null,
+    available: null,
+    reserved: 0,
+    spent: 0,
+    regenPerHour: 0,
+    burnPerHour: 0,
+    hoursToExhaustion: null,
+    onExhausted: 'pause' as const,
+    askFor: 1000,
+    priorityKey: 2,
+    explicitPriority: null,
+    exhausted: false,
+  };
+}

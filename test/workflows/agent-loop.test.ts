@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unlimitedLifeforce } from '../helpers/scripted.js';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
@@ -51,6 +52,7 @@ function fakes(opts: {
     async loopStarted() {
       return { interruptedTaskLoops: [], config: opts.config ?? {} };
     },
+    ...unlimitedLifeforce,
     async loopStopped() {},
     async think(input) {
       f.thinks.push(input);

@@ -11,6 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unlimitedLifeforce } from '../helpers/scripted.js';
 import type { ToolAuditInput, createToolGenerationActivities } from '../../activities/tool-generation.js';
 import type { GeneratedTool, ToolGenerationInput, ToolGenerationResult } from '../../core/tool-generation.js';
 import { checkToolSource } from '../../core/tool-safety.js';
@@ -229,6 +230,7 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
       async loopStarted() {
         return { interruptedTaskLoops: [], config: {} };
       },
+      ...unlimitedLifeforce,
       async loopStopped() {},
       async think(input) {
         thinks.push(input.tick);

@@ -6,7 +6,7 @@ import type { ActivityOptions } from '@temporalio/workflow';
 
 // Errors of the request itself (activities/errors.ts): retrying would repeat them. Everything
 // else — above all `Unavailable`, a database or endpoint that is away — is retried.
-const nonRetryableErrorTypes = ['InvalidInput', 'InvalidRequest', 'Unexpected', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable'];
+const nonRetryableErrorTypes = ['InvalidInput', 'InvalidRequest', 'Unexpected', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable', 'LifeforceExhausted'];
 
 /**
  * Short, idempotent database reads and writes. No attempt limit: a database that is away for
@@ -38,6 +38,15 @@ export const llmActivity: ActivityOptions = {
  */
 export function fewAttempts(options: ActivityOptions, maximumAttempts = 3): ActivityOptions {
   return { ...options, retry: { ...options.retry, maximumAttempts } };
+}
+
+/**
+ * The preset with a task priority (core/priority.ts `priorityFor`): under a backlog on the
+ * activity's task queue, a lower `priorityKey` is taken first. No priority leaves the preset as
+ * it is, so the activity inherits the workflow's.
+ */
+export function withPriority(options: ActivityOptions, priority?: { priorityKey: number }): ActivityOptions {
+  return priority ? { ...options, priority: { ...options.priority, priorityKey: priority.priorityKey } } : options;
 }
 
 /** A sandboxed container run: heartbeats so that cancellation reaches the container. */

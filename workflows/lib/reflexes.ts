@@ -66,7 +66,7 @@ export type ReflexState = z.infer<typeof reflexStateSchema>;
 export const reflexActivity: ActivityOptions = {
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidInput', 'NotFound'] },
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidInput', 'NotFound', 'LifeforceExhausted'] },
 };
 
 type TickReflexes = (input: TickReflexesInput) => Promise<TickReflexesResult>;

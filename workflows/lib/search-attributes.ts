@@ -8,7 +8,10 @@ export const agentIdSearchAttribute = defineSearchAttributeKey('MindloopAgentId'
 export const campaignIdSearchAttribute = defineSearchAttributeKey('MindloopCampaignId', SearchAttributeType.KEYWORD);
 export const kindSearchAttribute = defineSearchAttributeKey('MindloopKind', SearchAttributeType.KEYWORD);
 
-export const allSearchAttributes = [agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute] as const;
+/** An agent's lifeforce: `ok` or `exhausted` (the UI lists exhausted agents with `MindloopLifeforce="exhausted"`). */
+export const lifeforceSearchAttribute = defineSearchAttributeKey('MindloopLifeforce', SearchAttributeType.KEYWORD);
+
+export const allSearchAttributes = [agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute] as const;
 
 /** The CLI's `--search-attribute NAME=Type` spelling. */
 export function cliSearchAttributeType(type: string): string {

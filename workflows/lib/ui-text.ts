@@ -60,6 +60,7 @@ export function agentLoopText(o: { agentId: string; name?: string; delayMs?: num
       `- a note to the agent: update \`addNote\` · \`mindloop note ${id} "…"\``,
       `- signals \`pause\`, \`resume\`, \`stop\` · \`mindloop pause ${id}\`, \`mindloop resume ${id}\`, \`mindloop stop ${id}\``,
       `- loop settings (delay, idle, context): update \`setConfig\``,
+      `- lifeforce: \`mindloop lifeforce ${id}\` (balance, burn rate, ledger) · \`mindloop lifeforce grant ${id} <LF>\`; an exhausted agent shows phase \`exhausted\``,
       `- its children: task loops \`agent/${id}/task/<id>\`, escalations \`escalation/<id>\`, tool generation \`tool/${id}/<capability>\``,
       started.length > 0 && `- started with ${started.join(', ')}`,
     ),
@@ -67,11 +68,12 @@ export function agentLoopText(o: { agentId: string; name?: string; delayMs?: num
 }
 
 /** The agent loop's current details: `tick 12 · thinking · llm scripted:x`. */
-export function agentLoopCurrentDetails(s: { tick: number; phase: string; llm: string | null; mode: string; degradedStep?: string | null; queuedNotes?: number }): string {
+export function agentLoopCurrentDetails(s: { tick: number; phase: string; llm: string | null; mode: string; degradedStep?: string | null; queuedNotes?: number; lifeforce?: number | null }): string {
   return [
     `tick ${s.tick}`,
     s.phase === 'degraded' && s.degradedStep ? `degraded: ${s.degradedStep} waits for a dependency` : s.phase,
     `llm ${s.llm ?? '(none yet)'}`,
+    typeof s.lifeforce === 'number' && `${Math.round(s.lifeforce * 10) / 10} LF left`,
     s.mode !== 'normal' && `mode ${s.mode}`,
     s.queuedNotes ? `${plural(s.queuedNotes, 'queued note')}` : null,
   ]
@@ -247,6 +249,8 @@ export function maintenanceScheduleText(o: { id: string; every: string; note: st
 /** Timer labels, as the UI shows them on each TimerStarted event. */
 export const timerText = {
   pacing: (ms: number) => `pacing ${formatDuration(ms)}`,
+  exhausted: (ms: number | null, budgetId: string) =>
+    ms === null ? `lifeforce exhausted (${budgetId}): waiting for a grant` : `lifeforce exhausted (${budgetId}): waiting ${formatDuration(ms)} for regeneration or a grant`,
   cyclePause: (ms: number, left: number) => `cycle pause ${formatDuration(ms)} (${plural(left, 'tick')} left to sit out)`,
   idle: (ms: number, wakeOn: readonly string[]) => {
     const on = wakeOn.filter((w) => w !== 'timeout').map((w) => (w === 'note' ? 'a note' : 'a process'));
@@ -271,7 +275,7 @@ export const handlerText = {
   agent: {
     status: 'Tick, phase, mode, LLM in use, last reply, counters, outage or degraded state (`mindloop status <agent>`).',
     addNote: 'A note to the agent, read in its next ticks; returns the note id, or says it is queued while the database is away (`mindloop note <agent> "…"`).',
-    wake: 'Wake an idle loop: something it waits for happened (a note from a task loop, a process finished).',
+    wake: 'Wake an idle loop: something it waits for happened (a note from a task loop, a process finished, a lifeforce grant).',
     pause: 'Pause the loop after the current tick (`mindloop pause <agent>`).',
     resume: 'Resume a paused loop (`mindloop resume <agent>`).',
     stop: 'Finish the current tick, then complete the workflow (`mindloop stop <agent>`).',
@@ -293,6 +297,10 @@ export const handlerText = {
     reject: 'A human rejects, with a reason (`mindloop escalations reject <id>`).',
     nudge: 'A human gives guidance instead of an approval (`mindloop escalations nudge <id>`).',
     veto: 'A human veto: beats everything, an oversight approval included (`mindloop escalations veto <id>`).',
+  },
+  nerve: {
+    status: 'Phase, step, state, the mode earned, decisions per mode and per decider, LF spent, promotions and demotions.',
+    resume: 'Resume a nerve paused because its lifeforce budget ran out (after a grant or regeneration).',
   },
   fork: {
     forkState: 'Phase, spawn time, copied rows, verdict and gate of the fork (`mindloop forks show <id>`).',

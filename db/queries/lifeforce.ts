@@ -1,0 +1,412 @@
+/**
+ * The lifeforce ledger's transactions. Each locks the budget row (`FOR UPDATE`), applies
+ * core/lifeforce.ts to it and appends the ledger entry in the same transaction, so two
+ * operations on one budget serialise and a crash leaves either both writes or neither.
+ *
+ * Keys: an operation reserves under its own idempotency key (a retried attempt finds the
+ * reservation instead of holding twice); its settle or release is the entry `close:<key>`,
+ * unique, so a reservation is closed once whoever closes it (the operation, its retry, the sweep).
+ */
+import { and, desc, eq, gte, isNull, lt, sql } from 'drizzle-orm';
+import {
+  available,
+  budgetIds,
+  checkInvariant,
+  dayWindow,
+  grant as grantState,
+  lfRound,
+  monthWindow,
+  newBudget,
+  regenerate,
+  reserve as reserveState,
+  settle as settleState,
+  type BudgetScope,
+  type BudgetSettings,
+  type BudgetState,
+  type DenyReason,
+  type ExhaustedPolicy,
+} from '../../core/lifeforce.js';
+import type { Db } from '../client.js';
+import { lifeforceBudgets, lifeforceLedger, type LifeforceBudget, type LifeforceLedgerEntry } from '../schema/lifeforce.js';
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+export interface ReserveRequest {
+  /** The operation's idempotency key (workflow id + tick + purpose, …). */
+  key: string;
+  budgetId: string;
+  /** The worst case, in LF. */
+  amount: number;
+  /** What is paid for: llm_call, sandbox, speech, fork_evaluation, nerve, … */
+  operation: string;
+  /** The time of the operation in ms (the workflow's clock where a workflow asks; default now). */
+  at?: number;
+  /** After this long an unclosed reservation is released by the sweep (its worker died); null: no deadline (a carve). */
+  ttlMs: number | null;
+  tick?: number;
+  reason?: string;
+  metadata?: Record<string, unknown>;
+}
+
+export type ReserveResult =
+  | { ok: true; key: string; amount: number; replayed: boolean; closed: boolean }
+  | { ok: false; budgetId: string; reason: DenyReason | 'missing'; needed: number; available: number | null };
+
+const closeKey = (reservationKey: string) => `close:${reservationKey}`;
+
+export function stateOf(row: LifeforceBudget): BudgetState {
+  return {
+    capacity: row.capacity,
+    balance: row.balance,
+    reserved: row.reserved,
+    spent: row.spent,
+    funded: row.funded,
+    regenPerHour: row.regenPerHour,
+    regenAt: row.regenAt.getTime(),
+    daily: { limit: row.dailyLimit, window: row.dailyWindow, used: row.dailyUsed },
+    monthly: { limit: row.monthlyLimit, window: row.monthlyWindow, used: row.monthlyUsed },
+    closed: row.closedAt !== null,
+  };
+}
+
+function columnsOf(b: BudgetState) {
+  return {
+    capacity: b.capacity,
+    balance: b.balance,
+    reserved: b.reserved,
+    spent: b.spent,
+    funded: b.funded,
+    regenPerHour: b.regenPerHour,
+    regenAt: new Date(b.regenAt),
+    dailyLimit: b.daily.limit,
+    dailyWindow: b.daily.window,
+    dailyUsed: b.daily.used,
+    monthlyLimit: b.monthly.limit,
+    monthlyWindow: b.monthly.window,
+    monthlyUsed: b.monthly.used,
+  };
+}
+
+/** The budget row, locked for the rest of the transaction. */
+async function lockBudget(tx: Tx, budgetId: string): Promise<LifeforceBudget | undefined> {
+  const [row] = await tx.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId)).for('update');
+  return row;
+}
+
+async function entryByKey(conn: Tx, key: string): Promise<LifeforceLedgerEntry | undefined> {
+  const [row] = await conn.select().from(lifeforceLedger).where(eq(lifeforceLedger.idempotencyKey, key));
+  return row;
+}
+
+/** An agent's budget is created on first use, unlimited, if nothing set it up before. */
+function agentOf(budgetId: string): string | null {
+  return budgetId.startsWith('agent:') ? budgetId.slice('agent:'.length) : null;
+}
+
+/**
+ * Hold `amount` on the budget for an operation about to run. A key seen before answers as
+ * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
+ */
+export async function reserve(db: Db, req: ReserveRequest): Promise<ReserveResult> {
+  const at = req.at ?? Date.now();
+  const amount = lfRound(req.amount);
+  return db.transaction(async (tx) => {
+    let row = await lockBudget(tx, req.budgetId);
+    const agentId = agentOf(req.budgetId);
+    if (!row && agentId !== null) {
+      await insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at });
+      row = await lockBudget(tx, req.budgetId);
+    }
+    if (!row) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
+    const previous = await entryByKey(tx, req.key);
+    if (previous) {
+      const closed = await entryByKey(tx, closeKey(req.key));
+      return { ok: true, key: req.key, amount: previous.amount, replayed: true, closed: closed !== undefined };
+    }
+    const outcome = reserveState(stateOf(row), amount, at);
+    if (!outcome.ok) {
+      if (row.exhaustedAt === null) await tx.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
+      return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
+    }
+    await tx.update(lifeforceBudgets).set({ ...columnsOf(outcome.budget), exhaustedAt: null }).where(eq(lifeforceBudgets.id, row.id));
+    await tx.insert(lifeforceLedger).values({
+      agentId: row.agentId,
+      budgetId: row.id,
+      scope: row.scope,
+      scopeId: row.id,
+      idempotencyKey: req.key,
+      kind: 'reserve',
+      amount,
+      operation: req.operation,
+      reason: req.reason ?? null,
+      tick: req.tick ?? null,
+      deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
+      metadata: { ...req.metadata, windows: outcome.windows },
+    });
+    return { ok: true, key: req.key, amount, replayed: false, closed: false };
+  });
+}
+
+export interface CloseResult {
+  /** What the operation was charged (0 for a release). */
+  charged: number;
+  /** Returned to the budget. */
+  refunded: number;
+  /** The actual cost beyond the reservation, not charged (never happens with an honest worst case). */
+  overrun: number;
+  /** Closed before (by this operation's earlier attempt, or the sweep): nothing changed now. */
+  replayed: boolean;
+  /** What the budget can still reserve after this close (null: unlimited; absent when replayed). */
+  available?: number | null;
+}
+
+const windowsOf = (entry: LifeforceLedgerEntry) => {
+  const w = entry.metadata?.windows as { day?: string; month?: string } | undefined;
+  const at = entry.createdAt.getTime();
+  return { day: w?.day ?? dayWindow(at), month: w?.month ?? monthWindow(at) };
+};
+
+async function close(db: Db, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult> {
+  const run = async (tx: Tx): Promise<CloseResult> => {
+    const reservation = await entryByKey(tx, reservationKey);
+    if (!reservation || reservation.kind !== 'reserve' || !reservation.budgetId) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
+    const row = await lockBudget(tx, reservation.budgetId);
+    const previous = await entryByKey(tx, closeKey(reservationKey));
+    if (!row || previous) return { charged: previous?.kind === 'settle' ? previous.amount : 0, refunded: 0, overrun: 0, replayed: true };
+    const { budget, charged, overrun } = settleState(stateOf(row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
+    await tx.update(lifeforceBudgets).set(columnsOf(budget)).where(eq(lifeforceBudgets.id, row.id));
+    await tx.insert(lifeforceLedger).values({
+      agentId: row.agentId,
+      budgetId: row.id,
+      scope: row.scope,
+      scopeId: row.id,
+      idempotencyKey: closeKey(reservationKey),
+      kind,
+      amount: charged,
+      reservationKey,
+      operation: reservation.operation,
+      reason: details.reason ?? null,
+      tick: reservation.tick,
+      metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
+    });
+    return { charged, refunded: lfRound(reservation.amount - charged), overrun, replayed: false, available: available(budget) };
+  };
+  return db.transaction(run);
+}
+
+/** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
+export function settle(db: Db, key: string, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+  return close(db, key, actual, 'settle', { metadata });
+}
+
+/** The operation did not run (or its worker died): return everything it reserved. */
+export function release(db: Db, key: string, reason: string): Promise<CloseResult> {
+  return close(db, key, 0, 'release', { reason });
+}
+
+/** Release every reservation whose deadline passed unclosed; returns how many. */
+export async function sweepReservations(db: Db, now = Date.now()): Promise<number> {
+  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
+  const open = await db
+    .select({ key: lifeforceLedger.idempotencyKey })
+    .from(lifeforceLedger)
+    .where(and(eq(lifeforceLedger.kind, 'reserve'), lt(lifeforceLedger.deadline, new Date(now)), sql`not exists ${closes}`))
+    .limit(1000);
+  let released = 0;
+  for (const { key } of open) if (!(await release(db, key, 'deadline passed: the operation\'s worker is gone')).replayed) released++;
+  return released;
+}
+
+// ---- budgets ------------------------------------------------------------------------------------
+
+export interface BudgetSpec {
+  id: string;
+  agentId: string;
+  scope: BudgetScope;
+  settings: BudgetSettings;
+  at?: number;
+  onExhausted?: ExhaustedPolicy;
+  askFor?: number;
+  priority?: number | null;
+}
+
+async function insertBudget(tx: Tx, spec: BudgetSpec & { parentId?: string }): Promise<boolean> {
+  const at = spec.at ?? Date.now();
+  const state = newBudget(spec.settings, at);
+  const [inserted] = await tx
+    .insert(lifeforceBudgets)
+    .values({
+      id: spec.id,
+      agentId: spec.agentId,
+      scope: spec.scope,
+      parentId: spec.parentId ?? null,
+      ...columnsOf(state),
+      ...(spec.onExhausted ? { onExhausted: spec.onExhausted } : {}),
+      ...(spec.askFor !== undefined ? { askFor: spec.askFor } : {}),
+      priority: spec.priority ?? null,
+    })
+    .onConflictDoNothing()
+    .returning({ id: lifeforceBudgets.id });
+  if (inserted && state.funded > 0) {
+    await tx.insert(lifeforceLedger).values({ agentId: spec.agentId, budgetId: spec.id, scope: spec.scope, scopeId: spec.id, idempotencyKey: `fund:${spec.id}`, kind: 'grant', amount: state.funded, reason: 'initial budget' });
+  }
+  return inserted !== undefined;
+}
+
+/** Create the budget if it does not exist (its settings are kept if it does); the row. */
+export async function ensureBudget(db: Db, spec: BudgetSpec): Promise<LifeforceBudget> {
+  return db.transaction(async (tx) => {
+    await insertBudget(tx, spec);
+    const row = await lockBudget(tx, spec.id);
+    if (!row) throw new Error(`lifeforce: budget ${spec.id} vanished`);
+    return row;
+  });
+}
+
+export type CarveResult = { ok: true; budget: LifeforceBudget; carved: number } | { ok: false; reason: DenyReason | 'missing'; needed: number; available: number | null };
+
+/** The share of its parent's available lifeforce a child gets when no amount is asked for. */
+export const defaultCarveShare = 0.25;
+
+/**
+ * A child budget carved out of what the parent has left: the amount is held on the parent as
+ * an open reservation (`carve:<child>`, no deadline) until the child closes; the child holds it
+ * as its capacity. With no amount, an unlimited parent gives an unlimited child and a limited one
+ * `defaultCarveShare` of what it has available. Idempotent by child id.
+ */
+export async function carveBudget(db: Db, spec: { parentId: string; id: string; agentId: string; scope: BudgetScope; amount: number | null; at?: number }): Promise<CarveResult> {
+  const at = spec.at ?? Date.now();
+  const existing = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.id));
+  if (existing[0]) return { ok: true, budget: existing[0], carved: existing[0].funded };
+  const [parentRow] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.parentId));
+  if (!parentRow) return { ok: false, reason: 'missing', needed: spec.amount ?? 0, available: 0 };
+  const unlimited = spec.amount === null && parentRow.capacity === null;
+  const amount = spec.amount ?? (unlimited ? 0 : Math.floor((available(regenerate(stateOf(parentRow), at)) ?? 0) * defaultCarveShare * 10_000) / 10_000);
+  const parent = await reserve(db, { key: `carve:${spec.id}`, budgetId: spec.parentId, amount, operation: 'carve', at, ttlMs: null, reason: `budget for ${spec.id}` });
+  if (!parent.ok) return { ok: false, reason: parent.reason, needed: parent.needed, available: parent.available };
+  return db.transaction(async (tx) => {
+    await insertBudget(tx, { id: spec.id, agentId: spec.agentId, scope: spec.scope, settings: { capacity: unlimited ? null : amount }, at, parentId: spec.parentId });
+    const row = await lockBudget(tx, spec.id);
+    if (!row) throw new Error(`lifeforce: budget ${spec.id} vanished`);
+    return { ok: true as const, budget: row, carved: row.funded };
+  });
+}
+
+/**
+ * Close a child budget: its open reservations are released, what it spent is charged to the
+ * parent's carve and the rest returns to the parent. Idempotent.
+ */
+export async function closeBudget(db: Db, budgetId: string, reason: string): Promise<void> {
+  const open = await openReservations(db, budgetId);
+  for (const key of open) await release(db, key, `budget closed: ${reason}`);
+  const row = await db.transaction(async (tx) => {
+    const locked = await lockBudget(tx, budgetId);
+    if (!locked || locked.closedAt) return undefined;
+    // What it did not spend goes back to the parent: it leaves this budget's funding.
+    const back = locked.balance ?? 0;
+    await tx.update(lifeforceBudgets).set({ closedAt: new Date(), balance: locked.balance === null ? null : 0, funded: lfRound(locked.funded - back) }).where(eq(lifeforceBudgets.id, budgetId));
+    return locked;
+  });
+  if (row?.parentId) await settle(db, `carve:${budgetId}`, row.spent, { child: budgetId, reason });
+}
+
+async function openReservations(db: Db, budgetId: string): Promise<string[]> {
+  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
+  const rows = await db
+    .select({ key: lifeforceLedger.idempotencyKey })
+    .from(lifeforceLedger)
+    .where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${closes}`));
+  return rows.map((r) => r.key);
+}
+
+/** Add to a budget (a human's grant). Idempotent by `key`; false when the key was used before. */
+export async function grantLifeforce(db: Db, g: { budgetId: string; amount: number; key: string; reason: string; by?: string }): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const row = await lockBudget(tx, g.budgetId);
+    if (!row) throw new Error(`lifeforce: no budget ${g.budgetId}`);
+    if (await entryByKey(tx, g.key)) return false;
+    const next = grantState(stateOf(row), g.amount);
+    await tx.update(lifeforceBudgets).set({ ...columnsOf(next), exhaustedAt: null }).where(eq(lifeforceBudgets.id, row.id));
+    await tx.insert(lifeforceLedger).values({ agentId: row.agentId, budgetId: row.id, scope: row.scope, scopeId: row.id, idempotencyKey: g.key, kind: 'grant', amount: lfRound(g.amount), reason: g.reason, metadata: g.by ? { by: g.by } : null });
+    return true;
+  });
+}
+
+export interface BudgetConfig {
+  capacity?: number | null;
+  regenPerHour?: number;
+  dailyLimit?: number | null;
+  monthlyLimit?: number | null;
+  onExhausted?: ExhaustedPolicy;
+  askFor?: number;
+  priority?: number | null;
+}
+
+/**
+ * Operator settings of an agent's budget (never the agent's own: an agent cannot grant itself
+ * lifeforce). A new capacity refills the balance to it; the change is a ledger grant, so the
+ * ledger still sums to the budget.
+ */
+export async function configureBudget(db: Db, agentId: string, cfg: BudgetConfig, at = Date.now()): Promise<LifeforceBudget> {
+  const id = budgetIds.agent(agentId);
+  await ensureBudget(db, { id, agentId, scope: 'agent', settings: { capacity: null }, at });
+  return db.transaction(async (tx) => {
+    const row = (await lockBudget(tx, id))!;
+    let state = regenerate(stateOf(row), at);
+    if (cfg.regenPerHour !== undefined) state = { ...state, regenPerHour: cfg.regenPerHour };
+    if (cfg.dailyLimit !== undefined) state = { ...state, daily: { ...state.daily, limit: cfg.dailyLimit } };
+    if (cfg.monthlyLimit !== undefined) state = { ...state, monthly: { ...state.monthly, limit: cfg.monthlyLimit } };
+    let added = 0;
+    if (cfg.capacity !== undefined) {
+      if (cfg.capacity === null) state = { ...state, capacity: null, balance: null };
+      else {
+        const target = lfRound(Math.max(0, cfg.capacity - state.reserved));
+        added = lfRound(target - (state.balance ?? 0));
+        state = { ...state, capacity: cfg.capacity, balance: target, funded: lfRound(state.reserved + state.spent + target) };
+      }
+    }
+    const problem = checkInvariant(state);
+    if (problem) throw new Error(`lifeforce: configuring ${id} would break the ledger: ${problem}`);
+    const extra = { ...(cfg.onExhausted ? { onExhausted: cfg.onExhausted } : {}), ...(cfg.askFor !== undefined ? { askFor: cfg.askFor } : {}), ...(cfg.priority !== undefined ? { priority: cfg.priority } : {}) };
+    const [updated] = await tx.update(lifeforceBudgets).set({ ...columnsOf(state), ...extra, exhaustedAt: null }).where(eq(lifeforceBudgets.id, id)).returning();
+    if (added !== 0) {
+      await tx.insert(lifeforceLedger).values({ agentId, budgetId: id, scope: 'agent', scopeId: id, idempotencyKey: `config:${id}:${at}:${Math.random().toString(36).slice(2)}`, kind: added > 0 ? 'grant' : 'release', amount: Math.abs(added), reason: `capacity set to ${cfg.capacity}`, metadata: { config: true, delta: added } });
+    }
+    return updated!;
+  });
+}
+
+// ---- reading ------------------------------------------------------------------------------------
+
+export interface BudgetReport {
+  budget: LifeforceBudget;
+  /** What could be reserved now, after regeneration (null: unlimited). */
+  available: number | null;
+  /** Settled in the last hour. */
+  burnPerHour: number;
+  /** At this burn rate (net of regeneration), hours until the balance is gone (null: never / unlimited). */
+  hoursToExhaustion: number | null;
+  recent: LifeforceLedgerEntry[];
+}
+
+/** A budget as the CLI and the status show it. */
+export async function budgetReport(db: Db, budgetId: string, opts: { at?: number; entries?: number } = {}): Promise<BudgetReport | undefined> {
+  const at = opts.at ?? Date.now();
+  const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+  if (!row) return undefined;
+  const state = regenerate(stateOf(row), at);
+  const [burn] = await db
+    .select({ total: sql<string>`coalesce(sum(${lifeforceLedger.amount}), 0)` })
+    .from(lifeforceLedger)
+    .where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'settle'), gte(lifeforceLedger.createdAt, new Date(at - 3_600_000))));
+  const burnPerHour = lfRound(Number(burn?.total ?? 0));
+  const net = burnPerHour - state.regenPerHour;
+  const hoursToExhaustion = state.balance === null || net <= 0 ? null : Math.round((state.balance / net) * 100) / 100;
+  const recent = await db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(desc(lifeforceLedger.id)).limit(opts.entries ?? 10);
+  return { budget: { ...row, ...columnsOf(state) }, available: available(state), burnPerHour, hoursToExhaustion, recent };
+}
+
+/** Budgets of an agent that are exhausted now (a refused reservation not yet followed by one that passed). */
+export async function exhaustedBudgets(db: Db, agentId: string): Promise<LifeforceBudget[]> {
+  return db.select().from(lifeforceBudgets).where(and(eq(lifeforceBudgets.agentId, agentId), isNull(lifeforceBudgets.closedAt), sql`${lifeforceBudgets.exhaustedAt} is not null`));
+}

@@ -1,0 +1,167 @@
+/**
+ * The ledger's transactions against a real Postgres: idempotent reservations and closes,
+ * carving and closing child budgets, the sweep, and — property-tested with operations racing
+ * each other (the same keys from two "attempts" at once) — that the budget row always agrees
+ * with its ledger, settled spend never exceeds the funding, and no operation is charged twice.
+ */
+import fc from 'fast-check';
+import { and, eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkInvariant } from '../../core/lifeforce.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import {
+  budgetReport,
+  carveBudget,
+  closeBudget,
+  configureBudget,
+  ensureBudget,
+  grantLifeforce,
+  release,
+  reserve,
+  settle,
+  stateOf,
+  sweepReservations,
+} from '../../db/queries/lifeforce.js';
+import { agents, lifeforceBudgets, lifeforceLedger } from '../../db/schema/index.js';
+import { freshPostgresDatabase } from '../helpers/env.js';
+
+let handle: DbHandle;
+let drop: () => Promise<void>;
+const t0 = Date.UTC(2026, 10, 24, 12);
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('lifeforce');
+  drop = fresh.drop;
+  handle = createDb(fresh.url, { max: 6 });
+  await runMigrations(handle.pool);
+  await handle.db.insert(agents).values([{ id: 'lf', name: 'lf' }]);
+});
+afterAll(async () => {
+  await handle?.close();
+  await drop?.();
+});
+
+/** The budget row agrees with its ledger: open reservations = reserved, settles = spent, grants (+ regeneration) = funded. */
+async function reconcile(budgetId: string): Promise<void> {
+  const db = handle.db;
+  const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+  const problem = checkInvariant(stateOf(row!));
+  if (problem) throw new Error(problem);
+  const [sums] = await db.execute<{ open: string; settled: string; dup: string }>(sql`
+    select
+      coalesce(sum(amount) filter (where kind = 'reserve' and not exists (select 1 from lifeforce_ledger c where c.reservation_key = l.idempotency_key)), 0) as open,
+      coalesce(sum(amount) filter (where kind = 'settle'), 0) as settled,
+      (select count(*) from lifeforce_ledger d where d.budget_id = ${budgetId} and d.reservation_key is not null group by d.reservation_key having count(*) > 1 limit 1) as dup
+    from lifeforce_ledger l where l.budget_id = ${budgetId}`).then((r) => r.rows);
+  expect(Number(sums!.open)).toBeCloseTo(row!.reserved, 4);
+  expect(Number(sums!.settled)).toBeCloseTo(row!.spent, 4);
+  expect(sums!.dup).toBeNull();
+}
+
+describe('the lifeforce ledger', () => {
+  it('reserves once per key, closes once, and refunds the difference', async () => {
+    const db = handle.db;
+    await ensureBudget(db, { id: 'agent:lf', agentId: 'lf', scope: 'agent', settings: { capacity: 100 }, at: t0 });
+    const first = await reserve(db, { key: 'op-1', budgetId: 'agent:lf', amount: 30, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    const again = await reserve(db, { key: 'op-1', budgetId: 'agent:lf', amount: 30, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    expect(first).toMatchObject({ ok: true, replayed: false });
+    expect(again).toMatchObject({ ok: true, replayed: true, closed: false });
+    expect((await settle(db, 'op-1', 12)).charged).toBe(12);
+    expect(await settle(db, 'op-1', 12)).toMatchObject({ replayed: true });
+    expect(await release(db, 'op-1', 'late')).toMatchObject({ replayed: true });
+    const report = await budgetReport(db, 'agent:lf', { at: t0 });
+    expect(report).toMatchObject({ available: 88, budget: { spent: 12, reserved: 0 } });
+    await reconcile('agent:lf');
+  });
+
+  it('refuses what the balance cannot cover, marks the budget exhausted, and a grant clears it', async () => {
+    const db = handle.db;
+    const refused = await reserve(db, { key: 'op-big', budgetId: 'agent:lf', amount: 500, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    expect(refused).toMatchObject({ ok: false, reason: 'balance', needed: 500, available: 88 });
+    const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:lf'));
+    expect(row!.exhaustedAt).not.toBeNull();
+    expect(await grantLifeforce(db, { budgetId: 'agent:lf', amount: 500, key: 'grant-1', reason: 'test' })).toBe(true);
+    expect(await grantLifeforce(db, { budgetId: 'agent:lf', amount: 500, key: 'grant-1', reason: 'test' })).toBe(false);
+    expect(await reserve(db, { key: 'op-big', budgetId: 'agent:lf', amount: 500, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: true });
+    await release(db, 'op-big', 'test');
+    await reconcile('agent:lf');
+  });
+
+  it('releases by the sweep what a dead worker held, after its deadline only', async () => {
+    const db = handle.db;
+    await reserve(db, { key: 'op-dead', budgetId: 'agent:lf', amount: 5, operation: 'sandbox', ttlMs: 60_000, at: t0 });
+    expect(await sweepReservations(db, t0 + 30_000)).toBe(0);
+    expect(await sweepReservations(db, t0 + 61_000)).toBe(1);
+    // The retry that comes after the sweep finds the reservation closed: it must reserve anew.
+    expect(await reserve(db, { key: 'op-dead', budgetId: 'agent:lf', amount: 5, operation: 'sandbox', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: true, replayed: true, closed: true });
+    await reconcile('agent:lf');
+  });
+
+  it('carves a child out of what the parent has left, never more, and returns the rest on close', async () => {
+    const db = handle.db;
+    await ensureBudget(db, { id: 'agent:carver', agentId: 'lf', scope: 'agent', settings: { capacity: 50 }, at: t0 });
+    expect(await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/1', agentId: 'lf', scope: 'task', amount: 60, at: t0 })).toMatchObject({ ok: false, reason: 'balance' });
+    const child = await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/1', agentId: 'lf', scope: 'task', amount: 20, at: t0 });
+    expect(child).toMatchObject({ ok: true, carved: 20 });
+    await reserve(db, { key: 'child-op', budgetId: 'task:lf/1', amount: 15, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await settle(db, 'child-op', 7);
+    expect(await reserve(db, { key: 'child-op-2', budgetId: 'task:lf/1', amount: 14, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'balance', available: 13 });
+    // Without an amount, a limited parent gives a quarter of what it has available (30 → 7.5).
+    expect(await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/2', agentId: 'lf', scope: 'task', amount: null, at: t0 })).toMatchObject({ ok: true, carved: 7.5 });
+    await closeBudget(db, 'task:lf/1', 'task done');
+    await closeBudget(db, 'task:lf/1', 'task done');
+    const report = await budgetReport(db, 'agent:carver', { at: t0 });
+    // 50 − 7 spent by the child − 7.5 held for the second child.
+    expect(report).toMatchObject({ available: 35.5, budget: { spent: 7, reserved: 7.5 } });
+    expect(await reserve(db, { key: 'child-op-3', budgetId: 'task:lf/1', amount: 1, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'closed' });
+    await reconcile('agent:carver');
+    await reconcile('task:lf/1');
+  });
+
+  it('an operator sets the capacity (refilled to it), regeneration and envelopes', async () => {
+    const db = handle.db;
+    const row = await configureBudget(db, 'lf', { capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' }, t0);
+    expect(row).toMatchObject({ capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' });
+    expect(row.balance).toBe(40);
+    expect(await reserve(db, { key: 'cfg-1', budgetId: 'agent:lf', amount: 35, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'daily', available: 18 });
+    await reconcile('agent:lf');
+  });
+
+  it('keeps the row and the ledger in agreement under racing operations', async () => {
+    const db = handle.db;
+    let run = 0;
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('reserve' as const), key: fc.nat(5), amount: fc.integer({ min: 0, max: 3000 }).map((x) => x / 100) }),
+      fc.record({ kind: fc.constant('settle' as const), key: fc.nat(5), actual: fc.integer({ min: 0, max: 4000 }).map((x) => x / 100) }),
+      fc.record({ kind: fc.constant('release' as const), key: fc.nat(5) }),
+      fc.record({ kind: fc.constant('grant' as const), amount: fc.integer({ min: 0, max: 2000 }).map((x) => x / 100) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 60 }), fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { maxLength: 4 }), async (capacity, batches) => {
+        const id = `agent:race-${run++}`;
+        await db.insert(agents).values({ id: id.slice(6), name: 'race' }).onConflictDoNothing();
+        await ensureBudget(db, { id, agentId: id.slice(6), scope: 'agent', settings: { capacity }, at: t0 });
+        let g = 0;
+        for (const batch of batches) {
+          // One batch runs at once: a retried attempt racing its first, a settle racing the sweep.
+          await Promise.all(
+            batch.map((o) =>
+              o.kind === 'reserve'
+                ? reserve(db, { key: `${id}#${o.key}`, budgetId: id, amount: o.amount, operation: 'llm_call', ttlMs: 60_000, at: t0 })
+                : o.kind === 'settle'
+                  ? settle(db, `${id}#${o.key}`, o.actual)
+                  : o.kind === 'release'
+                    ? release(db, `${id}#${o.key}`, 'test')
+                    : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' }),
+            ),
+          );
+        }
+        await reconcile(id);
+      }),
+      { numRuns: 1000 },
+    );
+    const [open] = await db.select({ n: sql<number>`count(*)::int` }).from(lifeforceLedger).where(and(eq(lifeforceLedger.kind, 'reserve'), sql`budget_id like 'agent:race-%'`));
+    expect(open!.n).toBeGreaterThan(0);
+  }, 600_000);
+});
