@@ -121,6 +121,22 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
   };
 }
 
+/**
+ * Every minute, release the holds whose deadline passed (their worker died and no retry came
+ * back for them). Logs releases only; a database away is tried again at the next beat. The timer
+ * never keeps the process alive.
+ */
+export function sweepLifeforceEvery(db: Db, everyMs = 60_000, log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): () => void {
+  const timer = setInterval(() => {
+    sweepReservations(db).then(
+      (n) => n > 0 && log(`lifeforce: released ${n} hold(s) past their deadline`),
+      () => undefined,
+    );
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 async function view(db: Db, budgetId: string, at: number, need?: number): Promise<LifeforceView> {
   const report = await budgetReport(db, budgetId, { at, entries: 0 });
   if (!report) throw nonRetryable(ErrorType.NotFound, `no lifeforce budget ${budgetId}`);

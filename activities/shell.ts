@@ -9,6 +9,9 @@ import { commandLog, processLog } from '../db/schema/index.js';
 import type { SandboxRunResult } from '../sandbox/sandbox.js';
 import { clipText } from '../core/sanitize.js';
 import { maxResultText } from './commands/shared.js';
+import { shellChargeKey } from './commands/shell.js';
+import { defaultPrices, sandboxCost, type PriceTable } from '../core/lifeforce.js';
+import { release, settle } from '../db/queries/lifeforce.js';
 
 export interface RecordShellResultInput {
   agentId: string;
@@ -45,7 +48,7 @@ function processStatus(input: RecordShellResultInput): 'close' | 'error' | 'time
   return 'error';
 }
 
-export function createShellActivities({ db }: { db: Db }) {
+export function createShellActivities({ db, prices = defaultPrices }: { db: Db; prices?: PriceTable }) {
   return {
     /** Store a sandboxed `shell` run's output on its command_log row and process-log entry. */
     async recordShellResult(input: RecordShellResultInput): Promise<{ summary: string }> {
@@ -76,6 +79,10 @@ export function createShellActivities({ db }: { db: Db }) {
           })
           .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId)));
       });
+      // The run's hold: charged its wall seconds, or released when it did not run.
+      const key = shellChargeKey(input.agentId, input.processId);
+      if (input.result) await settle(db, key, sandboxCost(prices, input.result.durationMs, 1), { processId: input.processId, status: input.result.status });
+      else await release(db, key, `not run: ${clipText(input.error ?? 'the sandbox is unavailable', 200)}`);
       return { summary };
     },
   };

@@ -8,6 +8,7 @@ import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
+import { sweepLifeforceEvery } from '../activities/lifeforce.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
 import { createSpeechActivities } from '../activities/speech.js';
@@ -54,10 +55,11 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
   const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue };
   switch (queue) {
     case 'mindloop':
+      sweepLifeforceEvery(deps.db);
       return Worker.create({
         ...base,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules }),
+        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}) }),
       });
     case 'sandbox': {
       const docker = createDocker(deps.dockerHost);

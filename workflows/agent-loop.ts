@@ -719,7 +719,8 @@ class AgentLoop {
         this.lifeforce = { ...this.lifeforce, exhausted: { ...this.lifeforce.exhausted!, escalationId } };
       }
       state.pendingWake = false;
-      const ms = Math.max(1000, Math.min(waitMs ?? exhaustedRecheckMs, exhaustedRecheckMs));
+      // Regeneration covers it after waitMs; with none coming, re-read the budget now and then.
+      const ms = Math.max(1000, waitMs ?? exhaustedRecheckMs);
       await condition(() => this.stopRequested || state.pendingWake, ms, { summary: timerText.exhausted(waitMs, shortfall.budgetId) });
       if (state.pendingWake || waitMs !== null) break; // a grant, a note or regeneration: try the tick again
     }

@@ -6,6 +6,7 @@
  */
 import { clipText } from '../../core/sanitize.js';
 import { and, desc, eq } from 'drizzle-orm';
+import { defaultPrices, type PriceTable } from '../../core/lifeforce.js';
 import { checkDanger, type DangerRule } from '../../core/danger-zones.js';
 import { heldCommandEscalation } from './escalations.js';
 import { classifyError } from '../../core/failure.js';
@@ -33,6 +34,8 @@ export interface CommandDeps {
   dangerRules?: readonly DangerRule[];
   /** The tick's snapshot (learnings, the parsed reply) when think ran on this worker. */
   snapshots?: TickSnapshots;
+  /** Lifeforce prices (default core/lifeforce.ts's). */
+  prices?: PriceTable;
 }
 
 export interface ApplyCommandsInput {
@@ -229,6 +232,7 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
         tick: input.tick,
         mode: input.mode,
         logCmdId: key,
+        prices: deps.prices ?? defaultPrices,
         ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
         ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
         ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),

@@ -7,6 +7,7 @@ import { clipText } from '../../core/sanitize.js';
 import type { ArgsOf, CommandType } from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import type { Db } from '../../db/client.js';
+import type { PriceTable } from '../../core/lifeforce.js';
 import type { DangerRule } from '../../core/danger-zones.js';
 
 /** The transaction a command is applied in (its command_log row is in the same one). */
@@ -23,6 +24,8 @@ export interface HandlerContext {
   logCmdId: string;
   /** The danger-zone rules in force (`tool.call` checks tool actions against them). */
   dangerRules?: readonly DangerRule[];
+  /** Lifeforce prices (`shell` holds its sandbox run's worst case). */
+  prices: PriceTable;
 }
 
 export interface HandlerResult {

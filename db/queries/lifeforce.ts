@@ -107,10 +107,11 @@ function agentOf(budgetId: string): string | null {
  * Hold `amount` on the budget for an operation about to run. A key seen before answers as
  * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
  */
-export async function reserve(db: Db, req: ReserveRequest): Promise<ReserveResult> {
+export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   const at = req.at ?? Date.now();
   const amount = lfRound(req.amount);
-  return db.transaction(async (tx) => {
+  // Inside a caller's transaction (a command's) this is a savepoint: the hold commits with it.
+  return (db as Db).transaction(async (tx) => {
     let row = await lockBudget(tx, req.budgetId);
     const agentId = agentOf(req.budgetId);
     if (!row && agentId !== null) {

@@ -1,0 +1,148 @@
+/**
+ * An agent's lifeforce runs out (time-skipping Temporal, real activities on Postgres, a scripted
+ * model with a price): the tick that its budget cannot cover does not run; the loop shows phase
+ * `exhausted` and the search attribute MindloopLifeforce=exhausted, and
+ * - with `pause`, waits — simulated days — for regeneration, then goes on;
+ * - with `escalate`, asks a human through an escalation; the human's approval grants the
+ *   lifeforce and the loop goes on at once.
+ * In both, the ledger never lets the spend pass what the budget was given, and every hold is closed.
+ */
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { and, eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import { checkInvariant } from '../../core/lifeforce.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
+import { stateOf } from '../../db/queries/lifeforce.js';
+import { agents, escalations, lifeforceBudgets, lifeforceLedger, llmRegistry, processLog } from '../../db/schema/index.js';
+import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
+import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.js';
+import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { thinkScript } from '../helpers/scripted.js';
+
+let env: TestWorkflowEnvironment;
+let handle: DbHandle;
+let drop: () => Promise<void>;
+let workflowBundle: WorkflowBundleWithSourceMap;
+
+beforeAll(async () => {
+  const fresh = await freshPostgresDatabase('mindloop_lifeforce_wf');
+  drop = fresh.drop;
+  handle = createDb(fresh.url);
+  await runMigrations(handle.pool);
+  env = await createTimeSkippingEnv();
+  workflowBundle = await bundleWorkflows(productWorkflowsPath);
+}, 120_000);
+afterAll(async () => {
+  await env?.teardown();
+  await handle?.close();
+  await drop?.();
+});
+
+/** A scripted model that costs: $0.1 per 1k tokens each way, so one tick holds and spends real LF. */
+async function pricedAgent(id: string): Promise<void> {
+  await handle.db.insert(agents).values({ id, name: id });
+  await handle.db.insert(llmRegistry).values({ agentId: id, name: 'agent', provider: 'scripted', model: 'priced', role: 'agent', priority: 1, costPer1kInput: 0.1, costPer1kOutput: 0.1 });
+}
+
+function worker(taskQueue: string) {
+  return Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle,
+    activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) } }),
+  });
+}
+
+async function waitFor<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, ms = 60_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Every budget of the agent keeps its invariant, agrees with its ledger, and has no hold open. */
+async function ledgerBalances(agentId: string): Promise<void> {
+  const rows = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.agentId, agentId));
+  expect(rows.length).toBeGreaterThan(0);
+  for (const row of rows) {
+    expect(checkInvariant(stateOf(row))).toBeNull();
+    const [settled] = await handle.db
+      .select({ total: sql<string>`coalesce(sum(${lifeforceLedger.amount}), 0)` })
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.budgetId, row.id), eq(lifeforceLedger.kind, 'settle')));
+    expect(Number(settled!.total)).toBeCloseTo(row.spent, 4);
+    expect(row.spent).toBeLessThanOrEqual(row.funded);
+  }
+  const open = await handle.db.execute(sql`select idempotency_key from lifeforce_ledger r where r.agent_id = ${agentId} and r.kind = 'reserve' and r.operation <> 'carve'
+    and not exists (select 1 from lifeforce_ledger c where c.reservation_key = r.idempotency_key)`);
+  expect(open.rows).toEqual([]);
+}
+
+describe('an agent out of lifeforce', () => {
+  it('pauses, visibly, until regeneration covers the next tick — days later — and never overspends', async () => {
+    await pricedAgent('frugal');
+    const w = await worker('lf-pause');
+    await w.runUntil(async () => {
+      // Each tick holds ~0.9 k LF (its prompt bound + the 200-token cap) and spends less:
+      // 1 200 LF covers two ticks, then 10 LF an hour needs most of a day per tick.
+      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'lf-pause',
+        workflowId: 'agent/frugal',
+        args: [{ agentId: 'frugal', maxTicks: 6, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 1200, regenPerHour: 10 } }],
+      });
+      const startedAt = Date.now();
+      await h.result();
+      const status = await h.query(statusQuery);
+      expect(status.tick).toBe(6);
+      expect(status.lifeforce).toMatchObject({ budgetId: 'agent:frugal', capacity: 1200, exhausted: null });
+      // The waits happened in workflow time: the run spans days of it, in seconds of wall time.
+      const describe = await h.describe();
+      const spanHours = ((describe.closeTime?.getTime() ?? 0) - describe.startTime.getTime()) / 3.6e6;
+      expect(spanHours).toBeGreaterThan(24);
+      expect(Date.now() - startedAt).toBeLessThan(60_000);
+      expect(describe.searchAttributes[lifeforceSearchAttribute.name]).toEqual(['ok']);
+    });
+    const log = await handle.db.select().from(processLog).where(and(eq(processLog.agentId, 'frugal'), eq(processLog.kind, 'lifeforce')));
+    expect(log.filter((r) => r.status === 'warning').length).toBeGreaterThanOrEqual(1);
+    expect(log.some((r) => /cannot cover .* LF \(balance/.test(r.message ?? ''))).toBe(true);
+    await ledgerBalances('frugal');
+  }, 120_000);
+
+  it('escalates for a grant; a human approves, the grant lands, the loop goes on', async () => {
+    await pricedAgent('needy');
+    const w = await worker('lf-escalate');
+    await w.runUntil(async () => {
+      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'lf-escalate',
+        workflowId: 'agent/needy',
+        args: [{ agentId: 'needy', maxTicks: 4, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 } }],
+      });
+      // Exhausted after a tick or two: phase, search attribute and the escalation it started.
+      const exhausted = await waitFor<AgentStatus>('the exhausted phase', () => h.query(statusQuery), (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId));
+      const escalationId = exhausted.lifeforce!.exhausted!.escalationId!;
+      expect(exhausted.lifeforce!.exhausted).toMatchObject({ reason: 'balance', waitMs: null });
+      expect((await h.describe()).searchAttributes[lifeforceSearchAttribute.name]).toEqual(['exhausted']);
+      const esc = env.client.workflow.getHandle(`escalation/${escalationId}`);
+      const escStatus = await waitFor('the escalation to wait for a human', () => esc.query(escalationStatusQuery), (s) => s.phase === 'awaiting_human');
+      // No model decides a grant: the oversight was not asked.
+      expect(escStatus.oversight).toBeNull();
+      await esc.executeUpdate(approveUpdate, { args: [{ by: 'ops', comment: 'top up' }] });
+      expect(await esc.result()).toMatchObject({ outcome: 'approved', decidedBy: 'human', proposalOutcome: 'executed' });
+      await h.result();
+      expect((await h.query(statusQuery)).tick).toBe(4);
+    });
+    const [row] = await handle.db.select().from(escalations).where(eq(escalations.agentId, 'needy'));
+    expect(row).toMatchObject({ status: 'resolved', decidedBy: 'human' });
+    const grants = await handle.db.select().from(lifeforceLedger).where(and(eq(lifeforceLedger.budgetId, 'agent:needy'), eq(lifeforceLedger.kind, 'grant')));
+    expect(grants.map((g) => g.amount)).toEqual(expect.arrayContaining([1000, 5000]));
+    await ledgerBalances('needy');
+  }, 120_000);
+});
