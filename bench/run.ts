@@ -5,10 +5,11 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, writeResult } from './lib.js';
 import { measureBaseline } from './temporal-baseline.js';
-import { measureReflexOverhead, measureTicks } from './tick.js';
+import { measureLedgerOverhead, measureReflexOverhead, measureTicks } from './tick.js';
 import { measureSandbox } from './sandbox.js';
 import { measureForks } from './fork.js';
 import { measureLearnings } from './learnings.js';
+import { measureNerves } from './nerves.js';
 import { compareTicks } from './tick-compare.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
@@ -32,11 +33,14 @@ const benchmarks: Record<string, () => Promise<void>> = {
       const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
       // The same loop with the reflexes on (3 validators) vs off, alternating blocks in this run.
       const reflexes = await measureReflexOverhead(stack, env.MINDLOOP_TOOLS_DIR);
+      // The same bare loop with the lifeforce ledger on vs off, alternating blocks in this run.
+      const ledger = await measureLedgerOverhead(stack, env.MINDLOOP_TOOLS_DIR);
       writeResult(
         'tick',
         {
           ...t,
           ...reflexes,
+          ...ledger,
           overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
           overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
           activity_rt_p50_ms: base.activity_rt_p50_ms,
@@ -47,7 +51,9 @@ const benchmarks: Record<string, () => Promise<void>> = {
           rss: 'VmRSS of a separate `npm run worker -- --queue mindloop` process hosting the 500 idle agent workflows (PGlite lives in the bench process)',
           reflexes:
             'reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), 4 alternating blocks of 60 ticks each, same run; target <= 2',
-          targets: 'p50 <= 30 ms, p99 <= 200 ms, >= 30 ticks/s aggregate, RSS <= 1.5 GB at 500 agents, reflex_overhead_ratio <= 2',
+          ledger:
+            'ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, 4 alternating blocks of 60 bare ticks, same run; target <= 2 ms',
+          targets: 'p50 <= 30 ms, p99 <= 200 ms, >= 30 ticks/s aggregate, RSS <= 1.5 GB at 500 agents, reflex_overhead_ratio <= 2, ledger_overhead_p50_ms <= 2',
         },
       );
     } finally {
@@ -80,6 +86,10 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async learnings() {
     const { metrics, notes } = await measureLearnings();
     writeResult('learnings', metrics, notes);
+  },
+  async nerves() {
+    const { metrics, notes } = await measureNerves();
+    writeResult('nerves', metrics, notes);
   },
 };
 

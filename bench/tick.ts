@@ -13,6 +13,8 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { createActivities } from '../activities/index.js';
+import type { LedgerSwitch } from '../activities/llm/index.js';
+import { defaultPrices } from '../core/lifeforce.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
@@ -137,24 +139,30 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
   }
 }
 
+/** One kind of tick an alternating measurement compares: its agents' loop input and what is set before each of its blocks. */
+interface TickKind {
+  reflexes: boolean;
+  validators?: boolean;
+  lifeforce?: { capacity: number | null };
+  /** Run before each block of this kind (flip a switch). */
+  before?: () => void;
+}
+
 /**
- * The reflexes' cost per tick. Two agents with instant scripted models loop back to
- * back in alternating blocks in the same run: `bare` without reflexes, `reflexive` with them
- * (emotion and novelty mini-prompts + 3 instant validators, in parallel in one activity).
- * Overhead = wall time between consecutive recorded ticks; the ratio is reflexive / bare.
+ * Tick gaps of several kinds of agent, measured in alternating blocks of one run (so the machine's
+ * drift hits every kind alike): for each block and kind, a fresh agent runs `perBlock` ticks.
  */
-export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
-  const blocks = opts.blocks ?? 4;
-  const perBlock = opts.ticksPerBlock ?? 60;
+async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: string, kinds: Record<string, TickKind>, opts: { blocks: number; perBlock: number; ledger?: LedgerSwitch }): Promise<Record<string, number[]>> {
   const db = stack.db.db;
-  const ids = Array.from({ length: blocks }, (_, b) => [`bare-${b}`, `reflexive-${b}`] as const).flat();
+  const ids = Array.from({ length: opts.blocks }, (_, b) => Object.keys(kinds).map((k) => `${k}-${b}`)).flat();
+  const kindOf = (agentId: string) => kinds[agentId.slice(0, agentId.lastIndexOf('-'))]!;
   await db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
   const rows = await db
     .insert(llmRegistry)
     .values(
       ids.flatMap((agentId) => [
         { agentId, name: 'mind', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1 },
-        ...(agentId.startsWith('reflexive')
+        ...(kindOf(agentId).validators
           ? ['v1', 'v2', 'v3'].map((name) => ({ agentId, name, provider: 'scripted' as const, model: name, role: 'validator' as const, validator: true, priority: 10 }))
           : []),
       ]),
@@ -165,10 +173,11 @@ export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts
   const worker = await Worker.create({
     connection,
     namespace: stack.temporal.namespace,
-    taskQueue: 'bench-reflexes',
+    taskQueue,
     workflowBundle: await bundleWorkflows(),
     activities: createActivities({
       db,
+      ...(opts.ledger ? { lifeforce: opts.ledger } : {}),
       llm: {
         env: {},
         toolsDir,
@@ -191,19 +200,20 @@ export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts
       .orderBy(asc(llmRecentResponses.tick));
     return r.slice(6).map((x, i) => x.at.getTime() - r[i + 5]!.at.getTime()); // skip each block's warm-up
   };
-  const gaps: Record<'bare' | 'reflexive', number[]> = { bare: [], reflexive: [] };
+  const gaps: Record<string, number[]> = Object.fromEntries(Object.keys(kinds).map((k) => [k, []]));
   try {
     await worker.runUntil(async () => {
-      for (let b = 0; b < blocks; b++) {
-        for (const kind of ['bare', 'reflexive'] as const) {
-          const agentId = `${kind}-${b}`;
+      for (let b = 0; b < opts.blocks; b++) {
+        for (const [name, kind] of Object.entries(kinds)) {
+          const agentId = `${name}-${b}`;
+          kind.before?.();
           const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-            taskQueue: 'bench-reflexes',
+            taskQueue,
             workflowId: `agent/${agentId}`,
-            args: [{ agentId, maxTicks: perBlock, reflexes: kind === 'reflexive', settings: { delayMs: 0 } }],
+            args: [{ agentId, maxTicks: opts.perBlock, reflexes: kind.reflexes, settings: { delayMs: 0 }, ...(kind.lifeforce ? { lifeforce: kind.lifeforce } : {}) }],
           });
           await h.result();
-          gaps[kind].push(...(await gapsOf(agentId)));
+          gaps[name]!.push(...(await gapsOf(agentId)));
         }
       }
     });
@@ -211,8 +221,14 @@ export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts
     await client.connection.close();
     await connection.close();
   }
-  const bare = summarize(gaps.bare);
-  const reflexive = summarize(gaps.reflexive);
+  return gaps;
+}
+
+/** The tick with the reflexes on (3 scripted validators) against the bare tick, alternating blocks of one run. */
+export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
+  const gaps = await measureAlternating(stack, toolsDir, 'bench-reflexes', { bare: { reflexes: false }, reflexive: { reflexes: true, validators: true } }, { blocks: opts.blocks ?? 4, perBlock: opts.ticksPerBlock ?? 60 });
+  const bare = summarize(gaps.bare!);
+  const reflexive = summarize(gaps.reflexive!);
   return {
     bare_overhead_p50_ms: bare.p50,
     bare_overhead_p99_ms: bare.p99,
@@ -220,5 +236,32 @@ export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts
     reflex_overhead_p99_ms: reflexive.p99,
     reflex_overhead_ratio: reflexive.p50 / bare.p50,
     reflex_overhead_p99_ratio: reflexive.p99 / bare.p99,
+  };
+}
+
+/**
+ * What the lifeforce ledger adds to a tick: the bare tick with every LLM call reserved and settled
+ * (a limited budget, so the whole check runs) against the same tick with the ledger switched off,
+ * alternating blocks of one run.
+ */
+export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
+  const ledger: LedgerSwitch = { enabled: true, prices: defaultPrices };
+  const gaps = await measureAlternating(
+    stack,
+    toolsDir,
+    'bench-ledger',
+    {
+      'ledger-off': { reflexes: false, before: () => (ledger.enabled = false) },
+      'ledger-on': { reflexes: false, lifeforce: { capacity: 1e9 }, before: () => (ledger.enabled = true) },
+    },
+    { blocks: opts.blocks ?? 4, perBlock: opts.ticksPerBlock ?? 60, ledger },
+  );
+  const off = summarize(gaps['ledger-off']!);
+  const on = summarize(gaps['ledger-on']!);
+  return {
+    ledger_off_p50_ms: off.p50,
+    ledger_on_p50_ms: on.p50,
+    ledger_overhead_p50_ms: on.p50 - off.p50,
+    ledger_overhead_p99_ms: on.p99 - off.p99,
   };
 }

@@ -103,34 +103,78 @@ function agentOf(budgetId: string): string | null {
   return budgetId.startsWith('agent:') ? budgetId.slice('agent:'.length) : null;
 }
 
+/** A budget row as read for a change: its values and its row version (`xmin`), which the write checks. */
+interface Versioned {
+  row: LifeforceBudget;
+  version: string;
+}
+
+/** How many times a change is tried when another one changed the budget between its read and its write. */
+const maxAttempts = 20;
+
+/**
+ * Write a budget's new values and its ledger entry in one statement, only if the row is still
+ * the version that was read (compare-and-set on `xmin`): both or neither. False when another
+ * change came first (read again and retry).
+ */
+async function writeIfUnchanged(db: Db | Tx, read: Versioned, values: Partial<LifeforceBudget>, entry: typeof lifeforceLedger.$inferInsert): Promise<boolean> {
+  const sets = Object.entries(values).map(([prop, value]) => {
+    const column = lifeforceBudgets[prop as keyof typeof lifeforceBudgets.$inferSelect];
+    return sql`${sql.identifier(column.name)} = ${value instanceof Date ? value.toISOString() : value}`;
+  });
+  const r = await db.execute(sql`
+    with changed as (
+      update lifeforce_budgets set ${sql.join(sets, sql`, `)}, updated_at = now()
+      where id = ${read.row.id} and xmin = ${read.version}::text::xid
+      returning id
+    )
+    insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
+    select ${entry.agentId}, ${entry.budgetId ?? null}, ${entry.scope ?? 'agent'}, ${entry.scopeId ?? null}, ${entry.idempotencyKey}, ${entry.kind}, ${entry.amount},
+      ${entry.reservationKey ?? null}, ${entry.operation ?? null}, ${entry.reason ?? null}, ${entry.tick ?? null}, ${entry.deadline ? entry.deadline.toISOString() : null}::timestamptz,
+      ${entry.metadata ? JSON.stringify(entry.metadata) : null}::jsonb
+    from changed
+    returning id`);
+  return r.rows.length === 1;
+}
+
+/** The budget with its version, and what the ledger already holds under `key` and its close. */
+async function readForChange(db: Db | Tx, budgetId: string, key: string) {
+  const [r] = await db
+    .select({
+      row: lifeforceBudgets,
+      version: sql<string>`${lifeforceBudgets}.xmin::text`,
+      previous: sql<string | null>`(select amount from lifeforce_ledger where idempotency_key = ${key})`,
+      closed: sql<boolean>`exists (select 1 from lifeforce_ledger where idempotency_key = ${closeKey(key)})`,
+    })
+    .from(lifeforceBudgets)
+    .where(eq(lifeforceBudgets.id, budgetId));
+  return r;
+}
+
 /**
  * Hold `amount` on the budget for an operation about to run. A key seen before answers as
  * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
+ * Two statements (a read, a compare-and-set write), no lock held between them.
  */
 export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   const at = req.at ?? Date.now();
   const amount = lfRound(req.amount);
-  // Inside a caller's transaction (a command's) this is a savepoint: the hold commits with it.
-  return (db as Db).transaction(async (tx) => {
-    let row = await lockBudget(tx, req.budgetId);
-    const agentId = agentOf(req.budgetId);
-    if (!row && agentId !== null) {
-      await insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at });
-      row = await lockBudget(tx, req.budgetId);
+  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    const read = await readForChange(db, req.budgetId, req.key);
+    if (!read) {
+      const agentId = agentOf(req.budgetId);
+      if (agentId === null) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
+      await (db as Db).transaction((tx) => insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at }));
+      continue;
     }
-    if (!row) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
-    const previous = await entryByKey(tx, req.key);
-    if (previous) {
-      const closed = await entryByKey(tx, closeKey(req.key));
-      return { ok: true, key: req.key, amount: previous.amount, replayed: true, closed: closed !== undefined };
-    }
+    const { row } = read;
+    if (read.previous !== null) return { ok: true, key: req.key, amount: Number(read.previous), replayed: true, closed: read.closed };
     const outcome = reserveState(stateOf(row), amount, at);
     if (!outcome.ok) {
-      if (row.exhaustedAt === null) await tx.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
+      if (row.exhaustedAt === null) await db.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
       return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
     }
-    await tx.update(lifeforceBudgets).set({ ...columnsOf(outcome.budget), exhaustedAt: null }).where(eq(lifeforceBudgets.id, row.id));
-    await tx.insert(lifeforceLedger).values({
+    const written = await writeIfUnchanged(db, read, { ...columnsOf(outcome.budget), exhaustedAt: null }, {
       agentId: row.agentId,
       budgetId: row.id,
       scope: row.scope,
@@ -144,8 +188,9 @@ export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<Reserve
       deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
       metadata: { ...req.metadata, windows: outcome.windows },
     });
-    return { ok: true, key: req.key, amount, replayed: false, closed: false };
-  });
+    if (written) return { ok: true, key: req.key, amount, replayed: false, closed: false };
+  }
+  throw new Error(`lifeforce: budget ${req.budgetId} changed under ${maxAttempts} attempts to reserve ${req.key}`);
 }
 
 export interface CloseResult {
@@ -168,19 +213,28 @@ const windowsOf = (entry: LifeforceLedgerEntry) => {
 };
 
 async function close(db: Db, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult> {
-  const run = async (tx: Tx): Promise<CloseResult> => {
-    const reservation = await entryByKey(tx, reservationKey);
-    if (!reservation || reservation.kind !== 'reserve' || !reservation.budgetId) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
-    const row = await lockBudget(tx, reservation.budgetId);
-    const previous = await entryByKey(tx, closeKey(reservationKey));
-    if (!row || previous) return { charged: previous?.kind === 'settle' ? previous.amount : 0, refunded: 0, overrun: 0, replayed: true };
-    const { budget, charged, overrun } = settleState(stateOf(row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
-    await tx.update(lifeforceBudgets).set(columnsOf(budget)).where(eq(lifeforceBudgets.id, row.id));
-    await tx.insert(lifeforceLedger).values({
-      agentId: row.agentId,
-      budgetId: row.id,
-      scope: row.scope,
-      scopeId: row.id,
+  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    // One read: the reservation, its budget (with its version) and whether it is closed already —
+    // by its own key, so whoever closes first (the operation, its retry, the sweep) closes it.
+    const [read] = await db
+      .select({
+        reservation: lifeforceLedger,
+        row: lifeforceBudgets,
+        version: sql<string>`${lifeforceBudgets}.xmin::text`,
+        previous: sql<string | null>`(select amount from lifeforce_ledger where idempotency_key = ${closeKey(reservationKey)})`,
+      })
+      .from(lifeforceLedger)
+      .innerJoin(lifeforceBudgets, eq(lifeforceBudgets.id, lifeforceLedger.budgetId))
+      .where(and(eq(lifeforceLedger.idempotencyKey, reservationKey), eq(lifeforceLedger.kind, 'reserve')));
+    if (!read) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
+    const { reservation } = read;
+    if (read.previous !== null) return { charged: Number(read.previous), refunded: 0, overrun: 0, replayed: true };
+    const { budget, charged, overrun } = settleState(stateOf(read.row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
+    const written = await writeIfUnchanged(db, read, columnsOf(budget), {
+      agentId: read.row.agentId,
+      budgetId: read.row.id,
+      scope: read.row.scope,
+      scopeId: read.row.id,
       idempotencyKey: closeKey(reservationKey),
       kind,
       amount: charged,
@@ -190,9 +244,9 @@ async function close(db: Db, reservationKey: string, actual: number, kind: 'sett
       tick: reservation.tick,
       metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
     });
-    return { charged, refunded: lfRound(reservation.amount - charged), overrun, replayed: false, available: available(budget) };
-  };
-  return db.transaction(run);
+    if (written) return { charged, refunded: lfRound(reservation.amount - charged), overrun, replayed: false, available: available(budget) };
+  }
+  throw new Error(`lifeforce: the budget of ${reservationKey} changed under ${maxAttempts} attempts to close it`);
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
