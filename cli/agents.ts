@@ -1,5 +1,5 @@
 /** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
@@ -31,6 +31,13 @@ export function formatStatus(s: AgentStatus): string {
     lines.push(`  reflexes     novelty ${r.lastNovelty ?? '-'}; low streak ${r.lowStreak}; Reflex-lite ${r.reflexLiteFired}×, strategies ${r.strategiesFired}×; validator timeouts ${r.validatorTimeouts}`);
     const held = Object.entries(r.held ?? {});
     if (held.length) lines.push(`  unvalidated  ${held.map(([id, why]) => `${id}: ${why}`).join('; ')}  (all: mindloop unvalidated ${s.agentId})`);
+  }
+  const lf = s.lifeforce;
+  if (lf) {
+    const left = lf.available === null ? 'unlimited' : `${lf.available} LF available${lf.capacity !== null ? ` of ${lf.capacity}` : ''}`;
+    lines.push(`  lifeforce    ${left}; last tick ${lf.lastCharge ?? '-'} LF; priority ${lf.priorityKey}; when exhausted: ${lf.onExhausted}  (mindloop lifeforce ${s.agentId})`);
+    const x = lf.exhausted;
+    if (x) lines.push(`  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`);
   }
   if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
   if (s.degraded) lines.push(`  DEGRADED     ${s.degraded.step} waits for an unavailable dependency since ${s.degraded.since}, ${s.degraded.attempts} attempt(s): ${s.degraded.lastError}`);
@@ -109,10 +116,17 @@ export function registerAgentCommands(program: Command): void {
     .option('--name <name>', 'display name')
     .option('--delay-ms <ms>', 'pause between ticks', int('--delay-ms', 0, 3_600_000))
     .option('--max-ticks <n>', 'complete after n ticks', int('--max-ticks', 1, 1_000_000))
-    .action(async (raw: string, opts: { name?: string; delayMs?: number; maxTicks?: number }) => {
+    .option('--lifeforce <LF>', "a new agent's budget (default unlimited; later: mindloop lifeforce set)", int('--lifeforce', 0, 1_000_000_000))
+    .option('--regen <LF>', 'LF regenerated per hour, up to the budget', int('--regen', 0, 1_000_000_000))
+    .option('--on-exhausted <policy>', 'pause (wait for regeneration or a grant) or escalate (ask a human for a grant)', (v: string) => {
+      if (v !== 'pause' && v !== 'escalate') throw new InvalidArgumentError('expected pause or escalate');
+      return v;
+    })
+    .action(async (raw: string, opts: { name?: string; delayMs?: number; maxTicks?: number; lifeforce?: number; regen?: number; onExhausted?: 'pause' | 'escalate' }) => {
       const id = agentId(raw);
+      const lifeforce = opts.lifeforce === undefined && opts.regen === undefined && opts.onExhausted === undefined ? undefined : { ...(opts.lifeforce !== undefined ? { capacity: opts.lifeforce } : {}), ...(opts.regen !== undefined ? { regenPerHour: opts.regen } : {}), ...(opts.onExhausted ? { onExhausted: opts.onExhausted } : {}) };
       await withClient(async (client) => {
-        const handle = await startAgentLoop(client, { agentId: id, name: opts.name, delayMs: opts.delayMs, maxTicks: opts.maxTicks });
+        const handle = await startAgentLoop(client, { agentId: id, name: opts.name, delayMs: opts.delayMs, maxTicks: opts.maxTicks, ...(lifeforce ? { lifeforce } : {}) });
         process.stdout.write(`agent ${id} running as workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`);
       });
     });

@@ -6,6 +6,7 @@
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { workflowIds } from '../core/ids.js';
 import { forkBudgetDefaults, type SuccessorForkInput } from '../core/fork.js';
+import type { BudgetSettingsInput } from '../core/lifeforce.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { agentLoopText, forkText } from '../workflows/lib/ui-text.js';
 import type { successorForkWorkflow } from '../workflows/successor-fork.js';
@@ -20,6 +21,8 @@ export interface AgentLoopStart {
   delayMs?: number;
   /** Complete after this many ticks; unset: run until stopped. */
   maxTicks?: number;
+  /** The agent's budget when it is created (a later start keeps the budget it has). */
+  lifeforce?: BudgetSettingsInput;
 }
 
 /** Start agent/<id>'s loop, or find the one already running (its first start's input holds). */
@@ -27,7 +30,7 @@ export function startAgentLoop(client: Client, o: AgentLoopStart, taskQueue = wo
   return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
     workflowId: workflowIds.agent(o.agentId),
     taskQueue,
-    args: [{ agentId: o.agentId, name: o.name, maxTicks: o.maxTicks, settings: o.delayMs === undefined ? undefined : { delayMs: o.delayMs } }],
+    args: [{ agentId: o.agentId, name: o.name, maxTicks: o.maxTicks, settings: o.delayMs === undefined ? undefined : { delayMs: o.delayMs }, ...(o.lifeforce ? { lifeforce: o.lifeforce } : {}) }],
     workflowIdConflictPolicy: 'USE_EXISTING',
     ...agentLoopText(o),
   });
