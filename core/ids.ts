@@ -18,4 +18,6 @@ export const workflowIds = {
   escalation: (id: string) => `escalation/${id}`,
   /** A tool generation: one at a time per agent and capability. */
   tool: (agentId: string, capability: string) => `tool/${agentId}/${capability}`,
+  /** A nerve of an agent: one run of it at a time. */
+  nerve: (agentId: string, name: string) => `agent/${agentId}/nerve/${name}`,
 } as const;

@@ -11,6 +11,7 @@ import type * as AgentLoop from './agent-loop.js';
 import type * as Campaign from './campaign.js';
 import type * as Escalation from './escalation.js';
 import type * as Maintenance from './maintenance.js';
+import type * as Nerve from './nerve.js';
 import type * as ProvisionAgent from './provision-agent.js';
 import type * as SuccessorFork from './successor-fork.js';
 import type * as TaskLoop from './task-loop.js';
@@ -29,6 +30,7 @@ export const taskLoopWorkflow = lazy('taskLoopWorkflow', () => (require('./task-
 export const campaignWorkflow = lazy('campaignWorkflow', () => (require('./campaign.js') as typeof Campaign).campaignWorkflow);
 export const toolGenerationWorkflow = lazy('toolGenerationWorkflow', () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow);
 export const successorForkWorkflow = lazy('successorForkWorkflow', () => (require('./successor-fork.js') as typeof SuccessorFork).successorForkWorkflow);
+export const nerveWorkflow = lazy('nerveWorkflow', () => (require('./nerve.js') as typeof Nerve).nerveWorkflow);
 export const escalationWorkflow = lazy('escalationWorkflow', () => (require('./escalation.js') as typeof Escalation).escalationWorkflow);
 export const learningDecayWorkflow = lazy('learningDecayWorkflow', () => (require('./maintenance.js') as typeof Maintenance).learningDecayWorkflow);
 export const abstractsDigestWorkflow = lazy('abstractsDigestWorkflow', () => (require('./maintenance.js') as typeof Maintenance).abstractsDigestWorkflow);
