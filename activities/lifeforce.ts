@@ -106,6 +106,8 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
     async openChildBudget(input: z.input<typeof carveInput>) {
       const c = parse(carveInput, input, 'openChildBudget');
       const r = await carveBudget(db, { ...c, at: c.at ? Date.parse(c.at) : undefined });
+      // A child closed before (a task loop started again) does not spend again: it spends its parent's.
+      if (r.ok && r.budget.closedAt !== null) return { ok: false as const, reason: 'closed' as const, needed: 0, available: 0 };
       return r.ok ? { ok: true as const, budgetId: r.budget.id, carved: r.carved, unlimited: r.budget.capacity === null } : { ok: false as const, reason: r.reason, needed: r.needed, available: r.available };
     },
 

@@ -21,6 +21,8 @@ import { configKeys } from '../core/catalogue.js';
 import type { createActivities } from '../activities/index.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
+import { lifeforceShortfallOf } from './lib/lifeforce.js';
+import { budgetIds } from '../core/lifeforce.js';
 import { defaultReflex } from './lib/loop-state.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { handlerText, timerText } from './lib/ui-text.js';
@@ -132,12 +134,22 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
     maxTicks ??= started?.maxTicks ?? configKeys.task_loop_max_ticks.default;
     tick = Math.max(tick, started?.lastTick ?? 0);
   }
+  // task-budget-v1: the loop spends a budget carved from the agent's (unlimited from an unlimited
+  // agent, else a quarter of what it has left); it returns the rest when the loop ends. A carve
+  // refused (the agent is exhausted) leaves the loop on the agent's own budget, which refuses too.
+  const budgeted = patched('task-budget-v1');
+  let taskBudget = false;
+  if (budgeted) {
+    const carved = await db.openChildBudget({ parentId: budgetIds.agent(agentId), id: budgetIds.task(agentId, taskId), agentId, scope: 'task', amount: null, at: new Date().toISOString() });
+    taskBudget = carved.ok;
+  }
 
   /** Record the end; `notify` (a note to the main loop, tagged `kind`) wakes the parent too. */
-  const finish = async (status: 'stopped' | 'error', why: string, notify: { text: string; kind: 'error' | 'crash' | 'tick-cap' } | null): Promise<TaskLoopResult> => {
+  const finish = async (status: 'stopped' | 'error', why: string, notify: { text: string; kind: 'error' | 'crash' | 'tick-cap' | 'lifeforce' } | null): Promise<TaskLoopResult> => {
     replStatus = status;
     reason = why;
     await db.setTaskLoopStatus({ agentId, taskId, replStatus: status, reason: why, frozen: status === 'error', tick });
+    if (taskBudget) await db.closeChildBudget({ budgetId: budgetIds.task(agentId, taskId), reason: why });
     if (notify) {
       await db.recordNote({
         agentId,
@@ -199,6 +211,12 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
       const why = `timed out ${maxRestarts + 1} times in a row (${message})`;
       return finish('error', why, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${why}`, kind: 'error' });
     }
+    const shortfall = budgeted ? lifeforceShortfallOf(err) : null;
+    if (shortfall) {
+      // Nothing ran; the task is not at fault: the loop stops (not frozen) and tells the main loop.
+      const why = `lifeforce exhausted: ${shortfall.budgetId} cannot cover ${shortfall.needed} LF (available ${shortfall.available ?? 'unlimited'} LF)`;
+      return finish('stopped', why, { text: `Task loop for task #${taskId} stopped: ${why}.`, kind: 'lifeforce' });
+    }
     if (cause instanceof ApplicationFailure && err instanceof ActivityFailure) {
       return finish('error', message, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${message}`, kind: 'error' });
     }
@@ -223,6 +241,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
           now: new Date().toISOString(),
           mode: 'task',
           taskId,
+          ...(taskBudget ? { taskBudget } : {}),
           loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
           params: { ...defaultReflex, maxTokens: 512 },
         });
