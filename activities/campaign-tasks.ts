@@ -19,6 +19,8 @@ export interface TaskContext {
   campaignId: string;
   /** campaign/<id>/p<i>/t<j>: stable across retries. */
   key: string;
+  /** The budget the task's LLM calls are charged to (the campaign's); unset: the agent's. */
+  lifeforce?: { budgetId: string };
   signal?: AbortSignal;
   heartbeat?: (details?: unknown) => void;
 }
@@ -79,6 +81,7 @@ export const builtinTaskTypes: Record<string, TaskType> = {
         params: args.maxTokens ? { maxTokens: args.maxTokens } : undefined,
         idempotencyKey: `${ctx.key}:ask`,
         purpose: 'campaign',
+        lifeforce: ctx.lifeforce,
         signal: ctx.signal,
       });
       return { answer: r.text.slice(0, 8192), model: `${r.provider}:${r.model}` };

@@ -4,17 +4,19 @@
  * or the deterministic criteria), and promotion of campaign learnings.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import { checkCriteria, type Checkpoint, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
+import { campaignLifeforce, checkCriteria, type Checkpoint, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
+import { defaultPrices, type PriceTable } from '../core/lifeforce.js';
 import { classifyError, rootMessage } from '../core/failure.js';
 import { parseStrictJson } from '../core/strict-json.js';
 import type { Db } from '../db/client.js';
 import { setCampaignStatus, setPhaseStatus, upsertCampaign } from '../db/queries/campaigns.js';
-import type { Campaign, CampaignPhase } from '../db/schema/index.js';
+import type { Campaign, CampaignBudget, CampaignPhase } from '../db/schema/index.js';
 import { bindActivities } from './bind.js';
 import { builtinTaskTypes, parseTaskArgs, type TaskContext, type TaskType } from './campaign-tasks.js';
 import { ErrorType, classifiedFailure, nonRetryable } from './errors.js';
 import { activityContext, withHeartbeat } from './heartbeat.js';
 import type { LearningSink, PromotedLearning } from './learning-sink.js';
+import { LifeforceExhaustedError } from './llm/errors.js';
 import type { LlmRouter } from './llm/index.js';
 
 /** A learning a campaign promotes: `phase_success` for a completed phase, `avoid_error` for a failed task. */
@@ -26,10 +28,12 @@ export interface CampaignDeps {
   /** Task types by name; default the built-ins (activities/campaign-tasks.ts). */
   taskTypes?: Record<string, TaskType>;
   learn?: LearningSink;
+  /** The lifeforce prices (a budget in USD is carved at `lfPerUsd`); default core/lifeforce.ts's. */
+  prices?: PriceTable;
 }
 
-/** The dependencies as every campaign activity gets them: the task-type registry resolved. */
-type CampaignEnv = CampaignDeps & { registry: Record<string, TaskType> };
+/** The dependencies as every campaign activity gets them: the task-type registry and the prices resolved. */
+type CampaignEnv = CampaignDeps & { registry: Record<string, TaskType>; prices: PriceTable };
 
 export const CampaignTaskFailed = 'CampaignTaskFailed';
 
@@ -46,6 +50,7 @@ export interface CampaignStartedInput {
     tasks: Array<{ name: string; kind: 'activity' | 'workflow'; type: string; args: Record<string, unknown>; compensation?: { type: string; args: Record<string, unknown> } }>;
     checkpoint: Checkpoint;
   }>;
+  budget?: CampaignBudget;
 }
 
 export interface CampaignTaskInput {
@@ -55,19 +60,23 @@ export interface CampaignTaskInput {
   key: string;
   type: string;
   args: Record<string, unknown>;
+  /** The campaign's lifeforce budget, charged for the task's LLM calls; unset: the agent's. */
+  budgetId?: string;
 }
 
 export interface CheckpointInput {
   campaignId: string;
   agentId: string;
   key: string;
+  /** The campaign's lifeforce budget, charged for the validator's call; unset: the agent's. */
+  budgetId?: string;
   phase: { name: string; type: string; objectives: string[] };
   checkpoint: Checkpoint;
   outcomes: TaskOutcome[];
 }
 
 /** What a task type runs with: the worker's dependencies, the task's key, the activity's cancellation and heartbeat. */
-function taskContext(env: CampaignEnv, input: { campaignId: string; agentId: string; key: string }): TaskContext {
+function taskContext(env: CampaignEnv, input: { campaignId: string; agentId: string; key: string; budgetId?: string }): TaskContext {
   const ctx = activityContext();
   return {
     db: env.db,
@@ -75,6 +84,7 @@ function taskContext(env: CampaignEnv, input: { campaignId: string; agentId: str
     agentId: input.agentId,
     campaignId: input.campaignId,
     key: input.key,
+    ...(input.budgetId ? { lifeforce: { budgetId: input.budgetId } } : {}),
     signal: ctx?.cancellationSignal,
     heartbeat: ctx ? (d) => ctx.heartbeat(d) : undefined,
   };
@@ -98,11 +108,15 @@ function taskProblems(registry: Record<string, TaskType>, phases: CampaignStarte
   return problems;
 }
 
-/** Validate every task against the registry and upsert the campaign and phase rows (idempotent). */
-async function campaignStarted(env: CampaignEnv, input: CampaignStartedInput): Promise<{ status: Campaign['status'] }> {
+/**
+ * Validate every task against the registry and upsert the campaign and phase rows (idempotent).
+ * `lifeforce`: the LF its budget asks of the agent at this worker's prices (null: none named).
+ */
+async function campaignStarted(env: CampaignEnv, input: CampaignStartedInput): Promise<{ status: Campaign['status']; lifeforce: number | null }> {
   const problems = taskProblems(env.registry, input.phases);
   if (problems.length) throw nonRetryable(ErrorType.InvalidInput, `campaign ${input.campaignId}: ${problems.join('; ')}`, problems);
-  return { status: await env.db.transaction((tx) => upsertCampaign(tx, input)) };
+  const status = await env.db.transaction((tx) => upsertCampaign(tx, input));
+  return { status, lifeforce: campaignLifeforce(input.budget, env.prices.lfPerUsd) };
 }
 
 /** Record the campaign's status (and the phase in progress, or the error). */
@@ -128,6 +142,8 @@ async function runCampaignTask(env: CampaignEnv, input: CampaignTaskInput): Prom
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
         if (signal?.aborted) throw err;
+        // The campaign's budget cannot cover a call: the campaign pauses for a grant, the task is not failed.
+        if (err instanceof LifeforceExhaustedError) throw classifiedFailure(err);
         // An outage stays an outage (the campaign waits it out); anything else is the task failing.
         if (classifyError(err) === 'infra') throw classifiedFailure(err);
         throw ApplicationFailure.create({ type: CampaignTaskFailed, message: `${input.type}: ${rootMessage(err)}` });
@@ -187,6 +203,7 @@ async function validateCheckpoint(env: CampaignEnv, input: CheckpointInput): Pro
     messages: [{ role: 'user', content: checkpointPrompt(input) }],
     idempotencyKey: `${input.key}:checkpoint`,
     purpose: 'campaign_checkpoint',
+    lifeforce: input.budgetId ? { budgetId: input.budgetId } : undefined,
     signal: activityContext()?.cancellationSignal,
   });
   return parseValidatorVerdict(r.text);
@@ -200,7 +217,7 @@ async function promoteCampaignLearning(env: CampaignEnv, input: CampaignLearning
 
 /** Campaign activities for the `mindloop` queue. */
 export function createCampaignActivities(deps: CampaignDeps) {
-  const env: CampaignEnv = { ...deps, registry: deps.taskTypes ?? builtinTaskTypes };
+  const env: CampaignEnv = { ...deps, registry: deps.taskTypes ?? builtinTaskTypes, prices: deps.prices ?? defaultPrices };
   return bindActivities(env, { campaignStarted, recordCampaign, recordPhase, runCampaignTask, compensateCampaignTask, validateCheckpoint, promoteCampaignLearning });
 }
 

@@ -12,6 +12,7 @@ import { registerEscalationCommands } from './escalations.js';
 import { registerScheduleCommands } from './schedules.js';
 import { registerForkCommands } from './forks.js';
 import { registerValidatorCommands } from './validators.js';
+import { registerLifeforceCommands } from './lifeforce.js';
 
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
@@ -35,6 +36,7 @@ registerEscalationCommands(program);
 registerScheduleCommands(program);
 registerForkCommands(program);
 registerValidatorCommands(program);
+registerLifeforceCommands(program);
 
 try {
   await program.parseAsync(process.argv);

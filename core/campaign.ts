@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { agentIdPattern, agentIdSchema } from './ids.js';
+import { lfRound } from './lifeforce.js';
 
 /** Workflow types a campaign task of kind `workflow` may start as a child. */
 export const campaignChildWorkflows = ['campaignWorkflow', 'toolGenerationWorkflow'] as const;
@@ -83,6 +84,12 @@ export const campaignInputSchema = z.strictObject({
   phases: z.array(campaignPhaseSchema).min(1).max(50),
   /** Undo started work when a task or checkpoint fails (cancellation always compensates). */
   compensateOnFailure: z.boolean().default(true),
+  /**
+   * What the campaign may spend: `lifeforce` LF, or `costUsd` at the price of a dollar in LF,
+   * carved from the agent's budget as `campaign:<id>`. Unset: an unlimited agent gives an
+   * unlimited campaign, a limited one a quarter of what it has left.
+   */
+  budget: z.strictObject({ lifeforce: z.number().min(0).max(1e9).optional(), costUsd: z.number().min(0).max(1e6).optional() }).optional(),
 });
 export type CampaignInput = z.input<typeof campaignInputSchema>;
 export type ParsedCampaignInput = z.output<typeof campaignInputSchema>;
@@ -174,4 +181,11 @@ export function avoidErrorArgs(taskType: string, error: string): { task_type: st
     .trim()
     .slice(0, 300);
   return { task_type: taskType, error: normalised };
+}
+
+/** The LF a campaign's budget asks of its agent: `lifeforce`, else `costUsd` × `lfPerUsd`; null when it names neither. */
+export function campaignLifeforce(budget: { lifeforce?: number; costUsd?: number } | undefined, lfPerUsd: number): number | null {
+  if (budget?.lifeforce !== undefined) return budget.lifeforce;
+  if (budget?.costUsd !== undefined) return lfRound(budget.costUsd * lfPerUsd);
+  return null;
 }

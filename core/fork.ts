@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { abstractsStrategySchema, type AbstractQuality } from './abstracts.js';
 import { agentIdSchema } from './ids.js';
+import { lfRound } from './lifeforce.js';
 import { lexicalSimilarity, noveltyFromSimilarity } from './novelty.js';
 
 /** A fork id is a business key (`fork/<id>`); its copy lives under agent id `fk.<id>` (≤ 64 chars). */
@@ -65,9 +66,16 @@ export const forkBudgetSchema = z
      * (see toolRunBudget), which the throttle alone already bounds.
      */
     cpuSeconds: z.number().int().min(1).max(7 * 24 * 3600 * 64).optional(),
+    /** LF carved from the parent's budget as `fork:<id>`; unset: `costUsd` at the price of a dollar in LF. */
+    lifeforce: z.number().min(0).max(1e9).optional(),
   })
   .default(forkBudgetDefaults);
 export type ForkBudgetLimits = z.output<typeof forkBudgetSchema>;
+
+/** The LF a fork's budget asks of its parent: `lifeforce`, else `costUsd` × `lfPerUsd`. */
+export function forkLifeforce(budget: Pick<ForkBudgetLimits, 'costUsd' | 'lifeforce'>, lfPerUsd: number): number {
+  return budget.lifeforce ?? lfRound(budget.costUsd * lfPerUsd);
+}
 
 /** What one sandbox run (a tool_tests evaluation) may be given at most, whatever the fork's budget. */
 export const toolRunCaps = { wallMs: 600_000, diskBytes: 256 * 1024 ** 2 } as const;
@@ -126,7 +134,7 @@ export interface VerdictDecision {
   caveats: string[];
 }
 
-export type BudgetBreach = 'wall_time' | 'cost' | 'disk' | 'cpu' | 'memory' | 'pids' | 'output';
+export type BudgetBreach = 'wall_time' | 'cost' | 'lifeforce' | 'disk' | 'cpu' | 'memory' | 'pids' | 'output';
 
 /** Exceeding any budget terminates the successor: REJECT with the reason. */
 export function budgetVerdict(which: BudgetBreach, detail: string): VerdictDecision {

@@ -24,6 +24,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createCampaignActivities } from '../activities/campaigns.js';
+import type { createLifeforceActivities } from '../activities/lifeforce.js';
+import { budgetIds } from '../core/lifeforce.js';
 import {
   avoidErrorArgs,
   campaignInputSchema,
@@ -37,11 +39,13 @@ import {
 import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
 import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
+import { lifeforceShortfallOf } from './lib/lifeforce.js';
 import { agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
-import { campaignCurrentDetails, campaignTaskText, handlerText } from './lib/ui-text.js';
+import { campaignCurrentDetails, campaignLifeforcePause, campaignTaskText, handlerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 const db = proxyActivities<Activities>(dbActivity);
+const ledger = proxyActivities<ReturnType<typeof createLifeforceActivities>>(dbActivity);
 const tasks = proxyActivities<Activities>(campaignTaskActivity);
 // A cancelled task is awaited until its activity acknowledges (or finishes): only then is it
 // compensated, so an effect it commits at the last moment is still undone.
@@ -69,6 +73,10 @@ export interface CampaignProgress {
   error: string | null;
   /** A dependency the running task needs is away: what waits, since when, attempts, last error. */
   degraded?: Degraded | null;
+  /** Why the campaign paused itself (its lifeforce ran out), until `resume`; null otherwise. */
+  pauseReason?: string | null;
+  /** The campaign's lifeforce budget once carved from the agent's (absent in runs from before the ledger). */
+  lifeforce?: { budgetId: string; carved: number; unlimited: boolean } | null;
 }
 
 export interface CampaignResult {
@@ -127,7 +135,11 @@ export async function campaignWorkflow(rawInput: CampaignInput): Promise<Campaig
       details: [resolved.fields],
     });
   }
-  return new CampaignRun(input, resolved.ok ? resolved.campaignId : input.campaignId!, v1).run();
+  const campaignId = resolved.ok ? resolved.campaignId : input.campaignId!;
+  // campaign-lifeforce-v1: the campaign spends from its own budget carved from the agent's;
+  // runs begun before keep charging the agent's budget directly.
+  const budgetId = patched('campaign-lifeforce-v1') ? budgetIds.campaign(campaignId) : null;
+  return new CampaignRun(input, campaignId, v1, budgetId).run();
 }
 
 /** One campaign run: its progress, the work it started, and its steps, run one after another in a fixed order (replay checks it). */
@@ -142,11 +154,15 @@ class CampaignRun {
   private readonly started: Started[] = [];
   private readonly verdicts: CampaignResult['phases'] = [];
   private readonly work = new CancellationScope();
+  /** The budget its LLM calls are charged to: its own once carved (the agent's when its own was closed by an earlier run). */
+  private chargeTo: string | null = null;
 
   constructor(
     readonly input: ParsedCampaignInput,
     readonly campaignId: string,
     readonly v1: boolean,
+    /** `campaign:<id>`: carved from the agent's budget at the start, closed at the end; null in runs from before the ledger. */
+    readonly budgetId: string | null,
   ) {
     this.agentId = input.agentId;
     this.keyPrefix = `${this.info.workflowId}/${this.info.runId}`;
@@ -162,6 +178,7 @@ class CampaignRun {
       compensated: [],
       uncompensated: [],
       error: null,
+      ...(budgetId ? { pauseReason: null, lifeforce: null } : {}),
     };
   }
 
@@ -180,17 +197,21 @@ class CampaignRun {
     this.registerHandlers();
     this.show();
 
-    await db.campaignStarted({
+    const started = await db.campaignStarted({
       campaignId,
       agentId,
       title: input.title,
       shardType: input.shardType,
       workflowId: this.info.workflowId,
       phases: input.phases,
+      ...(input.budget ? { budget: input.budget } : {}),
     });
 
     try {
-      await this.work.run(() => this.runPhases());
+      await this.work.run(async () => {
+        if (this.budgetId) await this.openBudget(this.budgetId, started.lifeforce ?? null);
+        await this.runPhases();
+      });
     } catch (err) {
       if (isCancellation(err)) {
         await CancellationScope.nonCancellable(async () => {
@@ -198,6 +219,7 @@ class CampaignRun {
           await this.compensate();
           this.setStatus('cancelled');
           await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
+          await this.closeBudget('cancelled');
         });
         if (this.cancelReason !== null) return { campaignId, status: 'cancelled', phases: this.verdicts, compensated: progress.compensated, ...(v1 ? { uncompensated: progress.uncompensated } : {}) };
         throw err; // cancelled from outside (Temporal UI, client): the workflow ends cancelled
@@ -207,6 +229,7 @@ class CampaignRun {
       if (input.compensateOnFailure) await this.compensate();
       this.setStatus('failed');
       await db.recordCampaign({ campaignId, status: 'failed', error: message });
+      await this.closeBudget('failed');
       throw ApplicationFailure.create({
         type: CampaignFailed,
         nonRetryable: true,
@@ -216,6 +239,7 @@ class CampaignRun {
     }
     this.setStatus('completed');
     await db.recordCampaign({ campaignId, status: 'completed', currentPhase: input.phases.length, error: null });
+    await this.closeBudget('completed');
     return { campaignId, status: 'completed', phases: this.verdicts, compensated: [] };
   }
 
@@ -295,22 +319,26 @@ class CampaignRun {
     const entry: Started = { label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, state: 'running', compensation: task.compensation };
     // From v1 a task counts as started before it runs: cancelled mid-run, it is compensated too.
     if (v1) started.push(entry);
+    const budget = this.chargeTo ? { budgetId: this.chargeTo } : {};
     try {
       const result =
         task.kind === 'workflow'
           ? await this.runChild(i, j, phase, task)
           : // An outage (the database away) is waited out, not counted as the task failing;
-            // the task's key makes the retry find the first attempt's effect.
-            await rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args }), {
-              onDegraded: (d) => {
-                progress.degraded = d;
-                this.show();
-              },
-              onRecovered: () => {
-                progress.degraded = null;
-                this.show();
-              },
-            });
+            // the task's key makes the retry find the first attempt's effect. A task its
+            // budget cannot cover waits for a grant and runs again under the same key.
+            await this.untilFunded(`task ${task.name}`, () =>
+              rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args, ...budget }), {
+                onDegraded: (d) => {
+                  progress.degraded = d;
+                  this.show();
+                },
+                onRecovered: () => {
+                  progress.degraded = null;
+                  this.show();
+                },
+              }),
+            );
       const stored = (result ?? {}) as Record<string, unknown>;
       entry.state = 'completed';
       entry.result = stored;
@@ -348,14 +376,17 @@ class CampaignRun {
   private async checkpoint(i: number, phase: CampaignPhase, outcomes: TaskOutcome[]): Promise<void> {
     const { campaignId, progress } = this;
     await db.recordPhase({ campaignId, ordinal: i, status: 'checkpoint' });
-    const verdict = await validator.validateCheckpoint({
-      campaignId,
-      agentId: this.agentId,
-      key: `${this.keyPrefix}/p${i}`,
-      phase: { name: phase.name, type: phase.type, objectives: phase.objectives },
-      checkpoint: phase.checkpoint,
-      outcomes,
-    });
+    const verdict = await this.untilFunded(`checkpoint ${phase.name}`, () =>
+      validator.validateCheckpoint({
+        campaignId,
+        agentId: this.agentId,
+        key: `${this.keyPrefix}/p${i}`,
+        phase: { name: phase.name, type: phase.type, objectives: phase.objectives },
+        checkpoint: phase.checkpoint,
+        outcomes,
+        ...(this.chargeTo ? { budgetId: this.chargeTo } : {}),
+      }),
+    );
     progress.lastVerdict = { ...verdict, phase: phase.name };
     this.verdicts.push({ name: phase.name, verdict });
     if (!verdict.pass) {
@@ -376,6 +407,77 @@ class CampaignRun {
     await condition(() => !this.paused);
     this.setStatus('running');
     await db.recordCampaign({ campaignId, status: 'running' });
+  }
+
+  /**
+   * Pause until `resume` for a reason of the campaign's own (its lifeforce ran out): the reason
+   * is in the progress query and the campaign row's `error` while it waits.
+   */
+  private async pauseFor(reason: string): Promise<void> {
+    const { campaignId, progress } = this;
+    this.paused = true;
+    progress.pauseReason = reason;
+    log.warn('campaign paused', { campaignId, reason });
+    this.setStatus('paused');
+    await db.recordCampaign({ campaignId, status: 'paused', error: reason });
+    await condition(() => !this.paused);
+    progress.pauseReason = null;
+    this.setStatus('running');
+    await db.recordCampaign({ campaignId, status: 'running', error: null });
+  }
+
+  /**
+   * Run `step` until its budget covers it: a `LifeforceExhausted` failure (nothing ran, nothing
+   * was spent) pauses the campaign until a human grants more and resumes it, then the step runs
+   * again. Runs from before the ledger let the failure through, as before.
+   */
+  private async untilFunded<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        return await fn();
+      } catch (err) {
+        const shortfall = this.budgetId ? lifeforceShortfallOf(err) : null;
+        if (!shortfall) throw err;
+        await this.pauseFor(campaignLifeforcePause({ agentId: this.agentId, campaignId: this.campaignId, step, shortfall }));
+      }
+    }
+  }
+
+  /**
+   * Carve the campaign's budget from the agent's (idempotent by id). An agent with no budget yet
+   * gets its unlimited one first; a carve the agent cannot afford pauses the campaign until
+   * `resume`, then it is asked again. Never fails the campaign. A campaign id run again after its
+   * budget closed spends from the agent's budget (a closed budget never spends again).
+   */
+  private async openBudget(budgetId: string, amount: number | null): Promise<void> {
+    const { agentId } = this;
+    const parentId = budgetIds.agent(agentId);
+    const carve = () => ledger.openChildBudget({ parentId, id: budgetId, agentId, scope: 'campaign', amount, at: new Date().toISOString() });
+    for (;;) {
+      let r = await carve();
+      if (!r.ok && r.reason === 'missing') {
+        await ledger.ensureAgentBudget({ agentId, at: new Date().toISOString() });
+        r = await carve();
+      }
+      if (r.ok) {
+        this.chargeTo = budgetId;
+        this.progress.lifeforce = { budgetId, carved: r.carved, unlimited: r.unlimited };
+        return;
+      }
+      if (r.reason === 'closed') {
+        log.warn('campaign budget closed by an earlier run: spending from the agent budget', { campaignId: this.campaignId, budgetId });
+        this.chargeTo = parentId;
+        return;
+      }
+      const shortfall = { budgetId: parentId, reason: r.reason, needed: r.needed, available: r.available };
+      await this.pauseFor(campaignLifeforcePause({ agentId, campaignId: this.campaignId, step: `carving ${budgetId}`, shortfall }));
+    }
+  }
+
+  /** Close the campaign's budget: what it did not spend returns to the agent's (idempotent). */
+  private async closeBudget(outcome: string): Promise<void> {
+    if (!this.budgetId) return;
+    await ledger.closeChildBudget({ budgetId: this.budgetId, reason: `campaign ${this.campaignId} ${outcome}` });
   }
 
   /**

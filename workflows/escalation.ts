@@ -44,6 +44,7 @@ import {
   type ParsedEscalationInput,
   type ToolDesign,
 } from '../core/escalation.js';
+import { budgetIds } from '../core/lifeforce.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
@@ -122,6 +123,8 @@ class EscalationRun {
   readonly deadlineAt: number;
   readonly graceEndsAt: number;
   private humanRequired: boolean;
+  /** The escalation's own lifeforce budget, once carved. */
+  private budgetId: string | undefined;
   private human: HumanAnswer | null = null;
   /** The escalation's row is written (openEscalation done): a human answer can be recorded against it. */
   private opened = false;
@@ -157,6 +160,13 @@ class EscalationRun {
     await db.openEscalation({ escalation: input, workflowId: this.info.workflowId, deadlineAt: this.humanRequired ? new Date(this.deadlineAt).toISOString() : null });
     this.opened = true;
 
+    // escalation-budget-v1: the oversight's calls spend a budget carved from the agent's; the
+    // rest goes back when the escalation is decided. (A lifeforce escalation asks no model.)
+    if (input.proposal?.kind !== 'lifeforce' && patched('escalation-budget-v1')) {
+      const carved = await db.openChildBudget({ parentId: budgetIds.agent(agentId), id: budgetIds.escalation(escalationId), agentId, scope: 'escalation', amount: null, at: new Date().toISOString() });
+      if (carved.ok) this.budgetId = carved.budgetId;
+    }
+
     // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
     await this.consultOversight();
     const run = this.oversightRun;
@@ -190,6 +200,7 @@ class EscalationRun {
       designedTool: designedTool?.name,
     });
     this.setStatus('decided');
+    if (this.budgetId) await db.closeChildBudget({ budgetId: this.budgetId, reason: `escalation ${decision.outcome}` });
 
     // The agent reads the note on its next tick; wake it if it idles (it may not be running).
     try {
@@ -280,7 +291,7 @@ class EscalationRun {
     for (let round = 1; round <= input.maxDesignRounds && !this.human; round++) {
       let run: OversightRun;
       try {
-        run = await oversight.runOversight({ escalation: input, round, feedback, key: this.info.workflowId });
+        run = await oversight.runOversight({ escalation: input, round, feedback, key: this.info.workflowId, ...(this.budgetId ? { budgetId: this.budgetId } : {}) });
       } catch (err) {
         // No oversight answer (no model, malformed replies): the human decides — never a silent approval.
         this.oversightError = causeMessage(err);

@@ -39,9 +39,11 @@ import {
   type VerdictDecision,
   type VerdictKind,
 } from '../core/fork.js';
+import { budgetIds } from '../core/lifeforce.js';
 import { dbActivity, sandboxActivity } from './lib/activity-options.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
-import { forkCurrentDetails, forkText, handlerText, timerText } from './lib/ui-text.js';
+import { lifeforceShortfallOf } from './lib/lifeforce.js';
+import { forkCurrentDetails, forkText, handlerText, lifeforceShortfallText, timerText } from './lib/ui-text.js';
 import { failureMessage } from './lib/infra.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -114,6 +116,9 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     });
   }
 
+  // fork-lifeforce-v1: the fork spends from its own budget `fork:<id>`, carved from the parent
+  // agent's; forks begun before charge their copy's own budget, as they did.
+  const budgetId = patched('fork-lifeforce-v1') ? budgetIds.fork(forkId) : undefined;
   const state: ForkState = { forkId, phase: 'spawning' };
   /** Set the phase; the current details the UI shows follow it (no command). */
   const enter = (phase: ForkPhase, until?: number) => {
@@ -150,11 +155,18 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     });
     Object.assign(state, { spawnMs: spawned.spawnMs, rows: spawned.rows });
     enter('evaluating');
-    const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime());
-    // The budget timer is cancelled in the same step that schedules the next activity: a
-    // history records that activity before the timer's cancellation, and replay checks the order.
-    raced.settle();
-    let outcome = raced.outcome;
+    const refused = budgetId ? await openForkBudget(input.agentId, budgetId, spawned.lifeforce) : null;
+    let outcome: EvaluationOutcome;
+    if (refused) {
+      // The parent cannot fund the fork: rejected without running anything.
+      outcome = { decision: { ...budgetVerdict('lifeforce', refused), caveats: ['the evaluation did not start'] }, artifacts: [], status: 'budget_exceeded' };
+    } else {
+      const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime(), budgetId);
+      // The budget timer is cancelled in the same step that schedules the next activity: a
+      // history records that activity before the timer's cancellation, and replay checks the order.
+      raced.settle();
+      outcome = raced.outcome;
+    }
 
     const usage = await db.forkUsage({ forkId });
     if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
@@ -178,7 +190,7 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
       decision: outcome.decision,
       artifacts: outcome.artifacts,
       status: outcome.status,
-      usage: { costUsd: usage.costUsd, wallMs: Date.now() - info.startTime.getTime() },
+      usage: { costUsd: usage.costUsd, ...(usage.lifeforce !== undefined ? { lifeforce: usage.lifeforce } : {}), wallMs: Date.now() - info.startTime.getTime() },
     });
     state.verdict = outcome.decision.verdict;
     result = {
@@ -195,8 +207,12 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     throw err;
   } finally {
     // Runs on success, failure and cancellation alike; nonCancellable so a cancelled workflow
-    // still destroys the copy. The activity is idempotent.
-    await CancellationScope.nonCancellable(() => cleanup.forkCleanup({ forkId, status: cleanupStatus }));
+    // still destroys the copy. The activities are idempotent. The fork's budget closes with its
+    // copy: what it did not spend returns to the parent's.
+    await CancellationScope.nonCancellable(async () => {
+      await cleanup.forkCleanup({ forkId, status: cleanupStatus });
+      if (budgetId) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
+    });
   }
 
   if (result.verdict !== 'APPROVE' || input.auditsForkId) {
@@ -225,17 +241,35 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
 type EvaluationOutcome = { decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' | 'failed' };
 
 /**
+ * Carve the fork's budget from its parent agent's (idempotent by id); an agent with no budget yet
+ * gets its unlimited one first. Null when carved; else what the parent lacked (the fork is then
+ * rejected: it never runs on lifeforce its parent does not have).
+ */
+async function openForkBudget(agentId: string, budgetId: string, amount: number): Promise<string | null> {
+  const parentId = budgetIds.agent(agentId);
+  const carve = () => db.openChildBudget({ parentId, id: budgetId, agentId, scope: 'fork', amount, at: new Date().toISOString() });
+  let r = await carve();
+  if (!r.ok && r.reason === 'missing') {
+    await db.ensureAgentBudget({ agentId, at: new Date().toISOString() });
+    r = await carve();
+  }
+  if (r.ok) return null;
+  if (r.reason === 'closed') return `${budgetId} was closed by an earlier run of this fork id`;
+  return `${budgetId} not carved: ${lifeforceShortfallText({ budgetId: parentId, reason: r.reason, needed: r.needed, available: r.available })}`;
+}
+
+/**
  * The evaluation under the wall-time budget: a timer races it; when the timer fires the
  * evaluation is cancelled (its activities see the cancellation at their next heartbeat) and
  * the verdict is REJECT. An evaluation that fails is a verdict too, not a stuck fork.
  * `settle` cancels the timer when the evaluation ended first: the caller calls it in the same
  * step as its next command, so the commands keep their order.
  */
-async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, startedAtMs: number): Promise<{ outcome: EvaluationOutcome; settle: () => void }> {
+async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, startedAtMs: number, budgetId?: string): Promise<{ outcome: EvaluationOutcome; settle: () => void }> {
   const remaining = Math.max(1, input.budget.wallMs - (Date.now() - startedAtMs));
   const evalScope = new CancellationScope();
   const timerScope = new CancellationScope();
-  const evaluation = evalScope.run(() => evaluate(forkId, input));
+  const evaluation = evalScope.run(() => evaluate(forkId, input, budgetId));
   const timer = timerScope.run(() => sleep(remaining, { summary: timerText.forkWallBudget(input.budget.wallMs) })).then(() => 'timeout' as const);
   try {
     const first = await Promise.race([evaluation, timer]);
@@ -252,6 +286,11 @@ async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, 
       if (patched('fork-cancel-waits-evaluation-v1')) await evaluation.catch(() => undefined);
       throw err;
     }
+    // The fork's budget could not cover a step: it ran nothing more and spent nothing on it.
+    const shortfall = lifeforceShortfallOf(err);
+    if (shortfall) {
+      return { outcome: { decision: budgetVerdict('lifeforce', lifeforceShortfallText(shortfall)), artifacts: [], status: 'budget_exceeded' }, settle: () => timerScope.cancel() };
+    }
     // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
     const message = failureMessage(err, 2000);
     return {
@@ -261,14 +300,20 @@ async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, 
   }
 }
 
-/** Apply the patch to the copy and run the evaluation the input names. */
+/**
+ * Apply the patch to the copy and run the evaluation the input names. With a budget, the
+ * evaluation's fixed cost is charged first and its LLM calls are charged to the budget.
+ */
 async function evaluate(
   forkId: string,
   input: SuccessorForkParams,
+  budgetId?: string,
 ): Promise<{ decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' }> {
+  if (budgetId) await db.forkChargeEvaluation({ forkId, budgetId });
   await db.forkApplyPatch({ forkId });
+  const lifeforce = budgetId ? { budgetId } : {};
   if (input.evaluation.kind === 'abstracts_replay') {
-    const r = await long.forkEvaluateAbstracts({ forkId });
+    const r = await long.forkEvaluateAbstracts({ forkId, ...lifeforce });
     if (r.costExceeded) {
       return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
     }
@@ -277,7 +322,7 @@ async function evaluate(
     return { decision: { ...decision, caveats }, artifacts: [r.artifact], status: 'completed' };
   }
   if (input.evaluation.kind === 'context_replay') {
-    const r = await long.forkEvaluateContexts({ forkId });
+    const r = await long.forkEvaluateContexts({ forkId, ...lifeforce });
     if (r.costExceeded) {
       return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
     }

@@ -42,13 +42,14 @@ async function storePatchedDigest({ db }: ForkEnv, forkAgentId: string, strategy
 }
 
 /** The fork's validator model rates how well the digest keeps the window's ideas (−3…+3). */
-async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, w: number, win: AbstractSource[], digest: AbstractDraft): Promise<number | undefined> {
+async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, budgetId: string | undefined, w: number, win: AbstractSource[], digest: AbstractDraft): Promise<number | undefined> {
   const reply = await env.llm!.chat({
     agentId: forkAgentId,
     role: 'validator',
     purpose: 'fork_judge',
     workflowId: fork.workflowId ?? undefined,
     idempotencyKey: `fork/${fork.id}/judge/${w}`,
+    lifeforce: budgetId ? { budgetId } : undefined,
     messages: [
       { role: 'system', content: 'Rate how well the digest keeps the distinct ideas of the replies, from -3 to 3. Answer with the number only.' },
       { role: 'user', content: `Replies:\n${win.map((s) => s.content).join('\n---\n')}\n\nDigest:\n${digest.title}\n${digest.summary}` },
@@ -62,8 +63,10 @@ async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, w: num
  * with the parent's strategy and the fork's (patched) one, window by window; measure both;
  * store the patched abstracts in the fork's copy; optionally have the fork's validator model
  * rate them (billed to the fork, stopped when the cost budget runs out). Heartbeats per window.
+ * `budgetId` (`fork:<id>`): the lifeforce budget the judge's calls are charged to; unset, the
+ * copy's own agent budget.
  */
-export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: string }): Promise<AbstractsEvaluation> {
+export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<AbstractsEvaluation> {
   const { db, llm } = env;
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
   const evaluation = checked('forkEvaluateAbstracts', forkEvaluationSchema, fork.evaluation);
@@ -92,7 +95,7 @@ export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: strin
     await storePatchedDigest(env, forkAgentId, candidateStrategy, neu);
     let rating: number | undefined;
     if (evaluation.judge && llm && !costExceeded) {
-      rating = await judgeDigest(env, fork, forkAgentId, w, win, neu);
+      rating = await judgeDigest(env, fork, forkAgentId, input.budgetId, w, win, neu);
       if (rating !== undefined) ratings.push(rating);
       if ((await forkSpentUsd(db, forkAgentId, baselineCost)) > costBudget) costExceeded = true;
     }

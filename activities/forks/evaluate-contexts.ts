@@ -40,6 +40,8 @@ interface ReplayInputs {
   fork: Fork;
   forkAgentId: string;
   llm: LlmRouter;
+  /** The lifeforce budget the calls are charged to (`fork:<id>`); unset: the copy's own agent budget. */
+  lifeforce?: { budgetId: string };
   /** The replayed ticks' recorded replies, oldest first. */
   replayed: AbstractSource[];
   /** The replies before the first replayed tick (its context). */
@@ -56,7 +58,7 @@ interface ReplayInputs {
  * The stable parts of a tick's context, from the copy (the ephemeral ones — notes, command
  * results, open processes of that tick — are not stored and are left empty).
  */
-async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, llm: LlmRouter, lastN: number): Promise<ReplayInputs> {
+async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, llm: LlmRouter, lastN: number, budgetId: string | undefined): Promise<ReplayInputs> {
   const { db } = env;
   const history = await recentSources(db, forkAgentId, lastN + contextSize);
   const replayed = history.slice(-lastN);
@@ -71,6 +73,7 @@ async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, l
     fork,
     forkAgentId,
     llm,
+    ...(budgetId ? { lifeforce: { budgetId } } : {}),
     replayed,
     before,
     prompt: await activeSystemPrompt(db, forkAgentId, 'full'),
@@ -118,6 +121,7 @@ async function rateReply(inputs: ReplayInputs, tick: number, side: string, reply
     tick,
     workflowId: inputs.fork.workflowId ?? undefined,
     idempotencyKey: `fork/${inputs.fork.id}/replay-rate/${tick}/${side}`,
+    lifeforce: inputs.lifeforce,
     messages: [
       { role: 'system', content: 'Rate the reply from -3 (useless, repetitive) to +3 (new, useful). Answer with the number first.' },
       { role: 'user', content: reply },
@@ -151,7 +155,7 @@ async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBud
     activityContext()?.heartbeat({ tick: src.tick });
     const context = candidateTexts.slice(-contextSize);
     const messages = replayMessages(inputs, src.tick, context);
-    const reply = await llm.chat({ agentId: forkAgentId, role: 'agent', purpose: 'fork_replay', tick: src.tick, workflowId: fork.workflowId ?? undefined, idempotencyKey: `fork/${fork.id}/replay/${src.tick}`, messages, params: inputs.params });
+    const reply = await llm.chat({ agentId: forkAgentId, role: 'agent', purpose: 'fork_replay', tick: src.tick, workflowId: fork.workflowId ?? undefined, idempotencyKey: `fork/${fork.id}/replay/${src.tick}`, messages, params: inputs.params, lifeforce: inputs.lifeforce });
     const recordedTokens = await recordedThinkTokens(db, forkAgentId, src.tick);
     const parent: Measured = { reply: src.content, novelty: replyNovelty(src.content, parentTexts.slice(-contextSize)), tokens: recordedTokens ?? Math.ceil(src.content.length / 4), rating: undefined };
     const patched: ReplayRow['patched'] = { reply: reply.text, novelty: replyNovelty(reply.text, context), tokens: reply.usage.completionTokens, rating: undefined, costUsd: reply.costUsd, replayed: reply.replayed };
@@ -174,15 +178,16 @@ async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBud
  * `agent` model (purpose `fork_replay`, one idempotency key per fork + tick), and measure
  * the recorded replies and the new ones alike: novelty against the replies before them,
  * the validator's rating (when the agent has one) and completion tokens. Reads only the
- * copy; stops when the model-cost budget runs out. Heartbeats per context.
+ * copy; stops when the model-cost budget runs out. Heartbeats per context. `budgetId`
+ * (`fork:<id>`): the lifeforce budget the calls are charged to; unset, the copy's own.
  */
-export async function forkEvaluateContexts(env: ForkEnv, input: { forkId: string }): Promise<ContextReplayEvaluation> {
+export async function forkEvaluateContexts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<ContextReplayEvaluation> {
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
   const evaluation = checked('forkEvaluateContexts', forkEvaluationSchema, fork.evaluation);
   if (evaluation.kind !== 'context_replay') throw nonRetryable(ErrorType.InvalidInput, `fork ${input.forkId}: evaluation ${evaluation.kind} is not context_replay`);
   if (!env.llm) throw nonRetryable(ErrorType.InvalidInput, 'context_replay needs the LLM router');
   const limits = costLimits(fork);
-  const inputs = await loadReplayInputs(env, fork, forkAgentId, env.llm, evaluation.lastN);
+  const inputs = await loadReplayInputs(env, fork, forkAgentId, env.llm, evaluation.lastN, input.budgetId);
   const { rows, costExceeded } = await replayTicks(env, inputs, limits);
   const spent = await forkSpentUsd(env.db, forkAgentId, limits.baselineCost);
   const result = {

@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { z } from 'zod';
 import { canonicalJson, type ForkPatch } from '../../core/fork.js';
+import type { PriceTable } from '../../core/lifeforce.js';
 import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { forkById } from '../../db/queries/forks.js';
@@ -20,10 +21,12 @@ export interface ForkDeps {
   llm?: LlmRouter;
   /** Artifacts go under `<dataDir>/forks/<forkId>/` (MINDLOOP_DATA_DIR, default `.data`). */
   dataDir?: string;
+  /** Lifeforce prices: the fork's budget in USD at `lfPerUsd`, an evaluation's fixed cost; default core/lifeforce.ts's. */
+  prices?: PriceTable;
 }
 
 /** The dependencies with their defaults filled in, as every fork activity gets them. */
-export type ForkEnv = ForkDeps & { dataDir: string };
+export type ForkEnv = ForkDeps & { dataDir: string; prices: PriceTable };
 
 export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
 /** `patch_hash`: sha256 of the canonical (sorted-keys) JSON of the validated patch. */

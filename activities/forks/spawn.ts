@@ -5,7 +5,7 @@
  */
 import { eq } from 'drizzle-orm';
 import { agentIdSchema } from '../../core/ids.js';
-import { forkAgentIdOf, forkEvaluationSchema, forkIdSchema, forkPatchSchema, type ForkBudgetLimits, type ForkEvaluation, type ForkPatch } from '../../core/fork.js';
+import { forkAgentIdOf, forkBudgetDefaults, forkEvaluationSchema, forkIdSchema, forkLifeforce, forkPatchSchema, type ForkBudgetLimits, type ForkEvaluation, type ForkPatch } from '../../core/fork.js';
 import { createForkCopy } from '../../db/queries/fork-copy.js';
 import { agentCostUsd, applyPatchToAgent, forkUsageOf, markForkPatched, removeForkCopy } from '../../db/queries/forks.js';
 import { agents, forks } from '../../db/schema/index.js';
@@ -29,6 +29,8 @@ export interface ForkSpawnResult {
   patchHash: string;
   rows: number;
   spawnMs: number;
+  /** The LF the fork's budget asks of the parent's: `budget.lifeforce`, else `budget.costUsd` at this worker's price of a dollar. */
+  lifeforce: number;
 }
 
 /**
@@ -37,8 +39,9 @@ export interface ForkSpawnResult {
  * (`fork_tool_registry`), in one transaction. Idempotent: a retry after the copy committed
  * returns the first attempt's result.
  */
-export async function forkSpawn({ db }: ForkEnv, raw: ForkSpawnInput): Promise<ForkSpawnResult> {
+export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): Promise<ForkSpawnResult> {
   const forkId = checked('forkSpawn: forkId', forkIdSchema, raw.forkId);
+  const lifeforce = forkLifeforce({ costUsd: raw.budget?.costUsd ?? forkBudgetDefaults.costUsd, lifeforce: raw.budget?.lifeforce }, prices.lfPerUsd);
   const agentId = checked('forkSpawn: agentId', agentIdSchema, raw.agentId);
   const patch = checked('forkSpawn: patch', forkPatchSchema, raw.patch);
   const evaluation = checked('forkSpawn: evaluation', forkEvaluationSchema, raw.evaluation);
@@ -69,7 +72,7 @@ export async function forkSpawn({ db }: ForkEnv, raw: ForkSpawnInput): Promise<F
       throw nonRetryable(ErrorType.InvalidInput, `fork ${forkId} already exists for agent ${row.agentId} with patch ${row.patchHash.slice(0, 12)}…`);
     }
     if (row.readyAt) {
-      return { forkId, forkAgentId, patchHash, rows: Number(forkUsageOf(row).rows ?? 0), spawnMs: Number(forkUsageOf(row).spawnMs ?? 0) };
+      return { forkId, forkAgentId, patchHash, rows: Number(forkUsageOf(row).rows ?? 0), spawnMs: Number(forkUsageOf(row).spawnMs ?? 0), lifeforce };
     }
     if (row.cleanedAt) throw nonRetryable(ErrorType.InvalidInput, `fork ${forkId} was already cleaned up`);
     const copy = await createForkCopy(tx, { parent, forkId, forkAgentId });
@@ -80,7 +83,7 @@ export async function forkSpawn({ db }: ForkEnv, raw: ForkSpawnInput): Promise<F
       .update(forks)
       .set({ forkAgentId, status: 'running', readyAt, usage: { rows: copy.rows, spawnMs, baselineCostUsd, copied: copy.copied, toolsCopied: copy.toolsCopied } as never })
       .where(eq(forks.id, forkId));
-    return { forkId, forkAgentId, patchHash, rows: copy.rows, spawnMs };
+    return { forkId, forkAgentId, patchHash, rows: copy.rows, spawnMs, lifeforce };
   });
 }
 

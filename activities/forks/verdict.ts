@@ -1,20 +1,50 @@
 /**
- * The fork's end: what it spent (`forkUsage`), its artifact files (`forkWriteArtifact`), the
- * verdict (`forkRecordVerdict`) and the human gate (`forkGate`), which alone writes to the
- * parent, after a human approved.
+ * The fork's end: what it spent (`forkUsage`), the evaluation's fixed lifeforce cost
+ * (`forkChargeEvaluation`), its artifact files (`forkWriteArtifact`), the verdict
+ * (`forkRecordVerdict`) and the human gate (`forkGate`), which alone writes to the parent,
+ * after a human approved.
  */
 import { eq } from 'drizzle-orm';
 import { forkPatchSchema, type VerdictDecision } from '../../core/fork.js';
+import { budgetIds } from '../../core/lifeforce.js';
 import { applyPatchToAgent, applyToolPatchToRegistry, forkSpentUsd, recordForkVerdict } from '../../db/queries/forks.js';
+import { budgetReport, reserve, settle } from '../../db/queries/lifeforce.js';
 import { forks, verdicts, type ForkArtifact } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
+import { classifiedFailure, ErrorType, nonRetryable } from '../errors.js';
+import { LifeforceExhaustedError } from '../llm/errors.js';
 import { checked, loadFork, writeArtifact, type ForkEnv } from './shared.js';
 
-/** Model cost the fork has spent so far (its llm_calls minus the copied parent's). */
-export async function forkUsage(env: ForkEnv, input: { forkId: string }): Promise<{ costUsd: number }> {
+/**
+ * What the fork has spent so far: model cost (its llm_calls minus the copied parent's) and, when
+ * it has a budget `fork:<id>`, the LF settled on it.
+ */
+export async function forkUsage(env: ForkEnv, input: { forkId: string }): Promise<{ costUsd: number; lifeforce?: number }> {
   const fork = await loadFork(env, input.forkId);
-  if (!fork.forkAgentId) return { costUsd: Number((fork.usage as { costUsd?: number }).costUsd ?? 0) };
-  return { costUsd: await forkSpentUsd(env.db, fork.forkAgentId, Number((fork.usage as { baselineCostUsd?: number }).baselineCostUsd ?? 0)) };
+  const report = await budgetReport(env.db, budgetIds.fork(input.forkId), { entries: 0 });
+  const lifeforce = report ? { lifeforce: report.budget.spent } : {};
+  if (!fork.forkAgentId) return { costUsd: Number((fork.usage as { costUsd?: number }).costUsd ?? 0), ...lifeforce };
+  return { costUsd: await forkSpentUsd(env.db, fork.forkAgentId, Number((fork.usage as { baselineCostUsd?: number }).baselineCostUsd ?? 0)), ...lifeforce };
+}
+
+/**
+ * The evaluation's fixed cost (`lfPerForkEvaluation`), besides the LLM calls it makes: reserved
+ * on the fork's budget and settled at once, under the key `fork-eval:<forkId>`, so a retry pays
+ * nothing more. A budget that cannot cover it fails as `LifeforceExhausted` (nothing charged).
+ */
+export async function forkChargeEvaluation(env: ForkEnv, input: { forkId: string; budgetId: string }): Promise<{ charged: number }> {
+  const key = `fork-eval:${input.forkId}`;
+  const held = await reserve(env.db, {
+    key,
+    budgetId: input.budgetId,
+    amount: env.prices.lfPerForkEvaluation,
+    operation: 'fork_evaluation',
+    ttlMs: env.prices.reservationTtlMs,
+    reason: `fork ${input.forkId}: evaluation`,
+  });
+  // Thrown classified: the fork family is also run unwrapped (tests), and this must stay non-retryable.
+  if (!held.ok) throw classifiedFailure(new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available));
+  const closed = await settle(env.db, key, held.amount, { forkId: input.forkId });
+  return { charged: closed.charged };
 }
 
 /** Store an artifact file under `.data/forks/<id>/` and return its listing entry. */

@@ -32,7 +32,7 @@ export interface OversightRun {
   callIds: number[];
 }
 
-type GraphInput = { escalation: ParsedEscalationInput; feedback?: string; round: number; key: string; catalogue: string[] };
+type GraphInput = { escalation: ParsedEscalationInput; feedback?: string; round: number; key: string; catalogue: string[]; budgetId?: string };
 
 const OversightState = Annotation.Root({
   input: Annotation<GraphInput>(),
@@ -51,7 +51,7 @@ const categories = ['statistics', 'code', 'visualization', 'state_machine_design
 function subAgent(deps: OversightDeps, category: EscalationCategory, signal: AbortSignal | undefined) {
   const attempts = deps.attempts ?? 2;
   return async (s: State) => {
-    const { escalation, feedback, round, key, catalogue } = s.input;
+    const { escalation, feedback, round, key, catalogue, budgetId } = s.input;
     const messages = [
       { role: 'system' as const, content: subAgentBriefs[category] },
       { role: 'user' as const, content: oversightPrompt(escalation, { feedback, round, catalogue }) },
@@ -68,6 +68,8 @@ function subAgent(deps: OversightDeps, category: EscalationCategory, signal: Abo
         idempotencyKey: `${key}/r${round}/${category}/a${attempt}`,
         purpose: `oversight:${category}`,
         tick: escalation.tick,
+        // The escalation's own budget (carved from the agent's) pays for its oversight.
+        ...(budgetId ? { lifeforce: { budgetId } } : {}),
         signal,
       });
       callIds.push(r.callId);
@@ -107,7 +109,7 @@ export function buildOversightGraph(deps: OversightDeps, signal?: AbortSignal) {
  * Run the oversight graph for one escalation (one design round). Heartbeats while the
  * sub-agent thinks. No oversight model → `LlmUnavailable` (the workflow falls back to the human).
  */
-export async function runOversight(deps: OversightDeps, input: { escalation: ParsedEscalationInput; round: number; feedback?: string; key: string }): Promise<OversightRun> {
+export async function runOversight(deps: OversightDeps, input: { escalation: ParsedEscalationInput; round: number; feedback?: string; key: string; budgetId?: string }): Promise<OversightRun> {
   return withHeartbeat(
     async (signal) => {
       try {

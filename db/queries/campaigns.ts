@@ -4,7 +4,7 @@
  */
 import { and, eq, sql } from 'drizzle-orm';
 import type { Checkpoint } from '../../core/campaign.js';
-import { campaignPhases, campaigns, type Campaign, type CampaignPhase } from '../schema/index.js';
+import { campaignPhases, campaigns, type Campaign, type CampaignBudget, type CampaignPhase } from '../schema/index.js';
 import type { Queryable } from './abstracts.js';
 
 export interface CampaignRowsInput {
@@ -14,6 +14,8 @@ export interface CampaignRowsInput {
   shardType: string;
   workflowId: string;
   phases: Array<{ name: string; type: string; objectives: string[]; tasks: Array<Record<string, unknown>>; checkpoint: Checkpoint }>;
+  /** What the campaign may spend (its lifeforce budget is carved from it); unset: `{}`. */
+  budget?: CampaignBudget;
 }
 
 /**
@@ -24,10 +26,16 @@ export interface CampaignRowsInput {
 export async function upsertCampaign(q: Queryable, input: CampaignRowsInput): Promise<Campaign['status']> {
   const [row] = await q
     .insert(campaigns)
-    .values({ id: input.campaignId, agentId: input.agentId, goal: input.title, shardType: input.shardType, status: 'running', workflowId: input.workflowId, startedAt: new Date() })
+    .values({ id: input.campaignId, agentId: input.agentId, goal: input.title, shardType: input.shardType, status: 'running', workflowId: input.workflowId, startedAt: new Date(), budget: input.budget ?? {} })
     .onConflictDoUpdate({
       target: campaigns.id,
-      set: { status: sql`case when ${campaigns.status} in ('running', 'paused', 'compensating') then ${campaigns.status} else 'running' end`, workflowId: input.workflowId, error: null, finishedAt: null },
+      set: {
+        status: sql`case when ${campaigns.status} in ('running', 'paused', 'compensating') then ${campaigns.status} else 'running' end`,
+        workflowId: input.workflowId,
+        error: null,
+        finishedAt: null,
+        ...(input.budget ? { budget: input.budget } : {}),
+      },
     })
     .returning({ status: campaigns.status });
   await q

@@ -20,6 +20,7 @@ import {
   forks,
   goalLinks,
   goals,
+  lifeforceBudgets,
   lifeforceLedger,
   links,
   llmCalls,
@@ -130,14 +131,16 @@ export async function countRows(db: Db, agentId: string): Promise<number> {
 
 /**
  * The parent's state, every table, ordered by id, each row as Postgres's own text: compared byte for byte
- * before and after a fork. Its own `forks`/`verdicts` records are not state (they log the forks).
+ * before and after a fork. Its own `forks`/`verdicts` records are not state (they log the forks), and
+ * its lifeforce budgets and ledger are left out: the parent funds each fork (a carve, settled at what
+ * the fork spent), which the lifeforce tests check on their own.
  */
 export async function snapshotAgent(db: Db, agentId: string): Promise<string> {
   // Each row as Postgres prints it (`row::text`): every column, microseconds and jsonb as stored,
   // so the comparison is byte for byte and not through JS types (a Date drops microseconds).
   const out: Record<string, unknown> = { agents: (await db.execute(sql`select s::text as r from ${agents} s where s.id = ${agentId}`)).rows.map((x) => x.r) };
   for (const t of agentOwnedTables) {
-    if (t === forks || t === verdicts) continue;
+    if (t === forks || t === verdicts || t === lifeforceBudgets || t === lifeforceLedger) continue;
     const r = await db.execute(sql`select s::text as r from ${t} s where s.agent_id = ${agentId} order by s.id`);
     out[getTableName(t)] = r.rows.map((x) => x.r);
   }

@@ -34,6 +34,11 @@ export const unlimitedLifeforce = {
   async lifeforceState(input: { agentId: string; budgetId?: string }) {
     return { ...unlimitedView(input.agentId), ...(input.budgetId ? { budgetId: input.budgetId } : {}), waitMs: 0 };
   },
+  /** A child budget (a campaign's, a fork's): unlimited, like its parent. */
+  async openChildBudget(input: { id: string }) {
+    return { ok: true as const, budgetId: input.id, carved: 0, unlimited: true };
+  },
+  async closeChildBudget(_input: { budgetId: string; reason: string }) {},
 };
 
 function unlimitedView(agentId: string) {

@@ -17,7 +17,10 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { classifyActivityErrors } from '../../activities/errors.js';
 import { createForkActivities } from '../../activities/forks/index.js';
+import { createLifeforceActivities } from '../../activities/lifeforce.js';
+import { defaultPrices } from '../../core/lifeforce.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { agentConfig, agents, forks, forkToolRegistry, verdicts } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
@@ -49,7 +52,12 @@ beforeAll(async () => {
   connection = await NativeConnection.connect(stack.temporal.connection);
   const workflowBundle = await bundleWorkflows(productWorkflowsPath);
   workers = [
-    await Worker.create({ connection, taskQueue: 'mindloop', workflowBundle, activities: createForkActivities({ db: stack.db.db, dataDir: data.path }) }),
+    await Worker.create({
+      connection,
+      taskQueue: 'mindloop',
+      workflowBundle,
+      activities: classifyActivityErrors({ ...createForkActivities({ db: stack.db.db, dataDir: data.path }), ...createLifeforceActivities({ db: stack.db.db, prices: defaultPrices }) }),
+    }),
     await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox: new DockerSandbox(docker) }) }),
   ];
   running = Promise.all(workers.map((w) => w.run()));

@@ -19,6 +19,7 @@ import type { CampaignLearning, createCampaignActivities } from '../../activitie
 import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { unlimitedLifeforce } from '../helpers/scripted.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 
@@ -55,7 +56,7 @@ function fakes(): Fake {
   const f: Fake = { ran: [], compensated: [], undone: [], aborted: new Set(), learnings: [], campaignStatus: [], phaseStatus: [], gates: new Map(), activities: {} as Activities };
   f.activities = {
     async campaignStarted() {
-      return { status: 'running' as const };
+      return { status: 'running' as const, lifeforce: null };
     },
     async recordCampaign(input) {
       f.campaignStatus.push(input.status);
@@ -105,7 +106,7 @@ function fakes(): Fake {
 let seq = 0;
 async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
   const taskQueue = `campaign-${++seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: { ...f.activities, ...unlimitedLifeforce } });
   return worker.runUntil(fn(taskQueue));
 }
 

@@ -11,9 +11,12 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { classifyActivityErrors } from '../../activities/errors.js';
 import { createForkActivities } from '../../activities/forks/index.js';
+import { createLifeforceActivities } from '../../activities/lifeforce.js';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import type { SuccessorForkInput } from '../../core/fork.js';
+import { defaultPrices } from '../../core/lifeforce.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls, llmRegistry, verdicts } from '../../db/schema/index.js';
@@ -57,7 +60,10 @@ beforeAll(async () => {
 let worker: Worker | undefined;
 let running: Promise<void> | undefined;
 beforeAll(async () => {
-  const activities = createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '', scriptedReply: reply }), dataDir: data.path });
+  const activities = classifyActivityErrors({
+    ...createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '', scriptedReply: reply }), dataDir: data.path }),
+    ...createLifeforceActivities({ db: handle.db, prices: defaultPrices }),
+  });
   worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'mindloop', workflowBundle: bundle, activities });
   running = worker.run();
 }, 60_000);
@@ -137,7 +143,8 @@ describe('successorForkWorkflow · context_replay (config and prompt patches)', 
     await seedParent('p-crb', 5);
     const before = await snapshotAgent(handle.db, 'p-crb');
     calls.length = 0;
-    const r = await run('cr-cost', { agentId: 'p-crb', patch: { kind: 'prompt', content: 'VARY.' }, evaluation: { kind: 'context_replay', lastN: 20 }, budget: { costUsd: 0.05 } });
+    // Lifeforce far above the dollar budget: the model-cost check is what stops it.
+    const r = await run('cr-cost', { agentId: 'p-crb', patch: { kind: 'prompt', content: 'VARY.' }, evaluation: { kind: 'context_replay', lastN: 20 }, budget: { costUsd: 0.05, lifeforce: 1_000_000 } });
     expect(r.verdict).toBe('REJECT');
     expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$\d+\.\d+ > \$0\.05\)$/);
     // It stopped after the first call that broke the budget: one of the 20 contexts was replayed.

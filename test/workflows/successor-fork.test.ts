@@ -14,13 +14,17 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { classifyActivityErrors } from '../../activities/errors.js';
 import { createForkActivities } from '../../activities/forks/index.js';
+import { createLifeforceActivities } from '../../activities/lifeforce.js';
 import { createLlmRouter } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { canonicalJson, forkPatchSchema, type SuccessorForkInput } from '../../core/fork.js';
+import { defaultPrices } from '../../core/lifeforce.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agentConfig, agents, forks, forkToolRegistry, llmCalls, toolRegistry, verdicts } from '../../db/schema/index.js';
+import { configureBudget } from '../../db/queries/lifeforce.js';
+import { agentConfig, agents, forks, forkToolRegistry, lifeforceBudgets, lifeforceLedger, llmCalls, toolRegistry, verdicts } from '../../db/schema/index.js';
 import {
   approveForkUpdate,
   forkStateQuery,
@@ -62,9 +66,11 @@ afterAll(async () => {
 
 function forkActivities() {
   const real = createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '' }), dataDir: data.path });
-  return {
+  // Classified as the worker classifies them: a budget that cannot cover a call is `LifeforceExhausted`.
+  return classifyActivityErrors({
     ...real,
-    async forkEvaluateAbstracts(input: { forkId: string }) {
+    ...createLifeforceActivities({ db: handle.db, prices: defaultPrices }),
+    async forkEvaluateAbstracts(input: { forkId: string; budgetId?: string }) {
       if (hooks.failEvaluation) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'evaluation blew up' });
       if (hooks.blockEvaluation) {
         const ctx = Context.current();
@@ -82,7 +88,7 @@ function forkActivities() {
       if (hooks.failRecord) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'verdict store down' });
       return real.forkRecordVerdict(input);
     },
-  };
+  });
 }
 
 let workers: Worker[] = [];
@@ -133,6 +139,16 @@ async function forkGone(forkId: string) {
   expect(await handle.db.select().from(forkToolRegistry).where(eq(forkToolRegistry.agentId, `fk.${forkId}`))).toEqual([]);
   expect((await forkRow(forkId)).cleanedAt).toBeInstanceOf(Date);
 }
+async function lfBudget(id: string) {
+  const [b] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, id));
+  return b!;
+}
+/** Reservations on the budget that no settle or release closed. */
+async function openReservations(budgetId: string): Promise<string[]> {
+  const entries = await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId));
+  const closed = new Set(entries.filter((e) => e.reservationKey).map((e) => e.reservationKey));
+  return entries.filter((e) => e.kind === 'reserve' && !closed.has(e.idempotencyKey)).map((e) => e.idempotencyKey);
+}
 async function strategyOf(agentId: string) {
   const [r] = await handle.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
   return r?.value;
@@ -180,11 +196,13 @@ describe('successorForkWorkflow', () => {
   it('evaluates the demo patch end to end: APPROVE stored with patch_hash and artifacts, copy destroyed, parent untouched byte for byte; reject discards', async () => {
     await seedForkableAgent(handle.db, 'p-demo');
     const before = await snapshotAgent(handle.db, 'p-demo');
+    // The copy holds every row the parent had when it spawned (the parent's ledger grows after: it funds the fork).
+    const rowsAtSpawn = await countRows(handle.db, 'p-demo');
     await withWorkers(async () => {
       const h = await start('demo-1', { agentId: 'p-demo', patch: strategyPatch, evaluation: replay });
       const s = await phase(h, 'awaiting_approval');
       expect(s).toMatchObject({ verdict: 'APPROVE', gate: 'pending' });
-      expect(s.rows).toBe(await countRows(handle.db, 'p-demo'));
+      expect(s.rows).toBe(rowsAtSpawn);
 
       const v = (await verdictOf('demo-1'))!;
       const canonical = canonicalJson(forkPatchSchema.parse(strategyPatch));
@@ -202,6 +220,11 @@ describe('successorForkWorkflow', () => {
 
       await forkGone('demo-1');
       expect((await forkRow('demo-1')).status).toBe('completed');
+      // Its lifeforce: the evaluation's fixed cost (no judge), charged to its own budget, closed at
+      // cleanup; the parent (unlimited until configured) paid exactly that through its carve.
+      expect((await forkRow('demo-1')).usage).toMatchObject({ lifeforce: defaultPrices.lfPerForkEvaluation });
+      expect(await lfBudget('fork:demo-1')).toMatchObject({ spent: defaultPrices.lfPerForkEvaluation, reserved: 0, closedAt: expect.any(Date) });
+      expect(await lfBudget('agent:p-demo')).toMatchObject({ capacity: null, spent: defaultPrices.lfPerForkEvaluation, reserved: 0 });
       expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
 
       expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({ gate: 'rejected', applied: null });
@@ -285,7 +308,8 @@ describe('successorForkWorkflow', () => {
   it('model-cost budget: the judge spends on the fork until the budget runs out → REJECT', async () => {
     await seedForkableAgent(handle.db, 'p-cost', { validatorCostPer1k: 1 });
     await withWorkers(async () => {
-      const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01 } })).result();
+      // Lifeforce far above the dollar budget: the model-cost check is what stops it.
+      const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01, lifeforce: 1_000_000 } })).result();
       expect(r.verdict).toBe('REJECT');
       expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$0\.\d+ > \$0\.01\)$/);
     });
@@ -295,6 +319,43 @@ describe('successorForkWorkflow', () => {
     // The parent paid nothing: its calls are the two it was seeded with.
     expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'p-cost'))).toHaveLength(2);
     await forkGone('cost-1');
+  });
+
+  it('lifeforce: a budget too small for the evaluation → REJECT budget_exceeded: lifeforce; the rest returns to the parent; the ledger balances', async () => {
+    await seedForkableAgent(handle.db, 'p-lf', { validatorCostPer1k: 1 });
+    await configureBudget(handle.db, 'p-lf', { capacity: 1000 });
+    const fixed = defaultPrices.lfPerForkEvaluation;
+    // The fixed cost fits; the judge's first call (its worst case, at $1 per 1 000 prompt tokens) does not.
+    const r = await (await start('lf-1', { agentId: 'p-lf', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { lifeforce: fixed + 5 } })).result();
+    expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable' });
+    expect(r.evaluationSummary).toMatch(/^budget_exceeded: lifeforce \(budget fork:lf-1 cannot cover [\d.]+ LF \(balance; available 5 LF\)\)$/);
+    expect(await verdictOf('lf-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: r.evaluationSummary });
+    const f = await forkRow('lf-1');
+    expect(f.status).toBe('budget_exceeded');
+    expect(f.usage).toMatchObject({ lifeforce: fixed });
+    await forkGone('lf-1');
+
+    // The fork spent its fixed cost and nothing more; its budget is closed; the parent paid exactly that.
+    expect(await lfBudget('fork:lf-1')).toMatchObject({ spent: fixed, funded: fixed, reserved: 0, balance: 0, parentId: 'agent:p-lf', closedAt: expect.any(Date) });
+    expect(await lfBudget('agent:p-lf')).toMatchObject({ spent: fixed, reserved: 0, balance: 1000 - fixed });
+    expect(await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.reservationKey, 'carve:fork:lf-1'))).toMatchObject([{ kind: 'settle', amount: fixed }]);
+    expect(await openReservations('fork:lf-1')).toEqual([]);
+    expect(await openReservations('agent:p-lf')).toEqual([]);
+    // The refused judge call never reached the model.
+    expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'fk.lf-1'))).toEqual([]);
+  });
+
+  it('lifeforce: a parent that cannot fund the fork → REJECT budget_exceeded: lifeforce, nothing evaluated, nothing spent', async () => {
+    await seedForkableAgent(handle.db, 'p-lf-poor');
+    await configureBudget(handle.db, 'p-lf-poor', { capacity: 5 });
+    // The default budget: $5 of model cost, 5 000 LF.
+    const r = await (await start('lf-2', { agentId: 'p-lf-poor', patch: strategyPatch, evaluation: replay })).result();
+    expect(r).toMatchObject({ verdict: 'REJECT', artifacts: [], caveats: ['the evaluation did not start'] });
+    expect(r.evaluationSummary).toBe('budget_exceeded: lifeforce (fork:lf-2 not carved: budget agent:p-lf-poor cannot cover 5000 LF (balance; available 5 LF))');
+    expect(await forkRow('lf-2')).toMatchObject({ status: 'budget_exceeded', usage: expect.not.objectContaining({ patchApplied: expect.anything() }) });
+    await forkGone('lf-2');
+    expect(await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'fork:lf-2'))).toEqual([]);
+    expect(await lfBudget('agent:p-lf-poor')).toMatchObject({ spent: 0, reserved: 0, balance: 5 });
   });
 
   it('cancel mid-evaluation: nothing of the fork is left', async () => {

@@ -225,9 +225,27 @@ export function campaignTaskText(o: {
   };
 }
 
-export function campaignCurrentDetails(p: { status: string; phase: { index: number; total: number; name: string | null }; task: { index: number; total: number; name: string | null }; degradedStep?: string | null }): string {
+export function campaignCurrentDetails(p: {
+  status: string;
+  phase: { index: number; total: number; name: string | null };
+  task: { index: number; total: number; name: string | null };
+  degradedStep?: string | null;
+  pauseReason?: string | null;
+}): string {
   const at = p.phase.index === 0 ? 'starting' : `phase ${p.phase.index}/${p.phase.total} ${p.phase.name ?? ''}`.trim() + (p.task.index ? ` · task ${p.task.index}/${p.task.total} ${p.task.name ?? ''}`.trimEnd() : '');
-  return [p.status, at, p.degradedStep ? `degraded: ${p.degradedStep} waits for a dependency` : null].filter(Boolean).join(' · ');
+  return [p.status, at, p.degradedStep ? `degraded: ${p.degradedStep} waits for a dependency` : null, p.status === 'paused' && p.pauseReason ? oneLine(p.pauseReason, 300) : null].filter(Boolean).join(' · ');
+}
+
+/** What a refused reservation or carve lacked: the budget, what was needed, what it has. */
+export function lifeforceShortfallText(s: { budgetId: string; reason: string; needed: number; available: number | null }): string {
+  return `budget ${s.budgetId} cannot cover ${s.needed} LF (${s.reason}; available ${s.available ?? 'unlimited'} LF)`;
+}
+
+/** Why a campaign paused itself for lifeforce, and what a human does about it. */
+export function campaignLifeforcePause(o: { agentId: string; campaignId: string; step: string; shortfall: { budgetId: string; reason: string; needed: number; available: number | null } }): string {
+  const b = o.shortfall.budgetId;
+  const grant = b.startsWith('agent:') ? `mindloop lifeforce grant ${o.agentId} <LF>` : `mindloop lifeforce grant ${o.agentId} <LF> --budget ${b}`;
+  return `lifeforce exhausted (${o.step}): ${lifeforceShortfallText(o.shortfall)}; grant more (\`${grant}\`), then resume the campaign (signal \`resume\` to campaign/${o.campaignId})`;
 }
 
 // ---- maintenance schedules ----------------------------------------------------------------------
@@ -288,7 +306,7 @@ export const handlerText = {
   campaign: {
     progress: 'Phase i/n, task j/m, status, checkpoint verdicts, failures, compensation so far.',
     pause: 'Pause before the next task (the running one finishes).',
-    resume: 'Resume a paused campaign.',
+    resume: 'Resume a paused campaign (also one paused because its lifeforce budget ran out, after a grant).',
     cancel: 'Stop, undo started work in reverse order, and complete as cancelled.',
   },
   escalation: {
