@@ -227,18 +227,19 @@ export function reserve(before: BudgetState, amount: number, at: number): Reserv
 }
 
 /**
- * Close a reservation of `reserved` with the operation's actual cost: the actual is charged (never
- * more than was reserved: an operation cannot overspend), the rest goes back to the balance and
- * to the envelopes of the windows it was reserved in. A release is a settle of 0.
+ * Close a reservation of `reserved` with the operation's actual cost: the actual is charged (on a
+ * limited budget never more than was reserved: an operation cannot overspend; an unlimited one
+ * records what it really cost), the rest goes back to the balance and to the envelopes of the
+ * windows it was reserved in. A release is a settle of 0.
  */
 export function settle(b: BudgetState, reserved: number, actual: number, windows: { day: string; month: string }): { budget: BudgetState; charged: number; overrun: number } {
   const r = lfRound(Math.min(reserved, b.reserved));
-  const charged = lfRound(Math.min(r, Math.max(0, actual)));
-  const refund = lfRound(r - charged);
+  const charged = lfRound(b.balance === null ? Math.max(0, actual) : Math.min(r, Math.max(0, actual)));
+  const refund = lfRound(Math.max(0, r - charged));
   const back = (e: Envelope, w: string): Envelope => (e.window === w ? { ...e, used: lfRound(Math.max(0, e.used - refund)) } : e);
   return {
     charged,
-    overrun: lfRound(Math.max(0, actual - r)),
+    overrun: lfRound(Math.max(0, actual - charged)),
     budget: {
       ...b,
       balance: b.balance === null ? null : lfRound(b.balance + refund),

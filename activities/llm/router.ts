@@ -10,7 +10,8 @@ import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { budgetIds, defaultPrices, llmCost, llmWorstCase, type PriceTable } from '../../core/lifeforce.js';
 import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
-import { release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { openHolds, release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { activityContext } from '../heartbeat.js';
 import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { describeError, LifeforceExhaustedError, LlmUnavailableError } from './errors.js';
@@ -189,12 +190,14 @@ function modelFor(router: Router, row: LlmRegistryEntry): ChatModel {
 }
 
 /** The stored answer of the request's idempotency key (with the failed attempts before it), if any. */
-async function storedAnswer(router: Router, req: ChatRequest): Promise<ChatResult | undefined> {
+async function storedAnswer(router: Router, req: ChatRequest): Promise<{ result: ChatResult; chargeKeys: { answered?: string; all: string[] } } | undefined> {
   const requestKey = req.idempotencyKey;
   if (requestKey === undefined) return undefined;
   const previous = req.preloaded ? req.preloaded.previous.filter((r) => r.requestKey === requestKey) : await llmCallsByKeys(router.deps.db, [requestKey]);
   const ok = previous.find((r) => r.ok);
-  return ok ? resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id)) : undefined;
+  if (!ok) return undefined;
+  const keyOf = (r: LlmCall) => (typeof r.metadata?.chargeKey === 'string' ? r.metadata.chargeKey : undefined);
+  return { result: resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id)), chargeKeys: { answered: keyOf(ok), all: previous.map(keyOf).filter((k): k is string => k !== undefined) } };
 }
 
 /**
@@ -219,7 +222,7 @@ async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, b
     const cancelled = req.signal?.aborted === true;
     // An error message may quote the endpoint's body: sanitised like any model text.
     const error = sanitizeText(cancelled ? `cancelled: ${describeError(req.signal?.reason)}` : timeout?.signal.aborted ? `timed out after ${timeout.ms} ms` : describeError(err));
-    await deps.db.insert(llmCalls).values({ ...base, latencyMs: Math.round(performance.now() - started), ok: false, error, metadata: model ? { endpoint: model.id } : null });
+    await deps.db.insert(llmCalls).values({ ...base, latencyMs: Math.round(performance.now() - started), ok: false, error, metadata: model || base.metadata ? { ...base.metadata, ...(model ? { endpoint: model.id } : {}) } : null });
     // The caller gave up (activity cancelled): no failover, no health penalty.
     if (cancelled) throw req.signal?.reason ?? err;
     await recordRowHealth(deps.db, row, error);
@@ -249,7 +252,7 @@ async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntr
     ok: true,
     reply: text,
     // The tool calls are part of the answer: a replay by the key must return them too.
-    metadata: { endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
+    metadata: { ...base.metadata, endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
   };
   // The partial unique index on (request_key) where ok decides which attempt answered first.
   const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });
@@ -282,10 +285,8 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
   const stored = await storedAnswer(router, req);
   if (stored) {
     // The attempt that answered may have died before settling: its retry settles it (once).
-    if (router.deps.lifeforce?.enabled && req.idempotencyKey !== undefined) {
-      await settle(router.deps.db, callChargeKey(req.idempotencyKey, stored.registryId), llmCost(router.deps.lifeforce.prices, await priceOf(router, req, stored.registryId), stored.usage), { callId: stored.callId, model: stored.model });
-    }
-    return stored;
+    if (router.deps.lifeforce?.enabled && req.idempotencyKey !== undefined) await closeRequestHolds(router, req, stored.result, stored.chargeKeys);
+    return stored.result;
   }
   const requestKey = req.idempotencyKey;
   const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : rowsFor(await usableRegistry(router.deps.db, req.agentId), req.role, req.registryId);
@@ -293,6 +294,7 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
   for (const row of rows) {
     req.signal?.throwIfAborted();
     const started = performance.now();
+    const charge = await reserveCall(router, req, row);
     const base: AttemptBase = {
       agentId: req.agentId,
       registryId: row.id,
@@ -305,9 +307,18 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
       // Unique per attempt: a call's attempts (and a retried activity's) each get a row.
       idempotencyKey: `${requestKey ?? `${req.agentId}/${req.role}`}#${randomUUID()}`,
       requestKey,
+      // The hold this attempt charges: a retry that finds the answer settles exactly it.
+      ...(charge ? { metadata: { chargeKey: charge.key } } : {}),
     };
-    const charge = await reserveCall(router, req, row);
-    const asked = await askRow(router, charge ? { ...req, params: charge.params } : req, row, base, started);
+    let asked: Awaited<ReturnType<typeof askRow>>;
+    try {
+      asked = await askRow(router, charge ? { ...req, params: charge.params } : req, row, base, started);
+    } catch (err) {
+      // Cancelled by its caller: no retry comes for this call, so its hold goes back now. (A
+      // timeout or a lost worker is retried under the same key, which settles the hold.)
+      if (charge && activityContext()?.cancellationDetails?.cancelRequested) await release(router.deps.db, charge.key, 'cancelled');
+      throw err;
+    }
     if ('error' in asked) {
       if (charge) await release(router.deps.db, charge.key, `failed: ${clipText(asked.error, 200)}`);
       attempts.push({ registryId: row.id, model: row.model, error: asked.error });
@@ -318,6 +329,8 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
     const result = await keepAnswer(router, req, row, base, started, asked, attempts);
     if (!charge) return result;
     const closed = await settle(router.deps.db, charge.key, llmCost(router.deps.lifeforce!.prices, row, result.usage), { callId: result.callId, model: row.model });
+    // A retry: an earlier attempt may have died holding another row's worst case.
+    if (requestKey !== undefined && (activityContext()?.info.attempt ?? 1) > 1) await closeRequestHolds(router, req, result, { answered: charge.key, all: rows.map((r) => callChargeKey(requestKey, r.id)) });
     return closed.replayed ? result : { ...result, lifeforce: { budgetId: charge.budgetId, charged: closed.charged, available: closed.available ?? null } };
   }
   throw new LlmUnavailableError(req.agentId, req.role, attempts);
@@ -352,10 +365,23 @@ async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEnt
   return { key, budgetId, params: { ...req.params, maxTokens } };
 }
 
-/** The price columns of a registry row (for settling a replayed answer). */
-async function priceOf(router: Router, req: ChatRequest, registryId: number): Promise<Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'>> {
-  const registry = req.preloaded?.registry ?? (await usableRegistry(router.deps.db, req.agentId));
-  return registry.find((r) => r.id === registryId) ?? { costPer1kInput: 0, costPer1kOutput: 0 };
+/**
+ * Close what a request's earlier attempts left held: the answering attempt's hold is settled
+ * with the answer's cost (once, whoever comes first), every other open hold of the request —
+ * a row an attempt that died was asking — is released. Only retries and replays come here.
+ */
+async function closeRequestHolds(router: Router, req: ChatRequest, answer: ChatResult, keys: { answered?: string; all: string[] }): Promise<void> {
+  const { db, lifeforce } = router.deps;
+  const requestKey = req.idempotencyKey!;
+  const registry = req.preloaded?.registry ?? (await usableRegistry(db, req.agentId));
+  const answered = keys.answered ?? callChargeKey(requestKey, answer.registryId);
+  const candidates = new Set([answered, ...keys.all, ...rowsFor(registry, req.role, req.registryId).map((r) => callChargeKey(requestKey, r.id))]);
+  const open = await openHolds(db, [...candidates]);
+  const price = registry.find((r) => r.id === answer.registryId) ?? { costPer1kInput: 0, costPer1kOutput: 0 };
+  for (const key of open) {
+    if (key === answered) await settle(db, key, llmCost(lifeforce!.prices, price, answer.usage), { callId: answer.callId, model: answer.model });
+    else await release(db, key, 'another attempt of the same call answered');
+  }
 }
 
 /** Build the router; keep one per process (it caches chat models per registry row). */

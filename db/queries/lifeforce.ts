@@ -1,13 +1,15 @@
 /**
- * The lifeforce ledger's transactions. Each locks the budget row (`FOR UPDATE`), applies
- * core/lifeforce.ts to it and appends the ledger entry in the same transaction, so two
- * operations on one budget serialise and a crash leaves either both writes or neither.
+ * The lifeforce ledger's changes. A hold and its close read the budget row with its version
+ * (`xmin`), apply core/lifeforce.ts, and write the new row and the ledger entry in one statement
+ * that only lands if the row is still that version (else they read again): both writes or
+ * neither, no lock held in between. The rarer changes (grants, carves, settings) lock the row
+ * (`FOR UPDATE`) in a transaction, which bumps the version the same way.
  *
  * Keys: an operation reserves under its own idempotency key (a retried attempt finds the
  * reservation instead of holding twice); its settle or release is the entry `close:<key>`,
  * unique, so a reservation is closed once whoever closes it (the operation, its retry, the sweep).
  */
-import { and, desc, eq, gte, isNull, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm';
 import {
   available,
   budgetIds,
@@ -109,8 +111,22 @@ interface Versioned {
   version: string;
 }
 
-/** How many times a change is tried when another one changed the budget between its read and its write. */
-const maxAttempts = 20;
+/**
+ * Run a change that reads a budget and writes it only if unchanged (`once` answers `conflict`
+ * when another change came between): first without a lock, the cheap way for the usual single
+ * writer; when contended (several calls of one agent at once), once more holding the row's lock,
+ * where no other change can come between.
+ */
+async function changeBudget<T>(db: Db | Tx, budgetId: string, once: (conn: Db | Tx) => Promise<T | 'conflict'>): Promise<T> {
+  const first = await once(db);
+  if (first !== 'conflict') return first;
+  return (db as Db).transaction(async (tx) => {
+    await lockBudget(tx, budgetId);
+    const locked = await once(tx);
+    if (locked === 'conflict') throw new Error(`lifeforce: budget ${budgetId} changed while locked`);
+    return locked;
+  });
+}
 
 /**
  * Write a budget's new values and its ledger entry in one statement, only if the row is still
@@ -159,38 +175,39 @@ async function readForChange(db: Db | Tx, budgetId: string, key: string) {
 export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   const at = req.at ?? Date.now();
   const amount = lfRound(req.amount);
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
-    const read = await readForChange(db, req.budgetId, req.key);
-    if (!read) {
-      const agentId = agentOf(req.budgetId);
-      if (agentId === null) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
-      await (db as Db).transaction((tx) => insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at }));
-      continue;
-    }
-    const { row } = read;
-    if (read.previous !== null) return { ok: true, key: req.key, amount: Number(read.previous), replayed: true, closed: read.closed };
-    const outcome = reserveState(stateOf(row), amount, at);
-    if (!outcome.ok) {
-      if (row.exhaustedAt === null) await db.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
-      return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
-    }
-    const written = await writeIfUnchanged(db, read, { ...columnsOf(outcome.budget), exhaustedAt: null }, {
-      agentId: row.agentId,
-      budgetId: row.id,
-      scope: row.scope,
-      scopeId: row.id,
-      idempotencyKey: req.key,
-      kind: 'reserve',
-      amount,
-      operation: req.operation,
-      reason: req.reason ?? null,
-      tick: req.tick ?? null,
-      deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
-      metadata: { ...req.metadata, windows: outcome.windows },
-    });
-    if (written) return { ok: true, key: req.key, amount, replayed: false, closed: false };
+  const result = await changeBudget(db, req.budgetId, (conn) => reserveOnce(conn, req, at, amount));
+  const agentId = agentOf(req.budgetId);
+  if (result.ok || result.reason !== 'missing' || agentId === null) return result;
+  // An agent's budget is created on first use, unlimited, if nothing set it up before.
+  await (db as Db).transaction((tx) => insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at }));
+  return changeBudget(db, req.budgetId, (conn) => reserveOnce(conn, req, at, amount));
+}
+
+async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount: number): Promise<ReserveResult | 'conflict'> {
+  const read = await readForChange(db, req.budgetId, req.key);
+  if (!read) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
+  const { row } = read;
+  if (read.previous !== null) return { ok: true, key: req.key, amount: Number(read.previous), replayed: true, closed: read.closed };
+  const outcome = reserveState(stateOf(row), amount, at);
+  if (!outcome.ok) {
+    if (row.exhaustedAt === null && outcome.reason !== 'closed') await db.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
+    return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
   }
-  throw new Error(`lifeforce: budget ${req.budgetId} changed under ${maxAttempts} attempts to reserve ${req.key}`);
+  const written = await writeIfUnchanged(db, read, { ...columnsOf(outcome.budget), exhaustedAt: null }, {
+    agentId: row.agentId,
+    budgetId: row.id,
+    scope: row.scope,
+    scopeId: row.id,
+    idempotencyKey: req.key,
+    kind: 'reserve',
+    amount,
+    operation: req.operation,
+    reason: req.reason ?? null,
+    tick: req.tick ?? null,
+    deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
+    metadata: { ...req.metadata, windows: outcome.windows },
+  });
+  return written ? { ok: true, key: req.key, amount, replayed: false, closed: false } : 'conflict';
 }
 
 export interface CloseResult {
@@ -213,40 +230,50 @@ const windowsOf = (entry: LifeforceLedgerEntry) => {
 };
 
 async function close(db: Db, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult> {
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
-    // One read: the reservation, its budget (with its version) and whether it is closed already —
-    // by its own key, so whoever closes first (the operation, its retry, the sweep) closes it.
-    const [read] = await db
-      .select({
-        reservation: lifeforceLedger,
-        row: lifeforceBudgets,
-        version: sql<string>`${lifeforceBudgets}.xmin::text`,
-        previous: sql<string | null>`(select amount from lifeforce_ledger where idempotency_key = ${closeKey(reservationKey)})`,
-      })
-      .from(lifeforceLedger)
-      .innerJoin(lifeforceBudgets, eq(lifeforceBudgets.id, lifeforceLedger.budgetId))
-      .where(and(eq(lifeforceLedger.idempotencyKey, reservationKey), eq(lifeforceLedger.kind, 'reserve')));
-    if (!read) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
-    const { reservation } = read;
-    if (read.previous !== null) return { charged: Number(read.previous), refunded: 0, overrun: 0, replayed: true };
-    const { budget, charged, overrun } = settleState(stateOf(read.row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
-    const written = await writeIfUnchanged(db, read, columnsOf(budget), {
-      agentId: read.row.agentId,
-      budgetId: read.row.id,
-      scope: read.row.scope,
-      scopeId: read.row.id,
-      idempotencyKey: closeKey(reservationKey),
-      kind,
-      amount: charged,
-      reservationKey,
-      operation: reservation.operation,
-      reason: details.reason ?? null,
-      tick: reservation.tick,
-      metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
-    });
-    if (written) return { charged, refunded: lfRound(reservation.amount - charged), overrun, replayed: false, available: available(budget) };
-  }
-  throw new Error(`lifeforce: the budget of ${reservationKey} changed under ${maxAttempts} attempts to close it`);
+  const first = await closeOnce(db, reservationKey, actual, kind, details);
+  if (!('conflict' in first)) return first;
+  // Contended (calls of one agent at once): once more holding the budget row's lock.
+  return db.transaction(async (tx) => {
+    await lockBudget(tx, first.conflict);
+    const locked = await closeOnce(tx, reservationKey, actual, kind, details);
+    if ('conflict' in locked) throw new Error(`lifeforce: budget ${first.conflict} changed while locked`);
+    return locked;
+  });
+}
+
+async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult | { conflict: string }> {
+  // One read: the reservation, its budget (with its version) and whether it is closed already —
+  // by its own key, so whoever closes first (the operation, its retry, the sweep) closes it.
+  const [read] = await db
+    .select({
+      reservation: lifeforceLedger,
+      row: lifeforceBudgets,
+      version: sql<string>`${lifeforceBudgets}.xmin::text`,
+      previous: sql<string | null>`(select amount from lifeforce_ledger where idempotency_key = ${closeKey(reservationKey)})`,
+    })
+    .from(lifeforceLedger)
+    .innerJoin(lifeforceBudgets, eq(lifeforceBudgets.id, lifeforceLedger.budgetId))
+    .where(and(eq(lifeforceLedger.idempotencyKey, reservationKey), eq(lifeforceLedger.kind, 'reserve')));
+  if (!read) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
+  const { reservation } = read;
+  if (read.previous !== null) return { charged: Number(read.previous), refunded: 0, overrun: 0, replayed: true };
+  const { budget, charged, overrun } = settleState(stateOf(read.row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
+  const written = await writeIfUnchanged(db, read, columnsOf(budget), {
+    agentId: read.row.agentId,
+    budgetId: read.row.id,
+    scope: read.row.scope,
+    scopeId: read.row.id,
+    idempotencyKey: closeKey(reservationKey),
+    kind,
+    amount: charged,
+    reservationKey,
+    operation: reservation.operation,
+    reason: details.reason ?? null,
+    tick: reservation.tick,
+    metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
+  });
+  if (!written) return { conflict: read.row.id };
+  return { charged, refunded: lfRound(Math.max(0, reservation.amount - charged)), overrun, replayed: false, available: available(budget) };
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
@@ -257,6 +284,17 @@ export function settle(db: Db, key: string, actual: number, metadata?: Record<st
 /** The operation did not run (or its worker died): return everything it reserved. */
 export function release(db: Db, key: string, reason: string): Promise<CloseResult> {
   return close(db, key, 0, 'release', { reason });
+}
+
+/** Which of these keys are holds not closed yet. */
+export async function openHolds(db: Db, keys: string[]): Promise<string[]> {
+  if (keys.length === 0) return [];
+  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
+  const rows = await db
+    .select({ key: lifeforceLedger.idempotencyKey })
+    .from(lifeforceLedger)
+    .where(and(inArray(lifeforceLedger.idempotencyKey, keys), eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${closes}`));
+  return rows.map((r) => r.key);
 }
 
 /** Release every reservation whose deadline passed unclosed; returns how many. */
@@ -333,14 +371,20 @@ export async function carveBudget(db: Db, spec: { parentId: string; id: string; 
   const at = spec.at ?? Date.now();
   const existing = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.id));
   if (existing[0]) return { ok: true, budget: existing[0], carved: existing[0].funded };
-  const [parentRow] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.parentId));
+  let [parentRow] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.parentId));
+  const parentAgent = agentOf(spec.parentId);
+  if (!parentRow && parentAgent !== null) {
+    // An agent's budget is created on first use, unlimited, as a reservation would.
+    parentRow = await ensureBudget(db, { id: spec.parentId, agentId: parentAgent, scope: 'agent', settings: { capacity: null }, at });
+  }
   if (!parentRow) return { ok: false, reason: 'missing', needed: spec.amount ?? 0, available: 0 };
   const unlimited = spec.amount === null && parentRow.capacity === null;
   const amount = spec.amount ?? (unlimited ? 0 : Math.floor((available(regenerate(stateOf(parentRow), at)) ?? 0) * defaultCarveShare * 10_000) / 10_000);
   const parent = await reserve(db, { key: `carve:${spec.id}`, budgetId: spec.parentId, amount, operation: 'carve', at, ttlMs: null, reason: `budget for ${spec.id}` });
   if (!parent.ok) return { ok: false, reason: parent.reason, needed: parent.needed, available: parent.available };
   return db.transaction(async (tx) => {
-    await insertBudget(tx, { id: spec.id, agentId: spec.agentId, scope: spec.scope, settings: { capacity: unlimited ? null : amount }, at, parentId: spec.parentId });
+    // The parent's hold says what was carved (a retried carve finds the first attempt's amount).
+    await insertBudget(tx, { id: spec.id, agentId: spec.agentId, scope: spec.scope, settings: { capacity: unlimited ? null : parent.amount }, at, parentId: spec.parentId });
     const row = await lockBudget(tx, spec.id);
     if (!row) throw new Error(`lifeforce: budget ${spec.id} vanished`);
     return { ok: true as const, budget: row, carved: row.funded };
@@ -348,8 +392,10 @@ export async function carveBudget(db: Db, spec: { parentId: string; id: string; 
 }
 
 /**
- * Close a child budget: its open reservations are released, what it spent is charged to the
- * parent's carve and the rest returns to the parent. Idempotent.
+ * Close a child budget: its open holds are released, the parent's carve is settled at what the
+ * child spent (at most the carve), and everything the child has left — the rest of the carve, and
+ * grants made to it and not spent — returns to the parent.
+ * Idempotent.
  */
 export async function closeBudget(db: Db, budgetId: string, reason: string): Promise<void> {
   const open = await openReservations(db, budgetId);
@@ -362,7 +408,16 @@ export async function closeBudget(db: Db, budgetId: string, reason: string): Pro
     await tx.update(lifeforceBudgets).set({ closedAt: new Date(), balance: locked.balance === null ? null : 0, funded: lfRound(locked.funded - back) }).where(eq(lifeforceBudgets.id, budgetId));
     return locked;
   });
-  if (row?.parentId) await settle(db, `carve:${budgetId}`, row.spent, { child: budgetId, reason });
+  if (!row?.parentId) return;
+  const [carve] = await db.select({ amount: lifeforceLedger.amount }).from(lifeforceLedger).where(eq(lifeforceLedger.idempotencyKey, `carve:${budgetId}`));
+  const carved = carve?.amount ?? 0;
+  const left = row.balance ?? 0;
+  // The child's spend is the parent's, up to what was carved; what it has beyond the rest of the
+  // carve (grants made to it) goes to the parent too.
+  const used = row.balance === null ? row.spent : Math.min(carved, row.spent);
+  await settle(db, `carve:${budgetId}`, used, { child: budgetId, reason });
+  const extra = row.balance === null ? 0 : lfRound(left - (carved - used));
+  if (extra > 0) await grantLifeforce(db, { budgetId: row.parentId, amount: extra, key: `return:${budgetId}`, reason: `unspent grants of ${budgetId} (closed: ${reason})` });
 }
 
 async function openReservations(db: Db, budgetId: string): Promise<string[]> {

@@ -119,6 +119,27 @@ describe('the lifeforce ledger', () => {
     await reconcile('task:lf/1');
   });
 
+  it("a closing child gives back what it has, its unspent grants included; an unlimited child's spend reaches its parent", async () => {
+    const db = handle.db;
+    await ensureBudget(db, { id: 'agent:giver', agentId: 'lf', scope: 'agent', settings: { capacity: 100 }, at: t0 });
+    await carveBudget(db, { parentId: 'agent:giver', id: 'campaign:g1', agentId: 'lf', scope: 'campaign', amount: 10, at: t0 });
+    await grantLifeforce(db, { budgetId: 'campaign:g1', amount: 20, key: 'g1-grant', reason: 'test' });
+    await reserve(db, { key: 'g1-op', budgetId: 'campaign:g1', amount: 6, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await settle(db, 'g1-op', 5);
+    await closeBudget(db, 'campaign:g1', 'done');
+    // The child's 5 are the parent's spend; its 25 left (5 of the carve, the 20 granted) go back.
+    expect(await budgetReport(db, 'agent:giver', { at: t0 })).toMatchObject({ available: 115, budget: { spent: 5, reserved: 0 } });
+    await reconcile('agent:giver');
+    await reconcile('campaign:g1');
+
+    await ensureBudget(db, { id: 'agent:free', agentId: 'lf', scope: 'agent', settings: { capacity: null }, at: t0 });
+    await carveBudget(db, { parentId: 'agent:free', id: 'task:lf/9', agentId: 'lf', scope: 'task', amount: null, at: t0 });
+    await reserve(db, { key: 'free-op', budgetId: 'task:lf/9', amount: 3, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await settle(db, 'free-op', 4.5);
+    await closeBudget(db, 'task:lf/9', 'done');
+    expect(await budgetReport(db, 'agent:free', { at: t0 })).toMatchObject({ available: null, budget: { spent: 4.5, reserved: 0 } });
+  });
+
   it('an operator sets the capacity (refilled to it), regeneration and envelopes', async () => {
     const db = handle.db;
     const row = await configureBudget(db, 'lf', { capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' }, t0);
