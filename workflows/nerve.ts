@@ -31,6 +31,7 @@ import { addDecision, describeEvent, emptyTally, nerveTallySchema, type NerveTal
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { failureMessage } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
+import { lifeforceShortfallOf } from './lib/lifeforce.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { handlerText, timerText } from './lib/ui-text.js';
 
@@ -87,12 +88,6 @@ function failureType(err: unknown): string | undefined {
   return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
 }
 
-function shortfallOf(err: unknown): { needed: number | null; available: number | null } {
-  const cause = err instanceof ActivityFailure ? err.cause : undefined;
-  const d = (cause instanceof ApplicationFailure ? cause.details?.[0] : undefined) as { needed?: unknown; available?: unknown } | undefined;
-  return { needed: typeof d?.needed === 'number' ? d.needed : null, available: typeof d?.available === 'number' ? d.available : null };
-}
-
 /** Run a nerve on its scenario's sensor stream, deciding each observation (see the module comment). */
 export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatus> {
   const input = parseWorkflowInput('nerveWorkflow', nerveWorkflowInput, raw);
@@ -135,10 +130,10 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
         s.waiting = null;
         return r;
       } catch (err) {
-        const type = failureType(err);
-        if (type === 'LifeforceExhausted') {
+        const shortfall = lifeforceShortfallOf(err);
+        if (shortfall) {
           s.phase = 'exhausted';
-          s.exhausted = { reason: failureMessage(err, 300), ...shortfallOf(err), since: new Date().toISOString() };
+          s.exhausted = { reason: failureMessage(err, 300), needed: shortfall.needed, available: shortfall.available, since: new Date().toISOString() };
           s.pauses++;
           log.warn('nerve paused: lifeforce exhausted', { nerve: input.nerve, step: s.step, error: s.exhausted.reason });
           resumed = false;
@@ -146,7 +141,7 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
           await condition(() => resumed);
           continue;
         }
-        if (type !== 'LlmUnavailable') throw err;
+        if (failureType(err) !== 'LlmUnavailable') throw err;
         s.phase = 'waiting';
         s.waiting = { since: s.waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 300) };
         const ms = outageBackoffMs(attempt);

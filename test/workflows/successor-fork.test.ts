@@ -321,43 +321,6 @@ describe('successorForkWorkflow', () => {
     await forkGone('cost-1');
   });
 
-  it('lifeforce: a budget too small for the evaluation → REJECT budget_exceeded: lifeforce; the rest returns to the parent; the ledger balances', async () => {
-    await seedForkableAgent(handle.db, 'p-lf', { validatorCostPer1k: 1 });
-    await configureBudget(handle.db, 'p-lf', { capacity: 1000 });
-    const fixed = defaultPrices.lfPerForkEvaluation;
-    // The fixed cost fits; the judge's first call (its worst case, at $1 per 1 000 prompt tokens) does not.
-    const r = await (await start('lf-1', { agentId: 'p-lf', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { lifeforce: fixed + 5 } })).result();
-    expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable' });
-    expect(r.evaluationSummary).toMatch(/^budget_exceeded: lifeforce \(budget fork:lf-1 cannot cover [\d.]+ LF \(balance; available 5 LF\)\)$/);
-    expect(await verdictOf('lf-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: r.evaluationSummary });
-    const f = await forkRow('lf-1');
-    expect(f.status).toBe('budget_exceeded');
-    expect(f.usage).toMatchObject({ lifeforce: fixed });
-    await forkGone('lf-1');
-
-    // The fork spent its fixed cost and nothing more; its budget is closed; the parent paid exactly that.
-    expect(await lfBudget('fork:lf-1')).toMatchObject({ spent: fixed, funded: fixed, reserved: 0, balance: 0, parentId: 'agent:p-lf', closedAt: expect.any(Date) });
-    expect(await lfBudget('agent:p-lf')).toMatchObject({ spent: fixed, reserved: 0, balance: 1000 - fixed });
-    expect(await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.reservationKey, 'carve:fork:lf-1'))).toMatchObject([{ kind: 'settle', amount: fixed }]);
-    expect(await openReservations('fork:lf-1')).toEqual([]);
-    expect(await openReservations('agent:p-lf')).toEqual([]);
-    // The refused judge call never reached the model.
-    expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'fk.lf-1'))).toEqual([]);
-  });
-
-  it('lifeforce: a parent that cannot fund the fork → REJECT budget_exceeded: lifeforce, nothing evaluated, nothing spent', async () => {
-    await seedForkableAgent(handle.db, 'p-lf-poor');
-    await configureBudget(handle.db, 'p-lf-poor', { capacity: 5 });
-    // The default budget: $5 of model cost, 5 000 LF.
-    const r = await (await start('lf-2', { agentId: 'p-lf-poor', patch: strategyPatch, evaluation: replay })).result();
-    expect(r).toMatchObject({ verdict: 'REJECT', artifacts: [], caveats: ['the evaluation did not start'] });
-    expect(r.evaluationSummary).toBe('budget_exceeded: lifeforce (fork:lf-2 not carved: budget agent:p-lf-poor cannot cover 5000 LF (balance; available 5 LF))');
-    expect(await forkRow('lf-2')).toMatchObject({ status: 'budget_exceeded', usage: expect.not.objectContaining({ patchApplied: expect.anything() }) });
-    await forkGone('lf-2');
-    expect(await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'fork:lf-2'))).toEqual([]);
-    expect(await lfBudget('agent:p-lf-poor')).toMatchObject({ spent: 0, reserved: 0, balance: 5 });
-  });
-
   it('cancel mid-evaluation: nothing of the fork is left', async () => {
     await seedForkableAgent(handle.db, 'p-cancel');
     const before = await snapshotAgent(handle.db, 'p-cancel');
@@ -463,6 +426,43 @@ describe('successorForkWorkflow', () => {
     expect((await verdictOf('ver-1.vf'))!.verdict).toBe('APPROVE');
     await forkGone('ver-1.vf');
     expect(existsSync(`${data.path}/forks/ver-1.vf/verdict.json`)).toBe(true);
+  });
+
+  it('lifeforce: a budget too small for the evaluation → REJECT budget_exceeded: lifeforce; the rest returns to the parent; the ledger balances', async () => {
+    await seedForkableAgent(handle.db, 'p-lf', { validatorCostPer1k: 1 });
+    await configureBudget(handle.db, 'p-lf', { capacity: 1000 });
+    const fixed = defaultPrices.lfPerForkEvaluation;
+    // The fixed cost fits; the judge's first call (its worst case, at $1 per 1 000 prompt tokens) does not.
+    const r = await (await start('lf-1', { agentId: 'p-lf', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { lifeforce: fixed + 5 } })).result();
+    expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable' });
+    expect(r.evaluationSummary).toMatch(/^budget_exceeded: lifeforce \(budget fork:lf-1 cannot cover [\d.]+ LF \(balance; available 5 LF\)\)$/);
+    expect(await verdictOf('lf-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: r.evaluationSummary });
+    const f = await forkRow('lf-1');
+    expect(f.status).toBe('budget_exceeded');
+    expect(f.usage).toMatchObject({ lifeforce: fixed });
+    await forkGone('lf-1');
+
+    // The fork spent its fixed cost and nothing more; its budget is closed; the parent paid exactly that.
+    expect(await lfBudget('fork:lf-1')).toMatchObject({ spent: fixed, funded: fixed, reserved: 0, balance: 0, parentId: 'agent:p-lf', closedAt: expect.any(Date) });
+    expect(await lfBudget('agent:p-lf')).toMatchObject({ spent: fixed, reserved: 0, balance: 1000 - fixed });
+    expect(await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.reservationKey, 'carve:fork:lf-1'))).toMatchObject([{ kind: 'settle', amount: fixed }]);
+    expect(await openReservations('fork:lf-1')).toEqual([]);
+    expect(await openReservations('agent:p-lf')).toEqual([]);
+    // The refused judge call never reached the model.
+    expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'fk.lf-1'))).toEqual([]);
+  });
+
+  it('lifeforce: a parent that cannot fund the fork → REJECT budget_exceeded: lifeforce, nothing evaluated, nothing spent', async () => {
+    await seedForkableAgent(handle.db, 'p-lf-poor');
+    await configureBudget(handle.db, 'p-lf-poor', { capacity: 5 });
+    // The default budget: $5 of model cost, 5 000 LF.
+    const r = await (await start('lf-2', { agentId: 'p-lf-poor', patch: strategyPatch, evaluation: replay })).result();
+    expect(r).toMatchObject({ verdict: 'REJECT', artifacts: [], caveats: ['the evaluation did not start'] });
+    expect(r.evaluationSummary).toBe('budget_exceeded: lifeforce (fork:lf-2 not carved: budget agent:p-lf-poor cannot cover 5000 LF (balance; available 5 LF))');
+    expect(await forkRow('lf-2')).toMatchObject({ status: 'budget_exceeded', usage: expect.not.objectContaining({ patchApplied: expect.anything() }) });
+    await forkGone('lf-2');
+    expect(await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'fork:lf-2'))).toEqual([]);
+    expect(await lfBudget('agent:p-lf-poor')).toMatchObject({ spent: 0, reserved: 0, balance: 5 });
   });
 });
 
