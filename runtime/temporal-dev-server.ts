@@ -139,17 +139,33 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   else args.push('--ui-port', String(opts.uiPort));
 
   const log = createWriteStream(logFile, { flags: 'a' });
-  // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
-  const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  if (child.pid) writeFileSync(pidFile, String(child.pid));
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
   const address = `127.0.0.1:${opts.port}`;
-  try {
-    await waitForTemporal(address, opts.startTimeoutMs ?? 60_000, child);
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw new Error(`${(err as Error).message} (see ${logFile})`);
+  const launch = () => {
+    // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
+    const c = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    if (c.pid) writeFileSync(pidFile, String(c.pid));
+    c.stdout?.pipe(log, { end: false });
+    c.stderr?.pipe(log, { end: false });
+    return c;
+  };
+  let child = launch();
+  // The server picks its HTTP, metrics and internal ports at random: one taken by another
+  // process between its pick and its bind ends it at once. That is tried again, twice.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await waitForTemporal(address, opts.startTimeoutMs ?? 60_000, child);
+      break;
+    } catch (err) {
+      const exitedByItself = child.exitCode !== null;
+      child.kill('SIGKILL');
+      if (!exitedByItself || attempt >= 3) {
+        log.end();
+        throw new Error(`${(err as Error).message} (see ${logFile})`);
+      }
+      log.write(`\n[mindloop] the dev server exited during start (${(err as Error).message}); starting it again\n`);
+      await assertPortFree(opts.port, 'temporal dev server', 'TEMPORAL_PORT');
+      child = launch();
+    }
   }
 
   let stopped: Promise<void> | undefined;

@@ -802,6 +802,7 @@ class AgentLoop {
         args: [{ agentId, taskId, title, parentWorkflowId: this.selfId, maxTicks }],
         // The task loop outlives a continue-as-new of its parent; the parent re-attaches on start.
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
         ...taskLoopText({ agentId, taskId, title, maxTicks }),
       });
     } catch (err) {
@@ -814,6 +815,11 @@ class AgentLoop {
     this.state.taskLoops[String(taskId)] = workflowId;
   }
 
+  /** A child's task priority: its agent's, from the lifeforce left (none before the ledger is read). */
+  private childPriority(): { priority?: { priorityKey: number } } {
+    return this.lifeforce ? { priority: { priorityKey: this.lifeforce.priorityKey } } : {};
+  }
+
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */
   private async startEscalation(e: EscalateEffect): Promise<void> {
     try {
@@ -821,6 +827,7 @@ class AgentLoop {
         workflowId: workflowIds.escalation(e.escalationId),
         args: [e.input as Parameters<typeof escalationWorkflow>[0]],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
         ...escalationInputText(e.escalationId, e.input),
       });
     } catch (err) {
@@ -837,6 +844,7 @@ class AgentLoop {
         workflowId: workflowIds.tool(agentId, e.capability),
         args: [{ agentId, capability: e.capability, description: e.description, requestedBy }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
         ...toolGenerationText({ agentId, capability: e.capability, description: e.description, requestedBy }),
       });
     } catch (err) {
