@@ -10,7 +10,7 @@ import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { budgetIds, defaultPrices, llmCost, llmWorstCase, type PriceTable } from '../../core/lifeforce.js';
 import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
-import { openHolds, release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { openHolds, release, reserve, settle, settleHold, type Hold } from '../../db/queries/lifeforce.js';
 import { activityContext } from '../heartbeat.js';
 import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -328,7 +328,10 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
     // trigger failover; it propagates and the activity is retried (the key finds the answer).
     const result = await keepAnswer(router, req, row, base, started, asked, attempts);
     if (!charge) return result;
-    const closed = await settle(router.deps.db, charge.key, llmCost(router.deps.lifeforce!.prices, row, result.usage), { callId: result.callId, model: row.model });
+    const cost = llmCost(router.deps.lifeforce!.prices, row, result.usage);
+    const meta = { callId: result.callId, model: row.model };
+    // A hold this attempt took settles in one statement; one found from an earlier attempt, by reading it.
+    const closed = charge.hold ? await settleHold(router.deps.db, charge.hold, cost, meta) : await settle(router.deps.db, charge.key, cost, meta);
     // A retry: an earlier attempt may have died holding another row's worst case.
     if (requestKey !== undefined && (activityContext()?.info.attempt ?? 1) > 1) await closeRequestHolds(router, req, result, { answered: charge.key, all: rows.map((r) => callChargeKey(requestKey, r.id)) });
     return closed.replayed ? result : { ...result, lifeforce: { budgetId: charge.budgetId, charged: closed.charged, available: closed.available ?? null } };
@@ -347,7 +350,7 @@ export function callChargeKey(requestKey: string, registryId: number): string {
  * that cap, or null with the ledger off.
  * A budget that cannot cover it throws LifeforceExhaustedError: the call does not run.
  */
-async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEntry): Promise<{ key: string; budgetId: string; params: ChatParams } | null> {
+async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEntry): Promise<{ key: string; budgetId: string; params: ChatParams; hold?: Hold } | null> {
   const ledger = router.deps.lifeforce;
   if (!ledger?.enabled) return null;
   const maxTokens = req.params?.maxTokens ?? rowParams(row).maxTokens ?? ledger.prices.defaultMaxOutputTokens;
@@ -362,7 +365,7 @@ async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEnt
   }
   if (!held.ok) throw new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, req.agentId);
   // The cap the reservation assumed is the one the model runs under.
-  return { key, budgetId, params: { ...req.params, maxTokens } };
+  return { key, budgetId, params: { ...req.params, maxTokens }, ...(held.hold ? { hold: held.hold } : {}) };
 }
 
 /**

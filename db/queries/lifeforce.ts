@@ -51,7 +51,7 @@ export interface ReserveRequest {
 }
 
 export type ReserveResult =
-  | { ok: true; key: string; amount: number; replayed: boolean; closed: boolean }
+  | { ok: true; key: string; amount: number; replayed: boolean; closed: boolean; hold?: Hold }
   | { ok: false; budgetId: string; reason: DenyReason | 'missing'; needed: number; available: number | null };
 
 const closeKey = (reservationKey: string) => `close:${reservationKey}`;
@@ -207,7 +207,7 @@ async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount:
     deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
     metadata: { ...req.metadata, windows: outcome.windows },
   });
-  return written ? { ok: true, key: req.key, amount, replayed: false, closed: false } : 'conflict';
+  return written ? { ok: true, key: req.key, amount, replayed: false, closed: false, hold: { key: req.key, budgetId: row.id, amount, windows: outcome.windows, limited: row.balance !== null, operation: req.operation, tick: req.tick ?? null } } : 'conflict';
 }
 
 export interface CloseResult {
@@ -274,6 +274,52 @@ async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, ki
   });
   if (!written) return { conflict: read.row.id };
   return { charged, refunded: lfRound(Math.max(0, reservation.amount - charged)), overrun, replayed: false, available: available(budget) };
+}
+
+/** What a fresh hold's owner keeps to settle it in one statement (`settleHold`). */
+export interface Hold {
+  key: string;
+  budgetId: string;
+  amount: number;
+  windows: { day: string; month: string };
+  /** The budget has a balance (a charge is capped at the hold); false: unlimited. */
+  limited: boolean;
+  operation: string;
+  tick: number | null;
+}
+
+/**
+ * Settle a hold its owner took (the usual path, one statement): the close entry is inserted under
+ * its unique key and the budget's counters move by the same amounts `settle` computes — only if
+ * the insert happened, so it is charged once whoever else closes it. A hold closed before (the
+ * sweep, a retry) answers `replayed`.
+ */
+export async function settleHold(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+  const charged = lfRound(hold.limited ? Math.min(hold.amount, Math.max(0, actual)) : Math.max(0, actual));
+  const refund = lfRound(Math.max(0, hold.amount - charged));
+  const overrun = lfRound(Math.max(0, actual - charged));
+  const meta = { reserved: hold.amount, ...(overrun > 0 ? { overrun } : {}), ...metadata };
+  const r = await db.execute<{ balance: string | null; daily: string | null; monthly: string | null }>(sql`
+    with closed as (
+      insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, tick, metadata)
+      select b.agent_id, b.id, b.scope, b.id, ${closeKey(hold.key)}, 'settle', ${charged}, ${hold.key}, ${hold.operation}, ${hold.tick}, ${JSON.stringify(meta)}::jsonb
+      from lifeforce_budgets b where b.id = ${hold.budgetId}
+      on conflict (idempotency_key) do nothing
+      returning amount
+    )
+    update lifeforce_budgets set
+      reserved = greatest(0, reserved - ${hold.amount}),
+      spent = spent + ${charged},
+      balance = case when balance is null then null else balance + ${refund} end,
+      daily_used = case when daily_window = ${hold.windows.day} then greatest(0, daily_used - ${refund}) else daily_used end,
+      monthly_used = case when monthly_window = ${hold.windows.month} then greatest(0, monthly_used - ${refund}) else monthly_used end,
+      updated_at = now()
+    where id = ${hold.budgetId} and exists (select 1 from closed)
+    returning balance, daily_limit - daily_used as daily, monthly_limit - monthly_used as monthly`);
+  const row = r.rows[0];
+  if (!row) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
+  const limits = [row.balance, row.daily, row.monthly].filter((x): x is string => x !== null).map(Number);
+  return { charged, refunded: refund, overrun, replayed: false, available: limits.length ? lfRound(Math.max(0, Math.min(...limits))) : null };
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */

@@ -20,7 +20,9 @@ import {
   release,
   reserve,
   settle,
+  settleHold,
   stateOf,
+  type Hold,
   sweepReservations,
 } from '../../db/queries/lifeforce.js';
 import { agents, lifeforceBudgets, lifeforceLedger } from '../../db/schema/index.js';
@@ -164,14 +166,21 @@ describe('the lifeforce ledger', () => {
         await db.insert(agents).values({ id: id.slice(6), name: 'race' }).onConflictDoNothing();
         await ensureBudget(db, { id, agentId: id.slice(6), scope: 'agent', settings: { capacity }, at: t0 });
         let g = 0;
+        // A hold its reserve handed back settles in one statement (the owner's path); one not
+        // known here (its reserve still racing) by reading it — both paths, in the same races.
+        const holds = new Map<string, Hold>();
         for (const batch of batches) {
           // One batch runs at once: a retried attempt racing its first, a settle racing the sweep.
           await Promise.all(
             batch.map((o) =>
               o.kind === 'reserve'
-                ? reserve(db, { key: `${id}#${o.key}`, budgetId: id, amount: o.amount, operation: 'llm_call', ttlMs: 60_000, at: t0 })
+                ? reserve(db, { key: `${id}#${o.key}`, budgetId: id, amount: o.amount, operation: 'llm_call', ttlMs: 60_000, at: t0 }).then((r) => {
+                    if (r.ok && r.hold) holds.set(r.key, r.hold);
+                  })
                 : o.kind === 'settle'
-                  ? settle(db, `${id}#${o.key}`, o.actual)
+                  ? holds.has(`${id}#${o.key}`)
+                    ? settleHold(db, holds.get(`${id}#${o.key}`)!, o.actual)
+                    : settle(db, `${id}#${o.key}`, o.actual)
                   : o.kind === 'release'
                     ? release(db, `${id}#${o.key}`, 'test')
                     : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' }),
