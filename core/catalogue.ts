@@ -6,6 +6,8 @@
  */
 import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
+import { nerveNames } from './nerves/index.js';
+import { modeSettings } from './nerves/modes.js';
 import { abstractsStrategySchema, defaultAbstractsStrategy } from './abstracts.js';
 import { learningDefaults } from './learnings.js';
 import type { ParsedCommand } from './loop-types.js';
@@ -462,6 +464,18 @@ const definitions = {
       description: text(4000),
     }),
     help: 'ask for a new tool for a capability no registered tool has: it is written, safety-checked and tested in the sandbox; a note tells you when it is ready',
+    writes: true,
+  }),
+
+  // Nerves: learned behaviours, run as the agent's child workflows on their own budget.
+  'nerve.start': def({
+    args: z.strictObject({
+      name: z.enum(nerveNames),
+      steps: z.number().int().min(1).max(100_000).default(200),
+      seed: z.number().int().min(0).max(2 ** 32 - 1).default(1),
+      mode: z.enum(modeSettings).default('auto'),
+    }),
+    help: 'run a nerve (a learned behaviour: collision) on its sensor stream as your child workflow agent/<id>/nerve/<name>; it moves from deliberate (you decide) to reflex (a learned table) and spends its own budget',
     writes: true,
   }),
 };

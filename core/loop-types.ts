@@ -64,7 +64,9 @@ export type LoopEffect =
   /** `escalate`, a held danger-zone command or tool action: start escalationWorkflow (`input` is its JSON input). */
   | { kind: 'escalate'; escalationId: string; input: Record<string, unknown> }
   /** `tools.generate`: start the Ouroboros workflow for a capability no registered tool has. */
-  | { kind: 'generateTool'; capability: string; description: string; cmdId: string };
+  | { kind: 'generateTool'; capability: string; description: string; cmdId: string }
+  /** `nerve.start`: start the nerve as the agent's child workflow `agent/<id>/nerve/<name>`. */
+  | { kind: 'startNerve'; nerve: string; steps: number; seed: number; mode: string; cmdId: string };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

@@ -48,12 +48,13 @@ import {
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
-import { agentLoopCurrentDetails, escalationInputText, handlerText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
+import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal, type taskLoopWorkflow } from './task-loop.js';
 // Children are started by type name: importing their modules would make every agent loop
 // evaluate (and hold) their code and schemas too (see workflows/index.ts).
 import type { toolGenerationWorkflow } from './tool-generation.js';
 import type { escalationWorkflow } from './escalation.js';
+import type { nerveWorkflow, NerveWorkflowInput } from './nerve.js';
 
 type Activities = ReturnType<typeof createActivities>;
 // A few attempts each, then the loop itself rides the outage out (workflows/lib/infra.ts), so
@@ -73,6 +74,7 @@ const reflexActs = proxyActivities<Activities>(reflexActivity);
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
 type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
 type ToolEffect = Extract<LoopEffect, { kind: 'generateTool' }>;
+type NerveEffect = Extract<LoopEffect, { kind: 'startNerve' }>;
 type EscalateEffect = Extract<LoopEffect, { kind: 'escalate' }>;
 
 // ---- messages -------------------------------------------------------------------------------
@@ -609,6 +611,9 @@ class AgentLoop {
     // effect), start escalation children; older histories have no escalate effects.
     const escalationsToStart = outcomes.flatMap((o) => o.effects.filter((e): e is EscalateEffect => e.kind === 'escalate'));
     if (escalationsToStart.length > 0 && patched('escalate-v1')) for (const e of escalationsToStart) await this.startEscalation(e);
+    // nerve-v1: older histories have no startNerve effects, so they never reach the marker.
+    const nervesToStart = applied.flatMap((o) => o.effects.filter((e): e is NerveEffect => e.kind === 'startNerve'));
+    if (nervesToStart.length > 0 && patched('nerve-v1')) for (const e of nervesToStart) await this.startNerve(e);
   }
 
   /** Call an activity, riding out an outage of what it needs (phase `degraded` meanwhile). */
@@ -818,6 +823,23 @@ class AgentLoop {
   /** A child's task priority: its agent's, from the lifeforce left (none before the ledger is read). */
   private childPriority(): { priority?: { priorityKey: number } } {
     return this.lifeforce ? { priority: { priorityKey: this.lifeforce.priorityKey } } : {};
+  }
+
+  /** Start the nerve as a child, `agent/<id>/nerve/<name>` (one run at a time; it outlives this run). */
+  private async startNerve(e: NerveEffect): Promise<void> {
+    const { agentId } = this;
+    try {
+      await startChild<typeof nerveWorkflow>('nerveWorkflow', {
+        workflowId: workflowIds.nerve(agentId, e.nerve),
+        args: [{ agentId, nerve: e.nerve as NerveWorkflowInput['nerve'], steps: e.steps, seed: e.seed, mode: e.mode as NerveWorkflowInput['mode'] }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
+        ...nerveText({ agentId, nerve: e.nerve, steps: e.steps }),
+      });
+    } catch (err) {
+      // Already running: the one run of this nerve goes on.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('nerve not started', { nerve: e.nerve, error: String(err) });
+    }
   }
 
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */

@@ -10,12 +10,14 @@ import { noteHandlers } from './notes.js';
 import { processHandlers } from './processes.js';
 import { shellHandlers } from './shell.js';
 import { toolHandlers } from './tools.js';
+import { nerveHandlers } from './nerves.js';
 import { escalationHandlers } from './escalations.js';
 import { factHandlers, withFactResolution } from './facts.js';
 import type { HandlerMap } from './shared.js';
 
 export const handlers: HandlerMap<CommandType> = {
   ...helpHandlers,
+  ...nerveHandlers,
   ...diaryHandlers,
   ...conceptHandlers,
   ...linkHandlers,

@@ -23,6 +23,8 @@ import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { thinkScript } from '../helpers/scripted.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import type { nerveWorkflow } from '../../workflows/nerve.js';
 
 let env: TestWorkflowEnvironment;
 let handle: DbHandle;
@@ -85,6 +87,42 @@ async function ledgerBalances(agentId: string): Promise<void> {
     and not exists (select 1 from lifeforce_ledger c where c.reservation_key = r.idempotency_key)`);
   expect(open.rows).toEqual([]);
 }
+
+describe('a nerve started by its agent', () => {
+  it("nerve.start runs the nerve as the agent's child agent/<id>/nerve/<name>, on a budget carved from the agent's", async () => {
+    await pricedAgent('reflexer');
+    const w = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'lf-nerve',
+      workflowBundle,
+      activities: createActivities({
+        db: handle.db,
+        llm: {
+          env: {},
+          toolsDir: repoToolsDir,
+          scriptedReply: thinkScript((_m, i) => (i === 0 ? `Reflexes next.\n${renderCommandBlock([{ cmdId: 'n1', type: 'nerve.start', args: { name: 'collision', steps: 30, seed: 3, mode: 'reflex' } }])}` : 'Watching.')),
+        },
+      }),
+    });
+    await w.runUntil(async () => {
+      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'lf-nerve',
+        workflowId: 'agent/reflexer',
+        args: [{ agentId: 'reflexer', maxTicks: 2, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 100_000 } }],
+      });
+      await h.result();
+      const nerve = env.client.workflow.getHandle<typeof nerveWorkflow>('agent/reflexer/nerve/collision');
+      const done = await nerve.result();
+      expect(done).toMatchObject({ agentId: 'reflexer', nerve: 'collision', phase: 'done', step: 30, setting: 'reflex' });
+      expect(done.tally.byDecider.llm).toBe(0);
+      expect((await nerve.describe()).raw.workflowExecutionInfo?.parentExecution?.workflowId).toBe('agent/reflexer');
+    });
+    const [budget] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'nerve:reflexer/collision'));
+    expect(budget).toMatchObject({ parentId: 'agent:reflexer', scope: 'nerve' });
+    expect(budget!.spent).toBeGreaterThan(0);
+    await ledgerBalances('reflexer');
+  }, 120_000);
+});
 
 describe('an agent out of lifeforce', () => {
   it('pauses, visibly, until regeneration covers the next tick — days later — and never overspends', async () => {

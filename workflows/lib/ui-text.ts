@@ -83,6 +83,17 @@ export function agentLoopCurrentDetails(s: { tick: number; phase: string; llm: s
 
 // ---- task loops, tool generation, escalations (children of the agent loop) -----------------------
 
+export function nerveText(o: { agentId: string; nerve: string; steps: number }): StartText {
+  return {
+    staticSummary: `nerve ${o.nerve} of ${o.agentId}: ${plural(o.steps, 'step')}`,
+    staticDetails: lines(
+      `**Nerve \`${o.nerve}\`** of agent \`${o.agentId}\`: a behaviour as a state machine on its sensor stream, deciding deliberately (the LLM), by learned rules (hybrid) or by a compiled table (reflex).`,
+      `- parent: \`agent/${o.agentId}\` · budget \`nerve:${o.agentId}/${o.nerve}\`, carved from the agent's`,
+      `- status: query \`status\` · signal \`resume\` after a grant when its lifeforce ran out`,
+    ),
+  };
+}
+
 export function taskLoopText(o: { agentId: string; taskId: number; title?: string; maxTicks?: number }): StartText {
   const title = o.title ? oneLine(o.title, 90) : '(untitled)';
   return {
