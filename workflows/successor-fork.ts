@@ -119,6 +119,7 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
   // fork-lifeforce-v1: the fork spends from its own budget `fork:<id>`, carved from the parent
   // agent's; forks begun before charge their copy's own budget, as they did.
   const budgetId = patched('fork-lifeforce-v1') ? budgetIds.fork(forkId) : undefined;
+  let carved = false;
   const state: ForkState = { forkId, phase: 'spawning' };
   /** Set the phase; the current details the UI shows follow it (no command). */
   const enter = (phase: ForkPhase, until?: number) => {
@@ -156,6 +157,7 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     Object.assign(state, { spawnMs: spawned.spawnMs, rows: spawned.rows });
     enter('evaluating');
     const refused = budgetId ? await openForkBudget(input.agentId, budgetId, spawned.lifeforce) : null;
+    carved = budgetId !== undefined && refused === null;
     let outcome: EvaluationOutcome;
     if (refused) {
       // The parent cannot fund the fork: rejected without running anything.
@@ -211,7 +213,8 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     // copy: what it did not spend returns to the parent's.
     await CancellationScope.nonCancellable(async () => {
       await cleanup.forkCleanup({ forkId, status: cleanupStatus });
-      if (budgetId) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
+      // Only a budget that was carved has anything to give back.
+      if (budgetId && carved) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
     });
   }
 
