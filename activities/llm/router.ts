@@ -10,7 +10,7 @@ import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { budgetIds, defaultPrices, llmCost, llmWorstCase, type PriceTable } from '../../core/lifeforce.js';
 import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
-import { openHolds, release, reserve, settle, settleHold, type Hold } from '../../db/queries/lifeforce.js';
+import { openHolds, release, reserveOpen, settle, settleHold, type Hold } from '../../db/queries/lifeforce.js';
 import { activityContext } from '../heartbeat.js';
 import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -356,16 +356,11 @@ async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEnt
   const maxTokens = req.params?.maxTokens ?? rowParams(row).maxTokens ?? ledger.prices.defaultMaxOutputTokens;
   const budgetId = req.lifeforce?.budgetId ?? budgetIds.agent(req.agentId);
   const base = { budgetId, amount: llmWorstCase(ledger.prices, row, req.messages, maxTokens), operation: 'llm_call', at: req.lifeforce?.at, ttlMs: ledger.prices.reservationTtlMs, tick: req.tick, reason: req.purpose, metadata: { model: row.model, registryId: row.id, role: req.role } };
-  let key = req.idempotencyKey !== undefined ? callChargeKey(req.idempotencyKey, row.id) : `llm:${req.agentId}/${randomUUID()}`;
-  let held = await reserve(router.deps.db, { ...base, key });
-  // Closed already (the sweep released a dead attempt's hold): this attempt holds anew.
-  if (held.ok && held.closed) {
-    key = `${key}#${randomUUID()}`;
-    held = await reserve(router.deps.db, { ...base, key });
-  }
+  const key = req.idempotencyKey !== undefined ? callChargeKey(req.idempotencyKey, row.id) : `llm:${req.agentId}/${randomUUID()}`;
+  const held = await reserveOpen(router.deps.db, { ...base, key });
   if (!held.ok) throw new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, req.agentId);
   // The cap the reservation assumed is the one the model runs under.
-  return { key, budgetId, params: { ...req.params, maxTokens }, ...(held.hold ? { hold: held.hold } : {}) };
+  return { key: held.key, budgetId, params: { ...req.params, maxTokens }, ...(held.hold ? { hold: held.hold } : {}) };
 }
 
 /**

@@ -5,11 +5,18 @@
  * neither, no lock held in between. The rarer changes (grants, carves, settings) lock the row
  * (`FOR UPDATE`) in a transaction, which bumps the version the same way.
  *
+ * A process keeps the last version it wrote of each budget (`versions`), so its next hold skips the
+ * read: the compare-and-set still guards it, and a version another process moved makes the write
+ * miss and the hold read again. Within a process, the changes of one budget outside a transaction
+ * run one after the other (`serially`): parallel calls of one agent then follow each other on the
+ * cached version instead of colliding and falling back to the lock.
+ *
  * Keys: an operation reserves under its own idempotency key (a retried attempt finds the
  * reservation instead of holding twice); its settle or release is the entry `close:<key>`,
  * unique, so a reservation is closed once whoever closes it (the operation, its retry, the sweep).
  */
-import { and, desc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
+import { and, desc, eq, getTableColumns, gte, inArray, isNull, lt, sql } from 'drizzle-orm';
 import {
   available,
   budgetIds,
@@ -111,6 +118,54 @@ interface Versioned {
   version: string;
 }
 
+/** A transaction handle (drizzle's has `rollback`): changes inside one are neither cached nor queued. */
+const inTransaction = (db: Db | Tx): boolean => 'rollback' in db;
+
+/** Per database handle: the last version of each budget this process wrote, by budget id. */
+const versions = new WeakMap<object, Map<string, Versioned>>();
+/** Bounds the cache: past it the versions are dropped (a miss only costs a read). */
+const maxCachedVersions = 10_000;
+
+function cachedVersion(db: Db | Tx, budgetId: string): Versioned | undefined {
+  return inTransaction(db) ? undefined : versions.get(db)?.get(budgetId);
+}
+
+function remember(db: Db | Tx, v: Versioned | undefined, budgetId: string): void {
+  if (inTransaction(db)) return;
+  let m = versions.get(db);
+  if (!m) versions.set(db, (m = new Map()));
+  if (!v) {
+    m.delete(budgetId);
+    return;
+  }
+  if (m.size >= maxCachedVersions && !m.has(budgetId)) m.clear();
+  m.set(budgetId, v);
+}
+
+/** Per database handle: the tail of each budget's queue of changes. */
+const queues = new WeakMap<object, Map<string, Promise<unknown>>>();
+
+/**
+ * Run `fn` after the changes of this budget already queued in this process (none inside a
+ * transaction: its lock orders it, and queueing it could wait on a change that waits on that lock).
+ */
+function serially<T>(db: Db | Tx, budgetId: string, fn: () => Promise<T>): Promise<T> {
+  if (inTransaction(db)) return fn();
+  let m = queues.get(db);
+  if (!m) queues.set(db, (m = new Map()));
+  const prev = m.get(budgetId) ?? Promise.resolve();
+  const run = prev.then(fn, fn);
+  const tail = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  m.set(budgetId, tail);
+  void tail.then(() => {
+    if (m.get(budgetId) === tail) m.delete(budgetId);
+  });
+  return run;
+}
+
 /**
  * Run a change that reads a budget and writes it only if unchanged (`once` answers `conflict`
  * when another change came between): first without a lock, the cheap way for the usual single
@@ -130,10 +185,10 @@ async function changeBudget<T>(db: Db | Tx, budgetId: string, once: (conn: Db | 
 
 /**
  * Write a budget's new values and its ledger entry in one statement, only if the row is still
- * the version that was read (compare-and-set on `xmin`): both or neither. False when another
- * change came first (read again and retry).
+ * the version that was read (compare-and-set on `xmin`) and the entry's key is new: both or
+ * neither. The row's new version; null when another change came first (read again and retry).
  */
-async function writeIfUnchanged(db: Db | Tx, read: Versioned, values: Partial<LifeforceBudget>, entry: typeof lifeforceLedger.$inferInsert): Promise<boolean> {
+async function writeIfUnchanged(db: Db | Tx, read: Versioned, values: Partial<LifeforceBudget>, entry: typeof lifeforceLedger.$inferInsert): Promise<Versioned | null> {
   const sets = Object.entries(values).map(([prop, value]) => {
     const column = lifeforceBudgets[prop as keyof typeof lifeforceBudgets.$inferSelect];
     return sql`${sql.identifier(column.name)} = ${value instanceof Date ? value.toISOString() : value}`;
@@ -142,15 +197,17 @@ async function writeIfUnchanged(db: Db | Tx, read: Versioned, values: Partial<Li
     with changed as (
       update lifeforce_budgets set ${sql.join(sets, sql`, `)}, updated_at = now()
       where id = ${read.row.id} and xmin = ${read.version}::text::xid
-      returning id
+        and not exists (select 1 from lifeforce_ledger where idempotency_key = ${entry.idempotencyKey})
+      returning id, xmin::text as version
     )
     insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
     select ${entry.agentId}, ${entry.budgetId ?? null}, ${entry.scope ?? 'agent'}, ${entry.scopeId ?? null}, ${entry.idempotencyKey}, ${entry.kind}, ${entry.amount},
       ${entry.reservationKey ?? null}, ${entry.operation ?? null}, ${entry.reason ?? null}, ${entry.tick ?? null}, ${entry.deadline ? entry.deadline.toISOString() : null}::timestamptz,
       ${entry.metadata ? JSON.stringify(entry.metadata) : null}::jsonb
     from changed
-    returning id`);
-  return r.rows.length === 1;
+    returning (select version from changed)`);
+  const version = (r.rows[0] as { version?: string } | undefined)?.version;
+  return version === undefined ? null : { row: { ...read.row, ...values }, version };
 }
 
 /** The budget with its version, and what the ledger already holds under `key` and its close. */
@@ -172,9 +229,20 @@ async function readForChange(db: Db | Tx, budgetId: string, key: string) {
  * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
  * Two statements (a read, a compare-and-set write), no lock held between them.
  */
-export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
+export function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
+  return serially(db, req.budgetId, () => reserveQueued(db, req));
+}
+
+async function reserveQueued(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   const at = req.at ?? Date.now();
   const amount = lfRound(req.amount);
+  // The version this process wrote last: one statement, if no one else changed the budget since.
+  const cached = cachedVersion(db, req.budgetId);
+  if (cached) {
+    const fast = await reserveOnce(db, req, at, amount, cached);
+    if (fast !== 'conflict') return fast;
+    remember(db, undefined, req.budgetId);
+  }
   const result = await changeBudget(db, req.budgetId, (conn) => reserveOnce(conn, req, at, amount));
   const agentId = agentOf(req.budgetId);
   if (result.ok || result.reason !== 'missing' || agentId === null) return result;
@@ -183,13 +251,19 @@ export async function reserve(db: Db | Tx, req: ReserveRequest): Promise<Reserve
   return changeBudget(db, req.budgetId, (conn) => reserveOnce(conn, req, at, amount));
 }
 
-async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount: number): Promise<ReserveResult | 'conflict'> {
-  const read = await readForChange(db, req.budgetId, req.key);
+/**
+ * One try at a hold: on the budget as read now, or on `cached` (a version this process wrote),
+ * where a key seen before or a refusal answers `conflict` so that a fresh read decides them.
+ */
+async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount: number, cached?: Versioned): Promise<ReserveResult | 'conflict'> {
+  const fresh = cached ? undefined : await readForChange(db, req.budgetId, req.key);
+  const read = cached ?? fresh;
   if (!read) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
   const { row } = read;
-  if (read.previous !== null) return { ok: true, key: req.key, amount: Number(read.previous), replayed: true, closed: read.closed };
+  if (fresh && fresh.previous !== null) return { ok: true, key: req.key, amount: Number(fresh.previous), replayed: true, closed: fresh.closed };
   const outcome = reserveState(stateOf(row), amount, at);
   if (!outcome.ok) {
+    if (cached) return 'conflict';
     if (row.exhaustedAt === null && outcome.reason !== 'closed') await db.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
     return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
   }
@@ -207,7 +281,19 @@ async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount:
     deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
     metadata: { ...req.metadata, windows: outcome.windows },
   });
-  return written ? { ok: true, key: req.key, amount, replayed: false, closed: false, hold: { key: req.key, budgetId: row.id, amount, windows: outcome.windows, limited: row.balance !== null, operation: req.operation, tick: req.tick ?? null } } : 'conflict';
+  if (!written) return 'conflict';
+  remember(db, written, row.id);
+  return { ok: true, key: req.key, amount, replayed: false, closed: false, hold: { key: req.key, budgetId: row.id, amount, windows: outcome.windows, limited: row.balance !== null, operation: req.operation, tick: req.tick ?? null } };
+}
+
+/**
+ * A hold that is open when this returns: under `req.key`, or — when that key was closed already
+ * (the operation's earlier attempt was released, or the sweep released it after its worker died)
+ * — anew under `<key>#<uuid>`. The result's `key` is the one to settle.
+ */
+export async function reserveOpen(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
+  const held = await reserve(db, req);
+  return held.ok && held.closed ? reserve(db, { ...req, key: `${req.key}#${randomUUID()}` }) : held;
 }
 
 export interface CloseResult {
@@ -273,6 +359,7 @@ async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, ki
     metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
   });
   if (!written) return { conflict: read.row.id };
+  remember(db, written, read.row.id);
   return { charged, refunded: lfRound(Math.max(0, reservation.amount - charged)), overrun, replayed: false, available: available(budget) };
 }
 
@@ -294,12 +381,16 @@ export interface Hold {
  * the insert happened, so it is charged once whoever else closes it. A hold closed before (the
  * sweep, a retry) answers `replayed`.
  */
-export async function settleHold(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+export function settleHold(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+  return serially(db, hold.budgetId, () => settleHoldQueued(db, hold, actual, metadata));
+}
+
+async function settleHoldQueued(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
   const charged = lfRound(hold.limited ? Math.min(hold.amount, Math.max(0, actual)) : Math.max(0, actual));
   const refund = lfRound(Math.max(0, hold.amount - charged));
   const overrun = lfRound(Math.max(0, actual - charged));
   const meta = { reserved: hold.amount, ...(overrun > 0 ? { overrun } : {}), ...metadata };
-  const r = await db.execute<{ balance: string | null; daily: string | null; monthly: string | null }>(sql`
+  const r = await db.execute<Record<string, unknown> & { version: string }>(sql`
     with closed as (
       insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, tick, metadata)
       select b.agent_id, b.id, b.scope, b.id, ${closeKey(hold.key)}, 'settle', ${charged}, ${hold.key}, ${hold.operation}, ${hold.tick}, ${JSON.stringify(meta)}::jsonb
@@ -315,11 +406,19 @@ export async function settleHold(db: Db, hold: Hold, actual: number, metadata?: 
       monthly_used = case when monthly_window = ${hold.windows.month} then greatest(0, monthly_used - ${refund}) else monthly_used end,
       updated_at = now()
     where id = ${hold.budgetId} and exists (select 1 from closed)
-    returning balance, daily_limit - daily_used as daily, monthly_limit - monthly_used as monthly`);
-  const row = r.rows[0];
-  if (!row) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
-  const limits = [row.balance, row.daily, row.monthly].filter((x): x is string => x !== null).map(Number);
-  return { charged, refunded: refund, overrun, replayed: false, available: limits.length ? lfRound(Math.max(0, Math.min(...limits))) : null };
+    returning *, xmin::text as version`);
+  const raw = r.rows[0];
+  if (!raw) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
+  const row = budgetOf(raw);
+  remember(db, { row, version: raw.version }, row.id);
+  return { charged, refunded: refund, overrun, replayed: false, available: available(stateOf(row)) };
+}
+
+const budgetColumns = Object.entries(getTableColumns(lifeforceBudgets));
+
+/** A budget row as a raw statement returns it (column names, driver values), as Drizzle would map it. */
+function budgetOf(raw: Record<string, unknown>): LifeforceBudget {
+  return Object.fromEntries(budgetColumns.map(([prop, column]) => [prop, raw[column.name] === null ? null : column.mapFromDriverValue(raw[column.name])])) as LifeforceBudget;
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
@@ -332,24 +431,25 @@ export function release(db: Db, key: string, reason: string): Promise<CloseResul
   return close(db, key, 0, 'release', { reason });
 }
 
+/** A ledger entry that is a hold no settle or release has closed yet. */
+const openHold = and(eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`)}`);
+
 /** Which of these keys are holds not closed yet. */
 export async function openHolds(db: Db, keys: string[]): Promise<string[]> {
   if (keys.length === 0) return [];
-  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
   const rows = await db
     .select({ key: lifeforceLedger.idempotencyKey })
     .from(lifeforceLedger)
-    .where(and(inArray(lifeforceLedger.idempotencyKey, keys), eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${closes}`));
+    .where(and(inArray(lifeforceLedger.idempotencyKey, keys), openHold));
   return rows.map((r) => r.key);
 }
 
 /** Release every reservation whose deadline passed unclosed; returns how many. */
 export async function sweepReservations(db: Db, now = Date.now()): Promise<number> {
-  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
   const open = await db
     .select({ key: lifeforceLedger.idempotencyKey })
     .from(lifeforceLedger)
-    .where(and(eq(lifeforceLedger.kind, 'reserve'), lt(lifeforceLedger.deadline, new Date(now)), sql`not exists ${closes}`))
+    .where(and(openHold, lt(lifeforceLedger.deadline, new Date(now))))
     .limit(1000);
   let released = 0;
   for (const { key } of open) if (!(await release(db, key, 'deadline passed: the operation\'s worker is gone')).replayed) released++;
@@ -467,11 +567,10 @@ export async function closeBudget(db: Db, budgetId: string, reason: string): Pro
 }
 
 async function openReservations(db: Db, budgetId: string): Promise<string[]> {
-  const closes = sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`);
   const rows = await db
     .select({ key: lifeforceLedger.idempotencyKey })
     .from(lifeforceLedger)
-    .where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${closes}`));
+    .where(and(eq(lifeforceLedger.budgetId, budgetId), openHold));
   return rows.map((r) => r.key);
 }
 

@@ -29,6 +29,8 @@ import { agents, lifeforceBudgets, lifeforceLedger } from '../../db/schema/index
 import { freshPostgresDatabase } from '../helpers/env.js';
 
 let handle: DbHandle;
+/** A second pool: another worker process, with its own cache of budget versions. */
+let other: DbHandle;
 let drop: () => Promise<void>;
 const t0 = Date.UTC(2026, 10, 24, 12);
 
@@ -36,11 +38,13 @@ beforeAll(async () => {
   const fresh = await freshPostgresDatabase('lifeforce');
   drop = fresh.drop;
   handle = createDb(fresh.url, { max: 6 });
+  other = createDb(fresh.url, { max: 3 });
   await runMigrations(handle.pool);
   await handle.db.insert(agents).values([{ id: 'lf', name: 'lf' }]);
 });
 afterAll(async () => {
   await handle?.close();
+  await other?.close();
   await drop?.();
 });
 
@@ -151,14 +155,38 @@ describe('the lifeforce ledger', () => {
     await reconcile('agent:lf');
   });
 
+  it('decides on the budget as it is, not on the version a process wrote last', async () => {
+    const [a, b] = [handle.db, other.db];
+    await a.insert(agents).values({ id: 'two', name: 'two' });
+    await ensureBudget(a, { id: 'agent:two', agentId: 'two', scope: 'agent', settings: { capacity: 10 }, at: t0 });
+    const held = (key: string, amount: number, db = a) => reserve(db, { key, budgetId: 'agent:two', amount, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    expect(await held('two-1', 8)).toMatchObject({ ok: true, replayed: false });
+    // The other process grants: what `a` wrote last says 2 LF are left; the row says 22.
+    await grantLifeforce(b, { budgetId: 'agent:two', amount: 20, key: 'two-g', reason: 'test' });
+    expect(await held('two-2', 15)).toMatchObject({ ok: true, replayed: false });
+    // And spends: `a`'s version is stale again, its write misses and it holds on a fresh read.
+    expect(await held('two-3', 3, b)).toMatchObject({ ok: true });
+    expect(await held('two-4', 5)).toMatchObject({ ok: false, reason: 'balance', available: 4 });
+    // A key held before answers as before, not as a new hold, on the version just written too.
+    expect(await held('two-5', 1)).toMatchObject({ ok: true, replayed: false });
+    expect(await held('two-5', 1)).toMatchObject({ ok: true, replayed: true });
+    await settle(b, 'two-1', 2);
+    expect(await held('two-6', 9)).toMatchObject({ ok: true, replayed: false });
+    await reconcile('agent:two');
+    const [row] = await a.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:two'));
+    expect(row).toMatchObject({ funded: 30, reserved: 28, spent: 2, balance: 0 });
+  });
+
   it('keeps the row and the ledger in agreement under racing operations', async () => {
     const db = handle.db;
     let run = 0;
+    // `elsewhere`: the operation comes from the other process, whose cached budget version is
+    // stale whenever this one wrote last (and the other way round).
     const op = fc.oneof(
-      fc.record({ kind: fc.constant('reserve' as const), key: fc.nat(5), amount: fc.integer({ min: 0, max: 3000 }).map((x) => x / 100) }),
-      fc.record({ kind: fc.constant('settle' as const), key: fc.nat(5), actual: fc.integer({ min: 0, max: 4000 }).map((x) => x / 100) }),
-      fc.record({ kind: fc.constant('release' as const), key: fc.nat(5) }),
-      fc.record({ kind: fc.constant('grant' as const), amount: fc.integer({ min: 0, max: 2000 }).map((x) => x / 100) }),
+      fc.record({ kind: fc.constant('reserve' as const), key: fc.nat(5), amount: fc.integer({ min: 0, max: 3000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
+      fc.record({ kind: fc.constant('settle' as const), key: fc.nat(5), actual: fc.integer({ min: 0, max: 4000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
+      fc.record({ kind: fc.constant('release' as const), key: fc.nat(5), elsewhere: fc.boolean() }),
+      fc.record({ kind: fc.constant('grant' as const), amount: fc.integer({ min: 0, max: 2000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
     );
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 0, max: 60 }), fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { maxLength: 4 }), async (capacity, batches) => {
@@ -172,8 +200,9 @@ describe('the lifeforce ledger', () => {
         for (const batch of batches) {
           // One batch runs at once: a retried attempt racing its first, a settle racing the sweep.
           await Promise.all(
-            batch.map((o) =>
-              o.kind === 'reserve'
+            batch.map((o) => {
+              const db = o.elsewhere ? other.db : handle.db;
+              return o.kind === 'reserve'
                 ? reserve(db, { key: `${id}#${o.key}`, budgetId: id, amount: o.amount, operation: 'llm_call', ttlMs: 60_000, at: t0 }).then((r) => {
                     if (r.ok && r.hold) holds.set(r.key, r.hold);
                   })
@@ -183,8 +212,8 @@ describe('the lifeforce ledger', () => {
                     : settle(db, `${id}#${o.key}`, o.actual)
                   : o.kind === 'release'
                     ? release(db, `${id}#${o.key}`, 'test')
-                    : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' }),
-            ),
+                    : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' });
+            }),
           );
         }
         await reconcile(id);
