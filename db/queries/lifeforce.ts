@@ -625,7 +625,7 @@ export async function configureBudget(db: Db, agentId: string, cfg: BudgetConfig
     const extra = { ...(cfg.onExhausted ? { onExhausted: cfg.onExhausted } : {}), ...(cfg.askFor !== undefined ? { askFor: cfg.askFor } : {}), ...(cfg.priority !== undefined ? { priority: cfg.priority } : {}) };
     const [updated] = await tx.update(lifeforceBudgets).set({ ...columnsOf(state), ...extra, exhaustedAt: null }).where(eq(lifeforceBudgets.id, id)).returning();
     if (added !== 0) {
-      await tx.insert(lifeforceLedger).values({ agentId, budgetId: id, scope: 'agent', scopeId: id, idempotencyKey: `config:${id}:${at}:${Math.random().toString(36).slice(2)}`, kind: added > 0 ? 'grant' : 'release', amount: Math.abs(added), reason: `capacity set to ${cfg.capacity}`, metadata: { config: true, delta: added } });
+      await tx.insert(lifeforceLedger).values({ agentId, budgetId: id, scope: 'agent', scopeId: id, idempotencyKey: `config:${id}:${at}:${Math.random().toString(36).slice(2)}`, kind: added > 0 ? 'grant' : 'withdraw', amount: Math.abs(added), reason: `capacity set to ${cfg.capacity}`, metadata: { config: true, delta: added } });
     }
     return updated!;
   });

@@ -13,7 +13,8 @@ import { agentId } from './agents.js';
 import { createdAt, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
 export const ledgerScopes = budgetScopes;
-export const ledgerKinds = ['reserve', 'settle', 'release', 'grant'] as const;
+/** `withdraw`: an operator lowered the budget's capacity (its funding goes down by the amount). */
+export const ledgerKinds = ['reserve', 'settle', 'release', 'grant', 'withdraw'] as const;
 
 const lf = (name: string) => numeric(name, { precision: 14, scale: 4, mode: 'number' });
 

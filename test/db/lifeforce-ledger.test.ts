@@ -153,6 +153,13 @@ describe('the lifeforce ledger', () => {
     expect(row.balance).toBe(40);
     expect(await reserve(db, { key: 'cfg-1', budgetId: 'agent:lf', amount: 35, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'daily', available: 18 });
     await reconcile('agent:lf');
+    // A lower capacity takes the difference out of the funding, as a `withdraw` entry.
+    const cut = await configureBudget(db, 'lf', { capacity: 25 }, t0);
+    expect(cut).toMatchObject({ capacity: 25, balance: 25 });
+    const [last] = await db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, 'agent:lf')).orderBy(sql`${lifeforceLedger.id} desc`).limit(1);
+    expect(last).toMatchObject({ kind: 'withdraw', amount: 15 });
+    expect(cut.funded).toBe(row.funded - 15);
+    await reconcile('agent:lf');
   });
 
   it('decides on the budget as it is, not on the version a process wrote last', async () => {

@@ -1,0 +1,2 @@
+ALTER TABLE "lifeforce_ledger" DROP CONSTRAINT "lifeforce_ledger_kind_check";--> statement-breakpoint
+ALTER TABLE "lifeforce_ledger" ADD CONSTRAINT "lifeforce_ledger_kind_check" CHECK ("kind" in ('reserve', 'settle', 'release', 'grant', 'withdraw'));
