@@ -538,14 +538,14 @@ export async function carveBudget(db: Db, spec: { parentId: string; id: string; 
 }
 
 /**
- * Close a child budget: its open holds are released, the parent's carve is settled at what the
- * child spent (at most the carve), and everything the child has left — the rest of the carve, and
- * grants made to it and not spent — returns to the parent.
+ * Close a child budget: a hold still open is charged what it reserved (its operation may still be
+ * running, and what it spends must reach the ledger; its own settle then finds it closed), the
+ * parent's carve is settled at what the child spent (at most the carve), and everything the child
+ * has left — the rest of the carve, and grants made to it and not spent — returns to the parent.
  * Idempotent.
  */
 export async function closeBudget(db: Db, budgetId: string, reason: string): Promise<void> {
-  const open = await openReservations(db, budgetId);
-  for (const key of open) await release(db, key, `budget closed: ${reason}`);
+  for (const hold of await openReservations(db, budgetId)) await settle(db, hold.key, hold.amount, { closedWithBudget: reason });
   const row = await db.transaction(async (tx) => {
     const locked = await lockBudget(tx, budgetId);
     if (!locked || locked.closedAt) return undefined;
@@ -566,12 +566,11 @@ export async function closeBudget(db: Db, budgetId: string, reason: string): Pro
   if (extra > 0) await grantLifeforce(db, { budgetId: row.parentId, amount: extra, key: `return:${budgetId}`, reason: `unspent grants of ${budgetId} (closed: ${reason})` });
 }
 
-async function openReservations(db: Db, budgetId: string): Promise<string[]> {
-  const rows = await db
-    .select({ key: lifeforceLedger.idempotencyKey })
+async function openReservations(db: Db, budgetId: string): Promise<{ key: string; amount: number }[]> {
+  return db
+    .select({ key: lifeforceLedger.idempotencyKey, amount: lifeforceLedger.amount })
     .from(lifeforceLedger)
     .where(and(eq(lifeforceLedger.budgetId, budgetId), openHold));
-  return rows.map((r) => r.key);
 }
 
 /** Add to a budget (a human's grant). Idempotent by `key`; false when the key was used before. */

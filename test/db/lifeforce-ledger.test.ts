@@ -115,11 +115,14 @@ describe('the lifeforce ledger', () => {
     expect(await reserve(db, { key: 'child-op-2', budgetId: 'task:lf/1', amount: 14, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'balance', available: 13 });
     // Without an amount, a limited parent gives a quarter of what it has available (30 → 7.5).
     expect(await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/2', agentId: 'lf', scope: 'task', amount: null, at: t0 })).toMatchObject({ ok: true, carved: 7.5 });
+    // A call still running when its budget closes is charged its worst case, then and there.
+    const running = await reserve(db, { key: 'child-op-running', budgetId: 'task:lf/1', amount: 3, operation: 'llm_call', ttlMs: 60_000, at: t0 });
     await closeBudget(db, 'task:lf/1', 'task done');
     await closeBudget(db, 'task:lf/1', 'task done');
+    expect(running.ok && running.hold ? await settleHold(db, running.hold, 1) : null).toMatchObject({ replayed: true });
     const report = await budgetReport(db, 'agent:carver', { at: t0 });
-    // 50 − 7 spent by the child − 7.5 held for the second child.
-    expect(report).toMatchObject({ available: 35.5, budget: { spent: 7, reserved: 7.5 } });
+    // 50 − 10 spent by the child (7 settled, 3 held at the close) − 7.5 held for the second child.
+    expect(report).toMatchObject({ available: 32.5, budget: { spent: 10, reserved: 7.5 } });
     expect(await reserve(db, { key: 'child-op-3', budgetId: 'task:lf/1', amount: 1, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'closed' });
     await reconcile('agent:carver');
     await reconcile('task:lf/1');
