@@ -115,6 +115,16 @@ function start(id: string, input: SuccessorForkInput): Promise<WorkflowHandle<ty
   return env.client.workflow.start('successorForkWorkflow', { taskQueue: 'mindloop', workflowId: `fork/${id}`, args: [input] });
 }
 
+/** The workflow's result once it has closed, waited for without unlocking time skipping. */
+async function closedResult(h: WorkflowHandle): Promise<unknown> {
+  const deadline = Date.now() + 60_000;
+  while ((await h.describe()).status.name === 'RUNNING') {
+    if (Date.now() > deadline) throw new Error(`${h.workflowId} still running after 60 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return h.result();
+}
+
 async function phase(h: WorkflowHandle, want: ForkState['phase'], timeoutMs = 30_000): Promise<ForkState> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -187,7 +197,11 @@ describe('successorForkWorkflow', () => {
       );
       expect(mismatch.message).toContain('tool_tests cannot evaluate a strategy patch');
 
-      const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then((h) => h.result()));
+      // Waited out by polling, not by `result()`: that unlocks the test server's time skipping,
+      // and skipped time can time out an activity still running on a loaded machine; the test
+      // server then keeps a time-skipping lock for it forever and the later tests' timers never
+      // fire. This fork fails in its first activity, so it needs no skipped time.
+      const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then(closedResult));
       expect((missing.cause as Error | undefined)?.message ?? missing.message).toContain('agent nobody does not exist');
       expect(await handle.db.select().from(agents).where(eq(agents.id, 'fk.bad-3'))).toEqual([]);
     });
