@@ -5,6 +5,10 @@
  * and settles it after; the LLM call is charged by the router, to the same budget. The
  * decision's row and the learning it causes are written together (db/queries/nerves.ts), so a
  * retry with the same key finds the first attempt's decision instead of deciding again.
+ *
+ * A nerve in reflex decides in its workflow instead (core/nerves/arc.ts): `nerveArmReflex` leases
+ * its budget for the next decisions and compiles the table; `nerveFlushReflex` records what the
+ * workflow decided on it, learns from it and settles the lease.
  */
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
@@ -12,14 +16,15 @@ import { z } from 'zod';
 import { agentIdSchema } from '../core/ids.js';
 import { budgetIds, defaultPrices, lfCeil, lfRound, type PriceTable } from '../core/lifeforce.js';
 import { nerveNames, nerves } from '../core/nerves/index.js';
-import { choose, defaultLearning, learn, learningConfigSchema, modeOf, modeSettings, type DecidedBy, type Learner, type LearningConfig, type NerveEvent, type NerveMode } from '../core/nerves/modes.js';
+import { affordable, arcCost, leaseCostPerDecision, maxArcSize } from '../core/nerves/arc.js';
+import { choose, compileTable, defaultLearning, learn, learningConfigSchema, modeOf, modeSettings, type DecidedBy, type Learner, type LearningConfig, type NerveEvent, type NerveMode, type TransitionTable } from '../core/nerves/modes.js';
 import { actionSchema, judge, nervePrompt, observationSchema, parseAction, stateCost, type NerveDef, type Outcome } from '../core/nerves/nerve.js';
 import { clipText } from '../core/sanitize.js';
 import { transition } from '../core/state-machines.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
-import { carveBudget, ensureBudget, release, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
-import { decisionByKey, eventsOfDecision, loadLearner, recordDecision } from '../db/queries/nerves.js';
+import { carveBudget, release, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
+import { decisionByKey, eventsOfDecision, loadLearner, recordDecision, recordDecisions, type NewNerveDecision } from '../db/queries/nerves.js';
 import type { NerveDecisionRow } from '../db/schema/nerves.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import { activityContext, withHeartbeat } from './heartbeat.js';
@@ -34,6 +39,13 @@ export interface NerveDeps {
 
 /** How long a decision's hold may stay open before the sweep returns it (its worker died). */
 const holdTtlMs = 60_000;
+/**
+ * How long a reflex arc's lease may stay open. The workflow makes the leased decisions and
+ * schedules the flush in the workflow task that receives the lease (the decisions are pure), so
+ * this only has to outlast a worker's crash and the workflow's replay elsewhere; a lease whose
+ * workflow is gone is released by the sweep after it.
+ */
+const leaseTtlMs = 10 * 60_000;
 
 export const nerveDecideInput = z
   .strictObject({
@@ -73,16 +85,103 @@ export interface NerveDecideResult {
   replayed: boolean;
 }
 
+export const nerveArmReflexInput = z.strictObject({
+  agentId: agentIdSchema,
+  nerve: z.enum(nerveNames),
+  /** A forced reflex arms always; `auto` only where the rules have earned reflex. */
+  mode: z.enum(['auto', 'reflex']),
+  /** Workflow id + run + the lease's first step: the lease's ledger key. */
+  key: z.string().min(1).max(400),
+  /** Decisions to lease (fewer when the budget covers fewer). */
+  decisions: z.number().int().min(1).max(maxArcSize),
+  /** The time in ms (the workflow's clock). */
+  at: z.number().int().min(0),
+  learning: learningConfigSchema.optional(),
+});
+export type NerveArmReflexInput = z.input<typeof nerveArmReflexInput>;
+type ArmReflex = z.output<typeof nerveArmReflexInput>;
+
+export type NerveArmReflexResult =
+  | {
+      armed: true;
+      /** The lease's ledger key: the flush settles it. */
+      leaseKey: string;
+      /** Decisions the lease covers. */
+      decisions: number;
+      /** LF held: `decisions` × `perDecision`. */
+      reserved: number;
+      /** The costliest state's cost, what each leased decision is held at. */
+      perDecision: number;
+      table: TransitionTable;
+      /** The mode the rules have earned. */
+      mode: NerveMode;
+    }
+  /** `auto` on a nerve whose rules do not earn reflex (any more): decide with `nerveDecide`. */
+  | { armed: false; mode: NerveMode };
+
+const arcDecisionSchema = z.strictObject({
+  key: z.string().min(1).max(400),
+  state: z.string().min(1).max(64),
+  bucket: z.string().min(1).max(64),
+  action: z.string().min(1).max(64),
+  to: z.string().min(1).max(64),
+  outcome: z.enum(['ok', 'bad']).nullable(),
+  lf: z.number().min(0).max(1_000_000),
+  at: z.number().int().min(0),
+});
+
+export const nerveFlushReflexInput = z
+  .strictObject({
+    agentId: agentIdSchema,
+    nerve: z.enum(nerveNames),
+    /** The lease the decisions were made on (nerveArmReflex's `leaseKey`). */
+    leaseKey: z.string().min(1).max(500),
+    /** The buffered decisions, in order (core/nerves/arc.ts ArcDecision). */
+    decisions: z.array(arcDecisionSchema).max(maxArcSize),
+    learning: learningConfigSchema.optional(),
+  })
+  .superRefine((f, ctx) => {
+    const { states } = nerves[f.nerve].machine;
+    f.decisions.forEach((d, i) => {
+      if (!states[d.state]) ctx.addIssue({ code: 'custom', path: ['decisions', i, 'state'], message: `'${d.state}' is not a state of the ${f.nerve} nerve` });
+    });
+  });
+export type NerveFlushReflexInput = z.input<typeof nerveFlushReflexInput>;
+
+export interface NerveFlushReflexResult {
+  /** Decisions recorded now (fewer than flushed: a retry found them recorded). */
+  recorded: number;
+  /** Promotions and demotions the decisions caused (a demotion of the rule that decided badly). */
+  events: NerveEvent[];
+  /** The mode the nerve's rules have earned after them. */
+  modeAfter: NerveMode;
+  /** What the lease was settled at: the decisions' state costs. */
+  charged: number;
+  /** The lease had been settled before (a retry). */
+  replayed: boolean;
+}
+
 /** The LF of a call as the price table prices it: its USD price and its tokens (core/lifeforce.ts llmCost). */
 function callLf(prices: PriceTable, r: ChatResult): number {
   return lfCeil(r.costUsd * prices.lfPerUsd + ((r.usage.promptTokens + r.usage.completionTokens) / 1000) * prices.lfPer1kTokens);
 }
 
-/** A nerve spends its own budget, carved from the agent's on first use (the agent's is unlimited until configured). */
+/**
+ * A nerve spends its own budget, carved from the agent's on first use (the carve creates the
+ * agent's budget, unlimited, if it has none yet).
+ */
 async function openNerveBudget(db: Db, agentId: string, nerve: string, at: number): Promise<void> {
-  const parentId = budgetIds.agent(agentId);
-  await ensureBudget(db, { id: parentId, agentId, scope: 'agent', settings: { capacity: null }, at });
-  await carveBudget(db, { parentId, id: budgetIds.nerve(agentId, nerve), agentId, scope: 'nerve', amount: null, at });
+  await carveBudget(db, { parentId: budgetIds.agent(agentId), id: budgetIds.nerve(agentId, nerve), agentId, scope: 'nerve', amount: null, at });
+}
+
+/** The non-retryable failure of a budget that cannot cover what a nerve needs (the workflow pauses on it). */
+function exhausted(what: string, refused: { budgetId: string; reason: string; needed: number; available: number | null }) {
+  return nonRetryable(ErrorType.LifeforceExhausted, `lifeforce exhausted: budget ${refused.budgetId} cannot cover ${refused.needed} LF for ${what} (${refused.reason}; available ${refused.available ?? 'unlimited'} LF)`, {
+    budgetId: refused.budgetId,
+    reason: refused.reason,
+    needed: refused.needed,
+    available: refused.available,
+  });
 }
 
 /** The hold of a decision's state cost on the nerve's budget. */
@@ -106,15 +205,69 @@ async function holdCost(db: Db, d: Decide, cost: number, first: Promise<ReserveR
     req.key = `${req.key}#${randomUUID()}`;
     held = await reserve(db, req);
   }
-  if (!held.ok) {
-    throw nonRetryable(ErrorType.LifeforceExhausted, `lifeforce exhausted: budget ${held.budgetId} cannot cover ${held.needed} LF for a ${d.nerve} decision (${held.reason}; available ${held.available ?? 'unlimited'} LF)`, {
-      budgetId: held.budgetId,
-      reason: held.reason,
-      needed: held.needed,
-      available: held.available,
-    });
-  }
+  if (!held.ok) throw exhausted(`a ${d.nerve} decision`, held);
   return req.key;
+}
+
+/**
+ * The lease of a reflex arc: `decisions` × the costliest state's cost held on the nerve's budget
+ * (opened if it had none). A budget that cannot cover them all leases as many as it covers; one
+ * that cannot cover one decision stops the nerve (non-retryable). A retry finds its first
+ * attempt's lease.
+ */
+async function holdLease(db: Db, d: ArmReflex, perDecision: number): Promise<{ leaseKey: string; decisions: number; reserved: number }> {
+  const budgetId = budgetIds.nerve(d.agentId, d.nerve);
+  const request = (key: string, n: number): ReserveRequest => ({
+    key,
+    budgetId,
+    amount: lfRound(n * perDecision),
+    operation: 'nerve',
+    ttlMs: leaseTtlMs,
+    at: d.at,
+    reason: `${d.nerve} reflex arc: ${n} decisions`,
+    metadata: { decisions: n },
+  });
+  const base = `nerve-arc:${d.key}`;
+  let key = base;
+  let n = d.decisions;
+  let held = await reserve(db, request(key, n));
+  if (!held.ok && held.reason === 'missing') {
+    await openNerveBudget(db, d.agentId, d.nerve, d.at);
+    held = await reserve(db, request(key, n));
+  }
+  if (!held.ok && held.reason !== 'closed' && held.reason !== 'missing') {
+    // The refused hold wrote nothing: the same key, for as many as the budget covers.
+    n = affordable(n, perDecision, held.available);
+    if (n === 0) throw exhausted(`a ${d.nerve} decision`, { ...held, needed: perDecision });
+    held = await reserve(db, request(key, n));
+  }
+  // Closed already: a lease armed at this step was flushed before the run continued as new. The
+  // next free key is found again by a retry (no random suffix), so a retry never holds twice.
+  for (let i = 2; held.ok && held.closed; i++) {
+    if (i > 20) throw new Error(`nerveArmReflex: ${base} was leased and closed ${i - 1} times`);
+    key = `${base}#${i}`;
+    held = await reserve(db, request(key, n));
+  }
+  if (!held.ok) throw exhausted(`${n} ${d.nerve} decisions`, held);
+  // A retry's hold is the first attempt's, whose size the budget may have set lower.
+  const decisions = held.replayed && perDecision > 0 ? Math.round(held.amount / perDecision) : n;
+  return { leaseKey: key, decisions, reserved: held.amount };
+}
+
+/**
+ * A lease the sweep released before its flush came (its workflow was away past the deadline):
+ * the decisions are charged anew under a key of their own, found again by a retry. A budget that
+ * cannot cover them now leaves them recorded and uncharged (they were made; nothing is overspent).
+ */
+async function chargeLate(db: Db, f: { agentId: string; nerve: string; leaseKey: string; decisions: readonly { at: number }[] }, cost: number): Promise<number> {
+  const key = `${f.leaseKey}/late`;
+  const at = Math.max(...f.decisions.map((d) => d.at));
+  const held = await reserve(db, { key, budgetId: budgetIds.nerve(f.agentId, f.nerve), amount: cost, operation: 'nerve', ttlMs: leaseTtlMs, at, reason: `${f.nerve} reflex arc: ${f.decisions.length} decisions flushed after their lease was released` });
+  if (!held.ok) {
+    activityContext()?.log.warn('nerve decisions recorded uncharged: their lease was released and the budget cannot cover them now', { leaseKey: f.leaseKey, cost, reason: held.reason });
+    return 0;
+  }
+  return (await settle(db, key, cost, { lateFor: f.leaseKey })).charged;
 }
 
 /** Ask the LLM: the action its reply names (null when none), the reply when unreadable, the call's LF. */
@@ -208,6 +361,65 @@ export function createNerveActivities(deps: NerveDeps) {
       ]);
       const after = learn(learner, fact, cfg).learner;
       return resultOf(recorded.row, modeOf(after, cfg), recorded.events, !recorded.recorded);
+    },
+
+    /**
+     * Arm a nerve's reflex arc: its table compiled from the rules, and a lease on its budget for
+     * the next decisions (each at the costliest state's cost), which the workflow then decides
+     * itself. `auto` arms only where the rules have earned reflex. A budget that cannot cover one
+     * decision fails it as the non-retryable `LifeforceExhausted`.
+     */
+    async nerveArmReflex(input: NerveArmReflexInput): Promise<NerveArmReflexResult> {
+      const parsed = nerveArmReflexInput.safeParse(input);
+      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `nerveArmReflex: ${formatIssues(parsed.error, '(input)')}`);
+      const d = parsed.data;
+      const def = nerves[d.nerve];
+      const cfg = d.learning ?? defaultLearning;
+      const learner = await loadLearner(db, d.agentId, d.nerve, cfg.window);
+      const mode = modeOf(learner, cfg);
+      if (d.mode === 'auto' && mode !== 'reflex') return { armed: false, mode };
+      const perDecision = leaseCostPerDecision(def);
+      const lease = await holdLease(db, d, perDecision);
+      return { armed: true, ...lease, perDecision, table: compileTable(learner, def), mode };
+    },
+
+    /**
+     * Flush a reflex arc: the decisions the workflow made on its table recorded in one insert
+     * (by the table, in reflex, under the lease's ledger key), the learning they cause (a rule
+     * that decided badly is demoted), and the lease settled at their state costs. Idempotent: a
+     * retry records, learns and charges nothing twice.
+     */
+    async nerveFlushReflex(input: NerveFlushReflexInput): Promise<NerveFlushReflexResult> {
+      const parsed = nerveFlushReflexInput.safeParse(input);
+      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `nerveFlushReflex: ${formatIssues(parsed.error, '(input)')}`);
+      const f = parsed.data;
+      const cfg = f.learning ?? defaultLearning;
+      const rows: NewNerveDecision[] = f.decisions.map((d) => ({
+        agentId: f.agentId,
+        nerve: f.nerve,
+        state: d.state,
+        bucket: d.bucket,
+        action: d.action,
+        toState: d.to,
+        decidedBy: 'table',
+        mode: 'reflex',
+        outcome: d.outcome,
+        lf: d.lf,
+        // Decided in workflow code, well under a millisecond.
+        latencyMs: 0,
+        reply: null,
+        ledgerKey: f.leaseKey,
+        key: d.key,
+        at: d.at,
+      }));
+      const cost = arcCost(f.decisions);
+      // The settle and the record are independent and each idempotent: one round trip's wait for both.
+      const [closed, recorded] = await Promise.all([settle(db, f.leaseKey, cost, { decisions: f.decisions.length }), recordDecisions(db, rows, cfg)]);
+      // Closed before at nothing while the decisions cost something: released, not settled by an earlier attempt.
+      const charged = closed.replayed && closed.charged === 0 && cost > 0 ? await chargeLate(db, f, cost) : closed.charged;
+      // After the record: the mode follows the demotions and the recent window it just changed.
+      const learner = await loadLearner(db, f.agentId, f.nerve, cfg.window);
+      return { recorded: recorded.recorded, events: recorded.events, modeAfter: modeOf(learner, cfg), charged, replayed: closed.replayed };
     },
   };
 }

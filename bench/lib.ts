@@ -54,15 +54,17 @@ async function freePort(): Promise<number> {
 
 /**
  * The embedded stack on a throw-away data dir and free ports, so a benchmark never touches
- * the user's `.data/` nor collides with a running `npm start`.
+ * the user's `.data/` nor collides with a running `npm start`. `databaseUrl`: a Postgres of the
+ * benchmark's own instead of the embedded PGlite.
  */
-export async function benchStack(): Promise<{ env: Env; stack: Stack; stop(): Promise<void> }> {
+export async function benchStack(opts: { databaseUrl?: string } = {}): Promise<{ env: Env; stack: Stack; stop(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'mindloop-bench-'));
   const parsed = parseEnv({
     ...process.env,
     MINDLOOP_DATA_DIR: dataDir,
     TEMPORAL_PORT: String(await freePort()),
     PGLITE_PORT: String(await freePort()),
+    ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
   });
   if (!parsed.success) throw new Error(parsed.error.message);
   const env = parsed.data;

@@ -1,10 +1,12 @@
 /**
  * A nerve at work (id `agent/<id>/nerve/<name>`): the scenario's sensor stream, one decision
  * per observation (`nerveDecide`), the state carried from one to the next. The mode is the
- * input's, or with `auto` the one the nerve's rules have earned (core/nerves/modes.ts). When
- * the nerve's lifeforce budget cannot cover a decision the run pauses in phase `exhausted`
- * until a `resume` signal; when no LLM answers it waits the outage out. It ends after `steps`
- * observations, continuing as new every `stepsPerRun`.
+ * input's, or with `auto` the one the nerve's rules have earned (core/nerves/modes.ts). In
+ * reflex the run decides on a reflex arc instead (core/nerves/arc.ts): one activity leases the
+ * budget for the next decisions and compiles the table, the workflow decides them itself, one
+ * activity records them and settles the lease. When the nerve's lifeforce budget cannot cover a
+ * decision the run pauses in phase `exhausted` until a `resume` signal; when no LLM answers it
+ * waits the outage out. It ends after `steps` observations, continuing as new every `stepsPerRun`.
  */
 import {
   ActivityFailure,
@@ -15,6 +17,7 @@ import {
   defineQuery,
   defineSignal,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -23,11 +26,12 @@ import {
 import { z } from 'zod';
 import type { createNerveActivities, NerveDecideResult } from '../activities/nerves.js';
 import { agentIdSchema } from '../core/ids.js';
+import { decideOnTable, defaultArcSize, flushDue, leaseSize, maxArcSize, wantsArc, type Arc } from '../core/nerves/arc.js';
 import { nerveNames, nerves } from '../core/nerves/index.js';
-import { learningConfigSchema, modeSettings, type ModeSetting, type NerveMode } from '../core/nerves/modes.js';
+import { learningConfigSchema, modeSettings, type ModeSetting, type NerveEvent, type NerveMode } from '../core/nerves/modes.js';
 import type { Observation } from '../core/nerves/nerve.js';
 import { scenarioKinds, scenarioSlice } from '../core/nerves/scenario.js';
-import { addDecision, describeEvent, emptyTally, nerveTallySchema, type NerveTally } from '../core/nerves/tally.js';
+import { addDecision, addEvents, describeEvent, emptyTally, nerveTallySchema, type DecisionSummary, type NerveTally } from '../core/nerves/tally.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { failureMessage } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -36,7 +40,8 @@ import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attrib
 import { handlerText, timerText } from './lib/ui-text.js';
 
 type Activities = ReturnType<typeof createNerveActivities>;
-// A forced reflex never asks the LLM: the database preset fits it; any other mode may.
+// A forced reflex never asks the LLM: the database preset fits it (and the reflex arc's
+// activities, in any mode); any other mode may.
 const reflexActs = proxyActivities<Activities>(dbActivity);
 const llmActs = proxyActivities<Activities>(llmActivity);
 
@@ -53,6 +58,8 @@ export const nerveWorkflowInput = z.strictObject({
   coverage: z.number().gt(0).max(1).optional(),
   /** Decisions per run before continue-as-new (each is a few history events). */
   stepsPerRun: z.number().int().min(1).max(2_000).default(500),
+  /** Decisions a reflex arc leases (and flushes) at a time. */
+  arcSize: z.number().int().min(1).max(maxArcSize).default(defaultArcSize),
   carryOver: z.strictObject({ step: z.number().int().min(0), state: z.string().min(1), modeEarned: z.enum(['deliberate', 'hybrid', 'reflex']), tally: nerveTallySchema, pauses: z.number().int().min(0) }).optional(),
 });
 export type NerveWorkflowInput = z.input<typeof nerveWorkflowInput>;
@@ -120,11 +127,11 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
     { key: kindSearchAttribute, value: 'nerve' },
   ]);
 
-  /** One decision; a refused budget pauses until `resume`, an LLM outage is waited out. */
-  async function decide(o: Observation): Promise<NerveDecideResult> {
+  /** An activity call; a refused budget pauses until `resume`, an LLM outage is waited out. */
+  async function withPauses<T>(call: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const r = await acts.nerveDecide({ agentId: input.agentId, nerve: input.nerve, state: s.state, observation: o, mode: input.mode, key: `${keyBase}/${s.step}`, at: Date.now(), learning });
+        const r = await call();
         s.phase = 'running';
         s.exhausted = null;
         s.waiting = null;
@@ -137,7 +144,7 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
           s.pauses++;
           log.warn('nerve paused: lifeforce exhausted', { nerve: input.nerve, step: s.step, error: s.exhausted.reason });
           resumed = false;
-          // The refused hold wrote nothing: the same decision, under the same key, once resumed.
+          // The refused hold wrote nothing: the same call, under the same key, once resumed.
           await condition(() => resumed);
           continue;
         }
@@ -150,17 +157,68 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
     }
   }
 
+  /** One decision by `nerveDecide`. */
+  const decide = (o: Observation): Promise<NerveDecideResult> =>
+    withPauses(() => acts.nerveDecide({ agentId: input.agentId, nerve: input.nerve, state: s.state, observation: o, mode: input.mode, key: `${keyBase}/${s.step}`, at: Date.now(), learning }));
+
+  /** The run one decision further: its state, tally and step. */
+  function advance(to: string, d: DecisionSummary): void {
+    s.state = to;
+    s.tally = addDecision(s.tally, d);
+    s.step++;
+  }
+
+  function logEvents(events: readonly NerveEvent[]): void {
+    for (const e of events) log.info(`nerve ${input.nerve}: ${describeEvent(e)}`, { step: s.step, mode: s.mode });
+  }
+
+  /** Arm a reflex arc for the next decisions of this run (null: `auto` found reflex no longer earned). */
+  async function armArc(stepsLeft: number): Promise<Arc | null> {
+    const mode = input.mode === 'reflex' ? 'reflex' : 'auto';
+    const r = await withPauses(() =>
+      reflexActs.nerveArmReflex({ agentId: input.agentId, nerve: input.nerve, mode, key: `${keyBase}/${s.step}`, decisions: leaseSize(stepsLeft, input.arcSize), at: Date.now(), learning }),
+    );
+    s.mode = r.mode;
+    return r.armed ? { leaseKey: r.leaseKey, decisions: r.decisions, table: r.table, buffer: [] } : null;
+  }
+
+  /** Record what the arc decided, learn from it, settle its lease; the arc is spent. */
+  async function flushArc(arc: Arc): Promise<null> {
+    const r = await reflexActs.nerveFlushReflex({ agentId: input.agentId, nerve: input.nerve, leaseKey: arc.leaseKey, decisions: arc.buffer, learning });
+    s.mode = r.modeAfter;
+    s.tally = addEvents(s.tally, r.events);
+    logEvents(r.events);
+    return null;
+  }
+
   const first = s.step;
-  const stream = scenarioSlice(input.seed, first, Math.min(input.steps, first + input.stepsPerRun), input.scenario);
+  const last = Math.min(input.steps, first + input.stepsPerRun);
+  const stream = scenarioSlice(input.seed, first, last, input.scenario);
+  // Runs started before the reflex arc decide every step with nerveDecide, as they did.
+  const arcOn = (input.mode === 'reflex' || input.mode === 'auto') && patched('nerve-reflex-arc-v1');
+  let arc: Arc | null = null;
   for (const o of stream) {
     if (workflowInfo().continueAsNewSuggested) break;
+    if (arcOn && !arc && wantsArc(input.mode, s.mode)) arc = await armArc(last - s.step);
+    if (arc) {
+      const next = decideOnTable(def, arc.table, input.mode, s.state, o, `${keyBase}/${s.step}`, Date.now());
+      if (next.kind === 'decided') {
+        const d = next.decision;
+        arc.buffer.push(d);
+        advance(d.to, { mode: 'reflex', decidedBy: 'table', outcome: d.outcome, action: d.action, lf: d.lf, events: [] });
+        // No wait between the arm and its flush but the flush itself: the decisions are pure.
+        if (flushDue(arc)) arc = await flushArc(arc);
+        continue;
+      }
+      // The table cannot decide this reading: the LLM is asked once what the arc decided is recorded.
+      arc = await flushArc(arc);
+    }
     const r = await decide(o);
-    s.state = r.to;
     s.mode = r.modeAfter;
-    s.tally = addDecision(s.tally, r);
-    s.step++;
-    for (const e of r.events) log.info(`nerve ${input.nerve}: ${describeEvent(e)}`, { step: s.step, mode: s.mode });
+    advance(r.to, r);
+    logEvents(r.events);
   }
+  if (arc) await flushArc(arc);
   if (s.step < input.steps) {
     await condition(allHandlersFinished);
     return continueAsNew<typeof nerveWorkflow>({ ...raw, carryOver: { step: s.step, state: s.state, modeEarned: s.mode, tally: s.tally, pauses: s.pauses } });

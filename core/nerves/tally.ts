@@ -49,19 +49,30 @@ export interface DecisionSummary {
   events: readonly NerveEvent[];
 }
 
-/** The tally after one more decision. */
-export function addDecision(t: NerveTally, d: DecisionSummary): NerveTally {
-  const last = d.events.at(-1);
+/** The tally with promotions and demotions counted (a reflex arc learns them when it flushes, after its decisions). */
+export function addEvents(t: NerveTally, events: readonly NerveEvent[]): NerveTally {
+  const last = events.at(-1);
   return {
-    decisions: t.decisions + 1,
-    byMode: { ...t.byMode, [d.mode]: t.byMode[d.mode] + 1 },
-    byDecider: { ...t.byDecider, [d.decidedBy]: t.byDecider[d.decidedBy] + 1 },
-    bad: t.bad + (d.outcome === 'bad' ? 1 : 0),
-    invalid: t.invalid + (d.action === null ? 1 : 0),
-    // The ledger's scale (4 decimals), so that sums do not drift.
-    lf: Math.round((t.lf + d.lf) * 10_000) / 10_000,
-    promotions: t.promotions + d.events.filter((e) => e.kind === 'promote').length,
-    demotions: t.demotions + d.events.filter((e) => e.kind === 'demote').length,
+    ...t,
+    promotions: t.promotions + events.filter((e) => e.kind === 'promote').length,
+    demotions: t.demotions + events.filter((e) => e.kind === 'demote').length,
     lastEvent: last ? describeEvent(last) : t.lastEvent,
   };
+}
+
+/** The tally after one more decision. */
+export function addDecision(t: NerveTally, d: DecisionSummary): NerveTally {
+  return addEvents(
+    {
+      ...t,
+      decisions: t.decisions + 1,
+      byMode: { ...t.byMode, [d.mode]: t.byMode[d.mode] + 1 },
+      byDecider: { ...t.byDecider, [d.decidedBy]: t.byDecider[d.decidedBy] + 1 },
+      bad: t.bad + (d.outcome === 'bad' ? 1 : 0),
+      invalid: t.invalid + (d.action === null ? 1 : 0),
+      // The ledger's scale (4 decimals), so that sums do not drift.
+      lf: Math.round((t.lf + d.lf) * 10_000) / 10_000,
+    },
+    d.events,
+  );
 }

@@ -1,9 +1,10 @@
 /**
  * Nerve decisions and their learning on the tables of db/schema/nerves.ts. A decision's row and
  * the learning it causes are written in one transaction, guarded by the decision's idempotency
- * key: a retried decision finds its row (and its events) instead of counting twice.
+ * key: a retried decision finds its row (and its events) instead of counting twice. A reflex
+ * arc's buffered decisions are written the same way, in one multi-row insert.
  */
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import { learnKey, undoKey, type DecidedBy, type KeyStats, type Learner, type LearningConfig, type NerveEvent, type NerveMode } from '../../core/nerves/modes.js';
 import type { Outcome } from '../../core/nerves/nerve.js';
 import type { Db } from '../client.js';
@@ -102,13 +103,9 @@ async function lockCase(tx: Tx, c: { agentId: string; nerve: string; state: stri
   return row!;
 }
 
-/**
- * Record a decision and learn from it (core/nerves/modes.ts `learnKey`): the case's counters,
- * its rule, and the promotion or demotion events. A decision that cannot change the learning
- * (a rule's or the table's that went well, or one nothing judged) is a single insert.
- */
-export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<RecordedDecision> {
-  const values = {
+/** The row of a decision. */
+function rowOf(d: NewNerveDecision) {
+  return {
     agentId: d.agentId,
     nerve: d.nerve,
     state: d.state,
@@ -124,9 +121,19 @@ export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<Lear
     ledgerKey: d.ledgerKey,
     idempotencyKey: d.key,
   };
-  // Only the model's choices and bad outcomes can change a case; the rest is one insert.
-  const learns = d.decidedBy === 'llm' || d.outcome === 'bad';
-  const done = learns
+}
+
+/** Only the model's choices and bad outcomes can change a case; the rest is an insert alone. */
+const learnsFrom = (d: Pick<NewNerveDecision, 'decidedBy' | 'outcome'>) => d.decidedBy === 'llm' || d.outcome === 'bad';
+
+/**
+ * Record a decision and learn from it (core/nerves/modes.ts `learnKey`): the case's counters,
+ * its rule, and the promotion or demotion events. A decision that cannot change the learning
+ * (a rule's or the table's that went well, or one nothing judged) is a single insert.
+ */
+export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<RecordedDecision> {
+  const values = rowOf(d);
+  const done = learnsFrom(d)
     ? await db.transaction(async (tx) => {
         const [row] = await tx.insert(nerveDecisions).values(values).onConflictDoNothing().returning();
         return row ? { recorded: true, row, events: await learnFrom(tx, d, row.id, cfg) } : undefined;
@@ -141,6 +148,50 @@ export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<Lear
   const row = await decisionByKey(db, d.key);
   if (!row) throw new Error(`nerve_decisions: the row of ${d.key} vanished`);
   return { recorded: false, row, events: await eventsOfDecision(db, row.id) };
+}
+
+export interface RecordedDecisions {
+  /** How many were recorded now; fewer than asked: the rest were recorded before (a retry). */
+  recorded: number;
+  /** The promotions and demotions the decisions caused, in order (a retry's are the first attempt's). */
+  events: NerveEvent[];
+}
+
+/** The promotions and demotions of the decisions under these keys, in order. */
+export async function eventsOfDecisionKeys(q: Queryable, keys: string[]): Promise<NerveEvent[]> {
+  if (keys.length === 0) return [];
+  const rows = await q
+    .select({ event: nerveRuleEvents.event })
+    .from(nerveRuleEvents)
+    .innerJoin(nerveDecisions, eq(nerveDecisions.id, nerveRuleEvents.decisionId))
+    .where(inArray(nerveDecisions.idempotencyKey, keys))
+    .orderBy(nerveRuleEvents.id);
+  return rows.map((r) => r.event as unknown as NerveEvent);
+}
+
+/**
+ * Record decisions in one multi-row insert, in order, and learn from those that can change a
+ * case (as `recordDecision`, each on its locked case), all in one transaction when any learns:
+ * the rows and their learning land together or not at all. Idempotent by each decision's key: a
+ * retried batch records and learns nothing twice, and answers with the first attempt's events.
+ */
+export async function recordDecisions(db: Db, ds: NewNerveDecision[], cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<RecordedDecisions> {
+  if (ds.length === 0) return { recorded: 0, events: [] };
+  const values = ds.map(rowOf);
+  const inserted = ds.some(learnsFrom)
+    ? await db.transaction(async (tx) => {
+        const rows = await tx.insert(nerveDecisions).values(values).onConflictDoNothing().returning({ id: nerveDecisions.id, key: nerveDecisions.idempotencyKey });
+        const ids = new Map(rows.map((r) => [r.key, r.id]));
+        const events: NerveEvent[] = [];
+        for (const d of ds) {
+          const id = ids.get(d.key);
+          if (id !== undefined && learnsFrom(d)) events.push(...(await learnFrom(tx, d, id, cfg)));
+        }
+        return { recorded: rows.length, events };
+      })
+    : { recorded: (await db.insert(nerveDecisions).values(values).onConflictDoNothing().returning({ id: nerveDecisions.id })).length, events: [] };
+  if (inserted.recorded === ds.length) return inserted;
+  return { recorded: inserted.recorded, events: await eventsOfDecisionKeys(db, ds.map((d) => d.key)) };
 }
 
 /** Apply one decision to its case (locked): the new counters and rule, and its events logged. */

@@ -5,17 +5,25 @@
  * charges the call to the same budget; a retry with the same key decides nothing twice; an
  * unreadable reply is a bad decision that stays put; a budget that cannot cover a decision fails
  * it as the non-retryable LifeforceExhausted; promotions and demotions are logged and undone.
+ *
+ * The reflex arc's two activities: nerveArmReflex leases K decisions at the costliest state's
+ * cost (as many as the budget covers, LifeforceExhausted below one; the nerve budget carved on
+ * first use; `auto` arms only where reflex is earned) and compiles the table; nerveFlushReflex
+ * records the buffered decisions in one insert, demotes a rule that decided badly and settles the
+ * lease at the decisions' costs, and a retry of either changes nothing; decisions whose lease the
+ * sweep released before the flush are charged anew, once.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
-import { createNerveActivities, type NerveDecideInput } from '../../activities/nerves.js';
+import { createNerveActivities, type NerveArmReflexInput, type NerveDecideInput, type NerveFlushReflexInput } from '../../activities/nerves.js';
 import { budgetIds, defaultPrices, lfRound, llmCost } from '../../core/lifeforce.js';
+import type { ArcDecision } from '../../core/nerves/arc.js';
 import type { Observation } from '../../core/nerves/nerve.js';
-import { carveBudget, ensureBudget } from '../../db/queries/lifeforce.js';
+import { carveBudget, ensureBudget, release } from '../../db/queries/lifeforce.js';
 import { nerveRuleRows, undoRuleEvent } from '../../db/queries/nerves.js';
-import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents } from '../../db/schema/index.js';
+import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents, nerveRules } from '../../db/schema/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { collisionModel } from '../helpers/nerves.js';
 
@@ -152,5 +160,169 @@ describe('nerveDecide', () => {
     const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('poor', 'collision')));
     expect(budget).toMatchObject({ reserved: 0, spent: 0, balance: 0.02 });
     expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'poor'))).toBe(0);
+  });
+});
+
+/** A promoted rule for a case, written as the learning would have left it. */
+async function seedRule(agentId: string, state: string, bucket: string, action: string): Promise<void> {
+  await h.db.insert(nerveRules).values({ agentId, nerve: 'collision', state, bucket, action, support: 20, agreement: 1, counts: { [action]: 20 }, promotedAt: new Date(Date.UTC(2026, 10, 1)) });
+}
+
+const at = Date.UTC(2026, 10, 24, 12);
+const arm = (agentId: string, key: string, extra: Partial<NerveArmReflexInput> = {}) => acts.nerveArmReflex({ agentId, nerve: 'collision', mode: 'reflex', key, decisions: 50, at, ...extra });
+const flush = (agentId: string, leaseKey: string, decisions: ArcDecision[], extra: Partial<NerveFlushReflexInput> = {}) => acts.nerveFlushReflex({ agentId, nerve: 'collision', leaseKey, decisions, ...extra });
+const ledgerOf = (budgetId: string) => h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(lifeforceLedger.id);
+/** Decisions as the workflow buffers them: `n` steps of a nerve cruising in IDLE with nothing sensed. */
+const cruising = (prefix: string, n: number, from = 0): ArcDecision[] =>
+  Array.from({ length: n }, (_, i) => ({ key: `${prefix}/${from + i}`, state: 'IDLE', bucket: 'none', action: 'stay', to: 'IDLE', outcome: 'ok', lf: 0.01, at: at + i }));
+
+describe('nerveArmReflex', () => {
+  it("leases K decisions at the costliest state's cost and compiles the table; a retry finds the same lease", async () => {
+    await seedAgent('armed');
+    await seedRule('armed', 'EVALUATE', 'near_fast', 'evade');
+    const r = await arm('armed', 'wf/armed/run/0');
+    expect(r).toEqual({
+      armed: true,
+      leaseKey: 'nerve-arc:wf/armed/run/0',
+      decisions: 50,
+      reserved: 2.5,
+      perDecision: 0.05,
+      table: { entries: { 'EVALUATE/near_fast': 'evade' }, fallback: { IDLE: 'detect', DETECT: 'evaluate', EVALUATE: 'stay', EVADE: 'stay', RESUME: 'stay' } },
+      mode: 'reflex',
+    });
+    const budgetId = budgetIds.nerve('armed', 'collision');
+    const [hold] = (await ledgerOf(budgetId)).filter((e) => e.kind === 'reserve');
+    expect(hold).toMatchObject({ idempotencyKey: 'nerve-arc:wf/armed/run/0', amount: 2.5, operation: 'nerve' });
+    // Long enough for the lease's decisions and a worker's crash; the sweep returns it after.
+    expect(hold!.deadline!.getTime()).toBe(at + 10 * 60_000);
+
+    expect(await arm('armed', 'wf/armed/run/0')).toEqual(r);
+    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+    expect(budget).toMatchObject({ reserved: 2.5, spent: 0 });
+    expect((await ledgerOf(budgetId)).filter((e) => e.kind === 'reserve')).toHaveLength(1);
+  });
+
+  it('leases as many decisions as the budget covers, and fails as LifeforceExhausted below one', async () => {
+    await seedAgent('scant', 0.12);
+    expect(await arm('scant', 'scant/0')).toMatchObject({ armed: true, decisions: 2, reserved: 0.1 });
+    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('scant', 'collision')));
+    expect(budget).toMatchObject({ reserved: 0.1, balance: 0.02 });
+
+    const refused = await arm('scant', 'scant/2').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(ApplicationFailure);
+    expect(refused).toMatchObject({ type: 'LifeforceExhausted', nonRetryable: true });
+    expect((refused as ApplicationFailure).details?.[0]).toMatchObject({ budgetId: budgetIds.nerve('scant', 'collision'), reason: 'balance', needed: 0.05, available: 0.02 });
+    expect((await ledgerOf(budgetIds.nerve('scant', 'collision'))).filter((e) => e.kind === 'reserve')).toHaveLength(1);
+  });
+
+  it('carves the nerve budget from the agent on first use', async () => {
+    await seedAgent('arcfirst', null);
+    expect(await arm('arcfirst', 'arcfirst/0', { decisions: 10 })).toMatchObject({ armed: true, decisions: 10, reserved: 0.5 });
+    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('arcfirst', 'collision')));
+    expect(budget).toMatchObject({ scope: 'nerve', parentId: budgetIds.agent('arcfirst'), capacity: null, reserved: 0.5 });
+  });
+
+  it('arms auto only where the rules have earned reflex, holding nothing otherwise', async () => {
+    await seedAgent('novice');
+    expect(await arm('novice', 'novice/0', { mode: 'auto' })).toEqual({ armed: false, mode: 'deliberate' });
+    expect(await ledgerOf(budgetIds.nerve('novice', 'collision'))).toHaveLength(1); // the carve's funding only
+    await seedRule('novice', 'IDLE', 'none', 'stay');
+    expect(await arm('novice', 'novice/1', { mode: 'auto' })).toMatchObject({ armed: true, mode: 'reflex', table: { entries: { 'IDLE/none': 'stay' } } });
+  });
+
+  it('leases anew under the next key when the key was leased and flushed before', async () => {
+    await seedAgent('again');
+    const first = await arm('again', 'again/7', { decisions: 3 });
+    expect(first).toMatchObject({ armed: true, leaseKey: 'nerve-arc:again/7' });
+    await flush('again', 'nerve-arc:again/7', []);
+    const second = await arm('again', 'again/7', { decisions: 3 });
+    expect(second).toMatchObject({ armed: true, leaseKey: 'nerve-arc:again/7#2', decisions: 3, reserved: 0.15 });
+    // Its retry finds that lease, not a third.
+    expect(await arm('again', 'again/7', { decisions: 3 })).toEqual(second);
+  });
+});
+
+describe('nerveFlushReflex', () => {
+  it('records the buffered decisions in one insert under the lease, settles it at their costs, and a retry changes nothing', async () => {
+    await seedAgent('flusher');
+    const lease = await arm('flusher', 'flusher/lease/0', { decisions: 10 });
+    if (!lease.armed) throw new Error('not armed');
+    const decisions = [...cruising('flusher', 3), { key: 'flusher/3', state: 'IDLE', bucket: 'mid_fast', action: 'detect', to: 'DETECT', outcome: 'ok' as const, lf: 0.01, at }, { key: 'flusher/4', state: 'DETECT', bucket: 'mid_fast', action: 'evaluate', to: 'EVALUATE', outcome: 'ok' as const, lf: 0.02, at }];
+    const r = await flush('flusher', lease.leaseKey, decisions);
+    expect(r).toEqual({ recorded: 5, events: [], modeAfter: 'deliberate', charged: 0.06, replayed: false });
+    const rows = await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.agentId, 'flusher')).orderBy(nerveDecisions.id);
+    expect(rows.map((d) => d.idempotencyKey)).toEqual(['flusher/0', 'flusher/1', 'flusher/2', 'flusher/3', 'flusher/4']);
+    for (const row of rows) expect(row).toMatchObject({ decidedBy: 'table', mode: 'reflex', ledgerKey: lease.leaseKey, latencyMs: 0, reply: null });
+    expect(rows.map((d) => d.lf)).toEqual([0.01, 0.01, 0.01, 0.01, 0.02]);
+    expect(rows.at(-1)).toMatchObject({ state: 'DETECT', bucket: 'mid_fast', action: 'evaluate', toState: 'EVALUATE', outcome: 'ok' });
+    const budgetId = budgetIds.nerve('flusher', 'collision');
+    const settle = (await ledgerOf(budgetId)).filter((e) => e.kind === 'settle');
+    expect(settle).toMatchObject([{ idempotencyKey: `close:${lease.leaseKey}`, reservationKey: lease.leaseKey, amount: 0.06 }]);
+    let [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+    expect(budget).toMatchObject({ reserved: 0, spent: 0.06 });
+
+    // The worker died before the answer reached the workflow: the retry records, learns and charges nothing twice.
+    expect(await flush('flusher', lease.leaseKey, decisions)).toEqual({ recorded: 0, events: [], modeAfter: 'deliberate', charged: 0.06, replayed: true });
+    expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'flusher'))).toBe(5);
+    expect((await ledgerOf(budgetId)).filter((e) => e.kind === 'settle')).toHaveLength(1);
+    [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+    expect(budget).toMatchObject({ reserved: 0, spent: 0.06 });
+  });
+
+  it('demotes a rule that decided badly, once, and a retry answers with the same demotion', async () => {
+    await seedAgent('demoter');
+    await seedRule('demoter', 'IDLE', 'none', 'stay');
+    // A wrong rule: ignoring an obstacle 20–50 m ahead closing fast (the truth is to look at it).
+    await seedRule('demoter', 'IDLE', 'mid_fast', 'stay');
+    const lease = await arm('demoter', 'demoter/lease/0', { decisions: 10 });
+    if (!lease.armed) throw new Error('not armed');
+    expect(lease.mode).toBe('reflex');
+    const decisions: ArcDecision[] = [...cruising('demoter', 2), { key: 'demoter/2', state: 'IDLE', bucket: 'mid_fast', action: 'stay', to: 'IDLE', outcome: 'bad', lf: 0.01, at: at + 2 }];
+    const r = await flush('demoter', lease.leaseKey, decisions);
+    expect(r).toMatchObject({ recorded: 3, charged: 0.03, replayed: false, modeAfter: 'hybrid' });
+    expect(r.events).toMatchObject([{ kind: 'demote', state: 'IDLE', bucket: 'mid_fast', action: 'stay', support: 20, removed: { rule: { action: 'stay' }, counts: { stay: 20 } } }]);
+    const rules = await nerveRuleRows(h.db, 'demoter', 'collision');
+    expect(rules.find((x) => x.bucket === 'mid_fast')).toMatchObject({ action: null, counts: {}, support: 0 });
+    expect(rules.find((x) => x.bucket === 'none')).toMatchObject({ action: 'stay' });
+    const [demoting] = await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.idempotencyKey, 'demoter/2'));
+    const logged = await h.db.select().from(nerveRuleEvents).where(eq(nerveRuleEvents.agentId, 'demoter'));
+    expect(logged).toMatchObject([{ kind: 'demote', decisionId: demoting!.id }]);
+
+    const again = await flush('demoter', lease.leaseKey, decisions);
+    expect(again).toEqual({ ...r, recorded: 0, replayed: true });
+    expect(await h.db.$count(nerveRuleEvents, eq(nerveRuleEvents.agentId, 'demoter'))).toBe(1);
+    expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'demoter'))).toBe(3);
+  });
+
+  it('charges the decisions anew, once, when the sweep released their lease before the flush came', async () => {
+    await seedAgent('late');
+    const lease = await arm('late', 'late/lease/0', { decisions: 5 });
+    if (!lease.armed) throw new Error('not armed');
+    // The workflow was away past the lease's deadline: the sweep gave it back.
+    await release(h.db, lease.leaseKey, 'deadline passed');
+    const decisions = cruising('late', 4);
+    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({ recorded: 4, charged: 0.04, replayed: true });
+    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({ recorded: 0, charged: 0.04, replayed: true });
+    const ledger = await ledgerOf(budgetIds.nerve('late', 'collision'));
+    expect(ledger.filter((e) => e.kind !== 'grant').map((e) => [e.kind, e.idempotencyKey, e.amount])).toEqual([
+      ['reserve', lease.leaseKey, 0.25],
+      ['release', `close:${lease.leaseKey}`, 0],
+      ['reserve', `${lease.leaseKey}/late`, 0.04],
+      ['settle', `close:${lease.leaseKey}/late`, 0.04],
+    ]);
+    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('late', 'collision')));
+    expect(budget).toMatchObject({ reserved: 0, spent: 0.04 });
+  });
+
+  it('refuses a decision in a state the nerve does not have', async () => {
+    const err = await flush('flusher', 'nerve-arc:x', [{ ...cruising('x', 1)[0]!, state: 'HOVER' }]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ type: 'InvalidInput', nonRetryable: true });
+    expect(String((err as Error).message)).toMatch(/HOVER/);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay]
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve]
  * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
  * and the scripted model:
  * - agent: an agent loop that hears a note, applies commands, starts a task loop and
@@ -11,6 +11,8 @@
  *   answers through the `approve` update.
  * - fork: the demo strategy patch evaluated by `abstracts_replay`, then the `rejectFork` gate.
  * - decay: the maintenance learningDecayWorkflow.
+ * - nerve: a nerve in forced reflex on its table's fallbacks (no LLM): on the reflex arc since
+ *   `nerve-reflex-arc-v1`, one nerveDecide per reading before it (both fixtures are kept).
  * Re-record after an intended workflow change (and keep the old files while old runs live):
  * record only the scenarios whose workflows changed.
  */
@@ -34,7 +36,7 @@ import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
 
-const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay'] as const;
+const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve'] as const;
 type Scenario = (typeof scenarios)[number];
 const asked = process.argv.slice(2);
 for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
@@ -79,6 +81,7 @@ try {
       { agentId: 'decayer', shardType: 'agent:decayer', factPredicate: 'avoid_error', factArgs: { tool: 'b', error: 'older' }, learnedAt: stale, confidence: 0.105 },
     ]);
   }
+  if (wanted.has('nerve')) await db.insert(agents).values({ id: 'nerver', name: 'Nerver' });
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const worker = await Worker.create({
     connection,
@@ -188,6 +191,11 @@ try {
     if (wanted.has('decay')) {
       await client.workflow.execute('learningDecayWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/learning-decay', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }] });
       recorded.push({ workflowId: 'maintenance/learning-decay' });
+    }
+    if (wanted.has('nerve')) {
+      const workflowId = 'agent/nerver/nerve/collision';
+      await client.workflow.execute('nerveWorkflow', { taskQueue: 'mindloop', workflowId, args: [{ agentId: 'nerver', nerve: 'collision', seed: 5, steps: 20, scenario: 'repetitive', mode: 'reflex' }] });
+      recorded.push({ workflowId });
     }
   });
   mkdirSync(out, { recursive: true });

@@ -23,10 +23,16 @@ beforeAll(async () => {
 
 describe('replay of recorded histories', () => {
   it('has fixtures of every long-running workflow type', () => {
-    const types = ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow', 'campaignWorkflow', 'escalationWorkflow', 'successorForkWorkflow', 'learningDecayWorkflow'];
+    const types = ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow', 'campaignWorkflow', 'escalationWorkflow', 'successorForkWorkflow', 'learningDecayWorkflow', 'nerveWorkflow'];
     for (const type of types) {
       expect(files.some((f) => f.startsWith(`${type}-`)), type).toBe(true);
     }
+  });
+
+  it('has a nerve recorded before the reflex arc (one nerveDecide a reading) and one on it, so both paths replay', () => {
+    const nerves = files.filter((f) => f.startsWith('nerveWorkflow-')).map((f) => readFileSync(join(dir, f), 'utf8'));
+    expect(nerves.some((text) => text.includes('"nerveDecide"') && !text.includes('nerveArmReflex'))).toBe(true);
+    expect(nerves.some((text) => text.includes('"nerveArmReflex"') && text.includes('"nerveFlushReflex"'))).toBe(true);
   });
 
   it.each(files)('%s replays deterministically', async (file) => {

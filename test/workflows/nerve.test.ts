@@ -5,18 +5,26 @@
  * (across continue-as-new); a model that is wrong in one case gets a rule promoted, demoted at
  * its first bad decision, and the mode steps back; a budget that runs out pauses the run in
  * phase `exhausted` until a grant and a `resume` signal; a bad input fails at once.
+ *
+ * The reflex arc: a forced reflex decides in workflow code, one arm and one flush activity per
+ * lease of 50 decisions, each lease reserved once and settled once at its decisions' costs; a
+ * rule that decides badly is demoted before the next decision; a flush that fails after its work
+ * is retried without recording, learning or charging twice; a scant budget leases what it
+ * covers and pauses when it cannot cover one decision.
  */
-import { WorkflowFailedError } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
-import { createNerveActivities } from '../../activities/nerves.js';
+import { createNerveActivities, type NerveFlushReflexInput } from '../../activities/nerves.js';
 import { workflowIds } from '../../core/ids.js';
 import { budgetIds, lfRound } from '../../core/lifeforce.js';
+import { collisionBuckets, collisionMachine, collisionPolicy } from '../../core/nerves/collision.js';
 import { carveBudget, ensureBudget, grantLifeforce } from '../../db/queries/lifeforce.js';
-import { agents, lifeforceBudgets, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents } from '../../db/schema/index.js';
+import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents, nerveRules } from '../../db/schema/index.js';
 import { nerveResumeSignal, nerveStatusQuery, type NerveWorkflowInput, type nerveWorkflow } from '../../workflows/nerve.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { collisionModel } from '../helpers/nerves.js';
@@ -28,13 +36,24 @@ let workers: Promise<void>;
 let shutdown: () => void;
 /** The model of the current test. */
 let script: ScriptedReplyFn = collisionModel();
+/** Which flushes fail once, after their work is done (a worker that died before answering). */
+let flushFailsOnce: (input: NerveFlushReflexInput) => boolean = () => false;
 const taskQueue = 'nerve-test';
 
 beforeAll(async () => {
   let bundle;
   [h, env, bundle] = await Promise.all([migratedDatabase('mindloop_nerve_wf', 4), createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   const llm = createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) });
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: createNerveActivities({ db: h.db, llm }) });
+  const real = createNerveActivities({ db: h.db, llm });
+  const activities: typeof real = {
+    ...real,
+    async nerveFlushReflex(input) {
+      const r = await real.nerveFlushReflex(input);
+      if (Context.current().info.attempt === 1 && flushFailsOnce(input)) throw new Error('the worker died before the flush answered');
+      return r;
+    },
+  };
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
   workers = worker.run();
   shutdown = () => worker.shutdown();
 }, 180_000);
@@ -51,6 +70,58 @@ async function seedAgent(id: string, nerveLf: number): Promise<void> {
   await ensureBudget(h.db, { id: budgetIds.agent(id), agentId: id, scope: 'agent', settings: { capacity: 100_000 } });
   const carved = await carveBudget(h.db, { parentId: budgetIds.agent(id), id: budgetIds.nerve(id, 'collision'), agentId: id, scope: 'nerve', amount: nerveLf });
   expect(carved.ok).toBe(true);
+}
+
+/** The collision nerve's rules, all promoted: the ground truth, except where `wrong` names another action. */
+async function seedRules(agentId: string, wrong: Record<string, string> = {}): Promise<void> {
+  const promotedAt = new Date(Date.UTC(2026, 10, 1));
+  await h.db.insert(nerveRules).values(
+    Object.keys(collisionMachine.states).flatMap((state) =>
+      collisionBuckets.map((bucket) => {
+        const action = wrong[`${state}/${bucket}`] ?? collisionPolicy(state, bucket);
+        return { agentId, nerve: 'collision', state, bucket, action, support: 20, agreement: 1, counts: { [action]: 20 }, promotedAt };
+      }),
+    ),
+  );
+}
+
+/** Activities the run scheduled, by type (a retry is the same scheduled activity). */
+async function activityCalls(handle: WorkflowHandle): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const e of (await handle.fetchHistory()).events ?? []) {
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (name) counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+const decisionsOf = (agentId: string) => h.db.select().from(nerveDecisions).where(eq(nerveDecisions.agentId, agentId)).orderBy(asc(nerveDecisions.id));
+const nerveLedger = (agentId: string) => h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetIds.nerve(agentId, 'collision'))).orderBy(asc(lifeforceLedger.id));
+const nerveBudget = async (agentId: string) => (await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve(agentId, 'collision'))))[0]!;
+const noModel: ScriptedReplyFn = () => {
+  throw new Error('the LLM must not be asked');
+};
+
+/**
+ * The ledger of a run that decided on reflex arcs: one reserve per lease and one settle of it,
+ * each settle the sum of the costs of the decisions recorded under that lease, and everything the
+ * run counted settled (nothing left reserved).
+ */
+async function expectLeasesSettled(agentId: string, tallyLf: number): Promise<{ leases: number }> {
+  const ledger = await nerveLedger(agentId);
+  const leases = ledger.filter((e) => e.kind === 'reserve' && e.idempotencyKey.startsWith('nerve-arc:'));
+  const settles = ledger.filter((e) => e.kind === 'settle');
+  expect(settles.map((e) => e.reservationKey)).toEqual(leases.map((e) => e.idempotencyKey));
+  const rows = await decisionsOf(agentId);
+  for (const settle of settles) {
+    const decided = rows.filter((d) => d.ledgerKey === settle.reservationKey);
+    expect(settle.amount, settle.reservationKey!).toBe(lfRound(decided.reduce((sum, d) => sum + d.lf, 0)));
+  }
+  const budget = await nerveBudget(agentId);
+  expect(lfRound(budget.spent)).toBe(tallyLf);
+  expect(lfRound(settles.reduce((sum, e) => sum + e.amount, 0))).toBe(tallyLf);
+  expect(budget.reserved).toBe(0);
+  return { leases: leases.length };
 }
 
 const start = (input: NerveWorkflowInput) =>
@@ -73,6 +144,10 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     expect(s.tally.promotions).toBeGreaterThan(5);
     for (const m of ['deliberate', 'hybrid', 'reflex'] as const) expect(s.tally.byMode[m], m).toBeGreaterThan(0);
     expect(await modeRuns('steady')).toEqual(['deliberate', 'hybrid', 'reflex']);
+    // The table's decisions were made on reflex arcs, recorded under their leases.
+    const byTable = (await decisionsOf('steady')).filter((d) => d.decidedBy === 'table');
+    expect(byTable.length).toBe(s.tally.byDecider.table);
+    expect(byTable.every((d) => d.ledgerKey?.startsWith('nerve-arc:'))).toBe(true);
     // Only the LLM's decisions called it; the rest was rules and the table.
     expect(await h.db.$count(llmCalls, eq(llmCalls.agentId, 'steady'))).toBe(s.tally.byDecider.llm);
     expect(s.tally.byDecider.rule + s.tally.byDecider.table).toBeGreaterThan(s.tally.byDecider.llm);
@@ -129,6 +204,94 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     expect(s).toMatchObject({ phase: 'done', step: 30, pauses: 1, exhausted: null });
     expect(s.tally.decisions).toBe(30);
     expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'frugal'))).toBe(30);
+  });
+
+  it('decides a forced reflex in workflow code: one arm and one flush per lease, each lease settled at its decisions’ costs', async () => {
+    script = noModel;
+    await seedAgent('reflexive', 1_000);
+    await seedRules('reflexive');
+    const handle = await start({ agentId: 'reflexive', nerve: 'collision', seed: 5, steps: 120, scenario: 'repetitive', mode: 'reflex' });
+    const s = await handle.result();
+    expect(s).toMatchObject({ phase: 'done', step: 120, mode: 'reflex', setting: 'reflex' });
+    expect(s.tally).toMatchObject({ decisions: 120, bad: 0, byMode: { deliberate: 0, hybrid: 0, reflex: 120 }, byDecider: { llm: 0, rule: 0, table: 120 } });
+    // 120 decisions, 6 activities: leases of 50, 50 and 20, each armed once and flushed once.
+    expect(await activityCalls(handle)).toEqual({ nerveArmReflex: 3, nerveFlushReflex: 3 });
+    expect((await nerveLedger('reflexive')).filter((e) => e.kind === 'reserve').map((e) => e.amount)).toEqual([2.5, 2.5, 1]);
+    expect(await expectLeasesSettled('reflexive', s.tally.lf)).toEqual({ leases: 3 });
+    const rows = await decisionsOf('reflexive');
+    expect(rows).toHaveLength(120);
+    expect(rows.every((d) => d.decidedBy === 'table' && d.mode === 'reflex' && d.outcome === 'ok')).toBe(true);
+    expect(rows.map((d) => d.idempotencyKey)).toEqual(rows.map((_, i) => `${handle.workflowId}/${handle.firstExecutionRunId}/${i}`));
+  });
+
+  it('demotes a rule at its first bad decision before the next decision, and re-arms without it', async () => {
+    script = noModel;
+    await seedAgent('rash', 1_000);
+    // A wrong rule: an obstacle 20–50 m ahead closing fast is ignored (the truth is to look at it).
+    await seedRules('rash', { 'IDLE/mid_fast': 'stay' });
+    const handle = await start({ agentId: 'rash', nerve: 'collision', seed: 5, steps: 60, scenario: 'repetitive', mode: 'reflex' });
+    const s = await handle.result();
+    expect(s.tally).toMatchObject({ decisions: 60, bad: 1, demotions: 1, byDecider: { llm: 0, table: 60 } });
+    const rows = await decisionsOf('rash');
+    const bad = rows.findIndex((d) => d.outcome === 'bad');
+    expect(rows[bad]).toMatchObject({ state: 'IDLE', bucket: 'mid_fast', action: 'stay', decidedBy: 'table' });
+    // The next reading is the same case (the nerve stayed IDLE): the rule is gone, the fallback looks.
+    expect(rows[bad + 1]).toMatchObject({ state: 'IDLE', bucket: 'mid_fast', action: 'detect', decidedBy: 'table', outcome: 'ok' });
+    const events = await h.db.select().from(nerveRuleEvents).where(eq(nerveRuleEvents.agentId, 'rash'));
+    expect(events).toMatchObject([{ kind: 'demote', state: 'IDLE', bucket: 'mid_fast', action: 'stay', decisionId: rows[bad]!.id }]);
+    // The demotion cut the first lease short: one more lease than 60 decisions take at 50 a lease.
+    const calls = await activityCalls(handle);
+    expect(calls).toEqual({ nerveArmReflex: 1 + Math.ceil((60 - bad - 1) / 50), nerveFlushReflex: 1 + Math.ceil((60 - bad - 1) / 50) });
+    expect(await expectLeasesSettled('rash', s.tally.lf)).toEqual({ leases: calls.nerveArmReflex });
+  });
+
+  it('retries a flush that failed after its work, recording, learning and charging nothing twice', async () => {
+    script = noModel;
+    await seedAgent('shaky', 1_000);
+    await seedRules('shaky', { 'IDLE/mid_fast': 'stay' });
+    // The flush with the demoting decision does everything, then its worker dies before answering.
+    flushFailsOnce = (input) => input.agentId === 'shaky' && input.decisions.some((d) => d.outcome === 'bad');
+    try {
+      const handle = await start({ agentId: 'shaky', nerve: 'collision', seed: 5, steps: 60, scenario: 'repetitive', mode: 'reflex' });
+      const s = await handle.result();
+      expect(s).toMatchObject({ phase: 'done', step: 60 });
+      expect(s.tally).toMatchObject({ decisions: 60, bad: 1, demotions: 1 });
+      // The retried flush is the same scheduled activity, started a second time.
+      const history = (await handle.fetchHistory()).events ?? [];
+      expect(history.some((e) => (e.activityTaskStartedEventAttributes?.attempt ?? 0) === 2)).toBe(true);
+      const calls = await activityCalls(handle);
+      expect(calls.nerveFlushReflex).toBe(calls.nerveArmReflex);
+      expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'shaky'))).toBe(60);
+      expect(await h.db.$count(nerveRuleEvents, eq(nerveRuleEvents.agentId, 'shaky'))).toBe(1);
+      expect(await expectLeasesSettled('shaky', s.tally.lf)).toEqual({ leases: calls.nerveArmReflex });
+    } finally {
+      flushFailsOnce = () => false;
+    }
+  });
+
+  it('leases what a scant budget covers, pauses when it cannot cover one decision, and goes on after a grant and resume', async () => {
+    script = noModel;
+    await seedAgent('meagre', 0.3);
+    await seedRules('meagre');
+    const handle = await start({ agentId: 'meagre', nerve: 'collision', seed: 5, steps: 40, scenario: 'repetitive', mode: 'reflex' });
+    let status = await handle.query(nerveStatusQuery);
+    for (let i = 0; i < 200 && status.phase !== 'exhausted'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      status = await handle.query(nerveStatusQuery);
+    }
+    expect(status).toMatchObject({ phase: 'exhausted', pauses: 1, exhausted: { needed: 0.05 } });
+    expect(status.step).toBeGreaterThan(0);
+    expect(status.step).toBeLessThan(40);
+    // 0.3 LF leased 6 decisions at 0.05, and each later lease what was left.
+    const leases = (await nerveLedger('meagre')).filter((e) => e.kind === 'reserve');
+    expect(leases[0]).toMatchObject({ amount: 0.3 });
+    expect(leases.every((e) => e.amount <= 0.3)).toBe(true);
+    expect(await grantLifeforce(h.db, { budgetId: budgetIds.nerve('meagre', 'collision'), amount: 100, key: 'grant:meagre', reason: 'test' })).toBe(true);
+    await handle.signal(nerveResumeSignal);
+    const s = await handle.result();
+    expect(s).toMatchObject({ phase: 'done', step: 40, pauses: 1, exhausted: null });
+    expect(s.tally).toMatchObject({ decisions: 40, byDecider: { table: 40 } });
+    await expectLeasesSettled('meagre', s.tally.lf);
   });
 
   it('fails at once on a bad input, naming the field', async () => {
