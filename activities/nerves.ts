@@ -10,7 +10,6 @@
  * its budget for the next decisions and compiles the table; `nerveFlushReflex` records what the
  * workflow decided on it, learns from it and settles the lease.
  */
-import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
 import { agentIdSchema } from '../core/ids.js';
@@ -23,7 +22,7 @@ import { clipText } from '../core/sanitize.js';
 import { transition } from '../core/state-machines.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
-import { carveBudget, release, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
+import { carveBudget, release, reserve, reserveOpen, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
 import { decisionByKey, eventsOfDecision, loadLearner, recordDecision, recordDecisions, type NewNerveDecision } from '../db/queries/nerves.js';
 import type { NerveDecisionRow } from '../db/schema/nerves.js';
 import { ErrorType, nonRetryable } from './errors.js';
@@ -174,14 +173,9 @@ async function openNerveBudget(db: Db, agentId: string, nerve: string, at: numbe
   await carveBudget(db, { parentId: budgetIds.agent(agentId), id: budgetIds.nerve(agentId, nerve), agentId, scope: 'nerve', amount: null, at });
 }
 
-/** The non-retryable failure of a budget that cannot cover what a nerve needs (the workflow pauses on it). */
-function exhausted(what: string, refused: { budgetId: string; reason: string; needed: number; available: number | null }) {
-  return nonRetryable(ErrorType.LifeforceExhausted, `lifeforce exhausted: budget ${refused.budgetId} cannot cover ${refused.needed} LF for ${what} (${refused.reason}; available ${refused.available ?? 'unlimited'} LF)`, {
-    budgetId: refused.budgetId,
-    reason: refused.reason,
-    needed: refused.needed,
-    available: refused.available,
-  });
+/** A budget that cannot cover what a nerve needs: the non-retryable `LifeforceExhausted` the workflow pauses on. */
+function exhausted(agentId: string, refused: { budgetId: string; reason: string; needed: number; available: number | null }): LifeforceExhaustedError {
+  return new LifeforceExhaustedError(refused.budgetId, refused.reason, refused.needed, refused.available, agentId);
 }
 
 /** The hold of a decision's state cost on the nerve's budget. */
@@ -201,12 +195,9 @@ async function holdCost(db: Db, d: Decide, cost: number, first: Promise<ReserveR
     held = await reserve(db, req);
   }
   // Closed already (released when the LLM's budget refused, or by the sweep): hold anew.
-  if (held.ok && held.closed) {
-    req.key = `${req.key}#${randomUUID()}`;
-    held = await reserve(db, req);
-  }
-  if (!held.ok) throw exhausted(`a ${d.nerve} decision`, held);
-  return req.key;
+  if (held.ok && held.closed) held = await reserveOpen(db, req);
+  if (!held.ok) throw exhausted(d.agentId, held);
+  return held.key;
 }
 
 /**
@@ -238,7 +229,7 @@ async function holdLease(db: Db, d: ArmReflex, perDecision: number): Promise<{ l
   if (!held.ok && held.reason !== 'closed' && held.reason !== 'missing') {
     // The refused hold wrote nothing: the same key, for as many as the budget covers.
     n = affordable(n, perDecision, held.available);
-    if (n === 0) throw exhausted(`a ${d.nerve} decision`, { ...held, needed: perDecision });
+    if (n === 0) throw exhausted(d.agentId, { ...held, needed: perDecision });
     held = await reserve(db, request(key, n));
   }
   // Closed already: a lease armed at this step was flushed before the run continued as new. The
@@ -248,7 +239,7 @@ async function holdLease(db: Db, d: ArmReflex, perDecision: number): Promise<{ l
     key = `${base}#${i}`;
     held = await reserve(db, request(key, n));
   }
-  if (!held.ok) throw exhausted(`${n} ${d.nerve} decisions`, held);
+  if (!held.ok) throw exhausted(d.agentId, held);
   // A retry's hold is the first attempt's, whose size the budget may have set lower.
   const decisions = held.replayed && perDecision > 0 ? Math.round(held.amount / perDecision) : n;
   return { leaseKey: key, decisions, reserved: held.amount };
@@ -295,7 +286,6 @@ async function askModel(deps: NerveDeps, def: NerveDef, d: Decide, holdKey: stri
   } catch (err) {
     // The decision will not be made now: its hold goes back (a later attempt holds anew).
     if (err instanceof LifeforceExhaustedError || err instanceof LlmUnavailableError) await release(deps.db, holdKey, `decision not made: ${err.message}`);
-    if (err instanceof LifeforceExhaustedError) throw nonRetryable(ErrorType.LifeforceExhausted, err.message, err.details);
     if (err instanceof LlmUnavailableError) {
       throw ApplicationFailure.create({ type: LlmUnavailable, message: err.message, nonRetryable: true, details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }] });
     }

@@ -31,7 +31,7 @@ import type { createSandboxActivities } from '../activities/sandbox.js';
 import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
 import { dbActivity, fewAttempts, llmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
 import { priorityKeyFor } from '../core/priority.js';
-import { failureMessage, isInfraFailure, rideOut, type Degraded } from './lib/infra.js';
+import { failureMessage, isInfraFailure, isLlmUnavailable, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import {
   applyConfigValues,
@@ -187,10 +187,6 @@ function clean(text: string): string {
   return clipText(sanitizeText(text), 2000);
 }
 
-
-function isLlmUnavailable(err: unknown): boolean {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
-}
 
 /** An exhausted wait re-checks at least this often (a grant wakes it sooner). */
 const exhaustedRecheckMs = 3_600_000;

@@ -9,8 +9,6 @@
  * waits the outage out. It ends after `steps` observations, continuing as new every `stepsPerRun`.
  */
 import {
-  ActivityFailure,
-  ApplicationFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -33,7 +31,7 @@ import type { Observation } from '../core/nerves/nerve.js';
 import { scenarioKinds, scenarioSlice } from '../core/nerves/scenario.js';
 import { addDecision, addEvents, describeEvent, emptyTally, nerveTallySchema, type DecisionSummary, type NerveTally } from '../core/nerves/tally.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
-import { failureMessage } from './lib/infra.js';
+import { failureMessage, isLlmUnavailable } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { lifeforceShortfallOf } from './lib/lifeforce.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
@@ -90,11 +88,6 @@ export const nerveStatusQuery = defineQuery<NerveStatus>('status');
 
 const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
 
-function failureType(err: unknown): string | undefined {
-  const cause = err instanceof ActivityFailure ? err.cause : undefined;
-  return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
-}
-
 /** Run a nerve on its scenario's sensor stream, deciding each observation (see the module comment). */
 export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatus> {
   const input = parseWorkflowInput('nerveWorkflow', nerveWorkflowInput, raw);
@@ -148,7 +141,7 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
           await condition(() => resumed);
           continue;
         }
-        if (failureType(err) !== 'LlmUnavailable') throw err;
+        if (!isLlmUnavailable(err)) throw err;
         s.phase = 'waiting';
         s.waiting = { since: s.waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 300) };
         const ms = outageBackoffMs(attempt);

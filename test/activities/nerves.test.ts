@@ -17,6 +17,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
+import { classifyActivityErrors } from '../../activities/errors.js';
 import { createNerveActivities, type NerveArmReflexInput, type NerveDecideInput, type NerveFlushReflexInput } from '../../activities/nerves.js';
 import { budgetIds, defaultPrices, lfRound, llmCost } from '../../core/lifeforce.js';
 import type { ArcDecision } from '../../core/nerves/arc.js';
@@ -35,7 +36,8 @@ const groundTruth = collisionModel();
 
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_nerves', 4);
-  acts = createNerveActivities({ db: h.db, llm: createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) }), prices: defaultPrices });
+  // As the worker runs them: failures classified (activities/errors.ts).
+  acts = classifyActivityErrors(createNerveActivities({ db: h.db, llm: createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) }), prices: defaultPrices }));
 });
 afterAll(async () => {
   await h?.dispose();

@@ -19,6 +19,7 @@ import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
+import { classifyActivityErrors } from '../../activities/errors.js';
 import { createNerveActivities, type NerveFlushReflexInput } from '../../activities/nerves.js';
 import { workflowIds } from '../../core/ids.js';
 import { budgetIds, lfRound } from '../../core/lifeforce.js';
@@ -44,7 +45,8 @@ beforeAll(async () => {
   let bundle;
   [h, env, bundle] = await Promise.all([migratedDatabase('mindloop_nerve_wf', 4), createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   const llm = createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) });
-  const real = createNerveActivities({ db: h.db, llm });
+  // Classified as the worker classifies them: a budget that cannot cover a decision is `LifeforceExhausted`.
+  const real = classifyActivityErrors(createNerveActivities({ db: h.db, llm }));
   const activities: typeof real = {
     ...real,
     async nerveFlushReflex(input) {

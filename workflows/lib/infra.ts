@@ -30,6 +30,11 @@ export function isInfraFailure(err: unknown): boolean {
   return false;
 }
 
+/** True for a failed activity that found no LLM answering (`LlmUnavailable`): the caller waits the outage out its own way. */
+export function isLlmUnavailable(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
+}
+
 /**
  * The message a person should read for a failed activity or child workflow: the innermost
  * cause's (an ActivityFailure or ChildWorkflowFailure only says that something below failed).
