@@ -1,6 +1,8 @@
 /** Temporal and Postgres for CLI commands: the same address resolution as the workers. */
 import { Client, Connection } from '@temporalio/client';
+import { eq } from 'drizzle-orm';
 import { createDb, type Db } from '../db/client.js';
+import { agents } from '../db/schema/index.js';
 import { loadEnvOrExit } from '../env.js';
 import { temporalConnectionOptions } from '../runtime/stack.js';
 
@@ -37,4 +39,10 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
   } finally {
     await h.close();
   }
+}
+
+/** A clear error unless the agent exists. */
+export async function requireAgent(db: Db, agentId: string): Promise<void> {
+  const [known] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId));
+  if (!known) throw new Error(`no agent '${agentId}' (\`mindloop status <agent>\` or the agents table lists them)`);
 }

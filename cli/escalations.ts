@@ -7,11 +7,10 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { InvalidArgumentError, type Command } from 'commander';
 import { and, asc, desc, eq, type SQL } from 'drizzle-orm';
 import { escalationMetrics, formatMetrics } from '../db/queries/escalation-metrics.js';
-import { agents, decisionLog, escalations, escalationStatuses, partnershipMessages } from '../db/schema/index.js';
+import { decisionLog, escalations, escalationStatuses, partnershipMessages } from '../db/schema/index.js';
 import type { EscalationStatus } from '../workflows/escalation.js';
-import { withClient } from './client.js';
+import { requireAgent, withClient, withDb } from './client.js';
 import { agentIdArg, numberArg, oneOfArg } from './args.js';
-import { withDb } from './client.js';
 
 const escalationId = (raw: string): string => {
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw)) throw new InvalidArgumentError(`bad escalation id "${raw}": expected letters, digits, _ . - (max 64)`);
@@ -128,8 +127,7 @@ export function registerEscalationCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (id: string, o: { json?: boolean }) => {
       const m = await withDb(async (db) => {
-        const [known] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, id));
-        if (!known) throw new Error(`no agent '${id}' (\`mindloop status <agent>\` or the agents table lists them)`);
+        await requireAgent(db, id);
         return escalationMetrics(db, id);
       });
       process.stdout.write(o.json ? `${JSON.stringify(m, null, 2)}\n` : `${formatMetrics(m)}\n`);

@@ -13,10 +13,11 @@ import { available, budgetIds, exhaustedPolicies, regenerate, type ExhaustedPoli
 import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { budgetReport, configureBudget, grantLifeforce, stateOf, type BudgetConfig, type BudgetReport } from '../db/queries/lifeforce.js';
-import { agents, lifeforceBudgets, type LifeforceBudget } from '../db/schema/index.js';
+import { lifeforceBudgets, type LifeforceBudget } from '../db/schema/index.js';
 import { formatDuration, oneLine } from '../workflows/lib/ui-text.js';
 import { agentIdArg, oneOfArg } from './args.js';
-import { withClient, withDb } from './client.js';
+import { table } from './table.js';
+import { requireAgent, withClient, withDb } from './client.js';
 
 /** The largest amount one flag may name (the ledger's numeric(14,4) holds less than 1e10). */
 const maxLf = 1e9;
@@ -56,12 +57,6 @@ export function fmtLf(n: number | null, none = 'unlimited'): string {
   return n === null ? none : `${Math.round(n * 10_000) / 10_000} LF`;
 }
 
-/** A table: columns padded to their widest cell, the last one left as it is. */
-function table(head: string[], rows: string[][]): string[] {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [head, ...rows].map((cols) => `  ${cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')}`.trimEnd());
-}
-
 export interface LifeforceShow {
   report: BudgetReport;
   children: LifeforceBudget[];
@@ -72,17 +67,12 @@ export async function childBudgets(db: Db, parentId: string): Promise<LifeforceB
   return db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.parentId, parentId)).orderBy(asc(lifeforceBudgets.createdAt), asc(lifeforceBudgets.id));
 }
 
-async function agentExists(db: Db, agentId: string): Promise<boolean> {
-  const [row] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId));
-  return row !== undefined;
-}
-
 /** The agent's budget as `lifeforce show` prints it; a clear error when the agent or its budget is missing. */
 export async function showLifeforce(db: Db, agentId: string): Promise<LifeforceShow> {
   const id = budgetIds.agent(agentId);
   const report = await budgetReport(db, id, { entries: 10 });
   if (!report) {
-    if (!(await agentExists(db, agentId))) throw new Error(`no agent '${agentId}' (\`mindloop status <agent>\` or the agents table lists them)`);
+    await requireAgent(db, agentId);
     throw new Error(`agent ${agentId} has no lifeforce budget yet (its loop creates one, unlimited, at its first tick; \`mindloop lifeforce set ${agentId} --capacity <LF>\` sets one up now)`);
   }
   return { report, children: await childBudgets(db, id) };
@@ -153,7 +143,7 @@ interface GrantOpts {
 
 /** Check the agent and the budget to grant to, then grant; what the user is told. */
 async function grant(db: Db, agentId: string, amount: number, o: GrantOpts): Promise<string> {
-  if (!(await agentExists(db, agentId))) throw new Error(`no agent '${agentId}' (\`mindloop status <agent>\` or the agents table lists them)`);
+  await requireAgent(db, agentId);
   const budgetId = o.budget ?? budgetIds.agent(agentId);
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
   if (!row) {
@@ -238,7 +228,7 @@ export function registerLifeforceCommands(program: Command): void {
       const cfg = configOf(o);
       if (Object.keys(cfg).length === 0) this.error('error: lifeforce set needs at least one of --capacity, --regen, --daily, --monthly, --on-exhausted, --ask-for, --priority', { exitCode: 2 });
       const row = await withDb(async (db) => {
-        if (!(await agentExists(db, agentId))) throw new Error(`no agent '${agentId}' (\`mindloop status <agent>\` or the agents table lists them)`);
+        await requireAgent(db, agentId);
         return configureBudget(db, agentId, cfg);
       });
       out(`set ${formatSettings(row)}`);

@@ -13,6 +13,7 @@ import { registerScheduleCommands } from './schedules.js';
 import { registerForkCommands } from './forks.js';
 import { registerValidatorCommands } from './validators.js';
 import { registerLifeforceCommands } from './lifeforce.js';
+import { registerNerveCommands } from './nerves.js';
 
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
@@ -37,6 +38,7 @@ registerScheduleCommands(program);
 registerForkCommands(program);
 registerValidatorCommands(program);
 registerLifeforceCommands(program);
+registerNerveCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -8,6 +8,7 @@
  * They read Postgres directly (DATABASE_URL, default the PGlite socket of `npm start`).
  */
 import { InvalidArgumentError, type Command } from 'commander';
+import { table } from './table.js';
 import { and, desc, eq, or } from 'drizzle-orm';
 import { restorableTables, restoreArchived, type RestoreInput } from '../db/queries/archive.js';
 import { resolveFact } from '../db/queries/facts.js';
@@ -61,8 +62,7 @@ export function formatValidatorReport(agentId: string, rows: readonly ValidatorR
     String(r.timeouts),
     r.excluded ? `excluded: ${r.excludedReason ?? ''}` : 'active',
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  return [head, ...body].map((cols) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+  return table(head, body, '').join('\n');
 }
 
 export function registerValidatorCommands(program: Command): void {

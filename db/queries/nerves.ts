@@ -246,3 +246,28 @@ export async function nerveRuleRows(q: Queryable, agentId: string, nerve: string
 export async function nerveRuleEventRows(q: Queryable, agentId: string, nerve: string, limit = 50): Promise<NerveRuleEventRow[]> {
   return q.select().from(nerveRuleEvents).where(and(eq(nerveRuleEvents.agentId, agentId), eq(nerveRuleEvents.nerve, nerve))).orderBy(desc(nerveRuleEvents.id)).limit(limit);
 }
+
+export interface NerveDecisionCount {
+  mode: NerveMode;
+  decidedBy: DecidedBy;
+  decisions: number;
+  bad: number;
+  lf: number;
+}
+
+/** How a nerve's decisions were made: per mode and decider, how many, how many went wrong, their LF. */
+export async function nerveDecisionCounts(q: Queryable, agentId: string, nerve: string): Promise<NerveDecisionCount[]> {
+  const rows = await q
+    .select({
+      mode: nerveDecisions.mode,
+      decidedBy: nerveDecisions.decidedBy,
+      decisions: sql<number>`count(*)::int`,
+      bad: sql<number>`(count(*) filter (where ${nerveDecisions.outcome} = 'bad'))::int`,
+      lf: sql<string>`coalesce(sum(${nerveDecisions.lf}), 0)`,
+    })
+    .from(nerveDecisions)
+    .where(and(eq(nerveDecisions.agentId, agentId), eq(nerveDecisions.nerve, nerve)))
+    .groupBy(nerveDecisions.mode, nerveDecisions.decidedBy)
+    .orderBy(nerveDecisions.mode, nerveDecisions.decidedBy);
+  return rows.map((r) => ({ ...r, lf: Number(r.lf) }));
+}
