@@ -127,15 +127,19 @@ function oneByOne(nerve: NerveDef, start: Learner, stream: Observation[], settin
   let state = nerve.machine.initial;
   const made: Made[] = [];
   stream.forEach((o, step) => {
-    const bucket = nerve.bucket(o);
-    const c = choose(setting, learner, cfg, nerve, state, bucket);
-    const action = c.by === 'llm' ? model(state, bucket) : c.action;
-    const outcome = judge(nerve, state, o, action);
-    learner = learn(learner, { state, bucket, action, decidedBy: c.by, outcome, at: step }, cfg).learner;
-    made.push({ step, state, bucket, action, decidedBy: c.by, mode: c.mode, outcome });
-    state = moved(nerve, state, action);
+    ({ learner, state } = decideOne(nerve, learner, state, o, step, setting, model, made));
   });
   return { made, learner };
+}
+
+/** One reading decided as `nerveDecide` decides it (chosen, asked if need be, learned from), recorded in `made`. */
+function decideOne(nerve: NerveDef, learner: Learner, state: string, o: Observation, step: number, setting: ModeSetting, model: Model, made: Made[]): { learner: Learner; state: string } {
+  const bucket = nerve.bucket(o);
+  const c = choose(setting, learner, cfg, nerve, state, bucket);
+  const action = c.by === 'llm' ? model(state, bucket) : c.action;
+  const outcome = judge(nerve, state, o, action);
+  made.push({ step, state, bucket, action, decidedBy: c.by, mode: c.mode, outcome });
+  return { learner: learn(learner, { state, bucket, action, decidedBy: c.by, outcome, at: step }, cfg).learner, state: moved(nerve, state, action) };
 }
 
 /** The same readings as the nerve workflow takes them on reflex arcs: armed, buffered, flushed when due. */
@@ -168,13 +172,7 @@ function onArcs(nerve: NerveDef, start: Learner, stream: Observation[], setting:
       }
       arc = flush(arc);
     }
-    const bucket = nerve.bucket(o);
-    const c = choose(setting, learner, cfg, nerve, state, bucket);
-    const action = c.by === 'llm' ? model(state, bucket) : c.action;
-    const outcome = judge(nerve, state, o, action);
-    learner = learn(learner, { state, bucket, action, decidedBy: c.by, outcome, at: step }, cfg).learner;
-    made.push({ step, state, bucket, action, decidedBy: c.by, mode: c.mode, outcome });
-    state = moved(nerve, state, action);
+    ({ learner, state } = decideOne(nerve, learner, state, o, step, setting, model, made));
   });
   if (arc) flush(arc);
   return { made, learner, leases, flushes };
