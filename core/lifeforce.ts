@@ -106,9 +106,6 @@ export function speechCost(prices: PriceTable, seconds: number): number {
 
 // ---- budgets ------------------------------------------------------------------------------------
 
-export const exhaustedPolicies = ['pause', 'escalate'] as const;
-export type ExhaustedPolicy = (typeof exhaustedPolicies)[number];
-
 export const budgetScopes = ['agent', 'task', 'campaign', 'fork', 'nerve', 'escalation'] as const;
 export type BudgetScope = (typeof budgetScopes)[number];
 
@@ -301,21 +298,5 @@ export function msUntilAvailable(before: BudgetState, need: number, at = before.
 
 // ---- what the agent's config says ---------------------------------------------------------------
 
-/**
- * An agent budget's operator settings (the agent loop's input on its first start, `mindloop
- * lifeforce set`): never the agent's own config, so an agent cannot grant itself lifeforce.
- */
-export const budgetSettingsSchema = z.strictObject({
-  /** The budget's size; null = unlimited (spend is still recorded). */
-  capacity: z.number().min(0).nullable().optional(),
-  regenPerHour: z.number().min(0).optional(),
-  dailyLimit: z.number().min(0).nullable().optional(),
-  monthlyLimit: z.number().min(0).nullable().optional(),
-  /** When a reservation is refused: wait for regeneration or a grant (`pause`), or ask a human for more (`escalate`). */
-  onExhausted: z.enum(exhaustedPolicies).optional(),
-  /** The grant an escalation asks for. */
-  askFor: z.number().positive().optional(),
-  /** Explicit task priority 1 (first) … 5; null = from the lifeforce left. */
-  priority: z.number().int().min(1).max(5).nullable().optional(),
-});
-export type BudgetSettingsInput = z.input<typeof budgetSettingsSchema>;
+// In a module of their own, so that workflows can import them without this one.
+export { budgetSettingsSchema, exhaustedPolicies, type BudgetSettingsInput, type ExhaustedPolicy } from './lifeforce-settings.js';

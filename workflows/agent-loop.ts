@@ -49,9 +49,10 @@ import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type 
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
 import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
-import { taskStopSignal, type taskLoopWorkflow } from './task-loop.js';
+import { taskStopSignal } from './lib/task-signals.js';
 // Children are started by type name: importing their modules would make every agent loop
 // evaluate (and hold) their code and schemas too (see workflows/index.ts).
+import type { taskLoopWorkflow } from './task-loop.js';
 import type { toolGenerationWorkflow } from './tool-generation.js';
 import type { escalationWorkflow } from './escalation.js';
 import type { nerveWorkflow, NerveWorkflowInput } from './nerve.js';

@@ -26,6 +26,7 @@ import { budgetIds } from '../core/lifeforce.js';
 import { defaultReflex } from './lib/loop-state.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { handlerText, timerText } from './lib/ui-text.js';
+import { taskStopSignal } from './lib/task-signals.js';
 import { failureMessage } from './lib/infra.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -44,8 +45,8 @@ export interface TaskLoopStatus {
   waiting: { since: string; attempts: number; lastError: string } | null;
 }
 
-/** Ask the task loop to finish after its current tick. */
-export const taskStopSignal = defineSignal<[{ reason?: string }?]>('stopTask');
+/** Ask the task loop to finish after its current tick (defined apart, so that the agent loop need not import this module). */
+export { taskStopSignal };
 /** Tick, repl status, last summary, tick cap, stop reason, outage wait. */
 export const taskStatusQuery = defineQuery<TaskLoopStatus>('status');
 /** Same name as the agent loop's wake signal: the parent wakes when the task loop writes a note. */

@@ -5,7 +5,7 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
 import type { LifeforceShortfall } from '../../activities/llm/errors.js';
 
-export { budgetSettingsSchema } from '../../core/lifeforce.js';
+export { budgetSettingsSchema } from '../../core/lifeforce-settings.js';
 export type { LifeforceShortfall };
 
 /** The shortfall of a failed activity refused by the ledger, or null for any other failure. */
