@@ -2,6 +2,7 @@
  * The one place that reads the environment. Everything else receives a typed `Env`.
  * A bad value prints the offending field and exits non-zero (see `loadEnvOrExit`).
  */
+import { busRootSchema, defaultBusRoot } from './core/bus/subjects.js';
 import { priceTableSchema } from './core/lifeforce.js';
 import { formatIssues } from './core/zod-issues.js';
 import { z } from 'zod';
@@ -70,6 +71,17 @@ export const envSchema = z.object({
     })
     .pipe(priceTableSchema)
     .default(priceTableSchema.parse({})),
+  /**
+   * The message bus (NATS; comma list for a cluster), e.g. nats://127.0.0.1:4222. Set: workers
+   * publish tick heartbeats, consume agent commands and run the echo agent. Unset: they run
+   * without the bus (the CLI's `bus` commands then try nats://127.0.0.1:4222).
+   */
+  NATS_URL: z
+    .string()
+    .regex(/^(?:(?:nats|tls):\/\/)?[^\s,/]+(?:,(?:(?:nats|tls):\/\/)?[^\s,/]+)*$/, 'expected nats://host:port (comma-separated for a cluster)')
+    .optional(),
+  /** The root every bus subject lives under (`<root>.low.agent.<id>`…). */
+  MINDLOOP_BUS_ROOT: busRootSchema.default(defaultBusRoot),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
 }).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {

@@ -17,6 +17,7 @@ import { createLoopEventActivities } from './tick/loop-events.js';
 import { createTickSnapshots } from './tick/snapshot.js';
 import { createTaskLoopActivities } from './tick/task-loops.js';
 import { createThinkActivities } from './tick/think.js';
+import { observeTicks, type TickObserver } from './tick/tick-beat.js';
 import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
 import { createNerveActivities } from './nerves.js';
@@ -45,6 +46,8 @@ export interface MindloopActivityDeps {
   dangerRules?: readonly DangerRule[];
   /** The lifeforce ledger's switch and prices (default: on, core/lifeforce.ts prices). */
   lifeforce?: LedgerSwitch;
+  /** Told of every finished tick (the bus heartbeat); it must not block or throw. */
+  onTick?: TickObserver;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
@@ -57,10 +60,11 @@ export function createActivities(deps: MindloopActivityDeps) {
   // One read of an agent per tick, shared by think, the reflexes and applyCommands.
   const snapshots = createTickSnapshots({ db: deps.db, llm: router });
   const tools = { db: deps.db, ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}) };
+  const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, tools });
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
-    ...createThinkActivities({ db: deps.db, llm: router, snapshots, tools }),
+    ...(deps.onTick ? observeTicks(thinking, deps.onTick) : thinking),
     ...createLoopEventActivities({ db: deps.db }),
     ...createTaskLoopActivities({ db: deps.db }),
     ...createReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes }),

@@ -13,6 +13,9 @@ import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';
 import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js';
 import { createDocker, dockerStatus } from '../sandbox/docker.js';
+import { busInstallHint, connectBus, defaultNatsUrl } from '../runtime/bus.js';
+import { commandStreamName } from '../core/bus/subjects.js';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { resolveSandboxImage } from '../sandbox/image.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -142,6 +145,38 @@ export async function checkDocker(env: Env): Promise<Check> {
   };
 }
 
+/** The bus (NATS): optional, like Docker; what answers at NATS_URL (or the default), JetStream, the command stream. */
+export async function checkBus(env: Env): Promise<Check> {
+  const url = env.NATS_URL ?? defaultNatsUrl;
+  const uses = 'heartbeats, agent events, agent commands over the bus, the echo agent';
+  let bus;
+  try {
+    bus = await connectBus({ url, root: env.MINDLOOP_BUS_ROOT, name: 'mindloop-doctor', timeoutMs: 1500, log: () => undefined });
+  } catch {
+    return {
+      name: 'bus',
+      status: 'warn',
+      detail: `no NATS answers at ${url}${env.NATS_URL ? ' (NATS_URL)' : ''}; the bus is optional: everything else runs without it (it carries ${uses})`,
+      fix: busInstallHint,
+    };
+  }
+  try {
+    const version = bus.nc.info?.version ?? '?';
+    if (!bus.nc.info?.jetstream) {
+      return { name: 'bus', status: 'warn', detail: `NATS ${version} at ${url}, but JetStream is off: agent commands over the bus need it`, fix: 'restart nats-server with -js (and a store dir, -sd)' };
+    }
+    const stream = commandStreamName(bus.root);
+    const jsm = await jetstreamManager(bus.nc);
+    const waiting = await jsm.streams.info(stream).then((i) => `${i.state.messages} command(s) waiting in ${stream}`, () => `${stream} not created yet (a worker with NATS_URL creates it)`);
+    if (!env.NATS_URL) {
+      return { name: 'bus', status: 'ok', detail: `NATS ${version} with JetStream answers at ${url}, but workers do not use it until NATS_URL is set`, fix: `NATS_URL=${url}` };
+    }
+    return { name: 'bus', status: 'ok', detail: `NATS ${version} with JetStream at ${url}, root ${bus.root}; ${waiting}` };
+  } finally {
+    await bus.close();
+  }
+}
+
 function checkLocalModel(env: Env): Check {
   const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
   return model
@@ -179,10 +214,10 @@ async function checkAgentLoops(env: Env): Promise<Check> {
 
 /** Run every check; none throws. */
 export async function runDoctor(env: Env): Promise<Check[]> {
-  const [temporal, postgres, docker] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env)]);
+  const [temporal, postgres, docker, bus] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env), checkBus(env)]);
   // The loops can be checked only where both Temporal and the database answer.
   const loops = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running') && postgres.status === 'ok' && !postgres.detail.includes('not running') ? [await checkAgentLoops(env)] : [];
-  return [...temporal, postgres, docker, checkLocalModel(env), ...loops];
+  return [...temporal, postgres, docker, bus, checkLocalModel(env), ...loops];
 }
 
 /** Human-readable report: one line per check, with the fix indented under it. */

