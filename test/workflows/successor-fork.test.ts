@@ -13,7 +13,7 @@ import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { classifyActivityErrors } from '../../activities/errors.js';
 import { createForkActivities } from '../../activities/forks/index.js';
 import { createLifeforceActivities } from '../../activities/lifeforce.js';
@@ -55,10 +55,9 @@ beforeAll(async () => {
   dropDb = fresh.drop;
   handle = createDb(fresh.url);
   await runMigrations(handle.pool);
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
+  bundle = await bundleWorkflows(productWorkflowsPath);
 }, 120_000);
 afterAll(async () => {
-  await env?.teardown();
   await handle?.close();
   await dropDb?.();
   data.remove();
@@ -93,19 +92,24 @@ function forkActivities() {
 
 let workers: Worker[] = [];
 let running: Array<Promise<void>> = [];
-beforeAll(async () => {
+// One time-skipping server per test: when that server refuses a workflow's completion (a
+// cancellation racing an activity that just finished, under load) it keeps a time-skipping lock
+// for good, and every later timer on it would wait in real time. A test's server goes with it.
+beforeEach(async () => {
+  env = await createTimeSkippingEnv();
   workers = [
     await Worker.create({ connection: env.nativeConnection, taskQueue: 'mindloop', workflowBundle: bundle, activities: forkActivities() }),
     await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: {} as never, sandbox }) }),
   ];
   running = workers.map((w) => w.run());
-});
-afterAll(async () => {
+}, 120_000);
+afterEach(async () => {
   for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
   await Promise.allSettled(running);
-});
+  await env?.teardown();
+}, 60_000);
 
-/** One pair of workers serves the whole file (two on one queue are refused). */
+/** One pair of workers serves each test (two on one queue are refused). */
 const withWorkers = <T>(fn: () => Promise<T>): Promise<T> => fn();
 
 const strategyPatch = { kind: 'strategy', strategy: 'keyword_cluster' } as const;
