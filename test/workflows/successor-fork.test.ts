@@ -48,7 +48,7 @@ const sandbox = new LocalProcessSandbox();
  * Test switches: make the evaluation block (heartbeating) until it is cancelled; make it fail
  * (a non-retryable activity error); make recording the verdict fail (the workflow fails).
  */
-const hooks = { blockEvaluation: false, failEvaluation: false, failRecord: false };
+const hooks = { blockEvaluation: false, failEvaluation: false, failRecord: false, evaluationBlocked: false };
 
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_forks');
@@ -72,6 +72,7 @@ function forkActivities() {
     async forkEvaluateAbstracts(input: { forkId: string; budgetId?: string }) {
       if (hooks.failEvaluation) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'evaluation blew up' });
       if (hooks.blockEvaluation) {
+        hooks.evaluationBlocked = true;
         const ctx = Context.current();
         await new Promise<never>((_, reject) => {
           const beat = setInterval(() => ctx.heartbeat(), 100);
@@ -317,6 +318,7 @@ describe('successorForkWorkflow', () => {
       });
     } finally {
       hooks.blockEvaluation = false;
+      hooks.evaluationBlocked = false;
     }
     expect(await verdictOf('wall-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
     expect((await forkRow('wall-1')).status).toBe('budget_exceeded');
@@ -347,6 +349,13 @@ describe('successorForkWorkflow', () => {
       await withWorkers(async () => {
         const h = await start('cancel-1', { agentId: 'p-cancel', patch: strategyPatch, evaluation: replay });
         await phase(h, 'evaluating');
+        // Cancelled once the evaluation itself runs, not while the budget's carve (a short activity)
+        // may be completing: the time-skipping server refuses a workflow's cancellation of an
+        // activity that completed in the same task, and that workflow then never moves again.
+        for (let i = 0; !hooks.evaluationBlocked; i++) {
+          if (i > 600) throw new Error('the evaluation never started');
+          await new Promise((r) => setTimeout(r, 50));
+        }
         expect(await countRows(handle.db, 'fk.cancel-1')).toBeGreaterThan(50);
         await h.cancel();
         const err = await failureOf(h.result());
@@ -354,6 +363,7 @@ describe('successorForkWorkflow', () => {
       });
     } finally {
       hooks.blockEvaluation = false;
+      hooks.evaluationBlocked = false;
     }
     await forkGone('cancel-1');
     expect((await forkRow('cancel-1')).status).toBe('cancelled');
