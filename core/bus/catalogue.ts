@@ -74,6 +74,33 @@ const agentNoteV1 = z.strictObject({
 const agentPauseV1 = z.strictObject({ reason: shortText(500).optional() });
 const agentResumeV1 = z.strictObject({ reason: shortText(500).optional() });
 
+/** `meta.health.<component>`: a component's health, published when it changes (or on request). */
+const healthStatusV1 = z.strictObject({
+  component: shortText(64).min(1),
+  status: z.enum(['ok', 'degraded', 'down']),
+  detail: shortText(2000).optional(),
+});
+
+/**
+ * `meta.health.buffer_drop`: a bounded buffer (the MCP bridge's heartbeat buffer) was full and
+ * dropped its oldest messages since it last said so.
+ */
+const bufferDropV1 = z.strictObject({
+  /** Who holds the buffer, e.g. `mcp-bridge:<session>`. */
+  buffer: shortText(200).min(1),
+  capacity: z.number().int().positive(),
+  dropped: z.number().int().positive(),
+  dropped_total: z.number().int().positive(),
+});
+
+/** `meta.attention.<topic>`: how much attention a topic gets (its subjects, a rate limit, a priority). */
+const attentionConfigV1 = z.strictObject({
+  topic: shortText(64).min(1),
+  subjects: z.array(shortText(300).min(1)).max(50),
+  priority: z.number().int().min(0).max(10),
+  max_per_minute: z.number().int().positive().nullable(),
+});
+
 /** `dev.request.echo` and its answer on `dev.response.echo` (and the request's reply inbox). */
 const echoRequestV1 = z.strictObject({ ping: z.string().max(4096) });
 const echoResponseV1 = z.strictObject({ pong: z.string().max(4096), timestamp: z.iso.datetime({ offset: true }), agent: z.literal('echo-v1') });
@@ -88,6 +115,9 @@ export const messageCatalogue = {
   AgentNote: { namespace: 'command', stable: [agentNoteV1] },
   AgentPause: { namespace: 'command', stable: [agentPauseV1] },
   AgentResume: { namespace: 'command', stable: [agentResumeV1] },
+  HealthStatus: { namespace: 'meta', stable: [healthStatusV1] },
+  BufferDrop: { namespace: 'meta', stable: [bufferDropV1] },
+  AttentionConfig: { namespace: 'meta', stable: [attentionConfigV1] },
   EchoRequest: { namespace: 'dev', stable: [echoRequestV1] },
   EchoResponse: { namespace: 'dev', stable: [echoResponseV1] },
 } as const satisfies Record<string, { namespace: BusNamespace; stable: readonly [z.ZodType, ...z.ZodType[]] }>;

@@ -103,7 +103,10 @@ export interface BusSubjects {
   agentCommand(agentId: string, command: AgentCommand): string;
   /** Every agent's commands: `<prefix>.command.agent.>`. */
   agentCommandsAll(): string;
+  /** `<prefix>.meta.health.<component>`: a HealthStatus (`buffer_drop` is taken by `bufferDrop`). */
   health(component: string): string;
+  /** `<prefix>.meta.health.buffer_drop`: a BufferDrop. */
+  bufferDrop(): string;
   attention(topic: string): string;
   devRequest(agent: string): string;
   devResponse(agent: string): string;
@@ -128,6 +131,7 @@ export function busSubjects(root: string = defaultBusRoot, stage: BusStage = 'st
     agentCommand: (agentId, command) => `${ns('command')}.agent.${escapeToken(agentId)}.${literal(command, 'command')}`,
     agentCommandsAll: () => `${ns('command')}.agent.>`,
     health: (component) => `${ns('meta')}.health.${escapeToken(component)}`,
+    bufferDrop: () => `${ns('meta')}.health.buffer_drop`,
     attention: (topic) => `${ns('meta')}.attention.${escapeToken(topic)}`,
     devRequest: (agent) => `${ns('dev')}.request.${escapeToken(agent)}`,
     devResponse: (agent) => `${ns('dev')}.response.${escapeToken(agent)}`,
