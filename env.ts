@@ -72,13 +72,14 @@ export const envSchema = z.object({
     .pipe(priceTableSchema)
     .default(priceTableSchema.parse({})),
   /**
-   * The message bus (NATS; comma list for a cluster), e.g. nats://127.0.0.1:4222. Set: workers
-   * publish tick heartbeats, consume agent commands and run the echo agent. Unset: they run
-   * without the bus (the CLI's `bus` commands then try nats://127.0.0.1:4222).
+   * The message bus (NATS; comma list for a cluster), e.g. nats://127.0.0.1:4222: workers
+   * publish tick heartbeats and events, consume agent commands and run the echo agent. Unset:
+   * the NATS answering on 127.0.0.1:4222, else (`npm start` only) a nats-server binary started
+   * as a child; `off`: no bus (runtime/nats-server.ts).
    */
   NATS_URL: z
     .string()
-    .regex(/^(?:(?:nats|tls):\/\/)?[^\s,/]+(?:,(?:(?:nats|tls):\/\/)?[^\s,/]+)*$/, 'expected nats://host:port (comma-separated for a cluster)')
+    .regex(/^(?:off|(?:(?:nats|tls):\/\/)?[^\s,/]+(?:,(?:(?:nats|tls):\/\/)?[^\s,/]+)*)$/, 'expected nats://host:port (comma-separated for a cluster), or off')
     .optional(),
   /** The root every bus subject lives under (`<root>.low.agent.<id>`…). */
   MINDLOOP_BUS_ROOT: busRootSchema.default(defaultBusRoot),

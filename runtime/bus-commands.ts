@@ -21,7 +21,7 @@ import { decodeMessage } from '../core/bus/codec.js';
 import type { BusHeader } from '../core/bus/header.js';
 import { commandStreamName, parseAgentCommandSubject, type AgentCommand } from '../core/bus/subjects.js';
 import { workflowIds } from '../core/ids.js';
-import type { AddNoteInput, AddNoteResult } from '../workflows/agent-loop.js';
+import type { AddNoteInput, AddNoteResult, LoopCommandArg } from '../workflows/agent-loop.js';
 import type { Bus } from './bus.js';
 
 export const commandConsumerName = 'agent-commands';
@@ -155,7 +155,8 @@ export function temporalCommandTarget(client: Client, o: { timeoutMs?: number } 
               signalName: c.command,
               identity: client.options.identity,
               requestId: c.messageId,
-              input: { payloads: [] },
+              // The id also rides in the signal, so the loop applies it once across continue-as-new.
+              input: { payloads: [client.options.loadedDataConverter.payloadConverter.toPayload({ commandId: c.messageId } satisfies LoopCommandArg)] },
             });
           }
         });

@@ -39,6 +39,7 @@ import {
   carryOverSchema,
   countOutcomes,
   defaultReflex,
+  firstApplication,
   initialState,
   loopSettingsSchema,
   maxQueuedNotes,
@@ -100,8 +101,12 @@ export type AddNoteResult = { noteId: number; queued?: false } | { noteId: null;
 export const addNoteUpdate = defineUpdate<AddNoteResult, [AddNoteInput]>('addNote');
 /** Wake the loop because something it waits for happened (a task loop wrote a note, a process finished). */
 export const wakeSignal = defineSignal<[{ reason: 'note' | 'process' | 'lifeforce' }]>('wake');
-export const pauseSignal = defineSignal('pause');
-export const resumeSignal = defineSignal('resume');
+/** What a pause or resume may carry: the bus command's message id, applied once per agent. */
+export interface LoopCommandArg {
+  commandId?: string;
+}
+export const pauseSignal = defineSignal<[LoopCommandArg?]>('pause');
+export const resumeSignal = defineSignal<[LoopCommandArg?]>('resume');
 /** Finish the current tick, then complete the workflow. */
 export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
 export const setConfigInput = loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() });
@@ -176,6 +181,12 @@ export interface AgentLoopResult {
   agentId: string;
   ticks: number;
   reason: 'stopped' | 'max_ticks';
+}
+
+/** A pause/resume's command id when it carries a usable one (a signal from the UI may carry anything: then none). */
+function commandIdOf(arg: unknown): string | undefined {
+  const id = (arg as LoopCommandArg | null | undefined)?.commandId;
+  return typeof id === 'string' && id.length > 0 && id.length <= 128 ? id : undefined;
 }
 
 const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt, 5));
@@ -333,15 +344,15 @@ class AgentLoop {
     );
     setHandler(
       pauseSignal,
-      () => {
-        state.paused = true;
+      (arg) => {
+        if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = true;
       },
       { description: text.pause },
     );
     setHandler(
       resumeSignal,
-      () => {
-        state.paused = false;
+      (arg) => {
+        if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = false;
       },
       { description: text.resume },
     );

@@ -262,6 +262,40 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     expect(f.applied.map((a) => a.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 
+  it('applies a pause/resume command once per command id, also when it comes again after continue-as-new', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const first = await start(q, { agentId: 'commanded', maxTicks: 6, ticksPerRun: 2, settings: { delayMs: 10_000 } });
+      const h = env.client.workflow.getHandle(first.workflowId);
+      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await h.signal('pause', { commandId: 'cmd-pause-1' });
+      await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      await h.signal('resume', { commandId: 'cmd-resume-1' });
+      await env.sleep(30_000);
+      const later = await waitFor(h, (s) => s.tick >= 3, 'a tick of the next run');
+      expect((await h.describe()).runId).not.toBe(first.firstExecutionRunId);
+      // The bus delivers the pause again (its ack was lost) after the loop continued as new.
+      await h.signal('pause', { commandId: 'cmd-pause-1' });
+      await env.sleep(30_000);
+      const after = await waitFor(h, (s) => s.tick > later.tick, 'ticks after the repeated pause');
+      expect(after.paused).toBe(false);
+      expect(await h.result()).toMatchObject({ ticks: 6 });
+    });
+    expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('a pause signal whose argument is not a command id still pauses', async () => {
+    const f = fakes();
+    await withWorker(f, async (q) => {
+      const h = await start(q, { agentId: 'ui-paused', maxTicks: 3, settings: { delayMs: 10_000 } });
+      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await h.signal('pause', { commandId: 42 } as never);
+      await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      await h.signal('resume', 'garbage' as never);
+      expect(await h.result()).toMatchObject({ ticks: 3 });
+    });
+  });
+
   it('rejects a malformed input at once, non-retryable, naming the fields', async () => {
     const f = fakes();
     const err = await withWorker(f, async (q) =>

@@ -73,6 +73,20 @@ export const queuedNoteSchema = z.object({
 export type QueuedNote = z.infer<typeof queuedNoteSchema>;
 /** At most this many notes wait for the database; more are refused (nothing stored, the answer says so). */
 export const maxQueuedNotes = 200;
+/** How many applied command ids a loop remembers across continue-as-new. */
+export const maxAppliedCommands = 64;
+
+/**
+ * Remember command `id` as applied; false when it was applied already (do nothing then). The
+ * oldest id is forgotten past `maxAppliedCommands`. Commands without an id always apply.
+ */
+export function firstApplication(applied: string[], id: string | undefined): boolean {
+  if (id === undefined) return true;
+  if (applied.includes(id)) return false;
+  applied.push(id);
+  if (applied.length > maxAppliedCommands) applied.splice(0, applied.length - maxAppliedCommands);
+  return true;
+}
 
 export const carryOverSchema = z.object({
   tick: z.number().int().min(0),
@@ -91,6 +105,11 @@ export const carryOverSchema = z.object({
   reflexState: reflexStateSchema,
   /** Notes received while the database was away, in order, stored when it returns. */
   pendingNotes: z.array(queuedNoteSchema).max(maxQueuedNotes).default([]),
+  /**
+   * The ids of the last pause/resume commands applied (newest last), so a command delivered
+   * again after a continue-as-new (Temporal's request-id dedupe is per run) is not applied twice.
+   */
+  appliedCommands: z.array(z.string()).max(maxAppliedCommands).default([]),
 });
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
@@ -131,6 +150,7 @@ export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
     pendingWake: false,
     reflexState: reflexStateSchema.parse(undefined),
     pendingNotes: [],
+    appliedCommands: [],
   };
 }
 
