@@ -22,7 +22,7 @@ import { clipText } from '../core/sanitize.js';
 import { transition } from '../core/state-machines.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
-import { carveBudget, release, reserve, reserveOpen, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
+import { carveBudget, release, reopened, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
 import { decisionByKey, eventsOfDecision, loadLearner, recordDecision, recordDecisions, type NewNerveDecision } from '../db/queries/nerves.js';
 import type { NerveDecisionRow } from '../db/schema/nerves.js';
 import { ErrorType, nonRetryable } from './errors.js';
@@ -195,7 +195,7 @@ async function holdCost(db: Db, d: Decide, cost: number, first: Promise<ReserveR
     held = await reserve(db, req);
   }
   // Closed already (released when the LLM's budget refused, or by the sweep): hold anew.
-  if (held.ok && held.closed) held = await reserveOpen(db, req);
+  if (held.ok && held.closed) held = await reserve(db, reopened(req));
   if (!held.ok) throw exhausted(d.agentId, held);
   return held.key;
 }

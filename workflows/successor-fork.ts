@@ -213,8 +213,9 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
     // copy: what it did not spend returns to the parent's.
     await CancellationScope.nonCancellable(async () => {
       await cleanup.forkCleanup({ forkId, status: cleanupStatus });
-      // Only a budget that was carved has anything to give back.
-      if (budgetId && carved) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
+      // Only a budget that was carved has anything to give back; forks begun before
+      // fork-close-carved-only-v1 closed theirs in any case, and replay so.
+      if (budgetId && (carved || !patched('fork-close-carved-only-v1'))) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
     });
   }
 

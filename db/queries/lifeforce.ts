@@ -293,7 +293,12 @@ async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount:
  */
 export async function reserveOpen(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   const held = await reserve(db, req);
-  return held.ok && held.closed ? reserve(db, { ...req, key: `${req.key}#${randomUUID()}` }) : held;
+  return held.ok && held.closed ? reserve(db, reopened(req)) : held;
+}
+
+/** The same hold under a fresh key, for when the one under its own key is closed already. */
+export function reopened(req: ReserveRequest): ReserveRequest {
+  return { ...req, key: `${req.key}#${randomUUID()}` };
 }
 
 export interface CloseResult {
