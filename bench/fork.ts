@@ -5,15 +5,12 @@
  * patch: evaluation, verdict, cleanup), so the copies are destroyed between runs and the
  * parent keeps exactly its rows. Targets: p50 ≤ 2 s, p99 ≤ 5 s (required: < 30 s).
  */
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { createActivities } from '../activities/index.js';
 import { diaryEntries, forks } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { countRows, seedForkableAgent } from '../test/helpers/fork-fixture.js';
-import { bundleWorkflows } from '../workers/queues.js';
-import { summarize } from './lib.js';
+import { summarize, withBenchWorker } from './lib.js';
 
 export async function measureForks(stack: Stack, opts: { dataDir: string; rows?: number; runs?: number }) {
   const target = opts.rows ?? 10_000;
@@ -26,48 +23,35 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
   }
   rows = await countRows(db, agentId);
 
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue: 'mindloop',
-    workflowBundle: await bundleWorkflows(),
-    // The whole `mindloop` family, as a production worker has it. The fork under test is a config
-    // patch evaluated by abstracts replay without the judge: no model is called, so the router
-    // needs no keys and no local model.
-    activities: createActivities({ db, dataDir: opts.dataDir, llm: { env: {}, toolsDir: '' } }),
-  });
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
   const spawn: number[] = [];
   const serverSpawn: number[] = [];
   const total: number[] = [];
   const cleanup: number[] = [];
-  try {
-    await worker.runUntil(async () => {
-      for (let i = -2; i < runs; i++) {
-        const forkId = `bench-${i < 0 ? `warm${-i}` : i}-${Date.now().toString(36)}`;
-        const t0 = Date.now();
-        const handle = await client.workflow.start('successorForkWorkflow', {
-          taskQueue: 'mindloop',
-          workflowId: `fork/${forkId}`,
-          args: [{ agentId, forkId, patch: { kind: 'config', values: { delay_ms: 5 } }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
-        });
-        await handle.result();
-        const t1 = Date.now();
-        const [f] = await db.select().from(forks).where(eq(forks.id, forkId));
-        if (!f?.readyAt || !f.startedAt || !f.cleanedAt || !f.finishedAt) throw new Error(`fork ${forkId} has no ready/clean timestamps`);
-        if (Number((f.usage as { rows?: number }).rows) !== rows) throw new Error(`fork ${forkId} copied ${String((f.usage as { rows?: number }).rows)} rows, parent has ${rows}`);
-        if (i < 0) continue;
-        spawn.push(f.readyAt.getTime() - t0);
-        serverSpawn.push(f.readyAt.getTime() - f.startedAt.getTime());
-        total.push(t1 - t0);
-        cleanup.push(f.cleanedAt.getTime() - f.finishedAt.getTime());
-      }
-    });
-  } finally {
-    await client.connection.close();
-    await connection.close();
-  }
+  // The whole `mindloop` family, as a production worker has it. The fork under test is a config
+  // patch evaluated by abstracts replay without the judge: no model is called, so the router
+  // needs no keys and no local model.
+  const activities = createActivities({ db, dataDir: opts.dataDir, llm: { env: {}, toolsDir: '' } });
+  await withBenchWorker(stack, { taskQueue: 'mindloop', activities }, async (client) => {
+    for (let i = -2; i < runs; i++) {
+      const forkId = `bench-${i < 0 ? `warm${-i}` : i}-${Date.now().toString(36)}`;
+      const t0 = Date.now();
+      const handle = await client.workflow.start('successorForkWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: `fork/${forkId}`,
+        args: [{ agentId, forkId, patch: { kind: 'config', values: { delay_ms: 5 } }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
+      });
+      await handle.result();
+      const t1 = Date.now();
+      const [f] = await db.select().from(forks).where(eq(forks.id, forkId));
+      if (!f?.readyAt || !f.startedAt || !f.cleanedAt || !f.finishedAt) throw new Error(`fork ${forkId} has no ready/clean timestamps`);
+      if (Number((f.usage as { rows?: number }).rows) !== rows) throw new Error(`fork ${forkId} copied ${String((f.usage as { rows?: number }).rows)} rows, parent has ${rows}`);
+      if (i < 0) continue;
+      spawn.push(f.readyAt.getTime() - t0);
+      serverSpawn.push(f.readyAt.getTime() - f.startedAt.getTime());
+      total.push(t1 - t0);
+      cleanup.push(f.cleanedAt.getTime() - f.finishedAt.getTime());
+    }
+  });
   if ((await countRows(db, agentId)) !== rows) throw new Error('the parent changed during the benchmark');
   const s = summarize(spawn);
   const ss = summarize(serverSpawn);

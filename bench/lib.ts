@@ -4,7 +4,10 @@ import { cpus, tmpdir } from 'node:os';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { parseEnv, type Env } from '../env.js';
+import { bundleWorkflows } from '../workers/queues.js';
 import { startStack, type Stack } from '../runtime/stack.js';
 
 export function percentile(sorted: number[], p: number): number {
@@ -77,4 +80,31 @@ export async function benchStack(opts: { databaseUrl?: string } = {}): Promise<{
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Run `fn` while a worker polls `taskQueue` on the stack with the product's workflows and
+ * `activities`; `fn` gets a client of the stack. Both connections close afterwards.
+ */
+export async function withBenchWorker<T>(
+  stack: Stack,
+  o: { taskQueue: string; activities: object; maxCachedWorkflows?: number },
+  fn: (client: Client) => Promise<T>,
+): Promise<T> {
+  const connection = await NativeConnection.connect(stack.temporal.connection);
+  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+  try {
+    const worker = await Worker.create({
+      connection,
+      namespace: stack.temporal.namespace,
+      taskQueue: o.taskQueue,
+      workflowBundle: await bundleWorkflows(),
+      activities: o.activities,
+      ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),
+    });
+    return await worker.runUntil(() => fn(client));
+  } finally {
+    await client.connection.close();
+    await connection.close();
+  }
 }

@@ -24,8 +24,7 @@
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import { createLlmRouter, defaultLocalModelName, disposeLocalModels, ensureDefaultRegistry, preloadLocalModel, type LlmRouter } from '../activities/llm/index.js';
 import { createNerveActivities, type NerveDecideResult } from '../activities/nerves.js';
@@ -41,9 +40,8 @@ import type { Db } from '../db/client.js';
 import { resolveLocalModel } from '../runtime/tools.js';
 import type { Stack } from '../runtime/stack.js';
 import { collisionModel } from '../test/helpers/nerves.js';
-import { bundleWorkflows } from '../workers/queues.js';
 import type { NerveStatus, nerveWorkflow } from '../workflows/nerve.js';
-import { benchStack, summarize } from './lib.js';
+import { benchStack, summarize, withBenchWorker } from './lib.js';
 
 const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? join(import.meta.dirname, '..', '.tools');
@@ -169,31 +167,18 @@ async function learnToReflex(client: Client, db: Db, agentId: string): Promise<L
  */
 async function measureWorkflows(stack: Stack, router: LlmRouter): Promise<{ learning: Learning; deliberate: WorkflowBlock[]; reflex: WorkflowBlock[]; rules: number }> {
   const db = stack.db.db;
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue,
-    workflowBundle: await bundleWorkflows(),
-    activities: createNerveActivities({ db, llm: router, prices: defaultPrices }),
+  const activities = createNerveActivities({ db, llm: router, prices: defaultPrices });
+  return withBenchWorker(stack, { taskQueue, activities }, async (client) => {
+    // The JIT, the pools and the worker's workflow cache warm, on an agent of its own.
+    await seedAgent(db, 'bench-warm');
+    for (const mode of ['deliberate', 'reflex'] as const) await runNerve(client, db, 'bench-warm', mode, 7, warmup);
+    await seedAgent(db, 'bench-nerve');
+    const learning = await learnToReflex(client, db, 'bench-nerve');
+    const blocks = { deliberate: [] as WorkflowBlock[], reflex: [] as WorkflowBlock[] };
+    for (let r = 0; r < rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, perBlock));
+    const rules = await db.$count(nerveRules, and(eq(nerveRules.agentId, 'bench-nerve'), sql`${nerveRules.action} is not null`));
+    return { learning, ...blocks, rules };
   });
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
-  try {
-    return await worker.runUntil(async () => {
-      // The JIT, the pools and the worker's workflow cache warm, on an agent of its own.
-      await seedAgent(db, 'bench-warm');
-      for (const mode of ['deliberate', 'reflex'] as const) await runNerve(client, db, 'bench-warm', mode, 7, warmup);
-      await seedAgent(db, 'bench-nerve');
-      const learning = await learnToReflex(client, db, 'bench-nerve');
-      const blocks = { deliberate: [] as WorkflowBlock[], reflex: [] as WorkflowBlock[] };
-      for (let r = 0; r < rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, perBlock));
-      const rules = await db.$count(nerveRules, and(eq(nerveRules.agentId, 'bench-nerve'), sql`${nerveRules.action} is not null`));
-      return { learning, ...blocks, rules };
-    });
-  } finally {
-    await client.connection.close();
-    await connection.close();
-  }
 }
 
 // ---- the activity level ------------------------------------------------------------------------

@@ -9,8 +9,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
@@ -18,9 +16,8 @@ import { defaultPrices } from '../core/lifeforce.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
-import { bundleWorkflows } from '../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
-import { summarize } from './lib.js';
+import { summarize, withBenchWorker } from './lib.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
@@ -64,79 +61,65 @@ async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
 }
 
 export async function measureTicks(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue: 'bench-tick',
-    workflowBundle: await bundleWorkflows(),
-    activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } }),
-    maxCachedWorkflows: 1000,
-  });
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
-  const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
-    client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-tick', workflowId: `agent/${id}`, args: [args] });
-  try {
-    return await worker.runUntil(async () => {
-      // 1 agent, 200 ticks back to back.
-      await seed(stack, ['solo']);
-      // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
-      await (await start('solo', { agentId: 'solo', maxTicks: 200, reflexes: false, settings: { delayMs: 0 } })).result();
-      const rows = await stack.db.db
-        .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
-        .from(llmRecentResponses)
-        .where(eq(llmRecentResponses.agentId, 'solo'))
-        .orderBy(asc(llmRecentResponses.tick));
-      const gaps = rows.slice(21).map((r, i) => r.at.getTime() - rows[i + 20]!.at.getTime()); // skip warm-up
-      const solo = summarize(gaps);
+  const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
+  return withBenchWorker(stack, { taskQueue: 'bench-tick', activities, maxCachedWorkflows: 1000 }, async (client) => {
+    const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
+      client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-tick', workflowId: `agent/${id}`, args: [args] });
+    // 1 agent, 200 ticks back to back.
+    await seed(stack, ['solo']);
+    // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
+    await (await start('solo', { agentId: 'solo', maxTicks: 200, reflexes: false, settings: { delayMs: 0 } })).result();
+    const rows = await stack.db.db
+      .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
+      .from(llmRecentResponses)
+      .where(eq(llmRecentResponses.agentId, 'solo'))
+      .orderBy(asc(llmRecentResponses.tick));
+    const gaps = rows.slice(21).map((r, i) => r.at.getTime() - rows[i + 20]!.at.getTime()); // skip warm-up
+    const solo = summarize(gaps);
 
-      // 50 agents at once, 20 ticks each.
-      const many = Array.from({ length: 50 }, (_, i) => `many${i}`);
-      await seed(stack, many);
-      const t0 = performance.now();
-      await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: 20, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
-      const seconds = (performance.now() - t0) / 1000;
-      const [{ n } = { n: 0 }] = await stack.db.db
-        .select({ n: sql<number>`count(*)::int` })
-        .from(llmRecentResponses)
-        .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
+    // 50 agents at once, 20 ticks each.
+    const many = Array.from({ length: 50 }, (_, i) => `many${i}`);
+    await seed(stack, many);
+    const t0 = performance.now();
+    await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: 20, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
+    const seconds = (performance.now() - t0) / 1000;
+    const [{ n } = { n: 0 }] = await stack.db.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(llmRecentResponses)
+      .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
 
-      // 500 agents idle after their first tick, on a worker process of their own (the
-      // product's `npm run worker -- --queue mindloop`), so its RSS is the worker's alone: in
-      // this process PGlite's WASM heap (~700 MB) would be counted too.
-      const idle = Array.from({ length: 500 }, (_, i) => `idle${i}`);
-      await seed(stack, idle);
-      const idleWorker = await idleWorkerProcess(stack);
-      let rssMb: number;
-      try {
-        const handles = await Promise.all(
-          idle.map((id) =>
-            client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-              taskQueue: 'mindloop',
-              workflowId: `agent/${id}`,
-              args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
-            }),
-          ),
-        );
-        for (const h of handles) {
-          while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
-        }
-        rssMb = processRssMb(idleWorker.pid!);
-        await Promise.all(handles.map((h) => h.terminate('benchmark done')));
-      } finally {
-        idleWorker.kill('SIGKILL');
+    // 500 agents idle after their first tick, on a worker process of their own (the
+    // product's `npm run worker -- --queue mindloop`), so its RSS is the worker's alone: in
+    // this process PGlite's WASM heap (~700 MB) would be counted too.
+    const idle = Array.from({ length: 500 }, (_, i) => `idle${i}`);
+    await seed(stack, idle);
+    const idleWorker = await idleWorkerProcess(stack);
+    let rssMb: number;
+    try {
+      const handles = await Promise.all(
+        idle.map((id) =>
+          client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+            taskQueue: 'mindloop',
+            workflowId: `agent/${id}`,
+            args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
+          }),
+        ),
+      );
+      for (const h of handles) {
+        while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
       }
-      return {
-        overhead_p50_ms: solo.p50,
-        overhead_p99_ms: solo.p99,
-        ticks_per_s_50_agents: n / seconds,
-        rss_mb_500_idle_agents: rssMb,
-      };
-    });
-  } finally {
-    await client.connection.close();
-    await connection.close();
-  }
+      rssMb = processRssMb(idleWorker.pid!);
+      await Promise.all(handles.map((h) => h.terminate('benchmark done')));
+    } finally {
+      idleWorker.kill('SIGKILL');
+    }
+    return {
+      overhead_p50_ms: solo.p50,
+      overhead_p99_ms: solo.p99,
+      ticks_per_s_50_agents: n / seconds,
+      rss_mb_500_idle_agents: rssMb,
+    };
+  });
 }
 
 /** One kind of tick an alternating measurement compares: its agents' loop input and what is set before each of its blocks. */
@@ -169,29 +152,21 @@ async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: str
     )
     .returning({ id: llmRegistry.id, role: llmRegistry.role });
   const validatorIds = new Set(rows.filter((r) => r.role === 'validator').map((r) => r.id));
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue,
-    workflowBundle: await bundleWorkflows(),
-    activities: createActivities({
-      db,
-      ...(opts.ledger ? { lifeforce: opts.ledger } : {}),
-      llm: {
-        env: {},
-        toolsDir,
-        scriptedReply: ({ messages, callIndex, registryId }) => {
-          if (registryId !== undefined && validatorIds.has(registryId)) return '+2 -- fine';
-          const text = messages.map((m) => m.content).join('\n');
-          if (text.includes('Name the emotions')) return 'curiosity:3 (bench)';
-          if (text.includes('PREVIOUS replies')) return '{"novelty": 60, "new": ["x"], "tags": ["bench"]}';
-          return `Thought ${callIndex}: ${['river', 'orbit', 'quartz', 'meadow', 'cipher', 'ember'][callIndex % 6]} ${callIndex * 7}.`;
-        },
+  const activities = createActivities({
+    db,
+    ...(opts.ledger ? { lifeforce: opts.ledger } : {}),
+    llm: {
+      env: {},
+      toolsDir,
+      scriptedReply: ({ messages, callIndex, registryId }) => {
+        if (registryId !== undefined && validatorIds.has(registryId)) return '+2 -- fine';
+        const text = messages.map((m) => m.content).join('\n');
+        if (text.includes('Name the emotions')) return 'curiosity:3 (bench)';
+        if (text.includes('PREVIOUS replies')) return '{"novelty": 60, "new": ["x"], "tags": ["bench"]}';
+        return `Thought ${callIndex}: ${['river', 'orbit', 'quartz', 'meadow', 'cipher', 'ember'][callIndex % 6]} ${callIndex * 7}.`;
       },
-    }),
+    },
   });
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
   const gapsOf = async (agentId: string) => {
     const r = await db
       .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
@@ -201,26 +176,21 @@ async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: str
     return r.slice(6).map((x, i) => x.at.getTime() - r[i + 5]!.at.getTime()); // skip each block's warm-up
   };
   const gaps: Record<string, number[]> = Object.fromEntries(Object.keys(kinds).map((k) => [k, []]));
-  try {
-    await worker.runUntil(async () => {
-      for (let b = 0; b < opts.blocks; b++) {
-        for (const [name, kind] of Object.entries(kinds)) {
-          const agentId = `${name}-${b}`;
-          kind.before?.();
-          const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-            taskQueue,
-            workflowId: `agent/${agentId}`,
-            args: [{ agentId, maxTicks: opts.perBlock, reflexes: kind.reflexes, settings: { delayMs: 0 }, ...(kind.lifeforce ? { lifeforce: kind.lifeforce } : {}) }],
-          });
-          await h.result();
-          gaps[name]!.push(...(await gapsOf(agentId)));
-        }
+  await withBenchWorker(stack, { taskQueue, activities }, async (client) => {
+    for (let b = 0; b < opts.blocks; b++) {
+      for (const [name, kind] of Object.entries(kinds)) {
+        const agentId = `${name}-${b}`;
+        kind.before?.();
+        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue,
+          workflowId: `agent/${agentId}`,
+          args: [{ agentId, maxTicks: opts.perBlock, reflexes: kind.reflexes, settings: { delayMs: 0 }, ...(kind.lifeforce ? { lifeforce: kind.lifeforce } : {}) }],
+        });
+        await h.result();
+        gaps[name]!.push(...(await gapsOf(agentId)));
       }
-    });
-  } finally {
-    await client.connection.close();
-    await connection.close();
-  }
+    }
+  });
   return gaps;
 }
 
