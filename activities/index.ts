@@ -17,7 +17,8 @@ import { createLoopEventActivities } from './tick/loop-events.js';
 import { createTickSnapshots } from './tick/snapshot.js';
 import { createTaskLoopActivities } from './tick/task-loops.js';
 import { createThinkActivities } from './tick/think.js';
-import { observeTicks, type TickObserver } from './tick/tick-beat.js';
+import { observeThink } from './tick/tick-beat.js';
+import { guardEvents, type AgentEventSink } from './agent-events.js';
 import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
 import { createNerveActivities } from './nerves.js';
@@ -46,8 +47,11 @@ export interface MindloopActivityDeps {
   dangerRules?: readonly DangerRule[];
   /** The lifeforce ledger's switch and prices (default: on, core/lifeforce.ts prices). */
   lifeforce?: LedgerSwitch;
-  /** Told of every finished tick (the bus heartbeat); it must not block or throw. */
-  onTick?: TickObserver;
+  /**
+   * Told of the agents' ticks and events (the bus heartbeat, reply, verdict, escalation,
+   * learning) after the work behind each is recorded; it must not block. What it throws is logged.
+   */
+  events?: AgentEventSink;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
@@ -56,7 +60,8 @@ export function createActivities(deps: MindloopActivityDeps) {
   const ledger = deps.lifeforce ?? ('chat' in deps.llm ? undefined : deps.llm.lifeforce) ?? { enabled: true, prices: defaultPrices };
   const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm, lifeforce: ledger });
   // Campaigns and generated tools promote into the learning store unless a test injects a sink.
-  const learn = deps.learn ?? createLearningSink({ db: deps.db });
+  const events = deps.events ? guardEvents(deps.events) : undefined;
+  const learn = deps.learn ?? createLearningSink({ db: deps.db, events });
   // One read of an agent per tick, shared by think, the reflexes and applyCommands.
   const snapshots = createTickSnapshots({ db: deps.db, llm: router });
   const tools = { db: deps.db, ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}) };
@@ -64,17 +69,17 @@ export function createActivities(deps: MindloopActivityDeps) {
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
-    ...(deps.onTick ? observeTicks(thinking, deps.onTick) : thinking),
-    ...createLoopEventActivities({ db: deps.db }),
+    ...(events ? observeThink(thinking, events) : thinking),
+    ...createLoopEventActivities({ db: deps.db, events }),
     ...createTaskLoopActivities({ db: deps.db }),
-    ...createReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes }),
+    ...createReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events }),
     ...createShellActivities({ db: deps.db, prices: ledger.prices }),
-    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules, snapshots, prices: ledger.prices }),
-    ...createLearningActivities({ db: deps.db }),
+    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules, snapshots, prices: ledger.prices, events }),
+    ...createLearningActivities({ db: deps.db, events }),
     ...createCampaignActivities({ db: deps.db, llm: router, taskTypes: deps.campaignTaskTypes, learn, prices: ledger.prices }),
     ...createForkActivities({ db: deps.db, llm: router, dataDir: deps.dataDir, prices: ledger.prices }),
     ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
-    ...createOversightActivities({ db: deps.db, llm: router }),
+    ...createOversightActivities({ db: deps.db, llm: router, events }),
     ...createToolActivities(tools),
     ...createLifeforceActivities({ db: deps.db, prices: ledger.prices }),
     ...createNerveActivities({ db: deps.db, llm: router, prices: ledger.prices }),

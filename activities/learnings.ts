@@ -25,10 +25,13 @@ import {
   type StoreLimits,
 } from '../db/queries/learnings.js';
 import type { LearningSink } from './learning-sink.js';
+import { tellFeedbackLearning, tellLearning, type AgentEventSink } from './agent-events.js';
 
 export interface LearningDeps {
   db: Db;
   limits?: StoreLimits;
+  /** Told of each learning saved in an agent's name, once it is stored. */
+  events?: AgentEventSink;
 }
 
 function asFailure(err: unknown): unknown {
@@ -40,6 +43,7 @@ function asFailure(err: unknown): unknown {
 export function createLearningSink(deps: LearningDeps): LearningSink {
   return async (l) => {
     const r = await saveLearning(deps.db, { shardType: l.shardType, predicate: l.predicate, args: l.args, source: l.source, agentId: l.agentId }, deps.limits);
+    tellLearning(deps.events, l.agentId, { shardType: l.shardType, predicate: l.predicate, args: l.args, confidence: r.confidence, reinforced: r.reinforced });
     return { id: r.id, reinforced: r.reinforced };
   };
 }
@@ -102,11 +106,14 @@ export function createLearningActivities(deps: LearningDeps) {
   return {
     /** Save (or reinforce) a learning; a guard refusal fails non-retryably with the reason. */
     async saveLearning(input: SaveLearningInput & { derivation?: Derivation | null }): Promise<{ id: number; reinforced: boolean; confidence: number }> {
+      let r;
       try {
-        return await saveLearning(db, input, deps.limits);
+        r = await saveLearning(db, input, deps.limits);
       } catch (err) {
         throw asFailure(err);
       }
+      tellLearning(deps.events, input.agentId, { shardType: input.shardType, predicate: input.predicate, args: input.args, confidence: r.confidence, reinforced: r.reinforced });
+      return r;
     },
 
     /**
@@ -125,11 +132,14 @@ export function createLearningActivities(deps: LearningDeps) {
 
     /** Count one accept/reject; at the threshold a rule derives a learning (see core/learnings.ts). */
     async recordFeedback(input: FeedbackInput) {
+      let r;
       try {
-        return await recordFeedback(db, input, deps.limits);
+        r = await recordFeedback(db, input, deps.limits);
       } catch (err) {
         throw asFailure(err);
       }
+      tellFeedbackLearning(deps.events, input, r);
+      return r;
     },
 
     /**

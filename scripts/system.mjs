@@ -99,6 +99,10 @@ function gccStatic(env) {
   return r.ok && r.out.startsWith('/') && existsSync(r.out);
 }
 
+function natsServerInstalled(env) {
+  return !!which('nats-server', env) || existsSync('/usr/sbin/nats-server');
+}
+
 function composeInstalled(env) {
   return !!which('docker-compose', env) || (!!which('docker', env) && sh('docker', ['compose', 'version', '--short'], env).ok);
 }
@@ -157,12 +161,14 @@ export async function systemPlan(command, env = process.env) {
     }
     const nats = new URL(env.TEST_NATS_URL || 'nats://127.0.0.1:4222');
     const natsPort = Number(nats.port || 4222);
+    // The binary in any case: the tests also run an embedded server of their own.
+    if (!natsServerInstalled(env)) need(['nats-server']);
     if (await answers(nats.hostname, natsPort)) plan.present.push(`NATS ${nats.hostname}:${natsPort}`);
-    else if (['127.0.0.1', 'localhost'].includes(nats.hostname)) {
-      if (!which('nats-server', env) && !existsSync('/usr/sbin/nats-server')) need(['nats-server']);
-      plan.startNats = { port: natsPort };
-    } else elsewhere.push(`no NATS answers at ${nats.hostname}:${natsPort} (start one with JetStream, nats-server -js, or set TEST_NATS_URL)`);
+    else if (['127.0.0.1', 'localhost'].includes(nats.hostname)) plan.startNats = { port: natsPort };
+    else elsewhere.push(`no NATS answers at ${nats.hostname}:${natsPort} (start one with JetStream, nats-server -js, or set TEST_NATS_URL)`);
   }
+  // npm start runs a nats-server of its own when no bus is named and none answers locally.
+  if (command === 'start' && !env.NATS_URL && !(await answers('127.0.0.1', 4222)) && !natsServerInstalled(env)) need(['nats-server']);
 
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
   const apt = !!which('apt-get', env);

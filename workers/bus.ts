@@ -1,37 +1,52 @@
 /**
- * The bus in a worker process, when NATS_URL is set: a heartbeat per finished tick, the durable
- * consumer that turns agent commands into workflow updates and signals, and the echo agent. A
- * bus that does not answer is one line in the log: the workers run without it (the bus is
+ * The bus in a worker process: the agents' heartbeats and events, the durable consumer that turns
+ * agent commands into workflow updates and signals, and the echo agent. Which bus: NATS_URL, else
+ * the one answering on 127.0.0.1:4222, else (npm start) a nats-server started as a child
+ * (runtime/nats-server.ts). No bus is one line in the log: the workers run without it (the bus is
  * optional, like Docker).
  */
 import { Client, Connection } from '@temporalio/client';
-import type { TickObserver } from '../activities/tick/tick-beat.js';
+import type { AgentEventSink } from '../activities/agent-events.js';
 import type { Env } from '../env.js';
 import { connectBus, type Bus } from '../runtime/bus.js';
-import { heartbeatObserver } from '../runtime/bus-agents.js';
+import { chooseBus, type LocalNats } from '../runtime/nats-server.js';
+import { agentEventSink } from '../runtime/bus-agents.js';
 import { startCommandConsumer, temporalCommandTarget, type CommandConsumer } from '../runtime/bus-commands.js';
 import { startEchoAgent } from '../runtime/echo-agent.js';
 import type { Stack } from '../runtime/stack.js';
 
 export interface WorkerBus {
   bus: Bus;
-  /** For `createActivities`: the tick heartbeat, fire-and-forget. */
-  onTick: TickObserver;
-  /** One line for the start-up summary. */
+  /** For `createActivities`: heartbeats and agent events (reply, verdict, escalation, learning), fire-and-forget. */
+  events: AgentEventSink;
+  /** One line for the start-up summary: where the bus is, and what runs on it. */
   summary: string;
   /** Stop taking commands, stop the echo agent, close the bus and its Temporal client. */
   stop(): Promise<void>;
 }
 
-/** Start the worker's bus services; undefined when NATS_URL is unset or nothing answers there (logged). */
-export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log: (line: string) => void): Promise<WorkerBus | undefined> {
-  if (!env.NATS_URL) return undefined;
+export interface WorkerBusOptions {
+  /** May start an embedded nats-server when no bus answers (npm start); default false. */
+  embedded?: boolean;
+  /** The local port looked at (tests); default 4222. */
+  localPort?: number;
+}
+
+/**
+ * Start the worker's bus services; `off` says why there are none (NATS_URL=off, nothing
+ * answering, no nats-server to start), and how to get a bus.
+ */
+export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log: (line: string) => void, o: WorkerBusOptions = {}): Promise<WorkerBus | { off: string }> {
+  const choice = await chooseBus({ natsUrl: env.NATS_URL, embedded: o.embedded ?? false, dataDir: env.MINDLOOP_DATA_DIR, ...(o.localPort ? { port: o.localPort } : {}) });
+  if ('off' in choice) return choice;
+  const server: LocalNats | undefined = choice.server;
+  const where = choice.how === 'env' ? `${choice.url} (NATS_URL)` : choice.how === 'local' ? `${choice.url} (found running)` : `${choice.url} (nats-server started here, store ${server?.storeDir})`;
   let bus: Bus;
   try {
-    bus = await connectBus({ url: env.NATS_URL, root: env.MINDLOOP_BUS_ROOT, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
+    bus = await connectBus({ url: choice.url, root: env.MINDLOOP_BUS_ROOT, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
   } catch (err) {
-    log(`bus: ${(err as Error).message}`);
-    return undefined;
+    await server?.stop();
+    return { off: `off: ${(err as Error).message}` };
   }
   const connection = await Connection.connect(temporal.connection);
   const client = new Client({ connection, namespace: temporal.namespace });
@@ -44,13 +59,14 @@ export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log:
   const echo = startEchoAgent(bus);
   return {
     bus,
-    onTick: heartbeatObserver(bus, log),
-    summary: `${env.NATS_URL} (root ${bus.root}): heartbeats, echo agent${consumer ? ', agent commands' : '; agent commands OFF (no JetStream)'}`,
+    events: agentEventSink(bus, log),
+    summary: `${where}, root ${bus.root}: heartbeats and agent events, echo agent${consumer ? ', agent commands' : '; agent commands OFF (no JetStream)'}`,
     async stop() {
       await consumer?.stop();
       echo.unsubscribe();
       await bus.close();
       await connection.close();
+      await server?.stop();
     },
   };
 }

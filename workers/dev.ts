@@ -19,8 +19,10 @@ installRuntime(env.LOG_LEVEL);
 
 log('starting the embedded stack…');
 const stack = await startStack({ env, log });
-const workerBus = await startWorkerBus(env, stack.temporal, log);
-const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { onTick: workerBus?.onTick });
+// The bus: NATS_URL, the NATS answering locally, or a nats-server of our own (said in the summary).
+const busStart = await startWorkerBus(env, stack.temporal, log, { embedded: true });
+const workerBus = 'off' in busStart ? undefined : busStart;
+const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { events: workerBus?.events });
 onStopSignal(async (sig) => {
   log(`${sig}: stopping workers, Temporal and Postgres…`);
   await workerBus?.stop();
@@ -48,7 +50,7 @@ const rows: Array<[string, string]> = [
   ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
   ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
   ['Task queues', [...running.workers.keys()].join(', ')],
-  ['Bus', workerBus?.summary ?? (env.NATS_URL ? `not reachable at ${env.NATS_URL} (\`npx mindloop doctor\`)` : 'off (set NATS_URL, e.g. nats://127.0.0.1:4222)')],
+  ['Bus', 'off' in busStart ? `${busStart.off} (\`npx mindloop doctor\`)` : busStart.summary],
   ['Local model', model ? `SmolLM2-135M-Instruct (${model})` : 'not installed (npm run setup)'],
   ['Demo agent', 'agent/demo — `npx mindloop note demo "hello"`, `npx mindloop status demo`'],
   ['Data', stack.temporal.embedded || stack.database.embedded ? env.MINDLOOP_DATA_DIR : '(external services)'],

@@ -45,12 +45,13 @@ const env = loadEnvOrExit();
 const { queues, noSchedules } = parseCli(process.argv.slice(2), env.MINDLOOP_QUEUES);
 installRuntime(env.LOG_LEVEL);
 const stack = await startStack({ env, embedded: false, log: (l) => process.stdout.write(`${l}\n`) });
-// The bus (when NATS_URL is set) goes with the workflows' queue: heartbeats and agent commands.
+// The bus (NATS_URL, or the one answering locally) goes with the workflows' queue: heartbeats, agent events and commands.
 const log = (l: string) => process.stdout.write(`${l}\n`);
-const workerBus = queues.includes('mindloop') ? await startWorkerBus(env, stack.temporal, log) : undefined;
-const running = await startWorkers(env, stack, queues, { onTick: workerBus?.onTick });
+const busStart = queues.includes('mindloop') ? await startWorkerBus(env, stack.temporal, log) : undefined;
+const workerBus = busStart && !('off' in busStart) ? busStart : undefined;
+const running = await startWorkers(env, stack, queues, { events: workerBus?.events });
 await applySchedulesAtStart(stack.temporal, { queues, disabled: noSchedules, log: (l) => process.stdout.write(`${l}\n`) });
-if (workerBus) log(`bus: ${workerBus.summary}`);
+if (busStart) log(`bus: ${'off' in busStart ? busStart.off : busStart.summary}`);
 process.stdout.write(`worker polling ${queues.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
 onStopSignal(async () => {
   await workerBus?.stop();

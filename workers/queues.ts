@@ -10,7 +10,7 @@ import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
 import { sweepLifeforceEvery } from '../activities/lifeforce.js';
 import type { DangerRule } from '../core/danger-zones.js';
-import type { TickObserver } from '../activities/tick/tick-beat.js';
+import type { AgentEventSink } from '../activities/agent-events.js';
 import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
 import { createSpeechActivities } from '../activities/speech.js';
 import { createDocker } from '../sandbox/docker.js';
@@ -31,8 +31,8 @@ export interface QueueWorkerDeps {
   dangerRules?: readonly DangerRule[];
   /** A pre-built bundle (tests, benchmarks) saves the few seconds webpack takes. */
   workflowBundle?: WorkflowBundleWithSourceMap | { codePath: string };
-  /** Told of every finished tick: the bus heartbeat, when the worker has a bus (workers/bus.ts). */
-  onTick?: TickObserver;
+  /** Told of the agents' ticks and events: the bus, when the worker has one (workers/bus.ts). */
+  events?: AgentEventSink;
 }
 
 /** Evaluated once per worker for all its workflows (see that module). */
@@ -62,7 +62,7 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
       return Worker.create({
         ...base,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.onTick ? { onTick: deps.onTick } : {}) }),
+        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
       });
     case 'sandbox': {
       const docker = createDocker(deps.dockerHost);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { secretSource, type Env, type TaskQueueName } from '../env.js';
 import { parseDangerConfig, type DangerRule } from '../core/danger-zones.js';
 import type { Stack } from '../runtime/stack.js';
-import type { TickObserver } from '../activities/tick/tick-beat.js';
+import type { AgentEventSink } from '../activities/agent-events.js';
 import { disposeLocalModels } from '../activities/llm/index.js';
 import { createQueueWorker } from './queues.js';
 
@@ -62,7 +62,7 @@ export async function startWorkers(
   env: Env,
   stack: Stack,
   queues: readonly TaskQueueName[],
-  opts: { workflowBundle?: WorkflowBundleWithSourceMap; onTick?: TickObserver } = {},
+  opts: { workflowBundle?: WorkflowBundleWithSourceMap; events?: AgentEventSink } = {},
 ): Promise<RunningWorkers> {
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const workers = new Map<TaskQueueName, Worker>();
@@ -79,7 +79,7 @@ export async function startWorkers(
           dangerRules: loadDangerRules(env.MINDLOOP_DANGER_RULES),
           llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS, lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES } },
           workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
-          ...(opts.onTick ? { onTick: opts.onTick } : {}),
+          ...(opts.events ? { events: opts.events } : {}),
         }),
       );
     }

@@ -21,6 +21,7 @@ import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../../db/schema/index.js';
 import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
+import { tellFeedbackLearning, type AgentEventSink } from '../agent-events.js';
 import { handlers } from './index.js';
 import { CommandError, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './shared.js';
 
@@ -36,6 +37,8 @@ export interface CommandDeps {
   snapshots?: TickSnapshots;
   /** Lifeforce prices (default core/lifeforce.ts's). */
   prices?: PriceTable;
+  /** Told of the learnings that outcome feedback derives, once stored. */
+  events?: AgentEventSink;
 }
 
 export interface ApplyCommandsInput {
@@ -148,7 +151,8 @@ async function countFailure(deps: CommandDeps, input: ApplyCommandsInput, outcom
   if (outcome.duplicate) return;
   if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
   try {
-    await recordFeedback(deps.db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
+    const r = await recordFeedback(deps.db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
+    tellFeedbackLearning(deps.events, { agentId: input.agentId }, r);
   } catch (err) {
     // Preference counting never fails a tick (a refused derived learning is in learning_events); it is logged.
     const reason = errorText(err);

@@ -11,10 +11,14 @@ import { decisionLog, escalations } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { OversightDeps, OversightRun } from './graph.js';
 
-/** Insert the escalation, its decision_log row and the agent's question (idempotent by escalation id). */
-export async function openEscalation({ db }: OversightDeps, input: { escalation: ParsedEscalationInput; workflowId: string; deadlineAt: string | null }): Promise<{ created: boolean }> {
+/**
+ * Insert the escalation, its decision_log row and the agent's question (idempotent by escalation
+ * id). The escalation event goes out once its rows are committed, and only by the call that
+ * created them: a retry that finds the row tells nobody again.
+ */
+export async function openEscalation({ db, events }: OversightDeps, input: { escalation: ParsedEscalationInput; workflowId: string; deadlineAt: string | null }): Promise<{ created: boolean }> {
   const e = input.escalation;
-  return db.transaction(async (tx) => {
+  const opened = await db.transaction(async (tx) => {
     const [row] = await tx
       .insert(escalations)
       .values({ id: e.escalationId, agentId: e.agentId, task: e.task, category: e.category, context: e.context, whatITried: e.whatITried || null, status: 'in_progress', workflowId: input.workflowId, deadlineAt: input.deadlineAt ? new Date(input.deadlineAt) : null })
@@ -36,6 +40,10 @@ export async function openEscalation({ db }: OversightDeps, input: { escalation:
     await addPartnershipMessage(tx, { agentId: e.agentId, fromTier: 'agent', toTier: 'oversight', kind: 'question', body: e.task, escalationId: e.escalationId, metadata: { category: e.category, whatITried: e.whatITried, dangerFlags: e.dangerFlags }, idempotencyKey: `${e.escalationId}:question` });
     return { created: true };
   });
+  if (opened.created) {
+    events?.event(e.agentId, 'escalation', { escalationId: e.escalationId, category: e.category, reason: e.task, humanRequired: e.humanRequired, ...(e.tick !== undefined ? { tick: e.tick } : {}) });
+  }
+  return opened;
 }
 
 /** Keep the oversight's answer (advice until the rules make it the decision). */

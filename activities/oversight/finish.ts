@@ -10,8 +10,8 @@ import { addPartnershipMessage, closeEscalation, grantEscalationTools, keepLearn
 import { LearningRefusedError, recordFeedback, saveLearning, type FeedbackResult } from '../../db/queries/learnings.js';
 import { addNoteOnce } from '../../db/queries/notes.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
-import type { Db } from '../../db/client.js';
 import type { OversightDeps } from './graph.js';
+import { tellFeedbackLearning, tellLearning } from '../agent-events.js';
 
 export interface FinishEscalationInput {
   escalationId: string;
@@ -86,11 +86,13 @@ async function sendAnswer(q: Queryable, input: FinishEscalationInput, body: stri
  * A nudge's learning moment: a `nudge` learning through the store, whose guard decides whether
  * it is allowed; refused (rate limit, cap, an empty hint) → kept in the decision log.
  */
-async function learningMoment(db: Db, input: FinishEscalationInput): Promise<{ id: number } | { refused: string }> {
+async function learningMoment({ db, events }: OversightDeps, input: FinishEscalationInput): Promise<{ id: number } | { refused: string }> {
   const { answer, escalationId, agentId } = input;
   const hint = input.human?.verdict === 'nudge' ? (input.human.comment ?? '') : (answer?.comment ?? answer?.teaching_moment ?? '');
+  const learning = { shardType: agentShard(agentId), predicate: 'nudge', args: { category: input.category, hint: hint.slice(0, 200) } };
   try {
-    const r = await saveLearning(db, { shardType: agentShard(agentId), predicate: 'nudge', args: { category: input.category, hint: hint.slice(0, 200) }, source: `escalation/${escalationId}`, agentId });
+    const r = await saveLearning(db, { ...learning, source: `escalation/${escalationId}`, agentId });
+    tellLearning(events, agentId, { ...learning, confidence: r.confidence, reinforced: r.reinforced });
     return { id: r.id };
   } catch (err) {
     await keepLearningMoment(db, escalationId, `${hint} (learning store: ${(err as Error).message})`);
@@ -102,12 +104,14 @@ async function learningMoment(db: Db, input: FinishEscalationInput): Promise<{ i
  * A human who rejects or vetoes the agent's held action is feedback, like `mindloop feedback
  * <agent> reject <action> --reason …` (counted once: a retried finish skips it).
  */
-async function humanFeedback(db: Db, input: FinishEscalationInput, firstFinish: boolean): Promise<FeedbackResult | { refused: string } | null> {
+async function humanFeedback({ db, events }: OversightDeps, input: FinishEscalationInput, firstFinish: boolean): Promise<FeedbackResult | { refused: string } | null> {
   const rejected = input.human && (input.human.verdict === 'reject' || input.human.verdict === 'veto');
   if (!input.proposal || !rejected || !firstFinish) return null;
   const action = (input.proposal.kind === 'tool' ? `tool.${input.proposal.name.split('.', 1)[0]}` : input.proposal.name).toLowerCase();
   try {
-    return await recordFeedback(db, { agentId: input.agentId, kind: 'reject', action, ...(input.human?.comment ? { reason: input.human.comment.slice(0, 500) } : {}), source: `escalation/${input.escalationId}` });
+    const r = await recordFeedback(db, { agentId: input.agentId, kind: 'reject', action, ...(input.human?.comment ? { reason: input.human.comment.slice(0, 500) } : {}), source: `escalation/${input.escalationId}` });
+    tellFeedbackLearning(events, { agentId: input.agentId }, r);
+    return r;
   } catch (err) {
     if (!(err instanceof LearningRefusedError)) throw err;
     return { refused: err.message };
@@ -120,11 +124,12 @@ async function humanFeedback(db: Db, input: FinishEscalationInput, firstFinish: 
  * the answer to the agent as a partnership message AND an incoming note, and for a nudge
  * a learning moment (a learning through the store; refused → kept in decision_log).
  */
-export async function finishEscalation({ db }: OversightDeps, input: FinishEscalationInput): Promise<FinishEscalationResult> {
+export async function finishEscalation(deps: OversightDeps, input: FinishEscalationInput): Promise<FinishEscalationResult> {
+  const { db } = deps;
   const settled = await db.transaction((tx) => settle(tx, input));
   const body = answerText(input, settled);
   const noteId = await db.transaction((tx) => sendAnswer(tx, input, body, settled.grantedTools));
-  const learning = input.outcome === 'nudged' ? await learningMoment(db, input) : null;
-  const feedback = await humanFeedback(db, input, settled.firstFinish);
+  const learning = input.outcome === 'nudged' ? await learningMoment(deps, input) : null;
+  const feedback = await humanFeedback(deps, input, settled.firstFinish);
   return { grantedTools: settled.grantedTools, noteId, learning, feedback };
 }

@@ -12,6 +12,7 @@ import { activeToolNames } from '../../db/queries/escalations.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { ensureOversightModel, LlmUnavailableError, type LlmRouter } from '../llm/index.js';
+import type { AgentEventSink } from '../agent-events.js';
 
 export const OversightErrorType = { MalformedReply: 'MalformedOversightReply' } as const;
 
@@ -22,6 +23,8 @@ export interface OversightDeps {
   heartbeatMs?: number;
   /** Attempts per sub-agent at a well-formed answer before MalformedOversightReply. */
   attempts?: number;
+  /** Told of each escalation opened and each learning its end saves, once stored. */
+  events?: AgentEventSink;
 }
 
 /** What the graph returns: the route it took and the validated answer. */

@@ -24,6 +24,7 @@ import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type LlmRouter } from '../llm/index.js';
 import { readTickReply, reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
 import { recordReflexes } from './record.js';
+import type { AgentEventSink } from '../agent-events.js';
 import { reflexSettings } from './settings.js';
 
 export interface ReflexDeps {
@@ -35,6 +36,8 @@ export interface ReflexDeps {
   validatorTimeoutMs?: number;
   /** Run the memory manager every this many ticks (default 10). */
   memoryEvery?: number;
+  /** Told of each tick's verdict once it is recorded. */
+  events?: AgentEventSink;
 }
 
 export interface TickReflexesInput {
@@ -324,5 +327,12 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
     },
   });
   view.reply.reflexes = result;
+  // The verdict is recorded (a retry that finds it returned above and tells nobody again).
+  deps.events?.event(input.agentId, 'verdict', {
+    tick: input.tick,
+    validationMode: result.validationMode,
+    rating: result.rating,
+    notes: [...result.notes, ...Object.entries(result.held).map(([cmdId, why]) => `held ${cmdId}: ${why}`)],
+  });
   return result;
 }

@@ -10,9 +10,10 @@ import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, proces
 import { ErrorType, retryable } from '../errors.js';
 import { ensureDefaultRegistry } from '../llm/index.js';
 import { ensureBuiltinTools, grantStarterTools } from '../tools.js';
+import { tellFeedbackLearning, type AgentEventSink } from '../agent-events.js';
 
-/** Loop-event activities, built from a database. */
-export function createLoopEventActivities({ db }: { db: Db }) {
+/** Loop-event activities, built from a database (and told of the learnings a feedback note derives). */
+export function createLoopEventActivities({ db, events }: { db: Db; events?: AgentEventSink }) {
   return {
     /** Store an incoming note; idempotent on its key. */
     async recordNote(input: {
@@ -48,6 +49,7 @@ export function createLoopEventActivities({ db }: { db: Db }) {
         if (!parsed.ok) return { noteId: id, feedback: { error: parsed.reason } };
         try {
           const r = await recordFeedback(db, { agentId: input.agentId, ...parsed.feedback, source: `note:${id}` });
+          tellFeedbackLearning(events, { agentId: input.agentId }, r);
           return { noteId: id, feedback: { pattern: r.pattern, count: r.count, ...(r.learning ? { learningId: r.learning.id } : {}) } };
         } catch (err) {
           return { noteId: id, feedback: { error: (err as Error).message } };

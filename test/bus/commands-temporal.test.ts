@@ -6,27 +6,27 @@
  * each, in order, even when a message id comes again past the stream's duplicate check; pause
  * and resume reach the loop, and a replayed old pause does not pause it again; commands to an
  * agent that is not running are retried, then given up. Last, the worker's composition
- * (workers/bus.ts): with NATS_URL set it takes commands, answers echo and sends heartbeats.
+ * (workers/bus.ts): with NATS_URL set it takes commands, answers echo and sends heartbeats and
+ * agent events.
  */
 import { jetstream } from '@nats-io/jetstream';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
 import { ensureCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../../runtime/bus-commands.js';
-import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { startWorkerBus } from '../../workers/bus.js';
-import { freePort, tempDir, testEnv, toolPath } from '../helpers/env.js';
+import { testEnv } from '../helpers/env.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
-import { bundle as bundleWorkflows, productWorkflowsPath } from '../helpers/temporal.js';
+import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-const data = tempDir('bus-temporal');
-let server: DevServer;
+let temporal: DevTemporal;
+let server: DevTemporal['server'];
 let client: Client;
 let connection: NativeConnection;
 let bundle: WorkflowBundleWithSourceMap;
@@ -34,19 +34,12 @@ let bus: Bus & { lines: string[] };
 
 beforeAll(async () => {
   bus = await testBus(testRoot('cmd_temporal'));
-  server = await startDevServer({ binary: toolPath('temporal'), dataDir: data.path, port: await freePort(), uiPort: 0, namespace: 'default', ui: false });
-  [client, connection, bundle] = await Promise.all([
-    Connection.connect({ address: server.address }).then((c) => new Client({ connection: c })),
-    NativeConnection.connect({ address: server.address }),
-    bundleWorkflows(productWorkflowsPath),
-  ]);
+  temporal = await startDevTemporal('bus-temporal');
+  ({ server, client, connection, bundle } = temporal);
 });
 afterAll(async () => {
   await cleanupBus(bus);
-  await connection?.close();
-  await client?.connection.close();
-  await server?.stop();
-  data.remove();
+  await temporal?.stop();
 });
 
 /** Just enough of the loop's activities: ticks think nothing, notes are kept here. */
@@ -157,7 +150,7 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
     expect(lines.filter((l) => / for agent nobody given up after 2 deliveries: agent\/nobody is not running/.test(l))).toHaveLength(2);
   });
 
-  it('a worker with NATS_URL takes commands, answers echo and sends heartbeats; stopped, it does none of these', async () => {
+  it('a worker with NATS_URL takes commands, answers echo and sends heartbeats and events; stopped, it does none of these', async () => {
     const f = fakes();
     const worker = await Worker.create({ connection, taskQueue: 'bus-worker', workflowBundle: bundle, activities: f.activities });
     await worker.runUntil(async () => {
@@ -168,21 +161,28 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
       });
       const lines: string[] = [];
       const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.root });
-      const wb = await startWorkerBus(env, { address: server.address, namespace: 'default', connection: { address: server.address } }, (l) => lines.push(l));
+      const started = await startWorkerBus(env, { address: server.address, namespace: 'default', connection: { address: server.address } }, (l) => lines.push(l));
+      if ('off' in started) throw new Error(`no bus: ${started.off}`);
+      const wb = started;
       try {
-        expect(wb?.summary).toBe(`${testNatsUrl} (root ${bus.root}): heartbeats, echo agent, agent commands`);
+        expect(wb.summary).toBe(`${testNatsUrl} (NATS_URL), root ${bus.root}: heartbeats and agent events, echo agent, agent commands`);
         await sendCommand(bus, 'wb', 'note', { text: 'via the worker' });
         await until(() => f.notes.length === 1, 'the note', 30_000);
         const echo = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'worker?' }, { expect: 'EchoResponse' });
         expect(echo.payload.pong).toBe('worker?');
         const beats: BusMessage[] = [];
         const sub = bus.on(bus.subjects.heartbeat('wb'), 'HeartbeatSignal', (m) => void beats.push(m));
+        const events: BusMessage[] = [];
+        const eventSub = bus.subscribe(bus.subjects.agentEvents('wb'), (m) => void events.push(m));
         await bus.flush();
-        wb!.onTick({ agentId: 'wb', tick: 5, mode: 'main', model: 'fake:fake', replayed: false });
-        await until(() => beats.length === 1, 'the heartbeat');
+        wb.events.tick({ agentId: 'wb', tick: 5, mode: 'main', model: 'fake:fake', replayed: false });
+        wb.events.event('wb', 'verdict', { tick: 5, validationMode: 'auto_pass', rating: null, notes: [] });
+        await until(() => beats.length === 1 && events.length === 1, 'the heartbeat and the verdict');
+        expect(events[0]!.header.message_type).toBe('AgentVerdict');
         sub.unsubscribe();
+        eventSub.unsubscribe();
       } finally {
-        await wb?.stop();
+        await wb.stop();
         await h.terminate('test over');
       }
       const gone = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);

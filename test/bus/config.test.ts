@@ -16,6 +16,7 @@ describe('bus configuration', () => {
   it('env.ts takes NATS_URL (one server or a list) and a root, and refuses bad ones naming the field', () => {
     expect(parseEnv({}).data).toMatchObject({ MINDLOOP_BUS_ROOT: 'mindloop' });
     expect(parseEnv({}).data?.NATS_URL).toBeUndefined();
+    expect(parseEnv({ NATS_URL: 'off' }).data?.NATS_URL).toBe('off');
     expect(parseEnv({ NATS_URL: 'nats://a:4222,nats://b:4222', MINDLOOP_BUS_ROOT: 'acme.mindloop' }).data).toMatchObject({ NATS_URL: 'nats://a:4222,nats://b:4222', MINDLOOP_BUS_ROOT: 'acme.mindloop' });
     const bad = parseEnv({ NATS_URL: 'http://x', MINDLOOP_BUS_ROOT: 'a.*' });
     expect(bad.success).toBe(false);
@@ -29,14 +30,16 @@ describe('bus configuration', () => {
     expect((err as Error).message).toMatch(new RegExp(`^cannot reach the bus \\(NATS\\) at ${url}: .*ECONNREFUSED.*The bus is optional: everything else runs without it; \`npx mindloop doctor\` says how to start one$`));
   });
 
-  it('a worker runs without the bus when NATS_URL is unset or nothing answers there', async () => {
+  it('a worker without a bus: NATS_URL=off, nothing answering where NATS_URL points, or nothing on the local port', async () => {
     const temporal = { address: '127.0.0.1:1', namespace: 'default', connection: { address: '127.0.0.1:1' } };
     const lines: string[] = [];
-    expect(await startWorkerBus(testEnv({}), temporal, (l) => lines.push(l))).toBeUndefined();
-    expect(lines).toEqual([]);
+    expect(await startWorkerBus(testEnv({ NATS_URL: 'off' }), temporal, (l) => lines.push(l))).toEqual({ off: 'off (NATS_URL=off)' });
     const dead = `nats://127.0.0.1:${await freePort()}`;
-    expect(await startWorkerBus(testEnv({ NATS_URL: dead }), temporal, (l) => lines.push(l))).toBeUndefined();
-    expect(lines).toEqual([expect.stringMatching(new RegExp(`^bus: cannot reach the bus \\(NATS\\) at ${dead}: `))]);
+    expect(await startWorkerBus(testEnv({ NATS_URL: dead }), temporal, (l) => lines.push(l))).toEqual({ off: expect.stringMatching(new RegExp(`^off: cannot reach the bus \\(NATS\\) at ${dead}: `)) });
+    const port = await freePort();
+    // A plain worker only looks; it never starts a server of its own.
+    expect(await startWorkerBus(testEnv({}), temporal, (l) => lines.push(l), { localPort: port })).toEqual({ off: expect.stringContaining(`off: nothing answers at nats://127.0.0.1:${port} (set NATS_URL`) });
+    expect(lines).toEqual([]);
   });
 
   it('doctor: how to get a bus when none answers; JetStream and the command stream when one does', async () => {

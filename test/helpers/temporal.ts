@@ -1,9 +1,11 @@
-/** Temporal test environments wired to the pinned binaries in `.tools/`. */
+/** Temporal test environments wired to the pinned binaries in `.tools/`: the time-skipping server, the dev server. */
 import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
 import { allSearchAttributes } from '../../workflows/lib/search-attributes.js';
-import { toolPath } from './env.js';
+import { freePort, tempDir, toolPath } from './env.js';
 
 // temporal.api.enums.v1.IndexedValueType numbers.
 const indexedValueType: Record<string, number> = { TEXT: 1, KEYWORD: 2, INT: 3, DOUBLE: 4, BOOL: 5, DATETIME: 6, KEYWORD_LIST: 7 };
@@ -29,3 +31,45 @@ export function bundle(relativeToTestHelpers: string): Promise<WorkflowBundleWit
 
 export const fixtureWorkflowsPath = '../fixtures/workflows/index.ts';
 export const productWorkflowsPath = '../../workflows/index.ts';
+
+/** The Temporal dev server (the real server) with a client, a worker connection and a bundle. */
+export interface DevTemporal {
+  server: DevServer;
+  client: Client;
+  connection: NativeConnection;
+  bundle: WorkflowBundleWithSourceMap;
+  /** Close the connections, stop the server, remove its data. */
+  stop(): Promise<void>;
+}
+
+/** Start a dev server on a free port with its data in a temp dir, and bundle `workflows` (default: the product's). */
+export async function startDevTemporal(label: string, workflows = productWorkflowsPath): Promise<DevTemporal> {
+  const data = tempDir(label);
+  let server: DevServer | undefined;
+  try {
+    server = await startDevServer({ binary: toolPath('temporal'), dataDir: data.path, port: await freePort(), uiPort: 0, namespace: 'default', ui: false });
+    const address = server.address;
+    const [client, connection, bundled] = await Promise.all([
+      Connection.connect({ address }).then((c) => new Client({ connection: c })),
+      NativeConnection.connect({ address }),
+      bundle(workflows),
+    ]);
+    const running = server;
+    return {
+      server: running,
+      client,
+      connection,
+      bundle: bundled,
+      async stop() {
+        await connection.close();
+        await client.connection.close();
+        await running.stop();
+        data.remove();
+      },
+    };
+  } catch (err) {
+    await server?.stop();
+    data.remove();
+    throw err;
+  }
+}
