@@ -32,8 +32,12 @@ export interface KillableStack {
   dbUrl: string;
   /** The prebuilt workflow bundle (for in-process workers too). */
   bundlePath: string;
-  /** A worker process polling `mindloop`. Node itself with the tsx loader, not the tsx CLI: the CLI runs node as a child, which a SIGKILL of the CLI leaves alive. */
-  spawnWorker(): ReturnType<typeof spawnProcess>;
+  /**
+   * A worker process polling `mindloop`. Node itself with the tsx loader, not the tsx CLI: the
+   * CLI runs node as a child, which a SIGKILL of the CLI leaves alive. No bus unless `env` names
+   * one (NATS_URL, MINDLOOP_BUS_ROOT): a crash test's worker must not join the machine's.
+   */
+  spawnWorker(env?: Record<string, string>): ReturnType<typeof spawnProcess>;
   stop(): Promise<void>;
 }
 
@@ -49,13 +53,15 @@ export async function startKillableStack(name: string): Promise<KillableStack> {
     client,
     dbUrl: fresh.url,
     bundlePath,
-    spawnWorker: () =>
+    spawnWorker: (env = {}) =>
       spawnProcess(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
         TEMPORAL_ADDRESS: stack.temporal.address,
         DATABASE_URL: fresh.url,
         MINDLOOP_WORKFLOW_BUNDLE: bundlePath,
         MINDLOOP_TOOLS_DIR: repoToolsDir,
         LOG_LEVEL: 'ERROR',
+        NATS_URL: 'off',
+        ...env,
       }),
     async stop() {
       await client.connection.close();
