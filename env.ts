@@ -83,6 +83,8 @@ export const envSchema = z.object({
     .optional(),
   /** The root every bus subject lives under (`<root>.low.agent.<id>`…). */
   MINDLOOP_BUS_ROOT: busRootSchema.default(defaultBusRoot),
+  /** The bearer token `mindloop mcp --http` requires of every request (as --token); needed to bind a non-loopback address. */
+  MINDLOOP_MCP_TOKEN: z.string().regex(/^[\x21-\x7e]{16,512}$/, 'at least 16 visible ASCII characters, no spaces (e.g. `openssl rand -hex 32`)').optional(),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
 }).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {

@@ -10,6 +10,7 @@ import { measureSandbox } from './sandbox.js';
 import { measureForks } from './fork.js';
 import { measureLearnings } from './learnings.js';
 import { measureNerves } from './nerves.js';
+import { measureBus } from './bus.js';
 import { compareTicks } from './tick-compare.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
@@ -90,6 +91,10 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async nerves() {
     const { metrics, notes } = await measureNerves();
     writeResult('nerves', metrics, notes);
+  },
+  async bus() {
+    const { metrics, notes } = await measureBus();
+    writeResult('bus', metrics, notes);
   },
 };
 

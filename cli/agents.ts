@@ -1,7 +1,8 @@
 /** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
 import { InvalidArgumentError, type Command } from 'commander';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
+import { agentLoopStatus, type AgentLoopStatus } from '../runtime/operator.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
 import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { numberArg } from './args.js';
@@ -12,6 +13,9 @@ function agentId(raw: string): string {
   if (!r.success) throw new Error(`bad agent id "${raw}": ${r.error.issues[0]?.message}`);
   return r.data;
 }
+
+// The loop's status lives with the other operator reads (runtime/operator.ts); tests import it from here too.
+export { agentLoopStatus, type AgentLoopStatus };
 
 const int = numberArg;
 
@@ -46,56 +50,6 @@ export function formatStatus(s: AgentStatus): string {
   const loops = Object.entries(s.taskLoops);
   if (loops.length) lines.push(`  task loops   ${loops.map(([t, id]) => `#${t} (${id})`).join(', ')}`);
   return lines.join('\n');
-}
-
-/** The loop's execution (running, failed, terminated…) beside its last status query answer. */
-export interface AgentLoopStatus {
-  workflowId: string;
-  execution: { status: string; runId: string; startTime: string; closeTime: string | null; reason: string | null };
-  /** The status query (a closed workflow answers it by replay, when a worker is polling); null if it could not. */
-  status: AgentStatus | null;
-  queryError?: string;
-}
-
-/** Describe agent/<id> and query its status; a closed loop still says how it ended. */
-export async function agentLoopStatus(client: Client, id: string): Promise<AgentLoopStatus> {
-  const handle = client.workflow.getHandle(workflowIds.agent(id));
-  let desc;
-  try {
-    desc = await handle.describe();
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\``);
-    throw err;
-  }
-  const execution = {
-    status: desc.status.name,
-    runId: desc.runId,
-    startTime: desc.startTime.toISOString(),
-    closeTime: desc.closeTime?.toISOString() ?? null,
-    reason: desc.status.name === 'RUNNING' ? null : await closeReason(handle),
-  };
-  try {
-    const status = await handle.query<AgentStatus>('status');
-    return { workflowId: handle.workflowId, execution, status };
-  } catch (err) {
-    return { workflowId: handle.workflowId, execution, status: null, queryError: (err as Error).message };
-  }
-}
-
-/** Why a closed run ended: the failure's message, the termination's reason, or how it completed. */
-async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>): Promise<string> {
-  const history = await handle.fetchHistory();
-  const last = history.events?.at(-1);
-  if (!last) return 'unknown';
-  const failed = last.workflowExecutionFailedEventAttributes?.failure;
-  if (failed) return `failed: ${failed.cause?.message ? `${failed.message}: ${failed.cause.message}` : failed.message}`;
-  const terminated = last.workflowExecutionTerminatedEventAttributes;
-  if (terminated) return `terminated${terminated.identity ? ` by ${terminated.identity}` : ''}: ${terminated.reason || '(no reason given)'}`;
-  if (last.workflowExecutionTimedOutEventAttributes) return 'timed out';
-  if (last.workflowExecutionCanceledEventAttributes) return 'cancelled';
-  if (last.workflowExecutionCompletedEventAttributes) return 'completed';
-  if (last.workflowExecutionContinuedAsNewEventAttributes) return 'continued as new';
-  return 'closed';
 }
 
 /** Render the execution state and, when the query answered, the status. */

@@ -3,35 +3,23 @@
  * Reads come from Postgres; human answers go to the escalation workflow as Temporal updates
  * (the workflow's validators answer: already decided, missing reason…).
  */
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { and, asc, desc, eq, type SQL } from 'drizzle-orm';
 import { escalationMetrics, formatMetrics } from '../db/queries/escalation-metrics.js';
 import { decisionLog, escalations, escalationStatuses, partnershipMessages } from '../db/schema/index.js';
-import type { EscalationStatus } from '../workflows/escalation.js';
+import { answerEscalation, escalationIdSchema, type EscalationAnswer } from '../runtime/operator.js';
 import { requireAgent, withClient, withDb } from './client.js';
-import { agentIdArg, numberArg, oneOfArg } from './args.js';
+import { agentIdArg, numberArg, oneOfArg, schemaArg } from './args.js';
 
-const escalationId = (raw: string): string => {
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw)) throw new InvalidArgumentError(`bad escalation id "${raw}": expected letters, digits, _ . - (max 64)`);
-  return raw;
-};
+const escalationId = schemaArg('escalation id', escalationIdSchema);
 const agent = agentIdArg;
 const status = oneOfArg('status', escalationStatuses);
 const limit = numberArg('--limit', 1, 500);
 
 /** Send one human answer to `escalation/<id>`; print what the workflow now says. */
-async function answer(id: string, name: 'approve' | 'reject' | 'nudge' | 'veto', arg: Record<string, unknown>, json?: boolean): Promise<void> {
-  await withClient(async (client) => {
-    try {
-      const s = await client.workflow.getHandle(`escalation/${id}`).executeUpdate<EscalationStatus, [Record<string, unknown>]>(name, { args: [arg] });
-      process.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : `${name}: escalation ${id} — phase ${s.phase}${s.human ? `, human ${s.human.verdict} by ${s.human.by}` : ''}\n`);
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new Error(`no running escalation ${id} (workflow escalation/${id}); \`mindloop escalations list\` shows them`);
-      if (err instanceof WorkflowUpdateFailedError) throw new Error(`escalation ${id} refused the ${name}: ${err.cause?.message ?? err.message}`);
-      throw err;
-    }
-  });
+async function answer(id: string, name: EscalationAnswer, arg: Record<string, unknown>, json?: boolean): Promise<void> {
+  const s = await withClient((client) => answerEscalation(client, id, name, arg));
+  process.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : `${name}: escalation ${id} — phase ${s.phase}${s.human ? `, human ${s.human.verdict} by ${s.human.by}` : ''}\n`);
 }
 
 export function registerEscalationCommands(program: Command): void {

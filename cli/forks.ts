@@ -5,15 +5,14 @@
  * (swap the abstracts strategy) end to end against the running stack and prints the verdict.
  */
 import type { Command } from 'commander';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { and, desc, eq } from 'drizzle-orm';
 import { abstractsStrategySchema, defaultAbstractsStrategy, type AbstractsStrategy } from '../core/abstracts.js';
 import { forkIdSchema } from '../core/fork.js';
-import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { agentConfig, agents, forks, llmRecentResponses, verdicts } from '../db/schema/index.js';
+import { answerForkGate } from '../runtime/operator.js';
 import { startSuccessorFork } from '../runtime/workflow-starts.js';
-import type { ForkState, GateAnswer, SuccessorForkResult, successorForkWorkflow } from '../workflows/successor-fork.js';
+import type { ForkState, SuccessorForkResult } from '../workflows/successor-fork.js';
 import { withClient } from './client.js';
 import { agentIdArg, numberArg, schemaArg } from './args.js';
 import { withDb } from './client.js';
@@ -106,19 +105,6 @@ async function currentStrategy(db: Db, agentId: string): Promise<AbstractsStrate
   return parsed.success ? parsed.data : defaultAbstractsStrategy;
 }
 
-async function answerGate(id: string, which: 'approveFork' | 'rejectFork', by: string): Promise<GateAnswer> {
-  return withClient(async (client) => {
-    const handle = client.workflow.getHandle<typeof successorForkWorkflow>(workflowIds.fork(id));
-    try {
-      return await handle.executeUpdate<GateAnswer, [{ by?: string }]>(which, { args: [{ by }] });
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new Error(`no fork workflow ${workflowIds.fork(id)} is running (finished, or the deadline passed: see \`mindloop forks show ${id}\`)`);
-      if (err instanceof WorkflowUpdateFailedError) throw new Error(`fork ${id}: ${(err.cause as Error | undefined)?.message ?? err.message}`);
-      throw err;
-    }
-  });
-}
-
 export function registerForkCommands(program: Command): void {
   const cmd = program.command('forks').description('successor forks: list, show, approve, reject, demo');
 
@@ -157,7 +143,7 @@ export function registerForkCommands(program: Command): void {
       .argument('<id>', 'fork id', forkIdArg)
       .option('--by <name>', 'who decides (recorded)', process.env.USER ?? 'human')
       .action(async (id: string, o: { by: string }) => {
-        const a = await answerGate(id, update, o.by);
+        const a = await withClient((client) => answerForkGate(client, id, update, o.by));
         out(`fork ${id}: gate ${a.gate}${a.applied ? `; applied ${a.applied}` : '; nothing applied'}`);
       });
   }

@@ -15,6 +15,7 @@ import { registerValidatorCommands } from './validators.js';
 import { registerLifeforceCommands } from './lifeforce.js';
 import { registerBusCommands } from './bus.js';
 import { registerNerveCommands } from './nerves.js';
+import { registerMcpCommand } from './mcp.js';
 
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
@@ -41,6 +42,7 @@ registerValidatorCommands(program);
 registerLifeforceCommands(program);
 registerBusCommands(program);
 registerNerveCommands(program);
+registerMcpCommand(program);
 
 try {
   await program.parseAsync(process.argv);
