@@ -7,12 +7,12 @@
  * reason says how to get one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, createWriteStream, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultNatsUrl } from './bus.js';
-import { pidAlive } from './pid.js';
+import { reapOrphan } from './pid.js';
 
 export interface LocalNats {
   url: string;
@@ -88,28 +88,6 @@ export async function chooseBus(o: ChooseBusOptions): Promise<BusChoice> {
   }
 }
 
-/** Stop a nats-server left behind by a killed start: only if its command line names our store. */
-async function reapOrphan(pidFile: string, storeDir: string): Promise<void> {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(pidFile, 'utf8').trim());
-  } catch {
-    return;
-  }
-  let cmdline = '';
-  try {
-    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-  } catch {
-    /* gone already */
-  }
-  if (pid > 0 && cmdline.includes(storeDir)) {
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(100);
-    if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
-  }
-  rmSync(pidFile, { force: true });
-}
-
 /** Run `nats-server -js` on 127.0.0.1:`port`, its JetStream store in `<dataDir>/nats`, until stop(). */
 export async function startLocalNats(o: { binary: string; dataDir: string; port: number; startTimeoutMs?: number }): Promise<LocalNats> {
   const dir = resolve(o.dataDir, 'nats');
@@ -117,7 +95,7 @@ export async function startLocalNats(o: { binary: string; dataDir: string; port:
   const storeDir = join(dir, 'store');
   const logFile = join(dir, 'nats-server.log');
   const pidFile = join(dir, 'nats-server.pid');
-  await reapOrphan(pidFile, storeDir);
+  await reapOrphan(pidFile, storeDir, 5000);
   const log = createWriteStream(logFile, { flags: 'a' });
   // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
   const child: ChildProcess = spawn(o.binary, ['-js', '-a', localHost, '-p', String(o.port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });

@@ -3,12 +3,12 @@
  * to a SQLite file (WAL) under the data dir, with the Web UI. Used by `npm start` and tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { Connection } from '@temporalio/client';
-import { pidAlive } from './pid.js';
+import { reapOrphan } from './pid.js';
 import { allSearchAttributes, cliSearchAttributeType } from '../workflows/lib/search-attributes.js';
 
 export interface DevServerOptions {
@@ -67,31 +67,6 @@ export async function assertPortFree(port: number, what: string, envName: string
     );
     probe.listen(port, '127.0.0.1', () => probe.close(() => ok()));
   });
-}
-
-/**
- * A dev server left running by a start that was killed (SIGKILL, a crash) still holds our
- * ports and SQLite file. It is ours if its command line names our database file: stop it.
- */
-async function reapOrphan(pidFile: string, dbFile: string): Promise<void> {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(pidFile, 'utf8').trim());
-  } catch {
-    return;
-  }
-  let cmdline = '';
-  try {
-    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-  } catch {
-    /* gone already */
-  }
-  if (pid > 0 && cmdline.includes(dbFile)) {
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && pidAlive(pid); i++) await sleep(200);
-    if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
-  }
-  rmSync(pidFile, { force: true });
 }
 
 /** Dynamic config of the embedded dev server (one shard, one process: latency over throughput caps). */
