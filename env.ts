@@ -37,12 +37,18 @@ export const envSchema = z.object({
   /** Explicit binary paths win over `.tools/` and PATH. */
   TEMPORAL_CLI_PATH: z.string().min(1).optional(),
   TEMPORAL_TEST_SERVER_PATH: z.string().min(1).optional(),
-  /** Which task queues this process polls (comma list); default all three. */
+  /**
+   * Which task queues this process serves (comma list). `mindloop` and `sandbox` are polled by
+   * TypeScript workers in this process; the speech queues by the Python speech engine, which the
+   * process starts as a child: `speech` lets it poll `speech-gpu` when CUDA is usable and
+   * `speech-cpu` otherwise, `speech-gpu` / `speech-cpu` pin it to that queue (and device).
+   */
   MINDLOOP_QUEUES: z
     .string()
     .transform((s) => s.split(',').map((q) => q.trim()).filter(Boolean))
-    .pipe(z.array(z.enum(['mindloop', 'sandbox', 'speech-gpu'])).min(1))
-    .default(['mindloop', 'sandbox', 'speech-gpu']),
+    .pipe(z.array(z.enum(['mindloop', 'sandbox', 'speech', 'speech-gpu', 'speech-cpu'])).min(1))
+    .refine((qs) => qs.filter((q) => q.startsWith('speech')).length <= 1, 'name at most one speech queue (speech, speech-gpu or speech-cpu): one engine per process')
+    .default(['mindloop', 'sandbox', 'speech']),
   /** Per-attempt timeout of an LLM call before failing over to the next registry row. */
   MINDLOOP_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
   /** Cap on one model answer (text and tool calls) in UTF-8 bytes; the rest is dropped and the cut recorded in llm_calls. */

@@ -4,9 +4,12 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * Files that run after all the others, alone on the machine: the successor-fork file races
  * cancellations against activities on the time-skipping server, whose handling of such races
  * depends on timing (a workflow that cancels an activity completing in the same task is refused
- * and never moves again), so it runs where the rest of the suite's load cannot shift them.
+ * and never moves again), so it runs where the rest of the suite's load cannot shift them; the
+ * speech engine's file runs Whisper on every CPU for minutes, which would starve the others'
+ * timeouts, and its heartbeat and cancellation checks need the CPU it measures with.
  */
-const alone = ['test/workflows/successor-fork.test.ts'];
+const alone = ['test/workflows/successor-fork.test.ts', 'test/speech/engine.test.ts'];
+// Each in its own group: groups run one after another, so neither shares the machine.
 
 export default defineConfig({
   test: {
@@ -19,7 +22,7 @@ export default defineConfig({
     setupFiles: ['test/helpers/fast-check-setup.ts'],
     projects: [
       { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone] } },
-      { extends: true, test: { name: 'alone', include: alone, sequence: { groupOrder: 1 } } },
+      ...alone.map((file, i) => ({ extends: true as const, test: { name: `alone-${i + 1}`, include: [file], sequence: { groupOrder: i + 1 } } })),
     ],
   },
 });

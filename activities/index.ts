@@ -1,6 +1,7 @@
 /**
- * Composition of the activity families polled on the `mindloop` task queue. Sandbox and
- * speech activities live on their own queues (activities/sandbox.ts, activities/speech.ts).
+ * Composition of the activity families polled on the `mindloop` task queue. Sandbox activities
+ * live on their own queue (activities/sandbox.ts); the speech engine is the Python worker on the
+ * speech queues, and its `mindloop`-queue half (routing, holds, notes) is activities/speech.ts.
  */
 import type { Db } from '../db/client.js';
 import { createAgentActivities } from './agents.js';
@@ -25,6 +26,7 @@ import { createNerveActivities } from './nerves.js';
 import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight/index.js';
 import { createToolActivities } from './tools.js';
+import { createSpeechActivities, type SpeechActivityDeps } from './speech.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';
 
@@ -52,6 +54,8 @@ export interface MindloopActivityDeps {
    * learning) after the work behind each is recorded; it must not block. What it throws is logged.
    */
   events?: AgentEventSink;
+  /** The speech activities' Temporal client (default the worker's) and routing knobs. */
+  speech?: Pick<SpeechActivityDeps, 'client' | 'routeCacheMs' | 'pollerFreshMs'>;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
@@ -83,5 +87,6 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...createToolActivities(tools),
     ...createLifeforceActivities({ db: deps.db, prices: ledger.prices }),
     ...createNerveActivities({ db: deps.db, llm: router, prices: ledger.prices }),
+    ...createSpeechActivities({ db: deps.db, prices: ledger.prices, ledger: ledger.enabled, dataDir: deps.dataDir ?? '.data', ...deps.speech }),
   });
 }

@@ -1,4 +1,4 @@
-/** Shared benchmark plumbing: percentiles, the results file of shared/BENCH.md, a stack. */
+/** Shared benchmark plumbing: percentiles, the results file (`{name, at, machine, metrics}`), a stack. */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- <name>…` (no name: all). Each benchmark prints a table and writes
- * bench/results/<name>.json in the format of shared/BENCH.md.
+ * bench/results/<name>.json as `{name, at, machine, metrics}`.
  */
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, writeResult } from './lib.js';
@@ -12,6 +12,8 @@ import { measureLearnings } from './learnings.js';
 import { measureNerves } from './nerves.js';
 import { measureBus } from './bus.js';
 import { compareTicks } from './tick-compare.js';
+import { measureSpeech, withPreviousCpuRun, type SpeechDevice } from './speech.js';
+import { measureCli } from './cli.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
@@ -96,15 +98,39 @@ const benchmarks: Record<string, () => Promise<void>> = {
     const { metrics, notes } = await measureBus();
     writeResult('bus', metrics, notes);
   },
+  /** `npm run bench -- cli`: `mindloop status` / `note` as whole processes, beside the Temporal CLI. */
+  async cli() {
+    const { env, stack, stop } = await benchStack();
+    try {
+      const metrics = await measureCli(stack, env.MINDLOOP_TOOLS_DIR);
+      writeResult('cli', metrics, {
+        runs: 'each figure: 10 runs of the whole command as a process (node bin/mindloop.mjs …), start to exit, after one warm-up run; the agent is on the embedded stack with a slow heartbeat',
+        targets: `status_p50_ms <= 300: ${metrics.status_p50_ms! <= 300 ? 'met' : 'missed'}; note_p50_ms <= 500: ${metrics.note_p50_ms! <= 500 ? 'met' : 'missed'}`,
+        temporal_cli: 'temporal workflow describe of the same agent workflow (the Temporal CLI from .tools/), same run',
+      });
+    } finally {
+      await stop();
+    }
+  },
+  /** `npm run bench -- speech [--device=cuda]`: the speech engine's RTF, WER and queue wait (CPU by default). */
+  async speech() {
+    const device = (flags.get('device') ?? 'cpu') as SpeechDevice;
+    const { metrics, notes } = await measureSpeech({ device });
+    writeResult('speech', withPreviousCpuRun(device, metrics), notes);
+  },
 };
 
 const args = process.argv.slice(2).filter((a) => a !== '--');
-/** `--name=value` options (tick-compare's --baseline, --rounds). */
+/** `--name=value` options (tick-compare's --baseline, --rounds; speech's --device). */
 const flags = new Map(args.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string]));
 const names = args.filter((a) => !a.startsWith('--'));
-const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds'].includes(f));
+const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds', 'device'].includes(f));
 if (badFlag !== undefined) {
-  process.stderr.write(`unknown option --${badFlag} (tick-compare takes --baseline=<git ref> and --rounds=<n>)\n`);
+  process.stderr.write(`unknown option --${badFlag} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda)\n`);
+  process.exit(2);
+}
+if (flags.has('device') && !['cpu', 'cuda'].includes(flags.get('device') ?? '')) {
+  process.stderr.write(`--device must be cpu or cuda, got "${flags.get('device')}"\n`);
   process.exit(2);
 }
 if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {

@@ -7,6 +7,9 @@ import { startAgentLoop } from '../runtime/workflow-starts.js';
 import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { numberArg } from './args.js';
 import { withClient } from './client.js';
+import { formatSpeechResult, speechOutcome, startAudioNote } from './speech.js';
+import { speechLanguageSchema } from '../core/speech/engine.js';
+import { loadEnvOrExit } from '../env.js';
 
 function agentId(raw: string): string {
   const r = agentIdSchema.safeParse(raw);
@@ -105,13 +108,33 @@ export function registerAgentCommands(program: Command): void {
 
   program
     .command('note')
-    .description('send the agent a note; it sees it in its next ticks')
+    .description('send the agent a note; it sees it in its next ticks. With --audio, a WAV file is transcribed into the note')
     .argument('<agent>', 'agent id')
-    .argument('<text...>', 'the note')
+    .argument('[text...]', 'the note (not with --audio)')
     .option('-p, --priority <n>', 'priority 0..10', int('--priority', 0, 10), 1)
     .option('-t, --tag <tag...>', 'tags')
-    .action(async (raw: string, words: string[], opts: { priority: number; tag?: string[] }) => {
+    .option('--audio <file>', 'a WAV file to transcribe: copied under <MINDLOOP_DATA_DIR>/speech/<agent>/in/, heard by the speech engine, stored as the note with the audio on it')
+    .option('--lang <code>', 'with --audio: the language spoken (en, de, …; default: detected)', (v: string) => {
+      const r = speechLanguageSchema.safeParse(v);
+      if (!r.success) throw new InvalidArgumentError(r.error.issues[0]?.message ?? 'bad language');
+      return r.data;
+    })
+    .option('--wait', 'with --audio: wait for the transcription and print it')
+    .action(async (raw: string, words: string[], opts: { priority: number; tag?: string[]; audio?: string; lang?: string; wait?: boolean }) => {
       const id = agentId(raw);
+      if (opts.audio !== undefined) {
+        if (words.length > 0) throw new Error('give either a text or --audio <file>, not both');
+        const audio = opts.audio;
+        const env = loadEnvOrExit();
+        await withClient(async (client) => {
+          const started = await startAudioNote(client, { agentId: id, file: audio, dataDir: env.MINDLOOP_DATA_DIR, language: opts.lang, priority: opts.priority, tags: opts.tag ?? [] });
+          process.stdout.write(`transcribing ${audio} (${started.wav.durationS.toFixed(1)} s) for ${id} as workflow ${started.workflowId}\n`);
+          if (opts.wait) process.stdout.write(`${formatSpeechResult(await speechOutcome(client, started.workflowId))}\n`);
+        });
+        return;
+      }
+      if (opts.lang !== undefined || opts.wait) throw new Error('--lang and --wait go with --audio <file>');
+      if (words.length === 0) throw new Error('give the note as text, or --audio <file>');
       await withClient(async (client) => {
         let r: AddNoteResult;
         try {
@@ -124,7 +147,7 @@ export function registerAgentCommands(program: Command): void {
           if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\` (nothing was stored)`);
           throw err;
         }
-        process.stdout.write(r.queued ? `note queued for ${id}: ${r.message}\n` : `note #${r.noteId} delivered to ${id}\n`);
+        process.stdout.write(r.queued ? `note queued for ${id}: ${r.message}\n` : r.noteId !== null ? `note #${r.noteId} delivered to ${id}\n` : `note for ${id} taken\n`);
       });
     });
 

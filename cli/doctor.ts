@@ -1,14 +1,17 @@
 /**
  * `mindloop doctor`: what this machine has, what is missing, and the command that fixes it.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { execFile } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import type { Command } from 'commander';
 import pg from 'pg';
 import { Client, Connection } from '@temporalio/client';
 import { createDb } from '../db/client.js';
 import { unhealthyAgentLoops } from '../runtime/agent-loops.js';
 import { temporalConnectionOptions } from '../runtime/stack.js';
-import type { Env } from '../env.js';
+import { loadEnvOrExit, type Env } from '../env.js';
 import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';
 import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js';
@@ -17,6 +20,7 @@ import { busInstallHint, connectBus, defaultNatsUrl } from '../runtime/bus.js';
 import { commandStreamName } from '../core/bus/subjects.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { resolveSandboxImage } from '../sandbox/image.js';
+import { isSpeechQueueSetting, speechSourceDir, type SpeechQueueSetting } from '../runtime/speech-worker.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -182,6 +186,182 @@ function checkLocalModel(env: Env): Check {
     : { name: 'local-model', status: 'warn', detail: 'the offline local model is not installed', fix: installHint };
 }
 
+/** What the speech engine's Python reports about itself (`speechProbeScript`), or why it does not start. */
+export type SpeechProbe =
+  | { error: string }
+  | {
+      versions: Record<string, string | null>;
+      /** The two packages the Whisper model is assembled from: version, or null when missing. */
+      whisper: Array<{ package: string; version: string | null }>;
+      modelDir: string;
+      modelReady: boolean;
+      /** Why piper does not import, or null. */
+      piperError: string | null;
+      piperVoices: Array<{ name: string; lang: string }>;
+      cudaDevices: number;
+      /** Whether libcublas.so.12 loads (only asked when CTranslate2 sees a CUDA device). */
+      cublas: boolean | null;
+    };
+
+/**
+ * One Python start for the whole speech check. Its first line is `findSpeechEngine`'s test (the
+ * venv's Python imports `mindloop_speech.worker`); the rest asks the engine's own functions, so
+ * the doctor sees what the worker will: the Whisper packages, piper and its voices, and CUDA as
+ * CTranslate2 sees it (plus cuBLAS, which the GPU needs and the driver does not bring).
+ */
+const speechProbeScript = `
+import json, sys
+try:
+    import mindloop_speech.worker as worker
+except Exception as err:
+    print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
+    sys.exit(0)
+import ctypes, importlib.metadata as md, importlib.util, pathlib
+from mindloop_speech import models, tts
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+whisper = []
+for dist, module, part in models.WHISPER_PARTS:
+    spec = importlib.util.find_spec(module)
+    present = spec is not None and spec.origin is not None and (pathlib.Path(spec.origin).parent / "data" / part).is_file()
+    whisper.append({"package": dist, "version": version(dist) if present else None})
+try:
+    import onnxruntime
+    from piper import PiperVoice
+    piper_error = None
+except ImportError as err:
+    piper_error = str(err)
+cuda = worker.cuda_devices()
+cublas = None
+if cuda > 0:
+    try:
+        ctypes.CDLL("libcublas.so.12")
+        cublas = True
+    except OSError:
+        cublas = False
+model_dir = models.default_whisper_dir()
+print(json.dumps({
+    "versions": {d: version(d) for d in ("temporalio", "faster-whisper", "piper-tts")},
+    "whisper": whisper, "modelDir": str(model_dir), "modelReady": models.whisper_dir_ready(model_dir),
+    "piperError": piper_error, "piperVoices": [{"name": v.name, "lang": v.lang} for v in tts.find_piper_voices()],
+    "cudaDevices": cuda, "cublas": cublas,
+}))
+`;
+
+/** Run the probe with the venv's Python (as the worker runs: PYTHONPATH = the repository's `speech/`). */
+export async function probeSpeechEngine(toolsDir: string, sourceDir = speechSourceDir): Promise<SpeechProbe> {
+  const python = join(resolve(toolsDir), 'venv', 'bin', 'python');
+  if (!existsSync(python)) return { error: `no Python venv at ${python}` };
+  try {
+    const { stdout } = await promisify(execFile)(python, ['-c', speechProbeScript], { env: { ...process.env, PYTHONPATH: sourceDir }, timeout: 30_000 });
+    return JSON.parse(stdout.trim().split('\n').pop() ?? '') as SpeechProbe;
+  } catch (err) {
+    const e = err as Error & { stderr?: string };
+    return { error: (e.stderr?.trim().split('\n').pop() || e.message).slice(0, 300) };
+  }
+}
+
+/** The speech synthesisers that are commands, as the engine looks for them. */
+export interface SpeechCommands {
+  pico2wave: string | null;
+  /** Whether SVOX Pico's voices are installed beside it (/usr/share/pico/lang). */
+  picoLingware: boolean;
+  espeakNg: string | null;
+}
+
+function onPath(bin: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    try {
+      accessSync(join(dir, bin), constants.X_OK);
+      return join(dir, bin);
+    } catch {
+      /* not here */
+    }
+  }
+  return null;
+}
+
+export function findSpeechCommands(): SpeechCommands {
+  return { pico2wave: onPath('pico2wave'), picoLingware: existsSync('/usr/share/pico/lang'), espeakNg: onPath('espeak-ng') };
+}
+
+const setupFix = 'npm run setup';
+
+/** Which queue the engine will poll here, by MINDLOOP_QUEUES and the CUDA devices CTranslate2 sees. */
+function cudaCheck(probe: Exclude<SpeechProbe, { error: string }>, setting: SpeechQueueSetting): Check {
+  const name = 'speech-cuda';
+  const devices = `CTranslate2 sees ${probe.cudaDevices} CUDA device(s)`;
+  if (setting === 'speech-cpu') return { name, status: 'ok', detail: `${devices}; MINDLOOP_QUEUES pins the engine to speech-cpu (Whisper int8 on the CPU)` };
+  if (probe.cudaDevices === 0) {
+    return setting === 'speech-gpu'
+      ? { name, status: 'warn', detail: 'MINDLOOP_QUEUES pins the engine to speech-gpu, but CTranslate2 sees no CUDA device: it will not start', fix: 'name `speech` (the engine picks by its device) or `speech-cpu` in MINDLOOP_QUEUES, or check the NVIDIA driver (nvidia-smi)' }
+      : { name, status: 'ok', detail: 'no CUDA device: the engine polls speech-cpu (Whisper int8 on the CPU); jobs go to a GPU host first whenever one polls speech-gpu' };
+  }
+  if (probe.cublas === false) {
+    return {
+      name,
+      status: 'warn',
+      detail: `${devices} but libcublas.so.12 does not load: the engine would poll speech-gpu and fail to load Whisper there`,
+      fix: 'install cuBLAS for CUDA 12 (`.tools/venv/bin/pip install nvidia-cublas-cu12`, its nvidia/cublas/lib on LD_LIBRARY_PATH), or keep the engine on the CPU with speech-cpu in MINDLOOP_QUEUES',
+    };
+  }
+  return { name, status: 'ok', detail: `${devices} and cuBLAS loads: the engine polls speech-gpu (Whisper float16)` };
+}
+
+/** The speech checks from what the probe and PATH say (pure: tests pass both in). */
+export function speechChecks(probe: SpeechProbe, cmds: SpeechCommands, setting: SpeechQueueSetting = 'speech'): Check[] {
+  const pico = cmds.pico2wave && cmds.picoLingware ? cmds.pico2wave : null;
+  if ('error' in probe) {
+    const tts = [pico && 'pico2wave', cmds.espeakNg && 'espeak-ng'].filter(Boolean).join(', ') || 'none';
+    return [{ name: 'speech', status: 'warn', detail: `the speech engine is not installed (${probe.error}); speech jobs wait until a speech worker polls (voices on PATH: ${tts})`, fix: setupFix }];
+  }
+  const v = probe.versions;
+  const checks: Check[] = [{ name: 'speech', status: 'ok', detail: `engine importable (temporalio ${v.temporalio ?? '?'}, faster-whisper ${v['faster-whisper'] ?? '?'}, piper-tts ${v['piper-tts'] ?? '?'})` }];
+
+  const missing = probe.whisper.filter((w) => !w.version).map((w) => w.package);
+  checks.push(
+    missing.length > 0
+      ? { name: 'speech-stt', status: 'warn', detail: `the Whisper model package(s) ${missing.join(', ')} are missing: transcription is off`, fix: setupFix }
+      : {
+          name: 'speech-stt',
+          status: 'ok',
+          detail: `Whisper base from ${probe.whisper.map((w) => `${w.package} ${w.version}`).join(' + ')}; ${probe.modelReady ? `assembled in ${probe.modelDir}` : `assembled into ${probe.modelDir} when the engine first starts`}`,
+        },
+  );
+
+  const piper = probe.piperError ? [] : probe.piperVoices;
+  const have = [
+    piper.length > 0 && `piper (${piper.map((p) => `${p.name}: ${p.lang}`).join(', ')})`,
+    pico && `pico2wave ${pico}`,
+    cmds.espeakNg && `espeak-ng ${cmds.espeakNg}`,
+  ].filter(Boolean);
+  const lacking = [
+    piper.length === 0 && (probe.piperError ? `piper does not import (${probe.piperError}): English falls to Pico or espeak-ng` : 'no piper voice: English falls to Pico or espeak-ng'),
+    !pico && (cmds.pico2wave ? 'pico2wave without its voices in /usr/share/pico/lang' : 'no pico2wave: German, French, Spanish and Italian fall to espeak-ng'),
+    !cmds.espeakNg && 'no espeak-ng: languages without a piper or Pico voice are refused',
+  ].filter(Boolean);
+  checks.push({
+    name: 'speech-tts',
+    status: lacking.length > 0 ? 'warn' : 'ok',
+    detail: have.length > 0 ? `${have.join('; ')}${lacking.length > 0 ? `; ${lacking.join('; ')}` : ''}` : `no voice at all: every speak is refused (${lacking.join('; ')})`,
+    ...(lacking.length > 0 ? { fix: setupFix } : {}),
+  });
+
+  checks.push(cudaCheck(probe, setting));
+  return checks;
+}
+
+/** The speech engine, when this machine's MINDLOOP_QUEUES asks for one. */
+export async function checkSpeech(env: Env): Promise<Check[]> {
+  const setting = env.MINDLOOP_QUEUES.find(isSpeechQueueSetting);
+  if (!setting) return [{ name: 'speech', status: 'ok', detail: 'off (MINDLOOP_QUEUES names no speech queue)' }];
+  return speechChecks(await probeSpeechEngine(env.MINDLOOP_TOOLS_DIR), findSpeechCommands(), setting);
+}
+
 /**
  * Agents whose row says running but whose loop workflow is not (failed, terminated, gone):
  * listed, and their rows marked `failed` so that they stop claiming to run.
@@ -212,10 +392,10 @@ async function checkAgentLoops(env: Env): Promise<Check> {
 
 /** Run every check; none throws. */
 export async function runDoctor(env: Env): Promise<Check[]> {
-  const [temporal, postgres, docker, bus] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env), checkBus(env)]);
+  const [temporal, postgres, docker, bus, speech] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env), checkBus(env), checkSpeech(env)]);
   // The loops can be checked only where both Temporal and the database answer.
   const loops = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running') && postgres.status === 'ok' && !postgres.detail.includes('not running') ? [await checkAgentLoops(env)] : [];
-  return [...temporal, postgres, docker, bus, checkLocalModel(env), ...loops];
+  return [...temporal, postgres, docker, bus, checkLocalModel(env), ...speech, ...loops];
 }
 
 /** Human-readable report: one line per check, with the fix indented under it. */
@@ -225,4 +405,16 @@ export function formatChecks(checks: Check[]): string {
   return checks
     .map((c) => `${mark[c.status]}  ${c.name.padEnd(width)}  ${c.detail}${c.fix ? `\n      ${' '.repeat(width)}  fix: ${c.fix}` : ''}`)
     .join('\n');
+}
+
+export function registerDoctorCommand(program: Command): void {
+  program
+    .command('doctor')
+    .description('check Temporal, Postgres, Docker, the bus (NATS), the local model and the speech engine; print what is missing and how to fix it')
+    .option('--json', 'print the checks as JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const checks = await runDoctor(loadEnvOrExit());
+      process.stdout.write(opts.json ? `${JSON.stringify(checks, null, 2)}\n` : `${formatChecks(checks)}\n`);
+      process.exitCode = checks.some((c) => c.status === 'fail') ? 1 : 0;
+    });
 }

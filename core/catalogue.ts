@@ -11,6 +11,7 @@ import { modeSettings } from './nerves/modes.js';
 import { abstractsStrategySchema, defaultAbstractsStrategy } from './abstracts.js';
 import { learningDefaults } from './learnings.js';
 import type { ParsedCommand } from './loop-types.js';
+import { maxSpeakChars, speechLanguageSchema } from './speech/engine.js';
 
 // --- shared argument schemas -------------------------------------------------------------------
 
@@ -464,6 +465,17 @@ const definitions = {
       description: text(4000),
     }),
     help: 'ask for a new tool for a capability no registered tool has: it is written, safety-checked and tested in the sandbox; a note tells you when it is ready',
+    writes: true,
+  }),
+
+  // Speech: the command only asks; the agent loop starts a speech workflow (workflows/speech.ts),
+  // which holds the seconds of audio on the agent's lifeforce and has the speech engine say it.
+  speak: def({
+    args: z.strictObject({
+      text: text(maxSpeakChars),
+      lang: speechLanguageSchema.refine((l) => l !== 'auto', 'name the language to speak, e.g. "en" or "de"').optional(),
+    }),
+    help: 'say a text aloud (lang: en, de, …): the speech engine writes a WAV for your user; costs its seconds of audio in lifeforce; the outcome comes in a later context',
     writes: true,
   }),
 

@@ -20,4 +20,9 @@ export const workflowIds = {
   tool: (agentId: string, capability: string) => `tool/${agentId}/${capability}`,
   /** A nerve of an agent: one run of it at a time. */
   nerve: (agentId: string, name: string) => `agent/${agentId}/nerve/${name}`,
+  /**
+   * A speech job of an agent: `speech/<id>/<tick>/<cmdId>` for its `speak` command,
+   * `speech/<id>/note/<update>` for an audio note sent to its loop, `speech/<id>/cli/<uuid>` from the CLI.
+   */
+  speech: (agentId: string, ...parts: Array<string | number>) => `speech/${agentId}/${parts.join('/')}`,
 } as const;

@@ -66,7 +66,9 @@ export type LoopEffect =
   /** `tools.generate`: start the Ouroboros workflow for a capability no registered tool has. */
   | { kind: 'generateTool'; capability: string; description: string; cmdId: string }
   /** `nerve.start`: start the nerve as the agent's child workflow `agent/<id>/nerve/<name>`. */
-  | { kind: 'startNerve'; nerve: string; steps: number; seed: number; mode: string; cmdId: string };
+  | { kind: 'startNerve'; nerve: string; steps: number; seed: number; mode: string; cmdId: string }
+  /** `speak`: start a speech workflow `speech/<agentId>/<tick>/<cmdId>` that says `text`. */
+  | { kind: 'speak'; text: string; lang?: string; cmdId: string };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

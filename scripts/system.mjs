@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 // The system part of set-up: what `npm start` and `npm test` need from the machine besides node
 // packages. `start`: a Docker engine and what the sandbox image is built from (busybox-static,
-// gcc with a static libc); `test`: that, a Compose implementation, and the Postgres the suite
-// uses (TEST_DATABASE_URL, default 127.0.0.1:5432) and the NATS with JetStream the bus tests use
-// (TEST_NATS_URL, default 127.0.0.1:4222); both: Python 3 with venv for .tools/.
+// gcc with a static libc); `test`: that, a Compose implementation, alsa-utils (its recordings of a
+// human voice feed the speech tests), the Postgres the suite uses (TEST_DATABASE_URL, default
+// 127.0.0.1:5432) and the NATS with JetStream the bus tests use
+// (TEST_NATS_URL, default 127.0.0.1:4222); all: Python 3 with venv for .tools/ and espeak-ng
+// (the speech engine's voice where no neural one is packaged), and SVOX Pico (its German voice),
+// pinned Debian files from outside the main component (scripts/tools.json).
 // As root with apt-get it installs the missing Debian packages, starts dockerd, a stopped
 // local Postgres cluster and nats-server; otherwise it says in one line what it cannot do, why,
 // and what to run.
@@ -12,7 +15,9 @@
 //   node scripts/system.mjs <start|test|setup> --apply              # only this part of set-up
 // Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync, openSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +30,7 @@ const dockerdLog = '/var/log/dockerd.log';
 // Where Debian's own nats-server service keeps its JetStream store and log.
 const natsStore = '/var/lib/nats-server';
 const natsLog = '/var/log/nats-server.log';
+const humanSpeechSample = '/usr/share/sounds/alsa/Front_Center.wav';
 
 /** The executable `name` on PATH, or null. */
 function which(name, env) {
@@ -107,6 +113,44 @@ function composeInstalled(env) {
   return !!which('docker-compose', env) || (!!which('docker', env) && sh('docker', ['compose', 'version', '--short'], env).ok);
 }
 
+/** The pinned Debian files for this machine's architecture (scripts/tools.json), and the command they provide. */
+function pinnedDebs(env) {
+  const spec = JSON.parse(readFileSync(join(root, 'scripts', 'tools.json'), 'utf8')).debian;
+  const arch = which('dpkg', env) ? sh('dpkg', ['--print-architecture'], env).out : '';
+  const files = (spec?.[arch] ?? []).map((f) => ({ ...f, url: `${spec.mirror}/${f.file}` }));
+  return { command: spec?.command ?? null, files };
+}
+
+/** `libttspico0` from `pool/…/libttspico0_1.0…_amd64.deb`. */
+function debName(deb) {
+  return deb.file.split('/').pop().split('_')[0];
+}
+
+/**
+ * Fetch the pinned files, check each against its SHA-256 and install them with apt-get (which
+ * takes their dependencies from the machine's own sources). A mirror that does not answer is
+ * not fatal: what they give has a fallback (espeak-ng speaks German too, less clearly).
+ */
+async function installDebs(debs, aptEnv) {
+  const dir = mkdtempSync(join(tmpdir(), 'mindloop-debs-'));
+  try {
+    const paths = [];
+    for (const deb of debs) {
+      const res = await fetch(deb.url, { signal: AbortSignal.timeout(120_000) });
+      if (!res.ok) throw new Error(`${deb.url}: HTTP ${res.status}`);
+      const body = Buffer.from(await res.arrayBuffer());
+      const sum = createHash('sha256').update(body).digest('hex');
+      if (sum !== deb.sha256) throw new Error(`${deb.url}: SHA-256 ${sum}, expected ${deb.sha256}`);
+      const path = join(dir, deb.file.split('/').pop());
+      writeFileSync(path, body);
+      paths.push(path);
+    }
+    run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...paths], aptEnv);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * What `command` needs from this machine and what is missing: Debian packages to install,
  * dockerd and a Postgres cluster to start, and, when this process cannot do that itself (not
@@ -114,7 +158,7 @@ function composeInstalled(env) {
  */
 export async function systemPlan(command, env = process.env) {
   const toolsDir = resolve(root, env.MINDLOOP_TOOLS_DIR || '.tools');
-  const plan = { command, present: [], packages: [], startDockerd: false, startPostgres: null, startNats: null, cannot: null };
+  const plan = { command, present: [], packages: [], debs: [], startDockerd: false, startPostgres: null, startNats: null, cannot: null };
   const elsewhere = []; // what no local install fixes, with its own fix
   let dockerElsewhere = false;
   const need = (pkgs) => {
@@ -123,6 +167,12 @@ export async function systemPlan(command, env = process.env) {
 
   if (pythonHasVenv(env, toolsDir)) plan.present.push('python3 venv');
   else need(which(env.PYTHON || 'python3', env) ? ['python3-venv'] : ['python3', 'python3-venv']);
+  // The speech engine's voice for every language without a neural one (German among them).
+  if (which('espeak-ng', env)) plan.present.push('espeak-ng');
+  else need(['espeak-ng']);
+  const pinned = pinnedDebs(env);
+  if (pinned.command && which(pinned.command, env)) plan.present.push(pinned.command);
+  else if (pinned.files.length > 0) plan.debs = pinned.files;
 
   const wantsDocker = command === 'start' || (command === 'test' && env.MINDLOOP_TEST_NO_DOCKER !== '1');
   if (wantsDocker) {
@@ -144,6 +194,9 @@ export async function systemPlan(command, env = process.env) {
   if (command === 'test') {
     if (composeInstalled(env)) plan.present.push('Compose');
     else need(['docker-compose']);
+    // Recordings of a human voice (alsa-utils' channel announcements) for the speech tests.
+    if (existsSync(humanSpeechSample)) plan.present.push('alsa-utils speech samples');
+    else need(['alsa-utils']);
     const url = new URL(env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres');
     const host = url.hostname;
     const port = Number(url.port || 5432);
@@ -177,6 +230,9 @@ export async function systemPlan(command, env = process.env) {
   if (plan.packages.length > 0 && installWhy) {
     blocked.push([`install ${plan.packages.join(' ')}`, installWhy, apt ? `sudo apt-get install -y ${plan.packages.join(' ')}` : `install ${plan.packages.join(' ')} with your package manager`]);
   }
+  if (plan.debs.length > 0 && installWhy) {
+    blocked.push([`install ${plan.debs.map(debName).join(' ')}`, installWhy, apt ? `sudo node scripts/system.mjs ${command} --apply` : `install ${plan.debs.map(debName).join(' ')} with your package manager`]);
+  }
   // dockerd comes with docker.io: it cannot start before that is installed.
   const dockerdWhy = !isRoot ? 'not root' : installWhy && plan.packages.includes('docker.io') ? installWhy : null;
   if (plan.startDockerd && dockerdWhy) blocked.push(['start dockerd', dockerdWhy, `sudo sh -c 'dockerd > ${dockerdLog} 2>&1 &'`]);
@@ -199,7 +255,10 @@ export async function systemPlan(command, env = process.env) {
     const skip = command === 'test' && dockerCannot ? ' (MINDLOOP_TEST_NO_DOCKER=1 skips the sandbox tests)' : '';
     plan.cannot = `${parts.join('; ')}; then \`npm ${command === 'setup' ? 'run setup' : command}\` again${skip}`;
   }
-  if (installWhy) plan.packages = [];
+  if (installWhy) {
+    plan.packages = [];
+    plan.debs = [];
+  }
   if (dockerdWhy) plan.startDockerd = false;
   if (!isRoot) plan.startPostgres = null;
   if (natsWhy) plan.startNats = null;
@@ -227,6 +286,15 @@ export async function applySystemPlan(plan, env = process.env) {
     const aptEnv = { ...env, DEBIAN_FRONTEND: 'noninteractive' };
     run('apt-get', ['update', '-qq'], aptEnv);
     run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...plan.packages], aptEnv);
+  }
+  if (plan.debs.length > 0) {
+    const names = plan.debs.map(debName).join(' ');
+    say(`installing ${names} (pinned Debian files from outside main)…`);
+    try {
+      await installDebs(plan.debs, { ...env, DEBIAN_FRONTEND: 'noninteractive' });
+    } catch (err) {
+      say(`could not install ${names}: ${err.message}; the speech engine speaks German with espeak-ng instead`);
+    }
   }
   if (plan.startPostgres) {
     const { version, name, port } = plan.startPostgres;
@@ -263,7 +331,7 @@ export async function applySystemPlan(plan, env = process.env) {
       say(`dockerd did not answer within 60 s (see ${dockerdLog}); the sandbox will say why it cannot run`);
     };
   }
-  if (plan.present.length > 0 && !plan.cannot && plan.packages.length === 0 && !plan.startPostgres && !plan.startNats) say(`system: ${plan.present.join(', ')}`);
+  if (plan.present.length > 0 && !plan.cannot && plan.packages.length === 0 && plan.debs.length === 0 && !plan.startPostgres && !plan.startNats) say(`system: ${plan.present.join(', ')}`);
   return () => undefined;
 }
 
@@ -271,11 +339,12 @@ export async function applySystemPlan(plan, env = process.env) {
 export function describePlan(plan) {
   const lines = [`system (${plan.command}): present: ${plan.present.join(', ') || 'nothing checked'}`];
   if (plan.packages.length > 0) lines.push(`would install: ${plan.packages.join(' ')}`);
+  if (plan.debs.length > 0) lines.push(`would fetch and install: ${plan.debs.map((d) => d.url).join(' ')}`);
   if (plan.startPostgres) lines.push(`would start Postgres cluster ${plan.startPostgres.version}/${plan.startPostgres.name}`);
   if (plan.startDockerd) lines.push('would start dockerd');
   if (plan.startNats) lines.push(`would start nats-server -js on 127.0.0.1:${plan.startNats.port}`);
   if (plan.cannot) lines.push(plan.cannot);
-  if (plan.packages.length === 0 && !plan.startDockerd && !plan.startPostgres && !plan.startNats && !plan.cannot) lines.push('nothing to do');
+  if (plan.packages.length === 0 && plan.debs.length === 0 && !plan.startDockerd && !plan.startPostgres && !plan.startNats && !plan.cannot) lines.push('nothing to do');
   return lines;
 }
 

@@ -23,7 +23,9 @@ const stack = await startStack({ env, log });
 const busStart = await startWorkerBus(env, stack.temporal, log, { embedded: true });
 const workerBus = 'off' in busStart ? undefined : busStart;
 const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { events: workerBus?.events });
+let shuttingDown = false;
 onStopSignal(async (sig) => {
+  shuttingDown = true;
   log(`${sig}: stopping workers, Temporal and Postgres…`);
   await workerBus?.stop();
   await running.shutdown();
@@ -45,11 +47,21 @@ await applySchedulesLogged(client, log);
 await connection.close();
 
 const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
+const speech = running.speech;
+// The speech engine (Python) polls its queue as our child; a crash leaves speech jobs waiting, not failing.
+if (speech.state === 'running') void speech.worker.exited.then((code) => !shuttingDown && log(`the speech worker exited (${code ?? 'signal'}); speech jobs wait until one polls again (see ${speech.worker.logFile})`));
+const speechRow =
+  speech.state === 'running'
+    ? `${speech.worker.queue} — Python speech engine, pid ${speech.worker.pid}, log ${speech.worker.logFile}`
+    : speech.state === 'off'
+      ? 'off (MINDLOOP_QUEUES names no speech queue)'
+      : `${speech.state === 'missing' ? 'not installed' : 'not started'}: ${speech.reason}`;
 const rows: Array<[string, string]> = [
   ['Temporal', `${stack.temporal.address} (namespace ${stack.temporal.namespace})${stack.temporal.embedded ? ', embedded dev server' : ''}`],
   ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
   ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
-  ['Task queues', [...running.workers.keys()].join(', ')],
+  ['Task queues', [...running.workers.keys(), ...(speech.state === 'running' ? [speech.worker.queue] : [])].join(', ')],
+  ['Speech', speechRow],
   ['Bus', 'off' in busStart ? `${busStart.off} (\`npx mindloop doctor\`)` : busStart.summary],
   ['Local model', model ? `SmolLM2-135M-Instruct (${model})` : 'not installed (npm run setup)'],
   ['Demo agent', 'agent/demo — `npx mindloop note demo "hello"`, `npx mindloop status demo`'],
@@ -59,6 +71,7 @@ const width = Math.max(...rows.map(([k]) => k.length));
 process.stdout.write(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
 log('running — Ctrl-C stops everything; `npx mindloop --help` for the CLI');
 await running.done.catch((err: unknown) => log(`a worker failed: ${String(err)}`));
+shuttingDown = true;
 await workerBus?.stop();
 await running.shutdown();
 await stack.stop();

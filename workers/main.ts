@@ -1,6 +1,8 @@
 /**
  * A worker process for chosen task queues, attached to a running stack:
- *   npm run worker -- --queue sandbox [--queue speech-gpu]
+ *   npm run worker -- --queue sandbox [--queue speech]
+ * A speech queue (`speech`, `speech-gpu`, `speech-cpu`) starts the Python speech engine as a
+ * child polling it (runtime/speech-worker.ts); asked for and not running, it is an error.
  * It starts no servers: Temporal is TEMPORAL_ADDRESS (default the local dev server) and
  * Postgres is DATABASE_URL (default the PGlite socket of a running `npm start`).
  * A worker that polls `mindloop` applies the maintenance schedules at start (idempotent: a
@@ -13,7 +15,7 @@ import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesAtStart } from './schedules.js';
 import { startWorkerBus } from './bus.js';
 
-const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech-gpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
+const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech|speech-gpu|speech-cpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
 
 function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueueName[]; noSchedules: boolean } {
   let values;
@@ -35,7 +37,8 @@ function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueu
   if (!values.queue) return { queues: fallback, noSchedules };
   const parsed = envSchema.shape.MINDLOOP_QUEUES.safeParse(values.queue.join(','));
   if (!parsed.success) {
-    process.stderr.write(`unknown queue in --queue ${values.queue.join(',')}\n${usage}\n`);
+    const issue = parsed.error.issues[0];
+    process.stderr.write(`${issue?.code === 'custom' ? `--queue ${values.queue.join(',')}: ${issue.message}` : `unknown queue in --queue ${values.queue.join(',')}`}\n${usage}\n`);
     process.exit(2);
   }
   return { queues: parsed.data, noSchedules };
@@ -52,7 +55,16 @@ const workerBus = busStart && !('off' in busStart) ? busStart : undefined;
 const running = await startWorkers(env, stack, queues, { events: workerBus?.events });
 await applySchedulesAtStart(stack.temporal, { queues, disabled: noSchedules, log: (l) => process.stdout.write(`${l}\n`) });
 if (busStart) log(`bus: ${'off' in busStart ? busStart.off : busStart.summary}`);
-process.stdout.write(`worker polling ${queues.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
+const speech = running.speech;
+if (speech.state === 'missing' || speech.state === 'failed') {
+  process.stderr.write(`speech (${speech.setting}): ${speech.reason}\n`);
+  await workerBus?.stop();
+  await running.shutdown();
+  await stack.stop();
+  process.exit(1);
+}
+const polled = [...running.workers.keys(), ...(speech.state === 'running' ? [`${speech.worker.queue} (speech engine, pid ${speech.worker.pid}, log ${speech.worker.logFile})`] : [])];
+process.stdout.write(`worker polling ${polled.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
 onStopSignal(async () => {
   await workerBus?.stop();
   await running.shutdown();

@@ -1,10 +1,10 @@
 /**
- * One Worker per task queue: `mindloop` (workflows, db and LLM activities),
- * `sandbox` (Docker activities), `speech-gpu` (speech activities).
+ * One TypeScript Worker per task queue: `mindloop` (workflows, db and LLM activities, the speech
+ * organ's routing and records) and `sandbox` (Docker activities). The speech queues are polled
+ * by the Python speech engine, started as a child process (runtime/speech-worker.ts, workers/run.ts).
  */
 import { fileURLToPath } from 'node:url';
 import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import type { TaskQueueName } from '../env.js';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
@@ -12,7 +12,6 @@ import { sweepLifeforceEvery } from '../activities/lifeforce.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import type { AgentEventSink } from '../activities/agent-events.js';
 import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
-import { createSpeechActivities } from '../activities/speech.js';
 import { createDocker } from '../sandbox/docker.js';
 import { DockerSandbox } from '../sandbox/docker-sandbox.js';
 
@@ -33,7 +32,13 @@ export interface QueueWorkerDeps {
   workflowBundle?: WorkflowBundleWithSourceMap | { codePath: string };
   /** Told of the agents' ticks and events: the bus, when the worker has one (workers/bus.ts). */
   events?: AgentEventSink;
+  /** MINDLOOP_DATA_DIR: fork artifacts and spoken audio go under it (default `.data`). */
+  dataDir?: string;
 }
+
+/** The queues TypeScript workers poll. */
+export const tsQueues = ['mindloop', 'sandbox'] as const;
+export type TsQueueName = (typeof tsQueues)[number];
 
 /** Evaluated once per worker for all its workflows (see that module). */
 export const preloadedWorkflowModules = [fileURLToPath(new URL('../workflows/lib/preload.ts', import.meta.url))];
@@ -54,7 +59,7 @@ const quietBundlerLogger = {
 };
 
 /** Create the Worker that polls `queue`. */
-export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerDeps): Promise<Worker> {
+export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDeps): Promise<Worker> {
   const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue };
   switch (queue) {
     case 'mindloop':
@@ -62,7 +67,7 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
       return Worker.create({
         ...base,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
+        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.dataDir ? { dataDir: deps.dataDir } : {}), ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
       });
     case 'sandbox': {
       const docker = createDocker(deps.dockerHost);
@@ -73,7 +78,5 @@ export async function createQueueWorker(queue: TaskQueueName, deps: QueueWorkerD
       sweepOrphans(sandbox);
       return Worker.create({ ...base, activities: createSandboxActivities({ docker, sandbox }) });
     }
-    case 'speech-gpu':
-      return Worker.create({ ...base, activities: createSpeechActivities() });
   }
 }

@@ -1,6 +1,8 @@
 /**
  * Runs a set of queue workers in this process until a signal, then stops them in order:
- * workers drain → Temporal connection → the stack's children (dev server, PGlite).
+ * the speech engine and the workers drain → Temporal connection → the stack's children (dev
+ * server, PGlite). `mindloop` and `sandbox` are TypeScript workers here; a speech queue is the
+ * Python speech engine, started as a child process (runtime/speech-worker.ts).
  */
 import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { readFileSync } from 'node:fs';
@@ -9,7 +11,8 @@ import { parseDangerConfig, type DangerRule } from '../core/danger-zones.js';
 import type { Stack } from '../runtime/stack.js';
 import type { AgentEventSink } from '../activities/agent-events.js';
 import { disposeLocalModels } from '../activities/llm/index.js';
-import { createQueueWorker } from './queues.js';
+import { createQueueWorker, tsQueues, type TsQueueName } from './queues.js';
+import { findSpeechEngine, isSpeechQueueSetting, speechInstallHint, startSpeechWorker, type SpeechQueueSetting, type SpeechWorker } from '../runtime/speech-worker.js';
 
 let runtimeInstalled = false;
 
@@ -49,12 +52,35 @@ export function installRuntime(level: LogLevel): void {
   runtimeInstalled = true;
 }
 
+/** The speech engine of this process: not asked for, not installed, failed to start, or running. */
+export type SpeechStart =
+  | { state: 'off' }
+  | { state: 'missing' | 'failed'; setting: SpeechQueueSetting; reason: string }
+  | { state: 'running'; setting: SpeechQueueSetting; worker: SpeechWorker };
+
 export interface RunningWorkers {
   connection: NativeConnection;
-  workers: Map<TaskQueueName, Worker>;
-  /** Resolves when every worker has stopped. */
+  /** The TypeScript workers (mindloop, sandbox). */
+  workers: Map<TsQueueName, Worker>;
+  speech: SpeechStart;
+  /** Resolves when every worker (and the speech engine) has stopped. */
   done: Promise<void>;
   shutdown(): Promise<void>;
+}
+
+/** Start the speech engine for `setting`, or say why it is not running. */
+export async function startSpeech(env: Env, stack: Stack, setting: SpeechQueueSetting): Promise<SpeechStart> {
+  if (stack.temporal.connection.tls || stack.temporal.connection.apiKey) {
+    return { state: 'failed', setting, reason: 'the speech engine connects to Temporal without TLS or an API key; run it on a host that reaches the frontend plainly' };
+  }
+  const engine = findSpeechEngine(env.MINDLOOP_TOOLS_DIR);
+  if (!engine) return { state: 'missing', setting, reason: `the speech engine is not installed: ${speechInstallHint}` };
+  try {
+    const worker = await startSpeechWorker({ engine, address: stack.temporal.address, namespace: stack.temporal.namespace, queue: setting, dataDir: env.MINDLOOP_DATA_DIR });
+    return { state: 'running', setting, worker };
+  } catch (err) {
+    return { state: 'failed', setting, reason: (err as Error).message };
+  }
 }
 
 /** Create and start one worker per queue. */
@@ -65,9 +91,11 @@ export async function startWorkers(
   opts: { workflowBundle?: WorkflowBundleWithSourceMap; events?: AgentEventSink } = {},
 ): Promise<RunningWorkers> {
   const connection = await NativeConnection.connect(stack.temporal.connection);
-  const workers = new Map<TaskQueueName, Worker>();
+  const workers = new Map<TsQueueName, Worker>();
+  const speechSetting = queues.find(isSpeechQueueSetting);
+  let speech: SpeechStart = { state: 'off' };
   try {
-    for (const queue of queues) {
+    for (const queue of queues.filter((q): q is TsQueueName => (tsQueues as readonly string[]).includes(q))) {
       workers.set(
         queue,
         await createQueueWorker(queue, {
@@ -80,23 +108,27 @@ export async function startWorkers(
           llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS, lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES } },
           workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
           ...(opts.events ? { events: opts.events } : {}),
+          dataDir: env.MINDLOOP_DATA_DIR,
         }),
       );
     }
+    if (speechSetting) speech = await startSpeech(env, stack, speechSetting);
   } catch (err) {
     await connection.close();
     throw err;
   }
-  const done = Promise.all([...workers.values()].map((w) => w.run())).then(() => undefined);
+  const speechExit = speech.state === 'running' ? speech.worker.exited.then(() => undefined) : Promise.resolve();
+  const done = Promise.all([...[...workers.values()].map((w) => w.run()), speechExit]).then(() => undefined);
   let stopping: Promise<void> | undefined;
   const shutdown = () =>
     (stopping ??= (async () => {
       for (const w of workers.values()) if (w.getState() === 'RUNNING') w.shutdown();
+      if (speech.state === 'running') await speech.worker.stop();
       await done.catch(() => undefined);
       await connection.close();
       await disposeLocalModels();
     })());
-  return { connection, workers, done, shutdown };
+  return { connection, workers, speech, done, shutdown };
 }
 
 /**

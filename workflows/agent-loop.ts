@@ -43,13 +43,14 @@ import {
   initialState,
   loopSettingsSchema,
   maxQueuedNotes,
+  noteAudioSchema,
   type CarryOver,
   type QueuedNote,
 } from './lib/loop-state.js';
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
-import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
+import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, speechText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal } from './lib/task-signals.js';
 // Children are started by type name: importing their modules would make every agent loop
 // evaluate (and hold) their code and schemas too (see workflows/index.ts).
@@ -57,6 +58,7 @@ import type { taskLoopWorkflow } from './task-loop.js';
 import type { toolGenerationWorkflow } from './tool-generation.js';
 import type { escalationWorkflow } from './escalation.js';
 import type { nerveWorkflow, NerveWorkflowInput } from './nerve.js';
+import type { speechWorkflow } from './speech.js';
 
 type Activities = ReturnType<typeof createActivities>;
 // A few attempts each, then the loop itself rides the outage out (workflows/lib/infra.ts), so
@@ -78,21 +80,43 @@ type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
 type ToolEffect = Extract<LoopEffect, { kind: 'generateTool' }>;
 type NerveEffect = Extract<LoopEffect, { kind: 'startNerve' }>;
 type EscalateEffect = Extract<LoopEffect, { kind: 'escalate' }>;
+type SpeakEffect = Extract<LoopEffect, { kind: 'speak' }>;
 
 // ---- messages -------------------------------------------------------------------------------
 
-export const addNoteInput = z.object({
-  text: z.string().trim().min(1).max(16_000),
-  priority: z.number().int().min(0).max(10).default(1),
-  tags: z.array(z.string().min(1).max(40)).max(20).default([]),
-  source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']).default('user'),
-  sender: z.string().max(200).optional(),
-  taskId: z.number().int().positive().optional(),
-});
+export const addNoteInput = z
+  .object({
+    text: z.string().trim().min(1).max(16_000).optional(),
+    /**
+     * Audio to hear instead of text: an absolute path to a WAV file the workers can read. A
+     * speech workflow transcribes it and its text arrives as the note, with the audio on it.
+     */
+    audio: z
+      .strictObject({
+        path: z.string().trim().min(1).max(4096).refine((p) => p.startsWith('/'), 'an absolute path to a WAV file'),
+        language: z.string().trim().toLowerCase().regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")').optional(),
+      })
+      .optional(),
+    /** The audio this note's text was transcribed from (the speech workflow sends it with the text). */
+    transcribedFrom: noteAudioSchema.optional(),
+    priority: z.number().int().min(0).max(10).default(1),
+    tags: z.array(z.string().min(1).max(40)).max(20).default([]),
+    source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']).default('user'),
+    sender: z.string().max(200).optional(),
+    taskId: z.number().int().positive().optional(),
+  })
+  .refine((n) => (n.text === undefined) !== (n.audio === undefined), { message: 'give either text, or audio {path} to transcribe (not both)', path: ['text'] })
+  .refine((n) => n.audio === undefined || n.transcribedFrom === undefined, { message: 'audio to transcribe comes without a transcription', path: ['transcribedFrom'] });
 export type AddNoteInput = z.input<typeof addNoteInput>;
 
-/** What `addNote` answers: the stored note's id, or — while the database is away — that it is queued. */
-export type AddNoteResult = { noteId: number; queued?: false } | { noteId: null; queued: true; message: string };
+/**
+ * What `addNote` answers: the stored note's id; while the database is away, that it is queued;
+ * for audio, the speech workflow that transcribes it (its text arrives as the note).
+ */
+export type AddNoteResult =
+  | { noteId: number; queued?: false }
+  | { noteId: null; queued: true; message: string }
+  | { noteId: null; queued?: false; transcribing: { workflowId: string } };
 /**
  * The user's message to the agent; returns the note id (stored before the update completes).
  * While the database is away the note is kept in the workflow (durable in its history) and
@@ -384,13 +408,15 @@ class AgentLoop {
   /** The `addNote` update: store the note, or queue it while the database is away. */
   private async addNote(note: AddNoteInput): Promise<AddNoteResult> {
     const { state, agentId } = this;
-    const parsed = addNoteInput.parse(note);
+    const { audio, transcribedFrom, text, ...parsed } = addNoteInput.parse(note);
     // The update id makes the write idempotent: a retried activity finds the first note.
     const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
-    const queued: QueuedNote = { ...parsed, idempotencyKey: `${this.selfId}:note:${updateId}` };
+    const queued: QueuedNote = { ...parsed, text: text ?? '', ...(transcribedFrom ? { audio: transcribedFrom } : {}), idempotencyKey: `${this.selfId}:note:${updateId}` };
     // A note sent as a new agent starts waits for loopStarted, which writes the agent's row (the
     // note's row needs it); while the database is away at the start it is queued as below.
     if (!this.started && !this.input.carryOver && patched('note-after-start-v1')) await condition(() => this.started || this.degraded !== null);
+    // speech-v1: audio to hear. Histories from before it never carry audio (the validator refused it).
+    if (audio && patched('speech-v1')) return this.transcribeNote(audio, parsed, updateId);
     // Notes keep their order: while earlier ones wait for the database, this one waits too.
     if (state.pendingNotes.length === 0) {
       try {
@@ -622,6 +648,9 @@ class AgentLoop {
     // nerve-v1: older histories have no startNerve effects, so they never reach the marker.
     const nervesToStart = applied.flatMap((o) => o.effects.filter((e): e is NerveEffect => e.kind === 'startNerve'));
     if (nervesToStart.length > 0 && patched('nerve-v1')) for (const e of nervesToStart) await this.startNerve(e);
+    // speech-v1: `speak` starts a speech workflow; older histories have no speak effects.
+    const speeches = applied.flatMap((o) => o.effects.filter((e): e is SpeakEffect => e.kind === 'speak'));
+    if (speeches.length > 0 && patched('speech-v1')) for (const e of speeches) await this.startSpeech(e, tick);
   }
 
   /** Call an activity, riding out an outage of what it needs (phase `degraded` meanwhile). */
@@ -848,6 +877,56 @@ class AgentLoop {
       // Already running: the one run of this nerve goes on.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('nerve not started', { nerve: e.nerve, error: String(err) });
     }
+  }
+
+  /**
+   * The agent's `speak`: the speech workflow `speech/<id>/<tick>/<cmdId>` (it outlives this run;
+   * it holds the lifeforce and writes the outcome onto the command's log row).
+   */
+  private async startSpeech(e: SpeakEffect, tick: number): Promise<void> {
+    const { agentId } = this;
+    const requestedBy = { workflowId: this.selfId, tick, cmdId: e.cmdId };
+    try {
+      await startChild<typeof speechWorkflow>('speechWorkflow', {
+        workflowId: workflowIds.speech(agentId, tick, e.cmdId),
+        args: [{ kind: 'speak', agentId, text: e.text, ...(e.lang ? { lang: e.lang } : {}), requestedBy }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
+        ...speechText({ agentId, kind: 'speak', text: e.text, requestedBy }),
+      });
+    } catch (err) {
+      // Started before (a retried tick): that job goes on.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('speech not started', { cmdId: e.cmdId, error: String(err) });
+    }
+  }
+
+  /**
+   * An audio note: check that the file is audio the engine can take (the update fails, naming
+   * the problem, when it is not), then start its transcription as a child that outlives this
+   * run. Its text comes back through `addNote`, which stores it and wakes the loop.
+   */
+  private async transcribeNote(audio: { path: string; language?: string }, note: Pick<QueuedNote, 'priority' | 'tags' | 'source' | 'sender'>, updateId: string): Promise<AddNoteResult> {
+    const { agentId } = this;
+    try {
+      await db.speechCheckAudio({ path: audio.path });
+    } catch (err) {
+      const why = isInfraFailure(err) ? `the audio cannot be checked now (${failureMessage(err)}); send it again later` : failureMessage(err);
+      throw ApplicationFailure.create({ type: 'NoteRefused', message: `audio note not taken: ${why}`, nonRetryable: true });
+    }
+    const workflowId = workflowIds.speech(agentId, 'note', updateId);
+    const tags = note.tags.filter((t) => t !== 'audio').slice(0, 19);
+    try {
+      await startChild<typeof speechWorkflow>('speechWorkflow', {
+        workflowId,
+        args: [{ kind: 'transcribe', agentId, audioPath: audio.path, ...(audio.language ? { language: audio.language } : {}), note: { priority: note.priority, tags, source: note.source, ...(note.sender ? { sender: note.sender } : {}) } }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
+        ...speechText({ agentId, kind: 'transcribe', audioPath: audio.path }),
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw ApplicationFailure.create({ type: 'NoteRefused', message: `audio note not taken: the transcription did not start (${failureMessage(err)})`, nonRetryable: true });
+    }
+    return { noteId: null, transcribing: { workflowId } };
   }
 
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */

@@ -13,6 +13,7 @@ import type * as Escalation from './escalation.js';
 import type * as Maintenance from './maintenance.js';
 import type * as Nerve from './nerve.js';
 import type * as ProvisionAgent from './provision-agent.js';
+import type * as Speech from './speech.js';
 import type * as SuccessorFork from './successor-fork.js';
 import type * as TaskLoop from './task-loop.js';
 import type * as ToolGeneration from './tool-generation.js';
@@ -31,6 +32,7 @@ export const campaignWorkflow = lazy('campaignWorkflow', () => (require('./campa
 export const toolGenerationWorkflow = lazy('toolGenerationWorkflow', () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow);
 export const successorForkWorkflow = lazy('successorForkWorkflow', () => (require('./successor-fork.js') as typeof SuccessorFork).successorForkWorkflow);
 export const nerveWorkflow = lazy('nerveWorkflow', () => (require('./nerve.js') as typeof Nerve).nerveWorkflow);
+export const speechWorkflow = lazy('speechWorkflow', () => (require('./speech.js') as typeof Speech).speechWorkflow);
 export const escalationWorkflow = lazy('escalationWorkflow', () => (require('./escalation.js') as typeof Escalation).escalationWorkflow);
 export const learningDecayWorkflow = lazy('learningDecayWorkflow', () => (require('./maintenance.js') as typeof Maintenance).learningDecayWorkflow);
 export const abstractsDigestWorkflow = lazy('abstractsDigestWorkflow', () => (require('./maintenance.js') as typeof Maintenance).abstractsDigestWorkflow);

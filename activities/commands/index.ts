@@ -9,6 +9,7 @@ import { abstractHandlers, conceptHandlers, diaryHandlers, linkHandlers, llmMemo
 import { noteHandlers } from './notes.js';
 import { processHandlers } from './processes.js';
 import { shellHandlers } from './shell.js';
+import { speechHandlers } from './speech.js';
 import { toolHandlers } from './tools.js';
 import { nerveHandlers } from './nerves.js';
 import { escalationHandlers } from './escalations.js';
@@ -34,6 +35,7 @@ export const handlers: HandlerMap<CommandType> = {
   ...llmTaskHandlers,
   ...processHandlers,
   ...shellHandlers,
+  ...speechHandlers,
   ...escalationHandlers,
   ...toolHandlers,
 };

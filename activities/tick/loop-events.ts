@@ -6,7 +6,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import { parseFeedbackNote } from '../../core/learnings.js';
 import type { Db } from '../../db/client.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
-import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, processLog, tasks } from '../../db/schema/index.js';
+import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, processLog, tasks, type NoteAudio } from '../../db/schema/index.js';
 import { ErrorType, retryable } from '../errors.js';
 import { ensureDefaultRegistry } from '../llm/index.js';
 import { ensureBuiltinTools, grantStarterTools } from '../tools.js';
@@ -24,6 +24,8 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
       source: 'user' | 'peer' | 'system' | 'oversight' | 'human' | 'llm:task';
       sender?: string;
       taskId?: number;
+      /** The audio the note was transcribed from (a speech workflow's note). */
+      audio?: NoteAudio;
       idempotencyKey: string;
     }): Promise<{ noteId: number; feedback?: { pattern: string; count: number; learningId?: number } | { error: string } }> {
       const inserted = await db
@@ -37,6 +39,7 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
           tags: input.tags,
           text: input.text,
           taskId: input.taskId,
+          audio: input.audio ?? null,
           idempotencyKey: input.idempotencyKey,
         })
         .onConflictDoNothing({ target: notes.idempotencyKey })

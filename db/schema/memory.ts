@@ -29,6 +29,26 @@ export interface EmotionReading {
   strength: number;
   reason?: string;
 }
+/**
+ * The audio artifact of a note: the file, how long it lasts, what the engine made of it and
+ * which engine it was (backend, device, model), so a note can be traced back to its sound.
+ */
+export interface NoteAudio {
+  /** heard: the note is the transcription of this audio; spoken: the audio says the note. */
+  kind: 'heard' | 'spoken';
+  path: string;
+  durationS: number;
+  language: string | null;
+  languageProbability?: number;
+  confidence?: number;
+  backend: string;
+  device?: string;
+  model?: string;
+  voice?: string;
+  sampleRate?: number;
+  /** The speech workflow that made it. */
+  workflowId?: string;
+}
 /** One validator's answer to the universal question. */
 export interface ValidatorVote {
   registryId?: number;
@@ -243,6 +263,8 @@ export const notes = pgTable(
     tickSeen: bigint('tick_seen', { mode: 'number' }),
     idempotencyKey: text('idempotency_key').unique('notes_idempotency_key_uq'),
     hidden: boolean('hidden').notNull().default(false),
+    /** The audio the note was heard from (a transcription) or spoken as (`speak`); null for a typed note. */
+    audio: jsonb('audio').$type<NoteAudio>(),
     ...timestamps,
   },
   (t) => [

@@ -23,7 +23,7 @@ const reason = (type: string, args: Record<string, unknown> = {}) => {
 describe('catalogue shape', () => {
   it('covers every command family of the agent loop', () => {
     expect([...families].sort()).toEqual(
-      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts', 'nerve'].sort(),
+      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts', 'nerve', 'speak'].sort(),
     );
     const actions = (f: string) => commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
     expect(actions('diary')).toEqual(['list', 'search', 'read', 'add', 'update', 'delete', 'pin', 'unpin']);
@@ -32,7 +32,7 @@ describe('catalogue shape', () => {
     expect(actions('cycle')).toEqual(['responses', 'concentration', 'meditation', 'mode', 'pause', 'idle']);
     expect(actions('process')).toEqual(['start', 'list', 'stop', 'mark', 'cleanup']);
     expect(actions('facts')).toEqual(['list', 'resolve']);
-    expect(commandTypes.length).toBe(70);
+    expect(commandTypes.length).toBe(71);
   });
 
   it('needs +2 for config.set and every delete, +1 otherwise; unknown types need +2', () => {

@@ -169,5 +169,5 @@ describe('mindloop lifeforce', () => {
     const { updatedAt: _u2, regenAt: _r2, ...rowAfter } = (await budget('agent:ada'))!;
     expect(rowAfter).toEqual(rowBefore);
     expect((await ledger('agent:ada')).length).toBe(before.entries);
-  }, 60_000);
+  }, 180_000);
 });

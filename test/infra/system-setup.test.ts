@@ -21,6 +21,7 @@ interface Plan {
   command: string;
   present: string[];
   packages: string[];
+  debs: { file: string; sha256: string; url: string }[];
   startDockerd: boolean;
   startPostgres: unknown;
   cannot: string | null;
@@ -64,7 +65,7 @@ describe('scripts/system.mjs --dry-run', () => {
   it('on this machine (engine up, packages present, Postgres on :5432) plans nothing', async () => {
     const test = await plan('test');
     expect(test).toMatchObject({ command: 'test', packages: [], startDockerd: false, startPostgres: null, cannot: null });
-    expect(test.present).toEqual(expect.arrayContaining([expect.stringMatching(/^Docker engine \d/), 'busybox-static', 'gcc + static libc', 'Compose', 'Postgres 127.0.0.1:5432']));
+    expect(test.present).toEqual(expect.arrayContaining([expect.stringMatching(/^Docker engine \d/), 'busybox-static', 'gcc + static libc', 'Compose', 'alsa-utils speech samples', 'Postgres 127.0.0.1:5432']));
     const start = await plan('start');
     expect(start).toMatchObject({ packages: [], startDockerd: false, startPostgres: null, cannot: null });
     // npm start uses the embedded PGlite: it neither checks nor needs the Postgres on :5432.
@@ -102,6 +103,23 @@ describe('scripts/system.mjs --dry-run', () => {
     const p = await plan('start', { PATH: noDockerdNoApt });
     expect(p).toMatchObject({ packages: [], startDockerd: false });
     expect(p.cannot).toBe('cannot install docker.io, start dockerd by itself (no apt-get): run `install docker.io with your package manager && ' + "sudo sh -c 'dockerd > /var/log/dockerd.log 2>&1 &'`; then `npm start` again");
+  });
+
+  it('without pico2wave, plans the pinned SVOX Pico files from the Debian mirror (root) or names the command to run (not root)', async () => {
+    const noPico = pathWithout('no-pico', ['pico2wave'], {});
+    const tools = JSON.parse(readFileSync(join(repoRoot, 'scripts', 'tools.json'), 'utf8')) as { debian: { mirror: string; amd64: { file: string; sha256: string }[] } };
+    for (const command of ['start', 'test', 'setup']) {
+      const p = await plan(command, { PATH: noPico });
+      expect(p.present).not.toContain('pico2wave');
+      expect(p.debs).toEqual(tools.debian.amd64.map((d) => ({ ...d, url: `${tools.debian.mirror}/${d.file}` })));
+      expect(p.debs.map((d) => d.file.split('/').pop()!.split('_')[0])).toEqual(['libttspico-data', 'libttspico0', 'libttspico-utils']);
+      for (const d of p.debs) expect(d.sha256).toMatch(/^[0-9a-f]{64}$/);
+    }
+    const user = await plan('setup', { PATH: noPico, MINDLOOP_SETUP_AS_USER: '1' });
+    expect(user.debs).toEqual([]);
+    expect(user.cannot).toBe('cannot install libttspico-data libttspico0 libttspico-utils by itself (not root): run `sudo node scripts/system.mjs setup --apply`; then `npm run setup` again');
+    // With it on PATH there is nothing to fetch.
+    expect(await plan('setup')).toMatchObject({ debs: [] });
   });
 
   it('a stopped local cluster on the test Postgres port is started (root) or named with its command (not root)', async () => {
@@ -145,7 +163,7 @@ describe('scripts/system.mjs --dry-run', () => {
       expect(() => process.kill(Number(daemon!.split(' ')[1]), 0)).not.toThrow();
       // Run again: the engine answers, so it only checks.
       const again = await run(process.execPath, [script, 'start', '--apply'], { PATH: bin }, 30_000);
-      expect(again.stderr.trim()).toBe('[setup] system: python3 venv, Docker engine 99.0-fake, busybox-static, gcc + static libc');
+      expect(again.stderr.trim()).toBe('[setup] system: python3 venv, espeak-ng, pico2wave, Docker engine 99.0-fake, busybox-static, gcc + static libc');
       expect(readFileSync(calls, 'utf8').trim().split('\n')).toHaveLength(log.length);
     } finally {
       if (daemon) process.kill(Number(daemon.split(' ')[1]), 'SIGKILL');

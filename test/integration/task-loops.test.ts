@@ -248,7 +248,8 @@ describe('crash → stop and notify the main loop', () => {
         const [n] = await db().select().from(notes).where(eq(notes.id, note!.id));
         return n?.readAt ? true : undefined;
       });
-      expect((await parent.query<AgentStatus>('status')).tick).toBeGreaterThanOrEqual(2);
+      // The note is marked read while tick 2 builds its context; the status counts the tick once it ends.
+      await waitFor("the parent's tick 2 to end", 60_000, async () => ((await parent.query<AgentStatus>('status')).tick >= 2 ? true : undefined));
       await parent.signal('stop');
       await parent.result();
     } finally {

@@ -99,8 +99,9 @@ describe('mindloop mcp over stdio (the SDK client)', () => {
     send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
     send({ jsonrpc: '2.0', method: 'notifications/initialized' });
     send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'subscribe', arguments: { subject: 'dev.raw' } } });
+    // The first answer waits for the process to start, which a loaded machine slows.
+    await until(() => stdout.includes('"id":2'), 'the subscription', 60_000);
     // A message the registry refuses: the bridge logs the refusal, which must not reach stdout.
-    await until(() => stdout.includes('"id":2'), 'the subscription');
     observer.nc.publish(`${root}.dev.raw`, 'not json at all');
     await observer.flush();
     await until(() => stderr.includes('refused a message'), 'the refusal logged');

@@ -60,13 +60,22 @@ export const sandboxActivity: ActivityOptions = {
   retry: { initialInterval: '2 seconds', maximumAttempts: 3, nonRetryableErrorTypes },
 };
 
-/** Speech on the GPU host (or its CPU fallback). */
-export const speechActivity: ActivityOptions = {
-  taskQueue: 'speech-gpu',
-  startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumAttempts: 4, nonRetryableErrorTypes },
-};
+/**
+ * The speech engine's activity (the Python worker) on the queue the route chose, at the job's
+ * priority. It gives up waiting for a worker after `scheduleToStartMs` (the job then asks for a
+ * route again); input it refuses is never retried. The engine heartbeats every 2 s, so a worker
+ * that died mid-job is noticed within the heartbeat timeout.
+ */
+export function speechEngineActivity(o: { queue: string; scheduleToStartMs: number; runMs: number; priorityKey: number; inputErrors: readonly string[] }): ActivityOptions {
+  return {
+    taskQueue: o.queue,
+    scheduleToStartTimeout: o.scheduleToStartMs,
+    startToCloseTimeout: o.runMs,
+    heartbeatTimeout: '30 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 3, nonRetryableErrorTypes: [...o.inputErrors] },
+    priority: { priorityKey: o.priorityKey },
+  };
+}
 
 /** A campaign task (activities/campaign-tasks.ts): may run long, heartbeats every 2 s, retried a few times before it counts as failed. */
 export const campaignTaskActivity: ActivityOptions = {

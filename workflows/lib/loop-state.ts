@@ -60,6 +60,25 @@ export const countersSchema = z.object({
 });
 export type Counters = z.infer<typeof countersSchema>;
 
+/**
+ * The audio a note comes with: the transcription's source, recorded on the note (the speech
+ * workflow sends it; db/schema `NoteAudio` is the stored shape).
+ */
+export const noteAudioSchema = z.strictObject({
+  kind: z.enum(['heard', 'spoken']),
+  path: z.string().min(1).max(4096),
+  durationS: z.number().min(0),
+  language: z.string().max(16).nullable(),
+  languageProbability: z.number().min(0).max(1).optional(),
+  confidence: z.number().min(0).max(1).optional(),
+  backend: z.string().min(1).max(200),
+  device: z.string().max(200).optional(),
+  model: z.string().max(200).optional(),
+  voice: z.string().max(200).optional(),
+  sampleRate: z.number().int().positive().optional(),
+  workflowId: z.string().max(500).optional(),
+});
+
 /** A note the loop holds until the database takes it (its idempotency key makes the write once-only). */
 export const queuedNoteSchema = z.object({
   text: z.string(),
@@ -68,6 +87,7 @@ export const queuedNoteSchema = z.object({
   source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']),
   sender: z.string().optional(),
   taskId: z.number().int().optional(),
+  audio: noteAudioSchema.optional(),
   idempotencyKey: z.string(),
 });
 export type QueuedNote = z.infer<typeof queuedNoteSchema>;

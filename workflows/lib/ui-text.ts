@@ -94,6 +94,23 @@ export function nerveText(o: { agentId: string; nerve: string; steps: number }):
   };
 }
 
+/** A speech job: a transcription into a note, or a text the agent says. */
+export function speechText(o: { agentId: string; kind: 'transcribe' | 'speak'; audioPath?: string; text?: string; requestedBy?: { tick: number; cmdId: string } }): StartText {
+  const what = o.kind === 'transcribe' ? `transcribe ${oneLine((o.audioPath ?? '').split('/').pop() ?? '', 60)}` : `speak "${oneLine(o.text ?? '', 60)}"`;
+  return {
+    staticSummary: `speech of ${o.agentId}: ${what}`,
+    staticDetails: lines(
+      o.kind === 'transcribe'
+        ? `**Speech job** of agent \`${o.agentId}\`: the speech engine transcribes \`${o.audioPath ?? ''}\`; the text becomes the agent's note, with the audio recorded on it.`
+        : `**Speech job** of agent \`${o.agentId}\`: the speech engine says a text of the agent; the WAV is written under the data dir and recorded as an outgoing note.`,
+      `- routed to \`speech-gpu\` when a GPU speech worker polls it, else \`speech-cpu\`; waits (never fails) while no speech worker answers`,
+      `- lifeforce: the seconds of audio on \`agent:${o.agentId}\`, held before and settled after`,
+      `- status: query \`status\``,
+      o.requestedBy && `- asked by the agent's \`speak\` command ${o.requestedBy.cmdId} at tick ${o.requestedBy.tick}`,
+    ),
+  };
+}
+
 export function taskLoopText(o: { agentId: string; taskId: number; title?: string; maxTicks?: number }): StartText {
   const title = o.title ? oneLine(o.title, 90) : '(untitled)';
   return {
@@ -293,6 +310,7 @@ export const timerText = {
   forkWallBudget: (ms: number) => `fork wall budget ${formatDuration(ms)}`,
   forkGate: (ms: number) => `human gate: the APPROVE lapses in ${formatDuration(ms)}`,
   /** `ms`: the escalation's deadline (from its start) or grace period, as configured. */
+  speechWait: (ms: number, attempt: number) => `speech: no worker answered, asking again in ${formatDuration(ms)} (attempt ${attempt})`,
   humanDeadline: (phase: 'before_deadline' | 'grace' | 'expired', ms: number) =>
     phase === 'before_deadline' ? `human deadline (${formatDuration(ms)} from the start)` : `grace period ${formatDuration(ms)}, then denied`,
 } as const;
@@ -303,7 +321,7 @@ export const timerText = {
 export const handlerText = {
   agent: {
     status: 'Tick, phase, mode, LLM in use, last reply, counters, outage or degraded state (`mindloop status <agent>`).',
-    addNote: 'A note to the agent, read in its next ticks; returns the note id, or says it is queued while the database is away (`mindloop note <agent> "…"`).',
+    addNote: 'A note to the agent, read in its next ticks; returns the note id, or says it is queued while the database is away (`mindloop note <agent> "…"`). With `audio: {path, language?}` instead of text it starts a transcription, whose text arrives as the note (`mindloop note <agent> --audio file.wav`).',
     wake: 'Wake an idle loop: something it waits for happened (a note from a task loop, a process finished, a lifeforce grant).',
     pause: 'Pause the loop after the current tick (`mindloop pause <agent>`).',
     resume: 'Resume a paused loop (`mindloop resume <agent>`).',
@@ -330,6 +348,9 @@ export const handlerText = {
   nerve: {
     status: 'Phase, step, state, the mode earned, decisions per mode and per decider, LF spent, promotions and demotions.',
     resume: 'Resume a nerve paused because its lifeforce budget ran out (after a grant or regeneration).',
+  },
+  speech: {
+    status: 'Phase (holding, queued, waiting for a speech worker, recording, done, failed), the route (GPU or CPU queue), the lifeforce held and charged, the result or the error.',
   },
   fork: {
     forkState: 'Phase, spawn time, copied rows, verdict and gate of the fork (`mindloop forks show <id>`).',

@@ -1,0 +1,77 @@
+/**
+ * cli: how long `mindloop status <agent>` and `mindloop note <agent> <text>` take as a person
+ * types them — a whole process each, start to exit — against a running agent on the embedded
+ * stack, beside the Temporal CLI's `workflow describe` of the same workflow in the same run (for
+ * scale: a compiled Go binary with nothing to load).
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { agents, llmRegistry } from '../db/schema/index.js';
+import { createActivities } from '../activities/index.js';
+import { resolveTool } from '../runtime/tools.js';
+import type { Stack } from '../runtime/stack.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import { summarize, withBenchWorker } from './lib.js';
+
+const repoRoot = join(import.meta.dirname, '..');
+const runs = 10;
+
+/** Wall time of one command, start to exit; it must exit 0. */
+function timed(cmd: string, args: string[], env: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(cmd, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${stderr}`))));
+  });
+}
+
+async function series(label: string, n: number, once: () => Promise<number>): Promise<{ p50: number; p99: number }> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(await once());
+  const s = summarize(samples);
+  process.stdout.write(`  ${label.padEnd(34)} p50 ${s.p50.toFixed(0).padStart(5)} ms   p99 ${s.p99.toFixed(0).padStart(5)} ms   (${n} runs)\n`);
+  return s;
+}
+
+export async function measureCli(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
+  const agentId = 'bench-cli';
+  await stack.db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
+  await stack.db.db
+    .insert(llmRegistry)
+    .values({ agentId, name: 'instant', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quick thought.'] } })
+    .onConflictDoNothing();
+  const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
+  // The product's queue name: the CLI's updates are answered by this worker.
+  return withBenchWorker(stack, { taskQueue: 'mindloop', activities }, async (client) => {
+    // A slow heartbeat: the agent is alive and answers, but its ticks do not load the machine.
+    const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      taskQueue: 'mindloop',
+      workflowId: `agent/${agentId}`,
+      args: [{ agentId, reflexes: false, settings: { delayMs: 60_000 } }],
+    });
+    const env = { TEMPORAL_ADDRESS: stack.temporal.address, DATABASE_URL: stack.database.url, MINDLOOP_TOOLS_DIR: toolsDir, NATS_URL: 'off' };
+    const mindloop = (...args: string[]) => timed(process.execPath, [join(repoRoot, 'bin', 'mindloop.mjs'), ...args], env);
+    // One run first: a cold file cache or a first transform is not what a person waits for twice.
+    await mindloop('status', agentId);
+    const status = await series(`mindloop status ${agentId}`, runs, () => mindloop('status', agentId));
+    let i = 0;
+    const note = await series(`mindloop note ${agentId} …`, runs, () => mindloop('note', agentId, `bench note ${++i}`));
+    const temporal = resolveTool('temporal', { toolsDir });
+    const describe = temporal
+      ? await series('temporal workflow describe', runs, () => timed(temporal, ['workflow', 'describe', '--address', stack.temporal.address, '--namespace', stack.temporal.namespace, '-w', `agent/${agentId}`], {}))
+      : { p50: Number.NaN, p99: Number.NaN };
+    await handle.signal('stop');
+    await handle.result();
+    return {
+      status_p50_ms: status.p50,
+      status_p99_ms: status.p99,
+      note_p50_ms: note.p50,
+      note_p99_ms: note.p99,
+      temporal_cli_p50_ms: describe.p50,
+      status_ratio_vs_temporal_cli: status.p50 / describe.p50,
+    };
+  });
+}
