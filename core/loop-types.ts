@@ -68,7 +68,9 @@ export type LoopEffect =
   /** `nerve.start`: start the nerve as the agent's child workflow `agent/<id>/nerve/<name>`. */
   | { kind: 'startNerve'; nerve: string; steps: number; seed: number; mode: string; cmdId: string }
   /** `speak`: start a speech workflow `speech/<agentId>/<tick>/<cmdId>` that says `text`. */
-  | { kind: 'speak'; text: string; lang?: string; cmdId: string };
+  | { kind: 'speak'; text: string; lang?: string; cmdId: string }
+  /** A note was delivered to another agent (a peer message): signal its loop `wake` so that an idle peer reads it. */
+  | { kind: 'wakeAgent'; agentId: string };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

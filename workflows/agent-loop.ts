@@ -582,6 +582,7 @@ class AgentLoop {
     if (r.result) {
       state.reflex = r.result.params;
       applyEffects(state, r.result.effects);
+      await this.wakeAgents(r.result.effects);
     }
     return r.verdict;
   }
@@ -651,6 +652,23 @@ class AgentLoop {
     // speech-v1: `speak` starts a speech workflow; older histories have no speak effects.
     const speeches = applied.flatMap((o) => o.effects.filter((e): e is SpeakEffect => e.kind === 'speak'));
     if (speeches.length > 0 && patched('speech-v1')) for (const e of speeches) await this.startSpeech(e, tick);
+    await this.wakeAgents(applied.flatMap((o) => o.effects));
+  }
+
+  /**
+   * Wake the agents a note was delivered to (peer messages). A peer whose loop is not running
+   * reads the note when it next starts. peers-v1: older histories have no wakeAgent effects.
+   */
+  private async wakeAgents(effects: readonly LoopEffect[]): Promise<void> {
+    const targets = [...new Set(effects.flatMap((e) => (e.kind === 'wakeAgent' && e.agentId !== this.agentId ? [e.agentId] : [])))];
+    if (targets.length === 0 || !patched('peers-v1')) return;
+    for (const id of targets) {
+      try {
+        await getExternalWorkflowHandle(workflowIds.agent(id)).signal(wakeSignal, { reason: 'note' });
+      } catch (err) {
+        log.info('peer not woken (its loop is not running)', { peer: id, error: failureMessage(err) });
+      }
+    }
   }
 
   /** Call an activity, riding out an outage of what it needs (phase `degraded` meanwhile). */

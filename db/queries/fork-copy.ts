@@ -8,15 +8,16 @@
 import { getTableName, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
-import { agentOwnedTables, agents, forks, forkToolRegistry, toolRegistry, verdicts, type Agent } from '../schema/index.js';
+import { agentOwnedTables, agents, forks, forkToolRegistry, spawns, toolRegistry, verdicts, type Agent } from '../schema/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /**
  * Not copied: the parent's own fork records and verdicts (a fork of a fork's bookkeeping would
- * duplicate unique `verdicts.fork_id` rows and is not agent state).
+ * duplicate unique `verdicts.fork_id` rows and is not agent state), and the descendants it
+ * spawned (the copy did not spawn them).
  */
-const skipped = new Set<PgTable>([forks, verdicts]);
+const skipped = new Set<PgTable>([forks, verdicts, spawns]);
 
 interface TablePlan {
   name: string;

@@ -56,6 +56,8 @@ export const agents = pgTable(
     identity: jsonbOf<AgentIdentity>('identity', {}),
     /** Last tick the agent loop recorded; survives continue-as-new and restarts. */
     lastTick: bigint('last_tick', { mode: 'number' }).notNull().default(0),
+    /** 0 for a root agent; a spawned descendant's is its parent's + 1. */
+    generation: integer('generation').notNull().default(0),
     lastSeenAt: tstz('last_seen_at'),
     ...timestamps,
   },

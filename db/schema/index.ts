@@ -25,6 +25,7 @@ import {
 } from './memory.js';
 import { decisionLog, escalations, partnershipMessages } from './oversight.js';
 import { toolStates, toolTransitions } from './tools.js';
+import { peerRatings, spawns } from './society.js';
 import {
   antiStagnationMetrics,
   commandLog,
@@ -46,6 +47,7 @@ export * from './nerves.js';
 export * from './oversight.js';
 export * from './processes.js';
 export * from './relations.js';
+export * from './society.js';
 export * from './tools.js';
 
 /** A table that carries a NOT NULL `agent_id` referencing `agents.id` ON DELETE CASCADE. */
@@ -63,6 +65,7 @@ export const agentOwnedTables = [
   ethicsPolicies,
   agentPeers,
   agentReputation,
+  peerRatings,
   llmRegistry,
   llmCalls,
   goals,
@@ -98,6 +101,7 @@ export const agentOwnedTables = [
   nerveDecisions,
   nerveRules,
   nerveRuleEvents,
+  spawns,
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */

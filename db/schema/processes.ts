@@ -60,6 +60,8 @@ export const commandLog = pgTable(
     rating: real('rating'),
     threshold: real('threshold'),
     workflowId: text('workflow_id'),
+    /** Marks for later review, e.g. `emergency_consensus` (decided in isolated mode, no peer to ask). */
+    tags: tags(),
     ...timestamps,
   },
   (t) => [

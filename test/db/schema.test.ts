@@ -61,6 +61,8 @@ const specTables = [
   'forks',
   'verdicts',
   'lifeforce_ledger',
+  'spawns',
+  'peer_ratings',
 ];
 
 /** The Postgres SQLSTATE of an error, looking through Drizzle's `DrizzleQueryError` wrapper. */
