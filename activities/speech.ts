@@ -24,7 +24,7 @@ import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { budgetReport, release, reserve, settle, type ReserveRequest } from '../db/queries/lifeforce.js';
 import { addNoteOnce } from '../db/queries/notes.js';
-import { agents, commandLog, type NoteAudio } from '../db/schema/index.js';
+import { agents, commandLog, type IncomingNoteSource, type NoteAudio } from '../db/schema/index.js';
 import { activityContext } from './heartbeat.js';
 import { maxResultText } from './commands/shared.js';
 import { ErrorType, nonRetryable, retryable } from './errors.js';
@@ -114,7 +114,7 @@ export interface SpeechDeliverInput {
   text: string;
   priority: number;
   tags: string[];
-  source: 'user' | 'peer' | 'system' | 'oversight' | 'human' | 'llm:task';
+  source: IncomingNoteSource;
   sender?: string;
   audio: NoteAudio;
 }

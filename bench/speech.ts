@@ -28,6 +28,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { everydaySentences } from '../core/speech/sentences.js';
 import { corpusWordErrorRate, type WerLanguage } from '../core/speech/wer.js';
 import { findSpeechEngine, speechInstallHint, startSpeechWorker, type SpeechWorker } from '../runtime/speech-worker.js';
 import type { speechCallWorkflow } from '../test/fixtures/workflows/speech.js';
@@ -40,35 +41,8 @@ const targets = { sttRtf: 0.5, ttsRtf: 0.2 };
 const voiceNoteSeconds = { min: 15, max: 30 };
 const workflowQueue = 'bench-speech';
 
-const englishSentences = [
-  'Could you please turn off the lights when you leave the room?',
-  'I usually drink a cup of coffee before I start working.',
-  'The bus was late again this morning because of the heavy traffic.',
-  'We are planning a small birthday party for my sister next weekend.',
-  'Please remember to water the plants while I am away.',
-  'My brother bought a new bicycle and rides it to school every day.',
-  'The library closes early on Sundays, so we should hurry.',
-  'She made a delicious soup with fresh vegetables from the garden.',
-  'Do you know where I left my keys and my phone?',
-  'The children played in the park until it started to rain.',
-  'Our flight leaves at seven in the evening tomorrow.',
-  'Can you help me carry these heavy boxes upstairs?',
-];
-
-const germanSentences = [
-  'Am Montag habe ich einen Termin beim Zahnarzt.',
-  'Wir kaufen heute Abend Brot, Käse und frisches Obst.',
-  'Mein Bruder wohnt seit zwei Jahren in einer kleinen Wohnung.',
-  'Kannst du mir bitte sagen, wie spät es ist?',
-  'Die Kinder spielen nach der Schule gerne im Garten.',
-  'Im Winter trinken wir oft heißen Tee mit Honig.',
-  'Der Bus kommt heute leider zehn Minuten später.',
-  'Ich habe mein Handy zu Hause auf dem Tisch vergessen.',
-  'Am Wochenende besuchen wir unsere Freunde in Hamburg.',
-  'Das Restaurant an der Ecke hat sehr gutes Essen.',
-  'Morgen früh fahre ich mit dem Zug nach Berlin.',
-  'Bitte schließ das Fenster, es wird langsam kalt.',
-];
+const englishSentences = everydaySentences.en.slice(0, 12);
+const germanSentences = everydaySentences.de;
 
 /** Voice notes as people leave them: several sentences, 15–30 s spoken. */
 const englishNotes = [

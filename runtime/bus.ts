@@ -74,6 +74,9 @@ export async function connectBus(o: ConnectBusOptions = {}): Promise<Bus> {
       timeout: o.timeoutMs ?? 2000,
       maxReconnectAttempts: o.reconnectForever ? -1 : 10,
       reconnectTimeWait: 2000,
+      // A failed request is told by its kind (no responders, timeout), never by its stack: no
+      // stack capture per request.
+      noAsyncTraces: true,
     });
   } catch (err) {
     const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;

@@ -6,7 +6,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import { parseFeedbackNote } from '../../core/learnings.js';
 import type { Db } from '../../db/client.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
-import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, processLog, tasks, type NoteAudio } from '../../db/schema/index.js';
+import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, processLog, tasks, type IncomingNoteSource, type NoteAudio } from '../../db/schema/index.js';
 import { ErrorType, retryable } from '../errors.js';
 import { ensureDefaultRegistry } from '../llm/index.js';
 import { ensureBuiltinTools, grantStarterTools } from '../tools.js';
@@ -21,7 +21,7 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
       text: string;
       priority: number;
       tags: string[];
-      source: 'user' | 'peer' | 'system' | 'oversight' | 'human' | 'llm:task';
+      source: IncomingNoteSource;
       sender?: string;
       taskId?: number;
       /** The audio the note was transcribed from (a speech workflow's note). */

@@ -15,6 +15,8 @@ export const validationModes = ['auto_pass', 'self_validation', 'normal'] as con
 export const contextModes = ['standard', 'concentration', 'meditation'] as const;
 export const noteDirections = ['in', 'out'] as const;
 export const noteSources = ['user', 'agent', 'llm:task', 'peer', 'system', 'oversight', 'human'] as const;
+/** Who may send an agent an incoming note (its own outgoing notes are `agent`). */
+export type IncomingNoteSource = Exclude<(typeof noteSources)[number], 'agent'>;
 export const factStatuses = ['pending', 'verified', 'rejected'] as const;
 export const abstractTriggers = ['interval', 'goal_closed', 'task_closed', 'mode_change', 'command'] as const;
 

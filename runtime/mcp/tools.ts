@@ -15,9 +15,9 @@ import type { BusSource } from './bus-link.js';
 import type { BridgeSession } from './session.js';
 import { resolveSubject, SubjectRefusedError, type PublishAllowList } from './subjects.js';
 
-/** A tool's answer: the data as JSON text (what every client shows) and as structured content. */
+/** A tool's answer: the data as compact JSON text (what every client shows; fewer tokens for a model) and as structured content. */
 export function toolResult(data: Record<string, unknown>): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(data, null, 2) }], structuredContent: data };
+  return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
 }
 
 /** A refusal or failure: `isError` with the reason as text. */
