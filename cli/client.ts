@@ -1,8 +1,6 @@
 /** Temporal and Postgres for CLI commands: the same address resolution as the workers. */
 import { Client, type Connection } from '@temporalio/client';
-import { eq } from 'drizzle-orm';
-import { createDb, type Db } from '../db/client.js';
-import { agents } from '../db/schema/index.js';
+import type { Db } from '../db/client.js';
 import { loadEnvOrExit } from '../env.js';
 import { connectTemporal, databaseUrl, explainDbError } from '../runtime/operator.js';
 
@@ -20,6 +18,8 @@ export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise
 /** Open the database for one command, run `fn`, close. */
 export async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
   const env = loadEnvOrExit();
+  // The database client (pg and the whole schema) is loaded by the commands that use it only.
+  const { createDb } = await import('../db/client.js');
   const h = createDb(databaseUrl(env), { max: 1 });
   try {
     return await fn(h.db);
@@ -32,6 +32,7 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
 
 /** A clear error unless the agent exists. */
 export async function requireAgent(db: Db, agentId: string): Promise<void> {
+  const [{ eq }, { agents }] = await Promise.all([import('drizzle-orm'), import('../db/schema/agents.js')]);
   const [known] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId));
   if (!known) throw new Error(`no agent '${agentId}' (\`mindloop status <agent>\` or the agents table lists them)`);
 }

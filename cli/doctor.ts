@@ -10,7 +10,7 @@ import pg from 'pg';
 import { Client, Connection } from '@temporalio/client';
 import { createDb } from '../db/client.js';
 import { unhealthyAgentLoops } from '../runtime/agent-loops.js';
-import { temporalConnectionOptions } from '../runtime/stack.js';
+import { temporalConnectionOptions } from '../runtime/temporal-connection.js';
 import { loadEnvOrExit, type Env } from '../env.js';
 import { migrationsFolder } from '../db/migrate.js';
 import { waitForTemporal } from '../runtime/temporal-dev-server.js';

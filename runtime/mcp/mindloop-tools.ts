@@ -17,7 +17,8 @@ import { agentIdSchema } from '../../core/ids.js';
 import type { Db } from '../../db/client.js';
 import type { Bus } from '../bus.js';
 import { ensureCommandStream, sendCommand, temporalCommandTarget } from '../bus-commands.js';
-import { agentLoopStatus, answerEscalation, answerForkGate, escalationIdSchema, listAgents, recentReplies } from '../operator.js';
+import { listAgents, recentReplies } from '../../db/queries/operator.js';
+import { agentLoopStatus, answerEscalation, answerForkGate, escalationIdSchema } from '../operator.js';
 import type { BusSource } from './bus-link.js';
 import { guarded } from './tools.js';
 

@@ -1,0 +1,90 @@
+// The CLI as plain JavaScript: `cli/main.ts` and what it imports, compiled once by esbuild into
+// `.build/cli/` (one chunk per command module, so a call still loads only its command's code;
+// packages stay in node_modules). `bin/mindloop.mjs` runs the build while every source it was
+// made from is unchanged, and rebuilds it (about a second) when one changed, so an edit never
+// runs stale code. Plain Node: it runs from bootstrap.mjs and from the bin script.
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const cliBuildDir = join(root, '.build', 'cli');
+const stampName = 'inputs.json';
+
+/**
+ * Each source keeps its own `import.meta` (its directory, file and URL), as if it ran from where
+ * it lies: code that finds files next to itself (migrations, workflow bundles, the tools dir)
+ * finds them from the bundle too.
+ */
+const ownImportMeta = {
+  name: 'own-import-meta',
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, (args) => {
+      if (args.path.includes(`${join('node_modules', '')}`)) return undefined;
+      const source = readFileSync(args.path, 'utf8');
+      if (!source.includes('import.meta')) return { contents: source, loader: 'ts' };
+      const contents = source
+        .replaceAll('import.meta.dirname', JSON.stringify(dirname(args.path)))
+        .replaceAll('import.meta.filename', JSON.stringify(args.path))
+        .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href));
+      return { contents, loader: 'ts' };
+    });
+  },
+};
+
+/**
+ * Packages loaded from node_modules as they are, not bundled: native code, WebAssembly or files
+ * found next to their own module, and the heavy ones that only some commands load.
+ */
+const externalPackages = ['@electric-sql/*', '@temporalio/worker', '@temporalio/core-bridge', '@temporalio/testing', '@swc/*', 'node-llama-cpp', 'playwright-core', 'esbuild', 'tsx', 'pg-native', 'dockerode', 'ssh2', 'cpu-features'];
+
+/**
+ * Build into a directory of its own, then point `current.json` at it (written whole, then
+ * renamed): a CLI call running meanwhile, or a second build racing this one, always finds one
+ * complete build. Builds older than a minute that `current.json` no longer names are removed.
+ */
+export async function buildCli() {
+  const { build } = await import('esbuild');
+  mkdirSync(cliBuildDir, { recursive: true });
+  const name = `b-${Date.now()}-${process.pid}`;
+  const out = join(cliBuildDir, name);
+  const result = await build({
+    entryPoints: [join(root, 'cli', 'main.ts')],
+    outdir: out,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    external: externalPackages,
+    // Bundled CommonJS packages call require() for Node's built-ins.
+    banner: { js: "import { createRequire as __mlCreateRequire } from 'node:module'; const require = __mlCreateRequire(import.meta.url);" },
+    sourcemap: 'linked',
+    metafile: true,
+    logLevel: 'error',
+    plugins: [ownImportMeta],
+  });
+  const inputs = Object.keys(result.metafile.inputs).map((p) => relative(root, resolve(root, p)));
+  writeFileSync(join(out, stampName), JSON.stringify({ builtAt: Date.now(), inputs }));
+  const pointer = join(cliBuildDir, 'current.json');
+  writeFileSync(`${pointer}.${process.pid}`, JSON.stringify({ dir: name }));
+  renameSync(`${pointer}.${process.pid}`, pointer);
+  for (const d of readdirSync(cliBuildDir)) {
+    if (!d.startsWith('b-') || d === name) continue;
+    const full = join(cliBuildDir, d);
+    if (Date.now() - statSync(full).mtimeMs > 60_000) rmSync(full, { recursive: true, force: true });
+  }
+  return { entry: join(out, 'main.js'), inputs: inputs.length };
+}
+
+/** The entry of the current build when it is newer than every source it was made from, else null. */
+export function freshCliEntry() {
+  try {
+    const { dir } = JSON.parse(readFileSync(join(cliBuildDir, 'current.json'), 'utf8'));
+    const stamp = JSON.parse(readFileSync(join(cliBuildDir, dir, stampName), 'utf8'));
+    for (const p of stamp.inputs) if (statSync(join(root, p)).mtimeMs > stamp.builtAt) return null;
+    return join(cliBuildDir, dir, 'main.js');
+  } catch {
+    return null;
+  }
+}
