@@ -41,6 +41,7 @@ export default defineConfig(
   globalIgnores([
     '**/node_modules/',
     '.tools/',
+    '.build/',
     '.data/',
     '.git/',
     'db/migrations/',
