@@ -91,6 +91,12 @@ export const envSchema = z.object({
   MINDLOOP_BUS_ROOT: busRootSchema.default(defaultBusRoot),
   /** The bearer token `mindloop mcp --http` requires of every request (as --token); needed to bind a non-loopback address. */
   MINDLOOP_MCP_TOKEN: z.string().regex(/^[\x21-\x7e]{16,512}$/, 'at least 16 visible ASCII characters, no spaces (e.g. `openssl rand -hex 32`)').optional(),
+  /** The notebook (the web page `npm start` serves): its port, or `off` for none. */
+  MINDLOOP_NOTEBOOK_PORT: z.union([z.literal('off'), port], { error: 'expected a port (1–65535), or off' }).default(8234),
+  /** The address the notebook binds; anything but a loopback address needs MINDLOOP_NOTEBOOK_TOKEN. */
+  MINDLOOP_NOTEBOOK_HOST: z.string().regex(/^(?:[A-Za-z0-9.-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?)$/, 'expected a host name or an IP address').default('127.0.0.1'),
+  /** The token every notebook request must carry (open `/?token=<token>` once; the page keeps it in a cookie). */
+  MINDLOOP_NOTEBOOK_TOKEN: z.string().regex(/^[\x21-\x7e]{16,512}$/, 'at least 16 visible ASCII characters, no spaces (e.g. `openssl rand -hex 32`)').optional(),
   LOG_LEVEL: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
   MINDLOOP_VERBOSE: bool.default(false),
 }).refine((e) => Boolean(e.TEMPORAL_TLS_CERT) === Boolean(e.TEMPORAL_TLS_KEY), {

@@ -46,6 +46,8 @@ export default defineConfig(
     '.git/',
     'db/migrations/',
     'bench/results/',
+    // The peers benchmark's own package (other frameworks' code, its own tsconfig).
+    'bench/peers/',
     'coverage/',
     'dist/',
     // Fixtures are deliberately bad code; test/infra/lint.test.ts lints them explicitly.

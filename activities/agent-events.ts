@@ -61,11 +61,23 @@ export interface LearningEvent {
   reinforced: boolean;
 }
 
+/** The agent sent a peer a message (`messages.send`): it is stored as a note on the receiver. */
+export interface MessageEvent {
+  to: string;
+  /** The receiver's note. */
+  noteId: number;
+  tick: number;
+  text: string;
+  priority: number;
+  tags: string[];
+}
+
 export interface AgentEvents {
   reply: ReplyEvent;
   verdict: VerdictEvent;
   escalation: EscalationEvent;
   learning: LearningEvent;
+  message: MessageEvent;
 }
 export type AgentEventKind = keyof AgentEvents;
 

@@ -12,6 +12,7 @@ import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-
 import { createCommandActivities, type CommandDeps } from './commands/apply.js';
 import { createForkActivities } from './forks/index.js';
 import { createLlmActivities, createLlmRouter, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
+import { createLlmTaskActivities } from './llm-task.js';
 import { createLifeforceActivities } from './lifeforce.js';
 import { defaultPrices } from '../core/lifeforce.js';
 import { createLoopEventActivities } from './tick/loop-events.js';
@@ -27,6 +28,7 @@ import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight/index.js';
 import { createToolActivities } from './tools.js';
 import { createSpeechActivities, type SpeechActivityDeps } from './speech.js';
+import { createSpawnActivities } from './society/spawn.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';
 
@@ -73,6 +75,7 @@ export function createActivities(deps: MindloopActivityDeps) {
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
+    ...createLlmTaskActivities({ db: deps.db, llm: router }),
     ...(events ? observeThink(thinking, events) : thinking),
     ...createLoopEventActivities({ db: deps.db, events }),
     ...createTaskLoopActivities({ db: deps.db }),
@@ -88,5 +91,6 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...createLifeforceActivities({ db: deps.db, prices: ledger.prices }),
     ...createNerveActivities({ db: deps.db, llm: router, prices: ledger.prices }),
     ...createSpeechActivities({ db: deps.db, prices: ledger.prices, ledger: ledger.enabled, dataDir: deps.dataDir ?? '.data', ...deps.speech }),
+    ...createSpawnActivities({ db: deps.db, ledger: ledger.enabled }),
   });
 }

@@ -25,12 +25,13 @@ export function summarize(samples: number[]): { p50: number; p99: number; mean: 
 const round = (v: number) => Math.round(v * 1000) / 1000;
 
 /** Print a table and write bench/results/<name>.json. */
-export function writeResult(name: string, metrics: Record<string, number>, notes: Record<string, string> = {}): string {
+export function writeResult(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}): string {
   const result = {
     name,
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version },
-    metrics: Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, round(v)])),
+    // A few keys name things (local-tick's `model`): those are kept as they are.
+    metrics: Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, typeof v === 'number' ? round(v) : v])),
     ...(Object.keys(notes).length ? { notes } : {}),
   };
   const dir = join(import.meta.dirname, 'results');

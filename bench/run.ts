@@ -8,12 +8,15 @@ import { measureBaseline } from './temporal-baseline.js';
 import { measureLedgerOverhead, measureReflexOverhead, measureTicks } from './tick.js';
 import { measureSandbox } from './sandbox.js';
 import { measureForks } from './fork.js';
+import { measureSpawns } from './spawn.js';
 import { measureLearnings } from './learnings.js';
 import { measureNerves } from './nerves.js';
 import { measureBus } from './bus.js';
 import { compareTicks } from './tick-compare.js';
 import { measureSpeech, withPreviousCpuRun, type SpeechDevice } from './speech.js';
 import { measureCli } from './cli.js';
+import { measureLocalTick } from './local-tick.js';
+import { measurePeers } from './peers.js';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
@@ -72,6 +75,15 @@ const benchmarks: Record<string, () => Promise<void>> = {
       await stop();
     }
   },
+  async spawn() {
+    const { env, stack, stop } = await benchStack();
+    try {
+      const { metrics, notes } = await measureSpawns(stack, { dataDir: env.MINDLOOP_DATA_DIR });
+      writeResult('spawn', metrics, notes);
+    } finally {
+      await stop();
+    }
+  },
   async sandbox() {
     const { metrics, notes } = await measureSandbox();
     writeResult('sandbox', metrics, notes);
@@ -112,6 +124,21 @@ const benchmarks: Record<string, () => Promise<void>> = {
       await stop();
     }
   },
+  /** `npm run bench -- local-tick [--ticks=n]`: the demo agent's tick on the offline local model (CPU). */
+  async 'local-tick'() {
+    const { env, stack, stop } = await benchStack();
+    try {
+      const { metrics, notes } = await measureLocalTick(stack, env.MINDLOOP_TOOLS_DIR, { ticks: Number(flags.get('ticks') ?? 12) });
+      writeResult('local-tick', metrics, notes);
+    } finally {
+      await stop();
+    }
+  },
+  /** `npm run bench -- peers`: the same loop on LangGraph.js, DBOS, bare Temporal beside Mindloop's tick; crash-resume counts. */
+  async peers() {
+    const { metrics, notes } = await measurePeers();
+    writeResult('peers', metrics, notes);
+  },
   /** `npm run bench -- speech [--device=cuda]`: the speech engine's RTF, WER and queue wait (CPU by default). */
   async speech() {
     const device = (flags.get('device') ?? 'cpu') as SpeechDevice;
@@ -124,13 +151,17 @@ const args = process.argv.slice(2).filter((a) => a !== '--');
 /** `--name=value` options (tick-compare's --baseline, --rounds; speech's --device). */
 const flags = new Map(args.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string]));
 const names = args.filter((a) => !a.startsWith('--'));
-const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds', 'device'].includes(f));
+const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds', 'device', 'ticks'].includes(f));
 if (badFlag !== undefined) {
   process.stderr.write(`unknown option --${badFlag} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda)\n`);
   process.exit(2);
 }
 if (flags.has('device') && !['cpu', 'cuda'].includes(flags.get('device') ?? '')) {
   process.stderr.write(`--device must be cpu or cuda, got "${flags.get('device')}"\n`);
+  process.exit(2);
+}
+if (flags.has('ticks') && !/^([3-9]|[1-9]\d)$/.test(flags.get('ticks') ?? '')) {
+  process.stderr.write(`--ticks must be a whole number from 3 to 99, got "${flags.get('ticks')}"\n`);
   process.exit(2);
 }
 if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {

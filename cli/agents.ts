@@ -1,4 +1,4 @@
-/** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow. */
+/** `mindloop start|stop|pause|resume|note|status`: talk to one agent's loop workflow; `mindloop agents` (cli/descendants.ts): spawn and lineage. */
 import { InvalidArgumentError, type Command } from 'commander';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
@@ -10,6 +10,7 @@ import { withClient } from './client.js';
 import { formatSpeechResult, speechOutcome, startAudioNote } from './speech.js';
 import { speechLanguageSchema } from '../core/speech/engine.js';
 import { loadEnvOrExit } from '../env.js';
+import { registerDescendantCommands } from './descendants.js';
 
 function agentId(raw: string): string {
   const r = agentIdSchema.safeParse(raw);
@@ -47,6 +48,9 @@ export function formatStatus(s: AgentStatus): string {
     if (x) lines.push(`  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`);
   }
   if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
+  const iso = s.isolation;
+  if (iso?.since) lines.push(`  ISOLATED     since ${iso.since} (tick ${iso.sinceTick ?? '?'}): none of ${iso.known} known peer(s) reachable for ${iso.unreachableTicks} tick(s); applied commands tagged emergency_consensus`);
+  else if (iso && iso.known > 0) lines.push(`  peers        ${iso.reachable.length ? `reachable: ${iso.reachable.join(', ')}` : 'none reachable'} (${iso.known} known)${iso.unreachableTicks ? `; unreachable for ${iso.unreachableTicks} tick(s)` : ''}`);
   if (s.degraded) lines.push(`  DEGRADED     ${s.degraded.step} waits for an unavailable dependency since ${s.degraded.since}, ${s.degraded.attempts} attempt(s): ${s.degraded.lastError}`);
   if (s.queuedNotes) lines.push(`  queued notes ${s.queuedNotes} (stored when the database returns)`);
   if (s.lastTickFailure) lines.push(`  last failed  tick ${s.lastTickFailure.tick} at ${s.lastTickFailure.step}: ${s.lastTickFailure.error} (${s.counters.tickFailures ?? 0} in all)`);
@@ -163,4 +167,6 @@ export function registerAgentCommands(program: Command): void {
         process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatExecution(r)}\n`);
       });
     });
+
+  registerDescendantCommands(program);
 }

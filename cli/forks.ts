@@ -164,7 +164,9 @@ export function registerForkCommands(program: Command): void {
       out(`forking ${agentId}: abstracts strategy ${from} → ${to} (fork/${forkId})`);
       const state = await withClient(async (client) => {
         const handle = await startSuccessorFork(client, { agentId, forkId, patch: { kind: 'strategy', strategy: to }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }, { from });
-        const deadline = Date.now() + o.timeoutS * 1000;
+        const started = Date.now();
+        const deadline = started + o.timeoutS * 1000;
+        let lastPhase: string | undefined;
         // Sequential polling, nothing left in flight: a pending long-poll (`result()`) or query
         // retrying after withClient closed the connection crashes the process ("Channel has
         // been shut down").
@@ -177,6 +179,11 @@ export function registerForkCommands(program: Command): void {
             return { forkId, phase: 'done', verdict: r.verdict } as ForkState;
           }
           const s = await client.connection.withDeadline(Date.now() + 2000, () => handle.query<ForkState>(forkStateQueryName)).catch(() => undefined);
+          // Progress: each phase as the fork enters it, with the time since the start.
+          if (s && s.phase !== lastPhase) {
+            lastPhase = s.phase;
+            process.stderr.write(`  ${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s  ${s.phase}${s.rows !== undefined ? ` (copy: ${s.rows} rows${s.spawnMs !== undefined ? ` in ${s.spawnMs} ms` : ''})` : ''}\n`);
+          }
           if (s && (s.phase === 'awaiting_approval' || s.phase === 'done')) return s;
           if (Date.now() > deadline) throw new Error(`fork/${forkId} did not reach a verdict in ${o.timeoutS} s (is the mindloop worker running? \`npm start\`)`);
           await new Promise((r) => setTimeout(r, 250));

@@ -85,6 +85,7 @@ export function registerLearningCommands(program: Command): void {
       } catch (err) {
         throw new Error(`${o.file} is not JSON: ${(err as Error).message}`);
       }
+      process.stderr.write(`${Array.isArray(records) ? `${records.length} records` : 'the records'} read from ${o.file === '-' ? 'stdin' : o.file}; checking and importing them in one transaction…\n`);
       const r = await withDb((db) => importLearnings(db, o.shard, records));
       out(`imported ${r.imported}, updated ${r.updated} learnings into shard ${o.shard}`);
     });

@@ -9,14 +9,14 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { table } from './table.js';
-import { and, desc, eq, or } from 'drizzle-orm';
+import { and, desc, eq, inArray, or } from 'drizzle-orm';
 import { restorableTables, restoreArchived, type RestoreInput } from '../db/queries/archive.js';
 import { resolveFact } from '../db/queries/facts.js';
 import { approveUnvalidated, listUnvalidated, rejectUnvalidated } from '../runtime/unvalidated.js';
 import { configKeys } from '../core/catalogue.js';
-import { validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';
+import { defaultTrustPolicy, validatorStats, type ValidatorRecord, type ValidatorStats } from '../core/validation.js';
 import type { Db } from '../db/client.js';
-import { agentConfig, llmRecentResponses, llmRegistry, unverifiedFacts } from '../db/schema/index.js';
+import { agentConfig, agentPeers, llmRecentResponses, llmRegistry, unverifiedFacts, type ValidatorVote } from '../db/schema/index.js';
 import { agentIdArg, numberArg } from './args.js';
 import { withDb } from './client.js';
 
@@ -38,13 +38,33 @@ export async function validatorReport(db: Db, agentId: string, ticks = 200): Pro
       .limit(ticks),
   ]);
   const stats = new Map(validatorStats(rows.map((r) => ({ rating: r.rating, validators: r.validators.filter((v) => v.registryId !== undefined) as ValidatorRecord[] }))).map((s) => [s.registryId, s]));
-  return registry.map((v) => ({
+  const fromRegistry = registry.map((v) => ({
     ...(stats.get(v.id) ?? { registryId: v.id, name: v.name, asked: 0, answered: 0, timeouts: 0, coverage: 0, agreement: 0, meanLatencyMs: null, drift: 0 }),
     name: v.name,
     trust: v.trust,
     excluded: v.excluded,
     excludedReason: v.excludedReason,
   }));
+  return [...fromRegistry, ...(await peerValidatorRows(db, agentId, rows, stats))];
+}
+
+/**
+ * The peers that validated in those ticks (their records name the peer): trust is the agent's
+ * trust in the peer now; below the exclusion threshold it is no longer asked.
+ */
+async function peerValidatorRows(db: Db, agentId: string, rows: ReadonlyArray<{ validators: ValidatorVote[] }>, stats: Map<number, ValidatorStats>): Promise<ValidatorReportRow[]> {
+  const peerOf = new Map<number, string>();
+  for (const r of rows) for (const v of r.validators) if (v.peer !== undefined && v.registryId !== undefined) peerOf.set(v.registryId, v.peer);
+  if (peerOf.size === 0) return [];
+  const links = await db.select().from(agentPeers).where(and(eq(agentPeers.agentId, agentId), inArray(agentPeers.peerAgentId, [...new Set(peerOf.values())])));
+  const trustOf = new Map(links.map((l) => [l.peerAgentId, l.trust]));
+  return [...peerOf.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([registryId, peer]) => {
+      const trust = trustOf.get(peer) ?? 0;
+      const excluded = trust < defaultTrustPolicy.exclude;
+      return { ...stats.get(registryId)!, name: `peer ${peer}`, trust, excluded, excludedReason: excluded ? `trust ${trust} below ${defaultTrustPolicy.exclude}: no longer asked` : null };
+    });
 }
 
 export function formatValidatorReport(agentId: string, rows: readonly ValidatorReportRow[]): string {

@@ -12,6 +12,9 @@ import { abstractsStrategySchema, defaultAbstractsStrategy } from './abstracts.j
 import { learningDefaults } from './learnings.js';
 import type { ParsedCommand } from './loop-types.js';
 import { maxSpeakChars, speechLanguageSchema } from './speech/engine.js';
+import { childNameSchema, spawnBudgetSchema, spawnGoalsSchema, spawnLimitDefaults, spawnLimitSchema, spawnTypes } from './society/spawn.js';
+import { agentIdSchema } from './ids.js';
+import { stagnationClasses, type StrategyAction } from './stagnation.js';
 
 // --- shared argument schemas -------------------------------------------------------------------
 
@@ -32,6 +35,19 @@ const emotionReading = z.strictObject({
 });
 /** A concept by id (number) or by name (string). */
 const conceptRef = z.union([z.number().int().positive(), text(200)], { error: 'expected a concept id (number) or name (string)' });
+/** A model of the agent's registry by id (number) or name (string). */
+const registryRef = z.union([z.number().int().positive(), text(200)], { error: 'expected a registry model id (number) or name (string)' });
+/** A rating's dimension: a short lowercase word (`overall` when none is given). */
+const dimension = z.string().trim().regex(/^[a-z][a-z0-9_]{0,31}$/, 'a lowercase word like "overall" or "accuracy"');
+/** The name of a thinking method or a stagnation strategy. */
+const methodName = z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-" (at most 64), like "socratic" or "ask_user"');
+const identityFields = ['name', 'description', 'persona', 'values', 'languages'] as const;
+/** The chat roles of the registry a model can be chosen for. */
+export const chatRoleValues = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const;
+export const peerStatusValues = ['active', 'lost', 'blocked'] as const;
+/** What a stagnation strategy can do (every action `applyStrategy` knows; a missing one is a compile error). */
+const strategyActionSet = { note_user: true, ask_peers: true, context_mode: true, flashback: true, meta_analysis: true, switch_llm: true, pause: true } satisfies Record<StrategyAction, true>;
+export const strategyActions = Object.keys(strategyActionSet) as [StrategyAction, ...StrategyAction[]];
 
 export const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
 export const goalRelationValues = ['subgoal', 'depends_on', 'blocks', 'related'] as const;
@@ -97,11 +113,31 @@ export const configKeys = {
     default: false,
     help: 'with no validator, run destructive commands (deletes, shell, config.set) instead of holding them for a human; set by a human only',
   },
+  max_descendants: {
+    schema: spawnLimitSchema,
+    default: spawnLimitDefaults.maxDescendants,
+    help: 'spawn: how many descendants (children, grandchildren, …) you may have alive at once; set by a human only',
+  },
+  max_per_generation: {
+    schema: spawnLimitSchema,
+    default: spawnLimitDefaults.maxPerGeneration,
+    help: 'spawn: how many of your descendants may be of one generation (your children, your grandchildren, …); set by a human only',
+  },
+  isolation_ticks: {
+    schema: z.number().int().min(1).max(1000),
+    default: 3,
+    help: 'Isolated mode: ticks in a row with none of your known peers reachable before you go on alone (decisions tagged emergency_consensus)',
+  },
+  peer_validators: {
+    schema: z.number().int().min(0).max(5),
+    default: 0,
+    help: 'how many of your most trusted reachable peers validate each reply with their own model (0: none)',
+  },
 } satisfies Record<string, ConfigKeySpec>;
 
 export type ConfigKey = keyof typeof configKeys;
 /** Keys the agent reads but may not change with config.set. */
-export const humanOnlyConfigKeys: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['auto_pass_destructive']);
+export const humanOnlyConfigKeys: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['auto_pass_destructive', 'max_descendants', 'max_per_generation']);
 export const configKeyNames = Object.keys(configKeys) as [ConfigKey, ...ConfigKey[]];
 
 /** Validate one config value; the error names the key. */
@@ -417,6 +453,112 @@ const definitions = {
     writes: true,
   }),
   'llm_task.stop': def({ args: z.strictObject({ task_id: id }), help: 'stop the auxiliary loop of a task', writes: true }),
+  // The command only asks: the agent loop calls the model after the command's transaction
+  // (an LLM activity), and the answer arrives as a note.
+  'llm_task.ask': def({
+    args: z.strictObject({ question: text(8000), model: registryRef.optional() }),
+    help: 'ask another model of your registry one question (model: its name or id; default: your task model, else your own); the answer comes as a note (source llm:task)',
+    writes: true,
+    usage: '{question, model?: registry name or id}',
+  }),
+
+  // Society: known peers, messages between agents, ratings (trust follows their history), identity.
+  'agents.list': def({
+    args: z.strictObject({ status: z.enum([...peerStatusValues, 'all']).optional(), limit }),
+    help: 'your known peers with their relation, status and your trust in them (default: all)',
+    writes: false,
+  }),
+  'agents.add': def({
+    args: z.strictObject({ peer: agentIdSchema, relation: z.enum(['peer', 'sibling']).optional(), note: z.string().trim().max(500).optional() }),
+    help: 'make another agent a known peer (it knows you back); relation peer|sibling',
+    writes: true,
+  }),
+  'agents.remove': def({
+    args: z.strictObject({ peer: agentIdSchema, block: z.boolean().optional() }),
+    help: 'forget a known peer; block: true also refuses its messages (agents.add undoes it)',
+    writes: true,
+  }),
+  'messages.send': def({
+    args: z.strictObject({ to: agentIdSchema, text: text(10_000), priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional() }),
+    help: 'send a known peer a message: it arrives as a note (source peer) in its next context and wakes its loop',
+    writes: true,
+  }),
+  'reputation.read': def({
+    args: z.strictObject({ peer: agentIdSchema.optional(), dimension: dimension.optional() }),
+    help: 'your ratings of peers and the trust they earned (one peer: with its rating history), and what others think of you',
+    writes: false,
+  }),
+  'reputation.rate': def({
+    args: z.strictObject({ peer: agentIdSchema, score: z.number().int().min(-3).max(3), reason: text(500), dimension: dimension.optional() }),
+    help: 'rate a peer −3…+3 with a reason (dimension default overall); your trust in it follows the history of your ratings',
+    writes: true,
+  }),
+  'identity.read': def({ args: none, help: 'your name, description, persona, values and languages', writes: false }),
+  'identity.set': def({
+    args: z
+      .strictObject({
+        name: text(200).optional(),
+        description: z.string().trim().max(2000).optional(),
+        persona: z.string().trim().max(4000).optional(),
+        values: z.array(text(200)).max(20).optional(),
+        languages: z.array(z.string().trim().regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"')).max(10).optional(),
+      })
+      .refine(atLeastOne(identityFields), atLeastOneMessage(identityFields)),
+    help: 'change your identity (context 0 shows it): name, description, persona, values, languages',
+    writes: true,
+    // Who the agent is steers every later tick: the validators must be surer than for a note.
+    minRating: 2,
+  }),
+
+  'tags.stats': def({
+    args: z.strictObject({ tag: text(64).optional(), limit }),
+    help: 'how often each tag is used across your diary, concepts, notebook, notes, recent replies, goals and tasks',
+    writes: false,
+  }),
+
+  'llm_registry.list': def({
+    args: z.strictObject({ role: z.enum(chatRoleValues).optional() }),
+    help: 'the models of your registry by role, in the order calls try them (first = the one in use)',
+    writes: false,
+  }),
+  'llm_registry.select': def({
+    args: z.strictObject({ model: registryRef, role: z.enum(chatRoleValues).optional() }),
+    help: 'make a model of your registry the first choice for its role (role, when given, must be its role); from your next tick',
+    writes: true,
+    usage: '{model: registry name or id, role?}',
+  }),
+
+  'thinking_methods.list': def({ args: none, help: 'your thinking methods (the active one is in your context)', writes: false }),
+  'thinking_methods.add': def({
+    args: z.strictObject({ name: methodName, prompt: text(4000), description: z.string().trim().max(1000).optional(), tags: tagList.optional() }),
+    help: 'add a thinking method: prompt is the instruction your context carries while it is active',
+    writes: true,
+  }),
+  'thinking_methods.use': def({ args: z.strictObject({ name: methodName }), help: 'make a thinking method active (one at a time) until thinking_methods.stop', writes: true }),
+  'thinking_methods.stop': def({ args: none, help: 'stop the active thinking method', writes: true }),
+
+  'stagnation_strategies.list': def({
+    args: z.strictObject({ class: z.enum(stagnationClasses).optional() }),
+    help: 'break-loop strategies with their cost, uses and measured effect on novelty',
+    writes: false,
+  }),
+  'stagnation_strategies.add': def({
+    args: z.strictObject({
+      name: methodName,
+      class: z.enum(stagnationClasses),
+      action: z.enum(strategyActions),
+      description: z.string().trim().max(1000).optional(),
+      cost: z.number().min(0).max(100).optional(),
+      ticks: z.number().int().min(1).max(100).optional(),
+    }),
+    help: `add a break-loop strategy: class ${stagnationClasses.join('|')}, action ${strategyActions.join('|')} (ticks: for pause)`,
+    writes: true,
+  }),
+  'stagnation_strategies.use': def({
+    args: z.strictObject({ name: methodName }),
+    help: 'apply a strategy now; its effect on novelty is measured two ticks later, like the automatic ones',
+    writes: true,
+  }),
 
   // Runs only in the sandbox: the command returns a loop effect and the agent loop
   // runs it as a sandboxRun activity on the sandbox queue. Dangerous: needs rating +2.
@@ -488,6 +630,19 @@ const definitions = {
       mode: z.enum(modeSettings).default('auto'),
     }),
     help: 'run a nerve (a learned behaviour: collision) on its sensor stream as your child workflow agent/<id>/nerve/<name>; it moves from deliberate (you decide) to reflex (a learned table) and spends its own budget',
+    writes: true,
+  }),
+
+  // Descendants: the command only asks (after checking what it can); the agent loop starts the
+  // spawn workflow agent/<id>/spawn/<name>, which admits, copies, funds and starts the child.
+  spawn: def({
+    args: z.strictObject({
+      type: z.enum(spawnTypes),
+      name: childNameSchema,
+      goals: spawnGoalsSchema.optional(),
+      budget: spawnBudgetSchema.optional(),
+    }),
+    help: 'give birth to a descendant with its own loop: type clone (a copy of all you have), trained (your diary, concept graph and known peers) or newborn (nothing); all inherit your ethics policies; name becomes its id; goals: its first goals; budget: LF carved from yours; it becomes your peer and the outcome comes as a note',
     writes: true,
   }),
 };

@@ -15,7 +15,10 @@ export interface ContextResponse {
 }
 
 export interface ContextInput {
-  agent: { id: string; name: string; identity?: Record<string, unknown> };
+  /** Context 0: who the agent is (`identity`: persona, values, languages as the `identity` command sets them). */
+  agent: { id: string; name: string; description?: string | null; identity?: Record<string, unknown> };
+  /** Context 0: the thinking method the agent made active, if any. */
+  thinkingMethod?: { name: string; prompt: string };
   tick: number;
   /** Workflow time (ISO), never the activity's wall clock, so a retry renders the same text. */
   now: string;
@@ -37,7 +40,7 @@ export interface ContextInput {
   /** Context 5: results of the previous tick's commands (the entries the agent asked for). */
   commandResults: Array<{ cmdId: string; type: string; status: string; text: string }>;
   /** Context 6. */
-  notes: Array<{ id: number; source: string; priority: number; tags: string[]; text: string }>;
+  notes: Array<{ id: number; source: string; sender?: string; priority: number; tags: string[]; text: string }>;
   notesMode: NotesMode;
   /** Context 7. */
   config: Record<string, unknown>;
@@ -86,6 +89,24 @@ export function selectResponses(all: ContextResponse[], mode: ContextMode, k: nu
 }
 
 
+/** Context 0's lines about the agent itself; identity fields of the wrong shape are left out. */
+function identityLines(agent: ContextInput['agent'], method: ContextInput['thinkingMethod']): string[] {
+  const id = agent.identity ?? {};
+  const str = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
+  const list = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x.trim() !== '') : []);
+  const persona = str(id.persona);
+  const values = list(id.values);
+  const languages = list(id.languages);
+  return [
+    `Your name is ${agent.name} (agent id ${agent.id}).`,
+    ...(str(agent.description) ? [`About you: ${clipText(agent.description!.trim(), 2000)}`] : []),
+    ...(persona ? [`Your persona: ${clipText(persona, 4000)}`] : []),
+    ...(values.length ? [`Your values: ${values.map((v) => clipText(v, 200)).join('; ')}`] : []),
+    ...(languages.length ? [`Your languages: ${languages.join(', ')}`] : []),
+    ...(method ? [`Thinking method in use — ${method.name}: ${clipText(method.prompt, 4000)} (thinking_methods.stop ends it)`] : []),
+  ];
+}
+
 function section(n: number, title: string, body: string[]): string {
   return `## Context ${n} — ${title}\n${body.length ? body.join('\n') : '(none)'}`;
 }
@@ -94,7 +115,7 @@ function section(n: number, title: string, body: string[]): string {
 export function assembleContext(input: ContextInput): AssembledContext {
   const responses = selectResponses(input.responses, input.contextMode, input.recentK, input.contextFilter);
   const system = [
-    section(0, 'who you are', [input.systemPrompt, `Your name is ${input.agent.name} (agent id ${input.agent.id}).`]),
+    section(0, 'who you are', [input.systemPrompt, ...identityLines(input.agent, input.thinkingMethod)]),
     section(1, 'ethics (never break these)', input.ethics.map((e) => `- [${e.severity}] ${e.title}: ${e.rule}`)),
     section(2, 'commands and tools', [
       input.catalogue,
@@ -108,7 +129,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
       ? input.notes.length
         ? [`${input.notes.length} unread note(s), ids ${input.notes.map((n) => n.id).join(', ')} — read them with notes.read`]
         : []
-      : input.notes.map((n) => `- note #${n.id} from ${n.source} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clipText(n.text, 2000)}`);
+      : input.notes.map((n) => `- note #${n.id} from ${n.source}${n.sender ? ` ${n.sender}` : ''} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clipText(n.text, 2000)}`);
 
   const user = [
     section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [

@@ -18,6 +18,8 @@ export const workflowIds = {
   escalation: (id: string) => `escalation/${id}`,
   /** A tool generation: one at a time per agent and capability. */
   tool: (agentId: string, capability: string) => `tool/${agentId}/${capability}`,
+  /** A descendant being born: one spawn per child name of a parent. */
+  spawn: (parentId: string, childName: string) => `agent/${parentId}/spawn/${childName}`,
   /** A nerve of an agent: one run of it at a time. */
   nerve: (agentId: string, name: string) => `agent/${agentId}/nerve/${name}`,
   /**

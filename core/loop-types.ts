@@ -69,8 +69,21 @@ export type LoopEffect =
   | { kind: 'startNerve'; nerve: string; steps: number; seed: number; mode: string; cmdId: string }
   /** `speak`: start a speech workflow `speech/<agentId>/<tick>/<cmdId>` that says `text`. */
   | { kind: 'speak'; text: string; lang?: string; cmdId: string }
+  /** `spawn`: start the spawn workflow `agent/<agentId>/spawn/<name>`, which gives birth to the descendant. */
+  | { kind: 'spawn'; type: 'clone' | 'trained' | 'newborn'; name: string; goals?: string[]; budget?: number; cmdId: string }
   /** A note was delivered to another agent (a peer message): signal its loop `wake` so that an idle peer reads it. */
-  | { kind: 'wakeAgent'; agentId: string };
+  | { kind: 'wakeAgent'; agentId: string }
+  /**
+   * `llm_task.ask`: after the command's transaction, the loop asks one model once (`registryId`,
+   * or the role's failover) and the answer arrives as a note; `key` makes the call and the note idempotent.
+   */
+  | { kind: 'askLlm'; cmdId: string; key: string; question: string; role: 'task' | 'agent'; registryId?: number; model?: string }
+  /**
+   * `stagnation_strategies.use`: the strategy was applied now; the loop measures its effect like an
+   * automatic one (novelty after, two ticks on; not when the tick has no novelty) and gives its
+   * `focus` to the next think.
+   */
+  | { kind: 'measureStrategy'; strategyId: number; metricId: number; tick: number; noveltyBefore: number | null; focus?: string };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

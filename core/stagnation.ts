@@ -175,10 +175,14 @@ export function updateMeanEffect(mean: number, evaluations: number, effect: numb
 }
 
 /** What a strategy does, by its `params.action`. */
-export type StrategyAction = 'note_user' | 'context_mode' | 'flashback' | 'meta_analysis' | 'switch_llm' | 'pause';
+export type StrategyAction = 'note_user' | 'ask_peers' | 'context_mode' | 'flashback' | 'meta_analysis' | 'switch_llm' | 'pause';
 
-/** The built-in strategies seeded per agent (cheap first within each class). */
+/**
+ * The built-in strategies seeded per agent (cheap first within each class). A peer's attention
+ * costs less than the user's: with a peer to ask, it is asked first.
+ */
 export const defaultStrategies: ReadonlyArray<{ name: string; class: StagnationClass; cost: number; description: string; params: { action: StrategyAction; ticks?: number } }> = [
+  { name: 'ask_peers', class: 'no_new_data', cost: 0.5, description: 'ask the most trusted reachable peer for a new angle via a message', params: { action: 'ask_peers' } },
   { name: 'ask_user', class: 'no_new_data', cost: 1, description: 'ask the user for new input via a note', params: { action: 'note_user' } },
   { name: 'switch_context_mode', class: 'no_new_data', cost: 2, description: 'switch the context mode (meditation samples widely)', params: { action: 'context_mode' } },
   { name: 'switch_context_mode_monotone', class: 'monotone_context', cost: 1, description: 'switch the context mode', params: { action: 'context_mode' } },

@@ -11,7 +11,9 @@ import type { ParsedCommand } from './loop-types.js';
 export const structuredReplySchema = {
   type: 'object',
   properties: {
-    thought: { type: 'string' },
+    // Bounded: a small model on the CPU generates ~25–50 tokens/s, and left free it writes a
+    // thought of ~200 tokens every tick (most of the tick's time).
+    thought: { type: 'string', description: 'a short thought, at most 300 characters', maxLength: 300 },
     commands: {
       type: 'array',
       maxItems: 3,

@@ -186,6 +186,11 @@ export interface ValidatorRecord {
   comment?: string;
   latencyMs?: number;
   self?: boolean;
+  /**
+   * A peer agent validating with its own model (`registryId` is that model's row, `trust` this
+   * agent's trust in the peer, `agent_peers.trust`, which its agreement with the consensus moves).
+   */
+  peer?: string;
 }
 
 export interface ValidatorStats {

@@ -56,6 +56,7 @@ function eventPublishers(bus: Bus, dropped: (what: string, err: unknown) => void
     escalation: emit('escalation'),
     verdict: emit('verdict'),
     learning: emit('learning'),
+    message: emit('message'),
   };
 }
 
@@ -98,6 +99,14 @@ export const eventPayloads: { [E in AgentEvent]: (e: AgentEvents[E]) => Omit<Eve
     ...(e.tick !== undefined ? { tick: e.tick } : {}),
   }),
   learning: (e) => ({ predicate: clipText(e.predicate, 200), subject: clipText(e.shardType, 200), object: clipText(argsText(e.args), 2000), confidence: unit(e.confidence) ?? 0 }),
+  message: (e) => ({
+    to: e.to,
+    note_id: e.noteId,
+    tick: e.tick,
+    text: clipText(e.text, 2000),
+    priority: Math.max(0, Math.min(10, Math.round(e.priority))),
+    tags: e.tags.slice(0, 20).map((t) => clipText(t, 64)),
+  }),
 };
 
 /**

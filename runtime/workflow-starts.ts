@@ -8,8 +8,10 @@ import { workflowIds } from '../core/ids.js';
 import { forkBudgetDefaults, type SuccessorForkInput } from '../core/fork.js';
 import type { BudgetSettingsInput } from '../core/lifeforce.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
-import { agentLoopText, forkText } from '../workflows/lib/ui-text.js';
+import { agentLoopText, forkText, spawnText } from '../workflows/lib/ui-text.js';
 import type { successorForkWorkflow } from '../workflows/successor-fork.js';
+import type { SpawnInput } from '../core/society/spawn.js';
+import type { spawnWorkflow } from '../workflows/spawn.js';
 
 /** The task queue the workflows run on. */
 export const workflowTaskQueue = 'mindloop';
@@ -50,5 +52,15 @@ export function startSuccessorFork(
     taskQueue: o.taskQueue ?? workflowTaskQueue,
     args: [input],
     ...forkText({ ...input, from: o.from, wallMs: input.budget?.wallMs ?? forkBudgetDefaults.wallMs }),
+  });
+}
+
+/** Start spawn `agent/<parent>/spawn/<name>`: a descendant of `parentId` is born (the outcome is the workflow's result). */
+export function startSpawn(client: Client, input: SpawnInput & { parentId: string; name: string }, taskQueue = workflowTaskQueue): Promise<WorkflowHandleWithFirstExecutionRunId<typeof spawnWorkflow>> {
+  return client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
+    workflowId: workflowIds.spawn(input.parentId, input.name),
+    taskQueue,
+    args: [input],
+    ...spawnText(input),
   });
 }

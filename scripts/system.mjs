@@ -2,7 +2,7 @@
 // The system part of set-up: what `npm start` and `npm test` need from the machine besides node
 // packages. `start`: a Docker engine and what the sandbox image is built from (busybox-static,
 // gcc with a static libc); `test`: that, a Compose implementation, alsa-utils (its recordings of a
-// human voice feed the speech tests), the Postgres the suite uses (TEST_DATABASE_URL, default
+// human voice feed the speech tests), Chromium (the notebook's page test), the Postgres the suite uses (TEST_DATABASE_URL, default
 // 127.0.0.1:5432) and the NATS with JetStream the bus tests use
 // (TEST_NATS_URL, default 127.0.0.1:4222); all: Python 3 with venv for .tools/ and espeak-ng
 // (the speech engine's voice where no neural one is packaged), and SVOX Pico (its German voice),
@@ -197,6 +197,9 @@ export async function systemPlan(command, env = process.env) {
     // Recordings of a human voice (alsa-utils' channel announcements) for the speech tests.
     if (existsSync(humanSpeechSample)) plan.present.push('alsa-utils speech samples');
     else need(['alsa-utils']);
+    // The browser the notebook's page test drives (playwright-core, no browser download).
+    if (existsSync('/usr/bin/chromium')) plan.present.push('chromium');
+    else need(['chromium']);
     const url = new URL(env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres');
     const host = url.hostname;
     const port = Number(url.port || 5432);

@@ -12,6 +12,8 @@ import { resolveLocalModel } from '../runtime/tools.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesLogged } from './schedules.js';
 import { startWorkerBus } from './bus.js';
+import { startWorkerNotebook, type WorkerNotebook } from './notebook.js';
+import { TickFeed, feedSink } from '../runtime/notebook/index.js';
 
 const env = loadEnvOrExit();
 const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
@@ -22,11 +24,15 @@ const stack = await startStack({ env, log });
 // The bus: NATS_URL, the NATS answering locally, or a nats-server of our own (said in the summary).
 const busStart = await startWorkerBus(env, stack.temporal, log, { embedded: true });
 const workerBus = 'off' in busStart ? undefined : busStart;
-const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { events: workerBus?.events });
+// The notebook's live feed: the bus carries every worker's ticks; without one, this worker tells it directly.
+const feed = new TickFeed(log);
+const running = await startWorkers(env, stack, env.MINDLOOP_QUEUES, { events: workerBus?.events ?? feedSink(feed) });
+let notebook: WorkerNotebook | undefined;
 let shuttingDown = false;
 onStopSignal(async (sig) => {
   shuttingDown = true;
   log(`${sig}: stopping workers, Temporal and Postgres…`);
+  await notebook?.stop();
   await workerBus?.stop();
   await running.shutdown();
   await stack.stop();
@@ -45,6 +51,7 @@ try {
 // Maintenance schedules (decay, abstracts, pruning, cleanup): created once, converged on later starts.
 await applySchedulesLogged(client, log);
 await connection.close();
+notebook = await startWorkerNotebook(env, stack, feed, workerBus?.bus, log);
 
 const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
 const speech = running.speech;
@@ -63,6 +70,7 @@ const rows: Array<[string, string]> = [
   ['Task queues', [...running.workers.keys(), ...(speech.state === 'running' ? [speech.worker.queue] : [])].join(', ')],
   ['Speech', speechRow],
   ['Bus', 'off' in busStart ? `${busStart.off} (\`npx mindloop doctor\`)` : busStart.summary],
+  ['Notebook', notebook.summary],
   ['Local model', model ? `SmolLM2-135M-Instruct (${model})` : 'not installed (npm run setup)'],
   ['Demo agent', 'agent/demo — `npx mindloop note demo "hello"`, `npx mindloop status demo`'],
   ['Data', stack.temporal.embedded || stack.database.embedded ? env.MINDLOOP_DATA_DIR : '(external services)'],
@@ -72,6 +80,7 @@ process.stdout.write(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).joi
 log('running — Ctrl-C stops everything; `npx mindloop --help` for the CLI');
 await running.done.catch((err: unknown) => log(`a worker failed: ${String(err)}`));
 shuttingDown = true;
+await notebook?.stop();
 await workerBus?.stop();
 await running.shutdown();
 await stack.stop();

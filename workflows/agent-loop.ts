@@ -50,8 +50,9 @@ import {
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
-import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, speechText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
+import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, spawnText, speechText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal } from './lib/task-signals.js';
+import { emergencyConsensusTag, nextIsolation, type PeerObservation } from '../core/society/isolation.js';
 // Children are started by type name: importing their modules would make every agent loop
 // evaluate (and hold) their code and schemas too (see workflows/index.ts).
 import type { taskLoopWorkflow } from './task-loop.js';
@@ -59,6 +60,7 @@ import type { toolGenerationWorkflow } from './tool-generation.js';
 import type { escalationWorkflow } from './escalation.js';
 import type { nerveWorkflow, NerveWorkflowInput } from './nerve.js';
 import type { speechWorkflow } from './speech.js';
+import type { spawnWorkflow } from './spawn.js';
 
 type Activities = ReturnType<typeof createActivities>;
 // A few attempts each, then the loop itself rides the outage out (workflows/lib/infra.ts), so
@@ -81,6 +83,8 @@ type ToolEffect = Extract<LoopEffect, { kind: 'generateTool' }>;
 type NerveEffect = Extract<LoopEffect, { kind: 'startNerve' }>;
 type EscalateEffect = Extract<LoopEffect, { kind: 'escalate' }>;
 type SpeakEffect = Extract<LoopEffect, { kind: 'speak' }>;
+type SpawnEffect = Extract<LoopEffect, { kind: 'spawn' }>;
+type AskEffect = Extract<LoopEffect, { kind: 'askLlm' }>;
 
 // ---- messages -------------------------------------------------------------------------------
 
@@ -162,6 +166,8 @@ export interface AgentStatus {
   lastTickFailure: { tick: number; step: string; error: string } | null;
   /** The agent's budget as last seen (null before the first look, or in histories from before the ledger). */
   lifeforce: LifeforceStatus | null;
+  /** Its peers as the last tick saw them, and since when it is isolated (`since` null: it is not). */
+  isolation: CarryOver['isolation'];
 }
 
 /** What the status shows of the agent's lifeforce. */
@@ -345,6 +351,7 @@ class AgentLoop {
       queuedNotes: state.pendingNotes.length,
       lastTickFailure: this.lastTickFailure,
       lifeforce: this.lifeforce,
+      isolation: state.isolation,
     };
   }
 
@@ -494,6 +501,7 @@ class AgentLoop {
     const thought = await this.think(tick);
     if (!thought) return false;
     await this.endOutage(`${thought.provider}:${thought.model}`);
+    await this.followPeers(thought.peers, tick);
     state.tick = tick;
     state.counters.ticks++;
     state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
@@ -603,6 +611,9 @@ class AgentLoop {
           allowedCmdIds: verdict.allowedCmdIds,
           ...(verdict.held ? { heldReasons: verdict.held } : {}),
           rating: verdict.rating,
+          // Decided with no peer to consult: marked for later review. (An activity's input is
+          // not part of what replay compares.)
+          ...(this.state.operatingMode === 'isolated' ? { tags: [emergencyConsensusTag] } : {}),
         }),
       );
     } catch (err) {
@@ -652,6 +663,12 @@ class AgentLoop {
     // speech-v1: `speak` starts a speech workflow; older histories have no speak effects.
     const speeches = applied.flatMap((o) => o.effects.filter((e): e is SpeakEffect => e.kind === 'speak'));
     if (speeches.length > 0 && patched('speech-v1')) for (const e of speeches) await this.startSpeech(e, tick);
+    // spawn-v1: `spawn` starts the spawn workflow of a descendant; older histories have no spawn effects.
+    const spawns = applied.flatMap((o) => o.effects.filter((e): e is SpawnEffect => e.kind === 'spawn'));
+    if (spawns.length > 0 && patched('spawn-v1')) for (const e of spawns) await this.startSpawn(e, tick);
+    // llm-task-ask-v1: `llm_task.ask` asks a model once, after its command committed; older histories have no askLlm effects.
+    const asks = applied.flatMap((o) => o.effects.filter((e): e is AskEffect => e.kind === 'askLlm'));
+    if (asks.length > 0 && patched('llm-task-ask-v1')) for (const e of asks) await this.askLlm(e, tick);
     await this.wakeAgents(applied.flatMap((o) => o.effects));
   }
 
@@ -824,7 +841,9 @@ class AgentLoop {
   private async endOutage(model: string): Promise<void> {
     const { state } = this;
     if (state.operatingMode !== 'core_outage') return;
-    state.operatingMode = 'normal';
+    // Core Outage takes precedence over Isolated: an agent isolated before it is isolated after.
+    const mode = state.isolation.since !== null ? 'isolated' : 'normal';
+    state.operatingMode = mode;
     await this.guard('logProcess', () =>
       db.logProcess({
         agentId: this.agentId,
@@ -833,10 +852,39 @@ class AgentLoop {
         status: 'close',
         message: `recovered: ${model} answers after ${this.outage?.attempts ?? 0} probe(s)`,
         tick: state.tick,
-        mode: 'normal',
+        mode,
       }),
     );
     this.outage = null;
+  }
+
+  /**
+   * Isolated mode: an agent with known peers that reaches none of them for `isolation_ticks`
+   * ticks in a row goes on alone (its applied commands are tagged `emergency_consensus`); a
+   * reachable peer ends it. Entering and leaving are logged (process_log, kind `isolation`)
+   * with the agent row's operating_mode. isolation-v1: histories from before it carry no peer
+   * observations, and only a change of mode issues commands.
+   */
+  private async followPeers(peers: PeerObservation | undefined, tick: number): Promise<void> {
+    const { agentId, state } = this;
+    if (!peers) return;
+    const step = nextIsolation(state.isolation, peers, new Date().toISOString(), tick);
+    if (step.change === null) {
+      state.isolation = step.state;
+      return;
+    }
+    if (!patched('isolation-v1')) return;
+    const was = state.isolation;
+    state.isolation = step.state;
+    const entering = step.change === 'enter';
+    const mode = entering ? 'isolated' : 'normal';
+    if (state.operatingMode !== 'core_outage') state.operatingMode = mode;
+    const message = entering
+      ? `isolated: none of ${peers.known} known peer(s) reachable for ${step.state.unreachableTicks} tick(s); going on alone, applied commands tagged ${emergencyConsensusTag}`
+      : peers.known === 0
+        ? `no longer isolated: no known peers any more (isolated since tick ${was.sinceTick ?? '?'})`
+        : `no longer isolated: ${peers.reachable} peer(s) reachable again (${peers.reachableIds.join(', ')}); isolated since tick ${was.sinceTick ?? '?'}`;
+    await this.guard('logProcess', () => db.logProcess({ agentId, processId: 'isolation', kind: 'isolation', status: entering ? 'warning' : 'close', message: clean(message), tick, mode }));
   }
 
   /** Run one `shell` command in the sandbox and record its output for the next tick's context. */
@@ -919,6 +967,28 @@ class AgentLoop {
   }
 
   /**
+   * The agent's `spawn`: the spawn workflow `agent/<id>/spawn/<name>` (it outlives this run; the
+   * child it gives birth to runs its own loop, and the outcome comes back as a note and a wake).
+   */
+  private async startSpawn(e: SpawnEffect, tick: number): Promise<void> {
+    const { agentId } = this;
+    const requestedBy = { workflowId: this.selfId, tick, cmdId: e.cmdId };
+    const input = { parentId: agentId, type: e.type, name: e.name, ...(e.goals ? { goals: e.goals } : {}), ...(e.budget !== undefined ? { budget: e.budget } : {}), requestedBy };
+    try {
+      await startChild<typeof spawnWorkflow>('spawnWorkflow', {
+        workflowId: workflowIds.spawn(agentId, e.name),
+        args: [input],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...this.childPriority(),
+        ...spawnText(input),
+      });
+    } catch (err) {
+      // Already under way (a retried tick): that spawn goes on, and its note will come.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log.warn('spawn not started', { name: e.name, error: String(err) });
+    }
+  }
+
+  /**
    * An audio note: check that the file is audio the engine can take (the update fails, naming
    * the problem, when it is not), then start its transcription as a child that outlives this
    * run. Its text comes back through `addNote`, which stores it and wakes the loop.
@@ -945,6 +1015,23 @@ class AgentLoop {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw ApplicationFailure.create({ type: 'NoteRefused', message: `audio note not taken: the transcription did not start (${failureMessage(err)})`, nonRetryable: true });
     }
     return { noteId: null, transcribing: { workflowId } };
+  }
+
+  /**
+   * `llm_task.ask`: one question to one model, its answer stored as a note before the next tick
+   * (which therefore reads it). An outage of the database is ridden out; the activity itself
+   * turns a model that does not answer into a note saying so.
+   */
+  private async askLlm(e: AskEffect, tick: number): Promise<void> {
+    try {
+      const r = await this.guard('askLlmOnce', () =>
+        llmAt(this.lifeforce?.priorityKey).askLlmOnce({ agentId: this.agentId, tick, workflowId: this.selfId, cmdId: e.cmdId, key: e.key, question: e.question, role: e.role, ...(e.registryId !== undefined ? { registryId: e.registryId } : {}), ...(e.model ? { model: e.model } : {}) }),
+      );
+      this.state.pendingWake = true;
+      log.info('llm_task.ask answered', { cmdId: e.cmdId, noteId: r.noteId, answered: r.answered });
+    } catch (err) {
+      log.warn('llm_task.ask not answered', { cmdId: e.cmdId, error: failureMessage(err) });
+    }
   }
 
   /** Start escalationWorkflow `escalation/<id>` (it outlives this run; its answer comes back as a note + wake). */

@@ -13,6 +13,7 @@ import type * as Escalation from './escalation.js';
 import type * as Maintenance from './maintenance.js';
 import type * as Nerve from './nerve.js';
 import type * as ProvisionAgent from './provision-agent.js';
+import type * as Spawn from './spawn.js';
 import type * as Speech from './speech.js';
 import type * as SuccessorFork from './successor-fork.js';
 import type * as TaskLoop from './task-loop.js';
@@ -32,6 +33,7 @@ export const campaignWorkflow = lazy('campaignWorkflow', () => (require('./campa
 export const toolGenerationWorkflow = lazy('toolGenerationWorkflow', () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow);
 export const successorForkWorkflow = lazy('successorForkWorkflow', () => (require('./successor-fork.js') as typeof SuccessorFork).successorForkWorkflow);
 export const nerveWorkflow = lazy('nerveWorkflow', () => (require('./nerve.js') as typeof Nerve).nerveWorkflow);
+export const spawnWorkflow = lazy('spawnWorkflow', () => (require('./spawn.js') as typeof Spawn).spawnWorkflow);
 export const speechWorkflow = lazy('speechWorkflow', () => (require('./speech.js') as typeof Speech).speechWorkflow);
 export const escalationWorkflow = lazy('escalationWorkflow', () => (require('./escalation.js') as typeof Escalation).escalationWorkflow);
 export const learningDecayWorkflow = lazy('learningDecayWorkflow', () => (require('./maintenance.js') as typeof Maintenance).learningDecayWorkflow);

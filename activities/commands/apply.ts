@@ -59,6 +59,8 @@ export interface ApplyCommandsInput {
   rating?: number | null;
   /** A human approved these commands through this escalation: danger checks do not hold them again. */
   approvedBy?: string;
+  /** Marks for later review on the rows of the commands that are applied (`emergency_consensus`: decided in Isolated mode). */
+  tags?: string[];
 }
 
 type Status = CommandOutcome['status'];
@@ -220,12 +222,12 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
     return { ...held, effects: [e] };
   }
 
-  let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult };
+  let applied: { duplicate: true } | { duplicate: false; result: CommandLogResult; committed?: () => void };
   try {
     applied = await deps.db.transaction(async (tx) => {
       const inserted = await tx
         .insert(commandLog)
-        .values(values)
+        .values(input.tags?.length ? { ...values, tags: input.tags } : values)
         .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
         .returning({ id: commandLog.id });
       // Already recorded by an earlier attempt (or one running concurrently, which this insert waited for).
@@ -237,6 +239,7 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
         mode: input.mode,
         logCmdId: key,
         prices: deps.prices ?? defaultPrices,
+        ...(deps.events ? { events: deps.events } : {}),
         ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
         ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
         ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
@@ -245,7 +248,7 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
       const out = await handler(ctx, command.args);
       const result = toStored(out);
       await tx.update(commandLog).set({ result }).where(eq(commandLog.id, inserted[0].id));
-      return { duplicate: false as const, result };
+      return { duplicate: false as const, result, ...(out.committed ? { committed: out.committed } : {}) };
     });
   } catch (err) {
     // An outage: the whole activity retries; applied commands come back as duplicates.
@@ -254,6 +257,7 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
     return record(deps, values, 'error', errorText(err), cmd.cmdId);
   }
   if (applied.duplicate) return storedOutcome(deps, input.agentId, input.tick, key, cmd);
+  tellCommitted(applied.committed, cmd);
   if (spec.writes) await deps.hooks?.afterWrite?.(cmd);
   return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
 }
@@ -331,6 +335,16 @@ export function createCommandActivities(deps: CommandDeps) {
     /** Validate and apply one tick's commands; idempotent on (agent, tick, cmd_id). */
     applyCommands: (input: ApplyCommandsInput) => applyCommands(deps, input),
   };
+}
+
+/** A handler's after-commit step: what it throws is logged, never fails the committed command. */
+function tellCommitted(committed: (() => void) | undefined, cmd: ParsedCommand): void {
+  if (!committed) return;
+  try {
+    committed();
+  } catch (err) {
+    activityLog().warn(`${cmd.type} (${cmd.cmdId}): observers not told: ${errorText(err)}`);
+  }
 }
 
 /** The activity's logger; outside an activity (a direct call, a CLI), the console. */

@@ -196,7 +196,7 @@ export const taskHandlers: HandlerMap<FamilyTypes<'tasks'>> = {
   },
 };
 
-export const llmTaskHandlers: HandlerMap<FamilyTypes<'llm_task'>> = {
+export const llmTaskHandlers: HandlerMap<'llm_task.start' | 'llm_task.stop'> = {
   async 'llm_task.start'({ tx, agentId }, a) {
     let task: Task;
     if (a.task_id !== undefined) {

@@ -10,10 +10,14 @@ import { noteHandlers } from './notes.js';
 import { processHandlers } from './processes.js';
 import { shellHandlers } from './shell.js';
 import { speechHandlers } from './speech.js';
+import { spawnHandlers } from './spawn.js';
 import { toolHandlers } from './tools.js';
 import { nerveHandlers } from './nerves.js';
 import { escalationHandlers } from './escalations.js';
 import { factHandlers, withFactResolution } from './facts.js';
+import { identityHandlers, peerHandlers, reputationHandlers } from './peers.js';
+import { stagnationStrategyHandlers, tagHandlers, thinkingMethodHandlers } from './methods.js';
+import { askHandlers, registryHandlers } from './registry.js';
 import type { HandlerMap } from './shared.js';
 
 export const handlers: HandlerMap<CommandType> = {
@@ -36,8 +40,17 @@ export const handlers: HandlerMap<CommandType> = {
   ...processHandlers,
   ...shellHandlers,
   ...speechHandlers,
+  ...spawnHandlers,
   ...escalationHandlers,
   ...toolHandlers,
+  ...askHandlers,
+  ...peerHandlers,
+  ...reputationHandlers,
+  ...identityHandlers,
+  ...tagHandlers,
+  ...registryHandlers,
+  ...thinkingMethodHandlers,
+  ...stagnationStrategyHandlers,
 };
 
 export { CommandError, type HandlerContext, type HandlerResult, type Tx } from './shared.js';

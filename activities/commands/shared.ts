@@ -9,6 +9,7 @@ import type { LoopEffect } from '../../core/loop-types.js';
 import type { Db } from '../../db/client.js';
 import type { PriceTable } from '../../core/lifeforce.js';
 import type { DangerRule } from '../../core/danger-zones.js';
+import type { AgentEventSink } from '../agent-events.js';
 
 /** The transaction a command is applied in (its command_log row is in the same one). */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -26,6 +27,8 @@ export interface HandlerContext {
   dangerRules?: readonly DangerRule[];
   /** Lifeforce prices (`shell` holds its sandbox run's worst case). */
   prices: PriceTable;
+  /** Told of what a command did (a peer message) once its transaction committed; see `HandlerResult.committed`. */
+  events?: AgentEventSink;
 }
 
 export interface HandlerResult {
@@ -34,6 +37,11 @@ export interface HandlerResult {
   /** Full result of a read, shown in the next tick's context (capped at 8 KB when stored). */
   text?: string;
   effects?: LoopEffect[];
+  /**
+   * Runs once the command's transaction committed (never on a retry that finds it applied):
+   * tells observers (the bus) of what is now durable. It must return at once; what it throws is logged.
+   */
+  committed?: () => void;
 }
 
 export type Handler<T extends CommandType> = (ctx: HandlerContext, args: ArgsOf<T>) => Promise<HandlerResult>;

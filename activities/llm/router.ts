@@ -30,7 +30,7 @@ export interface LlmRouterDeps {
   toolsDir: string;
   /** Replace the chat model built for a provider (tests, custom clients). */
   factories?: Partial<Record<LlmProvider, ChatModelFactory>>;
-  /** Per-attempt timeout; a row's `params.timeoutMs` wins. Default 60 s. */
+  /** Per-attempt timeout; a row's `params.timeoutMs` wins, and a local row's follows its measured speed. Default 60 s. */
   timeoutMs?: number;
   /** CPU threads for the local model (default: half the cores). */
   localThreads?: number;
@@ -213,7 +213,8 @@ async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, b
     model = modelFor(router, row);
     const { timeoutMs, maxReplyBytes, ...defaults } = rowParams(row);
     const params: ChatParams = { ...defaults, ...req.params };
-    const ms = timeoutMs ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
+    // The local model's time follows its measured speed (a busy machine makes it slow, not out).
+    const ms = timeoutMs ?? model.timeoutMs?.(req.messages, params) ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
     timeout = { ms, signal: AbortSignal.timeout(ms) };
     const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
     const reply = await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) });
@@ -252,7 +253,7 @@ async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntr
     ok: true,
     reply: text,
     // The tool calls are part of the answer: a replay by the key must return them too.
-    metadata: { ...base.metadata, endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}) },
+    metadata: { ...base.metadata, endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}), ...(answer.local ? { local: answer.local } : {}) },
   };
   // The partial unique index on (request_key) where ok decides which attempt answered first.
   const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });

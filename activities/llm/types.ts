@@ -39,6 +39,11 @@ export interface ChatModel {
   /** Human-readable identity, e.g. `openai:gpt-4o-mini@https://api.openai.com/v1`. */
   id: string;
   invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<ChatReply>;
+  /**
+   * How long this call may take, when the model knows better than a fixed timeout (the local
+   * model: from its measured speed). A row's `params.timeoutMs` still wins.
+   */
+  timeoutMs?(messages: ChatMessage[], params: ChatParams): number;
 }
 
 /** One model answer: the text, the provider's token counts, and the native tool calls it made. */
@@ -47,6 +52,8 @@ export interface ChatReply {
   usage: TokenUsage;
   /** Only from providers that bind `ChatMeta.tools` (OpenAI-compatible, Anthropic); absent otherwise. */
   toolCalls?: ChatToolCall[];
+  /** The local model's measurement of the call (recorded in `llm_calls.metadata.local`). */
+  local?: { evaluatedPromptTokens: number; promptEvalMs: number; genTokens: number; genMs: number };
 }
 
 /**

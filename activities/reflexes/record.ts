@@ -27,6 +27,8 @@ import { agentConfig, antiStagnationMetrics, llmRecentResponses, llmRegistry, no
 import { manageMemory } from './memory-manager.js';
 import { reflexSettings } from './settings.js';
 import { applyStrategy, diagnosisInput } from './stagnation.js';
+import { recordPeerValidatorTrust } from './peers.js';
+import { peerToAsk } from '../../core/society/isolation.js';
 import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from './tick-reflexes.js';
 
 /** Facts stated below this confidence need a fact-check. */
@@ -82,13 +84,22 @@ async function evaluateStrategy(tx: Db, d: ReflexDecisions): Promise<void> {
 /** Stagnation: diagnose it, choose the strategy with the best record for the diagnosis, apply it. */
 async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: ReflexView, d: ReflexDecisions, effects: LoopEffect[]) {
   let strategies = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.agentId, input.agentId)).orderBy(asc(stagnationStrategies.id));
-  if (strategies.length === 0) {
-    strategies = await tx
+  // The built-in strategies an agent lacks are seeded by name: all of them for a new agent, the
+  // ones added since for an older one. A strategy it has keeps its record (to retire a built-in
+  // one, disable it: a deleted one comes back).
+  const have = new Set(strategies.map((s) => s.name));
+  const missing = defaultStrategies.filter((s) => !have.has(s.name));
+  if (missing.length > 0) {
+    const added = await tx
       .insert(stagnationStrategies)
-      .values(defaultStrategies.map((s) => ({ agentId: input.agentId, name: s.name, class: s.class, cost: s.cost, description: s.description, params: s.params })))
+      .values(missing.map((s) => ({ agentId: input.agentId, name: s.name, class: s.class, cost: s.cost, description: s.description, params: s.params })))
       .onConflictDoNothing()
       .returning();
+    strategies = [...strategies, ...added];
   }
+  // Asking a peer needs a reachable one (none while isolated): otherwise it is no candidate.
+  const canAskPeer = peerToAsk(view.peers, Date.now()) !== null;
+  const candidates = strategies.filter((s) => canAskPeer || (s.params as { action?: StrategyAction }).action !== 'ask_peers');
   const [diag, evaluated] = await Promise.all([
     diagnosisInput(tx, input, view.previous),
     tx
@@ -99,9 +110,9 @@ async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: Refle
   ]);
   const diagnosis: StagnationClass = diagnose(diag);
   const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
-  const chosen = chooseStrategy(strategies.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);
+  const chosen = chooseStrategy(candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);
   if (!chosen) return { diagnosis, pending: null };
-  const applied = await applyStrategy(tx, input, chosen.params as { action?: StrategyAction; ticks?: number }, view.reply.llmRegistryId);
+  const applied = await applyStrategy(tx, input, chosen.params as { action?: StrategyAction; ticks?: number }, view.reply.llmRegistryId, { peers: view.peers, novelty: d.novelty, thinking: view.reply.parsed.body });
   effects.push(...applied.effects);
   if (applied.focus) d.focus = applied.focus;
   await tx.update(stagnationStrategies).set({ uses: sql`${stagnationStrategies.uses} + 1`, lastUsedAt: new Date() }).where(eq(stagnationStrategies.id, chosen.id));
@@ -120,6 +131,11 @@ async function updateTrusts(tx: Db, input: TickReflexesInput, d: ReflexDecisions
     const trust = updateTrust(r.trust, r.rating!, d.agg.rating, defaultTrustPolicy);
     const excluded = isExcluded(trust, defaultTrustPolicy);
     if (trust === r.trust && !excluded) continue; // nothing moved: no write (the common, agreeing case)
+    // A peer validator's weight is the agent's trust in the peer: the link's trust moves.
+    if (r.peer !== undefined) {
+      await recordPeerValidatorTrust(tx, input, r, trust, excluded, d.partial.notes);
+      continue;
+    }
     await tx
       .update(llmRegistry)
       .set({ trust, ...(excluded ? { excluded: true, excludedReason: `trust ${trust} below ${defaultTrustPolicy.exclude}: far from the consensus` } : {}), updatedAt: sql`${llmRegistry.updatedAt}` })

@@ -11,3 +11,10 @@ export function reflexSettings(cfg: Record<string, unknown>) {
     autoPassDestructive: cfg.auto_pass_destructive === true,
   };
 }
+
+/**
+ * Output caps of the mini-prompts: each answers a line or a small JSON object (emotion lines,
+ * the novelty JSON, `+2 -- comment`). A small model left at a larger cap rambles to it, and on
+ * the CPU every generated token costs ~20 ms.
+ */
+export const miniPromptMaxTokens: Record<string, number> = { emotion: 32, novelty: 96, validate: 40 };

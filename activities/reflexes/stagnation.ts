@@ -7,6 +7,9 @@ import type { StrategyAction } from '../../core/stagnation.js';
 import type { Db } from '../../db/client.js';
 import { antiStagnationMetrics, concepts, diaryEntries, llmMemory, llmRegistry, notes, processLog } from '../../db/schema/index.js';
 import type { TickReflexesInput } from './tick-reflexes.js';
+import { askPeerForAngle } from './peers.js';
+import type { PeerPresence } from '../../core/society/isolation.js';
+import { readPeerPresence } from '../../db/queries/peer-presence.js';
 
 /** Emotions that read as tiredness (a radical pause helps). */
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
@@ -37,8 +40,17 @@ export async function diagnosisInput(tx: Db, input: Pick<TickReflexesInput, 'age
   };
 }
 
-export async function applyStrategy(tx: Db, input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>, p: { action?: StrategyAction; ticks?: number }, ownId: number | null): Promise<{ effects: LoopEffect[]; focus?: string; detail: string }> {
+export async function applyStrategy(
+  tx: Db,
+  input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'> & { workflowId?: string },
+  p: { action?: StrategyAction; ticks?: number },
+  ownId: number | null,
+  /** What asking a peer tells it (the reflexes pass the tick's snapshot; without it the peers are read now). */
+  peerCtx?: { peers: readonly PeerPresence[]; novelty: number | null; thinking: string },
+): Promise<{ effects: LoopEffect[]; focus?: string; detail: string }> {
   switch (p.action) {
+    case 'ask_peers':
+      return askPeerForAngle(tx, input, peerCtx ?? { peers: await readPeerPresence(tx, input.agentId), novelty: null, thinking: '' });
     case 'note_user':
       await tx.insert(notes).values({ agentId: input.agentId, direction: 'out', source: 'agent', recipient: 'user', priority: 2, tags: ['anti_stagnation'], text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?' });
       return { effects: [], detail: 'asked the user for input' };

@@ -21,11 +21,13 @@ import type { Db } from '../../db/client.js';
 import { concepts, diaryEntries, goals, links, llmMemory, tasks, type EthicsPolicy as EthicsPolicyRow, type LlmRegistryEntry } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
-import { rowsFor, type ChatRequest, type LlmRouter } from '../llm/index.js';
+import { rowsFor, type ChatRequest, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { readTickReply, reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
 import { recordReflexes } from './record.js';
+import { askPeerValidator, chosenPeerValidators, loadPeerValidators, peerValidationKey, peerValidatorBase } from './peers.js';
+import type { PeerPresence } from '../../core/society/isolation.js';
 import type { AgentEventSink } from '../agent-events.js';
-import { reflexSettings } from './settings.js';
+import { miniPromptMaxTokens, reflexSettings } from './settings.js';
 
 export interface ReflexDeps {
   db: Db;
@@ -103,6 +105,8 @@ export interface ReflexView {
   config: Record<string, unknown>;
   registry: LlmRegistryEntry[];
   policies: EthicsPolicy[];
+  /** Known peers and what tells whether they are reachable (peer validators, `ask_peers`). */
+  peers: PeerPresence[];
 }
 
 /** The tick's snapshot (think's, on this worker; else read now and kept for applyCommands). */
@@ -121,6 +125,7 @@ async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<Ref
     config: snapshot.config,
     registry: snapshot.registry,
     policies: snapshot.ethics.map(toPolicy),
+    peers: snapshot.peers,
   };
 }
 
@@ -153,18 +158,21 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
   const { llm } = deps;
   const validatorTimeoutMs = deps.validatorTimeoutMs ?? 10_000;
   const validatorRows = rowsFor(view.registry, 'validator');
+  const chosenPeers = chosenPeerValidators(view.config, view.peers);
   // One query for the earlier answers to this tick's keys: a retried activity pays no call twice.
-  const preloaded: Preloaded = {
-    registry: view.registry,
-    previous: await llm.previousCalls([keyOf(input, 'emotion'), keyOf(input, 'novelty'), ...validatorRows.map((v) => keyOf(input, 'validate', v.id))]),
-  };
+  // The peer validators' models are read beside it.
+  const [previous, peerValidators] = await Promise.all([
+    llm.previousCalls([keyOf(input, 'emotion'), keyOf(input, 'novelty'), ...validatorRows.map((v) => keyOf(input, 'validate', v.id)), ...chosenPeers.map((p) => peerValidationKey(input, p.peerAgentId))]),
+    loadPeerValidators(llm, chosenPeers),
+  ]);
+  const preloaded: Preloaded = { registry: view.registry, previous };
   const ask = (purpose: string, role: 'emotion' | 'novelty' | 'validator' | 'agent', content: string, registryId?: number, signal?: AbortSignal) =>
     llm.chat({
       preloaded,
       agentId: input.agentId,
       role,
       messages: [{ role: 'user', content }],
-      params: { maxTokens: 200, temperature: 0.2 },
+      params: { maxTokens: miniPromptMaxTokens[purpose] ?? 64, temperature: 0.2 },
       tick: input.tick,
       workflowId: input.workflowId,
       purpose,
@@ -197,12 +205,11 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
   })();
   // The validators rate the reply against the agent's policies, not only the universal question.
   const question = validatorQuestion(clipText(content, 6000), view.policies);
-  const validatorTasks = validatorRows.map(async (v): Promise<ValidatorRecord> => {
-    const self = ownId !== null && v.id === ownId;
-    const base = { registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) };
+  // One validator's answer (a registry row, or a peer agent's model) as its record; never throws.
+  const rate = async (base: Omit<ValidatorRecord, 'status'>, call: (signal: AbortSignal) => Promise<ChatResult>): Promise<ValidatorRecord> => {
     const started = performance.now();
     try {
-      const r = await ask('validate', 'validator', question, v.id, AbortSignal.timeout(validatorTimeoutMs));
+      const r = await call(AbortSignal.timeout(validatorTimeoutMs));
       const latencyMs = r.replayed ? r.latencyMs : Math.round(performance.now() - started);
       const a = parseValidatorAnswer(r.text);
       if (!a.ok) return { ...base, status: 'malformed', comment: clipText(a.error, 100), latencyMs };
@@ -212,7 +219,14 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
       const latencyMs = Math.round(performance.now() - started);
       return { ...base, status: /timed out|timeout|abort/i.test(msg) ? 'timeout' : 'error', comment: clipText(msg.trim(), 100), latencyMs };
     }
-  });
+  };
+  const validatorTasks = [
+    ...validatorRows.map((v) => {
+      const self = ownId !== null && v.id === ownId;
+      return rate({ registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) }, (signal) => ask('validate', 'validator', question, v.id, signal));
+    }),
+    ...peerValidators.map((v) => rate(peerValidatorBase(v), (signal) => askPeerValidator(llm, input, v, question, previous, signal))),
+  ];
   const [emo, nov, records] = await withHeartbeat(() => Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]));
   return { emo, nov, records, validatorRows };
 }
@@ -262,7 +276,8 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
   const ideas: Ideas = nov?.ok ? nov.ideas : { new: [], refined: [], discarded: [] };
 
   // ---- validation ----
-  const mode = validationMode(validatorRows.map((v) => ({ self: ownId !== null && v.id === ownId })));
+  // Every validator asked counts (registry rows and peers), answered or not.
+  const mode = validationMode([...validatorRows.map((v) => ({ self: ownId !== null && v.id === ownId })), ...records.filter((r) => r.peer !== undefined)]);
   const answered = records.filter((r) => r.status === 'ok' && r.rating !== undefined);
   const agg = aggregate(answered.map((r) => ({ id: r.registryId, rating: r.rating!, trust: r.trust, self: r.self })));
   // Rules that read the row a command acts on (was this entry the user's?) get its facts first.

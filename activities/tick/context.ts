@@ -9,7 +9,7 @@ import { assembleContext, defaultSystemPrompt, type AssembledContext, type Conte
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
-import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks } from '../../db/schema/index.js';
+import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks, thinkingMethods } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/apply.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
@@ -98,13 +98,19 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
     // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
     llm.previousCalls([thinkKey(input)]),
+    // The thinking method the agent made active (thinking_methods.use): its prompt is in context 0.
+    db
+      .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
+      .from(thinkingMethods)
+      .where(and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)))
+      .limit(1),
   ]);
 }
 
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  const [snapshot, prompts, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, toolDefs, previousCalls] = await readContextRows(deps, input);
+  const [snapshot, prompts, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, toolDefs, previousCalls, [method]] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
   const ownTask = input.mode === 'task' && input.taskId !== undefined ? taskRows[0] : undefined;
@@ -113,7 +119,8 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     : input.focus;
   const limit = contextLimit(input.loop);
   const context = assembleContext({
-    agent: { id: snapshot.agent.id, name: snapshot.agent.name, identity: snapshot.agent.identity },
+    agent: { id: snapshot.agent.id, name: snapshot.agent.name, description: snapshot.agent.description, identity: snapshot.agent.identity },
+    ...(method ? { thinkingMethod: method } : {}),
     tick,
     now: input.now,
     systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
@@ -132,7 +139,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
     openProcesses: processes.map((p) => ({ processId: p.processId, name: p.name, status: p.status, message: p.message })),
     commandResults: results.map((c) => ({ cmdId: c.cmdId, type: c.type, status: c.status, text: commandResultText(c) })),
-    notes: noteRows.map((n) => ({ id: n.id, source: n.source, priority: n.priority, tags: n.tags, text: n.text })),
+    notes: noteRows.map((n) => ({ id: n.id, source: n.source, ...(n.sender ? { sender: n.sender } : {}), priority: n.priority, tags: n.tags, text: n.text })),
     notesMode: input.loop.notesMode,
     config: snapshot.config,
     memory: memory.map((m) => ({ id: m.id, title: m.title, content: m.content, pinned: m.pinned })),

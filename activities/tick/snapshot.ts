@@ -16,6 +16,8 @@ import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
+import { peerPresenceSql } from '../../db/queries/peer-presence.js';
+import type { PeerPresence } from '../../core/society/isolation.js';
 import { agentConfig, agents, ethicsPolicies, llmRecentResponses, type Agent, type EthicsPolicy as EthicsPolicyRow } from '../../db/schema/index.js';
 import type { LlmRegistryEntry } from '../../db/schema/index.js';
 import type { LlmRouter } from '../llm/index.js';
@@ -56,6 +58,8 @@ export interface AgentSnapshot {
   learnings: LoadedLearning[];
   /** Replies before this tick, newest first (see `previousRepliesQuery`). */
   previous: PreviousReply[];
+  /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
+  peers: PeerPresence[];
   /** This tick's reply once think recorded it here; undefined on another worker or after a restart. */
   reply?: TickReply;
 }
@@ -93,15 +97,15 @@ export async function readPreviousReplies(db: Db, agentId: string, tick: number,
 
 /** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
 export async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
-  const [[agent], config, ethics, registry, learnings, previous] = await Promise.all([
-    db.select().from(agents).where(eq(agents.id, agentId)),
+  const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
+    db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)),
     db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)),
     db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id)),
     llm.registry(agentId),
     loadLearnings(db, { agentId, limit: learningLimit }),
     readPreviousReplies(db, agentId, tick, contextLimit),
   ]);
-  return { agentId, tick, agent, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings, previous };
+  return { agentId, tick, agent: row?.agent, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings, previous, peers: row?.peers ?? [] };
 }
 
 /** The tick's reply as the reflexes and applyCommands read it when no snapshot has it. */

@@ -7,6 +7,8 @@ import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js
 import type { AssembledContext } from '../../core/context.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, ParsedReply, TagFilter } from '../../core/loop-types.js';
 import { boundForHistory } from '../../core/payload-caps.js';
+import { configKeys } from '../../core/catalogue.js';
+import { observePeers, type PeerObservation } from '../../core/society/isolation.js';
 import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
 import { clipText } from '../../core/sanitize.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
@@ -59,6 +61,8 @@ export interface ThinkResult {
   taskStatus?: string;
   /** The ledger's charge for this tick's call and what the budget has left. */
   lifeforce?: { budgetId: string; charged: number; available: number | null };
+  /** Main loop: the agent's peers as this tick found them (the loop's Isolated mode follows them). */
+  peers?: PeerObservation;
   replayed: boolean;
 }
 
@@ -203,13 +207,23 @@ async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: 
   });
 }
 
+/**
+ * The main loop's view of its peers, from the snapshot's read of the agent row (no query of its
+ * own). Reachability is judged by the worker's clock, the clock that wrote the peers' rows.
+ */
+function peersSeen(input: ThinkInput, loaded: LoadedContext): { peers?: PeerObservation } {
+  if (input.mode !== 'main') return {};
+  const n = configKeys.isolation_ticks.schema.safeParse(loaded.snapshot.config.isolation_ticks);
+  return { peers: observePeers(loaded.snapshot.peers, Date.now(), n.success ? n.data : configKeys.isolation_ticks.default) };
+}
+
 /** A retried tick whose reply is already recorded: the same result, from the stored text. */
 async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: LoadedContext, row: typeof llmRecentResponses.$inferSelect): Promise<ThinkResult> {
   await intervalAbstract(deps.db, input, loaded.abstractEvery);
   loaded.snapshot.reply = tickReplyOf(row);
   const { parsed } = loaded.snapshot.reply;
   // The same caps as the first attempt's result: it rides through history too.
-  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, replayed: true });
+  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
 }
 
 /** One tick's thinking (see the module comment). */
@@ -259,6 +273,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     promptChars: context.chars,
     ...(loaded.taskStatus !== undefined ? { taskStatus: loaded.taskStatus } : {}),
     ...(reply.lifeforce ? { lifeforce: reply.lifeforce } : {}),
+    ...peersSeen(input, loaded),
     replayed: false,
   });
 }

@@ -61,6 +61,18 @@ const agentLearningV1 = z.strictObject({
   confidence: z.number().min(0).max(1),
 });
 
+/** `high.agent.<id>.message`: the agent sent a peer a message (stored as a note on the receiver). */
+const agentMessageV1 = z.strictObject({
+  agent_id: agentId,
+  to: agentId,
+  /** The receiver's note id. */
+  note_id: z.number().int().positive(),
+  tick,
+  text: shortText(2000),
+  priority: z.number().int().min(0).max(10),
+  tags: z.array(shortText(64)).max(20),
+});
+
 /** `command.agent.<id>.note`: a note for the agent (its workflow's `addNote` update). */
 const agentNoteV1 = z.strictObject({
   text: z.string().trim().min(1).max(16_000),
@@ -112,6 +124,7 @@ export const messageCatalogue = {
   AgentEscalation: { namespace: 'high', stable: [agentEscalationV1] },
   AgentVerdict: { namespace: 'high', stable: [agentVerdictV1] },
   AgentLearning: { namespace: 'high', stable: [agentLearningV1] },
+  AgentMessage: { namespace: 'high', stable: [agentMessageV1] },
   AgentNote: { namespace: 'command', stable: [agentNoteV1] },
   AgentPause: { namespace: 'command', stable: [agentPauseV1] },
   AgentResume: { namespace: 'command', stable: [agentResumeV1] },
@@ -142,7 +155,7 @@ export type BusPayloadOut<T extends BusMessageType> = z.output<(typeof messageCa
 /** The command type behind each agent command subject. */
 export const commandMessageTypes = { note: 'AgentNote', pause: 'AgentPause', resume: 'AgentResume' } as const satisfies Record<string, BusMessageType>;
 /** The event type behind each agent event subject. */
-export const eventMessageTypes = { reply: 'AgentReply', escalation: 'AgentEscalation', verdict: 'AgentVerdict', learning: 'AgentLearning' } as const satisfies Record<string, BusMessageType>;
+export const eventMessageTypes = { reply: 'AgentReply', escalation: 'AgentEscalation', verdict: 'AgentVerdict', learning: 'AgentLearning', message: 'AgentMessage' } as const satisfies Record<string, BusMessageType>;
 
 /**
  * A registry holding the catalogue's stable generations and staging versions. Each call builds

@@ -4,7 +4,7 @@
  * tried out:
  *
  *   <root>.low.agent.<id>                      an agent's tick heartbeat
- *   <root>.high.agent.<id>.<event>             reply | escalation | verdict | learning
+ *   <root>.high.agent.<id>.<event>             reply | escalation | verdict | learning | message
  *   <root>.command.agent.<id>.<command>        note | pause | resume (durable, see docs/bus.md)
  *   <root>.meta.health.<component>, <root>.meta.attention.<topic>
  *   <root>.dev.request.<agent>, <root>.dev.response.<agent>
@@ -19,7 +19,7 @@ export const busNamespaces = ['low', 'high', 'command', 'meta', 'dev'] as const;
 export type BusNamespace = (typeof busNamespaces)[number];
 export type BusStage = 'stable' | 'staging';
 
-export const agentEvents = ['reply', 'escalation', 'verdict', 'learning'] as const;
+export const agentEvents = ['reply', 'escalation', 'verdict', 'learning', 'message'] as const;
 export type AgentEvent = (typeof agentEvents)[number];
 export const agentCommands = ['note', 'pause', 'resume'] as const;
 export type AgentCommand = (typeof agentCommands)[number];

@@ -3,7 +3,7 @@
  * note with `source = 'peer'` on the receiver), and ratings (`peer_ratings`), from whose
  * history the link's `trust` and the rater's `agent_reputation` row follow.
  */
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import { trustFromRatings, trustToScore } from '../../core/society/trust.js';
 import type { Db } from '../client.js';
 import { agentPeers, agentReputation, agents, notes, peerRatings, peerRelations } from '../schema/index.js';
@@ -110,4 +110,100 @@ export async function knownPeers(tx: Conn, agentId: string) {
     .from(agentPeers)
     .where(eq(agentPeers.agentId, agentId))
     .orderBy(sql`${agentPeers.status} = 'active' desc`, sql`${agentPeers.trust} desc`, asc(agentPeers.peerAgentId));
+}
+
+/** One side of a link: `agentId`'s row for `peer`, if any. */
+export async function peerLink(tx: Conn, agentId: string, peer: string) {
+  const [row] = await tx
+    .select()
+    .from(agentPeers)
+    .where(and(eq(agentPeers.agentId, agentId), eq(agentPeers.peerAgentId, peer)));
+  return row;
+}
+
+/**
+ * `agentId` makes `peer` a known peer (status `active`, `relation` unless it keeps the one it
+ * had). The peer learns of it too, but its own side is only created, never changed: a peer
+ * that blocked `agentId` stays blocked.
+ */
+export async function addPeer(tx: Conn, agentId: string, peer: string, relation?: PeerRelation, notesText?: string): Promise<void> {
+  const rel = relation ?? 'peer';
+  await tx
+    .insert(agentPeers)
+    .values({ agentId, peerAgentId: peer, relation: rel, status: 'active', notes: notesText ?? null })
+    .onConflictDoUpdate({
+      target: [agentPeers.agentId, agentPeers.peerAgentId],
+      set: { status: 'active', ...(relation ? { relation } : {}), ...(notesText ? { notes: notesText } : {}), updatedAt: new Date() },
+    });
+  await tx.insert(agentPeers).values({ agentId: peer, peerAgentId: agentId, relation: inverse[rel], status: 'active' }).onConflictDoNothing();
+}
+
+/** Forget a peer (its link row goes), or block it (the row stays, `blocked`: its messages are refused). */
+export async function removePeer(tx: Conn, agentId: string, peer: string, block: boolean): Promise<void> {
+  if (!block) {
+    await tx.delete(agentPeers).where(and(eq(agentPeers.agentId, agentId), eq(agentPeers.peerAgentId, peer)));
+    return;
+  }
+  await tx
+    .insert(agentPeers)
+    .values({ agentId, peerAgentId: peer, status: 'blocked' })
+    .onConflictDoUpdate({ target: [agentPeers.agentId, agentPeers.peerAgentId], set: { status: 'blocked', updatedAt: new Date() } });
+}
+
+/** The agent's known peers with the peer's name where it lives in this deployment, active first. */
+export async function peerList(tx: Conn, agentId: string, status?: (typeof agentPeers.status.enumValues)[number]) {
+  return tx
+    .select({
+      peer: agentPeers.peerAgentId,
+      name: agents.name,
+      relation: agentPeers.relation,
+      status: agentPeers.status,
+      trust: agentPeers.trust,
+      lastSeenAt: agentPeers.lastSeenAt,
+      notes: agentPeers.notes,
+    })
+    .from(agentPeers)
+    .leftJoin(agents, eq(agents.id, agentPeers.peerAgentId))
+    .where(and(eq(agentPeers.agentId, agentId), status ? eq(agentPeers.status, status) : undefined))
+    .orderBy(sql`${agentPeers.status} = 'active' desc`, desc(agentPeers.trust), asc(agentPeers.peerAgentId));
+}
+
+/** The receiver heard from the sender just now (its link's `last_seen_at`). */
+export async function markHeardFrom(tx: Conn, receiver: string, sender: string): Promise<void> {
+  await tx.update(agentPeers).set({ lastSeenAt: new Date() }).where(and(eq(agentPeers.agentId, receiver), eq(agentPeers.peerAgentId, sender)));
+}
+
+/** The agent's reputation rows (its view of each subject), optionally of one subject and/or dimension. */
+export async function reputationRows(tx: Conn, agentId: string, filter: { subject?: string; dimension?: string } = {}) {
+  return tx
+    .select()
+    .from(agentReputation)
+    .where(
+      and(
+        eq(agentReputation.agentId, agentId),
+        filter.subject ? eq(agentReputation.subject, filter.subject) : undefined,
+        filter.dimension ? eq(agentReputation.dimension, filter.dimension) : undefined,
+      ),
+    )
+    .orderBy(desc(agentReputation.score), asc(agentReputation.subject), asc(agentReputation.dimension));
+}
+
+/** The newest ratings `agentId` gave `peer`, newest first. */
+export async function ratingHistory(tx: Conn, agentId: string, peer: string, opts: { dimension?: string; limit?: number } = {}) {
+  return tx
+    .select()
+    .from(peerRatings)
+    .where(and(eq(peerRatings.agentId, agentId), eq(peerRatings.peerAgentId, peer), opts.dimension ? eq(peerRatings.dimension, opts.dimension) : undefined))
+    .orderBy(desc(peerRatings.createdAt), desc(peerRatings.id))
+    .limit(opts.limit ?? 10);
+}
+
+/** What other agents think of `subject`, per dimension: their mean reputation score and how many rate it. */
+export async function reputationAmongPeers(tx: Conn, subject: string) {
+  return tx
+    .select({ dimension: agentReputation.dimension, raters: sql<number>`count(*)::int`, mean: sql<number>`round(avg(${agentReputation.score})::numeric, 2)::float8` })
+    .from(agentReputation)
+    .where(and(eq(agentReputation.subject, subject), sql`${agentReputation.agentId} <> ${subject}`))
+    .groupBy(agentReputation.dimension)
+    .orderBy(asc(agentReputation.dimension));
 }

@@ -63,6 +63,8 @@ export interface ValidatorVote {
   latencyMs?: number;
   /** The agent's own LLM validating its reply (minimal weight). */
   self?: boolean;
+  /** A peer agent validating with its own model (`registryId` is that model's row; `trust` the agent's trust in the peer). */
+  peer?: string;
 }
 /** Ids of the rows an abstract digests, per source table. */
 export interface AbstractSources {

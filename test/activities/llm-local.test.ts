@@ -128,4 +128,45 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
     expect(rows.filter((r) => r.ok)).toHaveLength(3);
     expect(rows.every((r) => r.provider === 'local' && r.costUsd === 0)).toBe(true);
   });
+
+  it('reuses the KV cache of the shared prefix on the next think, even after a mini-prompt ran', async () => {
+    // A stable system message of ~800 tokens (as the tick's contexts 0–2), a changing user message.
+    const system = [
+      'You are Mindloop agent local-demo, an autonomous agent that thinks in a continuous loop.',
+      ...Array.from({ length: 40 }, (_, i) => `- command ${i}: goal.add {title, priority} adds goal number ${i} to your list; use it when a new aim appears.`),
+    ].join('\n');
+    const think = async (tick: number) => {
+      const r = await router.chat({
+        agentId,
+        role: 'agent',
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: `Tick ${tick}. A note arrived: "tick ${tick} says hello". Reply in one short sentence.` },
+        ],
+        params: { maxTokens: 16, temperature: 0 },
+        tick,
+        purpose: 'think',
+      });
+      report(`think ${tick}`, r);
+      const [row] = await handle.db.select().from(llmCalls).where(eq(llmCalls.id, r.callId!));
+      return { r, local: row!.metadata?.local as { evaluatedPromptTokens: number; promptEvalMs: number; genTokens: number; genMs: number } };
+    };
+    const first = await think(10);
+    // A mini-prompt in between runs on the other sequence and must not evict think's prefix.
+    const mini = await router.chat({
+      agentId,
+      role: 'emotion',
+      messages: [{ role: 'user', content: 'Name the emotion of "what a lovely day" as `emotion:strength`.' }],
+      params: { maxTokens: 8, temperature: 0 },
+      purpose: 'emotion',
+    });
+    report('mini', mini);
+    const second = await think(11);
+    console.log(`[local model] evaluated prompt tokens: first ${first.local.evaluatedPromptTokens} in ${first.local.promptEvalMs} ms, second ${second.local.evaluatedPromptTokens} in ${second.local.promptEvalMs} ms`);
+    expect(first.local.evaluatedPromptTokens).toBeGreaterThan(500);
+    expect(second.r.usage.promptTokens).toBeGreaterThan(500);
+    // Only the changed tail (the user message and the chat template around it) is evaluated again.
+    expect(second.local.evaluatedPromptTokens).toBeLessThan(first.local.evaluatedPromptTokens / 5);
+    expect(second.local.promptEvalMs).toBeLessThan(first.local.promptEvalMs / 2);
+  });
 });

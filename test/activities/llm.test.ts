@@ -249,6 +249,27 @@ describe('failover down the registry', () => {
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 
+  it("a model's own timeout (the local model's, from its measured speed) replaces the router's", async () => {
+    const { agentId, primaryId, secondaryId } = await twoEndpoints();
+    const asked: number[] = [];
+    const factories = {
+      openai: (row: { id: number }) => ({
+        id: `fake:${row.id}`,
+        timeoutMs: () => (row.id === primaryId ? 300 : 60_000),
+        invoke: (_m: unknown, _p: unknown, signal?: AbortSignal) => {
+          asked.push(row.id);
+          // The primary works slower than its own estimate allows; the secondary answers.
+          if (row.id !== primaryId) return Promise.resolve({ text: 'ok', usage: { promptTokens: 1, completionTokens: 1 } });
+          return new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason as Error), { once: true }));
+        },
+      }),
+    };
+    const r = await router({ timeoutMs: 5_000, factories }).chat({ agentId, role: 'agent', messages });
+    expect(asked).toEqual([primaryId, secondaryId]);
+    expect(r.registryId).toBe(secondaryId);
+    expect(r.attempts[0]!.error).toBe('timed out after 300 ms');
+  });
+
   it('all endpoints down → LlmUnavailable naming each candidate and its error', async () => {
     const { agentId, primary, secondary, primaryId, secondaryId } = await twoEndpoints();
     await primary.down('unavailable');

@@ -72,7 +72,7 @@ describe('a subscriber refuses and counts what it cannot take (real NATS)', () =
     const counts = bus.rejections.snapshot();
     expect(counts.byReason).toEqual({ unknown_type: 1, unknown_version: 2, bad_payload: 2, bad_header: 2, bad_json: 1, bad_envelope: 1, wrong_namespace: 1 });
     const why = counts.recent.map((r) => `${r.reason}: ${r.detail}`);
-    expect(why).toContain('unknown_type: message type MysteryPing is not known (known: AgentEscalation, AgentLearning, AgentNote, AgentPause, AgentReply, AgentResume, AgentVerdict, AttentionConfig, BufferDrop, EchoRequest, EchoResponse, HealthStatus, HeartbeatSignal)');
+    expect(why).toContain('unknown_type: message type MysteryPing is not known (known: AgentEscalation, AgentLearning, AgentMessage, AgentNote, AgentPause, AgentReply, AgentResume, AgentVerdict, AttentionConfig, BufferDrop, EchoRequest, EchoResponse, HealthStatus, HeartbeatSignal)');
     expect(why).toContain('unknown_version: HeartbeatSignal has no schema generation 7 version 7.0 (known: 1/1.0, 1/1.1-alpha)');
     expect(why).toContainEqual(expect.stringMatching(/^bad_payload: HeartbeatSignal 1\.0: payload\.tick: Too small/));
     expect(why).toContain("bad_payload: HeartbeatSignal 1.0: payload: unknown field 'extra'");

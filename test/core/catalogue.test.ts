@@ -23,7 +23,10 @@ const reason = (type: string, args: Record<string, unknown> = {}) => {
 describe('catalogue shape', () => {
   it('covers every command family of the agent loop', () => {
     expect([...families].sort()).toEqual(
-      ['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts', 'nerve', 'speak'].sort(),
+      [
+        ...['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts', 'nerve', 'speak', 'spawn'],
+        ...['agents', 'messages', 'reputation', 'identity', 'tags', 'llm_registry', 'thinking_methods', 'stagnation_strategies'],
+      ].sort(),
     );
     const actions = (f: string) => commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
     expect(actions('diary')).toEqual(['list', 'search', 'read', 'add', 'update', 'delete', 'pin', 'unpin']);
@@ -32,12 +35,21 @@ describe('catalogue shape', () => {
     expect(actions('cycle')).toEqual(['responses', 'concentration', 'meditation', 'mode', 'pause', 'idle']);
     expect(actions('process')).toEqual(['start', 'list', 'stop', 'mark', 'cleanup']);
     expect(actions('facts')).toEqual(['list', 'resolve']);
-    expect(commandTypes.length).toBe(71);
+    expect(actions('llm_task')).toEqual(['start', 'stop', 'ask']);
+    expect(actions('agents')).toEqual(['list', 'add', 'remove']);
+    expect(actions('messages')).toEqual(['send']);
+    expect(actions('reputation')).toEqual(['read', 'rate']);
+    expect(actions('identity')).toEqual(['read', 'set']);
+    expect(actions('tags')).toEqual(['stats']);
+    expect(actions('llm_registry')).toEqual(['list', 'select']);
+    expect(actions('thinking_methods')).toEqual(['list', 'add', 'use', 'stop']);
+    expect(actions('stagnation_strategies')).toEqual(['list', 'add', 'use']);
+    expect(commandTypes.length).toBe(91);
   });
 
-  it('needs +2 for config.set and every delete, +1 otherwise; unknown types need +2', () => {
+  it('needs +2 for config.set, shell, spawn, identity.set and every delete, +1 otherwise; unknown types need +2', () => {
     for (const t of commandTypes) {
-      const expected = t === 'config.set' || t === 'shell' || t.endsWith('.delete') ? 2 : 1;
+      const expected = ['config.set', 'shell', 'spawn', 'identity.set'].includes(t) || t.endsWith('.delete') ? 2 : 1;
       expect([t, catalogue[t].minRating]).toEqual([t, expected]);
     }
     expect(minRatingFor('shell')).toBe(2);

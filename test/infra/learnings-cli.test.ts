@@ -95,6 +95,7 @@ describe('mindloop feedback / learnings', () => {
     const imp = await ml('learnings', 'import', '--shard', 'coder', '--file', file);
     expect(imp.code, imp.stderr).toBe(0);
     expect(imp.stdout).toContain('imported 3, updated 0');
+    expect(imp.stderr).toContain(`3 records read from ${file}; checking and importing them in one transaction…`);
     const again = await ml('learnings', 'export', '--shard', 'coder');
     expect(again.stdout).toBe(first);
     // list hides the 0.2 learning unless --all.

@@ -65,7 +65,7 @@ describe('scripts/system.mjs --dry-run', () => {
   it('on this machine (engine up, packages present, Postgres on :5432) plans nothing', async () => {
     const test = await plan('test');
     expect(test).toMatchObject({ command: 'test', packages: [], startDockerd: false, startPostgres: null, cannot: null });
-    expect(test.present).toEqual(expect.arrayContaining([expect.stringMatching(/^Docker engine \d/), 'busybox-static', 'gcc + static libc', 'Compose', 'alsa-utils speech samples', 'Postgres 127.0.0.1:5432']));
+    expect(test.present).toEqual(expect.arrayContaining([expect.stringMatching(/^Docker engine \d/), 'busybox-static', 'gcc + static libc', 'Compose', 'alsa-utils speech samples', 'chromium', 'Postgres 127.0.0.1:5432']));
     const start = await plan('start');
     expect(start).toMatchObject({ packages: [], startDockerd: false, startPostgres: null, cannot: null });
     // npm start uses the embedded PGlite: it neither checks nor needs the Postgres on :5432.

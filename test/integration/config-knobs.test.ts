@@ -12,6 +12,7 @@ import { and, eq, isNotNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
+import { linkPeers } from '../../db/queries/peers.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
 import { configKeyNames, configKeys, helpText, validateConfigValue } from '../../core/catalogue.js';
@@ -129,6 +130,16 @@ async function memoryArchives(agentId: string, rows: Array<{ tick: number; novel
 
 const reflexLites = async (agentId: string) =>
   (await database.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, agentId), eq(antiStagnationMetrics.action, 'reflex_lite')))).length;
+
+/** Two children asked for in a row (the spawn's admission): whether the second is admitted or refused. */
+async function secondChild(agentId: string): Promise<string[]> {
+  const statuses: string[] = [];
+  for (const name of ['a', 'b']) {
+    const r = await activities.spawnBegin({ parentId: agentId, childId: `${agentId}-${name}`, type: 'newborn', goals: [], workflowId: workflowIds.spawn(agentId, `${agentId}-${name}`) });
+    statuses.push(r.status);
+  }
+  return statuses;
+}
 
 interface Probe {
   /** Two valid values whose behaviour differs. */
@@ -272,6 +283,52 @@ const probes: Record<string, Probe> = {
         contextMode: 'standard',
       });
       return 'del' in r.held;
+    },
+  },
+  max_descendants: {
+    values: [1, 3],
+    extra: { max_per_generation: 10 },
+    observe: (id) => secondChild(id),
+  },
+  max_per_generation: {
+    values: [1, 3],
+    extra: { max_descendants: 10 },
+    observe: (id) => secondChild(id),
+  },
+  isolation_ticks: {
+    values: [1, 4],
+    // Its only peer is stopped: after 3 ticks alone the agent is isolated, or not yet.
+    observe: async (id) => {
+      await database.db.insert(agents).values({ id: `${id}-peer`, name: 'peer', status: 'stopped' });
+      await linkPeers(database.db, id, `${id}-peer`);
+      await runLoop(id, 3);
+      const [row] = await database.db.select({ mode: agents.operatingMode }).from(agents).where(eq(agents.id, id));
+      return row!.mode;
+    },
+  },
+  peer_validators: {
+    values: [0, 1],
+    // A reachable peer validates the reply (a normal validation), or nobody does (auto_pass).
+    observe: async (id) => {
+      const peer = `${id}-peer`;
+      await database.db.insert(agents).values({ id: peer, name: 'peer', status: 'running', lastSeenAt: new Date() });
+      const [model] = await database.db.insert(llmRegistry).values({ agentId: peer, name: `${peer}-mind`, provider: 'scripted', model: `${peer}-mind`, role: 'agent', priority: 1 }).returning({ id: llmRegistry.id });
+      behaviours.set(model!.id, { agentId: peer, b: {}, seen: { thinks: [], emotionPrompts: [] } });
+      await linkPeers(database.db, id, peer);
+      const [row] = await database.db.insert(llmRecentResponses).values({ agentId: id, tick: 1, content: varied(1) }).returning({ id: llmRecentResponses.id });
+      const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
+      const r = await activities.tickReflexes({
+        agentId: id,
+        tick: 1,
+        workflowId: `agent/${id}`,
+        responseId: row!.id,
+        commands: [],
+        params,
+        defaults: params,
+        stagnation: { lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 },
+        contextMode: 'standard',
+      });
+      return [r.validationMode, r.rating];
     },
   },
 };

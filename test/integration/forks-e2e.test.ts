@@ -101,6 +101,8 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
     expect(demo.stdout).toMatch(/verdict {6}APPROVE \(confidence 0\.\d+\), not applied/);
     expect(demo.stdout).toMatch(/artifact {5}evaluation\.json/);
     expect(demo.stdout).toContain(`awaiting the human gate: \`npx mindloop forks approve ${id}\``);
+    // Progress on stderr: the phases as the fork went through them, the last one the gate.
+    expect(demo.stderr).toMatch(/^ +\d+\.\d s {2}awaiting_approval/m);
     await forkGone(id);
     expect(await strategyOf('fork-demo')).toBe('recency');
 

@@ -1,6 +1,6 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve]
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve] [peers] [isolation] [spawn]
  * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
  * and the scripted model:
  * - agent: an agent loop that hears a note, applies commands, starts a task loop and
@@ -13,6 +13,14 @@
  * - decay: the maintenance learningDecayWorkflow.
  * - nerve: a nerve in forced reflex on its table's fallbacks (no LLM): on the reflex arc since
  *   `nerve-reflex-arc-v1`, one nerveDecide per reading before it (both fixtures are kept).
+ * - peers: two agents idle until a note comes: peer-a makes peer-b a peer and writes to it
+ *   (the wake signal), peer-b answers and rates peer-a, peer-a rates peer-b and asks its task
+ *   model a question (`llm_task.ask`).
+ * - isolation: an agent whose only peer is stopped becomes isolated (`isolation-v1`) and
+ *   returns to normal when the peer's row says it runs again.
+ * - spawn: an agent loop whose `spawn` command starts the spawn of a newborn (`spawn-v1`), which
+ *   is born and runs its own loop; a trained child spawned directly with a budget; a spawn
+ *   refused at its admission (the parent's own name).
  * Re-record after an intended workflow change (and keep the old files while old runs live):
  * record only the scenarios whose workflows changed.
  */
@@ -26,8 +34,11 @@ import { createToolActivities } from '../../activities/tools.js';
 import { ensureDemoAgent } from '../../cli/forks.js';
 import { subAgentBriefs, type EscalationInput, type OversightAnswer } from '../../core/escalation.js';
 import type { CampaignInput } from '../../core/campaign.js';
+import type { SpawnResult } from '../../core/society/spawn.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, learnings, llmRegistry } from '../../db/schema/index.js';
+import { agentConfig, agents, diaryEntries, learnings, llmRegistry } from '../../db/schema/index.js';
+import { linkPeers } from '../../db/queries/peers.js';
+import { eq } from 'drizzle-orm';
 import { startStack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
@@ -35,8 +46,9 @@ import type { CampaignProgress } from '../../workflows/campaign.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
+import { neutralReflexReplies } from '../helpers/scripted.js';
 
-const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve'] as const;
+const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve', 'peers', 'isolation', 'spawn'] as const;
 type Scenario = (typeof scenarios)[number];
 const asked = process.argv.slice(2);
 for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
@@ -52,6 +64,46 @@ async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boole
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
     await sleep(100);
   }
+}
+/** The peers scenario's agents: their thinks by call order (a message, an answer and ratings, a question). */
+const peerThinks = new Map<string, number>();
+function peerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined): string | undefined {
+  if (purpose === 'llm_task') return 'An answer from the helper model.';
+  const who = /\(agent id (peer-[ab])\)/.exec(messages.find((m) => m.role === 'system')?.content ?? '')?.[1];
+  if (!who) return undefined;
+  if (purpose !== undefined && purpose !== 'think') return neutralReflexReplies[purpose] ?? 'calm:2 (steady)';
+  const i = peerThinks.get(who) ?? 0;
+  peerThinks.set(who, i + 1);
+  if (who === 'peer-a' && i === 0) {
+    return `Find a peer.\n${renderCommandBlock([
+      { cmdId: 'p', type: 'agents.add', args: { peer: 'peer-b' } },
+      { cmdId: 'm', type: 'messages.send', args: { to: 'peer-b', text: 'hello from peer-a' } },
+    ])}`;
+  }
+  if (who === 'peer-a') {
+    return `peer-b answered.\n${renderCommandBlock([
+      { cmdId: 'r', type: 'reputation.rate', args: { peer: 'peer-b', score: 2, reason: 'answered at once' } },
+      { cmdId: 'q', type: 'llm_task.ask', args: { question: 'what is a good next step?' } },
+    ])}`;
+  }
+  if (i === 0) return 'Waiting for a note.';
+  return `peer-a wrote.\n${renderCommandBlock([
+    { cmdId: 'm', type: 'messages.send', args: { to: 'peer-a', text: 'hello back from peer-b' } },
+    { cmdId: 'r', type: 'reputation.rate', args: { peer: 'peer-a', score: 1, reason: 'a kind first note' } },
+  ])}`;
+}
+/** The isolation scenario's agent: a diary entry each tick (so each tick applies a command). */
+function lonerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined): string | undefined {
+  if (!/\(agent id loner\)/.test(messages.find((m) => m.role === 'system')?.content ?? '')) return undefined;
+  if (purpose !== undefined && purpose !== 'think') return neutralReflexReplies[purpose] ?? 'calm:2 (steady)';
+  const tick = /tick (\d+), time/.exec(messages.map((m) => m.content).join('\n'))?.[1] ?? '?';
+  return `Alone or not, a note for tick ${tick}.\n${renderCommandBlock([{ cmdId: 'd', type: 'diary.add', args: { title: `tick ${tick}`, content: 'still here' } }])}`;
+}
+/** The spawn scenario's parent: it asks for a newborn at its first tick. */
+function spawnerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined, callIndex: number): string | undefined {
+  if (!/\(agent id spawner\)/.test(messages.find((m) => m.role === 'system')?.content ?? '')) return undefined;
+  if (purpose !== undefined && purpose !== 'think') return neutralReflexReplies[purpose] ?? 'calm:2 (steady)';
+  return callIndex === 0 ? `Time for a child.\n${renderCommandBlock([{ cmdId: 's', type: 'spawn', args: { type: 'newborn', name: 'spawnling', goals: ['look around'] } }])}` : 'Waiting to hear from the child.';
 }
 const oversightAnswer = (a: Partial<OversightAnswer>): string =>
   JSON.stringify({ verdict: 'approve', solution: 'Use a t-test.', teaching_moment: 'Check the variances first.', recommended_tools: [], needs_human: false, ...a });
@@ -82,6 +134,34 @@ try {
     ]);
   }
   if (wanted.has('nerve')) await db.insert(agents).values({ id: 'nerver', name: 'Nerver' });
+  if (wanted.has('peers')) {
+    await db.insert(agents).values([
+      { id: 'peer-a', name: 'Peer A' },
+      { id: 'peer-b', name: 'Peer B' },
+    ]);
+    await db.insert(llmRegistry).values([
+      { agentId: 'peer-a', name: 'script', provider: 'scripted', model: 'scripted-peer-a', role: 'agent', priority: 1 },
+      { agentId: 'peer-a', name: 'helper', provider: 'scripted', model: 'scripted-helper', role: 'task', priority: 1 },
+      { agentId: 'peer-b', name: 'script', provider: 'scripted', model: 'scripted-peer-b', role: 'agent', priority: 1 },
+    ]);
+  }
+  if (wanted.has('isolation')) {
+    await db.insert(agents).values([
+      { id: 'loner', name: 'Loner' },
+      { id: 'gone', name: 'Gone', status: 'stopped', lastSeenAt: new Date() },
+    ]);
+    await db.insert(llmRegistry).values({ agentId: 'loner', name: 'script', provider: 'scripted', model: 'scripted-loner', role: 'agent', priority: 1 });
+    await db.insert(agentConfig).values({ agentId: 'loner', key: 'isolation_ticks', value: 2 });
+    await linkPeers(db, 'loner', 'gone');
+  }
+  if (wanted.has('spawn')) {
+    await db.insert(agents).values({ id: 'spawner', name: 'Spawner' });
+    await db.insert(llmRegistry).values({ agentId: 'spawner', name: 'script', provider: 'scripted', model: 'scripted-spawner', role: 'agent', priority: 1 });
+    await db.insert(diaryEntries).values([
+      { agentId: 'spawner', title: 'first', content: 'what a child should know' },
+      { agentId: 'spawner', title: 'second', content: 'and this too' },
+    ]);
+  }
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const worker = await Worker.create({
     connection,
@@ -93,7 +173,9 @@ try {
       llm: {
         env: {},
         toolsDir: repoToolsDir,
-        scriptedReply: ({ messages, callIndex }) => {
+        scriptedReply: ({ messages, callIndex, purpose }) => {
+          const peer = peerReply(messages, purpose) ?? lonerReply(messages, purpose) ?? spawnerReply(messages, purpose, callIndex);
+          if (peer !== undefined) return peer;
           const user = messages.find((m) => m.role === 'user')?.content ?? '';
           // The oversight graph's sub-agents (escalations): approve, or reject where a human decides.
           if (Object.values(subAgentBriefs).includes(messages[0]?.content ?? '')) {
@@ -191,6 +273,36 @@ try {
     if (wanted.has('decay')) {
       await client.workflow.execute('learningDecayWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/learning-decay', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }] });
       recorded.push({ workflowId: 'maintenance/learning-decay' });
+    }
+    if (wanted.has('peers')) {
+      // Both idle until a note comes (no timeout): each second tick is started by the other's message.
+      const idle = { idle: { on: true, wakeOn: ['note' as const], timeoutMs: 60_000 } };
+      const start = (agentId: string) => client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: `agent/${agentId}`, args: [{ agentId, maxTicks: 2, settings: idle }] });
+      const b = await start('peer-b');
+      await until('peer-b idle', () => b.query<AgentStatus>('status'), (s) => s.tick === 1 && s.phase === 'idle');
+      const a = await start('peer-a');
+      await Promise.all([a.result(), b.result()]);
+      recorded.push({ workflowId: 'agent/peer-a' }, { workflowId: 'agent/peer-b' });
+    }
+    if (wanted.has('isolation')) {
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/loner', args: [{ agentId: 'loner', maxTicks: 5, settings: { delayMs: 1000 } }] });
+      await until('loner isolated', () => h.query<AgentStatus>('status'), (s) => s.operatingMode === 'isolated');
+      await db.update(agents).set({ status: 'running', lastSeenAt: new Date() }).where(eq(agents.id, 'gone'));
+      await h.result();
+      const end = await h.query<AgentStatus>('status');
+      if (end.operatingMode !== 'normal' || end.isolation.sinceTick !== null) throw new Error(`loner did not leave isolation: ${JSON.stringify(end.isolation)}`);
+      recorded.push({ workflowId: 'agent/loner' });
+    }
+    if (wanted.has('spawn')) {
+      const loop = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner', args: [{ agentId: 'spawner', maxTicks: 2, reflexes: false, settings: { delayMs: 50 } }] });
+      await loop.result();
+      const fromLoop = (await client.workflow.getHandle('agent/spawner/spawn/spawnling').result()) as SpawnResult;
+      if (fromLoop.status !== 'running') throw new Error(`the loop's spawn did not run: ${JSON.stringify(fromLoop)}`);
+      const trained = (await client.workflow.execute('spawnWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner/spawn/recorded-trained', args: [{ parentId: 'spawner', type: 'trained', name: 'recorded-trained', budget: 50 }] })) as SpawnResult;
+      if (trained.status !== 'running' || trained.rows !== 3) throw new Error(`the trained spawn did not run: ${JSON.stringify(trained)}`);
+      const refused = (await client.workflow.execute('spawnWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner/spawn/spawner', args: [{ parentId: 'spawner', type: 'clone', name: 'spawner' }] })) as SpawnResult;
+      if (refused.status !== 'refused') throw new Error(`the spawn under the parent's name was not refused: ${JSON.stringify(refused)}`);
+      recorded.push({ workflowId: 'agent/spawner' }, { workflowId: 'agent/spawner/spawn/spawnling' }, { workflowId: 'agent/spawner/spawn/recorded-trained' }, { workflowId: 'agent/spawner/spawn/spawner' });
     }
     if (wanted.has('nerve')) {
       const workflowId = 'agent/nerver/nerve/collision';

@@ -23,7 +23,7 @@ beforeAll(async () => {
 
 describe('replay of recorded histories', () => {
   it('has fixtures of every long-running workflow type', () => {
-    const types = ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow', 'campaignWorkflow', 'escalationWorkflow', 'successorForkWorkflow', 'learningDecayWorkflow', 'nerveWorkflow'];
+    const types = ['agentLoopWorkflow', 'taskLoopWorkflow', 'provisionAgentWorkflow', 'campaignWorkflow', 'escalationWorkflow', 'successorForkWorkflow', 'learningDecayWorkflow', 'nerveWorkflow', 'spawnWorkflow'];
     for (const type of types) {
       expect(files.some((f) => f.startsWith(`${type}-`)), type).toBe(true);
     }
@@ -33,6 +33,25 @@ describe('replay of recorded histories', () => {
     const nerves = files.filter((f) => f.startsWith('nerveWorkflow-')).map((f) => readFileSync(join(dir, f), 'utf8'));
     expect(nerves.some((text) => text.includes('"nerveDecide"') && !text.includes('nerveArmReflex'))).toBe(true);
     expect(nerves.some((text) => text.includes('"nerveArmReflex"') && text.includes('"nerveFlushReflex"'))).toBe(true);
+  });
+
+  it('has a peer exchange: each agent woken by the other\'s message (the wake signal), and an llm_task.ask answered after its command', () => {
+    const peers = files.filter((f) => /^agentLoopWorkflow-agent_peer_[ab]-/.test(f)).map((f) => readFileSync(join(dir, f), 'utf8'));
+    expect(peers).toHaveLength(2);
+    for (const text of peers) {
+      expect(text).toContain('EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED');
+      expect(text).toContain('"signalName": "wake"');
+    }
+    expect(peers.some((text) => text.includes('"askLlmOnce"'))).toBe(true);
+  });
+
+  it('has a spawn started by an agent loop’s command (spawn-v1), one started directly, and one refused at its admission', () => {
+    const loop = files.filter((f) => f.startsWith('agentLoopWorkflow-agent_spawner-')).map((f) => readFileSync(join(dir, f), 'utf8'));
+    expect(loop.some((text) => text.includes('EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED') && text.includes('"name": "spawnWorkflow"'))).toBe(true);
+    const spawns = files.filter((f) => f.startsWith('spawnWorkflow-')).map((f) => readFileSync(join(dir, f), 'utf8'));
+    // Born: its copy and its own loop started as an abandoned child; refused: neither.
+    expect(spawns.filter((text) => text.includes('"spawnCopy"') && text.includes('"name": "agentLoopWorkflow"') && text.includes('PARENT_CLOSE_POLICY_ABANDON'))).toHaveLength(2);
+    expect(spawns.filter((text) => !text.includes('"spawnCopy"') && text.includes('"spawnFinish"'))).toHaveLength(1);
   });
 
   it.each(files)('%s replays deterministically', async (file) => {

@@ -32,6 +32,18 @@ export const llmActivity: ActivityOptions = {
 };
 
 /**
+ * Copying an agent's rows into a new agent (a spawned child): one transaction, long on a big
+ * agent. It heartbeats every 2 s, so a worker killed mid-copy is noticed within 10 s and the
+ * copy starts over on another (the killed one's transaction never commits). No attempt limit,
+ * as for dbActivity.
+ */
+export const copyActivity: ActivityOptions = {
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: dbActivity.retry,
+};
+
+/**
  * The same preset, giving up after a few attempts so that the calling workflow sees the outage
  * and rides it out itself (workflows/lib/infra.ts): it shows a `degraded` phase in its queries
  * and logs the recovery, which an activity retrying inside the server cannot.

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
 import { reflexStateSchema } from './reflexes.js';
+import { isolationStateSchema } from '../../core/society/isolation.js';
 
 export const tagFilterSchema = z.object({
   tags: z.array(z.string()).max(20).optional(),
@@ -130,6 +131,8 @@ export const carryOverSchema = z.object({
    * again after a continue-as-new (Temporal's request-id dedupe is per run) is not applied twice.
    */
   appliedCommands: z.array(z.string()).max(maxAppliedCommands).default([]),
+  /** Isolated mode: the unreachable-peers streak and since when the agent goes on alone. */
+  isolation: isolationStateSchema,
 });
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
@@ -171,6 +174,7 @@ export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
     reflexState: reflexStateSchema.parse(undefined),
     pendingNotes: [],
     appliedCommands: [],
+    isolation: isolationStateSchema.parse(undefined),
   };
 }
 
@@ -210,6 +214,15 @@ export function applyEffects(state: CarryOver, effects: LoopEffect[]): { start: 
       case 'configChanged':
         // config.set wrote agent_config; the keys that drive the loop itself take effect now.
         applyConfigValues(state.settings, e.values ?? {});
+        break;
+      case 'measureStrategy':
+        // A strategy the agent applied itself is measured like an automatic one; one measurement
+        // at a time (the command refuses while another is pending, so this only guards a race).
+        if (state.reflexState.pending === null && e.noveltyBefore !== null) {
+          state.reflexState.pending = { strategyId: e.strategyId, metricId: e.metricId, tick: e.tick, noveltyBefore: e.noveltyBefore };
+          state.reflexState.lastStrategyTick = e.tick;
+        }
+        if (e.focus) state.reflexState.focus = e.focus;
         break;
     }
   }

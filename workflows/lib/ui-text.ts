@@ -208,6 +208,22 @@ export function forkCurrentDetails(s: { phase: string; verdict?: string; gateUnt
   return s.verdict ? `${s.phase} · verdict ${s.verdict}` : s.phase;
 }
 
+// ---- descendants -------------------------------------------------------------------------------
+
+/** A spawn: a descendant of an agent is born (`agent/<parent>/spawn/<name>`). */
+export function spawnText(o: { parentId: string; type: string; name: string; goals?: readonly string[]; budget?: number; requestedBy?: { tick: number; cmdId: string } }): StartText {
+  return {
+    staticSummary: `spawn of ${o.parentId}: ${o.type} ${o.name}`,
+    staticDetails: lines(
+      `**Spawn** of agent \`${o.parentId}\`: a ${o.type} descendant \`${o.name}\` gets ${o.type === 'clone' ? 'a copy of every row its parent owns' : o.type === 'trained' ? "its parent's diary, concept graph and known peers" : 'nothing but the defaults'}, its parent's ethics policies, a peer link with its parent and its own loop \`agent/${o.name}\`.`,
+      `- budget: ${o.budget === undefined ? 'from the parent’s (unlimited for an unlimited parent, else a quarter of what it has)' : `${o.budget} LF carved from the parent’s`}`,
+      o.goals?.length ? `- goals: ${o.goals.map((g) => oneLine(g, 60)).join(' · ')}` : false,
+      o.requestedBy ? `- asked by tick ${o.requestedBy.tick}, command ${o.requestedBy.cmdId}` : '- started by a person',
+      `- state: query \`spawnState\` · lineage: \`mindloop agents tree ${o.parentId}\``,
+    ),
+  };
+}
+
 // ---- campaigns ----------------------------------------------------------------------------------
 
 export function campaignText(o: { campaignId: string; agentId: string; title: string; phases: ReadonlyArray<{ name: string; tasks: readonly unknown[] }> }): StartText {
@@ -351,6 +367,9 @@ export const handlerText = {
   },
   speech: {
     status: 'Phase (holding, queued, waiting for a speech worker, recording, done, failed), the route (GPU or CPU queue), the lifeforce held and charged, the result or the error.',
+  },
+  spawn: {
+    spawnState: 'Phase (admitting, copying, funding, starting, rolling back, done), the outcome once known and any dependency it waits for (`mindloop agents tree <parent>`).',
   },
   fork: {
     forkState: 'Phase, spawn time, copied rows, verdict and gate of the fork (`mindloop forks show <id>`).',

