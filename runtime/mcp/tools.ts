@@ -127,13 +127,16 @@ function registerSubscriptions(server: McpServer, c: BusToolContext): void {
       title: 'Listen on a subject',
       description:
         `Listen on a subject under the bus root "${c.source.root}" (relative or absolute; wildcards allowed: * one token, > the rest, e.g. high.agent.*.reply or dev.>). ` +
-        'Messages that pass the schema registry are kept in this session\'s heartbeat buffer until the next heartbeat call (when it is full the oldest go, counted); refused ones are counted. Returns the subscription id.',
+        'Messages that pass the schema registry are kept in this session\'s heartbeat buffer until the next heartbeat call (when it is full the oldest go, counted); refused ones are counted. Returns the subscription id once the bus holds the subscription (active: true).',
       inputSchema: { subject: subjectArg.describe('subject or pattern to listen on') },
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
-    guarded(({ subject }) => {
+    guarded(async ({ subject }) => {
       const r = c.session.subscribe(subject);
-      return { subscription: r.id, subject: r.subject, already_subscribed: r.existing, subscriptions: c.session.subscriptions };
+      // Answer once the server holds the subscription: a message published right after the
+      // answer (by this client or any other) is then received, not lost to a race.
+      const active = await flushed(() => c.source.require().flush());
+      return { subscription: r.id, subject: r.subject, already_subscribed: r.existing, active, subscriptions: c.session.subscriptions };
     }),
   );
 

@@ -206,7 +206,8 @@ describe('MCP bridge over streamable HTTP', () => {
     const a = await connect();
     const b = await connect();
     const sa = http.bridge.sessions.get(a.transport.sessionId!)!;
-    for (const c of [a, b]) ok(await call(c.client, 'subscribe', { subject: 'dev.shared' }));
+    // Each subscribe answers once the server holds the subscription, so the publish right after reaches both.
+    for (const c of [a, b]) expect(ok(await call(c.client, 'subscribe', { subject: 'dev.shared' })).active).toBe(true);
     observer.publish(`${root}.dev.shared`, 'EchoRequest', { ping: 'one' });
     await collect(a, 1);
     expect((await collect(b, 1)).map((m) => m.payload.ping)).toEqual(['one']);

@@ -129,18 +129,19 @@ describe('an agent out of lifeforce', () => {
     await pricedAgent('frugal');
     const w = await worker('lf-pause');
     await w.runUntil(async () => {
-      // Each tick holds ~0.9 k LF (its prompt bound + the 200-token cap) and spends less:
-      // 1 200 LF covers two ticks, then 10 LF an hour needs most of a day per tick.
+      // Each tick holds ~1.3 k LF (its prompt bound, the whole command catalogue included, + the
+      // 200-token cap) and spends less: 2 400 LF covers the first ticks, then 10 LF an hour needs
+      // most of a day per tick. A hold above the capacity would wait for a grant, never for time.
       const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'lf-pause',
         workflowId: 'agent/frugal',
-        args: [{ agentId: 'frugal', maxTicks: 6, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 1200, regenPerHour: 10 } }],
+        args: [{ agentId: 'frugal', maxTicks: 6, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 2400, regenPerHour: 10 } }],
       });
       const startedAt = Date.now();
       await h.result();
       const status = await h.query(statusQuery);
       expect(status.tick).toBe(6);
-      expect(status.lifeforce).toMatchObject({ budgetId: 'agent:frugal', capacity: 1200, exhausted: null });
+      expect(status.lifeforce).toMatchObject({ budgetId: 'agent:frugal', capacity: 2400, exhausted: null });
       // The waits happened in workflow time: the run spans days of it, in seconds of wall time.
       const describe = await h.describe();
       const spanHours = ((describe.closeTime?.getTime() ?? 0) - describe.startTime.getTime()) / 3.6e6;
