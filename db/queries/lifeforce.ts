@@ -142,6 +142,32 @@ function remember(db: Db | Tx, v: Versioned | undefined, budgetId: string): void
   m.set(budgetId, v);
 }
 
+/** A Postgres SQLSTATE anywhere in an error's cause chain (Drizzle wraps the driver's error). */
+function sqlStateOf(err: unknown): string | undefined {
+  for (let e: unknown = err; e && typeof e === 'object'; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/**
+ * Run a change again when Postgres broke a deadlock or a serialization conflict by aborting it
+ * (40P01, 40001): two processes closing the same hold at once (a settle racing a retried
+ * settle or the sweep) can each hold what the other waits for. Every change is keyed, so a
+ * second attempt either does the work or finds it done.
+ */
+async function afterDeadlocks<T>(fn: () => Promise<T>, attempts = 4): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const code = sqlStateOf(err);
+      if (i >= attempts || (code !== '40P01' && code !== '40001')) throw err;
+    }
+  }
+}
+
 /** Per database handle: the tail of each budget's queue of changes. */
 const queues = new WeakMap<object, Map<string, Promise<unknown>>>();
 
@@ -154,7 +180,8 @@ function serially<T>(db: Db | Tx, budgetId: string, fn: () => Promise<T>): Promi
   let m = queues.get(db);
   if (!m) queues.set(db, (m = new Map()));
   const prev = m.get(budgetId) ?? Promise.resolve();
-  const run = prev.then(fn, fn);
+  const attempt = () => afterDeadlocks(fn);
+  const run = prev.then(attempt, attempt);
   const tail = run.then(
     () => undefined,
     () => undefined,
