@@ -82,6 +82,15 @@ export function classifyError(err: unknown): FailureClass {
   return 'unknown';
 }
 
+/** A Postgres SQLSTATE anywhere in an error's cause chain (Drizzle wraps the driver's error). */
+export function sqlStateOf(err: unknown): string | undefined {
+  for (let e: unknown = err; e && typeof e === 'object'; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
 /** The innermost useful message of a chain, short enough for a status line or a log row. */
 export function rootMessage(err: unknown, max = 300): string {
   let e: unknown = err;

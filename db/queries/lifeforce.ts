@@ -35,6 +35,7 @@ import {
   type DenyReason,
   type ExhaustedPolicy,
 } from '../../core/lifeforce.js';
+import { sqlStateOf } from '../../core/failure.js';
 import type { Db } from '../client.js';
 import { lifeforceBudgets, lifeforceLedger, type LifeforceBudget, type LifeforceLedgerEntry } from '../schema/lifeforce.js';
 
@@ -140,15 +141,6 @@ function remember(db: Db | Tx, v: Versioned | undefined, budgetId: string): void
   }
   if (m.size >= maxCachedVersions && !m.has(budgetId)) m.clear();
   m.set(budgetId, v);
-}
-
-/** A Postgres SQLSTATE anywhere in an error's cause chain (Drizzle wraps the driver's error). */
-function sqlStateOf(err: unknown): string | undefined {
-  for (let e: unknown = err; e && typeof e === 'object'; e = (e as { cause?: unknown }).cause) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
-  }
-  return undefined;
 }
 
 /**

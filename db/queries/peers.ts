@@ -103,14 +103,6 @@ export async function ratePeer(tx: Conn, r: PeerRatingInput): Promise<{ trust: n
   return { trust, ratings: history.length, score };
 }
 
-/** The agent's known peers with their trust, active ones first. */
-export async function knownPeers(tx: Conn, agentId: string) {
-  return tx
-    .select()
-    .from(agentPeers)
-    .where(eq(agentPeers.agentId, agentId))
-    .orderBy(sql`${agentPeers.status} = 'active' desc`, sql`${agentPeers.trust} desc`, asc(agentPeers.peerAgentId));
-}
 
 /** One side of a link: `agentId`'s row for `peer`, if any. */
 export async function peerLink(tx: Conn, agentId: string, peer: string) {
