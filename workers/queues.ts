@@ -58,6 +58,14 @@ const quietBundlerLogger = {
   error: (message: string) => process.stderr.write(`bundler: ${message}\n`),
 };
 
+/**
+ * How long a workflow task waits on the sticky queue of the worker that holds the workflow in its
+ * cache before any worker may take it (with a replay of the history): how soon the agents of a
+ * worker that died move on to the others. (Set here rather than left to the SDK's default, so
+ * that what the failover takes is this code's to say.)
+ */
+export const stickyQueueScheduleToStartMs = 10_000;
+
 /** Create the Worker that polls `queue`. */
 export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDeps): Promise<Worker> {
   const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue };
@@ -66,6 +74,7 @@ export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDep
       sweepLifeforceEvery(deps.db);
       return Worker.create({
         ...base,
+        stickyQueueScheduleToStartTimeout: stickyQueueScheduleToStartMs,
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
         activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.dataDir ? { dataDir: deps.dataDir } : {}), ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
       });
