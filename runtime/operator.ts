@@ -57,6 +57,12 @@ export interface AgentLoopStatus {
 /** Describe agent/<id> and query its status; a closed loop still says how it ended. */
 export async function agentLoopStatus(client: Client, id: string): Promise<AgentLoopStatus> {
   const handle = client.workflow.getHandle(workflowIds.agent(id));
+  // The query goes out with the describe, both in flight at once; its answer counts only once
+  // the describe has found the workflow.
+  const queried = handle.query<AgentStatus>('status').then(
+    (status) => ({ status }),
+    (err: unknown) => ({ error: err as Error }),
+  );
   let desc;
   try {
     desc = await handle.describe();
@@ -71,12 +77,8 @@ export async function agentLoopStatus(client: Client, id: string): Promise<Agent
     closeTime: desc.closeTime?.toISOString() ?? null,
     reason: desc.status.name === 'RUNNING' ? null : await closeReason(handle),
   };
-  try {
-    const status = await handle.query<AgentStatus>('status');
-    return { workflowId: handle.workflowId, execution, status };
-  } catch (err) {
-    return { workflowId: handle.workflowId, execution, status: null, queryError: (err as Error).message };
-  }
+  const q = await queried;
+  return 'status' in q ? { workflowId: handle.workflowId, execution, status: q.status } : { workflowId: handle.workflowId, execution, status: null, queryError: q.error.message };
 }
 
 /** Why a closed run ended: the failure's message, the termination's reason, or how it completed. */

@@ -2,7 +2,7 @@
  * Think: one tick's context → LLM → parse → record, as one retry-safe activity, idempotent on
  * (agent, tick): a retry after the reply was recorded re-reads it instead of asking again.
  */
-import { and, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
 import type { AssembledContext } from '../../core/context.js';
 import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, ParsedReply, TagFilter } from '../../core/loop-types.js';
@@ -11,10 +11,11 @@ import { configKeys } from '../../core/catalogue.js';
 import { observePeers, type PeerObservation } from '../../core/society/isolation.js';
 import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
 import { clipText } from '../../core/sanitize.js';
+import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
-import { agents, llmRecentResponses, notes, processLog } from '../../db/schema/index.js';
+import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
@@ -149,10 +150,11 @@ async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext
 /**
  * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply
  * (kept once per tick: a retry's insert does nothing and the select finds the first one), the
- * agent's heartbeat, the notes this context showed. Returns the row id, and whether this call
- * inserted it.
+ * agent's heartbeat, the notes this context showed, and the prompt the model was sent (once per
+ * tick too; the agent's prompts older than its last `keptTicks` ticks go). Returns the row id,
+ * and whether this call inserted it.
  */
-async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[]): Promise<{ id: number | null; inserted: boolean }> {
+async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[], prompt: StoredPrompt | null): Promise<{ id: number | null; inserted: boolean }> {
   const insert = db
     .insert(llmRecentResponses)
     .values({
@@ -170,8 +172,13 @@ async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: 
     .returning({ id: llmRecentResponses.id });
   const heartbeat = db.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
   const markSeen = shownNotes.length ? db.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, shownNotes), isNull(notes.readAt))) : null;
+  const savePrompt = prompt
+    ? db.insert(tickPrompts).values({ agentId: input.agentId, tick: input.tick, messages: prompt.messages, chars: prompt.chars, promptTokens: reply.usage.promptTokens }).onConflictDoNothing()
+    : null;
+  // One row a tick at most leaves the window, found through the (agent_id, tick) index.
+  const prunePrompts = db.delete(tickPrompts).where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
   const r = await db.execute<{ id: string | number; inserted: boolean }>(sql`
-    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}
+    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}
     select id, true as inserted from ins
     union all
     select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
@@ -256,7 +263,10 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
 
   let responseId: number | null = null;
   if (input.mode === 'main') {
-    const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes);
+    // The messages as sent. A reply re-read from llm_calls (an earlier attempt's model answer)
+    // answered that attempt's prompt, which this one may not repeat exactly: none is stored then.
+    const prompt = reply.replayed ? null : promptForRecord(context.messages);
+    const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes, prompt);
     responseId = r.id;
     // The reflexes and applyCommands read this reply from the snapshot (parsed once, here).
     if (r.inserted && r.id !== null) {

@@ -9,16 +9,18 @@
 import { getTableName, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
-import { agentOwnedTables, agents, forks, forkToolRegistry, spawns, toolRegistry, verdicts, type Agent } from '../schema/index.js';
+import { agentOwnedTables, agents, forks, forkToolRegistry, spawns, tickPrompts, toolRegistry, verdicts, type Agent } from '../schema/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /**
  * Not copied: the parent's own fork records and verdicts (a fork of a fork's bookkeeping would
- * duplicate unique `verdicts.fork_id` rows and is not agent state), and the descendants it
- * spawned (the copy did not spawn them).
+ * duplicate unique `verdicts.fork_id` rows and is not agent state), the descendants it
+ * spawned (the copy did not spawn them), and the prompts its ticks sent (a record of what the
+ * parent's model was shown, up to 64 KB a tick, which no context is built from; the copy's
+ * notebook shows the inherited ticks rebuilt from the rows it did copy).
  */
-const skipped = new Set<PgTable>([forks, verdicts, spawns]);
+const skipped = new Set<PgTable>([forks, verdicts, spawns, tickPrompts]);
 
 /** Where a copy goes: `target` is the new agent id; `prefix` goes before copied text ids and globally unique keys. */
 export interface CopyTarget {

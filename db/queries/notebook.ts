@@ -1,6 +1,7 @@
 /**
  * What the notebook (the web page `npm start` serves) reads: an agent's ticks with their
- * commands, verdicts and the records of what each tick's context carried; its memory (diary,
+ * commands, verdicts and the exact prompt each tick sent its model (or, for a tick without one,
+ * the records of what its context carried); its memory (diary,
  * goals, tasks, learnings with the reason they exist, facts, notes); what waits for a human
  * (escalations, danger-zone holds, fork gates); and the series its pictures draw. Read-only:
  * every change goes through a workflow's update or signal.
@@ -26,6 +27,7 @@ import {
   llmRecentResponses,
   notes,
   tasks,
+  tickPrompts,
   unverifiedFacts,
   verdicts,
 } from '../schema/index.js';
@@ -98,8 +100,11 @@ export async function tickPage(db: Db, agentId: string, o: { before?: number; li
 
 /**
  * One tick in full: the reply with its verdict, emotions and novelty; its commands and how each
- * ended; the model calls made for it; and what its context carried, from the rows that record
- * it (the context itself is not stored): the notes it read, the previous tick's command results.
+ * ended; the model calls made for it; and its context: the exact messages its model was sent
+ * (`prompt`, stored for the agent's recent ticks), and the rows that record what the context
+ * carried (the notes it read, the previous tick's command results): all that a tick without a
+ * stored prompt shows (one older than the agent's kept ticks, one recorded before prompts were
+ * kept, one whose reply a retry re-read from an earlier attempt's model call).
  */
 export async function tickDetail(db: Db, agentId: string, tick: number) {
   const [reply] = await db
@@ -108,7 +113,7 @@ export async function tickDetail(db: Db, agentId: string, tick: number) {
     .where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, tick)));
   if (!reply) return undefined;
   const commandColumns = { cmdId: commandLog.cmdId, type: commandLog.type, args: commandLog.args, description: commandLog.description, status: commandLog.status, reason: commandLog.reason, result: commandLog.result, rating: commandLog.rating, threshold: commandLog.threshold };
-  const [commands, previous, notesRead, calls] = await Promise.all([
+  const [commands, previous, notesRead, calls, [prompt]] = await Promise.all([
     db.select(commandColumns).from(commandLog).where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), mainLoop(agentId))).orderBy(asc(commandLog.id)),
     db.select(commandColumns).from(commandLog).where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick - 1), mainLoop(agentId))).orderBy(asc(commandLog.id)),
     db
@@ -122,6 +127,10 @@ export async function tickDetail(db: Db, agentId: string, tick: number) {
       // The main loop's calls of this tick: their request keys are `agent/<id>:<tick>:<purpose>…`.
       .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.tick, tick), sql`starts_with(${llmCalls.requestKey}, ${`${workflowIds.agent(agentId)}:${tick}:`})`))
       .orderBy(asc(llmCalls.id)),
+    db
+      .select({ messages: tickPrompts.messages, chars: tickPrompts.chars, promptTokens: tickPrompts.promptTokens })
+      .from(tickPrompts)
+      .where(and(eq(tickPrompts.agentId, agentId), eq(tickPrompts.tick, tick))),
   ]);
   const withKind = <T extends { status: string; reason: string | null }>(rows: T[]) => rows.map((c) => ({ ...c, kind: commandKind(c.status, c.reason) }));
   const { id: _id, agentId: _agent, contentHash: _hash, ...shown } = reply;
@@ -129,7 +138,7 @@ export async function tickDetail(db: Db, agentId: string, tick: number) {
     reply: shown,
     commands: withKind(commands),
     calls,
-    context: { notes: notesRead, previousResults: withKind(previous), previousTick: tick - 1 },
+    context: { prompt: prompt ?? null, notes: notesRead, previousResults: withKind(previous), previousTick: tick - 1 },
   };
 }
 

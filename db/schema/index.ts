@@ -10,7 +10,7 @@ import { campaignPhases, campaigns } from './campaigns.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
-import { llmCalls, llmRegistry } from './llm.js';
+import { llmCalls, llmRegistry, tickPrompts } from './llm.js';
 import { maintenanceRuns } from './maintenance.js';
 import { nerveDecisions, nerveRuleEvents, nerveRules } from './nerves.js';
 import {
@@ -68,6 +68,7 @@ export const agentOwnedTables = [
   peerRatings,
   llmRegistry,
   llmCalls,
+  tickPrompts,
   goals,
   goalLinks,
   tasks,

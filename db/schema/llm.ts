@@ -1,11 +1,12 @@
 /**
- * LLM registry (per-role choice, failover, validators and their trust) and per-call
- * token/cost accounting.
+ * LLM registry (per-role choice, failover, validators and their trust), per-call token/cost
+ * accounting, and the exact prompt of each main-loop tick.
  */
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { agentId } from './agents.js';
+import type { StoredPromptMessage } from '../../core/tick-prompt.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
 export const llmProviders = ['openai', 'anthropic', 'local', 'scripted'] as const;
@@ -100,6 +101,29 @@ export const llmCalls = pgTable(
     check('llm_calls_role_check', oneOf(t.role, llmRoles)),
     check('llm_calls_provider_check', oneOf(t.provider, llmProviders)),
   ],
+);
+
+/**
+ * The messages a main-loop tick sent its model (think), once per (agent, tick): written in the
+ * statement that records the tick's reply, so a retry keeps the first. Bounded by
+ * core/tick-prompt.ts: each row's text is capped, and an agent keeps its last ticks' rows only
+ * (the same statement deletes the older ones). Not copied to forks and clones: a record of what
+ * the parent's model was shown, not state the copy thinks from.
+ */
+export const tickPrompts = pgTable(
+  'tick_prompts',
+  {
+    id: rowId(),
+    agentId: agentId(),
+    tick: bigint('tick', { mode: 'number' }).notNull(),
+    messages: jsonb('messages').$type<StoredPromptMessage[]>().notNull(),
+    /** Characters of the whole prompt as sent (the stored text may be cut: see `messages[].chars`). */
+    chars: integer('chars').notNull(),
+    /** Prompt tokens as the model's provider counted them (the scripted model: ceil(chars / 4)). */
+    promptTokens: integer('prompt_tokens').notNull(),
+    ...createdAt,
+  },
+  (t) => [uniqueIndex('tick_prompts_agent_id_tick_uq').on(t.agentId, t.tick)],
 );
 
 export type LlmRegistryEntry = typeof llmRegistry.$inferSelect;

@@ -1,6 +1,7 @@
 /**
  * The spawn activities and the `spawn` command on the real Postgres: what each kind of child
- * gets (row counts per table), the parent left byte for byte as it was, peers, goals, ethics,
+ * gets (row counts per table; never the prompts its parent's ticks sent), the parent left byte
+ * for byte as it was, peers, goals, ethics,
  * the lifeforce carved through the ledger, the limits, names, idempotent retries, undoing an
  * unborn child, and the lineage.
  */
@@ -14,7 +15,7 @@ import { spawnNote, type SpawnType } from '../../core/society/spawn.js';
 import { configureBudget, budgetReport } from '../../db/queries/lifeforce.js';
 import { copyPlan } from '../../db/queries/fork-copy.js';
 import { lineage, spawnCopyTables } from '../../db/queries/spawns.js';
-import { abstracts, agentConfig, agentPeers, agents, commandLog, ethicsPolicies, goals, lifeforceLedger, notes, spawns, tasks } from '../../db/schema/index.js';
+import { abstracts, agentConfig, agentPeers, agents, commandLog, ethicsPolicies, goals, lifeforceLedger, notes, spawns, tasks, tickPrompts } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { parentSnapshot, rowCounts, seedParent } from '../helpers/society.js';
 
@@ -80,6 +81,8 @@ describe('each kind of child gets what its type says, and the parent is left as 
     const parentId = `p-${type}`;
     const childId = `c-${type}`;
     await seedParent(h.db, parentId);
+    // What the parent's model was sent at a tick: a record of the parent's, copied to no child.
+    await h.db.insert(tickPrompts).values({ agentId: parentId, tick: 12, messages: [{ role: 'user', content: 'tick 12' }], chars: 7, promptTokens: 2 });
     const before = await rowCounts(h.db, parentId);
     const snapshot = await parentSnapshot(h.db, parentId, [childId]);
 
@@ -90,6 +93,7 @@ describe('each kind of child gets what its type says, and the parent is left as 
     const counts = await rowCounts(h.db, childId);
     const goalsOfType = type === 'clone' ? before.goals! : 0;
     expect(counts).toEqual({ ...expected(before, type), goals: goalsOfType + 1 });
+    expect([before.tick_prompts, counts.tick_prompts]).toEqual([1, 0]);
     expect(r.copy!.rows).toBe(Object.values(r.copy!.copied).reduce((a, b) => a + b, 0));
     expect(Object.keys(r.copy!.copied).sort()).toEqual([...spawnCopyTables(type)].sort());
 

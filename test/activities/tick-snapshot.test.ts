@@ -3,19 +3,26 @@
  * createActivities as a worker builds them, read the agent's settings, ethics policies, LLM
  * registry and learnings once per tick, and the tick's reply is not read back (think hands it
  * on, parsed). On another worker (no snapshot there) the reflexes and applyCommands read the
- * rows themselves and decide the same. Against a real Postgres; every statement the pool runs
- * is recorded.
+ * rows themselves and decide the same. Think stores the messages its model got (tick_prompts)
+ * in the statement that records the reply, once per tick: a retry neither adds nor changes it,
+ * a reply re-read from an earlier attempt's call stores none, an oversized prompt is cut to the
+ * cap, and an agent keeps its last ticks' prompts only. Against a real Postgres; every statement
+ * the pool runs is recorded.
  */
-import { eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
+import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
+import type { ChatMessage } from '../../activities/llm/types.js';
 import type { ThinkInput } from '../../activities/tick/think.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
+import { utf8Bytes } from '../../core/sanitize.js';
+import { tickPromptLimits } from '../../core/tick-prompt.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { saveLearning } from '../../db/queries/learnings.js';
-import { agentConfig, agents, ethicsPolicies, llmRegistry } from '../../db/schema/index.js';
+import { agentConfig, agents, ethicsPolicies, llmRecentResponses, llmRegistry, notes, systemPrompts, tickPrompts } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
 
@@ -52,8 +59,8 @@ const reply = [
   ]),
 ].join('\n');
 
-function activities() {
-  return createActivities({ db: handle.db, llm: { env: {}, toolsDir: '', scriptedReply: thinkScript(() => reply) } });
+function activities(scriptedReply: ScriptedReplyFn = thinkScript(() => reply)) {
+  return createActivities({ db: handle.db, llm: { env: {}, toolsDir: '', scriptedReply } });
 }
 
 async function newAgent(id: string): Promise<void> {
@@ -172,5 +179,88 @@ describe('one snapshot per tick', () => {
     const thought = await worker.think(thinkInput('snap-d', 1));
     expect(thought.responseId).not.toBeNull();
     expect(thought.commands.map((c) => c.cmdId)).toEqual(['c1', 'c2']);
+  });
+});
+
+describe('the prompt a tick sent its model', () => {
+  /** Every think call's messages, as the scripted model received them. */
+  const seen: ChatMessage[][] = [];
+  const listening = () => activities(thinkScript((messages) => (seen.push(messages.map((m) => ({ ...m }))), reply)));
+  const promptRows = (agentId: string) => handle.db.select().from(tickPrompts).where(eq(tickPrompts.agentId, agentId)).orderBy(asc(tickPrompts.tick));
+
+  it('is stored as the model got it, in the statement that records the reply, once: a retry neither adds nor changes it', async () => {
+    await newAgent('prompt-a');
+    await handle.db.insert(notes).values({ agentId: 'prompt-a', direction: 'in', source: 'user', text: 'look at <b>this</b> & that', priority: 5 });
+    const worker = listening();
+    seen.length = 0;
+    statements.length = 0;
+    recording = true;
+    const first = await worker.think(thinkInput('prompt-a', 1));
+    recording = false;
+
+    expect(seen).toHaveLength(1);
+    const [row] = await promptRows('prompt-a');
+    expect(row).toMatchObject({ tick: 1, messages: seen[0], chars: seen[0]!.reduce((n, m) => n + m.content.length, 0) });
+    expect(row!.chars).toBe(first.promptChars);
+    expect(row!.messages.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(row!.messages[1]!.content).toContain('look at <b>this</b> & that');
+    // The scripted model counts ceil(chars / 4) over the messages joined by newlines.
+    expect(row!.promptTokens).toBe(Math.ceil((row!.chars + seen[0]!.length - 1) / 4));
+    // No round trip of its own: the one statement that writes the prompt also inserts the reply.
+    const writes = statements.filter((q) => /"tick_prompts"/.test(q));
+    expect(writes).toHaveLength(1);
+    expect(writes[0]).toMatch(/insert into "llm_recent_responses"/);
+    expect(writes[0]).toMatch(/insert into "tick_prompts"/);
+
+    const again = await worker.think(thinkInput('prompt-a', 1));
+    expect(again.replayed).toBe(true);
+    expect(seen).toHaveLength(1);
+    expect(await promptRows('prompt-a')).toEqual([row]);
+  });
+
+  it('is not stored when the reply was re-read from an earlier attempt’s model call', async () => {
+    await newAgent('prompt-b');
+    const worker = listening();
+    await worker.think(thinkInput('prompt-b', 1));
+    // As if the first attempt died after the model answered and before its reply was recorded.
+    await handle.db.delete(llmRecentResponses).where(eq(llmRecentResponses.agentId, 'prompt-b'));
+    await handle.db.delete(tickPrompts).where(eq(tickPrompts.agentId, 'prompt-b'));
+    seen.length = 0;
+    const retried = await worker.think(thinkInput('prompt-b', 1));
+    expect(seen).toHaveLength(0);
+    expect(retried.responseId).not.toBeNull();
+    expect(await promptRows('prompt-b')).toEqual([]);
+  });
+
+  it('is cut to the cap, each message keeping its beginning and its full length', async () => {
+    await newAgent('prompt-c');
+    const huge = `You are a careful agent. ${'Remember the bees. '.repeat(6_000)}`;
+    await handle.db.insert(systemPrompts).values({ agentId: 'prompt-c', kind: 'full', content: huge });
+    seen.length = 0;
+    await listening().think(thinkInput('prompt-c', 1));
+    const [row] = await promptRows('prompt-c');
+    const [system, user] = seen[0]!;
+    expect(system!.content.length).toBeGreaterThan(tickPromptLimits.maxBytes);
+    // The user message (this tick) is whole; the system message keeps what room is left.
+    expect(row!.messages[1]).toEqual(user);
+    const kept = row!.messages[0]!;
+    expect({ role: kept.role, chars: kept.chars, prefix: system!.content.startsWith(kept.content) }).toEqual({ role: 'system', chars: system!.content.length, prefix: true });
+    // All the room is used, to the last whole character.
+    const bytes = utf8Bytes(kept.content) + utf8Bytes(user!.content);
+    expect(bytes).toBeLessThanOrEqual(tickPromptLimits.maxBytes);
+    expect(bytes).toBeGreaterThan(tickPromptLimits.maxBytes - 4);
+    expect(row!.chars).toBe(system!.content.length + user!.content.length);
+  });
+
+  it('is kept for the agent’s last ticks only, another agent’s untouched', async () => {
+    await newAgent('prompt-d');
+    await newAgent('prompt-e');
+    const old = (agentId: string, tick: number) => ({ agentId, tick, messages: [{ role: 'user' as const, content: `tick ${tick}` }], chars: 6, promptTokens: 2 });
+    const kept = tickPromptLimits.keptTicks;
+    await handle.db.insert(tickPrompts).values([old('prompt-d', 1), old('prompt-d', 2), old('prompt-d', 3), old('prompt-e', 1)]);
+    await listening().think(thinkInput('prompt-d', kept + 2));
+    expect((await promptRows('prompt-d')).map((r) => r.tick)).toEqual([3, kept + 2]);
+    expect((await promptRows('prompt-e')).map((r) => r.tick)).toEqual([1]);
+    expect(await handle.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, 'prompt-d'), eq(llmRecentResponses.tick, kept + 2)))).toHaveLength(1);
   });
 });

@@ -2,8 +2,11 @@
  * The notebook in a real browser (Debian's Chromium driven by playwright-core), against a real
  * Temporal dev server, Postgres, the product's workflows and activities, and the scripted model:
  * - the agents page lists a ticking agent, and its page shows new ticks arriving live (the feed,
- *   no reload); a tick opens to its context, reply, commands, verdict, emotions and novelty;
- * - a note sent from the note box comes back with its id and is in the agent's next context;
+ *   no reload); a tick opens to the prompt its model got (equal to what the scripted model
+ *   received, message for message, the system message folded), its reply, commands, verdict,
+ *   emotions and novelty;
+ * - a note sent from the note box comes back with its id and is in the agent's next prompt, as
+ *   the page shows it; a tick whose prompt was not stored shows the note in its records instead;
  * - the inbox lists the agent's escalation, its shell held in a danger zone and a fork at its
  *   gate, with deadlines counting down; a veto without a reason is refused; approving the
  *   escalation there reaches the agent as the answer note; rejecting the fork's gate applies nothing;
@@ -23,11 +26,12 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
+import type { ChatMessage } from '../../activities/llm/types.js';
 import { ensureDemoAgent } from '../../cli/forks.js';
 import { workflowIds } from '../../core/ids.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
-import { agents, llmRegistry, notes } from '../../db/schema/index.js';
+import { agents, llmRegistry, notes, tickPrompts } from '../../db/schema/index.js';
 import { TickFeed, feedSink, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop, startSuccessorFork } from '../../runtime/workflow-starts.js';
@@ -56,12 +60,15 @@ let page: Page;
 let dropDb: () => Promise<void>;
 /** Every think prompt the agent was given, joined (what its context carried). */
 const contexts: string[] = [];
+/** Every think prompt the agent was given, message by message, as the model received it. */
+const prompts: ChatMessage[][] = [];
 /** Dialogs the page opened: a hostile text that ran would open one. */
 const dialogs: string[] = [];
 
 /** The agent's first reply escalates, writes a hostile diary entry and tries a dangerous shell; later ones are quiet. */
 const think = thinkScript((messages, i) => {
   contexts.push(messages.map((m) => m.content).join('\n'));
+  prompts.push(messages.map((m) => ({ ...m })));
   if (i === 0) {
     return `Thinking about ${hostile} and the garden.\n${renderCommandBlock([
       { cmdId: 'e1', type: 'escalate', args: { task: `may I publish the garden plan? ${hostile}`, category: 'general' } },
@@ -142,7 +149,7 @@ afterAll(async () => {
 const url = (path = '') => `${notebook.url.replace('localhost', '127.0.0.1')}${path}`;
 
 describe('the notebook page', () => {
-  it('lists the ticking agent; its page shows ticks arriving live, each opening to its context, reply, commands and verdict', async () => {
+  it('lists the ticking agent; its page shows ticks arriving live, each opening to the prompt its model got, reply, commands and verdict', async () => {
     await page.goto(url());
     const row = page.locator('tr[data-agent="ticker"]');
     await row.waitFor();
@@ -161,10 +168,19 @@ describe('the notebook page', () => {
     expect(await page.evaluate(() => (globalThis as { notReloaded?: boolean }).notReloaded)).toBe(true);
     await expect.poll(async () => page.locator('#status dd[data-key="tick"]').textContent(), { timeout: 10_000 }).not.toBe(String(newest));
 
-    // Tick 1: the hostile reply, its escalate and diary commands, the validator's vote.
+    // Tick 1: the prompt its model got, the hostile reply, its escalate and diary commands, the validator's vote.
     const first = page.locator('#ticks li.tick[data-tick="1"]');
-    await first.locator('summary').click();
+    await first.locator('summary').first().click();
     await first.locator('.tick-detail').waitFor();
+    const messages = first.locator('.prompt details.prompt-message');
+    expect(await messages.evaluateAll((els) => els.map((e) => ({ role: e.getAttribute('data-role'), open: e.hasAttribute('open') })))).toEqual([
+      { role: 'system', open: false },
+      { role: 'user', open: true },
+    ]);
+    expect(await first.locator('.prompt pre.prompt-text').allTextContents()).toEqual(prompts[0]!.map((m) => m.content));
+    await messages.first().locator('summary').click();
+    expect(await messages.first().evaluate((e) => e.hasAttribute('open'))).toBe(true);
+    expect(await first.locator('.notes-read').count()).toBe(0);
     expect(await first.locator('pre.reply').textContent()).toContain(hostile);
     await expect.poll(async () => first.locator('tr.cmd').count()).toBe(3);
     expect(await first.locator('tr.cmd td.kind').allTextContents()).toEqual(['applied', 'applied', 'held']);
@@ -191,7 +207,7 @@ describe('the notebook page', () => {
     expect(dialogs).toEqual([]);
   });
 
-  it('sends a note from the note box: its id comes back and the next context carries it; a bad one is refused naming the field', async () => {
+  it('sends a note from the note box: its id comes back and the next prompt carries it (the records, for a tick without one); a bad one is refused naming the field', async () => {
     await page.goto(url('#/agent/ticker'));
     await page.locator('button[data-tab="ticks"]').click();
     await page.locator('#note-form').waitFor();
@@ -211,12 +227,27 @@ describe('the notebook page', () => {
     expect(contexts.some((c) => c.includes(marker))).toBe(true);
     const tick = page.locator(`#ticks li.tick[data-tick="${seenAt}"]`);
     await tick.waitFor({ timeout: 20_000 });
-    await tick.locator('summary').click();
+    await tick.locator('summary').first().click();
+    // The tick's prompt on the page carries the note as the model read it, as text.
+    const user = tick.locator('.prompt details.prompt-message[data-role="user"] pre.prompt-text');
+    await user.waitFor();
+    const line = (await user.textContent())!.split('\n').find((l) => l.startsWith(`- note #${noteId} from `));
+    expect(line?.endsWith(`): ${text}`), line).toBe(true);
+    expect(await page.locator('main img').count()).toBe(0);
+    await shot('agent-note-in-context');
+
+    // The same tick without its stored prompt (as one recorded before prompts were kept): the
+    // records show the note it read instead.
+    await stack.db.db.delete(tickPrompts).where(and(eq(tickPrompts.agentId, 'ticker'), eq(tickPrompts.tick, seenAt)));
+    await tick.locator('summary').first().click();
+    await page.waitForTimeout(200);
+    await tick.locator('summary').first().click();
     const read = tick.locator(`.notes-read li[data-note="${noteId}"] .note-text`);
     await read.waitFor();
     expect(await read.textContent()).toBe(text);
+    expect(await tick.locator('.prompt').count()).toBe(0);
     expect(await page.locator('main img').count()).toBe(0);
-    await shot('agent-note-in-context');
+    await shot('agent-note-in-records');
 
     // A priority outside 0..10: refused by the update's own schema, the field named.
     await page.locator('#note-text').fill('too loud');
@@ -326,6 +357,10 @@ describe('the notebook API', () => {
     expect(((await extra.json()) as Answer).fields).toEqual([{ field: 'audio', message: 'unknown field' }]);
     const badId = await post('api/agents/no%20such/notes', { text: 'hi' });
     expect(((await badId.json()) as Answer).fields).toEqual([expect.objectContaining({ field: 'agent' })]);
+    const badTick = await fetch(url('api/agents/ticker/ticks/-1'));
+    expect(badTick.status).toBe(400);
+    expect(((await badTick.json()) as Answer).fields).toEqual([expect.objectContaining({ field: 'tick' })]);
+    expect((await fetch(url('api/agents/ticker/ticks/999999'))).status).toBe(404);
     const badStart = await post('api/agents', { agentId: '../x' });
     expect(((await badStart.json()) as Answer).fields).toEqual([expect.objectContaining({ field: 'agentId' })]);
     expect((await fetch(url('api/agents/ticker/notes'), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'text=hi' })).status).toBe(415);

@@ -166,20 +166,38 @@ function commandsTable(rows, empty) {
   );
 }
 
+/** One message of a tick's prompt, folded open but for the system message (the long, stable part). */
+function promptMessage(m) {
+  const size = m.chars === undefined ? `${m.content.length} characters` : `first ${m.content.length} of ${m.chars} characters (the rest was not stored)`;
+  return h('details', { class: 'prompt-message', 'data-role': m.role, open: m.role !== 'system' }, h('summary', {}, h('span', { class: 'role' }, m.role), h('span', { class: 'muted' }, ` — ${size}`)), h('pre', { class: 'prompt-text' }, m.content));
+}
+
+/** What the tick's model was given: the exact messages when they were stored, else what the records show of them. */
+function contextView(d) {
+  const p = d.context.prompt;
+  const shown = p
+    ? [h('h4', {}, 'Prompt (the messages the model was sent)'), h('p', { class: 'muted' }, `${p.chars} characters, ${p.promptTokens} prompt tokens as the model counted them`), h('div', { class: 'prompt' }, p.messages.map(promptMessage))]
+    : [
+        h('h4', {}, 'Context (as the records show it)'),
+        h('p', { class: 'muted' }, 'This tick’s prompt was not stored, so what it carried is rebuilt from the rows that record it.'),
+        h('h5', {}, `notes read at this tick (${d.context.notes.length})`),
+        d.context.notes.length ? h('ul', { class: 'notes-read' }, d.context.notes.map((n) => h('li', { 'data-note': n.id }, h('span', { class: 'muted' }, `#${n.id} ${n.source}${n.sender ? ` (${n.sender})` : ''} p${n.priority}: `), h('span', { class: 'note-text' }, n.text)))) : h('p', { class: 'muted' }, 'none'),
+        h('h5', {}, `results of tick ${d.context.previousTick}'s commands`),
+        commandsTable(d.context.previousResults, 'none'),
+      ];
+  return h('section', { class: 'context' }, shown,
+    h('h5', {}, 'model calls'),
+    d.calls.length ? h('ul', { class: 'calls' }, d.calls.map((c) => h('li', {}, `${c.purpose ?? '?'}: ${c.provider ?? ''}:${c.model} ${c.ok ? 'ok' : `failed (${c.error ?? ''})`}, ${c.promptTokens} → ${c.completionTokens} tokens${c.latencyMs !== null ? `, ${c.latencyMs} ms` : ''}`))) : h('p', { class: 'muted' }, 'none recorded'),
+  );
+}
+
 function tickDetail(d) {
   const r = d.reply;
   const votes = r.validators ?? [];
   return h(
     'div',
     { class: 'tick-detail' },
-    h('section', { class: 'context' }, h('h4', {}, 'Context (as the records show it)'),
-      h('h5', {}, `notes read at this tick (${d.context.notes.length})`),
-      d.context.notes.length ? h('ul', { class: 'notes-read' }, d.context.notes.map((n) => h('li', { 'data-note': n.id }, h('span', { class: 'muted' }, `#${n.id} ${n.source}${n.sender ? ` (${n.sender})` : ''} p${n.priority}: `), h('span', { class: 'note-text' }, n.text)))) : h('p', { class: 'muted' }, 'none'),
-      h('h5', {}, `results of tick ${d.context.previousTick}'s commands`),
-      commandsTable(d.context.previousResults, 'none'),
-      h('h5', {}, 'model calls'),
-      d.calls.length ? h('ul', { class: 'calls' }, d.calls.map((c) => h('li', {}, `${c.purpose ?? '?'}: ${c.provider ?? ''}:${c.model} ${c.ok ? 'ok' : `failed (${c.error ?? ''})`}, ${c.promptTokens} → ${c.completionTokens} tokens${c.latencyMs !== null ? `, ${c.latencyMs} ms` : ''}`))) : h('p', { class: 'muted' }, 'none recorded'),
-    ),
+    contextView(d),
     h('section', {}, h('h4', {}, 'Reply'), h('pre', { class: 'reply' }, r.content), r.reflection ? h('p', {}, h('em', {}, 'reflection: '), r.reflection) : null, r.parseError ? h('p', { class: 'error' }, `parse error: ${r.parseError}`) : null),
     h('section', {}, h('h4', {}, 'Commands'), commandsTable(d.commands, 'no commands')),
     h('section', {}, h('h4', {}, `Validators — ${r.validationMode ?? 'no verdict'}${r.rating === null ? '' : `, rating ${num(r.rating)}`}`),
