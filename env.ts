@@ -12,6 +12,9 @@ const bool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no'])
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
+/** The sticky cache's default: room for 600 agents, about 0.85 GB (a 2 000-agent worker stays under 1.5 GB). */
+export const defaultWorkflowCache = 600;
+
 export const envSchema = z.object({
   /** Existing Temporal frontend (host:port). Unset: the embedded dev server is started. */
   TEMPORAL_ADDRESS: z.string().regex(/^[\w.-]+:\d+$/, 'expected host:port').optional(),
@@ -55,6 +58,12 @@ export const envSchema = z.object({
   MINDLOOP_LLM_MAX_REPLY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(256 * 1024),
   /** CPU threads of the local model (node-llama-cpp); default half the cores. */
   MINDLOOP_LOCAL_LLM_THREADS: z.coerce.number().int().min(1).max(256).optional(),
+  /**
+   * Workflows a `mindloop` worker keeps in memory between their tasks (the sticky cache). Each
+   * costs about 1.4 MB; one evicted (least recently used first) is replayed from its history on
+   * its next task. Size it to the agents that tick; idle ones can wait outside it.
+   */
+  MINDLOOP_WORKFLOW_CACHE: z.coerce.number().int().min(2).max(100_000).default(defaultWorkflowCache),
   /** A workflow bundle built ahead of time (`npm run build:workflows`): workers skip webpack at start. */
   MINDLOOP_WORKFLOW_BUNDLE: z.string().min(1).optional(),
   DOCKER_HOST: z.string().min(1).optional(),

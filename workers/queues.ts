@@ -34,6 +34,8 @@ export interface QueueWorkerDeps {
   events?: AgentEventSink;
   /** MINDLOOP_DATA_DIR: fork artifacts and spoken audio go under it (default `.data`). */
   dataDir?: string;
+  /** MINDLOOP_WORKFLOW_CACHE: workflows kept in memory between their tasks (the SDK's default when absent). */
+  maxCachedWorkflows?: number;
 }
 
 /** The queues TypeScript workers poll. */
@@ -75,6 +77,7 @@ export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDep
       return Worker.create({
         ...base,
         stickyQueueScheduleToStartTimeout: stickyQueueScheduleToStartMs,
+        ...(deps.maxCachedWorkflows ? { maxCachedWorkflows: deps.maxCachedWorkflows } : {}),
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
         activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.dataDir ? { dataDir: deps.dataDir } : {}), ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
       });

@@ -109,6 +109,7 @@ export async function startWorkers(
           workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
           ...(opts.events ? { events: opts.events } : {}),
           dataDir: env.MINDLOOP_DATA_DIR,
+          maxCachedWorkflows: env.MINDLOOP_WORKFLOW_CACHE,
         }),
       );
     }
