@@ -9,30 +9,65 @@
  * per-step p50/p99 of one loop, steps/s with 50 loops at once, the process's RSS. Then the crash
  * test: the child is SIGKILLed at a random step and the loop resumed with the peer's own API; the
  * steps whose side effect (a row in `peer_effects`, no unique key) ran twice or never are counted.
+ * Mindloop takes the same crash test (bench/peers-mindloop.ts): its step is a tick of the agent
+ * loop in a worker process of its own (bench/peers-mindloop-child.ts), its side effect the diary
+ * row the tick's command writes, its model an endpoint in this process that counts every call.
+ *
+ * BENCH_PEERS_ONLY=crash runs the crash test alone, `crash:<name>,…` only those loops (dbos,
+ * langgraph-sync, langgraph-async, temporal, mindloop); the results file then says it is partial.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import type { Stack } from '../runtime/stack.js';
+import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { benchStack, summarize } from './lib.js';
+import { diaryRowsPerTick, repeatedCalls, seedCrashAgent, startScriptedEndpoint, type ScriptedEndpoint } from './peers-mindloop.js';
 import { measureTicks } from './tick.js';
 
 const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const peersDir = join(import.meta.dirname, 'peers');
 const root = join(import.meta.dirname, '..');
 
-/** argv[2] of the child → its script and the metric prefix. */
+/** A loop in a child process: argv[2] of the child, its script (from the repository root), the metric suffix. */
+interface LoopProcess {
+  name: string;
+  script: string;
+  key: string;
+}
+
 const peers = [
-  { name: 'dbos', script: 'dbos.ts', key: 'dbos' },
-  { name: 'langgraph-sync', script: 'langgraph.ts', key: 'langgraph_sync' },
-  { name: 'langgraph-async', script: 'langgraph.ts', key: 'langgraph_async' },
-  { name: 'temporal', script: 'temporal.ts', key: 'temporal' },
-] as const;
+  { name: 'dbos', script: 'bench/peers/dbos.ts', key: 'dbos' },
+  { name: 'langgraph-sync', script: 'bench/peers/langgraph.ts', key: 'langgraph_sync' },
+  { name: 'langgraph-async', script: 'bench/peers/langgraph.ts', key: 'langgraph_async' },
+  { name: 'temporal', script: 'bench/peers/temporal.ts', key: 'temporal' },
+] as const satisfies readonly LoopProcess[];
 type Peer = (typeof peers)[number];
+const mindloop: LoopProcess = { name: 'mindloop', script: 'bench/peers-mindloop-child.ts', key: 'mindloop' };
 
 const kills = 5;
 const crashSteps = 200;
+/** A peer's resumed loop finishes in seconds; Mindloop's resume waits out the killed attempt's timeout (10 s) and starts the product's worker. */
+const resumeLimitMs = { peer: 60_000, mindloop: 180_000 };
+/** A kill that never came (the step's line missed): the first process is ended anyway. */
+const killLimitMs = 300_000;
+
+/** What BENCH_PEERS_ONLY selects: everything (unset), or the crash test of some loops. */
+function selection(): { perf: boolean; crash: Set<string> } {
+  const all = [...peers.map((p) => p.name), mindloop.name];
+  const only = process.env.BENCH_PEERS_ONLY?.trim();
+  if (!only) return { perf: true, crash: new Set(all) };
+  const m = /^crash(?::(.+))?$/.exec(only);
+  const names = m?.[1]?.split(',').map((n) => n.trim()) ?? all;
+  const unknown = names.filter((n) => !all.includes(n));
+  if (!m || unknown.length) throw new Error(`BENCH_PEERS_ONLY=${only}: expected crash or crash:<name>,… with names from ${all.join(', ')}`);
+  return { perf: false, crash: new Set(names) };
+}
+
+/** The step a kill lands at: the same draw for every loop, away from both ends. */
+const randomKillStep = () => 20 + Math.floor(Math.random() * (crashSteps - 40));
 
 /** bench/peers/node_modules, from its lock file, unless there. */
 function ensureInstalled(): void {
@@ -54,9 +89,9 @@ interface Child {
   kill(): void;
 }
 
-/** A peer's loop as its own node process; `onLine` sees each stdout line. */
-function runChild(p: Peer, args: string[], env: Record<string, string>, onLine: (line: string, c: Child) => void = () => {}): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join('bench', 'peers', p.script), p.name, ...args], {
+/** A loop as its own node process; `onLine` sees each stdout line. */
+function runChild(p: LoopProcess, args: string[], env: Record<string, string>, onLine: (line: string, c: Child) => void = () => {}): Child {
+  const proc = spawn(process.execPath, ['--import', 'tsx', p.script, p.name, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -94,34 +129,129 @@ async function perf(p: Peer, env: Record<string, string>): Promise<Record<string
   return { [`${p.key}_step_p50_ms`]: s.p50, [`${p.key}_step_p99_ms`]: s.p99, [`${p.key}_steps_per_s_50`]: r.steps / r.seconds, [`${p.key}_rss_mb`]: r.rssMb };
 }
 
-/** One kill: start a loop, SIGKILL its process at a random step, resume it, count each step's side effects. */
-async function crashOnce(p: Peer, env: Record<string, string>, db: pg.Pool, k: number): Promise<{ duplicated: number; lost: number; extra: number; killedAt: number; resumed: boolean }> {
-  const loop = `crash-${p.name}-${k}`;
-  const killAt = 20 + Math.floor(Math.random() * (crashSteps - 40));
-  const first = runChild(p, ['crash', loop, String(crashSteps)], env, (line, c) => {
-    if (line === `step ${killAt}`) c.kill();
+interface CrashRun {
+  killedAt: number;
+  /** The first process was killed (not ended by the kill limit nor finished on its own). */
+  killed: boolean;
+  duplicated: number;
+  lost: number;
+  extra: number;
+  resumed: boolean;
+  /** From the kill to the first step the new process reports (its start included). */
+  backS: number;
+  /** From the kill to the resumed loop's end. */
+  doneS: number;
+}
+
+interface CrashPlan {
+  loop: string;
+  killAt: number;
+  /** The loop's first step (the peers count from 0, Mindloop's ticks from 1). */
+  firstStep: number;
+  /** Extra argv of the first process. */
+  args?: string[];
+  /** Kill when the first process reports `step <killAt>` (else `armKill` decides). */
+  killOnStepLine: boolean;
+  /** A trigger outside the process (Mindloop's held model call), given the kill. */
+  armKill?: (kill: () => void) => void;
+  resumeLimitMs: number;
+  /** Side-effect rows per step of the loop. */
+  effects(loop: string): Promise<Map<number, number>>;
+}
+
+/** One kill: start a loop, SIGKILL its process at a step, resume it in a new process, count each step's side effects. */
+async function crashOnce(p: LoopProcess, env: Record<string, string>, plan: CrashPlan): Promise<CrashRun> {
+  let killed = false;
+  let killedAt = 0;
+  const kill = (c: Child) => {
+    if (killed) return;
+    killed = true;
+    killedAt = performance.now();
+    c.kill();
+  };
+  const first = runChild(p, ['crash', plan.loop, String(crashSteps), ...(plan.args ?? [])], env, (line, c) => {
+    if (plan.killOnStepLine && line === `step ${plan.killAt}`) kill(c);
   });
+  plan.armKill?.(() => kill(first));
+  const limit = setTimeout(() => first.kill(), killLimitMs);
   await first.exited;
-  const second = runChild(p, ['resume', loop, String(crashSteps)], env);
-  const timer = setTimeout(() => second.kill(), 60_000);
+  clearTimeout(limit);
+  let backAt = Number.NaN;
+  const second = runChild(p, ['resume', plan.loop, String(crashSteps)], env, (line) => {
+    if (Number.isNaN(backAt) && line.startsWith('step ')) backAt = performance.now();
+  });
+  const timer = setTimeout(() => second.kill(), plan.resumeLimitMs);
   await second.exited;
   clearTimeout(timer);
-  const { rows } = await db.query<{ step: number; n: number }>('SELECT step, count(*)::int AS n FROM peer_effects WHERE peer = $1 AND loop = $2 GROUP BY step', [p.name, loop]);
-  const counts = new Map(rows.map((r) => [r.step, r.n]));
+  const since = (t: number) => (killed ? (t - killedAt) / 1000 : Number.NaN);
+  const backS = since(backAt);
+  const doneS = since(performance.now());
+  const counts = await plan.effects(plan.loop);
   let duplicated = 0;
   let lost = 0;
   let extra = 0;
-  for (let s = 0; s < crashSteps; s++) {
+  for (let s = plan.firstStep; s < plan.firstStep + crashSteps; s++) {
     const n = counts.get(s) ?? 0;
     if (n === 0) lost++;
     if (n > 1) duplicated++;
     extra += Math.max(0, n - 1);
   }
-  return { duplicated, lost, extra, killedAt: killAt, resumed: second.lines.includes('done') };
+  return { duplicated, lost, extra, killedAt: plan.killAt, killed, resumed: second.lines.includes('done'), backS, doneS };
+}
+
+/** The crash figures of one loop's kills, under `<prefix>…_<key>`, its printed line and its note. */
+function crashFigures(label: string, prefix: string, key: string, runs: CrashRun[], detail: (r: CrashRun, i: number) => string = () => ''): { metrics: Record<string, number>; line: string; note: string } {
+  const what = (r: CrashRun) => (r.killed ? '' : ' (not killed)') + (r.resumed ? '' : ' (resume did not finish)');
+  return {
+    metrics: {
+      [`${prefix}duplicated_steps_${key}`]: runs.reduce((n, r) => n + r.duplicated, 0),
+      [`${prefix}lost_steps_${key}`]: runs.reduce((n, r) => n + r.lost, 0),
+      [`${prefix}rerun_steps_${key}`]: runs.reduce((n, r) => n + r.extra, 0),
+      [`${prefix}kills_with_duplicate_${key}`]: runs.filter((r) => r.duplicated > 0).length,
+    },
+    line: `  ${label}: crash ${runs.map((r, i) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${detail(r, i) ? ` ${detail(r, i)}` : ''} back ${r.backS.toFixed(1)} s done ${r.doneS.toFixed(1)} s${what(r)}`).join('; ')}\n`,
+    note: runs
+      .map((r, i) => `killed at step ${r.killedAt}: ${r.duplicated} duplicated, ${r.lost} lost, ${r.extra} extra runs${detail(r, i) ? `, ${detail(r, i)}` : ''}, stepping again ${r.backS.toFixed(1)} s after the kill, done after ${r.doneS.toFixed(1)} s${r.killed ? '' : ', the kill never came'}${r.resumed ? '' : ', the resume did not finish in time'}`)
+      .join('; '),
+  };
+}
+
+/** Where Mindloop's crash loop is killed: after a tick's diary row committed (as the peers), or while its think call is at the model. */
+type MindloopWindow = 'effect' | 'model';
+
+/**
+ * Mindloop's kills, in one window. Each loop is an agent of its own on the bench stack whose
+ * model is the endpoint; dup/lost count its diary rows per tick, and the endpoint's record the
+ * model calls asked again.
+ */
+async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoint: ScriptedEndpoint, window: MindloopWindow): Promise<{ runs: CrashRun[]; repeated: Array<ReturnType<typeof repeatedCalls>> }> {
+  const runs: CrashRun[] = [];
+  const repeated: Array<ReturnType<typeof repeatedCalls>> = [];
+  for (let k = 0; k < kills; k++) {
+    const loop = `crash-mindloop-${window}-${k}`;
+    await seedCrashAgent(stack.db.db, loop, endpoint.baseUrl(loop));
+    const killAt = randomKillStep();
+    runs.push(
+      await crashOnce(mindloop, env, {
+        loop,
+        killAt,
+        firstStep: 1,
+        resumeLimitMs: resumeLimitMs.mindloop,
+        effects: (l) => diaryRowsPerTick(stack.db.db, l),
+        ...(window === 'effect'
+          ? { args: [String(killAt)], killOnStepLine: true }
+          : { killOnStepLine: false, armKill: (kill: () => void) => endpoint.holdThink(loop, killAt, kill) }),
+      }),
+    );
+    repeated.push(repeatedCalls(endpoint.calls(loop)));
+  }
+  return { runs, repeated };
 }
 
 export async function measurePeers(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
-  ensureInstalled();
+  const only = selection();
+  const crashPeers = peers.filter((p) => only.crash.has(p.name));
+  if (only.perf || crashPeers.length) ensureInstalled();
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   const stamp = `${process.pid}_${Date.now()}`;
@@ -130,51 +260,97 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
   await admin.query(`CREATE DATABASE ${peersDb}`);
   await admin.query(`CREATE DATABASE ${mindloopDb}`);
   const bundle = join(tmpdir(), `mindloop-peers-bundle-${stamp}.js`);
+  const mindloopBundle = join(tmpdir(), `mindloop-peers-ml-bundle-${stamp}.js`);
   const { env, stack, stop } = await benchStack({ databaseUrl: withDb(adminUrl, mindloopDb) });
   const db = new pg.Pool({ connectionString: withDb(adminUrl, peersDb), max: 2 });
+  let endpoint: ScriptedEndpoint | undefined;
   const metrics: Record<string, number> = {};
   const notes: Record<string, string> = {};
   try {
     await db.query('CREATE TABLE peer_effects (peer text NOT NULL, loop text NOT NULL, step int NOT NULL, reply text, at timestamptz NOT NULL DEFAULT now())');
     const childEnv = { PEER_DB_URL: withDb(adminUrl, peersDb), TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle };
 
-    process.stdout.write('  mindloop: tick (bench/tick.ts measureTicks) on the same Postgres…\n');
-    const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
-    Object.assign(metrics, {
-      mindloop_tick_p50_ms: t.overhead_p50_ms!,
-      mindloop_tick_p99_ms: t.overhead_p99_ms!,
-      mindloop_ticks_per_s_50: t.ticks_per_s_50_agents!,
-      mindloop_rss_mb_500_idle_agents: t.rss_mb_500_idle_agents!,
-    });
-    for (const p of peers) {
-      process.stdout.write(`  ${p.name}: perf…\n`);
-      const m = await perf(p, childEnv);
-      Object.assign(metrics, m, { [`mindloop_tick_ratio_vs_${p.key}`]: t.overhead_p50_ms! / m[`${p.key}_step_p50_ms`]! });
+    if (only.perf) {
+      process.stdout.write('  mindloop: tick (bench/tick.ts measureTicks) on the same Postgres…\n');
+      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
+      Object.assign(metrics, {
+        mindloop_tick_p50_ms: t.overhead_p50_ms!,
+        mindloop_tick_p99_ms: t.overhead_p99_ms!,
+        mindloop_ticks_per_s_50: t.ticks_per_s_50_agents!,
+        mindloop_rss_mb_500_idle_agents: t.rss_mb_500_idle_agents!,
+      });
+      for (const p of peers) {
+        process.stdout.write(`  ${p.name}: perf…\n`);
+        const m = await perf(p, childEnv);
+        Object.assign(metrics, m, { [`mindloop_tick_ratio_vs_${p.key}`]: t.overhead_p50_ms! / m[`${p.key}_step_p50_ms`]! });
+      }
     }
-    for (const p of peers) {
-      const runs = [];
-      for (let k = 0; k < kills; k++) runs.push(await crashOnce(p, childEnv, db, k));
-      process.stdout.write(`  ${p.name}: crash ${runs.map((r) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${r.resumed ? '' : ' (resume did not finish)'}`).join('; ')}\n`);
-      metrics[`crash_duplicated_steps_${p.key}`] = runs.reduce((n, r) => n + r.duplicated, 0);
-      metrics[`crash_lost_steps_${p.key}`] = runs.reduce((n, r) => n + r.lost, 0);
-      metrics[`crash_rerun_steps_${p.key}`] = runs.reduce((n, r) => n + r.extra, 0);
-      metrics[`crash_kills_with_duplicate_${p.key}`] = runs.filter((r) => r.duplicated > 0).length;
-      notes[`crash_${p.key}`] = runs.map((r) => `killed at step ${r.killedAt}: ${r.duplicated} duplicated, ${r.lost} lost, ${r.extra} extra runs${r.resumed ? '' : ', resume did not finish in 60 s'}`).join('; ');
+    for (const p of crashPeers) {
+      const runs: CrashRun[] = [];
+      for (let k = 0; k < kills; k++) {
+        runs.push(
+          await crashOnce(p, childEnv, {
+            loop: `crash-${p.name}-${k}`,
+            killAt: randomKillStep(),
+            firstStep: 0,
+            killOnStepLine: true,
+            resumeLimitMs: resumeLimitMs.peer,
+            effects: async (loop) => {
+              const { rows } = await db.query<{ step: number; n: number }>('SELECT step, count(*)::int AS n FROM peer_effects WHERE peer = $1 AND loop = $2 GROUP BY step', [p.name, loop]);
+              return new Map(rows.map((r) => [r.step, r.n]));
+            },
+          }),
+        );
+      }
+      const f = crashFigures(p.name, 'crash_', p.key, runs);
+      process.stdout.write(f.line);
+      Object.assign(metrics, f.metrics);
+      notes[`crash_${p.key}`] = f.note;
+    }
+    if (only.crash.has(mindloop.name)) {
+      process.stdout.write('  mindloop: crash (a worker process of the product, the model an endpoint in this process)…\n');
+      await writeWorkflowBundle(mindloopBundle);
+      endpoint = await startScriptedEndpoint();
+      const mindloopEnv = {
+        DATABASE_URL: stack.database.url,
+        DATABASE_POOL_MAX: '4',
+        TEMPORAL_ADDRESS: stack.temporal.address,
+        TEMPORAL_NAMESPACE: stack.temporal.namespace,
+        MINDLOOP_WORKFLOW_BUNDLE: mindloopBundle,
+        MINDLOOP_TOOLS_DIR: env.MINDLOOP_TOOLS_DIR,
+        MINDLOOP_DATA_DIR: env.MINDLOOP_DATA_DIR,
+        LOG_LEVEL: 'WARN',
+      };
+      for (const [window, prefix] of [['effect', 'crash_'], ['model', 'crash_midcall_']] as const) {
+        const { runs, repeated } = await mindloopCrashes(stack, mindloopEnv, endpoint, window);
+        const calls = (i: number) => {
+          const r = repeated[i]!;
+          const purposes = Object.entries(r.byPurpose).map(([k, n]) => `${k} ${n}`).join(', ');
+          return `${r.repeated} repeated LLM calls${purposes ? ` (${purposes})` : ''}${r.unattributed ? `, ${r.unattributed} unattributed` : ''}`;
+        };
+        const f = crashFigures(`mindloop${window === 'model' ? ' (killed mid-call)' : ''}`, prefix, mindloop.key, runs, (_, i) => calls(i));
+        process.stdout.write(f.line);
+        Object.assign(metrics, f.metrics, { [`${prefix}repeated_llm_calls_${mindloop.key}`]: repeated.reduce((n, r) => n + r.repeated, 0) });
+        notes[`${prefix}${mindloop.key}`] = f.note;
+      }
     }
   } finally {
+    await endpoint?.close();
     await db.end();
     await stop();
     rmSync(bundle, { force: true });
+    rmSync(mindloopBundle, { force: true });
     await admin.query(`DROP DATABASE IF EXISTS ${peersDb} WITH (FORCE)`);
     await admin.query(`DROP DATABASE IF EXISTS ${mindloopDb} WITH (FORCE)`);
     await admin.end();
   }
   Object.assign(notes, {
+    ...(only.perf ? {} : { partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran` }),
     loop: `each peer: one loop of 200 steps (p50/p99 of the gap between consecutive steps after ${20} warm-up steps), then 50 loops of 20 steps at once (steps/s); a step = the instant fake model + one INSERT (its side effect), made durable the peer's way`,
     mindloop: 'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → applyCommands, three activities, reflexes off); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
     rss: '<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); mindloop_rss_mb_500_idle_agents: a worker process with 500 idle agents (bench/tick.ts)',
-    crash: `${kills} kills per peer, each a loop of ${crashSteps} steps SIGKILLed at a random step, then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills`,
-    mindloop_crash: 'not measured here: Mindloop crash-resume is not part of this harness yet',
+    crash: `${kills} kills per loop, each a loop of ${crashSteps} steps SIGKILLed at a random step (as soon as that step's side effect is reported), then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal and Mindloop: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills; back / done: seconds from the kill to the new process's first step (its start included) and to the loop's end`,
+    mindloop_crash: `Mindloop: ${crashSteps} ticks of agentLoopWorkflow (reflexes off, the tick of mindloop_tick_*) in a worker process of the product (bench/peers-mindloop-child.ts); the model an OpenAI-compatible endpoint in the harness answering each think with one diary.add; the side effect is the tick's diary_entries row (no unique key). crash_*: killed right after tick N's diary row committed, before applyCommands' completion reached Temporal (the worker holds there, so every kill lands in that window); crash_midcall_*: killed while tick N's think request waited at the endpoint. crash_repeated_llm_calls = requests the endpoint received again for a tick and purpose it had already received (with the reflexes off a tick asks one: its think)`,
   });
   return { metrics, notes };
 }

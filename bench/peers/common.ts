@@ -21,14 +21,14 @@ export async function fakeModel(loop: string, step: number): Promise<string> {
 
 const marks = new Map<string, number[]>();
 
-/** One step's work: the model, then its side effect; in crash mode the step is reported on stdout. */
+/** One step's work: the model, then its side effect; in crash and resume mode the step is reported on stdout. */
 export async function doStep(loop: string, step: number): Promise<string> {
   const reply = await fakeModel(loop, step);
   await pool.query('INSERT INTO peer_effects (peer, loop, step, reply) VALUES ($1, $2, $3, $4)', [peer, loop, step, reply]);
   const m = marks.get(loop) ?? [];
   m.push(performance.now());
   marks.set(loop, m);
-  if (mode === 'crash') process.stdout.write(`step ${step}\n`);
+  if (mode !== 'perf') process.stdout.write(`step ${step}\n`);
   return reply;
 }
 
