@@ -5,6 +5,7 @@
  */
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
+import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 
 export const neutralReflexReplies: Record<string, string> = {
   emotion: 'calm:2 (steady work)',
@@ -56,5 +57,24 @@ function unlimitedView(agentId: string) {
     priorityKey: 2,
     explicitPriority: null,
     exhausted: false,
+  };
+}
+
+/** What a fake think answers for `input`: a plain thought with no commands, `extra` on top. */
+export function fakeThought(input: ThinkInput, extra: Partial<ThinkResult> = {}): ThinkResult {
+  return {
+    responseId: input.mode === 'main' ? input.tick : null,
+    summary: `thought ${input.tick}`,
+    provider: 'scripted',
+    model: 'fake',
+    commands: [],
+    rejected: [],
+    parseErrors: [],
+    confidence: null,
+    unverifiedFacts: 0,
+    notesShown: 0,
+    promptChars: 100,
+    replayed: false,
+    ...extra,
   };
 }

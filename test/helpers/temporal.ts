@@ -1,6 +1,7 @@
 /** Temporal test environments wired to the pinned binaries in `.tools/`: the time-skipping server, the dev server. */
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll } from 'vitest';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
@@ -23,6 +24,21 @@ export async function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> 
 }
 
 const silent = { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} };
+
+/**
+ * A test file's time-skipping server and the product's workflow bundle: made before its tests,
+ * the server torn down after them. Read `suite.env` / `suite.bundle` inside the tests.
+ */
+export function timeSkippingSuite(): { readonly env: TestWorkflowEnvironment; readonly bundle: WorkflowBundleWithSourceMap } {
+  const suite = {} as { env: TestWorkflowEnvironment; bundle: WorkflowBundleWithSourceMap };
+  beforeAll(async () => {
+    [suite.env, suite.bundle] = await Promise.all([createTimeSkippingEnv(), bundle(productWorkflowsPath)]);
+  });
+  afterAll(async () => {
+    await suite.env?.teardown();
+  });
+  return suite;
+}
 
 /** Bundle a workflows module once per test file (webpack takes a few seconds). */
 export function bundle(relativeToTestHelpers: string): Promise<WorkflowBundleWithSourceMap> {

@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unlimitedLifeforce } from '../helpers/scripted.js';
+import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
@@ -58,21 +58,7 @@ function fakes(opts: {
       f.thinks.push(input);
       const r = opts.reply?.(input, f.thinks.length) ?? {};
       if (r instanceof Error) throw r;
-      return {
-        responseId: input.mode === 'main' ? input.tick : null,
-        summary: `thought ${input.tick}`,
-        provider: 'scripted',
-        model: 'fake',
-        commands: [],
-        rejected: [],
-        parseErrors: [],
-        confidence: null,
-        unverifiedFacts: 0,
-        notesShown: 0,
-        promptChars: 100,
-        replayed: false,
-        ...r,
-      };
+      return fakeThought(input, r);
     },
     async applyCommands(input) {
       f.applied.push({ tick: input.tick, mode: input.mode, commands: input.commands });

@@ -10,27 +10,19 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
 import { toolPath } from '../helpers/env.js';
 import { run } from '../helpers/spawn.js';
 import type { CampaignLearning, createCampaignActivities } from '../../activities/campaigns.js';
 import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite();
 
 interface Fake {
   ran: string[];
@@ -106,12 +98,12 @@ function fakes(): Fake {
 let seq = 0;
 async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
   const taskQueue = `campaign-${++seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: { ...f.activities, ...unlimitedLifeforce } });
+  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: { ...f.activities, ...unlimitedLifeforce } });
   return worker.runUntil(fn(taskQueue));
 }
 
 function start(taskQueue: string, input: CampaignInput) {
-  return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
+  return suite.env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
 }
 
 async function waitFor(h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string): Promise<CampaignProgress> {
@@ -230,7 +222,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       open();
       await waitFor(h, (p) => p.status === 'paused', 'paused');
       // Paused for a simulated day: nothing more runs.
-      await env.sleep(24 * 3_600_000);
+      await suite.env.sleep(24 * 3_600_000);
       expect(f.ran).toEqual(['p0/t0']);
       expect((await h.query<CampaignProgress>('progress')).task).toMatchObject({ index: 1 });
       await h.signal('resume');
@@ -321,7 +313,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       });
       await waitForGate(f, 'kid');
       // A sub-campaign runs under its own business id.
-      expect((await env.client.workflow.getHandle(`campaign/${childId}`).query<CampaignProgress>('progress')).campaignId).toBe(childId);
+      expect((await suite.env.client.workflow.getHandle(`campaign/${childId}`).query<CampaignProgress>('progress')).campaignId).toBe(childId);
       await h.signal('cancel', { reason: 'abandon' });
       return h.result();
     });
@@ -365,7 +357,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     await withWorker(f, async (q) => {
       const input = { agentId: 'ada', title: 'ids', phases: [{ name: 'one', type: 'x', tasks: [task('a')] }] };
-      const bad = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/elsewhere-${seq}`, args: [{ ...input, campaignId: `mine-${seq}` }] });
+      const bad = await suite.env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/elsewhere-${seq}`, args: [{ ...input, campaignId: `mine-${seq}` }] });
       const err = await bad.result().then(
         () => null,
         (e: unknown) => e,
@@ -375,14 +367,14 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       expect(cause.nonRetryable).toBe(true);
       expect(cause.message).toContain(`campaignId: 'mine-${seq}' does not match the workflow id 'campaign/elsewhere-${seq}'`);
 
-      const noId = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `ui-run-${seq}`, args: [input] });
+      const noId = await suite.env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `ui-run-${seq}`, args: [input] });
       const err2 = await noId.result().then(
         () => null,
         (e: unknown) => e,
       );
       expect(((err2 as WorkflowFailedError).cause as ApplicationFailure).message).toContain(`campaignId: required when the workflow id is not campaign/<campaignId> (workflow id 'ui-run-${seq}')`);
 
-      const derived = await env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/derived-${seq}`, args: [input] });
+      const derived = await suite.env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/derived-${seq}`, args: [input] });
       expect(await derived.result()).toMatchObject({ campaignId: `derived-${seq}`, status: 'completed' });
     });
     expect(f.ran).toEqual(['p0/t0']);
@@ -393,15 +385,15 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     const temporal = toolPath('temporal');
     await withWorker(f, async (q) => {
-      const ui = (workflowId: string, json: string) => run(temporal, ['workflow', 'start', '--address', env.address, '--task-queue', q, '--type', 'campaignWorkflow', '--workflow-id', workflowId, '--input', json]);
+      const ui = (workflowId: string, json: string) => run(temporal, ['workflow', 'start', '--address', suite.env.address, '--task-queue', q, '--type', 'campaignWorkflow', '--workflow-id', workflowId, '--input', json]);
       const good = await ui(`campaign/ui-ok-${seq}`, JSON.stringify({ agentId: 'ada', title: 'from the UI', phases: [{ name: 'one', type: 'ui', tasks: [{ name: 'a', type: 'ok' }] }] }));
       expect(good.code, good.stderr).toBe(0);
-      expect(await env.client.workflow.getHandle(`campaign/ui-ok-${seq}`).result()).toMatchObject({ campaignId: `ui-ok-${seq}`, status: 'completed' });
+      expect(await suite.env.client.workflow.getHandle(`campaign/ui-ok-${seq}`).result()).toMatchObject({ campaignId: `ui-ok-${seq}`, status: 'completed' });
 
       const badJson = await ui(`campaign/ui-bad-${seq}`, JSON.stringify({ campaignId: `ui-bad-${seq}`, agentId: 'ada', title: '', phases: [{ name: 'one', type: 'ui', tasks: [] }], extra: 1 }));
       expect(badJson.code, badJson.stderr).toBe(0);
       const started = Date.now();
-      const err = await env.client.workflow.getHandle(`campaign/ui-bad-${seq}`).result().catch((e: unknown) => e);
+      const err = await suite.env.client.workflow.getHandle(`campaign/ui-bad-${seq}`).result().catch((e: unknown) => e);
       expect(Date.now() - started).toBeLessThan(10_000);
       expect(err).toBeInstanceOf(WorkflowFailedError);
       const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
@@ -414,7 +406,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
       const wrongId = await ui(`ui-wrong-${seq}`, JSON.stringify({ campaignId: `ui-x-${seq}`, agentId: 'ada', title: 't', phases: [{ name: 'one', type: 'ui', tasks: [{ name: 'a', type: 'ok' }] }] }));
       expect(wrongId.code, wrongId.stderr).toBe(0);
-      const err2 = await env.client.workflow.getHandle(`ui-wrong-${seq}`).result().catch((e: unknown) => e);
+      const err2 = await suite.env.client.workflow.getHandle(`ui-wrong-${seq}`).result().catch((e: unknown) => e);
       expect(((err2 as WorkflowFailedError).cause as ApplicationFailure).message).toContain(`campaignId: 'ui-x-${seq}' does not match the workflow id 'ui-wrong-${seq}'`);
     });
     expect(f.ran).toEqual(['p0/t0']);
@@ -460,7 +452,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     const err = await withWorker(f, async (q) =>
       (
-        await env.client.workflow.start('campaignWorkflow', {
+        await suite.env.client.workflow.start('campaignWorkflow', {
           taskQueue: q,
           workflowId: `campaign/bad-${seq}`,
           args: [{ campaignId: 'has space', agentId: 'ada', title: '', phases: [{ name: 'p', type: 't', tasks: [{ name: 'x', kind: 'workflow', type: 'rm -rf' }] }] }],

@@ -6,26 +6,18 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import { fastThinkHoldMs, fastThinkMaxLlmMs } from '../../workflows/lib/activity-options.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
-import { unlimitedLifeforce } from '../helpers/scripted.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite();
 
 interface Attempt {
   tick: number;
@@ -49,22 +41,7 @@ function fakes(o: { llmMs: number; elapsedMs: number; fail?: (a: Attempt) => boo
       const attempt = { tick: input.tick, local: Context.current().info.isLocal };
       attempts.push(attempt);
       if (o.fail?.(attempt)) throw ApplicationFailure.create({ type: 'Unavailable', message: 'database away for a moment' });
-      return {
-        responseId: input.tick,
-        summary: `thought ${input.tick}`,
-        provider: 'scripted',
-        model: 'fake',
-        commands: [],
-        rejected: [],
-        parseErrors: [],
-        confidence: null,
-        unverifiedFacts: 0,
-        notesShown: 0,
-        promptChars: 100,
-        llmMs: o.llmMs,
-        elapsedMs: o.elapsedMs,
-        replayed: false,
-      };
+      return fakeThought(input, { llmMs: o.llmMs, elapsedMs: o.elapsedMs });
     },
   };
   return { attempts, failures, activities };
@@ -73,9 +50,9 @@ function fakes(o: { llmMs: number; elapsedMs: number; fail?: (a: Attempt) => boo
 let seq = 0;
 async function run(f: ReturnType<typeof fakes>, input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>): Promise<{ status: AgentStatus; localMarkers: number }> {
   const taskQueue = `fast-${++seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: f.activities });
   return worker.runUntil(async () => {
-    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/fast-${seq}`, args: [{ agentId: `fast-${seq}`, reflexes: false, ...input }] });
+    const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/fast-${seq}`, args: [{ agentId: `fast-${seq}`, reflexes: false, ...input }] });
     await h.result();
     const status = await h.query<AgentStatus>('status');
     const events = (await h.fetchHistory()).events ?? [];

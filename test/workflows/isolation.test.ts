@@ -6,26 +6,18 @@
  * Postgres, real activities and two real agent loops: test/integration/peers.test.ts.)
  */
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { PeerObservation } from '../../core/society/isolation.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite();
 
 interface Seen {
   thinks: number[];
@@ -105,9 +97,9 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): { see
 let seq = 0;
 async function run(f: ReturnType<typeof fakes>, input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>, watch?: (s: AgentStatus) => void) {
   const taskQueue = `isolation-${++seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: f.activities });
   return worker.runUntil(async () => {
-    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/isolated-${seq}`, args: [{ agentId: `isolated-${seq}`, settings: { delayMs: 1000 }, ...input }] });
+    const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/isolated-${seq}`, args: [{ agentId: `isolated-${seq}`, settings: { delayMs: 1000 }, ...input }] });
     const result = await h.result();
     const status = await h.query<AgentStatus>('status');
     watch?.(status);

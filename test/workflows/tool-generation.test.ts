@@ -8,9 +8,8 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
 import type { ToolAuditInput, createToolGenerationActivities } from '../../activities/tool-generation.js';
 import type { GeneratedTool, ToolGenerationInput, ToolGenerationResult } from '../../core/tool-generation.js';
@@ -22,18 +21,11 @@ import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createToolGenerationActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite();
 
 
 interface Fake {
@@ -86,9 +78,9 @@ let seq = 0;
 async function generate(f: Fake, input: Omit<ToolGenerationInput, 'agentId'> & { agentId?: string }, opts: { sandboxDown?: boolean } = {}): Promise<ToolGenerationResult> {
   const taskQueue = `toolgen-${++seq}`;
   const sandbox = new LocalProcessSandbox();
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
+  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: f.activities });
   const sandboxWorker = await Worker.create({
-    connection: env.nativeConnection,
+    connection: suite.env.nativeConnection,
     taskQueue: 'sandbox',
     activities: {
       async sandboxRun(req: SandboxRunRequest) {
@@ -100,7 +92,7 @@ async function generate(f: Fake, input: Omit<ToolGenerationInput, 'agentId'> & {
   });
   return sandboxWorker.runUntil(
     worker.runUntil(
-      env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
+      suite.env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
         taskQueue,
         workflowId: `tool/ada/${input.capability}-${seq}`,
         args: [{ agentId: 'ada', ...input }],
@@ -251,12 +243,12 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
     };
     const taskQueue = `toolgen-loop-${++seq}`;
     const sandbox = new LocalProcessSandbox();
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: loopActs });
-    const sandboxWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: { sandboxRun: (req: SandboxRunRequest) => sandbox.run(req) } });
+    const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: loopActs });
+    const sandboxWorker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue: 'sandbox', activities: { sandboxRun: (req: SandboxRunRequest) => sandbox.run(req) } });
     const status = await sandboxWorker.runUntil(
       worker.runUntil(async () => {
         // Idle with no timeout: only a note (the tool's) can wake the loop for tick 2.
-        const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
           taskQueue,
           workflowId: `agent/toolsmith-${seq}`,
           // This test's worker has no reflex activities: the ticks pass as auto_pass.
@@ -271,7 +263,7 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
     expect(sandbox.runs).toHaveLength(1);
     expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'development', approvedBy: null }]);
     expect(f.notified).toEqual([{ agentId: 'toolsmith', ok: true, text: expect.stringMatching(/^Tool word_frequencies \(#42, v1\) is ready for text\.word_frequencies/) }]);
-    const child = await env.client.workflow.getHandle('tool/toolsmith/text.word_frequencies').describe();
+    const child = await suite.env.client.workflow.getHandle('tool/toolsmith/text.word_frequencies').describe();
     expect(child.status.name).toBe('COMPLETED');
   });
 });
