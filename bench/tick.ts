@@ -2,22 +2,26 @@
  * tick: the agent loop's own cost with an instant scripted model, on the embedded stack.
  * - overhead per tick for 1 agent (delay 0): wall time between consecutive recorded ticks;
  * - aggregate ticks/s with 50 agents looping at once;
- * - worker RSS with 500 agent workflows open and idle;
+ * - worker RSS with 500, then 2 000 agent workflows open and idle;
  * each also as a ratio to the no-op activity round trip measured in the same run.
+ * - agents at the 1 s heartbeat (measureAt1Hz): on the real Postgres, how many agents one worker
+ *   keeps at a 1 s pace with the p99 lag within bounds.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, asc, eq, sql } from 'drizzle-orm';
+import pg from 'pg';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
 import { defaultPrices } from '../core/lifeforce.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
-import type { AgentStatus, agentLoopWorkflow } from '../workflows/agent-loop.js';
-import { summarize, withBenchWorker } from './lib.js';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import { benchStack, summarize, withBenchWorker } from './lib.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
@@ -42,8 +46,6 @@ async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
       ...process.env,
       TEMPORAL_ADDRESS: stack.temporal.address,
       DATABASE_URL: stack.database.url,
-      // PGlite's socket serves one connection per process safely.
-      DATABASE_POOL_MAX: '1',
       MINDLOOP_WORKFLOW_BUNDLE: path,
       LOG_LEVEL: 'WARN',
     },
@@ -58,6 +60,21 @@ async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
     child.once('exit', (code) => reject(new Error(`idle worker exited with ${code}: ${out}`)));
   });
   return child;
+}
+
+/** Until `total` idle agents have each recorded their first tick (then they wait for a note). */
+async function waitIdle(stack: Stack, total: number): Promise<void> {
+  const deadline = Date.now() + 10 * 60_000;
+  for (;;) {
+    const [{ n } = { n: 0 }] = await stack.db.db
+      .select({ n: sql<number>`count(distinct ${llmRecentResponses.agentId})::int` })
+      .from(llmRecentResponses)
+      .where(sql`${llmRecentResponses.agentId} like 'idle%'`);
+    if (n >= total) break;
+    if (Date.now() > deadline) throw new Error(`only ${n} of ${total} idle agents ticked within 10 min`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  await new Promise((r) => setTimeout(r, 2000)); // their idle wait begins
 }
 
 export async function measureTicks(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
@@ -88,36 +105,10 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
       .from(llmRecentResponses)
       .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
 
-    // 500 agents idle after their first tick, on a worker process of their own (the
-    // product's `npm run worker -- --queue mindloop`), so its RSS is the worker's alone: in
-    // this process PGlite's WASM heap (~700 MB) would be counted too.
-    const idle = Array.from({ length: 500 }, (_, i) => `idle${i}`);
-    await seed(stack, idle);
-    const idleWorker = await idleWorkerProcess(stack);
-    let rssMb: number;
-    try {
-      const handles = await Promise.all(
-        idle.map((id) =>
-          client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-            taskQueue: 'mindloop',
-            workflowId: `agent/${id}`,
-            args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
-          }),
-        ),
-      );
-      for (const h of handles) {
-        while ((await h.query<AgentStatus>('status')).tick < 1) await new Promise((r) => setTimeout(r, 100));
-      }
-      rssMb = processRssMb(idleWorker.pid!);
-      await Promise.all(handles.map((h) => h.terminate('benchmark done')));
-    } finally {
-      idleWorker.kill('SIGKILL');
-    }
     return {
       overhead_p50_ms: solo.p50,
       overhead_p99_ms: solo.p99,
       ticks_per_s_50_agents: n / seconds,
-      rss_mb_500_idle_agents: rssMb,
     };
   });
 }
@@ -233,5 +224,168 @@ export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts
     ledger_on_p50_ms: on.p50,
     ledger_overhead_p50_ms: on.p50 - off.p50,
     ledger_overhead_p99_ms: on.p99 - off.p99,
+  };
+}
+
+/**
+ * Worker memory with 500, then 2 000 agents idle after their first tick, on a worker process of
+ * their own (the product's `npm run worker -- --queue mindloop`), so its RSS is the worker's
+ * alone. On the real Postgres (a scratch database): the embedded PGlite serves one connection per
+ * process, which makes starting 2 000 agents take many minutes; the database is not what is
+ * measured. Then a note wakes the first agent (long out of the worker's cache, so replayed from
+ * its history) and the last (still cached): how long until its next tick is recorded.
+ */
+export async function measureIdle(): Promise<Record<string, number>> {
+  const scratch = await scratchDatabase(adminDatabaseUrl());
+  const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
+  try {
+    const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+    try {
+      const idleWorker = await idleWorkerProcess(stack);
+      const rss: Record<number, number> = {};
+      const wake: Record<'evicted' | 'cached', number> = { evicted: Number.NaN, cached: Number.NaN };
+      try {
+        const handles: WorkflowHandle[] = [];
+        for (const total of [500, 2000]) {
+          const idle = Array.from({ length: total - handles.length }, (_, i) => `idle${handles.length + i}`);
+          await seed(stack, idle);
+          for (let i = 0; i < idle.length; i += 100) {
+            handles.push(
+              ...(await Promise.all(
+                idle.slice(i, i + 100).map((id) =>
+                  client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+                    taskQueue: 'mindloop',
+                    workflowId: `agent/${id}`,
+                    args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
+                  }),
+                ),
+              )),
+            );
+          }
+          await waitIdle(stack, total);
+          rss[total] = processRssMb(idleWorker.pid!);
+          process.stdout.write(`  ${total} idle agents: worker RSS ${rss[total]!.toFixed(0)} MB\n`);
+        }
+        // A note wakes the first agent (long out of the worker's cache, so replayed from its
+        // history) and the last (still cached): how long until its next tick is recorded.
+        for (const [key, h] of [['evicted', handles[0]!], ['cached', handles.at(-1)!]] as const) {
+          const agentId = h.workflowId.slice('agent/'.length);
+          const t0 = performance.now();
+          await h.executeUpdate('addNote', { args: [{ text: 'wake up' }] });
+          for (;;) {
+            const [row] = await stack.db.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, 2)));
+            if (row) break;
+            if (performance.now() - t0 > 60_000) throw new Error(`${agentId} did not wake within 60 s`);
+            await new Promise((r) => setTimeout(r, 5));
+          }
+          wake[key] = performance.now() - t0;
+        }
+        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.terminate('benchmark done')));
+      } finally {
+        idleWorker.kill('SIGKILL');
+      }
+      return { rss_mb_500_idle_agents: rss[500]!, rss_mb_2000_idle_agents: rss[2000]!, idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
+    } finally {
+      await client.connection.close();
+    }
+  } finally {
+    await stop();
+    await scratch.drop();
+  }
+}
+
+/** The most lag a tick at the 1 s heartbeat may have (p99) for the agents to count as held. */
+export const maxLagMs = 250;
+const heartbeatMs = 1000;
+
+const adminDatabaseUrl = () => process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** A scratch database on the real Postgres (dropped by the returned function). */
+async function scratchDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `mindloop_bench_1hz_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+/**
+ * Agents at the seed's 1 s heartbeat, on the real Postgres (BENCH_DATABASE_URL /
+ * TEST_DATABASE_URL, default 127.0.0.1:5432; a scratch database) and the dev server, one worker
+ * with the product's defaults: rounds of N agents, each pacing its ticks 1 s apart (the loop's
+ * `delayMs`, after the tick ends) for `ticks` ticks; a tick's lag is how much later than 1 s
+ * after the previous one it was recorded (so it includes the tick's own time). N grows while the
+ * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did.
+ */
+export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> }> {
+  const adminUrl = adminDatabaseUrl();
+  const ladder = o.ladder ?? [50, 100, 200, 300, 400, 500, 700, 1000];
+  const ticks = o.ticks ?? 12;
+  const scratch = await scratchDatabase(adminUrl);
+  const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
+  const rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> = [];
+  try {
+    const db = stack.db.db;
+    const activities = createActivities({ db, llm: { env: {}, toolsDir } });
+    await withBenchWorker(stack, { taskQueue: 'bench-1hz', activities }, async (client) => {
+      for (const [r, n] of ladder.entries()) {
+        const ids = Array.from({ length: n }, (_, i) => `hz${r}-${i}`);
+        await seed(stack, ids);
+        const t0 = performance.now();
+        const handles: WorkflowHandle[] = [];
+        for (let i = 0; i < ids.length; i += 100) {
+          handles.push(
+            ...(await Promise.all(
+              ids.slice(i, i + 100).map((id) =>
+                client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }),
+              ),
+            )),
+          );
+        }
+        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
+        const seconds = (performance.now() - t0) / 1000;
+        const rows = await db
+          .select({ agentId: llmRecentResponses.agentId, at: llmRecentResponses.createdAt })
+          .from(llmRecentResponses)
+          .where(sql`${llmRecentResponses.agentId} like ${`hz${r}-%`}`)
+          .orderBy(asc(llmRecentResponses.agentId), asc(llmRecentResponses.tick));
+        const lags: number[] = [];
+        // Each agent's first ticks start together; the pace shows from its third.
+        for (let i = 1, nth = 0; i < rows.length; i++) {
+          const [prev, cur] = [rows[i - 1]!, rows[i]!];
+          nth = prev.agentId === cur.agentId ? nth + 1 : 0;
+          if (nth >= 2) lags.push(Math.max(0, cur.at.getTime() - prev.at.getTime() - heartbeatMs));
+        }
+        const lag = summarize(lags);
+        rounds.push({ agents: n, lagP50: lag.p50, lagP99: lag.p99, ticksPerS: rows.length / seconds });
+        process.stdout.write(`  ${n} agents at 1 Hz: lag p50 ${lag.p50.toFixed(0)} ms, p99 ${lag.p99.toFixed(0)} ms, ${(rows.length / seconds).toFixed(0)} ticks/s\n`);
+        if (lag.p99 > maxLagMs) break;
+      }
+    });
+  } finally {
+    await stop();
+    await scratch.drop();
+  }
+  const held = rounds.filter((x) => x.lagP99 <= maxLagMs).at(-1);
+  const over = rounds.find((x) => x.lagP99 > maxLagMs);
+  return {
+    metrics: {
+      agents_at_1hz: held?.agents ?? 0,
+      lag_p50_ms_at_1hz: held?.lagP50 ?? Number.NaN,
+      lag_p99_ms_at_1hz: held?.lagP99 ?? Number.NaN,
+      ...(over ? { agents_over_1hz_bound: over.agents, lag_p99_ms_over_bound: over.lagP99 } : {}),
+    },
+    rounds,
   };
 }
