@@ -28,8 +28,6 @@ export async function withHeartbeat<T>(
 ): Promise<T> {
   const ctx = activityContext();
   if (!ctx) return work(undefined);
-  // A local activity has no heartbeats: the workflow task it runs in is its lease.
-  if (ctx.info.isLocal) return work(ctx.cancellationSignal);
   const beat = () => (options.details === undefined ? ctx.heartbeat() : ctx.heartbeat(options.details));
   const timer = setInterval(beat, options.everyMs ?? heartbeatEveryMs);
   try {

@@ -15,7 +15,6 @@ import {
   log,
   patched,
   proxyActivities,
-  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -30,7 +29,7 @@ import { formatIssues } from '../core/zod-issues.js';
 import type { createActivities } from '../activities/index.js';
 import type { createSandboxActivities } from '../activities/sandbox.js';
 import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
-import { dbActivity, fastThinkActivity, fastThinkHoldMs, fastThinkMaxLlmMs, fewAttempts, llmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
+import { dbActivity, fewAttempts, llmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
 import { priorityKeyFor } from '../core/priority.js';
 import { failureMessage, isInfraFailure, isLlmUnavailable, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -77,8 +76,6 @@ function llmAt(priorityKey: number | undefined): Activities {
   return proxy;
 }
 const reflexActs = proxyActivities<Activities>(reflexActivity);
-/** The think of an agent whose model answers at once, run by the workflow's own worker (see `fastThinkActivity`). */
-const fastThink = proxyLocalActivities<Activities>(fastThinkActivity);
 // The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
 type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
@@ -265,16 +262,6 @@ class AgentLoop {
   /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
   private started = false;
   private llmInUse: string | null;
-  /** The last think's model answered within `fastThinkMaxLlmMs`: the next runs as a local activity. */
-  private thinkFast = false;
-  /**
-   * Time spent in local thinks since the workflow task was last handed back. The worker keeps
-   * the task open after a local activity for whatever the workflow does next, so an unpaced loop
-   * would run tick after tick in one task while signals, updates and queries wait for it (the
-   * server hands them over with the next task). Past `fastThinkHoldMs` the next think is an
-   * ordinary activity, which ends the task.
-   */
-  private heldTaskMs = 0;
   private lifeforce: LifeforceStatus | null = null;
   /** Exhaustion episodes, to name their escalations. */
   private exhaustions = 0;
@@ -537,31 +524,26 @@ class AgentLoop {
   /** The tick's think; null when no LLM answered (the outage is waited out) or the reply failed the tick. */
   private async think(tick: number): Promise<Thought | null> {
     const { agentId, state } = this;
-    const input: Parameters<Activities['think']>[0] = {
-      agentId,
-      tick,
-      workflowId: this.selfId,
-      now: new Date().toISOString(),
-      mode: 'main',
-      loop: {
-        contextMode: state.settings.contextMode,
-        contextFilter: state.settings.contextFilter,
-        recentK: state.settings.recentK,
-        notesMode: state.settings.notesMode,
-        notesFilter: state.settings.notesFilter,
-      },
-      params: { ...state.reflex, maxTokens: state.settings.maxTokens },
-      ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
-    };
     try {
-      const local = this.thinkFast && this.heldTaskMs < fastThinkHoldMs && patched('fast-think-v1') ? await this.thinkLocally(input) : null;
-      const thought = local ?? (await this.guard('think', () => llmAt(this.lifeforce?.priorityKey).think(input)));
-      if (!local) this.heldTaskMs = 0;
-      // A reply re-read from the record says nothing of the model's speed.
-      if (!thought.replayed) this.thinkFast = (thought.llmMs ?? Number.POSITIVE_INFINITY) <= fastThinkMaxLlmMs;
-      return thought;
+      return await this.guard('think', () =>
+        llmAt(this.lifeforce?.priorityKey).think({
+          agentId,
+          tick,
+          workflowId: this.selfId,
+          now: new Date().toISOString(),
+          mode: 'main',
+          loop: {
+            contextMode: state.settings.contextMode,
+            contextFilter: state.settings.contextFilter,
+            recentK: state.settings.recentK,
+            notesMode: state.settings.notesMode,
+            notesFilter: state.settings.notesFilter,
+          },
+          params: { ...state.reflex, maxTokens: state.settings.maxTokens },
+          ...(state.reflexState.focus ? { focus: state.reflexState.focus } : {}),
+        }),
+      );
     } catch (err) {
-      this.thinkFast = false;
       if (isLlmUnavailable(err)) {
         await this.coreOutage(err);
         return null; // the same tick again, now that an LLM answers
@@ -575,24 +557,6 @@ class AgentLoop {
       // to the next tick — a retry of this one would replay the same recorded reply.
       await this.tickFailed(tick, 'think', err);
       if (this.failedInARow >= poisonTicksBeforeOutage) await this.coreOutage(err);
-      return null;
-    }
-  }
-
-  /**
-   * The fast path of a think: a local activity, in this workflow task (no activity task to match,
-   * its result a marker in history). Whatever stops it — a slow model, the database away, an
-   * error of the reply — hands the same tick to the activity (null), which is idempotent on the
-   * tick and has the retries, the outage handling and the task priority.
-   */
-  private async thinkLocally(input: Parameters<Activities['think']>[0]): Promise<Thought | null> {
-    try {
-      const thought = await fastThink.think(input);
-      this.heldTaskMs += thought.elapsedMs ?? fastThinkHoldMs;
-      return thought;
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      log.info('fast think fell back to an activity', { agentId: this.agentId, tick: input.tick, error: failureMessage(err) });
       return null;
     }
   }
@@ -665,13 +629,10 @@ class AgentLoop {
       this.phase = 'idle';
       const { wakeOn, timeoutMs } = state.settings.idle;
       const wake = () => this.stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake);
-      if (wake()) return;
-      this.heldTaskMs = 0; // the wait ends the workflow task
       if (!wakeOn.includes('timeout')) await condition(wake);
       else if (!(await condition(wake, timeoutMs, { summary: timerText.idle(timeoutMs, wakeOn) }))) log.info('idle timeout', { agentId: this.agentId, tick: state.tick });
     } else if (!state.pendingWake && state.settings.delayMs > 0) {
       this.phase = 'pacing';
-      this.heldTaskMs = 0; // the timer ends the workflow task
       await condition(() => this.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.pacing(state.settings.delayMs) });
     }
   }

@@ -64,10 +64,6 @@ export interface ThinkResult {
   lifeforce?: { budgetId: string; charged: number; available: number | null };
   /** Main loop: the agent's peers as this tick found them (the loop's Isolated mode follows them). */
   peers?: PeerObservation;
-  /** How long the model took to answer (0 when the reply was re-read; absent in results recorded before it was): the loop runs the next think as a local activity when it is short. */
-  llmMs?: number;
-  /** How long this think took, all of it (absent in results recorded before it was). */
-  elapsedMs?: number;
   replayed: boolean;
 }
 
@@ -234,7 +230,7 @@ async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: Loade
   loaded.snapshot.reply = tickReplyOf(row);
   const { parsed } = loaded.snapshot.reply;
   // The same caps as the first attempt's result: it rides through history too.
-  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), llmMs: 0, replayed: true });
+  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
 }
 
 /** One tick's thinking (see the module comment). */
@@ -288,7 +284,6 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     ...(loaded.taskStatus !== undefined ? { taskStatus: loaded.taskStatus } : {}),
     ...(reply.lifeforce ? { lifeforce: reply.lifeforce } : {}),
     ...peersSeen(input, loaded),
-    llmMs: reply.latencyMs,
     replayed: false,
   });
 }
@@ -307,11 +302,7 @@ async function probeLlm(llm: LlmRouter, input: { agentId: string; role: 'agent' 
 export function createThinkActivities(deps: ThinkDeps) {
   return {
     /** One tick's thinking, idempotent on (agent, tick). */
-    think: async (input: ThinkInput): Promise<ThinkResult> => {
-      const started = performance.now();
-      const result = await think(deps, input);
-      return { ...result, elapsedMs: Math.round(performance.now() - started) };
-    },
+    think: (input: ThinkInput) => think(deps, input),
     /** Is any LLM of this role answering? */
     probeLlm: (input: { agentId: string; role: 'agent' }) => probeLlm(deps.llm, input),
   };

@@ -64,7 +64,7 @@ const nameOf = (identity: string | undefined) => workers.find((w) => w.identity 
  * - The loop's next workflow task is for the dead worker's sticky queue (it holds the loop in
  *   its cache). Waiting there, it goes to the shared queue after the sticky schedule-to-start
  *   timeout (workers/queues.ts sets it); handed to the dead worker (the server may not have dropped its polls
- *   yet: the histories show both) or running there, local activities in it included, it is
+ *   yet: the histories show both) or running there, it is
  *   given again after the workflow task timeout (the server's default, read from the execution).
  * An agent can meet both in a row (its think retried on a worker left, whose completion then
  * waits on the dead worker's sticky queue), so the bound is their sum, plus room for a busy machine.

@@ -1,6 +1,6 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve] [peers] [isolation] [spawn] [fast]
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve] [peers] [isolation] [spawn]
  * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
  * and the scripted model:
  * - agent: an agent loop that hears a note, applies commands, starts a task loop and
@@ -21,9 +21,6 @@
  * - spawn: an agent loop whose `spawn` command starts the spawn of a newborn (`spawn-v1`), which
  *   is born and runs its own loop; a trained child spawned directly with a budget; a spawn
  *   refused at its admission (the parent's own name).
- * - fast: an unpaced agent on an instant model (`fast-think-v1`): its thinks run as local
- *   activities (markers in history), every few an ordinary one that ends the held workflow
- *   task; a note arrives by the addNote update meanwhile.
  * Re-record after an intended workflow change (and keep the old files while old runs live):
  * record only the scenarios whose workflows changed.
  */
@@ -51,7 +48,7 @@ import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
 
-const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve', 'peers', 'isolation', 'spawn', 'fast'] as const;
+const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve', 'peers', 'isolation', 'spawn'] as const;
 type Scenario = (typeof scenarios)[number];
 const asked = process.argv.slice(2);
 for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
@@ -156,10 +153,6 @@ try {
     await db.insert(llmRegistry).values({ agentId: 'loner', name: 'script', provider: 'scripted', model: 'scripted-loner', role: 'agent', priority: 1 });
     await db.insert(agentConfig).values({ agentId: 'loner', key: 'isolation_ticks', value: 2 });
     await linkPeers(db, 'loner', 'gone');
-  }
-  if (wanted.has('fast')) {
-    await db.insert(agents).values({ id: 'quick', name: 'Quick' });
-    await db.insert(llmRegistry).values({ agentId: 'quick', name: 'script', provider: 'scripted', model: 'scripted-quick', role: 'agent', priority: 1, params: { replies: ['A quick thought.'] } });
   }
   if (wanted.has('spawn')) {
     await db.insert(agents).values({ id: 'spawner', name: 'Spawner' });
@@ -299,17 +292,6 @@ try {
       const end = await h.query<AgentStatus>('status');
       if (end.operatingMode !== 'normal' || end.isolation.sinceTick !== null) throw new Error(`loner did not leave isolation: ${JSON.stringify(end.isolation)}`);
       recorded.push({ workflowId: 'agent/loner' });
-    }
-    if (wanted.has('fast')) {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/quick', args: [{ agentId: 'quick', maxTicks: 40, reflexes: false, settings: { delayMs: 0 } }] });
-      await until('quick at tick 5', () => h.query<AgentStatus>('status'), (s) => s.tick >= 5);
-      await h.executeUpdate('addNote', { args: [{ text: 'a note while thinking fast' }] });
-      await h.result();
-      const events = (await h.fetchHistory()).events ?? [];
-      const markers = events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
-      const activities = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'think').length;
-      if (markers === 0 || activities < 2) throw new Error(`quick did not mix local and ordinary thinks: ${markers} local, ${activities} ordinary`);
-      recorded.push({ workflowId: 'agent/quick' });
     }
     if (wanted.has('spawn')) {
       const loop = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner', args: [{ agentId: 'spawner', maxTicks: 2, reflexes: false, settings: { delayMs: 50 } }] });

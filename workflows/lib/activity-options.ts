@@ -2,7 +2,7 @@
  * One timeout/retry preset per kind of activity. Workflows pick a preset by name
  * instead of inventing timeouts inline.
  */
-import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
+import type { ActivityOptions } from '@temporalio/workflow';
 
 // Errors of the request itself (activities/errors.ts): retrying would repeat them. Everything
 // else — above all `Unavailable`, a database or endpoint that is away — is retried.
@@ -41,23 +41,6 @@ export const copyActivity: ActivityOptions = {
   startToCloseTimeout: '30 minutes',
   heartbeatTimeout: '10 seconds',
   retry: dbActivity.retry,
-};
-
-/**
- * A tick's think as a local activity, for an agent whose model answered the last tick within
- * `fastThinkMaxLlmMs` (an instant scripted model, a small local one on a fast machine): it runs
- * in the worker that runs the workflow, so the tick costs one workflow task instead of two plus
- * an activity task. One attempt, a short timeout: any failure hands the tick to the ordinary
- * activity (idempotent on the tick), which retries and rides outages out. Durable through the
- * marker its result leaves in history; a worker lost mid-think runs it again on another, where
- * the reply recorded for the tick, if any, is re-read rather than asked for again.
- */
-export const fastThinkMaxLlmMs = 1_000;
-/** How long local thinks may hold one workflow task before the next think goes through the activity (and so ends the task). */
-export const fastThinkHoldMs = 250;
-export const fastThinkActivity: LocalActivityOptions = {
-  startToCloseTimeout: '5 seconds',
-  retry: { maximumAttempts: 1 },
 };
 
 /**
