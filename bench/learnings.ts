@@ -4,23 +4,16 @@
  * saves/s and reinforcements/s for 1000 learnings (every guard query runs), loads/s of that
  * shard, and the decay job's duration over 100 000 learnings.
  */
-import pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { decayLearnings, loadLearnings, saveLearning } from '../db/queries/learnings.js';
 import { createDb } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
-import { summarize } from './lib.js';
+import { benchAdminUrl, scratchDatabase, summarize } from './lib.js';
 
-const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export async function measureLearnings(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
-  const name = `mindloop_bench_learnings_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const h = createDb(url.toString(), { max: 4 });
+  const scratch = await scratchDatabase('mindloop_bench_learnings');
+  const h = createDb(scratch.url, { max: 4 });
   try {
     await runMigrations(h.pool);
     const db = h.db;
@@ -112,7 +105,7 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
         decay_rows_total: total,
       },
       notes: {
-        database: `real Postgres (${new URL(adminUrl).host}), fresh database, migrations applied`,
+        database: `real Postgres (${new URL(benchAdminUrl).host}), fresh database, migrations applied`,
         saves: `${n} distinct learnings, one at a time through saveLearning (allow-list + zod, advisory lock, rate-limit and cap counts, upsert, event row); limits set high so none refuses`,
         loads: `loadLearnings of the 1000-learning shard (confidence > 0.3, by confidence then recency), ${loads} times; rehydration: one agent's top 20`,
         decay: `decayLearnings over all shards: one UPDATE (× 0.9 where learned_at older than 7 days) + one DELETE (< 0.1) in a transaction, ${total} decay rows + the ${n + 50} saved ones`,
@@ -120,7 +113,6 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
     };
   } finally {
     await h.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
+    await scratch.drop();
   }
 }

@@ -9,6 +9,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { parseEnv, type Env } from '../env.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import { startStack, type Stack } from '../runtime/stack.js';
+import pg from 'pg';
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -108,4 +109,25 @@ export async function withBenchWorker<T>(
     await client.connection.close();
     await connection.close();
   }
+}
+
+/** The Postgres a benchmark makes its scratch databases on: BENCH_DATABASE_URL / TEST_DATABASE_URL, default the local one. */
+export const benchAdminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** A database of the benchmark's own on that Postgres (`<prefix>_<pid>_<time>`), and how to drop it. */
+export async function scratchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${Date.now()}`;
+  const admin = async (sql: string) => {
+    const c = new pg.Client({ connectionString: benchAdminUrl });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`create database ${name}`);
+  const url = new URL(benchAdminUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`drop database if exists ${name} with (force)`) };
 }

@@ -23,7 +23,6 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import type { Client } from '@temporalio/client';
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import { createLlmRouter, defaultLocalModelName, disposeLocalModels, ensureDefaultRegistry, preloadLocalModel, type LlmRouter } from '../activities/llm/index.js';
@@ -41,9 +40,8 @@ import { resolveLocalModel } from '../runtime/tools.js';
 import type { Stack } from '../runtime/stack.js';
 import { collisionModel } from '../test/helpers/nerves.js';
 import type { NerveStatus, nerveWorkflow } from '../workflows/nerve.js';
-import { benchStack, summarize, withBenchWorker } from './lib.js';
+import { benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 
-const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? join(import.meta.dirname, '..', '.tools');
 
 const targets = { cost: 0.6, latency: 0.8 };
@@ -278,14 +276,8 @@ const loadText = () => loadavg().map((x) => x.toFixed(2)).join(' / ');
 
 export async function measureNerves(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const loadBefore = loadText();
-  const name = `mindloop_bench_nerves_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const { stack, stop } = await benchStack({ databaseUrl: url.toString() });
+  const scratch = await scratchDatabase('mindloop_bench_nerves');
+  const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
     const db = stack.db.db;
     const router = createLlmRouter({ db, env: {}, toolsDir, scriptedReply: collisionModel() });
@@ -358,9 +350,6 @@ export async function measureNerves(): Promise<{ metrics: Record<string, number>
   } finally {
     await disposeLocalModels();
     await stop();
-    const c = new pg.Client({ connectionString: adminUrl });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await c.end();
+    await scratch.drop();
   }
 }

@@ -23,11 +23,10 @@ import { join } from 'node:path';
 import pg from 'pg';
 import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
-import { benchStack, summarize } from './lib.js';
+import { benchStack, scratchDatabase, summarize } from './lib.js';
 import { diaryRowsPerTick, repeatedCalls, seedCrashAgent, startScriptedEndpoint, type ScriptedEndpoint } from './peers-mindloop.js';
 import { measureTicks } from './tick.js';
 
-const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const peersDir = join(import.meta.dirname, 'peers');
 const root = join(import.meta.dirname, '..');
 
@@ -75,12 +74,6 @@ function ensureInstalled(): void {
   process.stdout.write('  installing bench/peers (npm ci)…\n');
   const r = spawnSync('npm', [existsSync(join(peersDir, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund'], { cwd: peersDir, stdio: 'inherit' });
   if (r.status !== 0) throw new Error(`npm install in ${peersDir} failed (${r.status})`);
-}
-
-function withDb(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
 }
 
 interface Child {
@@ -252,23 +245,19 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
   const only = selection();
   const crashPeers = peers.filter((p) => only.crash.has(p.name));
   if (only.perf || crashPeers.length) ensureInstalled();
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
   const stamp = `${process.pid}_${Date.now()}`;
-  const peersDb = `mindloop_peers_${stamp}`;
-  const mindloopDb = `mindloop_peers_ml_${stamp}`;
-  await admin.query(`CREATE DATABASE ${peersDb}`);
-  await admin.query(`CREATE DATABASE ${mindloopDb}`);
+  const peersDb = await scratchDatabase('mindloop_peers');
+  const mindloopDb = await scratchDatabase('mindloop_peers_ml');
   const bundle = join(tmpdir(), `mindloop-peers-bundle-${stamp}.js`);
   const mindloopBundle = join(tmpdir(), `mindloop-peers-ml-bundle-${stamp}.js`);
-  const { env, stack, stop } = await benchStack({ databaseUrl: withDb(adminUrl, mindloopDb) });
-  const db = new pg.Pool({ connectionString: withDb(adminUrl, peersDb), max: 2 });
+  const { env, stack, stop } = await benchStack({ databaseUrl: mindloopDb.url });
+  const db = new pg.Pool({ connectionString: peersDb.url, max: 2 });
   let endpoint: ScriptedEndpoint | undefined;
   const metrics: Record<string, number> = {};
   const notes: Record<string, string> = {};
   try {
     await db.query('CREATE TABLE peer_effects (peer text NOT NULL, loop text NOT NULL, step int NOT NULL, reply text, at timestamptz NOT NULL DEFAULT now())');
-    const childEnv = { PEER_DB_URL: withDb(adminUrl, peersDb), TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle };
+    const childEnv = { PEER_DB_URL: peersDb.url, TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle };
 
     if (only.perf) {
       process.stdout.write('  mindloop: tick (bench/tick.ts measureTicks) on the same Postgres…\n');
@@ -340,9 +329,8 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
     await stop();
     rmSync(bundle, { force: true });
     rmSync(mindloopBundle, { force: true });
-    await admin.query(`DROP DATABASE IF EXISTS ${peersDb} WITH (FORCE)`);
-    await admin.query(`DROP DATABASE IF EXISTS ${mindloopDb} WITH (FORCE)`);
-    await admin.end();
+    await peersDb.drop();
+    await mindloopDb.drop();
   }
   Object.assign(notes, {
     ...(only.perf ? {} : { partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran` }),

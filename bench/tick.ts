@@ -12,7 +12,6 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, asc, eq, sql } from 'drizzle-orm';
-import pg from 'pg';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
 import { defaultPrices } from '../core/lifeforce.js';
@@ -21,7 +20,7 @@ import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
-import { benchStack, summarize, withBenchWorker } from './lib.js';
+import { benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
@@ -236,7 +235,7 @@ export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts
  * its history) and the last (still cached): how long until its next tick is recorded.
  */
 export async function measureIdle(): Promise<Record<string, number>> {
-  const scratch = await scratchDatabase(adminDatabaseUrl());
+  const scratch = await scratchDatabase('mindloop_bench_idle');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
     const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
@@ -298,41 +297,17 @@ export async function measureIdle(): Promise<Record<string, number>> {
 export const maxLagMs = 250;
 const heartbeatMs = 1000;
 
-const adminDatabaseUrl = () => process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-/** A scratch database on the real Postgres (dropped by the returned function). */
-async function scratchDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `mindloop_bench_1hz_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`drop database if exists ${name} with (force)`);
-      await c.end();
-    },
-  };
-}
-
 /**
- * Agents at the seed's 1 s heartbeat, on the real Postgres (BENCH_DATABASE_URL /
- * TEST_DATABASE_URL, default 127.0.0.1:5432; a scratch database) and the dev server, one worker
+ * Agents at the seed's 1 s heartbeat, on the real Postgres (a scratch database, bench/lib.ts `scratchDatabase`) and the dev server, one worker
  * with the product's defaults: rounds of N agents, each pacing its ticks 1 s apart (the loop's
  * `delayMs`, after the tick ends) for `ticks` ticks; a tick's lag is how much later than 1 s
  * after the previous one it was recorded (so it includes the tick's own time). N grows while the
  * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did.
  */
 export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> }> {
-  const adminUrl = adminDatabaseUrl();
   const ladder = o.ladder ?? [50, 100, 200, 300, 400, 500, 700, 1000];
   const ticks = o.ticks ?? 12;
-  const scratch = await scratchDatabase(adminUrl);
+  const scratch = await scratchDatabase('mindloop_bench_1hz');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   const rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> = [];
   try {

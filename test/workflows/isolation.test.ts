@@ -12,7 +12,7 @@ import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { PeerObservation } from '../../core/society/isolation.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
-import { unlimitedLifeforce } from '../helpers/scripted.js';
+import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -43,22 +43,11 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): { see
       seen.thinks.push(input.tick);
       const p = peers(seen.thinks.length);
       if (p instanceof Error) throw p;
-      return {
-        responseId: input.tick,
-        summary: `thought ${input.tick}`,
-        provider: 'scripted',
-        model: 'fake',
+      return fakeThought(input, {
         // One command each tick, so that every tick's decisions reach applyCommands.
         commands: [{ cmdId: 'c1', type: 'diary.add', args: { title: `t${input.tick}`, content: 'x' } }],
-        rejected: [],
-        parseErrors: [],
-        confidence: null,
-        unverifiedFacts: 0,
-        notesShown: 0,
-        promptChars: 100,
-        replayed: false,
         ...(p ? { peers: p } : {}),
-      };
+      });
     },
     async applyCommands(input) {
       seen.applied.push({ tick: input.tick, tags: input.tags });
