@@ -123,7 +123,8 @@ const benchmarks: Record<string, () => Promise<void>> = {
     try {
       const metrics = await measureCli(stack, env.MINDLOOP_TOOLS_DIR);
       writeResult('cli', metrics, {
-        runs: 'each figure: 10 runs of the whole command as a process (node bin/mindloop.mjs …), start to exit, after one warm-up run; the agent is on the embedded stack with a slow heartbeat',
+        runs: 'each figure: 10 runs of the whole command as a process (node bin/mindloop.mjs …), start to exit, after one warm-up run; the agent is on the embedded stack with a slow heartbeat, and its notebook is served as by npm start',
+        status: `status_*, note_*: as they answer beside npm start (through its notebook, which serves the same Temporal); *_direct_*: --direct, the command's own Temporal client (as where no notebook runs)`,
         targets: `status_p50_ms <= 300: ${metrics.status_p50_ms! <= 300 ? 'met' : 'missed'}; note_p50_ms <= 500: ${metrics.note_p50_ms! <= 500 ? 'met' : 'missed'}`,
         temporal_cli: 'temporal workflow describe of the same agent workflow (the Temporal CLI from .tools/), same run',
       });

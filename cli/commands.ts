@@ -15,7 +15,9 @@ export interface CommandModule {
 
 export const commandModules: readonly CommandModule[] = [
   { commands: ['doctor'], load: async () => (await import('./doctor.js')).registerDoctorCommand },
-  { commands: ['start', 'stop', 'pause', 'resume', 'note', 'status', 'agents'], load: async () => (await import('./agents.js')).registerAgentCommands },
+  { commands: ['start', 'stop', 'pause', 'resume', 'agents'], load: async () => (await import('./agents.js')).registerAgentCommands },
+  { commands: ['status'], load: async () => (await import('./status.js')).registerStatusCommand },
+  { commands: ['note'], load: async () => (await import('./note.js')).registerNoteCommand },
   { commands: ['replay'], load: async () => (await import('./replay.js')).registerReplayCommand },
   { commands: ['learnings', 'feedback'], load: async () => (await import('./learnings.js')).registerLearningCommands },
   { commands: ['escalations', 'metrics'], load: async () => (await import('./escalations.js')).registerEscalationCommands },

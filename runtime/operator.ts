@@ -14,12 +14,8 @@ import type { Env } from '../env.js';
 import type { AgentStatus } from '../workflows/agent-loop.js';
 import type { EscalationStatus } from '../workflows/escalation.js';
 import type { GateAnswer } from '../workflows/successor-fork.js';
-import { temporalConnectionOptions } from './temporal-connection.js';
+import { temporalAddress, temporalConnectionOptions } from './temporal-connection.js';
 
-/** The Temporal frontend the environment names: TEMPORAL_ADDRESS, or the embedded dev server's port. */
-export function temporalAddress(env: Env): string {
-  return env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`;
-}
 
 /** Connect to Temporal; one that does not answer is a one-line error with the fix. */
 export async function connectTemporal(env: Env): Promise<Connection> {
@@ -45,6 +41,14 @@ export function explainDbError(err: unknown, env: Pick<Env, 'DATABASE_URL' | 'PG
   return err instanceof Error ? err : new Error(String(err));
 }
 
+/** There is no workflow agent/<id>: nothing has started that agent's loop. */
+export class NoAgentLoopError extends Error {
+  constructor(readonly agentId: string) {
+    super(`no loop for agent ${agentId}: start it with \`mindloop start ${agentId}\``);
+    this.name = 'NoAgentLoopError';
+  }
+}
+
 /** The loop's execution (running, failed, terminated…) beside its last status query answer. */
 export interface AgentLoopStatus {
   workflowId: string;
@@ -67,7 +71,7 @@ export async function agentLoopStatus(client: Client, id: string): Promise<Agent
   try {
     desc = await handle.describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${id}: start it with \`mindloop start ${id}\``);
+    if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(id);
     throw err;
   }
   const execution = {

@@ -13,6 +13,14 @@ export interface TemporalConnectionConfig {
   apiKey?: string;
 }
 
+/** The HTTP header by which a CLI command names the cluster it means to a notebook, as `<address>/<namespace>`. */
+export const temporalHeader = 'x-mindloop-temporal';
+
+/** The Temporal frontend the environment names: TEMPORAL_ADDRESS, or the embedded dev server's port. */
+export function temporalAddress(env: Pick<Env, 'TEMPORAL_ADDRESS' | 'TEMPORAL_PORT'>): string {
+  return env.TEMPORAL_ADDRESS ?? `127.0.0.1:${env.TEMPORAL_PORT}`;
+}
+
 /** Connection options for a Temporal cluster, with mTLS or an API key when configured. */
 export function temporalConnectionOptions(env: Env, address: string): TemporalConnectionConfig {
   const opts: TemporalConnectionConfig = { address };

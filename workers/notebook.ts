@@ -32,6 +32,7 @@ export async function startWorkerNotebook(env: Env, stack: Stack, feed: TickFeed
     const server = await startNotebook({
       db: stack.db.db,
       client,
+      temporal: { address: stack.temporal.address, namespace: stack.temporal.namespace },
       feed,
       feedSource: bus ? 'bus' : 'in-process',
       host: env.MINDLOOP_NOTEBOOK_HOST,

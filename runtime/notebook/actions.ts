@@ -76,6 +76,8 @@ export async function signalAgent(client: Client, agentId: string, signal: LoopS
 
 /** The fields of a note the page may set; the rest of the update's input keeps its defaults. */
 const noteFields = ['text', 'priority', 'tags'] as const;
+/** An update id a client chose for its note. */
+const updateIdSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)');
 
 /**
  * Send a note through the loop's `addNote` update and return its answer (the stored note's id,
@@ -83,12 +85,14 @@ const noteFields = ['text', 'priority', 'tags'] as const;
  * schema; a refusal by the workflow's validator comes back as a 409 with its reason.
  */
 export async function sendNote(client: Client, agentId: string, body: unknown): Promise<AddNoteResult> {
-  const raw = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
+  const { updateId, ...raw } = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
   const unknown = Object.keys(raw).filter((k) => !(noteFields as readonly string[]).includes(k));
   if (unknown.length) throw new NotebookError(400, `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `'${k}'`).join(', ')}`, unknown.map((k) => ({ field: k, message: 'unknown field' })));
   const note = parseOr400(addNoteInput, Object.fromEntries(noteFields.filter((k) => raw[k] !== undefined).map((k) => [k, raw[k]])));
+  // The sender's id for this note (the CLI's): the same id sent again, here or to Temporal, is the same update, applied once.
+  const id = updateId === undefined ? undefined : parseOr400(z.object({ updateId: updateIdSchema }), { updateId }).updateId;
   try {
-    return await client.workflow.getHandle(workflowIds.agent(agentId)).executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [note] });
+    return await client.workflow.getHandle(workflowIds.agent(agentId)).executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [note], ...(id ? { updateId: id } : {}) });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) throw new NotebookError(409, (err.cause as Error | undefined)?.message ?? err.message);
     if (err instanceof WorkflowNotFoundError) throw new NotebookError(404, `no running loop for agent ${agentId}: start it first (nothing was stored)`);

@@ -20,7 +20,8 @@ import type { Db } from '../../db/client.js';
 import { budgetReport } from '../../db/queries/lifeforce.js';
 import { agentMemory, agentRow, agentSeries, inbox, tickDetail, tickPage } from '../../db/queries/notebook.js';
 import { listAgents } from '../../db/queries/operator.js';
-import { agentLoopStatus } from '../operator.js';
+import { agentLoopStatus, NoAgentLoopError } from '../operator.js';
+import { temporalHeader } from '../temporal-connection.js';
 import {
   NotebookError,
   answerEscalationFromPage,
@@ -44,6 +45,8 @@ export interface NotebookDeps {
   db: Db;
   client: Client;
   feed: TickFeed;
+  /** The Temporal cluster and namespace `client` talks to: the CLI lets the notebook answer its `status` only for its own. */
+  temporal?: { address: string; namespace: string };
   /** What fills the feed, as the page's footer says: the bus, or this process's worker. */
   feedSource: 'bus' | 'in-process';
   /** Turns a database error into one a person can act on (server away, tables missing). */
@@ -118,6 +121,16 @@ function agentReads(app: Hono, d: NotebookDeps): void {
     ]);
     if (!row && 'error' in loop) throw new NotebookError(404, `no agent ${id}`);
     return c.json({ agent: row ?? null, loop, lifeforce: budget ?? null });
+  });
+  // The CLI's `status` (cli/status.ts): the loop's status as `mindloop status --json` prints it.
+  app.get('/api/agents/:id/loop', async (c) => {
+    const id = ids.agent(c.req.param('id'));
+    try {
+      return c.json({ loop: await agentLoopStatus(d.client, id) });
+    } catch (err) {
+      if (err instanceof NoAgentLoopError) return c.json({ error: err.message, noLoop: true }, 404);
+      throw err;
+    }
   });
   app.get('/api/agents/:id/ticks', async (c) => {
     const id = ids.agent(c.req.param('id'));
@@ -220,6 +233,14 @@ export function notebookApp(d: NotebookDeps, g: GuardOptions): Hono {
     if (c.req.path.startsWith('/api/') && !c.res.headers.has('cache-control')) c.header('cache-control', 'no-store');
   });
   app.use('*', guard(g));
+  // A CLI command names the cluster it would talk to; a notebook serving another refuses it unread.
+  app.use('/api/*', async (c, next) => {
+    const wanted = c.req.header(temporalHeader);
+    if (wanted === undefined) return next();
+    const served = d.temporal ? `${d.temporal.address}/${d.temporal.namespace}` : null;
+    if (wanted !== served) return c.json({ error: `this notebook serves ${served ?? 'an unnamed Temporal'}, not ${wanted}` }, 421);
+    return next();
+  });
   app.use('/api/*', bodyLimit({ maxSize: maxBodyBytes, onError: (c) => c.json({ error: `request body over ${maxBodyBytes} bytes` }, 413) }));
   pageRoutes(app);
   agentReads(app, d);

@@ -20,9 +20,11 @@ describe('the CLI command table', () => {
   }, 120_000);
 
   it('loads one module for a named command, all of them otherwise', () => {
-    const agents = commandModules.find((m) => m.commands.includes('status'))!;
-    expect(modulesFor(['status', 'demo', '--json'])).toEqual([agents]);
-    expect(modulesFor(['note', '--audio', 'a.wav', 'demo'])).toEqual([agents]);
+    const module = (name: string) => commandModules.find((m) => m.commands.includes(name))!;
+    expect(modulesFor(['status', 'demo', '--json'])).toEqual([module('status')]);
+    expect(modulesFor(['note', '--audio', 'a.wav', 'demo'])).toEqual([module('note')]);
+    expect(module('status')).not.toBe(module('note'));
+    expect(modulesFor(['pause', 'demo'])).toEqual([module('start')]);
     expect(modulesFor(['learnings', 'list'])).toEqual([commandModules.find((m) => m.commands.includes('learnings'))]);
     expect(modulesFor([])).toBe(commandModules);
     expect(modulesFor(['--help'])).toBe(commandModules);

@@ -16,7 +16,7 @@ import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/index.js';
-import { formatStatus } from '../../cli/agents.js';
+import { formatStatus } from '../../cli/status.js';
 import { formatValidatorReport, validatorReport } from '../../cli/validators.js';
 import { budgetIds } from '../../core/lifeforce.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';

@@ -18,7 +18,7 @@ import { and, asc, eq, isNotNull, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Command } from 'commander';
 import { createActivities } from '../../activities/index.js';
-import { formatStatus } from '../../cli/agents.js';
+import { formatStatus } from '../../cli/status.js';
 import { formatValidatorReport, registerValidatorCommands, validatorReport } from '../../cli/validators.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import { combineNovelty, noveltyFromSimilarity } from '../../core/novelty.js';
