@@ -397,7 +397,14 @@ export class DockerSandbox implements Sandbox {
     const oomKilled = state?.OOMKilled ?? false;
     const stderr = Buffer.concat(err).toString('utf8');
     const exitCode = exit.StatusCode ?? state?.ExitCode ?? null;
-    if (!pidsLimitHit && !pidsFile && /can't fork|Resource temporarily unavailable|fork: retry/i.test(stderr)) pidsLimitHit = true;
+    // The run may end (a shell that cannot fork gives up) between two polls: read the counter
+    // once more. Where it cannot be read (no local cgroup, or the cgroup went with the
+    // container), the shell's own words say it.
+    if (!pidsLimitHit) {
+      const events = pidsFile ? await readFile(pidsFile, 'utf8').catch(() => null) : null;
+      if (events !== null) pidsLimitHit = Number(/max (\d+)/.exec(events)?.[1] ?? 0) > 0;
+      else pidsLimitHit = /can't fork|Resource temporarily unavailable|fork: retry/i.test(stderr);
+    }
     const { exceeded, detail } = classify({ wallTimedOut, outputCapped, oomKilled, pidsLimitHit, exitCode, stderr });
     return {
       key: req.key,
