@@ -29,6 +29,8 @@ const publishes = 2000;
 const inFlight = 8;
 const notes = 100;
 const repoRoot = join(import.meta.dirname, '..');
+/** The CLI as users run it (`npx mindloop`, an MCP client's config): the compiled build, not the TypeScript sources. */
+const cli = join(repoRoot, 'bin', 'mindloop.mjs');
 
 /** A tool call's result, parsed (the bridge answers JSON text); throws a tool error. */
 async function call(mcp: McpClient, name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
@@ -44,9 +46,9 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-/** A `mindloop …` CLI process on the bench's bus root; stderr is kept for its ready line and errors. */
+/** A `mindloop …` CLI process (the compiled build) on the bench's bus root; stderr is kept for its ready line and errors. */
 function mindloop(args: string[], root: string, url: string): ChildProcess & { stderrText: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [cli, ...args], {
     cwd: repoRoot,
     env: { ...process.env, NATS_URL: url, MINDLOOP_BUS_ROOT: root, LOG_LEVEL: 'WARN' },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -90,7 +92,7 @@ async function measureEcho(bus: Bus, url: string): Promise<{ raw: number[]; stdi
     const httpUrl = await until('the HTTP bridge', () => /streamable HTTP at ([^\s;]+)/.exec(httpBridge.stderrText())?.[1]);
     await httpClient.connect(new StreamableHTTPClientTransport(new URL(httpUrl)));
     await stdioClient.connect(
-      new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', 'cli/main.ts', 'mcp'], cwd: repoRoot, env: { ...(process.env as Record<string, string>), NATS_URL: url, MINDLOOP_BUS_ROOT: bus.root, LOG_LEVEL: 'WARN' }, stderr: 'ignore' }),
+      new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp'], cwd: repoRoot, env: { ...(process.env as Record<string, string>), NATS_URL: url, MINDLOOP_BUS_ROOT: bus.root, LOG_LEVEL: 'WARN' }, stderr: 'ignore' }),
     );
     const echoArgs = { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'bench' }, expect: 'EchoResponse' };
     const stdioOnce = () => call(stdioClient, 'request', echoArgs);
