@@ -89,3 +89,20 @@ export async function startDevTemporal(label: string, workflows = productWorkflo
     throw err;
   }
 }
+
+/** What a test on the embedded stack holds open, stopped in order: workers, connections, the stack, its database, its data dir. */
+export async function stopStackTest(o: {
+  workers?: ReadonlyArray<{ shutdown(): void } | undefined>;
+  runs?: ReadonlyArray<Promise<unknown> | undefined>;
+  connections?: ReadonlyArray<{ close(): Promise<void> } | undefined>;
+  stack?: { stop(): Promise<void> };
+  dropDb?: () => Promise<void>;
+  data?: { remove(): void };
+}): Promise<void> {
+  for (const w of o.workers ?? []) w?.shutdown();
+  for (const r of o.runs ?? []) await r?.catch(() => undefined);
+  for (const c of o.connections ?? []) await c?.close();
+  await o.stack?.stop();
+  await o.dropDb?.();
+  o.data?.remove();
+}

@@ -22,6 +22,7 @@ import { temporalHeader } from '../../runtime/temporal-connection.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { repoRoot, run } from '../helpers/spawn.js';
+import { stopStackTest } from '../helpers/temporal.js';
 
 const cli = `${repoRoot}/bin/mindloop.mjs`;
 const data = tempDir('cli-notebook');
@@ -56,13 +57,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([ours?.close(), theirs?.close()]);
   await client?.workflow.getHandle('agent/ada').terminate('test over').catch(() => undefined);
-  worker?.shutdown();
-  await workerRun?.catch(() => undefined);
-  await connection?.close();
-  await client?.connection.close();
-  await stack?.stop();
-  await dropDb?.();
-  data.remove();
+  await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
 
 const ml = (notebook: NotebookServer | 'off', ...args: string[]) =>

@@ -30,7 +30,7 @@ import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 import { repoRoot, run } from '../helpers/spawn.js';
-import { bundle as bundleWorkflows, productWorkflowsPath } from '../helpers/temporal.js';
+import { bundle as bundleWorkflows, productWorkflowsPath, stopStackTest } from '../helpers/temporal.js';
 
 const data = tempDir('forks-e2e');
 let stack: Stack;
@@ -63,13 +63,7 @@ beforeAll(async () => {
   running = Promise.all(workers.map((w) => w.run()));
 }, 180_000);
 afterAll(async () => {
-  for (const w of workers) w.shutdown();
-  await running?.catch(() => undefined);
-  await connection?.close();
-  await client?.connection.close();
-  await stack?.stop();
-  await dropDb?.();
-  data.remove();
+  await stopStackTest({ workers, runs: [running], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
 
 const ml = (...args: string[]) =>

@@ -40,6 +40,7 @@ import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { neutralReflexReplies, thinkScript } from '../helpers/scripted.js';
+import { stopStackTest } from '../helpers/temporal.js';
 import { waitFor } from '../helpers/worker-process.js';
 
 const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
@@ -137,13 +138,7 @@ afterAll(async () => {
   await notebook?.close();
   await client?.workflow.getHandle(workflowIds.agent('ticker')).terminate('test over').catch(() => undefined);
   await client?.workflow.getHandle(workflowIds.fork('nb-fork')).terminate('test over').catch(() => undefined);
-  worker?.shutdown();
-  await workerRun?.catch(() => undefined);
-  await connection?.close();
-  await client?.connection.close();
-  await stack?.stop();
-  await dropDb?.();
-  data.remove();
+  await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
 
 const url = (path = '') => `${notebook.url.replace('localhost', '127.0.0.1')}${path}`;
