@@ -57,11 +57,11 @@ async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
 const status = (h: WorkflowHandle) => h.query<AgentStatus>('status');
 const until = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(what, 90_000, probe, 200);
 
-function start(agentId: string): Promise<WorkflowHandle<typeof agentLoopWorkflow>> {
+function start(agentId: string, delayMs = 100): Promise<WorkflowHandle<typeof agentLoopWorkflow>> {
   return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
     taskQueue: 'mindloop',
     workflowId: `agent/${agentId}`,
-    args: [{ agentId, settings: { delayMs: 100 }, reflexes: false }],
+    args: [{ agentId, settings: { delayMs }, reflexes: false }],
   });
 }
 
@@ -107,8 +107,13 @@ describe('a loop that ends is visible, and a new start goes on from its last tic
   it('status says TERMINATED with the reason; doctor marks the row failed; start again continues the ticks', async () => {
     const db = ks.stack.db.db;
     await withWorker(async () => {
-      const h = await start('ended');
-      const reached = await until('three ticks', async () => ((await status(h)).tick >= 3 ? (await status(h)).tick : undefined));
+      // Terminated while it paces, between two ticks: a tick cut off between its reply and its
+      // commands would leave a reply without its diary entry, which the count below excludes.
+      const h = await start('ended', 1500);
+      const reached = await until('three ticks, then pacing', async () => {
+        const s = await status(h);
+        return s.tick >= 3 && s.phase === 'pacing' ? s.tick : undefined;
+      });
       await h.terminate('pulled by the operator');
 
       const r = await agentLoopStatus(client, 'ended');
