@@ -18,19 +18,26 @@ export interface DbHandle {
 /** How long closing waits for clients still checked out before it closes their connections. */
 const closeGraceMs = 5_000;
 
+/** Whether `p` settles within `ms`. */
+function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return Promise.race([p.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), ms).unref())]);
+}
+
 /**
  * End the pool. A client still checked out (its holder awaiting a server that went away) would
- * hold `pool.end()` for ever: after the grace period its connection is closed, which fails what
- * it awaits, and the pool ends.
+ * hold `pool.end()` for ever: after the grace period its socket is destroyed, which fails what
+ * it awaits, and the close returns in any case a moment later.
  */
 async function closePool(pool: pg.Pool): Promise<void> {
   const ended = pool.end();
-  const inTime = await Promise.race([ended.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), closeGraceMs).unref())]);
-  if (inTime) return;
-  const held = (pool as unknown as { _clients?: pg.Client[] })._clients ?? [];
+  if (await within(ended, closeGraceMs)) return;
+  const held = (pool as unknown as { _clients?: Array<pg.Client & { connection?: { stream?: { destroy(): void } } }> })._clients ?? [];
   process.stderr.write(`db pool: ${held.length} client(s) still in use ${closeGraceMs} ms after close; closing their connections\n`);
-  await Promise.allSettled(held.map((c) => c.end()));
-  await ended;
+  for (const c of held) {
+    c.end().catch(() => undefined);
+    c.connection?.stream?.destroy();
+  }
+  await within(ended, 2_000);
 }
 
 /** Open a pool and a Drizzle handle over it. */
