@@ -16,7 +16,6 @@ import type { EscalationStatus } from '../workflows/escalation.js';
 import type { GateAnswer } from '../workflows/successor-fork.js';
 import { temporalAddress, temporalConnectionOptions } from './temporal-connection.js';
 
-
 /** Connect to Temporal; one that does not answer is a one-line error with the fix. */
 export async function connectTemporal(env: Env): Promise<Connection> {
   const address = temporalAddress(env);

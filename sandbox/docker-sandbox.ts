@@ -160,6 +160,11 @@ export interface DockerSandboxOptions {
   progressMs?: number;
 }
 
+/** Whether a cgroup's pids.events says a fork was refused at the limit (`max N`, N > 0). */
+function pidsMaxHit(events: string): boolean {
+  return Number(/max (\d+)/.exec(events)?.[1] ?? 0) > 0;
+}
+
 export class DockerSandbox implements Sandbox {
   private imageId: Promise<string> | null = null;
   private readonly owner = `${hostname()}:${process.pid}`;
@@ -351,9 +356,7 @@ export class DockerSandbox implements Sandbox {
       let lastProgress = 0;
       while (!stopPolling) {
         if (pidsFile && !pidsLimitHit) {
-          const events = await readFile(pidsFile, 'utf8').catch(() => '');
-          const max = /max (\d+)/.exec(events);
-          if (max && Number(max[1]) > 0) {
+          if (pidsMaxHit(await readFile(pidsFile, 'utf8').catch(() => ''))) {
             pidsLimitHit = true;
             void kill();
           }
@@ -402,7 +405,7 @@ export class DockerSandbox implements Sandbox {
     // container), the shell's own words say it.
     if (!pidsLimitHit) {
       const events = pidsFile ? await readFile(pidsFile, 'utf8').catch(() => null) : null;
-      if (events !== null) pidsLimitHit = Number(/max (\d+)/.exec(events)?.[1] ?? 0) > 0;
+      if (events !== null) pidsLimitHit = pidsMaxHit(events);
       else pidsLimitHit = /can't fork|Resource temporarily unavailable|fork: retry/i.test(stderr);
     }
     const { exceeded, detail } = classify({ wallTimedOut, outputCapped, oomKilled, pidsLimitHit, exitCode, stderr });
