@@ -19,7 +19,7 @@ export function activityContext(): Context | undefined {
 
 /**
  * Run `work`, heartbeating every `everyMs` (with `details`, shown by `temporal workflow describe`)
- * until it settles. `work` gets the activity's cancellation signal; outside an activity it runs
+ * until it settles (a local activity does not heartbeat). `work` gets the activity's cancellation signal; outside an activity it runs
  * as it is.
  */
 export async function withHeartbeat<T>(
@@ -28,6 +28,8 @@ export async function withHeartbeat<T>(
 ): Promise<T> {
   const ctx = activityContext();
   if (!ctx) return work(undefined);
+  // A local activity has no heartbeat: the workflow task that runs it is its lease.
+  if (ctx.info.isLocal) return work(ctx.cancellationSignal);
   const beat = () => (options.details === undefined ? ctx.heartbeat() : ctx.heartbeat(options.details));
   const timer = setInterval(beat, options.everyMs ?? heartbeatEveryMs);
   try {

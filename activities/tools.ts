@@ -17,6 +17,7 @@ import { validateCommand } from '../core/catalogue.js';
 import { checkDanger, defaultDangerRules, type DangerRule } from '../core/danger-zones.js';
 import { builtinStateMachines, describeTool, stateMachineSchema, transition, validActions, type StateMachineDef } from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
+import { statements, unnamed } from '../db/prepared.js';
 import { agentOwnedTables, decisionLog, discoveredTools, escalations, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import { formatIssues } from '../core/zod-issues.js';
@@ -201,16 +202,21 @@ export async function grantStarterTools(db: Db, input: { agentId: string; tools?
   return { discovered: await discovered(db, input.agentId) };
 }
 
-/** The agent's discovered tools with the description a model sees (current state, valid actions). */
-export async function toolDescriptions(db: Db, input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
-  // One query (it runs in every tick's context): discovered, active tools with their stored state.
-  const rows = await db
+const toolStatements = statements((db) => ({
+  described: db
     .select({ name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state })
     .from(discoveredTools)
     .innerJoin(toolRegistry, eq(toolRegistry.id, discoveredTools.toolId))
     .leftJoin(toolStates, and(eq(toolStates.agentId, discoveredTools.agentId), eq(toolStates.tool, toolRegistry.name)))
-    .where(and(eq(discoveredTools.agentId, input.agentId), eq(toolRegistry.status, 'active')))
-    .orderBy(asc(toolRegistry.name));
+    .where(and(eq(discoveredTools.agentId, sql.placeholder('agentId')), eq(toolRegistry.status, 'active')))
+    .orderBy(asc(toolRegistry.name))
+    .prepare(unnamed),
+}));
+
+/** The agent's discovered tools with the description a model sees (current state, valid actions). */
+export async function toolDescriptions(db: Db, input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
+  // One query (it runs in every tick's context): discovered, active tools with their stored state.
+  const rows = await toolStatements(db).described.execute({ agentId: input.agentId });
   const out = [];
   for (const { name, spec, state: stored } of rows) {
     const machine = builtinStateMachines[name] ?? stateMachineSchema.safeParse(spec.machine).data;

@@ -6,7 +6,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, writeResult } from './lib.js';
 import { measureBaseline } from './temporal-baseline.js';
 import { defaultWorkflowCache } from '../env.js';
-import { maxLagMs, measureAt1Hz, measureIdle, measureLedgerOverhead, measureReflexOverhead, measureTicks } from './tick.js';
+import { maxLagMs, measureAt1Hz, measureIdle, measureLedgerOverhead, measureReflexOverhead, measureTicks, measureTicksOnPostgres } from './tick.js';
 import { measureSandbox } from './sandbox.js';
 import { measureForks } from './fork.js';
 import { measureSpawns } from './spawn.js';
@@ -45,6 +45,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
       // On the real Postgres, stacks of their own: worker memory with idle agents; how many agents keep the 1 s heartbeat.
       const idle = await measureIdle();
       const hz = await measureAt1Hz(env.MINDLOOP_TOOLS_DIR);
+      const onPostgres = await measureTicksOnPostgres(env.MINDLOOP_TOOLS_DIR);
       writeResult(
         'tick',
         {
@@ -53,6 +54,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
           ...reflexes,
           ...ledger,
           ...hz.metrics,
+          ...onPostgres,
           overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
           overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
           activity_rt_p50_ms: base.activity_rt_p50_ms,
@@ -60,6 +62,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
         {
           model: 'scripted, instant (no LLM time): what remains is the loop itself',
           overhead: 'wall time between consecutive recorded ticks of one agent, delay_ms 0, 180 ticks after warm-up',
+          stacks: 'overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack\'s own no-op activity round trip',
           rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting 500, then 2 000 idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded; target <= 1.5 GB at 2 000`,
           at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (12 ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hz.rounds.map((r) => `${r.agents} agents p50 ${r.lagP50.toFixed(0)} / p99 ${r.lagP99.toFixed(0)} ms, ${r.ticksPerS.toFixed(0)} ticks/s`).join('; ')}`,
           reflexes:

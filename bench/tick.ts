@@ -21,6 +21,7 @@ import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
+import { measureBaseline } from './temporal-baseline.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
@@ -110,6 +111,29 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
       ticks_per_s_50_agents: n / seconds,
     };
   });
+}
+
+/**
+ * measureTicks on the real Postgres (a scratch database and a stack of their own), with the
+ * no-op activity round trip of that stack's dev server: the keys end in `_pg`.
+ */
+export async function measureTicksOnPostgres(toolsDir: string): Promise<Record<string, number>> {
+  const scratch = await scratchDatabase('mindloop_bench_ticks');
+  const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
+  try {
+    const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
+    const t = await measureTicks(stack, toolsDir);
+    return {
+      overhead_p50_ms_pg: t.overhead_p50_ms!,
+      overhead_p99_ms_pg: t.overhead_p99_ms!,
+      ticks_per_s_50_agents_pg: t.ticks_per_s_50_agents!,
+      activity_rt_p50_ms_pg: base.activity_rt_p50_ms,
+      overhead_p50_ratio_to_activity_rt_pg: t.overhead_p50_ms! / base.activity_rt_p50_ms,
+    };
+  } finally {
+    await stop();
+    await scratch.drop();
+  }
 }
 
 /** One kind of tick an alternating measurement compares: its agents' loop input and what is set before each of its blocks. */

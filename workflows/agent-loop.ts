@@ -15,6 +15,7 @@ import {
   log,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -29,7 +30,7 @@ import { formatIssues } from '../core/zod-issues.js';
 import type { createActivities } from '../activities/index.js';
 import type { createSandboxActivities } from '../activities/sandbox.js';
 import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
-import { dbActivity, fewAttempts, llmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
+import { dbActivity, fewAttempts, llmActivity, localLlmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
 import { priorityKeyFor } from '../core/priority.js';
 import { failureMessage, isInfraFailure, isLlmUnavailable, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -75,6 +76,20 @@ function llmAt(priorityKey: number | undefined): Activities {
   if (!proxy) llmByPriority.set(priorityKey, (proxy = proxyActivities<Activities>(withPriority(fewAttempts(llmActivity), { priorityKey }))));
   return proxy;
 }
+/** The think as a local activity: for a model that answered within `localThinkMaxModelMs` the last time. */
+const localLlm = proxyLocalActivities<Activities>(localLlmActivity);
+/**
+ * A model that answers within this thinks in a local activity on the next tick: one workflow
+ * task a tick instead of two and an activity task. A slower one (a hosted LLM, the offline
+ * model) keeps the activity, so that notes and signals are never held back behind its call.
+ */
+export const localThinkMaxModelMs = 250;
+/**
+ * An unpaced loop thinks locally at most this many ticks in a row, then once through the
+ * activity: local thinks chain inside one workflow task, and a note or a stop reaches the
+ * workflow only when that task completes.
+ */
+export const localThinksInARow = 8;
 const reflexActs = proxyActivities<Activities>(reflexActivity);
 // The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
@@ -258,6 +273,10 @@ class AgentLoop {
   private lastTickFailure: AgentStatus['lastTickFailure'] = null;
   // Ticks in a row that failed for a reason of their own: past a few, treated like a failing LLM.
   private failedInARow = 0;
+  /** How long the model took on the last think that asked it (null: unknown, or that think failed). */
+  private lastModelMs: number | null = null;
+  /** Local thinks since the last think through the activity. */
+  private localThinks = 0;
   private lastFailedTick = 0;
   /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
   private started = false;
@@ -526,7 +545,7 @@ class AgentLoop {
     const { agentId, state } = this;
     try {
       return await this.guard('think', () =>
-        llmAt(this.lifeforce?.priorityKey).think({
+        this.thinkOnce({
           agentId,
           tick,
           workflowId: this.selfId,
@@ -559,6 +578,31 @@ class AgentLoop {
       if (this.failedInARow >= poisonTicksBeforeOutage) await this.coreOutage(err);
       return null;
     }
+  }
+
+  /** One think call: local after a fast answer (see `localThinkMaxModelMs`), else the activity. */
+  private async thinkOnce(input: Parameters<Activities['think']>[0]): Promise<Thought> {
+    const local = this.thinkLocally();
+    try {
+      const thought = await (local ? localLlm : llmAt(this.lifeforce?.priorityKey)).think(input);
+      this.lastModelMs = thought.modelMs ?? null;
+      this.localThinks = local ? this.localThinks + 1 : 0;
+      return thought;
+    } catch (err) {
+      // The next attempt, the outage's probe included, goes through the activity.
+      this.lastModelMs = null;
+      this.localThinks = 0;
+      throw err;
+    }
+  }
+
+  private thinkLocally(): boolean {
+    const { settings } = this.state;
+    if (this.lastModelMs === null || this.lastModelMs > localThinkMaxModelMs) return false;
+    const paced = settings.idle.on || settings.delayMs > 0;
+    if (!paced && this.localThinks >= localThinksInARow) return false;
+    // local-think-v1: histories from before it asked the activity at every tick.
+    return patched('local-think-v1');
   }
 
   /** The tick's reflexes: emotions, novelty/anti-stagnation and validation. */
@@ -809,7 +853,7 @@ class AgentLoop {
   /** No LLM answered: log it once, keep taking notes, and probe with backoff until one answers. */
   private async coreOutage(err: unknown): Promise<void> {
     const { agentId, state } = this;
-    const message = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+    const message = failureMessage(err);
     state.counters.llmFailures++;
     // Phase and mode change together, so the status query never shows one without the other.
     const entering = state.operatingMode !== 'core_outage';

@@ -3,12 +3,13 @@
  * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
  * processes, last tick's command results, notes, memory, tools), all in one batch.
  */
-import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, or, sql, type SQL } from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../../core/context.js';
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
+import { statements, unnamed } from '../../db/prepared.js';
 import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks, thinkingMethods } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/apply.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -60,50 +61,87 @@ function notesWhere(input: ThinkInput) {
   );
 }
 
+const unfiltered = (filter: ThinkInput['loop']['notesFilter']) => filter?.minPriority === undefined && !filter?.sources?.length && !filter?.tags?.length;
+
+/** The context's statements, rendered once per database handle (placeholders: agentId, tick, previousTick, taskId, taskPrefix). */
+const contextStatements = statements((db) => {
+  const agentId = sql.placeholder('agentId');
+  const tick = sql.placeholder('tick');
+  const tasksWhere = (which: SQL) => db.select().from(tasks).where(and(eq(tasks.agentId, agentId), which)).orderBy(desc(tasks.priority)).limit(10).prepare(unnamed);
+  const resultsWhere = (which: SQL) =>
+    db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, sql.placeholder('previousTick')), which))
+      .orderBy(asc(commandLog.id))
+      .limit(20)
+      .prepare(unnamed);
+  const notesFor = (task: boolean) =>
+    db
+      .select()
+      .from(notes)
+      .where(
+        and(
+          eq(notes.agentId, agentId),
+          eq(notes.direction, 'in'),
+          eq(notes.hidden, false),
+          or(isNull(notes.readAt), eq(notes.tickSeen, tick)),
+          task ? eq(notes.source, 'user') : undefined,
+        ),
+      )
+      .orderBy(desc(notes.priority), asc(notes.id))
+      .limit(20)
+      .prepare(unnamed);
+  return {
+    prompts: db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)).prepare(unnamed),
+    goals: db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10).prepare(unnamed),
+    pinnedTasks: tasksWhere(eq(tasks.pinned, true)),
+    ownTask: tasksWhere(eq(tasks.id, sql.placeholder('taskId'))),
+    abstracts: db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3).prepare(unnamed),
+    processes: db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10).prepare(unnamed),
+    mainResults: resultsWhere(sql`${commandLog.cmdId} not like 'task%.%'`),
+    taskResults: resultsWhere(sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`),
+    mainNotes: notesFor(false),
+    taskNotes: notesFor(true),
+    memory: db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10).prepare(unnamed),
+    method: db
+      .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
+      .from(thinkingMethods)
+      .where(and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)))
+      .limit(1)
+      .prepare(unnamed),
+  };
+});
+
 /** The rows of this tick's context beyond the snapshot, in one batch with it. */
 function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const { db, llm } = deps;
   const { agentId, tick } = input;
   const ownTask = input.mode === 'task' && input.taskId !== undefined;
+  const q = contextStatements(db);
+  const task = input.mode === 'task';
   return Promise.all([
     // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
     deps.snapshots.read({ agentId, ...(ownTask ? { taskId: input.taskId } : {}) }, tick, contextLimit(input.loop)),
-    db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)),
-    db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10),
+    q.prompts.execute({ agentId }),
+    q.goals.execute({ agentId }),
     // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).
-    db
-      .select()
-      .from(tasks)
-      .where(and(eq(tasks.agentId, agentId), ownTask ? eq(tasks.id, input.taskId!) : eq(tasks.pinned, true)))
-      .orderBy(desc(tasks.priority))
-      .limit(10),
-    db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3),
-    db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10),
-    db
-      .select()
-      .from(commandLog)
-      .where(
-        and(
-          eq(commandLog.agentId, agentId),
-          eq(commandLog.tick, tick - 1),
-          input.mode === 'task' ? sql`${commandLog.cmdId} like ${`task${input.taskId}.%`}` : sql`${commandLog.cmdId} not like 'task%.%'`,
-        ),
-      )
-      .orderBy(asc(commandLog.id))
-      .limit(20),
-    db.select().from(notes).where(notesWhere(input)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
-    db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10),
+    ownTask ? q.ownTask.execute({ agentId, taskId: input.taskId }) : q.pinnedTasks.execute({ agentId }),
+    q.abstracts.execute({ agentId }),
+    q.processes.execute({ agentId }),
+    // The command results of the loop's previous tick (a task loop's carry its task's prefix).
+    task ? q.taskResults.execute({ agentId, previousTick: tick - 1, taskPrefix: `task${input.taskId}.%` }) : q.mainResults.execute({ agentId, previousTick: tick - 1 }),
+    unfiltered(input.loop.notesFilter)
+      ? (task ? q.taskNotes : q.mainNotes).execute({ agentId, tick })
+      : db.select().from(notes).where(notesWhere(input)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
+    q.memory.execute({ agentId }),
     // The agent's discovered tools as their LangChain definitions: each description shows the
     // tool's current state and the actions valid in it (progressive discovery). One query.
     langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
     // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
     llm.previousCalls([thinkKey(input)]),
     // The thinking method the agent made active (thinking_methods.use): its prompt is in context 0.
-    db
-      .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
-      .from(thinkingMethods)
-      .where(and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)))
-      .limit(1),
+    q.method.execute({ agentId }),
   ]);
 }
 

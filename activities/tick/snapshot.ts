@@ -15,6 +15,8 @@ import { placeholderLike } from '../../core/novelty.js';
 import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
+import { statements, unnamed } from '../../db/prepared.js';
+import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
@@ -75,6 +77,14 @@ export const reflexWindow = { recent: 30, real: 5 } as const;
  * are not placeholders of a repeated reply (novelty). Three index scans, one round trip.
  */
 export async function readPreviousReplies(db: Db, agentId: string, tick: number, contextLimit: number): Promise<PreviousReply[]> {
+  const rows = await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit });
+  return rows
+    .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
+    .sort((a, b) => b.tick - a.tick);
+}
+
+function previousRepliesQuery(db: Queryable) {
+  const [agentId, tick, contextLimit] = [sql.placeholder('agentId'), sql.placeholder('tick'), sql.placeholder('contextLimit')];
   const cols = {
     id: llmRecentResponses.id,
     tick: llmRecentResponses.tick,
@@ -89,18 +99,32 @@ export async function readPreviousReplies(db: Db, agentId: string, tick: number,
   const live = db.select(cols).from(llmRecentResponses).where(and(before, isNull(llmRecentResponses.archivedAt))).orderBy(desc(llmRecentResponses.tick)).limit(contextLimit);
   const recent = db.select(cols).from(llmRecentResponses).where(before).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.recent);
   const real = db.select(cols).from(llmRecentResponses).where(and(before, notLike(llmRecentResponses.content, placeholderLike))).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.real);
-  const rows = await live.union(recent).union(real);
-  return rows
-    .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
-    .sort((a, b) => b.tick - a.tick);
+  return live.union(recent).union(real);
 }
+
+/** The snapshot's statements, rendered once per database handle. */
+const snapshotStatements = statements((db) => {
+  const agentId = sql.placeholder('agentId');
+  return {
+    agent: db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)).prepare(unnamed),
+    config: db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)).prepare(unnamed),
+    ethics: db
+      .select()
+      .from(ethicsPolicies)
+      .where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true)))
+      .orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id))
+      .prepare(unnamed),
+    previous: previousRepliesQuery(db).prepare(unnamed),
+  };
+});
 
 /** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
 export async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+  const statements = snapshotStatements(db);
   const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
-    db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)),
-    db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)),
-    db.select().from(ethicsPolicies).where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true))).orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id)),
+    statements.agent.execute({ agentId }),
+    statements.config.execute({ agentId }),
+    statements.ethics.execute({ agentId }),
     llm.registry(agentId),
     loadLearnings(db, { agentId, limit: learningLimit }),
     readPreviousReplies(db, agentId, tick, contextLimit),

@@ -14,6 +14,7 @@ import { clipText } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
+import { statements, unnamed } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -65,6 +66,8 @@ export interface ThinkResult {
   /** Main loop: the agent's peers as this tick found them (the loop's Isolated mode follows them). */
   peers?: PeerObservation;
   replayed: boolean;
+  /** How long the model took to answer, when this call asked it (the loop thinks locally after a fast answer). */
+  modelMs?: number;
 }
 
 export type ThinkDeps = ContextDeps;
@@ -234,14 +237,21 @@ async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: Loade
 }
 
 /** One tick's thinking (see the module comment). */
+const thinkStatements = statements((db) => ({
+  /** The tick's reply, when an earlier attempt recorded it. */
+  recorded: db
+    .select()
+    .from(llmRecentResponses)
+    .where(and(eq(llmRecentResponses.agentId, sql.placeholder('agentId')), eq(llmRecentResponses.tick, sql.placeholder('tick'))))
+    .prepare(unnamed),
+}));
+
 async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   const { db } = deps;
   // The retry check and the context reads go out together: one round trip less on the usual
   // path (no recorded reply), a wasted context read on a retry.
   const [recorded, loaded] = await Promise.all([
-    input.mode === 'main'
-      ? db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, input.tick)))
-      : Promise.resolve([]),
+    input.mode === 'main' ? thinkStatements(db).recorded.execute({ agentId: input.agentId, tick: input.tick }) : Promise.resolve([]),
     loadContext(deps, input),
   ]);
   if (recorded[0]) return recordedThought(deps, input, loaded, recorded[0]);
@@ -250,7 +260,9 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   const touched = touchShownResponses(db, input, context);
   // Awaited after the LLM call; until then a failure must not count as unhandled.
   touched.catch(() => undefined);
+  const asked = performance.now();
   const { reply, structured } = await askModel(deps.llm, input, loaded);
+  const modelMs = Math.round(performance.now() - asked);
   await touched;
   // Native tool calls become tool.call commands in a command block appended to the reply, so
   // the recorded text alone gives the same commands on a retry (and reads like a text reply).
@@ -285,6 +297,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     ...(reply.lifeforce ? { lifeforce: reply.lifeforce } : {}),
     ...peersSeen(input, loaded),
     replayed: false,
+    modelMs,
   });
 }
 

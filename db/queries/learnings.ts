@@ -26,6 +26,7 @@ import {
 import { configKeys } from '../../core/catalogue.js';
 import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../client.js';
+import { statements, unnamed } from '../prepared.js';
 import type { Tx } from './maintenance-runs.js';
 import { learnings, preferenceCounts, type Learning } from '../schema/index.js';
 
@@ -149,6 +150,11 @@ export async function loadLearnings(
   sel: { shardType?: string; agentId?: string; above?: number; limit?: number },
 ): Promise<Array<LoadedLearning & Learning>> {
   const above = sel.above ?? learningDefaults.loadAbove;
+  // An agent's own, as every tick reads them: the prepared statement.
+  if (sel.agentId && sel.above === undefined) {
+    const rows = await learningStatements(db).agentLoad.execute({ agentId: sel.agentId, shard: agentShard(sel.agentId), limit: sel.limit ?? 1000 });
+    return rows.map(toLoaded);
+  }
   const scope = sel.agentId
     ? or(eq(learnings.agentId, sel.agentId), eq(learnings.shardType, agentShard(sel.agentId)))
     : sel.shardType
@@ -162,6 +168,16 @@ export async function loadLearnings(
     .limit(sel.limit ?? 1000);
   return rows.map(toLoaded);
 }
+
+const learningStatements = statements((q) => ({
+  agentLoad: q
+    .select()
+    .from(learnings)
+    .where(and(gt(learnings.confidence, learningDefaults.loadAbove), or(eq(learnings.agentId, sql.placeholder('agentId')), eq(learnings.shardType, sql.placeholder('shard')))))
+    .orderBy(desc(learnings.confidence), desc(learnings.learnedAt), desc(learnings.id))
+    .limit(sql.placeholder('limit'))
+    .prepare(unnamed),
+}));
 
 /** Every learning of a shard (any confidence), by confidence then recency: `learnings list --all`. */
 export async function listLearnings(db: Db, shardType: string, o: { all?: boolean } = {}): Promise<Learning[]> {

@@ -5,6 +5,7 @@
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../schema/llm.js';
+import { statements, unnamed } from '../prepared.js';
 import type { Queryable } from './abstracts.js';
 
 /** `last_ok_at` is refreshed at most this often, to keep a write off every tick. */
@@ -12,15 +13,26 @@ const okRefreshMs = 60_000;
 
 /** The agent's enabled, non-excluded rows, by priority then id (the order calls try them). */
 export async function usableRegistry(q: Queryable, agentId: string): Promise<LlmRegistryEntry[]> {
-  const usable = and(eq(llmRegistry.agentId, agentId), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false));
-  return q.select().from(llmRegistry).where(usable).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+  return llmStatements(q).usableRegistry.execute({ agentId });
 }
 
 /** The llm_calls rows of these idempotency keys (`request_key`), oldest first. */
 export async function llmCallsByKeys(q: Queryable, requestKeys: string[]): Promise<LlmCall[]> {
   if (requestKeys.length === 0) return [];
+  if (requestKeys.length === 1) return llmStatements(q).callsByKey.execute({ key: requestKeys[0] });
   return q.select().from(llmCalls).where(inArray(llmCalls.requestKey, requestKeys)).orderBy(asc(llmCalls.id));
 }
+
+/** What every tick reads of the LLM tables (through its snapshot and context). */
+const llmStatements = statements((q) => ({
+  usableRegistry: q
+    .select()
+    .from(llmRegistry)
+    .where(and(eq(llmRegistry.agentId, sql.placeholder('agentId')), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false)))
+    .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id))
+    .prepare(unnamed),
+  callsByKey: q.select().from(llmCalls).where(eq(llmCalls.requestKey, sql.placeholder('key'))).orderBy(asc(llmCalls.id)).prepare(unnamed),
+}));
 
 /** The answer recorded for an idempotency key (its one `ok` row), or undefined. */
 export async function answeredCall(q: Queryable, requestKey: string): Promise<LlmCall | undefined> {

@@ -4,7 +4,7 @@
  * `agents` row (loop status, operating mode, last tick's time). Built as a subquery so that the
  * tick's read of the agent row carries it (no round trip of its own).
  */
-import { eq, getTableName, sql, type SQL } from 'drizzle-orm';
+import { eq, getTableName, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { PeerPresence } from '../../core/society/isolation.js';
 import type { Db } from '../client.js';
 import { agentPeers, agents } from '../schema/index.js';
@@ -17,7 +17,7 @@ export const maxPeersRead = 100;
  * by its own alias (`p` the link, `pa` the peer's row): an outer query over `agents` renders its
  * own columns unqualified, so a bare name here could be ambiguous.
  */
-export function peerPresenceSql(agentId: string): SQL<PeerPresence[]> {
+export function peerPresenceSql(agentId: string | Placeholder): SQL<PeerPresence[]> {
   const links = sql.identifier(getTableName(agentPeers));
   const rows = sql.identifier(getTableName(agents));
   return sql<PeerPresence[]>`(select coalesce(json_agg(x), '[]'::json) from (

@@ -2,7 +2,7 @@
  * One timeout/retry preset per kind of activity. Workflows pick a preset by name
  * instead of inventing timeouts inline.
  */
-import type { ActivityOptions } from '@temporalio/workflow';
+import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
 
 // Errors of the request itself (activities/errors.ts): retrying would repeat them. Everything
 // else — above all `Unavailable`, a database or endpoint that is away — is retried.
@@ -29,6 +29,20 @@ export const llmActivity: ActivityOptions = {
   // elsewhere after 10 s instead of waiting out the 10-minute start-to-close.
   heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes },
+};
+
+/**
+ * The tick's think when its model answered fast the last time: a local activity, run by the
+ * worker that holds the workflow task, inside that task (no activity task, no second workflow
+ * task: the result is recorded as a marker when the task completes). The llm preset's timeout
+ * and retries (a few attempts, then the loop rides the outage out as it does for the
+ * activity); no heartbeat, since the workflow task is its lease: a worker that dies while it
+ * runs loses the task, and the worker that takes it over runs the think again, which finds the
+ * tick's recorded reply.
+ */
+export const localLlmActivity: LocalActivityOptions = {
+  startToCloseTimeout: llmActivity.startToCloseTimeout!,
+  retry: { ...llmActivity.retry, maximumAttempts: 3 },
 };
 
 /**

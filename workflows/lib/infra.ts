@@ -19,10 +19,17 @@ export interface Degraded {
   lastError: string;
 }
 
+/**
+ * What made an activity fail: an ActivityFailure's cause. A local activity's failure reaches the
+ * workflow unwrapped (the ApplicationFailure or TimeoutFailure itself), so that is taken as it is.
+ */
+export function activityCause(err: unknown): unknown {
+  return err instanceof ActivityFailure ? err.cause : err;
+}
+
 /** True for a failed activity whose cause is infrastructure (`Unavailable`, or a timeout), not the request. */
 export function isInfraFailure(err: unknown): boolean {
-  if (!(err instanceof ActivityFailure)) return false;
-  const cause = err.cause;
+  const cause = activityCause(err);
   if (cause instanceof TimeoutFailure) return true;
   // Only what the activity said is an outage: an error of no known kind that outlasted its
   // attempts is the step's own failure, and waiting would not change it.
@@ -32,7 +39,8 @@ export function isInfraFailure(err: unknown): boolean {
 
 /** True for a failed activity that found no LLM answering (`LlmUnavailable`): the caller waits the outage out its own way. */
 export function isLlmUnavailable(err: unknown): boolean {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LlmUnavailable';
+  const cause = activityCause(err);
+  return cause instanceof ApplicationFailure && cause.type === 'LlmUnavailable';
 }
 
 /**

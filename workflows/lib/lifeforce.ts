@@ -2,7 +2,8 @@
  * What workflows need of lifeforce: the budget settings an agent starts with, and reading a
  * `LifeforceExhausted` failure (an operation its budget could not cover; nothing ran).
  */
-import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
+import { activityCause } from './infra.js';
 import type { LifeforceShortfall } from '../../activities/llm/errors.js';
 
 export { budgetSettingsSchema } from '../../core/lifeforce-settings.js';
@@ -10,7 +11,7 @@ export type { LifeforceShortfall };
 
 /** The shortfall of a failed activity refused by the ledger, or null for any other failure. */
 export function lifeforceShortfallOf(err: unknown): LifeforceShortfall | null {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
+  const cause = activityCause(err);
   if (!(cause instanceof ApplicationFailure) || cause.type !== 'LifeforceExhausted') return null;
   const d = cause.details?.[0] as Partial<LifeforceShortfall> | undefined;
   return {

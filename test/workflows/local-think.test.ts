@@ -1,0 +1,106 @@
+/**
+ * The think as a local activity (time-skipping server, fakes): after a model that answered
+ * within `localThinkMaxModelMs`, the next tick thinks inside its workflow task (a marker in
+ * history, no activity task); an unpaced loop goes through the activity once every
+ * `localThinksInARow + 1` ticks; a slow model always does; a local think that finds no LLM
+ * enters Core Outage like the activity does, and the retry goes through the activity. Every
+ * history replays.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+import type { createActivities } from '../../activities/index.js';
+import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
+import { localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
+
+type Activities = ReturnType<typeof createActivities>;
+const suite = timeSkippingSuite();
+
+interface Run {
+  thinks: ThinkInput[];
+  processLog: string[];
+  status: AgentStatus;
+  /** Per think, in history order: 'activity' or 'local'. */
+  kinds: Array<'activity' | 'local'>;
+}
+
+let seq = 0;
+async function run(input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>, reply: (i: ThinkInput, n: number) => Partial<ThinkResult> | Error): Promise<Run> {
+  const taskQueue = `local-think-${++seq}`;
+  const thinks: ThinkInput[] = [];
+  const processLog: string[] = [];
+  const activities: Partial<Activities> = {
+    ...unlimitedLifeforce,
+    async loopStarted() {
+      return { interruptedTaskLoops: [], config: {} };
+    },
+    async loopStopped() {},
+    async think(i) {
+      thinks.push(i);
+      const r = reply(i, thinks.length);
+      if (r instanceof Error) throw r;
+      return fakeThought(i, r);
+    },
+    async logProcess(i) {
+      processLog.push(i.status);
+    },
+    async probeLlm() {
+      return { ok: true, model: 'scripted:fake' };
+    },
+  };
+  const { env, bundle } = suite;
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
+  const [h, status] = await worker.runUntil(async () => {
+    const handle = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/local-${seq}`, args: [{ agentId: `local-${seq}`, ...input }] });
+    await handle.result();
+    // A closed workflow's query is answered by a worker replaying it: this one, still running.
+    return [handle, await handle.query<AgentStatus>('status')] as const;
+  });
+  const history = await h.fetchHistory();
+  // The same history through today's code: no nondeterminism.
+  await Worker.runReplayHistory({ workflowBundle: bundle }, history, h.workflowId);
+  const kinds: Run['kinds'] = [];
+  for (const e of history.events ?? []) {
+    if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'think') kinds.push('activity');
+    if (e.markerRecordedEventAttributes?.markerName === 'core_local_activity') kinds.push('local');
+  }
+  return { thinks, processLog, status, kinds };
+}
+
+const fast = { modelMs: 5 };
+
+describe('the think as a local activity', () => {
+  it('an unpaced loop on a fast model: local thinks, the activity once every localThinksInARow + 1 ticks', async () => {
+    const r = await run({ maxTicks: 20, reflexes: false, settings: { delayMs: 0 } }, () => fast);
+    expect(r.thinks.map((t) => t.tick)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    // The first tick knows no answer time yet; then runs of local thinks, each closed by the activity.
+    const expected = Array.from({ length: 20 }, (_, i) => (i % (localThinksInARow + 1) === 0 ? 'activity' : 'local'));
+    expect(r.kinds).toEqual(expected);
+  });
+
+  it('a paced loop on a fast model thinks locally at every tick after the first', async () => {
+    const r = await run({ maxTicks: 12, reflexes: false, settings: { delayMs: 1000 } }, () => fast);
+    expect(r.kinds).toEqual(['activity', ...Array<'local'>(11).fill('local')]);
+  });
+
+  it('a model slower than localThinkMaxModelMs keeps the activity', async () => {
+    let n = 0;
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 0 } }, () => ({ modelMs: ++n === 3 ? 5 : localThinkMaxModelMs + 1 }));
+    // Only the tick after the one fast answer thinks locally.
+    expect(r.kinds).toEqual(['activity', 'activity', 'activity', 'local', 'activity', 'activity']);
+  });
+
+  it('a local think that finds no LLM enters Core Outage; the retry goes through the activity', async () => {
+    const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 1 candidates failed' });
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 4 ? down : fast));
+    expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 4, 5, 6]);
+    expect(r.status.counters.outages).toBe(1);
+    expect(r.status.operatingMode).toBe('normal');
+    expect(r.processLog).toEqual(['offline', 'close']);
+    // Tick 4 failed locally (its marker records the failure); its retry after the outage goes
+    // through the activity, which answers fast, so ticks 5 and 6 are local again.
+    expect(r.kinds).toEqual(['activity', 'local', 'local', 'local', 'activity', 'local', 'local']);
+  });
+});
