@@ -329,7 +329,7 @@ const heartbeatMs = 1000;
  * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did.
  */
 export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> }> {
-  const ladder = o.ladder ?? [50, 100, 200, 300, 400, 500, 700, 1000];
+  const ladder = o.ladder ?? [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000];
   const ticks = o.ticks ?? 12;
   const scratch = await scratchDatabase('mindloop_bench_1hz');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
@@ -342,16 +342,16 @@ export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; tic
         const ids = Array.from({ length: n }, (_, i) => `hz${r}-${i}`);
         await seed(stack, ids);
         const t0 = performance.now();
-        const handles: WorkflowHandle[] = [];
-        for (let i = 0; i < ids.length; i += 100) {
-          handles.push(
-            ...(await Promise.all(
-              ids.slice(i, i + 100).map((id) =>
-                client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }),
-              ),
-            )),
-          );
+        // A fleet's agents tick out of step with each other (each started at its own time): the
+        // round's starts are spread evenly over one pace. Started all at once, they would stay in
+        // step, and each tick would queue behind the rest of its burst.
+        const starts: Array<Promise<WorkflowHandle>> = [];
+        for (const [i, id] of ids.entries()) {
+          const wait = t0 + (i * heartbeatMs) / n - performance.now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+          starts.push(client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }));
         }
+        const handles = await Promise.all(starts);
         for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
         const seconds = (performance.now() - t0) / 1000;
         const rows = await db

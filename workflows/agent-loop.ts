@@ -86,10 +86,12 @@ const localLlm = proxyLocalActivities<Activities>(localLlmActivity);
 export const localThinkMaxModelMs = 250;
 /**
  * An unpaced loop thinks locally at most this many ticks in a row, then once through the
- * activity: local thinks chain inside one workflow task, and a note or a stop reaches the
- * workflow only when that task completes.
+ * activity: local thinks chain inside one workflow task, and a note, a stop or a query reaches
+ * the workflow only when that task completes.
  */
 export const localThinksInARow = 8;
+/** Nor longer than this in all (the thinks' own time, as they report it): under load a tick takes longer. */
+export const localHoldMaxMs = 1_000;
 const reflexActs = proxyActivities<Activities>(reflexActivity);
 // The agent's `shell` runs only on the sandbox queue; no sandbox worker within 2 min = not run.
 const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
@@ -275,8 +277,9 @@ class AgentLoop {
   private failedInARow = 0;
   /** How long the model took on the last think that asked it (null: unknown, or that think failed). */
   private lastModelMs: number | null = null;
-  /** Local thinks since the last think through the activity. */
+  /** Local thinks since the last think through the activity, and their time in all. */
   private localThinks = 0;
+  private localHeldMs = 0;
   private lastFailedTick = 0;
   /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
   private started = false;
@@ -587,11 +590,13 @@ class AgentLoop {
       const thought = await (local ? localLlm : llmAt(this.lifeforce?.priorityKey)).think(input);
       this.lastModelMs = thought.modelMs ?? null;
       this.localThinks = local ? this.localThinks + 1 : 0;
+      this.localHeldMs = local ? this.localHeldMs + (thought.thinkMs ?? 0) : 0;
       return thought;
     } catch (err) {
       // The next attempt, the outage's probe included, goes through the activity.
       this.lastModelMs = null;
       this.localThinks = 0;
+      this.localHeldMs = 0;
       throw err;
     }
   }
@@ -600,7 +605,7 @@ class AgentLoop {
     const { settings } = this.state;
     if (this.lastModelMs === null || this.lastModelMs > localThinkMaxModelMs) return false;
     const paced = settings.idle.on || settings.delayMs > 0;
-    if (!paced && this.localThinks >= localThinksInARow) return false;
+    if (!paced && (this.localThinks >= localThinksInARow || this.localHeldMs >= localHoldMaxMs)) return false;
     // local-think-v1: histories from before it asked the activity at every tick.
     return patched('local-think-v1');
   }

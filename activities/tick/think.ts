@@ -68,6 +68,8 @@ export interface ThinkResult {
   replayed: boolean;
   /** How long the model took to answer, when this call asked it (the loop thinks locally after a fast answer). */
   modelMs?: number;
+  /** How long this think took in all, its reads and writes included. */
+  thinkMs?: number;
 }
 
 export type ThinkDeps = ContextDeps;
@@ -247,6 +249,7 @@ const thinkStatements = statements((db) => ({
 }));
 
 async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
+  const began = performance.now();
   const { db } = deps;
   // The retry check and the context reads go out together: one round trip less on the usual
   // path (no recorded reply), a wasted context read on a retry.
@@ -298,6 +301,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     ...peersSeen(input, loaded),
     replayed: false,
     modelMs,
+    thinkMs: Math.round(performance.now() - began),
   });
 }
 

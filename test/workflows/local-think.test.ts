@@ -2,7 +2,8 @@
  * The think as a local activity (time-skipping server, fakes): after a model that answered
  * within `localThinkMaxModelMs`, the next tick thinks inside its workflow task (a marker in
  * history, no activity task); an unpaced loop goes through the activity once every
- * `localThinksInARow + 1` ticks; a slow model always does; a local think that finds no LLM
+ * `localThinksInARow + 1` ticks, or sooner once its local thinks held the workflow task
+ * `localHoldMaxMs`; a slow model always does; a local think that finds no LLM
  * enters Core Outage like the activity does, and the retry goes through the activity. Every
  * history replays.
  */
@@ -11,7 +12,7 @@ import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
-import { localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
@@ -78,6 +79,13 @@ describe('the think as a local activity', () => {
     // The first tick knows no answer time yet; then runs of local thinks, each closed by the activity.
     const expected = Array.from({ length: 20 }, (_, i) => (i % (localThinksInARow + 1) === 0 ? 'activity' : 'local'));
     expect(r.kinds).toEqual(expected);
+  });
+
+  it('an unpaced loop whose thinks take long (under load) goes through the activity once they held the task localHoldMaxMs', async () => {
+    const each = Math.ceil(localHoldMaxMs / 3) + 1;
+    const r = await run({ maxTicks: 9, reflexes: false, settings: { delayMs: 0 } }, () => ({ ...fast, thinkMs: each }));
+    // Three local thinks pass localHoldMaxMs: the fourth tick after them is an activity again.
+    expect(r.kinds).toEqual(['activity', 'local', 'local', 'local', 'activity', 'local', 'local', 'local', 'activity']);
   });
 
   it('a paced loop on a fast model thinks locally at every tick after the first', async () => {
