@@ -302,8 +302,11 @@ describe('the notebook page', () => {
     await waitFor('the answer in the agent’s context', 20_000, async () => (contexts.some((c) => c.includes(comment)) ? true : undefined));
 
     await gate.locator('button[data-answer="reject"]').click();
-    await gate.locator('.ok').waitFor();
-    expect(await gate.locator('.ok').textContent()).toBe('gate rejected');
+    // The answer or the refusal, whichever the page shows: a refusal fails here with its words.
+    // (Once, under a full suite's load, neither came within 30 s; alone it takes ~0.1 s.)
+    const answered = gate.locator('.result .ok, .result .error');
+    await answered.waitFor({ timeout: 60_000 });
+    expect(await answered.textContent()).toBe('gate rejected');
     expect(await fork.result()).toMatchObject({ gate: 'rejected', applied: null });
     await shot('inbox-answered');
     await expect.poll(async () => page.locator('article.item').count(), { timeout: 10_000 }).toBe(0);
