@@ -3,7 +3,7 @@
  * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
  * processes, last tick's command results, notes, memory, tools), all in one batch.
  */
-import { and, asc, desc, eq, inArray, isNull, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, or, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
 import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../../core/context.js';
 import { learningLine } from '../../core/learnings.js';
@@ -46,15 +46,17 @@ export function contextLimit(loop: ThinkInput['loop']): number {
 /** The think call's idempotency key: a retried tick gets the recorded answer, not a new call. */
 export const thinkKey = (input: Pick<ThinkInput, 'workflowId' | 'tick'>) => `${input.workflowId}:${input.tick}:think`;
 
-function notesWhere(input: ThinkInput) {
-  const filter = input.loop.notesFilter;
+/**
+ * The notes a context shows: unread ones, or those read by this very tick (a retry must show the
+ * same notes again); a task loop's, only the user's; then the loop's notes filter, if any.
+ */
+function notesWhere(agentId: string | Placeholder, tick: number | Placeholder, task: boolean, filter?: ThinkInput['loop']['notesFilter']) {
   return and(
-    eq(notes.agentId, input.agentId),
+    eq(notes.agentId, agentId),
     eq(notes.direction, 'in'),
     eq(notes.hidden, false),
-    // Unread, or read by this very tick (a retry must show the same notes again).
-    or(isNull(notes.readAt), eq(notes.tickSeen, input.tick)),
-    input.mode === 'task' ? eq(notes.source, 'user') : undefined,
+    or(isNull(notes.readAt), eq(notes.tickSeen, tick)),
+    task ? eq(notes.source, 'user') : undefined,
     filter?.minPriority !== undefined ? sql`${notes.priority} >= ${filter.minPriority}` : undefined,
     filter?.sources?.length ? inArray(notes.source, filter.sources as never[]) : undefined,
     filter?.tags?.length ? sql`${notes.tags} && ${filter.tags}` : undefined,
@@ -76,22 +78,7 @@ const contextStatements = statements((db) => {
       .orderBy(asc(commandLog.id))
       .limit(20)
       .prepare(unnamed);
-  const notesFor = (task: boolean) =>
-    db
-      .select()
-      .from(notes)
-      .where(
-        and(
-          eq(notes.agentId, agentId),
-          eq(notes.direction, 'in'),
-          eq(notes.hidden, false),
-          or(isNull(notes.readAt), eq(notes.tickSeen, tick)),
-          task ? eq(notes.source, 'user') : undefined,
-        ),
-      )
-      .orderBy(desc(notes.priority), asc(notes.id))
-      .limit(20)
-      .prepare(unnamed);
+  const notesFor = (task: boolean) => db.select().from(notes).where(notesWhere(agentId, tick, task)).orderBy(desc(notes.priority), asc(notes.id)).limit(20).prepare(unnamed);
   return {
     prompts: db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)).prepare(unnamed),
     goals: db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10).prepare(unnamed),
@@ -133,7 +120,7 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     task ? q.taskResults.execute({ agentId, previousTick: tick - 1, taskPrefix: `task${input.taskId}.%` }) : q.mainResults.execute({ agentId, previousTick: tick - 1 }),
     unfiltered(input.loop.notesFilter)
       ? (task ? q.taskNotes : q.mainNotes).execute({ agentId, tick })
-      : db.select().from(notes).where(notesWhere(input)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
+      : db.select().from(notes).where(notesWhere(agentId, tick, task, input.loop.notesFilter)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
     q.memory.execute({ agentId }),
     // The agent's discovered tools as their LangChain definitions: each description shows the
     // tool's current state and the actions valid in it (progressive discovery). One query.
