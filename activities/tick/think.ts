@@ -238,7 +238,6 @@ async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: Loade
   return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
 }
 
-/** One tick's thinking (see the module comment). */
 const thinkStatements = statements((db) => ({
   /** The tick's reply, when an earlier attempt recorded it. */
   recorded: db
@@ -248,6 +247,7 @@ const thinkStatements = statements((db) => ({
     .prepare(unnamed),
 }));
 
+/** One tick's thinking (see the module comment). */
 async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   const began = performance.now();
   const { db } = deps;
