@@ -293,7 +293,7 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
     const [fl] = await database.db.select().from(agentPeers).where(and(eq(agentPeers.agentId, 'author'), eq(agentPeers.peerAgentId, 'friend')));
     expect(fl!.trust).toBeCloseTo(0.54);
     // The friend's model answered (its call is recorded under it); the author, who asked, paid.
-    const calls = await database.db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'friend'), eq(llmCalls.ok, true)));
+    const calls = await database.db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'friend'), eq(llmCalls.ok, true))).orderBy(asc(llmCalls.tick));
     expect(calls.map((c) => [c.purpose, c.workflowId, c.tick])).toEqual([
       ['validate', 'agent/author', 1],
       ['validate', 'agent/author', 2],
