@@ -17,7 +17,7 @@ import { validateCommand } from '../core/catalogue.js';
 import { checkDanger, defaultDangerRules, type DangerRule } from '../core/danger-zones.js';
 import { builtinStateMachines, describeTool, stateMachineSchema, transition, validActions, type StateMachineDef } from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
-import { statements, unnamed } from '../db/prepared.js';
+import { statements } from '../db/prepared.js';
 import { agentOwnedTables, decisionLog, discoveredTools, escalations, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import { formatIssues } from '../core/zod-issues.js';
@@ -202,7 +202,7 @@ export async function grantStarterTools(db: Db, input: { agentId: string; tools?
   return { discovered: await discovered(db, input.agentId) };
 }
 
-const toolStatements = statements((db) => ({
+const toolStatements = statements('tools', (db, name) => ({
   described: db
     .select({ name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state })
     .from(discoveredTools)
@@ -210,7 +210,7 @@ const toolStatements = statements((db) => ({
     .leftJoin(toolStates, and(eq(toolStates.agentId, discoveredTools.agentId), eq(toolStates.tool, toolRegistry.name)))
     .where(and(eq(discoveredTools.agentId, sql.placeholder('agentId')), eq(toolRegistry.status, 'active')))
     .orderBy(asc(toolRegistry.name))
-    .prepare(unnamed),
+    .prepare(name('described')),
 }));
 
 /** The agent's discovered tools with the description a model sees (current state, valid actions). */

@@ -40,9 +40,45 @@ async function closePool(pool: pg.Pool): Promise<void> {
   await within(ended, 2_000);
 }
 
+/**
+ * A pool client that keeps named statements (db/prepared.ts: parsed and planned once per
+ * connection, then only bound and run) for a server where each connection is a session of its
+ * own. PGlite, behind its socket, serves every connection from one session: a name prepared by
+ * one client would collide with the same name from the next, so there they go unnamed. The
+ * server is asked what it is once, when the connection opens.
+ */
+class SessionAwareClient extends pg.Client {
+  private sharedSession = true;
+
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (err: Error | null, client?: pg.Client) => void): void;
+  override connect(callback?: (err: Error | null, client?: pg.Client) => void): Promise<pg.Client> | void {
+    const ready = super
+      .connect()
+      .then(() => super.query<{ v: string }>('select version() as v'))
+      .then((r) => {
+        this.sharedSession = /pglite/i.test(r.rows[0]?.v ?? '');
+        return this;
+      })
+      .catch((err: Error) => {
+        // The pool does not end a client that failed to connect: a socket left open here would leak.
+        this.end().catch(() => undefined);
+        throw err;
+      });
+    if (!callback) return ready;
+    ready.then((c) => callback(null, c), callback);
+  }
+
+  override query(...args: unknown[]): never {
+    const [config] = args;
+    if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) args[0] = { ...config, name: undefined };
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
+}
+
 /** Open a pool and a Drizzle handle over it. */
 export function createDb(connectionString: string, opts: { max?: number } = {}): DbHandle {
-  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, idleTimeoutMillis: 30_000 });
+  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, idleTimeoutMillis: 30_000, Client: SessionAwareClient });
   // An idle client losing its socket (server restart) must not crash the process.
   pool.on('error', (err) => process.stderr.write(`db pool: ${err.message}\n`));
   // Nor one checked out between two statements (inside a transaction): the pool listens only to

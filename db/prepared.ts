@@ -5,20 +5,32 @@
  * here is rendered once, with placeholders (`sql.placeholder`) for what changes from call to
  * call; each call only fills them in and sends it.
  *
- * They are sent unnamed, so the server parses each again: the embedded PGlite serves every
- * client connection from one session, where two clients preparing one name would collide.
+ * Each has a name (`ml_<scope>_<key>`): the server parses and plans it once per connection and
+ * then only binds and runs it. On the embedded PGlite, whose connections share one session, the
+ * pool's client sends them unnamed instead (db/client.ts).
  */
 import type { Queryable } from './queries/abstracts.js';
 
-/** The name Drizzle's `prepare` gets: an unnamed statement. */
-export const unnamed = '';
+const scopes = new Set<string>();
 
-/** `build` run once per database handle (a transaction is a handle of its own); its statements are kept with it. */
-export function statements<T extends object>(build: (db: Queryable) => T): (db: Queryable) => T {
+/**
+ * `build` run once per database handle (a transaction is a handle of its own); its statements
+ * are kept with it. `name(key)` is the name for Drizzle's `prepare`: one SQL text per name, the
+ * same on every handle, so `scope` must be unique.
+ */
+export function statements<T extends object>(scope: string, build: (db: Queryable, name: (key: string) => string) => T): (db: Queryable) => T {
+  if (scopes.has(scope)) throw new Error(`prepared statements: the scope ${scope} is taken`);
+  scopes.add(scope);
+  const name = (key: string) => {
+    const n = `ml_${scope}_${key}`;
+    // The server keeps 63 bytes of a name: two longer ones could become one.
+    if (n.length > 63) throw new Error(`prepared statement name too long: ${n}`);
+    return n;
+  };
   const built = new WeakMap<Queryable, T>();
   return (db) => {
     let s = built.get(db);
-    if (!s) built.set(db, (s = build(db)));
+    if (!s) built.set(db, (s = build(db, name)));
     return s;
   };
 }

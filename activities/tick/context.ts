@@ -9,7 +9,7 @@ import { assembleContext, defaultSystemPrompt, type AssembledContext, type Conte
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
-import { statements, unnamed } from '../../db/prepared.js';
+import { statements } from '../../db/prepared.js';
 import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks, thinkingMethods } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/apply.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -66,37 +66,37 @@ function notesWhere(agentId: string | Placeholder, tick: number | Placeholder, t
 const unfiltered = (filter: ThinkInput['loop']['notesFilter']) => filter?.minPriority === undefined && !filter?.sources?.length && !filter?.tags?.length;
 
 /** The context's statements, rendered once per database handle (placeholders: agentId, tick, previousTick, taskId, taskPrefix). */
-const contextStatements = statements((db) => {
+const contextStatements = statements('context', (db, name) => {
   const agentId = sql.placeholder('agentId');
   const tick = sql.placeholder('tick');
-  const tasksWhere = (which: SQL) => db.select().from(tasks).where(and(eq(tasks.agentId, agentId), which)).orderBy(desc(tasks.priority)).limit(10).prepare(unnamed);
-  const resultsWhere = (which: SQL) =>
+  const tasksWhere = (key: string, which: SQL) => db.select().from(tasks).where(and(eq(tasks.agentId, agentId), which)).orderBy(desc(tasks.priority)).limit(10).prepare(name(key));
+  const resultsWhere = (key: string, which: SQL) =>
     db
       .select()
       .from(commandLog)
       .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, sql.placeholder('previousTick')), which))
       .orderBy(asc(commandLog.id))
       .limit(20)
-      .prepare(unnamed);
-  const notesFor = (task: boolean) => db.select().from(notes).where(notesWhere(agentId, tick, task)).orderBy(desc(notes.priority), asc(notes.id)).limit(20).prepare(unnamed);
+      .prepare(name(key));
+  const notesFor = (task: boolean) => db.select().from(notes).where(notesWhere(agentId, tick, task)).orderBy(desc(notes.priority), asc(notes.id)).limit(20).prepare(name(task ? 'task_notes' : 'main_notes'));
   return {
-    prompts: db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)).prepare(unnamed),
-    goals: db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10).prepare(unnamed),
-    pinnedTasks: tasksWhere(eq(tasks.pinned, true)),
-    ownTask: tasksWhere(eq(tasks.id, sql.placeholder('taskId'))),
-    abstracts: db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3).prepare(unnamed),
-    processes: db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10).prepare(unnamed),
-    mainResults: resultsWhere(sql`${commandLog.cmdId} not like 'task%.%'`),
-    taskResults: resultsWhere(sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`),
+    prompts: db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)).prepare(name('prompts')),
+    goals: db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10).prepare(name('goals')),
+    pinnedTasks: tasksWhere('pinned_tasks', eq(tasks.pinned, true)),
+    ownTask: tasksWhere('own_task', eq(tasks.id, sql.placeholder('taskId'))),
+    abstracts: db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3).prepare(name('abstracts')),
+    processes: db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10).prepare(name('processes')),
+    mainResults: resultsWhere('main_results', sql`${commandLog.cmdId} not like 'task%.%'`),
+    taskResults: resultsWhere('task_results', sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`),
     mainNotes: notesFor(false),
     taskNotes: notesFor(true),
-    memory: db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10).prepare(unnamed),
+    memory: db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10).prepare(name('memory')),
     method: db
       .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
       .from(thinkingMethods)
       .where(and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)))
       .limit(1)
-      .prepare(unnamed),
+      .prepare(name('method')),
   };
 });
 

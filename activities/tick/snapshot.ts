@@ -15,7 +15,7 @@ import { placeholderLike } from '../../core/novelty.js';
 import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
-import { statements, unnamed } from '../../db/prepared.js';
+import { statements } from '../../db/prepared.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
@@ -103,18 +103,18 @@ function previousRepliesQuery(db: Queryable) {
 }
 
 /** The snapshot's statements, rendered once per database handle. */
-const snapshotStatements = statements((db) => {
+const snapshotStatements = statements('snapshot', (db, name) => {
   const agentId = sql.placeholder('agentId');
   return {
-    agent: db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)).prepare(unnamed),
-    config: db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)).prepare(unnamed),
+    agent: db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)).prepare(name('agent')),
+    config: db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)).prepare(name('config')),
     ethics: db
       .select()
       .from(ethicsPolicies)
       .where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true)))
       .orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id))
-      .prepare(unnamed),
-    previous: previousRepliesQuery(db).prepare(unnamed),
+      .prepare(name('ethics')),
+    previous: previousRepliesQuery(db).prepare(name('previous')),
   };
 });
 

@@ -14,7 +14,7 @@ import { clipText } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
-import { statements, unnamed } from '../../db/prepared.js';
+import { statements } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -238,13 +238,13 @@ async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: Loade
   return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
 }
 
-const thinkStatements = statements((db) => ({
+const thinkStatements = statements('think', (db, name) => ({
   /** The tick's reply, when an earlier attempt recorded it. */
   recorded: db
     .select()
     .from(llmRecentResponses)
     .where(and(eq(llmRecentResponses.agentId, sql.placeholder('agentId')), eq(llmRecentResponses.tick, sql.placeholder('tick'))))
-    .prepare(unnamed),
+    .prepare(name('recorded')),
 }));
 
 /** One tick's thinking (see the module comment). */

@@ -26,7 +26,7 @@ import {
 import { configKeys } from '../../core/catalogue.js';
 import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../client.js';
-import { statements, unnamed } from '../prepared.js';
+import { statements } from '../prepared.js';
 import type { Tx } from './maintenance-runs.js';
 import { learnings, preferenceCounts, type Learning } from '../schema/index.js';
 
@@ -169,14 +169,14 @@ export async function loadLearnings(
   return rows.map(toLoaded);
 }
 
-const learningStatements = statements((q) => ({
+const learningStatements = statements('learnings', (q, name) => ({
   agentLoad: q
     .select()
     .from(learnings)
     .where(and(gt(learnings.confidence, learningDefaults.loadAbove), or(eq(learnings.agentId, sql.placeholder('agentId')), eq(learnings.shardType, sql.placeholder('shard')))))
     .orderBy(desc(learnings.confidence), desc(learnings.learnedAt), desc(learnings.id))
     .limit(sql.placeholder('limit'))
-    .prepare(unnamed),
+    .prepare(name('agent_load')),
 }));
 
 /** Every learning of a shard (any confidence), by confidence then recency: `learnings list --all`. */

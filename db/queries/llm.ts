@@ -5,7 +5,7 @@
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../schema/llm.js';
-import { statements, unnamed } from '../prepared.js';
+import { statements } from '../prepared.js';
 import type { Queryable } from './abstracts.js';
 
 /** `last_ok_at` is refreshed at most this often, to keep a write off every tick. */
@@ -24,14 +24,14 @@ export async function llmCallsByKeys(q: Queryable, requestKeys: string[]): Promi
 }
 
 /** What every tick reads of the LLM tables (through its snapshot and context). */
-const llmStatements = statements((q) => ({
+const llmStatements = statements('llm', (q, name) => ({
   usableRegistry: q
     .select()
     .from(llmRegistry)
     .where(and(eq(llmRegistry.agentId, sql.placeholder('agentId')), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false)))
     .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id))
-    .prepare(unnamed),
-  callsByKey: q.select().from(llmCalls).where(eq(llmCalls.requestKey, sql.placeholder('key'))).orderBy(asc(llmCalls.id)).prepare(unnamed),
+    .prepare(name('usable_registry')),
+  callsByKey: q.select().from(llmCalls).where(eq(llmCalls.requestKey, sql.placeholder('key'))).orderBy(asc(llmCalls.id)).prepare(name('calls_by_key')),
 }));
 
 /** The answer recorded for an idempotency key (its one `ok` row), or undefined. */

@@ -1,0 +1,63 @@
+/**
+ * The tick's statements are named on a real Postgres (parsed and planned once per connection)
+ * and unnamed on the embedded PGlite, whose connections share one session: there two clients
+ * preparing the same name would collide ("prepared statement … already exists").
+ */
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { statements } from '../../db/prepared.js';
+import { agents } from '../../db/schema/index.js';
+import { runMigrations } from '../../db/migrate.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../runtime/embedded-postgres.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+
+const probe = statements('test_probe', (db, name) => ({
+  agent: db.select({ id: agents.id }).from(agents).where(sql`${agents.id} = ${sql.placeholder('id')}`).prepare(name('agent')),
+}));
+
+/** The names the pool's one connection has prepared. */
+async function prepared(h: DbHandle): Promise<string[]> {
+  const r = await h.pool.query<{ name: string }>('select name from pg_prepared_statements');
+  return r.rows.map((x) => x.name);
+}
+
+describe('on a real Postgres', () => {
+  let pg: MigratedDatabase;
+  beforeAll(async () => {
+    pg = await migratedDatabase('mindloop_prepared', 1);
+    await pg.db.insert(agents).values({ id: 'a1', name: 'a1' });
+  });
+  afterAll(() => pg.dispose());
+
+  it('prepares a statement once per connection, by its name, and runs it again', async () => {
+    expect(await probe(pg.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
+    expect(await probe(pg.db).agent.execute({ id: 'nobody' })).toEqual([]);
+    expect(await prepared(pg)).toEqual(['ml_test_probe_agent']);
+  });
+});
+
+describe('on the embedded PGlite', () => {
+  let embedded: EmbeddedPostgres;
+  const handles: DbHandle[] = [];
+  beforeAll(async () => {
+    embedded = await startEmbeddedPostgres({ dataDir: 'memory://', port: 0, maxConnections: 8 });
+    handles.push(createDb(embedded.url, { max: 1 }), createDb(embedded.url, { max: 1 }));
+    await runMigrations(handles[0]!.pool);
+    await handles[0]!.db.insert(agents).values({ id: 'a1', name: 'a1' });
+  }, 60_000);
+  afterAll(async () => {
+    for (const h of handles) await h.close();
+    await embedded.stop();
+  });
+
+  it('sends them unnamed: two clients of its one session run the same statement', async () => {
+    for (const h of handles) expect(await probe(h.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
+    for (const h of handles) expect(await probe(h.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
+    expect(await prepared(handles[1]!)).toEqual([]);
+  });
+});
+
+it('refuses a scope defined twice (two texts under one name)', () => {
+  expect(() => statements('test_probe', () => ({}))).toThrow(/scope test_probe is taken/);
+});
