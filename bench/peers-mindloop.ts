@@ -16,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { agents, diaryEntries, llmRegistry } from '../db/schema/index.js';
+import { sendJson } from '../runtime/http-json.js';
 
 /** What a request asked for: the tick's reply, one of the reflexes' mini prompts, anything else. */
 export type CallPurpose = 'think' | 'emotion' | 'novelty' | 'other';
@@ -88,16 +89,11 @@ export async function startScriptedEndpoint(): Promise<ScriptedEndpoint> {
   const holds = new Map<string, { tick: number; onHold: () => void }>();
   const held = new Set<ServerResponse>();
 
-  const send = (res: ServerResponse, status: number, body: object) => {
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  };
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const m = /^\/([^/]+)\/v1\/chat\/completions$/.exec((req.url ?? '').split('?')[0]!);
-    if (req.method !== 'POST' || !m) return send(res, 404, { error: { message: `no ${req.method} ${req.url} here`, type: 'invalid_request_error' } });
+    if (req.method !== 'POST' || !m) return sendJson(res, 404, { error: { message: `no ${req.method} ${req.url} here`, type: 'invalid_request_error' } });
     const loop = decodeURIComponent(m[1]!);
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { model?: string; messages?: Array<{ content?: unknown }> };
     const text = (body.messages ?? []).map((x) => (typeof x.content === 'string' ? x.content : JSON.stringify(x.content))).join('\n');
@@ -113,10 +109,10 @@ export async function startScriptedEndpoint(): Promise<ScriptedEndpoint> {
       hold.onHold();
       return;
     }
-    send(res, 200, completion(answer(call), body.model ?? 'scripted-endpoint'));
+    sendJson(res, 200, completion(answer(call), body.model ?? 'scripted-endpoint'));
   };
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => send(res, 500, { error: { message: String(err), type: 'server_error' } }));
+    handle(req, res).catch((err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error' } }));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -32,7 +32,7 @@ async function noteViaNotebook(env: Env, agentId: string, note: TextNote): Promi
 }
 
 async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNoteResult> {
-  const [{ withClient }, { WorkflowNotFoundError, WorkflowUpdateFailedError }] = await Promise.all([import('./client.js'), import('@temporalio/client')]);
+  const [{ withClient }, { WorkflowNotFoundError, WorkflowUpdateFailedError }, { NoAgentLoopError }] = await Promise.all([import('./client.js'), import('@temporalio/client'), import('../runtime/operator.js')]);
   return withClient(async (client) => {
     try {
       return await client.workflow
@@ -41,7 +41,7 @@ async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNote
     } catch (err) {
       // The loop refused it (a bad note, or the database away with a full queue): say why.
       if (err instanceof WorkflowUpdateFailedError) throw new Error(err.cause?.message ?? err.message);
-      if (err instanceof WorkflowNotFoundError) throw new Error(`no loop for agent ${agentId}: start it with \`mindloop start ${agentId}\` (nothing was stored)`);
+      if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(agentId, 'nothing was stored');
       throw err;
     }
   });

@@ -42,8 +42,9 @@ export function explainDbError(err: unknown, env: Pick<Env, 'DATABASE_URL' | 'PG
 
 /** There is no workflow agent/<id>: nothing has started that agent's loop. */
 export class NoAgentLoopError extends Error {
-  constructor(readonly agentId: string) {
-    super(`no loop for agent ${agentId}: start it with \`mindloop start ${agentId}\``);
+  /** `outcome`: what became of the request, said after the fix (e.g. `nothing was stored`). */
+  constructor(readonly agentId: string, outcome?: string) {
+    super(`no loop for agent ${agentId}: start it with \`mindloop start ${agentId}\`${outcome ? ` (${outcome})` : ''}`);
     this.name = 'NoAgentLoopError';
   }
 }

@@ -13,6 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { sendJson } from '../http-json.js';
 import { createBridge, type Bridge, type CreateBridgeOptions } from './server.js';
 
 export const mcpPath = '/mcp';
@@ -57,10 +58,9 @@ export function tokensEqual(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-function sendJson(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
+function sendError(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
   if (res.headersSent) return void res.end();
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+  sendJson(res, status, { jsonrpc: '2.0', error: { code: -32000, message }, id: null }, headers);
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
@@ -138,25 +138,25 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = new URL(req.url ?? '/', 'http://bridge').pathname;
-    if (path !== mcpPath) return sendJson(res, 404, `not found: the MCP endpoint is ${mcpPath}`);
+    if (path !== mcpPath) return sendError(res, 404, `not found: the MCP endpoint is ${mcpPath}`);
     const refused = originProblem(req, names);
-    if (refused) return sendJson(res, 403, refused);
+    if (refused) return sendError(res, 403, refused);
     if (token !== undefined) {
       const auth = req.headers.authorization ?? '';
       const given = /^Bearer (.+)$/i.exec(auth)?.[1] ?? '';
-      if (!tokensEqual(given, token)) return sendJson(res, 401, 'unauthorized: send Authorization: Bearer <token>', { 'www-authenticate': 'Bearer' });
+      if (!tokensEqual(given, token)) return sendError(res, 401, 'unauthorized: send Authorization: Bearer <token>', { 'www-authenticate': 'Bearer' });
     }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId === 'string') {
       const s = live.get(sessionId);
-      if (!s) return sendJson(res, 404, 'session not found (it was closed or never opened): initialize a new one');
+      if (!s) return sendError(res, 404, 'session not found (it was closed or never opened): initialize a new one');
       s.lastSeen = Date.now();
       return s.transport.handleRequest(req, res);
     }
-    if (req.method !== 'POST') return sendJson(res, 400, 'no session: open one with an initialize request (POST, no Mcp-Session-Id header)');
+    if (req.method !== 'POST') return sendError(res, 400, 'no session: open one with an initialize request (POST, no Mcp-Session-Id header)');
     const body = await readJson(req);
     if (!(isInitializeRequest(body) || (Array.isArray(body) && body.some((m) => isInitializeRequest(m))))) {
-      return sendJson(res, 400, 'no session: the first request must be initialize (without an Mcp-Session-Id header)');
+      return sendError(res, 400, 'no session: the first request must be initialize (without an Mcp-Session-Id header)');
     }
     return open(req, res, body);
   }
@@ -165,7 +165,7 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
     handle(req, res).catch((err: unknown) => {
       const status = (err as { status?: number }).status ?? 500;
       if (status === 500) log(`mcp bridge: HTTP ${req.method} ${req.url}: ${(err as Error).message}`);
-      sendJson(res, status, (err as Error).message);
+      sendError(res, status, (err as Error).message);
     });
   });
   const sweep = setInterval(() => {

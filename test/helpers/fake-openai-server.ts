@@ -10,6 +10,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { sendJson } from '../../runtime/http-json.js';
 
 export const llmFixturesDir = join(import.meta.dirname, '..', 'fixtures', 'llm');
 
@@ -106,12 +107,6 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
   };
   check(queue);
 
-  const send = (res: ServerResponse, status: number, body: unknown) => {
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  };
-
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -120,7 +115,7 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
     try {
       body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
     } catch {
-      return send(res, 400, { error: { message: 'invalid JSON body', type: 'invalid_request_error', param: null, code: null } });
+      return sendJson(res, 400, { error: { message: 'invalid JSON body', type: 'invalid_request_error', param: null, code: null } });
     }
     const path = (req.url ?? '/').split('?')[0]!;
     requests.push({ method: req.method ?? 'GET', path, authorization: req.headers.authorization, headers: req.headers, body });
@@ -130,13 +125,13 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
       res.on('close', () => hanging.delete(res));
       return;
     }
-    if (mode === 'unavailable') return send(res, 503, loadLlmFixture('openai-error-503'));
+    if (mode === 'unavailable') return sendJson(res, 503, loadLlmFixture('openai-error-503'));
 
     if (req.method === 'GET' && path === '/v1/models') {
-      return send(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' }] });
+      return sendJson(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' }] });
     }
     if (req.method !== 'POST' || (path !== '/v1/chat/completions' && path !== '/v1/messages')) {
-      return send(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+      return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
     }
     const next = rawQueue.shift();
     if (next) {
@@ -154,11 +149,11 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
     const name = queue.length > 1 ? queue.shift()! : queue[0]!;
     // Replayed as recorded, except for the model: echo the requested one, as servers do.
     const fixture = loadLlmFixture<Record<string, unknown>>(name);
-    send(res, 200, { ...fixture, model: typeof body.model === 'string' ? body.model : fixture.model });
+    sendJson(res, 200, { ...fixture, model: typeof body.model === 'string' ? body.model : fixture.model });
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => send(res, 500, { error: { message: String(err), type: 'server_error', param: null, code: null } }));
+    handle(req, res).catch((err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error', param: null, code: null } }));
   });
 
   const listen = (port: number) =>
