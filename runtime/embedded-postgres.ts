@@ -1,12 +1,12 @@
 /**
  * The embedded database: PGlite (Postgres in WASM) on a directory under the data dir, served
  * on a local TCP socket by pglite-socket, so every process and test reaches it with the same
- * `pg` + Drizzle code as a real Postgres.
+ * `pg` + Drizzle code as a real Postgres. Both run in a thread of their own
+ * (embedded-postgres-thread.mjs), beside the worker's activities rather than in their way.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { Worker } from 'node:worker_threads';
 import { pidAlive } from './pid.js';
 
 export interface EmbeddedPostgresOptions {
@@ -51,22 +51,43 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     mkdirSync(dataDir, { recursive: true });
     release = takeLock(dataDir);
   }
-  const db = await PGlite.create(inMemory ? undefined : dataDir);
   const host = opts.host ?? '127.0.0.1';
-  const server = new PGLiteSocketServer({ db, host, port: opts.port, maxConnections: opts.maxConnections ?? 32 });
+  const thread = new Worker(new URL('./embedded-postgres-thread.mjs', import.meta.url), {
+    workerData: { dataDir: inMemory ? undefined : dataDir, host, port: opts.port, maxConnections: opts.maxConnections ?? 32 },
+  });
+  type Reply = { kind: 'ready'; conn: string } | { kind: 'failed'; message: string; code?: string } | { kind: 'stopped' };
+  const next = () =>
+    new Promise<Reply>((ok, fail) => {
+      const onError = (err: Error) => fail(err);
+      const onExit = (code: number) => fail(new Error(`the embedded Postgres thread exited (${code})`));
+      thread.once('error', onError).once('exit', onExit);
+      thread.once('message', (m: Reply) => {
+        thread.off('error', onError).off('exit', onExit);
+        ok(m);
+      });
+    });
+  let started: Reply;
   try {
-    await server.start();
+    started = await next();
   } catch (err) {
-    await db.close();
     release();
-    const e = err as NodeJS.ErrnoException;
-    if (e.code === 'EADDRINUSE') {
-      throw new Error(`port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
-    }
     throw err;
   }
+  if (started.kind !== 'ready') {
+    release();
+    await thread.terminate();
+    if (started.kind === 'failed' && started.code === 'EADDRINUSE') {
+      throw new Error(`port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
+    }
+    throw new Error(`the embedded Postgres did not start: ${started.kind === 'failed' ? started.message : started.kind}`);
+  }
+  // A thread that fails later (a WASM abort) shows in the log; its clients' statements fail.
+  thread.on('error', (err) => process.stderr.write(`embedded postgres: ${err.message}\n`));
+  thread.on('exit', (code) => {
+    if (!stopped) process.stderr.write(`embedded postgres: its thread exited (${code}) before it was stopped\n`);
+  });
   // The server resolves port 0 to the real one once listening.
-  const conn = server.getServerConn();
+  const conn = started.conn;
   const port = Number(conn.slice(conn.lastIndexOf(':') + 1));
   let stopped: Promise<void> | undefined;
   return {
@@ -75,8 +96,11 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     dataDir,
     stop: () =>
       (stopped ??= (async () => {
-        await server.stop();
-        await db.close(); // flushes to disk
+        const done = next().catch(() => undefined);
+        thread.postMessage('stop');
+        // The thread closes the server and the database (which flushes to disk), then says so.
+        await Promise.race([done, new Promise((r) => setTimeout(r, 30_000).unref())]);
+        await thread.terminate();
         release();
       })()),
   };
