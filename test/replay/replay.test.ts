@@ -54,6 +54,30 @@ describe('replay of recorded histories', () => {
     expect(spawns.filter((text) => !text.includes('"spawnCopy"') && text.includes('"spawnFinish"'))).toHaveLength(1);
   });
 
+  it('has a think cut by worker shutdowns before worker-shutdown-v1 (taken as a failed tick) and one after it (ridden out)', () => {
+    // Recorded by `npm start` restarted while the demo agent's local model was thinking.
+    type Payloads = { payloads?: Array<{ data?: string }> };
+    type Event = {
+      eventId: string;
+      activityTaskFailedEventAttributes?: { failure?: { applicationFailureInfo?: { type?: string } } };
+      activityTaskScheduledEventAttributes?: { activityType?: { name?: string }; input?: Payloads };
+      markerRecordedEventAttributes?: { details?: Record<string, Payloads> };
+    };
+    const { events } = load('agentLoopWorkflow-agent_demo_worker_shutdown-01a21204.json') as { events: Event[] };
+    const decoded = (p?: Payloads) => Buffer.from(p?.payloads?.[0]?.data ?? '', 'base64').toString();
+    const at = (pred: (e: Event) => boolean) => events.filter(pred).map((e) => Number(e.eventId));
+    const cut = at((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'WorkerShutdown');
+    const marker = at((e) => decoded(e.markerRecordedEventAttributes?.details?.['patch-data']).includes('"worker-shutdown-v1"'));
+    const tickFailures = at((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'logProcess' && decoded(e.activityTaskScheduledEventAttributes.input).includes('"kind":"tick_failure"'));
+    expect(cut).toHaveLength(2);
+    expect(marker).toHaveLength(1);
+    // The first cut, before the marker existed: a tick_failure logged after it, before the second.
+    expect(tickFailures.some((id) => id > cut[0]! && id < cut[1]!)).toBe(true);
+    // The second, ridden out: the marker follows it, and no tick_failure does.
+    expect(marker[0]).toBeGreaterThan(cut[1]!);
+    expect(tickFailures.some((id) => id > cut[1]!)).toBe(false);
+  });
+
   it.each(files)('%s replays deterministically', async (file) => {
     const report = await replayHistory(file, load(file), current);
     expect(report.error).toBeUndefined();

@@ -4,8 +4,8 @@
  * history, no activity task); an unpaced loop goes through the activity once every
  * `localThinksInARow + 1` ticks, or sooner once its local thinks held the workflow task
  * `localHoldMaxMs`; a slow model always does; a local think that finds no LLM
- * enters Core Outage like the activity does, and the retry goes through the activity. Every
- * history replays.
+ * enters Core Outage like the activity does, and the retry goes through the activity; one cut
+ * by its worker's shutdown is the same tick again, not a failed one. Every history replays.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
@@ -110,5 +110,26 @@ describe('the think as a local activity', () => {
     // Tick 4 failed locally (its marker records the failure); its retry after the outage goes
     // through the activity, which answers fast, so ticks 5 and 6 are local again.
     expect(r.kinds).toEqual(['activity', 'local', 'local', 'local', 'activity', 'local', 'local']);
+  });
+
+  it('a local think cut by its worker shutting down is the same tick again, through the activity, not a failed tick', async () => {
+    // What the SDK gives the workflow for a local activity still running when its worker shuts
+    // down (it is not retried: the worker that would retry it is going).
+    const shutdown = ApplicationFailure.create({ type: 'WorkerShutdown', nonRetryable: true, message: 'Worker is shutting down and this activity did not complete in time' });
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 4 ? shutdown : fast));
+    expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 4, 5, 6]);
+    // No tick_failure ('error'): only the note that the step waited and went on ('close').
+    expect(r.processLog).toEqual(['close']);
+    expect(r.status.counters.ticks).toBe(6);
+    expect(r.status.counters.degraded).toBe(1);
+    expect(r.kinds).toEqual(['activity', 'local', 'local', 'local', 'activity', 'local', 'local']);
+  });
+
+  it('so is a think activity whose last attempt its worker\'s shutdown cut (a slow model, restarted workers)', async () => {
+    const shutdown = ApplicationFailure.create({ type: 'WorkerShutdown', nonRetryable: true, message: 'Worker is shutting down and this activity did not complete in time' });
+    const r = await run({ maxTicks: 4, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 2 ? shutdown : { modelMs: localThinkMaxModelMs + 1 }));
+    expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 2, 3, 4]);
+    expect(r.processLog).toEqual(['close']);
+    expect(r.kinds).toEqual(['activity', 'activity', 'activity', 'activity', 'activity']);
   });
 });

@@ -6,7 +6,7 @@
  * Errors of the request itself (non-retryable) are not waited out: they go to the caller.
  */
 import { rootMessage } from '../../core/failure.js';
-import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, sleep } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, patched, sleep } from '@temporalio/workflow';
 import { outageBackoffMs } from '../../core/failure.js';
 import { timerText } from './ui-text.js';
 
@@ -27,14 +27,24 @@ export function activityCause(err: unknown): unknown {
   return err instanceof ActivityFailure ? err.cause : err;
 }
 
-/** True for a failed activity whose cause is infrastructure (`Unavailable`, or a timeout), not the request. */
+/**
+ * The type of the failure the SDK gives an activity (local or not) still running when its
+ * worker shuts down ("Worker is shutting down and this activity did not complete in time"). It
+ * counts as an attempt, and after the last one the workflow sees it: the worker went away, the
+ * step did not fail.
+ */
+const workerShutdownType = 'WorkerShutdown';
+
+/** True for a failed activity whose cause is infrastructure (`Unavailable`, a timeout, a worker shutting down), not the request. */
 export function isInfraFailure(err: unknown): boolean {
   const cause = activityCause(err);
   if (cause instanceof TimeoutFailure) return true;
   // Only what the activity said is an outage: an error of no known kind that outlasted its
   // attempts is the step's own failure, and waiting would not change it.
-  if (cause instanceof ApplicationFailure) return cause.type === 'Unavailable';
-  return false;
+  if (!(cause instanceof ApplicationFailure)) return false;
+  // worker-shutdown-v1: histories from before it took such a failure as the step's own.
+  if (cause.type === workerShutdownType) return patched('worker-shutdown-v1');
+  return cause.type === 'Unavailable';
 }
 
 /** True for a failed activity that found no LLM answering (`LlmUnavailable`): the caller waits the outage out its own way. */
