@@ -266,7 +266,6 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
         mindloop_tick_p50_ms: t.overhead_p50_ms!,
         mindloop_tick_p99_ms: t.overhead_p99_ms!,
         mindloop_ticks_per_s_50: t.ticks_per_s_50_agents!,
-        mindloop_rss_mb_500_idle_agents: t.rss_mb_500_idle_agents!,
       });
       for (const p of peers) {
         process.stdout.write(`  ${p.name}: perf…\n`);
@@ -335,8 +334,8 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
   Object.assign(notes, {
     ...(only.perf ? {} : { partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran` }),
     loop: `each peer: one loop of 200 steps (p50/p99 of the gap between consecutive steps after ${20} warm-up steps), then 50 loops of 20 steps at once (steps/s); a step = the instant fake model + one INSERT (its side effect), made durable the peer's way`,
-    mindloop: 'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → applyCommands, three activities, reflexes off); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
-    rss: '<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); mindloop_rss_mb_500_idle_agents: a worker process with 500 idle agents (bench/tick.ts)',
+    mindloop: 'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → commands; here the reflexes are off and the scripted reply has no commands, so a tick is its think, a local activity after a fast answer); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
+    rss: '<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); Mindloop\'s worker with 500 and 2 000 idle agents is measured by `npm run bench -- tick` (rss_mb_500_idle_agents, rss_mb_2000_idle_agents in bench/results/tick.json)',
     crash: `${kills} kills per loop, each a loop of ${crashSteps} steps SIGKILLed at a random step (as soon as that step's side effect is reported), then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal and Mindloop: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills; back / done: seconds from the kill to the new process's first step (its start included) and to the loop's end`,
     mindloop_crash: `Mindloop: ${crashSteps} ticks of agentLoopWorkflow (reflexes off, the tick of mindloop_tick_*) in a worker process of the product (bench/peers-mindloop-child.ts); the model an OpenAI-compatible endpoint in the harness answering each think with one diary.add; the side effect is the tick's diary_entries row (no unique key). crash_*: killed right after tick N's diary row committed, before applyCommands' completion reached Temporal (the worker holds there, so every kill lands in that window); crash_midcall_*: killed while tick N's think request waited at the endpoint. crash_repeated_llm_calls = requests the endpoint received again for a tick and purpose it had already received (with the reflexes off a tick asks one: its think)`,
   });

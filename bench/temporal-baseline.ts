@@ -20,8 +20,8 @@ export interface BaselineFigures {
   workflow_runs: number;
 }
 
-/** Measure on a running stack; reusable by other benchmarks that report ratios to it. */
-export async function measureBaseline(stack: Stack, opts = { activities: 500, workflows: 200 }): Promise<BaselineFigures> {
+/** A worker for the benchmark workflows (bench/workflows.ts, a no-op activity) on its own task queue, while `fn` runs. */
+export async function withBaselineWorker<T>(stack: Stack, fn: (client: Client, taskQueue: string) => Promise<T>, o: { maxCachedWorkflows?: number } = {}): Promise<T> {
   const taskQueue = `bench-baseline-${process.pid}`;
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const workflowBundle = await bundleWorkflowCode({
@@ -34,41 +34,47 @@ export async function measureBaseline(stack: Stack, opts = { activities: 500, wo
     taskQueue,
     workflowBundle,
     activities: { async noop() {} },
+    ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),
   });
   const clientConn = await Connection.connect(stack.temporal.connection);
   const client = new Client({ connection: clientConn, namespace: stack.temporal.namespace });
   try {
-    return await worker.runUntil(async () => {
-      // Warm-up: first tasks pay for bundle load and connection set-up.
-      await client.workflow.execute('activityRoundTripsWorkflow', { taskQueue, workflowId: `warm-${Date.now()}`, args: [20] });
-
-      const marks: number[] = await client.workflow.execute('activityRoundTripsWorkflow', {
-        taskQueue,
-        workflowId: `activity-rt-${Date.now()}`,
-        args: [opts.activities],
-      });
-      const activityRt = marks.slice(1).map((t, i) => t - marks[i]!);
-
-      const workflowRt: number[] = [];
-      for (let i = 0; i < opts.workflows; i++) {
-        const t0 = performance.now();
-        await client.workflow.execute('noopWorkflow', { taskQueue, workflowId: `noop-${Date.now()}-${i}` });
-        workflowRt.push(performance.now() - t0);
-      }
-      const a = summarize(activityRt);
-      const w = summarize(workflowRt);
-      return {
-        activity_rt_p50_ms: a.p50,
-        activity_rt_p99_ms: a.p99,
-        activity_rt_mean_ms: a.mean,
-        workflow_rt_p50_ms: w.p50,
-        workflow_rt_p99_ms: w.p99,
-        activity_calls: a.n,
-        workflow_runs: w.n,
-      };
-    });
+    return await worker.runUntil(() => fn(client, taskQueue));
   } finally {
     await clientConn.close();
     await connection.close();
   }
+}
+
+/** Measure on a running stack; reusable by other benchmarks that report ratios to it. */
+export async function measureBaseline(stack: Stack, opts = { activities: 500, workflows: 200 }): Promise<BaselineFigures> {
+  return withBaselineWorker(stack, async (client, taskQueue) => {
+    // Warm-up: first tasks pay for bundle load and connection set-up.
+    await client.workflow.execute('activityRoundTripsWorkflow', { taskQueue, workflowId: `warm-${Date.now()}`, args: [20] });
+
+    const marks: number[] = await client.workflow.execute('activityRoundTripsWorkflow', {
+      taskQueue,
+      workflowId: `activity-rt-${Date.now()}`,
+      args: [opts.activities],
+    });
+    const activityRt = marks.slice(1).map((t, i) => t - marks[i]!);
+
+    const workflowRt: number[] = [];
+    for (let i = 0; i < opts.workflows; i++) {
+      const t0 = performance.now();
+      await client.workflow.execute('noopWorkflow', { taskQueue, workflowId: `noop-${Date.now()}-${i}` });
+      workflowRt.push(performance.now() - t0);
+    }
+    const a = summarize(activityRt);
+    const w = summarize(workflowRt);
+    return {
+      activity_rt_p50_ms: a.p50,
+      activity_rt_p99_ms: a.p99,
+      activity_rt_mean_ms: a.mean,
+      workflow_rt_p50_ms: w.p50,
+      workflow_rt_p99_ms: w.p99,
+      activity_calls: a.n,
+      workflow_runs: w.n,
+    };
+  });
 }

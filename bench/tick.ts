@@ -21,7 +21,7 @@ import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
-import { measureBaseline } from './temporal-baseline.js';
+import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
@@ -321,39 +321,114 @@ export async function measureIdle(): Promise<Record<string, number>> {
 export const maxLagMs = 250;
 const heartbeatMs = 1000;
 
+export interface HzRound {
+  agents: number;
+  lagP50: number;
+  lagP99: number;
+  ticksPerS: number;
+}
+
+/**
+ * Rounds of N loops at the 1 s pace, N up the ladder while the p99 lag stays within `maxLagMs`.
+ * `run(n, r, start)` starts round r's N loops through `start` (one pace spreads them: a fleet's
+ * loops run out of step, each started at its own time; started at once they would stay in step
+ * and each step would queue behind its burst), waits for them, and gives their lags and steps.
+ */
+async function climb(
+  ladder: number[],
+  label: string,
+  run: (n: number, r: number, start: <H>(ids: string[], go: (id: string) => Promise<H>) => Promise<H[]>) => Promise<{ lags: number[]; steps: number }>,
+): Promise<HzRound[]> {
+  const rounds: HzRound[] = [];
+  for (const [r, n] of ladder.entries()) {
+    const t0 = performance.now();
+    const staggered = async <H>(ids: string[], go: (id: string) => Promise<H>): Promise<H[]> => {
+      const started: Array<Promise<H>> = [];
+      for (const [i, id] of ids.entries()) {
+        const wait = t0 + (i * heartbeatMs) / ids.length - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        started.push(go(id));
+      }
+      return Promise.all(started);
+    };
+    const { lags, steps } = await run(n, r, staggered);
+    const seconds = (performance.now() - t0) / 1000;
+    const lag = summarize(lags);
+    rounds.push({ agents: n, lagP50: lag.p50, lagP99: lag.p99, ticksPerS: steps / seconds });
+    process.stdout.write(`  ${n} ${label} at 1 Hz: lag p50 ${lag.p50.toFixed(0)} ms, p99 ${lag.p99.toFixed(0)} ms, ${(steps / seconds).toFixed(0)} steps/s\n`);
+    if (lag.p99 > maxLagMs) break;
+  }
+  return rounds;
+}
+
+/** The last round within the bound, and the first past it. */
+function heldOf(rounds: HzRound[]): { held?: HzRound; over?: HzRound } {
+  return { held: rounds.filter((x) => x.lagP99 <= maxLagMs).at(-1), over: rounds.find((x) => x.lagP99 > maxLagMs) };
+}
+
+const eventMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
+
+/**
+ * The floor under `agents_at_1hz`: bare workflows on the same dev server, each step a no-op
+ * local activity then a 1 s timer (a paced tick with a local think, minus the tick). A step's
+ * lag is, from the workflow's history, how much later than 1 s after its timer started its
+ * workflow task completed; from its second step.
+ */
+async function measureFloorAt1Hz(stack: Stack, ladder: number[], steps: number): Promise<HzRound[]> {
+  return withBaselineWorker(
+    stack,
+    (client, taskQueue) =>
+      climb(ladder, 'bare workflows', async (n, r, start) => {
+        const handles = await start(
+          Array.from({ length: n }, (_, i) => `floor-${r}-${i}-${Date.now()}`),
+          (workflowId) => client.workflow.start('pacedLocalWorkflow', { taskQueue, workflowId, args: [steps, heartbeatMs] }),
+        );
+        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
+        const lags: number[] = [];
+        for (const h of handles) {
+          let timerStarted = 0;
+          let nth = 0;
+          for (const e of (await h.fetchHistory()).events ?? []) {
+            if (e.timerStartedEventAttributes) timerStarted = eventMs(e.eventTime);
+            else if (e.workflowTaskCompletedEventAttributes && timerStarted) {
+              if (nth++ >= 1) lags.push(Math.max(0, eventMs(e.eventTime) - timerStarted - heartbeatMs));
+              timerStarted = 0;
+            }
+          }
+        }
+        return { lags, steps: n * steps };
+      }),
+    { maxCachedWorkflows: 2000 },
+  );
+}
+
 /**
  * Agents at the seed's 1 s heartbeat, on the real Postgres (a scratch database, bench/lib.ts `scratchDatabase`) and the dev server, one worker
  * with the product's defaults: rounds of N agents, each pacing its ticks 1 s apart (the loop's
  * `delayMs`, after the tick ends) for `ticks` ticks; a tick's lag is how much later than 1 s
  * after the previous one it was recorded (so it includes the tick's own time). N grows while the
- * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did.
+ * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did. Then, on the same dev
+ * server, the floor (measureFloorAt1Hz): `floor_workflows_at_1hz`.
  */
-export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> }> {
+export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; floorLadder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: HzRound[]; floor: HzRound[] }> {
   const ladder = o.ladder ?? [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000];
+  const floorLadder = o.floorLadder ?? [100, 150, 200, 250, 300, 400, 500, 700, 1000];
   const ticks = o.ticks ?? 12;
   const scratch = await scratchDatabase('mindloop_bench_1hz');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
-  const rounds: Array<{ agents: number; lagP50: number; lagP99: number; ticksPerS: number }> = [];
+  let rounds: HzRound[] = [];
+  let floor: HzRound[] = [];
   try {
     const db = stack.db.db;
     const activities = createActivities({ db, llm: { env: {}, toolsDir } });
-    await withBenchWorker(stack, { taskQueue: 'bench-1hz', activities }, async (client) => {
-      for (const [r, n] of ladder.entries()) {
+    rounds = await withBenchWorker(stack, { taskQueue: 'bench-1hz', activities }, (client) =>
+      climb(ladder, 'agents', async (n, r, start) => {
         const ids = Array.from({ length: n }, (_, i) => `hz${r}-${i}`);
         await seed(stack, ids);
-        const t0 = performance.now();
-        // A fleet's agents tick out of step with each other (each started at its own time): the
-        // round's starts are spread evenly over one pace. Started all at once, they would stay in
-        // step, and each tick would queue behind the rest of its burst.
-        const starts: Array<Promise<WorkflowHandle>> = [];
-        for (const [i, id] of ids.entries()) {
-          const wait = t0 + (i * heartbeatMs) / n - performance.now();
-          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-          starts.push(client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }));
-        }
-        const handles = await Promise.all(starts);
+        const handles = await start(ids, (id) =>
+          client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }),
+        );
         for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
-        const seconds = (performance.now() - t0) / 1000;
         const rows = await db
           .select({ agentId: llmRecentResponses.agentId, at: llmRecentResponses.createdAt })
           .from(llmRecentResponses)
@@ -366,25 +441,27 @@ export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; tic
           nth = prev.agentId === cur.agentId ? nth + 1 : 0;
           if (nth >= 2) lags.push(Math.max(0, cur.at.getTime() - prev.at.getTime() - heartbeatMs));
         }
-        const lag = summarize(lags);
-        rounds.push({ agents: n, lagP50: lag.p50, lagP99: lag.p99, ticksPerS: rows.length / seconds });
-        process.stdout.write(`  ${n} agents at 1 Hz: lag p50 ${lag.p50.toFixed(0)} ms, p99 ${lag.p99.toFixed(0)} ms, ${(rows.length / seconds).toFixed(0)} ticks/s\n`);
-        if (lag.p99 > maxLagMs) break;
-      }
-    });
+        return { lags, steps: rows.length };
+      }),
+    );
+    floor = await measureFloorAt1Hz(stack, floorLadder, ticks);
   } finally {
     await stop();
     await scratch.drop();
   }
-  const held = rounds.filter((x) => x.lagP99 <= maxLagMs).at(-1);
-  const over = rounds.find((x) => x.lagP99 > maxLagMs);
+  const agents = heldOf(rounds);
+  const bare = heldOf(floor);
   return {
     metrics: {
-      agents_at_1hz: held?.agents ?? 0,
-      lag_p50_ms_at_1hz: held?.lagP50 ?? Number.NaN,
-      lag_p99_ms_at_1hz: held?.lagP99 ?? Number.NaN,
-      ...(over ? { agents_over_1hz_bound: over.agents, lag_p99_ms_over_bound: over.lagP99 } : {}),
+      agents_at_1hz: agents.held?.agents ?? 0,
+      lag_p50_ms_at_1hz: agents.held?.lagP50 ?? Number.NaN,
+      lag_p99_ms_at_1hz: agents.held?.lagP99 ?? Number.NaN,
+      ...(agents.over ? { agents_over_1hz_bound: agents.over.agents, lag_p99_ms_over_bound: agents.over.lagP99 } : {}),
+      floor_workflows_at_1hz: bare.held?.agents ?? 0,
+      ...(bare.over ? { floor_workflows_over_1hz_bound: bare.over.agents, floor_lag_p99_ms_over_bound: bare.over.lagP99 } : {}),
+      agents_at_1hz_ratio_to_floor: (agents.held?.agents ?? 0) / (bare.held?.agents ?? Number.NaN),
     },
     rounds,
+    floor,
   };
 }

@@ -1,7 +1,8 @@
 // Workflows of the benchmarks: as small as possible, so they measure Temporal itself.
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 
 const { noop } = proxyActivities<{ noop(): Promise<void> }>({ startToCloseTimeout: '10 seconds' });
+const local = proxyLocalActivities<{ noop(): Promise<void> }>({ startToCloseTimeout: '10 seconds' });
 
 /** Completes at once. */
 export async function noopWorkflow(): Promise<void> {}
@@ -14,4 +15,12 @@ export async function activityRoundTripsWorkflow(n: number): Promise<number[]> {
     marks.push(Date.now());
   }
   return marks;
+}
+
+/** `n` steps of a no-op local activity, `paceMs` apart: what a paced tick whose think is local costs Temporal alone. */
+export async function pacedLocalWorkflow(n: number, paceMs: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await local.noop();
+    await sleep(paceMs);
+  }
 }
