@@ -5,7 +5,7 @@
  * scoped to the agent's own rows, danger-zone actions held, LangChain descriptions that show
  * the current state.
  */
-import { and, eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToolActivities, langChainTools } from '../../activities/tools.js';
 import { createDb, type DbHandle } from '../../db/client.js';
@@ -76,7 +76,7 @@ describe('state-machine tools (Postgres)', () => {
     expect(badCol).toMatchObject({ ok: false, refused: 'error', error: expect.stringContaining("notes has no column 'text; drop table notes'") });
     const [st] = await db.select().from(toolStates).where(and(eq(toolStates.agentId, 'ada'), eq(toolStates.tool, 'database')));
     expect(st!.state).toBe('QUERY_READY');
-    const log = await db.select().from(toolTransitions).where(and(eq(toolTransitions.agentId, 'ada'), eq(toolTransitions.tool, 'database'), eq(toolTransitions.result, 'ok')));
+    const log = await db.select().from(toolTransitions).where(and(eq(toolTransitions.agentId, 'ada'), eq(toolTransitions.tool, 'database'), eq(toolTransitions.result, 'ok'))).orderBy(asc(toolTransitions.id));
     expect(log.map((r) => `${r.fromState}-${r.action}->${r.toState}`)).toEqual(['IDLE-connect->CONNECTED', 'CONNECTED-query->QUERY_READY', 'QUERY_READY-query->QUERY_READY']);
     expect(await again.callTool({ agentId: 'ada', tool: 'database', action: 'disconnect', key: key() })).toMatchObject({ ok: true, state: 'IDLE' });
   });
@@ -112,7 +112,7 @@ describe('state-machine tools (Postgres)', () => {
       { id: 'bob-1', agentId: 'bob', task: 'not yours', category: 'general', status: 'open', createdAt: day(2) },
     ]);
     await db.insert(decisionLog).values({ agentId: 'ada', escalationId: 'ada-old', proposal: { task: 'old question' }, oversightAnswer: 'approve', outcome: 'executed' });
-    const before = await db.select().from(escalations);
+    const before = await db.select().from(escalations).orderBy(asc(escalations.id));
     const r = await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', key: 'esc-list-1' });
     expect(r).toEqual({
       ok: true,
@@ -129,7 +129,7 @@ describe('state-machine tools (Postgres)', () => {
     });
     expect(await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', args: { limit: 1 }, key: 'esc-list-2' })).toMatchObject({ ok: true, output: { escalations: [{ id: 'ada-new' }] } });
     expect(await tools.callTool({ agentId: 'ada', tool: 'escalate', action: 'list', args: { limit: 0 }, key: 'esc-list-3' })).toMatchObject({ ok: false, refused: 'error', error: expect.stringContaining('escalate.list: limit:') });
-    expect(await db.select().from(escalations)).toEqual(before); // read-only
+    expect(await db.select().from(escalations).orderBy(asc(escalations.id))).toEqual(before); // read-only
   });
 
   it('escalate.escalate with a bad category is refused with the `escalate` command’s error (never silently `general`)', async () => {

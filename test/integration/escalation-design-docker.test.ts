@@ -9,7 +9,7 @@
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { and, eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
 import { createActivities } from '../../activities/index.js';
@@ -115,7 +115,7 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
     const v2 = prompts.find((p) => p.includes('Design round 2'))!;
     expect(v2).toContain('not ok 2 - a second coin keeps it unlocked');
     expect(v2).toContain('exit 1');
-    const rounds = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'design-docker-1'));
+    const rounds = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'design-docker-1')).orderBy(asc(partnershipMessages.id));
     expect(rounds.filter((m) => m.kind.startsWith('design_')).map((m) => [m.kind, m.metadata.round])).toEqual([
       ['design_failed', 1],
       ['design_passed', 2],

@@ -9,7 +9,7 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import { and, eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/index.js';
@@ -114,7 +114,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     // Delivered: a partnership message and an incoming note per escalation.
     const msgs = await handle.db.select().from(partnershipMessages).where(and(eq(partnershipMessages.agentId, 'router'), eq(partnershipMessages.toTier, 'agent'), eq(partnershipMessages.kind, 'approval')));
     expect(msgs).toHaveLength(5);
-    const inbox = await handle.db.select().from(notes).where(eq(notes.agentId, 'router'));
+    const inbox = await handle.db.select().from(notes).where(eq(notes.agentId, 'router')).orderBy(asc(notes.id));
     expect(inbox).toHaveLength(5);
     expect(inbox[0]).toMatchObject({ direction: 'in', source: 'oversight', tags: ['escalation', 'statistics'] });
     expect(inbox[0]!.text).toContain('Teaching moment: Check the variances first.');
@@ -346,7 +346,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     const [tool] = await handle.db.select().from(toolRegistry).where(eq(toolRegistry.name, 'traffic_light'));
     expect(tool).toMatchObject({ kind: 'designed', status: 'active', implementation: impl('GREEN'), createdBy: 'oversight' });
     expect(tool!.spec).toMatchObject({ initial: 'RED', design: { rounds: 2, firstTry: false } });
-    const rounds = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'design-1'));
+    const rounds = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'design-1')).orderBy(asc(partnershipMessages.id));
     expect(rounds.filter((m) => m.kind.startsWith('design_')).map((m) => m.kind)).toEqual(['design_failed', 'design_passed']);
     // The agent can use it at once (discovered via design).
     expect(await createToolActivities({ db: handle.db }).callTool({ agentId: 'designer', tool: 'traffic_light', action: 'next', key: 'designer/1' })).toMatchObject({ ok: true, state: 'GREEN' });
