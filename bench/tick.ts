@@ -32,8 +32,8 @@ async function seed(stack: Stack, ids: string[]): Promise<void> {
 }
 
 /** Resident set size of a process, from /proc (Linux). */
-function processRssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
+function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`));
   return Number(line?.match(/(\d+)/)?.[1] ?? Number.NaN) / 1024;
 }
 
@@ -251,14 +251,15 @@ export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts
 }
 
 /**
- * Worker memory with 500, then 2 000 agents idle after their first tick, on a worker process of
+ * Worker memory with 500, then 2 000 agents (or `totals`) idle after their first tick, on a worker process of
  * their own (the product's `npm run worker -- --queue mindloop`), so its RSS is the worker's
  * alone. On the real Postgres (a scratch database): the embedded PGlite serves one connection per
  * process, which makes starting 2 000 agents take many minutes; the database is not what is
  * measured. Then a note wakes the first agent (long out of the worker's cache, so replayed from
  * its history) and the last (still cached): how long until its next tick is recorded.
  */
-export async function measureIdle(): Promise<Record<string, number>> {
+export async function measureIdle(opts: { totals?: readonly number[] } = {}): Promise<Record<string, number>> {
+  const totals = opts.totals ?? [500, 2000];
   const scratch = await scratchDatabase('mindloop_bench_idle');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
@@ -269,7 +270,7 @@ export async function measureIdle(): Promise<Record<string, number>> {
       const wake: Record<'evicted' | 'cached', number> = { evicted: Number.NaN, cached: Number.NaN };
       try {
         const handles: WorkflowHandle[] = [];
-        for (const total of [500, 2000]) {
+        for (const total of totals) {
           const idle = Array.from({ length: total - handles.length }, (_, i) => `idle${handles.length + i}`);
           await seed(stack, idle);
           for (let i = 0; i < idle.length; i += 100) {
@@ -287,7 +288,7 @@ export async function measureIdle(): Promise<Record<string, number>> {
           }
           await waitIdle(stack, total);
           rss[total] = processRssMb(idleWorker.pid!);
-          process.stdout.write(`  ${total} idle agents: worker RSS ${rss[total]!.toFixed(0)} MB\n`);
+          process.stdout.write(`  ${total} idle agents: worker RSS ${rss[total]!.toFixed(0)} MB (anonymous ${processRssMb(idleWorker.pid!, 'RssAnon').toFixed(0)}, files ${processRssMb(idleWorker.pid!, 'RssFile').toFixed(0)})\n`);
         }
         // A note wakes the first agent (long out of the worker's cache, so replayed from its
         // history) and the last (still cached): how long until its next tick is recorded.
@@ -307,7 +308,7 @@ export async function measureIdle(): Promise<Record<string, number>> {
       } finally {
         idleWorker.kill('SIGKILL');
       }
-      return { rss_mb_500_idle_agents: rss[500]!, rss_mb_2000_idle_agents: rss[2000]!, idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
+      return { ...Object.fromEntries(totals.map((t) => [`rss_mb_${t}_idle_agents`, rss[t]!])), idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
     } finally {
       await client.connection.close();
     }

@@ -5,6 +5,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
+import { bundleWorkflows, workflowsPath } from '../../workers/queues.js';
 import { allSearchAttributes } from '../../workflows/lib/search-attributes.js';
 import { freePort, tempDir, toolPath } from './env.js';
 
@@ -40,9 +41,14 @@ export function timeSkippingSuite(): { readonly env: TestWorkflowEnvironment; re
   return suite;
 }
 
-/** Bundle a workflows module once per test file (webpack takes a few seconds). */
+/**
+ * Bundle a workflows module once per test file (webpack takes a few seconds). The product's
+ * workflows are bundled as its workers bundle them, their preloaded modules shared and frozen.
+ */
 export function bundle(relativeToTestHelpers: string): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL(relativeToTestHelpers, import.meta.url)), logger: silent });
+  const path = fileURLToPath(new URL(relativeToTestHelpers, import.meta.url));
+  if (path === workflowsPath) return bundleWorkflows();
+  return bundleWorkflowCode({ workflowsPath: path, logger: silent });
 }
 
 export const fixtureWorkflowsPath = '../fixtures/workflows/index.ts';

@@ -5,6 +5,12 @@
  * `require('zod')`, is dropped by webpack because zod declares `sideEffects: false`; importing it
  * here, in a module that uses it, keeps it. zod holds no per-workflow state (we register no
  * metadata); the SDK freezes what is preloaded.
+ *
+ * Only zod: the schemas core/ builds cannot be shared this way. zod binds a schema's methods
+ * (`.optional`, `.parse`…) on first use by defining them on the schema itself, which a frozen
+ * schema refuses ("Cannot define property optional, object is not extensible"), failing the
+ * workflow task. So core/ stays per workflow, and the agent loop keeps its imports small instead
+ * (test/workflows/module-graph.test.ts).
  */
 import { z } from 'zod';
 
