@@ -1,6 +1,8 @@
 /** `mindloop start|stop|pause|resume`: talk to one agent's loop workflow; `mindloop agents` (cli/descendants.ts): spawn and lineage. */
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
+import { NoAgentLoopError } from '../runtime/operator.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
 import { numberArg } from './args.js';
 import { withClient } from './client.js';
@@ -49,7 +51,13 @@ export function registerAgentCommands(program: Command): void {
       .action(async (raw: string) => {
         const id = agentId(raw);
         await withClient(async (client) => {
-          await client.workflow.getHandle(workflowIds.agent(id)).signal(signal);
+          try {
+            await client.workflow.getHandle(workflowIds.agent(id)).signal(signal);
+          } catch (err) {
+            // No such workflow, or one that has ended: either way there is no loop to tell.
+            if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(id, 'nothing was sent');
+            throw err;
+          }
           process.stdout.write(`${name}: sent to ${workflowIds.agent(id)}\n`);
         });
       });

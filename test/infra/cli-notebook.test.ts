@@ -120,6 +120,11 @@ describe('mindloop status and note beside a running notebook', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toContain('no loop for agent nobody: start it with `mindloop start nobody`');
     }
+    // Pause, resume and stop say the same, and that nothing was sent.
+    for (const r of await Promise.all(['pause', 'resume', 'stop'].map((cmd) => ml(ours, cmd, 'nobody')))) {
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('no loop for agent nobody: start it with `mindloop start nobody` (nothing was sent)');
+    }
   }, 60_000);
 
   it('note: delivered once through the notebook; the same update id again is the same note; no loop is a clear error', async () => {
