@@ -49,6 +49,8 @@ async function closePool(pool: pg.Pool): Promise<void> {
  */
 class SessionAwareClient extends pg.Client {
   private sharedSession = true;
+  /** Told of a statement sent while this connection still runs another (see `query`). */
+  onOverlap: (sql: string) => void = reportOverlap;
 
   override connect(): Promise<pg.Client>;
   override connect(callback: (err: Error | null, client?: pg.Client) => void): void;
@@ -71,14 +73,43 @@ class SessionAwareClient extends pg.Client {
 
   override query(...args: unknown[]): never {
     const [config] = args;
+    // A connection runs one statement at a time; pg queues the rest (pg 9 will refuse them). A
+    // statement sent before the last one answered is almost always `Promise.all` over a
+    // transaction's handle: nothing runs in parallel there, so the code should say so.
+    const busy = this as unknown as { activeQuery?: unknown; queryQueue?: unknown[] };
+    if (busy.activeQuery || busy.queryQueue?.length) this.onOverlap(statementText(config));
     if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) args[0] = { ...config, name: undefined };
     return (super.query as (...a: unknown[]) => never)(...args);
   }
 }
 
-/** Open a pool and a Drizzle handle over it. */
-export function createDb(connectionString: string, opts: { max?: number } = {}): DbHandle {
-  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, idleTimeoutMillis: 30_000, Client: SessionAwareClient });
+function statementText(config: unknown): string {
+  const text = typeof config === 'string' ? config : config && typeof config === 'object' && 'text' in config ? String(config.text) : '(no text)';
+  return text.replace(/\s+/g, ' ').slice(0, 200);
+}
+
+const overlapsReported = new Set<string>();
+
+/** Say once per statement that it was sent on a busy connection (where, the text tells). */
+function reportOverlap(sql: string): void {
+  if (overlapsReported.has(sql)) return;
+  overlapsReported.add(sql);
+  process.stderr.write(`db: a statement sent while its connection still ran another (Promise.all inside a transaction?): ${sql}\n`);
+}
+
+function toldOfOverlaps(listener: (sql: string) => void): typeof SessionAwareClient {
+  return class extends SessionAwareClient {
+    override onOverlap = listener;
+  };
+}
+
+/**
+ * Open a pool and a Drizzle handle over it. `onOverlap` is told of each statement sent on a
+ * connection still running another (default: one stderr line per statement text).
+ */
+export function createDb(connectionString: string, opts: { max?: number; onOverlap?: (sql: string) => void } = {}): DbHandle {
+  const Client = opts.onOverlap ? toldOfOverlaps(opts.onOverlap) : SessionAwareClient;
+  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, idleTimeoutMillis: 30_000, Client });
   // An idle client losing its socket (server restart) must not crash the process.
   pool.on('error', (err) => process.stderr.write(`db pool: ${err.message}\n`));
   // Nor one checked out between two statements (inside a transaction): the pool listens only to

@@ -93,18 +93,18 @@ export const reputationHandlers: HandlerMap<FamilyTypes<'reputation'>> = {
   async 'reputation.read'({ tx, agentId }, a) {
     const lines: string[] = [];
     if (a.peer !== undefined) {
-      const [rows, link, history] = await Promise.all([
-        reputationRows(tx, agentId, { subject: a.peer, ...(a.dimension ? { dimension: a.dimension } : {}) }),
-        peerLink(tx, agentId, a.peer),
-        ratingHistory(tx, agentId, a.peer, { ...(a.dimension ? { dimension: a.dimension } : {}), limit: 10 }),
-      ]);
+      // One after another: the command's transaction is one connection.
+      const rows = await reputationRows(tx, agentId, { subject: a.peer, ...(a.dimension ? { dimension: a.dimension } : {}) });
+      const link = await peerLink(tx, agentId, a.peer);
+      const history = await ratingHistory(tx, agentId, a.peer, { ...(a.dimension ? { dimension: a.dimension } : {}), limit: 10 });
       if (!link && rows.length === 0) throw new CommandError(`peer: you know nothing of '${a.peer}' (not a known peer, never rated)`);
       lines.push(`${a.peer}: ${link ? `${link.relation}, ${link.status}, trust ${trustText(link.trust)}` : 'not a known peer'}`);
       for (const r of rows) lines.push(`- ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 160)}`);
       if (history.length) lines.push('Your ratings, newest first:', ...history.map((h) => `- ${signed(h.score)} ${h.dimension}${h.tick !== null ? ` at tick ${h.tick}` : ''} (${h.source}): ${oneLine(h.reason, 160)}`));
       return { message: `reputation of ${a.peer}: ${link ? `trust ${trustText(link.trust)}` : `${rows.length} dimension(s)`}`, text: lines.join('\n') };
     }
-    const [rows, aboutMe] = await Promise.all([reputationRows(tx, agentId, a.dimension ? { dimension: a.dimension } : {}), reputationAmongPeers(tx, agentId)]);
+    const rows = await reputationRows(tx, agentId, a.dimension ? { dimension: a.dimension } : {});
+    const aboutMe = await reputationAmongPeers(tx, agentId);
     lines.push(...(rows.length ? rows.map((r) => `${r.subject} ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 120)}`) : ['(you have rated no one)']));
     lines.push(aboutMe.length ? `Others about you: ${aboutMe.map((d) => `${d.dimension} ${signed(d.mean)} from ${d.raters} peer(s)`).join('; ')}` : 'Others about you: no ratings yet');
     return { message: `${rows.length} reputation entr${rows.length === 1 ? 'y' : 'ies'}`, text: lines.join('\n') };

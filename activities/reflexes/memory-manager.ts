@@ -14,14 +14,13 @@ export async function manageMemory(tx: Db, agentId: string, tick: number, cfg: R
     goalFocus: num(cfg.goal_focus, defaultMemoryPolicy.goalFocus),
     diversityBoost: num(cfg.diversity_boost, defaultMemoryPolicy.diversityBoost),
   };
-  const [rows, goalRows] = await Promise.all([
-    tx
-      .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, lastUsedTick: llmRecentResponses.lastUsedTick, novelty: llmRecentResponses.novelty, emotions: llmRecentResponses.emotions, tags: llmRecentResponses.tags })
-      .from(llmRecentResponses)
-      // The newest ticks are still the context's; only evaluated rows are judged.
-      .where(and(eq(llmRecentResponses.agentId, agentId), isNull(llmRecentResponses.archivedAt), lt(llmRecentResponses.tick, tick - 5), sql`${llmRecentResponses.novelty} is not null`)),
-    tx.select({ tags: goals.tags }).from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))),
-  ]);
+  // One after another: `tx` is a transaction, one connection.
+  const rows = await tx
+    .select({ id: llmRecentResponses.id, tick: llmRecentResponses.tick, lastUsedTick: llmRecentResponses.lastUsedTick, novelty: llmRecentResponses.novelty, emotions: llmRecentResponses.emotions, tags: llmRecentResponses.tags })
+    .from(llmRecentResponses)
+    // The newest ticks are still the context's; only evaluated rows are judged.
+    .where(and(eq(llmRecentResponses.agentId, agentId), isNull(llmRecentResponses.archivedAt), lt(llmRecentResponses.tick, tick - 5), sql`${llmRecentResponses.novelty} is not null`));
+  const goalRows = await tx.select({ tags: goals.tags }).from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active')));
   // LRU: a reply was last used when a context last showed it (the think activity sets
   // last_used_tick), or when it was written if no context has shown it since.
   const plan = planMemory(

@@ -68,15 +68,13 @@ async function evaluateStrategy(tx: Db, d: ReflexDecisions): Promise<void> {
   if (!evaluate) return;
   const effect = d.novelty - evaluate.noveltyBefore;
   await tx.update(antiStagnationMetrics).set({ noveltyAfter: d.novelty, effect, evaluatedAt: new Date() }).where(eq(antiStagnationMetrics.id, evaluate.metricId));
-  const [[s], [done]] = await Promise.all([
-    tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, evaluate.strategyId)),
-    // The mean is over measured effects: an application that was never evaluated (its run
-    // ended first) must not count, so the earlier evaluations are counted, not the uses.
-    tx
-      .select({ n: sql<number>`count(*)::int` })
-      .from(antiStagnationMetrics)
-      .where(and(eq(antiStagnationMetrics.strategyId, evaluate.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt), ne(antiStagnationMetrics.id, evaluate.metricId))),
-  ]);
+  const [s] = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, evaluate.strategyId));
+  // The mean is over measured effects: an application that was never evaluated (its run
+  // ended first) must not count, so the earlier evaluations are counted, not the uses.
+  const [done] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(antiStagnationMetrics)
+    .where(and(eq(antiStagnationMetrics.strategyId, evaluate.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt), ne(antiStagnationMetrics.id, evaluate.metricId)));
   if (s) await tx.update(stagnationStrategies).set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) }).where(eq(stagnationStrategies.id, s.id));
   d.actions.push(`evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`);
 }
@@ -100,14 +98,12 @@ async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: Refle
   // Asking a peer needs a reachable one (none while isolated): otherwise it is no candidate.
   const canAskPeer = peerToAsk(view.peers, Date.now()) !== null;
   const candidates = strategies.filter((s) => canAskPeer || (s.params as { action?: StrategyAction }).action !== 'ask_peers');
-  const [diag, evaluated] = await Promise.all([
-    diagnosisInput(tx, input, view.previous),
-    tx
-      .select({ id: antiStagnationMetrics.strategyId, n: sql<number>`count(*)::int` })
-      .from(antiStagnationMetrics)
-      .where(and(eq(antiStagnationMetrics.agentId, input.agentId), isNotNull(antiStagnationMetrics.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt)))
-      .groupBy(antiStagnationMetrics.strategyId),
-  ]);
+  const diag = await diagnosisInput(tx, input, view.previous);
+  const evaluated = await tx
+    .select({ id: antiStagnationMetrics.strategyId, n: sql<number>`count(*)::int` })
+    .from(antiStagnationMetrics)
+    .where(and(eq(antiStagnationMetrics.agentId, input.agentId), isNotNull(antiStagnationMetrics.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt)))
+    .groupBy(antiStagnationMetrics.strategyId);
   const diagnosis: StagnationClass = diagnose(diag);
   const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
   const chosen = chooseStrategy(candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);

@@ -17,14 +17,13 @@ const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']
 /** The counts the stagnation diagnosis reads: new inputs, time in one mode, data richness, tiredness, rest. */
 export async function diagnosisInput(tx: Db, input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>, previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>) {
   const since = input.tick - 10;
-  const [[n], [p], [d], [m], [c], [rest]] = await Promise.all([
-    tx.select({ n: sql<number>`count(*)::int` }).from(notes).where(and(eq(notes.agentId, input.agentId), eq(notes.direction, 'in'), sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`)),
-    tx.select({ n: sql<number>`count(*)::int` }).from(processLog).where(and(eq(processLog.agentId, input.agentId), gt(processLog.tick, since), sql`${processLog.kind} not in ('emotions', 'memory_manager')`)),
-    tx.select({ n: sql<number>`count(*)::int` }).from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt))),
-    tx.select({ n: sql<number>`count(*)::int` }).from(llmMemory).where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt))),
-    tx.select({ n: sql<number>`count(*)::int` }).from(concepts).where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt))),
-    tx.select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` }).from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause'))),
-  ]);
+  // One after another: `tx` is a transaction, one connection.
+  const [n] = await tx.select({ n: sql<number>`count(*)::int` }).from(notes).where(and(eq(notes.agentId, input.agentId), eq(notes.direction, 'in'), sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`));
+  const [p] = await tx.select({ n: sql<number>`count(*)::int` }).from(processLog).where(and(eq(processLog.agentId, input.agentId), gt(processLog.tick, since), sql`${processLog.kind} not in ('emotions', 'memory_manager')`));
+  const [d] = await tx.select({ n: sql<number>`count(*)::int` }).from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt)));
+  const [m] = await tx.select({ n: sql<number>`count(*)::int` }).from(llmMemory).where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt)));
+  const [c] = await tx.select({ n: sql<number>`count(*)::int` }).from(concepts).where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt)));
+  const [rest] = await tx.select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` }).from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause')));
   let sameModeTicks = 1;
   for (const r of previous) {
     if (r.contextMode !== input.contextMode) break;

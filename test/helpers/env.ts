@@ -81,7 +81,10 @@ export interface MigratedDatabase extends DbHandle {
 /** A fresh database on the real Postgres with the migrations applied, and a Drizzle handle on it. */
 export async function migratedDatabase(prefix: string, max = 4): Promise<MigratedDatabase> {
   const fresh = await freshPostgresDatabase(prefix);
-  const handle = createDb(fresh.url, { max });
+  // A statement sent on a connection still running another (Promise.all over a transaction's
+  // handle) fails the file when the database is disposed, naming the statements.
+  const overlaps = new Set<string>();
+  const handle = createDb(fresh.url, { max, onOverlap: (sql) => overlaps.add(sql) });
   await runMigrations(handle.pool);
   return {
     ...handle,
@@ -89,6 +92,7 @@ export async function migratedDatabase(prefix: string, max = 4): Promise<Migrate
     async dispose() {
       await handle.close();
       await fresh.drop();
+      if (overlaps.size) throw new Error(`statements sent on a busy connection (run them one after another):\n${[...overlaps].join('\n')}`);
     },
   };
 }
