@@ -25,6 +25,7 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
+import { sharedValue } from '../core/shared.js';
 import { clipText, sanitizeText } from '../core/sanitize.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { createActivities } from '../activities/index.js';
@@ -105,29 +106,32 @@ type AskEffect = Extract<LoopEffect, { kind: 'askLlm' }>;
 
 // ---- messages -------------------------------------------------------------------------------
 
-export const addNoteInput = z
-  .object({
-    text: z.string().trim().min(1).max(16_000).optional(),
-    /**
-     * Audio to hear instead of text: an absolute path to a WAV file the workers can read. A
-     * speech workflow transcribes it and its text arrives as the note, with the audio on it.
-     */
-    audio: z
-      .strictObject({
-        path: z.string().trim().min(1).max(4096).refine((p) => p.startsWith('/'), 'an absolute path to a WAV file'),
-        language: z.string().trim().toLowerCase().regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")').optional(),
-      })
-      .optional(),
-    /** The audio this note's text was transcribed from (the speech workflow sends it with the text). */
-    transcribedFrom: noteAudioSchema.optional(),
-    priority: z.number().int().min(0).max(10).default(1),
-    tags: z.array(z.string().min(1).max(40)).max(20).default([]),
-    source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']).default('user'),
-    sender: z.string().max(200).optional(),
-    taskId: z.number().int().positive().optional(),
-  })
-  .refine((n) => (n.text === undefined) !== (n.audio === undefined), { message: 'give either text, or audio {path} to transcribe (not both)', path: ['text'] })
-  .refine((n) => n.audio === undefined || n.transcribedFrom === undefined, { message: 'audio to transcribe comes without a transcription', path: ['transcribedFrom'] });
+// Built once per worker and shared by its agent loops (core/shared.ts).
+export const addNoteInput = sharedValue('agent-loop/addNoteInput', () =>
+  z
+    .object({
+      text: z.string().trim().min(1).max(16_000).optional(),
+      /**
+       * Audio to hear instead of text: an absolute path to a WAV file the workers can read. A
+       * speech workflow transcribes it and its text arrives as the note, with the audio on it.
+       */
+      audio: z
+        .strictObject({
+          path: z.string().trim().min(1).max(4096).refine((p) => p.startsWith('/'), 'an absolute path to a WAV file'),
+          language: z.string().trim().toLowerCase().regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")').optional(),
+        })
+        .optional(),
+      /** The audio this note's text was transcribed from (the speech workflow sends it with the text). */
+      transcribedFrom: noteAudioSchema.optional(),
+      priority: z.number().int().min(0).max(10).default(1),
+      tags: z.array(z.string().min(1).max(40)).max(20).default([]),
+      source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']).default('user'),
+      sender: z.string().max(200).optional(),
+      taskId: z.number().int().positive().optional(),
+    })
+    .refine((n) => (n.text === undefined) !== (n.audio === undefined), { message: 'give either text, or audio {path} to transcribe (not both)', path: ['text'] })
+    .refine((n) => n.audio === undefined || n.transcribedFrom === undefined, { message: 'audio to transcribe comes without a transcription', path: ['transcribedFrom'] }),
+);
 export type AddNoteInput = z.input<typeof addNoteInput>;
 
 /**
@@ -154,7 +158,7 @@ export const pauseSignal = defineSignal<[LoopCommandArg?]>('pause');
 export const resumeSignal = defineSignal<[LoopCommandArg?]>('resume');
 /** Finish the current tick, then complete the workflow. */
 export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
-export const setConfigInput = loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() });
+export const setConfigInput = sharedValue('agent-loop/setConfigInput', () => loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() }));
 /** Change loop settings (validated); returns the settings now in force. */
 export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<typeof setConfigInput>]>('setConfig');
 
@@ -207,21 +211,23 @@ export const statusQuery = defineQuery<AgentStatus>('status');
 
 // ---- input ------------------------------------------------------------------------------------
 
-export const agentLoopInput = z.object({
-  agentId: agentIdSchema,
-  name: z.string().trim().min(1).max(200).optional(),
-  /** Initial loop settings (the first run only; later runs keep what the agent set). */
-  settings: loopSettingsSchema.partial().optional(),
-  /** Complete after this many ticks (demos, tests); unset = run until stopped. */
-  maxTicks: z.number().int().positive().optional(),
-  /** The agent's budget when it is created (the first start only; later, `mindloop lifeforce set`). Unset: unlimited, spend recorded. */
-  lifeforce: budgetSettingsSchema.optional(),
-  /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
-  ticksPerRun: z.number().int().min(1).max(10_000).default(500),
-  /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
-  reflexes: z.boolean().default(true),
-  carryOver: carryOverSchema.optional(),
-});
+export const agentLoopInput = sharedValue('agent-loop/agentLoopInput', () =>
+  z.object({
+    agentId: agentIdSchema,
+    name: z.string().trim().min(1).max(200).optional(),
+    /** Initial loop settings (the first run only; later runs keep what the agent set). */
+    settings: loopSettingsSchema.partial().optional(),
+    /** Complete after this many ticks (demos, tests); unset = run until stopped. */
+    maxTicks: z.number().int().positive().optional(),
+    /** The agent's budget when it is created (the first start only; later, `mindloop lifeforce set`). Unset: unlimited, spend recorded. */
+    lifeforce: budgetSettingsSchema.optional(),
+    /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
+    ticksPerRun: z.number().int().min(1).max(10_000).default(500),
+    /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
+    reflexes: z.boolean().default(true),
+    carryOver: carryOverSchema.optional(),
+  }),
+);
 export type AgentLoopInput = z.input<typeof agentLoopInput>;
 
 export interface AgentLoopResult {

@@ -6,6 +6,7 @@
  * the clock.
  */
 import { z } from 'zod';
+import { sharedValue } from '../shared.js';
 
 /** A known peer as one read of `agent_peers` (joined with the peer's `agents` row) gives it. */
 export interface PeerPresence {
@@ -56,18 +57,20 @@ export function observePeers(peers: readonly PeerPresence[], now: number, isolat
 }
 
 /** The Isolated mode's bookkeeping, carried by the loop across ticks and continue-as-new. */
-export const isolationStateSchema = z
-  .object({
-    /** Ticks in a row on which the agent had known peers and reached none. */
-    unreachableTicks: z.number().int().min(0).default(0),
-    /** When the agent became isolated (ISO time; null: not isolated), and at which tick. */
-    since: z.string().nullable().default(null),
-    sinceTick: z.number().int().min(0).nullable().default(null),
-    /** The last observation: known peers, and the reachable ones (a few ids). */
-    known: z.number().int().min(0).default(0),
-    reachable: z.array(z.string()).max(maxListed).default([]),
-  })
-  .default({ unreachableTicks: 0, since: null, sinceTick: null, known: 0, reachable: [] });
+export const isolationStateSchema = sharedValue('core/society/isolation/state', () =>
+  z
+    .object({
+      /** Ticks in a row on which the agent had known peers and reached none. */
+      unreachableTicks: z.number().int().min(0).default(0),
+      /** When the agent became isolated (ISO time; null: not isolated), and at which tick. */
+      since: z.string().nullable().default(null),
+      sinceTick: z.number().int().min(0).nullable().default(null),
+      /** The last observation: known peers, and the reachable ones (a few ids). */
+      known: z.number().int().min(0).default(0),
+      reachable: z.array(z.string()).max(maxListed).default([]),
+    })
+    .default({ unreachableTicks: 0, since: null, sinceTick: null, known: 0, reachable: [] }),
+);
 export type IsolationState = z.infer<typeof isolationStateSchema>;
 
 export type IsolationChange = 'enter' | 'leave' | null;

@@ -6,92 +6,8 @@ import { z } from 'zod';
 import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
 import { reflexStateSchema } from './reflexes.js';
 import { isolationStateSchema } from '../../core/society/isolation.js';
+import { sharedValue } from '../../core/shared.js';
 
-export const tagFilterSchema = z.object({
-  tags: z.array(z.string()).max(20).optional(),
-  emotions: z.array(z.string()).max(20).optional(),
-  op: z.enum(['and', 'or']).optional(),
-});
-
-export const notesFilterSchema = z.object({
-  minPriority: z.number().int().min(0).max(10).optional(),
-  tags: z.array(z.string()).max(20).optional(),
-  sources: z.array(z.string()).max(10).optional(),
-});
-
-/** Sampling parameters the reflexes adjust (Reflex-lite). */
-export const reflexParamsSchema = z.object({
-  temperature: z.number().min(0).max(2),
-  topP: z.number().min(0).max(1),
-  presencePenalty: z.number().min(-2).max(2),
-  frequencyPenalty: z.number().min(-2).max(2),
-});
-export type ReflexParams = z.infer<typeof reflexParamsSchema>;
-
-export const loopSettingsSchema = z.object({
-  delayMs: z.number().int().min(0).max(3_600_000),
-  recentK: z.number().int().min(1).max(50),
-  contextMode: z.enum(['standard', 'concentration', 'meditation']),
-  contextFilter: tagFilterSchema.optional(),
-  notesMode: z.enum(['auto', 'manual']),
-  notesFilter: notesFilterSchema.optional(),
-  idle: z.object({
-    on: z.boolean(),
-    wakeOn: z.array(z.enum(['note', 'process', 'timeout'])),
-    timeoutMs: z.number().int().min(1000).max(7 * 24 * 3_600_000),
-  }),
-  maxTokens: z.number().int().min(16).max(8192),
-});
-export type LoopSettings = z.infer<typeof loopSettingsSchema>;
-
-export const countersSchema = z.object({
-  ticks: z.number().int(),
-  commandsApplied: z.number().int(),
-  commandsRejected: z.number().int(),
-  commandsUnvalidated: z.number().int(),
-  parseErrors: z.number().int(),
-  llmFailures: z.number().int(),
-  notesReceived: z.number().int(),
-  outages: z.number().int(),
-  continuedAsNew: z.number().int(),
-  /** Ticks that failed for a reason of their own (recorded, then the loop went on). */
-  tickFailures: z.number().int().default(0),
-  /** Outages of a dependency (the database…) ridden out. */
-  degraded: z.number().int().default(0),
-});
-export type Counters = z.infer<typeof countersSchema>;
-
-/**
- * The audio a note comes with: the transcription's source, recorded on the note (the speech
- * workflow sends it; db/schema `NoteAudio` is the stored shape).
- */
-export const noteAudioSchema = z.strictObject({
-  kind: z.enum(['heard', 'spoken']),
-  path: z.string().min(1).max(4096),
-  durationS: z.number().min(0),
-  language: z.string().max(16).nullable(),
-  languageProbability: z.number().min(0).max(1).optional(),
-  confidence: z.number().min(0).max(1).optional(),
-  backend: z.string().min(1).max(200),
-  device: z.string().max(200).optional(),
-  model: z.string().max(200).optional(),
-  voice: z.string().max(200).optional(),
-  sampleRate: z.number().int().positive().optional(),
-  workflowId: z.string().max(500).optional(),
-});
-
-/** A note the loop holds until the database takes it (its idempotency key makes the write once-only). */
-export const queuedNoteSchema = z.object({
-  text: z.string(),
-  priority: z.number().int(),
-  tags: z.array(z.string()),
-  source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']),
-  sender: z.string().optional(),
-  taskId: z.number().int().optional(),
-  audio: noteAudioSchema.optional(),
-  idempotencyKey: z.string(),
-});
-export type QueuedNote = z.infer<typeof queuedNoteSchema>;
 /** At most this many notes wait for the database; more are refused (nothing stored, the answer says so). */
 export const maxQueuedNotes = 200;
 /** How many applied command ids a loop remembers across continue-as-new. */
@@ -109,31 +25,124 @@ export function firstApplication(applied: string[], id: string | undefined): boo
   return true;
 }
 
-export const carryOverSchema = z.object({
-  tick: z.number().int().min(0),
-  paused: z.boolean(),
-  pauseTicks: z.number().int().min(0),
-  operatingMode: z.enum(['normal', 'isolated', 'core_outage']),
-  settings: loopSettingsSchema,
-  reflex: reflexParamsSchema,
-  counters: countersSchema,
-  last: z
-    .object({ summary: z.string(), model: z.string(), at: z.string(), responseId: z.number().nullable() })
-    .nullable(),
-  taskLoops: z.record(z.string(), z.string()),
-  pendingWake: z.boolean(),
-  /** Reflex bookkeeping; defaults so carry-overs from before the reflexes still parse. */
-  reflexState: reflexStateSchema,
-  /** Notes received while the database was away, in order, stored when it returns. */
-  pendingNotes: z.array(queuedNoteSchema).max(maxQueuedNotes).default([]),
+// One set per worker, shared by its workflows (core/shared.ts).
+const schemas = sharedValue('workflows/lib/loop-state', () => {
+  const tagFilterSchema = z.object({
+    tags: z.array(z.string()).max(20).optional(),
+    emotions: z.array(z.string()).max(20).optional(),
+    op: z.enum(['and', 'or']).optional(),
+  });
+
+  const notesFilterSchema = z.object({
+    minPriority: z.number().int().min(0).max(10).optional(),
+    tags: z.array(z.string()).max(20).optional(),
+    sources: z.array(z.string()).max(10).optional(),
+  });
+
+  /** Sampling parameters the reflexes adjust (Reflex-lite). */
+  const reflexParamsSchema = z.object({
+    temperature: z.number().min(0).max(2),
+    topP: z.number().min(0).max(1),
+    presencePenalty: z.number().min(-2).max(2),
+    frequencyPenalty: z.number().min(-2).max(2),
+  });
+
+  const loopSettingsSchema = z.object({
+    delayMs: z.number().int().min(0).max(3_600_000),
+    recentK: z.number().int().min(1).max(50),
+    contextMode: z.enum(['standard', 'concentration', 'meditation']),
+    contextFilter: tagFilterSchema.optional(),
+    notesMode: z.enum(['auto', 'manual']),
+    notesFilter: notesFilterSchema.optional(),
+    idle: z.object({
+      on: z.boolean(),
+      wakeOn: z.array(z.enum(['note', 'process', 'timeout'])),
+      timeoutMs: z.number().int().min(1000).max(7 * 24 * 3_600_000),
+    }),
+    maxTokens: z.number().int().min(16).max(8192),
+  });
+
+  const countersSchema = z.object({
+    ticks: z.number().int(),
+    commandsApplied: z.number().int(),
+    commandsRejected: z.number().int(),
+    commandsUnvalidated: z.number().int(),
+    parseErrors: z.number().int(),
+    llmFailures: z.number().int(),
+    notesReceived: z.number().int(),
+    outages: z.number().int(),
+    continuedAsNew: z.number().int(),
+    /** Ticks that failed for a reason of their own (recorded, then the loop went on). */
+    tickFailures: z.number().int().default(0),
+    /** Outages of a dependency (the database…) ridden out. */
+    degraded: z.number().int().default(0),
+  });
+
   /**
-   * The ids of the last pause/resume commands applied (newest last), so a command delivered
-   * again after a continue-as-new (Temporal's request-id dedupe is per run) is not applied twice.
+   * The audio a note comes with: the transcription's source, recorded on the note (the speech
+   * workflow sends it; db/schema `NoteAudio` is the stored shape).
    */
-  appliedCommands: z.array(z.string()).max(maxAppliedCommands).default([]),
-  /** Isolated mode: the unreachable-peers streak and since when the agent goes on alone. */
-  isolation: isolationStateSchema,
+  const noteAudioSchema = z.strictObject({
+    kind: z.enum(['heard', 'spoken']),
+    path: z.string().min(1).max(4096),
+    durationS: z.number().min(0),
+    language: z.string().max(16).nullable(),
+    languageProbability: z.number().min(0).max(1).optional(),
+    confidence: z.number().min(0).max(1).optional(),
+    backend: z.string().min(1).max(200),
+    device: z.string().max(200).optional(),
+    model: z.string().max(200).optional(),
+    voice: z.string().max(200).optional(),
+    sampleRate: z.number().int().positive().optional(),
+    workflowId: z.string().max(500).optional(),
+  });
+
+  /** A note the loop holds until the database takes it (its idempotency key makes the write once-only). */
+  const queuedNoteSchema = z.object({
+    text: z.string(),
+    priority: z.number().int(),
+    tags: z.array(z.string()),
+    source: z.enum(['user', 'peer', 'system', 'oversight', 'human', 'llm:task']),
+    sender: z.string().optional(),
+    taskId: z.number().int().optional(),
+    audio: noteAudioSchema.optional(),
+    idempotencyKey: z.string(),
+  });
+
+
+  const carryOverSchema = z.object({
+    tick: z.number().int().min(0),
+    paused: z.boolean(),
+    pauseTicks: z.number().int().min(0),
+    operatingMode: z.enum(['normal', 'isolated', 'core_outage']),
+    settings: loopSettingsSchema,
+    reflex: reflexParamsSchema,
+    counters: countersSchema,
+    last: z
+      .object({ summary: z.string(), model: z.string(), at: z.string(), responseId: z.number().nullable() })
+      .nullable(),
+    taskLoops: z.record(z.string(), z.string()),
+    pendingWake: z.boolean(),
+    /** Reflex bookkeeping; defaults so carry-overs from before the reflexes still parse. */
+    reflexState: reflexStateSchema,
+    /** Notes received while the database was away, in order, stored when it returns. */
+    pendingNotes: z.array(queuedNoteSchema).max(maxQueuedNotes).default([]),
+    /**
+     * The ids of the last pause/resume commands applied (newest last), so a command delivered
+     * again after a continue-as-new (Temporal's request-id dedupe is per run) is not applied twice.
+     */
+    appliedCommands: z.array(z.string()).max(maxAppliedCommands).default([]),
+    /** Isolated mode: the unreachable-peers streak and since when the agent goes on alone. */
+    isolation: isolationStateSchema,
+  });
+  return { tagFilterSchema, notesFilterSchema, reflexParamsSchema, loopSettingsSchema, countersSchema, noteAudioSchema, queuedNoteSchema, carryOverSchema };
 });
+
+export const { tagFilterSchema, notesFilterSchema, reflexParamsSchema, loopSettingsSchema, countersSchema, noteAudioSchema, queuedNoteSchema, carryOverSchema } = schemas;
+export type ReflexParams = z.infer<typeof reflexParamsSchema>;
+export type LoopSettings = z.infer<typeof loopSettingsSchema>;
+export type Counters = z.infer<typeof countersSchema>;
+export type QueuedNote = z.infer<typeof queuedNoteSchema>;
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
 export const defaultSettings: LoopSettings = {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/index.js';
 import { failureMessage } from './infra.js';
+import { sharedValue } from '../../core/shared.js';
 
 export interface ReflexInput {
   agentId: string;
@@ -44,22 +45,24 @@ export const defaultReflexSteps: readonly ReflexStep[] = [];
 // ---- the reflexes as one activity (emotions, novelty, validators in parallel) ---------------------
 
 /** What the reflexes carry between ticks (and across continue-as-new, with defaults for old carry-overs). */
-export const reflexStateSchema = z
-  .object({
-    lowStreak: z.number().int().min(0).default(0),
-    anxietyStreak: z.number().int().min(0).default(0),
-    pending: z.object({ strategyId: z.number(), metricId: z.number(), tick: z.number(), noveltyBefore: z.number() }).nullable().default(null),
-    lastStrategyTick: z.number().int().min(0).default(0),
-    /** Text for the next think (Reflex-lite rephrase, flashback…), used once. */
-    focus: z.string().max(4000).nullable().default(null),
-    lastNovelty: z.number().nullable().default(null),
-    validatorTimeouts: z.number().int().min(0).default(0),
-    reflexLiteFired: z.number().int().min(0).default(0),
-    strategiesFired: z.number().int().min(0).default(0),
-    /** The last tick's held (unvalidated) commands: cmd_id → why. */
-    held: z.record(z.string(), z.string()).default({}),
-  })
-  .default({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} });
+export const reflexStateSchema = sharedValue('workflows/lib/reflexes/reflexState', () =>
+  z
+    .object({
+      lowStreak: z.number().int().min(0).default(0),
+      anxietyStreak: z.number().int().min(0).default(0),
+      pending: z.object({ strategyId: z.number(), metricId: z.number(), tick: z.number(), noveltyBefore: z.number() }).nullable().default(null),
+      lastStrategyTick: z.number().int().min(0).default(0),
+      /** Text for the next think (Reflex-lite rephrase, flashback…), used once. */
+      focus: z.string().max(4000).nullable().default(null),
+      lastNovelty: z.number().nullable().default(null),
+      validatorTimeouts: z.number().int().min(0).default(0),
+      reflexLiteFired: z.number().int().min(0).default(0),
+      strategiesFired: z.number().int().min(0).default(0),
+      /** The last tick's held (unvalidated) commands: cmd_id → why. */
+      held: z.record(z.string(), z.string()).default({}),
+    })
+    .default({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} }),
+);
 export type ReflexState = z.infer<typeof reflexStateSchema>;
 
 /** The reflex activity's preset: LLM-like (heartbeats), but a failing one gives up sooner. */

@@ -1,0 +1,39 @@
+/**
+ * core/shared.ts: what every workflow would build for itself (its schemas) is built once per
+ * worker. The map must live in a preloaded module (else each workflow has its own), and a key
+ * must name one builder (else two call sites would share the first one's value).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sharedValue } from '../../core/shared.js';
+import { sharedValues } from '../../workflows/lib/preload.js';
+import { repoRoot } from '../helpers/spawn.js';
+
+describe('sharedValue', () => {
+  it('builds once per key and hands every caller the same value', () => {
+    let builds = 0;
+    const build = () => ({ n: ++builds });
+    const first = sharedValue('test/shared/once', build);
+    expect(sharedValue('test/shared/once', build)).toBe(first);
+    expect(builds).toBe(1);
+    expect(sharedValue('test/shared/other', build)).toEqual({ n: 2 });
+  });
+
+  it('is the preloaded module the workers share, not a copy per workflow', () => {
+    expect(sharedValues).toBe(sharedValue);
+  });
+
+  it('each key is used at one place in the code', () => {
+    const places = new Map<string, string[]>();
+    for (const dir of ['core', 'workflows', 'activities', 'db', 'runtime']) {
+      for (const e of readdirSync(join(repoRoot, dir), { withFileTypes: true, recursive: true })) {
+        if (!e.isFile() || !e.name.endsWith('.ts')) continue;
+        const file = join(e.parentPath, e.name);
+        for (const m of readFileSync(file, 'utf8').matchAll(/sharedValue\('([^']+)'/g)) places.set(m[1]!, [...(places.get(m[1]!) ?? []), relative(repoRoot, file)]);
+      }
+    }
+    expect(places.size).toBeGreaterThanOrEqual(7);
+    expect([...places].filter(([, at]) => at.length > 1)).toEqual([]);
+  });
+});
