@@ -69,7 +69,8 @@ export const isolationStateSchema = sharedValue('core/society/isolation/state', 
       known: z.number().int().min(0).default(0),
       reachable: z.array(z.string()).max(maxListed).default([]),
     })
-    .default({ unreachableTicks: 0, since: null, sinceTick: null, known: 0, reachable: [] }),
+    // A function: zod copies a default value only one level deep, and `reachable` must be new each time.
+    .default(() => ({ unreachableTicks: 0, since: null, sinceTick: null, known: 0, reachable: [] })),
 );
 export type IsolationState = z.infer<typeof isolationStateSchema>;
 

@@ -6,9 +6,23 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { budgetSettingsSchema } from '../../core/lifeforce-settings.js';
 import { sharedValue } from '../../core/shared.js';
+import { isolationStateSchema } from '../../core/society/isolation.js';
+import { addNoteInput, agentLoopInput, setConfigInput } from '../../workflows/agent-loop.js';
+import { carryOverSchema, initialState } from '../../workflows/lib/loop-state.js';
+import { reflexStateSchema } from '../../workflows/lib/reflexes.js';
 import { sharedValues } from '../../workflows/lib/preload.js';
 import { repoRoot } from '../helpers/spawn.js';
+
+/** Every object and array reachable from `v`. */
+function containers(v: unknown, into = new Set<object>()): Set<object> {
+  if (v && typeof v === 'object' && !into.has(v)) {
+    into.add(v);
+    for (const x of Object.values(v)) containers(x, into);
+  }
+  return into;
+}
 
 describe('sharedValue', () => {
   it('builds once per key and hands every caller the same value', () => {
@@ -22,6 +36,22 @@ describe('sharedValue', () => {
 
   it('is the preloaded module the workers share, not a copy per workflow', () => {
     expect(sharedValues).toBe(sharedValue);
+  });
+
+  // Workflows share these schemas, and workflow code changes its state in place: two parses must
+  // never hand out the same object or array (zod copies a default only one level deep).
+  it.each([
+    ['reflex state', () => reflexStateSchema.parse(undefined)],
+    ['isolation state', () => isolationStateSchema.parse(undefined)],
+    ['carry-over', () => carryOverSchema.parse(JSON.parse(JSON.stringify(initialState())))],
+    ['agent loop input', () => agentLoopInput.parse({ agentId: 'ada', settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 5000 } } })],
+    ['note', () => addNoteInput.parse({ text: 'hello' })],
+    ['config', () => setConfigInput.parse({ idle: { on: true } })],
+    ['budget settings', () => budgetSettingsSchema.parse({ capacity: 10 })],
+  ])('the shared %s schema hands out new objects on every parse', (_, parse) => {
+    const [a, b] = [containers(parse()), containers(parse())];
+    expect(a.size).toBeGreaterThan(0);
+    expect([...a].filter((o) => b.has(o))).toEqual([]);
   });
 
   it('each key is used at one place in the code', () => {

@@ -61,7 +61,8 @@ export const reflexStateSchema = sharedValue('workflows/lib/reflexes/reflexState
       /** The last tick's held (unvalidated) commands: cmd_id → why. */
       held: z.record(z.string(), z.string()).default({}),
     })
-    .default({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} }),
+    // A function: zod copies a default value only one level deep, and `held` must be new each time.
+    .default(() => ({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} })),
 );
 export type ReflexState = z.infer<typeof reflexStateSchema>;
 
