@@ -1,8 +1,7 @@
 /** `mindloop start|stop|pause|resume`: talk to one agent's loop workflow; `mindloop agents` (cli/descendants.ts): spawn and lineage. */
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { agentIdSchema, workflowIds } from '../core/ids.js';
-import { NoAgentLoopError } from '../runtime/operator.js';
+import { onAgentLoop } from '../runtime/operator.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
 import { numberArg } from './args.js';
 import { withClient } from './client.js';
@@ -51,13 +50,8 @@ export function registerAgentCommands(program: Command): void {
       .action(async (raw: string) => {
         const id = agentId(raw);
         await withClient(async (client) => {
-          try {
-            await client.workflow.getHandle(workflowIds.agent(id)).signal(signal);
-          } catch (err) {
-            // No such workflow, or one that has ended: either way there is no loop to tell.
-            if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(id, 'nothing was sent');
-            throw err;
-          }
+          // No such workflow, or one that has ended: either way there is no loop to tell.
+          await onAgentLoop(id, 'nothing was sent', () => client.workflow.getHandle(workflowIds.agent(id)).signal(signal));
           process.stdout.write(`${name}: sent to ${workflowIds.agent(id)}\n`);
         });
       });

@@ -32,19 +32,20 @@ async function noteViaNotebook(env: Env, agentId: string, note: TextNote): Promi
 }
 
 async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNoteResult> {
-  const [{ withClient }, { WorkflowNotFoundError, WorkflowUpdateFailedError }, { NoAgentLoopError }] = await Promise.all([import('./client.js'), import('@temporalio/client'), import('../runtime/operator.js')]);
-  return withClient(async (client) => {
-    try {
-      return await client.workflow
-        .getHandle<typeof agentLoopWorkflow>(workflowIds.agent(agentId))
-        .executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [{ text: note.text, priority: note.priority, tags: note.tags }], updateId: note.updateId });
-    } catch (err) {
-      // The loop refused it (a bad note, or the database away with a full queue): say why.
-      if (err instanceof WorkflowUpdateFailedError) throw new Error(err.cause?.message ?? err.message);
-      if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(agentId, 'nothing was stored');
-      throw err;
-    }
-  });
+  const [{ withClient }, { WorkflowUpdateFailedError }, { onAgentLoop }] = await Promise.all([import('./client.js'), import('@temporalio/client'), import('../runtime/operator.js')]);
+  return withClient((client) =>
+    onAgentLoop(agentId, 'nothing was stored', async () => {
+      try {
+        return await client.workflow
+          .getHandle<typeof agentLoopWorkflow>(workflowIds.agent(agentId))
+          .executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [{ text: note.text, priority: note.priority, tags: note.tags }], updateId: note.updateId });
+      } catch (err) {
+        // The loop refused it (a bad note, or the database away with a full queue): say why.
+        if (err instanceof WorkflowUpdateFailedError) throw new Error(err.cause?.message ?? err.message);
+        throw err;
+      }
+    }),
+  );
 }
 
 /** Send a text note: through the notebook when it can take it, else to Temporal (`direct`: always). */

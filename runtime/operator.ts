@@ -58,6 +58,16 @@ export interface AgentLoopStatus {
   queryError?: string;
 }
 
+/** `fn`'s answer; when agent/<id> is not there (never started, or ended), NoAgentLoopError. */
+export async function onAgentLoop<T>(agentId: string, outcome: string | undefined, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(agentId, outcome);
+    throw err;
+  }
+}
+
 /** Describe agent/<id> and query its status; a closed loop still says how it ended. */
 export async function agentLoopStatus(client: Client, id: string): Promise<AgentLoopStatus> {
   const handle = client.workflow.getHandle(workflowIds.agent(id));
@@ -67,13 +77,7 @@ export async function agentLoopStatus(client: Client, id: string): Promise<Agent
     (status) => ({ status }),
     (err: unknown) => ({ error: err as Error }),
   );
-  let desc;
-  try {
-    desc = await handle.describe();
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new NoAgentLoopError(id);
-    throw err;
-  }
+  const desc = await onAgentLoop(id, undefined, () => handle.describe());
   const execution = {
     status: desc.status.name,
     runId: desc.runId,
