@@ -49,6 +49,8 @@ async function closePool(pool: pg.Pool): Promise<void> {
  */
 class SessionAwareClient extends pg.Client {
   private sharedSession = true;
+  /** Statements sent on this connection and not yet answered. */
+  private unanswered = 0;
   /** Told of a statement sent while this connection still runs another (see `query`). */
   onOverlap: (sql: string) => void = reportOverlap;
 
@@ -75,11 +77,39 @@ class SessionAwareClient extends pg.Client {
     const [config] = args;
     // A connection runs one statement at a time; pg queues the rest (pg 9 will refuse them). A
     // statement sent before the last one answered is almost always `Promise.all` over a
-    // transaction's handle: nothing runs in parallel there, so the code should say so.
-    const busy = this as unknown as { activeQuery?: unknown; queryQueue?: unknown[] };
-    if (busy.activeQuery || busy.queryQueue?.length) this.onOverlap(statementText(config));
+    // transaction's handle: nothing runs in parallel there, so the code should say so. The
+    // count is ours: pg's own queue (`activeQuery`, `queryQueue`) is deprecated, and reading it
+    // printed a warning in every process.
+    if (this.unanswered > 0) this.onOverlap(statementText(config));
     if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) args[0] = { ...config, name: undefined };
-    return (super.query as (...a: unknown[]) => never)(...args);
+    return this.counted(args);
+  }
+
+  /**
+   * Send a statement, counting it until it answers. The count drops before the caller hears
+   * the answer, so a statement sent from that answer's continuation is not an overlap. A
+   * submittable (a cursor, a stream) is sent uncounted: its end is its own events.
+   */
+  private counted(args: unknown[]): never {
+    const send = super.query as (...a: unknown[]) => never;
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback === 'function') {
+      args[last] = (...reply: unknown[]) => {
+        this.unanswered--;
+        return (callback as (...r: unknown[]) => unknown)(...reply);
+      };
+      const sent = send.apply(this, args);
+      this.unanswered++;
+      return sent;
+    }
+    const sent: unknown = send.apply(this, args);
+    if (typeof (sent as { then?: unknown } | undefined)?.then === 'function') {
+      this.unanswered++;
+      const answered = () => void this.unanswered--;
+      (sent as Promise<unknown>).then(answered, answered);
+    }
+    return sent as never;
   }
 }
 
