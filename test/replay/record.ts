@@ -1,6 +1,6 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [nerve] [peers] [isolation] [spawn]
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [maintenance] [nerve] [peers] [isolation] [spawn] [speech] [toolgen]
  * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
  * and the scripted model:
  * - agent: an agent loop that hears a note, applies commands, starts a task loop and
@@ -11,6 +11,8 @@
  *   answers through the `approve` update.
  * - fork: the demo strategy patch evaluated by `abstracts_replay`, then the `rejectFork` gate.
  * - decay: the maintenance learningDecayWorkflow.
+ * - maintenance: the other maintenance jobs: the abstracts digest of the running agents, memory
+ *   pruning beyond an agent's lru_limit, the process-log cleanup.
  * - nerve: a nerve in forced reflex on its table's fallbacks (no LLM): on the reflex arc since
  *   `nerve-reflex-arc-v1`, one nerveDecide per reading before it (both fixtures are kept).
  * - peers: two agents idle until a note comes: peer-a makes peer-b a peer and writes to it
@@ -21,6 +23,10 @@
  * - spawn: an agent loop whose `spawn` command starts the spawn of a newborn (`spawn-v1`), which
  *   is born and runs its own loop; a trained child spawned directly with a budget; a spawn
  *   refused at its admission (the parent's own name).
+ * - speech: a WAV heard into an agent's note and a text said into a WAV, on a TypeScript stand-in
+ *   for the Python engine polling `speech-cpu` (the workflow's side is what the history holds).
+ * - toolgen: a tool written by the scripted model, checked, its tests run by `sandboxRun` on a
+ *   `sandbox` worker (a local process for Docker), registered, and its requester told.
  * Re-record after an intended workflow change (and keep the old files while old runs live):
  * record only the scenarios whose workflows changed.
  */
@@ -36,19 +42,29 @@ import { subAgentBriefs, type EscalationInput, type OversightAnswer } from '../.
 import type { CampaignInput } from '../../core/campaign.js';
 import type { SpawnResult } from '../../core/society/spawn.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agentConfig, agents, diaryEntries, learnings, llmRegistry } from '../../db/schema/index.js';
+import { agentConfig, agents, concepts, diaryEntries, learnings, llmRecentResponses, llmRegistry, processLog } from '../../db/schema/index.js';
+import { ensureBudget } from '../../db/queries/lifeforce.js';
 import { linkPeers } from '../../db/queries/peers.js';
 import { eq } from 'drizzle-orm';
+import { createSandboxActivities } from '../../activities/sandbox.js';
+import { queuePollers } from '../../activities/speech.js';
+import { budgetIds } from '../../core/lifeforce.js';
+import type { ToolGenerationResult } from '../../core/tool-generation.js';
+import { createDocker } from '../../sandbox/docker.js';
 import { startStack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import type { CampaignProgress } from '../../workflows/campaign.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
+import type { SpeechResult } from '../../workflows/speech.js';
+import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
+import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
+import { fakeEngine, writeWav } from '../speech-organ/helpers.js';
 
-const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'nerve', 'peers', 'isolation', 'spawn'] as const;
+const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'maintenance', 'nerve', 'peers', 'isolation', 'spawn', 'speech', 'toolgen'] as const;
 type Scenario = (typeof scenarios)[number];
 const asked = process.argv.slice(2);
 for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
@@ -162,7 +178,35 @@ try {
       { agentId: 'spawner', title: 'second', content: 'and this too' },
     ]);
   }
+  if (wanted.has('maintenance')) {
+    // A running agent to digest (by its strategy, with a diary entry and a concept in its span)
+    // and to prune (two responses beyond its lru_limit); a closed process-log row to clean up.
+    await db.insert(agents).values({ id: 'keeper', name: 'Keeper', status: 'running' });
+    await db.insert(agentConfig).values([
+      { agentId: 'keeper', key: 'abstracts_strategy', value: 'keyword_cluster' },
+      { agentId: 'keeper', key: 'lru_limit', value: 10 },
+    ]);
+    await db.insert(llmRecentResponses).values(Array.from({ length: 12 }, (_, i) => ({ agentId: 'keeper', tick: i + 1, content: `Compost needs worms and air. Turn the heap on day ${i + 1}.`, tags: ['soil'] })));
+    await db.insert(diaryEntries).values({ agentId: 'keeper', tick: 2, title: 'Compost plan', content: 'turn weekly', pinned: true, tags: ['compost'] });
+    await db.insert(concepts).values({ agentId: 'keeper', name: 'soil' });
+    const old = new Date(Date.now() - 40 * 86_400_000);
+    await db.insert(processLog).values({ agentId: 'keeper', processId: 'old', kind: 'schedule', status: 'close', closedAt: old, createdAt: old });
+  }
+  if (wanted.has('speech')) {
+    await db.insert(agents).values({ id: 'speaker', name: 'Speaker' });
+    await ensureBudget(db, { id: budgetIds.agent('speaker'), agentId: 'speaker', scope: 'agent', settings: { capacity: 500 } });
+  }
+  if (wanted.has('toolgen')) {
+    await db.insert(agents).values({ id: 'toolsmith', name: 'Toolsmith' });
+    await db.insert(llmRegistry).values({ agentId: 'toolsmith', name: 'script', provider: 'scripted', model: 'scripted-toolsmith', role: 'agent', priority: 1 });
+  }
   const connection = await NativeConnection.connect(stack.temporal.connection);
+  // Stand-ins for the other processes' queues: the Python speech engine, the Docker sandbox.
+  const helpers = [
+    ...(wanted.has('speech') ? [await fakeEngine({ connection, queue: 'speech-cpu', backend: 'recorder-cpu', speakSeconds: 1.5 })] : []),
+    ...(wanted.has('toolgen') ? [await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: createDocker(), sandbox: new LocalProcessSandbox() }) })] : []),
+  ];
+  const helpersRun = Promise.all(helpers.map((w) => w.run()));
   const worker = await Worker.create({
     connection,
     taskQueue: 'mindloop',
@@ -174,6 +218,7 @@ try {
         env: {},
         toolsDir: repoToolsDir,
         scriptedReply: ({ messages, callIndex, purpose }) => {
+          if (purpose === 'tool_generation') return JSON.stringify(wordFreqTool);
           const peer = peerReply(messages, purpose) ?? lonerReply(messages, purpose) ?? spawnerReply(messages, purpose, callIndex);
           if (peer !== undefined) return peer;
           const user = messages.find((m) => m.role === 'user')?.content ?? '';
@@ -274,6 +319,42 @@ try {
       await client.workflow.execute('learningDecayWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/learning-decay', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }] });
       recorded.push({ workflowId: 'maintenance/learning-decay' });
     }
+    if (wanted.has('maintenance')) {
+      // The digest and the pruning each list the running agents themselves (no agentIds).
+      const digest = await client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/abstracts-digest', args: [{}] });
+      const pruning = await client.workflow.execute('memoryPruningWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/memory-pruning', args: [{}] });
+      const cleanup = (await client.workflow.execute('processLogCleanupWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/process-log-cleanup', args: [{ olderThanDays: 30 }] })) as { deleted: number };
+      const keeperOf = (r: unknown) => (r as { results: Array<{ agentId: string; ok: boolean }> }).results.find((x) => x.agentId === 'keeper');
+      if (!keeperOf(digest)?.ok || !keeperOf(pruning)?.ok || cleanup.deleted < 1) throw new Error(`maintenance jobs did not run for keeper: ${JSON.stringify({ digest, pruning, cleanup })}`);
+      recorded.push({ workflowId: 'maintenance/abstracts-digest' }, { workflowId: 'maintenance/memory-pruning' }, { workflowId: 'maintenance/process-log-cleanup' });
+    }
+    if (wanted.has('speech')) {
+      // The route sees the engine only once it polls: wait for it, so the job takes the normal path.
+      await until('the speech-cpu engine polling', () => queuePollers(client, 'default', 'speech-cpu'), (p) => p.length > 0);
+      const heard = (await client.workflow.execute('speechWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'speech/speaker/cli/recorded-heard',
+        args: [{ kind: 'transcribe', agentId: 'speaker', audioPath: writeWav(join(data.path, 'heard.wav'), 1), note: { tags: ['recorded'] } }],
+      })) as SpeechResult;
+      const spoken = (await client.workflow.execute('speechWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'speech/speaker/cli/recorded-spoken',
+        args: [{ kind: 'speak', agentId: 'speaker', text: 'Hello from the recorder.', lang: 'en' }],
+      })) as SpeechResult;
+      if (heard.kind !== 'transcribe' || heard.queue !== 'speech-cpu' || !heard.charged || spoken.kind !== 'speak' || spoken.noteId === null) throw new Error(`speech jobs did not run: ${JSON.stringify({ heard, spoken })}`);
+      recorded.push({ workflowId: 'speech/speaker/cli/recorded-heard' }, { workflowId: 'speech/speaker/cli/recorded-spoken' });
+    }
+    if (wanted.has('toolgen')) {
+      // Asked by a loop that is not running: the note waits for it, and the wake signal fails.
+      const workflowId = 'tool/toolsmith/text.word_frequencies';
+      const r = (await client.workflow.execute('toolGenerationWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId,
+        args: [{ agentId: 'toolsmith', capability: 'text.word_frequencies', description: 'count words in a text', adminOverride: true, requestedBy: { workflowId: 'agent/toolsmith', tick: 1, cmdId: 'g' } }],
+      })) as ToolGenerationResult;
+      if (!r.ok) throw new Error(`the tool was not registered: ${JSON.stringify(r)}`);
+      recorded.push({ workflowId });
+    }
     if (wanted.has('peers')) {
       // Both idle until a note comes (no timeout): each second tick is started by the other's message.
       const idle = { idle: { on: true, wakeOn: ['note' as const], timeoutMs: 60_000 } };
@@ -310,6 +391,8 @@ try {
       recorded.push({ workflowId });
     }
   });
+  for (const w of helpers) w.shutdown();
+  await helpersRun;
   mkdirSync(out, { recursive: true });
   let n = 0;
   for (const { workflowId, runId: known } of recorded) {
