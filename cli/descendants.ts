@@ -95,7 +95,7 @@ export function registerDescendantCommands(program: Command): void {
 
   cmd
     .command('spawn')
-    .description('give an agent a descendant with its own loop: clone (all its rows), trained (diary, concept graph, known peers) or newborn (nothing); every kind inherits its ethics policies')
+    .description('give an agent a descendant with its own loop: clone (all its tables, its learnings included), trained (diary, concept graph, known peers) or newborn (nothing); every kind inherits its ethics policies')
     .argument('<parent>', 'the parent agent id', agentIdArg)
     .requiredOption('--type <type>', `${spawnTypes.join(' | ')}`, oneOfArg('--type', spawnTypes))
     .requiredOption('--name <name>', "the child's name, which becomes its id", schemaArg('--name', childNameSchema))

@@ -642,7 +642,7 @@ const definitions = {
       goals: spawnGoalsSchema.optional(),
       budget: spawnBudgetSchema.optional(),
     }),
-    help: 'give birth to a descendant with its own loop: type clone (a copy of all you have), trained (your diary, concept graph and known peers) or newborn (nothing); all inherit your ethics policies; name becomes its id; goals: its first goals; budget: LF carved from yours; it becomes your peer and the outcome comes as a note',
+    help: 'give birth to a descendant with its own loop: type clone (a copy of all you have, your learnings included), trained (your diary, concept graph and known peers) or newborn (nothing); all inherit your ethics policies; name becomes its id; goals: its first goals; budget: LF carved from yours; it becomes your peer and the outcome comes as a note',
     writes: true,
   }),
 };

@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { agentIdPattern } from '../ids.js';
 
 /**
- * - `clone`: a copy of every row the parent owns (not its lifeforce: a budget is carved, never copied);
+ * - `clone`: a copy of every table of the parent's, its learnings included (not its lifeforce: a
+ *   budget is carved, never copied; db/queries/spawns.ts `cloneLeavesOut` names what stays and why);
  * - `trained`: the parent's diary, concept graph (concepts, links) and known peers;
  * - `newborn`: nothing but what a freshly provisioned agent has.
  * Every kind inherits its parent's ethics policies.
@@ -20,7 +21,7 @@ export type SpawnType = (typeof spawnTypes)[number];
 export const spawnOutcomes = ['running', 'refused', 'rolled_back'] as const;
 export type SpawnOutcome = (typeof spawnOutcomes)[number];
 
-/** The tables (SQL names) a trained or newborn child gets from its parent; a clone gets every table but its lifeforce. */
+/** The tables (SQL names) a trained or newborn child gets from its parent; a clone gets every table but those db/queries/spawns.ts leaves out. */
 export const inheritedTables: Record<Exclude<SpawnType, 'clone'>, readonly string[]> = {
   trained: ['ethics_policies', 'agent_peers', 'diary_entries', 'concepts', 'links'],
   newborn: ['ethics_policies'],

@@ -10,7 +10,8 @@
  * lock, so the limits hold across workers. An import (a restore of an export) is one bulk
  * operation: guarded and capped, but neither limited by nor counted in the per-minute rate.
  */
-import { and, desc, eq, gt, or, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, or, sql, type SQL } from 'drizzle-orm';
+import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
 import {
   agentShard,
   derive,
@@ -28,7 +29,7 @@ import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../client.js';
 import { statements } from '../prepared.js';
 import type { Tx } from './maintenance-runs.js';
-import { learnings, preferenceCounts, type Learning } from '../schema/index.js';
+import { learningEvents, learnings, preferenceCounts, type Learning } from '../schema/index.js';
 
 export type RefusalCode = 'guard' | 'rate_limit' | 'cap';
 
@@ -301,6 +302,53 @@ export async function importLearnings(
       values (${shard.data}, 'saved', ${importEventPredicate}, 'import', ${`imported ${imported}, updated ${updated}`})`);
     return { imported, updated };
   });
+}
+
+/**
+ * `insert into <table> (…) select … from <table> s <rest>`: every column of the table (a column
+ * added later is copied too) but its identity id, `set` giving the expressions that change.
+ */
+function copyRows(table: PgTable, set: Record<string, SQL>, rest: SQL): SQL {
+  const columns = getTableConfig(table).columns.filter((c) => !c.generated && c.name !== 'id');
+  const name = sql.identifier(getTableConfig(table).name);
+  return sql`insert into ${name} (${sql.join(columns.map((c) => sql.identifier(c.name)), sql`, `)})
+    select ${sql.join(columns.map((c) => set[c.name] ?? sql`s.${sql.identifier(c.name)}`), sql`, `)} from ${name} s ${rest}`;
+}
+
+/**
+ * A clone's copy of `parent`'s learnings, inside the clone's transaction: every learning the
+ * parent loads (its own shard and those it taught in shared shards, at any confidence) becomes
+ * the clone's, in its own shard `agent:<target>`, and the events of the parent's shard are
+ * copied there with their learning ids remapped. A shared shard holds one row per fact, so the
+ * copy of a learning taught there goes to the clone's shard; a fact the parent has twice is
+ * copied once, the more confident. The parent's learnings are only read.
+ */
+export async function copyLearnings(tx: Tx, p: { parent: string; target: string }): Promise<{ learnings: number; learning_events: number }> {
+  const from = agentShard(p.parent);
+  const to = agentShard(p.target);
+  const copied = await tx.execute(
+    copyRows(
+      learnings,
+      { shard_type: sql`${to}::text`, agent_id: sql`${p.target}::text` },
+      sql`where s.id in (select distinct on (fact_predicate, fact_args) id from learnings
+        where agent_id = ${p.parent} or shard_type = ${from}
+        order by fact_predicate, fact_args, confidence desc, learned_at desc, id)`,
+    ),
+  );
+  const events = await tx.execute(
+    copyRows(
+      learningEvents,
+      {
+        shard_type: sql`${to}::text`,
+        agent_id: sql`case when s.agent_id = ${p.parent} then ${p.target} else s.agent_id end`,
+        learning_id: sql`n.id`,
+      },
+      sql`left join learnings o on o.id = s.learning_id
+        left join learnings n on n.shard_type = ${to} and n.fact_predicate = o.fact_predicate and n.fact_args = o.fact_args
+        where s.shard_type = ${from}`,
+    ),
+  );
+  return { learnings: copied.rowCount ?? 0, learning_events: events.rowCount ?? 0 };
 }
 
 export interface DecayOptions {

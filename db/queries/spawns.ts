@@ -13,9 +13,11 @@ import {
   type SpawnLimits,
   type SpawnType,
 } from '../../core/society/spawn.js';
+import { agentShard } from '../../core/learnings.js';
 import type { Db } from '../client.js';
-import { agentConfig, agentPeers, agents, goals, notes, spawns, spawnTypes, tasks, type Agent, type Spawn } from '../schema/index.js';
+import { agentConfig, agentPeers, agents, goals, learningEvents, notes, spawns, spawnTypes, tasks, type Agent, type Spawn } from '../schema/index.js';
 import { copyAgentState, copyableTables } from './fork-copy.js';
+import { copyLearnings } from './learnings.js';
 import { linkPeers } from './peers.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -29,12 +31,26 @@ void kindsAgree;
 /** Statuses of a spawn whose child is alive or being born: they count against the limits. */
 export const liveSpawnStatuses = ['copying', 'ready', 'running'] as const;
 
-/** Never copied to a child: lifeforce is carved from the parent's budget, not duplicated. */
-const lifeforceTables = new Set(['lifeforce_budgets', 'lifeforce_ledger']);
+/**
+ * The parent's tables with an agent id that a clone leaves behind, and why: every other one
+ * is copied. (`test/activities/spawn.test.ts` reads the tables from the database's schema.)
+ */
+export const cloneLeavesOut: Readonly<Record<string, string>> = {
+  lifeforce_budgets: 'a budget is carved from the parent’s through the ledger, never copied',
+  lifeforce_ledger: 'the parent’s spending; the child’s ledger starts with its grant',
+  spawns: 'the descendants the parent spawned are not the clone’s',
+  forks: 'the parent’s successor forks are its own bookkeeping',
+  verdicts: 'the verdicts on the parent’s successor forks',
+  tick_prompts: 'what the parent’s model was shown at each tick (up to 64 KB a tick), which no context is built from',
+  fork_tool_registry: 'a successor fork’s own copy of the tool registry; a spawned child uses the shared one',
+};
+
+/** Copied by their own rule (`copyLearnings`): an agent's learnings are its shard's, not only rows with its id. */
+const learningTables: readonly string[] = ['learnings', 'learning_events'];
 
 /** The tables (SQL names) a child of `type` gets from its parent. */
 export function spawnCopyTables(type: SpawnType): readonly string[] {
-  return type === 'clone' ? copyableTables.filter((t) => !lifeforceTables.has(t)) : inheritedTables[type];
+  return type === 'clone' ? [...copyableTables.filter((t) => !(t in cloneLeavesOut)), ...learningTables] : inheritedTables[type];
 }
 
 // ---- admission ----------------------------------------------------------------------------------
@@ -186,7 +202,8 @@ export interface SpawnCopy {
 
 /**
  * The child, inside `tx`: its `agents` row (kind = the spawn's type, generation, parent), the
- * parent's rows of the type's tables copied under its id, its goals, and the peer link both
+ * parent's rows of the type's tables copied under its id (a clone's learnings into its own
+ * shard, `copyLearnings`), its goals, and the peer link both
  * ways with its parent. Copied peer links become the child's: the parent's children are its
  * siblings, every other known agent a plain peer, and none is the child itself. A clone's
  * auxiliary loops are the parent's work: they are not resumed in the child.
@@ -207,7 +224,9 @@ export async function createSpawnCopy(tx: Tx, p: { parent: Agent; spawn: Spawn }
     lastTick: clone ? parent.lastTick : 0,
   });
   const tables = spawnCopyTables(spawn.type);
-  const copied = await copyAgentState(tx, { parent: parent.id, target: child, prefix: `${child}:`, tables });
+  const rows = tables.filter((t) => !learningTables.includes(t));
+  const copied = await copyAgentState(tx, { parent: parent.id, target: child, prefix: `${child}:`, tables: rows });
+  if (tables.includes('learnings')) Object.assign(copied, await copyLearnings(tx, { parent: parent.id, target: child }));
   if (tables.includes('agent_peers')) {
     const dropped = await tx.delete(agentPeers).where(and(eq(agentPeers.agentId, child), eq(agentPeers.peerAgentId, child))).returning({ id: agentPeers.id });
     copied.agent_peers = (copied.agent_peers ?? 0) - dropped.length;
@@ -219,8 +238,7 @@ export async function createSpawnCopy(tx: Tx, p: { parent: Agent; spawn: Spawn }
   if (clone) await tx.update(tasks).set({ replStatus: 'stopped' }).where(and(eq(tasks.agentId, child), eq(tasks.replStatus, 'running')));
   await linkPeers(tx, parent.id, child, 'child', `spawned as a ${spawn.type}`);
   if (spawn.goals.length) await tx.insert(goals).values(spawn.goals.map((title, i) => ({ agentId: child, title, description: `given at birth by ${parent.id}`, priority: spawn.goals.length - i })));
-  const rows = Object.values(copied).reduce((a, b) => a + b, 0);
-  return { copied, rows };
+  return { copied, rows: Object.values(copied).reduce((a, b) => a + b, 0) };
 }
 
 /**
@@ -235,6 +253,8 @@ export async function removeUnbornChild(tx: Tx, spawn: Spawn): Promise<boolean> 
     .where(and(eq(agents.id, spawn.childAgentId), eq(agents.parentId, spawn.agentId), eq(agents.kind, spawn.type)))
     .returning({ id: agents.id });
   await tx.delete(agentPeers).where(and(eq(agentPeers.agentId, spawn.agentId), eq(agentPeers.peerAgentId, spawn.childAgentId)));
+  // Its learnings went with its row; the events of its shard name it only by the shard.
+  if (removed.length) await tx.delete(learningEvents).where(eq(learningEvents.shardType, agentShard(spawn.childAgentId)));
   return removed.length > 0;
 }
 

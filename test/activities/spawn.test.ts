@@ -1,6 +1,7 @@
 /**
  * The spawn activities and the `spawn` command on the real Postgres: what each kind of child
- * gets (row counts per table; never the prompts its parent's ticks sent), the parent left byte
+ * gets (row counts per table, a clone every table with an agent id that it does not name as
+ * left behind, its learnings included; never the prompts its parent's ticks sent), the parent left byte
  * for byte as it was, peers, goals, ethics,
  * the lifeforce carved through the ledger, the limits, names, idempotent retries, undoing an
  * unborn child, and the lineage.
@@ -14,8 +15,9 @@ import { workflowIds } from '../../core/ids.js';
 import { spawnNote, type SpawnType } from '../../core/society/spawn.js';
 import { configureBudget, budgetReport } from '../../db/queries/lifeforce.js';
 import { copyPlan } from '../../db/queries/fork-copy.js';
-import { lineage, spawnCopyTables } from '../../db/queries/spawns.js';
-import { abstracts, agentConfig, agentPeers, agents, commandLog, ethicsPolicies, goals, lifeforceLedger, notes, spawns, tasks, tickPrompts } from '../../db/schema/index.js';
+import { loadLearnings } from '../../db/queries/learnings.js';
+import { cloneLeavesOut, lineage, spawnCopyTables } from '../../db/queries/spawns.js';
+import { abstracts, agentConfig, agentPeers, agents, commandLog, ethicsPolicies, goals, learningEvents, learnings, lifeforceLedger, notes, spawns, tasks, tickPrompts } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { parentSnapshot, rowCounts, seedParent } from '../helpers/society.js';
 
@@ -131,6 +133,46 @@ describe('each kind of child gets what its type says, and the parent is left as 
     const running = await h.db.select().from(tasks).where(and(eq(tasks.agentId, 'c-clone'), eq(tasks.replStatus, 'running')));
     expect(running).toEqual([]);
     expect((await h.db.select().from(tasks).where(eq(tasks.agentId, 'p-clone'))).filter((t) => t.replStatus === 'running')).toHaveLength(1);
+  });
+
+  it('a clone takes every table with an agent id that it does not name as left behind (read from the database)', async () => {
+    const { rows } = await h.pool.query<{ table_name: string }>(
+      `select distinct table_name from information_schema.columns where table_schema = 'public' and column_name = 'agent_id' order by 1`,
+    );
+    const withAgentId = rows.map((r) => r.table_name);
+    const taken = spawnCopyTables('clone');
+    expect(taken.filter((t) => t in cloneLeavesOut)).toEqual([]);
+    expect([...taken, ...Object.keys(cloneLeavesOut)].sort()).toEqual(withAgentId);
+    expect(withAgentId).toContain('learnings');
+  });
+
+  it('a clone loads what its parent loads: its learnings, in its own shard; a trained child none', async () => {
+    const loaded = async (agentId: string) =>
+      (await loadLearnings(h.db, { agentId, above: 0 })).map((l) => [l.factPredicate, l.factArgs, l.confidence, l.reinforcements, l.sourceCampaign]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+    const parent = await loaded('p-clone');
+    expect(parent).toHaveLength(4);
+    expect(await loaded('c-clone')).toEqual(parent);
+    const own = await h.db.select().from(learnings).where(eq(learnings.agentId, 'c-clone'));
+    expect(own.map((l) => l.shardType)).toEqual(['agent:c-clone', 'agent:c-clone', 'agent:c-clone', 'agent:c-clone']);
+    // The events of the parent's shard, each naming the clone's copy of its learning.
+    const events = await h.db.select().from(learningEvents).where(eq(learningEvents.shardType, 'agent:c-clone'));
+    expect(events.map((e) => e.outcome).sort()).toEqual(['reinforced', 'saved', 'saved', 'saved']);
+    const ownIds = new Set(own.map((l) => l.id));
+    expect(events.every((e) => e.learningId !== null && ownIds.has(e.learningId))).toBe(true);
+    expect(events.filter((e) => e.agentId === 'c-clone')).toHaveLength(3);
+    expect(await loaded('c-trained')).toEqual([]);
+    expect(await loaded('c-newborn')).toEqual([]);
+  });
+
+  it('an unborn clone undone takes its learnings and their events with it', async () => {
+    await seedParent(h.db, 'p-unclone');
+    const workflowId = workflowIds.spawn('p-unclone', 'c-unclone');
+    await acts.spawnBegin({ parentId: 'p-unclone', childId: 'c-unclone', type: 'clone', goals: [], workflowId });
+    const copy = await acts.spawnCopy({ parentId: 'p-unclone', childId: 'c-unclone', startedAtMs: Date.now() });
+    expect([copy.copied.learnings, copy.copied.learning_events]).toEqual([4, 4]);
+    await acts.spawnFinish({ parentId: 'p-unclone', childId: 'c-unclone', workflowId, admitted: true, outcome: 'rolled_back', reason: 'boom', note: 'undone', noteKey: 'k-unclone' });
+    expect(await rowCounts(h.db, 'c-unclone')).toMatchObject({ learnings: 0, learning_events: 0 });
+    expect(await rowCounts(h.db, 'p-unclone')).toMatchObject({ learnings: 4, learning_events: 4 });
   });
 
   it('a child named like a lost peer of its parent does not become its own peer', async () => {

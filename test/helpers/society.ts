@@ -1,13 +1,32 @@
 /**
  * Spawn tests' fixtures: a parent with rows in most of its tables (the fork fixture's, plus
- * ethics policies, known peers, a running auxiliary loop, diary entries), its rows counted per
- * table, and its snapshot byte for byte without the records a spawn adds to its parent.
+ * ethics policies, known peers, a running auxiliary loop, diary entries, learnings), its rows
+ * counted per table, and its snapshot byte for byte without the records a spawn adds to its parent.
  */
 import { getTableName, sql } from 'drizzle-orm';
+import { agentShard } from '../../core/learnings.js';
 import type { Db } from '../../db/client.js';
-import { agentOwnedTables, agents, diaryEntries, ethicsPolicies, forks, peerRatings, spawns, tasks, verdicts } from '../../db/schema/index.js';
+import { agentOwnedTables, agents, diaryEntries, ethicsPolicies, forks, learningEvents, learnings, peerRatings, spawns, tasks, verdicts } from '../../db/schema/index.js';
+import { saveLearning } from '../../db/queries/learnings.js';
 import { linkPeers } from '../../db/queries/peers.js';
 import { seedForkableAgent } from './fork-fixture.js';
+
+/**
+ * The parent's four learnings: three in its own shard (one reinforced, one with no author, as an
+ * import leaves it) and one it taught in the shared `coder` shard.
+ */
+async function seedLearnings(db: Db, id: string): Promise<void> {
+  const own = agentShard(id);
+  const unlimited = { maxSavesPerMinute: Infinity };
+  const saves = [
+    { shardType: own, agentId: id, predicate: 'avoid_pattern', args: { action: 'shell.exec', pattern: 'rm -rf' }, source: 'feedback' },
+    { shardType: own, agentId: id, predicate: 'avoid_pattern', args: { action: 'shell.exec', pattern: 'rm -rf' }, source: 'feedback' },
+    { shardType: own, agentId: null, predicate: 'style_preference', args: { style: 'concise', stance: 'prefer' } },
+    { shardType: own, agentId: id, predicate: 'tool_preference', args: { tool: 'grep', stance: 'prefer' } },
+    { shardType: 'coder', agentId: id, predicate: 'language_hint', args: { language: 'go', hint: `wrap errors (${id})` } },
+  ];
+  for (const l of saves) await saveLearning(db, l, unlimited);
+}
 
 /**
  * The parent `id` (with `filler` extra diary/notebook rows): two ethics policies, a sibling
@@ -34,14 +53,26 @@ export async function seedParent(db: Db, id: string, opts: { filler?: number } =
   ]);
   await db.insert(tasks).values({ agentId: id, title: 'watch the bees', replStatus: 'running' });
   await db.insert(diaryEntries).values(Array.from({ length: 5 }, (_, i) => ({ agentId: id, title: `day ${i}`, content: `wrote about day ${i}` })));
+  await seedLearnings(db, id);
 }
 
-/** Rows `agentId` owns per agent-owned table (its fork records and verdicts are bookkeeping, not state). */
+/** An agent's learnings as it loads them (its shard, and those it taught elsewhere), and the events of its shard. */
+const learningScopes = (agentId: string) => ({
+  learnings: sql`(s.agent_id = ${agentId} or s.shard_type = ${agentShard(agentId)})`,
+  learning_events: sql`s.shard_type = ${agentShard(agentId)}`,
+});
+
+/** Rows `agentId` owns per agent-owned table (its fork records and verdicts are bookkeeping, not state), and its learnings. */
 export async function rowCounts(db: Db, agentId: string): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const t of agentOwnedTables) {
     if (t === forks || t === verdicts) continue;
     const r = await db.execute(sql`select count(*)::int as n from ${t} where agent_id = ${agentId}`);
+    out[getTableName(t)] = Number((r.rows[0] as { n: number }).n);
+  }
+  const scopes = learningScopes(agentId);
+  for (const t of [learnings, learningEvents]) {
+    const r = await db.execute(sql`select count(*)::int as n from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]}`);
     out[getTableName(t)] = Number((r.rows[0] as { n: number }).n);
   }
   return out;
@@ -63,6 +94,11 @@ export async function parentSnapshot(db: Db, agentId: string, children: readonly
       name === 'agent_peers' ? sql` and s.peer_agent_id not in (${kids})` : name === 'notes' ? sql` and coalesce(s.sender, '') not like 'spawn:%'` : sql``;
     const r = await db.execute(sql`select s::text as r from ${t} s where s.agent_id = ${agentId}${own} order by s.id`);
     out[name] = r.rows.map((x) => x.r);
+  }
+  const scopes = learningScopes(agentId);
+  for (const t of [learnings, learningEvents]) {
+    const r = await db.execute(sql`select s::text as r from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]} order by s.id`);
+    out[getTableName(t)] = r.rows.map((x) => x.r);
   }
   return JSON.stringify(out);
 }
