@@ -4,7 +4,7 @@
  * for planning an exhausted wait, grants, child budgets carved and closed, and the sweep.
  */
 import { z } from 'zod';
-import { budgetIds, budgetScopes, budgetSettingsSchema, exhaustedPolicies, msUntilAvailable, regenerate, type BudgetSettingsInput, type PriceTable } from '../core/lifeforce.js';
+import { budgetIds, budgetScopes, budgetSettingsSchema, exhaustedPolicies, lifeforceNeeds, msUntilAvailable, regenerate, type BudgetSettingsInput, type LifeforceNeeds, type PriceTable } from '../core/lifeforce.js';
 import { priorityKeyFor } from '../core/priority.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
@@ -36,6 +36,8 @@ export interface LifeforceView {
   exhausted: boolean;
   /** With `need`: how long regeneration takes to cover it (null: never, a grant is needed). */
   waitMs?: number | null;
+  /** With `need`: the smallest grant, capacity and limits that let it run now. */
+  needs?: LifeforceNeeds;
 }
 
 export type { BudgetSettingsInput };
@@ -158,6 +160,6 @@ async function view(db: Db, budgetId: string, at: number, need?: number): Promis
     priorityKey: priorityKeyFor({ available: report.available, capacity: b.capacity, ...(b.priority !== null ? { explicit: b.priority } : {}) }),
     explicitPriority: b.priority,
     exhausted: b.exhaustedAt !== null,
-    ...(need !== undefined ? { waitMs: msUntilAvailable(state, need, at) } : {}),
+    ...(need !== undefined ? { waitMs: msUntilAvailable(state, need, at), needs: lifeforceNeeds(state, need, at) } : {}),
   };
 }

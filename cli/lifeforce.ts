@@ -4,18 +4,22 @@
  * `lifeforce set <agent> --capacity …`: an operator's grant and settings. Both write through
  * db/queries/lifeforce.ts, then wake the agent's loop (`wake` signal to `agent/<id>`); a loop
  * that is not running, or a Temporal that does not answer, leaves the change stored all the same.
+ * A setting or grant under which the agent cannot think is stored too, with a warning that says
+ * what one think reserves and what lets it think.
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { asc, eq } from 'drizzle-orm';
-import { available, budgetIds, exhaustedPolicies, regenerate, type ExhaustedPolicy } from '../core/lifeforce.js';
+import { available, budgetIds, exhaustedPolicies, lifeforceNeeds, regenerate, thinkReservation, type ExhaustedPolicy } from '../core/lifeforce.js';
 import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
-import { budgetReport, configureBudget, grantLifeforce, stateOf, type BudgetConfig, type BudgetReport } from '../db/queries/lifeforce.js';
+import { loadEnvOrExit } from '../env.js';
+import { budgetReport, configureBudget, grantLifeforce, stateOf, thinkBasis, type BudgetConfig, type BudgetReport } from '../db/queries/lifeforce.js';
 import { lifeforceBudgets, type LifeforceBudget } from '../db/schema/index.js';
 import { formatDuration, oneLine } from '../workflows/lib/ui-text.js';
 import { agentIdArg, oneOfArg } from './args.js';
+import { fmtLf, thinkWarning } from './lifeforce-text.js';
 import { table } from './table.js';
 import { requireAgent, withClient, withDb } from './client.js';
 
@@ -51,11 +55,6 @@ const priorityArg = (raw: string): number | 'auto' => {
 
 /** A flag's number, or null for its word (unlimited, none, auto); undefined when not given. */
 const numberOrNull = (v: number | string | undefined): number | null | undefined => (v === undefined ? undefined : typeof v === 'number' ? v : null);
-
-/** `12.5 LF`, kept to the ledger's 4 decimals. */
-export function fmtLf(n: number | null, none = 'unlimited'): string {
-  return n === null ? none : `${Math.round(n * 10_000) / 10_000} LF`;
-}
 
 export interface LifeforceShow {
   report: BudgetReport;
@@ -130,6 +129,24 @@ async function wakeAgent(agentId: string): Promise<{ signalled: boolean; message
   }
 }
 
+/**
+ * The warning for an agent whose budget, as it is now, cannot cover its next think (or whose
+ * capacity never could): what one think reserves, from its model, output cap and last prompt,
+ * and the smallest grant, capacity or limit that lets it think. null when it can think.
+ */
+export async function thinkShortfall(db: Db, agentId: string, at = Date.now()): Promise<string | null> {
+  const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.agent(agentId)));
+  if (!row) return null;
+  const known = await thinkBasis(db, agentId);
+  const reserves = thinkReservation(loadEnvOrExit().MINDLOOP_LIFEFORCE_PRICES, known.basis);
+  if (reserves === null) return null;
+  return thinkWarning(agentId, reserves, { model: known.model, maxTokens: known.basis.maxTokens, promptTick: known.promptTick }, lifeforceNeeds(stateOf(row), reserves, at));
+}
+
+function warn(line: string | null): void {
+  if (line) process.stderr.write(`${line}\n`);
+}
+
 function reportWake(w: { signalled: boolean; message: string }): void {
   if (w.signalled) out(w.message);
   else process.stderr.write(`${w.message}\n`);
@@ -141,8 +158,8 @@ interface GrantOpts {
   by?: string;
 }
 
-/** Check the agent and the budget to grant to, then grant; what the user is told. */
-async function grant(db: Db, agentId: string, amount: number, o: GrantOpts): Promise<string> {
+/** Check the agent and the budget to grant to, then grant; what the user is told, and a warning when the agent still cannot think. */
+async function grant(db: Db, agentId: string, amount: number, o: GrantOpts): Promise<{ said: string; warning: string | null }> {
   await requireAgent(db, agentId);
   const budgetId = o.budget ?? budgetIds.agent(agentId);
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
@@ -155,7 +172,9 @@ async function grant(db: Db, agentId: string, amount: number, o: GrantOpts): Pro
   const reason = o.reason ?? 'granted from the CLI';
   await grantLifeforce(db, { budgetId, amount, key: `cli:${randomUUID()}`, reason, ...(o.by ? { by: o.by } : {}) });
   const after = await budgetReport(db, budgetId, { entries: 0 });
-  return `granted ${fmtLf(amount)} to ${budgetId}${o.by ? ` (by ${o.by})` : ''}: available now ${fmtLf(after?.available ?? null)}${row.capacity === null ? ' (the budget is unlimited: the grant only adds to its funding)' : ''}`;
+  const said = `granted ${fmtLf(amount)} to ${budgetId}${o.by ? ` (by ${o.by})` : ''}: available now ${fmtLf(after?.available ?? null)}${row.capacity === null ? ' (the budget is unlimited: the grant only adds to its funding)' : ''}`;
+  // A child's budget pays for other work than the agent's think.
+  return { said, warning: budgetId === budgetIds.agent(agentId) ? await thinkShortfall(db, agentId) : null };
 }
 
 interface SetOpts {
@@ -209,13 +228,15 @@ export function registerLifeforceCommands(program: Command): void {
     .option('--budget <budgetId>', 'grant to this budget of the agent (default agent:<agent>)')
     .option('--by <name>', 'who grants (recorded in the ledger)')
     .action(async (agentId: string, amount: number, o: GrantOpts) => {
-      out(await withDb((db) => grant(db, agentId, amount, o)));
+      const r = await withDb((db) => grant(db, agentId, amount, o));
+      out(r.said);
+      warn(r.warning);
       reportWake(await wakeAgent(agentId));
     });
 
   lifeforce
     .command('set')
-    .description("change the agent's budget settings (at least one option) and wake its loop; a new capacity refills the balance to it")
+    .description("change the agent's budget settings (at least one option) and wake its loop; a new capacity refills the balance to it; warns when one think then cannot be covered")
     .argument('<agent>', 'agent id', agentIdArg)
     .option('--capacity <n|unlimited>', 'the balance it holds (refilled to this now)', lfArg('--capacity', { words: ['unlimited'] }))
     .option('--regen <n>', 'LF regenerated per hour, up to the capacity (0: none)', lfArg('--regen'))
@@ -227,11 +248,14 @@ export function registerLifeforceCommands(program: Command): void {
     .action(async function (this: Command, agentId: string, o: SetOpts) {
       const cfg = configOf(o);
       if (Object.keys(cfg).length === 0) this.error('error: lifeforce set needs at least one of --capacity, --regen, --daily, --monthly, --on-exhausted, --ask-for, --priority', { exitCode: 2 });
-      const row = await withDb(async (db) => {
+      // Stored even when the agent cannot think under it (the operator may mean it), with a warning.
+      const { row, warning } = await withDb(async (db) => {
         await requireAgent(db, agentId);
-        return configureBudget(db, agentId, cfg);
+        const stored = await configureBudget(db, agentId, cfg);
+        return { row: stored, warning: await thinkShortfall(db, agentId) };
       });
       out(`set ${formatSettings(row)}`);
+      warn(warning);
       reportWake(await wakeAgent(agentId));
     });
 }

@@ -9,6 +9,7 @@ import { loadEnvOrExit, type Env } from '../env.js';
 import type { AgentLoopStatus } from '../runtime/operator.js';
 import type { AgentStatus } from '../workflows/agent-loop.js';
 import { agentIdArg } from './args.js';
+import { needsClauses } from './lifeforce-text.js';
 import { askNotebook } from './notebook-client.js';
 
 /** Render the status query for a person. */
@@ -33,7 +34,11 @@ export function formatStatus(s: AgentStatus): string {
     const left = lf.available === null ? 'unlimited' : `${lf.available} LF available${lf.capacity !== null ? ` of ${lf.capacity}` : ''}`;
     lines.push(`  lifeforce    ${left}; last tick ${lf.lastCharge ?? '-'} LF; priority ${lf.priorityKey}; when exhausted: ${lf.onExhausted}  (mindloop lifeforce ${s.agentId})`);
     const x = lf.exhausted;
-    if (x) lines.push(`  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`);
+    if (x) {
+      const needs = x.needs ? needsClauses(s.agentId, lf.budgetId, x.needs) : [];
+      const waiting = x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`;
+      lines.push(`  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${[...needs, waiting].join('; ')}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`);
+    }
   }
   if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
   const iso = s.isolation;

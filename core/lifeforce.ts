@@ -80,17 +80,27 @@ function utf8Length(text: string): number {
 }
 
 /**
- * An upper bound of a prompt's tokens: tokenizers in use emit at most one token per UTF-8 byte,
- * plus a few per message for the chat template.
+ * A prompt message as the bound reads it. `chars` is set where only the beginning of the text is
+ * at hand (a stored prompt cut to its row's cap): the whole text's length in UTF-16 units.
  */
-export function promptTokenBound(messages: readonly { content: string }[]): number {
+export interface PromptText {
+  content: string;
+  chars?: number;
+}
+
+/**
+ * An upper bound of a prompt's tokens: tokenizers in use emit at most one token per UTF-8 byte,
+ * plus a few per message for the chat template. The missing part of a cut text counts 3 bytes a
+ * UTF-16 unit, the most one takes.
+ */
+export function promptTokenBound(messages: readonly PromptText[]): number {
   let bytes = 0;
-  for (const m of messages) bytes += utf8Length(m.content) + 16;
+  for (const m of messages) bytes += utf8Length(m.content) + 3 * Math.max(0, (m.chars ?? 0) - m.content.length) + 16;
   return bytes + 16;
 }
 
 /** The worst case of an LLM call: every prompt byte a token, and the full output cap. */
-export function llmWorstCase(prices: PriceTable, price: LlmPrice, messages: readonly { content: string }[], maxTokens: number | undefined): number {
+export function llmWorstCase(prices: PriceTable, price: LlmPrice, messages: readonly PromptText[], maxTokens: number | undefined): number {
   return llmCost(prices, price, { promptTokens: promptTokenBound(messages), completionTokens: maxTokens ?? prices.defaultMaxOutputTokens });
 }
 
@@ -294,6 +304,66 @@ export function msUntilAvailable(before: BudgetState, need: number, at = before.
     if (lfRound(used + need) > e.limit) wait = Math.max(wait, msToNextWindow(at, unit));
   }
   return wait;
+}
+
+// ---- what an agent needs to go on ------------------------------------------------------------
+
+/** What is known of an agent's next think (db/queries/lifeforce.ts `thinkBasis` reads it). */
+export interface ThinkBasis {
+  /** The prices of the registry row a think asks first; null: the agent has no usable model. */
+  model: LlmPrice | null;
+  /** The output cap its loop asks for (`max_tokens`). */
+  maxTokens: number;
+  /** Its prompt: the last think's, or before any, the part every prompt carries (then a floor). */
+  prompt: readonly PromptText[];
+}
+
+/**
+ * What the agent's next think reserves: the router's worst case for the row it asks first, a
+ * prompt as long as the basis's and the full output cap (null: no model, nothing is reserved).
+ */
+export function thinkReservation(prices: PriceTable, basis: ThinkBasis): number | null {
+  return basis.model ? llmWorstCase(prices, basis.model, basis.prompt, basis.maxTokens) : null;
+}
+
+/** What it takes for a budget to cover an operation of `need` LF now. */
+export interface LifeforceNeeds {
+  need: number;
+  /** The smallest grant after which the balance covers it (0: it does already). */
+  grant: number;
+  /**
+   * The smallest capacity that holds it beside what is reserved, where the capacity is below
+   * that: regeneration and a new capacity fill the balance only up to the capacity, so until it
+   * changes only a grant lets the operation run, once per grant. null: the capacity is enough.
+   */
+  capacity: number | null;
+  /** The smallest daily / monthly limit that lets it through now, where the limit stands in the way (a grant does not help; a new window may). */
+  daily: number | null;
+  monthly: number | null;
+  closed: boolean;
+}
+
+/** The grant, capacity and envelope limits that let `reserve(before, need, at)` pass (see LifeforceNeeds). */
+export function lifeforceNeeds(before: BudgetState, need: number, at = before.regenAt): LifeforceNeeds {
+  const b = regenerate(before, at);
+  const n = lfRound(Math.max(0, need));
+  const limitFor = (e: Envelope, window: string): number | null => {
+    const used = e.window === window ? e.used : 0;
+    return e.limit !== null && lfRound(used + n) > e.limit ? lfRound(used + n) : null;
+  };
+  return {
+    need: n,
+    grant: b.balance === null ? 0 : lfRound(Math.max(0, n - b.balance)),
+    capacity: b.capacity !== null && lfRound(n + b.reserved) > b.capacity ? lfRound(n + b.reserved) : null,
+    daily: limitFor(b.daily, dayWindow(at)),
+    monthly: limitFor(b.monthly, monthWindow(at)),
+    closed: b.closed,
+  };
+}
+
+/** True when the budget covers the need now: no grant, limit or opening needed. */
+export function needsMet(n: LifeforceNeeds): boolean {
+  return n.grant === 0 && n.daily === null && n.monthly === null && !n.closed;
 }
 
 // ---- what the agent's config says ---------------------------------------------------------------

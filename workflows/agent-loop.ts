@@ -52,6 +52,7 @@ import {
 import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
+import type { LifeforceNeeds } from '../core/lifeforce.js';
 import { agentLoopCurrentDetails, escalationInputText, handlerText, nerveText, spawnText, speechText, taskLoopText, timerText, toolGenerationText } from './lib/ui-text.js';
 import { taskStopSignal } from './lib/task-signals.js';
 import { emergencyConsensusTag, nextIsolation, type PeerObservation } from '../core/society/isolation.js';
@@ -203,8 +204,11 @@ export interface LifeforceStatus {
   priorityKey: number;
   explicitPriority: number | null;
   onExhausted: 'pause' | 'escalate';
-  /** Set while exhausted: what was refused, since when, how long the wait, the escalation asking for more. */
-  exhausted: { since: string; needed: number; reason: string; waitMs: number | null; escalationId?: string } | null;
+  /**
+   * Set while exhausted: what was refused, since when, how long the wait, the escalation asking
+   * for more, and what lets it go on (`needs.grant`: the smallest grant).
+   */
+  exhausted: { since: string; needed: number; reason: string; waitMs: number | null; needs?: LifeforceNeeds; escalationId?: string } | null;
 }
 /** Tick, mode, pause state, last reply summary, LLM in use, counters. */
 export const statusQuery = defineQuery<AgentStatus>('status');
@@ -829,7 +833,7 @@ class AgentLoop {
     while (!this.stopRequested) {
       const v = await this.guard('lifeforceState', () => db.lifeforceState({ agentId, budgetId: shortfall.budgetId, at: new Date().toISOString(), need: shortfall.needed }));
       const waitMs = v.waitMs ?? null;
-      this.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: before?.lastCharge ?? null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: { since, needed: shortfall.needed, reason: shortfall.reason, waitMs, ...(escalationId ? { escalationId } : {}) } };
+      this.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: before?.lastCharge ?? null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: { since, needed: shortfall.needed, reason: shortfall.reason, waitMs, ...(v.needs ? { needs: v.needs } : {}), ...(escalationId ? { escalationId } : {}) } };
       this.phase = 'exhausted';
       if (waitMs === 0 && !v.exhausted) break;
       if (v.onExhausted === 'escalate' && escalationId === undefined && Date.now() - this.lastLifeforceEscalation >= 86_400_000) {

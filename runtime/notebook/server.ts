@@ -106,7 +106,7 @@ function agentReads(app: Hono, d: NotebookDeps): void {
           paused: s?.paused ?? false,
           mode: s?.operatingMode ?? r.operatingMode,
           llm: s?.llm ?? null,
-          lifeforce: s?.lifeforce ? { available: s.lifeforce.available, capacity: s.lifeforce.capacity, lastCharge: s.lifeforce.lastCharge, exhausted: s.lifeforce.exhausted !== null } : null,
+          lifeforce: s?.lifeforce ? { available: s.lifeforce.available, capacity: s.lifeforce.capacity, lastCharge: s.lifeforce.lastCharge, exhausted: s.lifeforce.exhausted !== null, needs: s.lifeforce.exhausted?.needs ?? null } : null,
           last: s?.last ?? null,
         };
       }),

@@ -10,9 +10,11 @@ import {
   checkInvariant,
   defaultPrices,
   grant,
+  lifeforceNeeds,
   llmCost,
   llmWorstCase,
   msUntilAvailable,
+  needsMet,
   newBudget,
   priceTableSchema,
   promptTokenBound,
@@ -20,6 +22,7 @@ import {
   reserve,
   sandboxCost,
   settle,
+  thinkReservation,
   type BudgetState,
 } from '../../core/lifeforce.js';
 
@@ -158,5 +161,72 @@ describe('a budget', () => {
         if (b.balance !== null) expect(b.spent).toBeLessThanOrEqual(b.funded + 1e-6);
       }),
     );
+  });
+});
+
+describe('what a budget needs to go on', () => {
+  /** A budget after random holds, settles, grants and waits, and the time it is at. */
+  const budgets = fc
+    .record({
+      capacity: fc.option(fc.integer({ min: 0, max: 200 }), { nil: null }),
+      regenPerHour: fc.integer({ min: 0, max: 20 }),
+      dailyLimit: fc.option(fc.integer({ min: 0, max: 150 }), { nil: null }),
+      monthlyLimit: fc.option(fc.integer({ min: 0, max: 400 }), { nil: null }),
+      ops: fc.array(fc.tuple(fc.constantFrom('reserve', 'settle', 'grant', 'wait'), fc.integer({ min: 0, max: 6000 }).map((x) => x / 100), fc.nat(30 * hour)), { maxLength: 20 }),
+    })
+    .map(({ ops, ...settings }) => {
+      let at = t0;
+      let b = newBudget(settings, at);
+      const held: Array<{ amount: number; windows: { day: string; month: string } }> = [];
+      for (const [op, amount, dt] of ops) {
+        if (op === 'reserve') {
+          const r = reserve(b, amount, at);
+          b = r.budget;
+          if (r.ok) held.push({ amount, windows: r.windows });
+        } else if (op === 'settle' && held.length) {
+          const h = held.pop()!;
+          b = settle(b, h.amount, amount, h.windows).budget;
+        } else if (op === 'grant') b = grant(b, amount);
+        else at += dt;
+      }
+      return { b, at };
+    });
+  const lift = (b: BudgetState, daily: number | null, monthly: number | null): BudgetState => ({
+    ...b,
+    daily: daily === null ? b.daily : { ...b.daily, limit: daily },
+    monthly: monthly === null ? b.monthly : { ...b.monthly, limit: monthly },
+  });
+
+  it('names the smallest grant and limits that let an operation through, and nothing less does', () => {
+    fc.assert(
+      fc.property(budgets, fc.integer({ min: 0, max: 8000 }).map((x) => x / 100), ({ b, at }, need) => {
+        const n = lifeforceNeeds(b, need, at);
+        expect(needsMet(n)).toBe(reserve(b, need, at).ok);
+        // The grant and the limits it names: the reservation passes.
+        const given = lift(grant(regenerate(b, at), n.grant), n.daily, n.monthly);
+        expect(reserve(given, need, at).ok).toBe(true);
+        // A ten-thousandth of an LF less (the ledger's scale) is refused for the balance.
+        if (n.grant > 0) expect(reserve(lift(grant(regenerate(b, at), n.grant - 0.0001), n.daily, n.monthly), need, at)).toMatchObject({ ok: false, reason: 'balance' });
+        // Under a capacity below `n.capacity`, a balance short of the need stays short whatever the wait.
+        if (n.capacity !== null && n.grant > 0) expect(msUntilAvailable(b, need, at)).toBeNull();
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('says when a capacity is below the need, and when a limit is', () => {
+    expect(lifeforceNeeds(newBudget({ capacity: 12 }, t0), 15.2, t0)).toEqual({ need: 15.2, grant: 3.2, capacity: 15.2, daily: null, monthly: null, closed: false });
+    expect(lifeforceNeeds(newBudget({ capacity: 20 }, t0), 15.2, t0)).toEqual({ need: 15.2, grant: 0, capacity: null, daily: null, monthly: null, closed: false });
+    expect(lifeforceNeeds(newBudget({ capacity: null, dailyLimit: 10 }, t0), 15.2, t0)).toMatchObject({ grant: 0, capacity: null, daily: 15.2, monthly: null });
+    expect(needsMet(lifeforceNeeds(newBudget({ capacity: null }, t0), 1e6, t0))).toBe(true);
+  });
+
+  it("a think's reservation is the router's worst case for its first model, prompt and output cap", () => {
+    const model = { costPer1kInput: 0.002, costPer1kOutput: 0.004 };
+    const prompt = [{ content: 'system text' }, { content: 'the tick' }];
+    expect(thinkReservation(defaultPrices, { model, maxTokens: 300, prompt })).toBe(llmWorstCase(defaultPrices, model, prompt, 300));
+    expect(thinkReservation(defaultPrices, { model: null, maxTokens: 300, prompt })).toBeNull();
+    // A stored prompt cut to its row's cap counts the missing characters at 3 bytes each.
+    expect(promptTokenBound([{ content: 'abc', chars: 10 }])).toBe(promptTokenBound([{ content: 'abc' }]) + 21);
   });
 });

@@ -6,15 +6,20 @@
  *   Temporal itself; so does one that is off or not there;
  * - a note through the notebook is delivered once, and the same update id sent again (as after a
  *   notebook that stopped answering) is the same note;
- * - refusals (no such loop) come back as the same one-line errors as without the notebook.
+ * - refusals (no such loop) come back as the same one-line errors as without the notebook;
+ * - an agent whose budget cannot cover its think says, through either path and in the notebook's
+ *   list, the smallest grant that lets it go on, and that grant lets it think.
  */
 import { request } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
-import { agents, llmRegistry, notes } from '../../db/schema/index.js';
+import { lfRound, lifeforceNeeds } from '../../core/lifeforce.js';
+import { stateOf } from '../../db/queries/lifeforce.js';
+import { agents, lifeforceBudgets, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
+import type { AgentStatus } from '../../workflows/agent-loop.js';
 import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop } from '../../runtime/workflow-starts.js';
@@ -40,8 +45,11 @@ beforeAll(async () => {
   dropDb = fresh.drop;
   stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
   const db = stack.db.db;
-  await db.insert(agents).values({ id: 'ada', name: 'Ada' });
-  await db.insert(llmRegistry).values({ agentId: 'ada', name: 'script', provider: 'scripted', model: 'instant', role: 'agent', priority: 1, params: { replies: ['A quiet thought.'] } });
+  await db.insert(agents).values([
+    { id: 'ada', name: 'Ada' },
+    { id: 'bo', name: 'Bo' },
+  ]);
+  await db.insert(llmRegistry).values(['ada', 'bo'].map((agentId) => ({ agentId, name: 'script', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quiet thought.'] } })));
   const [bundle, temporalClient] = await Promise.all([bundleWorkflows(), Connection.connect(stack.temporal.connection)]);
   client = new Client({ connection: temporalClient });
   connection = await NativeConnection.connect(stack.temporal.connection);
@@ -52,11 +60,14 @@ beforeAll(async () => {
   theirs = await startNotebook({ ...base, temporal: { address: 'elsewhere.example:7233', namespace: 'default' } });
   // A slow heartbeat: the agent answers queries, its ticks do not matter here.
   await startAgentLoop(client, { agentId: 'ada', name: 'Ada', delayMs: 60_000 });
+  // 1 LF: less than any think reserves, so its first think is refused.
+  await startAgentLoop(client, { agentId: 'bo', name: 'Bo', delayMs: 60_000, lifeforce: { capacity: 1 } });
 }, 180_000);
 
 afterAll(async () => {
   await Promise.all([ours?.close(), theirs?.close()]);
   await client?.workflow.getHandle('agent/ada').terminate('test over').catch(() => undefined);
+  await client?.workflow.getHandle('agent/bo').terminate('test over').catch(() => undefined);
   await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
 
@@ -155,5 +166,43 @@ describe('mindloop status and note beside a running notebook', () => {
     expect(none.stderr).toContain('no running loop for agent nobody');
     const direct = await ml('off', 'note', 'ada', 'straight', 'to', 'temporal');
     expect(direct.stdout).toMatch(/^note #\d+ delivered to ada\n$/);
+  }, 90_000);
+
+  it('an exhausted agent: status (either path) and the notebook name the smallest grant, and that grant lets it think', async () => {
+    const bo = client.workflow.getHandle('agent/bo');
+    await expect.poll(async () => (await bo.query<AgentStatus>('status')).phase, { timeout: 30_000 }).toBe('exhausted');
+    const r = await ml(ours, 'status', 'bo', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const { status } = JSON.parse(r.stdout) as { status: AgentStatus };
+    const x = status.lifeforce!.exhausted!;
+    // What the ledger's arithmetic says of the budget as stored, for the think that was refused.
+    const [row] = await stack.db.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:bo'));
+    const needs = lifeforceNeeds(stateOf(row!), x.needed, Date.now());
+    expect(needs.grant).toBeGreaterThan(0);
+    expect(x.needs).toEqual(needs);
+    const lf = (n: number) => `${lfRound(n)} LF`;
+    const said = `needs ${lf(needs.grant)} (the smallest grant: mindloop lifeforce grant bo ${lfRound(needs.grant)}); a capacity under ${lf(needs.capacity!)} never holds it`;
+    for (const text of await Promise.all([ml(ours, 'status', 'bo'), ml(ours, 'status', 'bo', '--direct')])) {
+      expect(text.code, text.stderr).toBe(0);
+      expect(text.stdout).toContain(`EXHAUSTED    since ${x.since}: ${x.needed} LF refused (balance); ${said}`);
+    }
+    const list = await new Promise<{ agents: Array<{ id: string; lifeforce: { exhausted: boolean; needs: unknown } | null }> }>((resolve, reject) =>
+      request({ host: '127.0.0.1', port: ours.port, path: '/api/agents', headers: { [temporalHeader]: `${stack.temporal.address}/default` } }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve(JSON.parse(body) as never));
+      })
+        .on('error', reject)
+        .end(),
+    );
+    expect(list.agents.find((a) => a.id === 'bo')?.lifeforce).toMatchObject({ exhausted: true, needs });
+
+    // Exactly that grant: the refused tick runs.
+    const granted = await ml(ours, 'lifeforce', 'grant', 'bo', String(lfRound(needs.grant)));
+    expect(granted.code, granted.stderr).toBe(0);
+    expect(granted.stdout).toContain('woke agent/bo');
+    await expect
+      .poll(async () => (await stack.db.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, 'bo'), eq(llmRecentResponses.tick, 1)))).length, { timeout: 30_000 })
+      .toBe(1);
   }, 90_000);
 });

@@ -8,8 +8,9 @@
  */
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { carveBudget, closeBudget, reserve, settle } from '../../db/queries/lifeforce.js';
-import { agents, lifeforceBudgets, lifeforceLedger } from '../../db/schema/index.js';
+import { defaultPrices, lfRound, llmWorstCase, thinkReservation } from '../../core/lifeforce.js';
+import { carveBudget, closeBudget, release, reserve, settle, thinkBasis } from '../../db/queries/lifeforce.js';
+import { agentConfig, agents, lifeforceBudgets, lifeforceLedger, llmRegistry, tickPrompts } from '../../db/schema/index.js';
 import { freePort, migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
@@ -50,6 +51,8 @@ describe('mindloop lifeforce', () => {
   it('set: capacity, regeneration, envelopes, policy and priority; stored though the loop is not woken', async () => {
     const r = await ml('lifeforce', 'set', 'ada', '--capacity', '100', '--regen', '5', '--daily', '50', '--monthly', '1000', '--on-exhausted', 'escalate', '--ask-for', '200', '--priority', '2');
     expect(r.code, r.stderr).toBe(0);
+    // Ada has no model: a think reserves nothing, nothing to warn about.
+    expect(r.stderr).not.toContain('warning');
     expect(r.stdout).toContain('set agent:ada: capacity 100 LF, regeneration 5 LF per hour, daily 50 LF, monthly 1000 LF, on exhausted escalate (asks for 200 LF), priority 2');
     expect(r.stderr).toContain(`agent ada not signalled (cannot reach Temporal at ${temporalAddress}`);
     expect(r.stderr).toContain('the change is stored all the same');
@@ -170,4 +173,82 @@ describe('mindloop lifeforce', () => {
     expect(rowAfter).toEqual(rowBefore);
     expect((await ledger('agent:ada')).length).toBe(before.entries);
   }, 180_000);
+});
+
+/**
+ * `lifeforce set` and `grant` against what one think of the agent reserves: the router's worst
+ * case for its first agent model, its output cap and a prompt as long as its last one. The
+ * expected numbers are computed here by the same functions from the same rows.
+ */
+describe('mindloop lifeforce: what one think reserves', () => {
+  const model = { agentId: 'cy', name: 'main', provider: 'scripted' as const, model: 'cy-model', role: 'agent' as const, priority: 5, costPer1kInput: 0.0005, costPer1kOutput: 0.0015 };
+  // Its last prompt as stored, the user message cut to the row's cap (`chars` is its whole length).
+  const prompt = [
+    { role: 'system' as const, content: 'You are Cy. '.repeat(300) },
+    { role: 'user' as const, content: 'tick 7, a note: ünïcödé '.repeat(40), chars: 4000 },
+  ];
+  let need: number;
+  const lf = (n: number) => `${lfRound(n)} LF`;
+
+  beforeAll(async () => {
+    await h.db.insert(agents).values({ id: 'cy', name: 'Cy' });
+    // A validator row asked first by priority: a think asks the first *agent* row.
+    await h.db.insert(llmRegistry).values([{ ...model, name: 'judge', model: 'judge-model', role: 'validator', priority: 1, costPer1kInput: 1, costPer1kOutput: 1 }, model]);
+    await h.db.insert(agentConfig).values({ agentId: 'cy', key: 'max_tokens', value: 300 });
+    await h.db.insert(tickPrompts).values([
+      { agentId: 'cy', tick: 6, messages: [{ role: 'user', content: 'short' }], chars: 5, promptTokens: 2 },
+      { agentId: 'cy', tick: 7, messages: prompt, chars: prompt[0]!.content.length + 4000, promptTokens: 1000 },
+    ]);
+    const known = await thinkBasis(h.db, 'cy');
+    expect(known).toMatchObject({ model: 'scripted:cy-model', promptTick: 7, basis: { maxTokens: 300 } });
+    need = thinkReservation(defaultPrices, known.basis)!;
+    // What the router holds for this call: its worst case for the row, the prompt and the cap.
+    expect(need).toBe(llmWorstCase(defaultPrices, model, prompt, 300));
+  });
+
+  it('set: a capacity under it is stored with a warning naming the reservation, the smallest grant and capacity; one above it says nothing', async () => {
+    const cap = Math.floor(need) - 1;
+    const low = await ml('lifeforce', 'set', 'cy', '--capacity', String(cap));
+    expect(low.code, low.stderr).toBe(0);
+    expect(low.stdout).toContain(`set agent:cy: capacity ${cap} LF`);
+    expect(await budget('agent:cy')).toMatchObject({ capacity: cap, balance: cap });
+    expect(low.stderr).toContain(
+      `warning: one think of cy reserves about ${lf(need)} (scripted:cy-model, 300 output tokens, a prompt as long as tick 7's); cy cannot think: needs ${lf(need - cap)} (the smallest grant: mindloop lifeforce grant cy ${lfRound(need - cap)}); a capacity under ${lf(need)} never holds it, nor does regeneration fill it (mindloop lifeforce set cy --capacity ${lfRound(need)})`,
+    );
+
+    const high = await ml('lifeforce', 'set', 'cy', '--capacity', String(Math.ceil(need)));
+    expect(high.code, high.stderr).toBe(0);
+    expect(high.stderr).not.toContain('warning');
+  }, 30_000);
+
+  it('set: a daily or monthly limit under it warns the same way', async () => {
+    const daily = await ml('lifeforce', 'set', 'cy', '--daily', String(Math.floor(need / 2)));
+    expect(daily.code, daily.stderr).toBe(0);
+    expect(daily.stderr).toContain(`cy cannot think: needs a daily limit of ${lf(need)} (mindloop lifeforce set cy --daily ${lfRound(need)})`);
+    const monthly = await ml('lifeforce', 'set', 'cy', '--daily', 'none', '--monthly', '1');
+    expect(monthly.stderr).toContain(`cy cannot think: needs a monthly limit of ${lf(need)} (mindloop lifeforce set cy --monthly ${lfRound(need)})`);
+    const none = await ml('lifeforce', 'set', 'cy', '--monthly', 'none');
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stderr).not.toContain('warning');
+  }, 30_000);
+
+  it('grant: one that leaves it short says how much more; the grant it names is exactly what lets the think be held', async () => {
+    const cap = Math.floor(need) - 1;
+    await ml('lifeforce', 'set', 'cy', '--capacity', String(cap));
+    const short = lfRound(need - cap);
+    const half = lfRound(short / 2);
+    const first = await ml('lifeforce', 'grant', 'cy', String(half));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toContain(`cy cannot think: needs ${lf(short - half)} (the smallest grant: mindloop lifeforce grant cy ${lfRound(short - half)})`);
+    const think = { budgetId: 'agent:cy', amount: need, operation: 'llm_call', ttlMs: 60_000, reason: 'think' };
+    expect(await reserve(h.db, { ...think, key: 'cy-think-1' })).toMatchObject({ ok: false, reason: 'balance' });
+
+    const rest = await ml('lifeforce', 'grant', 'cy', String(lfRound(short - half)));
+    expect(rest.code, rest.stderr).toBe(0);
+    expect(rest.stderr).not.toContain('cannot think');
+    // It can think once; its capacity still never holds a think.
+    expect(rest.stderr).toContain(`it can think now, but a capacity under ${lf(need)} never holds it`);
+    expect(await reserve(h.db, { ...think, key: 'cy-think-2' })).toMatchObject({ ok: true });
+    await release(h.db, 'cy-think-2', 'test');
+  }, 30_000);
 });

@@ -10,6 +10,8 @@
  * - the inbox lists the agent's escalation, its shell held in a danger zone and a fork at its
  *   gate, with deadlines counting down; a veto without a reason is refused; approving the
  *   escalation there reaches the agent as the answer note; rejecting the fork's gate applies nothing;
+ * - an agent whose budget cannot cover its think shows, in the list and on its page, the smallest
+ *   grant that lets it go on;
  * - a bad input is refused with its field named; hostile text from an agent or a note
  *   (`<img src=x onerror=alert(1)>`) is shown as text and never runs;
  * - a non-loopback bind needs a token, carried as a bearer header or the cookie `/?token=` sets.
@@ -29,13 +31,16 @@ import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js
 import type { ChatMessage } from '../../activities/llm/types.js';
 import { ensureDemoAgent } from '../../cli/forks.js';
 import { workflowIds } from '../../core/ids.js';
+import { lfRound, lifeforceNeeds } from '../../core/lifeforce.js';
+import { stateOf } from '../../db/queries/lifeforce.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
-import { agents, llmRegistry, notes, tickPrompts } from '../../db/schema/index.js';
+import { agents, lifeforceBudgets, llmRegistry, notes, tickPrompts } from '../../db/schema/index.js';
 import { TickFeed, feedSink, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop, startSuccessorFork } from '../../runtime/workflow-starts.js';
 import { bundleWorkflows } from '../../workers/queues.js';
+import type { AgentStatus } from '../../workflows/agent-loop.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
@@ -111,6 +116,8 @@ beforeAll(async () => {
   // A learning derived from three rejections, so the memory shows one with its reason.
   for (let i = 0; i < 3; i++) await recordFeedback(db, { agentId: 'ticker', kind: 'reject', action: 'shell.exec', reason: 'rm -rf', source: 'test' });
   await ensureDemoAgent(db, 'nb-forker');
+  await db.insert(agents).values({ id: 'starved', name: 'Starved' });
+  await db.insert(llmRegistry).values({ agentId: 'starved', name: 'script', provider: 'scripted', model: 'scripted-starved', role: 'agent', priority: 1 });
   const [bundle, temporalClient, native] = await Promise.all([bundleWorkflows(), Connection.connect(stack.temporal.connection), NativeConnection.connect(stack.temporal.connection)]);
   client = new Client({ connection: temporalClient });
   connection = native;
@@ -124,6 +131,8 @@ beforeAll(async () => {
   workerRun = worker.run();
   notebook = await startNotebook({ db, client, feed, feedSource: 'in-process', port: 0, log: () => undefined });
   await startAgentLoop(client, { agentId: 'ticker', name: 'Ticker', delayMs: 700, lifeforce: { capacity: 100_000 } });
+  // 1 LF: less than any think reserves, so its first think is refused and it waits.
+  await startAgentLoop(client, { agentId: 'starved', name: 'Starved', delayMs: 60_000, lifeforce: { capacity: 1 } });
   await startSuccessorFork(client, { agentId: 'nb-forker', forkId: 'nb-fork', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }, { from: 'recency' });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -137,6 +146,7 @@ afterAll(async () => {
   await browser?.close();
   await notebook?.close();
   await client?.workflow.getHandle(workflowIds.agent('ticker')).terminate('test over').catch(() => undefined);
+  await client?.workflow.getHandle(workflowIds.agent('starved')).terminate('test over').catch(() => undefined);
   await client?.workflow.getHandle(workflowIds.fork('nb-fork')).terminate('test over').catch(() => undefined);
   await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
@@ -320,6 +330,23 @@ describe('the notebook page', () => {
     await expect.poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 }).toMatch(/paused/);
     await page.locator('button[data-action="resume"]').first().click();
     await expect.poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 }).not.toMatch(/paused/);
+  });
+
+  it('an exhausted agent shows the smallest grant that lets it go on, in the list and on its page', async () => {
+    const starved = client.workflow.getHandle(workflowIds.agent('starved'));
+    await expect.poll(async () => (await starved.query<AgentStatus>('status')).phase, { timeout: 30_000 }).toBe('exhausted');
+    const { needed } = (await starved.query<AgentStatus>('status')).lifeforce!.exhausted!;
+    const [row] = await stack.db.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:starved'));
+    const needs = lifeforceNeeds(stateOf(row!), needed, Date.now());
+    expect(needs.grant).toBeGreaterThan(0);
+    const said = `EXHAUSTED: needs a ${lfRound(needs.grant)} LF grant; capacity must be ≥ ${lfRound(needs.capacity!)} LF`;
+    await page.goto(url());
+    const cell = page.locator('tr[data-agent="starved"] td.lifeforce');
+    await cell.waitFor();
+    expect(await cell.textContent()).toContain(said);
+    await page.goto(url('#/agent/starved'));
+    await expect.poll(async () => page.locator('#status dd[data-key="lifeforce"]').textContent(), { timeout: 10_000 }).toContain(said);
+    await shot('agent-exhausted');
   });
 });
 

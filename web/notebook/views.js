@@ -5,10 +5,23 @@ import { api, button, errorView, fill, h, listen, num, when } from './dom.js';
 
 const agentHref = (id) => `#/agent/${encodeURIComponent(id)}`;
 
+/** What an exhausted agent needs to go on (the status's `exhausted.needs`): the smallest grant, limits, capacity. */
+function needsText(n) {
+  if (!n) return '';
+  if (n.closed) return ': budget closed';
+  const lf = (x) => `${Math.round(x * 10_000) / 10_000} LF`;
+  const parts = [];
+  if (n.grant > 0) parts.push(`needs a ${lf(n.grant)} grant`);
+  if (n.daily !== null) parts.push(`daily limit must be ≥ ${lf(n.daily)}`);
+  if (n.monthly !== null) parts.push(`monthly limit must be ≥ ${lf(n.monthly)}`);
+  if (n.capacity !== null) parts.push(`capacity must be ≥ ${lf(n.capacity)}`);
+  return parts.length ? `: ${parts.join('; ')}` : '';
+}
+
 function lifeforceText(lf) {
   if (!lf) return '-';
   const left = lf.available === null ? 'unlimited' : `${num(lf.available, 1)}${lf.capacity !== null ? ` / ${num(lf.capacity, 0)}` : ''} LF`;
-  return `${left}${lf.lastCharge !== null && lf.lastCharge !== undefined ? ` (last tick ${num(lf.lastCharge, 2)})` : ''}${lf.exhausted ? ' EXHAUSTED' : ''}`;
+  return `${left}${lf.lastCharge !== null && lf.lastCharge !== undefined ? ` (last tick ${num(lf.lastCharge, 2)})` : ''}${lf.exhausted ? ` EXHAUSTED${needsText(lf.needs)}` : ''}`;
 }
 
 function loopControls(agentId, after) {
@@ -109,7 +122,7 @@ function statusLine(r) {
       ['tick', String(s.tick)],
       ['mode', s.operatingMode],
       ['LLM', s.llm ?? '-'],
-      ['lifeforce', lifeforceText(s.lifeforce ? { ...s.lifeforce, exhausted: s.lifeforce.exhausted !== null } : null)],
+      ['lifeforce', lifeforceText(s.lifeforce ? { ...s.lifeforce, exhausted: s.lifeforce.exhausted !== null, needs: s.lifeforce.exhausted?.needs } : null)],
       ['last reply', s.last ? s.last.summary : '-'],
       ['validation', s.lastVerdict ? `${s.lastVerdict.validationMode}${s.lastVerdict.rating === null ? '' : ` rating ${num(s.lastVerdict.rating)}`}` : '-'],
       ['commands', `${s.counters.commandsApplied} applied, ${s.counters.commandsUnvalidated} unvalidated, ${s.counters.commandsRejected} rejected`],
