@@ -10,6 +10,7 @@ import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { budgetReport, carveBudget, closeBudget, configureBudget, ensureBudget, grantLifeforce, stateOf, sweepReservations } from '../db/queries/lifeforce.js';
 import { ErrorType, nonRetryable } from './errors.js';
+import { createSandboxChargeActivities } from './sandbox-charge.js';
 
 export interface LifeforceDeps {
   db: Db;
@@ -68,6 +69,9 @@ function parse<S extends z.ZodType>(schema: S, input: unknown, name: string): z.
 export function createLifeforceActivities(deps: LifeforceDeps) {
   const { db } = deps;
   return {
+    // A workflow's own sandbox runs: held before, settled after (activities/sandbox-charge.ts).
+    ...createSandboxChargeActivities(deps),
+
     /** The agent's budget (created unlimited on first use, or with `settings` when given the first time). */
     async ensureAgentBudget(input: { agentId: string; settings?: BudgetSettingsInput; at?: string }): Promise<LifeforceView> {
       const settings = parse(budgetSettingsSchema.optional(), input.settings, 'ensureAgentBudget');

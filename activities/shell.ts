@@ -10,8 +10,8 @@ import type { SandboxRunResult } from '../sandbox/sandbox.js';
 import { clipText } from '../core/sanitize.js';
 import { maxResultText } from './commands/shared.js';
 import { shellChargeKey } from './commands/shell.js';
-import { defaultPrices, sandboxCost, type PriceTable } from '../core/lifeforce.js';
-import { release, settle } from '../db/queries/lifeforce.js';
+import { defaultPrices, type PriceTable } from '../core/lifeforce.js';
+import { closeSandboxRun } from './sandbox-charge.js';
 
 export interface RecordShellResultInput {
   agentId: string;
@@ -80,9 +80,8 @@ export function createShellActivities({ db, prices = defaultPrices }: { db: Db; 
           .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId)));
       });
       // The run's hold: charged its wall seconds, or released when it did not run.
-      const key = shellChargeKey(input.agentId, input.processId);
-      if (input.result) await settle(db, key, sandboxCost(prices, input.result.durationMs, 1), { processId: input.processId, status: input.result.status });
-      else await release(db, key, `not run: ${clipText(input.error ?? 'the sandbox is unavailable', 200)}`);
+      const ran = input.result ? { durationMs: input.result.durationMs, cpus: 1, status: input.result.status } : null;
+      await closeSandboxRun(db, prices, shellChargeKey(input.agentId, input.processId), ran, input.error);
       return { summary };
     },
   };

@@ -49,6 +49,7 @@ import { formatIssues } from '../core/zod-issues.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
+import { chargedSandboxRun } from './lib/sandbox-charge.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { escalationCurrentDetails, handlerText, timerText } from './lib/ui-text.js';
 
@@ -321,13 +322,17 @@ class EscalationRun {
   private async testDesign(d: ToolDesign, round: number): Promise<{ passed: boolean; ran: boolean; feedback?: string }> {
     let result: SandboxRunResult | null = null;
     let feedback: string | undefined;
+    const testRun = {
+      key: `${this.info.workflowId}/design/r${round}`,
+      command: ['node', '--test', 'tool.test.mjs'],
+      files: { 'tool.mjs': d.implementation, 'tool.test.mjs': d.tests, 'spec.json': JSON.stringify(d.spec), 'package.json': '{"type":"module"}' },
+      budget: { wallMs: 60_000 },
+    };
     try {
-      result = await sandbox.sandboxRun({
-        key: `${this.info.workflowId}/design/r${round}`,
-        command: ['node', '--test', 'tool.test.mjs'],
-        files: { 'tool.mjs': d.implementation, 'tool.test.mjs': d.tests, 'spec.json': JSON.stringify(d.spec), 'package.json': '{"type":"module"}' },
-        budget: { wallMs: 60_000 },
-      });
+      // sandbox-charge-v1: the round's tests are charged to the escalation's budget (the agent's
+      // where none was carved); escalations begun before ran them uncharged, and replay so.
+      const payer = { agentId: this.agentId, budgetId: this.budgetId ?? budgetIds.agent(this.agentId), reason: `design round ${round}: tests of ${d.spec.name}` };
+      result = patched('sandbox-charge-v1') ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, payer) : await sandbox.sandboxRun(testRun);
     } catch (err) {
       feedback = `the sandbox could not run the tests: ${causeMessage(err)}`;
     }

@@ -43,6 +43,7 @@ import { budgetIds } from '../core/lifeforce.js';
 import { dbActivity, sandboxActivity } from './lib/activity-options.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { lifeforceShortfallOf } from './lib/lifeforce.js';
+import { chargedSandboxRun } from './lib/sandbox-charge.js';
 import { forkCurrentDetails, forkText, handlerText, lifeforceShortfallText, timerText } from './lib/ui-text.js';
 import { failureMessage } from './lib/infra.js';
 
@@ -337,12 +338,19 @@ async function evaluate(
   // (capped for one sandbox run; a cap that applied becomes a caveat).
   const limits = toolRunBudget(input.budget);
   const sandboxRun = patched('fork-sandbox-wait-cancel-v1') ? sandboxWaitCancel.sandboxRun : sandbox.sandboxRun;
-  const run = await sandboxRun({
+  const testRun = {
     key: `fork/${forkId}/tool-tests`,
     command: ['node', 'tool.test.mjs'],
     files: { 'tool.mjs': input.patch.implementation, 'tool.test.mjs': input.patch.tests },
     budget: limits.budget,
-  });
+  };
+  // sandbox-charge-v1: the run is charged to the fork's budget, besides its fixed evaluation
+  // cost (a budget that cannot cover it is REJECT budget_exceeded: lifeforce); forks begun
+  // before, or without a budget of their own, ran it uncharged.
+  const run =
+    budgetId && patched('sandbox-charge-v1')
+      ? await chargedSandboxRun(db, sandboxRun, testRun, { agentId: input.agentId, budgetId, reason: `fork ${forkId}: tool tests of ${input.patch.tool}` })
+      : await sandboxRun(testRun);
   const artifact = await db.forkWriteArtifact({
     forkId,
     name: 'tool-tests.json',

@@ -6,16 +6,19 @@
  * Development mode allows it; production refuses unless an admin override is set. Every way
  * it can end without a tool is a typed reason (core/tool-generation.ts).
  */
-import { ActivityFailure, ApplicationFailure, defineSignal, getExternalWorkflowHandle, log, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, defineSignal, getExternalWorkflowHandle, log, patched, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { z } from 'zod';
+import type { createSandboxChargeActivities } from '../activities/sandbox-charge.js';
 import type { createToolGenerationActivities } from '../activities/tool-generation.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
+import { budgetIds } from '../core/lifeforce.js';
 import { toolGenerationInput, toolResultNote, type ToolGenerationInput, type ToolGenerationResult } from '../core/tool-generation.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
+import { chargedSandboxRun } from './lib/sandbox-charge.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 
-type Activities = ReturnType<typeof createToolGenerationActivities>;
+type Activities = ReturnType<typeof createToolGenerationActivities> & ReturnType<typeof createSandboxChargeActivities>;
 /** The sandbox queue's run activity (activities/sandbox.ts). */
 interface SandboxActivities {
   sandboxRun(req: SandboxRunRequest): Promise<SandboxRunResult>;
@@ -97,13 +100,18 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
 
   // 4. Its tests, in the sandbox (no network, read-only root, budgets).
   let run: SandboxRunResult;
+  const testRun = {
+    key: key('test'),
+    command: ['node', '--test', 'tool.test.mjs'],
+    files: { 'tool.mjs': tool.module, 'tool.test.mjs': tool.tests, 'package.json': '{"type":"module"}' },
+    budget: { wallMs: input.testTimeoutMs },
+  };
   try {
-    run = await sandbox.sandboxRun({
-      key: key('test'),
-      command: ['node', '--test', 'tool.test.mjs'],
-      files: { 'tool.mjs': tool.module, 'tool.test.mjs': tool.tests, 'package.json': '{"type":"module"}' },
-      budget: { wallMs: input.testTimeoutMs },
-    });
+    // sandbox-charge-v1: the tests' run is charged to the agent's budget (held before, settled
+    // after); generations begun before ran them uncharged, and replay so.
+    run = patched('sandbox-charge-v1')
+      ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, { agentId, budgetId: budgetIds.agent(agentId), reason: `tests of the generated tool ${tool.name}` })
+      : await sandbox.sandboxRun(testRun);
   } catch (err) {
     const message = `the sandbox could not run the tests: ${err instanceof ActivityFailure && err.cause ? err.cause.message : String(err)}`;
     log.warn('sandbox unavailable', { agentId, capability, message });

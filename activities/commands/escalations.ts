@@ -11,7 +11,10 @@ import type { Db } from '../../db/client.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { and, eq } from 'drizzle-orm';
 import { processLog, toolRegistry } from '../../db/schema/index.js';
-import type { HandlerContext, HandlerMap } from './shared.js';
+import { budgetIds } from '../../core/lifeforce.js';
+import { holdSandboxRun } from '../sandbox-charge.js';
+import { CommandError, type HandlerContext, type HandlerMap } from './shared.js';
+import { shellChargeKey } from './shell.js';
 
 /** A business key from the command's place (agent, tick, cmd): a retried tick finds the same escalation. */
 export function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
@@ -76,6 +79,9 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
 /** The most implementation + args a designed tool's sandbox run carries through history. */
 export const maxInlineToolBytes = 48 * 1024;
 
+/** The wall time a designed tool's action gets in the sandbox (its hold's worst case). */
+const designedToolWallMs = 30_000;
+
 const designedToolHarness = `import { readFileSync } from 'node:fs';
 const input = JSON.parse(readFileSync(new URL('./input.json', import.meta.url), 'utf8'));
 const tool = await import('./tool.mjs');
@@ -109,6 +115,11 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
   if (size > maxInlineToolBytes) return `${tool}.${r.action} → ${r.state}; its implementation was not run: ${Math.ceil(size / 1024)} KB is more than the ${maxInlineToolBytes / 1024} KB a sandbox run may carry`;
   const processId = `tool.t${ctx.tick}.${ctx.logCmdId}`;
   const command = clipText(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
+  // Charged like a `shell`: its worst case is held here, in the command's transaction (a budget
+  // that cannot cover it refuses the command, the transition included), and recordShellResult
+  // settles the wall seconds it took under the same key.
+  const held = await holdSandboxRun(ctx.tx, ctx.prices, { key: shellChargeKey(ctx.agentId, processId), budgetId: budgetIds.agent(ctx.agentId), wallMs: designedToolWallMs, cpus: 1, tick: ctx.tick, reason: command });
+  if (!held.ok) throw new CommandError(`lifeforce exhausted: ${tool}.${r.action}'s sandbox run needs ${held.needed} LF, the budget has ${held.available ?? 'unlimited'} LF (${held.reason})`);
   await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clipText(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });
   return {
     kind: 'shell',
@@ -123,7 +134,7 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
       'input.json': JSON.stringify({ from: r.from, action: r.action, to: r.state, args, states: row.spec.states ?? [] }),
       'package.json': '{"type":"module"}',
     },
-    timeoutMs: 30_000,
+    timeoutMs: designedToolWallMs,
   };
 }
 

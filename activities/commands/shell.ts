@@ -4,16 +4,16 @@
  * activity on the sandbox queue and `recordShellResult` (activities/shell.ts) writes the
  * output back to this command's log row and to the process, for the next tick's context.
  */
-import { budgetIds, sandboxCost } from '../../core/lifeforce.js';
+import { budgetIds } from '../../core/lifeforce.js';
 import { clipText } from '../../core/sanitize.js';
-import { reserve } from '../../db/queries/lifeforce.js';
 import { processLog } from '../../db/schema/index.js';
+import { holdSandboxRun } from '../sandbox-charge.js';
 import { CommandError, type HandlerMap } from './shared.js';
 
 /** The wall time a `shell` run gets unless it names its own. */
 export const defaultShellTimeoutMs = 30_000;
 
-/** The ledger key of a `shell` run's hold: settled by recordShellResult when the run is recorded. */
+/** The ledger key of a `shell` run's (or a designed tool action's) hold: settled by recordShellResult when the run is recorded. */
 export function shellChargeKey(agentId: string, processId: string): string {
   return `sandbox:${agentId}/${processId}`;
 }
@@ -25,7 +25,7 @@ export const shellHandlers: HandlerMap<'shell'> = {
     // The run's worst case (its wall budget on one CPU) is held before it is queued: a budget
     // that cannot cover it refuses the command, and nothing runs.
     const wallMs = a.timeout_ms ?? defaultShellTimeoutMs;
-    const held = await reserve(tx, { key: shellChargeKey(agentId, processId), budgetId: budgetIds.agent(agentId), amount: sandboxCost(prices, wallMs, 1), operation: 'sandbox', ttlMs: wallMs + prices.reservationTtlMs, tick, reason: clipText(a.command, 200) });
+    const held = await holdSandboxRun(tx, prices, { key: shellChargeKey(agentId, processId), budgetId: budgetIds.agent(agentId), wallMs, cpus: 1, tick, reason: a.command });
     if (!held.ok) throw new CommandError(`lifeforce exhausted: the run's ${held.needed} LF (${wallMs} ms of sandbox) exceeds what the budget has (${held.available ?? 'unlimited'} LF, ${held.reason})`);
     await tx.insert(processLog).values({
       agentId,

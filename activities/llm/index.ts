@@ -9,11 +9,11 @@ import { formatIssues } from '../../core/zod-issues.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { activityContext, heartbeatEveryMs, withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailable, LlmUnavailableError } from './errors.js';
-import { createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
+import { activityRequestKey, createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 import { chatRoles, type ChatResult } from './types.js';
 
 export { LifeforceExhausted, LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type LifeforceShortfall } from './errors.js';
-export { callChargeKey, createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './router.js';
+export { activityRequestKey, callChargeKey, createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './router.js';
 export { defaultLocalModelName, ensureDefaultRegistry, ensureOversightModel, type DefaultRegistryOptions } from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
@@ -81,7 +81,9 @@ export function createLlmActivities(deps: LlmActivityDeps) {
       return withHeartbeat(
         async (signal) => {
           try {
-            return await router.chat({ ...parsed.data, workflowId: parsed.data.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
+            // A call with no key of its own is keyed by this activity: its retry pays once too.
+            const idempotencyKey = parsed.data.idempotencyKey ?? activityRequestKey(parsed.data.purpose ?? 'llm_chat');
+            return await router.chat({ ...parsed.data, ...(idempotencyKey ? { idempotencyKey } : {}), workflowId: parsed.data.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
           } catch (err) {
             if (err instanceof LlmUnavailableError) {
               // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).

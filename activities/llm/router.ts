@@ -340,6 +340,18 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
   throw new LlmUnavailableError(req.agentId, req.role, attempts);
 }
 
+/**
+ * The request key of the one model call an activity makes with no key of its own (a probe, a
+ * bare `llmChat`): its workflow run and activity id, which every retry of that activity keeps, so
+ * a retry finds the first attempt's answer and hold instead of paying again. Undefined outside an
+ * activity (a test's or the CLI's direct call).
+ */
+export function activityRequestKey(purpose: string): string | undefined {
+  const info = activityContext()?.info;
+  const run = info?.workflowExecution;
+  return info && run ? `${run.workflowId}/${run.runId}/${info.activityId}/${purpose}` : undefined;
+}
+
 /** The ledger key of one row's attempt at a call: a retried activity reserves under the same key. */
 export function callChargeKey(requestKey: string, registryId: number): string {
   return `llm:${requestKey}@${registryId}`;

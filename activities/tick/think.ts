@@ -20,7 +20,7 @@ import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../.
 import { budgetIds } from '../../core/lifeforce.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
-import { LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
+import { activityRequestKey, LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { toolDefinitions } from '../tools.js';
 import { loadContext, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
 import { tickReplyOf, type TickReply } from './snapshot.js';
@@ -308,7 +308,9 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
 /** Is any LLM of this role answering? Used to leave Core Outage. */
 async function probeLlm(llm: LlmRouter, input: { agentId: string; role: 'agent' }): Promise<{ ok: boolean; model?: string; error?: string }> {
   try {
-    const r = await llm.chat({ agentId: input.agentId, role: input.role, messages: [{ role: 'user', content: 'Reply with OK.' }], params: { maxTokens: 4 } });
+    // Keyed by this activity: a retried probe finds the answer (and the hold) of its first attempt.
+    const idempotencyKey = activityRequestKey('probe');
+    const r = await llm.chat({ agentId: input.agentId, role: input.role, messages: [{ role: 'user', content: 'Reply with OK.' }], params: { maxTokens: 4 }, ...(idempotencyKey ? { idempotencyKey } : {}) });
     return { ok: true, model: `${r.provider}:${r.model}` };
   } catch (err) {
     return { ok: false, error: (err as Error).message };

@@ -17,13 +17,14 @@ import { checkToolSource } from '../../core/tool-safety.js';
 import type { SandboxRunRequest } from '../../sandbox/sandbox.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import type { createActivities } from '../../activities/index.js';
+import type { createLifeforceActivities } from '../../activities/lifeforce.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
-type Activities = ReturnType<typeof createToolGenerationActivities>;
+type Activities = ReturnType<typeof createToolGenerationActivities> & Pick<ReturnType<typeof createLifeforceActivities>, 'holdSandboxRun' | 'settleSandboxRun'>;
 
 const suite = timeSkippingSuite();
 
@@ -34,11 +35,13 @@ interface Fake {
   audits: ToolAuditInput[];
   registered: Array<{ name: string; mode: string; approvedBy?: string | null }>;
   sandboxRuns: SandboxRunRequest[];
+  /** The sandbox run and its charge, in order: `hold <budget> <wall ms>`, `run`, `settle ran|not run`. */
+  charge: string[];
   activities: Activities;
 }
 
 function fakes(reply: GeneratedTool | string, policy: { mode: 'development' | 'production'; allowOverride: boolean } = { mode: 'development', allowOverride: false }): Fake {
-  const f: Fake = { notified: [], writes: 0, audits: [], registered: [], sandboxRuns: [], activities: {} as Activities };
+  const f: Fake = { notified: [], writes: 0, audits: [], registered: [], sandboxRuns: [], charge: [], activities: {} as Activities };
   f.activities = {
     async toolGenerationPolicy() {
       return policy;
@@ -70,6 +73,14 @@ function fakes(reply: GeneratedTool | string, policy: { mode: 'development' | 'p
       f.notified.push({ agentId: input.agentId, text: input.text, ok: input.ok });
       return { noteId: f.notified.length };
     },
+    async holdSandboxRun(input) {
+      f.charge.push(`hold ${input.budgetId} ${input.wallMs}`);
+      return { held: input.wallMs / 1000, replayed: false };
+    },
+    async settleSandboxRun(input) {
+      f.charge.push(`settle ${input.ran ? 'ran' : 'not run'}`);
+      return { charged: input.ran ? input.ran.durationMs / 1000 : 0, replayed: false };
+    },
   };
   return f;
 }
@@ -85,6 +96,7 @@ async function generate(f: Fake, input: Omit<ToolGenerationInput, 'agentId'> & {
     activities: {
       async sandboxRun(req: SandboxRunRequest) {
         f.sandboxRuns.push(req);
+        f.charge.push('run');
         if (opts.sandboxDown) throw ApplicationFailure.nonRetryable('docker: connect ENOENT /var/run/docker.sock', 'Unavailable');
         return sandbox.run(req);
       },
@@ -111,6 +123,8 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     expect(f.sandboxRuns).toHaveLength(1);
     expect(f.sandboxRuns[0]).toMatchObject({ command: ['node', '--test', 'tool.test.mjs'], files: { 'tool.mjs': wordFreqTool.module, 'tool.test.mjs': wordFreqTool.tests }, budget: { wallMs: 60_000 } });
     expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'development', approvedBy: null }]);
+    // The run is charged to the agent: its wall budget held before, what it took settled after.
+    expect(f.charge).toEqual(['hold agent:ada 60000', 'run', 'settle ran']);
   });
 
   it('production mode refuses without the admin override, before any LLM call', async () => {
@@ -119,6 +133,7 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     expect(r).toMatchObject({ ok: false, reason: 'policy_refused', message: expect.stringContaining('production mode without an admin override') });
     expect(f.writes).toBe(0);
     expect(f.sandboxRuns).toEqual([]);
+    expect(f.charge).toEqual([]);
     expect(f.audits).toEqual([expect.objectContaining({ outcome: 'rejected_policy', mode: 'production', toolName: 'text.word_frequencies' })]);
   });
 
@@ -190,6 +205,19 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     const f = fakes(wordFreqTool);
     const r = await generate(f, { ...ask, mode: 'development' }, { sandboxDown: true });
     expect(r).toMatchObject({ ok: false, reason: 'sandbox_error', message: expect.stringContaining('docker: connect ENOENT') });
+    expect(f.registered).toEqual([]);
+    // What never ran gives its hold back.
+    expect(f.charge).toEqual(['hold agent:ada 60000', 'run', 'settle not run']);
+  });
+
+  it('a budget that cannot cover the tests runs nothing and says so', async () => {
+    const f = fakes(wordFreqTool);
+    f.activities.holdSandboxRun = async () => {
+      throw ApplicationFailure.create({ type: 'LifeforceExhausted', nonRetryable: true, message: 'lifeforce exhausted: budget agent:ada cannot cover 60 LF (balance; available 12 LF)' });
+    };
+    const r = await generate(f, { ...ask, mode: 'development' });
+    expect(r).toMatchObject({ ok: false, reason: 'sandbox_error', message: expect.stringContaining('lifeforce exhausted: budget agent:ada cannot cover 60 LF') });
+    expect(f.sandboxRuns).toEqual([]);
     expect(f.registered).toEqual([]);
   });
 
