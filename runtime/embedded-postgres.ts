@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { pidAlive } from './pid.js';
+import { StartRefused } from './start-ports.js';
 
 export interface EmbeddedPostgresOptions {
   /** Directory for the database files; 'memory://' for a throw-away instance. */
@@ -35,7 +36,7 @@ function takeLock(dir: string): () => void {
   if (existsSync(lockFile)) {
     const owner = Number(readFileSync(lockFile, 'utf8').trim());
     if (owner && owner !== process.pid && pidAlive(owner)) {
-      throw new Error(`the embedded database ${dir} is in use by process ${owner}; stop it first or set DATABASE_URL`);
+      throw new StartRefused(`the embedded database ${dir} is in use by process ${owner}; stop it first or set DATABASE_URL`);
     }
   }
   writeFileSync(lockFile, String(process.pid));
@@ -77,7 +78,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     release();
     await thread.terminate();
     if (started.kind === 'failed' && started.code === 'EADDRINUSE') {
-      throw new Error(`port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
+      throw new StartRefused(`port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
     }
     throw new Error(`the embedded Postgres did not start: ${started.kind === 'failed' ? started.message : started.kind}`);
   }

@@ -10,6 +10,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgre
 import { startDevServer, waitForTemporal, type DevServer } from './temporal-dev-server.js';
 import { temporalConnectionOptions, type TemporalConnectionConfig } from './temporal-connection.js';
 import { installHint, resolveTool } from './tools.js';
+import { StartRefused } from './start-ports.js';
 
 export interface StackOptions {
   env: Env;
@@ -77,7 +78,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
           toolsDir: env.MINDLOOP_TOOLS_DIR,
           envOverrides: { temporal: env.TEMPORAL_CLI_PATH },
         });
-        if (!binary) throw new Error(`the Temporal CLI is not installed: ${installHint}, or set TEMPORAL_ADDRESS`);
+        if (!binary) throw new StartRefused(`the Temporal CLI is not installed: ${installHint}, or set TEMPORAL_ADDRESS`);
         devServer = await startDevServer({
           binary,
           dataDir,

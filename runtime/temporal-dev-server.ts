@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:net';
 import { Connection } from '@temporalio/client';
 import { reapOrphan } from './pid.js';
+import { StartRefused } from './start-ports.js';
 import { allSearchAttributes, cliSearchAttributeType } from '../workflows/lib/search-attributes.js';
 
 export interface DevServerOptions {
@@ -61,7 +62,7 @@ export async function assertPortFree(port: number, what: string, envName: string
     probe.once('error', (err: NodeJS.ErrnoException) =>
       fail(
         err.code === 'EADDRINUSE'
-          ? new Error(`${what}: port ${port} is taken (another \`npm start\`?). Stop it, set ${envName}, or set TEMPORAL_ADDRESS to use that server`)
+          ? new StartRefused(`${what}: port ${port} is taken (another \`npm start\`?). Stop it, set ${envName}, or set TEMPORAL_ADDRESS to use that server`)
           : err,
       ),
     );

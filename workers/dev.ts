@@ -5,8 +5,11 @@
  * A second start reuses `.data/`: Temporal resumes whatever workflows were running.
  */
 import { Client, Connection } from '@temporalio/client';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { loadEnvOrExit } from '../env.js';
 import { startStack } from '../runtime/stack.js';
+import { checkStartPorts, StartRefused } from '../runtime/start-ports.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
 import { resolveLocalModel } from '../runtime/tools.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
@@ -17,10 +20,13 @@ import { TickFeed, feedSink } from '../runtime/notebook/index.js';
 
 const env = loadEnvOrExit();
 const log = (line: string) => process.stdout.write(`[mindloop] ${line}\n`);
+// A port or data dir another process holds is said in one line, before anything starts.
+const refusal = await checkStartPorts(env, { root: realpathSync(fileURLToPath(new URL('..', import.meta.url))) });
+if (refusal) refuse(refusal);
 installRuntime(env.LOG_LEVEL);
 
 log('starting the embedded stack…');
-const stack = await startStack({ env, log });
+const stack = await startStack({ env, log }).catch((err: unknown) => (err instanceof StartRefused ? refuse(`mindloop: cannot start: ${err.message}`) : Promise.reject(err)));
 // The bus: NATS_URL, the NATS answering locally, or a nats-server of our own (said in the summary).
 const busStart = await startWorkerBus(env, stack.temporal, log, { embedded: true });
 const workerBus = 'off' in busStart ? undefined : busStart;
@@ -84,6 +90,11 @@ await notebook?.stop();
 await workerBus?.stop();
 await running.shutdown();
 await stack.stop();
+
+function refuse(line: string): never {
+  process.stderr.write(`${line}\n`);
+  process.exit(1);
+}
 
 function redact(url: string): string {
   return url.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
