@@ -2,7 +2,7 @@
  * The one place that reads the environment. Everything else receives a typed `Env`.
  * A bad value prints the offending field and exits non-zero (see `loadEnvOrExit`).
  */
-import { busRootSchema, defaultBusRoot } from './core/bus/subjects.js';
+import { busRootSchema, defaultBusRoot, deploymentIdSchema } from './core/bus/subjects.js';
 import { priceTableSchema } from './core/lifeforce.js';
 import { formatIssues } from './core/zod-issues.js';
 import { z } from 'zod';
@@ -96,8 +96,23 @@ export const envSchema = z.object({
     .string()
     .regex(/^(?:off|(?:(?:nats|tls):\/\/)?[^\s,/]+(?:,(?:(?:nats|tls):\/\/)?[^\s,/]+)*)$/, 'expected nats://host:port (comma-separated for a cluster), or off')
     .optional(),
-  /** The root every bus subject lives under (`<root>.low.agent.<id>`…). */
+  /** The root every bus subject lives under (`<root>.<deployment>.low.agent.<id>`…). */
   MINDLOOP_BUS_ROOT: busRootSchema.default(defaultBusRoot),
+  /**
+   * This deployment's name on the bus. Unset (the usual case): derived from the Temporal
+   * namespace it serves (runtime/deployment.ts), so every process of one deployment agrees
+   * without configuration. Set it only to name a deployment, the same in all of its processes.
+   */
+  MINDLOOP_DEPLOYMENT: deploymentIdSchema.optional(),
+  /**
+   * The other deployments whose commands this one takes (comma list of deployment ids; see
+   * `mindloop bus info`). Empty, the default: none; a command from another deployment is refused.
+   */
+  MINDLOOP_BUS_PEERS: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((t) => t.trim()).filter(Boolean))
+    .pipe(z.array(deploymentIdSchema).max(100)),
   /** The bearer token `mindloop mcp --http` requires of every request (as --token); needed to bind a non-loopback address. */
   MINDLOOP_MCP_TOKEN: z.string().regex(/^[\x21-\x7e]{16,512}$/, 'at least 16 visible ASCII characters, no spaces (e.g. `openssl rand -hex 32`)').optional(),
   /** The notebook (the web page `npm start` serves): its port, or `off` for none. */

@@ -1,5 +1,5 @@
 /** Temporal and Postgres for CLI commands: the same address resolution as the workers. */
-import { Client, type Connection } from '@temporalio/client';
+import { Client, WorkflowUpdateFailedError, type Connection } from '@temporalio/client';
 import type { Db } from '../db/client.js';
 import { loadEnvOrExit } from '../env.js';
 import { connectTemporal, databaseUrl, explainDbError } from '../runtime/operator.js';
@@ -13,6 +13,20 @@ export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise
   } finally {
     await connection.close();
   }
+}
+
+/**
+ * A Temporal client for this environment's namespace, on a new connection. Commands reach
+ * `@temporalio/client` through this module: the CLI's build loads it only when a command needs it.
+ */
+export async function temporalClient(): Promise<Client> {
+  const env = loadEnvOrExit();
+  return new Client({ connection: await connectTemporal(env), namespace: env.TEMPORAL_NAMESPACE });
+}
+
+/** An update the workflow refused, as the reason it gave; any other error as it is. */
+export function updateRefusal(err: unknown): unknown {
+  return err instanceof WorkflowUpdateFailedError ? new Error(err.cause?.message ?? err.message) : err;
 }
 
 /** Open the database for one command, run `fn`, close. */

@@ -18,6 +18,8 @@ import { installHint, resolveLocalModel, resolveTool } from '../runtime/tools.js
 import { createDocker, dockerStatus } from '../sandbox/docker.js';
 import { busInstallHint, connectBus, defaultNatsUrl } from '../runtime/bus.js';
 import { commandStreamName } from '../core/bus/subjects.js';
+import { resolveDeployment } from '../runtime/deployment.js';
+import { connectTemporal } from '../runtime/operator.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { resolveSandboxImage } from '../sandbox/image.js';
 import { isSpeechQueueSetting, speechSourceDir, type SpeechQueueSetting } from '../runtime/speech-worker.js';
@@ -154,9 +156,25 @@ export async function checkBus(env: Env): Promise<Check> {
   if (env.NATS_URL === 'off') return { name: 'bus', status: 'ok', detail: 'off (NATS_URL=off): workers run without the bus' };
   const url = env.NATS_URL ?? defaultNatsUrl;
   const uses = 'heartbeats, agent events, agent commands over the bus, the echo agent';
+  // Which deployment's subjects to look at: MINDLOOP_DEPLOYMENT, or the one Temporal's namespace names.
+  let connection: Connection | undefined;
+  let deployment: string | undefined;
+  let noDeployment = '';
+  try {
+    deployment = (
+      await resolveDeployment(env, async () => {
+        connection = await connectTemporal(env);
+        return new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
+      })
+    ).id;
+  } catch (err) {
+    noDeployment = `; ${(err as Error).message.split('\n')[0]}`;
+  } finally {
+    await connection?.close().catch(() => undefined);
+  }
   let bus;
   try {
-    bus = await connectBus({ url, root: env.MINDLOOP_BUS_ROOT, name: 'mindloop-doctor', timeoutMs: 1500, log: () => undefined });
+    bus = await connectBus({ url, root: env.MINDLOOP_BUS_ROOT, deployment, name: 'mindloop-doctor', timeoutMs: 1500, log: () => undefined });
   } catch {
     return {
       name: 'bus',
@@ -170,10 +188,11 @@ export async function checkBus(env: Env): Promise<Check> {
     if (!bus.nc.info?.jetstream) {
       return { name: 'bus', status: 'warn', detail: `NATS ${version} at ${url}, but JetStream is off: agent commands over the bus need it`, fix: 'restart nats-server with -js (and a store dir, -sd)' };
     }
+    if (!deployment) return { name: 'bus', status: 'warn', detail: `NATS ${version} with JetStream at ${url}${noDeployment}`, fix: 'start Temporal (`npm start`), or set MINDLOOP_DEPLOYMENT' };
     const stream = commandStreamName(bus.root);
     const jsm = await jetstreamManager(bus.nc);
     const waiting = await jsm.streams.info(stream).then((i) => `${i.state.messages} command(s) waiting in ${stream}`, () => `${stream} not created yet (the first worker on the bus creates it)`);
-    return { name: 'bus', status: 'ok', detail: `NATS ${version} with JetStream at ${url}, root ${bus.root}; ${waiting}` };
+    return { name: 'bus', status: 'ok', detail: `NATS ${version} with JetStream at ${url}, deployment ${deployment}, subjects ${bus.root}.*; ${waiting}` };
   } finally {
     await bus.close();
   }

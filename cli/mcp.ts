@@ -16,6 +16,7 @@ import { BusLink, offBusSource, type BusSource } from '../runtime/mcp/bus-link.j
 import { defaultMcpHttpPort, isLoopbackHost, startHttpBridge } from '../runtime/mcp/http.js';
 import { createBridge, defaultBufferSize, maxBufferSize, type CreateBridgeOptions } from '../runtime/mcp/server.js';
 import { PublishAllowList } from '../runtime/mcp/subjects.js';
+import { resolveDeployment } from '../runtime/deployment.js';
 import { connectTemporal, databaseUrl, explainDbError } from '../runtime/operator.js';
 import { numberArg, schemaArg } from './args.js';
 
@@ -55,11 +56,23 @@ function lazyTemporal(env: Env): { get: () => Promise<Client>; close: () => Prom
   };
 }
 
-/** The bus as configured: --nats, else NATS_URL, else the local default; `off` means none. */
-async function busSource(env: Env, o: McpOptions, root: string): Promise<BusSource & { close?: () => Promise<void> }> {
+/**
+ * The bus as configured: --nats, else NATS_URL, else the local default; `off` means none. It is
+ * this deployment's bus: without a deployment (no Temporal to tell it, no MINDLOOP_DEPLOYMENT)
+ * the bridge serves without a bus and says why, rather than speak on another deployment's subjects.
+ */
+async function busSource(env: Env, o: McpOptions, root: string, temporal: () => Promise<Client>): Promise<BusSource & { close?: () => Promise<void> }> {
   const url = o.nats ?? env.NATS_URL ?? defaultNatsUrl;
   if (url === 'off') return offBusSource(root);
-  return BusLink.open({ url, root, name: 'mindloop-mcp', log });
+  let deployment: string;
+  try {
+    deployment = (await resolveDeployment(env, temporal)).id;
+  } catch (err) {
+    const why = (err as Error).message;
+    log(`mindloop mcp: serving without the bus: ${why}`);
+    return offBusSource(root, why);
+  }
+  return BusLink.open({ url, root, deployment, name: 'mindloop-mcp', log });
 }
 
 /** Refuse contradictory or incomplete options before anything starts. */
@@ -129,9 +142,9 @@ export function registerMcpCommand(program: Command): void {
       const token = o.token ?? env.MINDLOOP_MCP_TOKEN;
       // Checked again where the server binds; said here first, before anything connects.
       if (http && o.host && !token && !isLoopbackHost(o.host)) this.error(`mindloop mcp: refusing to bind ${o.host} without a token: give --token <secret> (or MINDLOOP_MCP_TOKEN), or bind 127.0.0.1`, { exitCode: 2 });
-      const bus = await busSource(env, o, root);
-      const db = createDb(databaseUrl(env), { max: 4 });
       const temporal = lazyTemporal(env);
+      const bus = await busSource(env, o, root, temporal.get);
+      const db = createDb(databaseUrl(env), { max: 4 });
       const options: CreateBridgeOptions = { bus, db: db.db, temporal: temporal.get, bufferSize: o.buffer, allow: o.allow, explainDbError: (err) => explainDbError(err, env), log };
       try {
         if (http) await serveHttp(options, o, http.port, token);

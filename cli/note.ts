@@ -32,7 +32,7 @@ async function noteViaNotebook(env: Env, agentId: string, note: TextNote): Promi
 }
 
 async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNoteResult> {
-  const [{ withClient }, { WorkflowUpdateFailedError }, { onAgentLoop }] = await Promise.all([import('./client.js'), import('@temporalio/client'), import('../runtime/operator.js')]);
+  const [{ withClient, updateRefusal }, { onAgentLoop }] = await Promise.all([import('./client.js'), import('../runtime/operator.js')]);
   return withClient((client) =>
     onAgentLoop(agentId, 'nothing was stored', async () => {
       try {
@@ -41,8 +41,7 @@ async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNote
           .executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [{ text: note.text, priority: note.priority, tags: note.tags }], updateId: note.updateId });
       } catch (err) {
         // The loop refused it (a bad note, or the database away with a full queue): say why.
-        if (err instanceof WorkflowUpdateFailedError) throw new Error(err.cause?.message ?? err.message);
-        throw err;
+        throw updateRefusal(err);
       }
     }),
   );

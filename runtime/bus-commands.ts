@@ -9,9 +9,13 @@
  * the command, so a crash in between redelivers it; and Temporal takes the message id as the
  * update id (notes) or the signal's request id (pause/resume), so a redelivered command finds
  * the first one instead of being applied again. A command that can never be applied (bad
- * payload, refused by the workflow's validator) is terminated with a logged reason; one whose
- * agent is not running is retried with backoff, and given up (logged) after `maxDeliver`
- * deliveries. See docs/bus.md.
+ * payload, refused by the workflow's validator, sent by another deployment this one does not
+ * take commands from) is terminated with a logged reason; one whose agent is not running is
+ * retried with backoff, and given up (logged) after `maxDeliver` deliveries.
+ *
+ * A sender learns at once what becomes of its command: `sendCommand` with a `check` asks the
+ * deployment's Temporal whether the agent's loop runs before anything is stored, and refuses
+ * with the reason when it does not. See docs/bus.md.
  */
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
@@ -93,13 +97,30 @@ export async function deleteCommandStream(bus: Bus): Promise<void> {
 
 type CommandPayload<C extends AgentCommand> = BusPayloadIn<(typeof commandMessageTypes)[C]>;
 
+/** A command the sender was told, before anything was stored, would not be delivered. */
+export class CommandRefusedError extends Error {
+  override readonly name = 'CommandRefusedError';
+  constructor(
+    readonly agentId: string,
+    readonly reason: string,
+  ) {
+    super(`${reason} (nothing was sent)`);
+  }
+}
+
+/** Null when `agentId` takes commands now; else why not (e.g. runtime/operator.ts `whyNotRunning`). */
+export type AgentCheck = (agentId: string) => Promise<string | null>;
+
 /**
- * Send a command to an agent and wait until the stream stored it. `duplicate` is true when a
- * command with this message id was stored before (it is not stored again).
+ * Send a command to an agent and wait until the stream stored it. With `check`, an agent that
+ * would not take it is refused first (CommandRefusedError, nothing stored). `duplicate` is true
+ * when a command with this message id was stored before (it is not stored again).
  */
-export async function sendCommand<C extends AgentCommand>(bus: Bus, agentId: string, command: C, payload: CommandPayload<C>, o: { messageId?: string } = {}): Promise<{ messageId: string; seq: number; duplicate: boolean }> {
+export async function sendCommand<C extends AgentCommand>(bus: Bus, agentId: string, command: C, payload: CommandPayload<C>, o: { messageId?: string; check?: AgentCheck } = {}): Promise<{ messageId: string; seq: number; duplicate: boolean }> {
   const subject = bus.subjects.agentCommand(agentId, command);
   const { header, body } = bus.encode(subject, commandMessageTypes[command], payload, o);
+  const refused = await o.check?.(agentId);
+  if (refused) throw new CommandRefusedError(agentId, refused);
   try {
     const ack = await jetstream(bus.nc).publish(subject, body, { msgID: header.message_id });
     return { messageId: header.message_id, seq: ack.seq, duplicate: ack.duplicate };
@@ -188,6 +209,8 @@ export interface CommandConsumerOptions extends CommandStreamOptions {
   retryDelayMs?: number;
   /** Commands pulled at once (default 4: each may wait up to the target's timeout before its ack). */
   batch?: number;
+  /** Other deployments whose commands are taken (MINDLOOP_BUS_PEERS); default none. */
+  peers?: readonly string[];
   log?: (line: string) => void;
 }
 
@@ -211,6 +234,7 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
   const ackWaitMs = o.ackWaitMs ?? defaults.ackWaitMs;
   const maxDeliver = o.maxDeliver ?? defaults.maxDeliver;
   const retryDelayMs = o.retryDelayMs ?? 2000;
+  const peers = o.peers ?? [];
   const stats: CommandConsumerStats = { accepted: 0, rejected: 0, retried: 0, gaveUp: 0 };
   const messages: ConsumerMessages = await (await jetstream(bus.nc).consumers.get(stream, consumer)).consume({ max_messages: o.batch ?? 4 });
 
@@ -235,6 +259,12 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
       return terminate(m, `${decoded.reason}: ${decoded.detail}`);
     }
     const { header, payload } = decoded.message;
+    const foreign = header.deployment !== undefined && bus.deployment !== undefined && header.deployment !== bus.deployment && !peers.includes(header.deployment);
+    if (foreign) {
+      const reason = `sent by deployment ${header.deployment}, whose commands deployment ${bus.deployment} does not take (MINDLOOP_BUS_PEERS)`;
+      log(`bus: command ${to.command} ${header.message_id} for agent ${to.agentId} terminated: ${reason}`);
+      return terminate(m, reason);
+    }
     // Keep the command ours while Temporal takes its time (a slow update must not be redelivered meanwhile).
     const working = setInterval(() => m.working(), Math.max(1000, ackWaitMs / 3));
     let outcome: CommandOutcome;

@@ -11,7 +11,7 @@ import { catalogueRegistry, type BusMessageType, type BusPayloadIn, type BusPayl
 import { decodeMessage, encodeMessage, RejectionCounter, type DecodedMessage, type RejectReason } from '../core/bus/codec.js';
 import type { BusHeader } from '../core/bus/header.js';
 import type { SchemaRegistry } from '../core/bus/registry.js';
-import { busSubjects, defaultBusRoot, type BusSubjects } from '../core/bus/subjects.js';
+import { busSubjects, defaultBusRoot, deploymentRoot, type BusSubjects } from '../core/bus/subjects.js';
 
 export const defaultNatsUrl = 'nats://127.0.0.1:4222';
 /** How to get a bus, for error messages and `mindloop doctor`. */
@@ -53,6 +53,13 @@ export interface ConnectBusOptions {
   /** Default NATS_URL's default, nats://127.0.0.1:4222 (comma-separated for a cluster). */
   url?: string;
   root?: string;
+  /**
+   * The deployment this connection speaks for (runtime/deployment.ts): its subjects live under
+   * `<root>.<deployment>` and every message it sends carries it; a function is asked once NATS
+   * answers (a failure closes the connection and is thrown). Omitted (tests, benchmarks on a
+   * root of their own): the root alone.
+   */
+  deployment?: string | (() => Promise<string>);
   /** The connection's name, as the server's monitoring shows it. */
   name?: string;
   registry?: SchemaRegistry;
@@ -82,11 +89,20 @@ export async function connectBus(o: ConnectBusOptions = {}): Promise<Bus> {
     const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
     throw new BusUnavailableError(`cannot reach the bus (NATS) at ${url}: ${cause}. The bus is optional: everything else runs without it; \`npx mindloop doctor\` says how to start one`);
   }
-  return new Bus(nc, o.root ?? defaultBusRoot, o.registry ?? catalogueRegistry(), o.log ?? ((line) => process.stderr.write(`${line}\n`)));
+  let deployment: string | undefined;
+  try {
+    deployment = typeof o.deployment === 'function' ? await o.deployment() : o.deployment;
+  } catch (err) {
+    await nc.close();
+    throw err;
+  }
+  return new Bus(nc, o.root ?? defaultBusRoot, o.registry ?? catalogueRegistry(), o.log ?? ((line) => process.stderr.write(`${line}\n`)), deployment);
 }
 
-/** A connection to the bus under one root, speaking only what the registry knows. */
+/** A connection to the bus under one deployment's root, speaking only what the registry knows. */
 export class Bus {
+  /** Where this connection's subjects live: `<bus root>.<deployment>`, or the bus root without a deployment. */
+  readonly root: string;
   readonly subjects: BusSubjects;
   readonly staging: BusSubjects;
   /** Every message this connection's subscribers refused, by reason. */
@@ -94,12 +110,27 @@ export class Bus {
 
   constructor(
     readonly nc: NatsConnection,
-    readonly root: string,
+    /** The bus root shared by every deployment on this NATS (MINDLOOP_BUS_ROOT). */
+    readonly busRoot: string,
     readonly registry: SchemaRegistry,
     private readonly log: (line: string) => void,
+    /** The deployment whose subjects this connection speaks on. */
+    readonly deployment?: string,
+    /** The deployment every message it sends carries as its sender: its own, except through `toDeployment`. */
+    readonly sender: string | undefined = deployment,
   ) {
-    this.subjects = busSubjects(root, 'stable');
-    this.staging = busSubjects(root, 'staging');
+    this.root = deployment === undefined ? busRoot : deploymentRoot(busRoot, deployment);
+    this.subjects = busSubjects(this.root, 'stable');
+    this.staging = busSubjects(this.root, 'staging');
+  }
+
+  /**
+   * The same connection speaking into another deployment's subjects: the door between
+   * deployments. Its messages still carry this deployment as the sender; the other side takes
+   * them only when its MINDLOOP_BUS_PEERS names this deployment.
+   */
+  toDeployment(deployment: string): Bus {
+    return deployment === this.deployment ? this : new Bus(this.nc, this.busRoot, this.registry, this.log, deployment, this.sender);
   }
 
   /** The body and NATS headers of a message (for JetStream publishes); a BusSchemaError when it does not fit the registry. */
@@ -109,6 +140,7 @@ export class Bus {
       timestamp: new Date(),
       version: o.version,
       inReplyTo: o.inReplyTo,
+      deployment: this.sender,
     });
     const headers = natsHeaders();
     // JetStream drops a second publish of the same id (within the stream's duplicate window).

@@ -89,6 +89,22 @@ export async function agentLoopStatus(client: Client, id: string): Promise<Agent
   return 'status' in q ? { workflowId: handle.workflowId, execution, status: q.status } : { workflowId: handle.workflowId, execution, status: null, queryError: q.error.message };
 }
 
+/**
+ * Null when agent/<id>'s loop is running (so a command sent to it now is taken); else why it
+ * is not, in words for the sender: no such loop here, or how it ended.
+ */
+export async function whyNotRunning(client: Client, agentId: string): Promise<string | null> {
+  const handle = client.workflow.getHandle(workflowIds.agent(agentId));
+  try {
+    const desc = await handle.describe();
+    if (desc.status.name === 'RUNNING') return null;
+    return `the loop of agent ${agentId} is not running (${await closeReason(handle)}); \`mindloop start ${agentId}\` starts it again`;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return new NoAgentLoopError(agentId).message;
+    throw err;
+  }
+}
+
 /** Why a closed run ended: the failure's message, the termination's reason, or how it completed. */
 async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>): Promise<string> {
   const history = await handle.fetchHistory();

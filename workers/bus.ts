@@ -9,6 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { AgentEventSink } from '../activities/agent-events.js';
 import type { Env } from '../env.js';
 import { connectBus, type Bus } from '../runtime/bus.js';
+import { resolveDeployment, type Deployment } from '../runtime/deployment.js';
 import { chooseBus, type LocalNats } from '../runtime/nats-server.js';
 import { agentEventSink } from '../runtime/bus-agents.js';
 import { startCommandConsumer, temporalCommandTarget, type CommandConsumer } from '../runtime/bus-commands.js';
@@ -21,7 +22,7 @@ export interface WorkerBus {
   events: AgentEventSink;
   /** One line for the start-up summary: where the bus is, and what runs on it. */
   summary: string;
-  /** Stop taking commands, stop the echo agent, close the bus and its Temporal client. */
+  /** Stop taking commands, stop the echo agent, close the bus and its Temporal client (once; again is a no-op). */
   stop(): Promise<void>;
 }
 
@@ -41,32 +42,40 @@ export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log:
   if ('off' in choice) return choice;
   const server: LocalNats | undefined = choice.server;
   const where = choice.how === 'env' ? `${choice.url} (NATS_URL)` : choice.how === 'local' ? `${choice.url} (found running)` : `${choice.url} (nats-server started here, store ${server?.storeDir})`;
+  let connection: Connection | undefined;
+  const client = async () => new Client({ connection: (connection ??= await Connection.connect(temporal.connection)), namespace: temporal.namespace });
   let bus: Bus;
+  let deployment: Deployment | undefined;
   try {
-    bus = await connectBus({ url: choice.url, root: env.MINDLOOP_BUS_ROOT, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
+    // The deployment (from Temporal) is asked once NATS answers: no bus is said as no bus.
+    bus = await connectBus({ url: choice.url, root: env.MINDLOOP_BUS_ROOT, deployment: async () => (deployment = await resolveDeployment(env, client)).id, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
   } catch (err) {
-    await server?.stop();
+    await Promise.allSettled([server?.stop(), (connection as Connection | undefined)?.close()]);
     return { off: `off: ${(err as Error).message}` };
   }
-  const connection = await Connection.connect(temporal.connection);
-  const client = new Client({ connection, namespace: temporal.namespace });
+  if (!deployment) throw new Error('unreachable: the bus connected without its deployment');
   let consumer: CommandConsumer | undefined;
   try {
-    consumer = await startCommandConsumer(bus, temporalCommandTarget(client), { log });
+    consumer = await startCommandConsumer(bus, temporalCommandTarget(await client()), { log, peers: deployment.peers });
   } catch (err) {
     log(`bus: agent commands are not taken (${(err as Error).message}); the server needs JetStream (nats-server -js)`);
   }
   const echo = startEchoAgent(bus);
+  let stopped: Promise<void> | undefined;
   return {
     bus,
     events: agentEventSink(bus, log),
-    summary: `${where}, root ${bus.root}: heartbeats and agent events, echo agent${consumer ? ', agent commands' : '; agent commands OFF (no JetStream)'}`,
-    async stop() {
-      await consumer?.stop();
-      echo.unsubscribe();
-      await bus.close();
-      await connection.close();
-      await server?.stop();
+    summary: `${where}, deployment ${deployment.id} (${deployment.from === 'temporal' ? `Temporal namespace ${temporal.namespace}` : 'MINDLOOP_DEPLOYMENT'}${deployment.peers.length ? `; takes commands from ${deployment.peers.join(', ')} too` : ''}), subjects ${bus.root}.*: heartbeats and agent events, echo agent${consumer ? ', agent commands' : '; agent commands OFF (no JetStream)'}`,
+    stop() {
+      // Once, however often it is called.
+      stopped ??= (async () => {
+        await consumer?.stop();
+        echo.unsubscribe();
+        await bus.close();
+        await connection?.close();
+        await server?.stop();
+      })();
+      return stopped;
     },
   };
 }

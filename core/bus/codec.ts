@@ -92,6 +92,8 @@ export interface EncodeOptions {
   /** A staging version to send instead of the current stable generation. */
   version?: string;
   inReplyTo?: string;
+  /** The sending deployment, carried in the header. */
+  deployment?: string;
 }
 
 /** The schema a publisher of `type` uses: `version` when given, else the latest stable generation. */
@@ -112,7 +114,7 @@ export function encodeMessage(registry: SchemaRegistry, root: string, subject: s
   if (problem) throw new BusSchemaError(problem.reason, `cannot publish on ${subject}: ${problem.detail}`);
   const parsed = entry.schema.safeParse(payload);
   if (!parsed.success) throw new BusSchemaError('bad_payload', `${type} ${entry.version}: ${formatIssues(parsed.error, 'payload', { under: 'payload' })}`);
-  const header = makeHeader({ type, generation: entry.generation, version: entry.version, messageId: o.messageId, timestamp: o.timestamp, inReplyTo: o.inReplyTo });
+  const header = makeHeader({ type, generation: entry.generation, version: entry.version, messageId: o.messageId, timestamp: o.timestamp, inReplyTo: o.inReplyTo, deployment: o.deployment });
   return { header, body: JSON.stringify({ header, payload: parsed.data }) };
 }
 

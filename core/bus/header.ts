@@ -24,6 +24,8 @@ export const busHeaderSchema = z.object({
   timestamp_real: z.iso.datetime({ offset: true }),
   /** The message this one answers (a response to a request), when it is one. */
   in_reply_to: z.string().regex(messageIdPattern).optional(),
+  /** The deployment that sent it (one Temporal namespace's Mindloop); absent from senders that predate deployments. */
+  deployment: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
 });
 export type BusHeader = z.infer<typeof busHeaderSchema>;
 
@@ -39,12 +41,13 @@ export function versionInfo(version: string): { generation: number; stage: 'stab
 }
 
 /** The header of a new message; the caller brings the id and the clock (core has neither). */
-export function makeHeader(o: { type: string; generation: number; version: string; messageId: string; timestamp: Date | string; inReplyTo?: string }): BusHeader {
+export function makeHeader(o: { type: string; generation: number; version: string; messageId: string; timestamp: Date | string; inReplyTo?: string; deployment?: string }): BusHeader {
   return {
     schema: { generation: o.generation, version: o.version },
     message_type: o.type,
     message_id: o.messageId,
     timestamp_real: typeof o.timestamp === 'string' ? o.timestamp : o.timestamp.toISOString(),
     ...(o.inReplyTo ? { in_reply_to: o.inReplyTo } : {}),
+    ...(o.deployment ? { deployment: o.deployment } : {}),
   };
 }

@@ -1,6 +1,8 @@
 /**
- * The bus's subjects: every one lives under a root (default `mindloop`, MINDLOOP_BUS_ROOT), in
- * one of five namespaces, and each namespace has a `staging.` mirror for schemas still being
+ * The bus's subjects: every one lives under a deployment's root, `<bus root>.<deployment>` (the
+ * bus root is `mindloop` by default, MINDLOOP_BUS_ROOT; the deployment is one Temporal
+ * namespace's Mindloop, `deploymentIdOf`), so deployments sharing a NATS never hear each other.
+ * Under it, one of five namespaces, and each namespace has a `staging.` mirror for schemas still being
  * tried out:
  *
  *   <root>.low.agent.<id>                      an agent's tick heartbeat
@@ -143,6 +145,31 @@ export interface SubjectPlace {
   stage: BusStage;
   namespace: BusNamespace;
   rest: string[];
+}
+
+/** A deployment id: one literal subject token. */
+export const deploymentIdSchema = z
+  .string()
+  .regex(tokenPattern, 'letters, digits, "-" and "_", 1 to 64 characters')
+  // Why: `<root>.<namespace>` subjects of a root without deployments must never be a deployment's.
+  .refine((t) => t !== 'staging' && !(busNamespaces as readonly string[]).includes(t), 'may not be a bus namespace (low, high, command, meta, dev) or "staging"');
+
+/**
+ * The id of the deployment that serves Temporal namespace `namespace`, whose id (a UUID the
+ * cluster drew when it created the namespace) is `namespaceId`: the name, as a token, and 12 hex
+ * digits of the id. Two clusters' `default` namespaces differ; one namespace keeps its id across
+ * restarts of its cluster, so commands waiting on the bus for it are still its own.
+ */
+export function deploymentIdOf(namespace: string, namespaceId: string): string {
+  const hex = namespaceId.toLowerCase().replace(/[^0-9a-f]/g, '');
+  if (hex.length < 12) throw new SubjectTokenError(`namespace id ${JSON.stringify(namespaceId)} has fewer than 12 hex digits`);
+  const name = namespace.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 40) || 'ns';
+  return `${name}-${hex.slice(0, 12)}`;
+}
+
+/** The root a deployment's subjects live under: `<root>.<deployment>`. */
+export function deploymentRoot(root: string, deployment: string): string {
+  return `${root}.${assertToken(deployment, 'deployment')}`;
 }
 
 /** The place of `subject` under `root`, or null when it is not a bus subject of that root. */

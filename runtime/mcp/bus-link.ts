@@ -4,6 +4,7 @@
  * to get one, and keeps trying to connect in the background; once connected, the NATS client
  * rides out later outages by itself (it reconnects and keeps its subscriptions).
  */
+import { deploymentRoot } from '../../core/bus/subjects.js';
 import { BusUnavailableError, busInstallHint, connectBus, type Bus, type ConnectBusOptions } from '../bus.js';
 
 /** Where the bridge gets its bus from. */
@@ -54,20 +55,22 @@ export function fixedBusSource(bus: Bus): BusSource {
   };
 }
 
-/** No bus on purpose (NATS_URL=off): every bus tool says so. */
-export function offBusSource(root: string): BusSource {
-  const why = 'the bus is off (NATS_URL=off or --nats off)';
+/** No bus on purpose (NATS_URL=off), or for `why`: every bus tool says so. */
+export function offBusSource(root: string, reason?: string): BusSource {
+  const why = reason ?? 'the bus is off (NATS_URL=off or --nats off)';
   return {
     root,
     require() {
-      throw new BusUnavailableError(`${why}. To get one: ${busInstallHint}`);
+      throw new BusUnavailableError(reason ?? `${why}. To get one: ${busInstallHint}`);
     },
     state: () => ({ connected: false, server: null, error: why }),
   };
 }
 
-export interface BusLinkOptions extends Omit<ConnectBusOptions, 'root' | 'reconnectForever'> {
+export interface BusLinkOptions extends Omit<ConnectBusOptions, 'root' | 'reconnectForever' | 'deployment'> {
+  /** The bus root; with `deployment`, the link speaks under `<root>.<deployment>`. */
   root: string;
+  deployment?: string;
   /** First wait between connection attempts while no bus answers (doubles up to `maxRetryMs`); default 1 s. */
   retryMs?: number;
   /** Default 10 s. */
@@ -84,7 +87,7 @@ export class BusLink implements BusSource {
   private timer: NodeJS.Timeout | undefined;
 
   private constructor(private readonly o: BusLinkOptions) {
-    this.root = o.root;
+    this.root = o.deployment === undefined ? o.root : deploymentRoot(o.root, o.deployment);
     this.lastError = `not connected yet to ${o.url}`;
   }
 

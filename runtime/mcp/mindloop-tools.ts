@@ -16,9 +16,9 @@ import { forkIdSchema } from '../../core/fork.js';
 import { agentIdSchema } from '../../core/ids.js';
 import type { Db } from '../../db/client.js';
 import type { Bus } from '../bus.js';
-import { ensureCommandStream, sendCommand, temporalCommandTarget } from '../bus-commands.js';
+import { CommandRefusedError, ensureCommandStream, sendCommand, temporalCommandTarget } from '../bus-commands.js';
 import { listAgents, recentReplies } from '../../db/queries/operator.js';
-import { agentLoopStatus, answerEscalation, answerForkGate, escalationIdSchema } from '../operator.js';
+import { agentLoopStatus, answerEscalation, answerForkGate, escalationIdSchema, whyNotRunning } from '../operator.js';
 import type { BusSource } from './bus-link.js';
 import { guarded } from './tools.js';
 
@@ -128,8 +128,12 @@ async function noteViaBus(c: MindloopToolContext, agentId: string, payload: Note
   } catch (err) {
     return { unavailable: (err as Error).message };
   }
-  const send = () => sendCommand(bus, agentId, 'note', payload, messageId ? { messageId } : {});
+  // The deployment's Temporal says first whether the agent's loop runs: a note it would never
+  // take is refused to the client now, and nothing is stored.
+  const check = c.temporal ? async (id: string) => whyNotRunning(await needTemporal(c), id) : undefined;
+  const send = () => sendCommand(bus, agentId, 'note', payload, { ...(messageId ? { messageId } : {}), ...(check ? { check } : {}) });
   const r = await send().catch(async (err: unknown) => {
+    if (err instanceof CommandRefusedError) throw err;
     // The stream may have been removed since it was checked: make sure of it again, once.
     commandStreams.delete(bus);
     await commandStreamOf(bus).catch(() => {

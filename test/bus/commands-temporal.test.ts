@@ -17,6 +17,7 @@ import type { createActivities } from '../../activities/index.js';
 import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
 import { ensureCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../../runtime/bus-commands.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { resolveDeployment } from '../../runtime/deployment.js';
 import { startWorkerBus } from '../../workers/bus.js';
 import { testEnv } from '../helpers/env.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
@@ -153,6 +154,7 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
   it('a worker with NATS_URL takes commands, answers echo and sends heartbeats and events; stopped, it does none of these', async () => {
     const f = fakes();
     const worker = await Worker.create({ connection, taskQueue: 'bus-worker', workflowBundle: bundle, activities: f.activities });
+    const bus0 = bus;
     await worker.runUntil(async () => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'bus-worker',
@@ -160,12 +162,19 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
         args: [{ agentId: 'wb', maxTicks: 10_000, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } } }],
       });
       const lines: string[] = [];
-      const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.root });
+      const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus0.root });
       const started = await startWorkerBus(env, { address: server.address, namespace: 'default', connection: { address: server.address } }, (l) => lines.push(l));
       if ('off' in started) throw new Error(`no bus: ${started.off}`);
       const wb = started;
+      // The worker speaks for the deployment its Temporal namespace names, under <root>.<deployment>.
+      const deployment = await resolveDeployment(env, async () => client);
+      expect(deployment.id).toMatch(/^default-[0-9a-f]{12}$/);
+      const bus = await testBus(bus0.root, { deployment: deployment.id });
       try {
-        expect(wb.summary).toBe(`${testNatsUrl} (NATS_URL), root ${bus.root}: heartbeats and agent events, echo agent, agent commands`);
+        expect(wb.summary).toBe(`${testNatsUrl} (NATS_URL), deployment ${deployment.id} (Temporal namespace default), subjects ${bus.root}.*: heartbeats and agent events, echo agent, agent commands`);
+        // Outside the deployment's subjects nobody answers.
+        const outside = await bus0.request(bus0.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
+        expect(outside).toBeInstanceOf(BusRequestError);
         await sendCommand(bus, 'wb', 'note', { text: 'via the worker' });
         await until(() => f.notes.length === 1, 'the note', 30_000);
         const echo = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'worker?' }, { expect: 'EchoResponse' });
@@ -181,12 +190,14 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
         expect(events[0]!.header.message_type).toBe('AgentVerdict');
         sub.unsubscribe();
         eventSub.unsubscribe();
+        await wb.stop();
+        const gone = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
+        expect(gone).toBeInstanceOf(BusRequestError);
       } finally {
         await wb.stop();
         await h.terminate('test over');
+        await cleanupBus(bus);
       }
-      const gone = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
-      expect(gone).toBeInstanceOf(BusRequestError);
       expect(lines).toEqual([]);
     });
   });

@@ -16,7 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { commandStreamName } from '../../core/bus/subjects.js';
 import { makeHeader } from '../../core/bus/header.js';
 import type { Bus } from '../../runtime/bus.js';
-import { ensureCommandStream, sendCommand, startCommandConsumer, type AgentCommandMessage, type CommandOutcome, type CommandTarget } from '../../runtime/bus-commands.js';
+import { CommandRefusedError, ensureCommandStream, sendCommand, startCommandConsumer, type AgentCommandMessage, type CommandOutcome, type CommandTarget } from '../../runtime/bus-commands.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 
 /** A target that applies each message id once, like Temporal; `decide` may refuse or defer. */
@@ -157,5 +157,41 @@ describe('commands reach their target durably, exactly once per message id', () 
     expect(fake.applied.map((c) => c.messageId).sort()).toEqual([...ids].sort());
     expect(fake.deliveries.get(ids[2]!)).toBe(2);
     expect(await waitingInStream(second)).toBe(0);
+  });
+});
+
+describe('deployments: whose commands a consumer takes, and a sender told before anything is stored', () => {
+  it("a command from another deployment is terminated unless the consumer names that deployment a peer; its own and a peer's are applied", async () => {
+    const root = testRoot('cmd_deployments');
+    const [prod, staging, lab] = await Promise.all([testBus(root, { deployment: 'prod' }), testBus(root, { deployment: 'staging' }), testBus(root, { deployment: 'lab' })]);
+    buses.push(prod, staging, lab);
+    expect(prod.root).toBe(`${root}.prod`);
+    await ensureCommandStream(prod);
+    // Staging and the lab put commands on prod's subjects; each carries its sender.
+    const fromStaging = await sendCommand(staging.toDeployment('prod'), 'a1', 'note', { text: 'from staging' });
+    const fromLab = await sendCommand(lab.toDeployment('prod'), 'a1', 'note', { text: 'from the lab' });
+    const own = await sendCommand(prod, 'a1', 'note', { text: 'from prod' });
+    const fake = fakeTarget();
+    const lines: string[] = [];
+    const consumer = await startCommandConsumer(prod, fake.target, { peers: ['lab'], log: (l) => lines.push(l) });
+    await until(() => consumer.stats.accepted + consumer.stats.rejected === 3, 'three handled');
+    await consumer.stop();
+    expect(fake.applied.map((c) => [c.messageId, c.header.deployment])).toEqual([
+      [fromLab.messageId, 'lab'],
+      [own.messageId, 'prod'],
+    ]);
+    expect(lines).toEqual([`bus: command note ${fromStaging.messageId} for agent a1 terminated: sent by deployment staging, whose commands deployment prod does not take (MINDLOOP_BUS_PEERS)`]);
+    expect(await waitingInStream(prod)).toBe(0);
+  });
+
+  it('a check that refuses: CommandRefusedError with the reason, and nothing stored', async () => {
+    const bus = await busFor('cmd_check');
+    await ensureCommandStream(bus);
+    const err = await sendCommand(bus, 'ghost', 'note', { text: 'hello?' }, { check: async (id) => (id === 'ghost' ? 'no loop for agent ghost' : null) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CommandRefusedError);
+    expect((err as Error).message).toBe('no loop for agent ghost (nothing was sent)');
+    expect(await waitingInStream(bus)).toBe(0);
+    const ok = await sendCommand(bus, 'alive', 'note', { text: 'hello' }, { check: async (id) => (id === 'ghost' ? 'no loop for agent ghost' : null) });
+    expect(ok.seq).toBe(1);
   });
 });

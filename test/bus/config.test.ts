@@ -47,8 +47,13 @@ describe('bus configuration', () => {
     expect(await checkBus(testEnv({ NATS_URL: 'off' }))).toEqual({ name: 'bus', status: 'ok', detail: 'off (NATS_URL=off): workers run without the bus' });
     const missing = await checkBus(testEnv({ NATS_URL: dead }));
     expect(missing).toMatchObject({ name: 'bus', status: 'warn', detail: expect.stringContaining(`no NATS answers at ${dead} (NATS_URL); the bus is optional`), fix: expect.stringContaining('apt-get install -y nats-server && (nats-server -js') });
-    const up = await checkBus(testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: `mindloop_test_${process.pid}_doctor` }));
+    // No Temporal to say which deployment this is, and none named: the doctor says so.
+    const unknown = await checkBus(testEnv({ NATS_URL: testNatsUrl, TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}` }));
+    expect(unknown).toMatchObject({ name: 'bus', status: 'warn', detail: expect.stringContaining('; cannot tell which deployment this is: cannot reach Temporal'), fix: 'start Temporal (`npm start`), or set MINDLOOP_DEPLOYMENT' });
+    const up = await checkBus(testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: `mindloop_test_${process.pid}_doctor`, MINDLOOP_DEPLOYMENT: 'staging-eu' }));
     expect(up).toMatchObject({ name: 'bus', status: 'ok' });
-    expect(up.detail).toMatch(new RegExp(`^NATS \\d+\\.\\d+\\.\\d+ with JetStream at ${testNatsUrl}, root mindloop_test_${process.pid}_doctor; MINDLOOP_TEST_${process.pid}_DOCTOR_COMMANDS not created yet \\(the first worker on the bus creates it\\)`));
+    expect(up.detail).toMatch(
+      new RegExp(`^NATS \\d+\\.\\d+\\.\\d+ with JetStream at ${testNatsUrl}, deployment staging-eu, subjects mindloop_test_${process.pid}_doctor\\.staging-eu\\.\\*; MINDLOOP_TEST_${process.pid}_DOCTOR_STAGING-EU_COMMANDS not created yet \\(the first worker on the bus creates it\\)`),
+    );
   });
 });

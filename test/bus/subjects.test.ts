@@ -12,6 +12,9 @@ import {
   busRootSchema,
   busSubjects,
   commandStreamName,
+  deploymentIdOf,
+  deploymentIdSchema,
+  deploymentRoot,
   escapeToken,
   isLiteralToken,
   parseAgentCommandSubject,
@@ -100,6 +103,26 @@ describe('subject tokens', () => {
         expect(s.agentCommand(id, 'note').split('.')).toHaveLength(5);
       }),
     );
+  });
+});
+
+describe('deployments', () => {
+  it("a deployment's id comes from its Temporal namespace: the name as a token and 12 hex digits of its id", () => {
+    expect(deploymentIdOf('default', '3F2A9C1B-77D0-4E2B-9A41-0C5D6E7F8091')).toBe('default-3f2a9c1b77d0');
+    expect(deploymentIdOf('acme.prod/eu', '3f2a9c1b-77d0-4e2b-9a41-0c5d6e7f8091')).toBe('acme_prod_eu-3f2a9c1b77d0');
+    expect(() => deploymentIdOf('default', 'abc')).toThrow(SubjectTokenError);
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 300 }), fc.uuid(), (ns, id) => {
+        expect(deploymentIdSchema.safeParse(deploymentIdOf(ns, id)).success).toBe(true);
+      }),
+    );
+  });
+
+  it("a deployment's subjects live under <root>.<deployment>; a deployment named like a namespace is refused", () => {
+    expect(busSubjects(deploymentRoot('mindloop', 'prod')).heartbeat('demo')).toBe('mindloop.prod.low.agent.demo');
+    expect(commandStreamName(deploymentRoot('mindloop', 'default-3f2a9c1b77d0'))).toBe('MINDLOOP_DEFAULT-3F2A9C1B77D0_COMMANDS');
+    for (const bad of ['low', 'command', 'staging', 'a.b', '*', '']) expect(deploymentIdSchema.safeParse(bad).success).toBe(false);
+    expect(() => deploymentRoot('mindloop', 'a.b')).toThrow(SubjectTokenError);
   });
 });
 

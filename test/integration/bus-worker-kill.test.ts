@@ -25,7 +25,8 @@ beforeAll(async () => {
   ks = await startKillableStack('bus-kill');
   ({ client } = ks);
   handle = createDb(ks.dbUrl);
-  bus = await testBus(testRoot('kill'));
+  // The worker and this test speak for one deployment, named here (no Temporal namespace needed).
+  bus = await testBus(testRoot('kill'), { deployment: 'kill' });
 }, 180_000);
 afterAll(async () => {
   await cleanupBus(bus);
@@ -33,7 +34,7 @@ afterAll(async () => {
   await ks?.stop();
 });
 
-const onBus = () => ks.spawnWorker({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.root });
+const onBus = () => ks.spawnWorker({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.busRoot, MINDLOOP_DEPLOYMENT: 'kill' });
 
 describe('bus commands survive a worker kill', () => {
   it('30 notes, the worker SIGKILLed after 10 and restarted after 20: each stored once', async () => {

@@ -16,20 +16,23 @@ import { bridgeToolNames, call, httpClient, mindloopBin, ok, refused, stdioClien
 import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
 import { repoRoot, run, start } from '../helpers/spawn.js';
 
-const root = testRoot('mcp_stdio');
+const base = testRoot('mcp_stdio');
+// The bridge speaks for a named deployment (its Temporal is dead on purpose): subjects under `<base>.stdio`.
+const deployment = 'stdio';
+const root = `${base}.${deployment}`;
 let observer: Bus;
 let db: MigratedDatabase;
 let deadTemporal: string;
 let childEnv: Record<string, string>;
 
 beforeAll(async () => {
-  [observer, db] = await Promise.all([testBus(root), migratedDatabase('mindloop_mcp_stdio')]);
+  [observer, db] = await Promise.all([testBus(base, { deployment }), migratedDatabase('mindloop_mcp_stdio')]);
   await db.db.insert(agents).values([
     { id: 'scout', name: 'Scout' },
     { id: 'ranger.2', name: 'Ranger two', lastTick: 7 },
   ]);
   deadTemporal = `127.0.0.1:${await freePort()}`;
-  childEnv = { NATS_URL: testNatsUrl, DATABASE_URL: db.url, TEMPORAL_ADDRESS: deadTemporal };
+  childEnv = { NATS_URL: testNatsUrl, DATABASE_URL: db.url, TEMPORAL_ADDRESS: deadTemporal, MINDLOOP_DEPLOYMENT: deployment };
 });
 afterAll(async () => {
   await cleanupBus(observer);
@@ -46,7 +49,7 @@ async function watch(subject: string): Promise<{ got: BusMessage[]; stop: () => 
 describe('mindloop mcp over stdio (the SDK client)', () => {
   it('serves every tool: publish, request, subscribe/heartbeat with --buffer, unsubscribe, list_agents; stdout stays MCP', async () => {
     const echo = startEchoAgent(observer);
-    const c = await stdioClient(['--root', root, '--buffer', '5'], childEnv);
+    const c = await stdioClient(['--root', base, '--buffer', '5'], childEnv);
     try {
       expect((await c.client.listTools()).tools.map((t) => t.name).sort()).toEqual(bridgeToolNames);
 
@@ -90,7 +93,7 @@ describe('mindloop mcp over stdio (the SDK client)', () => {
   });
 
   it('writes nothing but JSON-RPC to stdout (logs go to stderr) and exits when stdin closes', async () => {
-    const proc = spawn(process.execPath, [mindloopBin, 'mcp', '--root', root], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...childEnv }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [mindloopBin, 'mcp', '--root', base], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...childEnv }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -132,7 +135,7 @@ describe('the inspector CLI drives the stdio server', () => {
   /** Run the inspector on `mindloop mcp`; it looks for its own package.json from its working directory, so it runs in its build folder. */
   const inspect = (args: string[]) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const p = spawn(process.execPath, [join(inspectorDir, 'index.js'), process.execPath, ...args, '--', mindloopBin, 'mcp', '--root', root], {
+      const p = spawn(process.execPath, [join(inspectorDir, 'index.js'), process.execPath, ...args, '--', mindloopBin, 'mcp', '--root', base], {
         cwd: inspectorDir,
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...childEnv },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -178,7 +181,7 @@ describe('mindloop mcp without a bus', () => {
   it('starts anyway: bus tools say how to get a bus, Mindloop tools work, and it connects once a NATS server answers', async () => {
     const port = await freePort();
     const url = `nats://127.0.0.1:${port}`;
-    const c = await stdioClient(['--root', root, '--nats', url], childEnv);
+    const c = await stdioClient(['--root', base, '--nats', url], childEnv);
     try {
       const why = refused(await call(c.client, 'heartbeat'));
       expect(why).toMatch(new RegExp(`no bus: cannot reach the bus \\(NATS\\) at ${url}`));
@@ -213,6 +216,22 @@ describe('mindloop mcp without a bus', () => {
   });
 });
 
+describe('mindloop mcp without a deployment', () => {
+  it('no Temporal to name the deployment and no MINDLOOP_DEPLOYMENT: bus tools say why, on no deployment’s subjects, and Mindloop tools on the database work', async () => {
+    const { MINDLOOP_DEPLOYMENT: _named, ...unnamed } = childEnv;
+    const c = await stdioClient(['--root', base], unnamed);
+    try {
+      const why = refused(await call(c.client, 'heartbeat'));
+      expect(why).toMatch(/^cannot tell which deployment this is: cannot reach Temporal at 127\.0\.0\.1:\d+ .*\(or set MINDLOOP_DEPLOYMENT/);
+      expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'EchoRequest', payload: { ping: 'x' } }))).toMatch(/cannot tell which deployment this is/);
+      expect(ok(await call(c.client, 'list_agents')).count).toBe(2);
+      expect(c.stderr()).toContain('mindloop mcp: serving without the bus: cannot tell which deployment this is');
+    } finally {
+      await c.close();
+    }
+  });
+});
+
 describe('mindloop mcp: bad flags and --http', () => {
   const mcp = (...args: string[]) => run(process.execPath, [mindloopBin, 'mcp', ...args], childEnv, 30_000);
 
@@ -238,7 +257,7 @@ describe('mindloop mcp: bad flags and --http', () => {
 
   it('--http on 0.0.0.0 with a token: the URL on stderr, 401 without the token, tools with it; SIGTERM stops it', async () => {
     const token = 'cli-token-0123456789abcdef';
-    const child = start(process.execPath, [mindloopBin, 'mcp', '--http', '0', '--host', '0.0.0.0', '--token', token, '--root', root], childEnv);
+    const child = start(process.execPath, [mindloopBin, 'mcp', '--http', '0', '--host', '0.0.0.0', '--token', token, '--root', base], childEnv);
     try {
       await until(() => /streamable HTTP at http:\/\/0\.0\.0\.0:\d+\/mcp/.test(child.output().stderr), 'the URL', 30_000);
       const url = /streamable HTTP at (http:\/\/\S+\/mcp)/.exec(child.output().stderr)![1]!.replace('0.0.0.0', '127.0.0.1');
@@ -259,7 +278,7 @@ describe('mindloop mcp: bad flags and --http', () => {
 
   it('MINDLOOP_MCP_TOKEN stands in for --token', async () => {
     const token = 'env-token-0123456789abcdef';
-    const child = start(process.execPath, [mindloopBin, 'mcp', '--http', '0', '--host', '0.0.0.0', '--root', root], { ...childEnv, MINDLOOP_MCP_TOKEN: token });
+    const child = start(process.execPath, [mindloopBin, 'mcp', '--http', '0', '--host', '0.0.0.0', '--root', base], { ...childEnv, MINDLOOP_MCP_TOKEN: token });
     try {
       await until(() => /streamable HTTP at http:\/\/\S+ \(bearer token required\)/.test(child.output().stderr), 'the URL', 30_000);
       const url = /streamable HTTP at (http:\/\/\S+\/mcp)/.exec(child.output().stderr)![1]!.replace('0.0.0.0', '127.0.0.1');
