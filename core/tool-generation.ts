@@ -105,8 +105,3 @@ export function toolResultNote(capability: string, r: ToolGenerationResult): str
   if (r.ok) return `Tool ${r.tool.name} (#${r.tool.id}, v${r.tool.version}) is ready for ${capability}: ${r.tool.description} You can retry what you needed it for.`;
   return `No tool for ${capability}: ${r.reason} — ${r.message.slice(0, 1500)}`;
 }
-
-/** `text.word_frequencies` → `text_word_frequencies` (workflow ids, fallback names). */
-export function capabilitySlug(capability: string): string {
-  return capability.replace(/[^a-z0-9_]/g, '_').slice(0, 48);
-}

@@ -98,11 +98,6 @@ export { typeMatches } from './ethics.js';
 /** A policy as the gate reads it (see core/ethics.ts for the rule language). */
 export type EthicsRule = EthicsPolicy;
 
-/** The first blocking policy that forbids this command type (rules over args need `ethicsViolation`). */
-export function ethicsBlock(type: string, rules: readonly EthicsRule[]): EthicsRule | null {
-  return ethicsViolation({ type }, rules.map((r) => ({ ...r, rules: [] })))?.policy ?? null;
-}
-
 export interface CommandGate {
   allowed: string[];
   /** cmd_id → why it may not run. */

@@ -16,7 +16,7 @@
  * unique, so a reservation is closed once whoever closes it (the operation, its retry, the sweep).
  */
 import { randomUUID } from 'node:crypto';
-import { and, desc, eq, getTableColumns, gte, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gte, inArray, lt, sql } from 'drizzle-orm';
 import {
   available,
   budgetIds,
@@ -689,11 +689,6 @@ export async function budgetReport(db: Db, budgetId: string, opts: { at?: number
   const hoursToExhaustion = state.balance === null || net <= 0 ? null : Math.round((state.balance / net) * 100) / 100;
   const recent = await db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(desc(lifeforceLedger.id)).limit(opts.entries ?? 10);
   return { budget: { ...row, ...columnsOf(state) }, available: available(state), burnPerHour, hoursToExhaustion, recent };
-}
-
-/** Budgets of an agent that are exhausted now (a refused reservation not yet followed by one that passed). */
-export async function exhaustedBudgets(db: Db, agentId: string): Promise<LifeforceBudget[]> {
-  return db.select().from(lifeforceBudgets).where(and(eq(lifeforceBudgets.agentId, agentId), isNull(lifeforceBudgets.closedAt), sql`${lifeforceBudgets.exhaustedAt} is not null`));
 }
 
 /** An agent's next think as the database knows it: the basis of `thinkReservation`, and where its numbers come from. */
