@@ -115,7 +115,11 @@ function handOver(bin, args) {
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + 1 : 1)));
 }
 
-const [command = 'start', ...rest] = process.argv.slice(2);
+const [command = 'start', ...args] = process.argv.slice(2);
+// `npm test -- --unit`: the fast lane, vitest's `unit` project (vitest.config.ts). Those tests
+// need no server, no Docker and nothing from .tools/, so set-up is only the node packages.
+const unitLane = command === 'test' && args.includes('--unit');
+const rest = unitLane ? ['--project', 'unit', ...args.filter((a) => a !== '--unit')] : args;
 const plans = {
   setup: null,
   start: ['tsx', ['workers/dev.ts', ...rest]],
@@ -128,20 +132,23 @@ if (!(command in plans)) {
   process.exit(2);
 }
 try {
-  // First, so what it cannot do by itself is said before anything runs; dockerd (when it has to
-  // be started) comes up while npm installs.
-  const waitForEngine = await applySystemPlan(await systemPlan(command));
-  ensureNodeDeps();
-  await ensureCliBuild();
-  ensureTools();
-  waitForEngine();
-  if (command !== 'bench') ensureSandboxImage();
+  if (unitLane) ensureNodeDeps();
+  else {
+    // First, so what it cannot do by itself is said before anything runs; dockerd (when it has to
+    // be started) comes up while npm installs.
+    const waitForEngine = await applySystemPlan(await systemPlan(command));
+    ensureNodeDeps();
+    await ensureCliBuild();
+    ensureTools();
+    waitForEngine();
+    if (command !== 'bench') ensureSandboxImage();
+  }
 } catch (err) {
   say(`set-up failed: ${err.message}`);
   process.exit(1);
 }
-// A whole-suite run also typechecks and lints; `npm test -- <file>` runs just vitest.
-if (command === 'test' && rest.length === 0) {
+// A whole-suite run also typechecks and lints; `npm test -- <file>` and `--unit` run just vitest.
+if (command === 'test' && args.length === 0) {
   try {
     say('typecheck (tsc --noEmit)…');
     run(join(root, 'node_modules', '.bin', 'tsc'), ['--noEmit']);
