@@ -10,6 +10,7 @@
  * it twice; it is a feed, not a ledger.
  */
 import { agentShard } from '../core/learnings.js';
+import { isPlainObject } from '../core/values.js';
 import type { ThinkInput } from './tick/think.js';
 
 /** A tick's beat: what a finished `think` tells the sink. */
@@ -121,7 +122,7 @@ export function tellLearning(
   l: { shardType: string; predicate: string; args: unknown; confidence: number; reinforced: boolean },
 ): void {
   if (!events || !agentId) return;
-  const args = l.args !== null && typeof l.args === 'object' && !Array.isArray(l.args) ? (l.args as Record<string, unknown>) : {};
+  const args = isPlainObject(l.args) ? l.args : {};
   events.event(agentId, 'learning', { shardType: l.shardType, predicate: l.predicate, args, confidence: l.confidence, reinforced: l.reinforced });
 }
 

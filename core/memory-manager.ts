@@ -4,6 +4,7 @@
  * one retention score, then an LRU cap. Pure: the activity loads rows, applies the decisions
  * (archive, restorable) and logs each one in `process_log`.
  */
+import { clamp01 } from './values.js';
 
 export interface MemoryPolicy {
   /** Archive below this retention (0–1; `novelty_threshold`). */
@@ -68,8 +69,4 @@ export function planMemory(entries: readonly MemoryEntry[], goalTags: readonly s
   live.sort((a, b) => b.lastUsed - a.lastUsed || b.r - a.r || b.id - a.id);
   live.forEach((e, i) => decisions.set(e.id, { id: e.id, action: i < room ? 'keep' : 'archive', reason: i < room ? 'retained' : 'lru', retention: e.r }));
   return entries.map((e) => decisions.get(e.id)!);
-}
-
-function clamp01(x: number): number {
-  return Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0;
 }

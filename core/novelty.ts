@@ -4,6 +4,7 @@
  * with the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer
  * yields an error string and the lexical score alone.
  */
+import { clamp01 } from './values.js';
 import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 
@@ -138,9 +139,6 @@ export function parseNoveltyAnswer(text: string): NoveltyAnswer {
   };
 }
 
-function clamp01(x: number): number {
-  return Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0;
-}
 function clampScore(x: number): number {
   return Number.isFinite(x) ? Math.round(Math.min(100, Math.max(0, x))) : 0;
 }

@@ -8,6 +8,7 @@ import type { CommandRejection, ParsedCommand, ParsedReply } from './loop-types.
 import { capRejections } from './payload-caps.js';
 import { sanitizeJsonObject, sanitizeText } from './sanitize.js';
 import { parseStrictJson } from './strict-json.js';
+import { isPlainObject } from './values.js';
 
 export const COMMANDS_START = '<<<COMMANDS';
 export const COMMANDS_END = 'COMMANDS>>>';
@@ -474,10 +475,6 @@ function extractConfidenceLine(st: State, body: string): void {
 }
 
 // --- helpers --------------------------------------------------------------------------------
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function jsonKind(v: unknown): string {
   if (v === null) return 'null';

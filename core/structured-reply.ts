@@ -7,6 +7,7 @@
 import { commandTypes } from './catalogue.js';
 import { renderCommandBlock } from './reply-parser.js';
 import type { ParsedCommand } from './loop-types.js';
+import { isPlainObject } from './values.js';
 
 export const structuredReplySchema = {
   type: 'object',
@@ -49,7 +50,7 @@ export function structuredReplyToText(raw: string): string | null {
           {
             cmdId: typeof o.cmd_id === 'string' && o.cmd_id ? o.cmd_id : `c${i + 1}`,
             type: String(o.type ?? ''),
-            args: o.args && typeof o.args === 'object' && !Array.isArray(o.args) ? (o.args as Record<string, unknown>) : {},
+            args: isPlainObject(o.args) ? o.args : {},
           },
         ];
       })

@@ -24,6 +24,7 @@ import { z } from 'zod';
 import type { SpeechActivities, SpeechBegun } from '../activities/speech.js';
 import type { NoteAudio } from '../db/schema/memory.js';
 import { agentIdSchema } from '../core/ids.js';
+import { clamp01 } from '../core/values.js';
 import { isSpeechInputError, maxSpeakChars, speechInputErrors, speechLanguageSchema, type EngineActivities, type EngineSpeakResult, type EngineTranscribeResult } from '../core/speech/engine.js';
 import type { SpeechQueue, SpeechRoute } from '../core/speech/route.js';
 import { dbActivity, fewAttempts, speechEngineActivity } from './lib/activity-options.js';
@@ -322,8 +323,4 @@ class SpeechJob {
 function refusal(err: unknown): boolean {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof ApplicationFailure && isSpeechInputError(cause.type ?? undefined);
-}
-
-function clamp01(x: number): number {
-  return Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0;
 }

@@ -1,5 +1,6 @@
 /** Conversions shared by the LangChain-backed providers (OpenAI-compatible, Anthropic). */
 import { AIMessage, HumanMessage, SystemMessage, type AIMessageChunk, type BaseMessage } from '@langchain/core/messages';
+import { isPlainObject } from '../../../core/values.js';
 import type { ChatMessage, ChatReply, ChatToolCall, ChatToolDef } from '../types.js';
 
 export function toLangChainMessages(messages: ChatMessage[]): BaseMessage[] {
@@ -19,7 +20,6 @@ export function fromLangChainReply(reply: AIMessageChunk | AIMessage): ChatReply
   };
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * The reply's tool calls as plain data, in the order the model made them: parsed ones with

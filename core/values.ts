@@ -1,0 +1,11 @@
+/** Small pure checks and clamps over plain values, shared by workflows, activities and core. */
+
+/** `x` held to 0…1; anything not finite (NaN, ±Infinity) counts as 0. */
+export function clamp01(x: number): number {
+  return Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0;
+}
+
+/** A JSON-like object: not null, not an array. */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
