@@ -8,6 +8,8 @@ import { modulesFor } from './commands.js';
 const program = new Command('mindloop')
   .description('Mindloop: durable, self-improving LLM agents on Temporal')
   .showHelpAfterError('(run `mindloop --help` for the commands)')
+  // A command prints its answer; the Temporal SDK's own log lines only on asking (MINDLOOP_VERBOSE=1 too).
+  .option('--verbose', "also print the Temporal SDK's log lines (at LOG_LEVEL)")
   .exitOverride();
 
 // Only the module of the command named is loaded (cli/commands.ts): a call answers without

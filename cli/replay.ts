@@ -8,7 +8,8 @@ import type { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { parseEnv } from '../env.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import { withClient } from './client.js';
 
@@ -72,6 +73,17 @@ async function replayParsed(source: string, history: History, bundle: WorkflowBu
   }
 }
 
+/**
+ * The SDK's log for this process: its warnings and errors only, unless `--verbose` (or
+ * MINDLOOP_VERBOSE) asks for it at LOG_LEVEL. A replay runs a Worker, which otherwise prints every
+ * state change it goes through around the one line that is the command's answer.
+ */
+function installSdkLog(verbose: boolean): void {
+  const env = parseEnv();
+  const loud = verbose || (env.success && env.data.MINDLOOP_VERBOSE);
+  Runtime.install({ logger: new DefaultLogger(loud ? (env.success ? env.data.LOG_LEVEL : 'INFO') : 'WARN') });
+}
+
 /** `mindloop replay <workflowId|history.json> [--run-id] [--workflow-id]`. */
 export function registerReplayCommand(program: Command): void {
   program
@@ -80,7 +92,8 @@ export function registerReplayCommand(program: Command): void {
     .argument('<target>', 'workflow id (e.g. agent/demo) or path to a history JSON file')
     .option('--run-id <id>', 'a specific run of the workflow id')
     .option('--workflow-id <id>', "a history file's workflow id, where the file does not carry one (a campaign checks its own)")
-    .action(async (target: string, opts: { runId?: string; workflowId?: string }) => {
+    .action(async (target: string, opts: { runId?: string; workflowId?: string }, command: Command) => {
+      installSdkLog(command.optsWithGlobals<{ verbose?: boolean }>().verbose === true);
       let report: ReplayReport;
       if (target.endsWith('.json') || existsSync(target)) {
         if (!existsSync(target)) throw new Error(`no such file: ${target}`);

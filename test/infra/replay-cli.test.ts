@@ -2,7 +2,8 @@
  * `mindloop replay <workflow-id>` as a user runs it: the real CLI, as a process, against a live
  * Temporal dev server where an agent (scripted model, real Postgres) has ticked a few times and
  * is still running. The fetched history is replayed as it comes from the server; a workflow id
- * that does not exist is a clear error and a non-zero exit.
+ * that does not exist is a clear error and a non-zero exit. The command prints its answer, and the
+ * SDK's log only with --verbose.
  */
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -62,8 +63,10 @@ describe('mindloop replay <workflow-id>', () => {
 
         const r = await replay('agent/echo');
         expect(r.code, r.stderr).toBe(0);
-        const m = /^replay ok: agent\/echo, (\d+) events, deterministic$/m.exec(r.stdout);
+        // The answer is the whole output: the replaying Worker's own log (its state changes) stays out.
+        const m = /^replay ok: agent\/echo, (\d+) events, deterministic\n$/.exec(r.stdout);
         expect(m, r.stdout).not.toBeNull();
+        expect(r.stderr).not.toMatch(/\[(?:INFO|DEBUG|TRACE)\]/);
         // Three ticks are far more than the start events: the whole fetched history was replayed.
         expect(Number(m![1])).toBeGreaterThan(20);
         await h.terminate('test over');
@@ -72,6 +75,14 @@ describe('mindloop replay <workflow-id>', () => {
       await connection.close();
     }
   }, 180_000);
+
+  it('--verbose brings the SDK log back beside the same answer', async () => {
+    const file = 'test/replay/histories/agentLoopWorkflow-agent_loner-01a20f1d.json';
+    const r = await replay('--verbose', file);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^replay ok: test\/replay\/histories\/agentLoopWorkflow-agent_loner-01a20f1d\.json, \d+ events, deterministic\n$/);
+    expect(r.stderr).toMatch(/\[INFO\] Worker state changed/);
+  }, 120_000);
 
   it('a workflow id that does not exist is a clear error with a non-zero exit', async () => {
     const r = await replay('agent/nobody-here');
