@@ -103,7 +103,19 @@ export function rootMessage(err: unknown, max = 300): string {
   return clipText(msg, max);
 }
 
-/** Capped exponential backoff for waiting out an outage: 1 s, 2 s, 4 s … at most `capMs`. */
-export function outageBackoffMs(attempt: number, capMs = 30_000): number {
-  return Math.min(capMs, 1_000 * 2 ** Math.max(0, Math.min(attempt - 1, 16)));
+/**
+ * How long a workflow waits before it tries again what an outage stopped (a dependency away, no
+ * LLM answering, a failing speech engine), `attempt` counting from 1: 2 s × 2^(attempt − 1), at
+ * most 60 s, so 2, 4, 8, 16, 32 s, then 60 s for as long as the outage lasts. Every workflow that
+ * waits out an outage uses this one formula.
+ *
+ * Why: 2 s rides out a blip (a dropped connection, a restarting container) without hammering a
+ * dependency on its way back; doubling keeps a long outage small in history (each wait is one
+ * timer and one more try: about 65 for an hour, not thousands); the 60 s cap bounds how late the
+ * work resumes once the dependency answers again. Replay: a recorded timer is matched by its
+ * sequence number, not its duration, so old histories replay under a changed formula
+ * (test/replay proves it).
+ */
+export function outageBackoffMs(attempt: number): number {
+  return Math.min(60_000, 2_000 * 2 ** Math.min(Math.max(attempt - 1, 0), 5));
 }

@@ -34,6 +34,7 @@ import type { CommandOutcome, LoopEffect } from '../core/loop-types.js';
 import { dbActivity, fewAttempts, llmActivity, localLlmActivity, sandboxActivity, withPriority } from './lib/activity-options.js';
 import { priorityKeyFor } from '../core/priority.js';
 import { failureMessage, isInfraFailure, isLlmUnavailable, rideOut, type Degraded } from './lib/infra.js';
+import { outageBackoffMs } from '../core/failure.js';
 import { parseWorkflowInput } from './lib/input.js';
 import {
   applyConfigValues,
@@ -245,8 +246,6 @@ function commandIdOf(arg: unknown): string | undefined {
   const id = (arg as LoopCommandArg | null | undefined)?.commandId;
   return typeof id === 'string' && id.length > 0 && id.length <= 128 ? id : undefined;
 }
-
-const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt, 5));
 
 /** A reply that fails its tick this many times in a row is treated like a failing LLM (Core Outage). */
 const poisonTicksBeforeOutage = 3;

@@ -32,6 +32,7 @@ import { scenarioKinds, scenarioSlice } from '../core/nerves/scenario.js';
 import { addDecision, addEvents, describeEvent, emptyTally, nerveTallySchema, type DecisionSummary, type NerveTally } from '../core/nerves/tally.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { failureMessage, isLlmUnavailable } from './lib/infra.js';
+import { outageBackoffMs } from '../core/failure.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { lifeforceShortfallOf } from './lib/lifeforce.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
@@ -85,8 +86,6 @@ export interface NerveStatus {
 export const nerveResumeSignal = defineSignal('resume');
 /** Phase, step, state, earned mode, decisions per mode and decider, LF, promotions and demotions. */
 export const nerveStatusQuery = defineQuery<NerveStatus>('status');
-
-const outageBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
 
 /** Run a nerve on its scenario's sensor stream, deciding each observation (see the module comment). */
 export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatus> {

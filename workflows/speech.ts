@@ -29,6 +29,7 @@ import { isSpeechInputError, maxSpeakChars, speechInputErrors, speechLanguageSch
 import type { SpeechQueue, SpeechRoute } from '../core/speech/route.js';
 import { dbActivity, fewAttempts, speechEngineActivity } from './lib/activity-options.js';
 import { failureMessage, rideOut } from './lib/infra.js';
+import { outageBackoffMs } from '../core/failure.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { handlerText, timerText } from './lib/ui-text.js';
@@ -131,8 +132,6 @@ export interface SpeechStatus {
 /** Phase, route, why it waits, lifeforce held and charged, the result or the error. */
 export const speechStatusQuery = defineQuery<SpeechStatus>('status');
 
-const waitBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
-
 /** Hear a WAV into the agent's note, or say a text into a WAV (see the module comment). */
 export async function speechWorkflow(raw: SpeechWorkflowInput): Promise<SpeechResult> {
   const input = parseWorkflowInput('speechWorkflow', speechWorkflowInput, raw);
@@ -230,7 +229,7 @@ class SpeechJob {
         status.phase = 'waiting';
         // A schedule-to-start timeout was the wait itself; a failing engine is given a pause.
         if (!timedOut) {
-          const ms = waitBackoffMs(attempts);
+          const ms = outageBackoffMs(attempts);
           await sleep(ms, { summary: timerText.speechWait(ms, attempts) });
         }
       }

@@ -28,6 +28,7 @@ import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attrib
 import { handlerText, timerText } from './lib/ui-text.js';
 import { taskStopSignal } from './lib/task-signals.js';
 import { failureMessage } from './lib/infra.js';
+import { outageBackoffMs } from '../core/failure.js';
 
 type Activities = ReturnType<typeof createActivities>;
 const db = proxyActivities<Activities>(dbActivity);
@@ -76,7 +77,6 @@ export interface TaskLoopResult {
 }
 
 const maxRestarts = 3;
-const waitBackoffMs = (attempt: number) => Math.min(60_000, 2_000 * 2 ** Math.min(attempt - 1, 5));
 const causeOf = (err: unknown) => (err instanceof ActivityFailure && err.cause ? err.cause : err);
 
 /** No LLM answers, or a dependency is away: not the task's fault, so the tick is tried again later. */
@@ -252,7 +252,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
         if (!isOutage(err)) throw err;
         waiting = { since: waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 500) };
         if (attempt === 1) log.warn('task loop waiting out an outage', { taskId, error: waiting.lastError });
-        const backoffMs = waitBackoffMs(attempt);
+        const backoffMs = outageBackoffMs(attempt);
         if (await condition(() => stop, backoffMs, { summary: timerText.taskOutage(backoffMs, attempt) })) return null;
       }
     }

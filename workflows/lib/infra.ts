@@ -5,9 +5,8 @@
  * and calls it again, for as long as it takes, showing the outage in its queries meanwhile.
  * Errors of the request itself (non-retryable) are not waited out: they go to the caller.
  */
-import { rootMessage } from '../../core/failure.js';
+import { outageBackoffMs, rootMessage } from '../../core/failure.js';
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, log, patched, sleep } from '@temporalio/workflow';
-import { outageBackoffMs } from '../../core/failure.js';
 import { timerText } from './ui-text.js';
 
 /** What a workflow shows while it waits for a dependency (status/progress queries). */
