@@ -50,7 +50,7 @@ import {
   type CarryOver,
   type QueuedNote,
 } from './lib/loop-state.js';
-import { defaultReflexSteps, reflexActivity, runReflexes, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
+import { autoPassVerdict, reflexActivity, runTickReflexes, type ReflexVerdict } from './lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from './lib/search-attributes.js';
 import { budgetSettingsSchema, lifeforceShortfallOf, type LifeforceShortfall } from './lib/lifeforce.js';
 import type { LifeforceNeeds } from '../core/lifeforce.js';
@@ -623,9 +623,11 @@ class AgentLoop {
   private async reflexes(thought: Thought, tick: number): Promise<ReflexVerdict> {
     const { agentId, state, input } = this;
     // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
-    // recorded before it replay through the auto_pass pipeline.
+    // recorded before it replay through the auto_pass verdict.
     if (!(input.reflexes && thought.responseId !== null && patched('reflexes-v1'))) {
-      return runReflexes(defaultReflexSteps, { agentId, tick, responseId: thought.responseId, commands: thought.commands });
+      // A resolved promise, as the empty step list returned before: the same microtask turns, so
+      // the commands of this activation keep their order against a handler running beside it.
+      return Promise.resolve(autoPassVerdict());
     }
     const r = await runTickReflexes(
       (i) => this.guard('reflexes', () => reflexActs.tickReflexes(i)),

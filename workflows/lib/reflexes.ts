@@ -1,22 +1,14 @@
 /**
- * The reflex pipeline the tick calls between Think and Execute (emotions, novelty and anti-stagnation, validation). Each
- * step may call activities (emotion and novelty mini-prompts, validators) and narrows what the
- * tick keeps and does. Until the reflexes land, the pipeline is `auto_pass`: no validators,
- * every parsed command may run.
+ * The reflexes the tick runs between Think and Execute (emotions, novelty and anti-stagnation,
+ * validation), as one activity whose result narrows what the tick keeps and does. Without them
+ * (reflexes off, no stored response, or a history from before reflexes-v1) the verdict is
+ * `auto_pass`: every parsed command may run.
  */
 import type { ActivityOptions } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { ParsedCommand } from '../../core/loop-types.js';
 import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/index.js';
 import { failureMessage } from './infra.js';
 import { sharedValue } from '../../core/shared.js';
-
-export interface ReflexInput {
-  agentId: string;
-  tick: number;
-  responseId: number | null;
-  commands: ParsedCommand[];
-}
 
 export interface ReflexVerdict {
   validationMode: 'auto_pass' | 'self_validation' | 'normal';
@@ -30,17 +22,10 @@ export interface ReflexVerdict {
   notes: string[];
 }
 
-export type ReflexStep = (input: ReflexInput, verdict: ReflexVerdict) => Promise<ReflexVerdict>;
-
-/** Run the steps in order, each refining the verdict of the previous one. */
-export async function runReflexes(steps: readonly ReflexStep[], input: ReflexInput): Promise<ReflexVerdict> {
-  let verdict: ReflexVerdict = { validationMode: 'auto_pass', rating: null, notes: [] };
-  for (const step of steps) verdict = await step(input, verdict);
-  return verdict;
+/** The verdict when no reflex runs: every command may run. */
+export function autoPassVerdict(): ReflexVerdict {
+  return { validationMode: 'auto_pass', rating: null, notes: [] };
 }
-
-/** The pipeline of this release: no reflexes, commands auto-pass. */
-export const defaultReflexSteps: readonly ReflexStep[] = [];
 
 // ---- the reflexes as one activity (emotions, novelty, validators in parallel) ---------------------
 
