@@ -29,7 +29,7 @@ export const peerRelations = ['parent', 'child', 'sibling', 'peer'] as const;
 export const peerStatuses = ['active', 'lost', 'blocked'] as const;
 
 import { agentIdPattern } from '../../core/ids.js';
-import { policyRulesSchema, type PolicyRuleInput } from '../../core/ethics.js';
+import type { PolicyRuleInput } from '../../core/ethics.js';
 
 export { agentIdPattern };
 
@@ -199,8 +199,3 @@ export const insertAgentSchema = createInsertSchema(agents, {
   name: (s) => s.min(1),
   lifeforce: (s) => s.min(0),
 });
-export const insertAgentConfigSchema = createInsertSchema(agentConfig, { key: (s) => s.min(1) });
-export const insertSystemPromptSchema = createInsertSchema(systemPrompts, { content: (s) => s.min(1) });
-export const insertEthicsPolicySchema = createInsertSchema(ethicsPolicies, { rule: (s) => s.min(1), rules: () => policyRulesSchema });
-export const insertAgentPeerSchema = createInsertSchema(agentPeers, { trust: (s) => s.min(0).max(1) });
-export const insertAgentReputationSchema = createInsertSchema(agentReputation);

@@ -4,7 +4,6 @@
  */
 import { sql } from 'drizzle-orm';
 import { check, index, integer, jsonb, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { agentId, agents } from './agents.js';
 import { escalations } from './oversight.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
@@ -203,15 +202,3 @@ export type DiscoveredTool = typeof discoveredTools.$inferSelect;
 export type NewDiscoveredTool = typeof discoveredTools.$inferInsert;
 export type GeneratedToolAudit = typeof generatedToolsAudit.$inferSelect;
 export type NewGeneratedToolAudit = typeof generatedToolsAudit.$inferInsert;
-
-export const insertLearningSchema = createInsertSchema(learnings, {
-  shardType: (s) => s.min(1),
-  factPredicate: (s) => s.min(1),
-  confidence: (s) => s.min(0).max(1),
-});
-export const insertPreferenceCountSchema = createInsertSchema(preferenceCounts, { pattern: (s) => s.min(1) });
-export const insertToolSchema = createInsertSchema(toolRegistry, {
-  name: (s) => s.regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, 'expected a letter, then letters, digits, _ . - (max 64)'),
-});
-export const insertDiscoveredToolSchema = createInsertSchema(discoveredTools);
-export const insertGeneratedToolAuditSchema = createInsertSchema(generatedToolsAudit);

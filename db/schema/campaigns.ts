@@ -3,8 +3,7 @@
  * validated checkpoint. Ids are business keys (the workflow is `campaign/<id>`).
  */
 import { check, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
-import { agentId, agentIdPattern } from './agents.js';
+import { agentId } from './agents.js';
 import { goals } from './goals.js';
 import { bigintRef, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
@@ -84,12 +83,3 @@ export type Campaign = typeof campaigns.$inferSelect;
 export type NewCampaign = typeof campaigns.$inferInsert;
 export type CampaignPhase = typeof campaignPhases.$inferSelect;
 export type NewCampaignPhase = typeof campaignPhases.$inferInsert;
-
-export const insertCampaignSchema = createInsertSchema(campaigns, {
-  id: (s) => s.regex(agentIdPattern, 'expected letters, digits, _ . - (max 64)'),
-  goal: (s) => s.min(1),
-});
-export const insertCampaignPhaseSchema = createInsertSchema(campaignPhases, {
-  ordinal: (s) => s.min(0),
-  name: (s) => s.min(1),
-});

@@ -4,8 +4,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { boolean, check, index, integer, jsonb, pgTable, real, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
-import { agentId, agentIdPattern, agents } from './agents.js';
+import { agentId, agents } from './agents.js';
 import { bigintRef, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 
 export const forkStatuses = [
@@ -147,14 +146,3 @@ export type Fork = typeof forks.$inferSelect;
 export type NewFork = typeof forks.$inferInsert;
 export type Verdict = typeof verdicts.$inferSelect;
 export type NewVerdict = typeof verdicts.$inferInsert;
-
-const sha256Hex = /^[0-9a-f]{64}$/;
-
-export const insertForkSchema = createInsertSchema(forks, {
-  id: (s) => s.regex(agentIdPattern, 'expected letters, digits, _ . - (max 64)'),
-  patchHash: (s) => s.regex(sha256Hex, 'expected a sha256 hex digest'),
-});
-export const insertVerdictSchema = createInsertSchema(verdicts, {
-  confidence: (s) => s.min(0).max(1),
-  patchHash: (s) => s.regex(sha256Hex, 'expected a sha256 hex digest'),
-});

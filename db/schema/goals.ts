@@ -3,7 +3,6 @@
  */
 import { sql } from 'drizzle-orm';
 import { boolean, check, index, integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { agentId } from './agents.js';
 import { bigintRef, oneOf, rowId, tags, timestamps, tstz } from './_columns.js';
 
@@ -98,7 +97,3 @@ export type GoalLink = typeof goalLinks.$inferSelect;
 export type NewGoalLink = typeof goalLinks.$inferInsert;
 export type Task = typeof tasks.$inferSelect;
 export type NewTask = typeof tasks.$inferInsert;
-
-export const insertGoalSchema = createInsertSchema(goals, { title: (s) => s.min(1) });
-export const insertGoalLinkSchema = createInsertSchema(goalLinks);
-export const insertTaskSchema = createInsertSchema(tasks, { title: (s) => s.min(1) });

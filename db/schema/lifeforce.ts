@@ -7,7 +7,6 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigint, check, index, integer, jsonb, numeric, pgTable, text, type AnyPgColumn } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { budgetScopes, exhaustedPolicies } from '../../core/lifeforce.js';
 import { agentId } from './agents.js';
 import { createdAt, oneOf, rowId, timestamps, tstz } from './_columns.js';
@@ -103,8 +102,3 @@ export const lifeforceLedger = pgTable(
 
 export type LifeforceLedgerEntry = typeof lifeforceLedger.$inferSelect;
 export type NewLifeforceLedgerEntry = typeof lifeforceLedger.$inferInsert;
-
-export const insertLifeforceLedgerSchema = createInsertSchema(lifeforceLedger, {
-  idempotencyKey: (s) => s.min(1),
-  amount: (s) => s.min(0),
-});

@@ -4,7 +4,6 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { agentId } from './agents.js';
 import type { StoredPromptMessage } from '../../core/tick-prompt.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
@@ -130,18 +129,3 @@ export type LlmRegistryEntry = typeof llmRegistry.$inferSelect;
 export type NewLlmRegistryEntry = typeof llmRegistry.$inferInsert;
 export type LlmCall = typeof llmCalls.$inferSelect;
 export type NewLlmCall = typeof llmCalls.$inferInsert;
-
-export const insertLlmRegistrySchema = createInsertSchema(llmRegistry, {
-  name: (s) => s.min(1),
-  model: (s) => s.min(1),
-  baseUrl: (s) => s.url(),
-  // An env var name, never a secret: reject anything that does not look like one.
-  apiKeyEnv: (s) => s.regex(/^[A-Z_][A-Z0-9_]*$/, 'expected the name of an environment variable'),
-  trust: (s) => s.min(0),
-});
-export const insertLlmCallSchema = createInsertSchema(llmCalls, {
-  idempotencyKey: (s) => s.min(1),
-  promptTokens: (s) => s.min(0),
-  completionTokens: (s) => s.min(0),
-  costUsd: (s) => s.min(0),
-});

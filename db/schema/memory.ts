@@ -5,7 +5,6 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, index, integer, jsonb, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { agentId } from './agents.js';
 import { tasks } from './goals.js';
 import { llmRegistry } from './llm.js';
@@ -320,23 +319,3 @@ export type Note = typeof notes.$inferSelect;
 export type NewNote = typeof notes.$inferInsert;
 export type UnverifiedFact = typeof unverifiedFacts.$inferSelect;
 export type NewUnverifiedFact = typeof unverifiedFacts.$inferInsert;
-
-export const insertLlmRecentResponseSchema = createInsertSchema(llmRecentResponses, {
-  tick: (s) => s.min(0),
-  novelty: (s) => s.min(0).max(100),
-  rating: (s) => s.min(-3).max(3),
-  confidence: (s) => s.min(0).max(1),
-});
-export const insertLlmMemorySchema = createInsertSchema(llmMemory, { content: (s) => s.min(1) });
-export const insertDiaryEntrySchema = createInsertSchema(diaryEntries, {
-  title: (s) => s.min(1),
-  content: (s) => s.min(1),
-});
-export const insertConceptSchema = createInsertSchema(concepts, { name: (s) => s.min(1) });
-export const insertLinkSchema = createInsertSchema(links, { relation: (s) => s.min(1) });
-export const insertAbstractSchema = createInsertSchema(abstracts, { title: (s) => s.min(1) });
-export const insertNoteSchema = createInsertSchema(notes, { text: (s) => s.min(1) });
-export const insertUnverifiedFactSchema = createInsertSchema(unverifiedFacts, {
-  fact: (s) => s.min(1),
-  confidence: (s) => s.min(0).max(1),
-});

@@ -3,9 +3,8 @@
  * message table between human, oversight and agent.
  */
 import { bigint, boolean, check, index, jsonb, pgTable, text } from 'drizzle-orm/pg-core';
-import { createInsertSchema } from 'drizzle-zod';
 import { escalationCategories } from '../../core/escalation.js';
-import { agentId, agentIdPattern } from './agents.js';
+import { agentId } from './agents.js';
 import { tasks } from './goals.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, textArray, timestamps, tstz } from './_columns.js';
 
@@ -118,10 +117,3 @@ export type DecisionLogEntry = typeof decisionLog.$inferSelect;
 export type NewDecisionLogEntry = typeof decisionLog.$inferInsert;
 export type PartnershipMessage = typeof partnershipMessages.$inferSelect;
 export type NewPartnershipMessage = typeof partnershipMessages.$inferInsert;
-
-export const insertEscalationSchema = createInsertSchema(escalations, {
-  id: (s) => s.regex(agentIdPattern, 'expected letters, digits, _ . - (max 64)'),
-  task: (s) => s.min(1),
-});
-export const insertDecisionLogSchema = createInsertSchema(decisionLog);
-export const insertPartnershipMessageSchema = createInsertSchema(partnershipMessages, { body: (s) => s.min(1) });

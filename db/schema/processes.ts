@@ -155,12 +155,8 @@ export type NewAntiStagnationMetric = typeof antiStagnationMetrics.$inferInsert;
 export type ThinkingMethod = typeof thinkingMethods.$inferSelect;
 export type NewThinkingMethod = typeof thinkingMethods.$inferInsert;
 
-export const insertProcessLogSchema = createInsertSchema(processLog, { processId: (s) => s.min(1) });
 export const insertCommandLogSchema = createInsertSchema(commandLog, {
   cmdId: (s) => s.min(1),
   type: (s) => s.min(1),
   tick: (s) => s.min(0),
 });
-export const insertStagnationStrategySchema = createInsertSchema(stagnationStrategies, { name: (s) => s.min(1) });
-export const insertAntiStagnationMetricSchema = createInsertSchema(antiStagnationMetrics);
-export const insertThinkingMethodSchema = createInsertSchema(thinkingMethods, { name: (s) => s.min(1) });
