@@ -19,7 +19,7 @@ export const needsMore: Readonly<Record<string, '*' | readonly string[]>> = {
   'test/helpers/temporal.ts': '*',
   'test/helpers/nats.ts': ['testBus', 'testNatsUrl', 'cleanupBus'],
   'test/helpers/docker.ts': '*',
-  'test/helpers/worker-process.ts': '*',
+  'test/helpers/worker-process.ts': ['startKillableStack'],
   'test/helpers/postgres-server.ts': '*',
   'test/helpers/mcp.ts': '*',
   'test/helpers/env.ts': ['migratedDatabase', 'freshPostgresDatabase', 'adminDatabaseUrl'],

@@ -8,23 +8,8 @@ import { writeWorkflowBundle } from '../../workers/build-bundle.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from './env.js';
 import { start as spawnProcess } from './spawn.js';
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Poll `probe` until it returns a value; the last error (e.g. a query while no worker is up) names the timeout. */
-export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, pollMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      lastError = err;
-    }
-    await sleep(pollMs);
-  }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError instanceof Error ? lastError.message : String(lastError)}` : ''}`);
-}
+// The polling helpers, where the crash tests have always found them.
+export { sleep, waitFor } from './wait.js';
 
 export interface KillableStack {
   stack: Stack;

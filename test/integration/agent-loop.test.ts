@@ -16,6 +16,7 @@ import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
+import { readUntil } from '../helpers/wait.js';
 
 const data = tempDir('loop');
 let stack: Stack;
@@ -75,8 +76,7 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
         workflowId: 'agent/scribe',
         args: [{ agentId: 'scribe', maxTicks: 4, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 2000 } } }],
       });
-      const deadline = Date.now() + 30_000;
-      while ((await h.query<AgentStatus>('status')).tick < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await readUntil('the first tick', 30_000, () => h.query<AgentStatus>('status'), (s) => s.tick >= 1);
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'Hello scribe, please say hi back', priority: 5 }] });
       expect(noteId).toBeGreaterThan(0);
       expect(await h.result()).toEqual({ agentId: 'scribe', ticks: 4, reason: 'max_ticks' });

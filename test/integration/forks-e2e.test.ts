@@ -31,6 +31,7 @@ import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/en
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 import { bundle as bundleWorkflows, productWorkflowsPath, stopStackTest } from '../helpers/temporal.js';
+import { until } from '../helpers/wait.js';
 
 const data = tempDir('forks-e2e');
 let stack: Stack;
@@ -211,11 +212,7 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
       ],
     });
     // Wait until the tests run in their container, with the copy in place.
-    const deadline = Date.now() + 60_000;
-    while (!(await containers()).some((c) => c.State === 'running')) {
-      if (Date.now() > deadline) throw new Error(`no running container labelled ${key}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await until(async () => (await containers()).some((c) => c.State === 'running'), `a running container labelled ${key}`, 60_000, 200);
     expect(await countRows(stack.db.db, `fk.${id}`)).toBeGreaterThan(50);
 
     await h.cancel();

@@ -39,6 +39,7 @@ import {
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
+import { readUntil } from '../helpers/wait.js';
 
 type Call = Parameters<ScriptedReplyFn>[0];
 interface Behaviour {
@@ -107,16 +108,8 @@ async function withWorker<T>(fn: (start: (agentId: string, input?: Partial<Param
   );
 }
 
-async function waitFor(h: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string, timeoutMs = 60_000): Promise<AgentStatus> {
-  const deadline = Date.now() + timeoutMs;
-  let last: AgentStatus | undefined;
-  while (Date.now() < deadline) {
-    last = await h.query<AgentStatus>('status');
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}; last status: tick ${last?.tick}, mode ${last?.operatingMode}, isolation ${JSON.stringify(last?.isolation)}`);
-}
+/** `h`'s status once `pred` holds (60 s, every 100 ms). */
+const untilStatus = (h: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string) => readUntil(what, 60_000, () => h.query<AgentStatus>('status'), pred);
 
 async function stop(h: WorkflowHandle): Promise<void> {
   await h.signal('stop');
@@ -131,21 +124,21 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
 
     const [isolated, back] = await withWorker(async (start) => {
       let bob = await start('bob', { settings: { delayMs: 200 } });
-      await waitFor(bob, (s) => s.tick >= 1, 'bob ticking');
+      await untilStatus(bob, (s) => s.tick >= 1, 'bob ticking');
       const ada = await start('ada', { settings: { delayMs: 300 } });
-      const normal = await waitFor(ada, (s) => s.tick >= 2, 'ada ticking');
+      const normal = await untilStatus(ada, (s) => s.tick >= 2, 'ada ticking');
       expect(normal.operatingMode).toBe('normal');
       expect(normal.isolation).toMatchObject({ known: 1, reachable: ['bob'], since: null });
 
       await stop(bob); // its row: stopped
-      const isolated = await waitFor(ada, (s) => s.operatingMode === 'isolated', 'ada isolated');
-      await waitFor(ada, (s) => s.tick >= (isolated.isolation.sinceTick ?? 0) + 2, 'ada deciding alone');
+      const isolated = await untilStatus(ada, (s) => s.operatingMode === 'isolated', 'ada isolated');
+      await untilStatus(ada, (s) => s.tick >= (isolated.isolation.sinceTick ?? 0) + 2, 'ada deciding alone');
       const [row] = await database.db.select({ mode: agents.operatingMode }).from(agents).where(eq(agents.id, 'ada'));
       expect(row!.mode).toBe('isolated');
 
       bob = await start('bob', { settings: { delayMs: 200 } });
-      const back = await waitFor(ada, (s) => s.operatingMode === 'normal', 'ada back to normal');
-      await waitFor(ada, (s) => s.tick >= back.tick + 2, 'ada deciding with a peer again');
+      const back = await untilStatus(ada, (s) => s.operatingMode === 'normal', 'ada back to normal');
+      await untilStatus(ada, (s) => s.tick >= back.tick + 2, 'ada deciding with a peer again');
       await stop(ada);
       await stop(bob);
       return [isolated, back];
@@ -203,7 +196,7 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
     await withWorker(async (start) => {
       // Sage idles until a note arrives (no timeout): only the wake the ask sends gets it thinking.
       const sage = await start('sage', { settings: { delayMs: 100, idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } });
-      await waitFor(sage, (s) => s.tick === 1 && s.phase === 'idle', 'sage idle');
+      await untilStatus(sage, (s) => s.tick === 1 && s.phase === 'idle', 'sage idle');
       const stuck = await start('stuck', { maxTicks: 9, settings: { delayMs: 2000 } });
       await stuck.result();
       expect((await sage.query<AgentStatus>('status')).tick).toBe(2); // woken once, by the ask

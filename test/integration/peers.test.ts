@@ -24,6 +24,7 @@ import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../work
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
+import { readUntil } from '../helpers/wait.js';
 
 const data = tempDir('peers');
 let stack: Stack;
@@ -135,11 +136,7 @@ describe('two agents on the scripted model', () => {
         workflowId: 'agent/ben',
         args: [{ agentId: 'ben', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 60_000 } } }],
       });
-      const deadline = Date.now() + 30_000;
-      for (let s = await statusOf(benH); !(s.tick === 1 && s.phase === 'idle'); s = await statusOf(benH)) {
-        if (Date.now() > deadline) throw new Error(`ben never went idle: ${JSON.stringify({ tick: s.tick, phase: s.phase })}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await readUntil('ben idle after his first tick', 30_000, () => statusOf(benH), (s) => s.tick === 1 && s.phase === 'idle');
       const anaH = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'peers-it',
         workflowId: 'agent/ana',

@@ -15,20 +15,12 @@ import type { sandboxRunWorkflow } from '../fixtures/sandbox/workflows.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { toolPath } from '../helpers/env.js';
 import { bundle as bundleWorkflows } from '../helpers/temporal.js';
+import { until } from '../helpers/wait.js';
 
 const runId = `${process.pid}-${Date.now()}`;
 
 async function containers(docker: Docker, key: string): Promise<Docker.ContainerInfo[]> {
   return (await docker.listContainers({ all: true, filters: { label: [LABEL_KEY] } })).filter((c) => c.Labels[LABEL_KEY] === key);
-}
-
-async function until(pred: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return pred();
 }
 
 describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
@@ -60,13 +52,13 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
         workflowId: `sbx-cancel-${runId}`,
         args: [{ req: { key, command: ['sleep', '60'] }, heartbeatTimeoutMs: 5000, attempts: 1 }],
       });
-      expect(await until(async () => (await containers(docker, key)).some((c) => c.State === 'running'), 10_000)).toBe(true);
+      await until(async () => (await containers(docker, key)).some((c) => c.State === 'running'), `a running container labelled ${key}`, 10_000, 100);
       const t = Date.now();
       await h.cancel();
       const err = await h.result().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkflowFailedError);
       expect(String((err as WorkflowFailedError).cause)).toMatch(/Cancel/i);
-      expect(await until(async () => (await containers(docker, key)).length === 0, 3000)).toBe(true);
+      await until(async () => (await containers(docker, key)).length === 0, `no container labelled ${key}`, 3000, 100);
       expect(Date.now() - t).toBeLessThan(5000);
     });
   });
@@ -84,7 +76,7 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
       const err = await h.result().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkflowFailedError);
       expect(JSON.stringify((err as WorkflowFailedError).cause?.cause ?? {}) + String((err as WorkflowFailedError).cause?.cause)).toMatch(/heartbeat|HEARTBEAT/i);
-      expect(await until(async () => (await containers(docker, key)).length === 0, 8000)).toBe(true);
+      await until(async () => (await containers(docker, key)).length === 0, `no container labelled ${key}`, 8000, 100);
     });
   });
 });

@@ -62,6 +62,7 @@ import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { freePort, repoToolsDir, tempDir, testEnv, toolPath } from '../helpers/env.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
+import { readUntil, sleep } from '../helpers/wait.js';
 import { fakeEngine, writeWav } from '../speech-organ/helpers.js';
 
 const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'maintenance', 'nerve', 'peers', 'isolation', 'spawn', 'speech', 'toolgen'] as const;
@@ -71,16 +72,6 @@ for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw 
 const wanted = new Set<Scenario>(asked.length ? (asked as Scenario[]) : scenarios);
 
 const out = join(import.meta.dirname, 'histories');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const v = await get();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await sleep(100);
-  }
-}
 /** The peers scenario's agents: their thinks by call order (a message, an answer and ratings, a question). */
 const peerThinks = new Map<string, number>();
 function peerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined): string | undefined {
@@ -284,7 +275,7 @@ try {
         workflowId: 'campaign/recorded-cancelled',
         args: [input('recorded-cancelled', [task('entry', 'diary.add', { title: 'result', content: 'phase two began' }), task('job', 'wait', { ms: 120_000 }), task('never', 'note', { text: 'not reached' })])],
       });
-      await until('the wait task', () => h.query<CampaignProgress>('progress'), (p) => p.phase.index === 2 && p.task.index === 2);
+      await readUntil('the wait task', 60_000, () => h.query<CampaignProgress>('progress'), (p) => p.phase.index === 2 && p.task.index === 2);
       await h.signal('cancel', { reason: 'recorded cancellation' });
       const r = (await h.result()) as { status: string; compensated: string[] };
       if (r.status !== 'cancelled' || !r.compensated.length) throw new Error(`campaign not cancelled with compensation: ${JSON.stringify(r)}`);
@@ -298,7 +289,7 @@ try {
       if (r1.decidedBy !== 'oversight') throw new Error(`escalation not decided by the oversight: ${JSON.stringify(r1)}`);
       recorded.push({ workflowId: 'escalation/recorded-oversight' });
       const byHuman = await start('recorded-human', { task: 'migrate the table (human-gated)', humanRequired: true });
-      await until('awaiting_human', () => byHuman.query<EscalationStatus>('status'), (s) => s.phase === 'awaiting_human');
+      await readUntil('awaiting_human', 60_000, () => byHuman.query<EscalationStatus>('status'), (s) => s.phase === 'awaiting_human');
       await byHuman.executeUpdate('approve', { args: [{ by: 'recorder', comment: 'checked it' }] });
       const r2 = (await byHuman.result()) as { decidedBy: string; outcome: string };
       if (r2.decidedBy !== 'human' || r2.outcome !== 'approved') throw new Error(`escalation not approved by the human: ${JSON.stringify(r2)}`);
@@ -310,7 +301,7 @@ try {
         workflowId: 'fork/recorded-demo',
         args: [{ agentId: 'fork-demo', forkId: 'recorded-demo', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
       });
-      await until('the fork gate', () => h.query<ForkState>('forkState'), (s) => s.phase === 'awaiting_approval');
+      await readUntil('the fork gate', 60_000, () => h.query<ForkState>('forkState'), (s) => s.phase === 'awaiting_approval');
       await h.executeUpdate('rejectFork', { args: [{ by: 'recorder' }] });
       await h.result();
       recorded.push({ workflowId: 'fork/recorded-demo' });
@@ -330,7 +321,7 @@ try {
     }
     if (wanted.has('speech')) {
       // The route sees the engine only once it polls: wait for it, so the job takes the normal path.
-      await until('the speech-cpu engine polling', () => queuePollers(client, 'default', 'speech-cpu'), (p) => p.length > 0);
+      await readUntil('the speech-cpu engine polling', 60_000, () => queuePollers(client, 'default', 'speech-cpu'), (p) => p.length > 0);
       const heard = (await client.workflow.execute('speechWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'speech/speaker/cli/recorded-heard',
@@ -360,14 +351,14 @@ try {
       const idle = { idle: { on: true, wakeOn: ['note' as const], timeoutMs: 60_000 } };
       const start = (agentId: string) => client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: `agent/${agentId}`, args: [{ agentId, maxTicks: 2, settings: idle }] });
       const b = await start('peer-b');
-      await until('peer-b idle', () => b.query<AgentStatus>('status'), (s) => s.tick === 1 && s.phase === 'idle');
+      await readUntil('peer-b idle', 60_000, () => b.query<AgentStatus>('status'), (s) => s.tick === 1 && s.phase === 'idle');
       const a = await start('peer-a');
       await Promise.all([a.result(), b.result()]);
       recorded.push({ workflowId: 'agent/peer-a' }, { workflowId: 'agent/peer-b' });
     }
     if (wanted.has('isolation')) {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/loner', args: [{ agentId: 'loner', maxTicks: 5, settings: { delayMs: 1000 } }] });
-      await until('loner isolated', () => h.query<AgentStatus>('status'), (s) => s.operatingMode === 'isolated');
+      await readUntil('loner isolated', 60_000, () => h.query<AgentStatus>('status'), (s) => s.operatingMode === 'isolated');
       await db.update(agents).set({ status: 'running', lastSeenAt: new Date() }).where(eq(agents.id, 'gone'));
       await h.result();
       const end = await h.query<AgentStatus>('status');

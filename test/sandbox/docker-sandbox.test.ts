@@ -18,6 +18,7 @@ import { SANDBOX_INIT, SandboxUnavailableError } from '../../sandbox/image.js';
 import { safeRelativePath, tarFiles } from '../../sandbox/tar.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { testEnv } from '../helpers/env.js';
+import { until } from '../helpers/wait.js';
 import { checkDocker } from '../../cli/doctor.js';
 
 const runId = `${process.pid}-${Date.now()}`;
@@ -28,14 +29,8 @@ async function containersWithKey(docker: Docker, k: string): Promise<Docker.Cont
   return all.filter((c) => c.Labels[LABEL_KEY] === k);
 }
 
-async function gone(docker: Docker, k: string, withinMs = 3000): Promise<boolean> {
-  const until = Date.now() + withinMs;
-  while (Date.now() < until) {
-    if ((await containersWithKey(docker, k)).length === 0) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
+/** Wait until no container carries key `k` (3 s). */
+const gone = (docker: Docker, k: string) => until(async () => (await containersWithKey(docker, k)).length === 0, `no container labelled ${k}`, 3000, 100);
 
 describe('seccomp profile (sandbox/seccomp.json)', () => {
   const profile = JSON.parse(readFileSync(new URL('../../sandbox/seccomp.json', import.meta.url), 'utf8')) as {
@@ -147,7 +142,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     });
     expect(r).toMatchObject({ status: 'error', exitCode: 3, stdout: 'x = 42 cwd /work\na note\n', stderr: 'hello sandbox\n', truncated: false, oomKilled: false });
     expect(r.imageId).toMatch(/^sha256:/);
-    expect(await gone(docker, r.key)).toBe(true);
+    await gone(docker, r.key);
   });
 
   it('bad requests are refused before anything starts', async () => {
@@ -174,7 +169,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     expect(second.stdout).toBe('started\nfinished\n');
     const r1 = await first;
     expect(r1.stdout).toBe('started\nfinished\n');
-    expect(await gone(docker, k)).toBe(true);
+    await gone(docker, k);
   });
 
   it('a retry after the first attempt exited picks up its output', async () => {
@@ -186,7 +181,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     await c.wait();
     const r = await sandbox.run({ key: k, command: ['echo', 'never run'] });
     expect(r).toMatchObject({ reattached: true, exitCode: 4, status: 'error', stdout: 'from the first attempt\n' });
-    expect(await gone(docker, k)).toBe(true);
+    await gone(docker, k);
   });
 
   it('a container whose worker is gone still ends: the in-container backstop kills it at wall + 5 s', async () => {
@@ -205,7 +200,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     // A retry re-finding it reports the wall-time breach.
     const r = await sandbox.run({ key: k, command: ['true'], budget: { wallMs: 1000 } });
     expect(r).toMatchObject({ reattached: true, status: 'budget_exceeded', exceeded: 'wall_time' });
-    expect(await gone(docker, k)).toBe(true);
+    await gone(docker, k);
   });
 
   it('PID 1 is mindloop-init: not dumpable (its /proc files are root\'s), it reaps orphans, and it passes the exit status on', async () => {
@@ -231,7 +226,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     ac.abort(new Error('cancelled by test'));
     await expect(run).rejects.toThrow('cancelled by test');
     expect(Date.now() - t).toBeLessThan(3000);
-    expect(await gone(docker, k)).toBe(true);
+    await gone(docker, k);
   });
 
   it('reaps containers past their deadline and unlabelled ones of dead workers, and leaves live ones', async () => {
@@ -268,7 +263,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const r = await sandbox.run({ key: k, command: ['sh', '-c', 'echo a second run would print this'] });
     expect(r).toMatchObject({ reattached: true, status: 'ok', exitCode: 0 });
     expect(r.stdout).toMatch(/^run \d+\ndone\n$/);
-    expect(await gone(docker, k)).toBe(true);
+    await gone(docker, k);
   });
 
   it('the CPU budget: the quota is set in the cgroup, and RLIMIT_CPU ends a hog as `cpu`', async () => {
@@ -347,7 +342,7 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
       env.cancel('CANCELLED');
       const err = await run.catch((e: unknown) => e);
       expect((err as Error).name).toBe('CancelledFailure');
-      expect(await gone(docker, k)).toBe(true);
+      await gone(docker, k);
     });
 
     it('bad input is a non-retryable InvalidInput naming the field', async () => {

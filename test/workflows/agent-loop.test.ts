@@ -15,6 +15,7 @@ import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { readUntil } from '../helpers/wait.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -121,16 +122,8 @@ function start(taskQueue: string, input: Parameters<typeof agentLoopWorkflow>[0]
   return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/${input.agentId}-${queueSeq}`, args: [input] });
 }
 
-async function waitFor(handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string): Promise<AgentStatus> {
-  const deadline = Date.now() + 20_000;
-  let last: AgentStatus | undefined;
-  while (Date.now() < deadline) {
-    last = await handle.query<AgentStatus>('status');
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last status ${JSON.stringify(last)}`);
-}
+/** `handle`'s status once `pred` holds (20 s, every 50 ms). */
+const untilStatus = (handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string) => readUntil(what, 20_000, () => handle.query<AgentStatus>('status'), pred, 50);
 
 describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('ticks at delay_ms pace and completes after maxTicks', async () => {
@@ -146,10 +139,10 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     await withWorker(f, async (q) => {
       const h = await start(q, { agentId: 'idler', maxTicks: 3, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: hour } } });
-      await waitFor(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick');
+      await untilStatus(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick');
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'hello there' }] });
       expect(noteId).toBe(1);
-      await waitFor(h, (s) => s.tick === 2, 'tick woken by the note');
+      await untilStatus(h, (s) => s.tick === 2, 'tick woken by the note');
       // Nobody writes now: the third tick comes from the idle timeout (time skips an hour).
       expect(await h.result()).toMatchObject({ ticks: 3 });
     });
@@ -196,7 +189,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     await withWorker(f, async (q) => {
       const h = await start(q, { agentId: 'noter', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: hour } } });
-      await waitFor(h, (s) => s.tick === 1, 'first tick');
+      await untilStatus(h, (s) => s.tick === 1, 'first tick');
       const err = await h.executeUpdate('addNote', { args: [{ text: '', priority: 99 }] }).catch((e: unknown) => e);
       expect(String((err as Error & { cause?: Error }).cause?.message)).toMatch(/invalid note: .*text.*priority/s);
       await h.executeUpdate('addNote', { args: [{ text: 'valid' }] });
@@ -209,9 +202,9 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     await withWorker(f, async (q) => {
       const h = await start(q, { agentId: 'pauser', maxTicks: 4, settings: { delayMs: 10_000 } });
-      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
       await h.signal('pause');
-      const paused = await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      const paused = await untilStatus(h, (s) => s.phase === 'paused', 'paused');
       await env.sleep(10 * 60_000);
       expect((await h.query<AgentStatus>('status')).tick).toBe(paused.tick);
 
@@ -253,17 +246,17 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     await withWorker(f, async (q) => {
       const first = await start(q, { agentId: 'commanded', maxTicks: 6, ticksPerRun: 2, settings: { delayMs: 10_000 } });
       const h = env.client.workflow.getHandle(first.workflowId);
-      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
       await h.signal('pause', { commandId: 'cmd-pause-1' });
-      await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      await untilStatus(h, (s) => s.phase === 'paused', 'paused');
       await h.signal('resume', { commandId: 'cmd-resume-1' });
       await env.sleep(30_000);
-      const later = await waitFor(h, (s) => s.tick >= 3, 'a tick of the next run');
+      const later = await untilStatus(h, (s) => s.tick >= 3, 'a tick of the next run');
       expect((await h.describe()).runId).not.toBe(first.firstExecutionRunId);
       // The bus delivers the pause again (its ack was lost) after the loop continued as new.
       await h.signal('pause', { commandId: 'cmd-pause-1' });
       await env.sleep(30_000);
-      const after = await waitFor(h, (s) => s.tick > later.tick, 'ticks after the repeated pause');
+      const after = await untilStatus(h, (s) => s.tick > later.tick, 'ticks after the repeated pause');
       expect(after.paused).toBe(false);
       expect(await h.result()).toMatchObject({ ticks: 6 });
     });
@@ -274,9 +267,9 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     await withWorker(f, async (q) => {
       const h = await start(q, { agentId: 'ui-paused', maxTicks: 3, settings: { delayMs: 10_000 } });
-      await waitFor(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
       await h.signal('pause', { commandId: 42 } as never);
-      await waitFor(h, (s) => s.phase === 'paused', 'paused');
+      await untilStatus(h, (s) => s.phase === 'paused', 'paused');
       await h.signal('resume', 'garbage' as never);
       expect(await h.result()).toMatchObject({ ticks: 3 });
     });
@@ -303,7 +296,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes({ reply: (_i, n) => (n === 2 || n === 3 ? down : {}), probe: (n) => n >= 3 });
     await withWorker(f, async (q) => {
       const h = await start(q, { agentId: 'outage', maxTicks: 3, settings: { delayMs: 1000 } });
-      const s = await waitFor(h, (x) => x.operatingMode === 'core_outage', 'core outage');
+      const s = await untilStatus(h, (x) => x.operatingMode === 'core_outage', 'core outage');
       expect(s.outage?.lastError).toContain('all 2 candidates failed');
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'are you there?' }] });
       expect(noteId).toBeGreaterThan(0);

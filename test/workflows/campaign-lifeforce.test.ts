@@ -23,6 +23,7 @@ import { agents, campaigns, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegi
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { readUntil } from '../helpers/wait.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
@@ -72,16 +73,8 @@ function start(input: CampaignInput & { campaignId: string }): Promise<WorkflowH
   return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
 }
 
-async function waitFor(h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string): Promise<CampaignProgress> {
-  const deadline = Date.now() + 30_000;
-  let last: CampaignProgress | undefined;
-  while (Date.now() < deadline) {
-    last = await h.query<CampaignProgress>('progress');
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last progress ${JSON.stringify(last)}`);
-}
+/** `h`'s progress once `pred` holds (30 s, every 50 ms). */
+const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) => readUntil(what, 30_000, () => h.query<CampaignProgress>('progress'), pred, 50);
 
 async function budget(id: string) {
   const [row] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, id));
@@ -118,7 +111,7 @@ describe('campaign lifeforce budget', () => {
         { name: 'more', type: 'inquiry', tasks: [ask('third', 'six')] },
       ],
     });
-    const paused = await waitFor(h, (p) => p.status === 'paused', 'the lifeforce pause');
+    const paused = await untilProgress(h, (p) => p.status === 'paused', 'the lifeforce pause');
     expect(paused).toMatchObject({ phase: { index: 1, name: 'ask' }, task: { index: 2, name: 'second' }, lifeforce: { budgetId, carved: lifeforce, unlimited: false }, failedTasks: [] });
     expect(paused.pauseReason).toContain(`task second): budget ${budgetId} cannot cover ${worst} LF (balance; available ${lfRound(lifeforce - actual)} LF)`);
     expect(paused.pauseReason).toContain(`mindloop lifeforce grant spender <LF> --budget ${budgetId}`);
@@ -158,7 +151,7 @@ describe('campaign lifeforce budget', () => {
     await seedAgent('poor', 5);
     const id = 'lf-carve';
     const h = await start({ campaignId: id, agentId: 'poor', title: 'too dear', budget: { costUsd: 0.05 }, phases: [{ name: 'ask', type: 'inquiry', tasks: [ask('only', 'one')] }] });
-    const paused = await waitFor(h, (p) => p.status === 'paused', 'the carve pause');
+    const paused = await untilProgress(h, (p) => p.status === 'paused', 'the carve pause');
     // $0.05 at 1 000 LF per dollar.
     expect(paused.pauseReason).toContain(`carving ${budgetIds.campaign(id)}): budget agent:poor cannot cover 50 LF (balance; available 5 LF)`);
     expect(paused).toMatchObject({ phase: { index: 0 }, lifeforce: null });

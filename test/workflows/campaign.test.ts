@@ -19,6 +19,7 @@ import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
+import { readUntil, until, waitFor } from '../helpers/wait.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 
@@ -106,26 +107,11 @@ function start(taskQueue: string, input: CampaignInput) {
   return suite.env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
 }
 
-async function waitFor(h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string): Promise<CampaignProgress> {
-  const deadline = Date.now() + 20_000;
-  let last: CampaignProgress | undefined;
-  while (Date.now() < deadline) {
-    last = await h.query<CampaignProgress>('progress');
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last progress ${JSON.stringify(last)}`);
-}
+/** `h`'s progress once `pred` holds (20 s, every 50 ms). */
+const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) => readUntil(what, 20_000, () => h.query<CampaignProgress>('progress'), pred, 50);
 
-async function waitForGate(f: Fake, name: string): Promise<() => void> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const g = f.gates.get(name);
-    if (g) return g;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`gate ${name} never reached`);
-}
+/** The release of gate `name`, once a task reached it (20 s). */
+const waitForGate = (f: Fake, name: string) => waitFor(`gate ${name}`, 20_000, () => f.gates.get(name), 20);
 
 const task = (name: string, type = 'ok', args: Record<string, unknown> = {}) => ({ name, kind: 'activity' as const, type, args });
 
@@ -220,7 +206,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       const open = await waitForGate(f, 'p1');
       await h.signal('pause');
       open();
-      await waitFor(h, (p) => p.status === 'paused', 'paused');
+      await untilProgress(h, (p) => p.status === 'paused', 'paused');
       // Paused for a simulated day: nothing more runs.
       await suite.env.sleep(24 * 3_600_000);
       expect(f.ran).toEqual(['p0/t0']);
@@ -278,9 +264,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
       const h = await start(q, { campaignId: `c-stubborn-${seq}`, agentId: 'ada', title: 's', phases: [{ name: 'one', type: 'x', tasks: [task('a'), task('b', 'stubborn', { gate: 's1' }), task('c')] }] });
       const open = await waitForGate(f, 's1');
       await h.signal('cancel', { reason: 'stop' });
-      const deadline = Date.now() + 20_000;
-      while (!f.aborted.has('s1') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      expect(f.aborted.has('s1')).toBe(true);
+      await until(() => f.aborted.has('s1'), 'the stubborn task aborted', 20_000, 20);
       // The workflow waits for the task to stop: nothing is compensated while it still runs.
       expect(f.compensated).toEqual([]);
       open();

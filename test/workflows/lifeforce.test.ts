@@ -23,6 +23,7 @@ import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { thinkScript } from '../helpers/scripted.js';
+import { readUntil } from '../helpers/wait.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import type { nerveWorkflow } from '../../workflows/nerve.js';
 
@@ -58,16 +59,6 @@ function worker(taskQueue: string) {
     workflowBundle,
     activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) } }),
   });
-}
-
-async function waitFor<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, ms = 60_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Every budget of the agent keeps its invariant, agrees with its ledger, and has no hold open. */
@@ -165,12 +156,12 @@ describe('an agent out of lifeforce', () => {
         args: [{ agentId: 'needy', maxTicks: 4, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 } }],
       });
       // Exhausted after a tick or two: phase, search attribute and the escalation it started.
-      const exhausted = await waitFor<AgentStatus>('the exhausted phase', () => h.query(statusQuery), (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId));
+      const exhausted = await readUntil<AgentStatus>('the exhausted phase', 60_000, () => h.query(statusQuery), (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId));
       const escalationId = exhausted.lifeforce!.exhausted!.escalationId!;
       expect(exhausted.lifeforce!.exhausted).toMatchObject({ reason: 'balance', waitMs: null });
       expect((await h.describe()).searchAttributes[lifeforceSearchAttribute.name]).toEqual(['exhausted']);
       const esc = env.client.workflow.getHandle(`escalation/${escalationId}`);
-      const escStatus = await waitFor('the escalation to wait for a human', () => esc.query(escalationStatusQuery), (s) => s.phase === 'awaiting_human');
+      const escStatus = await readUntil('the escalation to wait for a human', 60_000, () => esc.query(escalationStatusQuery), (s) => s.phase === 'awaiting_human');
       // No model decides a grant: the oversight was not asked.
       expect(escStatus.oversight).toBeNull();
       await esc.executeUpdate(approveUpdate, { args: [{ by: 'ops', comment: 'top up' }] });

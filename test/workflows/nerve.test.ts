@@ -30,6 +30,7 @@ import { nerveResumeSignal, nerveStatusQuery, type NerveWorkflowInput, type nerv
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { collisionModel } from '../helpers/nerves.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { readUntil } from '../helpers/wait.js';
 
 let env: TestWorkflowEnvironment;
 let h: MigratedDatabase;
@@ -189,11 +190,7 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     script = collisionModel();
     await seedAgent('frugal', 1);
     const handle = await start({ agentId: 'frugal', nerve: 'collision', seed: 11, steps: 30 });
-    let status = await handle.query(nerveStatusQuery);
-    for (let i = 0; i < 200 && status.phase !== 'exhausted'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      status = await handle.query(nerveStatusQuery);
-    }
+    const status = await readUntil('the exhausted phase', 10_000, () => handle.query(nerveStatusQuery), (s) => s.phase === 'exhausted', 50);
     expect(status).toMatchObject({ phase: 'exhausted', pauses: 1 });
     expect(status.exhausted?.reason).toMatch(/lifeforce exhausted/);
     expect(status.step).toBeLessThan(30);
@@ -276,11 +273,7 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     await seedAgent('meagre', 0.3);
     await seedRules('meagre');
     const handle = await start({ agentId: 'meagre', nerve: 'collision', seed: 5, steps: 40, scenario: 'repetitive', mode: 'reflex' });
-    let status = await handle.query(nerveStatusQuery);
-    for (let i = 0; i < 200 && status.phase !== 'exhausted'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      status = await handle.query(nerveStatusQuery);
-    }
+    const status = await readUntil('the exhausted phase', 10_000, () => handle.query(nerveStatusQuery), (s) => s.phase === 'exhausted', 50);
     expect(status).toMatchObject({ phase: 'exhausted', pauses: 1, exhausted: { needed: 0.05 } });
     expect(status.step).toBeGreaterThan(0);
     expect(status.step).toBeLessThan(40);
