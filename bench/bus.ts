@@ -22,12 +22,13 @@ import { deleteCommandStream, sendCommand, startCommandConsumer, temporalCommand
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { benchStack, summarize, withBenchWorker } from './lib.js';
 
-const blocks = 4;
-const perBlock = 250;
-const warmup = 50;
-const publishes = 2000;
+/** The benchmark's sizes; `smoke` a few round trips of each path, publishes and notes. */
+export const busSizes = {
+  full: { blocks: 4, perBlock: 250, warmup: 50, publishes: 2000, notes: 100, noteWarmup: 10 },
+  smoke: { blocks: 1, perBlock: 5, warmup: 2, publishes: 20, notes: 3, noteWarmup: 1 },
+};
+type BusSizes = typeof busSizes.full;
 const inFlight = 8;
-const notes = 100;
 const repoRoot = join(import.meta.dirname, '..');
 /** The CLI as users run it (`npx mindloop`, an MCP client's config): the compiled build, not the TypeScript sources. */
 const cli = join(repoRoot, 'bin', 'mindloop.mjs');
@@ -46,11 +47,15 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-/** A `mindloop …` CLI process (the compiled build) on the bench's bus root; stderr is kept for its ready line and errors. */
-function mindloop(args: string[], root: string, url: string): ChildProcess & { stderrText: () => string } {
+/** The bench's own bus root and deployment (its processes' subjects live under `<root>.<deployment>`): named, so no process must ask a Temporal for it. */
+const busRoot = `mindloop_bench_${process.pid}`;
+const deployment = `bench-${process.pid}`;
+
+/** A `mindloop …` CLI process (the compiled build) on the bench's bus root and deployment; stderr is kept for its ready line and errors. */
+function mindloop(args: string[], url: string): ChildProcess & { stderrText: () => string } {
   const child = spawn(process.execPath, [cli, ...args], {
     cwd: repoRoot,
-    env: { ...process.env, NATS_URL: url, MINDLOOP_BUS_ROOT: root, LOG_LEVEL: 'WARN' },
+    env: { ...process.env, NATS_URL: url, MINDLOOP_BUS_ROOT: busRoot, MINDLOOP_DEPLOYMENT: deployment, LOG_LEVEL: 'WARN' },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let err = '';
@@ -80,19 +85,21 @@ async function block(once: () => Promise<unknown>, n: number, into: number[]): P
  * user runs them, so every path crosses the same process boundary to the echo agent. Then the
  * publish throughput through the stdio bridge.
  */
-async function measureEcho(bus: Bus, url: string): Promise<{ raw: number[]; stdio: number[]; http: number[]; publishPerS: number }> {
-  const echo = mindloop(['bus', 'echo-agent'], bus.root, url);
-  const httpBridge = mindloop(['mcp', '--http', '0'], bus.root, url);
+async function measureEcho(bus: Bus, url: string, { blocks, perBlock, warmup, publishes }: BusSizes): Promise<{ raw: number[]; stdio: number[]; http: number[]; publishPerS: number }> {
+  const echo = mindloop(['bus', 'echo-agent'], url);
+  const httpBridge = mindloop(['mcp', '--http', '0'], url);
   const stdioClient = new McpClient({ name: 'mindloop-bench', version: '1' });
   const httpClient = new McpClient({ name: 'mindloop-bench', version: '1' });
   try {
     const subject = bus.subjects.devRequest('echo');
     const rawOnce = () => bus.request(subject, 'EchoRequest', { ping: 'bench' }, { expect: 'EchoResponse' });
-    await until('the echo agent', () => rawOnce().then(() => true, () => undefined));
+    await until('the echo agent', () => rawOnce().then(() => true, () => undefined)).catch((err: Error) => {
+      throw new Error(`${err.message} (its stderr: ${echo.stderrText().trim() || 'nothing'})`);
+    });
     const httpUrl = await until('the HTTP bridge', () => /streamable HTTP at ([^\s;]+)/.exec(httpBridge.stderrText())?.[1]);
     await httpClient.connect(new StreamableHTTPClientTransport(new URL(httpUrl)));
     await stdioClient.connect(
-      new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp'], cwd: repoRoot, env: { ...(process.env as Record<string, string>), NATS_URL: url, MINDLOOP_BUS_ROOT: bus.root, LOG_LEVEL: 'WARN' }, stderr: 'ignore' }),
+      new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp'], cwd: repoRoot, env: { ...(process.env as Record<string, string>), NATS_URL: url, MINDLOOP_BUS_ROOT: busRoot, MINDLOOP_DEPLOYMENT: deployment, LOG_LEVEL: 'WARN' }, stderr: 'ignore' }),
     );
     const echoArgs = { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'bench' }, expect: 'EchoResponse' };
     const stdioOnce = () => call(stdioClient, 'request', echoArgs);
@@ -125,7 +132,7 @@ async function measureEcho(bus: Bus, url: string): Promise<{ raw: number[]; stdi
 }
 
 /** Publish a note, wait until the agent's workflow accepted it; the product's loop, idle until a note wakes it. */
-async function measureCommands(bus: Bus): Promise<number[]> {
+async function measureCommands(bus: Bus, { notes, noteWarmup }: BusSizes): Promise<number[]> {
   const { env, stack, stop } = await benchStack();
   try {
     const db = stack.db.db;
@@ -142,7 +149,7 @@ async function measureCommands(bus: Bus): Promise<number[]> {
       const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), { log: (l) => process.stderr.write(`  ${l}\n`) });
       const samples: number[] = [];
       try {
-        for (let i = -10; i < notes; i++) {
+        for (let i = -noteWarmup; i < notes; i++) {
           const before = consumer.stats.accepted;
           const t0 = performance.now();
           await sendCommand(bus, agentId, 'note', { text: `bench note ${i}` }, { messageId: `bench-${randomUUID()}` });
@@ -163,12 +170,12 @@ async function measureCommands(bus: Bus): Promise<number[]> {
   }
 }
 
-export async function measureBus(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureBus(z: BusSizes = busSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const url = process.env.NATS_URL && process.env.NATS_URL !== 'off' ? process.env.NATS_URL : defaultNatsUrl;
-  const bus = await connectBus({ url, root: `mindloop_bench_${process.pid}`, name: 'mindloop-bench', log: (l) => process.stderr.write(`  ${l}\n`) });
+  const bus = await connectBus({ url, root: busRoot, deployment, name: 'mindloop-bench', log: (l) => process.stderr.write(`  ${l}\n`) });
   try {
-    const echo = await measureEcho(bus, url);
-    const commands = await measureCommands(bus);
+    const echo = await measureEcho(bus, url, z);
+    const commands = await measureCommands(bus, z);
     const raw = summarize(echo.raw);
     const bridged = summarize(echo.stdio);
     const http = summarize(echo.http);
@@ -188,11 +195,11 @@ export async function measureBus(): Promise<{ metrics: Record<string, number>; n
         command_to_workflow_p99_ms: cmd.p99,
       },
       notes: {
-        nats: `${url}, root ${bus.root}`,
-        echo: `EchoRequest → the echo agent (its own process, \`mindloop bus echo-agent\`) → EchoResponse; ${blocks} alternating blocks of ${perBlock} round trips per path after ${warmup} warm-up, one at a time. echo_rt = the SDK's MCP client calling the request tool of \`mindloop mcp\` over stdio; echo_http_rt = the same over streamable HTTP (\`mindloop mcp --http\`); raw_nats_rt = the same message by NATS request/reply from the bench process`,
+        nats: `${url}, root ${bus.root}, deployment ${deployment}`,
+        echo: `EchoRequest → the echo agent (its own process, \`mindloop bus echo-agent\`) → EchoResponse; ${z.blocks} alternating blocks of ${z.perBlock} round trips per path after ${z.warmup} warm-up, one at a time. echo_rt = the SDK's MCP client calling the request tool of \`mindloop mcp\` over stdio; echo_http_rt = the same over streamable HTTP (\`mindloop mcp --http\`); raw_nats_rt = the same message by NATS request/reply from the bench process`,
         target: 'echo_ratio_vs_raw <= 2',
-        publish: `${publishes} publish tool calls through the stdio bridge, ${inFlight} in flight, each checked by the schema registry`,
-        command: `${notes} notes, one at a time: sendCommand (JetStream, acknowledged on disk) until the durable consumer's addNote update was accepted by the agent's workflow (embedded Temporal dev server, PGlite)`,
+        publish: `${z.publishes} publish tool calls through the stdio bridge, ${inFlight} in flight, each checked by the schema registry`,
+        command: `${z.notes} notes, one at a time: sendCommand (JetStream, acknowledged on disk) until the durable consumer's addNote update was accepted by the agent's workflow (embedded Temporal dev server, PGlite)`,
       },
     };
   } finally {

@@ -17,7 +17,9 @@ import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
 import { summarize, withBenchWorker } from './lib.js';
 
 const repoRoot = join(import.meta.dirname, '..');
-const runs = 10;
+
+/** Runs of each command after its warm-up run; `smoke`: one. */
+export const cliSizes = { full: { runs: 10 }, smoke: { runs: 1 } };
 
 /** Wall time of one command, start to exit; it must exit 0. */
 function timed(cmd: string, args: string[], env: Record<string, string>): Promise<number> {
@@ -39,7 +41,7 @@ async function series(label: string, n: number, once: () => Promise<number>): Pr
   return s;
 }
 
-export async function measureCli(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
+export async function measureCli(stack: Stack, toolsDir: string, { runs } = cliSizes.full): Promise<Record<string, number>> {
   const agentId = 'bench-cli';
   await stack.db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
   await stack.db.db

@@ -10,8 +10,10 @@ import { createDb } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
 import { benchAdminUrl, scratchDatabase, summarize } from './lib.js';
 
+/** Learnings saved, loads of the shard, rows the decay runs over; `smoke`: a few of each (the keys keep the full run's names). */
+export const learningsSizes = { full: { saves: 1000, loads: 200, decayRows: 100_000 }, smoke: { saves: 20, loads: 5, decayRows: 1000 } };
 
-export async function measureLearnings(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureLearnings(sizes = learningsSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const scratch = await scratchDatabase('mindloop_bench_learnings');
   const h = createDb(scratch.url, { max: 4 });
   try {
@@ -19,7 +21,7 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
     const db = h.db;
     // Limits high but finite: the rate-limit count and the shard-cap count run on every save.
     const limits = { maxSavesPerMinute: 1e9, maxPerShard: 1e9 };
-    const n = 1000;
+    const n = sizes.saves;
     const predicates = ['avoid_pattern', 'style_preference', 'language_hint', 'phase_success'] as const;
     const argsOf = (i: number) => {
       switch (predicates[i % 4]) {
@@ -34,7 +36,8 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
       }
     };
     // Warm-up (connections, plans).
-    for (let i = 0; i < 50; i++) await saveLearning(db, { shardType: 'warmup', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
+    const warmups = Math.min(50, n);
+    for (let i = 0; i < warmups; i++) await saveLearning(db, { shardType: 'warmup', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
 
     const saveMs: number[] = [];
     const t0 = performance.now();
@@ -49,7 +52,7 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
     for (let i = 0; i < n; i++) await saveLearning(db, { shardType: 'bench', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
     const reinforceTotal = performance.now() - t1;
 
-    const loads = 200;
+    const loads = sizes.loads;
     const loadMs: number[] = [];
     let rows = 0;
     for (let i = 0; i < loads; i++) {
@@ -68,12 +71,12 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
       rehydrateMs.push(performance.now() - s);
     }
 
-    // Decay over 100 000 learnings: half stale (8–30 days old), a tenth of those about to fall below 0.1.
+    // Decay over 100 000 learnings (`decayRows`): half stale (8–30 days old), a tenth of those about to fall below 0.1.
     await db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence, learned_at)
       select 'decay-' || (g % 10), 'phase_success', jsonb_build_object('phase_type', 'p' || g),
              case when g % 20 = 0 then 0.105 else 0.9 end,
              case when g % 2 = 0 then now() - make_interval(days => 8 + g % 22) else now() - make_interval(hours => g % 100) end
-      from generate_series(1, 100000) g`);
+      from generate_series(1, ${sizes.decayRows}::int) g`);
     await db.execute(sql`analyze learnings`);
     const total = Number((await db.execute<{ n: string }>(sql`select count(*) as n from learnings where shard_type like 'decay-%'`)).rows[0]!.n);
     const d0 = performance.now();
@@ -107,8 +110,8 @@ export async function measureLearnings(): Promise<{ metrics: Record<string, numb
       notes: {
         database: `real Postgres (${new URL(benchAdminUrl).host}), fresh database, migrations applied`,
         saves: `${n} distinct learnings, one at a time through saveLearning (allow-list + zod, advisory lock, rate-limit and cap counts, upsert, event row); limits set high so none refuses`,
-        loads: `loadLearnings of the 1000-learning shard (confidence > 0.3, by confidence then recency), ${loads} times; rehydration: one agent's top 20`,
-        decay: `decayLearnings over all shards: one UPDATE (× 0.9 where learned_at older than 7 days) + one DELETE (< 0.1) in a transaction, ${total} decay rows + the ${n + 50} saved ones`,
+        loads: `loadLearnings of the ${n}-learning shard (confidence > 0.3, by confidence then recency), ${loads} times; rehydration: one agent's top 20`,
+        decay: `decayLearnings over all shards: one UPDATE (× 0.9 where learned_at older than 7 days) + one DELETE (< 0.1) in a transaction, ${total} decay rows + the ${n + warmups} saved ones`,
       },
     };
   } finally {

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { parseEnv, type Env } from '../env.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import { startStack, type Stack } from '../runtime/stack.js';
@@ -25,28 +25,41 @@ export function summarize(samples: number[]): { p50: number; p99: number; mean: 
 
 const round = (v: number) => Math.round(v * 1000) / 1000;
 
-/** Print a table and write bench/results/<name>.json. */
-export function writeResult(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}): string {
+/** Where results go: bench/results/, and a smoke run's under bench/results/smoke/ (both ignored by git). */
+export const resultsDir = join(import.meta.dirname, 'results');
+export const smokeResultsDir = join(resultsDir, 'smoke');
+
+export interface ResultOptions {
+  /** The folder of `<name>.json` (default `resultsDir`). */
+  dir?: string;
+  /** A `--smoke` run: the file says so; its figures are a check that the path runs, not measurements. */
+  smoke?: boolean;
+}
+
+/** Print a table and write `<dir>/<name>.json`. */
+export function writeResult(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}, opts: ResultOptions = {}): string {
   const result = {
     name,
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version },
+    ...(opts.smoke ? { smoke: true } : {}),
     // A few keys name things (local-tick's `model`): those are kept as they are.
     metrics: Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, typeof v === 'number' ? round(v) : v])),
     ...(Object.keys(notes).length ? { notes } : {}),
   };
-  const dir = join(import.meta.dirname, 'results');
+  const dir = opts.dir ?? resultsDir;
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${name}.json`);
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   const width = Math.max(...Object.keys(metrics).map((k) => k.length));
-  process.stdout.write(`\n${name}\n${Object.entries(result.metrics).map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n`);
+  process.stdout.write(`\n${name}${opts.smoke ? ' (smoke)' : ''}\n${Object.entries(result.metrics).map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n`);
   for (const [k, v] of Object.entries(notes)) process.stdout.write(`  note ${k}: ${v}\n`);
   process.stdout.write(`wrote ${file}\n`);
   return file;
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port of 127.0.0.1 nobody listens on right now. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
@@ -84,6 +97,13 @@ export async function benchStack(opts: { databaseUrl?: string } = {}): Promise<{
   };
 }
 
+let productBundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/** The product's workflow bundle, built once per process (a benchmark starts several workers). */
+export function benchBundle(): Promise<WorkflowBundleWithSourceMap> {
+  productBundle ??= bundleWorkflows();
+  return productBundle;
+}
+
 /**
  * Run `fn` while a worker polls `taskQueue` on the stack with the product's workflows and
  * `activities`; `fn` gets a client of the stack. Both connections close afterwards.
@@ -100,7 +120,7 @@ export async function withBenchWorker<T>(
       connection,
       namespace: stack.temporal.namespace,
       taskQueue: o.taskQueue,
-      workflowBundle: await bundleWorkflows(),
+      workflowBundle: await benchBundle(),
       activities: o.activities,
       ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),
     });

@@ -46,17 +46,25 @@ const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? join(import.meta.dirname, '..
 
 const targets = { cost: 0.6, latency: 0.8 };
 const taskQueue = 'bench-nerves';
-/** Decisions of one workflow block (one run, under its continue-as-new cap). */
-const perBlock = 200;
-/** Blocks of each mode, alternating. */
-const rounds = 5;
-/** The learning stops once reflex has held this long, or after this many runs. */
-const reflexHeld = 100;
-const maxLearningRuns = 30;
-/** Activity-level comparison: decisions per block, same rounds. */
-const perActivityBlock = 100;
-const warmup = 100;
-const localDecisions = 10;
+/** The benchmark's sizes; `smoke` the smallest that still learns, runs each mode and asks the local model once. */
+export const nervesSizes = {
+  full: {
+    /** Decisions of one workflow block (one run, under its continue-as-new cap). */
+    perBlock: 200,
+    /** Blocks of each mode, alternating. */
+    rounds: 5,
+    /** The learning stops once reflex has held this long, or after this many runs. */
+    reflexHeld: 100,
+    maxLearningRuns: 30,
+    /** Activity-level comparison: decisions per block, same rounds. */
+    perActivityBlock: 100,
+    warmup: 100,
+    localWarmup: 2,
+    localDecisions: 10,
+  },
+  smoke: { perBlock: 100, rounds: 1, reflexHeld: 20, maxLearningRuns: 2, perActivityBlock: 10, warmup: 10, localWarmup: 1, localDecisions: 1 },
+};
+type NerveSizes = typeof nervesSizes.full;
 
 // ---- the nerve workflow --------------------------------------------------------------------------
 
@@ -114,7 +122,7 @@ interface Learning {
 }
 
 /** Whether reflex has held for `reflexHeld` decisions in a row: the index of the first of them, or -1. */
-function reflexFrom(modes: NerveMode[]): number {
+function reflexFrom(modes: NerveMode[], reflexHeld: number): number {
   let run = 0;
   for (let i = 0; i < modes.length; i++) {
     run = modes[i] === 'reflex' ? run + 1 : 0;
@@ -129,7 +137,7 @@ function reflexFrom(modes: NerveMode[]): number {
  * one run (row times, to the microsecond), and the LF the ledger settled for them (their state
  * holds and their LLM calls, found by the decisions' keys).
  */
-async function learnToReflex(client: Client, db: Db, agentId: string): Promise<Learning> {
+async function learnToReflex(client: Client, db: Db, agentId: string, { maxLearningRuns, perBlock, reflexHeld }: NerveSizes): Promise<Learning> {
   let rows: Array<{ key: string; mode: NerveMode; decidedBy: string; atMs: number }> = [];
   for (let run = 0; run < maxLearningRuns; run++) {
     await runNerve(client, db, agentId, 'auto', 1000 + run, perBlock);
@@ -138,9 +146,9 @@ async function learnToReflex(client: Client, db: Db, agentId: string): Promise<L
       .from(nerveDecisions)
       .where(eq(nerveDecisions.agentId, agentId))
       .orderBy(asc(nerveDecisions.id));
-    if (reflexFrom(rows.map((r) => r.mode)) >= 0) break;
+    if (reflexFrom(rows.map((r) => r.mode), reflexHeld) >= 0) break;
   }
-  const held = reflexFrom(rows.map((r) => r.mode));
+  const held = reflexFrom(rows.map((r) => r.mode), reflexHeld);
   const firstHybrid = rows.findIndex((r) => r.mode === 'hybrid');
   const runOf = (key: string) => key.slice(0, key.lastIndexOf('/'));
   const gapsMs = rows.flatMap((r, i) => (i > 0 && r.mode === 'hybrid' && rows[i - 1]!.mode === 'hybrid' && runOf(r.key) === runOf(rows[i - 1]!.key) ? [Number(r.atMs) - Number(rows[i - 1]!.atMs)] : []));
@@ -163,17 +171,17 @@ async function learnToReflex(client: Client, db: Db, agentId: string): Promise<L
  * The nerve workflow on the bench stack: a warm-up, the learning, then `rounds` of a forced
  * deliberate and a forced reflex block in turn, the same seed within a round.
  */
-async function measureWorkflows(stack: Stack, router: LlmRouter): Promise<{ learning: Learning; deliberate: WorkflowBlock[]; reflex: WorkflowBlock[]; rules: number }> {
+async function measureWorkflows(stack: Stack, router: LlmRouter, z: NerveSizes): Promise<{ learning: Learning; deliberate: WorkflowBlock[]; reflex: WorkflowBlock[]; rules: number }> {
   const db = stack.db.db;
   const activities = createNerveActivities({ db, llm: router, prices: defaultPrices });
   return withBenchWorker(stack, { taskQueue, activities }, async (client) => {
     // The JIT, the pools and the worker's workflow cache warm, on an agent of its own.
     await seedAgent(db, 'bench-warm');
-    for (const mode of ['deliberate', 'reflex'] as const) await runNerve(client, db, 'bench-warm', mode, 7, warmup);
+    for (const mode of ['deliberate', 'reflex'] as const) await runNerve(client, db, 'bench-warm', mode, 7, z.warmup);
     await seedAgent(db, 'bench-nerve');
-    const learning = await learnToReflex(client, db, 'bench-nerve');
+    const learning = await learnToReflex(client, db, 'bench-nerve', z);
     const blocks = { deliberate: [] as WorkflowBlock[], reflex: [] as WorkflowBlock[] };
-    for (let r = 0; r < rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, perBlock));
+    for (let r = 0; r < z.rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, z.perBlock));
     const rules = await db.$count(nerveRules, and(eq(nerveRules.agentId, 'bench-nerve'), sql`${nerveRules.action} is not null`));
     return { learning, ...blocks, rules };
   });
@@ -224,7 +232,7 @@ function merge(blocks: ActivityBlock[]): ActivityBlock {
 }
 
 /** `nerveDecide` calls in forced deliberate and forced reflex, alternating, on the nerve the workflows taught. */
-async function measureActivities(db: Db, router: LlmRouter, agentId: string): Promise<{ deliberate: ActivityBlock; reflex: ActivityBlock }> {
+async function measureActivities(db: Db, router: LlmRouter, agentId: string, { rounds, perActivityBlock }: NerveSizes): Promise<{ deliberate: ActivityBlock; reflex: ActivityBlock }> {
   const d: Driver = { agentId, acts: createNerveActivities({ db, llm: router, prices: defaultPrices }), stream: observations(2026), state: collisionNerve.machine.initial, seq: 0 };
   const blocks = { deliberate: [] as ActivityBlock[], reflex: [] as ActivityBlock[] };
   for (let r = 0; r < rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runBlock(db, d, mode, perActivityBlock));
@@ -246,14 +254,14 @@ async function measureLedgerPair(db: Db, n: number): Promise<number[]> {
 }
 
 /** A few deliberate decisions of the real local model (activity level), or the reason there are none. */
-async function measureLocal(db: Db, router: LlmRouter): Promise<{ block: ActivityBlock; loadMs: number } | { skipped: string }> {
+async function measureLocal(db: Db, router: LlmRouter, { localWarmup, localDecisions }: NerveSizes): Promise<{ block: ActivityBlock; loadMs: number } | { skipped: string }> {
   if (!resolveLocalModel(toolsDir)) return { skipped: `the local model (${defaultLocalModelName}) is not installed in ${toolsDir}: run \`npm run setup\`` };
   const agentId = 'bench-local';
   await seedAgent(db, agentId, false);
   await ensureDefaultRegistry(db, agentId, { provider: 'local', roles: ['agent'] });
   const { loadMs } = await preloadLocalModel({ toolsDir });
   const d: Driver = { agentId, acts: createNerveActivities({ db, llm: router, prices: defaultPrices }), stream: observations(2026), state: collisionNerve.machine.initial, seq: 0 };
-  await runBlock(db, d, 'deliberate', 2);
+  await runBlock(db, d, 'deliberate', localWarmup);
   return { block: await runBlock(db, d, 'deliberate', localDecisions), loadMs };
 }
 
@@ -274,20 +282,20 @@ function figures(blocks: WorkflowBlock[]) {
 
 const loadText = () => loadavg().map((x) => x.toFixed(2)).join(' / ');
 
-export async function measureNerves(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureNerves(z: NerveSizes = nervesSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const loadBefore = loadText();
   const scratch = await scratchDatabase('mindloop_bench_nerves');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
     const db = stack.db.db;
     const router = createLlmRouter({ db, env: {}, toolsDir, scriptedReply: collisionModel() });
-    const { learning, deliberate: dBlocks, reflex: rBlocks, rules } = await measureWorkflows(stack, router);
+    const { learning, deliberate: dBlocks, reflex: rBlocks, rules } = await measureWorkflows(stack, router, z);
     const wf = { deliberate: figures(dBlocks), reflex: figures(rBlocks) };
     const hybrid = { ms: summarize(learning.hybrid.gapsMs), lf: learning.hybrid.lf / learning.hybrid.decisions };
-    const act = await measureActivities(db, router, 'bench-nerve');
+    const act = await measureActivities(db, router, 'bench-nerve', z);
     const actMs = { deliberate: summarize(act.deliberate.ms), reflex: summarize(act.reflex.ms) };
-    const ledgerPair = summarize(await measureLedgerPair(db, perActivityBlock * rounds));
-    const local = await measureLocal(db, router);
+    const ledgerPair = summarize(await measureLedgerPair(db, z.perActivityBlock * z.rounds));
+    const local = await measureLocal(db, router, z);
     const loadAfter = loadText();
     const metrics: Record<string, number> = {
       deliberate_lf_per_decision: wf.deliberate.lf,
@@ -318,12 +326,12 @@ export async function measureNerves(): Promise<{ metrics: Record<string, number>
     };
     const notes: Record<string, string> = {
       model: 'scripted, instant, answers the ground truth (deliberate figures are the runtime: the activity, the router, its ledger charge, the decision)',
-      method: `the nerve workflow (workflows/nerve.ts) on the embedded Temporal dev server, one worker in this process on queue ${taskQueue}, a real Postgres; warm-up: a ${warmup}-decision deliberate and reflex run on another agent; the nerve learns in auto (runs of ${perBlock}, default promotion: 20 choices at 95 %) until reflex holds for ${reflexHeld} decisions; then ${rounds} rounds of a forced deliberate and a forced reflex run of ${perBlock} decisions each, in turn, the same stream within a round`,
+      method: `the nerve workflow (workflows/nerve.ts) on the embedded Temporal dev server, one worker in this process on queue ${taskQueue}, a real Postgres; warm-up: a ${z.warmup}-decision deliberate and reflex run on another agent; the nerve learns in auto (runs of ${z.perBlock}, default promotion: 20 choices at 95 %) until reflex holds for ${z.reflexHeld} decisions; then ${z.rounds} rounds of a forced deliberate and a forced reflex run of ${z.perBlock} decisions each, in turn, the same stream within a round`,
       latency: 'per decision = a run’s wall time (client start to result) / its decisions; p50 and p99 over the runs of a mode (p99 of 5 runs is their slowest)',
       reflex: `the reflex arc: one activity leases the budget for up to 50 decisions and compiles the table, the workflow decides them, one activity records them and settles the lease (reflex_activities_per_decision); a deliberate decision is one nerveDecide activity`,
       hybrid: `the ${learning.hybrid.decisions} decisions made in the hybrid mode the nerve earned while learning (rules where they covered, the LLM elsewhere); time = the gap between consecutive hybrid decisions of one run (row times); LF = what the ledger settled for their state holds and LLM calls`,
       lf: 'settled ledger amounts on the agent during a mode’s runs (state costs or the arc’s leases, and the LLM calls the router charged) / decisions',
-      activity: `activity_*: nerveDecide called directly (no Temporal), ${rounds} rounds of ${perActivityBlock} forced deliberate and ${perActivityBlock} forced reflex decisions in turn on the taught nerve: what a decision cost before the reflex arc, less the activity round trip`,
+      activity: `activity_*: nerveDecide called directly (no Temporal), ${z.rounds} rounds of ${z.perActivityBlock} forced deliberate and ${z.perActivityBlock} forced reflex decisions in turn on the taught nerve: what a decision cost before the reflex arc, less the activity round trip`,
       ledger_pair: 'one reserve and its settle (db/queries/lifeforce.ts), back to back: what every nerveDecide pays; a reflex arc pays one per lease',
       prices: `core/lifeforce.ts defaults (${defaultPrices.lfPer1kTokens} LF per 1k tokens; the scripted row has no USD price); state costs ${JSON.stringify(collisionNerve.costLf)}`,
       load: `load average (1/5/15 min) ${loadBefore} before, ${loadAfter} after, on ${cpus().length} CPUs`,
@@ -341,7 +349,7 @@ export async function measureNerves(): Promise<{ metrics: Record<string, number>
         local_latency_reduction_ratio: 1 - wf.reflex.ms.p50 / ls.p50,
         local_cost_reduction_ratio: 1 - wf.reflex.lf / localLf,
       });
-      notes.local = `${defaultLocalModelName} on the CPU, ${localDecisions} deliberate decisions after 2 of warm-up (model loaded in ${local.loadMs} ms, not counted), at the activity level (nerveDecide called directly, no workflow); the local ratios compare it with the workflow reflex figures of this run`;
+      notes.local = `${defaultLocalModelName} on the CPU, ${z.localDecisions} deliberate decisions after ${z.localWarmup} of warm-up (model loaded in ${local.loadMs} ms, not counted), at the activity level (nerveDecide called directly, no workflow); the local ratios compare it with the workflow reflex figures of this run`;
     }
     const met = (x: number, t: number) => `${x >= t ? 'met' : 'MISSED'} (${x.toFixed(3)} vs ≥ ${t})`;
     notes.targets = `cost_reduction_ratio ${met(metrics.cost_reduction_ratio!, targets.cost)}; latency_reduction_ratio ${met(metrics.latency_reduction_ratio!, targets.latency)}`;

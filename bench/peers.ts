@@ -25,7 +25,7 @@ import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { benchStack, scratchDatabase, summarize } from './lib.js';
 import { diaryRowsPerTick, repeatedCalls, seedCrashAgent, startScriptedEndpoint, type ScriptedEndpoint } from './peers-mindloop.js';
-import { measureTicks } from './tick.js';
+import { measureTicks, tickSizes } from './tick.js';
 
 const peersDir = join(import.meta.dirname, 'peers');
 const root = join(import.meta.dirname, '..');
@@ -46,8 +46,12 @@ const peers = [
 type Peer = (typeof peers)[number];
 const mindloop: LoopProcess = { name: 'mindloop', script: 'bench/peers-mindloop-child.ts', key: 'mindloop' };
 
-const kills = 5;
-const crashSteps = 200;
+/**
+ * Kills per loop and the crash loops' length; `smoke`: one kill of a short loop per loop and
+ * window, the peers' perf loops short (PEER_SMOKE, bench/peers/common.ts) and the tick's too.
+ */
+export const peersSizes = { full: { kills: 5, crashSteps: 200, smoke: false }, smoke: { kills: 1, crashSteps: 30, smoke: true } };
+type PeersSizes = typeof peersSizes.full;
 /** A peer's resumed loop finishes in seconds; Mindloop's resume waits out the killed attempt's timeout (10 s) and starts the product's worker. */
 const resumeLimitMs = { peer: 60_000, mindloop: 180_000 };
 /** A kill that never came (the step's line missed): the first process is ended anyway. */
@@ -65,8 +69,11 @@ function selection(): { perf: boolean; crash: Set<string> } {
   return { perf: false, crash: new Set(names) };
 }
 
-/** The step a kill lands at: the same draw for every loop, away from both ends. */
-const randomKillStep = () => 20 + Math.floor(Math.random() * (crashSteps - 40));
+/** The step a kill lands at: the same draw for every loop, a tenth of the loop away from both ends. */
+function randomKillStep(crashSteps: number): number {
+  const margin = Math.floor(crashSteps / 10);
+  return margin + Math.floor(Math.random() * (crashSteps - 2 * margin));
+}
 
 /** bench/peers/node_modules, from its lock file, unless there. */
 function ensureInstalled(): void {
@@ -138,6 +145,8 @@ interface CrashRun {
 
 interface CrashPlan {
   loop: string;
+  /** The loop's length. */
+  steps: number;
   killAt: number;
   /** The loop's first step (the peers count from 0, Mindloop's ticks from 1). */
   firstStep: number;
@@ -154,6 +163,7 @@ interface CrashPlan {
 
 /** One kill: start a loop, SIGKILL its process at a step, resume it in a new process, count each step's side effects. */
 async function crashOnce(p: LoopProcess, env: Record<string, string>, plan: CrashPlan): Promise<CrashRun> {
+  const crashSteps = plan.steps;
   let killed = false;
   let killedAt = 0;
   const kill = (c: Child) => {
@@ -201,6 +211,9 @@ function crashFigures(label: string, prefix: string, key: string, runs: CrashRun
       [`${prefix}lost_steps_${key}`]: runs.reduce((n, r) => n + r.lost, 0),
       [`${prefix}rerun_steps_${key}`]: runs.reduce((n, r) => n + r.extra, 0),
       [`${prefix}kills_with_duplicate_${key}`]: runs.filter((r) => r.duplicated > 0).length,
+      // Seconds from the kill to the first step of the new process, over the kills that came (NaN: none did).
+      [`${prefix}back_p50_s_${key}`]: summarize(runs.map((r) => r.backS).filter(Number.isFinite)).p50,
+      [`${prefix}done_p50_s_${key}`]: summarize(runs.map((r) => r.doneS).filter(Number.isFinite)).p50,
     },
     line: `  ${label}: crash ${runs.map((r, i) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${detail(r, i) ? ` ${detail(r, i)}` : ''} back ${r.backS.toFixed(1)} s done ${r.doneS.toFixed(1)} s${what(r)}`).join('; ')}\n`,
     note: runs
@@ -217,16 +230,17 @@ type MindloopWindow = 'effect' | 'model';
  * model is the endpoint; dup/lost count its diary rows per tick, and the endpoint's record the
  * model calls asked again.
  */
-async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoint: ScriptedEndpoint, window: MindloopWindow): Promise<{ runs: CrashRun[]; repeated: Array<ReturnType<typeof repeatedCalls>> }> {
+async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoint: ScriptedEndpoint, window: MindloopWindow, { kills, crashSteps }: PeersSizes): Promise<{ runs: CrashRun[]; repeated: Array<ReturnType<typeof repeatedCalls>> }> {
   const runs: CrashRun[] = [];
   const repeated: Array<ReturnType<typeof repeatedCalls>> = [];
   for (let k = 0; k < kills; k++) {
     const loop = `crash-mindloop-${window}-${k}`;
     await seedCrashAgent(stack.db.db, loop, endpoint.baseUrl(loop));
-    const killAt = randomKillStep();
+    const killAt = randomKillStep(crashSteps);
     runs.push(
       await crashOnce(mindloop, env, {
         loop,
+        steps: crashSteps,
         killAt,
         firstStep: 1,
         resumeLimitMs: resumeLimitMs.mindloop,
@@ -241,7 +255,7 @@ async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoi
   return { runs, repeated };
 }
 
-export async function measurePeers(): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const only = selection();
   const crashPeers = peers.filter((p) => only.crash.has(p.name));
   if (only.perf || crashPeers.length) ensureInstalled();
@@ -257,11 +271,11 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
   const notes: Record<string, string> = {};
   try {
     await db.query('CREATE TABLE peer_effects (peer text NOT NULL, loop text NOT NULL, step int NOT NULL, reply text, at timestamptz NOT NULL DEFAULT now())');
-    const childEnv = { PEER_DB_URL: peersDb.url, TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle };
+    const childEnv = { PEER_DB_URL: peersDb.url, TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle, ...(z.smoke ? { PEER_SMOKE: '1' } : {}) };
 
     if (only.perf) {
       process.stdout.write('  mindloop: tick (bench/tick.ts measureTicks) on the same Postgres…\n');
-      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
+      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR, z.smoke ? tickSizes.smoke.ticks : tickSizes.full.ticks);
       Object.assign(metrics, {
         mindloop_tick_p50_ms: t.overhead_p50_ms!,
         mindloop_tick_p99_ms: t.overhead_p99_ms!,
@@ -275,11 +289,12 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
     }
     for (const p of crashPeers) {
       const runs: CrashRun[] = [];
-      for (let k = 0; k < kills; k++) {
+      for (let k = 0; k < z.kills; k++) {
         runs.push(
           await crashOnce(p, childEnv, {
             loop: `crash-${p.name}-${k}`,
-            killAt: randomKillStep(),
+            steps: z.crashSteps,
+            killAt: randomKillStep(z.crashSteps),
             firstStep: 0,
             killOnStepLine: true,
             resumeLimitMs: resumeLimitMs.peer,
@@ -310,7 +325,7 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
         LOG_LEVEL: 'WARN',
       };
       for (const [window, prefix] of [['effect', 'crash_'], ['model', 'crash_midcall_']] as const) {
-        const { runs, repeated } = await mindloopCrashes(stack, mindloopEnv, endpoint, window);
+        const { runs, repeated } = await mindloopCrashes(stack, mindloopEnv, endpoint, window, z);
         const calls = (i: number) => {
           const r = repeated[i]!;
           const purposes = Object.entries(r.byPurpose).map(([k, n]) => `${k} ${n}`).join(', ');
@@ -333,11 +348,11 @@ export async function measurePeers(): Promise<{ metrics: Record<string, number>;
   }
   Object.assign(notes, {
     ...(only.perf ? {} : { partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran` }),
-    loop: `each peer: one loop of 200 steps (p50/p99 of the gap between consecutive steps after ${20} warm-up steps), then 50 loops of 20 steps at once (steps/s); a step = the instant fake model + one INSERT (its side effect), made durable the peer's way`,
+    loop: `each peer: one loop of ${z.smoke ? '12' : '200'} steps (p50/p99 of the gap between consecutive steps after ${z.smoke ? 4 : 20} warm-up steps), then ${z.smoke ? '5 loops of 4' : '50 loops of 20'} steps at once (steps/s); a step = the instant fake model + one INSERT (its side effect), made durable the peer's way`,
     mindloop: 'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → commands; here the reflexes are off and the scripted reply has no commands, so a tick is its think, a local activity after a fast answer); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
     rss: '<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); Mindloop\'s worker with 500 and 2 000 idle agents is measured by `npm run bench -- tick` (rss_mb_500_idle_agents, rss_mb_2000_idle_agents in bench/results/tick.json)',
-    crash: `${kills} kills per loop, each a loop of ${crashSteps} steps SIGKILLed at a random step (as soon as that step's side effect is reported), then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal and Mindloop: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills; back / done: seconds from the kill to the new process's first step (its start included) and to the loop's end`,
-    mindloop_crash: `Mindloop: ${crashSteps} ticks of agentLoopWorkflow (reflexes off, the tick of mindloop_tick_*) in a worker process of the product (bench/peers-mindloop-child.ts); the model an OpenAI-compatible endpoint in the harness answering each think with one diary.add; the side effect is the tick's diary_entries row (no unique key). crash_*: killed right after tick N's diary row committed, before applyCommands' completion reached Temporal (the worker holds there, so every kill lands in that window); crash_midcall_*: killed while tick N's think request waited at the endpoint. crash_repeated_llm_calls = requests the endpoint received again for a tick and purpose it had already received (with the reflexes off a tick asks one: its think)`,
+    crash: `${z.kills} kills per loop, each a loop of ${z.crashSteps} steps SIGKILLed at a random step (as soon as that step's side effect is reported), then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal and Mindloop: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills; back / done: seconds from the kill to the new process's first step (its start included) and to the loop's end`,
+    mindloop_crash: `Mindloop: ${z.crashSteps} ticks of agentLoopWorkflow (reflexes off, the tick of mindloop_tick_*) in a worker process of the product (bench/peers-mindloop-child.ts); the model an OpenAI-compatible endpoint in the harness answering each think with one diary.add; the side effect is the tick's diary_entries row (no unique key). crash_*: killed right after tick N's diary row committed, before applyCommands' completion reached Temporal (the worker holds there, so every kill lands in that window); crash_midcall_*: killed while tick N's think request waited at the endpoint. crash_repeated_llm_calls = requests the endpoint received again for a tick and purpose it had already received (with the reflexes off a tick asks one: its think)`,
   });
   return { metrics, notes };
 }

@@ -1,32 +1,40 @@
 /**
- * `npm run bench -- <name>…` (no name: all). Each benchmark prints a table and writes
- * bench/results/<name>.json as `{name, at, machine, metrics}`.
+ * `npm run bench -- <name>…` (no name: all but tick-compare). Each benchmark prints a table and
+ * writes bench/results/<name>.json as `{name, at, machine, metrics}`. `--smoke` runs
+ * each at the smallest sizes that still go through its whole path and writes under
+ * bench/results/smoke/ instead (`--out=<dir>`: elsewhere); `npm test` runs every one that way.
  */
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { benchStack, writeResult } from './lib.js';
-import { measureBaseline } from './temporal-baseline.js';
+import { benchStack, resultsDir, smokeResultsDir, writeResult, type ResultOptions } from './lib.js';
+import { baselineSizes, measureBaseline } from './temporal-baseline.js';
 import { defaultWorkflowCache } from '../env.js';
-import { type HzRound, maxLagMs, measureAt1Hz, measureIdle, measureLedgerOverhead, measureReflexOverhead, measureTicks, measureTicksOnPostgres } from './tick.js';
-import { measureSandbox } from './sandbox.js';
-import { measureForks } from './fork.js';
-import { measureSpawns } from './spawn.js';
-import { measureLearnings } from './learnings.js';
-import { measureNerves } from './nerves.js';
-import { measureBus } from './bus.js';
+import { type HzRound, maxLagMs, measureAt1Hz, measureIdle, measureLedgerOverhead, measureReflexOverhead, measureTicks, measureTicksOnPostgres, tickSizes } from './tick.js';
+import { measureSandbox, sandboxSizes } from './sandbox.js';
+import { forkSizes, measureForks } from './fork.js';
+import { measureSpawns, spawnSizes } from './spawn.js';
+import { learningsSizes, measureLearnings } from './learnings.js';
+import { measureNerves, nervesSizes } from './nerves.js';
+import { busSizes, measureBus } from './bus.js';
 import { compareTicks } from './tick-compare.js';
-import { measureSpeech, withPreviousCpuRun, type SpeechDevice } from './speech.js';
-import { measureCli } from './cli.js';
+import { measureSpeech, speechSizes, withPreviousCpuRun, type SpeechDevice } from './speech.js';
+import { cliSizes, measureCli } from './cli.js';
 import { measureLocalTick } from './local-tick.js';
-import { measurePeers } from './peers.js';
+import { measurePeers, peersSizes } from './peers.js';
 
 const hzRounds = (rounds: HzRound[], what: string) => rounds.map((r) => `${r.agents} ${what} p50 ${r.lagP50.toFixed(0)} / p99 ${r.lagP99.toFixed(0)} ms, ${r.ticksPerS.toFixed(0)} steps/s`).join('; ');
+
+/** The results file of `name`, where this run writes them (a smoke run says so in its notes). */
+function write(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}): void {
+  const smokeNote = 'a --smoke run: the smallest sizes that go through the whole path, to show it runs; the keys are a full run\'s (those naming a size too), the figures are not measurements';
+  writeResult(name, metrics, smoke ? { ...notes, smoke: smokeNote } : notes, out);
+}
 
 const benchmarks: Record<string, () => Promise<void>> = {
   async 'temporal-baseline'() {
     const { stack, stop } = await benchStack();
     try {
-      const figures = await measureBaseline(stack);
-      writeResult('temporal-baseline', { ...figures }, {
+      const figures = await measureBaseline(stack, smoke ? baselineSizes.smoke : baselineSizes.full);
+      write('temporal-baseline', { ...figures }, {
         activity_rt: 'workflow clock from scheduling a no-op activity to the workflow task that sees its result',
         workflow_rt: 'client wall clock from start to result of a no-op workflow',
         stack: 'embedded: Temporal CLI dev server (SQLite, WAL) + PGlite; one worker in this process',
@@ -36,19 +44,20 @@ const benchmarks: Record<string, () => Promise<void>> = {
     }
   },
   async tick() {
+    const sizes = smoke ? tickSizes.smoke : tickSizes.full;
     const { env, stack, stop } = await benchStack();
     try {
-      const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
-      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR);
+      const base = await measureBaseline(stack, sizes.baseline);
+      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR, sizes.ticks);
       // The same loop with the reflexes on (3 validators) vs off, alternating blocks in this run.
-      const reflexes = await measureReflexOverhead(stack, env.MINDLOOP_TOOLS_DIR);
+      const reflexes = await measureReflexOverhead(stack, env.MINDLOOP_TOOLS_DIR, sizes.alternating);
       // The same bare loop with the lifeforce ledger on vs off, alternating blocks in this run.
-      const ledger = await measureLedgerOverhead(stack, env.MINDLOOP_TOOLS_DIR);
+      const ledger = await measureLedgerOverhead(stack, env.MINDLOOP_TOOLS_DIR, sizes.alternating);
       // On the real Postgres, stacks of their own: worker memory with idle agents; how many agents keep the 1 s heartbeat.
-      const idle = await measureIdle();
-      const hz = await measureAt1Hz(env.MINDLOOP_TOOLS_DIR);
-      const onPostgres = await measureTicksOnPostgres(env.MINDLOOP_TOOLS_DIR);
-      writeResult(
+      const idle = await measureIdle(sizes.idle);
+      const hz = await measureAt1Hz(env.MINDLOOP_TOOLS_DIR, sizes.hz);
+      const onPostgres = await measureTicksOnPostgres(env.MINDLOOP_TOOLS_DIR, sizes);
+      write(
         'tick',
         {
           ...t,
@@ -63,15 +72,15 @@ const benchmarks: Record<string, () => Promise<void>> = {
         },
         {
           model: 'scripted, instant (no LLM time): what remains is the loop itself',
-          overhead: 'wall time between consecutive recorded ticks of one agent, delay_ms 0, 180 ticks after warm-up',
+          overhead: `wall time between consecutive recorded ticks of one agent, delay_ms 0, ${sizes.ticks.soloTicks - sizes.ticks.warmup - 1} ticks after warm-up; ticks_per_s_50_agents: ${sizes.ticks.agents} agents × ${sizes.ticks.agentTicks} ticks at once`,
           stacks: 'overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack\'s own no-op activity round trip',
-          rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting 500, then 2 000 idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded; target <= 1.5 GB at 2 000`,
-          at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (12 ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hzRounds(hz.rounds, 'agents')}`,
+          rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting ${sizes.idle.totals.map((n) => Math.max(1, Math.round(n / sizes.idle.divisor))).join(', then ')} idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded; target <= 1.5 GB at 2 000`,
+          at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (${sizes.hz.ticks} ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hzRounds(hz.rounds, 'agents')}`,
           floor_1hz: `the same dev server, after the agents: N bare workflows, each step a no-op local activity then a 1 s timer (what a paced tick with a local think costs Temporal alone); lag = the step's workflow task completed − its timer's start − 1 s (history times), from the second step; floor_workflows_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms; agents_at_1hz_ratio_to_floor = agents_at_1hz / floor_workflows_at_1hz. Rounds: ${hzRounds(hz.floor, 'workflows')}`,
           reflexes:
-            'reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), 4 alternating blocks of 60 ticks each, same run; target <= 2',
+            `reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} ticks each, same run; target <= 2`,
           ledger:
-            'ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, 4 alternating blocks of 60 bare ticks, same run; target <= 2 ms',
+            `ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} bare ticks, same run; target <= 2 ms`,
           targets: 'overhead p50 <= 1.5x the no-op activity round trip, >= 150 ticks/s with 50 agents, RSS <= 1.5 GB at 2 000 idle agents, agents_at_1hz 500 (compare floor_workflows_at_1hz: what Temporal alone holds here), reflex_overhead_ratio <= 2, ledger_overhead_p50_ms <= 2',
         },
       );
@@ -82,8 +91,8 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async fork() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureForks(stack, { dataDir: env.MINDLOOP_DATA_DIR });
-      writeResult('fork', metrics, notes);
+      const { metrics, notes } = await measureForks(stack, { dataDir: env.MINDLOOP_DATA_DIR, ...(smoke ? forkSizes.smoke : forkSizes.full) });
+      write('fork', metrics, notes);
     } finally {
       await stop();
     }
@@ -91,45 +100,46 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async spawn() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureSpawns(stack, { dataDir: env.MINDLOOP_DATA_DIR });
-      writeResult('spawn', metrics, notes);
+      const { metrics, notes } = await measureSpawns(stack, { dataDir: env.MINDLOOP_DATA_DIR, ...(smoke ? spawnSizes.smoke : spawnSizes.full) });
+      write('spawn', metrics, notes);
     } finally {
       await stop();
     }
   },
   async sandbox() {
-    const { metrics, notes } = await measureSandbox();
-    writeResult('sandbox', metrics, notes);
+    const { metrics, notes } = await measureSandbox(smoke ? sandboxSizes.smoke : sandboxSizes.full);
+    write('sandbox', metrics, notes);
   },
-  /** `npm run bench -- tick-compare --baseline=<git ref>`: the tick before and after, same run. */
+  /** `npm run bench -- tick-compare --baseline=<git ref>`: the tick before and after, same run (a smoke run: against HEAD by default). */
   async 'tick-compare'() {
-    const baseline = flags.get('baseline');
+    const baseline = flags.get('baseline') ?? (smoke ? 'HEAD' : undefined);
     if (!baseline) {
       process.stderr.write('tick-compare needs --baseline=<git ref> (the commit to compare with, e.g. --baseline=HEAD~3)\n');
       process.exit(2);
     }
-    const { metrics, notes } = await compareTicks(baseline, Number(flags.get('rounds') ?? 3));
-    writeResult('tick-compare', metrics, notes);
+    const { metrics, notes } = await compareTicks(baseline, Number(flags.get('rounds') ?? (smoke ? 1 : 3)), { smoke });
+    write('tick-compare', metrics, notes);
   },
   async learnings() {
-    const { metrics, notes } = await measureLearnings();
-    writeResult('learnings', metrics, notes);
+    const { metrics, notes } = await measureLearnings(smoke ? learningsSizes.smoke : learningsSizes.full);
+    write('learnings', metrics, notes);
   },
   async nerves() {
-    const { metrics, notes } = await measureNerves();
-    writeResult('nerves', metrics, notes);
+    const { metrics, notes } = await measureNerves(smoke ? nervesSizes.smoke : nervesSizes.full);
+    write('nerves', metrics, notes);
   },
   async bus() {
-    const { metrics, notes } = await measureBus();
-    writeResult('bus', metrics, notes);
+    const { metrics, notes } = await measureBus(smoke ? busSizes.smoke : busSizes.full);
+    write('bus', metrics, notes);
   },
   /** `npm run bench -- cli`: `mindloop status` / `note` as whole processes, beside the Temporal CLI. */
   async cli() {
+    const { runs } = smoke ? cliSizes.smoke : cliSizes.full;
     const { env, stack, stop } = await benchStack();
     try {
-      const metrics = await measureCli(stack, env.MINDLOOP_TOOLS_DIR);
-      writeResult('cli', metrics, {
-        runs: 'each figure: 10 runs of the whole command as a process (node bin/mindloop.mjs …), start to exit, after one warm-up run; the agent is on the embedded stack with a slow heartbeat, and its notebook is served as by npm start',
+      const metrics = await measureCli(stack, env.MINDLOOP_TOOLS_DIR, { runs });
+      write('cli', metrics, {
+        runs: `each figure: ${runs} runs of the whole command as a process (node bin/mindloop.mjs …), start to exit, after one warm-up run; the agent is on the embedded stack with a slow heartbeat, and its notebook is served as by npm start`,
         status: `status_*, note_*: as they answer beside npm start (through its notebook, which serves the same Temporal); *_direct_*: --direct, the command's own Temporal client (as where no notebook runs)`,
         targets: `status_p50_ms <= 300: ${metrics.status_p50_ms! <= 300 ? 'met' : 'missed'}; note_p50_ms <= 500: ${metrics.note_p50_ms! <= 500 ? 'met' : 'missed'}`,
         temporal_cli: 'temporal workflow describe of the same agent workflow (the Temporal CLI from .tools/), same run',
@@ -142,33 +152,45 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async 'local-tick'() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureLocalTick(stack, env.MINDLOOP_TOOLS_DIR, { ticks: Number(flags.get('ticks') ?? 12) });
-      writeResult('local-tick', metrics, notes);
+      const { metrics, notes } = await measureLocalTick(stack, env.MINDLOOP_TOOLS_DIR, { ticks: Number(flags.get('ticks') ?? (smoke ? 2 : 12)) });
+      write('local-tick', metrics, notes);
     } finally {
       await stop();
     }
   },
   /** `npm run bench -- peers`: the same loop on LangGraph.js, DBOS, bare Temporal beside Mindloop's tick; crash-resume counts. */
   async peers() {
-    const { metrics, notes } = await measurePeers();
-    writeResult('peers', metrics, notes);
+    const { metrics, notes } = await measurePeers(smoke ? peersSizes.smoke : peersSizes.full);
+    write('peers', metrics, notes);
   },
   /** `npm run bench -- speech [--device=cuda]`: the speech engine's RTF, WER and queue wait (CPU by default). */
   async speech() {
     const device = (flags.get('device') ?? 'cpu') as SpeechDevice;
-    const { metrics, notes } = await measureSpeech({ device });
-    writeResult('speech', withPreviousCpuRun(device, metrics), notes);
+    const { metrics, notes, measured } = await measureSpeech({ device, sizes: smoke ? speechSizes.smoke : speechSizes.full, cpuIfNoGpu: smoke });
+    write('speech', withPreviousCpuRun(measured, metrics, out.dir!), notes);
   },
 };
 
 const args = process.argv.slice(2).filter((a) => a !== '--');
-/** `--name=value` options (tick-compare's --baseline, --rounds; speech's --device). */
-const flags = new Map(args.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string]));
-const names = args.filter((a) => !a.startsWith('--'));
-const badFlag = [...flags.keys()].find((f) => !['baseline', 'rounds', 'device', 'ticks'].includes(f));
-if (badFlag !== undefined) {
-  process.stderr.write(`unknown option --${badFlag} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda)\n`);
-  process.exit(2);
+/** Options that take a value (`--name=value` or `--name value`), and the switches. */
+const valued = ['baseline', 'rounds', 'device', 'ticks', 'out'];
+const switches = ['smoke'];
+const flags = new Map<string, string>();
+const names: string[] = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i]!;
+  if (!a.startsWith('--')) {
+    names.push(a);
+    continue;
+  }
+  const eq = a.indexOf('=');
+  const key = a.slice(2, eq < 0 ? undefined : eq);
+  if (switches.includes(key) && eq < 0) flags.set(key, '');
+  else if (valued.includes(key)) flags.set(key, eq < 0 ? (args[++i] ?? '') : a.slice(eq + 1));
+  else {
+    process.stderr.write(`unknown option ${a} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda, local-tick --ticks=<n>; every benchmark --smoke, and --out=<dir> for where the results go)\n`);
+    process.exit(2);
+  }
 }
 if (flags.has('device') && !['cpu', 'cuda'].includes(flags.get('device') ?? '')) {
   process.stderr.write(`--device must be cpu or cuda, got "${flags.get('device')}"\n`);
@@ -182,14 +204,23 @@ if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {
   process.stderr.write(`--rounds must be a whole number from 1 to 99, got "${flags.get('rounds')}"\n`);
   process.exit(2);
 }
+if (flags.has('out') && !flags.get('out')) {
+  process.stderr.write('--out needs a folder\n');
+  process.exit(2);
+}
+/** `--smoke`: each benchmark at the smallest sizes that still go through its whole path, its results apart. */
+const smoke = flags.has('smoke');
+const out: ResultOptions = { dir: flags.get('out') ?? (smoke ? smokeResultsDir : resultsDir), smoke };
 const unknown = names.filter((n) => !(n in benchmarks));
 if (unknown.length) {
   process.stderr.write(`unknown benchmark: ${unknown.join(', ')} (have: ${Object.keys(benchmarks).join(', ')})\n`);
   process.exit(2);
 }
 Runtime.install({ logger: new DefaultLogger('WARN') });
-// No name: every benchmark but tick-compare (which needs a baseline to compare with).
-for (const name of names.length ? names : Object.keys(benchmarks).filter((n) => n !== 'tick-compare')) {
-  process.stdout.write(`▶ ${name}\n`);
+// No name: every benchmark but tick-compare (which needs a baseline to compare with); with
+// --smoke, every one (tick-compare against HEAD).
+const all = Object.keys(benchmarks).filter((n) => smoke || n !== 'tick-compare');
+for (const name of names.length ? names : all) {
+  process.stdout.write(`▶ ${name}${smoke ? ' (smoke)' : ''}\n`);
   await benchmarks[name]!();
 }

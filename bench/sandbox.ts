@@ -36,7 +36,10 @@ async function apiRun(docker: Docker, image: string): Promise<number> {
   return performance.now() - t;
 }
 
-export async function measureSandbox(runs = 60): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+/** Timed runs of each of the four kinds, after warm-up rounds; `smoke` the fewest that give a figure of each. */
+export const sandboxSizes = { full: { runs: 60, warmups: 3 }, smoke: { runs: 2, warmups: 1 } };
+
+export async function measureSandbox({ runs, warmups } = sandboxSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const docker = createDocker(process.env.DOCKER_HOST);
   const status = await dockerStatus(docker);
   if (!status.available) throw new Error(`the sandbox benchmark needs a Docker engine: ${status.reason}`);
@@ -53,7 +56,7 @@ export async function measureSandbox(runs = 60): Promise<{ metrics: Record<strin
     if (r.status !== 'ok') throw new Error(`sandboxed true failed: ${JSON.stringify(r)}`);
     return performance.now() - t;
   };
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < warmups; i++) {
     await oursOnce(-1 - i);
     await cliRun(SANDBOX_IMAGE);
     await apiRun(docker, SANDBOX_IMAGE);

@@ -16,9 +16,13 @@ import { startSpawn } from '../runtime/workflow-starts.js';
 import { countRows, seedForkableAgent } from '../test/helpers/fork-fixture.js';
 import { summarize, withBenchWorker } from './lib.js';
 
-export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?: number; runs?: number }) {
-  const target = opts.rows ?? 10_000;
-  const runs = opts.runs ?? 20;
+/** The benchmark's sizes; `smoke` the smallest that still spawns each kind, runs and removes it. */
+export const spawnSizes = { full: { rows: 10_000, runs: 20, warmups: 2 }, smoke: { rows: 300, runs: 1, warmups: 1 } };
+
+export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?: number; runs?: number; warmups?: number }) {
+  const target = opts.rows ?? spawnSizes.full.rows;
+  const runs = opts.runs ?? spawnSizes.full.runs;
+  const warmups = opts.warmups ?? spawnSizes.full.warmups;
   const db = stack.db.db;
   const parentId = 'bench-spawn-parent';
   // The rest as the parent's diary and notebook, half each: a trained child inherits the diary.
@@ -35,7 +39,7 @@ export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?
   const copied: Record<SpawnType, number> = { clone: 0, trained: 0, newborn: 0 };
   const activities = createActivities({ db, dataDir: opts.dataDir, llm: { env: {}, toolsDir: '' } });
   await withBenchWorker(stack, { taskQueue: 'mindloop', activities }, async (client) => {
-    for (let i = -2; i < runs; i++) {
+    for (let i = -warmups; i < runs; i++) {
       // Interleaved kinds: each sees the same machine state.
       for (const type of spawnTypes) {
         const name = `bench-${type}-${i < 0 ? `warm${-i}` : i}`;

@@ -41,7 +41,7 @@ const targets = { sttRtf: 0.5, ttsRtf: 0.2 };
 const voiceNoteSeconds = { min: 15, max: 30 };
 const workflowQueue = 'bench-speech';
 
-const englishSentences = everydaySentences.en.slice(0, 12);
+const englishSentences = everydaySentences.en;
 const germanSentences = everydaySentences.de;
 
 /** Voice notes as people leave them: several sentences, 15–30 s spoken. */
@@ -91,8 +91,16 @@ const germanNotes = [
     'Und nicht vergessen, der Oma eine Karte zum Geburtstag zu schreiben. Dann früh ins Bett gehen.',
 ];
 
-/** How many of each language's short clips go into the backlog (both together make it). */
-const backlogPerLanguage = 6;
+/**
+ * Sentences per language (up to all there are), voice notes per language, whether a note is cut to
+ * its first sentence, and how many of each language's short clips go into the backlog (both
+ * together make it). `smoke`: one of each, the note a sentence long.
+ */
+export const speechSizes = {
+  full: { sentences: 12, notes: 5, firstSentenceOnly: false, backlogPerLanguage: 6 },
+  smoke: { sentences: 1, notes: 1, firstSentenceOnly: true, backlogPerLanguage: 1 },
+};
+type SpeechSizes = typeof speechSizes.full;
 
 interface SpeakResult {
   audio_path: string;
@@ -146,9 +154,27 @@ async function activityTimes(handle: WorkflowHandle): Promise<{ scheduled: numbe
   };
 }
 
-export async function measureSpeech(opts: { device: SpeechDevice }): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
-  const prefix = opts.device === 'cpu' ? 'cpu_' : 'gpu_';
-  const engineQueue = opts.device === 'cpu' ? 'speech-cpu' : 'speech-gpu';
+/**
+ * The speech figures on `device`. `cpuIfNoGpu` (a smoke run): where the engine finds no usable
+ * CUDA device, measure the CPU instead and say so; `measured` is the device measured.
+ */
+export async function measureSpeech(opts: { device: SpeechDevice; sizes?: SpeechSizes; cpuIfNoGpu?: boolean }): Promise<{ metrics: Record<string, number>; notes: Record<string, string>; measured: SpeechDevice }> {
+  const sizes = opts.sizes ?? speechSizes.full;
+  try {
+    return { ...(await measureOn(opts.device, sizes)), measured: opts.device };
+  } catch (err) {
+    const noGpu = /sees no CUDA device|did not load on CUDA/.exec(String(err));
+    if (!(opts.cpuIfNoGpu && opts.device === 'cuda' && noGpu)) throw err;
+    const reason = `the engine found no usable GPU (${noGpu[0]})`;
+    process.stdout.write(`  ${reason}: measuring the CPU backend instead\n`);
+    const cpu = await measureOn('cpu', sizes);
+    return { metrics: cpu.metrics, notes: { ...cpu.notes, gpu: `skipped: ${reason}; the CPU backend was measured` }, measured: 'cpu' };
+  }
+}
+
+async function measureOn(device: SpeechDevice, sizes: SpeechSizes): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+  const prefix = device === 'cpu' ? 'cpu_' : 'gpu_';
+  const engineQueue = device === 'cpu' ? 'speech-cpu' : 'speech-gpu';
   // Other work on these small machines skews every figure: the load is recorded beside them.
   const loadBefore = loadavg()[0]!;
   const { env, stack, stop } = await benchStack();
@@ -212,17 +238,18 @@ export async function measureSpeech(opts: { device: SpeechDevice }): Promise<{ m
 
       process.stdout.write('  speaking sentences and voice notes…\n');
       const sentences: Clip[] = [];
-      for (const [i, s] of englishSentences.entries()) sentences.push(await speak(s, 'en', 'sentence', `en-${i}`));
-      for (const [i, s] of germanSentences.entries()) sentences.push(await speak(s, 'de', 'sentence', `de-${i}`));
+      for (const [i, s] of englishSentences.slice(0, sizes.sentences).entries()) sentences.push(await speak(s, 'en', 'sentence', `en-${i}`));
+      for (const [i, s] of germanSentences.slice(0, sizes.sentences).entries()) sentences.push(await speak(s, 'de', 'sentence', `de-${i}`));
       const notes: Clip[] = [];
-      for (const [i, s] of englishNotes.entries()) notes.push(await speak(s, 'en', 'note', `note-en-${i}`));
-      for (const [i, s] of germanNotes.entries()) notes.push(await speak(s, 'de', 'note', `note-de-${i}`));
+      const note = (text: string) => (sizes.firstSentenceOnly ? text.split(/(?<=[.?!])\s+/)[0]! : text);
+      for (const [i, s] of englishNotes.slice(0, sizes.notes).entries()) notes.push(await speak(note(s), 'en', 'note', `note-en-${i}`));
+      for (const [i, s] of germanNotes.slice(0, sizes.notes).entries()) notes.push(await speak(note(s), 'de', 'note', `note-de-${i}`));
 
       process.stdout.write(`  transcribing ${notes.length} voice notes one at a time…\n`);
       const heardNotes: Heard[] = [];
       for (const clip of notes) heardNotes.push({ clip, heard: await transcribe(clip) });
 
-      const backlogClips = [...sentences.filter((c) => c.lang === 'en').slice(0, backlogPerLanguage), ...sentences.filter((c) => c.lang === 'de').slice(0, backlogPerLanguage)];
+      const backlogClips = [...sentences.filter((c) => c.lang === 'en').slice(0, sizes.backlogPerLanguage), ...sentences.filter((c) => c.lang === 'de').slice(0, sizes.backlogPerLanguage)];
       process.stdout.write(`  a backlog of ${backlogClips.length} short transcriptions at once…\n`);
       const handles = await Promise.all(backlogClips.map((clip) => start('transcribe', { audio_path: clip.spoken.audio_path, language: 'auto' })));
       const backlogResults = (await Promise.all(handles.map((h) => h.result()))) as TranscribeResult[];
@@ -232,7 +259,7 @@ export async function measureSpeech(opts: { device: SpeechDevice }): Promise<{ m
       const scheduleToStart = times.map((t) => t.started - t.scheduled);
       const retried = times.filter((t) => t.attempts > 1).length;
 
-      return report({ prefix, device: opts.device, health, workerStartS, load: [loadBefore, loadavg()[0]!], clips: [...sentences, ...notes], heardNotes, heardShort, waits, scheduleToStart, retried });
+      return report({ prefix, device: device, firstSentenceOnly: sizes.firstSentenceOnly, health, workerStartS, load: [loadBefore, loadavg()[0]!], clips: [...sentences, ...notes], heardNotes, heardShort, waits, scheduleToStart, retried });
     });
   } finally {
     await client?.connection.close();
@@ -245,6 +272,8 @@ export async function measureSpeech(opts: { device: SpeechDevice }): Promise<{ m
 interface Measured {
   prefix: string;
   device: SpeechDevice;
+  /** The voice notes were cut to their first sentence (a smoke run): their length is not a voice note's. */
+  firstSentenceOnly: boolean;
   health: { device: string; stt: string[]; tts: string[]; voices: Record<string, string> };
   workerStartS: number;
   /** The 1-minute load average before and after the run. */
@@ -361,16 +390,17 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
   process.stdout.write(`${out.join('\n')}\n`);
   for (const h of misheardLanguage) process.stdout.write(`  ! heard as '${h.heard.language}': ${h.clip.text.slice(0, 60)}…\n`);
 
+  const count = (kind: Clip['kind'], lang: WerLanguage) => m.clips.filter((c) => c.kind === kind && c.lang === lang).length;
   const notes: Record<string, string> = {
     engine: `speech/mindloop_speech on ${m.health.device}, --concurrency 1 (one job at a time); stt ${model}; tts voices en=${m.health.voices.en ?? '?'} de=${m.health.voices.de ?? '?'}`,
     rtf: 'the engine’s elapsed_ms / the audio’s duration_s, as each activity reports them (decode + inference + write; no queue time)',
-    tts: `every speak of the run per backend: ${englishSentences.length} + ${germanSentences.length} short sentences (lang en / de) and ${englishNotes.length} + ${germanNotes.length} voice-note paragraphs; *_tts_rtf_p50_<backend> per backend, the plain key the slowest backend's`,
+    tts: `every speak of the run per backend: ${count('sentence', 'en')} + ${count('sentence', 'de')} short sentences (lang en / de) and ${count('note', 'en')} + ${count('note', 'de')} voice-note paragraphs${m.firstSentenceOnly ? ' (each cut to its first sentence)' : ''}; *_tts_rtf_p50_<backend> per backend, the plain key the slowest backend's`,
     stt: `stt_rtf_*: ${m.heardNotes.length} voice notes (${voiceNoteSeconds.min}–${voiceNoteSeconds.max} s wanted; see stt_clip_s_*), made by speak, language auto; stt_rtf_*_short: ${m.heardShort.length} single sentences — Whisper pads every window to 30 s, so a short clip costs about a long one's time`,
     wer: 'corpusWordErrorRate of the round trips (text → speak → transcribe), per language over its voice notes and short sentences (_notes, _short apart)',
     queue_wait: `${m.waits.length} transcriptions of the short clips started at once on ${m.device === 'cpu' ? 'speech-cpu' : 'speech-gpu'}: from ActivityTaskScheduled until the engine began (completed − scheduled − elapsed_ms); the worker takes concurrency + 2 tasks, so Temporal’s schedule-to-start (queue_temporal_*) misses the wait inside it`,
     targets: `stt_rtf_p50 <= ${targets.sttRtf}: ${stt.p50 <= targets.sttRtf ? 'met' : 'missed'} (short sentences ${fmt(metrics[`${p}stt_rtf_p50_short`]!)}: ${metrics[`${p}stt_rtf_p50_short`]! <= targets.sttRtf ? 'met' : 'missed'}); tts_rtf_p50 <= ${targets.ttsRtf} per backend: ${[...byBackend.keys()].map((b) => `${b} ${metrics[`${p}tts_rtf_p50_${keyPart(b)}`]! <= targets.ttsRtf ? 'met' : 'missed'}`).join(', ')}`,
   };
-  const outOfRange = m.heardNotes.filter((h) => h.heard.duration_s < voiceNoteSeconds.min || h.heard.duration_s > voiceNoteSeconds.max);
+  const outOfRange = m.firstSentenceOnly ? [] : m.heardNotes.filter((h) => h.heard.duration_s < voiceNoteSeconds.min || h.heard.duration_s > voiceNoteSeconds.max);
   if (outOfRange.length) notes.voice_notes = `${outOfRange.length} of ${m.heardNotes.length} voice notes fell outside ${voiceNoteSeconds.min}–${voiceNoteSeconds.max} s: ${outOfRange.map((h) => h.heard.duration_s.toFixed(1)).join(', ')} s`;
   // Only the load before counts: the run's own Whisper threads raise the load after it.
   if (m.load[0] > cpus().length / 2) notes.load = `the machine was busy with other work before the run (1-min load ${fmt(m.load[0], 2)} on ${cpus().length} CPUs): RTFs and waits are slower than on a quiet machine`;
@@ -382,8 +412,8 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
  * A `cuda` run keeps what the last results file holds for the CPU (its `cpu_…` and plain keys),
  * so one file has both devices; a CPU run writes its own keys only.
  */
-export function withPreviousCpuRun(device: SpeechDevice, metrics: Record<string, number>): Record<string, number> {
-  const file = join(import.meta.dirname, 'results', 'speech.json');
+export function withPreviousCpuRun(device: SpeechDevice, metrics: Record<string, number>, dir: string): Record<string, number> {
+  const file = join(dir, 'speech.json');
   if (device === 'cpu' || !existsSync(file)) return metrics;
   const previous = (JSON.parse(readFileSync(file, 'utf8')) as { metrics?: Record<string, number> }).metrics ?? {};
   return { ...Object.fromEntries(Object.entries(previous).filter(([k]) => !k.startsWith('gpu_'))), ...metrics };

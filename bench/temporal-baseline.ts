@@ -46,8 +46,11 @@ export async function withBaselineWorker<T>(stack: Stack, fn: (client: Client, t
   }
 }
 
+/** No-op activity calls in one workflow and no-op workflow runs; `smoke` the fewest that give a figure of each. */
+export const baselineSizes = { full: { activities: 500, workflows: 200 }, smoke: { activities: 20, workflows: 5 } };
+
 /** Measure on a running stack; reusable by other benchmarks that report ratios to it. */
-export async function measureBaseline(stack: Stack, opts = { activities: 500, workflows: 200 }): Promise<BaselineFigures> {
+export async function measureBaseline(stack: Stack, opts = baselineSizes.full): Promise<BaselineFigures> {
   return withBaselineWorker(stack, async (client, taskQueue) => {
     // Warm-up: first tasks pay for bundle load and connection set-up.
     await client.workflow.execute('activityRoundTripsWorkflow', { taskQueue, workflowId: `warm-${Date.now()}`, args: [20] });

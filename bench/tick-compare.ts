@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
+/** The probe's blocks (bench/tick-probe.ts keeps its own copy: it runs in the baseline's tree too). */
+const probeSizes = { full: { blocks: 3, ticksPerBlock: 60 }, smoke: { blocks: 1, ticksPerBlock: 10 } };
 const probeKeys = ['bare_overhead_p50_ms', 'bare_overhead_p99_ms', 'reflex_overhead_p50_ms', 'reflex_overhead_p99_ms'] as const;
 type Probe = Record<(typeof probeKeys)[number], number>;
 
@@ -20,10 +22,10 @@ function git(args: string[], cwd = root): string {
   return r.stdout.trim();
 }
 
-/** Run the probe in `tree`; resolves with its figures. */
-function probe(tree: string, label: string): Promise<Probe> {
+/** Run the probe in `tree` (`--smoke`: its smallest size); resolves with its figures. */
+function probe(tree: string, label: string, smoke: boolean): Promise<Probe> {
   return new Promise((resolveProbe, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/tick-probe.ts'], { cwd: tree, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/tick-probe.ts', ...(smoke ? ['--smoke'] : [])], { cwd: tree, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
@@ -43,7 +45,7 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
-export async function compareTicks(baselineRef: string, rounds = 3): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function compareTicks(baselineRef: string, rounds = 3, o: { smoke?: boolean } = {}): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const commit = git(['rev-parse', '--verify', `${baselineRef}^{commit}`]);
   const tree = mkdtempSync(join(tmpdir(), 'mindloop-baseline-'));
   git(['worktree', 'add', '--detach', '--force', tree, commit]);
@@ -56,11 +58,11 @@ export async function compareTicks(baselineRef: string, rounds = 3): Promise<{ m
       process.stdout.write(`round ${r + 1}/${rounds}\n`);
       // Alternate which goes first, so a drift of the machine weighs on both alike.
       if (r % 2 === 0) {
-        before.push(await probe(tree, 'before'));
-        after.push(await probe(root, 'after'));
+        before.push(await probe(tree, 'before', !!o.smoke));
+        after.push(await probe(root, 'after', !!o.smoke));
       } else {
-        after.push(await probe(root, 'after'));
-        before.push(await probe(tree, 'before'));
+        after.push(await probe(root, 'after', !!o.smoke));
+        before.push(await probe(tree, 'before', !!o.smoke));
       }
     }
     const metrics: Record<string, number> = { rounds };
@@ -77,7 +79,7 @@ export async function compareTicks(baselineRef: string, rounds = 3): Promise<{ m
       notes: {
         baseline: `${baselineRef} (${commit.slice(0, 12)})`,
         after: `${git(['rev-parse', '--short=12', 'HEAD'])}${git(['status', '--porcelain']) ? ' + uncommitted changes' : ''}`,
-        method: `bench/tick-probe.ts in each tree, alternating, ${rounds} rounds; each: 3 blocks × 60 ticks with the reflexes off and on (3 scripted validators), instant scripted model, fresh embedded stack; medians over rounds`,
+        method: `bench/tick-probe.ts in each tree, alternating, ${rounds} rounds; each: ${o.smoke ? `${probeSizes.smoke.blocks} block × ${probeSizes.smoke.ticksPerBlock}` : `${probeSizes.full.blocks} blocks × ${probeSizes.full.ticksPerBlock}`} ticks with the reflexes off and on (3 scripted validators), instant scripted model, fresh embedded stack; medians over rounds`,
         reading: '*_after_before_ratio < 1: the tick got faster; > 1: slower',
       },
     };

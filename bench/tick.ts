@@ -8,7 +8,7 @@
  *   keeps at a 1 s pace with the p99 lag within bounds.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, asc, eq, sql } from 'drizzle-orm';
@@ -17,10 +17,9 @@ import type { LedgerSwitch } from '../activities/llm/index.js';
 import { defaultPrices } from '../core/lifeforce.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
-import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
-import { benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
+import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
@@ -37,10 +36,14 @@ function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmR
   return Number(line?.match(/(\d+)/)?.[1] ?? Number.NaN) / 1024;
 }
 
-/** `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack. */
-async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
-  const { path } = await writeWorkflowBundle(join(tmpdir(), `mindloop-bench-bundle-${process.pid}.js`));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
+/**
+ * `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack; resolves
+ * once it polls. `nodeFlags` go before the script (flags, a preload), `env` beside the stack's.
+ */
+export async function workerProcess(stack: Stack, o: { nodeFlags?: string[]; env?: Record<string, string>; stderr?: 'inherit' | 'pipe' } = {}): Promise<ChildProcess> {
+  const path = join(tmpdir(), `mindloop-bench-bundle-${process.pid}.js`);
+  writeFileSync(path, (await benchBundle()).code);
+  const child = spawn(process.execPath, [...(o.nodeFlags ?? []), '--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
     cwd: join(import.meta.dirname, '..'),
     env: {
       ...process.env,
@@ -48,16 +51,26 @@ async function idleWorkerProcess(stack: Stack): Promise<ChildProcess> {
       DATABASE_URL: stack.database.url,
       MINDLOOP_WORKFLOW_BUNDLE: path,
       LOG_LEVEL: 'WARN',
+      ...o.env,
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', o.stderr ?? 'inherit'],
   });
   await new Promise<void>((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
+    let err = '';
+    const onErr = (d: Buffer) => (err = (err + d.toString()).slice(-4000));
+    const onData = (d: Buffer) => {
       out += d.toString();
-      if (out.includes('worker polling')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`idle worker exited with ${code}: ${out}`)));
+      if (!out.includes('worker polling')) return;
+      child.stdout!.off('data', onData);
+      child.stderr?.off('data', onErr);
+      child.off('exit', onExit);
+      resolve();
+    };
+    const onExit = (code: number | null) => reject(new Error(`worker process exited with ${code}: ${out}${err}`));
+    child.stdout!.on('data', onData);
+    child.stderr?.on('data', onErr);
+    child.once('exit', onExit);
   });
   return child;
 }
@@ -77,28 +90,57 @@ async function waitIdle(stack: Stack, total: number): Promise<void> {
   await new Promise((r) => setTimeout(r, 2000)); // their idle wait begins
 }
 
-export async function measureTicks(stack: Stack, toolsDir: string): Promise<Record<string, number>> {
+/** One agent's ticks back to back (the first `warmup` not counted), then `agents` at once for `agentTicks` each. */
+export interface TickLoad {
+  soloTicks: number;
+  warmup: number;
+  agents: number;
+  agentTicks: number;
+}
+
+/**
+ * The tick benchmark's sizes. `smoke`: the smallest that go through every part (its idle tiers
+ * start a fiftieth of the agents, and keep the full run's keys).
+ */
+export const tickSizes = {
+  full: {
+    baseline: { activities: 300, workflows: 50 },
+    ticks: { soloTicks: 200, warmup: 20, agents: 50, agentTicks: 20 } satisfies TickLoad,
+    alternating: { blocks: 4, ticksPerBlock: 60 },
+    idle: { totals: [500, 2000], divisor: 1 },
+    hz: { ladder: [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000], floorLadder: [100, 150, 200, 250, 300, 400, 500, 700, 1000], ticks: 12 },
+  },
+  smoke: {
+    baseline: { activities: 20, workflows: 5 },
+    ticks: { soloTicks: 12, warmup: 4, agents: 5, agentTicks: 4 } satisfies TickLoad,
+    alternating: { blocks: 1, ticksPerBlock: 10 },
+    idle: { totals: [500, 2000], divisor: 50 },
+    hz: { ladder: [2], floorLadder: [2], ticks: 4 },
+  },
+};
+
+export async function measureTicks(stack: Stack, toolsDir: string, load: TickLoad = tickSizes.full.ticks): Promise<Record<string, number>> {
   const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
   return withBenchWorker(stack, { taskQueue: 'bench-tick', activities, maxCachedWorkflows: 1000 }, async (client) => {
     const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
       client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-tick', workflowId: `agent/${id}`, args: [args] });
-    // 1 agent, 200 ticks back to back.
+    // 1 agent, ticks back to back.
     await seed(stack, ['solo']);
     // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
-    await (await start('solo', { agentId: 'solo', maxTicks: 200, reflexes: false, settings: { delayMs: 0 } })).result();
+    await (await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })).result();
     const rows = await stack.db.db
       .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
       .from(llmRecentResponses)
       .where(eq(llmRecentResponses.agentId, 'solo'))
       .orderBy(asc(llmRecentResponses.tick));
-    const gaps = rows.slice(21).map((r, i) => r.at.getTime() - rows[i + 20]!.at.getTime()); // skip warm-up
+    const gaps = rows.slice(load.warmup + 1).map((r, i) => r.at.getTime() - rows[i + load.warmup]!.at.getTime());
     const solo = summarize(gaps);
 
-    // 50 agents at once, 20 ticks each.
-    const many = Array.from({ length: 50 }, (_, i) => `many${i}`);
+    // Many agents at once.
+    const many = Array.from({ length: load.agents }, (_, i) => `many${i}`);
     await seed(stack, many);
     const t0 = performance.now();
-    await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: 20, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
+    await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: load.agentTicks, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
     const seconds = (performance.now() - t0) / 1000;
     const [{ n } = { n: 0 }] = await stack.db.db
       .select({ n: sql<number>`count(*)::int` })
@@ -117,12 +159,12 @@ export async function measureTicks(stack: Stack, toolsDir: string): Promise<Reco
  * measureTicks on the real Postgres (a scratch database and a stack of their own), with the
  * no-op activity round trip of that stack's dev server: the keys end in `_pg`.
  */
-export async function measureTicksOnPostgres(toolsDir: string): Promise<Record<string, number>> {
+export async function measureTicksOnPostgres(toolsDir: string, sizes: Pick<typeof tickSizes.full, 'baseline' | 'ticks'> = tickSizes.full): Promise<Record<string, number>> {
   const scratch = await scratchDatabase('mindloop_bench_ticks');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
-    const base = await measureBaseline(stack, { activities: 300, workflows: 50 });
-    const t = await measureTicks(stack, toolsDir);
+    const base = await measureBaseline(stack, sizes.baseline);
+    const t = await measureTicks(stack, toolsDir, sizes.ticks);
     return {
       overhead_p50_ms_pg: t.overhead_p50_ms!,
       overhead_p99_ms_pg: t.overhead_p99_ms!,
@@ -257,15 +299,17 @@ export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts
  * process, which makes starting 2 000 agents take many minutes; the database is not what is
  * measured. Then a note wakes the first agent (long out of the worker's cache, so replayed from
  * its history) and the last (still cached): how long until its next tick is recorded.
+ * `divisor`: each tier starts total / divisor agents and keeps the tier's key (a smoke run).
  */
-export async function measureIdle(opts: { totals?: readonly number[] } = {}): Promise<Record<string, number>> {
-  const totals = opts.totals ?? [500, 2000];
+export async function measureIdle(opts: { totals?: readonly number[]; divisor?: number } = {}): Promise<Record<string, number>> {
+  const tiers = opts.totals ?? tickSizes.full.idle.totals;
+  const totals = tiers.map((t) => Math.max(1, Math.round(t / (opts.divisor ?? 1))));
   const scratch = await scratchDatabase('mindloop_bench_idle');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
     const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
     try {
-      const idleWorker = await idleWorkerProcess(stack);
+      const idleWorker = await workerProcess(stack);
       const rss: Record<number, number> = {};
       const wake: Record<'evicted' | 'cached', number> = { evicted: Number.NaN, cached: Number.NaN };
       try {
@@ -308,7 +352,7 @@ export async function measureIdle(opts: { totals?: readonly number[] } = {}): Pr
       } finally {
         idleWorker.kill('SIGKILL');
       }
-      return { ...Object.fromEntries(totals.map((t) => [`rss_mb_${t}_idle_agents`, rss[t]!])), idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
+      return { ...Object.fromEntries(totals.map((t, i) => [`rss_mb_${tiers[i]}_idle_agents`, rss[t]!])), idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
     } finally {
       await client.connection.close();
     }
@@ -412,9 +456,9 @@ async function measureFloorAt1Hz(stack: Stack, ladder: number[], steps: number):
  * server, the floor (measureFloorAt1Hz): `floor_workflows_at_1hz`.
  */
 export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; floorLadder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: HzRound[]; floor: HzRound[] }> {
-  const ladder = o.ladder ?? [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000];
-  const floorLadder = o.floorLadder ?? [100, 150, 200, 250, 300, 400, 500, 700, 1000];
-  const ticks = o.ticks ?? 12;
+  const ladder = o.ladder ?? tickSizes.full.hz.ladder;
+  const floorLadder = o.floorLadder ?? tickSizes.full.hz.floorLadder;
+  const ticks = o.ticks ?? tickSizes.full.hz.ticks;
   const scratch = await scratchDatabase('mindloop_bench_1hz');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   let rounds: HzRound[] = [];

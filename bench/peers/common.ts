@@ -40,10 +40,12 @@ export interface PeerLoop {
   stop(): Promise<void>;
 }
 
-export const soloSteps = 200;
-export const warmup = 20;
-export const manyLoops = 50;
-export const manySteps = 20;
+/** The harness's smoke run (PEER_SMOKE=1): the shortest loops that still give every figure. */
+const smoke = process.env.PEER_SMOKE === '1';
+export const soloSteps = smoke ? 12 : 200;
+export const warmup = smoke ? 4 : 20;
+export const manyLoops = smoke ? 5 : 50;
+export const manySteps = smoke ? 4 : 20;
 
 export async function main(impl: PeerLoop): Promise<void> {
   await impl.start();
