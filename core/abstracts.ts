@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 
-export const abstractsStrategies = ['recency', 'keyword_cluster'] as const;
+const abstractsStrategies = ['recency', 'keyword_cluster'] as const;
 export type AbstractsStrategy = (typeof abstractsStrategies)[number];
 export const abstractsStrategySchema = z.enum(abstractsStrategies);
 /** What `abstracts_strategy` defaults to (and what rows written before strategies existed mean). */
@@ -25,7 +25,7 @@ export function intervalAbstractDue(tick: number, every: number): boolean {
  * those conclude work worth digesting. A cancelled task was dropped, not concluded; setting
  * the status it already has closes nothing.
  */
-export const closingStatuses = { goal: ['completed', 'failed'], task: ['done', 'failed'] } as const;
+const closingStatuses = { goal: ['completed', 'failed'], task: ['done', 'failed'] } as const;
 
 /** Does this status change close the goal or task? */
 export function closes(kind: keyof typeof closingStatuses, from: string, to: string): boolean {
@@ -61,7 +61,7 @@ export interface AbstractDraft {
   strategy: AbstractsStrategy;
 }
 
-export interface AbstractOptions {
+interface AbstractOptions {
   /** Summary length cap, characters (default 1200). */
   maxChars?: number;
   /** Tags kept (default 8). */
@@ -75,12 +75,12 @@ const stopwords = new Set(
 );
 
 /** Lower-cased word tokens without stopwords (letters/digits, length ≥ 3). */
-export function keywords(text: string): string[] {
+function keywords(text: string): string[] {
   return (text.toLowerCase().match(/[\p{L}\p{N}][\p{L}\p{N}_-]*/gu) ?? []).filter((w) => w.length >= 3 && !stopwords.has(w));
 }
 
 /** Sentences of a text (split on . ! ? and newlines), trimmed, empty ones dropped. */
-export function sentences(text: string): string[] {
+function sentences(text: string): string[] {
   return text
     .split(/(?<=[.!?])\s+|\n+/)
     .map((s) => s.trim())
@@ -196,7 +196,7 @@ export function keywordClusterDigest(sources: readonly AbstractSource[], opts: A
   };
 }
 
-export const strategies: Record<AbstractsStrategy, (sources: readonly AbstractSource[], opts?: AbstractOptions) => AbstractDraft> = {
+const strategies: Record<AbstractsStrategy, (sources: readonly AbstractSource[], opts?: AbstractOptions) => AbstractDraft> = {
   recency: recencyDigest,
   keyword_cluster: keywordClusterDigest,
 };

@@ -8,20 +8,19 @@ import { agentIdPattern, agentIdSchema } from './ids.js';
 import { lfRound } from './lifeforce.js';
 
 /** Workflow types a campaign task of kind `workflow` may start as a child. */
-export const campaignChildWorkflows = ['campaignWorkflow', 'toolGenerationWorkflow'] as const;
+const campaignChildWorkflows = ['campaignWorkflow', 'toolGenerationWorkflow'] as const;
 
 const name = z.string().trim().min(1).max(120);
 
 /** A check on one task's result: `path` is a dot path into the JSON the task returned. */
-export const expectationSchema = z.strictObject({
+const expectationSchema = z.strictObject({
   task: name,
   path: z.string().trim().min(1).max(200),
   equals: z.unknown().optional(),
   exists: z.boolean().optional(),
 });
-export type Expectation = z.infer<typeof expectationSchema>;
 
-export const checkpointSchema = z.strictObject({
+const checkpointSchema = z.strictObject({
   /** An LLM validator (`validator` role rows of the agent, or one row by id); none = criteria only. */
   validator: z
     .strictObject({ role: z.literal('validator').default('validator'), registryId: z.number().int().positive().optional() })
@@ -38,7 +37,7 @@ export const checkpointSchema = z.strictObject({
 });
 export type Checkpoint = z.infer<typeof checkpointSchema>;
 
-export const campaignTaskSchema = z
+const campaignTaskSchema = z
   .strictObject({
     name,
     kind: z.enum(['activity', 'workflow']).default('activity'),
@@ -57,9 +56,8 @@ export const campaignTaskSchema = z
     message: `a workflow task's type must be one of: ${campaignChildWorkflows.join(', ')}`,
     path: ['type'],
   });
-export type CampaignTask = z.infer<typeof campaignTaskSchema>;
 
-export const campaignPhaseSchema = z
+const campaignPhaseSchema = z
   .strictObject({
     name,
     /** The kind of phase (research, build, verify…): `phase_success` learnings are keyed by it. */
@@ -69,7 +67,6 @@ export const campaignPhaseSchema = z
     checkpoint: checkpointSchema.default({ criteria: { expect: [] } }),
   })
   .refine((p) => new Set(p.tasks.map((t) => t.name)).size === p.tasks.length, { message: 'task names must be unique within a phase', path: ['tasks'] });
-export type CampaignPhaseSpec = z.infer<typeof campaignPhaseSchema>;
 
 const campaignIdSchema = z.string().regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters');
 
@@ -143,7 +140,7 @@ export interface CheckpointVerdict {
 }
 
 /** Read `a.b.0.c` from a JSON value. */
-export function readPath(value: unknown, path: string): { found: boolean; value?: unknown } {
+function readPath(value: unknown, path: string): { found: boolean; value?: unknown } {
   let cur: unknown = value;
   for (const part of path.split('.')) {
     if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, part)) return { found: false };

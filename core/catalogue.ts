@@ -43,19 +43,19 @@ const dimension = z.string().trim().regex(/^[a-z][a-z0-9_]{0,31}$/, 'a lowercase
 const methodName = z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-" (at most 64), like "socratic" or "ask_user"');
 const identityFields = ['name', 'description', 'persona', 'values', 'languages'] as const;
 /** The chat roles of the registry a model can be chosen for. */
-export const chatRoleValues = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const;
-export const peerStatusValues = ['active', 'lost', 'blocked'] as const;
+const chatRoleValues = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const;
+const peerStatusValues = ['active', 'lost', 'blocked'] as const;
 /** What a stagnation strategy can do (every action `applyStrategy` knows; a missing one is a compile error). */
 const strategyActionSet = { note_user: true, ask_peers: true, context_mode: true, flashback: true, meta_analysis: true, switch_llm: true, pause: true } satisfies Record<StrategyAction, true>;
-export const strategyActions = Object.keys(strategyActionSet) as [StrategyAction, ...StrategyAction[]];
+const strategyActions = Object.keys(strategyActionSet) as [StrategyAction, ...StrategyAction[]];
 
-export const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
-export const goalRelationValues = ['subgoal', 'depends_on', 'blocks', 'related'] as const;
-export const taskStatusValues = ['open', 'in_progress', 'blocked', 'done', 'failed', 'cancelled'] as const;
-export const factStatusValues = ['pending', 'verified', 'rejected'] as const;
-export const processStatusValues = ['ok', 'warning', 'error', 'timeout', 'offline', 'close'] as const;
-export const wakeConditions = ['note', 'process', 'timeout'] as const;
-export const noteSourceValues = ['user', 'agent', 'llm:task', 'peer', 'system', 'oversight', 'human'] as const;
+const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
+const goalRelationValues = ['subgoal', 'depends_on', 'blocks', 'related'] as const;
+const taskStatusValues = ['open', 'in_progress', 'blocked', 'done', 'failed', 'cancelled'] as const;
+const factStatusValues = ['pending', 'verified', 'rejected'] as const;
+const processStatusValues = ['ok', 'warning', 'error', 'timeout', 'offline', 'close'] as const;
+const wakeConditions = ['note', 'process', 'timeout'] as const;
+const noteSourceValues = ['user', 'agent', 'llm:task', 'peer', 'system', 'oversight', 'human'] as const;
 
 const abstractSources = z
   .strictObject({
@@ -76,7 +76,7 @@ const atLeastOneMessage = (fields: readonly string[]) => ({ message: `give at le
 
 // --- config keys ---------------------------------------------------------------------------------
 
-export interface ConfigKeySpec {
+interface ConfigKeySpec {
   schema: z.ZodType;
   default: unknown;
   help: string;
@@ -137,7 +137,7 @@ export const configKeys = {
 
 export type ConfigKey = keyof typeof configKeys;
 /** Keys the agent reads but may not change with config.set. */
-export const humanOnlyConfigKeys: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['auto_pass_destructive', 'max_descendants', 'max_per_generation']);
+const humanOnlyConfigKeys: ReadonlySet<ConfigKey> = new Set<ConfigKey>(['auto_pass_destructive', 'max_descendants', 'max_per_generation']);
 export const configKeyNames = Object.keys(configKeys) as [ConfigKey, ...ConfigKey[]];
 
 /** Validate one config value; the error names the key. */
@@ -650,7 +650,7 @@ const definitions = {
 export type CommandType = keyof typeof definitions;
 export type ArgsOf<T extends CommandType> = z.output<(typeof definitions)[T]['args']>;
 
-export interface CommandSpec {
+interface CommandSpec {
   type: CommandType;
   family: string;
   action: string;
@@ -664,7 +664,7 @@ export interface CommandSpec {
 }
 
 /** Types that always need a +2 rating besides `*.delete`. */
-export const dangerousTypes: ReadonlySet<string> = new Set(['config.set', 'shell', 'spawn']);
+const dangerousTypes: ReadonlySet<string> = new Set(['config.set', 'shell', 'spawn']);
 
 function usageOf(schema: z.ZodType): string {
   const shape = (schema as unknown as { shape?: Record<string, z.ZodType> }).shape;
@@ -697,7 +697,7 @@ export const catalogue: Readonly<Record<CommandType, CommandSpec>> = Object.from
 export const commandTypes = Object.keys(catalogue) as CommandType[];
 export const families: readonly string[] = [...new Set(commandTypes.map((t) => catalogue[t].family))];
 
-export function isCommandType(type: string): type is CommandType {
+function isCommandType(type: string): type is CommandType {
   return Object.hasOwn(catalogue, type);
 }
 
@@ -706,7 +706,7 @@ export type ValidatedCommand = {
   [T in CommandType]: { cmdId: string; type: T; args: ArgsOf<T>; description?: string };
 }[CommandType];
 
-export type Validation =
+type Validation =
   | { ok: true; command: ValidatedCommand }
   | { ok: false; code: 'unknown' | 'invalid'; reason: string };
 

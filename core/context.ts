@@ -74,7 +74,7 @@ function matchesFilter(r: ContextResponse, f: TagFilter | undefined): boolean {
  * match the tag/emotion filter; `meditation` K spread evenly across the whole history (the
  * most diverse sample a deterministic rule can give without embeddings).
  */
-export function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, filter?: TagFilter): ContextResponse[] {
+function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, filter?: TagFilter): ContextResponse[] {
   const newestFirst = [...all].sort((a, b) => b.tick - a.tick);
   if (k <= 0 || newestFirst.length === 0) return [];
   if (mode === 'concentration') return newestFirst.filter((r) => matchesFilter(r, filter)).slice(0, k);

@@ -26,9 +26,9 @@ const condition = z.discriminatedUnion('type', [
   /** The arg at `path` names another agent than the acting one. */
   z.strictObject({ type: z.literal('other_agent'), path: z.string().min(1) }),
 ]);
-export type DangerCondition = z.infer<typeof condition>;
+type DangerCondition = z.infer<typeof condition>;
 
-export const dangerRuleSchema = z.strictObject({
+const dangerRuleSchema = z.strictObject({
   id: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/),
   description: z.string().min(1),
   /** Which actions it applies to: glob patterns over `name` (`*` any run of characters). */
@@ -40,12 +40,12 @@ export const dangerRuleSchema = z.strictObject({
   enabled: z.boolean().default(true),
 });
 export type DangerRule = z.output<typeof dangerRuleSchema>;
-export const dangerRulesSchema = z.array(dangerRuleSchema);
+const dangerRulesSchema = z.array(dangerRuleSchema);
 
 /** What executes something (a shell, a process, a query, a container): where text rules look. */
-export const executingActions = ['shell', 'process.start', '*.run', '*.exec', '*.execute', '*.query', 'sandbox.*', 'container.*'];
+const executingActions = ['shell', 'process.start', '*.run', '*.exec', '*.execute', '*.query', 'sandbox.*', 'container.*'];
 
-export const criticalTables = ['agents', 'agent_config', 'llm_registry', 'tool_registry', 'discovered_tools', 'decision_log', 'escalations', 'partnership_messages', 'learnings', 'ethics_policies', 'lifeforce_ledger'];
+const criticalTables = ['agents', 'agent_config', 'llm_registry', 'tool_registry', 'discovered_tools', 'decision_log', 'escalations', 'partnership_messages', 'learnings', 'ethics_policies', 'lifeforce_ledger'];
 
 /** The default rules. */
 export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
@@ -93,7 +93,7 @@ export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
   },
 ]);
 
-export interface DangerFlag {
+interface DangerFlag {
   rule: string;
   description: string;
 }
@@ -154,7 +154,7 @@ export function checkDanger(action: ProposedAction, rules: readonly DangerRule[]
 }
 
 /** A deployment's danger-zone configuration (MINDLOOP_DANGER_RULES names a JSON file of this shape). */
-export const dangerConfigSchema = z.strictObject({
+const dangerConfigSchema = z.strictObject({
   /** Default rules to turn off, by id. */
   disable: z.array(z.string().min(1)).default([]),
   /** Rules to add, or to replace a default of the same id. */

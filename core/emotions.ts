@@ -10,7 +10,7 @@ export interface EmotionReading {
   reason?: string;
 }
 
-export interface ParsedEmotions {
+interface ParsedEmotions {
   readings: EmotionReading[];
   /** Emotion names not in the configured list (to be appended to it). */
   unknown: string[];
@@ -18,8 +18,8 @@ export interface ParsedEmotions {
   malformed: string[];
 }
 
-export const maxEmotionName = 32;
-export const maxEmotionList = 50;
+const maxEmotionName = 32;
+const maxEmotionList = 50;
 const maxReason = 200;
 
 /** Split on newlines, commas and semicolons that are not inside parentheses. */

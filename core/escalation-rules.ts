@@ -9,14 +9,14 @@
  */
 
 export const oversightVerdicts = ['approve', 'nudge', 'reject'] as const;
-export type OversightVerdict = (typeof oversightVerdicts)[number];
+type OversightVerdict = (typeof oversightVerdicts)[number];
 export const humanVerdicts = ['approve', 'reject', 'nudge', 'veto'] as const;
 export type HumanVerdict = (typeof humanVerdicts)[number];
 
 /** Where the clock stands against the human deadline. */
 export type DeadlinePhase = 'before_deadline' | 'grace' | 'expired';
 
-export interface RuleInput {
+interface RuleInput {
   /** A danger flag, or the oversight asking for a human. */
   humanRequired: boolean;
   oversight: { verdict: OversightVerdict; comment?: string } | null;

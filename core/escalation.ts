@@ -14,7 +14,7 @@ export type EscalationCategory = (typeof escalationCategories)[number];
 const key = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected letters, digits, _ . - (max 64)');
 
 /** An action held until approved (a danger-zone command or tool action). */
-export const proposalSchema = z.strictObject({
+const proposalSchema = z.strictObject({
   /** `lifeforce`: more budget (`grant`, args `{budgetId, amount}`); only a human decides it. */
   kind: z.enum(['command', 'tool', 'lifeforce']),
   /** Command type, `tool.action`, or `grant`. */
@@ -57,7 +57,7 @@ export const humanNudgeInput = z.strictObject({ by: who, text: z.string().trim()
 export const humanVetoInput = z.strictObject({ by: who, reason: z.string().trim().min(1, 'give a reason').max(4000) });
 
 /** A designed state-machine tool: its spec, a JS module and node:test tests. */
-export const toolDesignSchema = z.strictObject({
+const toolDesignSchema = z.strictObject({
   spec: stateMachineSchema,
   implementation: z.string().min(1).max(64_000),
   tests: z.string().min(1).max(64_000),
@@ -65,7 +65,7 @@ export const toolDesignSchema = z.strictObject({
 export type ToolDesign = z.infer<typeof toolDesignSchema>;
 
 /** What an oversight sub-agent must answer (JSON). */
-export const oversightAnswerSchema = z.strictObject({
+const oversightAnswerSchema = z.strictObject({
   verdict: z.enum(['approve', 'nudge', 'reject']),
   solution: z.string().min(1).max(16_000),
   teaching_moment: z.string().min(1).max(4000),

@@ -17,8 +17,8 @@ import { z } from 'zod';
 const scalar = z.union([z.string().max(500), z.number(), z.boolean(), z.null()]);
 
 /** Facts about the row a command acts on (its `id` arg) that the activity can look up. */
-export const targetFacts = ['exists', 'source', 'pinned', 'tags', 'priority', 'title', 'status'] as const;
-export type TargetFact = (typeof targetFacts)[number];
+const targetFacts = ['exists', 'source', 'pinned', 'tags', 'priority', 'title', 'status'] as const;
+type TargetFact = (typeof targetFacts)[number];
 
 /** A regex a rule may carry: it must compile, and stay short (policies are data, not code). */
 const regexSource = z
@@ -40,7 +40,7 @@ const operators = ['equals', 'in', 'contains', 'matches'] as const;
  * One condition: what it reads (`arg`: a dot path into the command's args; `target`: a fact
  * about the row the command acts on), one operator, and `not` to negate it.
  */
-export const ruleConditionSchema = z
+const ruleConditionSchema = z
   .strictObject({
     arg: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/, 'a dot path into the args, e.g. "key" or "args.url"').max(100).optional(),
     target: z.enum(targetFacts).optional(),
@@ -53,7 +53,7 @@ export const ruleConditionSchema = z
   })
   .refine((c) => (c.arg === undefined) !== (c.target === undefined), { message: 'give exactly one of arg, target' })
   .refine((c) => operators.filter((o) => c[o] !== undefined).length === 1, { message: `give exactly one of ${operators.join(', ')}` });
-export type RuleCondition = z.infer<typeof ruleConditionSchema>;
+type RuleCondition = z.infer<typeof ruleConditionSchema>;
 
 /** A host name, an IP literal, or `*.domain` for a domain and its subdomains. */
 const hostPattern = z.string().trim().toLowerCase().min(1).max(253).regex(/^(\*\.)?[a-z0-9_.:[\]-]+$/, 'a host name, an IP or *.domain');
@@ -74,7 +74,7 @@ export type PolicyRule = z.infer<typeof policyRuleSchema>;
 /** A rule as written (and stored): `when` may be one condition or a list. */
 export type PolicyRuleInput = z.input<typeof policyRuleSchema>;
 
-export const policyRulesSchema = z.array(policyRuleSchema).max(20);
+const policyRulesSchema = z.array(policyRuleSchema).max(20);
 
 /** What the gate and the validators know of one active policy. */
 export interface EthicsPolicy {
@@ -116,7 +116,7 @@ export function typeMatches(pattern: string, type: string): boolean {
 const conditionsOf = (r: PolicyRule): RuleCondition[] => r.when ?? [];
 
 /** The families whose commands act on a row by `id`, and the table that row lives in. */
-export const targetTables = {
+const targetTables = {
   diary: 'diary_entries',
   llm_memory: 'llm_memory',
   concepts: 'concepts',

@@ -7,7 +7,7 @@
  */
 import { clipText } from './sanitize.js';
 
-export type FailureClass = 'infra' | 'request' | 'unknown';
+type FailureClass = 'infra' | 'request' | 'unknown';
 
 /** Node socket/DNS error codes that mean "the other side is not there right now". */
 const infraErrnos = new Set([
@@ -45,14 +45,14 @@ const infraMessages = [
 ];
 
 /** The plain facts of one error in a cause chain (so this module needs no driver types). */
-export interface ErrorFacts {
+interface ErrorFacts {
   name?: string;
   code?: unknown;
   message?: string;
 }
 
 /** Classify one link of an error chain. */
-export function classifyOne(e: ErrorFacts): FailureClass {
+function classifyOne(e: ErrorFacts): FailureClass {
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code && infraErrnos.has(code)) return 'infra';
   if (code && /^[0-9A-Z]{5}$/.test(code)) return infraSqlClasses.has(code.slice(0, 2)) ? 'infra' : 'request';

@@ -124,7 +124,7 @@ export function canonicalJson(value: unknown): string {
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
 
-export const verdictKinds = ['APPROVE', 'REJECT', 'NEEDS_REVISION'] as const;
+const verdictKinds = ['APPROVE', 'REJECT', 'NEEDS_REVISION'] as const;
 export type VerdictKind = (typeof verdictKinds)[number];
 
 export interface VerdictDecision {
@@ -134,7 +134,7 @@ export interface VerdictDecision {
   caveats: string[];
 }
 
-export type BudgetBreach = 'wall_time' | 'cost' | 'lifeforce' | 'disk' | 'cpu' | 'memory' | 'pids' | 'output';
+type BudgetBreach = 'wall_time' | 'cost' | 'lifeforce' | 'disk' | 'cpu' | 'memory' | 'pids' | 'output';
 
 /** Exceeding any budget terminates the successor: REJECT with the reason. */
 export function budgetVerdict(which: BudgetBreach, detail: string): VerdictDecision {
@@ -142,7 +142,7 @@ export function budgetVerdict(which: BudgetBreach, detail: string): VerdictDecis
 }
 
 /** Thresholds of the abstracts rule (exported so the tests and the summary name them). */
-export const abstractsRule = { minSamples: 3, coverageGain: 0.05, coverageLoss: 0.05, maxTokenRatio: 1.1, rejectTokenRatio: 1.5, noveltySlack: 0.05 } as const;
+const abstractsRule = { minSamples: 3, coverageGain: 0.05, coverageLoss: 0.05, maxTokenRatio: 1.1, rejectTokenRatio: 1.5, noveltySlack: 0.05 } as const;
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const fmt = (q: AbstractQuality) => `coverage ${pct(q.coverage)}, novelty ${pct(q.novelty)}, ${q.tokens.toFixed(0)} tokens, compression ${q.compressionRatio.toFixed(3)}`;
@@ -178,7 +178,7 @@ export function decideAbstractsVerdict(input: { baseline: AbstractQuality; candi
 }
 
 /** Thresholds of the context-replay rule (novelty on 0…100, rating on −3…+3). */
-export const contextReplayRule = { minSamples: 3, noveltyGain: 5, noveltyLoss: 10, ratingLoss: 1, ratingSlack: 0.5, maxTokenRatio: 1.1, rejectTokenRatio: 1.5 } as const;
+const contextReplayRule = { minSamples: 3, noveltyGain: 5, noveltyLoss: 10, ratingLoss: 1, ratingSlack: 0.5, maxTokenRatio: 1.1, rejectTokenRatio: 1.5 } as const;
 
 /** Novelty (0…100) of a reply against the replies before it: 100 − 100 × the highest lexical similarity. */
 export function replyNovelty(reply: string, previous: readonly string[]): number {

@@ -30,7 +30,7 @@ export const learningDefaults = {
 
 const word = (max: number) => z.string().trim().min(1).max(max);
 /** A command type / action name: `diary.add`, `shell.exec`, `*` (any). */
-export const actionSchema = z
+const actionSchema = z
   .string()
   .trim()
   .min(1)
@@ -38,7 +38,7 @@ export const actionSchema = z
   .regex(/^(\*|[a-z0-9][a-z0-9_.-]*)$/, 'expected an action like "diary.add" (lowercase letters, digits, _ . -) or "*"');
 
 /** Every predicate a learning may have, with its typed (strict) arguments. */
-export const learningPredicates = {
+const learningPredicates = {
   /** A command of `action` (or any, `*`) whose text contains `pattern` needs clarification; `reply` or `*`: a reply whose text contains it has its commands held. */
   avoid_pattern: z.strictObject({ action: actionSchema, pattern: word(200) }),
   /** How replies should be (`concise`), or what to avoid in them. */
@@ -57,9 +57,8 @@ export const learningPredicates = {
   nudge: z.strictObject({ category: word(64), hint: word(200) }),
 } as const;
 
-export type LearningPredicate = keyof typeof learningPredicates;
+type LearningPredicate = keyof typeof learningPredicates;
 export const learningPredicateNames = Object.keys(learningPredicates) as [LearningPredicate, ...LearningPredicate[]];
-export type LearningArgsOf<P extends LearningPredicate> = z.infer<(typeof learningPredicates)[P]>;
 
 export const shardSchema = z
   .string()
@@ -71,7 +70,7 @@ export const shardSchema = z
 /** The shard an agent's own preference learnings live in. */
 export const agentShard = (agentId: string): string => `agent:${agentId}`;
 
-export type GuardResult =
+type GuardResult =
   | { ok: true; predicate: LearningPredicate; args: Record<string, unknown> }
   | { ok: false; reason: string };
 
@@ -190,7 +189,7 @@ export function outcomeFeedback(commandType: string, error: string): Feedback {
  * `args` — templates where `$action`, `$reason` and `$<group>` are substituted. The first
  * matching row wins; `requiresReason` rows skip keys without a reason.
  */
-export interface PreferenceRule {
+interface PreferenceRule {
   id: string;
   kind: FeedbackKind;
   action: RegExp;
@@ -275,7 +274,7 @@ export interface Derivation {
   threshold: number;
 }
 
-export interface DerivedLearning {
+interface DerivedLearning {
   predicate: LearningPredicate;
   args: Record<string, unknown>;
   derivation: Derivation;

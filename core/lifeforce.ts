@@ -13,7 +13,7 @@
 import { z } from 'zod';
 
 /** LF amounts are kept to 4 decimals (the ledger's numeric scale). */
-export const lfScale = 10_000;
+const lfScale = 10_000;
 
 /** Round an amount of LF up to the ledger's scale (a charge is never rounded down). */
 export function lfCeil(x: number): number {
@@ -47,11 +47,11 @@ export const priceTableSchema = z.strictObject({
 export type PriceTable = z.output<typeof priceTableSchema>;
 export const defaultPrices: PriceTable = priceTableSchema.parse({});
 
-export interface LlmPrice {
+interface LlmPrice {
   costPer1kInput: number;
   costPer1kOutput: number;
 }
-export interface TokenCount {
+interface TokenCount {
   promptTokens: number;
   completionTokens: number;
 }
@@ -83,7 +83,7 @@ function utf8Length(text: string): number {
  * A prompt message as the bound reads it. `chars` is set where only the beginning of the text is
  * at hand (a stored prompt cut to its row's cap): the whole text's length in UTF-16 units.
  */
-export interface PromptText {
+interface PromptText {
   content: string;
   chars?: number;
 }
@@ -130,7 +130,7 @@ export const budgetIds = {
 };
 
 /** A spending limit over a calendar window (UTC day `2026-11-24`, month `2026-11`). */
-export interface Envelope {
+interface Envelope {
   limit: number | null;
   window: string;
   /** Reserved or settled in the window. */
@@ -201,7 +201,7 @@ function rollEnvelope(e: Envelope, window: string): Envelope {
 
 export type DenyReason = 'balance' | 'daily' | 'monthly' | 'closed';
 
-export type ReserveOutcome =
+type ReserveOutcome =
   | { ok: true; budget: BudgetState; windows: { day: string; month: string } }
   | { ok: false; reason: DenyReason; available: number | null; budget: BudgetState };
 

@@ -9,7 +9,7 @@
  * cache for the longest token prefix it shares with what the sequence evaluated last, so a
  * mini-prompt on think's sequence would evict the think prompt's stable prefix.
  */
-export type LocalSequence = 'think' | 'aux';
+type LocalSequence = 'think' | 'aux';
 
 export function sequenceFor(purpose: string | undefined): LocalSequence {
   return purpose === 'think' ? 'think' : 'aux';

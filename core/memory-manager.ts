@@ -30,7 +30,7 @@ export interface MemoryEntry {
   lastUsed: number;
 }
 
-export interface MemoryDecision {
+interface MemoryDecision {
   id: number;
   action: 'keep' | 'archive';
   reason: 'pinned' | 'retained' | 'low_retention' | 'lru';

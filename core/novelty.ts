@@ -15,7 +15,7 @@ export interface Ideas {
 }
 
 /** Lower-cased word tokens (letters and digits of any script). */
-export function tokenize(text: string): string[] {
+function tokenize(text: string): string[] {
   return (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 0);
 }
 
@@ -110,7 +110,7 @@ const noveltyAnswer = z.object({
   tags: stringList.optional(),
 });
 
-export type NoveltyAnswer = { ok: true; novelty: number; ideas: Ideas; tags: string[] } | { ok: false; error: string };
+type NoveltyAnswer = { ok: true; novelty: number; ideas: Ideas; tags: string[] } | { ok: false; error: string };
 
 /** The comparison mini-prompt's answer format. */
 export const noveltyFormatInstructions =

@@ -25,10 +25,10 @@ export const historyCaps = {
   maxResultBytes: 48 * 1024,
 } as const;
 
-export type HistoryCaps = typeof historyCaps;
+type HistoryCaps = typeof historyCaps;
 
 /** The fields of a result that come from the model; the rest of T is small by construction. */
-export interface ModelDerived {
+interface ModelDerived {
   summary: string;
   commands: ParsedCommand[];
   rejected: CommandRejection[];
@@ -57,7 +57,7 @@ export function capRejections(rejected: readonly CommandRejection[], caps: Histo
 }
 
 /** How many commands a summary rejection stands for; undefined for an ordinary rejection. */
-export function summaryCount(r: CommandRejection): number | undefined {
+function summaryCount(r: CommandRejection): number | undefined {
   if (r.raw !== '' || r.cmdId !== undefined) return undefined;
   const m = /^(\d+) more commands? dropped: /.exec(r.reason);
   return m ? Number(m[1]) : undefined;

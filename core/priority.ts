@@ -5,8 +5,8 @@
  */
 import type { Priority } from '@temporalio/common';
 
-export const highestPriorityKey = 1;
-export const lowestPriorityKey = 5;
+const highestPriorityKey = 1;
+const lowestPriorityKey = 5;
 /** An agent without a budget limit: ahead of the server's default (3), behind a full budget. */
 export const unlimitedPriorityKey = 2;
 

@@ -15,11 +15,11 @@ export const COMMANDS_END = 'COMMANDS>>>';
 export const FACTS_START = '<<<UNVERIFIED_FACTS';
 export const FACTS_END = 'UNVERIFIED_FACTS>>>';
 /** The secondary form of the facts block: this label, then a JSON array. */
-export const FACTS_LABEL = 'UnverifiedFacts:';
+const FACTS_LABEL = 'UnverifiedFacts:';
 
 export const maxCommandsPerReply = 50;
-export const maxCmdIdLength = 64;
-export const maxFactsPerReply = 50;
+const maxCmdIdLength = 64;
+const maxFactsPerReply = 50;
 const maxRawLength = 500;
 
 /** The reply format, as the system prompt states it to the agent. */
@@ -335,7 +335,7 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection |
 }
 
 /** `Diary Add`, `diary/add`, `diary:add` → `diary.add`. */
-export function normalizeType(type: string): string {
+function normalizeType(type: string): string {
   return type.trim().toLowerCase().replace(/[\s/:]+/g, '.');
 }
 
@@ -510,7 +510,7 @@ function errorMessage(err: unknown): string {
  *  - it also restores the rejections (malformed arguments), so a retried tick that re-parses
  *    the recorded text gets exactly the same commands and rejections.
  */
-export const nativeToolCallsSource = 'native_tool_calls';
+const nativeToolCallsSource = 'native_tool_calls';
 
 /** One native tool call: parsed `args`, or the raw text and the `error` when they did not parse. */
 export interface ReplyToolCall {
@@ -536,7 +536,7 @@ export function appendToolCalls(text: string, calls: readonly ReplyToolCall[]): 
 }
 
 /** A tool call id as a cmd_id: letters, digits, `_`, `-`, `.` only, at most maxCmdIdLength. */
-export function toolCallCmdId(id: string | undefined, index: number): string {
+function toolCallCmdId(id: string | undefined, index: number): string {
   const clean = (id ?? '').replace(/[^A-Za-z0-9_.-]+/g, '_').replace(/^[_.-]+|[_.-]+$/g, '').slice(0, maxCmdIdLength);
   return clean || `tool${index + 1}`;
 }

@@ -10,7 +10,7 @@
 export const defaultMaxReplyBytes = 256 * 1024;
 
 /** Nesting deeper than this in parsed model JSON is cut (recursion stays bounded on hostile input). */
-export const maxSanitizedDepth = 64;
+const maxSanitizedDepth = 64;
 
 // Without the `u` flag the class matches UTF-16 code units, so the surrogate alternatives see halves.
 const unsafe = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u0080-\u009F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -104,7 +104,7 @@ export interface ModelToolCall {
 }
 
 /** One model answer after sanitising, and what was cut to fit the cap. */
-export interface SanitizedAnswer {
+interface SanitizedAnswer {
   text: string;
   toolCalls: ModelToolCall[];
   /** Present when the answer was over the cap: its size and what was kept, in UTF-8 bytes. */

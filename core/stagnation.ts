@@ -112,7 +112,7 @@ export function decideStagnation(prev: StagnationState, tick: number, novelty: n
   };
 }
 
-export interface DiagnosisInput {
+interface DiagnosisInput {
   /** Notes and process results that arrived in the recent window. */
   newInputs: number;
   /** Ticks the context mode has stayed the same. */

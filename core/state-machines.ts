@@ -10,16 +10,15 @@ import { z } from 'zod';
 const name = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'expected snake_case (a letter, then letters, digits, _; max 64)');
 const stateName = z.string().regex(/^[A-Z][A-Z0-9_]{0,63}$/, 'expected UPPER_CASE (max 64)');
 
-export const actionDefSchema = z.strictObject({
+const actionDefSchema = z.strictObject({
   /** The state the action leads to; omitted = stays in the current state. */
   to: stateName.optional(),
   description: z.string().min(1).max(500),
   /** Argument names → a one-line description (shown to the model). */
   args: z.record(z.string().regex(/^[a-z][a-zA-Z0-9_]{0,63}$/), z.string().max(200)).optional(),
 });
-export type ActionDef = z.infer<typeof actionDefSchema>;
 
-export const stateDefSchema = z.strictObject({
+const stateDefSchema = z.strictObject({
   description: z.string().min(1).max(500),
   actions: z.record(name, actionDefSchema),
 });
@@ -41,7 +40,7 @@ export const stateMachineSchema = z
   });
 export type StateMachineDef = z.infer<typeof stateMachineSchema>;
 
-export type TransitionResult =
+type TransitionResult =
   | { ok: true; from: string; to: string; action: string }
   | { ok: false; from: string; action: string; validActions: string[]; error: string };
 
@@ -111,7 +110,7 @@ export const databaseTool: StateMachineDef = stateMachineSchema.parse({
 });
 
 /** What the agent knows of the catalogue: its discovered tools, and a search of the rest. */
-export const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
+const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
   name: 'discover_tools',
   description: 'See the tools you have discovered; search the catalogue for others (escalate to be granted one).',
   initial: 'READY',
@@ -127,7 +126,7 @@ export const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
 });
 
 /** Ask the oversight tier for help (an escalation workflow). */
-export const escalateTool: StateMachineDef = stateMachineSchema.parse({
+const escalateTool: StateMachineDef = stateMachineSchema.parse({
   name: 'escalate',
   description: 'Escalate a task you cannot solve to the oversight tier.',
   initial: 'READY',
@@ -143,7 +142,7 @@ export const escalateTool: StateMachineDef = stateMachineSchema.parse({
 });
 
 /** Ask the oversight to design a new state-machine tool (spec + implementation + tests). */
-export const requestDesignTool: StateMachineDef = stateMachineSchema.parse({
+const requestDesignTool: StateMachineDef = stateMachineSchema.parse({
   name: 'request_state_machine_design',
   description: 'Ask the oversight tier to design a new state-machine tool; it is tested in the sandbox before it joins the catalogue.',
   initial: 'READY',

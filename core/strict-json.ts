@@ -5,7 +5,7 @@
  * (trailing comma, single quotes, comment…) by line and column.
  */
 
-export type StrictJsonResult =
+type StrictJsonResult =
   | { ok: true; value: unknown }
   | { ok: false; message: string; offset: number };
 

@@ -7,11 +7,11 @@ import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
 import { agentIdSchema } from './ids.js';
 
-export const toolNamePattern = /^[a-z][a-z0-9_]{1,47}$/;
-export const capabilityPattern = /^[a-z][a-z0-9_.-]{1,63}$/;
+const toolNamePattern = /^[a-z][a-z0-9_]{1,47}$/;
+const capabilityPattern = /^[a-z][a-z0-9_.-]{1,63}$/;
 
 /** Why a generation produced no tool; each is tested. */
-export const toolGenerationFailures = [
+const toolGenerationFailures = [
   /** Production mode without the admin override. */
   'policy_refused',
   /** The LLM's answer is not the JSON object asked for. */
@@ -25,9 +25,9 @@ export const toolGenerationFailures = [
   /** The sandbox could not run them (no Docker host, image missing…). */
   'sandbox_error',
 ] as const;
-export type ToolGenerationFailure = (typeof toolGenerationFailures)[number];
+type ToolGenerationFailure = (typeof toolGenerationFailures)[number];
 
-export const toolModes = ['development', 'production'] as const;
+const toolModes = ['development', 'production'] as const;
 export type ToolMode = (typeof toolModes)[number];
 
 export const toolGenerationInput = z.strictObject({
@@ -49,7 +49,7 @@ export const toolGenerationInput = z.strictObject({
 export type ToolGenerationInput = z.input<typeof toolGenerationInput>;
 
 /** What the LLM must answer: one JSON object. */
-export const generatedToolSchema = z.strictObject({
+const generatedToolSchema = z.strictObject({
   name: z.string().regex(toolNamePattern, 'snake_case, starting with a letter, 2–48 characters'),
   description: z.string().trim().min(1).max(1000),
   /** The tool: an ES module (tool.mjs) exporting `run(input)`. */

@@ -9,7 +9,7 @@
  */
 import { parse, type Node as AcornNode } from 'acorn';
 
-export const violationRules = [
+const violationRules = [
   'parse_error',
   'forbidden_module',
   'unknown_module',
@@ -28,7 +28,7 @@ export const violationRules = [
 ] as const;
 export type ViolationRule = (typeof violationRules)[number];
 
-export interface SafetyViolation {
+interface SafetyViolation {
   rule: ViolationRule;
   message: string;
   line: number;
@@ -41,7 +41,7 @@ export interface SafetyReport {
 }
 
 /** Modules no generated tool may load: process spawning, raw network, code loading, native bindings. */
-export const forbiddenModules = [
+const forbiddenModules = [
   'child_process',
   'net',
   'http',
@@ -63,7 +63,7 @@ export const forbiddenModules = [
 ] as const;
 
 /** Modules a tool may import (pure computation); `fs` only through its read functions. */
-export const allowedModules = [
+const allowedModules = [
   'assert',
   'assert/strict',
   'buffer',
@@ -82,7 +82,7 @@ export const allowedModules = [
 ] as const;
 
 /** The only `fs` members a tool may touch; everything else (writes, open, promises.* writes) is refused. */
-export const fsReadMembers = [
+const fsReadMembers = [
   'readFile',
   'readFileSync',
   'readdir',
@@ -203,7 +203,7 @@ interface N extends AcornNode {
 type Segment = { name: string } | { dynamic: true };
 
 /** Normalise `node:fs` → `fs`. */
-export function moduleBase(specifier: string): string {
+function moduleBase(specifier: string): string {
   return specifier.startsWith('node:') ? specifier.slice(5) : specifier;
 }
 

@@ -21,7 +21,7 @@ export function validatorQuestion(reply: string, policies: readonly EthicsPolicy
   return `${universalQuestion}${ethics}\n\nReply to validate:\n"""\n${reply}\n"""`;
 }
 
-export type ValidatorAnswer = { ok: true; rating: number; comment: string } | { ok: false; error: string };
+type ValidatorAnswer = { ok: true; rating: number; comment: string } | { ok: false; error: string };
 
 /** Parse `+2 -- comment` (first non-empty line; `−` accepted). Never throws. */
 export function parseValidatorAnswer(text: string): ValidatorAnswer {
@@ -42,7 +42,7 @@ export interface Vote {
 }
 
 /** The weight of a self-validation relative to its trust. */
-export const selfWeight = 0.1;
+const selfWeight = 0.1;
 
 export function validationMode(validators: ReadonlyArray<{ self?: boolean }>): ValidationMode {
   if (validators.length === 0) return 'auto_pass';
@@ -96,15 +96,15 @@ export function aggregate(votes: readonly Vote[]): Aggregate {
 export { typeMatches } from './ethics.js';
 
 /** A policy as the gate reads it (see core/ethics.ts for the rule language). */
-export type EthicsRule = EthicsPolicy;
+type EthicsRule = EthicsPolicy;
 
-export interface CommandGate {
+interface CommandGate {
   allowed: string[];
   /** cmd_id → why it may not run. */
   held: Record<string, string>;
 }
 
-export interface GateOptions {
+interface GateOptions {
   /** Facts the activity looked up per cmd_id (the row a command acts on). */
   facts?: Readonly<Record<string, CommandFacts>>;
   /** Commands that delete, run code or change settings: with no validator they wait for a human. */
@@ -143,7 +143,7 @@ export function gateCommands(
   return gate;
 }
 
-export interface TrustPolicy {
+interface TrustPolicy {
   /** |rating − consensus| above this is a conflict. */
   far: number;
   /** |rating − consensus| at most this regains trust. */

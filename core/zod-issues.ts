@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 
-export interface IssueFormat {
+interface IssueFormat {
   /** Put before every path (`args` → `args.title`); without it an empty path is `root`. */
   under?: string;
   /** At most this many issues (default 6). */

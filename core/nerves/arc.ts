@@ -69,7 +69,7 @@ export function affordable(wanted: number, perDecision: number, available: numbe
   return Math.max(0, Math.min(wanted, Math.floor(Math.round(available * 10_000) / Math.round(perDecision * 10_000))));
 }
 
-export type TableStep = { kind: 'decided'; decision: ArcDecision } | { kind: 'ask' };
+type TableStep = { kind: 'decided'; decision: ArcDecision } | { kind: 'ask' };
 
 /**
  * One reading decided on the armed table. A forced reflex takes the case's rule, else the state's

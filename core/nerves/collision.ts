@@ -58,7 +58,7 @@ export function collisionBucket(o: Observation): string {
   return `${rangeOf(o.distanceM)}_${closingOf(o.closingSpeedMps)}`;
 }
 
-export type Threat = 'clear' | 'watch' | 'danger';
+type Threat = 'clear' | 'watch' | 'danger';
 
 const dangerous = new Set(['near_fast', 'close_slow', 'close_fast']);
 const watched = new Set(['mid_slow', 'mid_fast', 'near_slow']);

@@ -3,6 +3,6 @@ import { collisionNerve } from './collision.js';
 import type { NerveDef } from './nerve.js';
 
 export const nerveNames = ['collision'] as const;
-export type NerveName = (typeof nerveNames)[number];
+type NerveName = (typeof nerveNames)[number];
 
 export const nerves: Record<NerveName, NerveDef> = { collision: collisionNerve };

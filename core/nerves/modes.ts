@@ -42,7 +42,7 @@ export const defaultLearning: LearningConfig = learningConfigSchema.parse({});
 /** What an unreadable reply counts as: a choice no rule can be made of. */
 export const invalidChoice = '(invalid)';
 
-export interface Rule {
+interface Rule {
   action: string;
   /** Counted choices when it was promoted. */
   support: number;
@@ -72,7 +72,7 @@ export function ruleKey(state: string, bucket: string): string {
   return `${state}/${bucket}`;
 }
 
-export interface PromoteEvent {
+interface PromoteEvent {
   kind: 'promote';
   state: string;
   bucket: string;
@@ -81,7 +81,7 @@ export interface PromoteEvent {
   agreement: number;
   at: number;
 }
-export interface DemoteEvent {
+interface DemoteEvent {
   kind: 'demote';
   state: string;
   bucket: string;
@@ -104,14 +104,14 @@ export interface DecisionFact {
   at: number;
 }
 
-export interface Tally {
+interface Tally {
   action: string | null;
   support: number;
   agreement: number;
 }
 
 /** The most chosen action (ties: the first by name), how many choices in all, and its share. */
-export function tally(counts: Record<string, number>): Tally {
+function tally(counts: Record<string, number>): Tally {
   let support = 0;
   let action: string | null = null;
   let best = 0;
@@ -164,7 +164,7 @@ export function learn(learner: Learner, d: DecisionFact, cfg: Pick<LearningConfi
   return { learner: { keys: { ...learner.keys, [key]: stats }, recent }, events };
 }
 
-export type UndoResult<T> = { ok: true; value: T } | { ok: false; reason: string };
+type UndoResult<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 /**
  * Reverse one event on its case. A promotion: the rule goes (the counts stay). A demotion: the
@@ -222,7 +222,7 @@ export function lookup(table: TransitionTable, state: string, bucket: string): s
 }
 
 /** Who decides a case, in which mode: the LLM, a rule, or the table (with the action). */
-export type Choice = { mode: NerveMode; by: 'llm' } | { mode: NerveMode; by: 'rule' | 'table'; action: string };
+type Choice = { mode: NerveMode; by: 'llm' } | { mode: NerveMode; by: 'rule' | 'table'; action: string };
 
 /**
  * Who decides. A fixed mode is obeyed (a forced reflex takes the table's fallback where it has

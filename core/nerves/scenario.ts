@@ -20,10 +20,10 @@ export function mulberry32(seed: number): () => number {
 }
 
 export const scenarioKinds = ['mixed', 'repetitive'] as const;
-export type ScenarioKind = (typeof scenarioKinds)[number];
+type ScenarioKind = (typeof scenarioKinds)[number];
 
 /** Seconds between readings. */
-export const scenarioStepS = 0.5;
+const scenarioStepS = 0.5;
 /** The sensors' range: nothing sensed reads as this far. */
 const maxRangeM = 100;
 

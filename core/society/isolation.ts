@@ -74,7 +74,7 @@ export const isolationStateSchema = sharedValue('core/society/isolation/state', 
 );
 export type IsolationState = z.infer<typeof isolationStateSchema>;
 
-export type IsolationChange = 'enter' | 'leave' | null;
+type IsolationChange = 'enter' | 'leave' | null;
 
 /**
  * Fold one tick's observation in. An agent with known peers that reaches none of them on

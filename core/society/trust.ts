@@ -6,7 +6,7 @@
  * the same trust.
  */
 
-export const ratingRange = { min: -3, max: 3 } as const;
+const ratingRange = { min: -3, max: 3 } as const;
 export const trustDefaults = { neutral: 0.5, decay: 0.85, priorWeight: 2 } as const;
 
 /** Map a score in −3…+3 onto 0…1. */

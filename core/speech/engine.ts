@@ -11,7 +11,7 @@ export interface EngineTranscribeInput {
   language?: string;
   word_timestamps?: boolean;
 }
-export interface EngineWord {
+interface EngineWord {
   word: string;
   start: number;
   end: number;

@@ -11,8 +11,8 @@
  * workflow asks again and may land on the other one.
  */
 
-export const gpuSpeechQueue = 'speech-gpu';
-export const cpuSpeechQueue = 'speech-cpu';
+const gpuSpeechQueue = 'speech-gpu';
+const cpuSpeechQueue = 'speech-cpu';
 export const speechQueues = [gpuSpeechQueue, cpuSpeechQueue] as const;
 export type SpeechQueue = (typeof speechQueues)[number];
 

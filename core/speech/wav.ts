@@ -19,8 +19,8 @@ export interface WavInfo {
   durationS: number;
 }
 
-export type WavProblem = { code: 'NotAudio' | 'EmptyAudio'; reason: string };
-export type WavParse = { ok: true; wav: WavInfo } | ({ ok: false } & WavProblem);
+type WavProblem = { code: 'NotAudio' | 'EmptyAudio'; reason: string };
+type WavParse = { ok: true; wav: WavInfo } | ({ ok: false } & WavProblem);
 
 const ascii = (b: Uint8Array, at: number) => String.fromCharCode(b[at]!, b[at + 1]!, b[at + 2]!, b[at + 3]!);
 const u16 = (b: Uint8Array, at: number) => b[at]! | (b[at + 1]! << 8);

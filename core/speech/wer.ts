@@ -13,7 +13,7 @@
 
 export type WerLanguage = 'en' | 'de';
 
-export interface WerResult {
+interface WerResult {
   /** (substitutions + deletions + insertions) / reference words; 0 for two empty texts, 1 per word for an empty reference. */
   wer: number;
   substitutions: number;
