@@ -40,7 +40,7 @@ export async function recentSources(q: Queryable, agentId: string, limit: number
  * digest's tags. Their ids join the sources, their titles the summary and their tags the
  * digest's. The strategy's own draft (what a fork compares) is left as it is.
  */
-export async function withChosenEntries(q: Queryable, agentId: string, draft: AbstractDraft): Promise<AbstractDraft & { sources: AbstractSources }> {
+async function withChosenEntries(q: Queryable, agentId: string, draft: AbstractDraft): Promise<AbstractDraft & { sources: AbstractSources }> {
   const diary = await q
     .select({ id: diaryEntries.id, title: diaryEntries.title, tags: diaryEntries.tags })
     .from(diaryEntries)
@@ -67,7 +67,7 @@ export async function withChosenEntries(q: Queryable, agentId: string, draft: Ab
   };
 }
 
-export interface AutoAbstractInput {
+interface AutoAbstractInput {
   agentId: string;
   trigger: AbstractTrigger;
   /** Idempotency key of the firing (`abstractTriggerKey`); unset for the hourly digest. */

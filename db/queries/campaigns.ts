@@ -7,7 +7,7 @@ import type { Checkpoint } from '../../core/campaign.js';
 import { campaignPhases, campaigns, type Campaign, type CampaignBudget, type CampaignPhase } from '../schema/index.js';
 import type { Queryable } from './abstracts.js';
 
-export interface CampaignRowsInput {
+interface CampaignRowsInput {
   campaignId: string;
   agentId: string;
   title: string;

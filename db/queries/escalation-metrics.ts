@@ -6,7 +6,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 
-export interface EscalationMetrics {
+interface EscalationMetrics {
   agentId: string;
   catalogue: { total: number; byKind: Record<string, number>; growth: Array<{ day: string; added: number; total: number }> };
   escalations: { total: number; tasks: number; ratePerTask: number | null; overTime: Array<{ day: string; escalations: number; tasks: number; ratePerTask: number | null }> };

@@ -27,9 +27,9 @@ export async function escalationOwner(q: Queryable, escalationId: string): Promi
 }
 
 /** The status an escalation ends in: a denial by default (no one answered) timed out. */
-export const escalationStatusOf = (outcome: Outcome, decidedBy: Decider) => (outcome === 'denied' ? (decidedBy === 'default' ? 'timed_out' : 'rejected') : 'resolved');
+const escalationStatusOf = (outcome: Outcome, decidedBy: Decider) => (outcome === 'denied' ? (decidedBy === 'default' ? 'timed_out' : 'rejected') : 'resolved');
 
-export interface DesignedToolInput {
+interface DesignedToolInput {
   agentId: string;
   escalationId: string;
   design: ToolDesign;

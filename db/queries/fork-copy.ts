@@ -23,7 +23,7 @@ type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 const skipped = new Set<PgTable>([forks, verdicts, spawns, tickPrompts]);
 
 /** Where a copy goes: `target` is the new agent id; `prefix` goes before copied text ids and globally unique keys. */
-export interface CopyTarget {
+interface CopyTarget {
   parent: string;
   target: string;
   prefix: string;
@@ -164,7 +164,7 @@ export async function copyAgentState(tx: Tx, p: CopyTarget & { tables?: readonly
   return counts;
 }
 
-export interface ForkCopy {
+interface ForkCopy {
   /** Rows copied per table. */
   copied: Record<string, number>;
   /** All rows copied. */

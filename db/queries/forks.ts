@@ -13,7 +13,7 @@ import type { Queryable } from './abstracts.js';
 export const forkUsageOf = (row: { usage: unknown }) => row.usage as Record<string, unknown>;
 
 /** Fork statuses after which the fork runs no more. */
-export const terminalForkStatuses: readonly string[] = ['completed', 'budget_exceeded', 'failed', 'cancelled'];
+const terminalForkStatuses: readonly string[] = ['completed', 'budget_exceeded', 'failed', 'cancelled'];
 
 /** The fork's record, or undefined. */
 export async function forkById(q: Queryable, forkId: string): Promise<Fork | undefined> {
@@ -134,7 +134,7 @@ export async function markForkPatched(q: Queryable, forkId: string, applied: str
     .where(eq(forks.id, forkId));
 }
 
-export interface ForkVerdictRecord {
+interface ForkVerdictRecord {
   decision: VerdictDecision;
   artifacts: ForkArtifact[];
   status: 'completed' | 'budget_exceeded' | 'failed';

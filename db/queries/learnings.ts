@@ -31,7 +31,7 @@ import { statements } from '../prepared.js';
 import type { Tx } from './maintenance-runs.js';
 import { learningEvents, learnings, preferenceCounts, type Learning } from '../schema/index.js';
 
-export type RefusalCode = 'guard' | 'rate_limit' | 'cap';
+type RefusalCode = 'guard' | 'rate_limit' | 'cap';
 
 /** A save the store refused; `code` says which guard, the message says why. */
 export class LearningRefusedError extends Error {
@@ -61,7 +61,7 @@ export interface SaveLearningInput {
   derivation?: Derivation | null;
 }
 
-export interface SaveResult {
+interface SaveResult {
   id: number;
   reinforced: boolean;
   confidence: number;
@@ -189,7 +189,7 @@ export async function listLearnings(db: Db, shardType: string, o: { all?: boolea
     .orderBy(desc(learnings.confidence), desc(learnings.learnedAt), desc(learnings.id));
 }
 
-export interface LearningStats {
+interface LearningStats {
   shard: string;
   total_learnings: number;
   avg_confidence: number;
@@ -217,7 +217,7 @@ export async function learningStats(db: Db, shardType: string): Promise<Learning
 }
 
 /** One exported learning: exactly what import restores. */
-export interface ExportedLearning {
+interface ExportedLearning {
   shard_type: string;
   fact_predicate: string;
   fact_args: unknown;
@@ -351,7 +351,7 @@ export async function copyLearnings(tx: Tx, p: { parent: string; target: string 
   return { learnings: copied.rowCount ?? 0, learning_events: events.rowCount ?? 0 };
 }
 
-export interface DecayOptions {
+interface DecayOptions {
   /** One shard, or all. */
   shardType?: string;
   factor?: number;

@@ -489,7 +489,7 @@ export async function sweepReservations(db: Db, now = Date.now()): Promise<numbe
 
 // ---- budgets ------------------------------------------------------------------------------------
 
-export interface BudgetSpec {
+interface BudgetSpec {
   id: string;
   agentId: string;
   scope: BudgetScope;
@@ -533,7 +533,7 @@ export async function ensureBudget(db: Db, spec: BudgetSpec): Promise<LifeforceB
   });
 }
 
-export type CarveResult = { ok: true; budget: LifeforceBudget; carved: number } | { ok: false; reason: DenyReason | 'missing'; needed: number; available: number | null };
+type CarveResult = { ok: true; budget: LifeforceBudget; carved: number } | { ok: false; reason: DenyReason | 'missing'; needed: number; available: number | null };
 
 /** The share of its parent's available lifeforce a child gets when no amount is asked for. */
 export const defaultCarveShare = 0.25;
@@ -692,7 +692,7 @@ export async function budgetReport(db: Db, budgetId: string, opts: { at?: number
 }
 
 /** An agent's next think as the database knows it: the basis of `thinkReservation`, and where its numbers come from. */
-export interface AgentThinkBasis {
+interface AgentThinkBasis {
   basis: ThinkBasis;
   /** `provider:model` of the row a think asks first (null: none usable). */
   model: string | null;

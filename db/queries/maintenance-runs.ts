@@ -9,7 +9,7 @@ import { maintenanceRuns, wholeScope, type MaintenanceRun } from '../schema/inde
 
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
-export interface RunKey {
+interface RunKey {
   job: MaintenanceJob;
   periodKey: string;
   /** Default `*`; an agent id or shard for a job run per agent or per shard. */
@@ -18,7 +18,7 @@ export interface RunKey {
 }
 
 /** The outcome of a ledgered run: the work's result, or the first run's when this one was a repeat. */
-export type LedgeredRun<T> = { repeat: false; doneAt: string; result: T } | { repeat: true; doneAt: string | null; by: string | null; result: T };
+type LedgeredRun<T> = { repeat: false; doneAt: string; result: T } | { repeat: true; doneAt: string | null; by: string | null; result: T };
 
 /**
  * Run `work` once per (job, period, scope). The ledger row is claimed first, in the work's

@@ -14,7 +14,7 @@ import type { Queryable } from './abstracts.js';
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** A case's learning as core/nerves/modes.ts reads it. */
-export function statsOf(row: NerveRuleRow): KeyStats {
+function statsOf(row: NerveRuleRow): KeyStats {
   return {
     state: row.state,
     bucket: row.bucket,
@@ -79,7 +79,7 @@ export interface NewNerveDecision {
   at: number;
 }
 
-export interface RecordedDecision {
+interface RecordedDecision {
   /** False: the key was recorded before (a retry); `row` and `events` are the first attempt's. */
   recorded: boolean;
   row: NerveDecisionRow;
@@ -150,7 +150,7 @@ export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<Lear
   return { recorded: false, row, events: await eventsOfDecision(db, row.id) };
 }
 
-export interface RecordedDecisions {
+interface RecordedDecisions {
   /** How many were recorded now; fewer than asked: the rest were recorded before (a retry). */
   recorded: number;
   /** The promotions and demotions the decisions caused, in order (a retry's are the first attempt's). */
@@ -158,7 +158,7 @@ export interface RecordedDecisions {
 }
 
 /** The promotions and demotions of the decisions under these keys, in order. */
-export async function eventsOfDecisionKeys(q: Queryable, keys: string[]): Promise<NerveEvent[]> {
+async function eventsOfDecisionKeys(q: Queryable, keys: string[]): Promise<NerveEvent[]> {
   if (keys.length === 0) return [];
   const rows = await q
     .select({ event: nerveRuleEvents.event })
@@ -210,7 +210,7 @@ async function learnFrom(tx: Tx, d: NewNerveDecision, decisionId: number, cfg: P
   return events;
 }
 
-export type UndoOutcome = { ok: true; undoId: number; event: NerveEvent } | { ok: false; reason: string };
+type UndoOutcome = { ok: true; undoId: number; event: NerveEvent } | { ok: false; reason: string };
 
 /**
  * Reverse a promotion or a demotion by its event id (core/nerves/modes.ts `undoKey`): the case

@@ -45,10 +45,10 @@ export async function agentRow(db: Db, agentId: string) {
 const summaryChars = 400;
 
 /** How a command of a tick ended, as a person reads it: run, kept for want of a rating, held for a human, or refused. */
-export type CommandOutcomeKind = 'applied' | 'unvalidated' | 'held' | 'rejected' | 'error';
+type CommandOutcomeKind = 'applied' | 'unvalidated' | 'held' | 'rejected' | 'error';
 
 /** The kind of one command_log row: a refusal whose reason says it was held is a hold. */
-export function commandKind(status: string, reason: string | null): CommandOutcomeKind {
+function commandKind(status: string, reason: string | null): CommandOutcomeKind {
   if (status === 'applied') return 'applied';
   if (status === 'unvalidated') return /^held\b/i.test(reason ?? '') ? 'held' : 'unvalidated';
   if (status === 'rejected') return /^held\b/i.test(reason ?? '') ? 'held' : 'rejected';

@@ -10,7 +10,7 @@ import type { Db } from '../client.js';
 import { agentPeers, agents } from '../schema/index.js';
 
 /** At most this many peers (the most trusted) are read per tick. */
-export const maxPeersRead = 100;
+const maxPeersRead = 100;
 
 /**
  * A JSON array of the agent's non-blocked peers, most trusted first. Every column is qualified

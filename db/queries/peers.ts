@@ -10,7 +10,7 @@ import { agentPeers, agentReputation, agents, notes, peerRatings, peerRelations 
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 type Conn = Db | Tx;
-export type PeerRelation = (typeof peerRelations)[number];
+type PeerRelation = (typeof peerRelations)[number];
 
 const inverse: Record<PeerRelation, PeerRelation> = { parent: 'child', child: 'parent', sibling: 'sibling', peer: 'peer' };
 
@@ -31,7 +31,7 @@ export async function linkPeers(tx: Conn, a: string, b: string, relation: PeerRe
   }
 }
 
-export interface PeerMessage {
+interface PeerMessage {
   from: string;
   to: string;
   text: string;
@@ -65,7 +65,7 @@ export async function deliverPeerMessage(tx: Conn, m: PeerMessage): Promise<{ no
   return { noteId: first!.id, outNoteId: outNote?.id ?? null };
 }
 
-export interface PeerRatingInput {
+interface PeerRatingInput {
   agentId: string;
   peer: string;
   score: number;

@@ -29,7 +29,7 @@ const kindsAgree: Same<(typeof spawnTypes)[number], (typeof coreSpawnTypes)[numb
 void kindsAgree;
 
 /** Statuses of a spawn whose child is alive or being born: they count against the limits. */
-export const liveSpawnStatuses = ['copying', 'ready', 'running'] as const;
+const liveSpawnStatuses = ['copying', 'ready', 'running'] as const;
 
 /**
  * The parent's tables with an agent id that a clone leaves behind, and why: every other one
@@ -60,7 +60,7 @@ export function spawnCopyTables(type: SpawnType): readonly string[] {
  * an agent has it or another spawn holds it; a spawn of this parent under that name that was
  * refused or rolled back leaves it free for the parent to try again.
  */
-export async function nameTaken(conn: Conn, parentId: string, childId: string): Promise<string | null> {
+async function nameTaken(conn: Conn, parentId: string, childId: string): Promise<string | null> {
   const [row] = await conn.select({ agentId: spawns.agentId, status: spawns.status }).from(spawns).where(eq(spawns.childAgentId, childId));
   if (row && !(row.agentId === parentId && (row.status === 'refused' || row.status === 'rolled_back'))) {
     return `name taken: ${childId} is ${row.agentId === parentId ? 'already your' : `${row.agentId}'s`} descendant (spawn ${row.status})`;
@@ -74,7 +74,7 @@ export async function nameTaken(conn: Conn, parentId: string, childId: string): 
  * or being born, in all and in `generation`, and its limits (its `max_descendants` and
  * `max_per_generation` config, else the defaults).
  */
-export async function ancestorCounts(conn: Conn, parentId: string, generation: number, exceptChild?: string): Promise<AncestorCount[]> {
+async function ancestorCounts(conn: Conn, parentId: string, generation: number, exceptChild?: string): Promise<AncestorCount[]> {
   const live = sql.raw(liveSpawnStatuses.map((s) => `'${s}'`).join(', '));
   const except = exceptChild ?? '';
   const r = await conn.execute<{ id: string; descendants: number; in_generation: number; max_descendants: unknown; max_per_generation: unknown }>(sql`
@@ -104,7 +104,7 @@ export async function ancestorCounts(conn: Conn, parentId: string, generation: n
   }));
 }
 
-export type Admission = { ok: true; parent: Agent; generation: number } | { ok: false; code: 'no_parent' | 'name_taken' | 'limit'; reason: string; parent?: Agent };
+type Admission = { ok: true; parent: Agent; generation: number } | { ok: false; code: 'no_parent' | 'name_taken' | 'limit'; reason: string; parent?: Agent };
 
 /**
  * Whether `parentId` may spawn `childId` now: the parent exists, the name is free and no
@@ -195,7 +195,7 @@ export async function openSpawn(tx: Tx, v: { parentId: string; childId: string; 
 
 // ---- the copy ------------------------------------------------------------------------------------
 
-export interface SpawnCopy {
+interface SpawnCopy {
   copied: Record<string, number>;
   rows: number;
 }
