@@ -26,7 +26,7 @@ export interface TickBeat {
 }
 
 /** What the agent said at a main-loop tick, in brief. */
-export interface ReplyEvent {
+interface ReplyEvent {
   tick: number;
   summary: string;
   /** `provider:model`. */
@@ -36,7 +36,7 @@ export interface ReplyEvent {
 }
 
 /** The validators' verdict on a tick, as recorded on its reply row. */
-export interface VerdictEvent {
+interface VerdictEvent {
   tick: number;
   validationMode: string;
   rating: number | null;
@@ -44,7 +44,7 @@ export interface VerdictEvent {
 }
 
 /** An escalation was opened for the agent (its row is written). */
-export interface EscalationEvent {
+interface EscalationEvent {
   escalationId: string;
   category: string;
   /** The task the agent escalated. */
@@ -54,7 +54,7 @@ export interface EscalationEvent {
 }
 
 /** A learning the store saved (or reinforced), in the agent's name. */
-export interface LearningEvent {
+interface LearningEvent {
   shardType: string;
   predicate: string;
   args: Record<string, unknown>;
@@ -63,7 +63,7 @@ export interface LearningEvent {
 }
 
 /** The agent sent a peer a message (`messages.send`): it is stored as a note on the receiver. */
-export interface MessageEvent {
+interface MessageEvent {
   to: string;
   /** The receiver's note. */
   noteId: number;

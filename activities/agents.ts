@@ -6,11 +6,11 @@ import type { Db } from '../db/client.js';
 import { agents } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 
-export interface AgentDeps {
+interface AgentDeps {
   db: Db;
 }
 
-export interface AgentSummary {
+interface AgentSummary {
   agentId: string;
   name: string;
   created: boolean;

@@ -4,7 +4,7 @@
  */
 
 /** `F` without its first parameter (the dependencies). */
-export type BoundActivity<D, F> = F extends (deps: D, ...args: infer A) => infer R ? (...args: A) => R : never;
+type BoundActivity<D, F> = F extends (deps: D, ...args: infer A) => infer R ? (...args: A) => R : never;
 
 /** Each function of `fns` with `deps` bound as its first argument, under the same name. */
 export function bindActivities<D, T extends Record<string, (deps: D, ...args: never[]) => unknown>>(deps: D, fns: T): { [K in keyof T]: BoundActivity<D, T[K]> } {

@@ -22,7 +22,7 @@ import type { LlmRouter } from './llm/index.js';
 /** A learning a campaign promotes: `phase_success` for a completed phase, `avoid_error` for a failed task. */
 export type CampaignLearning = Omit<PromotedLearning, 'predicate'> & { predicate: 'phase_success' | 'avoid_error' };
 
-export interface CampaignDeps {
+interface CampaignDeps {
   db: Db;
   llm?: LlmRouter;
   /** Task types by name; default the built-ins (activities/campaign-tasks.ts). */
@@ -35,9 +35,9 @@ export interface CampaignDeps {
 /** The dependencies as every campaign activity gets them: the task-type registry and the prices resolved. */
 type CampaignEnv = CampaignDeps & { registry: Record<string, TaskType>; prices: PriceTable };
 
-export const CampaignTaskFailed = 'CampaignTaskFailed';
+const CampaignTaskFailed = 'CampaignTaskFailed';
 
-export interface CampaignStartedInput {
+interface CampaignStartedInput {
   campaignId: string;
   agentId: string;
   title: string;
@@ -53,7 +53,7 @@ export interface CampaignStartedInput {
   budget?: CampaignBudget;
 }
 
-export interface CampaignTaskInput {
+interface CampaignTaskInput {
   campaignId: string;
   agentId: string;
   /** campaign/<id>/p<i>/t<j> (stable across retries and worker restarts). */
@@ -64,7 +64,7 @@ export interface CampaignTaskInput {
   budgetId?: string;
 }
 
-export interface CheckpointInput {
+interface CheckpointInput {
   campaignId: string;
   agentId: string;
   key: string;

@@ -82,7 +82,7 @@ export function classifiedFailure(err: unknown): unknown {
 }
 
 /** Attempts an error of no known kind gets before it is reported instead of retried. */
-export const maxUnknownAttempts = 5;
+const maxUnknownAttempts = 5;
 
 /** The running attempt; 1 outside an activity (a test calling the function directly). */
 function activityAttempt(): number {

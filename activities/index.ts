@@ -32,7 +32,7 @@ import { createSpawnActivities } from './society/spawn.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';
 
-export interface MindloopActivityDeps {
+interface MindloopActivityDeps {
   db: Db;
   /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/reflexes/. */
   reflexes?: Pick<ReflexDeps, 'validatorTimeoutMs' | 'memoryEvery'>;

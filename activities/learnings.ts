@@ -27,7 +27,7 @@ import {
 import type { LearningSink } from './learning-sink.js';
 import { tellFeedbackLearning, tellLearning, type AgentEventSink } from './agent-events.js';
 
-export interface LearningDeps {
+interface LearningDeps {
   db: Db;
   limits?: StoreLimits;
   /** Told of each learning saved in an agent's name, once it is stored. */
@@ -64,13 +64,13 @@ const decayInput = z.strictObject({
   now: z.iso.datetime({ offset: true }).optional(),
   ...scheduledRun,
 });
-export type DecayInput = z.infer<typeof decayInput>;
+type DecayInput = z.infer<typeof decayInput>;
 
 const cleanupInput = z.strictObject({ olderThanDays: z.number().int().min(0).max(3650), now: z.iso.datetime({ offset: true }).optional(), ...scheduledRun });
 const perAgentInput = z.strictObject({ agentId: agentIdSchema, ...scheduledRun });
 
 /** What a ledgered job adds to its result: the period, and whether this run was a repeat. */
-export interface PeriodRun {
+interface PeriodRun {
   period: string;
   repeat: boolean;
   /** When the period's work was done (by this run, or by the first). */
@@ -241,5 +241,3 @@ async function pruneAgent(q: Db | Tx, agentId: string, processId: string): Promi
             ${`archived ${out.archivedResponses} responses and ${out.archivedDiary} diary entries beyond lru_limit ${limit}`}, ${JSON.stringify(out)}::jsonb, now())`);
   return out;
 }
-
-export type LearningActivities = ReturnType<typeof createLearningActivities>;

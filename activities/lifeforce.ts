@@ -12,13 +12,13 @@ import { budgetReport, carveBudget, closeBudget, configureBudget, ensureBudget, 
 import { ErrorType, nonRetryable } from './errors.js';
 import { createSandboxChargeActivities } from './sandbox-charge.js';
 
-export interface LifeforceDeps {
+interface LifeforceDeps {
   db: Db;
   prices: PriceTable;
 }
 
 /** What the status query and the exhausted wait read. */
-export interface LifeforceView {
+interface LifeforceView {
   budgetId: string;
   capacity: number | null;
   /** What could be reserved now (null: unlimited). */

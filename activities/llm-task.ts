@@ -18,7 +18,7 @@ import { ErrorType, nonRetryable, retryable } from './errors.js';
 import { withHeartbeat } from './heartbeat.js';
 import { LifeforceExhaustedError, LlmUnavailableError, type LlmRouter } from './llm/index.js';
 
-export interface LlmTaskDeps {
+interface LlmTaskDeps {
   db: Db;
   llm: LlmRouter;
 }
@@ -34,9 +34,9 @@ const askInput = z.object({
   registryId: z.number().int().positive().optional(),
   model: z.string().max(200).optional(),
 });
-export type AskLlmInput = z.input<typeof askInput>;
+type AskLlmInput = z.input<typeof askInput>;
 
-export interface AskLlmResult {
+interface AskLlmResult {
   noteId: number;
   /** False when no model answered (the note says why). */
   answered: boolean;

@@ -29,7 +29,7 @@ import { ErrorType, nonRetryable } from './errors.js';
 import { activityContext, withHeartbeat } from './heartbeat.js';
 import { LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type ChatResult, type LlmRouter } from './llm/index.js';
 
-export interface NerveDeps {
+interface NerveDeps {
   db: Db;
   llm: LlmRouter;
   /** The price table the decision's `lf` prices the LLM call by (the router's). */
@@ -46,7 +46,7 @@ const holdTtlMs = 60_000;
  */
 const leaseTtlMs = 10 * 60_000;
 
-export const nerveDecideInput = z
+const nerveDecideInput = z
   .strictObject({
     agentId: agentIdSchema,
     nerve: z.enum(nerveNames),
@@ -84,7 +84,7 @@ export interface NerveDecideResult {
   replayed: boolean;
 }
 
-export const nerveArmReflexInput = z.strictObject({
+const nerveArmReflexInput = z.strictObject({
   agentId: agentIdSchema,
   nerve: z.enum(nerveNames),
   /** A forced reflex arms always; `auto` only where the rules have earned reflex. */
@@ -100,7 +100,7 @@ export const nerveArmReflexInput = z.strictObject({
 export type NerveArmReflexInput = z.input<typeof nerveArmReflexInput>;
 type ArmReflex = z.output<typeof nerveArmReflexInput>;
 
-export type NerveArmReflexResult =
+type NerveArmReflexResult =
   | {
       armed: true;
       /** The lease's ledger key: the flush settles it. */
@@ -129,7 +129,7 @@ const arcDecisionSchema = z.strictObject({
   at: z.number().int().min(0),
 });
 
-export const nerveFlushReflexInput = z
+const nerveFlushReflexInput = z
   .strictObject({
     agentId: agentIdSchema,
     nerve: z.enum(nerveNames),
@@ -147,7 +147,7 @@ export const nerveFlushReflexInput = z
   });
 export type NerveFlushReflexInput = z.input<typeof nerveFlushReflexInput>;
 
-export interface NerveFlushReflexResult {
+interface NerveFlushReflexResult {
   /** Decisions recorded now (fewer than flushed: a retry found them recorded). */
   recorded: number;
   /** Promotions and demotions the decisions caused (a demotion of the rule that decided badly). */

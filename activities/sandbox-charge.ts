@@ -23,11 +23,11 @@ import { LifeforceExhaustedError } from './llm/errors.js';
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** The ledger key of a sandbox run a workflow holds, from the run's own idempotency key. */
-export function sandboxChargeKey(runKey: string): string {
+function sandboxChargeKey(runKey: string): string {
   return `sandbox:${runKey}`;
 }
 
-export interface SandboxHold {
+interface SandboxHold {
   /** The ledger key (`sandboxChargeKey`, or a `shell`'s `shellChargeKey`). */
   key: string;
   budgetId: string;

@@ -12,7 +12,7 @@ import { resolveSandboxImage, SandboxUnavailableError } from '../sandbox/image.j
 import type { Sandbox, SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { ErrorType, nonRetryable } from './errors.js';
 
-export interface SandboxDeps {
+interface SandboxDeps {
   docker: Docker;
   /** Default: a DockerSandbox on `docker`. */
   sandbox?: Sandbox;
@@ -31,7 +31,7 @@ const budgetSchema = z
   .partial();
 
 /** What a workflow may ask for; checked here because workflow payloads come from anywhere. */
-export const sandboxRunRequestSchema = z.strictObject({
+const sandboxRunRequestSchema = z.strictObject({
   key: z.string().min(1).max(500),
   command: z.array(z.string()).min(1).max(1000),
   files: z.record(z.string().min(1), z.string()).optional(),

@@ -13,7 +13,7 @@ import { shellChargeKey } from './commands/shell.js';
 import { defaultPrices, type PriceTable } from '../core/lifeforce.js';
 import { closeSandboxRun } from './sandbox-charge.js';
 
-export interface RecordShellResultInput {
+interface RecordShellResultInput {
   agentId: string;
   tick: number;
   /** The command_log cmd_id of the `shell` command. */
@@ -26,7 +26,7 @@ export interface RecordShellResultInput {
 }
 
 /** One line: how the run ended. */
-export function shellSummary(input: Pick<RecordShellResultInput, 'result' | 'error'>): string {
+function shellSummary(input: Pick<RecordShellResultInput, 'result' | 'error'>): string {
   const r = input.result;
   if (!r) return `not run: ${input.error ?? 'the sandbox is unavailable'}`;
   const end = r.status === 'budget_exceeded' ? `budget_exceeded: ${r.exceeded}${r.detail ? ` (${r.detail})` : ''}` : `exit ${r.exitCode}`;
@@ -34,7 +34,7 @@ export function shellSummary(input: Pick<RecordShellResultInput, 'result' | 'err
 }
 
 /** The text the agent sees: command, how it ended, stdout and stderr (clipped to 8 KB). */
-export function shellResultText(input: Pick<RecordShellResultInput, 'command' | 'result' | 'error'>): string {
+function shellResultText(input: Pick<RecordShellResultInput, 'command' | 'result' | 'error'>): string {
   const parts = [`$ ${input.command}`, shellSummary(input)];
   if (input.result?.stdout) parts.push(`--- stdout ---\n${input.result.stdout}`);
   if (input.result?.stderr) parts.push(`--- stderr ---\n${input.result.stderr}`);

@@ -45,20 +45,20 @@ export interface SpeechActivityDeps {
 }
 
 /** A hold stays open this long before the sweep may release it: a job can wait hours for a speech worker. */
-export const speechHoldTtlMs = 24 * 3_600_000;
+const speechHoldTtlMs = 24 * 3_600_000;
 
 /** Where `mindloop note --audio` and the speak command keep their audio. */
-export function speechDir(dataDir: string, agentId: string): string {
+function speechDir(dataDir: string, agentId: string): string {
   return join(resolve(dataDir), 'speech', agentId);
 }
 
 /** A refusal of the input (never retried; the speech workflow ends naming it). */
-export function speechInputFailure(type: SpeechInputError, message: string): ApplicationFailure {
+function speechInputFailure(type: SpeechInputError, message: string): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true });
 }
 
 /** Read and check a WAV file: its format and duration, or the input failure that says what is wrong. */
-export async function inspectAudio(path: string): Promise<WavInfo> {
+async function inspectAudio(path: string): Promise<WavInfo> {
   let handle;
   try {
     handle = await open(path, 'r');
@@ -82,7 +82,7 @@ export async function inspectAudio(path: string): Promise<WavInfo> {
   }
 }
 
-export interface SpeechBeginInput {
+interface SpeechBeginInput {
   /** The speech workflow: its id keys the hold. */
   workflowId: string;
   kind: 'transcribe' | 'speak';
@@ -108,7 +108,7 @@ export interface SpeechBegun {
   audio?: { sampleRate: number; channels: number };
 }
 
-export interface SpeechDeliverInput {
+interface SpeechDeliverInput {
   workflowId: string;
   agentId: string;
   text: string;
@@ -119,7 +119,7 @@ export interface SpeechDeliverInput {
   audio: NoteAudio;
 }
 
-export interface SpeechRecordSpeakInput {
+interface SpeechRecordSpeakInput {
   workflowId: string;
   agentId: string;
   text: string;

@@ -25,9 +25,9 @@ export interface ToolGenerationDeps {
   policy?: { mode: ToolMode; allowOverride: boolean };
 }
 
-export type ToolSafetyResult = SafetyReport & { file: 'tool.mjs' | 'tool.test.mjs' | null };
+type ToolSafetyResult = SafetyReport & { file: 'tool.mjs' | 'tool.test.mjs' | null };
 
-export interface RegisterGeneratedToolInput {
+interface RegisterGeneratedToolInput {
   agentId: string;
   capability: string;
   tool: GeneratedTool;

@@ -35,7 +35,7 @@ export interface ToolDeps {
   inTransaction?: boolean;
 }
 
-export interface ToolCallInput {
+interface ToolCallInput {
   agentId: string;
   tool: string;
   action: string;
@@ -50,7 +50,7 @@ export type ToolCallResult =
   | { ok: false; tool: string; action: string; refused: 'undiscovered' | 'invalid_action' | 'held' | 'error'; error: string; state?: string; validActions?: string[]; dangerFlags?: string[] };
 
 /** Tools every agent starts with (discovered via teaching); the database tool must be granted. */
-export const starterTools = ['discover_tools', 'escalate', 'request_state_machine_design'] as const;
+const starterTools = ['discover_tools', 'escalate', 'request_state_machine_design'] as const;
 
 /** Tables the database tool may read: the agent-owned ones (each row has agent_id). */
 const queryableTables: Record<string, AgentOwnedTable> = Object.fromEntries(agentOwnedTables.map((t) => [getTableName(t), t]));
@@ -214,7 +214,7 @@ const toolStatements = statements('tools', (db, name) => ({
 }));
 
 /** The agent's discovered tools with the description a model sees (current state, valid actions). */
-export async function toolDescriptions(db: Db, input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
+async function toolDescriptions(db: Db, input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
   // One query (it runs in every tick's context): discovered, active tools with their stored state.
   const rows = await toolStatements(db).described.execute({ agentId: input.agentId });
   const out = [];

@@ -72,7 +72,7 @@ const readOnlyReason = 'read-only auxiliary loop';
  * The command_log key. Task-loop ticks count from 1 like the main loop's, so a task loop's
  * ids carry a `task<id>.` prefix (added here unless the caller already did).
  */
-export function logCmdId(input: Pick<ApplyCommandsInput, 'mode' | 'taskId'>, cmdId: string): string {
+function logCmdId(input: Pick<ApplyCommandsInput, 'mode' | 'taskId'>, cmdId: string): string {
   if (input.mode !== 'task') return cmdId;
   const prefix = `task${input.taskId ?? 0}.`;
   return cmdId.startsWith(prefix) ? cmdId : `${prefix}${cmdId}`;

@@ -17,7 +17,7 @@ import { CommandError, type HandlerContext, type HandlerMap } from './shared.js'
 import { shellChargeKey } from './shell.js';
 
 /** A business key from the command's place (agent, tick, cmd): a retried tick finds the same escalation. */
-export function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
+function escalationIdFor(agentId: string, tick: number, cmdId: string): string {
   return `${agentId.slice(0, 28)}.t${tick}.${cmdId.slice(0, 24)}`.replace(/[^A-Za-z0-9_.-]/g, '_');
 }
 

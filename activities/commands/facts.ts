@@ -35,7 +35,7 @@ export const factHandlers: HandlerMap<FamilyTypes<'facts'>> = {
 const outcomeOf = { done: 'verified', failed: 'rejected' } as const;
 
 /** Resolve the pending facts whose fact-check task is `taskId` (after it was set `status`). */
-export async function resolveFactsOfTask(tx: Tx, agentId: string, taskId: number, status: string): Promise<number[]> {
+async function resolveFactsOfTask(tx: Tx, agentId: string, taskId: number, status: string): Promise<number[]> {
   const outcome = (outcomeOf as Record<string, 'verified' | 'rejected' | undefined>)[status];
   if (!outcome) return [];
   const facts = await tx

@@ -8,7 +8,7 @@ import { processLog } from '../../db/schema/index.js';
 import { CommandError, listResult, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 /** Statuses a process ends in; `process.cleanup` closes open entries that reached one. */
-export const finishedProcessStatuses = ['close', 'error', 'timeout', 'offline'] as const;
+const finishedProcessStatuses = ['close', 'error', 'timeout', 'offline'] as const;
 
 async function updateOpen(tx: Tx, agentId: string, processId: string, set: Partial<typeof processLog.$inferInsert>) {
   const rows = await tx

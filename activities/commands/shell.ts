@@ -11,7 +11,7 @@ import { holdSandboxRun } from '../sandbox-charge.js';
 import { CommandError, type HandlerMap } from './shared.js';
 
 /** The wall time a `shell` run gets unless it names its own. */
-export const defaultShellTimeoutMs = 30_000;
+const defaultShellTimeoutMs = 30_000;
 
 /** The ledger key of a `shell` run's (or a designed tool action's) hold: settled by recordShellResult when the run is recorded. */
 export function shellChargeKey(agentId: string, processId: string): string {

@@ -24,16 +24,16 @@ export type * from './types.js';
  * How often an activity heartbeats while a model thinks. The LLM preset's heartbeatTimeout
  * (10 s) is what a dead worker costs before the call is retried elsewhere; keep this well under it.
  */
-export const llmHeartbeatMs = heartbeatEveryMs;
+const llmHeartbeatMs = heartbeatEveryMs;
 
 /** A router to share, or what to build one from; plus the heartbeat period. */
-export type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
+type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
   /** How often `llmChat` heartbeats while waiting (default llmHeartbeatMs). */
   heartbeatMs?: number;
 };
 
 /** What a workflow passes to `llmChat`: plain JSON (no AbortSignal; cancellation comes from Temporal). */
-export type LlmChatInput = Omit<ChatRequest, 'signal'>;
+type LlmChatInput = Omit<ChatRequest, 'signal'>;
 
 const llmChatInput = z.object({
   agentId: z.string().min(1),

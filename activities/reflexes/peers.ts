@@ -31,7 +31,7 @@ export function chosenPeerValidators(config: Record<string, unknown>, peers: rea
 export const peerValidationKey = (input: Pick<TickReflexesInput, 'workflowId' | 'tick'>, peerId: string) => `${input.workflowId}:${input.tick}:validate:peer:${peerId}`;
 
 /** A chosen peer validator with the model it answers with: its agent's first usable row (none: it cannot answer). */
-export interface PeerValidator {
+interface PeerValidator {
   peer: PeerPresence;
   registry: LlmRegistryEntry[];
   row: LlmRegistryEntry | undefined;

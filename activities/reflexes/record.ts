@@ -32,7 +32,7 @@ import { peerToAsk } from '../../core/society/isolation.js';
 import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from './tick-reflexes.js';
 
 /** Facts stated below this confidence need a fact-check. */
-export const factCheckThreshold = 0.7;
+const factCheckThreshold = 0.7;
 /** The same fact, however it is spaced or capitalised (matches the SQL in recordFacts). */
 const factKey = (fact: string) => fact.trim().replace(/\s+/g, ' ').toLowerCase();
 /** A fact-check task says how its outcome is recorded (activities/commands/facts.ts). */
@@ -40,7 +40,7 @@ const factCheckDescription = (source?: string) =>
   `${source ? `source: ${source}\n` : ''}Check this fact. Record the outcome with facts.resolve {fact_id, status: verified|rejected, evidence} (facts.list shows the ids), or set this task done (verified) or failed (rejected).`;
 
 /** Everything tickReflexes worked out before recording it. */
-export interface ReflexDecisions {
+interface ReflexDecisions {
   decision: StagnationDecision;
   policy: StagnationPolicy;
   novelty: number;

@@ -79,7 +79,7 @@ export interface TickReflexesResult {
 }
 
 /** sha256 of a reply: an identical reply is recognised by it and not stored again. */
-export const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
+const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
 
 /** An active ethics_policies row as the gate and the validators read it; rules that do not parse fail closed. */
 function toPolicy(e: EthicsPolicyRow): EthicsPolicy {

@@ -19,7 +19,7 @@ import { withHeartbeat } from '../heartbeat.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
-export interface SpawnDeps {
+interface SpawnDeps {
   db: Db;
   /** Whether the lifeforce ledger is on: off, a child gets no carved budget (its spend is not charged either). */
   ledger: boolean;

@@ -39,7 +39,7 @@ export interface LoadedContext {
 const learningsShown = 20;
 
 /** Previous replies the context shows in each mode. */
-export function contextLimit(loop: ThinkInput['loop']): number {
+function contextLimit(loop: ThinkInput['loop']): number {
   return loop.contextMode === 'meditation' ? 500 : loop.contextMode === 'concentration' ? 200 : loop.recentK;
 }
 

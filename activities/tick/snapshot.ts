@@ -76,7 +76,7 @@ export const reflexWindow = { recent: 30, real: 5 } as const;
  * context), the newest 30 whatever their state (identical-reply check), and the newest 5 that
  * are not placeholders of a repeated reply (novelty). Three index scans, one round trip.
  */
-export async function readPreviousReplies(db: Db, agentId: string, tick: number, contextLimit: number): Promise<PreviousReply[]> {
+async function readPreviousReplies(db: Db, agentId: string, tick: number, contextLimit: number): Promise<PreviousReply[]> {
   const rows = await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit });
   return rows
     .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
@@ -119,7 +119,7 @@ const snapshotStatements = statements('snapshot', (db, name) => {
 });
 
 /** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
-export async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
   const statements = snapshotStatements(db);
   const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
     statements.agent.execute({ agentId }),
@@ -158,7 +158,7 @@ export interface TickSnapshots {
 }
 
 /** Whose ticks: the agent's main loop, or one of its task loops (which count their own ticks). */
-export interface LoopRef {
+interface LoopRef {
   agentId: string;
   taskId?: number;
 }

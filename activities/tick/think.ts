@@ -72,7 +72,7 @@ export interface ThinkResult {
   thinkMs?: number;
 }
 
-export type ThinkDeps = ContextDeps;
+type ThinkDeps = ContextDeps;
 
 const summarize = (text: string) => clipText(text.replace(/\s+/g, ' ').trim(), 240);
 

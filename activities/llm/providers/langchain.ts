@@ -26,7 +26,7 @@ export function fromLangChainReply(reply: AIMessageChunk | AIMessage): ChatReply
  * their arguments, ones whose arguments were not JSON (LangChain's `invalid_tool_calls`, or
  * parsed to something other than an object) with the error and the raw text.
  */
-export function toolCallsOf(reply: AIMessageChunk | AIMessage): ChatToolCall[] {
+function toolCallsOf(reply: AIMessageChunk | AIMessage): ChatToolCall[] {
   const out: ChatToolCall[] = [];
   for (const c of reply.tool_calls ?? []) {
     const id = c.id ? { id: c.id } : {};
@@ -61,7 +61,7 @@ function jsonError(text: string): string | undefined {
 const firstLine = (s: string | undefined) => (s ?? '').trim().split('\n')[0] || 'the arguments are not valid JSON';
 
 /** What the tool-calling APIs accept as a function name. */
-export const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/;
+const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /**
  * The definitions to bind, in OpenAI's function format (ChatOpenAI and ChatAnthropic both take

@@ -17,7 +17,7 @@ import { installHint, resolveLocalModel } from '../../../runtime/tools.js';
 import { ErrorType, nonRetryable } from '../../errors.js';
 import type { ChatMessage, ChatModel, ChatParams, ChatReply } from '../types.js';
 
-export interface LocalModelOptions {
+interface LocalModelOptions {
   modelPath: string;
   /** CPU threads for llama.cpp; default half the cores (at least 1). */
   threads?: number;
@@ -101,7 +101,7 @@ async function loadModel(opts: Required<LocalModelOptions>): Promise<LoadedModel
 }
 
 /** The process-wide instance for these options, loading it on first use. */
-export function getLocalModel(opts: LocalModelOptions): Promise<LoadedModel> {
+function getLocalModel(opts: LocalModelOptions): Promise<LoadedModel> {
   // Not a spread: an explicit `threads: undefined` must still get the default (node-llama-cpp's
   // own default is max(cores, 4), which oversubscribes a small machine).
   const full = { modelPath: opts.modelPath, threads: opts.threads ?? defaultLocalThreads(), contextSize: opts.contextSize ?? defaultContextSize };

@@ -21,7 +21,7 @@ export type ScriptedReplyFn = (input: {
   purpose?: string;
 }) => string | Promise<string>;
 
-export interface ScriptedOptions {
+interface ScriptedOptions {
   replies?: string[];
   reply?: ScriptedReplyFn;
   /** Simulated latency (abortable), to exercise timeouts and heartbeats. */
