@@ -9,7 +9,7 @@ import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { agents, processLog } from '../db/schema/index.js';
 
-export interface LoopHealth {
+interface LoopHealth {
   agentId: string;
   /** What the agent row says. */
   rowStatus: string;

@@ -7,7 +7,7 @@
 import type { Subscription } from '@nats-io/transport-node';
 import type { Bus } from './bus.js';
 
-export const echoAgentName = 'echo-v1';
+const echoAgentName = 'echo-v1';
 
 /**
  * Start answering echo requests; stop with the returned subscription's `unsubscribe()`.

@@ -10,7 +10,7 @@ import { Worker } from 'node:worker_threads';
 import { pidAlive } from './pid.js';
 import { StartRefused } from './start-ports.js';
 
-export interface EmbeddedPostgresOptions {
+interface EmbeddedPostgresOptions {
   /** Directory for the database files; 'memory://' for a throw-away instance. */
   dataDir: string;
   host?: string;

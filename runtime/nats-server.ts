@@ -23,7 +23,7 @@ export interface LocalNats {
 }
 
 /** Where a bus comes from, said in the start-up summary. */
-export type BusChoice =
+type BusChoice =
   | { url: string; how: 'env' | 'local' | 'started'; server?: LocalNats }
   | { off: string };
 
@@ -58,7 +58,7 @@ export function findNatsServer(path = process.env.PATH ?? ''): string | undefine
   return undefined;
 }
 
-export interface ChooseBusOptions {
+interface ChooseBusOptions {
   /** NATS_URL as env.ts parsed it. */
   natsUrl?: string;
   /** May start an embedded nats-server (npm start); a plain worker only looks. */

@@ -139,7 +139,7 @@ export async function answerEscalation(client: Client, id: string, name: Escalat
   }
 }
 
-export type ForkGateUpdate = 'approveFork' | 'rejectFork';
+type ForkGateUpdate = 'approveFork' | 'rejectFork';
 
 /** Answer fork/<id>'s human gate: apply the approved patch, or discard it. */
 export async function answerForkGate(client: Client, id: string, which: ForkGateUpdate, by: string): Promise<GateAnswer> {

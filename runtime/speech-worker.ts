@@ -16,7 +16,7 @@ import { reapOrphan } from './pid.js';
 export const speechSourceDir = fileURLToPath(new URL('../speech', import.meta.url));
 
 /** What `MINDLOOP_QUEUES` may name for speech: `speech` lets the engine choose by its device. */
-export const speechQueueSettings = ['speech', 'speech-gpu', 'speech-cpu'] as const;
+const speechQueueSettings = ['speech', 'speech-gpu', 'speech-cpu'] as const;
 export type SpeechQueueSetting = (typeof speechQueueSettings)[number];
 
 export function isSpeechQueueSetting(q: string): q is SpeechQueueSetting {
@@ -32,7 +32,7 @@ const readyLine = /speech worker polling (speech-gpu|speech-cpu) on (\S+)/;
 /** The marker a pid file's process must carry in its command line to count as ours. */
 const commandMarker = 'mindloop_speech.worker';
 
-export interface SpeechEngine {
+interface SpeechEngine {
   python: string;
   /** PYTHONPATH for the engine's package (the repository's `speech/`). */
   pythonPath: string;
@@ -49,7 +49,7 @@ export function findSpeechEngine(toolsDir: string, sourceDir = speechSourceDir):
   return probe.status === 0 ? { python, pythonPath: sourceDir } : null;
 }
 
-export interface SpeechWorkerOptions {
+interface SpeechWorkerOptions {
   engine: SpeechEngine;
   /** Temporal frontend, host:port. */
   address: string;
@@ -78,7 +78,7 @@ export interface SpeechWorker {
 }
 
 /** The engine's arguments for a queue setting: one named queue also fixes the device. */
-export function speechWorkerArgs(o: Pick<SpeechWorkerOptions, 'address' | 'namespace' | 'queue' | 'args'>): string[] {
+function speechWorkerArgs(o: Pick<SpeechWorkerOptions, 'address' | 'namespace' | 'queue' | 'args'>): string[] {
   const queue = o.queue ?? 'speech';
   const placement = queue === 'speech' ? ['--device', 'auto'] : ['--queue', queue, '--device', queue === 'speech-gpu' ? 'cuda' : 'cpu'];
   return ['-m', 'mindloop_speech.worker', '--address', o.address, '--namespace', o.namespace, ...placement, ...(o.args ?? [])];

@@ -12,7 +12,7 @@ import { temporalConnectionOptions, type TemporalConnectionConfig } from './temp
 import { installHint, resolveTool } from './tools.js';
 import { StartRefused } from './start-ports.js';
 
-export interface StackOptions {
+interface StackOptions {
   env: Env;
   /** Start the embedded services where the env names none (npm start, tests). Default true. */
   embedded?: boolean;

@@ -21,7 +21,7 @@ export class StartRefused extends Error {
   override name = 'StartRefused';
 }
 
-export interface StartPort {
+interface StartPort {
   port: number;
   host: string;
   /** The variable that moves it. */
@@ -30,7 +30,7 @@ export interface StartPort {
 }
 
 /** The ports a start with `env` listens on (the embedded services the env does not replace). */
-export function startPorts(env: Env, o: { ui?: boolean } = {}): StartPort[] {
+function startPorts(env: Env, o: { ui?: boolean } = {}): StartPort[] {
   const local = '127.0.0.1';
   const ports: StartPort[] = [];
   if (!env.DATABASE_URL) ports.push({ port: env.PGLITE_PORT, host: local, variable: 'PGLITE_PORT', what: 'embedded Postgres' });
@@ -52,7 +52,7 @@ export function bindError(host: string, port: number): Promise<string | null> {
 }
 
 /** What holds a port, as far as this user may see. */
-export type Holder =
+type Holder =
   | { kind: 'mindloop'; dir: string; pid: number; via?: { what: string; pid: number } }
   | { kind: 'temporal'; dataDir: string; pid: number; ownPidFile: boolean }
   | { kind: 'other'; name?: string; pid?: number }
@@ -81,7 +81,7 @@ const cwdOf = (pid: number): string | undefined => {
 };
 
 /** The process that listens on `port` (TCP, any address), if /proc tells it. */
-export function portHolderPid(port: number): number | undefined {
+function portHolderPid(port: number): number | undefined {
   const inodes = new Set<string>();
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     for (const line of (read(table) ?? '').split('\n').slice(1)) {
@@ -137,7 +137,7 @@ function mindloopDir(pid: number): string | undefined {
 }
 
 /** Who `pid` is: a Mindloop (itself or through its Temporal dev server), a Temporal left running, or something else. */
-export function describeHolder(pid: number | undefined): Holder {
+function describeHolder(pid: number | undefined): Holder {
   if (pid === undefined) return { kind: 'other' };
   const argv = argvOf(pid);
   const dbFile = argv.includes('start-dev') ? argv[argv.indexOf('--db-filename') + 1] : undefined;
@@ -154,7 +154,7 @@ export function describeHolder(pid: number | undefined): Holder {
   return { kind: 'other', pid, ...(name ? { name } : {}) };
 }
 
-export interface TakenPort extends StartPort {
+interface TakenPort extends StartPort {
   holder: Holder;
 }
 
@@ -171,7 +171,7 @@ function holderText(h: Holder, root: string): string {
   }
 }
 
-export interface Refusal {
+interface Refusal {
   taken: TakenPort[];
   /** Variables set to the same port. */
   clashes: string[][];
@@ -183,7 +183,7 @@ export interface Refusal {
 }
 
 /** The refusal: every taken port with its holder and variable, and what to set instead, in one line. */
-export function refusalLine(p: Refusal): string {
+function refusalLine(p: Refusal): string {
   const parts = p.taken.map((t, i) => `port ${t.port} (${t.variable}, ${t.what}) ${i === 0 ? 'is taken ' : ''}by ${holderText(t.holder, p.root)}`);
   for (const vars of p.clashes) parts.push(`${vars.join(' and ')} name the same port`);
   if (p.dataDirInUse) parts.push(`the data dir ${p.dataDirInUse.dir} is in use by process ${p.dataDirInUse.pid}`);

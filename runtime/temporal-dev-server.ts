@@ -12,7 +12,7 @@ import { reapOrphan } from './pid.js';
 import { StartRefused } from './start-ports.js';
 import { allSearchAttributes, cliSearchAttributeType } from '../workflows/lib/search-attributes.js';
 
-export interface DevServerOptions {
+interface DevServerOptions {
   /** Path of the `temporal` CLI binary. */
   binary: string;
   dataDir: string;
@@ -56,7 +56,7 @@ export async function waitForTemporal(address: string, timeoutMs: number, child?
 }
 
 /** Fails with the fix when something already listens on the port (it could be another Temporal). */
-export async function assertPortFree(port: number, what: string, envName: string): Promise<void> {
+async function assertPortFree(port: number, what: string, envName: string): Promise<void> {
   await new Promise<void>((ok, fail) => {
     const probe = createServer();
     probe.once('error', (err: NodeJS.ErrnoException) =>
@@ -71,7 +71,7 @@ export async function assertPortFree(port: number, what: string, envName: string
 }
 
 /** Dynamic config of the embedded dev server (one shard, one process: latency over throughput caps). */
-export const devServerDynamicConfig = [
+const devServerDynamicConfig = [
   'history.transferProcessorMaxPollRPS=10000',
   'history.timerProcessorMaxPollRPS=10000',
   'history.visibilityProcessorMaxPollRPS=10000',

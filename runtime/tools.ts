@@ -7,7 +7,7 @@ import { delimiter, join, resolve } from 'node:path';
 
 export type ToolName = 'temporal' | 'temporal-test-server';
 
-export interface ToolPaths {
+interface ToolPaths {
   toolsDir: string;
   envOverrides?: Partial<Record<ToolName, string | undefined>>;
 }

@@ -14,7 +14,7 @@ import { applyCommands } from '../activities/commands/apply.js';
 /** Commands whose effect only the agent loop carries out (the sandbox run of `shell`). */
 const loopOnly: ReadonlySet<string> = new Set(['shell']);
 
-export interface HeldCommand {
+interface HeldCommand {
   id: number;
   tick: number;
   cmdId: string;
@@ -35,7 +35,7 @@ export async function listUnvalidated(db: Db, agentId: string, limit = 50): Prom
     .limit(limit);
 }
 
-export type HumanAnswer = { ok: true; outcome: CommandOutcome } | { ok: false; error: string };
+type HumanAnswer = { ok: true; outcome: CommandOutcome } | { ok: false; error: string };
 
 async function heldRow(db: Db, agentId: string, id: number) {
   const [row] = await db.select().from(commandLog).where(and(eq(commandLog.id, id), eq(commandLog.agentId, agentId)));

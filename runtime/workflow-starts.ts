@@ -16,7 +16,7 @@ import type { spawnWorkflow } from '../workflows/spawn.js';
 /** The task queue the workflows run on. */
 export const workflowTaskQueue = 'mindloop';
 
-export interface AgentLoopStart {
+interface AgentLoopStart {
   agentId: string;
   name?: string;
   /** Pause between ticks (the loop's `delayMs`); unset: the agent's saved setting or the default. */

@@ -34,7 +34,7 @@ const EXEC_ONLY = ['/bin/busybox', '/usr/local/bin/node', ...Object.keys(COMPILE
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 
-export interface ImageRecord {
+interface ImageRecord {
   image: string;
   id: string;
   inputs: string;

@@ -29,12 +29,12 @@ export const LABEL_OWNER = 'mindloop.sandbox.owner';
 export const LABEL_DEADLINE = 'mindloop.sandbox.deadline';
 
 /** The uid:gid the code runs as (nobody). */
-export const SANDBOX_USER = '65534:65534';
-export const WORK_DIR = '/work';
+const SANDBOX_USER = '65534:65534';
+const WORK_DIR = '/work';
 /** Seconds past the wall budget after which the in-container backstop kills the command. */
 const BACKSTOP_GRACE_S = 5;
 
-export const defaultBudget: SandboxBudget = {
+const defaultBudget: SandboxBudget = {
   wallMs: 30_000,
   cpus: 1,
   memoryBytes: 256 << 20,
@@ -44,7 +44,7 @@ export const defaultBudget: SandboxBudget = {
 };
 
 /** The seccomp profile as Docker wants it in SecurityOpt (the JSON text, not a path). */
-export const seccompProfile: string = JSON.stringify(JSON.parse(readFileSync(new URL('./seccomp.json', import.meta.url), 'utf8')));
+const seccompProfile: string = JSON.stringify(JSON.parse(readFileSync(new URL('./seccomp.json', import.meta.url), 'utf8')));
 
 /** A bad request (budget out of range, bad file path): the caller's mistake, never retried. */
 export class SandboxInputError extends Error {
@@ -85,7 +85,7 @@ export function resolveBudget(partial: Partial<SandboxBudget> = {}): SandboxBudg
   return b;
 }
 
-export interface Observed {
+interface Observed {
   wallTimedOut: boolean;
   outputCapped: boolean;
   oomKilled: boolean;
@@ -150,7 +150,7 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-export interface DockerSandboxOptions {
+interface DockerSandboxOptions {
   /** Image name or id; default `mindloop-sandbox:latest` (npm run sandbox:image). */
   image?: string;
   /** Where the engine's cgroups are visible (pids.events); only when the engine is local. */

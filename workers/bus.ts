@@ -16,7 +16,7 @@ import { startCommandConsumer, temporalCommandTarget, type CommandConsumer } fro
 import { startEchoAgent } from '../runtime/echo-agent.js';
 import type { Stack } from '../runtime/stack.js';
 
-export interface WorkerBus {
+interface WorkerBus {
   bus: Bus;
   /** For `createActivities`: heartbeats and agent events (reply, verdict, escalation, learning), fire-and-forget. */
   events: AgentEventSink;
@@ -26,7 +26,7 @@ export interface WorkerBus {
   stop(): Promise<void>;
 }
 
-export interface WorkerBusOptions {
+interface WorkerBusOptions {
   /** May start an embedded nats-server when no bus answers (npm start); default false. */
   embedded?: boolean;
   /** The local port looked at (tests); default 4222. */

@@ -17,7 +17,7 @@ import { DockerSandbox } from '../sandbox/docker-sandbox.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
-export interface QueueWorkerDeps {
+interface QueueWorkerDeps {
   connection: NativeConnection;
   namespace: string;
   db: Db;
@@ -43,7 +43,7 @@ export const tsQueues = ['mindloop', 'sandbox'] as const;
 export type TsQueueName = (typeof tsQueues)[number];
 
 /** Evaluated once per worker for all its workflows (see that module). */
-export const preloadedWorkflowModules = [fileURLToPath(new URL('../workflows/lib/preload.ts', import.meta.url))];
+const preloadedWorkflowModules = [fileURLToPath(new URL('../workflows/lib/preload.ts', import.meta.url))];
 
 /** Bundle the workflow code once; several workers or restarts can share it. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {

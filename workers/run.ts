@@ -53,7 +53,7 @@ export function installRuntime(level: LogLevel): void {
 }
 
 /** The speech engine of this process: not asked for, not installed, failed to start, or running. */
-export type SpeechStart =
+type SpeechStart =
   | { state: 'off' }
   | { state: 'missing' | 'failed'; setting: SpeechQueueSetting; reason: string }
   | { state: 'running'; setting: SpeechQueueSetting; worker: SpeechWorker };
@@ -69,7 +69,7 @@ export interface RunningWorkers {
 }
 
 /** Start the speech engine for `setting`, or say why it is not running. */
-export async function startSpeech(env: Env, stack: Stack, setting: SpeechQueueSetting): Promise<SpeechStart> {
+async function startSpeech(env: Env, stack: Stack, setting: SpeechQueueSetting): Promise<SpeechStart> {
   if (stack.temporal.connection.tls || stack.temporal.connection.apiKey) {
     return { state: 'failed', setting, reason: 'the speech engine connects to Temporal without TLS or an API key; run it on a host that reaches the frontend plainly' };
   }

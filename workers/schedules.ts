@@ -8,7 +8,7 @@
 import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy, type ConnectionOptions, type ScheduleOptions } from '@temporalio/client';
 import { maintenanceScheduleText } from '../workflows/lib/ui-text.js';
 
-export interface MaintenanceSchedule {
+interface MaintenanceSchedule {
   id: string;
   workflowType: string;
   every: string;
@@ -62,7 +62,7 @@ export async function applySchedules(
 }
 
 /** The queue the maintenance workflows run on: a worker polling it applies the schedules at start. */
-export const scheduleTaskQueue = 'mindloop';
+const scheduleTaskQueue = 'mindloop';
 
 /**
  * A worker's start: when it polls the schedules' queue (and `disabled` is not set), apply the
@@ -102,7 +102,7 @@ export async function applySchedulesLogged(client: Client, log: (line: string) =
   }
 }
 
-export interface ScheduleRow {
+interface ScheduleRow {
   id: string;
   workflowType: string;
   paused: boolean;

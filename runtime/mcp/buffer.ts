@@ -5,7 +5,7 @@
  *
  * At any moment: pushed = drained + held + dropped_total.
  */
-export interface Drained<T> {
+interface Drained<T> {
   /** What was held, oldest first. */
   items: T[];
   /** How many items were held just before the drain (= items.length). */

@@ -67,7 +67,7 @@ export function offBusSource(root: string, reason?: string): BusSource {
   };
 }
 
-export interface BusLinkOptions extends Omit<ConnectBusOptions, 'root' | 'reconnectForever' | 'deployment'> {
+interface BusLinkOptions extends Omit<ConnectBusOptions, 'root' | 'reconnectForever' | 'deployment'> {
   /** The bus root; with `deployment`, the link speaks under `<root>.<deployment>`. */
   root: string;
   deployment?: string;

@@ -23,7 +23,7 @@ export const minTokenLength = 16;
 const maxBodyBytes = 4 * 1024 * 1024;
 const loopbackNames = ['localhost', '127.0.0.1', '[::1]', '::1'];
 
-export type HttpBridgeOptions = (Partial<CreateBridgeOptions> & { bridge: Bridge }) | (CreateBridgeOptions & { bridge?: undefined });
+type HttpBridgeOptions = (Partial<CreateBridgeOptions> & { bridge: Bridge }) | (CreateBridgeOptions & { bridge?: undefined });
 
 export type StartHttpBridgeOptions = HttpBridgeOptions & {
   /** Default 127.0.0.1; any non-loopback address needs `token`. */

@@ -22,7 +22,7 @@ import { agentLoopStatus, answerEscalation, answerForkGate, escalationIdSchema, 
 import type { BusSource } from './bus-link.js';
 import { guarded } from './tools.js';
 
-export interface MindloopToolContext {
+interface MindloopToolContext {
   source: BusSource;
   /** Postgres; without it the database tools say so. */
   db?: Db;

@@ -33,7 +33,7 @@ interface SessionSubscription {
 }
 
 /** Subscriptions one session may hold at once. */
-export const maxSubscriptionsPerSession = 64;
+const maxSubscriptionsPerSession = 64;
 
 export interface HeartbeatReport {
   bus: {

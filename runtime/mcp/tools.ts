@@ -16,17 +16,17 @@ import type { BridgeSession } from './session.js';
 import { resolveSubject, SubjectRefusedError, type PublishAllowList } from './subjects.js';
 
 /** A tool's answer: the data as compact JSON text (what every client shows; fewer tokens for a model) and as structured content. */
-export function toolResult(data: Record<string, unknown>): CallToolResult {
+function toolResult(data: Record<string, unknown>): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
 }
 
 /** A refusal or failure: `isError` with the reason as text. */
-export function toolError(text: string): CallToolResult {
+function toolError(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
 /** The reason in words, by kind of error. */
-export function describeError(err: unknown): string {
+function describeError(err: unknown): string {
   if (err instanceof SubjectRefusedError) return `refused: ${err.message}`;
   if (err instanceof BusSchemaError) return `refused by the schema registry (${err.reason}): ${err.message}`;
   if (err instanceof BusRequestError) return `request failed (${err.kind}): ${err.message}`;
@@ -45,7 +45,7 @@ export function guarded<A>(fn: (args: A) => Promise<Record<string, unknown>> | R
   };
 }
 
-export interface BusToolContext {
+interface BusToolContext {
   session: BridgeSession;
   source: BusSource;
   allow: PublishAllowList;

@@ -18,7 +18,7 @@ import { answerEscalation, answerForkGate, escalationIdSchema, type EscalationAn
 import { startAgentLoop } from '../workflow-starts.js';
 
 /** One refused field: its path (`priority`, `tags.0`) and why. */
-export interface FieldError {
+interface FieldError {
   field: string;
   message: string;
 }

@@ -14,7 +14,7 @@ import type { MiddlewareHandler } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
 import { isLoopbackHost, minTokenLength, tokensEqual } from '../mcp/http.js';
 
-export const tokenCookie = 'mindloop_notebook';
+const tokenCookie = 'mindloop_notebook';
 const loopbackNames = ['localhost', '127.0.0.1', '[::1]', '::1'];
 
 /** Refuse a bind that others could reach without a token; a refusal says what to add. */

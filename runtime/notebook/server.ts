@@ -64,7 +64,7 @@ const pageFiles: Record<string, string> = {
   'dom.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
 };
-export const pageDir = join(import.meta.dirname, '..', '..', 'web', 'notebook');
+const pageDir = join(import.meta.dirname, '..', '..', 'web', 'notebook');
 
 /**
  * Scripts, styles and connections from this origin only; no inline script, no frames, no

@@ -58,7 +58,7 @@ export function isLlmUnavailable(err: unknown): boolean {
  */
 export const failureMessage = rootMessage;
 
-export interface RideOutHooks {
+interface RideOutHooks {
   /** Called at each failed attempt (the status query reads the value it is given). */
   onDegraded?(d: Degraded): void;
   /** Called once the step succeeds after an outage (e.g. a process-log entry). */

@@ -11,7 +11,7 @@ import { sharedValue } from '../../core/shared.js';
 /** At most this many notes wait for the database; more are refused (nothing stored, the answer says so). */
 export const maxQueuedNotes = 200;
 /** How many applied command ids a loop remembers across continue-as-new. */
-export const maxAppliedCommands = 64;
+const maxAppliedCommands = 64;
 
 /**
  * Remember command `id` as applied; false when it was applied already (do nothing then). The
@@ -139,13 +139,13 @@ const schemas = sharedValue('workflows/lib/loop-state', () => {
 });
 
 export const { tagFilterSchema, notesFilterSchema, reflexParamsSchema, loopSettingsSchema, countersSchema, noteAudioSchema, queuedNoteSchema, carryOverSchema } = schemas;
-export type ReflexParams = z.infer<typeof reflexParamsSchema>;
-export type LoopSettings = z.infer<typeof loopSettingsSchema>;
-export type Counters = z.infer<typeof countersSchema>;
+type ReflexParams = z.infer<typeof reflexParamsSchema>;
+type LoopSettings = z.infer<typeof loopSettingsSchema>;
+type Counters = z.infer<typeof countersSchema>;
 export type QueuedNote = z.infer<typeof queuedNoteSchema>;
 export type CarryOver = z.infer<typeof carryOverSchema>;
 
-export const defaultSettings: LoopSettings = {
+const defaultSettings: LoopSettings = {
   delayMs: 1000,
   recentK: 5,
   contextMode: 'standard',

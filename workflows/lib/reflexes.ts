@@ -49,7 +49,7 @@ export const reflexStateSchema = sharedValue('workflows/lib/reflexes/reflexState
     // A function: zod copies a default value only one level deep, and `held` must be new each time.
     .default(() => ({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} })),
 );
-export type ReflexState = z.infer<typeof reflexStateSchema>;
+type ReflexState = z.infer<typeof reflexStateSchema>;
 
 /** The reflex activity's preset: LLM-like (heartbeats), but a failing one gives up sooner. */
 export const reflexActivity: ActivityOptions = {

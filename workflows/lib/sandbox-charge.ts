@@ -12,7 +12,7 @@ import { failureMessage } from './infra.js';
 type Ledger = Pick<ReturnType<typeof createSandboxChargeActivities>, 'holdSandboxRun' | 'settleSandboxRun'>;
 
 /** Who pays for a run: the budget charged, and what the ledger entry says it was for. */
-export interface SandboxPayer {
+interface SandboxPayer {
   agentId: string;
   budgetId: string;
   tick?: number;

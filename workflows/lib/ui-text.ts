@@ -41,7 +41,7 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 const lines = (...rows: Array<string | false | null | undefined>) => rows.filter((r): r is string => typeof r === 'string' && r !== '').join('\n');
 
 /** Static summary and details of one workflow start. */
-export interface StartText {
+interface StartText {
   staticSummary: string;
   staticDetails: string;
 }
@@ -134,7 +134,7 @@ export function toolGenerationText(o: { agentId: string; capability: string; des
   };
 }
 
-export function escalationText(o: { escalationId: string; agentId: string; category?: string; task?: string; proposal?: { kind: string; name: string }; humanRequired?: boolean; deadlineMs?: number }): StartText {
+function escalationText(o: { escalationId: string; agentId: string; category?: string; task?: string; proposal?: { kind: string; name: string }; humanRequired?: boolean; deadlineMs?: number }): StartText {
   const id = o.escalationId;
   const holds = o.proposal ? ` — holds ${o.proposal.kind} ${oneLine(o.proposal.name, 60)}` : '';
   return {
@@ -177,7 +177,7 @@ export function escalationCurrentDetails(s: { phase: string; until?: string; des
 type PatchLike = { kind: 'strategy'; strategy: string } | { kind: 'config'; values: Record<string, unknown> } | { kind: 'prompt'; promptKind?: string } | { kind: 'tool'; tool: string };
 
 /** What a patch changes, in a few words: `abstracts strategy → keyword_cluster`, `config delayMs, recentK`. */
-export function patchText(patch: PatchLike, from?: string): string {
+function patchText(patch: PatchLike, from?: string): string {
   switch (patch.kind) {
     case 'strategy':
       return `abstracts strategy ${from ? `${from} ` : ''}→ ${patch.strategy}`;
@@ -226,7 +226,7 @@ export function spawnText(o: { parentId: string; type: string; name: string; goa
 
 // ---- campaigns ----------------------------------------------------------------------------------
 
-export function campaignText(o: { campaignId: string; agentId: string; title: string; phases: ReadonlyArray<{ name: string; tasks: readonly unknown[] }> }): StartText {
+function campaignText(o: { campaignId: string; agentId: string; title: string; phases: ReadonlyArray<{ name: string; tasks: readonly unknown[] }> }): StartText {
   return {
     staticSummary: `campaign ${o.campaignId} of agent ${o.agentId}: ${plural(o.phases.length, 'phase')} — ${oneLine(o.title, 80)}`,
     staticDetails: lines(
