@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 
 type Register = (program: Command) => void;
 
-export interface CommandModule {
+interface CommandModule {
   commands: readonly string[];
   load(): Promise<Register>;
 }

@@ -29,7 +29,7 @@ function collectGoal(raw: string, previous: string[] = []): string[] {
 }
 
 /** Start the spawn (or find the one under way under that name), print its phases as they come, and its outcome. */
-export async function runSpawn(client: Client, o: { parentId: string; type: SpawnType; name: string; goals: string[]; budget?: number }, print: (line: string) => void = out, pollMs = 250): Promise<SpawnResult> {
+async function runSpawn(client: Client, o: { parentId: string; type: SpawnType; name: string; goals: string[]; budget?: number }, print: (line: string) => void = out, pollMs = 250): Promise<SpawnResult> {
   let handle;
   try {
     handle = await startSpawn(client, { parentId: o.parentId, type: o.type, name: o.name, goals: o.goals, ...(o.budget !== undefined ? { budget: o.budget } : {}) });
@@ -57,7 +57,7 @@ export async function runSpawn(client: Client, o: { parentId: string; type: Spaw
   return result;
 }
 
-export function formatSpawnResult(r: SpawnResult): string {
+function formatSpawnResult(r: SpawnResult): string {
   if (r.status === 'running') {
     const budget = r.budget === null || r.budget === undefined ? 'unlimited budget' : `${r.budget} LF`;
     return `${r.childId} is born: ${r.type}, generation ${r.generation}, ${r.rows ?? 0} rows inherited in ${r.spawnMs ?? '?'} ms, ${budget}; its loop runs as ${workflowIds.agent(r.childId)}`;
@@ -71,7 +71,7 @@ function describe(e: LineageEntry): string {
 }
 
 /** The lineage as a tree: ancestors down to the agent (marked `*`), then everything it spawned. */
-export function formatLineage(l: Lineage): string {
+function formatLineage(l: Lineage): string {
   const lines: string[] = [];
   l.ancestors.forEach((a, i) => lines.push(`${'   '.repeat(i)}${i ? '└─ ' : ''}${describe(a)}`));
   const depth = l.ancestors.length;

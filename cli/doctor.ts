@@ -24,8 +24,8 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { resolveSandboxImage } from '../sandbox/image.js';
 import { isSpeechQueueSetting, speechSourceDir, type SpeechQueueSetting } from '../runtime/speech-worker.js';
 
-export type CheckStatus = 'ok' | 'warn' | 'fail';
-export interface Check {
+type CheckStatus = 'ok' | 'warn' | 'fail';
+interface Check {
   name: string;
   status: CheckStatus;
   detail: string;
@@ -304,7 +304,7 @@ function onPath(bin: string): string | null {
   return null;
 }
 
-export function findSpeechCommands(): SpeechCommands {
+function findSpeechCommands(): SpeechCommands {
   return { pico2wave: onPath('pico2wave'), picoLingware: existsSync('/usr/share/pico/lang'), espeakNg: onPath('espeak-ng') };
 }
 
@@ -375,7 +375,7 @@ export function speechChecks(probe: SpeechProbe, cmds: SpeechCommands, setting: 
 }
 
 /** The speech engine, when this machine's MINDLOOP_QUEUES asks for one. */
-export async function checkSpeech(env: Env): Promise<Check[]> {
+async function checkSpeech(env: Env): Promise<Check[]> {
   const setting = env.MINDLOOP_QUEUES.find(isSpeechQueueSetting);
   if (!setting) return [{ name: 'speech', status: 'ok', detail: 'off (MINDLOOP_QUEUES names no speech queue)' }];
   return speechChecks(await probeSpeechEngine(env.MINDLOOP_TOOLS_DIR), findSpeechCommands(), setting);
@@ -410,7 +410,7 @@ async function checkAgentLoops(env: Env): Promise<Check> {
 }
 
 /** Run every check; none throws. */
-export async function runDoctor(env: Env): Promise<Check[]> {
+async function runDoctor(env: Env): Promise<Check[]> {
   const [temporal, postgres, docker, bus, speech] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env), checkBus(env), checkSpeech(env)]);
   // The loops can be checked only where both Temporal and the database answer.
   const loops = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running') && postgres.status === 'ok' && !postgres.detail.includes('not running') ? [await checkAgentLoops(env)] : [];
@@ -418,7 +418,7 @@ export async function runDoctor(env: Env): Promise<Check[]> {
 }
 
 /** Human-readable report: one line per check, with the fix indented under it. */
-export function formatChecks(checks: Check[]): string {
+function formatChecks(checks: Check[]): string {
   const mark: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL' };
   const width = Math.max(...checks.map((c) => c.name.length));
   return checks

@@ -24,7 +24,7 @@ const out = (s: string): void => {
 const forkIdArg = schemaArg('fork id', forkIdSchema);
 
 /** Forks, newest first, with their verdicts. */
-export async function listForks(db: Db, opts: { agentId?: string; limit: number }) {
+async function listForks(db: Db, opts: { agentId?: string; limit: number }) {
   return db
     .select({
       id: forks.id,
@@ -45,7 +45,7 @@ export async function listForks(db: Db, opts: { agentId?: string; limit: number 
 }
 
 /** One fork in full: record, verdict, artifacts. */
-export function formatFork(f: typeof forks.$inferSelect, v: typeof verdicts.$inferSelect | undefined): string {
+function formatFork(f: typeof forks.$inferSelect, v: typeof verdicts.$inferSelect | undefined): string {
   const lines = [
     `fork ${f.id} of agent ${f.agentId} — ${f.status}${f.gate ? `, gate ${f.gate}${f.gateBy ? ` by ${f.gateBy}` : ''}` : ''}`,
     `  patch        ${JSON.stringify(f.patch).slice(0, 300)}`,

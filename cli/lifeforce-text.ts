@@ -30,7 +30,7 @@ export function needsClauses(agentId: string, budgetId: string, n: LifeforceNeed
 }
 
 /** Where a think's reservation was computed from, for the warning. */
-export interface ThinkSource {
+interface ThinkSource {
   model: string | null;
   maxTokens: number;
   /** The tick whose prompt it assumed; null: no think yet, the prompt is the part every think carries. */

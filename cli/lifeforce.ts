@@ -56,18 +56,18 @@ const priorityArg = (raw: string): number | 'auto' => {
 /** A flag's number, or null for its word (unlimited, none, auto); undefined when not given. */
 const numberOrNull = (v: number | string | undefined): number | null | undefined => (v === undefined ? undefined : typeof v === 'number' ? v : null);
 
-export interface LifeforceShow {
+interface LifeforceShow {
   report: BudgetReport;
   children: LifeforceBudget[];
 }
 
 /** The agent's child budgets (task loops, campaigns, forks, nerves, escalations), open or closed. */
-export async function childBudgets(db: Db, parentId: string): Promise<LifeforceBudget[]> {
+async function childBudgets(db: Db, parentId: string): Promise<LifeforceBudget[]> {
   return db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.parentId, parentId)).orderBy(asc(lifeforceBudgets.createdAt), asc(lifeforceBudgets.id));
 }
 
 /** The agent's budget as `lifeforce show` prints it; a clear error when the agent or its budget is missing. */
-export async function showLifeforce(db: Db, agentId: string): Promise<LifeforceShow> {
+async function showLifeforce(db: Db, agentId: string): Promise<LifeforceShow> {
   const id = budgetIds.agent(agentId);
   const report = await budgetReport(db, id, { entries: 10 });
   if (!report) {
@@ -80,7 +80,7 @@ export async function showLifeforce(db: Db, agentId: string): Promise<LifeforceS
 const envelope = (limit: number | null, used: number, window: string): string => (limit === null ? 'no limit' : `${fmtLf(used)} used of ${fmtLf(limit)} (${window})`);
 
 /** Render `lifeforce show` for a person. */
-export function formatLifeforce(agentId: string, { report, children }: LifeforceShow, now = Date.now()): string {
+function formatLifeforce(agentId: string, { report, children }: LifeforceShow, now = Date.now()): string {
   const b = report.budget;
   const lines = [
     `lifeforce of agent ${agentId} — budget ${b.id}${b.closedAt ? ` (closed ${b.closedAt.toISOString()})` : ''}`,
@@ -134,7 +134,7 @@ async function wakeAgent(agentId: string): Promise<{ signalled: boolean; message
  * capacity never could): what one think reserves, from its model, output cap and last prompt,
  * and the smallest grant, capacity or limit that lets it think. null when it can think.
  */
-export async function thinkShortfall(db: Db, agentId: string, at = Date.now()): Promise<string | null> {
+async function thinkShortfall(db: Db, agentId: string, at = Date.now()): Promise<string | null> {
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.agent(agentId)));
   if (!row) return null;
   const known = await thinkBasis(db, agentId);

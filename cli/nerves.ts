@@ -20,7 +20,7 @@ const out = (s: string): void => {
   process.stdout.write(`${s}\n`);
 };
 
-export interface NerveShow {
+interface NerveShow {
   nerve: string;
   /** The mode its rules have earned (default learning settings). */
   mode: NerveMode;
@@ -30,7 +30,7 @@ export interface NerveShow {
 }
 
 /** The agent's nerves that have decided or learned anything (all of them with `nerve` unset). */
-export async function showNerves(db: Db, agentId: string, opts: { nerve?: string; events?: number } = {}): Promise<NerveShow[]> {
+async function showNerves(db: Db, agentId: string, opts: { nerve?: string; events?: number } = {}): Promise<NerveShow[]> {
   await requireAgent(db, agentId);
   const shown: NerveShow[] = [];
   for (const nerve of opts.nerve ? [opts.nerve] : nerveNames) {
@@ -55,7 +55,7 @@ function describeEventRow(e: NerveRuleEventRow, undone: Set<number>): string {
 }
 
 /** Render `nerves show` for a person. */
-export function formatNerves(agentId: string, shown: NerveShow[]): string {
+function formatNerves(agentId: string, shown: NerveShow[]): string {
   if (shown.length === 0) return `agent ${agentId} has no nerve that decided anything yet (the agent's command \`nerve.start\` starts one)`;
   const lines: string[] = [];
   for (const n of shown) {
@@ -80,7 +80,7 @@ export function formatNerves(agentId: string, shown: NerveShow[]): string {
 }
 
 /** Reverse one promotion or demotion of the agent's nerves; what the user is told. */
-export async function undoNerveEvent(db: Db, agentId: string, eventId: number): Promise<string> {
+async function undoNerveEvent(db: Db, agentId: string, eventId: number): Promise<string> {
   await requireAgent(db, agentId);
   const [event] = await nerveEventOf(db, eventId);
   if (event && event.agentId !== agentId) throw new Error(`nerve event #${eventId} belongs to agent ${event.agentId}, not ${agentId}`);

@@ -48,7 +48,7 @@ async function noteViaTemporal(agentId: string, note: TextNote): Promise<AddNote
 }
 
 /** Send a text note: through the notebook when it can take it, else to Temporal (`direct`: always). */
-export async function sendTextNote(agentId: string, note: Omit<TextNote, 'updateId'>, o: { direct?: boolean } = {}): Promise<AddNoteResult> {
+async function sendTextNote(agentId: string, note: Omit<TextNote, 'updateId'>, o: { direct?: boolean } = {}): Promise<AddNoteResult> {
   const withId = { ...note, updateId: `cli-note-${randomUUID()}` };
   const viaNotebook = o.direct ? null : await noteViaNotebook(loadEnvOrExit(), agentId, withId);
   if (viaNotebook instanceof Error) throw viaNotebook;

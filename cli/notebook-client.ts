@@ -21,7 +21,7 @@ function notebookBase(env: Env): string | null {
 }
 
 /** The notebook's answer: its HTTP status and JSON body. */
-export interface NotebookAnswer {
+interface NotebookAnswer {
   status: number;
   body: Record<string, unknown>;
 }

@@ -13,7 +13,7 @@ import { parseEnv } from '../env.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import { withClient } from './client.js';
 
-export interface ReplayReport {
+interface ReplayReport {
   source: string;
   events: number;
   ok: boolean;
@@ -42,7 +42,7 @@ export async function replayHistory(source: string, history: unknown, bundle: Wo
  * Fetch a workflow's history from the server. A missing execution is an error naming the id and
  * namespace: the raw gRPC NOT_FOUND says neither.
  */
-export async function fetchWorkflowHistory(client: Client, workflowId: string, runId?: string): Promise<History> {
+async function fetchWorkflowHistory(client: Client, workflowId: string, runId?: string): Promise<History> {
   try {
     return await client.workflow.getHandle(workflowId, runId).fetchHistory();
   } catch (err) {
@@ -58,7 +58,7 @@ export async function fetchWorkflowHistory(client: Client, workflowId: string, r
  * Replay a history fetched from the server (already protobuf objects: it must not go through
  * the JSON parser, whose enum fix-up expects strings) against `bundle`, under its own id.
  */
-export function replayFetchedHistory(workflowId: string, history: History, bundle: WorkflowBundleWithSourceMap): Promise<ReplayReport> {
+function replayFetchedHistory(workflowId: string, history: History, bundle: WorkflowBundleWithSourceMap): Promise<ReplayReport> {
   return replayParsed(workflowId, history, bundle, workflowId);
 }
 

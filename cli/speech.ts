@@ -15,7 +15,7 @@ import { speechText } from '../workflows/lib/ui-text.js';
 import { rootMessage } from '../core/failure.js';
 
 /** Read a WAV's header, or fail saying what the file is not (nothing is sent then). */
-export async function readWav(file: string): Promise<WavInfo> {
+async function readWav(file: string): Promise<WavInfo> {
   let handle;
   try {
     handle = await open(file, 'r');
@@ -36,7 +36,7 @@ export async function readWav(file: string): Promise<WavInfo> {
   }
 }
 
-export interface AudioNoteOptions {
+interface AudioNoteOptions {
   agentId: string;
   file: string;
   dataDir: string;

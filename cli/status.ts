@@ -63,13 +63,13 @@ export function formatExecution(r: AgentLoopStatus): string {
 }
 
 /** Who answered: the notebook of a running `npm start`, or Temporal itself. */
-export type StatusSource = 'notebook' | 'temporal';
+type StatusSource = 'notebook' | 'temporal';
 
 /**
  * The notebook's answer for this environment's cluster: the status, or an error when that
  * cluster has no such loop; null when the notebook cannot answer (the command asks Temporal).
  */
-export async function statusFromNotebook(env: Env, agentId: string): Promise<AgentLoopStatus | Error | null> {
+async function statusFromNotebook(env: Env, agentId: string): Promise<AgentLoopStatus | Error | null> {
   const answer = await askNotebook(env, 'GET', `/api/agents/${encodeURIComponent(agentId)}/loop`);
   if (answer?.status === 200 && typeof answer.body.loop === 'object' && answer.body.loop !== null) return answer.body.loop as AgentLoopStatus;
   if (answer?.status === 404 && answer.body.noLoop === true) return new Error(String(answer.body.error));
@@ -77,7 +77,7 @@ export async function statusFromNotebook(env: Env, agentId: string): Promise<Age
 }
 
 /** The status, from the notebook when it can answer for this environment, else from Temporal. */
-export async function agentStatus(agentId: string, o: { direct?: boolean } = {}): Promise<{ status: AgentLoopStatus; source: StatusSource }> {
+async function agentStatus(agentId: string, o: { direct?: boolean } = {}): Promise<{ status: AgentLoopStatus; source: StatusSource }> {
   const env = loadEnvOrExit();
   const viaNotebook = o.direct ? null : await statusFromNotebook(env, agentId);
   if (viaNotebook instanceof Error) throw viaNotebook;

@@ -20,7 +20,7 @@ import { agentConfig, agentPeers, llmRecentResponses, llmRegistry, unverifiedFac
 import { agentIdArg, numberArg } from './args.js';
 import { withDb } from './client.js';
 
-export interface ValidatorReportRow extends ValidatorStats {
+interface ValidatorReportRow extends ValidatorStats {
   trust: number;
   excluded: boolean;
   excludedReason: string | null;
