@@ -1,6 +1,6 @@
 /**
- * `npm run bench -- <name>…` (no name: all but tick-compare). Each benchmark prints a table and
- * writes bench/results/<name>.json as `{name, at, machine, metrics}`. `--smoke` runs
+ * `npm run bench -- <name>…` (no name: all but tick-compare and soak). Each benchmark prints a
+ * table and writes bench/results/<name>.json as `{name, at, machine, metrics}`. `--smoke` runs
  * each at the smallest sizes that still go through its whole path and writes under
  * bench/results/smoke/ instead (`--out=<dir>`: elsewhere); `npm test` runs every one that way.
  */
@@ -20,6 +20,7 @@ import { measureSpeech, speechSizes, withPreviousCpuRun, type SpeechDevice } fro
 import { cliSizes, measureCli } from './cli.js';
 import { measureLocalTick } from './local-tick.js';
 import { measurePeers, peersSizes } from './peers.js';
+import { measureSoak, soakSizes } from './soak.js';
 
 const hzRounds = (rounds: HzRound[], what: string) => rounds.map((r) => `${r.agents} ${what} p50 ${r.lagP50.toFixed(0)} / p99 ${r.lagP99.toFixed(0)} ms, ${r.ticksPerS.toFixed(0)} steps/s`).join('; ');
 
@@ -169,11 +170,18 @@ const benchmarks: Record<string, () => Promise<void>> = {
     const { metrics, notes, measured } = await measureSpeech({ device, sizes: smoke ? speechSizes.smoke : speechSizes.full, cpuIfNoGpu: smoke });
     write('speech', withPreviousCpuRun(measured, metrics, out.dir!), notes);
   },
+  /** `npm run bench -- soak [--minutes=n]`: agents ticking for half an hour; worker memory, rows, histories, errors. */
+  async soak() {
+    const sizes = smoke ? soakSizes.smoke : soakSizes.full;
+    const minutes = flags.has('minutes') ? Number(flags.get('minutes')) : sizes.minutes;
+    const { metrics, notes } = await measureSoak({ ...sizes, minutes });
+    write('soak', metrics, notes);
+  },
 };
 
 const args = process.argv.slice(2).filter((a) => a !== '--');
 /** Options that take a value (`--name=value` or `--name value`), and the switches. */
-const valued = ['baseline', 'rounds', 'device', 'ticks', 'out'];
+const valued = ['baseline', 'rounds', 'device', 'ticks', 'minutes', 'out'];
 const switches = ['smoke'];
 const flags = new Map<string, string>();
 const names: string[] = [];
@@ -188,7 +196,7 @@ for (let i = 0; i < args.length; i++) {
   if (switches.includes(key) && eq < 0) flags.set(key, '');
   else if (valued.includes(key)) flags.set(key, eq < 0 ? (args[++i] ?? '') : a.slice(eq + 1));
   else {
-    process.stderr.write(`unknown option ${a} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda, local-tick --ticks=<n>; every benchmark --smoke, and --out=<dir> for where the results go)\n`);
+    process.stderr.write(`unknown option ${a} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda, local-tick --ticks=<n>, soak --minutes=<n>; every benchmark --smoke, and --out=<dir> for where the results go)\n`);
     process.exit(2);
   }
 }
@@ -204,6 +212,10 @@ if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {
   process.stderr.write(`--rounds must be a whole number from 1 to 99, got "${flags.get('rounds')}"\n`);
   process.exit(2);
 }
+if (flags.has('minutes') && !(Number(flags.get('minutes')) > 0 && Number(flags.get('minutes')) <= 24 * 60)) {
+  process.stderr.write(`--minutes must be a number of minutes above 0 (at most a day), got "${flags.get('minutes')}"\n`);
+  process.exit(2);
+}
 if (flags.has('out') && !flags.get('out')) {
   process.stderr.write('--out needs a folder\n');
   process.exit(2);
@@ -217,9 +229,9 @@ if (unknown.length) {
   process.exit(2);
 }
 Runtime.install({ logger: new DefaultLogger('WARN') });
-// No name: every benchmark but tick-compare (which needs a baseline to compare with); with
-// --smoke, every one (tick-compare against HEAD).
-const all = Object.keys(benchmarks).filter((n) => smoke || n !== 'tick-compare');
+// No name: every benchmark but tick-compare (which needs a baseline to compare with) and soak
+// (half an hour); with --smoke, every one (tick-compare against HEAD).
+const all = Object.keys(benchmarks).filter((n) => smoke || !['tick-compare', 'soak'].includes(n));
 for (const name of names.length ? names : all) {
   process.stdout.write(`▶ ${name}${smoke ? ' (smoke)' : ''}\n`);
   await benchmarks[name]!();

@@ -48,6 +48,7 @@ const expected: Record<string, string[]> = {
     'crash_back_p50_s_mindloop',
   ],
   'tick-compare': ['before_bare_overhead_p50_ms', 'after_bare_overhead_p50_ms', 'bare_overhead_p50_after_before_ratio', 'reflex_overhead_p50_after_before_ratio'],
+  soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
 
 /** Keys that name a thing rather than measure it. */
