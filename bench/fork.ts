@@ -23,7 +23,7 @@ import { summarize, withBenchWorker } from './lib.js';
 export const forkSizes = { full: { rows: 10_000, runs: 20, warmups: 2 }, smoke: { rows: 300, runs: 2, warmups: 1 } };
 
 /** The agent's rows in each table a fork copies (the copy's own list), by table. */
-export async function copyableRows(db: Db, agentId: string): Promise<Record<string, number>> {
+async function copyableRows(db: Db, agentId: string): Promise<Record<string, number>> {
   const union = sql.join(
     copyableTables.map((t) => sql`select ${t}::text as t, count(*)::int as n from ${sql.identifier(t)} where agent_id = ${agentId}`),
     sql` union all `,
