@@ -4,7 +4,9 @@
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import { activityContext } from './heartbeat.js';
+import type { z } from 'zod';
 import { classifyError, rootMessage } from '../core/failure.js';
+import { formatIssues } from '../core/zod-issues.js';
 import { LifeforceExhaustedError } from './llm/errors.js';
 
 export const ErrorType = {
@@ -28,6 +30,13 @@ export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 /** A failure the retry policy must not repeat (bad input, missing row, refused action). */
 export function nonRetryable(type: ErrorType, message: string, details?: unknown): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
+}
+
+/** `input` parsed by `schema`, or a non-retryable InvalidInput naming `what` and every issue. */
+export function parseInput<S extends z.ZodType>(what: string, schema: S, input: unknown): z.output<S> {
+  const r = schema.safeParse(input);
+  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${what}: ${formatIssues(r.error)}`);
+  return r.data;
 }
 
 /** A failure worth another attempt under the activity's retry policy (a race, a dependency away). */

@@ -9,11 +9,10 @@ import { sql } from 'drizzle-orm';
 import { agentIdSchema } from '../core/ids.js';
 import { learningsSection, type Derivation } from '../core/learnings.js';
 import { periodFromKey, repeatNote, type MaintenanceJob, type MaintenancePeriod } from '../core/maintenance-period.js';
-import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { makeAutoAbstract, type AutoAbstractResult } from '../db/queries/abstracts.js';
 import { runOncePerPeriod, type Tx } from '../db/queries/maintenance-runs.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { ErrorType, nonRetryable, parseInput } from './errors.js';
 import {
   decayLearnings,
   loadLearnings,
@@ -84,11 +83,6 @@ function periodOrFail(job: MaintenanceJob, key: string): MaintenancePeriod {
   return p;
 }
 
-function parse<T>(schema: z.ZodType<T>, what: string, v: unknown): T {
-  const r = schema.safeParse(v);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${what}: ${formatIssues(r.error, '(input)')}`);
-  return r.data;
-}
 
 export function createLearningActivities(deps: LearningDeps) {
   const { db } = deps;
@@ -147,7 +141,7 @@ export function createLearningActivities(deps: LearningDeps) {
      * the counts. With a period: once per period (and shard, when one is given).
      */
     async decayLearningsJob(input: DecayInput = {}): Promise<{ decayed: number; deleted: number; ms: number } & Partial<PeriodRun>> {
-      const o = parse(decayInput, 'decayLearningsJob', input);
+      const o = parseInput('decayLearningsJob', decayInput, input);
       const t0 = performance.now();
       const opts = { shardType: o.shardType, factor: o.factor, staleAfterDays: o.staleAfterDays, deleteBelow: o.deleteBelow, now: o.now ? new Date(o.now) : undefined };
       const what = `learning decay${o.shardType ? ` (${o.shardType})` : ''}`;
@@ -176,7 +170,7 @@ export function createLearningActivities(deps: LearningDeps) {
      * entries beyond its `lru_limit` (context 7 config, default 500); written to its process log.
      */
     async pruneMemory(input: { agentId: string; period?: string; workflowId?: string }): Promise<PruneResult & Partial<PeriodRun>> {
-      const o = parse(perAgentInput, 'pruneMemory', input);
+      const o = parseInput('pruneMemory', perAgentInput, input);
       if (o.period === undefined) return pruneAgent(db, o.agentId, `schedule/prune/${new Date().toISOString()}`);
       const p = periodOrFail('memory-pruning', o.period);
       const run = await ledgered(p, o.agentId, o.workflowId, (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`), (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }));
@@ -186,7 +180,7 @@ export function createLearningActivities(deps: LearningDeps) {
 
     /** The hourly digest for one agent: an automatic abstract of its new responses, once per period. */
     async abstractsDigestJob(input: { agentId: string; period: string; workflowId?: string }): Promise<AutoAbstractResult & PeriodRun> {
-      const o = parse(perAgentInput, 'abstractsDigestJob', input);
+      const o = parseInput('abstractsDigestJob', perAgentInput, input);
       const p = periodOrFail('abstracts-digest', o.period ?? '');
       const run = await ledgered(p, o.agentId, o.workflowId, (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }), (first) => ({
         ...first,
@@ -199,7 +193,7 @@ export function createLearningActivities(deps: LearningDeps) {
 
     /** Process-log cleanup: delete closed entries older than N days; with a period, once per period. */
     async cleanupProcessLog(input: { olderThanDays: number; now?: string; period?: string; workflowId?: string }): Promise<{ deleted: number } & Partial<PeriodRun>> {
-      const o = parse(cleanupInput, 'cleanupProcessLog', input);
+      const o = parseInput('cleanupProcessLog', cleanupInput, input);
       const cleanup = async (q: Db | Tx) => {
         const now = o.now ? sql`${o.now}::timestamptz` : sql`now()`;
         const r = await q.execute(sql`delete from process_log where closed_at is not null and closed_at < ${now} - make_interval(days => ${o.olderThanDays})`);

@@ -6,10 +6,9 @@
 import { z } from 'zod';
 import { budgetIds, budgetScopes, budgetSettingsSchema, exhaustedPolicies, lifeforceNeeds, msUntilAvailable, regenerate, type BudgetSettingsInput, type LifeforceNeeds, type PriceTable } from '../core/lifeforce.js';
 import { priorityKeyFor } from '../core/priority.js';
-import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { budgetReport, carveBudget, closeBudget, configureBudget, ensureBudget, grantLifeforce, stateOf, sweepReservations } from '../db/queries/lifeforce.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { ErrorType, nonRetryable, parseInput } from './errors.js';
 import { createSandboxChargeActivities } from './sandbox-charge.js';
 
 interface LifeforceDeps {
@@ -60,12 +59,6 @@ const carveInput = z.strictObject({
   at: z.iso.datetime({ offset: true }).optional(),
 });
 
-function parse<S extends z.ZodType>(schema: S, input: unknown, name: string): z.output<S> {
-  const r = schema.safeParse(input);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${name}: ${formatIssues(r.error, '(input)')}`);
-  return r.data;
-}
-
 export function createLifeforceActivities(deps: LifeforceDeps) {
   const { db } = deps;
   return {
@@ -74,7 +67,7 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
 
     /** The agent's budget (created unlimited on first use, or with `settings` when given the first time). */
     async ensureAgentBudget(input: { agentId: string; settings?: BudgetSettingsInput; at?: string }): Promise<LifeforceView> {
-      const settings = parse(budgetSettingsSchema.optional(), input.settings, 'ensureAgentBudget');
+      const settings = parseInput('ensureAgentBudget', budgetSettingsSchema.optional(), input.settings);
       const at = input.at ? Date.parse(input.at) : Date.now();
       const id = budgetIds.agent(input.agentId);
       await ensureBudget(db, {
@@ -91,26 +84,26 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
     },
 
     async lifeforceState(input: z.input<typeof stateInput>): Promise<LifeforceView> {
-      const i = parse(stateInput, input, 'lifeforceState');
+      const i = parseInput('lifeforceState', stateInput, input);
       const at = i.at ? Date.parse(i.at) : Date.now();
       return view(db, i.budgetId ?? budgetIds.agent(i.agentId), at, i.need);
     },
 
     async grantLifeforce(input: z.input<typeof grantInput>): Promise<{ granted: boolean }> {
-      const g = parse(grantInput, input, 'grantLifeforce');
+      const g = parseInput('grantLifeforce', grantInput, input);
       return { granted: await grantLifeforce(db, g) };
     },
 
     /** Operator settings of the agent's budget (the CLI's `lifeforce set`). */
     async configureLifeforce(input: { agentId: string; settings: BudgetSettingsInput }): Promise<LifeforceView> {
-      const settings = parse(budgetSettingsSchema, input.settings, 'configureLifeforce');
+      const settings = parseInput('configureLifeforce', budgetSettingsSchema, input.settings);
       await configureBudget(db, input.agentId, settings);
       return view(db, budgetIds.agent(input.agentId), Date.now());
     },
 
     /** A child's budget carved from its parent's (idempotent by id); `ok: false` says why it cannot be. */
     async openChildBudget(input: z.input<typeof carveInput>) {
-      const c = parse(carveInput, input, 'openChildBudget');
+      const c = parseInput('openChildBudget', carveInput, input);
       const r = await carveBudget(db, { ...c, at: c.at ? Date.parse(c.at) : undefined });
       // A child closed before (a task loop started again) does not spend again: it spends its parent's.
       if (r.ok && r.budget.closedAt !== null) return { ok: false as const, reason: 'closed' as const, needed: 0, available: 0 };

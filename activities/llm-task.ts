@@ -11,10 +11,9 @@
 import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { clipText } from '../core/sanitize.js';
-import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { notes } from '../db/schema/index.js';
-import { ErrorType, nonRetryable, retryable } from './errors.js';
+import { ErrorType, parseInput, retryable } from './errors.js';
 import { withHeartbeat } from './heartbeat.js';
 import { LifeforceExhaustedError, LlmUnavailableError, type LlmRouter } from './llm/index.js';
 
@@ -51,9 +50,7 @@ const systemPrompt = (agentId: string) =>
   `Another AI agent (${agentId}) asks you one question. Answer it directly and concisely, in plain text; there will be no follow-up.`;
 
 async function askOnce(deps: LlmTaskDeps, raw: AskLlmInput): Promise<AskLlmResult> {
-  const parsed = askInput.safeParse(raw);
-  if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `askLlmOnce: ${formatIssues(parsed.error, '(input)')}`);
-  const input = parsed.data;
+  const input = parseInput('askLlmOnce', askInput, raw);
   const noteKey = `${input.key}:answer`;
   const [done] = await deps.db.select({ id: notes.id, sender: notes.sender, tags: notes.tags }).from(notes).where(eq(notes.idempotencyKey, noteKey));
   if (done) return { noteId: done.id, answered: !done.tags.includes('unanswered'), model: done.sender };

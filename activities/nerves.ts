@@ -20,12 +20,11 @@ import { choose, compileTable, defaultLearning, learn, learningConfigSchema, mod
 import { actionSchema, judge, nervePrompt, observationSchema, parseAction, stateCost, type NerveDef, type Outcome } from '../core/nerves/nerve.js';
 import { clipText } from '../core/sanitize.js';
 import { transition } from '../core/state-machines.js';
-import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { carveBudget, release, reopened, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
 import { decisionByKey, eventsOfDecision, loadLearner, recordDecision, recordDecisions, type NewNerveDecision } from '../db/queries/nerves.js';
 import type { NerveDecisionRow } from '../db/schema/nerves.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { parseInput } from './errors.js';
 import { activityContext, withHeartbeat } from './heartbeat.js';
 import { LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type ChatResult, type LlmRouter } from './llm/index.js';
 
@@ -316,9 +315,7 @@ export function createNerveActivities(deps: NerveDeps) {
      */
     async nerveDecide(input: NerveDecideInput): Promise<NerveDecideResult> {
       const started = performance.now();
-      const parsed = nerveDecideInput.safeParse(input);
-      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `nerveDecide: ${formatIssues(parsed.error, '(input)')}`);
-      const d = parsed.data;
+      const d = parseInput('nerveDecide', nerveDecideInput, input);
       const def = nerves[d.nerve];
       const cfg = d.learning ?? defaultLearning;
       const cost = stateCost(def, d.state);
@@ -360,9 +357,7 @@ export function createNerveActivities(deps: NerveDeps) {
      * decision fails it as the non-retryable `LifeforceExhausted`.
      */
     async nerveArmReflex(input: NerveArmReflexInput): Promise<NerveArmReflexResult> {
-      const parsed = nerveArmReflexInput.safeParse(input);
-      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `nerveArmReflex: ${formatIssues(parsed.error, '(input)')}`);
-      const d = parsed.data;
+      const d = parseInput('nerveArmReflex', nerveArmReflexInput, input);
       const def = nerves[d.nerve];
       const cfg = d.learning ?? defaultLearning;
       const learner = await loadLearner(db, d.agentId, d.nerve, cfg.window);
@@ -380,9 +375,7 @@ export function createNerveActivities(deps: NerveDeps) {
      * retry records, learns and charges nothing twice.
      */
     async nerveFlushReflex(input: NerveFlushReflexInput): Promise<NerveFlushReflexResult> {
-      const parsed = nerveFlushReflexInput.safeParse(input);
-      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `nerveFlushReflex: ${formatIssues(parsed.error, '(input)')}`);
-      const f = parsed.data;
+      const f = parseInput('nerveFlushReflex', nerveFlushReflexInput, input);
       const cfg = f.learning ?? defaultLearning;
       const rows: NewNerveDecision[] = f.decisions.map((d) => ({
         agentId: f.agentId,

@@ -14,10 +14,9 @@
 import { z } from 'zod';
 import { sandboxCost, type PriceTable } from '../core/lifeforce.js';
 import { clipText } from '../core/sanitize.js';
-import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
 import { release, reserve, settle, type CloseResult, type ReserveResult } from '../db/queries/lifeforce.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { ErrorType, nonRetryable, parseInput } from './errors.js';
 import { LifeforceExhaustedError } from './llm/errors.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -84,18 +83,12 @@ const settleInput = z.strictObject({
   error: z.string().max(10_000).optional(),
 });
 
-function parse<S extends z.ZodType>(schema: S, input: unknown, name: string): z.output<S> {
-  const r = schema.safeParse(input);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${name}: ${formatIssues(r.error, '(input)')}`);
-  return r.data;
-}
-
 /** The two activities a workflow wraps its own sandbox runs in (built into the lifeforce family). */
 export function createSandboxChargeActivities({ db, prices }: { db: Db; prices: PriceTable }) {
   return {
     /** Hold a sandbox run's worst case before it is started; `LifeforceExhausted` when the budget cannot cover it (then it must not run). */
     async holdSandboxRun(input: z.input<typeof holdInput>): Promise<{ held: number; replayed: boolean }> {
-      const i = parse(holdInput, input, 'holdSandboxRun');
+      const i = parseInput('holdSandboxRun', holdInput, input);
       const held = await holdSandboxRun(db, prices, { key: sandboxChargeKey(i.runKey), budgetId: i.budgetId, wallMs: i.wallMs, cpus: i.cpus, tick: i.tick, reason: i.reason, at: i.at ? Date.parse(i.at) : undefined });
       if (!held.ok) {
         const refused = new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, i.agentId);
@@ -106,7 +99,7 @@ export function createSandboxChargeActivities({ db, prices }: { db: Db; prices: 
 
     /** Settle a sandbox run's hold at the wall seconds it took, or release it when the run never ran. Idempotent. */
     async settleSandboxRun(input: z.input<typeof settleInput>): Promise<{ charged: number; replayed: boolean }> {
-      const i = parse(settleInput, input, 'settleSandboxRun');
+      const i = parseInput('settleSandboxRun', settleInput, input);
       const closed = await closeSandboxRun(db, prices, sandboxChargeKey(i.runKey), i.ran ? { ...i.ran, cpus: i.cpus } : null, i.error);
       return { charged: closed.charged, replayed: closed.replayed };
     },

@@ -5,12 +5,11 @@ import { hostname } from 'node:os';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type Docker from 'dockerode';
 import { z } from 'zod';
-import { formatIssues } from '../core/zod-issues.js';
 import { DockerSandbox, SandboxInputError } from '../sandbox/docker-sandbox.js';
 import { dockerStatus, type DockerStatus } from '../sandbox/docker.js';
 import { resolveSandboxImage, SandboxUnavailableError } from '../sandbox/image.js';
 import type { Sandbox, SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
-import { ErrorType, nonRetryable } from './errors.js';
+import { ErrorType, nonRetryable, parseInput } from './errors.js';
 
 interface SandboxDeps {
   docker: Docker;
@@ -88,11 +87,10 @@ export function createSandboxActivities({ docker, sandbox = new DockerSandbox(do
      * code, budget breach) is the result, never an error.
      */
     async sandboxRun(input: SandboxRunRequest): Promise<SandboxRunResult> {
-      const parsed = sandboxRunRequestSchema.safeParse(input);
-      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `bad sandbox run request: ${formatIssues(parsed.error, '(root)')}`);
+      const request = parseInput('bad sandbox run request', sandboxRunRequestSchema, input);
       const ctx = Context.current();
       try {
-        return await sandbox.run(parsed.data, {
+        return await sandbox.run(request, {
           signal: ctx.cancellationSignal,
           onProgress: (p) => ctx.heartbeat(p),
         });

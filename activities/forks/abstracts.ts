@@ -7,8 +7,8 @@ import { abstractsStrategySchema, type AbstractsStrategy } from '../../core/abst
 import { agentIdSchema } from '../../core/ids.js';
 import { makeAutoAbstract, type AbstractTrigger, type AutoAbstractResult } from '../../db/queries/abstracts.js';
 import { abstractTriggers } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
-import { checked, type ForkEnv } from './shared.js';
+import { ErrorType, nonRetryable, parseInput } from '../errors.js';
+import type { ForkEnv } from './shared.js';
 
 export interface MakeAbstractInput {
   agentId: string;
@@ -24,8 +24,8 @@ export interface MakeAbstractInput {
  * Idempotent per (agent, strategy, tick span), or per `triggerKey` when given.
  */
 export async function makeAbstract({ db }: ForkEnv, input: MakeAbstractInput): Promise<AutoAbstractResult> {
-  const agentId = checked('makeAbstract: agentId', agentIdSchema, input.agentId);
-  const strategy = input.strategy === undefined ? undefined : checked('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
+  const agentId = parseInput('makeAbstract: agentId', agentIdSchema, input.agentId);
+  const strategy = input.strategy === undefined ? undefined : parseInput('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
   if (!abstractTriggers.includes(input.trigger)) throw nonRetryable(ErrorType.InvalidInput, `makeAbstract: trigger must be one of ${abstractTriggers.join(', ')}`);
   return makeAutoAbstract(db, {
     agentId,

@@ -8,9 +8,9 @@ import { forkEvaluationSchema } from '../../core/fork.js';
 import { recentSources, strategyOf } from '../../db/queries/abstracts.js';
 import { forkSpentUsd } from '../../db/queries/forks.js';
 import { abstracts, type Fork, type ForkArtifact } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
+import { ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { activityContext } from '../heartbeat.js';
-import { checked, costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
+import { costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
 
 export interface AbstractsEvaluation {
   samples: number;
@@ -69,7 +69,7 @@ async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, budget
 export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<AbstractsEvaluation> {
   const { db, llm } = env;
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
-  const evaluation = checked('forkEvaluateAbstracts', forkEvaluationSchema, fork.evaluation);
+  const evaluation = parseInput('forkEvaluateAbstracts', forkEvaluationSchema, fork.evaluation);
   if (evaluation.kind !== 'abstracts_replay') throw nonRetryable(ErrorType.InvalidInput, `fork ${input.forkId}: evaluation ${evaluation.kind} is not abstracts_replay`);
   const { costBudget, baselineCost } = costLimits(fork);
   const baselineStrategy = await strategyOf(db, fork.agentId);

@@ -11,10 +11,10 @@ import type { AbstractSource } from '../../core/abstracts.js';
 import { recentSources } from '../../db/queries/abstracts.js';
 import { activeSystemPrompt, agentConfigMap, agentConfigValue, forkSpentUsd, recentDigests, recordedThinkTokens } from '../../db/queries/forks.js';
 import { agents, type Fork, type ForkArtifact } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
+import { ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { activityContext } from '../heartbeat.js';
 import type { LlmRouter } from '../llm/index.js';
-import { checked, costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
+import { costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
 
 export interface ContextReplayEvaluation {
   samples: number;
@@ -183,7 +183,7 @@ async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBud
  */
 export async function forkEvaluateContexts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<ContextReplayEvaluation> {
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
-  const evaluation = checked('forkEvaluateContexts', forkEvaluationSchema, fork.evaluation);
+  const evaluation = parseInput('forkEvaluateContexts', forkEvaluationSchema, fork.evaluation);
   if (evaluation.kind !== 'context_replay') throw nonRetryable(ErrorType.InvalidInput, `fork ${input.forkId}: evaluation ${evaluation.kind} is not context_replay`);
   if (!env.llm) throw nonRetryable(ErrorType.InvalidInput, 'context_replay needs the LLM router');
   const limits = costLimits(fork);

@@ -5,10 +5,8 @@
 import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { z } from 'zod';
 import { canonicalJson, type ForkPatch } from '../../core/fork.js';
 import type { PriceTable } from '../../core/lifeforce.js';
-import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { forkById } from '../../db/queries/forks.js';
 import type { Fork, ForkArtifact } from '../../db/schema/index.js';
@@ -31,13 +29,6 @@ export type ForkEnv = ForkDeps & { dataDir: string; prices: PriceTable };
 export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
 /** `patch_hash`: sha256 of the canonical (sorted-keys) JSON of the validated patch. */
 export const patchHashOf = (patch: ForkPatch) => sha256Hex(canonicalJson(patch));
-
-/** `x` parsed by `schema`, or a non-retryable InvalidInput naming `what` and every issue. */
-export function checked<S extends z.ZodType>(what: string, schema: S, x: unknown): z.output<S> {
-  const r = schema.safeParse(x);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${what}: ${formatIssues(r.error, '(root)')}`);
-  return r.data;
-}
 
 /** The fork's record; NotFound when there is none. */
 export async function loadFork(env: ForkEnv, forkId: string): Promise<Fork> {

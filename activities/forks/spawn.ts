@@ -9,8 +9,8 @@ import { forkAgentIdOf, forkBudgetDefaults, forkEvaluationSchema, forkIdSchema, 
 import { createForkCopy } from '../../db/queries/fork-copy.js';
 import { agentCostUsd, applyPatchToAgent, forkUsageOf, markForkPatched, removeForkCopy } from '../../db/queries/forks.js';
 import { agents, forks } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
-import { checked, loadForkWithCopy, patchHashOf, type ForkEnv } from './shared.js';
+import { ErrorType, nonRetryable, parseInput } from '../errors.js';
+import { loadForkWithCopy, patchHashOf, type ForkEnv } from './shared.js';
 
 export interface ForkSpawnInput {
   forkId: string;
@@ -40,11 +40,11 @@ export interface ForkSpawnResult {
  * returns the first attempt's result.
  */
 export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): Promise<ForkSpawnResult> {
-  const forkId = checked('forkSpawn: forkId', forkIdSchema, raw.forkId);
+  const forkId = parseInput('forkSpawn: forkId', forkIdSchema, raw.forkId);
   const lifeforce = forkLifeforce({ costUsd: raw.budget?.costUsd ?? forkBudgetDefaults.costUsd, lifeforce: raw.budget?.lifeforce }, prices.lfPerUsd);
-  const agentId = checked('forkSpawn: agentId', agentIdSchema, raw.agentId);
-  const patch = checked('forkSpawn: patch', forkPatchSchema, raw.patch);
-  const evaluation = checked('forkSpawn: evaluation', forkEvaluationSchema, raw.evaluation);
+  const agentId = parseInput('forkSpawn: agentId', agentIdSchema, raw.agentId);
+  const patch = parseInput('forkSpawn: patch', forkPatchSchema, raw.patch);
+  const evaluation = parseInput('forkSpawn: evaluation', forkEvaluationSchema, raw.evaluation);
   const patchHash = patchHashOf(patch);
   const forkAgentId = forkAgentIdOf(forkId);
   return db.transaction(async (tx) => {
@@ -90,7 +90,7 @@ export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): P
 /** Apply the patch to the fork's copy (never the parent). Idempotent (upserts; a prompt version is added once). */
 export async function forkApplyPatch(env: ForkEnv, input: { forkId: string }): Promise<{ applied: string }> {
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
-  const patch = checked('forkApplyPatch', forkPatchSchema, fork.patch);
+  const patch = parseInput('forkApplyPatch', forkPatchSchema, fork.patch);
   return env.db.transaction(async (tx) => {
     const [row] = await tx.select({ status: forks.status, usage: forks.usage }).from(forks).where(eq(forks.id, input.forkId)).for('update');
     if (row && forkUsageOf(row).patchApplied) return { applied: String(forkUsageOf(row).patchApplied) };

@@ -10,9 +10,9 @@ import { budgetIds } from '../../core/lifeforce.js';
 import { applyPatchToAgent, applyToolPatchToRegistry, forkSpentUsd, recordForkVerdict } from '../../db/queries/forks.js';
 import { budgetReport, reserve, settle } from '../../db/queries/lifeforce.js';
 import { forks, verdicts, type ForkArtifact } from '../../db/schema/index.js';
-import { classifiedFailure, ErrorType, nonRetryable } from '../errors.js';
+import { classifiedFailure, ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { LifeforceExhaustedError } from '../llm/errors.js';
-import { checked, loadFork, writeArtifact, type ForkEnv } from './shared.js';
+import { loadFork, writeArtifact, type ForkEnv } from './shared.js';
 
 /**
  * What the fork has spent so far: model cost (its llm_calls minus the copied parent's) and, when
@@ -85,7 +85,7 @@ export async function forkGate({ db }: ForkEnv, input: { forkId: string; decisio
     let applied: string | null = null;
     if (input.decision === 'approved') {
       if (v?.verdict !== 'APPROVE') throw nonRetryable(ErrorType.Forbidden, `fork ${input.forkId}: only an APPROVE verdict can be applied (got ${v?.verdict ?? 'none'})`);
-      const patch = checked('forkGate', forkPatchSchema, fork.patch);
+      const patch = parseInput('forkGate', forkPatchSchema, fork.patch);
       if (patch.kind === 'tool') {
         const done = await applyToolPatchToRegistry(tx, patch);
         if (done === undefined) throw nonRetryable(ErrorType.NotFound, `tool ${patch.tool} is not in the registry`);

@@ -5,8 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
-import { formatIssues } from '../../core/zod-issues.js';
-import { ErrorType, nonRetryable } from '../errors.js';
+import { parseInput } from '../errors.js';
 import { activityContext, heartbeatEveryMs, withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailable, LlmUnavailableError } from './errors.js';
 import { activityRequestKey, createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
@@ -74,16 +73,15 @@ export function createLlmActivities(deps: LlmActivityDeps) {
      * (workflow id + tick + purpose) so a retry returns the stored reply instead of paying again.
      */
     async llmChat(input: LlmChatInput): Promise<ChatResult> {
-      const parsed = llmChatInput.safeParse(input);
-      if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llmChat: ${formatIssues(parsed.error, '(input)')}`);
+      const request = parseInput('llmChat', llmChatInput, input);
       // Heartbeats carry cancellation to the activity and let a dead worker be noticed long
       // before startToCloseTimeout, while a slow CPU model is still generating.
       return withHeartbeat(
         async (signal) => {
           try {
             // A call with no key of its own is keyed by this activity: its retry pays once too.
-            const idempotencyKey = parsed.data.idempotencyKey ?? activityRequestKey(parsed.data.purpose ?? 'llm_chat');
-            return await router.chat({ ...parsed.data, ...(idempotencyKey ? { idempotencyKey } : {}), workflowId: parsed.data.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
+            const idempotencyKey = request.idempotencyKey ?? activityRequestKey(request.purpose ?? 'llm_chat');
+            return await router.chat({ ...request, ...(idempotencyKey ? { idempotencyKey } : {}), workflowId: request.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
           } catch (err) {
             if (err instanceof LlmUnavailableError) {
               // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).

@@ -9,12 +9,11 @@ import { z } from 'zod';
 import { agentIdSchema } from '../../core/ids.js';
 import { available as availableOf, budgetIds, lfRound, regenerate } from '../../core/lifeforce.js';
 import { childNameSchema, spawnBudgetSchema, spawnGoalsSchema, spawnOutcomes, spawnTypes, type SpawnOutcome } from '../../core/society/spawn.js';
-import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { defaultCarveShare, ensureBudget, grantLifeforce, reserve, settle, stateOf } from '../../db/queries/lifeforce.js';
 import { admitSpawn, createSpawnCopy, lockLineage, noteToParent, openSpawn, removeUnbornChild, spawnRecord } from '../../db/queries/spawns.js';
 import { agents, lifeforceBudgets, lifeforceLedger, spawns, type Spawn } from '../../db/schema/index.js';
-import { ErrorType, nonRetryable } from '../errors.js';
+import { ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -43,12 +42,6 @@ const finishInput = ids.extend({
   noteKey: z.string().min(1).max(500),
 });
 
-function parse<S extends z.ZodType>(schema: S, input: unknown, name: string): z.output<S> {
-  const r = schema.safeParse(input);
-  if (!r.success) throw nonRetryable(ErrorType.InvalidInput, `${name}: ${formatIssues(r.error, '(input)')}`);
-  return r.data;
-}
-
 export type SpawnBegun =
   | { status: 'copying' | 'ready'; generation: number; resumed: boolean }
   | { status: 'refused'; reason: string; generation?: number };
@@ -70,7 +63,7 @@ export function createSpawnActivities({ db, ledger }: SpawnDeps) {
      * unfinished is resumed where it is.
      */
     async spawnBegin(raw: z.input<typeof beginInput>): Promise<SpawnBegun> {
-      const i = parse(beginInput, raw, 'spawnBegin');
+      const i = parseInput('spawnBegin', beginInput, raw);
       return db.transaction(async (tx) => {
         await lockLineage(tx, i.parentId);
         const row = await spawnRecord(tx, i.childId, true);
@@ -102,7 +95,7 @@ export function createSpawnActivities({ db, ledger }: SpawnDeps) {
      * record past `copying` answers what it holds.
      */
     async spawnCopy(raw: z.input<typeof copyInput>): Promise<{ copied: Record<string, number>; rows: number; spawnMs: number }> {
-      const i = parse(copyInput, raw, 'spawnCopy');
+      const i = parseInput('spawnCopy', copyInput, raw);
       return withHeartbeat(
         () =>
           // One snapshot for every table read, so a parent writing meanwhile never gives the child
@@ -135,7 +128,7 @@ export function createSpawnActivities({ db, ledger }: SpawnDeps) {
      * a quarter of what it has available. `ok: false` when the parent cannot give it.
      */
     async spawnFund(raw: z.input<typeof ids>): Promise<SpawnFunded> {
-      const i = parse(ids, raw, 'spawnFund');
+      const i = parseInput('spawnFund', ids, raw);
       const row = await spawnRecord(db, i.childId);
       if (!row || row.agentId !== i.parentId || (row.status !== 'ready' && row.status !== 'running')) throw nonRetryable(ErrorType.InvalidRequest, `spawn of ${i.childId} is not ready to fund (${row?.status ?? 'no record'})`);
       const childBudget = budgetIds.agent(i.childId);
@@ -166,7 +159,7 @@ export function createSpawnActivities({ db, ledger }: SpawnDeps) {
      * already (if it has one): only the note is left to send.
      */
     async spawnFinish(raw: z.input<typeof finishInput>): Promise<{ status: SpawnOutcome | 'none' }> {
-      const i = parse(finishInput, raw, 'spawnFinish');
+      const i = parseInput('spawnFinish', finishInput, raw);
       const { status, row } = await db.transaction(async (tx) => {
         const found = await spawnRecord(tx, i.childId, true);
         // Only this workflow's record is its to end (a taken name's record is another's); one it
