@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { agentIdPattern, agentIdSchema } from './ids.js';
 import { lfRound } from './lifeforce.js';
+import { readPath } from './values.js';
 
 /** Workflow types a campaign task of kind `workflow` may start as a child. */
 const campaignChildWorkflows = ['campaignWorkflow', 'toolGenerationWorkflow'] as const;
@@ -137,16 +138,6 @@ export interface CheckpointVerdict {
   pass: boolean;
   reason: string;
   by: 'criteria' | 'validator';
-}
-
-/** Read `a.b.0.c` from a JSON value. */
-function readPath(value: unknown, path: string): { found: boolean; value?: unknown } {
-  let cur: unknown = value;
-  for (const part of path.split('.')) {
-    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, part)) return { found: false };
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return { found: true, value: cur };
 }
 
 /** The deterministic checkpoint: enough tasks succeeded and every expectation holds. */

@@ -12,6 +12,7 @@
  */
 import { formatIssues } from './zod-issues.js';
 import { clipText } from './sanitize.js';
+import { readPath } from './values.js';
 import { z } from 'zod';
 
 const scalar = z.union([z.string().max(500), z.number(), z.boolean(), z.null()]);
@@ -146,20 +147,11 @@ export function targetsNeeded(commands: ReadonlyArray<{ cmdId: string; type: str
   return out;
 }
 
-function readPath(args: Record<string, unknown>, path: string): unknown {
-  let v: unknown = args;
-  for (const k of path.split('.')) {
-    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, k)) return undefined;
-    v = (v as Record<string, unknown>)[k];
-  }
-  return v;
-}
-
 const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase() : v);
 
 function holds(c: RuleCondition, args: Record<string, unknown>, facts: CommandFacts): boolean {
   let value: unknown;
-  if (c.arg !== undefined) value = readPath(args, c.arg);
+  if (c.arg !== undefined) value = readPath(args, c.arg).value;
   else if (c.target === 'exists') value = facts.target !== null && facts.target !== undefined;
   else value = facts.target?.[c.target!];
   let r: boolean;
