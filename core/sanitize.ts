@@ -67,6 +67,11 @@ export function clipText(text: string, max: number): string {
   return `${text.slice(0, end)}…`;
 }
 
+/** The last `max` characters of `text`, after a `…` when it was cut: the end of a run's output says why it failed. */
+export function tailText(text: string, max: number): string {
+  return text.length > max ? `…${text.slice(-max)}` : text;
+}
+
 /**
  * A JSON-like value with every string and key sanitised (sanitizeText), recursively; what JSON
  * cannot hold (undefined, functions, NaN…) becomes null, and anything nested deeper than

@@ -46,6 +46,7 @@ import {
 } from '../core/escalation.js';
 import { budgetIds } from '../core/lifeforce.js';
 import { formatIssues } from '../core/zod-issues.js';
+import { tailText } from '../core/sanitize.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -105,7 +106,6 @@ export const nudgeUpdate = defineUpdate<EscalationStatus, [z.input<typeof humanN
 export const vetoUpdate = defineUpdate<EscalationStatus, [z.input<typeof humanVetoInput>]>('veto');
 
 const causeMessage = (err: unknown) => (err instanceof ActivityFailure && err.cause ? err.cause.message : err instanceof Error ? err.message : String(err));
-const tail = (s: string, n = 3000) => (s.length > n ? `…${s.slice(-n)}` : s);
 
 /** Route an escalation through oversight and the human; deliver the answer to the agent. */
 export async function escalationWorkflow(rawInput: EscalationInput): Promise<EscalationResult> {
@@ -337,7 +337,7 @@ class EscalationRun {
       feedback = `the sandbox could not run the tests: ${causeMessage(err)}`;
     }
     const passed = !!result && result.status === 'ok' && result.exitCode === 0;
-    if (result && !passed) feedback = `status ${result.status}${result.exceeded ? ` (${result.exceeded})` : ''}, exit ${result.exitCode}\n${tail(`${result.stdout}\n${result.stderr}`.trim())}`;
+    if (result && !passed) feedback = `status ${result.status}${result.exceeded ? ` (${result.exceeded})` : ''}, exit ${result.exitCode}\n${tailText(`${result.stdout}\n${result.stderr}`.trim(), 3000)}`;
     await db.recordDesignRound({ escalationId: this.escalationId, agentId: this.agentId, round, ok: passed, feedback: passed ? `round ${round}: tests passed` : feedback!, toolName: d.spec.name });
     return { passed, ran: !!result, feedback };
   }
@@ -416,6 +416,6 @@ class EscalationRun {
       error = causeMessage(err);
     }
     const { summary } = await db.recordShellResult({ agentId: this.agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
-    return `${summary}${result?.stdout ? `\n${tail(result.stdout, 1500)}` : ''}${result?.stderr ? `\n${tail(result.stderr, 500)}` : ''}`;
+    return `${summary}${result?.stdout ? `\n${tailText(result.stdout, 1500)}` : ''}${result?.stderr ? `\n${tailText(result.stderr, 500)}` : ''}`;
   }
 }

@@ -12,6 +12,7 @@ import type { createSandboxChargeActivities } from '../activities/sandbox-charge
 import type { createToolGenerationActivities } from '../activities/tool-generation.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { budgetIds } from '../core/lifeforce.js';
+import { tailText } from '../core/sanitize.js';
 import { toolGenerationInput, toolResultNote, type ToolGenerationInput, type ToolGenerationResult } from '../core/tool-generation.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -30,8 +31,6 @@ const llm = proxyActivities<Activities>(llmActivity);
 // inside does comes back as a result, never as a failure.
 // No sandbox worker polling for 5 minutes is `sandbox_error`, not an endless wait.
 const sandbox = proxyActivities<SandboxActivities>({ ...sandboxActivity, scheduleToStartTimeout: '5 minutes' });
-
-const outputTail = (s: string, n = 4000) => (s.length > n ? `…${s.slice(-n)}` : s);
 
 /** `node --test` prints `not ok 1 - <name>` per failing test: name them first in the message. */
 function failingTests(stdout: string): string {
@@ -123,8 +122,8 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
     exceeded: run.exceeded ?? null,
     exitCode: run.exitCode,
     durationMs: run.durationMs,
-    stdout: outputTail(run.stdout),
-    stderr: outputTail(run.stderr),
+    stdout: tailText(run.stdout, 4000),
+    stderr: tailText(run.stderr, 4000),
     truncated: run.truncated,
     imageId: run.imageId,
   };
@@ -135,7 +134,7 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
       ? `the tests ran past their ${input.testTimeoutMs} ms budget and were killed`
       : run.status === 'budget_exceeded'
         ? `the tests exceeded the sandbox's ${run.exceeded} budget`
-        : `the tests failed (exit ${run.exitCode})${failingTests(run.stdout)}: ${outputTail(`${run.stdout}\n${run.stderr}`.trim(), 600)}`;
+        : `the tests failed (exit ${run.exitCode})${failingTests(run.stdout)}: ${tailText(`${run.stdout}\n${run.stderr}`.trim(), 600)}`;
     const { auditId } = await db.recordToolAudit({ ...base, toolName: tool.name, implementation: tool.module, tests: tool.tests, safetyCheck, testResult: { ...testResult, reason }, outcome: 'failed_tests', key: key('audit') });
     return { ok: false, reason, message, auditId, details: testResult };
   }
