@@ -67,6 +67,11 @@ export function clipText(text: string, max: number): string {
   return `${text.slice(0, end)}…`;
 }
 
+/** The text on one line (runs of whitespace as one space), clipped to `max`: a list row, a UI summary. */
+export function oneLine(text: string | null | undefined, max = 160): string {
+  return clipText((text ?? '').replace(/\s+/g, ' ').trim(), max);
+}
+
 /** The last `max` characters of `text`, after a `…` when it was cut: the end of a run's output says why it failed. */
 export function tailText(text: string, max: number): string {
   return text.length > max ? `…${text.slice(-max)}` : text;

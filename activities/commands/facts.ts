@@ -8,7 +8,8 @@ import { and, desc, eq } from 'drizzle-orm';
 import type { ArgsOf } from '../../core/catalogue.js';
 import { unverifiedFacts } from '../../db/schema/index.js';
 import { resolveFact } from '../../db/queries/facts.js';
-import { listResult, notFound, oneLine, type FamilyTypes, type Handler, type HandlerMap, type Tx } from './shared.js';
+import { oneLine } from '../../core/sanitize.js';
+import { listResult, notFound, type FamilyTypes, type Handler, type HandlerMap, type Tx } from './shared.js';
 
 export const factHandlers: HandlerMap<FamilyTypes<'facts'>> = {
   async 'facts.list'({ tx, agentId }, a) {

@@ -1,13 +1,13 @@
 /**
  * Goals (with the goal_links hierarchy), tasks, and llm_task (auxiliary loops on a task).
  */
-import { clipText } from '../../core/sanitize.js';
+import { clipText, oneLine } from '../../core/sanitize.js';
 import { and, asc, count, desc, eq, notInArray, or } from 'drizzle-orm';
 import { abstractTriggerKey, closes } from '../../core/abstracts.js';
 import { workflowIds } from '../../core/ids.js';
 import { makeAutoAbstract, type AbstractTrigger } from '../../db/queries/abstracts.js';
 import { goalLinks, goals, tasks, type Task } from '../../db/schema/index.js';
-import { CommandError, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, listResult, notFound, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
 
 const now = () => new Date();
 const finishedTaskStatuses = ['done', 'failed', 'cancelled'] as const;

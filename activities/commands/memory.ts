@@ -3,7 +3,7 @@
  * (the semantic graph), llm_memory (the notebook), abstracts. Deletes archive the row
  * (`archived_at`), so they stay restorable.
  */
-import { clipText } from '../../core/sanitize.js';
+import { clipText, oneLine } from '../../core/sanitize.js';
 import { and, arrayContains, asc, desc, eq, ilike, inArray, isNull, or, sql } from 'drizzle-orm';
 import { alias } from 'drizzle-orm/pg-core';
 import {
@@ -15,7 +15,7 @@ import {
   llmRecentResponses,
   type AbstractSources,
 } from '../../db/schema/index.js';
-import { CommandError, likePattern, listResult, maxResultText, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, likePattern, listResult, maxResultText, notFound, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
 
 const now = () => new Date();
 

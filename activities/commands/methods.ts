@@ -21,7 +21,8 @@ import {
   thinkingMethods,
 } from '../../db/schema/index.js';
 import { applyStrategy } from '../reflexes/stagnation.js';
-import { CommandError, listResult, oneLine, tagSuffix, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { oneLine } from '../../core/sanitize.js';
+import { CommandError, listResult, tagSuffix, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 const names = (rows: ReadonlyArray<{ name: string }>) => (rows.length ? rows.map((r) => r.name).join(', ') : 'none');
 

@@ -2,10 +2,10 @@
  * Notes (context 6): read incoming ones, send outgoing ones. From an auxiliary loop a note
  * goes to the main loop (an incoming note, `source='llm:task'`, with its `task_id`).
  */
-import { clipText } from '../../core/sanitize.js';
+import { clipText, oneLine } from '../../core/sanitize.js';
 import { and, desc, eq, inArray, isNull } from 'drizzle-orm';
 import { notes } from '../../db/schema/index.js';
-import { CommandError, listResult, notFound, oneLine, tagSuffix, type FamilyTypes, type HandlerMap } from './shared.js';
+import { CommandError, listResult, notFound, tagSuffix, type FamilyTypes, type HandlerMap } from './shared.js';
 
 export const noteHandlers: HandlerMap<FamilyTypes<'notes'>> = {
   async 'notes.list'({ tx, agentId }, a) {

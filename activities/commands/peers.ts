@@ -19,7 +19,8 @@ import {
   reputationAmongPeers,
   reputationRows,
 } from '../../db/queries/peers.js';
-import { CommandError, listResult, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { oneLine } from '../../core/sanitize.js';
+import { CommandError, listResult, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 const signed = (n: number) => `${n > 0 ? '+' : ''}${n}`;
 const trustText = (t: number) => t.toFixed(2);

@@ -2,10 +2,10 @@
  * The process log (context 4): the agent registers external processes,
  * marks and stops them, and closes finished ones. Closed entries leave the context.
  */
-import { clipText } from '../../core/sanitize.js';
+import { clipText, oneLine } from '../../core/sanitize.js';
 import { and, desc, eq, inArray, isNull } from 'drizzle-orm';
 import { processLog } from '../../db/schema/index.js';
-import { CommandError, listResult, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { CommandError, listResult, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 /** Statuses a process ends in; `process.cleanup` closes open entries that reached one. */
 const finishedProcessStatuses = ['close', 'error', 'timeout', 'offline'] as const;

@@ -8,7 +8,8 @@
  */
 import { and, asc, eq } from 'drizzle-orm';
 import { llmRegistry, type LlmRegistryEntry } from '../../db/schema/index.js';
-import { CommandError, oneLine, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
+import { oneLine } from '../../core/sanitize.js';
+import { CommandError, type FamilyTypes, type HandlerMap, type Tx } from './shared.js';
 
 type Row = LlmRegistryEntry;
 

@@ -3,7 +3,6 @@
  * failure it throws for a refused-but-valid command (not found, already exists…), and text
  * rendering helpers for read results.
  */
-import { clipText } from '../../core/sanitize.js';
 import type { ArgsOf, CommandType } from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import type { Db } from '../../db/client.js';
@@ -56,11 +55,6 @@ export class CommandError extends Error {
 
 export const maxResultText = 8 * 1024;
 export const maxMessage = 200;
-
-/** One line of a list: the text flattened and clipped. */
-export function oneLine(s: string | null | undefined, max = 160): string {
-  return clipText((s ?? '').replace(/\s+/g, ' ').trim(), max);
-}
 
 export function tagSuffix(tags: readonly string[]): string {
   return tags.length ? ` {${tags.join(', ')}}` : '';

@@ -5,6 +5,7 @@
  * current details a running workflow keeps up to date. Pure string builders, no I/O and no
  * clock: workflow code and client code both import them.
  */
+import { oneLine } from '../../core/sanitize.js';
 
 // ---- formatting ---------------------------------------------------------------------------------
 
@@ -29,12 +30,6 @@ export function formatDuration(ms: number): string {
   const next = units[i + 1];
   const m = next ? Math.floor((total - n * size) / next[1]) : 0;
   return next && m > 0 ? `${n} ${unit} ${m} ${next[0]}` : `${n} ${unit}`;
-}
-
-/** One line, at most `max` characters (a summary must not break the UI's single line). */
-export function oneLine(text: string, max = 120): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
