@@ -26,7 +26,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
-import type { ThinkInput } from '../../activities/tick/think.js';
 import { createToolActivities } from '../../activities/tools.js';
 import { escalationInput } from '../../core/escalation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
@@ -37,7 +36,7 @@ import { migratedDatabase, repoToolsDir, tempDir, type MigratedDatabase } from '
 import { seedForkableAgent } from '../helpers/fork-fixture.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { collisionModel } from '../helpers/nerves.js';
-import { neutralReflexReplies } from '../helpers/scripted.js';
+import { neutralReflexReplies, thinkInput as scriptedThinkInput } from '../helpers/scripted.js';
 import { bundle, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 // ---- the paths, read from the code ------------------------------------------------------------
@@ -191,15 +190,7 @@ async function seedAgent(id: string): Promise<void> {
   await createToolActivities({ db: h.db }).grantStarterTools({ agentId: id });
 }
 
-const thinkInput = (agentId: string, tick: number): ThinkInput => ({
-  agentId,
-  tick,
-  workflowId: `agent/${agentId}`,
-  now: '2026-11-24T04:00:00.000Z',
-  mode: 'main',
-  loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
-  params: { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0, maxTokens: 256 },
-});
+const thinkInput = (agentId: string, tick: number) => scriptedThinkInput(agentId, tick, 256);
 
 /** The think and the reflexes of one tick, as the agent loop runs them (the reflexes are returned, not run). */
 async function thinkThenReflexes(agentId: string, tick: number) {

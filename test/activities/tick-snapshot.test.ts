@@ -15,7 +15,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
-import type { ThinkInput } from '../../activities/tick/think.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { utf8Bytes } from '../../core/sanitize.js';
 import { tickPromptLimits } from '../../core/tick-prompt.js';
@@ -24,7 +23,7 @@ import { runMigrations } from '../../db/migrate.js';
 import { saveLearning } from '../../db/queries/learnings.js';
 import { agentConfig, agents, ethicsPolicies, llmRecentResponses, llmRegistry, notes, systemPrompts, tickPrompts } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
-import { thinkScript } from '../helpers/scripted.js';
+import { thinkScript, thinkInput } from '../helpers/scripted.js';
 
 let handle: DbHandle;
 let dropDb: () => Promise<void>;
@@ -74,15 +73,6 @@ async function newAgent(id: string): Promise<void> {
   await saveLearning(handle.db, { shardType: `agent:${id}`, agentId: id, predicate: 'avoid_pattern', args: { action: 'diary.add', pattern: 'secret' } });
 }
 
-const thinkInput = (agentId: string, tick: number): ThinkInput => ({
-  agentId,
-  tick,
-  workflowId: `agent/${agentId}`,
-  now: '2026-11-24T04:00:00.000Z',
-  mode: 'main',
-  loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
-  params: { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0, maxTokens: 512 },
-});
 
 type Acts = ReturnType<typeof activities>;
 

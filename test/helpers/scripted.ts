@@ -78,3 +78,16 @@ export function fakeThought(input: ThinkInput, extra: Partial<ThinkResult> = {})
     ...extra,
   };
 }
+
+/** A main-loop think's input for `agentId` at `tick`, as the agent loop sends it (fixed clock). */
+export function thinkInput(agentId: string, tick: number, maxTokens = 512): ThinkInput {
+  return {
+    agentId,
+    tick,
+    workflowId: `agent/${agentId}`,
+    now: '2026-11-24T04:00:00.000Z',
+    mode: 'main',
+    loop: { contextMode: 'standard', recentK: 5, notesMode: 'auto' },
+    params: { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0, maxTokens },
+  };
+}
