@@ -78,8 +78,8 @@ class SessionAwareClient extends pg.Client {
     // A connection runs one statement at a time; pg queues the rest (pg 9 will refuse them). A
     // statement sent before the last one answered is almost always `Promise.all` over a
     // transaction's handle: nothing runs in parallel there, so the code should say so. The
-    // count is ours: pg's own queue (`activeQuery`, `queryQueue`) is deprecated, and reading it
-    // printed a warning in every process.
+    // count is ours: pg's own queue fields are deprecated, and reading them printed a warning in
+    // every process.
     if (this.unanswered > 0) this.onOverlap(statementText(config));
     if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) args[0] = { ...config, name: undefined };
     return this.counted(args);

@@ -45,7 +45,8 @@ export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log:
   let connection: Connection | undefined;
   const client = async () => new Client({ connection: (connection ??= await Connection.connect(temporal.connection)), namespace: temporal.namespace });
   let bus: Bus;
-  let deployment: Deployment | undefined;
+  // Set by connectBus before it returns (it asks for the deployment once NATS answers).
+  let deployment!: Deployment;
   try {
     // The deployment (from Temporal) is asked once NATS answers: no bus is said as no bus.
     bus = await connectBus({ url: choice.url, root: env.MINDLOOP_BUS_ROOT, deployment: async () => (deployment = await resolveDeployment(env, client)).id, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
@@ -53,7 +54,6 @@ export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log:
     await Promise.allSettled([server?.stop(), (connection as Connection | undefined)?.close()]);
     return { off: `off: ${(err as Error).message}` };
   }
-  if (!deployment) throw new Error('unreachable: the bus connected without its deployment');
   let consumer: CommandConsumer | undefined;
   try {
     consumer = await startCommandConsumer(bus, temporalCommandTarget(await client()), { log, peers: deployment.peers });

@@ -1,7 +1,7 @@
 /**
  * A CLI command that touches the database prints what it has to say and nothing from `pg`: the
  * pool's busy-connection check counts its own statements instead of reading the client's
- * deprecated queue (`Client.activeQuery`, `Client.queryQueue`), which warned in every process.
+ * deprecated queue fields, which warned in every process.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents } from '../../db/schema/index.js';
