@@ -12,6 +12,7 @@ import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
 import { llmCalls, llmRegistry, tickPrompts } from './llm.js';
 import { maintenanceRuns } from './maintenance.js';
+import { models } from './models.js';
 import { nerveDecisions, nerveRuleEvents, nerveRules } from './nerves.js';
 import {
   abstracts,
@@ -43,6 +44,7 @@ export * from './lifeforce.js';
 export * from './llm.js';
 export * from './maintenance.js';
 export * from './memory.js';
+export * from './models.js';
 export * from './nerves.js';
 export * from './oversight.js';
 export * from './processes.js';
@@ -106,7 +108,7 @@ export const agentOwnedTables = [
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
-export const allTables = [agents, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry, maintenanceRuns] as const satisfies readonly Table[];
+export const allTables = [agents, models, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry, maintenanceRuns] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
 export const tableNames: readonly string[] = allTables.map((t) => getTableName(t));

@@ -7,10 +7,10 @@ import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, 
 import { agentId } from './agents.js';
 import type { StoredPromptMessage } from '../../core/tick-prompt.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
+import { llmProviders, llmRoles } from './_llm-kinds.js';
+import { models } from './models.js';
 
-export const llmProviders = ['openai', 'anthropic', 'local', 'scripted'] as const;
-/** `task`: auxiliary loops and one-shot `llm_task` calls; `embedder` is not a chat role. */
-export const llmRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task', 'embedder'] as const;
+export { llmProviders, llmRoles };
 export const llmTiers = ['small', 'medium', 'large'] as const;
 
 /** Provider parameters passed through to the chat model (temperature, top_p, …). */
@@ -27,6 +27,8 @@ export const llmRegistry = pgTable(
     baseUrl: text('base_url'),
     /** The NAME of the environment variable holding the key; the key itself is never stored. */
     apiKeyEnv: text('api_key_env'),
+    /** The catalogue entry this row was assigned from; null for rows written directly. */
+    modelName: text('model_name').references(() => models.name, { onDelete: 'restrict' }),
     role: text('role', { enum: llmRoles }).notNull().default('agent'),
     /** Failover order within a role: lower first. */
     priority: integer('priority').notNull().default(100),
@@ -50,6 +52,7 @@ export const llmRegistry = pgTable(
   (t) => [
     uniqueIndex('llm_registry_agent_id_name_uq').on(t.agentId, t.name),
     index('llm_registry_agent_id_role_priority_idx').on(t.agentId, t.role, t.priority),
+    index('llm_registry_model_name_idx').on(t.modelName),
     check('llm_registry_provider_check', oneOf(t.provider, llmProviders)),
     check('llm_registry_role_check', oneOf(t.role, llmRoles)),
     check('llm_registry_tier_check', oneOf(t.tier, llmTiers)),
