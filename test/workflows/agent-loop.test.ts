@@ -4,18 +4,18 @@
  * Outage and recovery, loop effects, task loops. (End to end with Postgres and real
  * activities: test/integration/agent-loop.test.ts.)
  */
-import { WorkflowFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { WorkflowFailedError, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { startLoop, untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
-import { readUntil } from '../helpers/wait.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -112,23 +112,17 @@ function fakes(opts: {
 }
 
 let queueSeq = 0;
-async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
-  const taskQueue = `loop-${++queueSeq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
-  return worker.runUntil(fn(taskQueue));
-}
+/** A worker on a queue of its own with the fakes' activities. */
+const fakeWorker = (f: Fake): WorkerSpec => ({ taskQueue: `loop-${++queueSeq}`, workflowBundle: bundle, activities: f.activities });
 
 function start(taskQueue: string, input: Parameters<typeof agentLoopWorkflow>[0]): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
-  return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/${input.agentId}-${queueSeq}`, args: [input] });
+  return startLoop(env.client, taskQueue, input, `agent/${input.agentId}-${queueSeq}`);
 }
-
-/** `handle`'s status once `pred` holds (20 s, every 50 ms). */
-const untilStatus = (handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string) => readUntil(what, 20_000, () => handle.query<AgentStatus>('status'), pred, 50);
 
 describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('ticks at delay_ms pace and completes after maxTicks', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) => (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result());
+    const result = await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result());
     expect(result).toEqual({ agentId: 'ticker', ticks: 5, reason: 'max_ticks' });
     expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5]);
     const gaps = f.thinks.slice(1).map((t, i) => Date.parse(t.now) - Date.parse(f.thinks[i]!.now));
@@ -137,12 +131,12 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('idles until a note arrives, and wakes by itself at the idle timeout', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'idler', maxTicks: 3, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: hour } } });
-      await untilStatus(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick');
+      await untilStatus(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick', 20_000, 50);
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'hello there' }] });
       expect(noteId).toBe(1);
-      await untilStatus(h, (s) => s.tick === 2, 'tick woken by the note');
+      await untilStatus(h, (s) => s.tick === 2, 'tick woken by the note', 20_000, 50);
       // Nobody writes now: the third tick comes from the idle timeout (time skips an hour).
       expect(await h.result()).toMatchObject({ ticks: 3 });
     });
@@ -170,7 +164,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       startedAt.push(startedDone);
       return recordNote(i);
     };
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'newcomer', maxTicks: 1 });
       const note = h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'welcome' }] });
       try {
@@ -187,9 +181,9 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('rejects a malformed note with a clear update error and keeps running', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'noter', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: hour } } });
-      await untilStatus(h, (s) => s.tick === 1, 'first tick');
+      await untilStatus(h, (s) => s.tick === 1, 'first tick', 20_000, 50);
       const err = await h.executeUpdate('addNote', { args: [{ text: '', priority: 99 }] }).catch((e: unknown) => e);
       expect(String((err as Error & { cause?: Error }).cause?.message)).toMatch(/invalid note: .*text.*priority/s);
       await h.executeUpdate('addNote', { args: [{ text: 'valid' }] });
@@ -200,11 +194,11 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('pauses and resumes; setConfig validates and applies', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'pauser', maxTicks: 4, settings: { delayMs: 10_000 } });
-      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause');
-      const paused = await untilStatus(h, (s) => s.phase === 'paused', 'paused');
+      const paused = await untilStatus(h, (s) => s.phase === 'paused', 'paused', 20_000, 50);
       await env.sleep(10 * 60_000);
       expect((await h.query<AgentStatus>('status')).tick).toBe(paused.tick);
 
@@ -220,7 +214,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('a fresh start resumes the saved agent_config; input settings win over it', async () => {
     const f = fakes({ config: { delay_ms: 7000, recent_responses: 9, context_mode: 'meditation', max_tokens: 'lots' } });
-    await withWorker(f, async (q) => (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result());
+    await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result());
     // delay_ms and context_mode from the saved config, recentK from the input, a bad value ignored.
     expect(Date.parse(f.thinks[1]!.now) - Date.parse(f.thinks[0]!.now)).toBeGreaterThanOrEqual(7000);
     expect(f.thinks[0]!.loop).toMatchObject({ recentK: 3, contextMode: 'meditation' });
@@ -229,7 +223,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('continues-as-new under the tick cap, carrying settings and counters', async () => {
     const f = fakes({ reply: (i) => ({ commands: [{ cmdId: `c${i.tick}`, type: 'diary.add', args: {} }] }) });
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'carrier', maxTicks: 7, ticksPerRun: 3, settings: { delayMs: 10, recentK: 11 } });
       const result = await h.result();
       expect(result).toMatchObject({ ticks: 7 });
@@ -243,20 +237,20 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('applies a pause/resume command once per command id, also when it comes again after continue-as-new', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const first = await start(q, { agentId: 'commanded', maxTicks: 6, ticksPerRun: 2, settings: { delayMs: 10_000 } });
       const h = env.client.workflow.getHandle(first.workflowId);
-      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause', { commandId: 'cmd-pause-1' });
-      await untilStatus(h, (s) => s.phase === 'paused', 'paused');
+      await untilStatus(h, (s) => s.phase === 'paused', 'paused', 20_000, 50);
       await h.signal('resume', { commandId: 'cmd-resume-1' });
       await env.sleep(30_000);
-      const later = await untilStatus(h, (s) => s.tick >= 3, 'a tick of the next run');
+      const later = await untilStatus(h, (s) => s.tick >= 3, 'a tick of the next run', 20_000, 50);
       expect((await h.describe()).runId).not.toBe(first.firstExecutionRunId);
       // The bus delivers the pause again (its ack was lost) after the loop continued as new.
       await h.signal('pause', { commandId: 'cmd-pause-1' });
       await env.sleep(30_000);
-      const after = await untilStatus(h, (s) => s.tick > later.tick, 'ticks after the repeated pause');
+      const after = await untilStatus(h, (s) => s.tick > later.tick, 'ticks after the repeated pause', 20_000, 50);
       expect(after.paused).toBe(false);
       expect(await h.result()).toMatchObject({ ticks: 6 });
     });
@@ -265,11 +259,11 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('a pause signal whose argument is not a command id still pauses', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'ui-paused', maxTicks: 3, settings: { delayMs: 10_000 } });
-      await untilStatus(h, (s) => s.tick >= 1, 'first tick');
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause', { commandId: 42 } as never);
-      await untilStatus(h, (s) => s.phase === 'paused', 'paused');
+      await untilStatus(h, (s) => s.phase === 'paused', 'paused', 20_000, 50);
       await h.signal('resume', 'garbage' as never);
       expect(await h.result()).toMatchObject({ ticks: 3 });
     });
@@ -277,7 +271,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('rejects a malformed input at once, non-retryable, naming the fields', async () => {
     const f = fakes();
-    const err = await withWorker(f, async (q) =>
+    const err = await withWorker(env, fakeWorker(f), async (q) =>
       env.client.workflow
         .execute('agentLoopWorkflow', { taskQueue: q, workflowId: 'agent/bad', args: [{ agentId: 'no/slash', settings: { delayMs: 'soon' } }] })
         .catch((e: unknown) => e),
@@ -294,9 +288,9 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('enters Core Outage when no LLM answers, keeps taking notes, and recovers by itself', async () => {
     const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 2 candidates failed' });
     const f = fakes({ reply: (_i, n) => (n === 2 || n === 3 ? down : {}), probe: (n) => n >= 3 });
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'outage', maxTicks: 3, settings: { delayMs: 1000 } });
-      const s = await untilStatus(h, (x) => x.operatingMode === 'core_outage', 'core outage');
+      const s = await untilStatus(h, (x) => x.operatingMode === 'core_outage', 'core outage', 20_000, 50);
       expect(s.outage?.lastError).toContain('all 2 candidates failed');
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'are you there?' }] });
       expect(noteId).toBeGreaterThan(0);
@@ -316,7 +310,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       reply: (i) => (i.tick === 1 ? { commands: [{ cmdId: 'a', type: 'cycle.responses', args: { n: 7 } }, { cmdId: 'b', type: 'cycle.meditation', args: { on: true } }] } : {}),
       effects: (c) => (c.type === 'cycle.responses' ? [{ kind: 'setResponses', n: 7 }] : c.type === 'cycle.meditation' ? [{ kind: 'setContextMode', mode: 'meditation' }] : []),
     });
-    await withWorker(f, async (q) => (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result());
+    await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result());
     expect(f.thinks[1]!.loop).toMatchObject({ recentK: 7, contextMode: 'meditation' });
   });
 
@@ -328,7 +322,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       },
       effects: (c) => (c.type === 'llm_task.start' ? [{ kind: 'startTaskLoop', taskId: 42, title: 'research' }] : []),
     });
-    await withWorker(f, async (q) => {
+    await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'parent', maxTicks: 3, settings: { delayMs: 1000 } });
       await h.result();
       const child = env.client.workflow.getHandle('agent/parent/task/42');

@@ -10,16 +10,16 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { toolPath } from '../helpers/env.js';
 import { run } from '../helpers/spawn.js';
 import type { CampaignLearning, createCampaignActivities } from '../../activities/campaigns.js';
 import { checkCriteria, type CampaignInput } from '../../core/campaign.js';
-import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
+import { campaignProgressQuery, type CampaignProgress, type CampaignResult, type campaignWorkflow } from '../../workflows/campaign.js';
+import { untilQuery, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
-import { readUntil, until, waitFor } from '../helpers/wait.js';
+import { until, waitFor } from '../helpers/wait.js';
 
 type Activities = ReturnType<typeof createCampaignActivities>;
 
@@ -97,18 +97,15 @@ function fakes(): Fake {
 }
 
 let seq = 0;
-async function withWorker<T>(f: Fake, fn: (taskQueue: string) => Promise<T>): Promise<T> {
-  const taskQueue = `campaign-${++seq}`;
-  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: { ...f.activities, ...unlimitedLifeforce } });
-  return worker.runUntil(fn(taskQueue));
-}
+/** A worker on a queue of its own with the fakes' activities. */
+const fakeWorker = (f: Fake): WorkerSpec => ({ taskQueue: `campaign-${++seq}`, workflowBundle: suite.bundle, activities: { ...f.activities, ...unlimitedLifeforce } });
 
 function start(taskQueue: string, input: CampaignInput) {
   return suite.env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
 }
 
 /** `h`'s progress once `pred` holds (20 s, every 50 ms). */
-const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) => readUntil(what, 20_000, () => h.query<CampaignProgress>('progress'), pred, 50);
+const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) => untilQuery(h, campaignProgressQuery, pred, what, 20_000, 50);
 
 /** The release of gate `name`, once a task reached it (20 s). */
 const waitForGate = (f: Fake, name: string) => waitFor(`gate ${name}`, 20_000, () => f.gates.get(name), 20);
@@ -118,7 +115,7 @@ const task = (name: string, type = 'ok', args: Record<string, unknown> = {}) => 
 describe('campaignWorkflow (time-skipping, fakes)', () => {
   it('runs phases in order, reports progress, and promotes phase_success per phase type', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) => {
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         campaignId: `c-ok-${seq}`,
         agentId: 'ada',
@@ -152,7 +149,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('a failed task becomes an avoid_error learning; the campaign fails and undoes its work newest first', async () => {
     const f = fakes();
-    const err = await withWorker(f, async (q) => {
+    const err = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         campaignId: `c-fail-${seq}`,
         agentId: 'ada',
@@ -185,7 +182,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('tolerates a failed task when minSucceeded allows it', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) =>
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) =>
       (
         await start(q, {
           campaignId: `c-tol-${seq}`,
@@ -201,7 +198,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('pauses before the next task and resumes on signal', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { campaignId: `c-pause-${seq}`, agentId: 'ada', title: 'p', phases: [{ name: 'one', type: 'x', tasks: [task('a', 'gate', { gate: 'p1' }), task('b'), task('c')] }] });
       const open = await waitForGate(f, 'p1');
       await h.signal('pause');
@@ -220,7 +217,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('cancel by signal stops the running task and compensates it and the completed ones in reverse order', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) => {
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         campaignId: `c-cancel-${seq}`,
         agentId: 'ada',
@@ -243,7 +240,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('cancellation from Temporal also compensates, and the workflow ends cancelled', async () => {
     const f = fakes();
-    const err = await withWorker(f, async (q) => {
+    const err = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { campaignId: `c-tcancel-${seq}`, agentId: 'ada', title: 'c', phases: [{ name: 'one', type: 'x', tasks: [task('a'), task('b', 'gate', { gate: 't1' })] }] });
       await waitForGate(f, 't1');
       await h.cancel();
@@ -260,7 +257,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('a task that ignores the cancel and commits its effect is awaited, then compensated exactly once; nothing after it starts', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) => {
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { campaignId: `c-stubborn-${seq}`, agentId: 'ada', title: 's', phases: [{ name: 'one', type: 'x', tasks: [task('a'), task('b', 'stubborn', { gate: 's1' }), task('c')] }] });
       const open = await waitForGate(f, 's1');
       await h.signal('cancel', { reason: 'stop' });
@@ -279,7 +276,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     const parentId = `c-par-${++seq}`;
     const childId = `c-kid-${seq}`;
-    const result = await withWorker(f, async (q) => {
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         campaignId: parentId,
         agentId: 'ada',
@@ -310,7 +307,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     const child = (id: string) => ({ campaignId: id, agentId: 'ada', title: 'child', phases: [{ name: 'inner', type: 'inner', tasks: [task('x')] }] });
     const parentId = `c-par2-${++seq}`;
-    const result = await withWorker(f, async (q) => {
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         campaignId: parentId,
         agentId: 'ada',
@@ -339,7 +336,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('the workflow id must be campaign/<campaignId>; without a campaignId the id is taken from the workflow id', async () => {
     const f = fakes();
-    await withWorker(f, async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const input = { agentId: 'ada', title: 'ids', phases: [{ name: 'one', type: 'x', tasks: [task('a')] }] };
       const bad = await suite.env.client.workflow.start('campaignWorkflow', { taskQueue: q, workflowId: `campaign/elsewhere-${seq}`, args: [{ ...input, campaignId: `mine-${seq}` }] });
       const err = await bad.result().then(
@@ -368,7 +365,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
   it('starts from the Temporal UI / CLI with JSON: good JSON runs, bad JSON fails at once, non-retryable, naming the fields', async () => {
     const f = fakes();
     const temporal = toolPath('temporal');
-    await withWorker(f, async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const ui = (workflowId: string, json: string) => run(temporal, ['workflow', 'start', '--address', suite.env.address, '--task-queue', q, '--type', 'campaignWorkflow', '--workflow-id', workflowId, '--input', json]);
       const good = await ui(`campaign/ui-ok-${seq}`, JSON.stringify({ agentId: 'ada', title: 'from the UI', phases: [{ name: 'one', type: 'ui', tasks: [{ name: 'a', type: 'ok' }] }] }));
       expect(good.code, good.stderr).toBe(0);
@@ -398,7 +395,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('a checkpoint the validator rejects fails the campaign with its reason', async () => {
     const f = fakes();
-    const err = await withWorker(f, async (q) =>
+    const err = await withWorker(suite.env, fakeWorker(f), async (q) =>
       (await start(q, { campaignId: `c-strict-${seq}`, agentId: 'ada', title: 's', phases: [{ name: 'audit', type: 'strict', tasks: [task('a')], checkpoint: { validator: { role: 'validator' }, criteria: { description: 'evidence attached' } } }] })).result().then(
         () => null,
         (e: unknown) => e,
@@ -411,7 +408,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('runs a child workflow task (a sub-campaign) and uses its result', async () => {
     const f = fakes();
-    const result = await withWorker(f, async (q) =>
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) =>
       (
         await start(q, {
           campaignId: `c-parent-${seq}`,
@@ -434,7 +431,7 @@ describe('campaignWorkflow (time-skipping, fakes)', () => {
 
   it('refuses bad input at once, naming the fields', async () => {
     const f = fakes();
-    const err = await withWorker(f, async (q) =>
+    const err = await withWorker(suite.env, fakeWorker(f), async (q) =>
       (
         await suite.env.client.workflow.start('campaignWorkflow', {
           taskQueue: q,

@@ -1,0 +1,89 @@
+/**
+ * Workers and waits for tests on a Temporal server: workers polling while a test body runs
+ * (`withWorker`) or from a `beforeEach` to its `afterEach` (`startWorkers`), an agent loop started
+ * on a queue (`startLoop`), and a workflow's query read until it holds (`untilQuery`, `untilStatus`
+ * for the agent loop). The servers are
+ * made in ./temporal.ts, the database in ./env.ts (`migratedDatabase`), other waits in ./wait.ts.
+ */
+import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import type { QueryDefinition } from '@temporalio/common';
+import { NativeConnection, Worker, type NativeConnectionOptions, type WorkerOptions } from '@temporalio/worker';
+import { workflowIds } from '../../core/ids.js';
+import { statusQuery, type AgentLoopInput, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { readUntil } from './wait.js';
+
+/**
+ * Where workers connect: a test environment (its `nativeConnection`), a dev server from
+ * `startDevTemporal` (its `connection`), a connection, or connection options such as a stack's
+ * `temporal.connection` (a connection is opened for the workers and closed after them).
+ */
+export type WorkerHost = { nativeConnection: NativeConnection } | { connection: NativeConnection } | NativeConnection | NativeConnectionOptions;
+
+/** One worker: the SDK's options without the connection; `taskQueue` defaults to a queue of its own. */
+export type WorkerSpec = Omit<WorkerOptions, 'connection' | 'taskQueue'> & { taskQueue?: string };
+
+let queueSeq = 0;
+
+async function connect(host: WorkerHost): Promise<{ connection: NativeConnection; close(): Promise<void> }> {
+  if (host instanceof NativeConnection) return { connection: host, close: async () => {} };
+  if ('nativeConnection' in host) return { connection: host.nativeConnection, close: async () => {} };
+  if ('connection' in host && host.connection instanceof NativeConnection) return { connection: host.connection, close: async () => {} };
+  const connection = await NativeConnection.connect(host as NativeConnectionOptions);
+  return { connection, close: () => connection.close() };
+}
+
+async function createWorkers(connection: NativeConnection, specs: readonly WorkerSpec[]): Promise<{ workers: Worker[]; queues: string[] }> {
+  const workers: Worker[] = [];
+  const queues: string[] = [];
+  for (const { taskQueue = `test-queue-${++queueSeq}`, ...options } of specs) {
+    workers.push(await Worker.create({ ...options, connection, taskQueue }));
+    queues.push(taskQueue);
+  }
+  return { workers, queues };
+}
+
+/**
+ * Run `fn` while the workers poll, and shut them down when it settles; `fn` is given the first
+ * worker's task queue. A worker that fails fails the call.
+ */
+export async function withWorker<T>(host: WorkerHost, spec: WorkerSpec | readonly WorkerSpec[], fn: (taskQueue: string) => Promise<T>): Promise<T> {
+  const specs = Array.isArray(spec) ? (spec as readonly WorkerSpec[]) : [spec as WorkerSpec];
+  const conn = await connect(host);
+  try {
+    const { workers, queues } = await createWorkers(conn.connection, specs);
+    const run = (i: number): Promise<T> => (i === workers.length ? fn(queues[0]!) : workers[i]!.runUntil(run(i + 1)));
+    return await run(0);
+  } finally {
+    await conn.close();
+  }
+}
+
+/** Workers that poll until `stop()` (from a `beforeEach`, stopped in its `afterEach`). */
+export async function startWorkers(host: WorkerHost, specs: readonly WorkerSpec[]): Promise<{ workers: Worker[]; stop(): Promise<void> }> {
+  const conn = await connect(host);
+  const { workers } = await createWorkers(conn.connection, specs);
+  const running = workers.map((w) => w.run());
+  return {
+    workers,
+    async stop() {
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await Promise.allSettled(running);
+      await conn.close();
+    },
+  };
+}
+
+/** Start an agent loop on `taskQueue`, by default under its business id `agent/<agentId>`. */
+export function startLoop(client: Client, taskQueue: string, input: AgentLoopInput, workflowId = workflowIds.agent(input.agentId)): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+  return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId, args: [input] });
+}
+
+/** `query`'s answer once `pred` holds (every `pollMs`); the timeout names `what` and shows the last answer. */
+export function untilQuery<R>(handle: WorkflowHandle, query: QueryDefinition<R, []>, pred: (r: R) => boolean, what: string, timeoutMs = 30_000, pollMs = 100): Promise<R> {
+  return readUntil(what, timeoutMs, () => handle.query(query), pred, pollMs);
+}
+
+/** The agent loop's status once `pred` holds. */
+export function untilStatus(handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string, timeoutMs = 30_000, pollMs = 100): Promise<AgentStatus> {
+  return untilQuery(handle, statusQuery, pred, what, timeoutMs, pollMs);
+}
