@@ -43,6 +43,7 @@ export const cloneLeavesOut: Readonly<Record<string, string>> = {
   verdicts: 'the verdicts on the parent’s successor forks',
   tick_prompts: 'what the parent’s model was shown at each tick (up to 64 KB a tick), which no context is built from',
   fork_tool_registry: 'a successor fork’s own copy of the tool registry; a spawned child uses the shared one',
+  agent_files: 'the files applied to the parent; a file applied to the child starts its own history',
 };
 
 /** Copied by their own rule (`copyLearnings`): an agent's learnings are its shard's, not only rows with its id. */

@@ -5,6 +5,7 @@
 import { getTableName, type Table } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import { agentConfig, agentPeers, agentReputation, agents, ethicsPolicies, systemPrompts } from './agents.js';
+import { agentFiles } from './agent-files.js';
 import { discoveredTools, generatedToolsAudit, learningEvents, learnings, preferenceCounts, toolRegistry } from './autopoiesis.js';
 import { campaignPhases, campaigns } from './campaigns.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
@@ -36,6 +37,7 @@ import {
 } from './processes.js';
 
 export * from './agents.js';
+export * from './agent-files.js';
 export * from './autopoiesis.js';
 export * from './campaigns.js';
 export * from './forks.js';
@@ -105,6 +107,7 @@ export const agentOwnedTables = [
   nerveRules,
   nerveRuleEvents,
   spawns,
+  agentFiles,
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
