@@ -11,7 +11,7 @@ import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { classifyActivityErrors } from '../../activities/errors.js';
@@ -21,8 +21,6 @@ import { createLlmRouter } from '../../activities/llm/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { canonicalJson, forkPatchSchema, type SuccessorForkInput } from '../../core/fork.js';
 import { defaultPrices } from '../../core/lifeforce.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { configureBudget } from '../../db/queries/lifeforce.js';
 import { agentConfig, agents, forks, forkToolRegistry, lifeforceBudgets, lifeforceLedger, llmCalls, toolRegistry, verdicts } from '../../db/schema/index.js';
 import {
@@ -33,15 +31,15 @@ import {
   type SuccessorForkResult,
   type successorForkWorkflow,
 } from '../../workflows/successor-fork.js';
-import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
+import { startWorkers } from '../helpers/harness.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 const data = tempDir('forks');
 const sandbox = new LocalProcessSandbox();
 /**
@@ -51,15 +49,11 @@ const sandbox = new LocalProcessSandbox();
 const hooks = { blockEvaluation: false, failEvaluation: false, failRecord: false, evaluationBlocked: false };
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_forks');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_forks', 10);
   bundle = await bundleWorkflows(productWorkflowsPath);
 }, 120_000);
 afterAll(async () => {
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
   data.remove();
 });
 
@@ -91,27 +85,21 @@ function forkActivities() {
   });
 }
 
-let workers: Worker[] = [];
-let running: Array<Promise<void>> = [];
+let workers: Awaited<ReturnType<typeof startWorkers>> | undefined;
 // One time-skipping server per test: when that server refuses a workflow's completion (a
 // cancellation racing an activity that just finished, under load) it keeps a time-skipping lock
 // for good, and every later timer on it would wait in real time. A test's server goes with it.
 beforeEach(async () => {
   env = await createTimeSkippingEnv();
-  workers = [
-    await Worker.create({ connection: env.nativeConnection, taskQueue: 'mindloop', workflowBundle: bundle, activities: forkActivities() }),
-    await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: {} as never, sandbox }) }),
-  ];
-  running = workers.map((w) => w.run());
+  workers = await startWorkers(env, [
+    { taskQueue: 'mindloop', workflowBundle: bundle, activities: forkActivities() },
+    { taskQueue: 'sandbox', activities: createSandboxActivities({ docker: {} as never, sandbox }) },
+  ]);
 }, 120_000);
 afterEach(async () => {
-  for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
-  await Promise.allSettled(running);
+  await workers?.stop();
   await env?.teardown();
 }, 60_000);
-
-/** One pair of workers serves each test (two on one queue are refused). */
-const withWorkers = <T>(fn: () => Promise<T>): Promise<T> => fn();
 
 const strategyPatch = { kind: 'strategy', strategy: 'keyword_cluster' } as const;
 const replay = { kind: 'abstracts_replay', lastN: 30, window: 10 } as const;
@@ -180,36 +168,34 @@ async function failureOf(p: Promise<unknown>): Promise<Error> {
 
 describe('successorForkWorkflow', () => {
   it('rejects bad input at once with a non-retryable error naming the fields', async () => {
-    await withWorkers(async () => {
-      const bad = await failureOf(
-        env.client.workflow.execute('successorForkWorkflow', {
-          taskQueue: 'mindloop',
-          workflowId: 'fork/bad-1',
-          args: [{ agentId: 'has space', patch: { kind: 'strategy', strategy: 'zip' }, evaluation: { kind: 'abstracts_replay' }, budget: { costUsd: -1 } }],
-        }),
-      );
-      expect(bad).toBeInstanceOf(ApplicationFailure);
-      expect((bad as ApplicationFailure).type).toBe('InvalidInput');
-      expect((bad as ApplicationFailure).nonRetryable).toBe(true);
-      expect(bad.message).toMatch(/agentId: .*patch\.strategy: .*budget\.costUsd: /);
+    const bad = await failureOf(
+      env.client.workflow.execute('successorForkWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'fork/bad-1',
+        args: [{ agentId: 'has space', patch: { kind: 'strategy', strategy: 'zip' }, evaluation: { kind: 'abstracts_replay' }, budget: { costUsd: -1 } }],
+      }),
+    );
+    expect(bad).toBeInstanceOf(ApplicationFailure);
+    expect((bad as ApplicationFailure).type).toBe('InvalidInput');
+    expect((bad as ApplicationFailure).nonRetryable).toBe(true);
+    expect(bad.message).toMatch(/agentId: .*patch\.strategy: .*budget\.costUsd: /);
 
-      const mismatch = await failureOf(
-        env.client.workflow.execute('successorForkWorkflow', {
-          taskQueue: 'mindloop',
-          workflowId: 'fork/bad-2',
-          args: [{ agentId: 'x', patch: strategyPatch, evaluation: { kind: 'tool_tests' } }],
-        }),
-      );
-      expect(mismatch.message).toContain('tool_tests cannot evaluate a strategy patch');
+    const mismatch = await failureOf(
+      env.client.workflow.execute('successorForkWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'fork/bad-2',
+        args: [{ agentId: 'x', patch: strategyPatch, evaluation: { kind: 'tool_tests' } }],
+      }),
+    );
+    expect(mismatch.message).toContain('tool_tests cannot evaluate a strategy patch');
 
-      // Waited out by polling, not by `result()`: that unlocks the test server's time skipping,
-      // and skipped time can time out an activity still running on a loaded machine; the test
-      // server then keeps a time-skipping lock for it forever and the later tests' timers never
-      // fire. This fork fails in its first activity, so it needs no skipped time.
-      const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then(closedResult));
-      expect((missing.cause as Error | undefined)?.message ?? missing.message).toContain('agent nobody does not exist');
-      expect(await handle.db.select().from(agents).where(eq(agents.id, 'fk.bad-3'))).toEqual([]);
-    });
+    // Waited out by polling, not by `result()`: that unlocks the test server's time skipping,
+    // and skipped time can time out an activity still running on a loaded machine; the test
+    // server then keeps a time-skipping lock for it forever and the later tests' timers never
+    // fire. This fork fails in its first activity, so it needs no skipped time.
+    const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then(closedResult));
+    expect((missing.cause as Error | undefined)?.message ?? missing.message).toContain('agent nobody does not exist');
+    expect(await handle.db.select().from(agents).where(eq(agents.id, 'fk.bad-3'))).toEqual([]);
   });
 
   it('evaluates the demo patch end to end: APPROVE stored with patch_hash and artifacts, copy destroyed, parent untouched byte for byte; reject discards', async () => {
@@ -217,43 +203,41 @@ describe('successorForkWorkflow', () => {
     const before = await snapshotAgent(handle.db, 'p-demo');
     // The copy holds every row the parent had when it spawned (the parent's ledger grows after: it funds the fork).
     const rowsAtSpawn = await countRows(handle.db, 'p-demo');
-    await withWorkers(async () => {
-      const h = await start('demo-1', { agentId: 'p-demo', patch: strategyPatch, evaluation: replay });
-      const s = await phase(h, 'awaiting_approval');
-      expect(s).toMatchObject({ verdict: 'APPROVE', gate: 'pending' });
-      expect(s.rows).toBe(rowsAtSpawn);
+    const h = await start('demo-1', { agentId: 'p-demo', patch: strategyPatch, evaluation: replay });
+    const s = await phase(h, 'awaiting_approval');
+    expect(s).toMatchObject({ verdict: 'APPROVE', gate: 'pending' });
+    expect(s.rows).toBe(rowsAtSpawn);
 
-      const v = (await verdictOf('demo-1'))!;
-      const canonical = canonicalJson(forkPatchSchema.parse(strategyPatch));
-      expect(canonical).toBe('{"kind":"strategy","strategy":"keyword_cluster","target":"abstracts"}');
-      expect(v).toMatchObject({ verdict: 'APPROVE', agentId: 'p-demo', patchHash: createHash('sha256').update(canonical).digest('hex'), appliedAt: null });
-      expect(v.confidence).toBeGreaterThan(0.5);
-      expect(v.evaluationSummary).toMatch(/^3 windows; parent: coverage .*patched: coverage/);
-      expect(v.artifacts.map((a) => a.name)).toEqual(['evaluation.json', 'verdict.json']);
-      for (const a of v.artifacts) {
-        const text = readFileSync(fileURLToPath(a.uri!), 'utf8');
-        expect(createHash('sha256').update(text).digest('hex')).toBe(a.sha256);
-      }
-      const report = JSON.parse(readFileSync(fileURLToPath(v.artifacts[0]!.uri!), 'utf8')) as { baselineStrategy: string; candidateStrategy: string; windows: unknown[] };
-      expect([report.baselineStrategy, report.candidateStrategy, report.windows.length]).toEqual(['recency', 'keyword_cluster', 3]);
+    const v = (await verdictOf('demo-1'))!;
+    const canonical = canonicalJson(forkPatchSchema.parse(strategyPatch));
+    expect(canonical).toBe('{"kind":"strategy","strategy":"keyword_cluster","target":"abstracts"}');
+    expect(v).toMatchObject({ verdict: 'APPROVE', agentId: 'p-demo', patchHash: createHash('sha256').update(canonical).digest('hex'), appliedAt: null });
+    expect(v.confidence).toBeGreaterThan(0.5);
+    expect(v.evaluationSummary).toMatch(/^3 windows; parent: coverage .*patched: coverage/);
+    expect(v.artifacts.map((a) => a.name)).toEqual(['evaluation.json', 'verdict.json']);
+    for (const a of v.artifacts) {
+      const text = readFileSync(fileURLToPath(a.uri!), 'utf8');
+      expect(createHash('sha256').update(text).digest('hex')).toBe(a.sha256);
+    }
+    const report = JSON.parse(readFileSync(fileURLToPath(v.artifacts[0]!.uri!), 'utf8')) as { baselineStrategy: string; candidateStrategy: string; windows: unknown[] };
+    expect([report.baselineStrategy, report.candidateStrategy, report.windows.length]).toEqual(['recency', 'keyword_cluster', 3]);
 
-      await forkGone('demo-1');
-      expect((await forkRow('demo-1')).status).toBe('completed');
-      // Its lifeforce: the evaluation's fixed cost (no judge), charged to its own budget, closed at
-      // cleanup; the parent (unlimited until configured) paid exactly that through its carve.
-      expect((await forkRow('demo-1')).usage).toMatchObject({ lifeforce: defaultPrices.lfPerForkEvaluation });
-      expect(await lfBudget('fork:demo-1')).toMatchObject({ spent: defaultPrices.lfPerForkEvaluation, reserved: 0, closedAt: expect.any(Date) });
-      expect(await lfBudget('agent:p-demo')).toMatchObject({ capacity: null, spent: defaultPrices.lfPerForkEvaluation, reserved: 0 });
-      expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
+    await forkGone('demo-1');
+    expect((await forkRow('demo-1')).status).toBe('completed');
+    // Its lifeforce: the evaluation's fixed cost (no judge), charged to its own budget, closed at
+    // cleanup; the parent (unlimited until configured) paid exactly that through its carve.
+    expect((await forkRow('demo-1')).usage).toMatchObject({ lifeforce: defaultPrices.lfPerForkEvaluation });
+    expect(await lfBudget('fork:demo-1')).toMatchObject({ spent: defaultPrices.lfPerForkEvaluation, reserved: 0, closedAt: expect.any(Date) });
+    expect(await lfBudget('agent:p-demo')).toMatchObject({ capacity: null, spent: defaultPrices.lfPerForkEvaluation, reserved: 0 });
+    expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
 
-      expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({ gate: 'rejected', applied: null });
-      const r = await h.result();
-      expect(r).toMatchObject({ verdict: 'APPROVE', gate: 'rejected', applied: null });
-      expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
-      expect(await forkRow('demo-1')).toMatchObject({ gate: 'rejected', gateBy: 'bob' });
-      // A second answer after the gate closed is refused.
-      await expect(h.executeUpdate(approveForkUpdate, { args: [{}] })).rejects.toThrow();
-    });
+    expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({ gate: 'rejected', applied: null });
+    const r = await h.result();
+    expect(r).toMatchObject({ verdict: 'APPROVE', gate: 'rejected', applied: null });
+    expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
+    expect(await forkRow('demo-1')).toMatchObject({ gate: 'rejected', gateBy: 'bob' });
+    // A second answer after the gate closed is refused.
+    await expect(h.executeUpdate(approveForkUpdate, { args: [{}] })).rejects.toThrow();
   });
 
   it('copies every row with references remapped inside the copy', async () => {
@@ -287,35 +271,31 @@ describe('successorForkWorkflow', () => {
   it('approve applies the patch to the parent (once); the deadline applies nothing', async () => {
     await seedForkableAgent(handle.db, 'p-appr');
     await seedForkableAgent(handle.db, 'p-late');
-    await withWorkers(async () => {
-      const h = await start('appr-1', { agentId: 'p-appr', patch: strategyPatch, evaluation: replay });
-      await phase(h, 'awaiting_approval');
-      expect(await strategyOf('p-appr')).toBe('recency');
-      expect(await h.executeUpdate(approveForkUpdate, { args: [{ by: 'alice' }] })).toEqual({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
-      expect(await h.result()).toMatchObject({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
-      expect(await strategyOf('p-appr')).toBe('keyword_cluster');
-      expect(await verdictOf('appr-1')).toMatchObject({ appliedBy: 'alice', appliedAt: expect.any(Date) });
-      // Re-running the gate activity (a retry) does not apply twice.
-      const acts = createForkActivities({ db: handle.db, dataDir: data.path });
-      expect(await acts.forkGate({ forkId: 'appr-1', decision: 'approved', by: 'alice' })).toEqual({ gate: 'approved', applied: 'alice' });
+    const h = await start('appr-1', { agentId: 'p-appr', patch: strategyPatch, evaluation: replay });
+    await phase(h, 'awaiting_approval');
+    expect(await strategyOf('p-appr')).toBe('recency');
+    expect(await h.executeUpdate(approveForkUpdate, { args: [{ by: 'alice' }] })).toEqual({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
+    expect(await h.result()).toMatchObject({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
+    expect(await strategyOf('p-appr')).toBe('keyword_cluster');
+    expect(await verdictOf('appr-1')).toMatchObject({ appliedBy: 'alice', appliedAt: expect.any(Date) });
+    // Re-running the gate activity (a retry) does not apply twice.
+    const acts = createForkActivities({ db: handle.db, dataDir: data.path });
+    expect(await acts.forkGate({ forkId: 'appr-1', decision: 'approved', by: 'alice' })).toEqual({ gate: 'approved', applied: 'alice' });
 
-      const late = await start('late-1', { agentId: 'p-late', patch: strategyPatch, evaluation: replay, approvalDeadlineMs: 3_600_000 });
-      expect(await late.result()).toMatchObject({ verdict: 'APPROVE', gate: 'expired', applied: null });
-      expect(await strategyOf('p-late')).toBe('recency');
-      expect(await forkRow('late-1')).toMatchObject({ gate: 'expired', gateBy: 'deadline' });
-      expect((await verdictOf('late-1'))!.appliedAt).toBeNull();
-    });
+    const late = await start('late-1', { agentId: 'p-late', patch: strategyPatch, evaluation: replay, approvalDeadlineMs: 3_600_000 });
+    expect(await late.result()).toMatchObject({ verdict: 'APPROVE', gate: 'expired', applied: null });
+    expect(await strategyOf('p-late')).toBe('recency');
+    expect(await forkRow('late-1')).toMatchObject({ gate: 'expired', gateBy: 'deadline' });
+    expect((await verdictOf('late-1'))!.appliedAt).toBeNull();
   });
 
   it('wall-time budget: the evaluation is stopped and the verdict is REJECT with the reason', async () => {
     await seedForkableAgent(handle.db, 'p-wall');
     hooks.blockEvaluation = true;
     try {
-      await withWorkers(async () => {
-        const h = await start('wall-1', { agentId: 'p-wall', patch: strategyPatch, evaluation: replay, budget: { wallMs: 3000 } });
-        const r = await h.result();
-        expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
-      });
+      const h = await start('wall-1', { agentId: 'p-wall', patch: strategyPatch, evaluation: replay, budget: { wallMs: 3000 } });
+      const r = await h.result();
+      expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
     } finally {
       hooks.blockEvaluation = false;
       hooks.evaluationBlocked = false;
@@ -327,12 +307,10 @@ describe('successorForkWorkflow', () => {
 
   it('model-cost budget: the judge spends on the fork until the budget runs out → REJECT', async () => {
     await seedForkableAgent(handle.db, 'p-cost', { validatorCostPer1k: 1 });
-    await withWorkers(async () => {
-      // Lifeforce far above the dollar budget: the model-cost check is what stops it.
-      const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01, lifeforce: 1_000_000 } })).result();
-      expect(r.verdict).toBe('REJECT');
-      expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$0\.\d+ > \$0\.01\)$/);
-    });
+    // Lifeforce far above the dollar budget: the model-cost check is what stops it.
+    const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01, lifeforce: 1_000_000 } })).result();
+    expect(r.verdict).toBe('REJECT');
+    expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$0\.\d+ > \$0\.01\)$/);
     const f = await forkRow('cost-1');
     expect(f.status).toBe('budget_exceeded');
     expect(Number((f.usage as { costUsd: number }).costUsd)).toBeGreaterThan(0.01);
@@ -346,21 +324,19 @@ describe('successorForkWorkflow', () => {
     const before = await snapshotAgent(handle.db, 'p-cancel');
     hooks.blockEvaluation = true;
     try {
-      await withWorkers(async () => {
-        const h = await start('cancel-1', { agentId: 'p-cancel', patch: strategyPatch, evaluation: replay });
-        await phase(h, 'evaluating');
-        // Cancelled once the evaluation itself runs, not while the budget's carve (a short activity)
-        // may be completing: the time-skipping server refuses a workflow's cancellation of an
-        // activity that completed in the same task, and that workflow then never moves again.
-        for (let i = 0; !hooks.evaluationBlocked; i++) {
-          if (i > 600) throw new Error('the evaluation never started');
-          await new Promise((r) => setTimeout(r, 50));
-        }
-        expect(await countRows(handle.db, 'fk.cancel-1')).toBeGreaterThan(50);
-        await h.cancel();
-        const err = await failureOf(h.result());
-        expect(err).toBeInstanceOf(CancelledFailure);
-      });
+      const h = await start('cancel-1', { agentId: 'p-cancel', patch: strategyPatch, evaluation: replay });
+      await phase(h, 'evaluating');
+      // Cancelled once the evaluation itself runs, not while the budget's carve (a short activity)
+      // may be completing: the time-skipping server refuses a workflow's cancellation of an
+      // activity that completed in the same task, and that workflow then never moves again.
+      for (let i = 0; !hooks.evaluationBlocked; i++) {
+        if (i > 600) throw new Error('the evaluation never started');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(await countRows(handle.db, 'fk.cancel-1')).toBeGreaterThan(50);
+      await h.cancel();
+      const err = await failureOf(h.result());
+      expect(err).toBeInstanceOf(CancelledFailure);
     } finally {
       hooks.blockEvaluation = false;
       hooks.evaluationBlocked = false;
@@ -402,30 +378,28 @@ describe('successorForkWorkflow', () => {
     await seedForkableAgent(handle.db, 'p-tool');
     await handle.db.insert(toolRegistry).values({ name: 'adder', kind: 'generated', implementation: 'export const add = (a, b) => a - b;', tests: '', status: 'active' });
     const tests = "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) { console.error('add(2, 3) = ' + add(2, 3)); process.exit(1); }\nconsole.log('ok');\n";
-    await withWorkers(async () => {
-      const good = await start('tool-1', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests }, evaluation: { kind: 'tool_tests' } });
-      await phase(good, 'awaiting_approval');
-      expect(await good.executeUpdate(approveForkUpdate, { args: [{ by: 'carol' }] })).toEqual({ gate: 'approved', applied: 'tool adder v2' });
-      const bad = await (await start('tool-2', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' } })).result();
-      expect(bad.verdict).toBe('REJECT');
-      expect(bad.evaluationSummary).toContain('add(2, 3) = 6');
-      // The default budget (1 h, 10 GiB) is above the sandbox caps: the verdict says so.
-      expect(bad.caveats).toEqual([
-        "sandbox cap: the tool tests ran with 600 s of wall time, not the budget's 3600 s",
-        "sandbox cap: the tool tests had 256 MiB of disk, not the budget's 10 GiB",
-      ]);
-      // A CPU-time budget reaches the sandbox run; within the caps there is no caveat.
-      const cpu = await (
-        await start('tool-3', {
-          agentId: 'p-tool',
-          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests },
-          evaluation: { kind: 'tool_tests' },
-          budget: { wallMs: 120_000, diskBytes: 32 << 20, cpus: 1, cpuSeconds: 7 },
-          approvalDeadlineMs: 1000,
-        })
-      ).result();
-      expect(cpu).toMatchObject({ verdict: 'APPROVE', gate: 'expired', caveats: ['only the tests shipped with the patch were run'] });
-    });
+    const good = await start('tool-1', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests }, evaluation: { kind: 'tool_tests' } });
+    await phase(good, 'awaiting_approval');
+    expect(await good.executeUpdate(approveForkUpdate, { args: [{ by: 'carol' }] })).toEqual({ gate: 'approved', applied: 'tool adder v2' });
+    const bad = await (await start('tool-2', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' } })).result();
+    expect(bad.verdict).toBe('REJECT');
+    expect(bad.evaluationSummary).toContain('add(2, 3) = 6');
+    // The default budget (1 h, 10 GiB) is above the sandbox caps: the verdict says so.
+    expect(bad.caveats).toEqual([
+      "sandbox cap: the tool tests ran with 600 s of wall time, not the budget's 3600 s",
+      "sandbox cap: the tool tests had 256 MiB of disk, not the budget's 10 GiB",
+    ]);
+    // A CPU-time budget reaches the sandbox run; within the caps there is no caveat.
+    const cpu = await (
+      await start('tool-3', {
+        agentId: 'p-tool',
+        patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests },
+        evaluation: { kind: 'tool_tests' },
+        budget: { wallMs: 120_000, diskBytes: 32 << 20, cpus: 1, cpuSeconds: 7 },
+        approvalDeadlineMs: 1000,
+      })
+    ).result();
+    expect(cpu).toMatchObject({ verdict: 'APPROVE', gate: 'expired', caveats: ['only the tests shipped with the patch were run'] });
     expect(sandbox.runs.map((r) => [r.key, r.command.join(' '), Object.keys(r.files ?? {}).sort().join(',')])).toEqual([
       ['fork/tool-1/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
       ['fork/tool-2/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
@@ -445,11 +419,9 @@ describe('successorForkWorkflow', () => {
 
   it('verifier: an independent second fork audits the first and the caveat says whether it agreed', async () => {
     await seedForkableAgent(handle.db, 'p-verify');
-    await withWorkers(async () => {
-      const h = await start('ver-1', { agentId: 'p-verify', patch: strategyPatch, evaluation: replay, verify: true, approvalDeadlineMs: 1000 });
-      const r: SuccessorForkResult = await h.result();
-      expect(r.caveats).toContain('verifier: independent fork agreed (APPROVE)');
-    });
+    const h = await start('ver-1', { agentId: 'p-verify', patch: strategyPatch, evaluation: replay, verify: true, approvalDeadlineMs: 1000 });
+    const r: SuccessorForkResult = await h.result();
+    expect(r.caveats).toContain('verifier: independent fork agreed (APPROVE)');
     expect(await forkRow('ver-1.vf')).toMatchObject({ auditsForkId: 'ver-1', status: 'completed', gate: null });
     expect((await verdictOf('ver-1.vf'))!.verdict).toBe('APPROVE');
     await forkGone('ver-1.vf');
