@@ -11,7 +11,6 @@
  * - existing agents get the new strategy by name; it is not chosen while no peer is reachable.
  */
 import type { WorkflowHandle } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -36,10 +35,10 @@ import {
   processLog,
   stagnationStrategies,
 } from '../../db/schema/index.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
-import { readUntil } from '../helpers/wait.js';
 
 type Call = Parameters<ScriptedReplyFn>[0];
 interface Behaviour {
@@ -98,18 +97,8 @@ const markRunning = (id: string) => database.db.update(agents).set({ status: 'ru
 const words = 'river lantern orbit quartz meadow cipher harbor violet engine glacier whisper canyon ember prism falcon tundra mosaic comet anchor velvet'.split(' ');
 const varied = (tick: number) => `Tick ${tick}: the ${words[(tick * 7) % 20]} and the ${words[(tick * 3 + 5) % 20]}, a ${words[(tick * 11 + 2) % 20]} numbered ${tick * 13}.`;
 
-let queue = 0;
-/** Run `fn` while a worker polls a fresh task queue; `start` starts an agent loop on it. */
-async function withWorker<T>(fn: (start: (agentId: string, input?: Partial<Parameters<typeof agentLoopWorkflow>[0]>) => Promise<WorkflowHandle<typeof agentLoopWorkflow>>) => Promise<T>): Promise<T> {
-  const taskQueue = `peers-${++queue}`;
-  const worker = await Worker.create({ connection: temporal.connection, taskQueue, workflowBundle: temporal.bundle, activities });
-  return worker.runUntil(
-    fn((agentId, input = {}) => temporal.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/${agentId}`, args: [{ agentId, ...input }] })),
-  );
-}
-
-/** `h`'s status once `pred` holds (60 s, every 100 ms). */
-const untilStatus = (h: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string) => readUntil(what, 60_000, () => h.query<AgentStatus>('status'), pred);
+/** An agent loop on `taskQueue` (the queue `withWorker` gives the test). */
+const start = (taskQueue: string, agentId: string, input: Partial<Parameters<typeof agentLoopWorkflow>[0]> = {}) => startLoop(temporal.client, taskQueue, { agentId, ...input });
 
 async function stop(h: WorkflowHandle): Promise<void> {
   await h.signal('stop');
@@ -122,23 +111,23 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
     await addAgent('bob', { think: (t) => `Bob thinks. ${varied(t + 40)}` });
     await linkPeers(database.db, 'ada', 'bob');
 
-    const [isolated, back] = await withWorker(async (start) => {
-      let bob = await start('bob', { settings: { delayMs: 200 } });
-      await untilStatus(bob, (s) => s.tick >= 1, 'bob ticking');
-      const ada = await start('ada', { settings: { delayMs: 300 } });
-      const normal = await untilStatus(ada, (s) => s.tick >= 2, 'ada ticking');
+    const [isolated, back] = await withWorker(temporal, { workflowBundle: temporal.bundle, activities }, async (q) => {
+      let bob = await start(q, 'bob', { settings: { delayMs: 200 } });
+      await untilStatus(bob, (s) => s.tick >= 1, 'bob ticking', 60_000);
+      const ada = await start(q, 'ada', { settings: { delayMs: 300 } });
+      const normal = await untilStatus(ada, (s) => s.tick >= 2, 'ada ticking', 60_000);
       expect(normal.operatingMode).toBe('normal');
       expect(normal.isolation).toMatchObject({ known: 1, reachable: ['bob'], since: null });
 
       await stop(bob); // its row: stopped
-      const isolated = await untilStatus(ada, (s) => s.operatingMode === 'isolated', 'ada isolated');
-      await untilStatus(ada, (s) => s.tick >= (isolated.isolation.sinceTick ?? 0) + 2, 'ada deciding alone');
+      const isolated = await untilStatus(ada, (s) => s.operatingMode === 'isolated', 'ada isolated', 60_000);
+      await untilStatus(ada, (s) => s.tick >= (isolated.isolation.sinceTick ?? 0) + 2, 'ada deciding alone', 60_000);
       const [row] = await database.db.select({ mode: agents.operatingMode }).from(agents).where(eq(agents.id, 'ada'));
       expect(row!.mode).toBe('isolated');
 
-      bob = await start('bob', { settings: { delayMs: 200 } });
-      const back = await untilStatus(ada, (s) => s.operatingMode === 'normal', 'ada back to normal');
-      await untilStatus(ada, (s) => s.tick >= back.tick + 2, 'ada deciding with a peer again');
+      bob = await start(q, 'bob', { settings: { delayMs: 200 } });
+      const back = await untilStatus(ada, (s) => s.operatingMode === 'normal', 'ada back to normal', 60_000);
+      await untilStatus(ada, (s) => s.tick >= back.tick + 2, 'ada deciding with a peer again', 60_000);
       await stop(ada);
       await stop(bob);
       return [isolated, back];
@@ -193,11 +182,11 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
     await database.db.update(agentPeers).set({ trust: 0.8 }).where(and(eq(agentPeers.agentId, 'stuck'), eq(agentPeers.peerAgentId, 'sage')));
     await markRunning('lesser'); // reachable, but less trusted: not the one asked
 
-    await withWorker(async (start) => {
+    await withWorker(temporal, { workflowBundle: temporal.bundle, activities }, async (q) => {
       // Sage idles until a note arrives (no timeout): only the wake the ask sends gets it thinking.
-      const sage = await start('sage', { settings: { delayMs: 100, idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } });
-      await untilStatus(sage, (s) => s.tick === 1 && s.phase === 'idle', 'sage idle');
-      const stuck = await start('stuck', { maxTicks: 9, settings: { delayMs: 2000 } });
+      const sage = await start(q, 'sage', { settings: { delayMs: 100, idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } });
+      await untilStatus(sage, (s) => s.tick === 1 && s.phase === 'idle', 'sage idle', 60_000);
+      const stuck = await start(q, 'stuck', { maxTicks: 9, settings: { delayMs: 2000 } });
       await stuck.result();
       expect((await sage.query<AgentStatus>('status')).tick).toBe(2); // woken once, by the ask
       await stop(sage);
@@ -243,9 +232,9 @@ describe('peers on real Temporal + Postgres with scripted models', () => {
     await linkPeers(database.db, 'author', 'friend');
     await markRunning('friend');
 
-    await withWorker(async (start) => {
-      const w = await start('writer', { maxTicks: 3, settings: { delayMs: 100 } });
-      const a = await start('author', { maxTicks: 2, settings: { delayMs: 100 } });
+    await withWorker(temporal, { workflowBundle: temporal.bundle, activities }, async (q) => {
+      const w = await start(q, 'writer', { maxTicks: 3, settings: { delayMs: 100 } });
+      const a = await start(q, 'author', { maxTicks: 2, settings: { delayMs: 100 } });
       await Promise.all([w.result(), a.result()]);
     });
 
