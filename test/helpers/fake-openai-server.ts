@@ -5,6 +5,10 @@
  * of raw answers (any status, any bytes — invalid UTF-8 included — or a hang) can be served
  * first, one per request, before the fixtures resume.
  * It also answers Anthropic's POST /v1/messages the same way (the `anthropic-*` fixtures).
+ * Given `models`, it serves only those: GET /v1/models lists them, GET /v1/models/<id> answers
+ * one (with whatever fields the entry carries, e.g. `context_length`), and any other model is a
+ * 404 `model_not_found`, as OpenAI answers. Given `answer`, a chat request is answered from its
+ * body (`capabilityAnswer`: JSON when asked for it, a call of the bound tool) before the fixtures.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -62,6 +66,29 @@ export type RawReply = { status?: number; body: Uint8Array | string | object; co
 
 export type DownMode = 'unavailable' | 'refused' | 'hang';
 
+/** A model the fake serves: its id and the fields `/v1/models/<id>` answers with. */
+export type FakeModel = { id: string } & Record<string, unknown>;
+
+/** A reply computed from a chat request's body; undefined lets the fixtures answer. */
+export type AnswerFn = (body: Record<string, unknown>) => ChatCompletionFixture | undefined;
+
+/**
+ * An endpoint that can do what it is told it can: with `tools` it calls the first tool bound
+ * (no arguments), with `json` it answers `{"ok":true}` to a `response_format` request (else
+ * prose), and anything else gets `pong`.
+ */
+export function capabilityAnswer(can: { json: boolean; tools: boolean }): AnswerFn {
+  return (body) => {
+    const tools = Array.isArray(body.tools) ? (body.tools as Array<{ function?: { name?: string } }>) : [];
+    const tool = tools[0]?.function?.name;
+    if (tool !== undefined) return can.tools ? chatCompletion(null, [{ id: 'call_1', name: tool, arguments: '{}' }]) : chatCompletion('I cannot call tools.');
+    if (body.response_format !== undefined) return chatCompletion(can.json ? '{"ok":true}' : 'Sure! Here it is: ok.');
+    return chatCompletion('pong');
+  };
+}
+
+const modelNotFound = (id: string) => ({ error: { message: `The model \`${id}\` does not exist or you do not have access to it.`, type: 'invalid_request_error', param: null, code: 'model_not_found' } });
+
 export interface RecordedRequest {
   method: string;
   path: string;
@@ -93,7 +120,7 @@ export interface FakeOpenAiServer {
 }
 
 /** Start the fake on a free port (or `opts.port`), replaying `opts.fixtures` (default: openai-think). */
-export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: number } = {}): Promise<FakeOpenAiServer> {
+export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: number; models?: FakeModel[]; answer?: AnswerFn } = {}): Promise<FakeOpenAiServer> {
   const available = new Set(readdirSync(llmFixturesDir).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)));
   let queue = opts.fixtures ?? ['openai-think'];
   let mode: DownMode | 'up' = 'up';
@@ -128,7 +155,14 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
     if (mode === 'unavailable') return sendJson(res, 503, loadLlmFixture('openai-error-503'));
 
     if (req.method === 'GET' && path === '/v1/models') {
-      return sendJson(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' }] });
+      const data = opts.models ?? [{ id: 'gpt-4o-mini' }];
+      return sendJson(res, 200, { object: 'list', data: data.map((m) => ({ object: 'model', created: 1721172741, owned_by: 'system', ...m })) });
+    }
+    const modelPath = /^\/v1\/models\/(.+)$/.exec(path);
+    if (req.method === 'GET' && modelPath && opts.models) {
+      const id = decodeURIComponent(modelPath[1]!);
+      const found = opts.models.find((m) => m.id === id);
+      return found ? sendJson(res, 200, { object: 'model', created: 1721172741, owned_by: 'system', ...found }) : sendJson(res, 404, modelNotFound(id));
     }
     if (req.method !== 'POST' || (path !== '/v1/chat/completions' && path !== '/v1/messages')) {
       return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
@@ -146,6 +180,9 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
       res.end(bytes);
       return;
     }
+    if (opts.models && typeof body.model === 'string' && !opts.models.some((m) => m.id === body.model)) return sendJson(res, 404, modelNotFound(body.model));
+    const computed = opts.answer?.(body);
+    if (computed) return sendJson(res, 200, { ...computed, model: typeof body.model === 'string' ? body.model : computed.model });
     const name = queue.length > 1 ? queue.shift()! : queue[0]!;
     // Replayed as recorded, except for the model: echo the requested one, as servers do.
     const fixture = loadLlmFixture<Record<string, unknown>>(name);
