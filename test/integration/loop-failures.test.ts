@@ -4,7 +4,6 @@
  * tick. Real dev server, real Postgres, the scripted model.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -13,8 +12,9 @@ import { agentLoopStatus } from '../../runtime/operator.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, diaryEntries, llmRecentResponses, llmRegistry, processLog } from '../../db/schema/index.js';
 import { unhealthyAgentLoops } from '../../runtime/agent-loops.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { repoToolsDir } from '../helpers/env.js';
+import { startLoop, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
@@ -39,36 +39,24 @@ afterAll(async () => {
   await ks?.stop();
 });
 
-async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
-  const connection = await NativeConnection.connect(ks.stack.temporal.connection);
-  const worker = await Worker.create({
-    connection,
-    taskQueue: 'mindloop',
-    workflowBundle: { codePath: ks.bundlePath },
-    activities: createActivities({ db: ks.stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script } }),
-  });
-  try {
-    return await worker.runUntil(fn());
-  } finally {
-    await connection.close();
-  }
-}
+/** A worker on `mindloop` with the real activities and the scripted model. */
+const scripted = (): WorkerSpec => ({
+  taskQueue: 'mindloop',
+  workflowBundle: { codePath: ks.bundlePath },
+  activities: createActivities({ db: ks.stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script } }),
+});
 
 const status = (h: WorkflowHandle) => h.query<AgentStatus>('status');
 const until = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(what, 90_000, probe, 200);
 
 function start(agentId: string, delayMs = 100): Promise<WorkflowHandle<typeof agentLoopWorkflow>> {
-  return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-    taskQueue: 'mindloop',
-    workflowId: `agent/${agentId}`,
-    args: [{ agentId, settings: { delayMs }, reflexes: false }],
-  });
+  return startLoop(client, 'mindloop', { agentId, settings: { delayMs }, reflexes: false });
 }
 
 describe('a tick that fails for a reason of its own', () => {
   it('is recorded and the loop goes on; failing every tick, it becomes a Core Outage that ends by itself', async () => {
     const db = ks.stack.db.db;
-    await withWorker(async () => {
+    await withWorker(ks.stack.temporal.connection, scripted(), async () => {
       const h = await start('poisoned');
       const before = await until('a first tick', async () => ((await status(h)).tick >= 2 ? (await status(h)).tick : undefined));
       // The context read fails for the request itself (a missing table): not an outage, no retry.
@@ -106,7 +94,7 @@ describe('a tick that fails for a reason of its own', () => {
 describe('a loop that ends is visible, and a new start goes on from its last tick', () => {
   it('status says TERMINATED with the reason; doctor marks the row failed; start again continues the ticks', async () => {
     const db = ks.stack.db.db;
-    await withWorker(async () => {
+    await withWorker(ks.stack.temporal.connection, scripted(), async () => {
       // Terminated while it paces, between two ticks: a tick cut off between its reply and its
       // commands would leave a reply without its diary entry, which the count below excludes.
       const h = await start('ended', 1500);
