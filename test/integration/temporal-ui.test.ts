@@ -12,7 +12,7 @@
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -25,11 +25,11 @@ import { agents, llmRegistry, tasks } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop, startSuccessorFork } from '../../runtime/workflow-starts.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus } from '../../workflows/agent-loop.js';
 import type { campaignWorkflow } from '../../workflows/campaign.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { waitFor } from '../helpers/worker-process.js';
 
@@ -80,15 +80,11 @@ afterAll(async () => {
 });
 
 /** A worker on `mindloop` (the queue the start functions use) with the real activities. */
-async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
-  const worker = await Worker.create({
-    connection,
-    taskQueue: 'mindloop',
-    workflowBundle: bundle,
-    activities: createActivities({ db: stack.db.db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply } }),
-  });
-  return worker.runUntil(fn());
-}
+const worker = (): WorkerSpec => ({
+  taskQueue: 'mindloop',
+  workflowBundle: bundle,
+  activities: createActivities({ db: stack.db.db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply } }),
+});
 
 /** The summaries of a workflow's TIMER_STARTED events, decoded. */
 async function timerSummaries(handle: WorkflowHandle): Promise<string[]> {
@@ -116,7 +112,7 @@ const allDescribed = (handlers: Record<string, string>) => Object.entries(handle
 
 describe('the Temporal UI view of an agent and its children', () => {
   it('summary, details, timer labels, current details and handler descriptions; the task loop and escalation children have their own', async () => {
-    await withWorker(async () => {
+    await withWorker(connection, worker(), async () => {
       const h = await startAgentLoop(client, { agentId: 'shown', name: 'Shown agent', delayMs: 300, maxTicks: 3 });
       expect(h.workflowId).toBe('agent/shown');
 
@@ -128,7 +124,7 @@ describe('the Temporal UI view of an agent and its children', () => {
       expect(details).toContain('signals `pause`, `resume`, `stop`');
       expect(details).toContain('delay 300 ms between ticks');
 
-      await waitFor('tick 1', 30_000, async () => ((await h.query<AgentStatus>('status')).tick >= 1 ? true : undefined));
+      await untilStatus(h, (s) => s.tick >= 1, 'tick 1');
       const m = await metadata(h);
       expect(Object.keys(m.queries)).toEqual(['status']);
       expect(Object.keys(m.signals).sort()).toEqual(['pause', 'resume', 'stop', 'wake']);
@@ -180,7 +176,7 @@ describe('the Temporal UI view of an agent and its children', () => {
 
   it('a fork started as `mindloop forks demo` starts it, and a sub-campaign, carry their own summaries', async () => {
     await ensureDemoAgent(stack.db.db, 'ui-forker');
-    await withWorker(async () => {
+    await withWorker(connection, worker(), async () => {
       const fork = await startSuccessorFork(
         client,
         { agentId: 'ui-forker', forkId: 'ui-demo', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } },
