@@ -9,7 +9,7 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -17,16 +17,15 @@ import type { ChatMessage } from '../../activities/llm/index.js';
 import { workflowIds } from '../../core/ids.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agentConfig, agents, llmCalls, llmRegistry, notes, processLog, tasks } from '../../db/schema/index.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
 import type { TaskLoopInput, TaskLoopStatus, taskLoopWorkflow } from '../../workflows/task-loop.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 let ks: KillableStack;
 let client: Client;
 let connection: NativeConnection;
-let queueSeq = 0;
 
 beforeAll(async () => {
   ks = await startKillableStack('task-loops');
@@ -49,17 +48,11 @@ async function seed(agentId: string, params: Record<string, unknown> = {}): Prom
   return task!.id;
 }
 
-/** An in-process worker on its own queue, with the real activities and a scripted reply function. */
-async function withWorker<T>(script: (messages: ChatMessage[], i: number) => string | Promise<string>, fn: (taskQueue: string) => Promise<T>): Promise<T> {
-  const taskQueue = `task-loops-${++queueSeq}`;
-  const worker = await Worker.create({
-    connection,
-    taskQueue,
-    workflowBundle: { codePath: ks.bundlePath },
-    activities: createActivities({ db: db(), llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script as (m: ChatMessage[], i: number) => string) } }),
-  });
-  return worker.runUntil(fn(taskQueue));
-}
+/** An in-process worker (on a queue of its own) with the real activities and a scripted reply function. */
+const scripted = (script: (messages: ChatMessage[], i: number) => string | Promise<string>): WorkerSpec => ({
+  workflowBundle: { codePath: ks.bundlePath },
+  activities: createActivities({ db: db(), llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script as (m: ChatMessage[], i: number) => string) } }),
+});
 
 function startTaskLoop(c: Client, taskQueue: string, agentId: string, taskId: number, extra: Partial<TaskLoopInput> = {}) {
   return c.workflow.start<typeof taskLoopWorkflow>('taskLoopWorkflow', {
@@ -86,7 +79,8 @@ describe('the tick cap', () => {
     await db().insert(agentConfig).values({ agentId: 'capped', key: 'task_loop_max_ticks', value: 3 });
     const uncapped = await seed('uncapped');
     await withWorker(
-      () => 'Still researching.',
+      connection,
+      scripted(() => 'Still researching.'),
       async (q) => {
         const h = await startTaskLoop(client, q, 'capped', capped);
         expect(await h.result()).toEqual({ taskId: capped, ticks: 3, replStatus: 'stopped', reason: 'tick cap reached: 3 of 3 ticks' });
@@ -132,14 +126,11 @@ describe('error → the task is frozen for review', () => {
     await other.db.insert(llmRegistry).values({ agentId: 'errant', name: 'script', provider: 'scripted', model: 'scripted-errant', role: 'agent', priority: 1 });
     const [task] = await other.db.insert(tasks).values({ agentId: 'errant', title: 'research' }).returning();
     await other.pool.query('alter table ethics_policies rename to ethics_policies_gone');
-    const taskQueue = `task-loops-${++queueSeq}`;
-    const worker = await Worker.create({
+    const result = await withWorker(
       connection,
-      taskQueue,
-      workflowBundle: { codePath: ks.bundlePath },
-      activities: createActivities({ db: other.db, llm: { env: {}, toolsDir: repoToolsDir } }),
-    });
-    const result = await worker.runUntil(startTaskLoop(client, taskQueue, 'errant', task!.id).then((h) => h.result()));
+      { workflowBundle: { codePath: ks.bundlePath }, activities: createActivities({ db: other.db, llm: { env: {}, toolsDir: repoToolsDir } }) },
+      (q) => startTaskLoop(client, q, 'errant', task!.id).then((h) => h.result()),
+    );
     expect(result).toEqual({ taskId: task!.id, ticks: 0, replStatus: 'error', reason: expect.stringMatching(/ethics_policies" does not exist/) });
 
     const [row] = await other.db.select().from(tasks).where(eq(tasks.id, task!.id));
@@ -158,7 +149,8 @@ describe('an outage is waited out', () => {
   it('no LLM answering leaves the task running and unfrozen; the loop ticks once one answers', async () => {
     const taskId = await seed('patient', { error: 'endpoint down' });
     await withWorker(
-      () => 'Back at work.',
+      connection,
+      scripted(() => 'Back at work.'),
       async (q) => {
         const h = await startTaskLoop(client, q, 'patient', taskId, { maxTicks: 2 });
         const waiting = await waitFor('the outage wait', 30_000, async () => {
@@ -183,12 +175,13 @@ describe('timeout → restart', () => {
     const taskId = await seed('slow');
     let calls = 0;
     const h = await withWorker(
-      async () => {
+      connection,
+      scripted(async () => {
         // The first think answers after 6 s (heartbeating all along: the worker is alive), past
         // the loop's 3 s; the restarted loop's answer at once.
         if (calls++ === 0) await sleep(6_000);
         return 'Done waiting.';
-      },
+      }),
       async (q) => {
         const handle = await startTaskLoop(client, q, 'slow', taskId, { maxTicks: 2, thinkTimeoutMs: 3_000 });
         expect(await handle.result()).toEqual({ taskId, ticks: 2, replStatus: 'stopped', reason: 'tick cap reached: 2 of 2 ticks' });
@@ -215,15 +208,8 @@ describe('crash → stop and notify the main loop', () => {
     let worker = ks.spawnWorker();
     try {
       // The parent idles between ticks until a note or a process wakes it.
-      const parent = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'mindloop',
-        workflowId: workflowIds.agent('crashy'),
-        args: [{ agentId: 'crashy', reflexes: false, settings: { idle: { on: true, wakeOn: ['note', 'process'], timeoutMs: 600_000 } } }],
-      });
-      await waitFor('the parent idle after tick 1', 60_000, async () => {
-        const s = await parent.query<AgentStatus>('status');
-        return s.tick >= 1 && s.phase === 'idle' ? true : undefined;
-      });
+      const parent = await startLoop(client, 'mindloop', { agentId: 'crashy', reflexes: false, settings: { idle: { on: true, wakeOn: ['note', 'process'], timeoutMs: 600_000 } } });
+      await untilStatus(parent, (s) => s.tick >= 1 && s.phase === 'idle', 'the parent idle after tick 1', 60_000);
       const h = await startTaskLoop(client, 'mindloop', 'crashy', taskId);
       await waitFor("the task loop's think in flight", 60_000, async () => {
         const d = await h.describe();
@@ -249,7 +235,7 @@ describe('crash → stop and notify the main loop', () => {
         return n?.readAt ? true : undefined;
       });
       // The note is marked read while tick 2 builds its context; the status counts the tick once it ends.
-      await waitFor("the parent's tick 2 to end", 60_000, async () => ((await parent.query<AgentStatus>('status')).tick >= 2 ? true : undefined));
+      await untilStatus(parent, (s) => s.tick >= 2, "the parent's tick 2 to end", 60_000);
       await parent.signal('stop');
       await parent.result();
     } finally {
@@ -269,13 +255,8 @@ describe('interrupted loops resume when the parent starts', () => {
         ? `I will have a helper research this.\n${renderCommandBlock([{ cmdId: 't1', type: 'llm_task.start', args: { title: 'research the almanac' } }])}`
         : 'Waiting for the research.';
     };
-    const startParent = (q: string) =>
-      client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: q,
-        workflowId: workflowIds.agent('resumer'),
-        args: [{ agentId: 'resumer', reflexes: false, settings: { delayMs: 500 } }],
-      });
-    await withWorker(script, async (q) => {
+    const startParent = (q: string) => startLoop(client, q, { agentId: 'resumer', reflexes: false, settings: { delayMs: 500 } });
+    await withWorker(connection, scripted(script), async (q) => {
       let parent = await startParent(q);
       const [task] = await waitFor('the task loop started', 30_000, async () => {
         const rows = await db().select().from(tasks).where(and(eq(tasks.agentId, 'resumer'), eq(tasks.replStatus, 'running')));
@@ -290,7 +271,7 @@ describe('interrupted loops resume when the parent starts', () => {
       // 1. Only the parent is terminated: its task loop keeps running, and the new parent attaches to it.
       await parent.terminate('test: parent restart');
       parent = await startParent(q);
-      await waitFor('the new parent to know its task loop', 30_000, async () => ((await parent.query<AgentStatus>('status')).taskLoops[String(taskId)] ? true : undefined));
+      await untilStatus(parent, (s) => Boolean(s.taskLoops[String(taskId)]), 'the new parent to know its task loop');
       const d1 = await child.describe();
       expect(d1.status.name).toBe('RUNNING');
       expect(d1.runId).toBe(firstRun);
