@@ -6,7 +6,7 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxActivities } from '../../activities/sandbox.js';
@@ -14,6 +14,7 @@ import { DockerSandbox, LABEL_KEY } from '../../sandbox/docker-sandbox.js';
 import type { sandboxRunWorkflow } from '../fixtures/sandbox/workflows.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { toolPath } from '../helpers/env.js';
+import { withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { bundle as bundleWorkflows } from '../helpers/temporal.js';
 import { until } from '../helpers/wait.js';
 
@@ -38,15 +39,15 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
     await env?.teardown();
   });
 
-  async function withWorkers<T>(sandbox: DockerSandbox, fn: () => Promise<T>): Promise<T> {
-    const wf = await Worker.create({ connection: env.nativeConnection, taskQueue: 'wf', workflowBundle: bundle });
-    const sb = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) });
-    return sb.runUntil(wf.runUntil(fn()));
-  }
+  /** The fixture workflows on `wf`, and the sandbox activities over `sandbox` on `sandbox`. */
+  const workers = (sandbox: DockerSandbox): WorkerSpec[] => [
+    { taskQueue: 'wf', workflowBundle: bundle },
+    { taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) },
+  ];
 
   it('cancelling the workflow kills and removes the running container', async () => {
     const key = `sandbox-activity/${runId}/cancel`;
-    await withWorkers(new DockerSandbox(docker, { progressMs: 300 }), async () => {
+    await withWorker(env, workers(new DockerSandbox(docker, { progressMs: 300 })), async () => {
       const h = await env.client.workflow.start<typeof sandboxRunWorkflow>('sandboxRunWorkflow', {
         taskQueue: 'wf',
         workflowId: `sbx-cancel-${runId}`,
@@ -67,7 +68,7 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
     const key = `sandbox-activity/${runId}/heartbeat`;
     // Heartbeats every 3 s against a 1 s heartbeat timeout: the server times the attempt out and
     // the next heartbeat tells the worker, which cancels the activity and so the container.
-    await withWorkers(new DockerSandbox(docker, { progressMs: 3000 }), async () => {
+    await withWorker(env, workers(new DockerSandbox(docker, { progressMs: 3000 })), async () => {
       const h = await env.client.workflow.start<typeof sandboxRunWorkflow>('sandboxRunWorkflow', {
         taskQueue: 'wf',
         workflowId: `sbx-heartbeat-${runId}`,
