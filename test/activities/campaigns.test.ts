@@ -13,13 +13,10 @@ import { createCampaignActivities, parseValidatorVerdict } from '../../activitie
 import { createLlmRouter } from '../../activities/llm/index.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import type { Checkpoint, CheckpointVerdict, TaskOutcome } from '../../core/campaign.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, llmRegistry, notes } from '../../db/schema/index.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 let acts: ReturnType<typeof createCampaignActivities>;
 /** Validator row id → its scripted reply; every call's prompt is kept. */
 const replies = new Map<number, string>();
@@ -27,10 +24,7 @@ const calls: Array<{ registryId?: number; purpose?: string; messages: ChatMessag
 const rows: Record<'pass' | 'fail' | 'prose' | 'nopass', number> = { pass: 0, fail: 0, prose: 0, nopass: 0 };
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_campaign_acts');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 4 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_campaign_acts');
   await h.db.insert(agents).values({ id: 'cato', name: 'Cato' });
   const script: Record<keyof typeof rows, string> = {
     pass: '```json\n{"pass": true, "reason": "All three files are in place and the tests pass."}\n```',
@@ -59,8 +53,7 @@ beforeAll(async () => {
   acts = createCampaignActivities({ db: h.db, llm });
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
 });
 
 const outcomes: TaskOutcome[] = [

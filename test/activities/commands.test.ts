@@ -8,8 +8,6 @@ import type { PgTable } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commandResultText, createCommandActivities } from '../../activities/commands/apply.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import {
   abstracts,
   agentConfig,
@@ -27,19 +25,15 @@ import {
   tasks,
   unverifiedFacts,
 } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 const agentId = 'cmd-test';
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 let acts: ReturnType<typeof createCommandActivities>;
 let tick = 0;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_commands');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 4 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_commands');
   await handle.db.insert(agents).values([
     { id: agentId, name: 'Command test' },
     { id: 'other-agent', name: 'Someone else' },
@@ -48,8 +42,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 let seq = 0;
