@@ -5,6 +5,7 @@
  */
 import type { Db } from '../db/client.js';
 import { createAgentActivities } from './agents.js';
+import { createAgentFileActivities } from './agent-file.js';
 import { createCampaignActivities } from './campaigns.js';
 import type { TaskType } from './campaign-tasks.js';
 import type { LearningSink } from './learning-sink.js';
@@ -74,6 +75,7 @@ export function createActivities(deps: MindloopActivityDeps) {
   const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, tools });
   return classifyActivityErrors({
     ...createAgentActivities(deps),
+    ...createAgentFileActivities({ db: deps.db }),
     ...createLlmActivities({ db: deps.db, env: {}, toolsDir: '', router }),
     ...createLlmTaskActivities({ db: deps.db, llm: router }),
     ...(events ? observeThink(thinking, events) : thinking),

@@ -78,7 +78,7 @@ export function likelyKey(key: string, known: readonly string[]): string | undef
     const d = editDistance(squash(key), squash(k));
     if (!best || d < best.d) best = { key: k, d };
   }
-  return best && best.d <= Math.max(1, Math.floor(key.length / 3)) ? best.key : undefined;
+  return best && best.d <= (key.length <= 3 ? 1 : Math.max(2, Math.floor(key.length / 3))) ? best.key : undefined;
 }
 
 /** The schema that `path` leads to, through optionals, defaults, arrays and pipes. */

@@ -43,7 +43,7 @@ const priority = z.number().int().min(-100).max(100);
 export const modelNameSchema = z
   .string()
   .trim()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$/, 'a model name of the catalogue (letters, digits, "_", ".", ":", "/", "-"), e.g. "local"');
+  .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'a model name of the catalogue (lower-case letters, digits, ".", "_", "-"), e.g. "local"');
 
 /** One name or a list in failover order; always a list in the canonical form. */
 const modelList = z.preprocess((v) => (typeof v === 'string' ? [v] : v), z.array(modelNameSchema, { error: 'a model name or a list of names (first = tried first)' }).min(1).max(10));
