@@ -54,18 +54,18 @@ export function literalSecrets(value: unknown, path: PropertyKey[] = [], out: st
 
 // ---- unknown keys and their likely spelling ----------------------------------------------------
 
+/** Edit distance counting a swap of two neighbours as one edit (optimal string alignment). */
 function editDistance(a: string, b: string): number {
-  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
   for (let i = 1; i <= a.length; i++) {
-    let diag = prev[0]!;
-    prev[0] = i;
     for (let j = 1; j <= b.length; j++) {
-      const up = prev[j]!;
-      prev[j] = Math.min(up + 1, prev[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diag = up;
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = v;
     }
   }
-  return prev[b.length]!;
+  return d[a.length]![b.length]!;
 }
 
 /** The known key a misspelt one most likely meant, if one is close enough. */
@@ -78,7 +78,7 @@ export function likelyKey(key: string, known: readonly string[]): string | undef
     const d = editDistance(squash(key), squash(k));
     if (!best || d < best.d) best = { key: k, d };
   }
-  return best && best.d <= (key.length <= 3 ? 1 : Math.max(2, Math.floor(key.length / 3))) ? best.key : undefined;
+  return best && best.d <= Math.max(1, Math.floor(key.length / 4)) ? best.key : undefined;
 }
 
 /** The schema that `path` leads to, through optionals, defaults, arrays and pipes. */
@@ -137,8 +137,8 @@ export function checkAgentDocument(raw: unknown): ParseResult {
 }
 
 function readYaml(text: string): { ok: true; value: unknown } | { ok: false; errors: string[] } {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, strict: true });
-  const problems = doc.errors.map((e) => `${e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : 'YAML'}: ${e.message.split('\n')[0]}`);
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true, strict: true });
+  const problems = doc.errors.map((e) => `${e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : 'YAML'}: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
   if (problems.length) return { ok: false, errors: problems.slice(0, 10) };
   try {
     return { ok: true, value: doc.toJS({ maxAliasCount }) };
