@@ -19,7 +19,7 @@ import { createActivities } from '../activities/index.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
 import { connectBus, defaultNatsUrl, type Bus } from '../runtime/bus.js';
 import { deleteCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../runtime/bus-commands.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchStack, summarize, withBenchWorker } from './lib.js';
 
 /** The benchmark's sizes; `smoke` a few round trips of each path, publishes and notes. */

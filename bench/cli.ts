@@ -13,7 +13,7 @@ import { createActivities } from '../activities/index.js';
 import { resolveTool } from '../runtime/tools.js';
 import { startNotebook, TickFeed } from '../runtime/notebook/index.js';
 import type { Stack } from '../runtime/stack.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { summarize, withBenchWorker } from './lib.js';
 
 const repoRoot = join(import.meta.dirname, '..');

@@ -11,7 +11,7 @@ import { createActivities } from '../activities/index.js';
 import { defaultLocalModelName, defaultLocalThreads, disposeLocalModels, preloadLocalModel } from '../activities/llm/index.js';
 import { agents, llmCalls, llmRecentResponses } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { percentile, summarize, withBenchWorker } from './lib.js';
 
 interface LocalStats {

@@ -24,7 +24,7 @@ import { sweepLifeforceEvery } from '../activities/lifeforce.js';
 import { workflowIds } from '../core/ids.js';
 import { loadEnvOrExit, secretSource } from '../env.js';
 import { startStack } from '../runtime/stack.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { agentLoopText } from '../workflows/lib/ui-text.js';
 import { installRuntime } from '../workers/run.js';
 

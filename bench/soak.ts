@@ -24,7 +24,7 @@ import { renderCommandBlock } from '../core/reply-parser.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
 import { findNatsServer, startLocalNats, type LocalNats } from '../runtime/nats-server.js';
 import type { Stack } from '../runtime/stack.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchStack, freePort, scratchDatabase } from './lib.js';
 import { workerProcess } from './tick.js';
 

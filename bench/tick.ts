@@ -18,7 +18,7 @@ import { defaultPrices } from '../core/lifeforce.js';
 import { agents, llmRecentResponses, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 

@@ -10,7 +10,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { speechLanguageSchema } from '../core/speech/engine.js';
 import { workflowIds } from '../core/ids.js';
 import { loadEnvOrExit, type Env } from '../env.js';
-import type { AddNoteResult, agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { AddNoteResult, agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { agentIdArg, numberArg } from './args.js';
 import { askNotebook } from './notebook-client.js';
 

@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 import { loadEnvOrExit, type Env } from '../env.js';
 import type { AgentLoopStatus } from '../runtime/operator.js';
-import type { AgentStatus } from '../workflows/agent-loop.js';
+import type { AgentStatus } from '../workflows/agent-loop/index.js';
 import { agentIdArg } from './args.js';
 import { needsClauses } from './lifeforce-text.js';
 import { askNotebook } from './notebook-client.js';

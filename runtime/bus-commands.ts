@@ -25,7 +25,7 @@ import { decodeMessage } from '../core/bus/codec.js';
 import type { BusHeader } from '../core/bus/header.js';
 import { commandStreamName, parseAgentCommandSubject, type AgentCommand } from '../core/bus/subjects.js';
 import { workflowIds } from '../core/ids.js';
-import type { AddNoteInput, AddNoteResult, LoopCommandArg } from '../workflows/agent-loop.js';
+import type { AddNoteInput, AddNoteResult, LoopCommandArg } from '../workflows/agent-loop/index.js';
 import type { Bus } from './bus.js';
 
 export const commandConsumerName = 'agent-commands';

@@ -11,7 +11,7 @@ import { Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, type Clie
 import { z } from 'zod';
 import { workflowIds } from '../core/ids.js';
 import type { Env } from '../env.js';
-import type { AgentStatus } from '../workflows/agent-loop.js';
+import type { AgentStatus } from '../workflows/agent-loop/index.js';
 import type { EscalationStatus } from '../workflows/escalation.js';
 import type { GateAnswer } from '../workflows/successor-fork.js';
 import { temporalAddress, temporalConnectionOptions } from './temporal-connection.js';

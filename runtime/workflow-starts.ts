@@ -7,7 +7,7 @@ import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/
 import { workflowIds } from '../core/ids.js';
 import { forkBudgetDefaults, type SuccessorForkInput } from '../core/fork.js';
 import type { BudgetSettingsInput } from '../core/lifeforce.js';
-import type { agentLoopWorkflow } from '../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { agentLoopText, forkText, spawnText } from '../workflows/lib/ui-text.js';
 import type { successorForkWorkflow } from '../workflows/successor-fork.js';
 import type { SpawnInput } from '../core/society/spawn.js';

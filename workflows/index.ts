@@ -7,7 +7,7 @@
  * workflow). Each export below loads its module on its first call, so a workflow evaluates
  * only the modules of its own type.
  */
-import type * as AgentLoop from './agent-loop.js';
+import type * as AgentLoop from './agent-loop/index.js';
 import type * as Campaign from './campaign.js';
 import type * as Escalation from './escalation.js';
 import type * as Maintenance from './maintenance.js';
@@ -27,7 +27,7 @@ function lazy<F extends (...args: never[]) => unknown>(type: string, load: () =>
 }
 
 export const provisionAgentWorkflow = lazy('provisionAgentWorkflow', () => (require('./provision-agent.js') as typeof ProvisionAgent).provisionAgentWorkflow);
-export const agentLoopWorkflow = lazy('agentLoopWorkflow', () => (require('./agent-loop.js') as typeof AgentLoop).agentLoopWorkflow);
+export const agentLoopWorkflow = lazy('agentLoopWorkflow', () => (require('./agent-loop/index.js') as typeof AgentLoop).agentLoopWorkflow);
 export const taskLoopWorkflow = lazy('taskLoopWorkflow', () => (require('./task-loop.js') as typeof TaskLoop).taskLoopWorkflow);
 export const campaignWorkflow = lazy('campaignWorkflow', () => (require('./campaign.js') as typeof Campaign).campaignWorkflow);
 export const toolGenerationWorkflow = lazy('toolGenerationWorkflow', () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow);

@@ -32,7 +32,7 @@ import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
 import { agentLoopText, handlerText } from './lib/ui-text.js';
-import type { agentLoopWorkflow } from './agent-loop.js';
+import type { agentLoopWorkflow } from './agent-loop/index.js';
 
 type Activities = ReturnType<typeof createSpawnActivities>;
 // A few attempts each, then the workflow rides the outage out itself (its state shows it).

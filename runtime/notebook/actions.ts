@@ -12,7 +12,7 @@ import { humanApproveInput, humanNudgeInput, humanRejectInput, humanVetoInput } 
 import { forkIdSchema } from '../../core/fork.js';
 import { agentIdSchema, workflowIds } from '../../core/ids.js';
 import { formatIssues } from '../../core/zod-issues.js';
-import { addNoteInput, agentLoopInput, type AddNoteResult, type AgentStatus } from '../../workflows/agent-loop.js';
+import { addNoteInput, agentLoopInput, type AddNoteResult, type AgentStatus } from '../../workflows/agent-loop/index.js';
 import type { GateAnswer } from '../../workflows/successor-fork.js';
 import { answerEscalation, answerForkGate, escalationIdSchema, type EscalationAnswer } from '../operator.js';
 import { startAgentLoop } from '../workflow-starts.js';

@@ -16,9 +16,7 @@ import { assembleContext, type ContextInput } from '../../core/context.js';
 import { defaultPrices } from '../../core/lifeforce.js';
 import type { CommandOutcome, LoopEffect, ParsedCommand } from '../../core/loop-types.js';
 import { trustFromRatings, trustToScore } from '../../core/society/trust.js';
-import { createDb, type DbHandle } from '../../db/client.js';
 import { usableRegistry } from '../../db/queries/llm.js';
-import { runMigrations } from '../../db/migrate.js';
 import {
   agentPeers,
   agentReputation,
@@ -35,20 +33,17 @@ import {
   stagnationStrategies,
   thinkingMethods,
 } from '../../db/schema/index.js';
-import { applyEffects, initialState } from '../../workflows/lib/loop-state.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { initialState } from '../../workflows/lib/loop-state.js';
+import { applyStateEffects } from '../../workflows/agent-loop/effects.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 const told: Array<{ agentId: string; kind: string; event: unknown }> = [];
 const sink: AgentEventSink = { tick: () => undefined, event: (agentId, kind, event) => void told.push({ agentId, kind, event }) };
 let acts: ReturnType<typeof createCommandActivities>;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_society');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 4 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_society');
   await handle.db.insert(agents).values([
     { id: 'ana', name: 'Ana' },
     { id: 'ben', name: 'Ben' },
@@ -59,8 +54,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 const ticks = new Map<string, number>();
@@ -353,7 +347,7 @@ describe('stagnation_strategies', () => {
 
     // The loop takes the effects: it sits out two ticks and measures the strategy like an automatic one.
     const state = initialState();
-    applyEffects(state, use.effects);
+    applyStateEffects(state, use.effects);
     expect(state.pauseTicks).toBe(2);
     expect(state.reflexState.pending).toEqual({ strategyId: strategy!.id, metricId: metric!.id, tick, noveltyBefore: 20 });
 
@@ -368,7 +362,7 @@ describe('stagnation_strategies', () => {
     // No reply at that tick: applied, not measured, its focus still goes to the next think.
     expect(focus).toMatchObject({ noveltyBefore: null, focus: expect.stringMatching(/^Anti-stagnation meta-analysis/) });
     const next = initialState();
-    applyEffects(next, meta.effects);
+    applyStateEffects(next, meta.effects);
     expect(next.reflexState.pending).toBeNull();
     expect(next.reflexState.focus).toMatch(/^Anti-stagnation meta-analysis/);
   });

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
 import { ensureCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../../runtime/bus-commands.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { resolveDeployment } from '../../runtime/deployment.js';
 import { startWorkerBus } from '../../workers/bus.js';
 import { testEnv } from '../helpers/env.js';

@@ -13,7 +13,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agentConfig, agents, learnings, llmRecentResponses, llmRegistry } from '../../db/schema/index.js';
 import type { Bus, BusMessage } from '../../runtime/bus.js';
 import { agentEventSink } from '../../runtime/bus-agents.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { thinkScript } from '../helpers/scripted.js';

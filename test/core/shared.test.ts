@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { budgetSettingsSchema } from '../../core/lifeforce-settings.js';
 import { sharedValue } from '../../core/shared.js';
 import { isolationStateSchema } from '../../core/society/isolation.js';
-import { addNoteInput, agentLoopInput, setConfigInput } from '../../workflows/agent-loop.js';
+import { addNoteInput, agentLoopInput, setConfigInput } from '../../workflows/agent-loop/index.js';
 import { carryOverSchema, initialState } from '../../workflows/lib/loop-state.js';
 import { reflexStateSchema } from '../../workflows/lib/reflexes.js';
 import { sharedValues } from '../../workflows/lib/preload.js';

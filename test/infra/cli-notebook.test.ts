@@ -19,7 +19,7 @@ import { createActivities } from '../../activities/index.js';
 import { lfRound, lifeforceNeeds } from '../../core/lifeforce.js';
 import { stateOf } from '../../db/queries/lifeforce.js';
 import { agents, lifeforceBudgets, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
-import type { AgentStatus } from '../../workflows/agent-loop.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop } from '../../runtime/workflow-starts.js';

@@ -12,7 +12,7 @@ import { createActivities } from '../../activities/index.js';
 import { agents, llmRegistry } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run } from '../helpers/spawn.js';

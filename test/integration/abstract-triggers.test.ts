@@ -14,7 +14,7 @@ import type { ThinkInput } from '../../activities/tick/think.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { abstracts, agentConfig, agents, goals, llmRecentResponses, llmRegistry, tasks } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';

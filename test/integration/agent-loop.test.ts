@@ -13,7 +13,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, commandLog, diaryEntries, goals, llmCalls, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { readUntil } from '../helpers/wait.js';

@@ -12,7 +12,7 @@ import { createDb, type DbHandle } from '../../db/client.js';
 import { agents, llmRegistry, notes } from '../../db/schema/index.js';
 import type { Bus } from '../../runtime/bus.js';
 import { ensureCommandStream, sendCommand } from '../../runtime/bus-commands.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot } from '../helpers/nats.js';
 import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 

@@ -30,7 +30,7 @@ import {
   processLog,
   tasks,
 } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';

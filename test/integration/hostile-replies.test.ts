@@ -19,7 +19,7 @@ import { defaultMaxReplyBytes } from '../../core/sanitize.js';
 import { agents, llmCalls, llmRecentResponses, llmRegistry } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { chatCompletion, startFakeOpenAiServer, type FakeOpenAiServer, type RawReply } from '../helpers/fake-openai-server.js';
 import { waitFor } from '../helpers/worker-process.js';

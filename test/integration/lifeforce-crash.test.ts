@@ -21,7 +21,7 @@ import { budgetIds, checkInvariant, defaultPrices } from '../../core/lifeforce.j
 import { createDb, type DbHandle } from '../../db/client.js';
 import { ensureBudget, stateOf, sweepReservations } from '../../db/queries/lifeforce.js';
 import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry } from '../../db/schema/index.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 const agentId = 'lf-crash';

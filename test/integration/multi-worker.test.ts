@@ -17,7 +17,7 @@ import { and, asc, eq, like } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workflowIds } from '../../core/ids.js';
 import { agents, llmCalls, llmRecentResponses, llmRegistry } from '../../db/schema/index.js';
-import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { dbActivity, llmActivity } from '../../workflows/lib/activity-options.js';
 import { stickyQueueScheduleToStartMs } from '../../workers/queues.js';
 import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';

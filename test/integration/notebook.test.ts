@@ -40,7 +40,7 @@ import { TickFeed, feedSink, startNotebook, type NotebookServer } from '../../ru
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startAgentLoop, startSuccessorFork } from '../../runtime/workflow-starts.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus } from '../../workflows/agent-loop.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';

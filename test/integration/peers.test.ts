@@ -20,7 +20,7 @@ import type { Bus, BusMessage } from '../../runtime/bus.js';
 import { agentEventSink } from '../../runtime/bus-agents.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';

@@ -13,7 +13,7 @@ import { createActivities } from '../../activities/index.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, commandLog, diaryEntries, llmCalls, llmRecentResponses, llmRegistry, notes, processLog } from '../../db/schema/index.js';
 import type { Stack } from '../../runtime/stack.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 import { repoToolsDir } from '../helpers/env.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';

@@ -18,7 +18,7 @@ import { agentConfig, agents, commandLog, discoveredTools, llmRegistry, processL
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { DockerSandbox } from '../../sandbox/docker-sandbox.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';

@@ -20,7 +20,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { spawnCopyTables } from '../../db/queries/spawns.js';
 import { agentConfig, agents, llmRegistry, notes, spawns } from '../../db/schema/index.js';
 import { startSpawn } from '../../runtime/workflow-starts.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { repoToolsDir } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { rowCounts, seedParent } from '../helpers/society.js';

@@ -20,7 +20,7 @@ import { CommandRefusedError, sendCommand } from '../../runtime/bus-commands.js'
 import { resolveDeployment, type Deployment } from '../../runtime/deployment.js';
 import { TickFeed, type FeedEvent } from '../../runtime/notebook/index.js';
 import { whyNotRunning } from '../../runtime/operator.js';
-import type { AgentStatus } from '../../workflows/agent-loop.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { startWorkerNotebook, type WorkerNotebook } from '../../workers/notebook.js';
 import { freePort, repoToolsDir, testEnv } from '../helpers/env.js';
 import { call, mindloopBin, ok, refused, stdioClient, type Connected } from '../helpers/mcp.js';

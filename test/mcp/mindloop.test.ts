@@ -21,7 +21,7 @@ import { offBusSource } from '../../runtime/mcp/bus-link.js';
 import { startHttpBridge, type HttpBridge } from '../../runtime/mcp/http.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
 import { startSuccessorFork } from '../../runtime/workflow-starts.js';
-import type { AgentStatus } from '../../workflows/agent-loop.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import type { EscalationResult, EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, migratedDatabase, repoToolsDir, tempDir, toolPath, type MigratedDatabase } from '../helpers/env.js';

@@ -53,7 +53,7 @@ import type { ToolGenerationResult } from '../../core/tool-generation.js';
 import { createDocker } from '../../sandbox/docker.js';
 import { startStack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import type { CampaignProgress } from '../../workflows/campaign.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';

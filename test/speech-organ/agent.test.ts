@@ -16,7 +16,7 @@ import { defaultPrices, speechCost } from '../../core/lifeforce.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { speakSecondsBound } from '../../core/speech/engine.js';
 import { commandLog, llmRegistry, notes } from '../../db/schema/index.js';
-import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import type { SpeechResult } from '../../workflows/speech.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run } from '../helpers/spawn.js';

@@ -14,7 +14,7 @@ import { defaultPrices, speechCost } from '../../core/lifeforce.js';
 import { llmRegistry, notes } from '../../db/schema/index.js';
 import { pidAlive } from '../../runtime/pid.js';
 import { findSpeechEngine, startSpeechWorker, type SpeechWorker } from '../../runtime/speech-worker.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import type { speechWorkflow } from '../../workflows/speech.js';
 import { repoToolsDir } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';

@@ -17,7 +17,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { agentConfig, agents, commandLog, decisionLog, discoveredTools, escalations, llmRegistry, notes, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { escalationStatusQuery, rejectUpdate } from '../../workflows/escalation.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';

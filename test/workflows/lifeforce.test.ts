@@ -17,7 +17,7 @@ import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { stateOf } from '../../db/queries/lifeforce.js';
 import { agents, escalations, lifeforceBudgets, lifeforceLedger, llmRegistry, processLog } from '../../db/schema/index.js';
-import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
 import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.js';
 import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';

@@ -12,7 +12,7 @@ import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
-import { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 

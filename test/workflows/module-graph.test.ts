@@ -50,6 +50,27 @@ function reachable(entry: string): Map<string, string | null> {
   return seen;
 }
 
+/** Import cycles among the modules `entry` reaches (each cycle once, as file → … → file). */
+function cycles(entry: string): string[] {
+  const found: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    stack.push(file);
+    for (const spec of valueImports(file)) {
+      let target = resolve(dirname(file), spec).replace(/\.js$/, '.ts');
+      if (!existsSync(target)) target = resolve(dirname(file), spec, 'index.ts');
+      if (state.get(target) === 'open') found.push([...stack.slice(stack.indexOf(target)), target].map((f) => relative(repoRoot, f)).join(' → '));
+      else if (!state.has(target)) visit(target);
+    }
+    stack.pop();
+    state.set(file, 'done');
+  };
+  visit(entry);
+  return found;
+}
+
 /** How `file` was reached: entry → … → file. */
 function chain(seen: Map<string, string | null>, file: string): string {
   const path: string[] = [];
@@ -59,7 +80,7 @@ function chain(seen: Map<string, string | null>, file: string): string {
 
 describe('the agent loop module graph', () => {
   it('reaches no child workflow, no command catalogue, no nerve and no ledger arithmetic', () => {
-    const seen = reachable(resolve(repoRoot, 'workflows/agent-loop.ts'));
+    const seen = reachable(resolve(repoRoot, 'workflows/agent-loop/index.ts'));
     const modules = [...seen.keys()].map((f) => relative(repoRoot, f));
     // The walk itself works: the loop's own helpers are found.
     expect(modules).toContain('workflows/lib/infra.ts');
@@ -67,5 +88,9 @@ describe('the agent loop module graph', () => {
     const forbidden = [/^workflows\/(task-loop|nerve|campaign|successor-fork|escalation|tool-generation)\.ts$/, /^core\/catalogue\.ts$/, /^core\/nerves\//, /^core\/lifeforce\.ts$/, /^activities\//, /^db\//];
     const offending = modules.filter((m) => forbidden.some((re) => re.test(m))).map((m) => chain(seen, resolve(repoRoot, m)));
     expect(offending).toEqual([]);
+  });
+
+  it('has no import cycles: each step of the loop imports only what comes before it', () => {
+    expect(cycles(resolve(repoRoot, 'workflows/agent-loop/index.ts'))).toEqual([]);
   });
 });

@@ -19,7 +19,7 @@ import { recordFeedback } from '../../db/queries/learnings.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, type MigratedDatabase, repoToolsDir } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 

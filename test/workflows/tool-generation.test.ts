@@ -18,7 +18,7 @@ import type { SandboxRunRequest } from '../../sandbox/sandbox.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import type { createActivities } from '../../activities/index.js';
 import type { createLifeforceActivities } from '../../activities/lifeforce.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';

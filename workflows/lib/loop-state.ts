@@ -3,7 +3,7 @@
  * Prompts and replies live in Postgres; only ids, counters and settings live here.
  */
 import { z } from 'zod';
-import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
+import type { CommandOutcome } from '../../core/loop-types.js';
 import { reflexStateSchema } from './reflexes.js';
 import { isolationStateSchema } from '../../core/society/isolation.js';
 import { sharedValue } from '../../core/shared.js';
@@ -185,57 +185,6 @@ export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
     appliedCommands: [],
     isolation: isolationStateSchema.parse(undefined),
   };
-}
-
-/** Apply what the commands asked of the loop itself; returns task loops to start or stop. */
-export function applyEffects(state: CarryOver, effects: LoopEffect[]): { start: Array<{ taskId: number; title: string; maxTicks?: number }>; stop: number[] } {
-  const start: Array<{ taskId: number; title: string; maxTicks?: number }> = [];
-  const stop: number[] = [];
-  for (const e of effects) {
-    switch (e.kind) {
-      case 'setResponses':
-        state.settings.recentK = Math.max(1, Math.min(50, e.n));
-        break;
-      case 'setContextMode':
-        state.settings.contextMode = e.mode;
-        state.settings.contextFilter = e.filter;
-        break;
-      case 'setNotesMode':
-        state.settings.notesMode = e.mode;
-        state.settings.notesFilter = e.filter;
-        break;
-      case 'pause':
-        state.pauseTicks = Math.max(0, e.ticks);
-        break;
-      case 'idle':
-        state.settings.idle = {
-          on: e.on,
-          wakeOn: e.wakeOn ?? state.settings.idle.wakeOn,
-          timeoutMs: e.timeoutMs ?? state.settings.idle.timeoutMs,
-        };
-        break;
-      case 'startTaskLoop':
-        start.push({ taskId: e.taskId, title: e.title, maxTicks: e.maxTicks });
-        break;
-      case 'stopTaskLoop':
-        stop.push(e.taskId);
-        break;
-      case 'configChanged':
-        // config.set wrote agent_config; the keys that drive the loop itself take effect now.
-        applyConfigValues(state.settings, e.values ?? {});
-        break;
-      case 'measureStrategy':
-        // A strategy the agent applied itself is measured like an automatic one; one measurement
-        // at a time (the command refuses while another is pending, so this only guards a race).
-        if (state.reflexState.pending === null && e.noveltyBefore !== null) {
-          state.reflexState.pending = { strategyId: e.strategyId, metricId: e.metricId, tick: e.tick, noveltyBefore: e.noveltyBefore };
-          state.reflexState.lastStrategyTick = e.tick;
-        }
-        if (e.focus) state.reflexState.focus = e.focus;
-        break;
-    }
-  }
-  return { start, stop };
 }
 
 /**

@@ -36,7 +36,7 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 const lines = (...rows: Array<string | false | null | undefined>) => rows.filter((r): r is string => typeof r === 'string' && r !== '').join('\n');
 
 /** Static summary and details of one workflow start. */
-interface StartText {
+export interface StartText {
   staticSummary: string;
   staticDetails: string;
 }

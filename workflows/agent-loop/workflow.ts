@@ -1,0 +1,237 @@
+/**
+ * One durable thinking loop per agent (id `agent/<agentId>`): one tick after another, forever.
+ * A tick thinks (one model call), runs the reflexes over the reply (emotions, novelty,
+ * validation), applies the commands the reflexes allowed and follows what they ask of the loop,
+ * then paces. Every step's input and result pass in the open; the steps run in a fixed order,
+ * since the commands a run issues, and their order, are what its recorded history replays against.
+ */
+import { ContinueAsNew, allHandlersFinished, condition, continueAsNew, isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { CommandOutcome } from '../../core/loop-types.js';
+import { priorityKeyFor } from '../../core/priority.js';
+import { emergencyConsensusTag } from '../../core/society/isolation.js';
+import { parseWorkflowInput } from '../lib/input.js';
+import { applyConfigValues, defaultReflex } from '../lib/loop-state.js';
+import { autoPassVerdict, runTickReflexes, type ReflexVerdict } from '../lib/reflexes.js';
+import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from '../lib/search-attributes.js';
+import { timerText } from '../lib/ui-text.js';
+import { startTaskLoop } from './children.js';
+import { followOutcomes, followReflexEffects } from './effects.js';
+import { registerHandlers } from './handlers.js';
+import { Loop } from './loop.js';
+import { agentLoopInput, type AgentLoopInput, type AgentLoopResult } from './messages.js';
+import { flushNotes } from './notes.js';
+import { endOutage } from './outages.js';
+import { followPeers } from './peers.js';
+import { records, reflexSteps } from './proxies.js';
+import { think, type Thought } from './think.js';
+
+export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
+  const loop = new Loop(parseWorkflowInput('agentLoopWorkflow', agentLoopInput, rawInput));
+  upsertSearchAttributes([
+    { key: agentIdSearchAttribute, value: loop.agentId },
+    { key: kindSearchAttribute, value: 'agent-loop' },
+    { key: lifeforceSearchAttribute, value: 'ok' },
+  ]);
+  registerHandlers(loop);
+  loop.phase = 'starting';
+  await begin(loop);
+  try {
+    await run(loop);
+  } catch (err) {
+    // Only a bug gets here (outages are ridden out, a tick's own failures recorded): say so
+    // in the agent's row and process log before the workflow fails, so status and doctor show it.
+    if (!(err instanceof ContinueAsNew) && !isCancellation(err)) await loop.recordLoopFailure(err);
+    throw err;
+  }
+  return finish(loop);
+}
+
+/** Tick until stopped or the tick cap; continue as new when the run has grown long enough. */
+async function run(loop: Loop): Promise<void> {
+  const { state, input } = loop;
+  const startTick = state.tick;
+  const capped = () => input.maxTicks !== undefined && state.tick >= input.maxTicks;
+  while (!loop.stopRequested && !capped()) {
+    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) return await continueAsNewWithState(loop);
+    if (await waitWhilePaused(loop)) continue;
+    if (!(await tick(loop))) continue;
+    if (capped()) break;
+    await pace(loop);
+    state.pendingWake = false;
+  }
+}
+
+/** Stopped or at the cap: let the handlers finish, store queued notes, record the stop. */
+async function finish(loop: Loop): Promise<AgentLoopResult> {
+  const { state } = loop;
+  loop.phase = 'stopping';
+  await condition(allHandlersFinished);
+  if (state.pendingNotes.length > 0) await flushNotes(loop);
+  await loop.rideOut('loopStopped', () => records.loopStopped({ agentId: loop.agentId, tick: state.tick }));
+  return { agentId: loop.agentId, ticks: state.tick, reason: loop.stopRequested ? 'stopped' : 'max_ticks' };
+}
+
+/** One tick: think, reflexes, commands. False when it did not get past think (an outage, a failed reply). */
+async function tick(loop: Loop): Promise<boolean> {
+  const { state } = loop;
+  if (state.pendingNotes.length > 0) await flushNotes(loop);
+  const tick = state.tick + 1;
+  loop.phase = 'thinking';
+  const thought = await think(loop, tick);
+  if (!thought) return false;
+  await endOutage(loop, `${thought.provider}:${thought.model}`);
+  await followPeers(loop, thought.peers, tick);
+  recordThought(loop, thought, tick);
+
+  loop.phase = 'reflexes';
+  const verdict = await reflexes(loop, thought, tick);
+  loop.lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
+
+  if (thought.commands.length || thought.rejected.length) {
+    loop.phase = 'executing';
+    const outcomes = await applyCommands(loop, thought, verdict, tick);
+    if (outcomes) await followOutcomes(loop, outcomes, tick);
+  }
+  if (loop.lastFailedTick !== tick) loop.failedInARow = 0;
+  return true;
+}
+
+/** The tick counts from here: its counters, the model in use, the lifeforce it was charged. */
+function recordThought(loop: Loop, thought: Thought, tick: number): void {
+  const { state } = loop;
+  state.tick = tick;
+  state.counters.ticks++;
+  state.counters.parseErrors += thought.parseErrors.length ? 1 : 0;
+  loop.llmInUse = `${thought.provider}:${thought.model}`;
+  if (loop.lifeforce && thought.lifeforce) {
+    const { available, charged } = thought.lifeforce;
+    const { capacity, explicitPriority } = loop.lifeforce;
+    loop.lifeforce = { ...loop.lifeforce, available, lastCharge: charged, priorityKey: priorityKeyFor({ available, capacity, ...(explicitPriority ? { explicit: explicitPriority } : {}) }) };
+  }
+  state.last = { summary: thought.summary, model: loop.llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
+}
+
+/** The tick's reflexes: emotions, novelty/anti-stagnation and validation. */
+async function reflexes(loop: Loop, thought: Thought, tick: number): Promise<ReflexVerdict> {
+  const { agentId, state, input } = loop;
+  // reflexes-v1: emotions, novelty/anti-stagnation and validation (one activity). Histories
+  // recorded before it replay through the auto_pass verdict.
+  if (!(input.reflexes && thought.responseId !== null && patched('reflexes-v1'))) {
+    // A resolved promise, as the empty step list returned before: the same microtask turns, so
+    // the commands of this activation keep their order against a handler running beside it.
+    return Promise.resolve(autoPassVerdict());
+  }
+  const r = await runTickReflexes(
+    (i) => loop.rideOut('reflexes', () => reflexSteps.tickReflexes(i)),
+    {
+      agentId,
+      tick,
+      workflowId: loop.selfId,
+      responseId: thought.responseId,
+      // Args too: ethics rules read them. An activity's input is not part of what replay
+      // compares, so this needs no patch marker.
+      commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
+      params: state.reflex,
+      defaults: defaultReflex,
+      stagnation: state.reflexState,
+      contextMode: state.settings.contextMode,
+    },
+    state.reflexState,
+  );
+  state.reflexState = r.state;
+  if (r.result) {
+    state.reflex = r.result.params;
+    await followReflexEffects(loop, r.result.effects, tick);
+  }
+  return r.verdict;
+}
+
+/** Apply the tick's commands (what the reflexes allowed); null when the tick failed there. */
+async function applyCommands(loop: Loop, thought: Thought, verdict: ReflexVerdict, tick: number): Promise<CommandOutcome[] | null> {
+  try {
+    return await loop.rideOut('applyCommands', () =>
+      records.applyCommands({
+        agentId: loop.agentId,
+        tick,
+        workflowId: loop.selfId,
+        mode: 'main',
+        commands: thought.commands,
+        rejected: thought.rejected,
+        allowedCmdIds: verdict.allowedCmdIds,
+        ...(verdict.held ? { heldReasons: verdict.held } : {}),
+        rating: verdict.rating,
+        // Decided with no peer to consult: marked for later review. (An activity's input is
+        // not part of what replay compares.)
+        ...(loop.state.operatingMode === 'isolated' ? { tags: [emergencyConsensusTag] } : {}),
+      }),
+    );
+  } catch (err) {
+    await loop.tickFailed(tick, 'applyCommands', err);
+    return null;
+  }
+}
+
+/** Pace: a fixed delay, or idle until a wake condition. */
+async function pace(loop: Loop): Promise<void> {
+  const { state } = loop;
+  if (state.settings.idle.on) {
+    loop.phase = 'idle';
+    const { wakeOn, timeoutMs } = state.settings.idle;
+    const wake = () => loop.stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake);
+    if (!wakeOn.includes('timeout')) await condition(wake);
+    else if (!(await condition(wake, timeoutMs, { summary: timerText.idle(timeoutMs, wakeOn) }))) log.info('idle timeout', { agentId: loop.agentId, tick: state.tick });
+  } else if (!state.pendingWake && state.settings.delayMs > 0) {
+    loop.phase = 'pacing';
+    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.pacing(state.settings.delayMs) });
+  }
+}
+
+/** Paused, or sitting out `cycle pause N`: true when this turn of the loop thinks nothing. */
+async function waitWhilePaused(loop: Loop): Promise<boolean> {
+  const { state } = loop;
+  if (state.paused) {
+    loop.phase = 'paused';
+    await condition(() => !state.paused || loop.stopRequested);
+    return true;
+  }
+  if (state.pauseTicks > 0) {
+    // `cycle pause N`: sit out N ticks of delay without thinking.
+    state.pauseTicks--;
+    loop.phase = 'pacing';
+    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.cyclePause(state.settings.delayMs, state.pauseTicks) });
+    return true;
+  }
+  return false;
+}
+
+/** Loop start (and every continue-as-new): identity row, lifeforce budget, interrupted task loops. */
+async function begin(loop: Loop): Promise<void> {
+  const { agentId, state, input } = loop;
+  const started = await loop.rideOut('loopStarted', () => records.loopStarted({ agentId, name: input.name ?? agentId, workflowId: loop.selfId }));
+  loop.started = true;
+  // lifeforce-v1: the agent's budget (created unlimited unless the input sets it); older histories have none.
+  if (patched('lifeforce-v1')) {
+    const at = new Date().toISOString();
+    const v = await loop.rideOut('ensureAgentBudget', () => records.ensureAgentBudget({ agentId, ...(input.lifeforce ? { settings: input.lifeforce } : {}), at }));
+    loop.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: null };
+  }
+  if (!input.carryOver) {
+    // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
+    // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
+    if (started.lastTick) state.tick = started.lastTick;
+    // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
+    // agent saved with config.set; settings given in the input still win. (Histories recorded
+    // before loopStarted returned `config` replay with nothing to apply.)
+    applyConfigValues(state.settings, started.config ?? {});
+    if (input.settings) Object.assign(state.settings, input.settings);
+  }
+  for (const t of started.interruptedTaskLoops) await startTaskLoop(loop, t.taskId, t.title);
+}
+
+/** Let the handlers finish, then continue as new with the state carried over. */
+async function continueAsNewWithState(loop: Loop): Promise<never> {
+  loop.phase = 'stopping';
+  await condition(allHandlersFinished);
+  loop.state.counters.continuedAsNew++;
+  return continueAsNew<typeof agentLoopWorkflow>({ ...loop.input, carryOver: loop.state });
+}
