@@ -6,7 +6,7 @@
  * a non-local bind without a token) is one line in the summary: the workers run without it.
  */
 import { Client, Connection } from '@temporalio/client';
-import type { Env } from '../env.js';
+import { secretSource, type Env } from '../env.js';
 import type { Bus } from '../runtime/bus.js';
 import { feedFromBus, startNotebook, type TickFeed } from '../runtime/notebook/index.js';
 import { explainDbError } from '../runtime/operator.js';
@@ -40,6 +40,7 @@ export async function startWorkerNotebook(env: Env, stack: Stack, feed: TickFeed
       ...(token ? { token } : {}),
       explainDbError: (err) => explainDbError(err, env),
       log,
+      models: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR },
     });
     const open = connection;
     return {

@@ -38,6 +38,7 @@ import {
 } from './actions.js';
 import type { FeedEvent, TickFeed } from './feed.js';
 import { guard, type GuardOptions } from './guard.js';
+import { modelRoutes, type NotebookModelDeps } from './models.js';
 
 export const defaultNotebookPort = 8234;
 
@@ -52,6 +53,8 @@ export interface NotebookDeps {
   /** Turns a database error into one a person can act on (server away, tables missing). */
   explainDbError?: (err: unknown) => Error;
   log?: (line: string) => void;
+  /** What the Models page tests models with (the process environment the keys are read from by name). */
+  models?: NotebookModelDeps['models'];
 }
 
 /** The page's files: a fixed list, so no request can name another file. */
@@ -60,6 +63,7 @@ const pageFiles: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
   'views.js': 'text/javascript; charset=utf-8',
   'inbox.js': 'text/javascript; charset=utf-8',
+  'models.js': 'text/javascript; charset=utf-8',
   'charts.js': 'text/javascript; charset=utf-8',
   'dom.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
@@ -246,6 +250,7 @@ export function notebookApp(d: NotebookDeps, g: GuardOptions): Hono {
   agentReads(app, d);
   agentChanges(app, d);
   inboxRoutes(app, d);
+  modelRoutes(app, d, jsonBody);
   eventRoutes(app, d);
   app.notFound((c) => c.json({ error: `not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

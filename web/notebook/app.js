@@ -1,8 +1,9 @@
-// The notebook's shell: the routes (#/ agents, #/agent/<id>, #/inbox), the live stream, the inbox
+// The notebook's shell: the routes (#/ agents, #/agent/<id>, #/inbox, #/models), the live stream, the inbox
 // count in the header, and who answers as the human (kept in this browser).
 import { api, fill, listen } from './dom.js';
 import { agentsView, agentView } from './views.js';
 import { inboxView } from './inbox.js';
+import { modelsView } from './models.js';
 
 async function refreshInboxCount() {
   try {
@@ -25,6 +26,7 @@ function route() {
   const agent = /^\/agent\/(.+)$/.exec(hash);
   if (agent) leave = agentView(main, agent[1]);
   else if (hash === '/inbox') leave = inboxView(main, refreshInboxCount);
+  else if (hash === '/models') leave = modelsView(main);
   else leave = agentsView(main);
 }
 
