@@ -12,12 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCommandActivities } from '../../activities/commands/apply.js';
 import { createToolActivities } from '../../activities/tools.js';
 import { checkDanger, defaultDangerRules, parseDangerConfig } from '../../core/danger-zones.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, processLog } from '../../db/schema/index.js';
 import { parseEnv } from '../../env.js';
 import { loadDangerRules } from '../../workers/run.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 const config = JSON.stringify({
   disable: ['ssh_without_auth'],
@@ -63,20 +61,15 @@ describe('danger-zone configuration', () => {
 });
 
 describe('configured danger rules on Postgres', () => {
-  let handle: DbHandle;
-  let drop: () => Promise<void>;
+  let handle: MigratedDatabase;
   beforeAll(async () => {
-    const fresh = await freshPostgresDatabase('mindloop_danger_cfg');
-    drop = fresh.drop;
-    handle = createDb(fresh.url);
-    await runMigrations(handle.pool);
+    handle = await migratedDatabase('mindloop_danger_cfg', 10);
     await createToolActivities({ db: handle.db }).ensureBuiltinTools();
     await handle.db.insert(agents).values({ id: 'cfg', name: 'cfg' });
     await createToolActivities({ db: handle.db }).grantStarterTools({ agentId: 'cfg' });
   });
   afterAll(async () => {
-    await handle?.close();
-    await drop?.();
+    await handle?.dispose();
   });
 
   it('commands and tool actions are checked against the configured rules', async () => {

@@ -20,25 +20,18 @@ import {
 } from '../../db/queries/learnings.js';
 import { createLearningActivities, createLearningSink } from '../../activities/learnings.js';
 import { createLoopEventActivities } from '../../activities/tick/loop-events.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-let h: DbHandle;
-let drop: () => Promise<void>;
+let h: MigratedDatabase;
 const open = { maxSavesPerMinute: Infinity };
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_learnings');
-  drop = fresh.drop;
-  h = createDb(fresh.url, { max: 4 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_learnings');
   await h.db.insert(agents).values([{ id: 'ada', name: 'Ada' }, { id: 'bob', name: 'Bob' }]);
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
 });
 
 const events = async (shard: string, outcome: string) =>

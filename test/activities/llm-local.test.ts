@@ -6,8 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { z } from 'zod';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls } from '../../db/schema/index.js';
 import { installHint, resolveLocalModel } from '../../runtime/tools.js';
 import {
@@ -21,12 +19,11 @@ import {
   type ChatResult,
   type LlmRouter,
 } from '../../activities/llm/index.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? repoToolsDir;
 const agentId = 'local-demo';
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 let router: LlmRouter;
 
 function report(label: string, r: ChatResult): void {
@@ -39,10 +36,7 @@ function report(label: string, r: ChatResult): void {
 
 beforeAll(async () => {
   if (!resolveLocalModel(toolsDir)) throw new Error(`the local model is not installed in ${toolsDir}: ${installHint}`);
-  const fresh = await freshPostgresDatabase('llm_local');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 2 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('llm_local', 2);
   await handle.db.insert(agents).values({ id: agentId, name: 'Local demo' });
   await ensureDefaultRegistry(handle.db, agentId, { roles: ['agent', 'emotion'] });
   router = createLlmRouter({ db: handle.db, env: {}, toolsDir, timeoutMs: 60_000 });
@@ -52,8 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await disposeLocalModels();
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {

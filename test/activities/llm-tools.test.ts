@@ -8,26 +8,20 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { and, asc, eq } from 'drizzle-orm';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls, llmRecentResponses, llmRegistry, type NewLlmRegistryEntry } from '../../db/schema/index.js';
 import { createLlmActivities, createLlmRouter, type ChatMessage, type LlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import { createTickSnapshots } from '../../activities/tick/snapshot.js';
 import { createThinkActivities, type ThinkInput } from '../../activities/tick/think.js';
 import { createToolActivities, langChainTools, toolDefinitions } from '../../activities/tools.js';
 import { appendToolCalls, parseReply, toolCallsToCommands } from '../../core/reply-parser.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { loadLlmFixture, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 const servers: FakeOpenAiServer[] = [];
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('llmtools');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 4 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('llmtools');
   await createToolActivities({ db: handle.db }).ensureBuiltinTools();
 });
 
@@ -36,8 +30,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 const env = { FAKE_OPENAI_KEY: 'sk-test-123', FAKE_ANTHROPIC_KEY: 'sk-ant-test' };

@@ -7,8 +7,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { and, asc, eq } from 'drizzle-orm';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls, llmRegistry, type NewLlmRegistryEntry } from '../../db/schema/index.js';
 import {
   createLlmActivities,
@@ -23,18 +21,14 @@ import {
   type ChatResult,
   type LlmRouterDeps,
 } from '../../activities/llm/index.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { loadLlmFixture, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 const servers: FakeOpenAiServer[] = [];
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('llm');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 4 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('llm');
 });
 
 afterEach(async () => {
@@ -42,8 +36,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 const messages: ChatMessage[] = [

@@ -11,10 +11,8 @@ import type { ChatRequest, ChatResult, LlmRouter } from '../../activities/llm/in
 import { escalationMetrics, formatMetrics } from '../../db/queries/escalation-metrics.js';
 import { buildOversightGraph, ensureOversightModel } from '../../activities/oversight/index.js';
 import { escalationInput, subAgentBriefs } from '../../core/escalation.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, discoveredTools, escalations, llmRegistry, tasks, toolRegistry } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 function fakeRouter(replies: (req: ChatRequest) => string): LlmRouter & { calls: ChatRequest[] } {
   const calls: ChatRequest[] = [];
@@ -65,17 +63,12 @@ describe('oversight graph', () => {
 });
 
 describe('offline default oversight model', () => {
-  let handle: DbHandle;
-  let drop: () => Promise<void>;
+  let handle: MigratedDatabase;
   beforeAll(async () => {
-    const fresh = await freshPostgresDatabase('mindloop_oversight');
-    drop = fresh.drop;
-    handle = createDb(fresh.url);
-    await runMigrations(handle.pool);
+    handle = await migratedDatabase('mindloop_oversight', 10);
   });
   afterAll(async () => {
-    await handle?.close();
-    await drop?.();
+    await handle?.dispose();
   });
   it('an agent without an oversight row gets the local model, once', async () => {
     await handle.db.insert(agents).values({ id: 'solo', name: 'solo' });

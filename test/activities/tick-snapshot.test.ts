@@ -18,25 +18,19 @@ import type { ChatMessage } from '../../activities/llm/types.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { utf8Bytes } from '../../core/sanitize.js';
 import { tickPromptLimits } from '../../core/tick-prompt.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { saveLearning } from '../../db/queries/learnings.js';
 import { agentConfig, agents, ethicsPolicies, llmRecentResponses, llmRegistry, notes, systemPrompts, tickPrompts } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { thinkScript, thinkInput } from '../helpers/scripted.js';
 
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 /** Every SQL text sent through any pg client while `recording` is on. */
 const statements: string[] = [];
 let recording = false;
 const originalQuery = pg.Client.prototype.query;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('ticksnap');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url, { max: 4 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('ticksnap');
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const first = args[0];
     if (recording) statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
@@ -46,8 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   pg.Client.prototype.query = originalQuery;
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 const reply = [

@@ -8,30 +8,23 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToolActivities, langChainTools } from '../../activities/tools.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, decisionLog, discoveredTools, escalations, notes, toolRegistry, toolStates, toolTransitions } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 let tools: ReturnType<typeof createToolActivities>;
 let n = 0;
 const key = () => `test/${++n}`;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_tools');
-  drop = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_tools', 10);
   tools = createToolActivities({ db: handle.db });
   await tools.ensureBuiltinTools();
   await handle.db.insert(agents).values([{ id: 'ada', name: 'ada' }, { id: 'bob', name: 'bob' }]);
   await tools.grantStarterTools({ agentId: 'ada' });
 });
 afterAll(async () => {
-  await handle?.close();
-  await drop?.();
+  await handle?.dispose();
 });
 
 async function grant(agentId: string, name: string) {
