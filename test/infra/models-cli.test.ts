@@ -72,6 +72,24 @@ describe('mindloop models add', () => {
     expect((await row('plain'))!.contextWindow).toBeNull();
   });
 
+  it('an Anthropic model: asked for at /v1/models/<id> with its key, its context length read from max_input_tokens', async () => {
+    const anthropic = await startFakeOpenAiServer({ fixtures: ['anthropic-think', 'anthropic-think-tool-use'], models: [{ id: 'claude-fake', max_input_tokens: 200000 }] });
+    try {
+      const r = await ml('add', 'claude', '--provider', 'anthropic', '--model', 'claude-fake', '--base-url', anthropic.origin, '--key-env', 'MODELS_TEST_KEY');
+      expect(r.code, r.stderr).toBe(0);
+      // Prose where JSON was asked for; the second fixture calls a tool, but not the one bound.
+      expect(r.stdout).toMatch(/^added model claude: anthropic claude-fake at http:\/\/127\.0\.0\.1:\d+, role agent — ok in \d+ ms; JSON replies no; tool calls no; context 200000 tokens\n$/);
+      expect(anthropic.requests.map((q) => `${q.method} ${q.path}`)).toEqual(['GET /v1/models/claude-fake', 'POST /v1/messages', 'POST /v1/messages', 'POST /v1/messages']);
+      expect(new Set(anthropic.requests.map((q) => q.headers['x-api-key']))).toEqual(new Set([key]));
+      const lacks = await ml('add', 'claude2', '--provider', 'anthropic', '--model', 'claude-none', '--base-url', anthropic.origin, '--key-env', 'MODELS_TEST_KEY');
+      expect(lacks.code).toBe(1);
+      expect(lacks.stderr).toContain(`model 'claude2' not added: ${anthropic.origin} does not serve model 'claude-none'`);
+    } finally {
+      await anthropic.close();
+    }
+    await h.db.delete(models).where(eq(models.name, 'claude'));
+  });
+
   it('refuses, naming what is missing, and stores nothing: the key variable unset, no server, a model the server lacks, a name taken', async () => {
     const before = able.requests.length;
     const unset = await ml('add', 'nokey', '--provider', 'openai', '--model', 'good-model', '--base-url', able.baseUrl, '--key-env', 'MODELS_UNSET_KEY');
