@@ -304,7 +304,8 @@ const per1k = (perMillion: number): number => Math.round(perMillion * 1000) / 1e
 
 /**
  * Take a catalogue model away from an agent: its rows from that entry (every role, or one), so
- * the entry can be removed. Returns how many rows went.
+ * the entry can be removed. Their past calls stay in `llm_calls` (the row id cleared) but no
+ * longer count in `listModels`. Returns how many rows went.
  */
 export async function unassignModel(db: Db, input: { agentId: string; modelName: string; role?: LlmRole }): Promise<number> {
   const rows = await db
