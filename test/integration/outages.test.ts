@@ -6,7 +6,7 @@
  * note sent during the outage is stored exactly once, and no command was applied twice.
  */
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -15,10 +15,11 @@ import { agents, commandLog, decisionLog, diaryEntries, llmRegistry, notes, proc
 import { resolveTool } from '../../runtime/tools.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
-import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop.js';
+import type { AddNoteResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import type { CampaignProgress, campaignWorkflow } from '../../workflows/campaign.js';
 import type { EscalationStatus, escalationWorkflow } from '../../workflows/escalation.js';
 import { freePort, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/postgres-server.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { bundle, productWorkflowsPath } from '../helpers/temporal.js';
@@ -30,6 +31,7 @@ let data: ReturnType<typeof tempDir>;
 let workflowBundle: WorkflowBundleWithSourceMap;
 let temporalPort: number;
 let restarted: DevServer | undefined;
+let client: Client;
 
 // Each think answers with one diary.add of a title never used before: a command applied twice
 // would show as a diary entry without its own applied command_log row, or two with one title.
@@ -47,6 +49,7 @@ beforeAll(async () => {
   temporalPort = await freePort();
   stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: temporalPort, DATABASE_URL: pgs.url }), ui: false });
   workflowBundle = await bundle(productWorkflowsPath);
+  client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
   // The scripted model answers the agents' think calls and the oversight (which approves; the
   // escalation still waits for the human it requires).
   for (const id of ['alpha', 'beta']) {
@@ -57,29 +60,19 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
+  await client?.connection.close();
   await restarted?.stop();
   await stack?.stop();
   pgs?.remove();
   data?.remove();
 });
 
-async function withWorker<T>(fn: (client: Client) => Promise<T>): Promise<T> {
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const clientConnection = await Connection.connect(stack.temporal.connection);
-  const client = new Client({ connection: clientConnection });
-  const worker = await Worker.create({
-    connection,
-    taskQueue: 'mindloop',
-    workflowBundle,
-    activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script } }),
-  });
-  try {
-    return await worker.runUntil(fn(client));
-  } finally {
-    await clientConnection.close();
-    await connection.close();
-  }
-}
+/** A worker on `mindloop` with the real activities and the scripted model. */
+const worker = (): WorkerSpec => ({
+  taskQueue: 'mindloop',
+  workflowBundle,
+  activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script } }),
+});
 
 const status = (h: WorkflowHandle) => h.query<AgentStatus>('status');
 
@@ -127,7 +120,7 @@ async function expectEachCommandOnce(agentId: string): Promise<number> {
 }
 
 async function rideOutDatabaseOutage(round: string, outageMs: number): Promise<void> {
-  await withWorker(async (client) => {
+  await withWorker(stack.temporal.connection, worker(), async () => {
     const [alpha, beta] = await startAgents(client);
     const before = { alpha: await ticked(alpha!, 0, 60_000), beta: await ticked(beta!, 0, 60_000) };
 
@@ -226,7 +219,7 @@ describe('a database outage does not end a workflow', () => {
 
 describe('a Temporal dev server restart does not end a workflow', () => {
   it('the agents go on after the server is stopped and started again on the same store', async () => {
-    await withWorker(async (client) => {
+    await withWorker(stack.temporal.connection, worker(), async () => {
       const [alpha, beta] = await startAgents(client);
       const before = { alpha: await ticked(alpha!, 0, 60_000), beta: await ticked(beta!, 0, 60_000) };
       await stack.temporal.embedded!.stop();
