@@ -6,29 +6,22 @@
 import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents } from '../../db/schema/index.js';
-import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
 const cli = `${repoRoot}/bin/mindloop.mjs`;
-let h: DbHandle;
+let h: MigratedDatabase;
 let url: string;
-let drop: () => Promise<void>;
 const dir = tempDir('learnings-cli');
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_learnings_cli');
-  url = fresh.url;
-  drop = fresh.drop;
-  h = createDb(url, { max: 2 });
-  await runMigrations(h.pool);
+  h = await migratedDatabase('mindloop_learnings_cli', 2);
+  url = h.url;
   await h.db.insert(agents).values({ id: 'ada', name: 'Ada' });
 });
 afterAll(async () => {
-  await h?.close();
-  await drop?.();
+  await h?.dispose();
   dir.remove();
 });
 

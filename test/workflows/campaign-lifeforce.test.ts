@@ -16,19 +16,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { CampaignInput } from '../../core/campaign.js';
 import { budgetIds, defaultPrices, lfRound, llmCost, llmWorstCase } from '../../core/lifeforce.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { configureBudget, grantLifeforce } from '../../db/queries/lifeforce.js';
 import { agents, campaigns, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry } from '../../db/schema/index.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { readUntil } from '../helpers/wait.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 let worker: Worker;
 let running: Promise<void>;
 const taskQueue = 'campaign-lifeforce';
@@ -39,10 +36,7 @@ const answer = 'abcdefghijkl';
 const price = { costPer1kInput: 0, costPer1kOutput: 1 };
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_campaign_lf');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_campaign_lf', 10);
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   worker = await Worker.create({
     connection: env.nativeConnection,
@@ -56,8 +50,7 @@ afterAll(async () => {
   if (worker?.getState() === 'RUNNING') worker.shutdown();
   await running?.catch(() => undefined);
   await env?.teardown();
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 /** An agent with a limited budget and one priced, scripted `task` model. */
