@@ -58,4 +58,15 @@ export function registerAgentCommands(program: Command): void {
   }
 
   registerDescendantCommands(program);
+  program
+    .commands.find((c) => c.name() === 'agents')!
+    .command('export')
+    .description("write an agent's file (what `mindloop apply -f` reads): its identity, prompts, goals, ethics, models, lifeforce, pace, config and peers as they are now")
+    .argument('<agent>', 'agent id')
+    .option('-o, --output <file>', 'write to this file (JSON when it ends in .json); default: YAML on stdout')
+    .action(async (raw: string, opts: { output?: string }) => {
+      // Loaded here: `mindloop start` and the rest of this module need no database code.
+      const { exportAgentFile } = await import('./apply.js');
+      await exportAgentFile(agentId(raw), opts.output);
+    });
 }

@@ -34,8 +34,8 @@ const optionalText = (max: number) =>
     .string()
     .trim()
     .max(max)
-    .optional()
-    .transform((s) => (s === '' ? undefined : s));
+    .transform((s) => (s === '' ? undefined : s))
+    .optional();
 const title = (max: number) => z.string().trim().min(1).max(max);
 const priority = z.number().int().min(-100).max(100);
 

@@ -4,6 +4,8 @@
  * as drift, a change on both sides is refused unless drift is overwritten, export → apply is a
  * no-op, and a file naming a model or peer that does not exist writes nothing.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -168,5 +170,18 @@ describe('applyAgentFile', () => {
     await applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee\n'), appliedBy: 'test', deployment: 'dep-a' });
     const err = await refused(applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee 2\n'), appliedBy: 'test', deployment: 'dep-b' }));
     expect(err.message).toContain('belongs to deployment dep-a');
+  });
+
+  it('the examples apply as they are (the researcher once its two catalogue models are added), and again as no-ops', async () => {
+    await h.db.insert(models).values([
+      { name: 'research-main', provider: 'openai', model: 'qwen2.5:7b', baseUrl: 'http://127.0.0.1:11434/v1', role: 'agent' },
+      { name: 'research-check', provider: 'openai', model: 'llama3.2:3b', baseUrl: 'http://127.0.0.1:11434/v1', role: 'validator' },
+    ]);
+    const examples = ['companion.yaml', 'researcher.yaml', 'peers/ada.yaml', 'peers/bo.yaml'].map((n) => doc(readFileSync(join(import.meta.dirname, '..', '..', 'examples', n), 'utf8')));
+    for (const d of examples) {
+      const r = await applyAgentFileTo(h.db, { agentId: d.id, document: d, appliedBy: 'test', batchAgents: ['ada', 'bo'] });
+      expect(r, d.id).toMatchObject({ applied: true, conflicts: [] });
+    }
+    for (const d of examples) expect((await apply(d)).changed, d.id).toBe(false);
   });
 });
