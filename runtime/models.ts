@@ -109,9 +109,9 @@ export function parseModelInput(input: unknown): z.output<typeof modelInput> {
  */
 export async function addModel(deps: CatalogueDeps, input: unknown, opts: { test?: boolean } = {}): Promise<Model> {
   const m = parseModelInput(input);
+  if (m.apiKeyEnv && (m.provider === 'local' || m.provider === 'scripted')) throw new ModelCatalogueError('invalid', `a ${m.provider} model takes no key: leave out the key variable`, 'apiKeyEnv');
   const key = keyOf({ provider: m.provider, baseUrl: m.baseUrl ?? null, apiKeyEnv: m.apiKeyEnv ?? null }, deps.env);
   if ('error' in key) throw new ModelCatalogueError('key', key.error, 'apiKeyEnv');
-  if (m.apiKeyEnv && (m.provider === 'local' || m.provider === 'scripted')) throw new ModelCatalogueError('invalid', `a ${m.provider} model takes no key: leave out the key variable`, 'apiKeyEnv');
   if (await getModel(deps.db, m.name)) throw new ModelCatalogueError('exists', `the catalogue already has a model '${m.name}' (\`mindloop models remove ${m.name}\` first, or choose another name)`, 'name');
   const entry = { name: m.name, provider: m.provider, model: m.model, baseUrl: m.baseUrl ?? null, apiKeyEnv: m.apiKeyEnv ?? null, params: m.params };
   let test: ModelTestResult | null = null;

@@ -47,7 +47,7 @@ export function modelRoutes(app: Hono, d: NotebookModelDeps, body: (c: Context) 
   app.get('/api/models', async (c) => c.json({ models: await listModels(d.db) }));
   app.post('/api/models', async (c) => {
     const raw = await body(c);
-    const { test, ...rest } = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : { input: raw };
+    const { test, ...rest } = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
     const opts = parseOr400(addBody, { test });
     // Every field at fault at once, before anything is called.
     const input = parseOr400(modelInput, rest);

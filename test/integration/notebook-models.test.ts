@@ -155,6 +155,27 @@ describe('the notebook Models page', () => {
     expect(await getModel(h.db, 'nb-fast')).toBeNull();
   });
 
+  it('the API refuses what the form cannot send: unknown fields (a key itself among them), a bad test flag, a bad or unknown name', async () => {
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(new URL(path, notebook.url), { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as { error: string; fields?: Array<{ field: string }> } };
+    };
+    const withKey = await call('POST', '/api/models', { name: 'nb-key', provider: 'openai', model: 'good-model', baseUrl: server.baseUrl, apiKey: 'sk-live-123' });
+    expect(withKey.status).toBe(400);
+    expect(withKey.body.error).toBe("(input): unknown field 'apiKey'");
+    const badFlag = await call('POST', '/api/models', { name: 'nb-flag', provider: 'openai', model: 'good-model', test: 'yes' });
+    expect(badFlag.status).toBe(400);
+    expect(badFlag.body.fields?.map((f) => f.field)).toEqual(['test']);
+    const notObject = await call('POST', '/api/models', ['nb-x']);
+    expect(notObject.status).toBe(400);
+    expect(notObject.body.fields?.map((f) => f.field)).toEqual(['name', 'provider', 'model']);
+    expect((await call('POST', '/api/models/Not%20A%20Slug/test', {})).status).toBe(400);
+    const ghost = await call('POST', '/api/models/ghost/test', {});
+    expect(ghost).toMatchObject({ status: 404, body: { error: "no model 'ghost' in the catalogue (`mindloop models list` shows them)" } });
+    expect((await call('DELETE', '/api/models/ghost', {})).status).toBe(404);
+    expect(await h.db.select().from(models)).toEqual([]);
+  });
+
   it('shows a hostile model id as text', async () => {
     const text = await add({ name: 'nb-hostile', model: hostile, baseUrl: server.baseUrl, test: false });
     expect(text).toBe('added nb-hostile: not tested');
