@@ -14,17 +14,14 @@ import type { ChatMessage } from '../../activities/llm/index.js';
 import { createToolActivities } from '../../activities/tools.js';
 import { subAgentBriefs } from '../../core/escalation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agentConfig, agents, commandLog, decisionLog, discoveredTools, escalations, llmRegistry, notes, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';
 import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { escalationStatusQuery, rejectUpdate } from '../../workflows/escalation.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 const agentPrompts: ChatMessage[][] = [];
 /** Set while the keeper test runs (its emotion/tag calls carry no agent id). */
 let keeperTurn = false;
@@ -58,16 +55,12 @@ function reply(messages: ChatMessage[]): string {
 }
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_esc_loop');
-  drop = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_esc_loop', 10);
   env = await createTimeSkippingEnv();
 }, 60_000);
 afterAll(async () => {
   await env?.teardown();
-  await handle?.close();
-  await drop?.();
+  await handle?.dispose();
 });
 
 describe('escalations from the agent loop', () => {

@@ -17,22 +17,19 @@ import { createToolActivities } from '../../activities/tools.js';
 import { createCommandActivities } from '../../activities/commands/apply.js';
 import type { EscalationInput, OversightAnswer } from '../../core/escalation.js';
 import { subAgentBriefs } from '../../core/escalation.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, decisionLog, discoveredTools, escalations, learnings, llmCalls, llmRegistry, notes, partnershipMessages, preferenceCounts, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { learningLine } from '../../core/learnings.js';
 import type { SandboxRunRequest } from '../../sandbox/sandbox.js';
 import { approveUpdate, escalationStatusQuery, nudgeUpdate, rejectUpdate, vetoUpdate, type escalationWorkflow } from '../../workflows/escalation.js';
 import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
-import { freshPostgresDatabase, repoToolsDir, toolPath } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, toolPath, type MigratedDatabase } from '../helpers/env.js';
 import { run, tsxBin } from '../helpers/spawn.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 let dbUrl: string;
 let workers: Promise<void>;
 let shutdown: () => void;
@@ -45,11 +42,8 @@ const taskQueue = 'escalation-test';
 let holdOpen: Promise<void> = Promise.resolve();
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_escalation');
-  drop = fresh.drop;
-  dbUrl = fresh.url;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_escalation', 10);
+  dbUrl = handle.url;
   const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   env = e;
   await createToolActivities({ db: handle.db }).ensureBuiltinTools();
@@ -72,8 +66,7 @@ afterAll(async () => {
   shutdown?.();
   await workers;
   await env?.teardown();
-  await handle?.close();
-  await drop?.();
+  await handle?.dispose();
 });
 
 async function seedAgent(id: string) {

@@ -17,18 +17,15 @@ import { createLifeforceActivities } from '../../activities/lifeforce.js';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import type { SuccessorForkInput } from '../../core/fork.js';
 import { defaultPrices } from '../../core/lifeforce.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, llmCalls, llmRegistry, verdicts } from '../../db/schema/index.js';
 import type { SuccessorForkResult } from '../../workflows/successor-fork.js';
-import { freshPostgresDatabase, tempDir } from '../helpers/env.js';
+import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 const data = tempDir('fork-replay');
 /** Every scripted call: purpose, the tick it names and the system prompt it saw. */
 const calls: Array<{ purpose?: string; tick: number | null; system: string; temperature?: number }> = [];
@@ -50,10 +47,7 @@ const reply: ScriptedReplyFn = ({ messages, purpose, params }) => {
 };
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_fork_replay');
-  dropDb = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_fork_replay', 10);
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
 }, 120_000);
 
@@ -71,8 +65,7 @@ afterAll(async () => {
   if (worker?.getState() === 'RUNNING') worker.shutdown();
   await running?.catch(() => undefined);
   await env?.teardown();
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
   data.remove();
 });
 

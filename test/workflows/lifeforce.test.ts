@@ -13,14 +13,12 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { checkInvariant } from '../../core/lifeforce.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { stateOf } from '../../db/queries/lifeforce.js';
 import { agents, escalations, lifeforceBudgets, lifeforceLedger, llmRegistry, processLog } from '../../db/schema/index.js';
 import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
 import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { readUntil } from '../helpers/wait.js';
@@ -28,22 +26,17 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import type { nerveWorkflow } from '../../workflows/nerve.js';
 
 let env: TestWorkflowEnvironment;
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 let workflowBundle: WorkflowBundleWithSourceMap;
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_lifeforce_wf');
-  drop = fresh.drop;
-  handle = createDb(fresh.url);
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_lifeforce_wf', 10);
   env = await createTimeSkippingEnv();
   workflowBundle = await bundleWorkflows(productWorkflowsPath);
 }, 120_000);
 afterAll(async () => {
   await env?.teardown();
-  await handle?.close();
-  await drop?.();
+  await handle?.dispose();
 });
 
 /** A scripted model that costs: $0.1 per 1k tokens each way, so one tick holds and spends real LF. */
