@@ -138,7 +138,10 @@ export function checkAgentDocument(raw: unknown): ParseResult {
 
 function readYaml(text: string): { ok: true; value: unknown } | { ok: false; errors: string[] } {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true, strict: true });
-  const problems = doc.errors.map((e) => `${e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : 'YAML'}: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
+  const problems = doc.errors.map((e) => {
+    const message = /multiple documents/.test(e.message) ? 'one agent per file (no second document after ---)' : e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+    return `${e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : 'YAML'}: ${message}`;
+  });
   if (problems.length) return { ok: false, errors: problems.slice(0, 10) };
   try {
     return { ok: true, value: doc.toJS({ maxAliasCount }) };

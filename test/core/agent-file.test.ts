@@ -88,6 +88,7 @@ describe('refusing bad files', () => {
 
   it('refuses YAML that does not parse and duplicate keys or entries, with where', () => {
     expect(errorsOf('id: a\nid: b\n')[0]).toMatch(/^line 2, column 1: Map keys must be unique/);
+    expect(errorsOf('id: a\n---\nid: b\n')).toEqual(['line 2, column 1: one agent per file (no second document after ---)']);
     expect(errorsOf('id: a\ngoals:\n  - title: x\n  - title: x\n')).toEqual(["goals[1]: goal 'x' appears twice (each must be unique)"]);
     expect(errorsOf('{"id": "a",}', 'a.json')[0]).toMatch(/^JSON: /);
     expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(/^tools\.mcp: MCP servers in the agent file are not supported yet/);
