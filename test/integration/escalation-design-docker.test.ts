@@ -16,18 +16,15 @@ import { createActivities } from '../../activities/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import { createToolActivities } from '../../activities/tools.js';
 import type { EscalationInput } from '../../core/escalation.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, discoveredTools, llmRegistry, partnershipMessages, toolRegistry } from '../../db/schema/index.js';
 import type { escalationWorkflow } from '../../workflows/escalation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 /** What the scripted oversight model answers to a user prompt. */
 let oversight: (prompt: string) => string = () => 'no script';
 const prompts: string[] = [];
@@ -68,10 +65,7 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
   let run: (input: Omit<EscalationInput, 'category'>) => Promise<Awaited<ReturnType<typeof escalationWorkflow>>>;
 
   beforeAll(async () => {
-    const fresh = await freshPostgresDatabase('mindloop_esc_design');
-    drop = fresh.drop;
-    handle = createDb(fresh.url);
-    await runMigrations(handle.pool);
+    handle = await migratedDatabase('mindloop_esc_design', 10);
     [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
     await createToolActivities({ db: handle.db }).ensureBuiltinTools();
     await handle.db.insert(agents).values({ id: 'architect', name: 'architect' });
@@ -102,8 +96,7 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
   }, 180_000);
   afterAll(async () => {
     await env?.teardown();
-    await handle?.close();
-    await drop?.();
+    await handle?.dispose();
   });
 
   it('v1 fails its tests in the sandbox, the feedback goes back, v2 passes and joins the catalogue', async () => {

@@ -25,8 +25,6 @@ import { combineNovelty, noveltyFromSimilarity } from '../../core/novelty.js';
 import { heldForHuman } from '../../core/validation.js';
 import { defaultStrategies } from '../../core/stagnation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import {
   agentConfig,
   agents,
@@ -44,25 +42,21 @@ import {
   unverifiedFacts,
 } from '../../db/schema/index.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 type Behaviour = (messages: ChatMessage[], params: { temperature?: number }) => string;
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let dropDb: () => Promise<void>;
+let handle: MigratedDatabase;
 let dbUrl: string;
 let activities: ReturnType<typeof createActivities>;
 const behaviours = new Map<number, Behaviour>();
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('mindloop_reflexes');
-  dropDb = fresh.drop;
-  dbUrl = fresh.url;
-  handle = createDb(fresh.url, { max: 6 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('mindloop_reflexes', 6);
+  dbUrl = handle.url;
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   activities = createActivities({
     db: handle.db,
@@ -80,8 +74,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await env?.teardown();
-  await handle?.close();
-  await dropDb?.();
+  await handle?.dispose();
 });
 
 const user = (m: ChatMessage[]) => m.map((x) => x.content).join('\n');

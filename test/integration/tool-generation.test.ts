@@ -13,32 +13,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import type { GeneratedTool } from '../../core/tool-generation.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import { agents, discoveredTools, generatedToolsAudit, learnings, llmRegistry, toolRegistry } from '../../db/schema/index.js';
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
-import { freshPostgresDatabase, repoToolsDir } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
-let handle: DbHandle;
-let drop: () => Promise<void>;
+let handle: MigratedDatabase;
 
 describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router and the Docker sandbox', () => {
   beforeAll(async () => {
-    const fresh = await freshPostgresDatabase('mindloop_toolgen');
-    drop = fresh.drop;
-    handle = createDb(fresh.url);
-    await runMigrations(handle.pool);
+    handle = await migratedDatabase('mindloop_toolgen', 10);
     [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   });
   afterAll(async () => {
     await env?.teardown();
-    await handle?.close();
-    await drop?.();
+    await handle?.dispose();
   });
 
   /** An agent whose only `agent` LLM answers `reply`; one generation run against it. */
