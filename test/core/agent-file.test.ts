@@ -59,12 +59,14 @@ describe('refusing bad files', () => {
 
   it('refuses a literal API key wherever it is, without printing it', () => {
     const errors = errorsOf('id: a\nmodels:\n  agent: {apiKey: "abc123"}\ndescription: "key sk-abcdefghijklmnopqrstuvwxyz0123"\npeers: [{id: b, endpoint: "https://u:pw@host"}]\n');
-    expect(errors).toHaveLength(3);
+    expect(errors.slice(3)).toEqual(['models.agent: a model name or a list of names (first = tried first)']);
     expect(errors[0]).toMatch(/^models\.agent\.apiKey: a literal secret; a file never holds a key/);
     expect(errors[1]).toMatch(/^description: looks like an OpenAI\/Anthropic-style key/);
     expect(errors[2]).toMatch(/^peers\[0\]\.endpoint: looks like a password in a URL/);
     expect(errors.join('\n')).not.toMatch(/abc123|sk-abcdef|pw@/);
-    expect(errorsOf('{"id": "a", "token": "t0k3n"}', 'a.json')[0]).toMatch(/^token: a literal secret/);
+    expect(errorsOf('{"id": "a", "token": "t0k3n"}', 'a.json')).toEqual([expect.stringMatching(/^token: a literal secret/)]);
+    // The file's other faults are named beside the secret.
+    expect(errorsOf('id: a\nmodels: {agent: {apiKey: "x"}}\nname: 3\n')).toEqual([expect.stringMatching(/^models\.agent\.apiKey: a literal secret/), 'name: Invalid input: expected string, received number', 'models.agent: a model name or a list of names (first = tried first)']);
   });
 
   it('refuses a YAML alias bomb', () => {
