@@ -28,6 +28,8 @@ export const commandModules: readonly CommandModule[] = [
   { commands: ['bus'], load: async () => (await import('./bus.js')).registerBusCommands },
   { commands: ['nerves'], load: async () => (await import('./nerves.js')).registerNerveCommands },
   { commands: ['mcp'], load: async () => (await import('./mcp.js')).registerMcpCommand },
+  { commands: ['apply'], load: async () => (await import('./apply.js')).registerApplyCommand },
+  { commands: ['models'], load: async () => (await import('./models.js')).registerModelCommands },
 ];
 
 /** The modules a command line needs: the one of its command, or all of them. */

@@ -1,10 +1,12 @@
 /** The loop's message handlers: the status query, notes, wake, pause/resume/stop, config. */
-import { setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, setHandler } from '@temporalio/workflow';
 import { formatIssues } from '../../core/zod-issues.js';
 import { firstApplication } from '../lib/loop-state.js';
 import { handlerText } from '../lib/ui-text.js';
 import type { Loop } from './loop.js';
-import { addNoteInput, addNoteUpdate, commandIdOf, pauseSignal, resumeSignal, setConfigInput, setConfigUpdate, statusQuery, stopSignal, wakeSignal } from './messages.js';
+import { failureMessage, isInfraFailure } from '../lib/infra.js';
+import { records } from './proxies.js';
+import { addNoteInput, addNoteUpdate, applyAgentFileUpdate, commandIdOf, type ApplyAgentFileRequest, pauseSignal, resumeSignal, setConfigInput, setConfigUpdate, statusQuery, stopSignal, wakeSignal } from './messages.js';
 import { addNote } from './notes.js';
 
 export function registerHandlers(loop: Loop): void {
@@ -33,12 +35,7 @@ export function registerHandlers(loop: Loop): void {
   }, { description: text.stop });
   setHandler(
     setConfigUpdate,
-    (patch) => {
-      const { idle, ...rest } = setConfigInput.parse(patch);
-      Object.assign(state.settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
-      if (idle) state.settings.idle = { ...state.settings.idle, ...idle };
-      return state.settings;
-    },
+    (patch) => loop.applySettings(setConfigInput.parse(patch)),
     {
       description: text.setConfig,
       validator: (patch) => {
@@ -47,4 +44,39 @@ export function registerHandlers(loop: Loop): void {
       },
     },
   );
+  setHandler(applyAgentFileUpdate, (req) => applyAgentFile(loop, req), {
+    description: text.applyAgentFile,
+    validator: (req) => {
+      const doc = (req as Partial<ApplyAgentFileRequest> | null)?.document;
+      if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new Error('invalid request: `document` is the agent file (an object)');
+      if (doc.id !== loop.agentId) throw new Error(`invalid request: the file is for agent '${String(doc.id)}', this is '${loop.agentId}'`);
+    },
+  });
+}
+
+/**
+ * The `applyAgentFile` update: the activity checks, compares and writes the file (or only
+ * compares, on a dry run); its loop settings are then put in force here. Nothing is queued: with
+ * the database away the update fails, saying so, and nothing was applied.
+ */
+async function applyAgentFile(loop: Loop, req: ApplyAgentFileRequest) {
+  try {
+    const r = await records.applyAgentFile({
+      agentId: loop.agentId,
+      document: req.document,
+      appliedBy: req.appliedBy ?? 'temporal-ui',
+      ...(req.dryRun ? { dryRun: true } : {}),
+      ...(req.overwriteDrift ? { overwriteDrift: true } : {}),
+      ...(req.source ? { source: req.source } : {}),
+      ...(req.deployment ? { deployment: req.deployment } : {}),
+    });
+    if (!req.dryRun) {
+      loop.applySettings(r.loopSettings);
+      loop.state.pendingWake = true;
+    }
+    return r;
+  } catch (err) {
+    const why = isInfraFailure(err) ? `the database is unavailable (${failureMessage(err)}); nothing was applied, send it again later` : failureMessage(err);
+    throw ApplicationFailure.create({ type: 'AgentFileRefused', message: why, nonRetryable: true });
+  }
 }

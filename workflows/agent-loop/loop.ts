@@ -94,6 +94,15 @@ export class Loop {
     };
   }
 
+  /** Put loop settings in force (the `setConfig` update, an agent file): the fields given, idle's merged. */
+  applySettings(patch: { idle?: Partial<CarryOver['settings']['idle']> } & Partial<Omit<CarryOver['settings'], 'idle'>>): CarryOver['settings'] {
+    const { settings } = this.state;
+    const { idle, ...rest } = patch;
+    Object.assign(settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
+    if (idle) settings.idle = { ...settings.idle, ...Object.fromEntries(Object.entries(idle).filter(([, v]) => v !== undefined)) };
+    return settings;
+  }
+
   /** A child's task priority: its agent's, from the lifeforce left (none before the ledger is read). */
   childPriority(): { priority?: { priorityKey: number } } {
     return this.lifeforce ? { priority: { priorityKey: this.lifeforce.priorityKey } } : {};

@@ -11,6 +11,7 @@ import type { LifeforceNeeds } from '../../core/lifeforce.js';
 import { carryOverSchema, loopSettingsSchema, noteAudioSchema, type CarryOver } from '../lib/loop-state.js';
 import { budgetSettingsSchema } from '../lib/lifeforce.js';
 import type { Degraded } from '../lib/infra.js';
+import type { ApplyAgentFileResult } from '../../activities/agent-file.js';
 
 // Built once per worker and shared by its agent loops (core/shared.ts).
 export const addNoteInput = sharedValue('agent-loop/addNoteInput', () =>
@@ -67,6 +68,28 @@ export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
 export const setConfigInput = sharedValue('agent-loop/setConfigInput', () => loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() }));
 /** Change loop settings (validated); returns the settings now in force. */
 export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<typeof setConfigInput>]>('setConfig');
+
+/** What `applyAgentFile` takes: an agent file's document for this agent, and how to apply it. */
+export interface ApplyAgentFileRequest {
+  /** The document (the parsed YAML or JSON): its `id` is this agent's. */
+  document: Record<string, unknown>;
+  /** Who applies it, for the record (default: the Temporal UI). */
+  appliedBy?: string;
+  /** Compare and answer the diff; write nothing. */
+  dryRun?: boolean;
+  /** Take the file's value where the agent changed an item itself since the last apply. */
+  overwriteDrift?: boolean;
+  /** Where the file came from (a path), for the record. */
+  source?: string;
+  /** This deployment's id: a file for another deployment's agent is refused. */
+  deployment?: string;
+}
+/**
+ * Apply an agent file to the running agent: checked, compared with the last file applied and
+ * with what the agent changed itself (kept, shown as drift), written in one transaction with who
+ * and when, and its loop settings put in force. Answers what changed, the drift and the diff text.
+ */
+export const applyAgentFileUpdate = defineUpdate<ApplyAgentFileResult, [ApplyAgentFileRequest]>('applyAgentFile');
 
 export interface AgentStatus {
   agentId: string;
@@ -134,10 +157,22 @@ export const agentLoopInput = sharedValue('agent-loop/agentLoopInput', () =>
     ticksPerRun: z.number().int().min(1).max(10_000).default(500),
     /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
     reflexes: z.boolean().default(true),
+    /** An agent file's document, applied at the first start before the first tick (a continue-as-new drops it). */
+    agentFile: z.record(z.string(), z.unknown()).optional(),
     carryOver: carryOverSchema.optional(),
   }),
 );
 export type AgentLoopInput = z.input<typeof agentLoopInput>;
+
+/**
+ * The workflow's input is the fields above, or an agent file's document itself (`id`, `name`,
+ * `goals`, …, as pasted into the Temporal UI's start form): that becomes the input that applies
+ * it before the first tick.
+ */
+export function loopInputOf(raw: unknown): unknown {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw) || 'agentId' in raw || !('id' in raw)) return raw;
+  return { agentId: (raw as { id: unknown }).id, agentFile: raw };
+}
 
 export interface AgentLoopResult {
   agentId: string;

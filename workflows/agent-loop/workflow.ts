@@ -5,11 +5,13 @@
  * then paces. Every step's input and result pass in the open; the steps run in a fixed order,
  * since the commands a run issues, and their order, are what its recorded history replays against.
  */
-import { ContinueAsNew, allHandlersFinished, condition, continueAsNew, isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, ContinueAsNew, allHandlersFinished, condition, continueAsNew, isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { CommandOutcome } from '../../core/loop-types.js';
 import { priorityKeyFor } from '../../core/priority.js';
 import { emergencyConsensusTag } from '../../core/society/isolation.js';
-import { parseWorkflowInput } from '../lib/input.js';
+import type { LoopSettingsPatch } from '../../core/agent-file/render.js';
+import { failureMessage } from '../lib/infra.js';
+import { InvalidInputError, parseWorkflowInput } from '../lib/input.js';
 import { applyConfigValues, defaultReflex } from '../lib/loop-state.js';
 import { autoPassVerdict, runTickReflexes, type ReflexVerdict } from '../lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from '../lib/search-attributes.js';
@@ -18,15 +20,19 @@ import { startTaskLoop } from './children.js';
 import { followOutcomes, followReflexEffects } from './effects.js';
 import { registerHandlers } from './handlers.js';
 import { Loop } from './loop.js';
-import { agentLoopInput, type AgentLoopInput, type AgentLoopResult } from './messages.js';
+import { agentLoopInput, loopInputOf, type AgentLoopInput, type AgentLoopResult } from './messages.js';
 import { flushNotes } from './notes.js';
 import { endOutage } from './outages.js';
 import { followPeers } from './peers.js';
 import { records, reflexSteps } from './proxies.js';
 import { think, type Thought } from './think.js';
 
+/**
+ * Started with its input, or with an agent file's document in its place (the Temporal UI's start
+ * form takes either: `loopInputOf`); typed as the former, which is what code starts it with.
+ */
 export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<AgentLoopResult> {
-  const loop = new Loop(parseWorkflowInput('agentLoopWorkflow', agentLoopInput, rawInput));
+  const loop = new Loop(parseWorkflowInput('agentLoopWorkflow', agentLoopInput, loopInputOf(rawInput)));
   upsertSearchAttributes([
     { key: agentIdSearchAttribute, value: loop.agentId },
     { key: kindSearchAttribute, value: 'agent-loop' },
@@ -207,6 +213,7 @@ async function waitWhilePaused(loop: Loop): Promise<boolean> {
 /** Loop start (and every continue-as-new): identity row, lifeforce budget, interrupted task loops. */
 async function begin(loop: Loop): Promise<void> {
   const { agentId, state, input } = loop;
+  const fileSettings = input.agentFile && !input.carryOver ? await applyFileAtStart(loop, input.agentFile) : undefined;
   const started = await loop.rideOut('loopStarted', () => records.loopStarted({ agentId, name: input.name ?? agentId, workflowId: loop.selfId }));
   loop.started = true;
   // lifeforce-v1: the agent's budget (created unlimited unless the input sets it); older histories have none.
@@ -224,14 +231,29 @@ async function begin(loop: Loop): Promise<void> {
     // before loopStarted returned `config` replay with nothing to apply.)
     applyConfigValues(state.settings, started.config ?? {});
     if (input.settings) Object.assign(state.settings, input.settings);
+    if (fileSettings) loop.applySettings(fileSettings);
   }
   for (const t of started.interruptedTaskLoops) await startTaskLoop(loop, t.taskId, t.title);
 }
 
-/** Let the handlers finish, then continue as new with the state carried over. */
+/**
+ * The agent file the loop was started with (from the Temporal UI, say): checked and written like
+ * `mindloop apply`, before the first tick. A file refused fails the start at once, naming why.
+ */
+async function applyFileAtStart(loop: Loop, document: Record<string, unknown>): Promise<LoopSettingsPatch> {
+  try {
+    const r = await loop.rideOut('applyAgentFile', () => records.applyAgentFile({ agentId: loop.agentId, document, appliedBy: 'temporal-ui', source: 'agentLoopWorkflow input' }));
+    return r.loopSettings;
+  } catch (err) {
+    throw ApplicationFailure.create({ type: InvalidInputError, nonRetryable: true, message: `agentLoopWorkflow: invalid input — ${failureMessage(err)}` });
+  }
+}
+
+/** Let the handlers finish, then continue as new with the state carried over (an agent file given at the start is applied: dropped). */
 async function continueAsNewWithState(loop: Loop): Promise<never> {
   loop.phase = 'stopping';
   await condition(allHandlersFinished);
   loop.state.counters.continuedAsNew++;
-  return continueAsNew<typeof agentLoopWorkflow>({ ...loop.input, carryOver: loop.state });
+  const { agentFile: _applied, ...input } = loop.input;
+  return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: loop.state });
 }

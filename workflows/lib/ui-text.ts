@@ -338,6 +338,7 @@ export const handlerText = {
     resume: 'Resume a paused loop (`mindloop resume <agent>`).',
     stop: 'Finish the current tick, then complete the workflow (`mindloop stop <agent>`).',
     setConfig: 'Change loop settings (delayMs, idle, contextMode, recentK, notes…), validated; returns the settings in force.',
+    applyAgentFile: "Apply an agent file (its document): checked, compared with the last file and the agent's own changes (kept as drift), written with who and when, its loop settings put in force; dryRun answers the diff only.",
   },
   task: {
     status: 'Tick, repl status, last summary, tick cap, stop reason, outage wait.',
