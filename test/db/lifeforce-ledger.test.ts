@@ -9,7 +9,6 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariant } from '../../core/lifeforce.js';
 import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
 import {
   budgetReport,
   carveBudget,
@@ -26,26 +25,21 @@ import {
   sweepReservations,
 } from '../../db/queries/lifeforce.js';
 import { agents, lifeforceBudgets, lifeforceLedger } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-let handle: DbHandle;
+let handle: MigratedDatabase;
 /** A second pool: another worker process, with its own cache of budget versions. */
 let other: DbHandle;
-let drop: () => Promise<void>;
 const t0 = Date.UTC(2026, 10, 24, 12);
 
 beforeAll(async () => {
-  const fresh = await freshPostgresDatabase('lifeforce');
-  drop = fresh.drop;
-  handle = createDb(fresh.url, { max: 6 });
-  other = createDb(fresh.url, { max: 3 });
-  await runMigrations(handle.pool);
+  handle = await migratedDatabase('lifeforce', 6);
+  other = createDb(handle.url, { max: 3 });
   await handle.db.insert(agents).values([{ id: 'lf', name: 'lf' }]);
 });
 afterAll(async () => {
-  await handle?.close();
   await other?.close();
-  await drop?.();
+  await handle?.dispose();
 });
 
 /** The budget row agrees with its ledger: open reservations = reserved, settles = spent, grants (+ regeneration) = funded. */

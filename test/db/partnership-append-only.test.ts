@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { agents, escalations, partnershipMessages } from '../../db/schema/index.js';
-import { freshPostgresDatabase } from '../helpers/env.js';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 function checks(backend: string, handle: () => DbHandle): void {
   it(`${backend}: inserts append; UPDATE, DELETE and TRUNCATE are refused; FK actions still apply`, async () => {
@@ -48,17 +48,12 @@ function checks(backend: string, handle: () => DbHandle): void {
 }
 
 describe('partnership_messages append-only on Postgres', () => {
-  let handle: DbHandle | undefined;
-  let drop: (() => Promise<void>) | undefined;
+  let handle: MigratedDatabase | undefined;
   beforeAll(async () => {
-    const fresh = await freshPostgresDatabase('mindloop_pm_append');
-    drop = fresh.drop;
-    handle = createDb(fresh.url, { max: 2 });
-    await runMigrations(handle.pool);
+    handle = await migratedDatabase('mindloop_pm_append', 2);
   });
   afterAll(async () => {
-    await handle?.close();
-    await drop?.();
+    await handle?.dispose();
   });
   checks('postgres', () => handle!);
 });
