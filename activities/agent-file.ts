@@ -70,6 +70,11 @@ export interface ApplyAgentFileInput {
   deployment?: string;
   /** Agent ids applied in the same batch (a folder): known as peers though not in the database yet. */
   batchAgents?: string[];
+  /**
+   * The caller's key for this apply (the agent loop: its workflow id and the update's id). A
+   * retried activity whose first attempt committed returns that attempt's record.
+   */
+  requestKey?: string;
 }
 
 export interface ApplyAgentFileResult {
@@ -372,6 +377,23 @@ function settingsInForce(file: AgentDocument, live: AgentDocument | null): LoopS
   return out;
 }
 
+/** The result of an apply already recorded (a retry of it): its diff as written then. */
+function recorded(row: typeof agentFiles.$inferSelect, file: AgentDocument, live: AgentDocument | null): ApplyAgentFileResult {
+  const written = row.diff.length > 0;
+  return {
+    agentId: row.agentId,
+    created: false,
+    changed: written,
+    applied: written,
+    diff: row.diff,
+    drift: [],
+    conflicts: [],
+    text: written ? [`agent ${row.agentId}: changes (${row.diff.length}):`, ...row.diff.map((l) => `  ${l.text}`)].join('\n') : `agent ${row.agentId}: nothing to change`,
+    loopSettings: settingsInForce(file, live),
+    fileId: row.id,
+  };
+}
+
 /** Check, compare and (unless a dry run) write one agent file. Throws, writing nothing, when it is refused. */
 export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Promise<ApplyAgentFileResult> {
   const checked = checkAgentDocument(input.document);
@@ -379,6 +401,10 @@ export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Prom
   const file = checked.document;
   if (file.id !== input.agentId) throw nonRetryable(ErrorType.InvalidInput, `agent file refused: its id is '${file.id}', applied to agent '${input.agentId}'`);
   return db.transaction(async (tx) => {
+    if (input.requestKey && !input.dryRun) {
+      const [done] = await tx.select().from(agentFiles).where(eq(agentFiles.requestKey, input.requestKey));
+      if (done) return recorded(done, file, await readLiveDocument(tx, file.id));
+    }
     const problems = await checkReferences(tx, file, input.batchAgents ?? []);
     if (problems.length) throw nonRetryable(ErrorType.InvalidInput, `agent file for ${file.id} refused:\n  ${problems.join('\n  ')}`, problems);
     // One apply at a time per agent: the row lock holds a second until this one commits.
@@ -415,7 +441,7 @@ export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Prom
     // in, or it is an export) is recorded too: it is the base the next apply compares with.
     const [row] = await tx
       .insert(agentFiles)
-      .values({ agentId: file.id, document: file, diff: linesOf(toWrite), appliedBy: input.appliedBy, source: input.source ?? null, deployment: input.deployment ?? null, overwroteDrift: overwrite && comparison.conflicts.length > 0 })
+      .values({ agentId: file.id, document: file, diff: linesOf(toWrite), appliedBy: input.appliedBy, source: input.source ?? null, deployment: input.deployment ?? null, requestKey: input.requestKey ?? null, overwroteDrift: overwrite && comparison.conflicts.length > 0 })
       .returning({ id: agentFiles.id });
     return result({ applied: toWrite.length > 0, fileId: row!.id, after: await readLiveDocument(tx, file.id) });
   });

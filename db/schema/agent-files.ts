@@ -23,6 +23,11 @@ export const agentFiles = pgTable(
     source: text('source'),
     /** The deployment that applied it: an agent of another deployment is refused. */
     deployment: text('deployment'),
+    /**
+     * The caller's key for this apply (the loop's workflow id and update id): a retried activity
+     * finds the first attempt's row instead of comparing again against what it wrote.
+     */
+    requestKey: text('request_key').unique('agent_files_request_key_uq'),
     /** Conflicts were overwritten with the file's values (`--overwrite-drift`). */
     overwroteDrift: boolean('overwrote_drift').notNull().default(false),
     ...createdAt,

@@ -166,6 +166,16 @@ describe('applyAgentFile', () => {
     expect(bad.message).toContain("goals[0].titel: unknown key (did you mean 'title'?)");
   });
 
+  it('a retried apply with the same request key returns its first attempt, writing nothing more', async () => {
+    const input = { agentId: 'eve', document: doc('id: eve\nname: Eve\ngoals: [{title: one}]\n'), appliedBy: 'test', requestKey: 'agent/eve:update-1' };
+    const first = await applyAgentFileTo(h.db, input);
+    const retry = await applyAgentFileTo(h.db, input);
+    expect(retry).toMatchObject({ changed: true, applied: true, fileId: first.fileId, diff: first.diff });
+    expect(await h.db.$count(agentFiles, eq(agentFiles.agentId, 'eve'))).toBe(1);
+    // Without the key the same file is a no-op.
+    expect((await applyAgentFileTo(h.db, { ...input, requestKey: undefined })).changed).toBe(false);
+  });
+
   it('refuses an agent last applied by another deployment', async () => {
     await applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee\n'), appliedBy: 'test', deployment: 'dep-a' });
     const err = await refused(applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee 2\n'), appliedBy: 'test', deployment: 'dep-b' }));
