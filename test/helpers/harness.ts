@@ -2,8 +2,8 @@
  * Workers and waits for tests on a Temporal server: workers polling while a test body runs
  * (`withWorker`) or from a `beforeEach` to its `afterEach` (`startWorkers`), an agent loop started
  * on a queue (`startLoop`), and a workflow's query read until it holds (`untilQuery`, `untilStatus`
- * for the agent loop). The servers are
- * made in ./temporal.ts, the database in ./env.ts (`migratedDatabase`), other waits in ./wait.ts.
+ * for the agent loop). The servers are made in ./temporal.ts, the database in ./env.ts
+ * (`migratedDatabase`), other waits in ./wait.ts.
  */
 import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
