@@ -109,14 +109,30 @@ async function applyAll(o: ApplyOptions): Promise<void> {
       // Every agent's place first: one that belongs to another deployment refuses the batch.
       const places = new Map<string, Place>();
       for (const f of files) places.set(f.document.id, await placeOf(client, db, f.document.id, deployment));
+      const inputOf = (f: AgentFile, dryRun: boolean): ApplyAgentFileInput => ({ agentId: f.document.id, document: f.document, appliedBy, dryRun, overwriteDrift: o.overwriteDrift === true, source: f.path, deployment, batchAgents });
+      // Every file compared first (this only reads): a model or peer that does not exist, or a
+      // conflict, in any of them refuses the batch before one is written.
+      const refusals: string[] = [];
+      const previews = new Map<string, ApplyAgentFileResult>();
+      for (const f of files) {
+        try {
+          const r = await applyAgentFileTo(db, inputOf(f, true));
+          previews.set(f.path, r);
+          if (r.conflicts.length > 0 && !o.overwriteDrift && !o.dryRun) refusals.push(`${f.path}: it changes what the agent changed itself since the last apply:\n${r.text}\nPut the agent's values in the file, or pass --overwrite-drift to take the file's.`);
+        } catch (err) {
+          refusals.push(`${f.path}: ${(err as Error).message}`);
+        }
+      }
+      if (refusals.length) throw new Error(`nothing was applied:\n${refusals.join('\n')}`);
       for (const f of files) {
         const place = places.get(f.document.id)!;
-        const input: ApplyAgentFileInput = { agentId: f.document.id, document: f.document, appliedBy, dryRun: o.dryRun === true, overwriteDrift: o.overwriteDrift === true, source: f.path, deployment, batchAgents };
+        const input = inputOf(f, o.dryRun === true);
         let r: ApplyAgentFileResult;
-        if (o.dryRun || place !== 'running') {
-          // A dry run only reads; an agent with no running loop is written here, then started.
+        if (o.dryRun) r = previews.get(f.path)!;
+        else if (place !== 'running') {
+          // An agent with no running loop is written here, then started.
           r = await applyAgentFileTo(db, input);
-          if (!o.dryRun) await startAgentLoop(client, { agentId: f.document.id, ...(f.document.name ? { name: f.document.name } : {}), ...(f.document.pace?.delayMs !== undefined ? { delayMs: f.document.pace.delayMs } : {}), ...(f.document.lifeforce ? { lifeforce: f.document.lifeforce } : {}) });
+          await startAgentLoop(client, { agentId: f.document.id, ...(f.document.name ? { name: f.document.name } : {}), ...(f.document.pace?.delayMs !== undefined ? { delayMs: f.document.pace.delayMs } : {}), ...(f.document.lifeforce ? { lifeforce: f.document.lifeforce } : {}) });
         } else {
           // The running loop applies it (the same activity) and puts pace, idle and settings in force.
           r = await client.workflow
