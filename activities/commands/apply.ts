@@ -311,14 +311,14 @@ export async function applyCommands(deps: CommandDeps, input: ApplyCommandsInput
   const seen = new Set<string>();
   // The agent's learned avoid_patterns (confidence > 0.3) as the tick's snapshot holds them
   // (read by think on this worker), else read now: a learning takes effect from the next tick.
-  const snapshot = deps.snapshots?.peek({ agentId: input.agentId, ...(input.mode === 'task' ? { taskId: input.taskId } : {}) }, input.tick);
+  const held = deps.snapshots?.held({ agentId: input.agentId, ...(input.mode === 'task' ? { taskId: input.taskId } : {}) }, input.tick);
   const learned = input.commands.length
-    ? (snapshot?.learnings ?? (await loadLearnings(deps.db, { agentId: input.agentId, limit: learningLimit }))).filter((l) => l.predicate === 'avoid_pattern')
+    ? (held?.snapshot?.learnings ?? (await loadLearnings(deps.db, { agentId: input.agentId, limit: learningLimit }))).filter((l) => l.predicate === 'avoid_pattern')
     : [];
   // The reply itself (its prose) may use a learned pattern of action `reply` or `*`: then all
   // its commands wait for clarification. A human-approved command is not held again.
   const replyLearned = learned.filter((l) => replyActions.includes(String(l.args.action)));
-  const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(snapshot?.reply ? snapshot.reply.parsed.body : await replyBody(deps, input), replyLearned) : [];
+  const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(held?.reply ? held.reply.parsed.body : await replyBody(deps, input), replyLearned) : [];
   // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
   for (const cmd of input.commands) {
     const outcome = await applyOne(deps, input, cmd, seen, learned, replyHits);

@@ -174,8 +174,8 @@ async function recordFacts(tx: Db, input: TickReflexesInput, view: ReflexView): 
   }
 }
 
-/** Record the tick's reflexes (see the module comment); returns the verdict in force. */
-export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput, view: ReflexView, d: ReflexDecisions): Promise<TickReflexesResult> {
+/** Record the tick's reflexes (see the module comment); returns the verdict in force, and whether this call recorded it. */
+export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput, view: ReflexView, d: ReflexDecisions): Promise<{ result: TickReflexesResult; recorded: boolean }> {
   const { db } = deps;
   const memoryEvery = deps.memoryEvery ?? 10;
   const result = await db.transaction(async (t) => {
@@ -233,7 +233,7 @@ export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput,
       .where(eq(llmRecentResponses.id, view.reply.id));
     return out;
   });
-  if (result) return result;
+  if (result) return { result, recorded: true };
   const [stored] = await db.select({ reflexes: llmRecentResponses.reflexes }).from(llmRecentResponses).where(eq(llmRecentResponses.id, view.reply.id));
-  return stored!.reflexes as unknown as TickReflexesResult;
+  return { result: stored!.reflexes as unknown as TickReflexesResult, recorded: false };
 }

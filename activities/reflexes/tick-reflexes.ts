@@ -22,7 +22,7 @@ import { concepts, diaryEntries, goals, links, llmMemory, tasks, type EthicsPoli
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type ChatResult, type LlmRouter } from '../llm/index.js';
-import { readTickReply, reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
+import { reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
 import { recordReflexes } from './record.js';
 import { askPeerValidator, chosenPeerValidators, loadPeerValidators, peerValidationKey, peerValidatorBase } from './peers.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
@@ -109,15 +109,12 @@ export interface ReflexView {
   peers: PeerPresence[];
 }
 
-/** The tick's snapshot (think's, on this worker; else read now and kept for applyCommands). */
+/** The tick's snapshot and reply (think's, on this worker; else read now, and kept for applyCommands). */
 async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<ReflexView> {
-  const snapshot = deps.snapshots.peek({ agentId: input.agentId }, input.tick) ?? (await deps.snapshots.get({ agentId: input.agentId }, input.tick, 0));
-  let reply = snapshot.reply;
-  if (!reply || reply.id !== input.responseId) {
-    reply = await readTickReply(deps.db, input.agentId, input.responseId);
-    if (!reply) throw nonRetryable(ErrorType.NotFound, `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
-    snapshot.reply = reply;
-  }
+  const loop = { agentId: input.agentId };
+  // snapshotOf makes the tick's entry at once, so a reply replyOf reads is kept beside it.
+  const [snapshot, reply] = await Promise.all([deps.snapshots.snapshotOf(loop, input.tick), deps.snapshots.replyOf(loop, input.tick, input.responseId)]);
+  if (!reply) throw nonRetryable(ErrorType.NotFound, `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
   return {
     reply,
     previous: snapshot.previous.slice(0, reflexWindow.recent),
@@ -309,7 +306,7 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
     actions.push('relax');
   }
 
-  const result = await recordReflexes(deps, input, view, {
+  const { result, recorded } = await recordReflexes(deps, input, view, {
     decision,
     policy,
     novelty,
@@ -341,13 +338,14 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
       malformed,
     },
   });
-  view.reply.reflexes = result;
-  // The verdict is recorded (a retry that finds it returned above and tells nobody again).
-  deps.events?.event(input.agentId, 'verdict', {
-    tick: input.tick,
-    validationMode: result.validationMode,
-    rating: result.rating,
-    notes: [...result.notes, ...Object.entries(result.held).map(([cmdId, why]) => `held ${cmdId}: ${why}`)],
-  });
+  // Told once, by the attempt that recorded the verdict (a retry finds it and tells nobody again).
+  if (recorded) {
+    deps.events?.event(input.agentId, 'verdict', {
+      tick: input.tick,
+      validationMode: result.validationMode,
+      rating: result.rating,
+      notes: [...result.notes, ...Object.entries(result.held).map(([cmdId, why]) => `held ${cmdId}: ${why}`)],
+    });
+  }
   return result;
 }

@@ -15,7 +15,7 @@ import { commandResultText } from '../commands/apply.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import { langChainTools, type ToolDeps } from '../tools.js';
-import type { AgentSnapshot, TickSnapshots } from './snapshot.js';
+import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ThinkInput } from './think.js';
 
 export interface ContextDeps {
@@ -42,6 +42,9 @@ const learningsShown = 20;
 function contextLimit(loop: ThinkInput['loop']): number {
   return loop.contextMode === 'meditation' ? 500 : loop.contextMode === 'concentration' ? 200 : loop.recentK;
 }
+
+/** Whose tick this is, as the snapshots are keyed: the main loop, or a task loop with its own task. */
+export const loopOf = (input: Pick<ThinkInput, 'agentId' | 'mode' | 'taskId'>): LoopRef => ({ agentId: input.agentId, ...(input.mode === 'task' && input.taskId !== undefined ? { taskId: input.taskId } : {}) });
 
 /** The think call's idempotency key: a retried tick gets the recorded answer, not a new call. */
 export const thinkKey = (input: Pick<ThinkInput, 'workflowId' | 'tick'>) => `${input.workflowId}:${input.tick}:think`;
@@ -109,7 +112,7 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const task = input.mode === 'task';
   return Promise.all([
     // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
-    deps.snapshots.read({ agentId, ...(ownTask ? { taskId: input.taskId } : {}) }, tick, contextLimit(input.loop)),
+    deps.snapshots.snapshotOf(loopOf(input), tick, { contextLimit: contextLimit(input.loop), fresh: true }),
     q.prompts.execute({ agentId }),
     q.goals.execute({ agentId }),
     // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).

@@ -6,8 +6,12 @@
  *
  * The snapshot is the tick's view of the agent as it began: what the tick's own commands write
  * is seen by the next tick. It lives in the worker's memory, so an activity that runs on
- * another worker, or after a restart, reads the same rows itself (`read`). Only the newest tick
- * of each loop is kept, and at most `maxAgents` loops.
+ * another worker, or after a restart, reads the same rows itself. Only the newest tick of each
+ * loop is kept, and at most `maxAgents` loops.
+ *
+ * This module is the store's only writer: `snapshotOf` and `replyOf` read through it (keeping
+ * what they read), `recordReply` keeps the reply think parsed. What they hand out is not changed
+ * by anyone else.
  */
 import { and, asc, desc, eq, isNull, lt, notLike, sql } from 'drizzle-orm';
 import type { LoadedLearning } from '../../core/learnings.js';
@@ -36,18 +40,19 @@ export interface PreviousReply {
   archived: boolean;
 }
 
-/** The tick's own reply as think recorded it (main loop). */
-export interface TickReply {
+/** The tick's own reply as think recorded it (main loop), parsed once. */
+export type TickReply = Readonly<{
   id: number;
   content: string;
   parsed: ParsedReply;
   llmRegistryId: number | null;
   tags: string[];
-  /** The reflexes' recorded result, once this worker has recorded it. */
+  /** The reflexes' recorded verdict when the reply was read from its row after they ran (null when think kept it). */
   reflexes: unknown;
-}
+}>;
 
-export interface AgentSnapshot {
+/** The agent as one tick read it (read-only: the store keeps it for the tick's other activities). */
+export type AgentSnapshot = Readonly<{
   agentId: string;
   tick: number;
   agent: Agent | undefined;
@@ -62,9 +67,7 @@ export interface AgentSnapshot {
   previous: PreviousReply[];
   /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
   peers: PeerPresence[];
-  /** This tick's reply once think recorded it here; undefined on another worker or after a restart. */
-  reply?: TickReply;
-}
+}>;
 
 /** Learnings a snapshot holds: the context shows the first few, applyCommands checks the avoid_patterns among all. */
 export const learningLimit = 200;
@@ -132,8 +135,8 @@ async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: s
   return { agentId, tick, agent: row?.agent, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings, previous, peers: row?.peers ?? [] };
 }
 
-/** The tick's reply as the reflexes and applyCommands read it when no snapshot has it. */
-export async function readTickReply(db: Db, agentId: string, responseId: number): Promise<TickReply | undefined> {
+/** The tick's reply read from its row (by id: the reflexes name it), or undefined when there is none. */
+async function readTickReply(db: Db, agentId: string, responseId: number): Promise<TickReply | undefined> {
   const [row] = await db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, responseId), eq(llmRecentResponses.agentId, agentId)));
   return row ? tickReplyOf(row) : undefined;
 }
@@ -143,33 +146,47 @@ export function tickReplyOf(row: Pick<typeof llmRecentResponses.$inferSelect, 'i
   return { id: row.id, content: row.content, parsed: parseReply(row.content), llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes };
 }
 
-/** The per-worker store of tick snapshots (newest tick per agent). */
+/** The per-worker store of tick snapshots (newest tick per loop); see the module comment. */
 export interface TickSnapshots {
   /**
-   * Read (loop, tick) now and keep it, replacing what this worker held: think, the tick's first
-   * activity, always reads afresh, so a retried think sees what changed meanwhile (a registry
-   * row fixed during an outage).
+   * The snapshot of (loop, tick): this worker's, or read now (the previous replies up to
+   * `contextLimit`, default none beyond the reflexes' window) and kept. `fresh` reads anew even
+   * when one is held: think, the tick's first activity, does, so a retried think sees what
+   * changed meanwhile (a registry row fixed during an outage).
    */
-  read(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot>;
-  /** The snapshot of (loop, tick): this worker's, or read now (and kept) if it has none. */
-  get(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot>;
-  /** The snapshot of (loop, tick) if this worker holds it; never reads. */
-  peek(loop: LoopRef, tick: number): AgentSnapshot | undefined;
+  snapshotOf(loop: LoopRef, tick: number, options?: { contextLimit?: number; fresh?: boolean }): Promise<AgentSnapshot>;
+  /** The tick's reply `responseId`: the one think kept on this worker, else read from its row (kept beside this worker's snapshot of the tick). */
+  replyOf(loop: LoopRef, tick: number, responseId: number): Promise<TickReply | undefined>;
+  /** What this worker holds of (loop, tick), never reading: the snapshot once read, and the reply once kept. */
+  held(loop: LoopRef, tick: number): { snapshot?: AgentSnapshot; reply?: TickReply } | undefined;
+  /** Keep the tick's reply as think parsed and recorded it: the one write of a reply, once per tick. */
+  recordReply(loop: LoopRef, tick: number, reply: TickReply): void;
 }
 
 /** Whose ticks: the agent's main loop, or one of its task loops (which count their own ticks). */
-interface LoopRef {
+export interface LoopRef {
   agentId: string;
   taskId?: number;
 }
 const loopKey = (loop: LoopRef) => (loop.taskId === undefined ? loop.agentId : `${loop.agentId}#task${loop.taskId}`);
 
+interface Entry {
+  tick: number;
+  snapshot: Promise<AgentSnapshot>;
+  value?: AgentSnapshot;
+  reply?: TickReply;
+}
+
 export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'registry'>; maxAgents?: number }): TickSnapshots {
   const maxAgents = deps.maxAgents ?? 1000;
-  const held = new Map<string, { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot }>();
-  function read(loop: LoopRef, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+  const held = new Map<string, Entry>();
+  const entryOf = (loop: LoopRef, tick: number) => {
+    const entry = held.get(loopKey(loop));
+    return entry && entry.tick === tick ? entry : undefined;
+  };
+  function read(loop: LoopRef, tick: number, contextLimit: number): Entry {
     const key = loopKey(loop);
-    const fresh: { tick: number; snapshot: Promise<AgentSnapshot>; value?: AgentSnapshot } = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
+    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
     // A failed read is not kept: the next activity (or the retry) reads again.
     fresh.snapshot.then(
       (s) => (fresh.value = s),
@@ -178,17 +195,28 @@ export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'regist
     held.delete(key);
     held.set(key, fresh);
     if (held.size > maxAgents) held.delete(held.keys().next().value!);
-    return fresh.snapshot;
+    return fresh;
   }
   return {
-    read,
-    get(loop, tick, contextLimit) {
-      const entry = held.get(loopKey(loop));
-      return entry && entry.tick === tick ? entry.snapshot : read(loop, tick, contextLimit);
+    snapshotOf(loop, tick, options = {}) {
+      const entry = options.fresh ? undefined : entryOf(loop, tick);
+      return (entry ?? read(loop, tick, options.contextLimit ?? 0)).snapshot;
     },
-    peek(loop, tick) {
-      const entry = held.get(loopKey(loop));
-      return entry && entry.tick === tick ? entry.value : undefined;
+    async replyOf(loop, tick, responseId) {
+      const own = entryOf(loop, tick)?.reply;
+      if (own?.id === responseId) return own;
+      const reply = await readTickReply(deps.db, loop.agentId, responseId);
+      const entry = entryOf(loop, tick);
+      if (reply && entry) entry.reply = reply;
+      return reply;
+    },
+    held(loop, tick) {
+      const entry = entryOf(loop, tick);
+      return entry && { ...(entry.value ? { snapshot: entry.value } : {}), ...(entry.reply ? { reply: entry.reply } : {}) };
+    },
+    recordReply(loop, tick, reply) {
+      const entry = entryOf(loop, tick);
+      if (entry) entry.reply = reply;
     },
   };
 }

@@ -22,7 +22,7 @@ import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { activityRequestKey, LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { toolDefinitions } from '../tools.js';
-import { loadContext, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
+import { loadContext, loopOf, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
 import { tickReplyOf, type TickReply } from './snapshot.js';
 
 export interface ThinkInput {
@@ -229,11 +229,19 @@ function peersSeen(input: ThinkInput, loaded: LoadedContext): { peers?: PeerObse
   return { peers: observePeers(loaded.snapshot.peers, Date.now(), n.success ? n.data : configKeys.isolation_ticks.default) };
 }
 
+/**
+ * The reflexes and applyCommands of this tick read its reply, parsed here once, from the
+ * worker's snapshots (another worker reads the recorded row). Returns it.
+ */
+function keepReply(deps: ThinkDeps, input: ThinkInput, reply: TickReply): TickReply {
+  deps.snapshots.recordReply(loopOf(input), input.tick, reply);
+  return reply;
+}
+
 /** A retried tick whose reply is already recorded: the same result, from the stored text. */
 async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: LoadedContext, row: typeof llmRecentResponses.$inferSelect): Promise<ThinkResult> {
   await intervalAbstract(deps.db, input, loaded.abstractEvery);
-  loaded.snapshot.reply = tickReplyOf(row);
-  const { parsed } = loaded.snapshot.reply;
+  const { parsed } = keepReply(deps, input, tickReplyOf(row));
   // The same caps as the first attempt's result: it rides through history too.
   return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
 }
@@ -279,15 +287,12 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     const prompt = reply.replayed ? null : promptForRecord(context.messages);
     const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes, prompt);
     responseId = r.id;
-    // The reflexes and applyCommands read this reply from the snapshot (parsed once, here).
-    if (r.inserted && r.id !== null) {
-      const own: TickReply = { id: r.id, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null };
-      loaded.snapshot.reply = own;
-    }
+    // Kept only when this attempt inserted the row: one that lost the race reads the winner's.
+    if (r.inserted && r.id !== null) keepReply(deps, input, { id: r.id, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null });
     await intervalAbstract(db, input, loaded.abstractEvery);
   } else {
     await recordTaskReply(db, input, text, parsed, reply, context.shown.notes);
-    loaded.snapshot.reply = { id: 0, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null };
+    keepReply(deps, input, { id: 0, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null });
   }
 
   return thinkResult(parsed, reply.text, {
