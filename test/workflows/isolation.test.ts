@@ -6,12 +6,12 @@
  * Postgres, real activities and two real agent loops: test/integration/peers.test.ts.)
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { PeerObservation } from '../../core/society/isolation.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
@@ -86,9 +86,8 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): { see
 let seq = 0;
 async function run(f: ReturnType<typeof fakes>, input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>, watch?: (s: AgentStatus) => void) {
   const taskQueue = `isolation-${++seq}`;
-  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: f.activities });
-  return worker.runUntil(async () => {
-    const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/isolated-${seq}`, args: [{ agentId: `isolated-${seq}`, settings: { delayMs: 1000 }, ...input }] });
+  return withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities: f.activities }, async () => {
+    const h = await startLoop(suite.env.client, taskQueue, { agentId: `isolated-${seq}`, settings: { delayMs: 1000 }, ...input });
     const result = await h.result();
     const status = await h.query<AgentStatus>('status');
     watch?.(status);

@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
@@ -52,9 +53,8 @@ async function run(input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId
     },
   };
   const { env, bundle } = suite;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
-  const [h, status] = await worker.runUntil(async () => {
-    const handle = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/local-${seq}`, args: [{ agentId: `local-${seq}`, ...input }] });
+  const [h, status] = await withWorker(env, { taskQueue, workflowBundle: bundle, activities }, async () => {
+    const handle = await startLoop(env.client, taskQueue, { agentId: `local-${seq}`, ...input });
     await handle.result();
     // A closed workflow's query is answered by a worker replaying it: this one, still running.
     return [handle, await handle.query<AgentStatus>('status')] as const;
