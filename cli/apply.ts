@@ -19,6 +19,7 @@ import { agentFiles, agents } from '../db/schema/index.js';
 import { loadEnvOrExit } from '../env.js';
 import { resolveDeployment } from '../runtime/deployment.js';
 import { startAgentLoop } from '../runtime/workflow-starts.js';
+import type { ApplyAgentFileRequest } from '../workflows/agent-loop/messages.js';
 import { updateRefusal, withClient, withDb } from './client.js';
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
@@ -124,7 +125,10 @@ async function applyAll(o: ApplyOptions): Promise<void> {
         }
       }
       if (refusals.length) throw new Error(`nothing was applied:\n${refusals.join('\n')}`);
-      for (const f of files) {
+      // New and stopped agents first: a running agent's file may name one of them as a peer, and
+      // its loop checks its peers against the database alone.
+      const order = [...files].sort((a, b) => Number(places.get(a.document.id) === 'running') - Number(places.get(b.document.id) === 'running'));
+      for (const f of order) {
         const place = places.get(f.document.id)!;
         const input = inputOf(f, o.dryRun === true);
         let r: ApplyAgentFileResult;
@@ -135,9 +139,10 @@ async function applyAll(o: ApplyOptions): Promise<void> {
           await startAgentLoop(client, { agentId: f.document.id, ...(f.document.name ? { name: f.document.name } : {}), ...(f.document.pace?.delayMs !== undefined ? { delayMs: f.document.pace.delayMs } : {}), ...(f.document.lifeforce ? { lifeforce: f.document.lifeforce } : {}) });
         } else {
           // The running loop applies it (the same activity) and puts pace, idle and settings in force.
+          const request: ApplyAgentFileRequest = { document: f.document, appliedBy, overwriteDrift: input.overwriteDrift === true, source: f.path, deployment };
           r = await client.workflow
             .getHandle(workflowIds.agent(f.document.id))
-            .executeUpdate<ApplyAgentFileResult, [ApplyAgentFileInput]>('applyAgentFile', { args: [input] })
+            .executeUpdate<ApplyAgentFileResult, [ApplyAgentFileRequest]>('applyAgentFile', { args: [request] })
             .catch((err: unknown) => {
               throw updateRefusal(err);
             });
