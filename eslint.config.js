@@ -37,6 +37,46 @@ const nodeBuiltins = {
     'Node built-ins are not available in the Temporal workflow sandbox; do the I/O in an activity.',
 };
 
+/**
+ * `max-lines-per-function` does not see a class: a class of forty short methods reads like one
+ * long function. Counts a class's lines that hold code (not blank, not only a comment).
+ * @type {import('eslint').Rule.RuleModule}
+ */
+const maxClassLines = {
+  meta: {
+    type: 'suggestion',
+    schema: [{ type: 'object', properties: { max: { type: 'integer', minimum: 1 } }, additionalProperties: false }],
+    messages: { tooLong: "Class '{{name}}' has too many lines ({{lines}}). Maximum allowed is {{max}}." },
+  },
+  create(context) {
+    const max = context.options[0]?.max ?? 400;
+    const source = context.sourceCode;
+    /** Lines that hold only a comment (or part of a block comment). */
+    const commentOnly = new Set();
+    for (const c of source.getAllComments()) {
+      for (let l = c.loc.start.line; l <= c.loc.end.line; l++) {
+        const text = source.lines[l - 1] ?? '';
+        const before = l === c.loc.start.line ? text.slice(0, c.loc.start.column) : '';
+        const after = l === c.loc.end.line ? text.slice(c.loc.end.column) : '';
+        if (before.trim() === '' && after.trim() === '') commentOnly.add(l);
+      }
+    }
+    /** @param {import('estree').Node} node */
+    const check = (node) => {
+      if (!node.loc) return;
+      let lines = 0;
+      for (let l = node.loc.start.line; l <= node.loc.end.line; l++) {
+        if ((source.lines[l - 1] ?? '').trim() !== '' && !commentOnly.has(l)) lines++;
+      }
+      if (lines > max) {
+        const name = 'id' in node && node.id ? node.id.name : '(anonymous)';
+        context.report({ node, messageId: 'tooLong', data: { name, lines: String(lines), max: String(max) } });
+      }
+    };
+    return { ClassDeclaration: check, ClassExpression: check };
+  },
+};
+
 export default defineConfig(
   globalIgnores([
     '**/node_modules/',
@@ -122,13 +162,17 @@ export default defineConfig(
     },
   },
 
-  // A function a newcomer can read in one sitting: none in the product over 150 lines (blank
-  // lines and comments not counted). A long activity or workflow is split into named steps.
+  // Sizes a newcomer can read in one sitting (blank lines and comments not counted): no function
+  // in the product over 150 lines, no class over 400, no file over 800. A long activity or
+  // workflow is split into named steps; a long class into the modules its steps belong to.
   {
     files: ['**/*.ts'],
     ignores: ['test/**'],
+    plugins: { mindloop: { rules: { 'max-class-lines': maxClassLines } } },
     rules: {
       'max-lines-per-function': ['error', { max: 150, skipBlankLines: true, skipComments: true }],
+      'mindloop/max-class-lines': ['error', { max: 400 }],
+      'max-lines': ['error', { max: 800, skipBlankLines: true, skipComments: true }],
     },
   },
 );

@@ -112,6 +112,19 @@ describe('eslint.config.js', { timeout: 60_000 }, () => {
     expect(await lintFixture('value-import-activities', 'workers')).toEqual([]);
   });
 
+  it('limits a class to 400 lines of code, not counting blank lines and comments', async () => {
+    const classOf = (methods: number) =>
+      `/** A class of ${methods} small methods. */\nexport class Big {\n${Array.from({ length: methods }, (_, i) => `  /**\n   * Method ${i}.\n   */\n\n  m${i}(): number {\n    return ${i};\n  }\n`).join('')}}\n`;
+    const ids = async (code: string) => {
+      const [result] = await eslint.lintText(code, { filePath: join(root, 'cli', '__lint_fixture__.ts') });
+      return (result?.messages ?? []).map((m) => `${m.ruleId}: ${m.message}`);
+    };
+    // 3 lines of code per method, plus the class's first and last: 133 methods = 401 lines.
+    expect(await ids(classOf(133))).toEqual(["mindloop/max-class-lines: Class 'Big' has too many lines (401). Maximum allowed is 400."]);
+    // 132 methods: 398 lines of code, though with comments and blank lines the class spans over 900.
+    expect(await ids(classOf(132))).toEqual([]);
+  });
+
   it('ignores test/fixtures when linting the repo', async () => {
     expect(await eslint.isPathIgnored(join(fixtures, 'node-fs.ts.txt'))).toBe(true);
     expect(await eslint.isPathIgnored(join(root, 'test', 'fixtures', 'lint', 'x.ts'))).toBe(true);
