@@ -10,7 +10,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createSpawnActivities, SpawnBegun, SpawnFunded } from '../../activities/society/spawn.js';
 import { workflowIds } from '../../core/ids.js';
@@ -18,6 +18,7 @@ import type { SpawnInput, SpawnResult } from '../../core/society/spawn.js';
 import type { agentLoopWorkflow } from '../fixtures/workflows/spawn.js';
 import { loopInputQuery, wakesQuery } from '../fixtures/workflows/spawn.js';
 import type { SpawnState, spawnWorkflow } from '../../workflows/spawn.js';
+import { withWorker } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createSpawnActivities>;
@@ -71,8 +72,7 @@ async function run<T>(f: Fake, input: Partial<SpawnInput>, during: (h: Awaited<R
   const taskQueue = `spawn-${++seq}`;
   const parentId = input.parentId ?? `parent-${seq}`;
   const name = `child-${seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
-  return worker.runUntil(async () => {
+  return withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
     await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: workflowIds.agent(parentId), args: [{ agentId: parentId }] });
     // The child's loop from an earlier run of the spawn.
     if (o.childRunning) await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: workflowIds.agent(name), args: [{ agentId: name, first: true }] });
@@ -211,8 +211,7 @@ describe('spawnWorkflow', () => {
   it('bad input fails at once, naming every bad field', async () => {
     const f = fakes();
     const taskQueue = `spawn-bad-${++seq}`;
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: f.activities });
-    await worker.runUntil(async () => {
+    await withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
       const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', { taskQueue, workflowId: 'spawn-bad', args: [{ parentId: 'p', type: 'twin', name: 'a b', budget: -5 } as unknown as SpawnInput] });
       const err = await h.result().then(
         () => undefined,

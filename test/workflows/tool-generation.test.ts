@@ -8,7 +8,6 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
 import type { ToolAuditInput, createToolGenerationActivities } from '../../activities/tool-generation.js';
@@ -18,9 +17,10 @@ import type { SandboxRunRequest } from '../../sandbox/sandbox.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import type { createActivities } from '../../activities/index.js';
 import type { createLifeforceActivities } from '../../activities/lifeforce.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
@@ -89,27 +89,24 @@ let seq = 0;
 async function generate(f: Fake, input: Omit<ToolGenerationInput, 'agentId'> & { agentId?: string }, opts: { sandboxDown?: boolean } = {}): Promise<ToolGenerationResult> {
   const taskQueue = `toolgen-${++seq}`;
   const sandbox = new LocalProcessSandbox();
-  const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: f.activities });
-  const sandboxWorker = await Worker.create({
-    connection: suite.env.nativeConnection,
-    taskQueue: 'sandbox',
-    activities: {
-      async sandboxRun(req: SandboxRunRequest) {
-        f.sandboxRuns.push(req);
-        f.charge.push('run');
-        if (opts.sandboxDown) throw ApplicationFailure.nonRetryable('docker: connect ENOENT /var/run/docker.sock', 'Unavailable');
-        return sandbox.run(req);
-      },
+  const sandboxActivities = {
+    async sandboxRun(req: SandboxRunRequest) {
+      f.sandboxRuns.push(req);
+      f.charge.push('run');
+      if (opts.sandboxDown) throw ApplicationFailure.nonRetryable('docker: connect ENOENT /var/run/docker.sock', 'Unavailable');
+      return sandbox.run(req);
     },
-  });
-  return sandboxWorker.runUntil(
-    worker.runUntil(
-      suite.env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
-        taskQueue,
-        workflowId: `tool/ada/${input.capability}-${seq}`,
-        args: [{ agentId: 'ada', ...input }],
-      }),
-    ),
+  };
+  const workers = [
+    { taskQueue, workflowBundle: suite.bundle, activities: f.activities },
+    { taskQueue: 'sandbox', activities: sandboxActivities },
+  ];
+  return withWorker(suite.env, workers, () =>
+    suite.env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
+      taskQueue,
+      workflowId: `tool/ada/${input.capability}-${seq}`,
+      args: [{ agentId: 'ada', ...input }],
+    }),
   );
 }
 
@@ -271,21 +268,22 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
     };
     const taskQueue = `toolgen-loop-${++seq}`;
     const sandbox = new LocalProcessSandbox();
-    const worker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue, workflowBundle: suite.bundle, activities: loopActs });
-    const sandboxWorker = await Worker.create({ connection: suite.env.nativeConnection, taskQueue: 'sandbox', activities: { sandboxRun: (req: SandboxRunRequest) => sandbox.run(req) } });
-    const status = await sandboxWorker.runUntil(
-      worker.runUntil(async () => {
-        // Idle with no timeout: only a note (the tool's) can wake the loop for tick 2.
-        const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          taskQueue,
-          workflowId: `agent/toolsmith-${seq}`,
-          // This test's worker has no reflex activities: the ticks pass as auto_pass.
-          args: [{ agentId: 'toolsmith', maxTicks: 2, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
-        });
-        await h.result();
-        return h.query<AgentStatus>('status');
-      }),
-    );
+    const workers = [
+      { taskQueue, workflowBundle: suite.bundle, activities: loopActs },
+      { taskQueue: 'sandbox', activities: { sandboxRun: (req: SandboxRunRequest) => sandbox.run(req) } },
+    ];
+    const status = await withWorker(suite.env, workers, async () => {
+      // Idle with no timeout: only a note (the tool's) can wake the loop for tick 2.
+      // This test's worker has no reflex activities: the ticks pass as auto_pass.
+      const h = await startLoop(
+        suite.env.client,
+        taskQueue,
+        { agentId: 'toolsmith', maxTicks: 2, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } },
+        `agent/toolsmith-${seq}`,
+      );
+      await h.result();
+      return h.query<AgentStatus>('status');
+    });
     expect(status.tick).toBe(2);
     expect(thinks).toEqual([1, 2]);
     expect(sandbox.runs).toHaveLength(1);
