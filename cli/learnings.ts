@@ -33,7 +33,15 @@ const out = (s: string): void => {
 export function registerLearningCommands(program: Command): void {
   const learnings = program.command('learnings').description('the learning store, per shard: list, stats, export, import, decay, clear, why');
   learnings.showHelpAfterError(true);
+  registerLearningViews(learnings);
+  registerLearningTransfer(learnings);
+  registerLearningUpkeep(learnings);
+  registerLearningWhy(learnings);
+  registerFeedback(program);
+}
 
+/** `learnings list` and `learnings stats`: what a shard holds. */
+function registerLearningViews(learnings: Command): void {
   learnings
     .command('list')
     .description('learnings above the load threshold (confidence > 0.3), by confidence then recency')
@@ -54,7 +62,10 @@ export function registerLearningCommands(program: Command): void {
     .description('total, mean confidence, counts by predicate, refusals in the last day')
     .requiredOption('--shard <shard>', 'shard', shardOpt)
     .action(async (o: { shard: string }) => out(JSON.stringify(await withDb((db) => learningStats(db, o.shard)), null, 2)));
+}
 
+/** `learnings export` and `learnings import`: a shard as JSON, out and back in. */
+function registerLearningTransfer(learnings: Command): void {
   learnings
     .command('export')
     .description('every learning of the shard as JSON (what import restores)')
@@ -89,7 +100,10 @@ export function registerLearningCommands(program: Command): void {
       const r = await withDb((db) => importLearnings(db, o.shard, records));
       out(`imported ${r.imported}, updated ${r.updated} learnings into shard ${o.shard}`);
     });
+}
 
+/** `learnings decay` and `learnings clear`: forgetting, slowly or at once. */
+function registerLearningUpkeep(learnings: Command): void {
   learnings
     .command('decay')
     .description(`multiply by --factor the confidence of learnings not reinforced for ${learningDefaults.staleAfterDays} days; delete those below ${learningDefaults.deleteBelow}`)
@@ -115,7 +129,10 @@ export function registerLearningCommands(program: Command): void {
       const r = await withDb((db) => clearLearnings(db, o.shard));
       out(`shard ${o.shard}: ${r.deleted} learnings deleted`);
     });
+}
 
+/** `learnings why <id>`: how a learning was derived. */
+function registerLearningWhy(learnings: Command): void {
   learnings
     .command('why')
     .description('how a learning was derived: the rule, the counts at the threshold, the counts now')
@@ -133,7 +150,10 @@ export function registerLearningCommands(program: Command): void {
       out(`  fired when ${d.kind} count of "${d.pattern}" reached ${d.count} (threshold ${d.threshold})`);
       for (const c of e.counts) out(`  now: agent ${c.agentId} ${c.kind} "${c.pattern}" × ${c.count}${c.promotedAt ? `, promoted ${c.promotedAt.toISOString()}` : ''}`);
     });
+}
 
+/** `mindloop feedback <agent> accept|reject <action>`: one preference signal. */
+function registerFeedback(program: Command): void {
   program
     .command('feedback')
     .description(`accept or reject an action of an agent; at ${learningDefaults.threshold} (configurable) the same pattern becomes a learning`)

@@ -86,6 +86,14 @@ export function formatValidatorReport(agentId: string, rows: readonly ValidatorR
 }
 
 export function registerValidatorCommands(program: Command): void {
+  registerValidatorStats(program);
+  registerUnvalidated(program);
+  registerFacts(program);
+  registerMemoryRestore(program);
+}
+
+/** `mindloop validators <agent>`. */
+function registerValidatorStats(program: Command): void {
   program
     .command('validators')
     .description('per validator: trust, coverage, agreement with the consensus, response time, drift')
@@ -96,7 +104,10 @@ export function registerValidatorCommands(program: Command): void {
       const rows = await withDb((db) => validatorReport(db, agentId, opts.ticks));
       process.stdout.write(`${opts.json ? JSON.stringify(rows, null, 2) : formatValidatorReport(agentId, rows)}\n`);
     });
+}
 
+/** `mindloop unvalidated list|approve|reject|auto-pass`: the commands held back and a human's answer to them. */
+function registerUnvalidated(program: Command): void {
   const unvalidated = program.command('unvalidated').description('commands kept but not run (below their rating threshold, a tie, an ethics policy, or destructive with no validator); approve or reject them');
   unvalidated
     .command('list', { isDefault: true })
@@ -148,7 +159,10 @@ export function registerValidatorCommands(program: Command): void {
       );
       process.stdout.write(`agent ${agentId}: auto_pass_destructive ${on ? 'on' : 'off'}\n`);
     });
+}
 
+/** `mindloop facts` and `mindloop fact-resolve`: the low-confidence facts and a fact-check's outcome. */
+function registerFacts(program: Command): void {
   const factStatuses = ['pending', 'verified', 'rejected'] as const;
   program
     .command('facts')
@@ -187,7 +201,10 @@ export function registerValidatorCommands(program: Command): void {
       process.stdout.write(r.ok ? `fact #${factId} ${outcome}\n` : `no fact #${factId} for ${agentId}\n`);
       if (!r.ok) process.exitCode = 1;
     });
+}
 
+/** `mindloop memory-restore <agent> <table> <id>`. */
+function registerMemoryRestore(program: Command): void {
   program
     .command('memory-restore')
     .description('restore a row the memory manager (or a delete command) archived')
