@@ -36,6 +36,7 @@ import {
   startAgent,
   type LoopSignal,
 } from './actions.js';
+import { agentFileRoutes } from './agent-file.js';
 import type { FeedEvent, TickFeed } from './feed.js';
 import { guard, type GuardOptions } from './guard.js';
 import { modelRoutes, type NotebookModelDeps } from './models.js';
@@ -64,6 +65,7 @@ const pageFiles: Record<string, string> = {
   'views.js': 'text/javascript; charset=utf-8',
   'inbox.js': 'text/javascript; charset=utf-8',
   'models.js': 'text/javascript; charset=utf-8',
+  'agent-file.js': 'text/javascript; charset=utf-8',
   'charts.js': 'text/javascript; charset=utf-8',
   'dom.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
@@ -248,6 +250,7 @@ export function notebookApp(d: NotebookDeps, g: GuardOptions): Hono {
   app.use('/api/*', bodyLimit({ maxSize: maxBodyBytes, onError: (c) => c.json({ error: `request body over ${maxBodyBytes} bytes` }, 413) }));
   pageRoutes(app);
   agentReads(app, d);
+  agentFileRoutes(app, d);
   agentChanges(app, d);
   inboxRoutes(app, d);
   modelRoutes(app, d, jsonBody);

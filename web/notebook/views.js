@@ -1,5 +1,6 @@
 // The agents list and one agent's page: its status and controls, the note box, its ticks (live,
-// each expandable), its pictures and its memory.
+// each expandable), its pictures, its memory and its agent file.
+import { agentFilePane } from './agent-file.js';
 import { lineChart } from './charts.js';
 import { api, button, errorView, fill, h, listen, num, when } from './dom.js';
 
@@ -338,7 +339,7 @@ function tabs(panes) {
   return { el: h('div', {}, bar, holder), show };
 }
 
-/** One agent: status and controls, the note box, live ticks, pictures and memory. */
+/** One agent: status and controls, the note box, live ticks, pictures, memory and its agent file. */
 export function agentView(root, agentId) {
   const base = `/api/agents/${encodeURIComponent(agentId)}`;
   const status = h('div', { id: 'status-box' }, 'loading…');
@@ -376,6 +377,7 @@ export function agentView(root, agentId) {
     ticks: { el: h('section', { id: 'pane-ticks' }, ticks.list) },
     pictures: { el: h('section', { id: 'pane-pictures' }, button('redraw', () => loadPictures(true)), pictures), onShow: () => loadPictures(true) },
     memory: { el: h('section', { id: 'pane-memory' }, button('reload', loadMemory), memory), onShow: loadMemory },
+    'agent file': agentFilePane(agentId),
   };
   const t = tabs(pane);
   // After a pause or stop no tick tells us the loop's new state: look twice.
