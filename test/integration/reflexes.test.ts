@@ -13,7 +13,7 @@
  */
 import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq, isNotNull, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Command } from 'commander';
@@ -43,6 +43,7 @@ import {
 } from '../../db/schema/index.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 type Behaviour = (messages: ChatMessage[], params: { temperature?: number }) => string;
@@ -127,16 +128,9 @@ async function addValidator(agentId: string, name: string, answer: (tick: number
   return row!.id;
 }
 
-let seq = 0;
 async function runLoop(agentId: string, maxTicks: number, o: { ticksPerRun?: number; onHandle?: (h: WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>) => Promise<void> } = {}): Promise<AgentStatus> {
-  const taskQueue = `reflexes-${++seq}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
-  return worker.runUntil(async () => {
-    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-      taskQueue,
-      workflowId: `agent/${agentId}`,
-      args: [{ agentId, maxTicks, ...(o.ticksPerRun ? { ticksPerRun: o.ticksPerRun } : {}), settings: { delayMs: 1000 } }],
-    });
+  return withWorker(env, { workflowBundle: bundle, activities }, async (taskQueue) => {
+    const h = await startLoop(env.client, taskQueue, { agentId, maxTicks, ...(o.ticksPerRun ? { ticksPerRun: o.ticksPerRun } : {}), settings: { delayMs: 1000 } });
     await h.result();
     await o.onHandle?.(h);
     return h.query<AgentStatus>('status');
