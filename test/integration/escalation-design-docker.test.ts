@@ -8,7 +8,7 @@
  * stops after `maxDesignRounds` and is not registered; the first-try validation rate follows.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
@@ -20,6 +20,7 @@ import { agents, discoveredTools, llmRegistry, partnershipMessages, toolRegistry
 import type { escalationWorkflow } from '../../workflows/escalation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { withWorker } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
@@ -73,24 +74,20 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
     const docker = await requireDocker();
     run = async (input) => {
       const taskQueue = `esc-design-${input.escalationId}`;
-      const worker = await Worker.create({
-        connection: env.nativeConnection,
-        taskQueue,
-        workflowBundle: bundle,
-        activities: createActivities({
-          db: handle.db,
-          llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages }) => (prompts.push(messages[1]!.content), oversight(messages[1]!.content)) },
-        }),
+      const activities = createActivities({
+        db: handle.db,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages }) => (prompts.push(messages[1]!.content), oversight(messages[1]!.content)) },
       });
-      const sandboxWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) });
-      return sandboxWorker.runUntil(
-        worker.runUntil(
-          env.client.workflow.execute<typeof escalationWorkflow>('escalationWorkflow', {
-            taskQueue,
-            workflowId: `escalation/${input.escalationId}`,
-            args: [{ ...input, category: 'state_machine_designer' }],
-          }),
-        ),
+      const workers = [
+        { taskQueue, workflowBundle: bundle, activities },
+        { taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) },
+      ];
+      return withWorker(env, workers, () =>
+        env.client.workflow.execute<typeof escalationWorkflow>('escalationWorkflow', {
+          taskQueue,
+          workflowId: `escalation/${input.escalationId}`,
+          args: [{ ...input, category: 'state_machine_designer' }],
+        }),
       );
     };
   }, 180_000);

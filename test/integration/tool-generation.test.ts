@@ -7,7 +7,7 @@
  * an unsafe one and one whose tests fail are kept for audit only.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -17,6 +17,7 @@ import { agents, discoveredTools, generatedToolsAudit, learnings, llmRegistry, t
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { withWorker } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 
@@ -41,26 +42,22 @@ describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router
     await db.insert(llmRegistry).values({ agentId, name: 'toolsmith', provider: 'scripted', model: 'scripted-toolsmith', role: 'agent', priority: 1, params: { replies: [JSON.stringify(reply)] } });
     const docker = await requireDocker();
     const taskQueue = `toolgen-it-${agentId}`;
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: bundle,
-      activities: createActivities({
-        db,
-        llm: { env: {}, toolsDir: repoToolsDir },
-        toolGeneration: { mode: 'development', allowOverride: false },
-        // No sink injected: the generated_tool learning goes to the real learning store.
-      }),
+    const activities = createActivities({
+      db,
+      llm: { env: {}, toolsDir: repoToolsDir },
+      toolGeneration: { mode: 'development', allowOverride: false },
+      // No sink injected: the generated_tool learning goes to the real learning store.
     });
-    const sandboxWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) });
-    return sandboxWorker.runUntil(
-      worker.runUntil(
-        env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
-          taskQueue,
-          workflowId: `tool/${agentId}/text.word_frequencies`,
-          args: [{ agentId, capability: 'text.word_frequencies', description: 'count words in a text', testTimeoutMs }],
-        }),
-      ),
+    const workers = [
+      { taskQueue, workflowBundle: bundle, activities },
+      { taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) },
+    ];
+    return withWorker(env, workers, () =>
+      env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
+        taskQueue,
+        workflowId: `tool/${agentId}/text.word_frequencies`,
+        args: [{ agentId, capability: 'text.word_frequencies', description: 'count words in a text', testTimeoutMs }],
+      }),
     );
   }
 
