@@ -83,20 +83,23 @@ function periodOrFail(job: MaintenanceJob, key: string): MaintenancePeriod {
   return p;
 }
 
+/**
+ * Run a job's work for a period once (the run ledger, one transaction with the work). A
+ * repeat changes nothing and answers `unchanged(first run's result)` with the note saying so.
+ */
+async function ledgered<T extends object>(db: Db, p: MaintenancePeriod, scope: string | undefined, workflowId: string | undefined, work: (tx: Tx) => Promise<T>, unchanged: (first: T) => T): Promise<T & PeriodRun> {
+  const run = await runOncePerPeriod(db, { job: p.job, periodKey: p.key, scope, workflowId }, work);
+  if (run.repeat) return { ...unchanged(run.result), period: p.key, repeat: true, doneAt: run.doneAt, note: repeatNote(p.job, p.key, run.doneAt) };
+  return { ...run.result, period: p.key, repeat: false, doneAt: run.doneAt, note: `${p.job} for ${p.key}: done` };
+}
 
 export function createLearningActivities(deps: LearningDeps) {
+  return { ...learningStoreActivities(deps), ...learningMaintenanceActivities(deps) };
+}
+
+/** The store as an agent's loop uses it: save, load (rehydration) and feedback counting. */
+function learningStoreActivities(deps: LearningDeps) {
   const { db } = deps;
-
-  /**
-   * Run a job's work for a period once (the run ledger, one transaction with the work). A
-   * repeat changes nothing and answers `unchanged(first run's result)` with the note saying so.
-   */
-  async function ledgered<T extends object>(p: MaintenancePeriod, scope: string | undefined, workflowId: string | undefined, work: (tx: Tx) => Promise<T>, unchanged: (first: T) => T): Promise<T & PeriodRun> {
-    const run = await runOncePerPeriod(db, { job: p.job, periodKey: p.key, scope, workflowId }, work);
-    if (run.repeat) return { ...unchanged(run.result), period: p.key, repeat: true, doneAt: run.doneAt, note: repeatNote(p.job, p.key, run.doneAt) };
-    return { ...run.result, period: p.key, repeat: false, doneAt: run.doneAt, note: `${p.job} for ${p.key}: done` };
-  }
-
   return {
     /** Save (or reinforce) a learning; a guard refusal fails non-retryably with the reason. */
     async saveLearning(input: SaveLearningInput & { derivation?: Derivation | null }): Promise<{ id: number; reinforced: boolean; confidence: number }> {
@@ -135,7 +138,12 @@ export function createLearningActivities(deps: LearningDeps) {
       tellFeedbackLearning(deps.events, input, r);
       return r;
     },
+  };
+}
 
+/** The scheduled maintenance jobs, each at most once per period when given one. */
+function learningMaintenanceActivities({ db }: LearningDeps) {
+  return {
     /**
      * The decay job: × factor for learnings not reinforced for 7 days, delete below 0.1; logs
      * the counts. With a period: once per period (and shard, when one is given).
@@ -152,7 +160,7 @@ export function createLearningActivities(deps: LearningDeps) {
         return { ...r, ms };
       }
       const p = periodOrFail('learning-decay', o.period);
-      const run = await ledgered(p, o.shardType, o.workflowId, (tx) => decayLearnings(tx, { ...opts, period: new Date(p.start) }), () => ({ decayed: 0, deleted: 0 }));
+      const run = await ledgered(db, p, o.shardType, o.workflowId, (tx) => decayLearnings(tx, { ...opts, period: new Date(p.start) }), () => ({ decayed: 0, deleted: 0 }));
       const ms = Math.round(performance.now() - t0);
       const note = run.repeat ? run.note : `${what} for ${p.key}: ${run.decayed} decayed, ${run.deleted} deleted in ${ms} ms`;
       process.stdout.write(`${note}\n`);
@@ -173,7 +181,7 @@ export function createLearningActivities(deps: LearningDeps) {
       const o = parseInput('pruneMemory', perAgentInput, input);
       if (o.period === undefined) return pruneAgent(db, o.agentId, `schedule/prune/${new Date().toISOString()}`);
       const p = periodOrFail('memory-pruning', o.period);
-      const run = await ledgered(p, o.agentId, o.workflowId, (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`), (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }));
+      const run = await ledgered(db, p, o.agentId, o.workflowId, (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`), (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }));
       if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
       return run;
     },
@@ -182,7 +190,7 @@ export function createLearningActivities(deps: LearningDeps) {
     async abstractsDigestJob(input: { agentId: string; period: string; workflowId?: string }): Promise<AutoAbstractResult & PeriodRun> {
       const o = parseInput('abstractsDigestJob', perAgentInput, input);
       const p = periodOrFail('abstracts-digest', o.period ?? '');
-      const run = await ledgered(p, o.agentId, o.workflowId, (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }), (first) => ({
+      const run = await ledgered(db, p, o.agentId, o.workflowId, (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }), (first) => ({
         ...first,
         created: false,
         responses: 0,
@@ -205,7 +213,7 @@ export function createLearningActivities(deps: LearningDeps) {
         return r;
       }
       const p = periodOrFail('process-log-cleanup', o.period);
-      const run = await ledgered(p, undefined, o.workflowId, cleanup, () => ({ deleted: 0 }));
+      const run = await ledgered(db, p, undefined, o.workflowId, cleanup, () => ({ deleted: 0 }));
       process.stdout.write(`${run.repeat ? run.note : `process-log cleanup for ${p.key}: ${run.deleted} closed entries older than ${o.olderThanDays} days deleted`}\n`);
       return run;
     },

@@ -162,17 +162,19 @@ async function holdSpeech(db: Db, req: ReserveRequest): Promise<{ key: string; h
 
 /** Speech activities of the `mindloop` queue, built from their dependencies. */
 export function createSpeechActivities(deps: SpeechActivityDeps) {
-  const { db, prices } = deps;
-  const ledger = deps.ledger ?? true;
-  const cacheMs = deps.routeCacheMs ?? 3_000;
-  const routes = new Map<string, { at: number; route: SpeechRoute }>();
   const clientOf = (): Client => {
     if (deps.client) return deps.client();
     const ctx = activityContext();
     if (!ctx) throw nonRetryable(ErrorType.InvalidRequest, 'speech: no Temporal client (run as an activity, or pass one)');
     return ctx.client;
   };
+  return { ...speechInputActivities(deps, clientOf), ...speechLedgerActivities(deps), ...speechRecordActivities(deps, clientOf) };
+}
 
+/** Before a job: which queue runs it, and whether its audio is audio. */
+function speechInputActivities(deps: SpeechActivityDeps, clientOf: () => Client) {
+  const cacheMs = deps.routeCacheMs ?? 3_000;
+  const routes = new Map<string, { at: number; route: SpeechRoute }>();
   return {
     /**
      * Which speech queue gets a job now: GPU first (core/speech/route.ts), from the activity
@@ -195,7 +197,14 @@ export function createSpeechActivities(deps: SpeechActivityDeps) {
       const wav = await inspectAudio(input.path);
       return { path: input.path, durationS: wav.durationS, sampleRate: wav.sampleRate, channels: wav.channels };
     },
+  };
+}
 
+/** A job's lifeforce: held before the engine runs, then settled at the seconds it reports, or given back. */
+function speechLedgerActivities(deps: SpeechActivityDeps) {
+  const { db, prices } = deps;
+  const ledger = deps.ledger ?? true;
+  return {
     /**
      * Before the engine runs: the agent exists, the audio is audio (transcribe), and the agent's
      * lifeforce holds the job's seconds (`speechCost`; a text's seconds are bounded from its
@@ -261,7 +270,13 @@ export function createSpeechActivities(deps: SpeechActivityDeps) {
     async speechRelease(input: { holdKey: string; reason: string }): Promise<void> {
       await release(db, input.holdKey, clipText(input.reason, 500));
     },
+  };
+}
 
+/** What a job came to, written where the agent reads it: a note in, a note out, the command's outcome. */
+function speechRecordActivities(deps: SpeechActivityDeps, clientOf: () => Client) {
+  const { db } = deps;
+  return {
     /**
      * A transcription becomes the agent's incoming note with its audio. When the agent's loop runs
      * it goes through the loop's `addNote` update (the loop stores it and wakes); when no loop
