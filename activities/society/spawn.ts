@@ -55,7 +55,12 @@ export type SpawnFunded = { ok: true; budget: number | null } | { ok: false; rea
 const debitKey = (row: Pick<Spawn, 'childAgentId' | 'createdAt'>) => `spawn:${row.childAgentId}@${row.createdAt.getTime()}`;
 
 /** The spawn workflow's activities (workflows/spawn.ts), over the database and the lifeforce ledger. */
-export function createSpawnActivities({ db, ledger }: SpawnDeps) {
+export function createSpawnActivities(deps: SpawnDeps) {
+  return { ...spawnBirthActivities(deps), ...spawnSettlementActivities(deps) };
+}
+
+/** The child's making: admission and its record, then the copy of its parent. */
+function spawnBirthActivities({ db, ledger }: SpawnDeps) {
   return {
     /**
      * Admit the spawn or refuse it (the parent missing, the name taken, a limit reached, a
@@ -120,7 +125,12 @@ export function createSpawnActivities({ db, ledger }: SpawnDeps) {
         { details: { childId: i.childId } },
       );
     },
+  };
+}
 
+/** After the copy: the child's lifeforce carved from its parent's, and the spawn's end (undone children refunded). */
+function spawnSettlementActivities({ db, ledger }: SpawnDeps) {
+  return {
     /**
      * The child's lifeforce: its budget carved from the parent's through the ledger, a debit on
      * the parent (`spawn:<child>`, reserved and settled once) and the child's budget funded with
