@@ -11,13 +11,13 @@
  */
 import { agentShard } from '../core/learnings.js';
 import { isPlainObject } from '../core/values.js';
-import type { ThinkInput } from './tick/think.js';
 
 /** A tick's beat: what a finished `think` tells the sink. */
 export interface TickBeat {
   agentId: string;
   tick: number;
-  mode: ThinkInput['mode'];
+  /** The main loop's tick, or a task loop's (`taskId`). */
+  mode: 'main' | 'task';
   taskId?: number;
   /** `provider:model`. */
   model: string;

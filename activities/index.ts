@@ -10,7 +10,6 @@ import { createCampaignActivities } from './campaigns.js';
 import type { TaskType } from './campaign-tasks.js';
 import type { LearningSink } from './learning-sink.js';
 import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
-import { createCommandActivities, type CommandDeps } from './commands/apply.js';
 import { createForkActivities } from './forks/index.js';
 import { createLlmActivities, createLlmRouter, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
 import { createLlmTaskActivities } from './llm-task.js';
@@ -20,9 +19,12 @@ import { createLoopEventActivities } from './tick/loop-events.js';
 import { createTickSnapshots } from './tick/snapshot.js';
 import { createTaskLoopActivities } from './tick/task-loops.js';
 import { createThinkActivities } from './tick/think.js';
+import { createTickReflexActivities } from './tick/reflexes.js';
+import { createCommandActivities, type CommandDeps } from './tick/apply-commands.js';
 import { observeThink } from './tick/tick-beat.js';
 import { guardEvents, type AgentEventSink } from './agent-events.js';
-import { createReflexActivities, type ReflexDeps } from './reflexes/index.js';
+import { createReflexActivities } from './reflexes/index.js';
+import type { ReflexDeps } from './reflexes/types.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
 import { createNerveActivities } from './nerves.js';
 import { createShellActivities } from './shell.js';
@@ -35,7 +37,7 @@ import { classifyActivityErrors } from './errors.js';
 
 interface MindloopActivityDeps {
   db: Db;
-  /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/reflexes/. */
+  /** Reflex tuning (validator timeout, memory-manager period); defaults in activities/tick/reflexes.ts and activities/reflexes/. */
   reflexes?: Pick<ReflexDeps, 'validatorTimeoutMs' | 'memoryEvery'>;
   /** An LLM router, or what to build one from (env for API keys, tools dir for the local model). */
   llm: LlmRouter | Omit<LlmRouterDeps, 'db'>;
@@ -81,7 +83,8 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...(events ? observeThink(thinking, events) : thinking),
     ...createLoopEventActivities({ db: deps.db, events }),
     ...createTaskLoopActivities({ db: deps.db }),
-    ...createReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events }),
+    ...createTickReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events }),
+    ...createReflexActivities({ db: deps.db }),
     ...createShellActivities({ db: deps.db, prices: ledger.prices }),
     ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules, snapshots, prices: ledger.prices, events }),
     ...createLearningActivities({ db: deps.db, events }),

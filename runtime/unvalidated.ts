@@ -9,7 +9,7 @@ import { and, desc, eq } from 'drizzle-orm';
 import type { CommandOutcome } from '../core/loop-types.js';
 import type { Db } from '../db/client.js';
 import { commandLog } from '../db/schema/index.js';
-import { applyCommands } from '../activities/commands/apply.js';
+import { applyCommands } from '../activities/tick/apply-commands.js';
 
 /** Commands whose effect only the agent loop carries out (the sandbox run of `shell`). */
 const loopOnly: ReadonlySet<string> = new Set(['shell']);

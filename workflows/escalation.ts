@@ -27,7 +27,7 @@ import {
 import type { z } from 'zod';
 import type { createOversightActivities, OversightRun } from '../activities/oversight/index.js';
 import type { createToolActivities } from '../activities/tools.js';
-import type { createCommandActivities } from '../activities/commands/apply.js';
+import type { createCommandActivities } from '../activities/tick/apply-commands.js';
 import type { createLifeforceActivities } from '../activities/lifeforce.js';
 import type { createShellActivities } from '../activities/shell.js';
 import type { LoopEffect } from '../core/loop-types.js';

@@ -138,7 +138,7 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
   };
 }
 
-/** The escalation a danger-zone command becomes (activities/commands/apply.ts holds it instead of running it). */
+/** The escalation a danger-zone command becomes (activities/tick/apply-commands.ts holds it instead of running it). */
 export function heldCommandEscalation(input: { agentId: string; tick: number }, logCmdId: string, cmd: { cmdId: string; type: string; args: Record<string, unknown> }, flags: string[]): Extract<LoopEffect, { kind: 'escalate' }> {
   const escalationId = escalationIdFor(input.agentId, input.tick, logCmdId);
   return {

@@ -4,8 +4,9 @@
  * rendering helpers for read results.
  */
 import type { ArgsOf, CommandType } from '../../core/catalogue.js';
-import type { LoopEffect } from '../../core/loop-types.js';
+import type { CommandLogResult, LoopEffect } from '../../core/loop-types.js';
 import type { Db } from '../../db/client.js';
+import type { CommandLogEntry } from '../../db/schema/index.js';
 import type { PriceTable } from '../../core/lifeforce.js';
 import type { DangerRule } from '../../core/danger-zones.js';
 import type { AgentEventSink } from '../agent-events.js';
@@ -72,4 +73,11 @@ export function likePattern(query: string): string {
 
 export function notFound(what: string, id: number | string): never {
   throw new CommandError(`${what} #${id} not found`);
+}
+
+/** The text a command_log row contributes to the next tick's context. */
+export function commandResultText(row: Pick<CommandLogEntry, 'status' | 'reason' | 'result'>): string {
+  const r = row.result as Partial<CommandLogResult> | null;
+  if (r && typeof r === 'object') return r.text ?? r.message ?? row.reason ?? '';
+  return row.reason ?? (typeof row.result === 'string' ? row.result : '');
 }

@@ -19,7 +19,7 @@ import { agentPeers, notes, type LlmRegistryEntry } from '../../db/schema/index.
 import type { LlmCall } from '../../db/schema/llm.js';
 import { rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { miniPromptMaxTokens } from './settings.js';
-import type { TickReflexesInput } from './tick-reflexes.js';
+import type { TickReflexesInput } from './types.js';
 
 /** The peers asked to validate this tick (`peer_validators`, default none). */
 export function chosenPeerValidators(config: Record<string, unknown>, peers: readonly PeerPresence[], now = Date.now()): PeerPresence[] {

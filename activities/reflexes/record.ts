@@ -29,7 +29,7 @@ import { reflexSettings } from './settings.js';
 import { applyStrategy, diagnosisInput } from './stagnation.js';
 import { recordPeerValidatorTrust } from './peers.js';
 import { peerToAsk } from '../../core/society/isolation.js';
-import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from './tick-reflexes.js';
+import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from './types.js';
 
 /** Facts stated below this confidence need a fact-check. */
 const factCheckThreshold = 0.7;

@@ -6,7 +6,7 @@ import { clipText } from '../../core/sanitize.js';
 import type { StrategyAction } from '../../core/stagnation.js';
 import type { Db } from '../../db/client.js';
 import { antiStagnationMetrics, concepts, diaryEntries, llmMemory, llmRegistry, notes, processLog } from '../../db/schema/index.js';
-import type { TickReflexesInput } from './tick-reflexes.js';
+import type { TickReflexesInput } from './types.js';
 import { askPeerForAngle } from './peers.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
 import { readPeerPresence } from '../../db/queries/peer-presence.js';

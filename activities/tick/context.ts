@@ -11,12 +11,34 @@ import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
 import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks, thinkingMethods } from '../../db/schema/index.js';
-import { commandResultText } from '../commands/apply.js';
+import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import { langChainTools, type ToolDeps } from '../tools.js';
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
-import type { ThinkInput } from './think.js';
+import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
+
+/** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
+export interface ThinkInput {
+  agentId: string;
+  tick: number;
+  workflowId: string;
+  /** Workflow time (ISO): the context shows it, and a retry renders the same prompt. */
+  now: string;
+  mode: 'main' | 'task';
+  taskId?: number;
+  /** The task loop has a budget of its own (`task:<agent>/<task>`); otherwise it spends the agent's. */
+  taskBudget?: boolean;
+  loop: {
+    contextMode: ContextMode;
+    contextFilter?: TagFilter;
+    recentK: number;
+    notesMode: NotesMode;
+    notesFilter?: { minPriority?: number; tags?: string[]; sources?: string[] };
+  };
+  params: { temperature: number; topP: number; presencePenalty: number; frequencyPenalty: number; maxTokens: number };
+  focus?: string;
+}
 
 export interface ContextDeps {
   db: Db;

@@ -5,7 +5,7 @@
 import { and, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
 import type { AssembledContext } from '../../core/context.js';
-import type { CommandRejection, ContextMode, NotesMode, ParsedCommand, ParsedReply, TagFilter } from '../../core/loop-types.js';
+import type { CommandRejection, ParsedCommand, ParsedReply } from '../../core/loop-types.js';
 import { boundForHistory } from '../../core/payload-caps.js';
 import { configKeys } from '../../core/catalogue.js';
 import { observePeers, type PeerObservation } from '../../core/society/isolation.js';
@@ -22,29 +22,10 @@ import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { activityRequestKey, LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
 import { toolDefinitions } from '../tools.js';
-import { loadContext, loopOf, thinkKey, type ContextDeps, type LoadedContext } from './context.js';
+import { loadContext, loopOf, thinkKey, type ContextDeps, type LoadedContext, type ThinkInput } from './context.js';
 import { tickReplyOf, type TickReply } from './snapshot.js';
 
-export interface ThinkInput {
-  agentId: string;
-  tick: number;
-  workflowId: string;
-  /** Workflow time (ISO): the context shows it, and a retry renders the same prompt. */
-  now: string;
-  mode: 'main' | 'task';
-  taskId?: number;
-  /** The task loop has a budget of its own (`task:<agent>/<task>`); otherwise it spends the agent's. */
-  taskBudget?: boolean;
-  loop: {
-    contextMode: ContextMode;
-    contextFilter?: TagFilter;
-    recentK: number;
-    notesMode: NotesMode;
-    notesFilter?: { minPriority?: number; tags?: string[]; sources?: string[] };
-  };
-  params: { temperature: number; topP: number; presencePenalty: number; frequencyPenalty: number; maxTokens: number };
-  focus?: string;
-}
+export type { ThinkInput } from './context.js';
 
 export interface ThinkResult {
   responseId: number | null;

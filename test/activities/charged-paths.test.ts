@@ -437,7 +437,7 @@ const paths: Record<string, Scenario> = {
   // The models.
   'llm activities/tick/think.ts › askModel': think,
   'llm activities/tick/think.ts › probeLlm': probe,
-  'llm activities/reflexes/tick-reflexes.ts › askAll.ask': reflexes,
+  'llm activities/tick/reflexes.ts › askAll.ask': reflexes,
   'llm activities/reflexes/peers.ts › askPeerValidator': peerValidation,
   'llm activities/llm/index.ts › createLlmActivities.llmChat': bareChat,
   'llm activities/llm-task.ts › askOnce': llmTask,

@@ -6,7 +6,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { PgTable } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commandResultText, createCommandActivities } from '../../activities/commands/apply.js';
+import { commandResultText, createCommandActivities } from '../../activities/tick/apply-commands.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import {
   abstracts,

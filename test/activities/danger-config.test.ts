@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCommandActivities } from '../../activities/commands/apply.js';
+import { createCommandActivities } from '../../activities/tick/apply-commands.js';
 import { createToolActivities } from '../../activities/tools.js';
 import { checkDanger, defaultDangerRules, parseDangerConfig } from '../../core/danger-zones.js';
 import { agents, processLog } from '../../db/schema/index.js';

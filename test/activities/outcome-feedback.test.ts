@@ -11,7 +11,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger, type LogEntry } from '@temporalio/worker';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCommandActivities, type ApplyCommandsInput } from '../../activities/commands/apply.js';
+import { createCommandActivities, type ApplyCommandsInput } from '../../activities/tick/apply-commands.js';
 import { agentThreshold, explainLearning, recordFeedback, saveLearning } from '../../db/queries/learnings.js';
 import { identicalPlaceholder } from '../../core/novelty.js';
 import { validateConfigValue } from '../../core/catalogue.js';

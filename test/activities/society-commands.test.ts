@@ -9,7 +9,7 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentEventSink } from '../../activities/agent-events.js';
-import { commandResultText, createCommandActivities } from '../../activities/commands/apply.js';
+import { commandResultText, createCommandActivities } from '../../activities/tick/apply-commands.js';
 import { createLlmTaskActivities } from '../../activities/llm-task.js';
 import { createLlmRouter, type LlmRouter } from '../../activities/llm/index.js';
 import { assembleContext, type ContextInput } from '../../core/context.js';

@@ -9,7 +9,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { and, eq, like } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCommandActivities } from '../../activities/commands/apply.js';
+import { createCommandActivities } from '../../activities/tick/apply-commands.js';
 import { createSpawnActivities } from '../../activities/society/spawn.js';
 import { workflowIds } from '../../core/ids.js';
 import { spawnNote, type SpawnType } from '../../core/society/spawn.js';

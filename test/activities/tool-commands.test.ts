@@ -11,7 +11,7 @@
  */
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commandResultText, createCommandActivities } from '../../activities/commands/apply.js';
+import { commandResultText, createCommandActivities } from '../../activities/tick/apply-commands.js';
 import type { LoopEffect, ParsedCommand } from '../../core/loop-types.js';
 import { agents, commandLog, discoveredTools, toolRegistry } from '../../db/schema/index.js';
 import { maxInlineToolBytes } from '../../activities/commands/escalations.js';

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/index.js';
 import { createToolActivities } from '../../activities/tools.js';
-import { createCommandActivities } from '../../activities/commands/apply.js';
+import { createCommandActivities } from '../../activities/tick/apply-commands.js';
 import type { EscalationInput, OversightAnswer } from '../../core/escalation.js';
 import { subAgentBriefs } from '../../core/escalation.js';
 import { agents, decisionLog, discoveredTools, escalations, learnings, llmCalls, llmRegistry, notes, partnershipMessages, preferenceCounts, processLog, toolRegistry, toolTransitions } from '../../db/schema/index.js';

@@ -6,7 +6,7 @@
  */
 import type { ActivityOptions } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/index.js';
+import type { TickReflexesInput, TickReflexesResult } from '../../activities/tick/reflexes.js';
 import { failureMessage } from './infra.js';
 import { sharedValue } from '../../core/shared.js';
 

@@ -11,72 +11,23 @@ import { createHash } from 'node:crypto';
 import { and, eq, inArray } from 'drizzle-orm';
 import { isDestructive, minRatingFor } from '../../core/catalogue.js';
 import { parsePolicyRules, targetsNeeded, type CommandFacts, type EthicsPolicy, type TargetTable } from '../../core/ethics.js';
-import { emotionFormatInstructions, nextAnxietyStreak, parseEmotions, type EmotionReading } from '../../core/emotions.js';
-import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
+import { emotionFormatInstructions, nextAnxietyStreak, parseEmotions } from '../../core/emotions.js';
 import { combineNovelty, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, placeholderTick, type Ideas } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
-import { decideStagnation, defaultStagnationPolicy, reflexLite, relaxReflex, rephrasePrompt, type SamplingParams, type StagnationState } from '../../core/stagnation.js';
-import { aggregate, gateCommands, parseValidatorAnswer, validationMode, validatorQuestion, type ValidationMode, type ValidatorRecord } from '../../core/validation.js';
+import { decideStagnation, defaultStagnationPolicy, reflexLite, relaxReflex, rephrasePrompt } from '../../core/stagnation.js';
+import { aggregate, gateCommands, parseValidatorAnswer, validationMode, validatorQuestion, type ValidatorRecord } from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
 import { concepts, diaryEntries, goals, links, llmMemory, tasks, type EthicsPolicy as EthicsPolicyRow, type LlmRegistryEntry } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
-import { rowsFor, type ChatRequest, type ChatResult, type LlmRouter } from '../llm/index.js';
-import { reflexWindow, type PreviousReply, type TickReply, type TickSnapshots } from '../tick/snapshot.js';
-import { recordReflexes } from './record.js';
-import { askPeerValidator, chosenPeerValidators, loadPeerValidators, peerValidationKey, peerValidatorBase } from './peers.js';
-import type { PeerPresence } from '../../core/society/isolation.js';
-import type { AgentEventSink } from '../agent-events.js';
-import { miniPromptMaxTokens, reflexSettings } from './settings.js';
+import { rowsFor, type ChatRequest, type ChatResult } from '../llm/index.js';
+import { reflexWindow } from './snapshot.js';
+import { recordReflexes } from '../reflexes/record.js';
+import { askPeerValidator, chosenPeerValidators, loadPeerValidators, peerValidationKey, peerValidatorBase } from '../reflexes/peers.js';
+import { miniPromptMaxTokens, reflexSettings } from '../reflexes/settings.js';
+import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from '../reflexes/types.js';
 
-export interface ReflexDeps {
-  db: Db;
-  llm: LlmRouter;
-  /** The tick's snapshot (read by think); without one, the reflexes read what they need themselves. */
-  snapshots: TickSnapshots;
-  /** A validator slower than this is skipped for the tick (default 10 s). */
-  validatorTimeoutMs?: number;
-  /** Run the memory manager every this many ticks (default 10). */
-  memoryEvery?: number;
-  /** Told of each tick's verdict once it is recorded. */
-  events?: AgentEventSink;
-}
-
-export interface TickReflexesInput {
-  agentId: string;
-  tick: number;
-  workflowId: string;
-  responseId: number;
-  /** The tick's commands; `args` for the ethics rules that read them (absent in older workflows' inputs). */
-  commands: Array<{ cmdId: string; type: string; args?: Record<string, unknown> }>;
-  /** Sampling parameters in force, and the defaults relaxation returns to. */
-  params: SamplingParams;
-  defaults: SamplingParams;
-  stagnation: StagnationState;
-  contextMode: ContextMode;
-}
-
-export interface TickReflexesResult {
-  validationMode: ValidationMode;
-  rating: number | null;
-  /** Undefined = all may run (auto_pass with nothing forbidden). */
-  allowedCmdIds?: string[];
-  /** cmd_id → why it is held. */
-  held: Record<string, string>;
-  notes: string[];
-  novelty: number;
-  identical: boolean;
-  emotions: EmotionReading[];
-  params: SamplingParams;
-  /** Text for the next tick's prompt (rephrase, flashback, meta-analysis), or null. */
-  focus: string | null;
-  stagnation: StagnationState;
-  effects: LoopEffect[];
-  actions: string[];
-  validatorTimeouts: number;
-  validatorFailures: number;
-  malformed: string[];
-}
+export type { ReflexDeps, TickReflexesInput, TickReflexesResult } from '../reflexes/types.js';
 
 /** sha256 of a reply: an identical reply is recognised by it and not stored again. */
 const contentHashOf = (content: string) => createHash('sha256').update(content).digest('hex');
@@ -93,20 +44,6 @@ function toPolicy(e: EthicsPolicyRow): EthicsPolicy {
     forbids: e.forbids,
     ...(parsed.ok ? { rules: parsed.rules } : { rules: [], invalid: parsed.error }),
   };
-}
-
-/** What the reflexes read: the tick's reply, the replies before it, the agent's settings, LLMs and policies. */
-export interface ReflexView {
-  reply: TickReply;
-  /** The last 30 replies (placeholders of identical replies included), newest first. */
-  previous: PreviousReply[];
-  /** The last 5 real replies (no placeholders), newest first. */
-  real: PreviousReply[];
-  config: Record<string, unknown>;
-  registry: LlmRegistryEntry[];
-  policies: EthicsPolicy[];
-  /** Known peers and what tells whether they are reachable (peer validators, `ask_peers`). */
-  peers: PeerPresence[];
 }
 
 /** The tick's snapshot and reply (think's, on this worker; else read now, and kept for applyCommands). */
@@ -348,4 +285,12 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
     });
   }
   return result;
+}
+
+/** The tick's reflexes as an activity, built from a database, an LLM router and the tick snapshots. */
+export function createTickReflexActivities(deps: ReflexDeps) {
+  return {
+    /** Emotions, novelty and anti-stagnation, validation for one tick of the main loop; idempotent on the response row. */
+    tickReflexes: (input: TickReflexesInput) => tickReflexes(deps, input),
+  };
 }

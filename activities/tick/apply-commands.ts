@@ -8,22 +8,24 @@ import { clipText } from '../../core/sanitize.js';
 import { and, desc, eq } from 'drizzle-orm';
 import { defaultPrices, type PriceTable } from '../../core/lifeforce.js';
 import { checkDanger, type DangerRule } from '../../core/danger-zones.js';
-import { heldCommandEscalation } from './escalations.js';
+import { heldCommandEscalation } from '../commands/escalations.js';
 import { classifyError } from '../../core/failure.js';
 import { ErrorType, retryable } from '../errors.js';
 import { activityContext } from '../heartbeat.js';
-import { learningLimit, type TickSnapshots } from '../tick/snapshot.js';
+import { learningLimit, type TickSnapshots } from './snapshot.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../../core/catalogue.js';
 import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../../core/learnings.js';
 import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../../core/loop-types.js';
 import { placeholderTick } from '../../core/novelty.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
-import { commandLog, llmRecentResponses, notes, processLog, type CommandLogEntry } from '../../db/schema/index.js';
+import { commandLog, llmRecentResponses, notes, processLog } from '../../db/schema/index.js';
 import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
 import { tellFeedbackLearning, type AgentEventSink } from '../agent-events.js';
-import { handlers } from './index.js';
-import { CommandError, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from './shared.js';
+import { handlers } from '../commands/index.js';
+import { CommandError, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from '../commands/shared.js';
+
+export { commandResultText } from '../commands/shared.js';
 
 export interface CommandDeps {
   db: Db;
@@ -76,13 +78,6 @@ function logCmdId(input: Pick<ApplyCommandsInput, 'mode' | 'taskId'>, cmdId: str
   if (input.mode !== 'task') return cmdId;
   const prefix = `task${input.taskId ?? 0}.`;
   return cmdId.startsWith(prefix) ? cmdId : `${prefix}${cmdId}`;
-}
-
-/** The text a command_log row contributes to the next tick's context. */
-export function commandResultText(row: Pick<CommandLogEntry, 'status' | 'reason' | 'result'>): string {
-  const r = row.result as Partial<CommandLogResult> | null;
-  if (r && typeof r === 'object') return r.text ?? r.message ?? row.reason ?? '';
-  return row.reason ?? (typeof row.result === 'string' ? row.result : '');
 }
 
 async function storedOutcome(deps: CommandDeps, agentId: string, tick: number, key: string, cmd: { cmdId: string; type: string }): Promise<CommandOutcome> {
