@@ -58,8 +58,14 @@ export async function withWorker<T>(host: WorkerHost, spec: WorkerSpec | readonl
   }
 }
 
-/** Workers that poll until `stop()` (from a `beforeEach`, stopped in its `afterEach`). */
-export async function startWorkers(host: WorkerHost, specs: readonly WorkerSpec[]): Promise<{ workers: Worker[]; stop(): Promise<void> }> {
+/** Workers polling until `stop()`, which fails when one of them failed. */
+export interface RunningWorkers {
+  workers: Worker[];
+  stop(): Promise<void>;
+}
+
+/** Workers that poll from a `beforeAll`/`beforeEach` until `stop()` in its `afterAll`/`afterEach`. */
+export async function startWorkers(host: WorkerHost, specs: readonly WorkerSpec[]): Promise<RunningWorkers> {
   const conn = await connect(host);
   const { workers } = await createWorkers(conn.connection, specs);
   const running = workers.map((w) => w.run());
@@ -67,8 +73,10 @@ export async function startWorkers(host: WorkerHost, specs: readonly WorkerSpec[
     workers,
     async stop() {
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
-      await Promise.allSettled(running);
+      const ended = await Promise.allSettled(running);
       await conn.close();
+      const failed = ended.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
     },
   };
 }

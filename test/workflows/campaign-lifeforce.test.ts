@@ -10,7 +10,7 @@
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -20,14 +20,14 @@ import { configureBudget, grantLifeforce } from '../../db/queries/lifeforce.js';
 import { agents, campaigns, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry } from '../../db/schema/index.js';
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { readUntil } from '../helpers/wait.js';
 
 let env: TestWorkflowEnvironment;
 let bundle: WorkflowBundleWithSourceMap;
 let handle: MigratedDatabase;
-let worker: Worker;
-let running: Promise<void>;
+let workers: RunningWorkers | undefined;
 const taskQueue = 'campaign-lifeforce';
 
 /** The scripted model's one reply: 12 characters, 3 tokens (scripted tokens are ceil(chars / 4)). */
@@ -38,17 +38,12 @@ const price = { costPer1kInput: 0, costPer1kOutput: 1 };
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_campaign_lf', 10);
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-  worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: bundle,
-    activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: '' }, learn: async () => ({ id: 1 }) }),
-  });
-  running = worker.run();
+  workers = await startWorkers(env, [
+    { taskQueue, workflowBundle: bundle, activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: '' }, learn: async () => ({ id: 1 }) }) },
+  ]);
 }, 120_000);
 afterAll(async () => {
-  if (worker?.getState() === 'RUNNING') worker.shutdown();
-  await running?.catch(() => undefined);
+  await workers?.stop();
   await env?.teardown();
   await handle?.dispose();
 });

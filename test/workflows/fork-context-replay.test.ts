@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { classifyActivityErrors } from '../../activities/errors.js';
@@ -21,6 +21,7 @@ import { agents, llmCalls, llmRegistry, verdicts } from '../../db/schema/index.j
 import type { SuccessorForkResult } from '../../workflows/successor-fork.js';
 import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
@@ -51,19 +52,16 @@ beforeAll(async () => {
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
 }, 120_000);
 
-let worker: Worker | undefined;
-let running: Promise<void> | undefined;
+let workers: RunningWorkers | undefined;
 beforeAll(async () => {
   const activities = classifyActivityErrors({
     ...createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '', scriptedReply: reply }), dataDir: data.path }),
     ...createLifeforceActivities({ db: handle.db, prices: defaultPrices }),
   });
-  worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'mindloop', workflowBundle: bundle, activities });
-  running = worker.run();
+  workers = await startWorkers(env, [{ taskQueue: 'mindloop', workflowBundle: bundle, activities }]);
 }, 60_000);
 afterAll(async () => {
-  if (worker?.getState() === 'RUNNING') worker.shutdown();
-  await running?.catch(() => undefined);
+  await workers?.stop();
   await env?.teardown();
   await handle?.dispose();
   data.remove();

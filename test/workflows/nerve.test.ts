@@ -15,7 +15,6 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
@@ -28,14 +27,14 @@ import { carveBudget, ensureBudget, grantLifeforce } from '../../db/queries/life
 import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents, nerveRules } from '../../db/schema/index.js';
 import { nerveResumeSignal, nerveStatusQuery, type NerveWorkflowInput, type nerveWorkflow } from '../../workflows/nerve.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { collisionModel } from '../helpers/nerves.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 import { readUntil } from '../helpers/wait.js';
 
 let env: TestWorkflowEnvironment;
 let h: MigratedDatabase;
-let workers: Promise<void>;
-let shutdown: () => void;
+let workers: RunningWorkers | undefined;
 /** The model of the current test. */
 let script: ScriptedReplyFn = collisionModel();
 /** Which flushes fail once, after their work is done (a worker that died before answering). */
@@ -56,13 +55,10 @@ beforeAll(async () => {
       return r;
     },
   };
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
-  workers = worker.run();
-  shutdown = () => worker.shutdown();
+  workers = await startWorkers(env, [{ taskQueue, workflowBundle: bundle, activities }]);
 }, 180_000);
 afterAll(async () => {
-  shutdown?.();
-  await workers;
+  await workers?.stop();
   await env?.teardown();
   await h?.dispose();
 });

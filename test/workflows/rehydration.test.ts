@@ -11,7 +11,6 @@
  *   the pattern has its (harmless) commands held for clarification, with a note asking.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -21,12 +20,12 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts } from '../../db/schema/index.js';
 import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, type MigratedDatabase, repoToolsDir } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
 let env: TestWorkflowEnvironment;
 let h: MigratedDatabase;
-let worker: Worker;
-let running: Promise<void>;
+let workers: RunningWorkers | undefined;
 const prompts: ChatMessage[][] = [];
 let calls = 0;
 const taskQueue = 'rehydration';
@@ -63,17 +62,12 @@ beforeAll(async () => {
   rheaRegistryId = rhea!.id;
   const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   env = e;
-  worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: bundle,
-    activities: createActivities({ db: h.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } }),
-  });
-  running = worker.run();
+  workers = await startWorkers(env, [
+    { taskQueue, workflowBundle: bundle, activities: createActivities({ db: h.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } }) },
+  ]);
 }, 180_000);
 afterAll(async () => {
-  worker?.shutdown();
-  await running;
+  await workers?.stop();
   await env?.teardown();
   await h?.dispose();
 });

@@ -33,7 +33,7 @@ import {
 } from '../../workflows/successor-fork.js';
 import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
-import { startWorkers } from '../helpers/harness.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
 
@@ -85,7 +85,7 @@ function forkActivities() {
   });
 }
 
-let workers: Awaited<ReturnType<typeof startWorkers>> | undefined;
+let workers: RunningWorkers | undefined;
 // One time-skipping server per test: when that server refuses a workflow's completion (a
 // cancellation racing an activity that just finished, under load) it keeps a time-skipping lock
 // for good, and every later timer on it would wait in real time. A test's server goes with it.
