@@ -18,7 +18,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Client, Connection, type WorkflowExecutionInfo } from '@temporalio/client';
+import { Client, Connection, type WorkflowExecutionInfo, type WorkflowHandle } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import { renderCommandBlock } from '../core/reply-parser.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
@@ -210,9 +210,6 @@ export async function measureSoak(z: SoakSizes): Promise<{ metrics: Record<strin
       stderr: 'pipe',
     });
     const watch = watchWorker(worker);
-    let workerGone: number | null | undefined;
-    void watch.exited.then((code) => (workerGone = code));
-
     const before = await tupleCounts(stack);
     const handles = await Promise.all(
       ids.map((agentId) =>
@@ -220,93 +217,22 @@ export async function measureSoak(z: SoakSizes): Promise<{ metrics: Record<strin
       ),
     );
     const t0 = Date.now();
-    const endAt = t0 + z.minutes * 60_000;
-    const tally: HistoryTally = { scanned: new Set(), runs: 0, continued: 0, maxEvents: 0, maxBytes: 0, failures: {} };
-    const progress: Progress[] = [];
-    let last = { at: t0, ticks: 0 };
+    const run: SoakRun = { z, stack, client, ids, watch, tally: { scanned: new Set(), runs: 0, continued: 0, maxEvents: 0, maxBytes: 0, failures: {} } };
     process.stdout.write(`  soak: ${z.agents} agents, ${z.minutes} min, continue-as-new every ${z.ticksPerRun} ticks; worker pid ${worker.pid}, bus ${nats ? nats.url : 'off'}\n`);
-    while (Date.now() < endAt) {
-      await new Promise((r) => setTimeout(r, Math.min(z.progressMs, endAt - Date.now())));
-      if (workerGone !== undefined) throw new Error(`the worker process exited (${workerGone}) after ${((Date.now() - t0) / 60_000).toFixed(1)} min: ${watch.errorLines.slice(-5).join(' | ')}`);
-      await scanClosedRuns(client, tally);
-      const ticks = await ticksSoFar(stack);
-      const sample = watch.samples.at(-1);
-      const open = await largestOpenHistory(client, ids);
-      const row: Progress = {
-        minute: (Date.now() - t0) / 60_000,
-        ticks,
-        ticksPerS: ((ticks - last.ticks) * 1000) / (Date.now() - last.at),
-        rssMb: sample?.rssMb ?? Number.NaN,
-        heapMb: sample?.heapMb ?? Number.NaN,
-        largestHistory: Math.max(tally.maxEvents, open),
-        errors: sumOf(tally.failures) + sumOf(await dbErrors(stack)) + watch.errorLines.length,
-      };
-      progress.push(row);
-      last = { at: Date.now(), ticks };
-      process.stdout.write(
-        `  soak ${fmt(row.minute, 1)}/${z.minutes} min: ${ticks} ticks (${fmt(row.ticksPerS, 1)}/s), ${tally.continued} runs continued as new, RSS ${fmt(row.rssMb)} MB, heap ${fmt(row.heapMb, 1)} MB, largest history ${row.largestHistory} events, errors ${row.errors}\n`,
-      );
-    }
+    const progress = await watchProgress(run, t0);
     const runMs = Date.now() - t0;
-    // Stopped as an operator stops them (the stop signal): each ends its tick and completes.
-    await Promise.all(handles.map((h) => h.signal('stop')));
-    await Promise.all(handles.map((h) => Promise.race([h.result(), new Promise((r) => setTimeout(r, 60_000))])));
+    await stopAgents(handles);
     const ticks = await ticksSoFar(stack);
     // Backends report their counters when idle for a second.
     await new Promise((r) => setTimeout(r, 2000));
     const after = await tupleCounts(stack);
-    await scanClosedRuns(client, tally);
+    await scanClosedRuns(client, run.tally);
     const open = await largestOpenHistory(client, ids);
     const db = await dbErrors(stack);
     const warm = watch.samples.filter((s) => s.at >= t0 + warmupShare * runMs && s.at <= t0 + runMs);
     if (warm.length < 2) throw new Error(`only ${warm.length} memory samples after warm-up: the run is too short for its sample interval (${z.sampleMs} ms)`);
-    const rss = drift(warm.map((s) => s.rssMb));
-    const heap = drift(warm.map((s) => s.heapMb));
-    const errors = sumOf(tally.failures) + sumOf(db) + watch.errorLines.length;
     printTable(progress);
-
-    const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
-    const list = (r: Record<string, number>) => (Object.keys(r).length ? Object.entries(r).map(([k, n]) => `${k} ${n}`).join(', ') : 'none');
-    return {
-      metrics: {
-        minutes: runMs / 60_000,
-        ticks,
-        ticks_per_s: ticks / (runMs / 1000),
-        agents: z.agents,
-        runs: tally.runs,
-        continued_as_new: tally.continued,
-        rss_drift_ratio: rss.ratio,
-        heap_drift_ratio: heap.ratio,
-        rss_mb_after_warmup: rss.first,
-        rss_mb_end: rss.last,
-        rss_mb_max: Math.max(...watch.samples.map((s) => s.rssMb)),
-        heap_mb_after_warmup: heap.first,
-        heap_mb_end: heap.last,
-        heap_threads: Math.max(...watch.samples.map((s) => s.threads)),
-        rows_per_tick: (after.inserted - before.inserted) / ticks,
-        rows_updated_per_tick: (after.updated - before.updated) / ticks,
-        rows_deleted_per_tick: (after.deleted - before.deleted) / ticks,
-        rows_kept_per_tick: (after.live - before.live) / ticks,
-        max_history_events: Math.max(tally.maxEvents, open),
-        max_history_kb: tally.maxBytes / 1024,
-        errors,
-        errors_history: sumOf(tally.failures),
-        errors_db: sumOf(db),
-        errors_worker: watch.errorLines.length,
-        worker_warn_lines: watch.warnLines,
-        memory_samples: warm.length,
-      },
-      notes: {
-        run: `${z.agents} agents (reflexes on, no pause between ticks, continue-as-new every ${z.ticksPerRun} ticks) on an instant scripted model whose 8 replies cycle (every eighth keeps a diary entry), ${fmt(runMs / 60_000, 1)} min; ticks_per_s is the whole stack's on this machine (the real Postgres in a scratch database, the Temporal dev server, the bench process and the worker share its CPUs)`,
-        worker: `a separate \`workers/main.ts --queue mindloop --no-schedules\` process (the product's worker, its defaults), bus ${nats ? 'a nats-server of this run' : 'off: no nats-server installed'}; memory every ${z.sampleMs / 1000} s by bench/soak-probe.mjs loaded into it: the RSS, and the heap: the V8 heaps in use of all its threads (the main one: activities, the database pool, the SDK's bridge; the workflows' threads: heap_threads − 1), each after a full GC`,
-        drift: `after warm-up (the first ${warmupShare * 100} % of the run, ${warm.length} samples after it): mean of the last tenth of the samples ÷ mean of the first tenth − 1`,
-        rows: 'rows_per_tick: rows inserted in the scratch database (pg_stat_user_tables n_tup_ins, every table) per tick; *_updated_*, *_deleted_*: the same for updates and deletes; rows_kept_per_tick: the growth of live rows per tick',
-        history: 'max_history_events: the longest history of any run (closed runs read whole; the current ones described); max_history_kb: the largest history size a closed run reported',
-        errors: `errors = history (${list(tally.failures)}) + database (${list(db)}) + worker error lines (${watch.errorLines.length}${watch.errorLines.length ? `: ${watch.errorLines.slice(0, 3).join(' | ')}` : ''}); worker_warn_lines: its WARN lines, not counted`,
-        over_time: progress.map((r) => `${fmt(r.minute, 1)} min: ${r.ticks} ticks, RSS ${fmt(r.rssMb)} MB, heap ${fmt(r.heapMb, 1)} MB, largest history ${r.largestHistory}, errors ${r.errors}`).join('; '),
-        targets: `rss_drift_ratio < ${maxDrift}: ${met(rss.ratio < maxDrift)}; heap_drift_ratio < ${maxDrift}: ${met(heap.ratio < maxDrift)}; errors 0: ${met(errors === 0)}`,
-      },
-    };
+    return soakReport(run, { runMs, ticks, before, after, open, db, warm, progress, bus: nats !== undefined });
   } finally {
     await client.connection.close();
     if (worker && worker.exitCode === null) {
@@ -319,4 +245,117 @@ export async function measureSoak(z: SoakSizes): Promise<{ metrics: Record<strin
     await stop();
     await scratch.drop();
   }
+}
+
+/** A soak under way: its sizes, the stack, the agents, the worker's watch and what their closed runs showed. */
+interface SoakRun {
+  z: SoakSizes;
+  stack: Stack;
+  client: Client;
+  ids: string[];
+  watch: WorkerWatch;
+  tally: HistoryTally;
+}
+
+/** Every `progressMs` until the soak's minutes are up: a row of progress, printed; throws as soon as the worker process exits. */
+async function watchProgress({ z, stack, client, ids, watch, tally }: SoakRun, t0: number): Promise<Progress[]> {
+  let workerGone: number | null | undefined;
+  void watch.exited.then((code) => (workerGone = code));
+  const endAt = t0 + z.minutes * 60_000;
+  const progress: Progress[] = [];
+  let last = { at: t0, ticks: 0 };
+  while (Date.now() < endAt) {
+    await new Promise((r) => setTimeout(r, Math.min(z.progressMs, endAt - Date.now())));
+    if (workerGone !== undefined) throw new Error(`the worker process exited (${workerGone}) after ${((Date.now() - t0) / 60_000).toFixed(1)} min: ${watch.errorLines.slice(-5).join(' | ')}`);
+    await scanClosedRuns(client, tally);
+    const ticks = await ticksSoFar(stack);
+    const sample = watch.samples.at(-1);
+    const open = await largestOpenHistory(client, ids);
+    const row: Progress = {
+      minute: (Date.now() - t0) / 60_000,
+      ticks,
+      ticksPerS: ((ticks - last.ticks) * 1000) / (Date.now() - last.at),
+      rssMb: sample?.rssMb ?? Number.NaN,
+      heapMb: sample?.heapMb ?? Number.NaN,
+      largestHistory: Math.max(tally.maxEvents, open),
+      errors: sumOf(tally.failures) + sumOf(await dbErrors(stack)) + watch.errorLines.length,
+    };
+    progress.push(row);
+    last = { at: Date.now(), ticks };
+    process.stdout.write(
+      `  soak ${fmt(row.minute, 1)}/${z.minutes} min: ${ticks} ticks (${fmt(row.ticksPerS, 1)}/s), ${tally.continued} runs continued as new, RSS ${fmt(row.rssMb)} MB, heap ${fmt(row.heapMb, 1)} MB, largest history ${row.largestHistory} events, errors ${row.errors}\n`,
+    );
+  }
+  return progress;
+}
+
+/** Stopped as an operator stops them (the stop signal): each ends its tick and completes (waited for up to a minute). */
+async function stopAgents(handles: Array<WorkflowHandle<typeof agentLoopWorkflow>>): Promise<void> {
+  await Promise.all(handles.map((h) => h.signal('stop')));
+  await Promise.all(handles.map((h) => Promise.race([h.result(), new Promise((r) => setTimeout(r, 60_000))])));
+}
+
+/** What the soak measured once its agents stopped. */
+interface SoakEnd {
+  runMs: number;
+  ticks: number;
+  before: Awaited<ReturnType<typeof tupleCounts>>;
+  after: Awaited<ReturnType<typeof tupleCounts>>;
+  /** The longest history of a run still open. */
+  open: number;
+  db: Record<string, number>;
+  /** The memory samples after warm-up. */
+  warm: WorkerWatch['samples'];
+  progress: Progress[];
+  /** Whether a nats-server of the run's own carried the bus. */
+  bus: boolean;
+}
+
+/** The soak's metrics and the notes that say what each means, with its targets met or missed. */
+function soakReport({ z, tally, watch }: SoakRun, { runMs, ticks, before, after, open, db, warm, progress, bus }: SoakEnd): { metrics: Record<string, number>; notes: Record<string, string> } {
+  const rss = drift(warm.map((s) => s.rssMb));
+  const heap = drift(warm.map((s) => s.heapMb));
+  const errors = sumOf(tally.failures) + sumOf(db) + watch.errorLines.length;
+  const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const list = (r: Record<string, number>) => (Object.keys(r).length ? Object.entries(r).map(([k, n]) => `${k} ${n}`).join(', ') : 'none');
+  return {
+    metrics: {
+      minutes: runMs / 60_000,
+      ticks,
+      ticks_per_s: ticks / (runMs / 1000),
+      agents: z.agents,
+      runs: tally.runs,
+      continued_as_new: tally.continued,
+      rss_drift_ratio: rss.ratio,
+      heap_drift_ratio: heap.ratio,
+      rss_mb_after_warmup: rss.first,
+      rss_mb_end: rss.last,
+      rss_mb_max: Math.max(...watch.samples.map((s) => s.rssMb)),
+      heap_mb_after_warmup: heap.first,
+      heap_mb_end: heap.last,
+      heap_threads: Math.max(...watch.samples.map((s) => s.threads)),
+      rows_per_tick: (after.inserted - before.inserted) / ticks,
+      rows_updated_per_tick: (after.updated - before.updated) / ticks,
+      rows_deleted_per_tick: (after.deleted - before.deleted) / ticks,
+      rows_kept_per_tick: (after.live - before.live) / ticks,
+      max_history_events: Math.max(tally.maxEvents, open),
+      max_history_kb: tally.maxBytes / 1024,
+      errors,
+      errors_history: sumOf(tally.failures),
+      errors_db: sumOf(db),
+      errors_worker: watch.errorLines.length,
+      worker_warn_lines: watch.warnLines,
+      memory_samples: warm.length,
+    },
+    notes: {
+      run: `${z.agents} agents (reflexes on, no pause between ticks, continue-as-new every ${z.ticksPerRun} ticks) on an instant scripted model whose 8 replies cycle (every eighth keeps a diary entry), ${fmt(runMs / 60_000, 1)} min; ticks_per_s is the whole stack's on this machine (the real Postgres in a scratch database, the Temporal dev server, the bench process and the worker share its CPUs)`,
+      worker: `a separate \`workers/main.ts --queue mindloop --no-schedules\` process (the product's worker, its defaults), bus ${bus ? 'a nats-server of this run' : 'off: no nats-server installed'}; memory every ${z.sampleMs / 1000} s by bench/soak-probe.mjs loaded into it: the RSS, and the heap: the V8 heaps in use of all its threads (the main one: activities, the database pool, the SDK's bridge; the workflows' threads: heap_threads − 1), each after a full GC`,
+      drift: `after warm-up (the first ${warmupShare * 100} % of the run, ${warm.length} samples after it): mean of the last tenth of the samples ÷ mean of the first tenth − 1`,
+      rows: 'rows_per_tick: rows inserted in the scratch database (pg_stat_user_tables n_tup_ins, every table) per tick; *_updated_*, *_deleted_*: the same for updates and deletes; rows_kept_per_tick: the growth of live rows per tick',
+      history: 'max_history_events: the longest history of any run (closed runs read whole; the current ones described); max_history_kb: the largest history size a closed run reported',
+      errors: `errors = history (${list(tally.failures)}) + database (${list(db)}) + worker error lines (${watch.errorLines.length}${watch.errorLines.length ? `: ${watch.errorLines.slice(0, 3).join(' | ')}` : ''}); worker_warn_lines: its WARN lines, not counted`,
+      over_time: progress.map((r) => `${fmt(r.minute, 1)} min: ${r.ticks} ticks, RSS ${fmt(r.rssMb)} MB, heap ${fmt(r.heapMb, 1)} MB, largest history ${r.largestHistory}, errors ${r.errors}`).join('; '),
+      targets: `rss_drift_ratio < ${maxDrift}: ${met(rss.ratio < maxDrift)}; heap_drift_ratio < ${maxDrift}: ${met(heap.ratio < maxDrift)}; errors 0: ${met(errors === 0)}`,
+    },
+  };
 }
