@@ -11,12 +11,13 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyAgentFileTo } from '../../activities/agent-file.js';
 import { createActivities } from '../../activities/index.js';
 import { workflowIds } from '../../core/ids.js';
 import { agentFiles, agents, goals, llmRegistry, models } from '../../db/schema/index.js';
 import { applyAgentFileUpdate, statusQuery, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
-import { untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
+import { startLoop, untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
@@ -83,6 +84,19 @@ describe('an agent file as the input of agentLoopWorkflow', () => {
       expect(message).toContain('title');
       expect(await handle.db.select().from(agents).where(eq(agents.id, 'baddie'))).toEqual([]);
       expect(await handle.db.select().from(agentFiles).where(eq(agentFiles.agentId, 'baddie'))).toEqual([]);
+    });
+  });
+});
+
+describe('an agent written from its file, then started (the way `mindloop apply` creates one)', () => {
+  it('starts with the file\'s pace and idle mode in force, read from what the file wrote', async () => {
+    await applyAgentFileTo(handle.db, { agentId: 'sleeper', document: documentOf('sleeper', { pace: { delayMs: 7000 }, idle: { on: true, wakeOn: ['note'] } }), appliedBy: 'tester' });
+    await withWorker(suite.env, worker('file-written'), async (q) => {
+      const h = await startLoop(suite.env.client, q, { agentId: 'sleeper' });
+      const status = await untilStatus(h, (s) => s.tick >= 1 && s.phase === 'idle', 'idle after the first tick');
+      expect(status.settings.delayMs).toBe(7000);
+      expect(status.settings.idle).toMatchObject({ on: true, wakeOn: ['note'] });
+      await h.terminate('test over');
     });
   });
 });

@@ -1,5 +1,5 @@
 /** The loop's message handlers: the status query, notes, wake, pause/resume/stop, config. */
-import { ApplicationFailure, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, currentUpdateInfo, setHandler, workflowInfo } from '@temporalio/workflow';
 import { formatIssues } from '../../core/zod-issues.js';
 import { firstApplication } from '../lib/loop-state.js';
 import { handlerText } from '../lib/ui-text.js';
@@ -61,14 +61,18 @@ export function registerHandlers(loop: Loop): void {
  */
 async function applyAgentFile(loop: Loop, req: ApplyAgentFileRequest) {
   try {
+    // The update id makes the write idempotent: a retried activity finds the first attempt's record.
+    const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${loop.state.tick}`;
     const r = await records.applyAgentFile({
       agentId: loop.agentId,
+      requestKey: `${loop.selfId}:file:${updateId}`,
       document: req.document,
       appliedBy: req.appliedBy ?? 'temporal-ui',
       ...(req.dryRun ? { dryRun: true } : {}),
       ...(req.overwriteDrift ? { overwriteDrift: true } : {}),
       ...(req.source ? { source: req.source } : {}),
       ...(req.deployment ? { deployment: req.deployment } : {}),
+      ...(req.batchAgents?.length ? { batchAgents: req.batchAgents } : {}),
     });
     if (!req.dryRun) {
       loop.applySettings(r.loopSettings);

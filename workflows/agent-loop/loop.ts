@@ -5,7 +5,7 @@
  */
 import { log, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import { clipText, sanitizeText } from '../../core/sanitize.js';
-import { initialState, type CarryOver } from '../lib/loop-state.js';
+import { initialState, type CarryOver, type LoopSettingsPatch } from '../lib/loop-state.js';
 import { failureMessage, rideOut, type Degraded } from '../lib/infra.js';
 import { agentLoopCurrentDetails } from '../lib/ui-text.js';
 import type { AgentStatus, LifeforceStatus, ParsedAgentLoopInput } from './messages.js';
@@ -95,7 +95,7 @@ export class Loop {
   }
 
   /** Put loop settings in force (the `setConfig` update, an agent file): the fields given, idle's merged. */
-  applySettings(patch: { idle?: Partial<CarryOver['settings']['idle']> } & Partial<Omit<CarryOver['settings'], 'idle'>>): CarryOver['settings'] {
+  applySettings(patch: LoopSettingsPatch): CarryOver['settings'] {
     const { settings } = this.state;
     const { idle, ...rest } = patch;
     Object.assign(settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));

@@ -65,6 +65,7 @@ export const pauseSignal = defineSignal<[LoopCommandArg?]>('pause');
 export const resumeSignal = defineSignal<[LoopCommandArg?]>('resume');
 /** Finish the current tick, then complete the workflow. */
 export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
+/** Loop settings as a start or `setConfig` gives them: any field, and any field of idle. */
 export const setConfigInput = sharedValue('agent-loop/setConfigInput', () => loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() }));
 /** Change loop settings (validated); returns the settings now in force. */
 export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<typeof setConfigInput>]>('setConfig');
@@ -83,6 +84,8 @@ export interface ApplyAgentFileRequest {
   source?: string;
   /** This deployment's id: a file for another deployment's agent is refused. */
   deployment?: string;
+  /** Agents applied in the same batch (a folder): known as peers though not written yet. */
+  batchAgents?: string[];
 }
 /**
  * Apply an agent file to the running agent: checked, compared with the last file applied and
@@ -148,7 +151,7 @@ export const agentLoopInput = sharedValue('agent-loop/agentLoopInput', () =>
     agentId: agentIdSchema,
     name: z.string().trim().min(1).max(200).optional(),
     /** Initial loop settings (the first run only; later runs keep what the agent set). */
-    settings: loopSettingsSchema.partial().optional(),
+    settings: setConfigInput.optional(),
     /** Complete after this many ticks (demos, tests); unset = run until stopped. */
     maxTicks: z.number().int().positive().optional(),
     /** The agent's budget when it is created (the first start only; later, `mindloop lifeforce set`). Unset: unlimited, spend recorded. */

@@ -230,7 +230,7 @@ async function begin(loop: Loop): Promise<void> {
     // agent saved with config.set; settings given in the input still win. (Histories recorded
     // before loopStarted returned `config` replay with nothing to apply.)
     applyConfigValues(state.settings, started.config ?? {});
-    if (input.settings) Object.assign(state.settings, input.settings);
+    if (input.settings) loop.applySettings(input.settings);
     if (fileSettings) loop.applySettings(fileSettings);
   }
   for (const t of started.interruptedTaskLoops) await startTaskLoop(loop, t.taskId, t.title);
@@ -242,7 +242,8 @@ async function begin(loop: Loop): Promise<void> {
  */
 async function applyFileAtStart(loop: Loop, document: Record<string, unknown>): Promise<LoopSettingsPatch> {
   try {
-    const r = await loop.rideOut('applyAgentFile', () => records.applyAgentFile({ agentId: loop.agentId, document, appliedBy: 'temporal-ui', source: 'agentLoopWorkflow input' }));
+    const requestKey = `${loop.selfId}:file:${workflowInfo().firstExecutionRunId}`;
+    const r = await loop.rideOut('applyAgentFile', () => records.applyAgentFile({ agentId: loop.agentId, document, requestKey, appliedBy: 'temporal-ui', source: 'agentLoopWorkflow input' }));
     return r.loopSettings;
   } catch (err) {
     throw ApplicationFailure.create({ type: InvalidInputError, nonRetryable: true, message: `agentLoopWorkflow: invalid input — ${failureMessage(err)}` });

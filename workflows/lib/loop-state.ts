@@ -156,13 +156,16 @@ const defaultSettings: LoopSettings = {
 
 export const defaultReflex: ReflexParams = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
 
-export function initialState(settings: Partial<LoopSettings> = {}): CarryOver {
+/** Loop settings as a start or an update gives them: any field, and any field of idle. */
+export type LoopSettingsPatch = Partial<Omit<LoopSettings, 'idle'>> & { idle?: Partial<LoopSettings['idle']> };
+
+export function initialState(settings: LoopSettingsPatch = {}): CarryOver {
   return {
     tick: 0,
     paused: false,
     pauseTicks: 0,
     operatingMode: 'normal',
-    settings: { ...defaultSettings, ...settings },
+    settings: { ...defaultSettings, ...settings, idle: { ...defaultSettings.idle, ...settings.idle } },
     reflex: { ...defaultReflex },
     counters: {
       ticks: 0,
@@ -198,6 +201,13 @@ export function applyConfigValues(settings: LoopSettings, values: Record<string,
   if (delay !== undefined) settings.delayMs = delay;
   const timeout = int(values.idle_timeout_ms, 1000, 7 * 24 * 3_600_000);
   if (timeout !== undefined) settings.idle.timeoutMs = timeout;
+  // Idle mode's switch and wake conditions (an agent file writes them; not a key config.set takes).
+  const idle = values.idle as { on?: unknown; wakeOn?: unknown } | null | undefined;
+  if (idle && typeof idle === 'object') {
+    if (typeof idle.on === 'boolean') settings.idle.on = idle.on;
+    const wakeOn = loopSettingsSchema.shape.idle.shape.wakeOn.safeParse(idle.wakeOn);
+    if (wakeOn.success) settings.idle.wakeOn = wakeOn.data;
+  }
   const maxTokens = int(values.max_tokens, 16, 8192);
   if (maxTokens !== undefined) settings.maxTokens = maxTokens;
   const k = int(values.recent_responses, 1, 50);
