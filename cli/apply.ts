@@ -139,7 +139,7 @@ async function applyAll(o: ApplyOptions): Promise<void> {
           await startAgentLoop(client, { agentId: f.document.id, ...(f.document.name ? { name: f.document.name } : {}), ...(f.document.pace?.delayMs !== undefined ? { delayMs: f.document.pace.delayMs } : {}), ...(f.document.lifeforce ? { lifeforce: f.document.lifeforce } : {}) });
         } else {
           // The running loop applies it (the same activity) and puts pace, idle and settings in force.
-          const request: ApplyAgentFileRequest = { document: f.document, appliedBy, overwriteDrift: input.overwriteDrift === true, source: f.path, deployment };
+          const request: ApplyAgentFileRequest = { document: f.document, appliedBy, overwriteDrift: input.overwriteDrift === true, source: f.path, deployment, batchAgents };
           r = await client.workflow
             .getHandle(workflowIds.agent(f.document.id))
             .executeUpdate<ApplyAgentFileResult, [ApplyAgentFileRequest]>('applyAgentFile', { args: [request] })
