@@ -1,6 +1,6 @@
 /**
  * Workers and waits for tests on a Temporal server: workers polling while a test body runs
- * (`withWorker`) or from a `beforeEach` to its `afterEach` (`startWorkers`), an agent loop started
+ * (`withWorker`) or from a `beforeAll`/`beforeEach` to its end (`startWorkers`), an agent loop started
  * on a queue (`startLoop`), and a workflow's query read until it holds (`untilQuery`, `untilStatus`
  * for the agent loop). The servers are made in ./temporal.ts, the database in ./env.ts
  * (`migratedDatabase`), other waits in ./wait.ts.
