@@ -5,7 +5,7 @@
  * claim: whoever sets it records the tick; a racing retry reads what the first recorded).
  */
 import { and, asc, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
-import { mergeEmotionList, type EmotionReading } from '../../core/emotions.js';
+import { mergeEmotionList } from '../../core/emotions.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { identicalPlaceholder, type Ideas } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
@@ -19,6 +19,7 @@ import {
   type StagnationClass,
   type StagnationDecision,
   type StagnationPolicy,
+  type StagnationState,
   type StrategyAction,
 } from '../../core/stagnation.js';
 import { defaultTrustPolicy, isExcluded, updateTrust, type Aggregate, type ValidationMode, type ValidatorRecord } from '../../core/validation.js';
@@ -39,35 +40,27 @@ const factKey = (fact: string) => fact.trim().replace(/\s+/g, ' ').toLowerCase()
 const factCheckDescription = (source?: string) =>
   `${source ? `source: ${source}\n` : ''}Check this fact. Record the outcome with facts.resolve {fact_id, status: verified|rejected, evidence} (facts.list shows the ids), or set this task done (verified) or failed (rejected).`;
 
-/** Everything tickReflexes worked out before recording it. */
-interface ReflexDecisions {
-  decision: StagnationDecision;
-  policy: StagnationPolicy;
-  novelty: number;
-  similarity: number;
-  anxietyStreak: number;
-  params: SamplingParams;
-  focus: string | null;
-  actions: string[];
-  mode: ValidationMode;
-  agg: Aggregate;
-  answered: ValidatorRecord[];
-  records: ValidatorRecord[];
-  emo: { readings: EmotionReading[]; unknown: string[]; malformed: string[] } | null;
-  nov: { ok: true; tags: string[] } | { ok: false } | null;
-  ideas: Ideas;
-  hash: string;
-  identicalTo: number | null;
-  /** The verdict's fields that the recording does not change. */
-  partial: Omit<TickReflexesResult, 'params' | 'focus' | 'stagnation' | 'effects' | 'actions'>;
+/**
+ * What the reflexes decided before recording it, by step. Recording adds to the verdict (a
+ * strategy's actions, focus and effects, trust notes, the memory manager's actions) and
+ * returns it whole.
+ */
+export interface ReflexDecisions {
+  /** The verdict as decided so far. */
+  verdict: Omit<TickReflexesResult, 'stagnation' | 'effects'>;
+  /** Anti-stagnation: the decision for this tick and what its metrics row keeps. */
+  stagnation: { decision: StagnationDecision; policy: StagnationPolicy; anxietyStreak: number; similarity: number };
+  /** Validation: the consensus, and the validators' answers (all of them, and those that rated) for their trust. */
+  validation: { agg: Aggregate; records: ValidatorRecord[]; answered: ValidatorRecord[] };
+  /** What the reply's row keeps beside the verdict, and the emotions new to the agent's list. */
+  reply: { hash: string; identicalTo: number | null; ideas: Ideas; tags: string[]; newEmotions: string[] };
 }
 
-/** A strategy's effect is due: record novelty after and fold it into the strategy's mean. */
-async function evaluateStrategy(tx: Db, d: ReflexDecisions): Promise<void> {
-  const evaluate = d.decision.evaluate;
-  if (!evaluate) return;
-  const effect = d.novelty - evaluate.noveltyBefore;
-  await tx.update(antiStagnationMetrics).set({ noveltyAfter: d.novelty, effect, evaluatedAt: new Date() }).where(eq(antiStagnationMetrics.id, evaluate.metricId));
+/** A strategy's effect is due: record novelty after and fold it into the strategy's mean; returns the action to report. */
+async function evaluateStrategy(tx: Db, evaluate: StagnationDecision['evaluate'], novelty: number): Promise<string | null> {
+  if (!evaluate) return null;
+  const effect = novelty - evaluate.noveltyBefore;
+  await tx.update(antiStagnationMetrics).set({ noveltyAfter: novelty, effect, evaluatedAt: new Date() }).where(eq(antiStagnationMetrics.id, evaluate.metricId));
   const [s] = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, evaluate.strategyId));
   // The mean is over measured effects: an application that was never evaluated (its run
   // ended first) must not count, so the earlier evaluations are counted, not the uses.
@@ -76,11 +69,20 @@ async function evaluateStrategy(tx: Db, d: ReflexDecisions): Promise<void> {
     .from(antiStagnationMetrics)
     .where(and(eq(antiStagnationMetrics.strategyId, evaluate.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt), ne(antiStagnationMetrics.id, evaluate.metricId)));
   if (s) await tx.update(stagnationStrategies).set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) }).where(eq(stagnationStrategies.id, s.id));
-  d.actions.push(`evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`);
+  return `evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`;
+}
+
+/** What applying a strategy gives the verdict: its diagnosis, the evaluation it leaves pending, its effects, the focus it sets and its action. */
+interface StrategyApplied {
+  diagnosis: StagnationClass;
+  pending: StagnationState['pending'];
+  effects: LoopEffect[];
+  focus?: string;
+  action?: string;
 }
 
 /** Stagnation: diagnose it, choose the strategy with the best record for the diagnosis, apply it. */
-async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: ReflexView, d: ReflexDecisions, effects: LoopEffect[]) {
+async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: ReflexView, novelty: number, params: SamplingParams): Promise<StrategyApplied> {
   let strategies = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.agentId, input.agentId)).orderBy(asc(stagnationStrategies.id));
   // The built-in strategies an agent lacks are seeded by name: all of them for a new agent, the
   // ones added since for an older one. A strategy it has keeps its record (to retire a built-in
@@ -107,29 +109,33 @@ async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: Refle
   const diagnosis: StagnationClass = diagnose(diag);
   const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
   const chosen = chooseStrategy(candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);
-  if (!chosen) return { diagnosis, pending: null };
-  const applied = await applyStrategy(tx, input, chosen.params as { action?: StrategyAction; ticks?: number }, view.reply.llmRegistryId, { peers: view.peers, novelty: d.novelty, thinking: view.reply.parsed.body });
-  effects.push(...applied.effects);
-  if (applied.focus) d.focus = applied.focus;
+  if (!chosen) return { diagnosis, pending: null, effects: [] };
+  const applied = await applyStrategy(tx, input, chosen.params as { action?: StrategyAction; ticks?: number }, view.reply.llmRegistryId, { peers: view.peers, novelty, thinking: view.reply.parsed.body });
   await tx.update(stagnationStrategies).set({ uses: sql`${stagnationStrategies.uses} + 1`, lastUsedAt: new Date() }).where(eq(stagnationStrategies.id, chosen.id));
   const [m] = await tx
     .insert(antiStagnationMetrics)
-    .values({ agentId: input.agentId, tick: input.tick, diagnosis, action: chosen.name, strategyId: chosen.id, noveltyBefore: d.novelty, params: { ...d.params, detail: applied.detail } })
+    .values({ agentId: input.agentId, tick: input.tick, diagnosis, action: chosen.name, strategyId: chosen.id, noveltyBefore: novelty, params: { ...params, detail: applied.detail } })
     .returning({ id: antiStagnationMetrics.id });
-  d.actions.push(`strategy:${chosen.name} (${diagnosis})`);
-  return { diagnosis, pending: { strategyId: chosen.id, metricId: m!.id, tick: input.tick, noveltyBefore: d.novelty } };
+  return {
+    diagnosis,
+    pending: { strategyId: chosen.id, metricId: m!.id, tick: input.tick, noveltyBefore: novelty },
+    effects: applied.effects,
+    ...(applied.focus ? { focus: applied.focus } : {}),
+    action: `strategy:${chosen.name} (${diagnosis})`,
+  };
 }
 
-/** Trust: answers far from the consensus lose trust, close ones regain it; low trust excludes. */
-async function updateTrusts(tx: Db, input: TickReflexesInput, d: ReflexDecisions): Promise<void> {
-  if (d.mode !== 'normal' || d.agg.rating === null || d.agg.blocked) return;
-  for (const r of d.answered) {
-    const trust = updateTrust(r.trust, r.rating!, d.agg.rating, defaultTrustPolicy);
+/** Trust: answers far from the consensus lose trust, close ones regain it; low trust excludes. Returns the verdict's notes of it. */
+async function updateTrusts(tx: Db, input: TickReflexesInput, mode: ValidationMode, { agg, answered }: ReflexDecisions['validation']): Promise<string[]> {
+  const notesOut: string[] = [];
+  if (mode !== 'normal' || agg.rating === null || agg.blocked) return notesOut;
+  for (const r of answered) {
+    const trust = updateTrust(r.trust, r.rating!, agg.rating, defaultTrustPolicy);
     const excluded = isExcluded(trust, defaultTrustPolicy);
     if (trust === r.trust && !excluded) continue; // nothing moved: no write (the common, agreeing case)
     // A peer validator's weight is the agent's trust in the peer: the link's trust moves.
     if (r.peer !== undefined) {
-      await recordPeerValidatorTrust(tx, input, r, trust, excluded, d.partial.notes);
+      await recordPeerValidatorTrust(tx, input, r, trust, excluded, notesOut);
       continue;
     }
     await tx
@@ -138,9 +144,10 @@ async function updateTrusts(tx: Db, input: TickReflexesInput, d: ReflexDecisions
       .where(eq(llmRegistry.id, r.registryId));
     if (excluded) {
       await tx.insert(notes).values({ agentId: input.agentId, direction: 'in', source: 'system', priority: 3, tags: ['validation'], text: `Validator "${r.name}" (#${r.registryId}) was excluded: its trust fell to ${trust} (far from the consensus).` });
-      d.partial.notes.push(`validator ${r.name} excluded (trust ${trust})`);
+      notesOut.push(`validator ${r.name} excluded (trust ${trust})`);
     }
   }
+  return notesOut;
 }
 
 /** Emotions outside the configured list join it. */
@@ -187,48 +194,55 @@ export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput,
       .returning({ id: llmRecentResponses.id });
     if (!claimed[0]) return null;
 
-    let stagnation = d.decision.state;
+    const { verdict, stagnation: st, validation, reply } = d;
+    const actions = [...verdict.actions];
+    let focus = verdict.focus;
+    let stagnation = st.decision.state;
     const effects: LoopEffect[] = [];
-    await evaluateStrategy(tx, d);
+    const evaluated = await evaluateStrategy(tx, st.decision.evaluate, verdict.novelty);
+    if (evaluated) actions.push(evaluated);
     let diagnosis: StagnationClass | null = null;
-    if (d.decision.strategy) {
-      const chosen = await applyChosenStrategy(tx, input, view, d, effects);
+    if (st.decision.strategy) {
+      const chosen = await applyChosenStrategy(tx, input, view, verdict.novelty, verdict.params);
       diagnosis = chosen.diagnosis;
+      effects.push(...chosen.effects);
+      if (chosen.focus) focus = chosen.focus;
+      if (chosen.action) actions.push(chosen.action);
       if (chosen.pending) stagnation = { ...stagnation, pending: chosen.pending };
     }
-    stagnation = { ...stagnation, anxietyStreak: d.anxietyStreak };
+    stagnation = { ...stagnation, anxietyStreak: st.anxietyStreak };
     // Per-tick metrics row (and the Reflex-lite intervention, when it fired).
     await tx.insert(antiStagnationMetrics).values({
       agentId: input.agentId,
       tick: input.tick,
       diagnosis,
-      action: d.decision.reflexLite ? 'reflex_lite' : 'tick',
-      noveltyBefore: d.novelty,
-      params: { ...d.params, lowStreak: stagnation.lowStreak, anxietyStreak: d.anxietyStreak, similarity: Math.round(d.similarity * 1000) / 1000, rephrase: d.focus === rephrasePrompt },
+      action: st.decision.reflexLite ? 'reflex_lite' : 'tick',
+      noveltyBefore: verdict.novelty,
+      params: { ...verdict.params, lowStreak: stagnation.lowStreak, anxietyStreak: st.anxietyStreak, similarity: Math.round(st.similarity * 1000) / 1000, rephrase: focus === rephrasePrompt },
     });
-    await updateTrusts(tx, input, d);
-    await recordNewEmotions(tx, input, reflexSettings(view.config).known, d.emo?.unknown ?? []);
+    const trustNotes = await updateTrusts(tx, input, verdict.validationMode, validation);
+    await recordNewEmotions(tx, input, reflexSettings(view.config).known, reply.newEmotions);
     await recordFacts(tx, input, view);
-    if (input.tick % memoryEvery === 0) d.actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
+    if (input.tick % memoryEvery === 0) actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
 
-    const out: TickReflexesResult = { ...d.partial, params: d.params, focus: d.focus, stagnation, effects, actions: d.actions };
+    const out: TickReflexesResult = { ...verdict, notes: [...verdict.notes, ...trustNotes], focus, stagnation, effects, actions };
     await tx
       .update(llmRecentResponses)
       .set({
         reflexes: out as unknown as Record<string, unknown>,
-        contentHash: d.hash,
-        ...(d.identicalTo !== null ? { content: identicalPlaceholder(d.identicalTo) } : {}),
-        novelty: d.novelty,
-        ideas: d.ideas,
-        tags: d.nov?.ok ? d.nov.tags : view.reply.tags,
-        emotions: d.partial.emotions,
+        contentHash: reply.hash,
+        ...(reply.identicalTo !== null ? { content: identicalPlaceholder(reply.identicalTo) } : {}),
+        novelty: verdict.novelty,
+        ideas: reply.ideas,
+        tags: reply.tags,
+        emotions: verdict.emotions,
         rating: out.rating,
-        validationMode: d.mode,
-        validators: d.records,
-        distribution: d.agg.distribution,
-        stagnation: d.decision.stagnant,
-        stagnationReason: d.decision.stagnant ? (diagnosis ?? `novelty ${d.novelty} < ${d.policy.lowNovelty}`) : null,
-        stagnationActions: d.actions,
+        validationMode: verdict.validationMode,
+        validators: validation.records,
+        distribution: validation.agg.distribution,
+        stagnation: st.decision.stagnant,
+        stagnationReason: st.decision.stagnant ? (diagnosis ?? `novelty ${verdict.novelty} < ${st.policy.lowNovelty}`) : null,
+        stagnationActions: actions,
       })
       .where(eq(llmRecentResponses.id, view.reply.id));
     return out;

@@ -244,24 +244,7 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
   }
 
   const { result, recorded } = await recordReflexes(deps, input, view, {
-    decision,
-    policy,
-    novelty,
-    similarity,
-    anxietyStreak,
-    params,
-    focus,
-    actions,
-    mode,
-    agg,
-    answered,
-    records,
-    emo,
-    nov,
-    ideas,
-    hash,
-    identicalTo,
-    partial: {
+    verdict: {
       validationMode: mode,
       rating: mode === 'auto_pass' ? null : agg.rating,
       ...(mode === 'auto_pass' && Object.keys(gate.held).length === 0 ? {} : { allowedCmdIds: gate.allowed }),
@@ -270,10 +253,16 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
       novelty,
       identical,
       emotions,
+      params,
+      focus,
+      actions,
       validatorTimeouts,
       validatorFailures,
       malformed,
     },
+    stagnation: { decision, policy, anxietyStreak, similarity },
+    validation: { agg, records, answered },
+    reply: { hash, identicalTo, ideas, tags: nov?.ok ? nov.tags : view.reply.tags, newEmotions: emo?.unknown ?? [] },
   });
   // Told once, by the attempt that recorded the verdict (a retry finds it and tells nobody again).
   if (recorded) {
