@@ -213,7 +213,7 @@ async function agentsUsing(db: Db, name: string): Promise<string[]> {
 }
 
 const inUse = (name: string, agents: string[]) =>
-  new ModelCatalogueError('in-use', `model '${name}' is assigned to agent${agents.length > 1 ? 's' : ''} ${agents.join(', ')}: unassign it from ${agents.length > 1 ? 'them' : 'it'} first`, 'name');
+  new ModelCatalogueError('in-use', `model '${name}' is used by agent${agents.length > 1 ? 's' : ''} ${agents.join(', ')}: name another model in ${agents.length > 1 ? 'their files' : 'its file'} (models:) and apply ${agents.length > 1 ? 'them' : 'it'} first`, 'name');
 
 /** Remove an entry; refused while any agent's registry row comes from it, naming those agents. */
 export async function removeModel(db: Db, name: string): Promise<void> {

@@ -242,14 +242,14 @@ describe('mindloop models list and remove', () => {
   it('refuses to remove a model agents use, naming them; removes it once they no longer do', async () => {
     const refused = await ml('remove', 'fast');
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("mindloop: model 'fast' is assigned to agents ada, bo: unassign it from them first");
+    expect(refused.stderr).toContain("mindloop: model 'fast' is used by agents ada, bo: name another model in their files (models:) and apply them first");
     expect(await row('fast')).not.toBeNull();
     // The database refuses it too (ON DELETE RESTRICT), whoever asks.
     await expect(h.db.delete(models).where(eq(models.name, 'fast'))).rejects.toThrow();
 
     expect(await unassignModel(h.db, { agentId: 'ada', modelName: 'fast' })).toBe(2);
     const stillBo = await ml('remove', 'fast');
-    expect(stillBo.stderr).toContain("model 'fast' is assigned to agent bo: unassign it from it first");
+    expect(stillBo.stderr).toContain("model 'fast' is used by agent bo: name another model in its file (models:) and apply it first");
     expect(await unassignModel(h.db, { agentId: 'bo', modelName: 'fast' })).toBe(2);
 
     const removed = await ml('remove', 'fast');

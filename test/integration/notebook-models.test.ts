@@ -145,7 +145,7 @@ describe('the notebook Models page', () => {
     await modelRow('nb-fast').locator('button[data-action="remove"]').click();
     const result = modelRow('nb-fast').locator('td.result');
     await expect.poll(async () => result.textContent()).toMatch(/^refused \(409\): /);
-    expect(await result.textContent()).toContain("model 'nb-fast' is assigned to agent ada: unassign it from it first");
+    expect(await result.textContent()).toContain("model 'nb-fast' is used by agent ada: name another model in its file (models:) and apply it first");
     await page.screenshot({ path: join(artifacts, 'models-remove-refused.png'), fullPage: true });
     expect(await getModel(h.db, 'nb-fast')).not.toBeNull();
 
