@@ -95,8 +95,35 @@ export const approveForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('ap
 /** Human gate: discard the patch. */
 export const rejectForkUpdate = defineUpdate<GateAnswer, [{ by?: string }]>('rejectFork');
 
+/** A fork's run: its checked input, its budget, the state its query shows and the gate's answer. */
+interface ForkRun {
+  input: SuccessorForkParams;
+  info: ReturnType<typeof workflowInfo>;
+  forkId: string;
+  /** The fork's own budget `fork:<id>` (undefined: a fork begun before fork-lifeforce-v1). */
+  budgetId: string | undefined;
+  /** Whether the fork's budget was carved from the parent's (then it is closed with the copy). */
+  carved: boolean;
+  state: ForkState;
+  /** The human's answer at the gate, as the update gave it. */
+  decision?: { gate: 'approved' | 'rejected'; by: string };
+  /** What the gate came to, returned to the update that answered. */
+  answer?: GateAnswer;
+}
+
 /** Evaluate an architecture patch in an isolated successor and return a verdict. */
 export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<SuccessorForkResult> {
+  const run = startFork(raw);
+  const result = await verdictOfCopy(run);
+  if (result.verdict !== 'APPROVE' || run.input.auditsForkId) {
+    enter(run, 'done');
+    return { ...result, gate: 'not_applicable', applied: null };
+  }
+  return awaitGate(run, result);
+}
+
+/** The input checked (the fork id, and an evaluation that fits the patch), the fork's budget, its query and gate updates. */
+function startFork(raw: SuccessorForkInput): ForkRun {
   const input: SuccessorForkParams = parseWorkflowInput('successorForkWorkflow', successorForkInputSchema, raw);
   const info = workflowInfo();
   const forkId = input.forkId ?? (info.workflowId.startsWith('fork/') ? info.workflowId.slice('fork/'.length) : info.workflowId);
@@ -120,91 +147,37 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
   // fork-lifeforce-v1: the fork spends from its own budget `fork:<id>`, carved from the parent
   // agent's; forks begun before charge their copy's own budget, as they did.
   const budgetId = patched('fork-lifeforce-v1') ? budgetIds.fork(forkId) : undefined;
-  let carved = false;
-  const state: ForkState = { forkId, phase: 'spawning' };
-  /** Set the phase; the current details the UI shows follow it (no command). */
-  const enter = (phase: ForkPhase, until?: number) => {
-    state.phase = phase;
-    setCurrentDetails(forkCurrentDetails({ phase, verdict: state.verdict, gateUntil: until === undefined ? undefined : new Date(until).toISOString() }));
-  };
-  enter('spawning');
-  let decision: { gate: 'approved' | 'rejected'; by: string } | undefined;
-  let answer: GateAnswer | undefined;
+  const run: ForkRun = { input, info, forkId, budgetId, carved: false, state: { forkId, phase: 'spawning' } };
+  const { state } = run;
+  enter(run, 'spawning');
   setHandler(forkStateQuery, () => ({ ...state }), { description: handlerText.fork.forkState });
   const gateHandler = (gate: 'approved' | 'rejected') => async (arg: { by?: string }) => {
-    decision ??= { gate, by: arg?.by?.trim() || 'human' };
-    await condition(() => answer !== undefined);
-    return answer!;
+    run.decision ??= { gate, by: arg?.by?.trim() || 'human' };
+    await condition(() => run.answer !== undefined);
+    return run.answer!;
   };
   const gateValidator = (_arg: { by?: string }) => {
     if (state.phase !== 'awaiting_approval') throw new Error(`fork ${forkId} is not awaiting approval (phase ${state.phase}, verdict ${state.verdict ?? 'none'})`);
   };
   setHandler(approveForkUpdate, gateHandler('approved'), { validator: gateValidator, description: handlerText.fork.approveFork });
   setHandler(rejectForkUpdate, gateHandler('rejected'), { validator: gateValidator, description: handlerText.fork.rejectFork });
+  return run;
+}
 
+/** Set the phase; the current details the UI shows follow it (no command). */
+function enter({ state }: ForkRun, phase: ForkPhase, until?: number): void {
+  state.phase = phase;
+  setCurrentDetails(forkCurrentDetails({ phase, verdict: state.verdict, gateUntil: until === undefined ? undefined : new Date(until).toISOString() }));
+}
+
+type ForkVerdict = Omit<SuccessorForkResult, 'gate' | 'applied'>;
+
+/** The copy spawned, evaluated and its verdict recorded; the copy is destroyed whatever happens. */
+async function verdictOfCopy(run: ForkRun): Promise<ForkVerdict> {
+  const { forkId, budgetId } = run;
   let cleanupStatus: 'cancelled' | 'failed' | undefined;
-  let result: Omit<SuccessorForkResult, 'gate' | 'applied'>;
   try {
-    const spawned = await long.forkSpawn({
-      forkId,
-      workflowId: info.workflowId,
-      agentId: input.agentId,
-      patch: input.patch,
-      evaluation: input.evaluation,
-      budget: input.budget,
-      auditsForkId: input.auditsForkId,
-      startedAtMs: info.startTime.getTime(),
-    });
-    Object.assign(state, { spawnMs: spawned.spawnMs, rows: spawned.rows });
-    enter('evaluating');
-    const refused = budgetId ? await openForkBudget(input.agentId, budgetId, spawned.lifeforce) : null;
-    carved = budgetId !== undefined && refused === null;
-    let outcome: EvaluationOutcome;
-    if (refused) {
-      // The parent cannot fund the fork: rejected without running anything.
-      outcome = { decision: { ...budgetVerdict('lifeforce', refused), caveats: ['the evaluation did not start'] }, artifacts: [], status: 'budget_exceeded' };
-    } else {
-      const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime(), budgetId);
-      // The budget timer is cancelled in the same step that schedules the next activity: a
-      // history records that activity before the timer's cancellation, and replay checks the order.
-      raced.settle();
-      outcome = raced.outcome;
-    }
-
-    const usage = await db.forkUsage({ forkId });
-    if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
-      outcome = { ...outcome, decision: budgetVerdict('cost', `spent $${usage.costUsd.toFixed(4)} > $${input.budget.costUsd}`), status: 'budget_exceeded' };
-    }
-
-    if (input.verify && !input.auditsForkId && forkId.length <= 58) {
-      enter('verifying');
-      const verifier = { agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId };
-      const audit = await executeChild(successorForkWorkflow, {
-        workflowId: `fork/${forkId}.vf`,
-        args: [verifier],
-        ...forkText({ ...verifier, wallMs: input.budget.wallMs }),
-      }).catch(() => undefined);
-      outcome.decision = { ...outcome.decision, caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)] };
-    }
-
-    enter('recording');
-    const recorded = await db.forkRecordVerdict({
-      forkId,
-      decision: outcome.decision,
-      artifacts: outcome.artifacts,
-      status: outcome.status,
-      usage: { costUsd: usage.costUsd, ...(usage.lifeforce !== undefined ? { lifeforce: usage.lifeforce } : {}), wallMs: Date.now() - info.startTime.getTime() },
-    });
-    state.verdict = outcome.decision.verdict;
-    result = {
-      forkId,
-      verdict: outcome.decision.verdict,
-      confidence: outcome.decision.confidence,
-      patchHash: recorded.patchHash,
-      evaluationSummary: outcome.decision.summary,
-      caveats: outcome.decision.caveats,
-      artifacts: outcome.artifacts,
-    };
+    return await evaluateCopy(run);
   } catch (err) {
     cleanupStatus = isCancellation(err) ? 'cancelled' : 'failed';
     throw err;
@@ -216,28 +189,93 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
       await cleanup.forkCleanup({ forkId, status: cleanupStatus });
       // Only a budget that was carved has anything to give back; forks begun before
       // fork-close-carved-only-v1 closed theirs in any case, and replay so.
-      if (budgetId && (carved || !patched('fork-close-carved-only-v1'))) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
+      if (budgetId && (run.carved || !patched('fork-close-carved-only-v1'))) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
     });
   }
+}
 
-  if (result.verdict !== 'APPROVE' || input.auditsForkId) {
-    enter('done');
-    return { ...result, gate: 'not_applicable', applied: null };
+/** Spawn the copy, fund it, evaluate it under the budget (audited by a verifier when asked), record the verdict. */
+async function evaluateCopy(run: ForkRun): Promise<ForkVerdict> {
+  const { input, info, forkId, budgetId, state } = run;
+  const spawned = await long.forkSpawn({
+    forkId,
+    workflowId: info.workflowId,
+    agentId: input.agentId,
+    patch: input.patch,
+    evaluation: input.evaluation,
+    budget: input.budget,
+    auditsForkId: input.auditsForkId,
+    startedAtMs: info.startTime.getTime(),
+  });
+  Object.assign(state, { spawnMs: spawned.spawnMs, rows: spawned.rows });
+  enter(run, 'evaluating');
+  const refused = budgetId ? await openForkBudget(input.agentId, budgetId, spawned.lifeforce) : null;
+  run.carved = budgetId !== undefined && refused === null;
+  let outcome: EvaluationOutcome;
+  if (refused) {
+    // The parent cannot fund the fork: rejected without running anything.
+    outcome = { decision: { ...budgetVerdict('lifeforce', refused), caveats: ['the evaluation did not start'] }, artifacts: [], status: 'budget_exceeded' };
+  } else {
+    const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime(), budgetId);
+    // The budget timer is cancelled in the same step that schedules the next activity: a
+    // history records that activity before the timer's cancellation, and replay checks the order.
+    raced.settle();
+    outcome = raced.outcome;
   }
 
-  // The human gate: nothing is applied without an answer; the deadline lapses the verdict.
+  const usage = await db.forkUsage({ forkId });
+  if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
+    outcome = { ...outcome, decision: budgetVerdict('cost', `spent $${usage.costUsd.toFixed(4)} > $${input.budget.costUsd}`), status: 'budget_exceeded' };
+  }
+
+  if (input.verify && !input.auditsForkId && forkId.length <= 58) {
+    enter(run, 'verifying');
+    const verifier = { agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId };
+    const audit = await executeChild(successorForkWorkflow, {
+      workflowId: `fork/${forkId}.vf`,
+      args: [verifier],
+      ...forkText({ ...verifier, wallMs: input.budget.wallMs }),
+    }).catch(() => undefined);
+    outcome.decision = { ...outcome.decision, caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)] };
+  }
+
+  enter(run, 'recording');
+  const recorded = await db.forkRecordVerdict({
+    forkId,
+    decision: outcome.decision,
+    artifacts: outcome.artifacts,
+    status: outcome.status,
+    usage: { costUsd: usage.costUsd, ...(usage.lifeforce !== undefined ? { lifeforce: usage.lifeforce } : {}), wallMs: Date.now() - info.startTime.getTime() },
+  });
+  state.verdict = outcome.decision.verdict;
+  return {
+    forkId,
+    verdict: outcome.decision.verdict,
+    confidence: outcome.decision.confidence,
+    patchHash: recorded.patchHash,
+    evaluationSummary: outcome.decision.summary,
+    caveats: outcome.decision.caveats,
+    artifacts: outcome.artifacts,
+  };
+}
+
+/** The human gate: nothing is applied without an answer; the deadline lapses the verdict. */
+async function awaitGate(run: ForkRun, result: ForkVerdict): Promise<SuccessorForkResult> {
+  const { input, forkId, state } = run;
   state.gate = 'pending';
-  enter('awaiting_approval', Date.now() + input.approvalDeadlineMs);
+  enter(run, 'awaiting_approval', Date.now() + input.approvalDeadlineMs);
+  let answer: GateAnswer;
   try {
-    const answered = await condition(() => decision !== undefined, input.approvalDeadlineMs, { summary: timerText.forkGate(input.approvalDeadlineMs) });
-    const gate = answered && decision ? decision : { gate: 'expired' as const, by: 'deadline' };
+    const answered = await condition(() => run.decision !== undefined, input.approvalDeadlineMs, { summary: timerText.forkGate(input.approvalDeadlineMs) });
+    const gate = answered && run.decision ? run.decision : { gate: 'expired' as const, by: 'deadline' };
     answer = await db.forkGate({ forkId, decision: gate.gate, by: gate.by });
+    run.answer = answer;
   } catch (err) {
     if (isCancellation(err)) await CancellationScope.nonCancellable(() => db.forkGate({ forkId, decision: 'expired', by: 'cancelled' }));
     throw err;
   }
   state.gate = answer.gate as ForkState['gate'];
-  enter('done');
+  enter(run, 'done');
   // Let the update handler return its answer before the workflow completes.
   await condition(allHandlersFinished);
   return { ...result, gate: answer.gate as SuccessorForkResult['gate'], applied: answer.applied };
