@@ -5,8 +5,9 @@
  * `chat`, each use of the sandbox queue's `sandboxRun` in a workflow, and each activity that makes
  * a `shell` effect (which the agent loop runs in the sandbox). Each path found must have a
  * scenario in `paths` below, and a path that is gone must leave it: a new path nobody priced fails
- * here. Behind them the two gates: a chat model is asked only by the router (after its hold), the
- * sandbox engine only by the sandbox queue's activity (which only the paths found call).
+ * here. Behind them the gates: a chat model is asked only by the router (after its hold) or by a
+ * person's test of a catalogue model (no agent's call), the sandbox engine only by the sandbox
+ * queue's activity (which only the paths found call).
  *
  * Each scenario runs its path against the real Postgres — the activity itself, or the workflow on
  * the time-skipping server with the real activities and a local stand-in of the sandbox — and
@@ -427,7 +428,7 @@ const forkAbstracts = once(async () => {
 /** Every path that runs the sandbox or calls a model, and its proof. */
 const paths: Record<string, Scenario> = {
   // The sandbox.
-  'sandbox workflows/agent-loop.ts › AgentLoop.runShell': shellCommand,
+  'sandbox workflows/agent-loop/effects.ts › runShell': shellCommand,
   'shell-effect activities/commands/shell.ts › shell': shellCommand,
   'shell-effect activities/commands/escalations.ts › designedToolRun': designedToolAction,
   'sandbox workflows/escalation.ts › EscalationRun.runApprovedShell': approvedShell,
@@ -451,10 +452,13 @@ const paths: Record<string, Scenario> = {
   'llm activities/forks/evaluate-abstracts.ts › judgeDigest': forkAbstracts,
 };
 
-/** The two gates every path above goes through. */
+/** The gates every path above goes through, and the one model call no agent makes. */
 const gates = [
   // The router asks a model only after reserveCall held the call's worst case.
   'model activities/llm/router.ts › askRow',
+  // A person's test of a catalogue model (`mindloop models test`, the notebook's Models page): no
+  // agent asks it and no agent's budget pays; what it finds is stored on the catalogue entry.
+  'model runtime/model-test.ts › runModelTest.ask',
   // The sandbox queue's activity: only the `sandbox` paths above schedule it.
   'engine activities/sandbox.ts › createSandboxActivities.sandboxRun',
 ];
