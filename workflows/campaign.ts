@@ -151,7 +151,7 @@ class CampaignRun {
   readonly progress: CampaignProgress;
   private paused = false;
   private cancelReason: string | null = null;
-  private readonly started: Started[] = [];
+  readonly started: Started[] = [];
   private readonly verdicts: CampaignResult['phases'] = [];
   private readonly work = new CancellationScope();
   /** The budget its LLM calls are charged to: its own once carved (the agent's when its own was closed by an earlier run). */
@@ -216,7 +216,7 @@ class CampaignRun {
       if (isCancellation(err)) {
         await CancellationScope.nonCancellable(async () => {
           progress.error = this.cancelReason ?? 'cancelled';
-          await this.compensate();
+          await compensate(this);
           this.setStatus('cancelled');
           await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
           await this.closeBudget('cancelled');
@@ -226,7 +226,7 @@ class CampaignRun {
       }
       const message = err instanceof PhaseFailed ? err.message : err instanceof Error ? err.message : String(err);
       progress.error = message;
-      if (input.compensateOnFailure) await this.compensate();
+      if (input.compensateOnFailure) await compensate(this);
       this.setStatus('failed');
       await db.recordCampaign({ campaignId, status: 'failed', error: message });
       await this.closeBudget('failed');
@@ -270,7 +270,7 @@ class CampaignRun {
     );
   }
 
-  private setStatus(status: CampaignStatus): void {
+  setStatus(status: CampaignStatus): void {
     this.progress.status = status;
     this.show();
   }
@@ -480,53 +480,6 @@ class CampaignRun {
     await ledger.closeChildBudget({ budgetId: this.budgetId, reason: `campaign ${this.campaignId} ${outcome}` });
   }
 
-  /**
-   * Undo started tasks, newest first: completed ones, and (v1) the one that was running when the
-   * campaign was cancelled, after it stopped (it may have committed its effect; compensation is
-   * key-based and idempotent, so undoing an effect that never happened is a no-op).
-   * A child workflow task: its explicit `compensation` runs as an activity. Without one, the
-   * default is cancelling the child: a child campaign cancelled mid-run undoes its own started
-   * work (counted as compensated); any other cancelled child, and a child that had completed,
-   * cannot be undone: logged and listed in `uncompensated`. A task whose compensation fails is
-   * logged and the rest still run.
-   */
-  private async compensate(): Promise<void> {
-    const { campaignId, agentId, progress, started } = this;
-    this.setStatus('compensating');
-    await db.recordCampaign({ campaignId, status: 'compensating' });
-    while (started.length) {
-      const d = started.pop()!;
-      if (d.kind === 'workflow' && !d.compensation) {
-        if (this.v1) this.notUndone(d);
-        continue;
-      }
-      try {
-        const r = await undo.compensateCampaignTask({ campaignId, agentId, key: d.key, type: d.type, args: d.args, result: d.result, compensation: d.compensation });
-        if (r.compensated) progress.compensated.push(d.label);
-      } catch (err) {
-        log.error('compensation failed', { campaignId, task: d.label, error: failureMessage(err, 2000) });
-        progress.failedTasks.push({ phase: 'compensation', task: d.label, error: failureMessage(err, 2000) });
-      }
-    }
-    for (const [i] of this.input.phases.entries()) {
-      if (i < progress.phase.index) await db.recordPhase({ campaignId, ordinal: i, status: 'compensated' });
-    }
-  }
-
-  /** A child workflow task without a compensation: a cancelled child campaign undid its own work; anything else is listed as not undone. */
-  private notUndone(d: Started): void {
-    const { progress } = this;
-    let reason: string | null = null;
-    if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
-    else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
-    else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
-    // (else: cancelled before the child started; nothing to undo)
-    if (reason) {
-      log.warn('campaign task not compensated', { campaignId: this.campaignId, task: d.label, reason });
-      progress.uncompensated.push({ task: d.label, reason });
-    }
-  }
-
   /** Promote a learning; the store may refuse (rate limit, guard): logged, never fatal to the campaign. */
   private async learn(predicate: 'phase_success' | 'avoid_error', args: Record<string, unknown>): Promise<void> {
     try {
@@ -538,3 +491,49 @@ class CampaignRun {
   }
 }
 
+/**
+ * Undo started tasks, newest first: completed ones, and (v1) the one that was running when the
+ * campaign was cancelled, after it stopped (it may have committed its effect; compensation is
+ * key-based and idempotent, so undoing an effect that never happened is a no-op).
+ * A child workflow task: its explicit `compensation` runs as an activity. Without one, the
+ * default is cancelling the child: a child campaign cancelled mid-run undoes its own started
+ * work (counted as compensated); any other cancelled child, and a child that had completed,
+ * cannot be undone: logged and listed in `uncompensated`. A task whose compensation fails is
+ * logged and the rest still run.
+ */
+async function compensate(run: CampaignRun): Promise<void> {
+  const { campaignId, agentId, progress, started } = run;
+  run.setStatus('compensating');
+  await db.recordCampaign({ campaignId, status: 'compensating' });
+  while (started.length) {
+    const d = started.pop()!;
+    if (d.kind === 'workflow' && !d.compensation) {
+      if (run.v1) notUndone(run, d);
+      continue;
+    }
+    try {
+      const r = await undo.compensateCampaignTask({ campaignId, agentId, key: d.key, type: d.type, args: d.args, result: d.result, compensation: d.compensation });
+      if (r.compensated) progress.compensated.push(d.label);
+    } catch (err) {
+      log.error('compensation failed', { campaignId, task: d.label, error: failureMessage(err, 2000) });
+      progress.failedTasks.push({ phase: 'compensation', task: d.label, error: failureMessage(err, 2000) });
+    }
+  }
+  for (const [i] of run.input.phases.entries()) {
+    if (i < progress.phase.index) await db.recordPhase({ campaignId, ordinal: i, status: 'compensated' });
+  }
+}
+
+/** A child workflow task without a compensation: a cancelled child campaign undid its own work; anything else is listed as not undone. */
+function notUndone(run: CampaignRun, d: Started): void {
+  const { progress } = run;
+  let reason: string | null = null;
+  if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
+  else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
+  else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
+  // (else: cancelled before the child started; nothing to undo)
+  if (reason) {
+    log.warn('campaign task not compensated', { campaignId: run.campaignId, task: d.label, reason });
+    progress.uncompensated.push({ task: d.label, reason });
+  }
+}
