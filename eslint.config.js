@@ -33,8 +33,7 @@ const serverSide = {
 
 const nodeBuiltins = {
   regex: `^(?:node:.+|${builtinModules.map(escapeRe).join('|')})$`,
-  message:
-    'Node built-ins are not available in the Temporal workflow sandbox; do the I/O in an activity.',
+  message: 'Node built-ins are not available in the Temporal workflow sandbox; do the I/O in an activity.',
 };
 
 /**
@@ -135,10 +134,7 @@ export default defineConfig(
     plugins: { '@typescript-eslint': tseslint.plugin },
     rules: {
       'no-restricted-imports': 'off',
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        { patterns: [serverSide, nodeBuiltins] },
-      ],
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [serverSide, nodeBuiltins] }],
     },
   },
 

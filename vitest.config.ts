@@ -29,8 +29,18 @@ export default defineConfig({
     setupFiles: ['test/helpers/fast-check-setup.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: unit } },
-      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone, ...unit] } },
-      ...alone.map((file, i) => ({ extends: true as const, test: { name: `alone-${i + 1}`, include: [file], sequence: { groupOrder: i + 1 } } })),
+      {
+        extends: true,
+        test: {
+          name: 'suite',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...alone, ...unit],
+        },
+      },
+      ...alone.map((file, i) => ({
+        extends: true as const,
+        test: { name: `alone-${i + 1}`, include: [file], sequence: { groupOrder: i + 1 } },
+      })),
     ],
   },
 });

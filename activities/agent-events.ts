@@ -123,7 +123,13 @@ export function tellLearning(
 ): void {
   if (!events || !agentId) return;
   const args = isPlainObject(l.args) ? l.args : {};
-  events.event(agentId, 'learning', { shardType: l.shardType, predicate: l.predicate, args, confidence: l.confidence, reinforced: l.reinforced });
+  events.event(agentId, 'learning', {
+    shardType: l.shardType,
+    predicate: l.predicate,
+    args,
+    confidence: l.confidence,
+    reinforced: l.reinforced,
+  });
 }
 
 /**

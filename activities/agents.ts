@@ -29,7 +29,12 @@ export function createAgentActivities({ db }: AgentDeps) {
         .returning({ id: agents.id, name: agents.name, createdAt: agents.createdAt });
       const row =
         inserted[0] ??
-        (await db.select({ id: agents.id, name: agents.name, createdAt: agents.createdAt }).from(agents).where(eq(agents.id, input.agentId)))[0];
+        (
+          await db
+            .select({ id: agents.id, name: agents.name, createdAt: agents.createdAt })
+            .from(agents)
+            .where(eq(agents.id, input.agentId))
+        )[0];
       if (!row) throw nonRetryable(ErrorType.Unexpected, `agent ${input.agentId} vanished between insert and select`);
       return { agentId: row.id, name: row.name, created: inserted.length > 0, createdAt: row.createdAt.toISOString() };
     },

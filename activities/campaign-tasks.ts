@@ -38,38 +38,74 @@ const taskType = <A extends z.ZodType>(t: TaskType<A>): TaskType => t as unknown
 /** The built-in task types. */
 export const builtinTaskTypes: Record<string, TaskType> = {
   note: taskType({
-    args: z.strictObject({ text: z.string().trim().min(1).max(16_000), priority: z.number().int().min(0).max(10).default(1), tags: z.array(z.string().min(1).max(40)).max(20).default([]) }),
-    help: "leave a note for the agent (it reads it next tick); undone by hiding it",
+    args: z.strictObject({
+      text: z.string().trim().min(1).max(16_000),
+      priority: z.number().int().min(0).max(10).default(1),
+      tags: z.array(z.string().min(1).max(40)).max(20).default([]),
+    }),
+    help: 'leave a note for the agent (it reads it next tick); undone by hiding it',
     async run(ctx, args) {
-      const noteId = await addNoteOnce(ctx.db, { agentId: ctx.agentId, direction: 'in', source: 'system', sender: `campaign/${ctx.campaignId}`, priority: args.priority, tags: args.tags, text: args.text, idempotencyKey: `${ctx.key}:note` });
+      const noteId = await addNoteOnce(ctx.db, {
+        agentId: ctx.agentId,
+        direction: 'in',
+        source: 'system',
+        sender: `campaign/${ctx.campaignId}`,
+        priority: args.priority,
+        tags: args.tags,
+        text: args.text,
+        idempotencyKey: `${ctx.key}:note`,
+      });
       return { noteId };
     },
     async compensate(ctx) {
-      await ctx.db.update(notes).set({ hidden: true }).where(eq(notes.idempotencyKey, `${ctx.key}:note`));
+      await ctx.db
+        .update(notes)
+        .set({ hidden: true })
+        .where(eq(notes.idempotencyKey, `${ctx.key}:note`));
     },
   }),
 
   'diary.add': taskType({
-    args: z.strictObject({ title: z.string().trim().min(1).max(200), content: z.string().trim().min(1).max(20_000), tags: z.array(z.string().min(1).max(64)).max(19).default([]) }),
-    help: "write a diary entry for the agent; undone by archiving it",
+    args: z.strictObject({
+      title: z.string().trim().min(1).max(200),
+      content: z.string().trim().min(1).max(20_000),
+      tags: z.array(z.string().min(1).max(64)).max(19).default([]),
+    }),
+    help: 'write a diary entry for the agent; undone by archiving it',
     async run(ctx, args) {
       // The key travels as a tag: a retry finds the entry its first attempt wrote.
       const keyTag = `campaign-task:${ctx.key}`;
-      const existing = await ctx.db.select({ id: diaryEntries.id }).from(diaryEntries).where(and(eq(diaryEntries.agentId, ctx.agentId), arrayContains(diaryEntries.tags, [keyTag])));
+      const existing = await ctx.db
+        .select({ id: diaryEntries.id })
+        .from(diaryEntries)
+        .where(and(eq(diaryEntries.agentId, ctx.agentId), arrayContains(diaryEntries.tags, [keyTag])));
       if (existing[0]) return { diaryId: existing[0].id };
-      const [row] = await ctx.db.insert(diaryEntries).values({ agentId: ctx.agentId, title: args.title, content: args.content, tags: [...args.tags, keyTag] }).returning({ id: diaryEntries.id });
+      const [row] = await ctx.db
+        .insert(diaryEntries)
+        .values({ agentId: ctx.agentId, title: args.title, content: args.content, tags: [...args.tags, keyTag] })
+        .returning({ id: diaryEntries.id });
       return { diaryId: row!.id };
     },
     async compensate(ctx) {
       await ctx.db
         .update(diaryEntries)
         .set({ archivedAt: new Date() })
-        .where(and(eq(diaryEntries.agentId, ctx.agentId), arrayContains(diaryEntries.tags, [`campaign-task:${ctx.key}`]), isNull(diaryEntries.archivedAt)));
+        .where(
+          and(
+            eq(diaryEntries.agentId, ctx.agentId),
+            arrayContains(diaryEntries.tags, [`campaign-task:${ctx.key}`]),
+            isNull(diaryEntries.archivedAt),
+          ),
+        );
     },
   }),
 
   'llm.ask': taskType({
-    args: z.strictObject({ prompt: z.string().trim().min(1).max(20_000), role: z.enum(['agent', 'task', 'oversight']).default('task'), maxTokens: z.number().int().min(1).max(8192).optional() }),
+    args: z.strictObject({
+      prompt: z.string().trim().min(1).max(20_000),
+      role: z.enum(['agent', 'task', 'oversight']).default('task'),
+      maxTokens: z.number().int().min(1).max(8192).optional(),
+    }),
     help: "ask one of the agent's LLMs; the answer is the task's result",
     async run(ctx, args) {
       // Not Unavailable: the campaign waits out an outage, and this worker's wiring will not change.
@@ -104,9 +140,14 @@ export const builtinTaskTypes: Record<string, TaskType> = {
 };
 
 /** Validate a task's args against its type; returns the parsed args or a message naming the fields. */
-export function parseTaskArgs(registry: Record<string, TaskType>, type: string, args: unknown): { ok: true; args: unknown } | { ok: false; reason: string } {
+export function parseTaskArgs(
+  registry: Record<string, TaskType>,
+  type: string,
+  args: unknown,
+): { ok: true; args: unknown } | { ok: false; reason: string } {
   const t = registry[type];
-  if (!t) return { ok: false, reason: `unknown task type '${type}' (known: ${Object.keys(registry).sort().join(', ')})` };
+  if (!t)
+    return { ok: false, reason: `unknown task type '${type}' (known: ${Object.keys(registry).sort().join(', ')})` };
   const r = t.args.safeParse(args);
   if (!r.success) return { ok: false, reason: `${type}: ${formatIssues(r.error, 'args')}` };
   return { ok: true, args: r.data };

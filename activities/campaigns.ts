@@ -4,7 +4,13 @@
  * or the deterministic criteria), and promotion of campaign learnings.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import { campaignLifeforce, checkCriteria, type Checkpoint, type CheckpointVerdict, type TaskOutcome } from '../core/campaign.js';
+import {
+  campaignLifeforce,
+  checkCriteria,
+  type Checkpoint,
+  type CheckpointVerdict,
+  type TaskOutcome,
+} from '../core/campaign.js';
 import { defaultPrices, type PriceTable } from '../core/lifeforce.js';
 import { classifyError, rootMessage } from '../core/failure.js';
 import { parseStrictJson } from '../core/strict-json.js';
@@ -47,7 +53,13 @@ interface CampaignStartedInput {
     name: string;
     type: string;
     objectives: string[];
-    tasks: Array<{ name: string; kind: 'activity' | 'workflow'; type: string; args: Record<string, unknown>; compensation?: { type: string; args: Record<string, unknown> } }>;
+    tasks: Array<{
+      name: string;
+      kind: 'activity' | 'workflow';
+      type: string;
+      args: Record<string, unknown>;
+      compensation?: { type: string; args: Record<string, unknown> };
+    }>;
     checkpoint: Checkpoint;
   }>;
   budget?: CampaignBudget;
@@ -76,7 +88,10 @@ interface CheckpointInput {
 }
 
 /** What a task type runs with: the worker's dependencies, the task's key, the activity's cancellation and heartbeat. */
-function taskContext(env: CampaignEnv, input: { campaignId: string; agentId: string; key: string; budgetId?: string }): TaskContext {
+function taskContext(
+  env: CampaignEnv,
+  input: { campaignId: string; agentId: string; key: string; budgetId?: string },
+): TaskContext {
   const ctx = activityContext();
   return {
     db: env.db,
@@ -112,20 +127,36 @@ function taskProblems(registry: Record<string, TaskType>, phases: CampaignStarte
  * Validate every task against the registry and upsert the campaign and phase rows (idempotent).
  * `lifeforce`: the LF its budget asks of the agent at this worker's prices (null: none named).
  */
-async function campaignStarted(env: CampaignEnv, input: CampaignStartedInput): Promise<{ status: Campaign['status']; lifeforce: number | null }> {
+async function campaignStarted(
+  env: CampaignEnv,
+  input: CampaignStartedInput,
+): Promise<{ status: Campaign['status']; lifeforce: number | null }> {
   const problems = taskProblems(env.registry, input.phases);
-  if (problems.length) throw nonRetryable(ErrorType.InvalidInput, `campaign ${input.campaignId}: ${problems.join('; ')}`, problems);
+  if (problems.length)
+    throw nonRetryable(ErrorType.InvalidInput, `campaign ${input.campaignId}: ${problems.join('; ')}`, problems);
   const status = await env.db.transaction((tx) => upsertCampaign(tx, input));
   return { status, lifeforce: campaignLifeforce(input.budget, env.prices.lfPerUsd) };
 }
 
 /** Record the campaign's status (and the phase in progress, or the error). */
-async function recordCampaign(env: CampaignEnv, input: { campaignId: string; status: Campaign['status']; currentPhase?: number; error?: string | null }): Promise<void> {
+async function recordCampaign(
+  env: CampaignEnv,
+  input: { campaignId: string; status: Campaign['status']; currentPhase?: number; error?: string | null },
+): Promise<void> {
   await setCampaignStatus(env.db, input);
 }
 
 /** Record a phase's status, its result (task outcomes, checkpoint verdict) or its error. */
-async function recordPhase(env: CampaignEnv, input: { campaignId: string; ordinal: number; status: CampaignPhase['status']; result?: Record<string, unknown>; error?: string | null }): Promise<void> {
+async function recordPhase(
+  env: CampaignEnv,
+  input: {
+    campaignId: string;
+    ordinal: number;
+    status: CampaignPhase['status'];
+    result?: Record<string, unknown>;
+    error?: string | null;
+  },
+): Promise<void> {
   await setPhaseStatus(env.db, input);
 }
 
@@ -160,7 +191,10 @@ async function runCampaignTask(env: CampaignEnv, input: CampaignTaskInput): Prom
  */
 async function compensateCampaignTask(
   env: CampaignEnv,
-  input: CampaignTaskInput & { result?: Record<string, unknown>; compensation?: { type: string; args: Record<string, unknown> } },
+  input: CampaignTaskInput & {
+    result?: Record<string, unknown>;
+    compensation?: { type: string; args: Record<string, unknown> };
+  },
 ): Promise<{ compensated: boolean; by: string }> {
   const { registry } = env;
   const ctx = taskContext(env, input);
@@ -210,25 +244,57 @@ async function validateCheckpoint(env: CampaignEnv, input: CheckpointInput): Pro
 }
 
 /** Promote a campaign learning into the learning store (reinforces an existing one). */
-async function promoteCampaignLearning(env: CampaignEnv, input: CampaignLearning): Promise<{ id: number; reinforced?: boolean }> {
+async function promoteCampaignLearning(
+  env: CampaignEnv,
+  input: CampaignLearning,
+): Promise<{ id: number; reinforced?: boolean }> {
   if (!env.learn) throw nonRetryable(ErrorType.Unavailable, 'no learning store wired on this worker');
   return env.learn(input);
 }
 
 /** Campaign activities for the `mindloop` queue. */
 export function createCampaignActivities(deps: CampaignDeps) {
-  const env: CampaignEnv = { ...deps, registry: deps.taskTypes ?? builtinTaskTypes, prices: deps.prices ?? defaultPrices };
-  return bindActivities(env, { campaignStarted, recordCampaign, recordPhase, runCampaignTask, compensateCampaignTask, validateCheckpoint, promoteCampaignLearning });
+  const env: CampaignEnv = {
+    ...deps,
+    registry: deps.taskTypes ?? builtinTaskTypes,
+    prices: deps.prices ?? defaultPrices,
+  };
+  return bindActivities(env, {
+    campaignStarted,
+    recordCampaign,
+    recordPhase,
+    runCampaignTask,
+    compensateCampaignTask,
+    validateCheckpoint,
+    promoteCampaignLearning,
+  });
 }
 
 /** Parse the validator's `{"pass": bool, "reason": string}` (code fences tolerated); anything else fails the checkpoint. */
 export function parseValidatorVerdict(text: string): CheckpointVerdict {
-  const body = text.trim().replace(/^```(?:json)?\s*/i, '').replace(/\s*```$/, '');
+  const body = text
+    .trim()
+    .replace(/^```(?:json)?\s*/i, '')
+    .replace(/\s*```$/, '');
   const parsed = parseStrictJson(body);
-  if (!parsed.ok) return { pass: false, reason: `validator reply is not JSON (${parsed.message}): ${text.slice(0, 200)}`, by: 'validator' };
+  if (!parsed.ok)
+    return {
+      pass: false,
+      reason: `validator reply is not JSON (${parsed.message}): ${text.slice(0, 200)}`,
+      by: 'validator',
+    };
   const v = parsed.value as { pass?: unknown; reason?: unknown };
   if (typeof v !== 'object' || v === null || typeof v.pass !== 'boolean') {
     return { pass: false, reason: `validator reply lacks a boolean "pass": ${text.slice(0, 200)}`, by: 'validator' };
   }
-  return { pass: v.pass, reason: typeof v.reason === 'string' && v.reason.trim() ? v.reason.trim().slice(0, 500) : v.pass ? 'approved' : 'rejected', by: 'validator' };
+  return {
+    pass: v.pass,
+    reason:
+      typeof v.reason === 'string' && v.reason.trim()
+        ? v.reason.trim().slice(0, 500)
+        : v.pass
+          ? 'approved'
+          : 'rejected',
+    by: 'validator',
+  };
 }

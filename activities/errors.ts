@@ -29,7 +29,12 @@ export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 
 /** A failure the retry policy must not repeat (bad input, missing row, refused action). */
 export function nonRetryable(type: ErrorType, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
+  return ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: true,
+    details: details === undefined ? [] : [details],
+  });
 }
 
 /** `input` parsed by `schema`, or a non-retryable InvalidInput naming `what` and every issue. */
@@ -41,7 +46,12 @@ export function parseInput<S extends z.ZodType>(what: string, schema: S, input: 
 
 /** A failure worth another attempt under the activity's retry policy (a race, a dependency away). */
 export function retryable(type: ErrorType, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: false, details: details === undefined ? [] : [details] });
+  return ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: false,
+    details: details === undefined ? [] : [details],
+  });
 }
 
 /**
@@ -71,7 +81,8 @@ export function classifyActivityErrors<T extends Record<string, unknown>>(activi
 /** The ApplicationFailure an activity should throw for `err` (or `err` itself when already one, or unclassified). */
 export function classifiedFailure(err: unknown): unknown {
   if (err instanceof ApplicationFailure) return err;
-  if (err instanceof LifeforceExhaustedError) return nonRetryable(ErrorType.LifeforceExhausted, err.message, err.details);
+  if (err instanceof LifeforceExhaustedError)
+    return nonRetryable(ErrorType.LifeforceExhausted, err.message, err.details);
   if (err instanceof Error && err.name === 'CancelledFailure') return err;
   const kind = classifyError(err);
   if (kind === 'unknown') {
@@ -80,7 +91,11 @@ export function classifiedFailure(err: unknown): unknown {
     const attempt = activityAttempt();
     if (attempt < maxUnknownAttempts) return err;
     const message = rootMessage(err, 2_000);
-    return ApplicationFailure.create({ type: ErrorType.Unexpected, message: `${message} (after ${attempt} attempts)`, nonRetryable: true });
+    return ApplicationFailure.create({
+      type: ErrorType.Unexpected,
+      message: `${message} (after ${attempt} attempts)`,
+      nonRetryable: true,
+    });
   }
   // The driver's own message, not the wrapper's: Drizzle's names the whole query and its
   // parameters, which may hold megabytes of model text.

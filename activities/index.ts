@@ -11,7 +11,13 @@ import type { TaskType } from './campaign-tasks.js';
 import type { LearningSink } from './learning-sink.js';
 import { createToolGenerationActivities, type ToolGenerationDeps } from './tool-generation.js';
 import { createForkActivities } from './forks/index.js';
-import { createLlmActivities, createLlmRouter, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './llm/index.js';
+import {
+  createLlmActivities,
+  createLlmRouter,
+  type LedgerSwitch,
+  type LlmRouter,
+  type LlmRouterDeps,
+} from './llm/index.js';
 import { createLlmTaskActivities } from './llm-task.js';
 import { createLifeforceActivities } from './lifeforce.js';
 import { defaultPrices } from '../core/lifeforce.js';
@@ -66,7 +72,8 @@ interface MindloopActivityDeps {
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
 export function createActivities(deps: MindloopActivityDeps) {
   // Whether costly work goes through the lifeforce ledger, at what prices (one switch for all families).
-  const ledger = deps.lifeforce ?? ('chat' in deps.llm ? undefined : deps.llm.lifeforce) ?? { enabled: true, prices: defaultPrices };
+  const ledger = deps.lifeforce ??
+    ('chat' in deps.llm ? undefined : deps.llm.lifeforce) ?? { enabled: true, prices: defaultPrices };
   const router = 'chat' in deps.llm ? deps.llm : createLlmRouter({ db: deps.db, ...deps.llm, lifeforce: ledger });
   // Campaigns and generated tools promote into the learning store unless a test injects a sink.
   const events = deps.events ? guardEvents(deps.events) : undefined;
@@ -86,16 +93,35 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...createTickReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events }),
     ...createReflexActivities({ db: deps.db }),
     ...createShellActivities({ db: deps.db, prices: ledger.prices }),
-    ...createCommandActivities({ db: deps.db, hooks: deps.commandHooks, dangerRules: deps.dangerRules, snapshots, prices: ledger.prices, events }),
+    ...createCommandActivities({
+      db: deps.db,
+      hooks: deps.commandHooks,
+      dangerRules: deps.dangerRules,
+      snapshots,
+      prices: ledger.prices,
+      events,
+    }),
     ...createLearningActivities({ db: deps.db, events }),
-    ...createCampaignActivities({ db: deps.db, llm: router, taskTypes: deps.campaignTaskTypes, learn, prices: ledger.prices }),
+    ...createCampaignActivities({
+      db: deps.db,
+      llm: router,
+      taskTypes: deps.campaignTaskTypes,
+      learn,
+      prices: ledger.prices,
+    }),
     ...createForkActivities({ db: deps.db, llm: router, dataDir: deps.dataDir, prices: ledger.prices }),
     ...createToolGenerationActivities({ db: deps.db, llm: router, learn, policy: deps.toolGeneration }),
     ...createOversightActivities({ db: deps.db, llm: router, events }),
     ...createToolActivities(tools),
     ...createLifeforceActivities({ db: deps.db, prices: ledger.prices }),
     ...createNerveActivities({ db: deps.db, llm: router, prices: ledger.prices }),
-    ...createSpeechActivities({ db: deps.db, prices: ledger.prices, ledger: ledger.enabled, dataDir: deps.dataDir ?? '.data', ...deps.speech }),
+    ...createSpeechActivities({
+      db: deps.db,
+      prices: ledger.prices,
+      ledger: ledger.enabled,
+      dataDir: deps.dataDir ?? '.data',
+      ...deps.speech,
+    }),
     ...createSpawnActivities({ db: deps.db, ledger: ledger.enabled }),
   });
 }

@@ -41,8 +41,18 @@ function asFailure(err: unknown): unknown {
 /** The sink campaigns and tool generation promote learnings through (activities/learning-sink.ts). */
 export function createLearningSink(deps: LearningDeps): LearningSink {
   return async (l) => {
-    const r = await saveLearning(deps.db, { shardType: l.shardType, predicate: l.predicate, args: l.args, source: l.source, agentId: l.agentId }, deps.limits);
-    tellLearning(deps.events, l.agentId, { shardType: l.shardType, predicate: l.predicate, args: l.args, confidence: r.confidence, reinforced: r.reinforced });
+    const r = await saveLearning(
+      deps.db,
+      { shardType: l.shardType, predicate: l.predicate, args: l.args, source: l.source, agentId: l.agentId },
+      deps.limits,
+    );
+    tellLearning(deps.events, l.agentId, {
+      shardType: l.shardType,
+      predicate: l.predicate,
+      args: l.args,
+      confidence: r.confidence,
+      reinforced: r.reinforced,
+    });
     return { id: r.id, reinforced: r.reinforced };
   };
 }
@@ -65,7 +75,11 @@ const decayInput = z.strictObject({
 });
 type DecayInput = z.infer<typeof decayInput>;
 
-const cleanupInput = z.strictObject({ olderThanDays: z.number().int().min(0).max(3650), now: z.iso.datetime({ offset: true }).optional(), ...scheduledRun });
+const cleanupInput = z.strictObject({
+  olderThanDays: z.number().int().min(0).max(3650),
+  now: z.iso.datetime({ offset: true }).optional(),
+  ...scheduledRun,
+});
 const perAgentInput = z.strictObject({ agentId: agentIdSchema, ...scheduledRun });
 
 /** What a ledgered job adds to its result: the period, and whether this run was a repeat. */
@@ -87,9 +101,23 @@ function periodOrFail(job: MaintenanceJob, key: string): MaintenancePeriod {
  * Run a job's work for a period once (the run ledger, one transaction with the work). A
  * repeat changes nothing and answers `unchanged(first run's result)` with the note saying so.
  */
-async function ledgered<T extends object>(db: Db, p: MaintenancePeriod, scope: string | undefined, workflowId: string | undefined, work: (tx: Tx) => Promise<T>, unchanged: (first: T) => T): Promise<T & PeriodRun> {
+async function ledgered<T extends object>(
+  db: Db,
+  p: MaintenancePeriod,
+  scope: string | undefined,
+  workflowId: string | undefined,
+  work: (tx: Tx) => Promise<T>,
+  unchanged: (first: T) => T,
+): Promise<T & PeriodRun> {
   const run = await runOncePerPeriod(db, { job: p.job, periodKey: p.key, scope, workflowId }, work);
-  if (run.repeat) return { ...unchanged(run.result), period: p.key, repeat: true, doneAt: run.doneAt, note: repeatNote(p.job, p.key, run.doneAt) };
+  if (run.repeat)
+    return {
+      ...unchanged(run.result),
+      period: p.key,
+      repeat: true,
+      doneAt: run.doneAt,
+      note: repeatNote(p.job, p.key, run.doneAt),
+    };
   return { ...run.result, period: p.key, repeat: false, doneAt: run.doneAt, note: `${p.job} for ${p.key}: done` };
 }
 
@@ -102,14 +130,22 @@ function learningStoreActivities(deps: LearningDeps) {
   const { db } = deps;
   return {
     /** Save (or reinforce) a learning; a guard refusal fails non-retryably with the reason. */
-    async saveLearning(input: SaveLearningInput & { derivation?: Derivation | null }): Promise<{ id: number; reinforced: boolean; confidence: number }> {
+    async saveLearning(
+      input: SaveLearningInput & { derivation?: Derivation | null },
+    ): Promise<{ id: number; reinforced: boolean; confidence: number }> {
       let r;
       try {
         r = await saveLearning(db, input, deps.limits);
       } catch (err) {
         throw asFailure(err);
       }
-      tellLearning(deps.events, input.agentId, { shardType: input.shardType, predicate: input.predicate, args: input.args, confidence: r.confidence, reinforced: r.reinforced });
+      tellLearning(deps.events, input.agentId, {
+        shardType: input.shardType,
+        predicate: input.predicate,
+        args: input.args,
+        confidence: r.confidence,
+        reinforced: r.reinforced,
+      });
       return r;
     },
 
@@ -118,12 +154,29 @@ function learningStoreActivities(deps: LearningDeps) {
      * then recency, and the context section they make.
      */
     async loadLearnings(input: { agentId?: string; shardType?: string; limit?: number }): Promise<{
-      learnings: Array<{ id: number; predicate: string; args: Record<string, unknown>; confidence: number; shardType: string }>;
+      learnings: Array<{
+        id: number;
+        predicate: string;
+        args: Record<string, unknown>;
+        confidence: number;
+        shardType: string;
+      }>;
       section: string;
     }> {
-      if (!input.agentId && !input.shardType) throw nonRetryable(ErrorType.InvalidInput, 'loadLearnings: give agentId or shardType');
-      const rows = await loadLearnings(db, { agentId: input.agentId, shardType: input.shardType, limit: input.limit ?? 50 });
-      const learnings = rows.map((l) => ({ id: l.id, predicate: l.predicate, args: l.args, confidence: l.confidence, shardType: l.shardType }));
+      if (!input.agentId && !input.shardType)
+        throw nonRetryable(ErrorType.InvalidInput, 'loadLearnings: give agentId or shardType');
+      const rows = await loadLearnings(db, {
+        agentId: input.agentId,
+        shardType: input.shardType,
+        limit: input.limit ?? 50,
+      });
+      const learnings = rows.map((l) => ({
+        id: l.id,
+        predicate: l.predicate,
+        args: l.args,
+        confidence: l.confidence,
+        shardType: l.shardType,
+      }));
       return { learnings, section: learningsSection(learnings) };
     },
 
@@ -148,10 +201,18 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
      * The decay job: × factor for learnings not reinforced for 7 days, delete below 0.1; logs
      * the counts. With a period: once per period (and shard, when one is given).
      */
-    async decayLearningsJob(input: DecayInput = {}): Promise<{ decayed: number; deleted: number; ms: number } & Partial<PeriodRun>> {
+    async decayLearningsJob(
+      input: DecayInput = {},
+    ): Promise<{ decayed: number; deleted: number; ms: number } & Partial<PeriodRun>> {
       const o = parseInput('decayLearningsJob', decayInput, input);
       const t0 = performance.now();
-      const opts = { shardType: o.shardType, factor: o.factor, staleAfterDays: o.staleAfterDays, deleteBelow: o.deleteBelow, now: o.now ? new Date(o.now) : undefined };
+      const opts = {
+        shardType: o.shardType,
+        factor: o.factor,
+        staleAfterDays: o.staleAfterDays,
+        deleteBelow: o.deleteBelow,
+        now: o.now ? new Date(o.now) : undefined,
+      };
       const what = `learning decay${o.shardType ? ` (${o.shardType})` : ''}`;
       if (o.period === undefined) {
         const r = await decayLearnings(db, opts);
@@ -160,9 +221,18 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
         return { ...r, ms };
       }
       const p = periodOrFail('learning-decay', o.period);
-      const run = await ledgered(db, p, o.shardType, o.workflowId, (tx) => decayLearnings(tx, { ...opts, period: new Date(p.start) }), () => ({ decayed: 0, deleted: 0 }));
+      const run = await ledgered(
+        db,
+        p,
+        o.shardType,
+        o.workflowId,
+        (tx) => decayLearnings(tx, { ...opts, period: new Date(p.start) }),
+        () => ({ decayed: 0, deleted: 0 }),
+      );
       const ms = Math.round(performance.now() - t0);
-      const note = run.repeat ? run.note : `${what} for ${p.key}: ${run.decayed} decayed, ${run.deleted} deleted in ${ms} ms`;
+      const note = run.repeat
+        ? run.note
+        : `${what} for ${p.key}: ${run.decayed} decayed, ${run.deleted} deleted in ${ms} ms`;
       process.stdout.write(`${note}\n`);
       return { ...run, note, ms };
     },
@@ -177,44 +247,77 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
      * Memory pruning: per agent, archive the oldest unpinned recent responses and diary
      * entries beyond its `lru_limit` (context 7 config, default 500); written to its process log.
      */
-    async pruneMemory(input: { agentId: string; period?: string; workflowId?: string }): Promise<PruneResult & Partial<PeriodRun>> {
+    async pruneMemory(input: {
+      agentId: string;
+      period?: string;
+      workflowId?: string;
+    }): Promise<PruneResult & Partial<PeriodRun>> {
       const o = parseInput('pruneMemory', perAgentInput, input);
       if (o.period === undefined) return pruneAgent(db, o.agentId, `schedule/prune/${new Date().toISOString()}`);
       const p = periodOrFail('memory-pruning', o.period);
-      const run = await ledgered(db, p, o.agentId, o.workflowId, (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`), (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }));
+      const run = await ledgered(
+        db,
+        p,
+        o.agentId,
+        o.workflowId,
+        (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`),
+        (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }),
+      );
       if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
       return run;
     },
 
     /** The hourly digest for one agent: an automatic abstract of its new responses, once per period. */
-    async abstractsDigestJob(input: { agentId: string; period: string; workflowId?: string }): Promise<AutoAbstractResult & PeriodRun> {
+    async abstractsDigestJob(input: {
+      agentId: string;
+      period: string;
+      workflowId?: string;
+    }): Promise<AutoAbstractResult & PeriodRun> {
       const o = parseInput('abstractsDigestJob', perAgentInput, input);
       const p = periodOrFail('abstracts-digest', o.period ?? '');
-      const run = await ledgered(db, p, o.agentId, o.workflowId, (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }), (first) => ({
-        ...first,
-        created: false,
-        responses: 0,
-      }));
+      const run = await ledgered(
+        db,
+        p,
+        o.agentId,
+        o.workflowId,
+        (tx) => makeAutoAbstract(tx, { agentId: o.agentId, trigger: 'interval' }),
+        (first) => ({
+          ...first,
+          created: false,
+          responses: 0,
+        }),
+      );
       if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
       return run;
     },
 
     /** Process-log cleanup: delete closed entries older than N days; with a period, once per period. */
-    async cleanupProcessLog(input: { olderThanDays: number; now?: string; period?: string; workflowId?: string }): Promise<{ deleted: number } & Partial<PeriodRun>> {
+    async cleanupProcessLog(input: {
+      olderThanDays: number;
+      now?: string;
+      period?: string;
+      workflowId?: string;
+    }): Promise<{ deleted: number } & Partial<PeriodRun>> {
       const o = parseInput('cleanupProcessLog', cleanupInput, input);
       const cleanup = async (q: Db | Tx) => {
         const now = o.now ? sql`${o.now}::timestamptz` : sql`now()`;
-        const r = await q.execute(sql`delete from process_log where closed_at is not null and closed_at < ${now} - make_interval(days => ${o.olderThanDays})`);
+        const r = await q.execute(
+          sql`delete from process_log where closed_at is not null and closed_at < ${now} - make_interval(days => ${o.olderThanDays})`,
+        );
         return { deleted: r.rowCount ?? 0 };
       };
       if (o.period === undefined) {
         const r = await cleanup(db);
-        process.stdout.write(`process-log cleanup: ${r.deleted} closed entries older than ${o.olderThanDays} days deleted\n`);
+        process.stdout.write(
+          `process-log cleanup: ${r.deleted} closed entries older than ${o.olderThanDays} days deleted\n`,
+        );
         return r;
       }
       const p = periodOrFail('process-log-cleanup', o.period);
       const run = await ledgered(db, p, undefined, o.workflowId, cleanup, () => ({ deleted: 0 }));
-      process.stdout.write(`${run.repeat ? run.note : `process-log cleanup for ${p.key}: ${run.deleted} closed entries older than ${o.olderThanDays} days deleted`}\n`);
+      process.stdout.write(
+        `${run.repeat ? run.note : `process-log cleanup for ${p.key}: ${run.deleted} closed entries older than ${o.olderThanDays} days deleted`}\n`,
+      );
       return run;
     },
   };
@@ -228,7 +331,9 @@ interface PruneResult {
 
 /** Archive an agent's oldest unpinned responses and diary entries beyond its lru_limit; log it. */
 async function pruneAgent(q: Db | Tx, agentId: string, processId: string): Promise<PruneResult> {
-  const cfg = await q.execute<{ value: unknown }>(sql`select value from agent_config where agent_id = ${agentId} and key = 'lru_limit'`);
+  const cfg = await q.execute<{ value: unknown }>(
+    sql`select value from agent_config where agent_id = ${agentId} and key = 'lru_limit'`,
+  );
   const raw = cfg.rows[0]?.value;
   const limit = typeof raw === 'number' && Number.isInteger(raw) && raw >= 10 ? raw : 500;
   const responses = await q.execute(sql`update llm_recent_responses set archived_at = now()

@@ -4,10 +4,30 @@
  * for planning an exhausted wait, grants, child budgets carved and closed, and the sweep.
  */
 import { z } from 'zod';
-import { budgetIds, budgetScopes, budgetSettingsSchema, exhaustedPolicies, lifeforceNeeds, msUntilAvailable, regenerate, type BudgetSettingsInput, type LifeforceNeeds, type PriceTable } from '../core/lifeforce.js';
+import {
+  budgetIds,
+  budgetScopes,
+  budgetSettingsSchema,
+  exhaustedPolicies,
+  lifeforceNeeds,
+  msUntilAvailable,
+  regenerate,
+  type BudgetSettingsInput,
+  type LifeforceNeeds,
+  type PriceTable,
+} from '../core/lifeforce.js';
 import { priorityKeyFor } from '../core/priority.js';
 import type { Db } from '../db/client.js';
-import { budgetReport, carveBudget, closeBudget, configureBudget, ensureBudget, grantLifeforce, stateOf, sweepReservations } from '../db/queries/lifeforce.js';
+import {
+  budgetReport,
+  carveBudget,
+  closeBudget,
+  configureBudget,
+  ensureBudget,
+  grantLifeforce,
+  stateOf,
+  sweepReservations,
+} from '../db/queries/lifeforce.js';
 import { ErrorType, nonRetryable, parseInput } from './errors.js';
 import { createSandboxChargeActivities } from './sandbox-charge.js';
 
@@ -49,7 +69,13 @@ const stateInput = z.strictObject({
   at: z.iso.datetime({ offset: true }).optional(),
   need: z.number().min(0).optional(),
 });
-const grantInput = z.strictObject({ budgetId: z.string().min(1), amount: z.number().positive().max(1e9), key: z.string().min(1).max(500), reason: z.string().max(1000), by: z.string().max(200).optional() });
+const grantInput = z.strictObject({
+  budgetId: z.string().min(1),
+  amount: z.number().positive().max(1e9),
+  key: z.string().min(1).max(500),
+  reason: z.string().max(1000),
+  by: z.string().max(200).optional(),
+});
 const carveInput = z.strictObject({
   parentId: z.string().min(1),
   id: z.string().min(1),
@@ -66,7 +92,11 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
     ...createSandboxChargeActivities(deps),
 
     /** The agent's budget (created unlimited on first use, or with `settings` when given the first time). */
-    async ensureAgentBudget(input: { agentId: string; settings?: BudgetSettingsInput; at?: string }): Promise<LifeforceView> {
+    async ensureAgentBudget(input: {
+      agentId: string;
+      settings?: BudgetSettingsInput;
+      at?: string;
+    }): Promise<LifeforceView> {
       const settings = parseInput('ensureAgentBudget', budgetSettingsSchema.optional(), input.settings);
       const at = input.at ? Date.parse(input.at) : Date.now();
       const id = budgetIds.agent(input.agentId);
@@ -74,7 +104,12 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
         id,
         agentId: input.agentId,
         scope: 'agent',
-        settings: { capacity: settings?.capacity ?? null, regenPerHour: settings?.regenPerHour, dailyLimit: settings?.dailyLimit, monthlyLimit: settings?.monthlyLimit },
+        settings: {
+          capacity: settings?.capacity ?? null,
+          regenPerHour: settings?.regenPerHour,
+          dailyLimit: settings?.dailyLimit,
+          monthlyLimit: settings?.monthlyLimit,
+        },
         at,
         onExhausted: settings?.onExhausted,
         askFor: settings?.askFor,
@@ -106,8 +141,11 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
       const c = parseInput('openChildBudget', carveInput, input);
       const r = await carveBudget(db, { ...c, at: c.at ? Date.parse(c.at) : undefined });
       // A child closed before (a task loop started again) does not spend again: it spends its parent's.
-      if (r.ok && r.budget.closedAt !== null) return { ok: false as const, reason: 'closed' as const, needed: 0, available: 0 };
-      return r.ok ? { ok: true as const, budgetId: r.budget.id, carved: r.carved, unlimited: r.budget.capacity === null } : { ok: false as const, reason: r.reason, needed: r.needed, available: r.available };
+      if (r.ok && r.budget.closedAt !== null)
+        return { ok: false as const, reason: 'closed' as const, needed: 0, available: 0 };
+      return r.ok
+        ? { ok: true as const, budgetId: r.budget.id, carved: r.carved, unlimited: r.budget.capacity === null }
+        : { ok: false as const, reason: r.reason, needed: r.needed, available: r.available };
     },
 
     /** Close a child's budget: what it did not spend returns to its parent. Idempotent. */
@@ -127,7 +165,11 @@ export function createLifeforceActivities(deps: LifeforceDeps) {
  * back for them). Logs releases only; a database away is tried again at the next beat. The timer
  * never keeps the process alive.
  */
-export function sweepLifeforceEvery(db: Db, everyMs = 60_000, log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): () => void {
+export function sweepLifeforceEvery(
+  db: Db,
+  everyMs = 60_000,
+  log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
+): () => void {
   const timer = setInterval(() => {
     sweepReservations(db).then(
       (n) => n > 0 && log(`lifeforce: released ${n} hold(s) past their deadline`),
@@ -154,9 +196,15 @@ async function view(db: Db, budgetId: string, at: number, need?: number): Promis
     hoursToExhaustion: report.hoursToExhaustion,
     onExhausted: b.onExhausted,
     askFor: b.askFor,
-    priorityKey: priorityKeyFor({ available: report.available, capacity: b.capacity, ...(b.priority !== null ? { explicit: b.priority } : {}) }),
+    priorityKey: priorityKeyFor({
+      available: report.available,
+      capacity: b.capacity,
+      ...(b.priority !== null ? { explicit: b.priority } : {}),
+    }),
     explicitPriority: b.priority,
     exhausted: b.exhaustedAt !== null,
-    ...(need !== undefined ? { waitMs: msUntilAvailable(state, need, at), needs: lifeforceNeeds(state, need, at) } : {}),
+    ...(need !== undefined
+      ? { waitMs: msUntilAvailable(state, need, at), needs: lifeforceNeeds(state, need, at) }
+      : {}),
   };
 }

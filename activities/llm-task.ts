@@ -52,7 +52,10 @@ const systemPrompt = (agentId: string) =>
 async function askOnce(deps: LlmTaskDeps, raw: AskLlmInput): Promise<AskLlmResult> {
   const input = parseInput('askLlmOnce', askInput, raw);
   const noteKey = `${input.key}:answer`;
-  const [done] = await deps.db.select({ id: notes.id, sender: notes.sender, tags: notes.tags }).from(notes).where(eq(notes.idempotencyKey, noteKey));
+  const [done] = await deps.db
+    .select({ id: notes.id, sender: notes.sender, tags: notes.tags })
+    .from(notes)
+    .where(eq(notes.idempotencyKey, noteKey));
   if (done) return { noteId: done.id, answered: !done.tags.includes('unanswered'), model: done.sender };
 
   const quoted = `"${clipText(input.question.replace(/\s+/g, ' '), 300)}"`;
@@ -77,11 +80,22 @@ async function askOnce(deps: LlmTaskDeps, raw: AskLlmInput): Promise<AskLlmResul
       { details: { waitingFor: 'llm', purpose: 'llm_task' } },
     );
     const model = `${r.provider}:${r.model}`;
-    note = { text: `Answer from ${model} to your question (llm_task.ask ${input.cmdId}) ${quoted}:\n${clipText(r.text, maxAnswerChars)}`, sender: model, answered: true };
+    note = {
+      text: `Answer from ${model} to your question (llm_task.ask ${input.cmdId}) ${quoted}:\n${clipText(r.text, maxAnswerChars)}`,
+      sender: model,
+      answered: true,
+    };
   } catch (err) {
     if (!(err instanceof LlmUnavailableError || err instanceof LifeforceExhaustedError)) throw err;
-    const why = err instanceof LifeforceExhaustedError ? 'your lifeforce budget cannot cover the call' : `no model answered (${clipText(err.message, 300)})`;
-    note = { text: `Your question (llm_task.ask ${input.cmdId}) ${quoted} was not answered: ${why}.`, sender: input.model ?? `${input.role} model`, answered: false };
+    const why =
+      err instanceof LifeforceExhaustedError
+        ? 'your lifeforce budget cannot cover the call'
+        : `no model answered (${clipText(err.message, 300)})`;
+    note = {
+      text: `Your question (llm_task.ask ${input.cmdId}) ${quoted} was not answered: ${why}.`,
+      sender: input.model ?? `${input.role} model`,
+      answered: false,
+    };
   }
   const [row] = await deps.db
     .insert(notes)
@@ -97,7 +111,8 @@ async function askOnce(deps: LlmTaskDeps, raw: AskLlmInput): Promise<AskLlmResul
     })
     .onConflictDoNothing({ target: notes.idempotencyKey })
     .returning({ id: notes.id });
-  const id = row?.id ?? (await deps.db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, noteKey)))[0]?.id;
+  const id =
+    row?.id ?? (await deps.db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, noteKey)))[0]?.id;
   if (id === undefined) throw retryable(ErrorType.Unexpected, `note ${noteKey} vanished after its insert`);
   return { noteId: id, answered: note.answered, model: note.answered ? note.sender : null };
 }

@@ -16,17 +16,61 @@ import { agentIdSchema } from '../core/ids.js';
 import { budgetIds, defaultPrices, lfCeil, lfRound, type PriceTable } from '../core/lifeforce.js';
 import { nerveNames, nerves } from '../core/nerves/index.js';
 import { affordable, arcCost, leaseCostPerDecision, maxArcSize } from '../core/nerves/arc.js';
-import { choose, compileTable, defaultLearning, learn, learningConfigSchema, modeOf, modeSettings, type DecidedBy, type Learner, type LearningConfig, type NerveEvent, type NerveMode, type TransitionTable } from '../core/nerves/modes.js';
-import { actionSchema, judge, nervePrompt, observationSchema, parseAction, stateCost, type NerveDef, type Outcome } from '../core/nerves/nerve.js';
+import {
+  choose,
+  compileTable,
+  defaultLearning,
+  learn,
+  learningConfigSchema,
+  modeOf,
+  modeSettings,
+  type DecidedBy,
+  type Learner,
+  type LearningConfig,
+  type NerveEvent,
+  type NerveMode,
+  type TransitionTable,
+} from '../core/nerves/modes.js';
+import {
+  actionSchema,
+  judge,
+  nervePrompt,
+  observationSchema,
+  parseAction,
+  stateCost,
+  type NerveDef,
+  type Outcome,
+} from '../core/nerves/nerve.js';
 import { clipText } from '../core/sanitize.js';
 import { transition } from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
-import { carveBudget, release, reopened, reserve, settle, type ReserveRequest, type ReserveResult } from '../db/queries/lifeforce.js';
-import { decisionByKey, eventsOfDecision, loadLearner, recordDecision, recordDecisions, type NewNerveDecision } from '../db/queries/nerves.js';
+import {
+  carveBudget,
+  release,
+  reopened,
+  reserve,
+  settle,
+  type ReserveRequest,
+  type ReserveResult,
+} from '../db/queries/lifeforce.js';
+import {
+  decisionByKey,
+  eventsOfDecision,
+  loadLearner,
+  recordDecision,
+  recordDecisions,
+  type NewNerveDecision,
+} from '../db/queries/nerves.js';
 import type { NerveDecisionRow } from '../db/schema/nerves.js';
 import { parseInput } from './errors.js';
 import { activityContext, withHeartbeat } from './heartbeat.js';
-import { LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type ChatResult, type LlmRouter } from './llm/index.js';
+import {
+  LifeforceExhaustedError,
+  LlmUnavailable,
+  LlmUnavailableError,
+  type ChatResult,
+  type LlmRouter,
+} from './llm/index.js';
 
 interface NerveDeps {
   db: Db;
@@ -59,7 +103,8 @@ const nerveDecideInput = z
     learning: learningConfigSchema.optional(),
   })
   .superRefine((d, ctx) => {
-    if (!nerves[d.nerve].machine.states[d.state]) ctx.addIssue({ code: 'custom', path: ['state'], message: `'${d.state}' is not a state of the ${d.nerve} nerve` });
+    if (!nerves[d.nerve].machine.states[d.state])
+      ctx.addIssue({ code: 'custom', path: ['state'], message: `'${d.state}' is not a state of the ${d.nerve} nerve` });
   });
 export type NerveDecideInput = z.input<typeof nerveDecideInput>;
 type Decide = z.output<typeof nerveDecideInput>;
@@ -141,7 +186,12 @@ const nerveFlushReflexInput = z
   .superRefine((f, ctx) => {
     const { states } = nerves[f.nerve].machine;
     f.decisions.forEach((d, i) => {
-      if (!states[d.state]) ctx.addIssue({ code: 'custom', path: ['decisions', i, 'state'], message: `'${d.state}' is not a state of the ${f.nerve} nerve` });
+      if (!states[d.state])
+        ctx.addIssue({
+          code: 'custom',
+          path: ['decisions', i, 'state'],
+          message: `'${d.state}' is not a state of the ${f.nerve} nerve`,
+        });
     });
   });
 export type NerveFlushReflexInput = z.input<typeof nerveFlushReflexInput>;
@@ -161,7 +211,9 @@ interface NerveFlushReflexResult {
 
 /** The LF of a call as the price table prices it: its USD price and its tokens (core/lifeforce.ts llmCost). */
 function callLf(prices: PriceTable, r: ChatResult): number {
-  return lfCeil(r.costUsd * prices.lfPerUsd + ((r.usage.promptTokens + r.usage.completionTokens) / 1000) * prices.lfPer1kTokens);
+  return lfCeil(
+    r.costUsd * prices.lfPerUsd + ((r.usage.promptTokens + r.usage.completionTokens) / 1000) * prices.lfPer1kTokens,
+  );
 }
 
 /**
@@ -169,17 +221,35 @@ function callLf(prices: PriceTable, r: ChatResult): number {
  * agent's budget, unlimited, if it has none yet).
  */
 async function openNerveBudget(db: Db, agentId: string, nerve: string, at: number): Promise<void> {
-  await carveBudget(db, { parentId: budgetIds.agent(agentId), id: budgetIds.nerve(agentId, nerve), agentId, scope: 'nerve', amount: null, at });
+  await carveBudget(db, {
+    parentId: budgetIds.agent(agentId),
+    id: budgetIds.nerve(agentId, nerve),
+    agentId,
+    scope: 'nerve',
+    amount: null,
+    at,
+  });
 }
 
 /** A budget that cannot cover what a nerve needs: the non-retryable `LifeforceExhausted` the workflow pauses on. */
-function exhausted(agentId: string, refused: { budgetId: string; reason: string; needed: number; available: number | null }): LifeforceExhaustedError {
+function exhausted(
+  agentId: string,
+  refused: { budgetId: string; reason: string; needed: number; available: number | null },
+): LifeforceExhaustedError {
   return new LifeforceExhaustedError(refused.budgetId, refused.reason, refused.needed, refused.available, agentId);
 }
 
 /** The hold of a decision's state cost on the nerve's budget. */
 function holdRequest(d: Decide, cost: number): ReserveRequest {
-  return { key: `nerve:${d.key}`, budgetId: budgetIds.nerve(d.agentId, d.nerve), amount: cost, operation: 'nerve', ttlMs: holdTtlMs, at: d.at, reason: `${d.nerve} ${d.state}` };
+  return {
+    key: `nerve:${d.key}`,
+    budgetId: budgetIds.nerve(d.agentId, d.nerve),
+    amount: cost,
+    operation: 'nerve',
+    ttlMs: holdTtlMs,
+    at: d.at,
+    reason: `${d.nerve} ${d.state}`,
+  };
 }
 
 /**
@@ -205,7 +275,11 @@ async function holdCost(db: Db, d: Decide, cost: number, first: Promise<ReserveR
  * that cannot cover one decision stops the nerve (non-retryable). A retry finds its first
  * attempt's lease.
  */
-async function holdLease(db: Db, d: ArmReflex, perDecision: number): Promise<{ leaseKey: string; decisions: number; reserved: number }> {
+async function holdLease(
+  db: Db,
+  d: ArmReflex,
+  perDecision: number,
+): Promise<{ leaseKey: string; decisions: number; reserved: number }> {
   const budgetId = budgetIds.nerve(d.agentId, d.nerve);
   const request = (key: string, n: number): ReserveRequest => ({
     key,
@@ -249,19 +323,39 @@ async function holdLease(db: Db, d: ArmReflex, perDecision: number): Promise<{ l
  * the decisions are charged anew under a key of their own, found again by a retry. A budget that
  * cannot cover them now leaves them recorded and uncharged (they were made; nothing is overspent).
  */
-async function chargeLate(db: Db, f: { agentId: string; nerve: string; leaseKey: string; decisions: readonly { at: number }[] }, cost: number): Promise<number> {
+async function chargeLate(
+  db: Db,
+  f: { agentId: string; nerve: string; leaseKey: string; decisions: readonly { at: number }[] },
+  cost: number,
+): Promise<number> {
   const key = `${f.leaseKey}/late`;
   const at = Math.max(...f.decisions.map((d) => d.at));
-  const held = await reserve(db, { key, budgetId: budgetIds.nerve(f.agentId, f.nerve), amount: cost, operation: 'nerve', ttlMs: leaseTtlMs, at, reason: `${f.nerve} reflex arc: ${f.decisions.length} decisions flushed after their lease was released` });
+  const held = await reserve(db, {
+    key,
+    budgetId: budgetIds.nerve(f.agentId, f.nerve),
+    amount: cost,
+    operation: 'nerve',
+    ttlMs: leaseTtlMs,
+    at,
+    reason: `${f.nerve} reflex arc: ${f.decisions.length} decisions flushed after their lease was released`,
+  });
   if (!held.ok) {
-    activityContext()?.log.warn('nerve decisions recorded uncharged: their lease was released and the budget cannot cover them now', { leaseKey: f.leaseKey, cost, reason: held.reason });
+    activityContext()?.log.warn(
+      'nerve decisions recorded uncharged: their lease was released and the budget cannot cover them now',
+      { leaseKey: f.leaseKey, cost, reason: held.reason },
+    );
     return 0;
   }
   return (await settle(db, key, cost, { lateFor: f.leaseKey })).charged;
 }
 
 /** Ask the LLM: the action its reply names (null when none), the reply when unreadable, the call's LF. */
-async function askModel(deps: NerveDeps, def: NerveDef, d: Decide, holdKey: string): Promise<{ action: string | null; reply: string | null; lf: number }> {
+async function askModel(
+  deps: NerveDeps,
+  def: NerveDef,
+  d: Decide,
+  holdKey: string,
+): Promise<{ action: string | null; reply: string | null; lf: number }> {
   try {
     const result = await withHeartbeat(
       (signal) =>
@@ -281,24 +375,59 @@ async function askModel(deps: NerveDeps, def: NerveDef, d: Decide, holdKey: stri
       { details: { waitingFor: 'llm' } },
     );
     const action = parseAction(def, d.state, result.text);
-    return { action, reply: action === null ? clipText(result.text, 200) : null, lf: callLf(deps.prices ?? defaultPrices, result) };
+    return {
+      action,
+      reply: action === null ? clipText(result.text, 200) : null,
+      lf: callLf(deps.prices ?? defaultPrices, result),
+    };
   } catch (err) {
     // The decision will not be made now: its hold goes back (a later attempt holds anew).
-    if (err instanceof LifeforceExhaustedError || err instanceof LlmUnavailableError) await release(deps.db, holdKey, `decision not made: ${err.message}`);
+    if (err instanceof LifeforceExhaustedError || err instanceof LlmUnavailableError)
+      await release(deps.db, holdKey, `decision not made: ${err.message}`);
     if (err instanceof LlmUnavailableError) {
-      throw ApplicationFailure.create({ type: LlmUnavailable, message: err.message, nonRetryable: true, details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }] });
+      throw ApplicationFailure.create({
+        type: LlmUnavailable,
+        message: err.message,
+        nonRetryable: true,
+        details: [{ agentId: err.agentId, role: err.role, attempts: err.attempts }],
+      });
     }
     throw err;
   }
 }
 
-function resultOf(row: NerveDecisionRow, modeAfter: NerveMode, events: NerveEvent[], replayed: boolean): NerveDecideResult {
-  return { action: row.action, to: row.toState, decidedBy: row.decidedBy, mode: row.mode, modeAfter, outcome: row.outcome, lf: row.lf, latencyMs: row.latencyMs, events, replayed };
+function resultOf(
+  row: NerveDecisionRow,
+  modeAfter: NerveMode,
+  events: NerveEvent[],
+  replayed: boolean,
+): NerveDecideResult {
+  return {
+    action: row.action,
+    to: row.toState,
+    decidedBy: row.decidedBy,
+    mode: row.mode,
+    modeAfter,
+    outcome: row.outcome,
+    lf: row.lf,
+    latencyMs: row.latencyMs,
+    events,
+    replayed,
+  };
 }
 
 /** A retry of a decision already made: its row and events; its hold settled (once) if the first attempt stopped short. */
-async function replay(db: Db, row: NerveDecisionRow, learner: Learner, cfg: LearningConfig, cost: number): Promise<NerveDecideResult> {
-  const [events] = await Promise.all([eventsOfDecision(db, row.id), row.ledgerKey ? settle(db, row.ledgerKey, cost) : undefined]);
+async function replay(
+  db: Db,
+  row: NerveDecisionRow,
+  learner: Learner,
+  cfg: LearningConfig,
+  cost: number,
+): Promise<NerveDecideResult> {
+  const [events] = await Promise.all([
+    eventsOfDecision(db, row.id),
+    row.ledgerKey ? settle(db, row.ledgerKey, cost) : undefined,
+  ]);
   return resultOf(row, modeOf(learner, cfg), events, true);
 }
 
@@ -324,7 +453,10 @@ export function createNerveActivities(deps: NerveDeps) {
       const first = reserve(db, holdRequest(d, cost));
       // Awaited below on every path; this only keeps an early return from leaving it unhandled.
       void first.catch(() => undefined);
-      const [stored, learner] = await Promise.all([decisionByKey(db, d.key), loadLearner(db, d.agentId, d.nerve, cfg.window)]);
+      const [stored, learner] = await Promise.all([
+        decisionByKey(db, d.key),
+        loadLearner(db, d.agentId, d.nerve, cfg.window),
+      ]);
       if (stored) {
         await first.catch(() => undefined);
         return replay(db, stored, learner, cfg, cost);
@@ -332,7 +464,8 @@ export function createNerveActivities(deps: NerveDeps) {
       const holdKey = await holdCost(db, d, cost, first);
 
       const choice = choose(d.mode, learner, cfg, def, d.state, bucket);
-      const asked = choice.by === 'llm' ? await askModel(deps, def, d, holdKey) : { action: choice.action, reply: null, lf: 0 };
+      const asked =
+        choice.by === 'llm' ? await askModel(deps, def, d, holdKey) : { action: choice.action, reply: null, lf: 0 };
       const latencyMs = Math.round(performance.now() - started);
       const outcome = judge(def, d.state, d.observation, asked.action);
       const moved = asked.action === null ? null : transition(def.machine, d.state, asked.action);
@@ -342,7 +475,18 @@ export function createNerveActivities(deps: NerveDeps) {
         settle(db, holdKey, cost),
         recordDecision(
           db,
-          { agentId: d.agentId, nerve: d.nerve, ...fact, toState: to, mode: choice.mode, lf: lfRound(cost + asked.lf), latencyMs, reply: asked.reply, ledgerKey: holdKey, key: d.key },
+          {
+            agentId: d.agentId,
+            nerve: d.nerve,
+            ...fact,
+            toState: to,
+            mode: choice.mode,
+            lf: lfRound(cost + asked.lf),
+            latencyMs,
+            reply: asked.reply,
+            ledgerKey: holdKey,
+            key: d.key,
+          },
           cfg,
         ),
       ]);
@@ -397,12 +541,22 @@ export function createNerveActivities(deps: NerveDeps) {
       }));
       const cost = arcCost(f.decisions);
       // The settle and the record are independent and each idempotent: one round trip's wait for both.
-      const [closed, recorded] = await Promise.all([settle(db, f.leaseKey, cost, { decisions: f.decisions.length }), recordDecisions(db, rows, cfg)]);
+      const [closed, recorded] = await Promise.all([
+        settle(db, f.leaseKey, cost, { decisions: f.decisions.length }),
+        recordDecisions(db, rows, cfg),
+      ]);
       // Closed before at nothing while the decisions cost something: released, not settled by an earlier attempt.
-      const charged = closed.replayed && closed.charged === 0 && cost > 0 ? await chargeLate(db, f, cost) : closed.charged;
+      const charged =
+        closed.replayed && closed.charged === 0 && cost > 0 ? await chargeLate(db, f, cost) : closed.charged;
       // After the record: the mode follows the demotions and the recent window it just changed.
       const learner = await loadLearner(db, f.agentId, f.nerve, cfg.window);
-      return { recorded: recorded.recorded, events: recorded.events, modeAfter: modeOf(learner, cfg), charged, replayed: closed.replayed };
+      return {
+        recorded: recorded.recorded,
+        events: recorded.events,
+        modeAfter: modeOf(learner, cfg),
+        charged,
+        replayed: closed.replayed,
+      };
     },
   };
 }

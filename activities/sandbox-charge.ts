@@ -58,9 +58,18 @@ export function holdSandboxRun(db: Db | Tx, prices: PriceTable, h: SandboxHold):
 }
 
 /** Close a run's hold: charged its wall seconds × CPUs when it ran, released (`why`) when it did not. */
-export function closeSandboxRun(db: Db, prices: PriceTable, key: string, ran: { durationMs: number; cpus: number; status: string } | null, why?: string): Promise<CloseResult> {
+export function closeSandboxRun(
+  db: Db,
+  prices: PriceTable,
+  key: string,
+  ran: { durationMs: number; cpus: number; status: string } | null,
+  why?: string,
+): Promise<CloseResult> {
   if (!ran) return release(db, key, `not run: ${clipText(why ?? 'the sandbox is unavailable', 200)}`);
-  return settle(db, key, sandboxCost(prices, ran.durationMs, ran.cpus), { durationMs: ran.durationMs, status: ran.status });
+  return settle(db, key, sandboxCost(prices, ran.durationMs, ran.cpus), {
+    durationMs: ran.durationMs,
+    status: ran.status,
+  });
 }
 
 const holdInput = z.strictObject({
@@ -89,7 +98,15 @@ export function createSandboxChargeActivities({ db, prices }: { db: Db; prices: 
     /** Hold a sandbox run's worst case before it is started; `LifeforceExhausted` when the budget cannot cover it (then it must not run). */
     async holdSandboxRun(input: z.input<typeof holdInput>): Promise<{ held: number; replayed: boolean }> {
       const i = parseInput('holdSandboxRun', holdInput, input);
-      const held = await holdSandboxRun(db, prices, { key: sandboxChargeKey(i.runKey), budgetId: i.budgetId, wallMs: i.wallMs, cpus: i.cpus, tick: i.tick, reason: i.reason, at: i.at ? Date.parse(i.at) : undefined });
+      const held = await holdSandboxRun(db, prices, {
+        key: sandboxChargeKey(i.runKey),
+        budgetId: i.budgetId,
+        wallMs: i.wallMs,
+        cpus: i.cpus,
+        tick: i.tick,
+        reason: i.reason,
+        at: i.at ? Date.parse(i.at) : undefined,
+      });
       if (!held.ok) {
         const refused = new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, i.agentId);
         throw nonRetryable(ErrorType.LifeforceExhausted, refused.message, refused.details);
@@ -100,7 +117,13 @@ export function createSandboxChargeActivities({ db, prices }: { db: Db; prices: 
     /** Settle a sandbox run's hold at the wall seconds it took, or release it when the run never ran. Idempotent. */
     async settleSandboxRun(input: z.input<typeof settleInput>): Promise<{ charged: number; replayed: boolean }> {
       const i = parseInput('settleSandboxRun', settleInput, input);
-      const closed = await closeSandboxRun(db, prices, sandboxChargeKey(i.runKey), i.ran ? { ...i.ran, cpus: i.cpus } : null, i.error);
+      const closed = await closeSandboxRun(
+        db,
+        prices,
+        sandboxChargeKey(i.runKey),
+        i.ran ? { ...i.ran, cpus: i.cpus } : null,
+        i.error,
+      );
       return { charged: closed.charged, replayed: closed.replayed };
     },
   };

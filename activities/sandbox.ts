@@ -34,12 +34,20 @@ const sandboxRunRequestSchema = z.strictObject({
   key: z.string().min(1).max(500),
   command: z.array(z.string()).min(1).max(1000),
   files: z.record(z.string().min(1), z.string()).optional(),
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*'), z.string()).optional(),
+  env: z
+    .record(
+      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*'),
+      z.string(),
+    )
+    .optional(),
   budget: budgetSchema.optional(),
 });
 
 /** Remove the containers dead workers left behind; logs and never throws (no engine is fine). */
-export async function reapOrphansAtStart(sandbox: Sandbox, log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Promise<number> {
+export async function reapOrphansAtStart(
+  sandbox: Sandbox,
+  log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
+): Promise<number> {
   try {
     const n = await sandbox.reapOrphans();
     if (n > 0) log(`sandbox: removed ${n} orphaned container(s) left by dead workers`);
@@ -55,7 +63,11 @@ export async function reapOrphansAtStart(sandbox: Sandbox, log: (msg: string) =>
  * retry to adopt until its deadline, so the sweep at start cannot remove it. Logs removals only
  * (no engine is reported once, at start). The timer never keeps the process alive.
  */
-export function sweepOrphans(sandbox: Sandbox, everyMs = 60_000, log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): () => void {
+export function sweepOrphans(
+  sandbox: Sandbox,
+  everyMs = 60_000,
+  log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
+): () => void {
   const timer = setInterval(() => {
     sandbox.reapOrphans().then(
       (n) => n > 0 && log(`sandbox: removed ${n} container(s) past their deadline`),
@@ -100,7 +112,11 @@ export function createSandboxActivities({ docker, sandbox = new DockerSandbox(do
         if (err instanceof SandboxInputError) throw nonRetryable(ErrorType.InvalidInput, err.message);
         if (err instanceof SandboxUnavailableError) {
           // A missing image needs a person (`npm run sandbox:image`); an engine may come back.
-          throw ApplicationFailure.create({ type: ErrorType.Unavailable, message: err.message, nonRetryable: err.reason === 'image_missing' });
+          throw ApplicationFailure.create({
+            type: ErrorType.Unavailable,
+            message: err.message,
+            nonRetryable: err.reason === 'image_missing',
+          });
         }
         throw err;
       }

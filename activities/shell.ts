@@ -29,7 +29,10 @@ interface RecordShellResultInput {
 function shellSummary(input: Pick<RecordShellResultInput, 'result' | 'error'>): string {
   const r = input.result;
   if (!r) return `not run: ${input.error ?? 'the sandbox is unavailable'}`;
-  const end = r.status === 'budget_exceeded' ? `budget_exceeded: ${r.exceeded}${r.detail ? ` (${r.detail})` : ''}` : `exit ${r.exitCode}`;
+  const end =
+    r.status === 'budget_exceeded'
+      ? `budget_exceeded: ${r.exceeded}${r.detail ? ` (${r.detail})` : ''}`
+      : `exit ${r.exitCode}`;
   return `${end} in ${r.durationMs} ms${r.truncated ? ', output truncated' : ''}`;
 }
 
@@ -54,13 +57,23 @@ export function createShellActivities({ db, prices = defaultPrices }: { db: Db; 
     async recordShellResult(input: RecordShellResultInput): Promise<{ summary: string }> {
       const summary = shellSummary(input);
       const text = shellResultText(input);
-      const patch = { message: clipText(`shell: ${summary}`, 200), text, ...(text.length >= maxResultText ? { truncated: true } : {}) };
+      const patch = {
+        message: clipText(`shell: ${summary}`, 200),
+        text,
+        ...(text.length >= maxResultText ? { truncated: true } : {}),
+      };
       await db.transaction(async (tx) => {
         await tx
           .update(commandLog)
           // Merge: the stored effects stay (a retried applyCommands returns them).
           .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
-          .where(and(eq(commandLog.agentId, input.agentId), eq(commandLog.tick, input.tick), eq(commandLog.cmdId, input.cmdId)));
+          .where(
+            and(
+              eq(commandLog.agentId, input.agentId),
+              eq(commandLog.tick, input.tick),
+              eq(commandLog.cmdId, input.cmdId),
+            ),
+          );
         await tx
           .update(processLog)
           .set({

@@ -18,7 +18,14 @@ import { budgetIds, speechCost, type PriceTable } from '../core/lifeforce.js';
 import { priorityKeyFor, unlimitedPriorityKey } from '../core/priority.js';
 import { clipText } from '../core/sanitize.js';
 import { speakSecondsBound, type SpeechInputError } from '../core/speech/engine.js';
-import { chooseSpeechQueue, defaultPollerFreshMs, speechQueues, type SpeechPoller, type SpeechQueue, type SpeechRoute } from '../core/speech/route.js';
+import {
+  chooseSpeechQueue,
+  defaultPollerFreshMs,
+  speechQueues,
+  type SpeechPoller,
+  type SpeechQueue,
+  type SpeechRoute,
+} from '../core/speech/route.js';
 import { parseWavHeader, wavHeadBytes, type WavInfo } from '../core/speech/wav.js';
 import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
@@ -64,7 +71,12 @@ async function inspectAudio(path: string): Promise<WavInfo> {
     handle = await open(path, 'r');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw speechInputFailure('BadInput', code === 'ENOENT' ? `audio file not found: ${path}` : `audio file not readable: ${path} (${code ?? (err as Error).message})`);
+    throw speechInputFailure(
+      'BadInput',
+      code === 'ENOENT'
+        ? `audio file not found: ${path}`
+        : `audio file not readable: ${path} (${code ?? (err as Error).message})`,
+    );
   }
   try {
     const info = await handle.stat();
@@ -76,7 +88,10 @@ async function inspectAudio(path: string): Promise<WavInfo> {
     return parsed.wav;
   } catch (err) {
     if (err instanceof ApplicationFailure) throw err;
-    throw speechInputFailure('BadInput', `audio file not readable: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw speechInputFailure(
+      'BadInput',
+      `audio file not readable: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   } finally {
     await handle.close();
   }
@@ -134,7 +149,9 @@ interface SpeechRecordSpeakInput {
 const taskQueueKind = 1; // TASK_QUEUE_KIND_NORMAL
 const activityQueueType = 2; // TASK_QUEUE_TYPE_ACTIVITY
 
-function timestampMs(ts: { seconds?: { toNumber(): number } | number | null; nanos?: number | null } | null | undefined): number | null {
+function timestampMs(
+  ts: { seconds?: { toNumber(): number } | number | null; nanos?: number | null } | null | undefined,
+): number | null {
   if (!ts || ts.seconds === undefined || ts.seconds === null) return null;
   const seconds = typeof ts.seconds === 'number' ? ts.seconds : ts.seconds.toNumber();
   return seconds * 1000 + Math.floor((ts.nanos ?? 0) / 1e6);
@@ -142,7 +159,11 @@ function timestampMs(ts: { seconds?: { toNumber(): number } | number | null; nan
 
 /** The activity pollers Temporal lists on a queue. */
 export async function queuePollers(client: Client, namespace: string, queue: SpeechQueue): Promise<SpeechPoller[]> {
-  const res = await client.workflowService.describeTaskQueue({ namespace, taskQueue: { name: queue, kind: taskQueueKind }, taskQueueType: activityQueueType });
+  const res = await client.workflowService.describeTaskQueue({
+    namespace,
+    taskQueue: { name: queue, kind: taskQueueKind },
+    taskQueueType: activityQueueType,
+  });
   return (res.pollers ?? []).map((p) => ({ identity: p.identity ?? '', lastAccessMs: timestampMs(p.lastAccessTime) }));
 }
 
@@ -155,7 +176,11 @@ async function holdSpeech(db: Db, req: ReserveRequest): Promise<{ key: string; h
   }
   if (!held.ok) {
     const details = { budgetId: held.budgetId, reason: held.reason, needed: held.needed, available: held.available };
-    throw nonRetryable(ErrorType.LifeforceExhausted, `lifeforce exhausted: budget ${held.budgetId} cannot cover ${held.needed} LF for ${req.reason ?? 'speech'} (${held.reason}; available ${held.available ?? 'unlimited'} LF)`, details);
+    throw nonRetryable(
+      ErrorType.LifeforceExhausted,
+      `lifeforce exhausted: budget ${held.budgetId} cannot cover ${held.needed} LF for ${req.reason ?? 'speech'} (${held.reason}; available ${held.available ?? 'unlimited'} LF)`,
+      details,
+    );
   }
   return { key: held.key, held: held.amount };
 }
@@ -165,10 +190,15 @@ export function createSpeechActivities(deps: SpeechActivityDeps) {
   const clientOf = (): Client => {
     if (deps.client) return deps.client();
     const ctx = activityContext();
-    if (!ctx) throw nonRetryable(ErrorType.InvalidRequest, 'speech: no Temporal client (run as an activity, or pass one)');
+    if (!ctx)
+      throw nonRetryable(ErrorType.InvalidRequest, 'speech: no Temporal client (run as an activity, or pass one)');
     return ctx.client;
   };
-  return { ...speechInputActivities(deps, clientOf), ...speechLedgerActivities(deps), ...speechRecordActivities(deps, clientOf) };
+  return {
+    ...speechInputActivities(deps, clientOf),
+    ...speechLedgerActivities(deps),
+    ...speechRecordActivities(deps, clientOf),
+  };
 }
 
 /** Before a job: which queue runs it, and whether its audio is audio. */
@@ -187,13 +217,19 @@ function speechInputActivities(deps: SpeechActivityDeps, clientOf: () => Client)
       const cached = routes.get(namespace);
       if (cached && now - cached.at < cacheMs) return cached.route;
       const [gpu, cpu] = await Promise.all(speechQueues.map((q) => queuePollers(client, namespace, q)));
-      const route = chooseSpeechQueue({ 'speech-gpu': gpu!, 'speech-cpu': cpu! }, Date.now(), deps.pollerFreshMs ?? defaultPollerFreshMs);
+      const route = chooseSpeechQueue(
+        { 'speech-gpu': gpu!, 'speech-cpu': cpu! },
+        Date.now(),
+        deps.pollerFreshMs ?? defaultPollerFreshMs,
+      );
       routes.set(namespace, { at: now, route });
       return route;
     },
 
     /** Check that a file is WAV audio the engine can take: its duration and format, or why not. */
-    async speechCheckAudio(input: { path: string }): Promise<{ path: string; durationS: number; sampleRate: number; channels: number }> {
+    async speechCheckAudio(input: {
+      path: string;
+    }): Promise<{ path: string; durationS: number; sampleRate: number; channels: number }> {
       const wav = await inspectAudio(input.path);
       return { path: input.path, durationS: wav.durationS, sampleRate: wav.sampleRate, channels: wav.channels };
     },
@@ -213,7 +249,11 @@ function speechLedgerActivities(deps: SpeechActivityDeps) {
      */
     async speechBegin(input: SpeechBeginInput): Promise<SpeechBegun> {
       const [agent] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, input.agentId));
-      if (!agent) throw speechInputFailure('BadInput', `no agent '${input.agentId}' (start it with \`mindloop start ${input.agentId}\`)`);
+      if (!agent)
+        throw speechInputFailure(
+          'BadInput',
+          `no agent '${input.agentId}' (start it with \`mindloop start ${input.agentId}\`)`,
+        );
       let seconds: number;
       let audio: SpeechBegun['audio'];
       let outPath: string | undefined;
@@ -235,32 +275,73 @@ function speechLedgerActivities(deps: SpeechActivityDeps) {
       let holdKey: string | null = null;
       let held = 0;
       if (ledger) {
-        const what = input.kind === 'transcribe' ? `transcribe ${seconds.toFixed(1)} s of audio` : `speak ${seconds} s (bound) of text`;
-        const hold = await holdSpeech(db, { key: `speech:${input.workflowId}`, budgetId, amount: speechCost(prices, seconds), operation: 'speech', at, ttlMs: speechHoldTtlMs, reason: what, metadata: { kind: input.kind, seconds, workflowId: input.workflowId } });
+        const what =
+          input.kind === 'transcribe'
+            ? `transcribe ${seconds.toFixed(1)} s of audio`
+            : `speak ${seconds} s (bound) of text`;
+        const hold = await holdSpeech(db, {
+          key: `speech:${input.workflowId}`,
+          budgetId,
+          amount: speechCost(prices, seconds),
+          operation: 'speech',
+          at,
+          ttlMs: speechHoldTtlMs,
+          reason: what,
+          metadata: { kind: input.kind, seconds, workflowId: input.workflowId },
+        });
         holdKey = hold.key;
         held = hold.held;
       }
       const report = await budgetReport(db, budgetId, { at, entries: 0 });
       const available = report?.available ?? null;
       const priorityKey = report
-        ? priorityKeyFor({ available, capacity: report.budget.capacity, ...(report.budget.priority !== null ? { explicit: report.budget.priority } : {}) })
+        ? priorityKeyFor({
+            available,
+            capacity: report.budget.capacity,
+            ...(report.budget.priority !== null ? { explicit: report.budget.priority } : {}),
+          })
         : unlimitedPriorityKey;
-      return { seconds, holdKey, held, priorityKey, available, ...(outPath ? { outPath } : {}), ...(audio ? { audio } : {}) };
+      return {
+        seconds,
+        holdKey,
+        held,
+        priorityKey,
+        available,
+        ...(outPath ? { outPath } : {}),
+        ...(audio ? { audio } : {}),
+      };
     },
 
     /**
      * Charge the seconds the engine reports (at most what was held; more is recorded as overrun).
      * A hold the sweep released while the job waited is charged anew under a key of its own.
      */
-    async speechSettle(input: { holdKey: string; agentId: string; seconds: number; metadata?: Record<string, unknown> }): Promise<{ charged: number; available: number | null }> {
+    async speechSettle(input: {
+      holdKey: string;
+      agentId: string;
+      seconds: number;
+      metadata?: Record<string, unknown>;
+    }): Promise<{ charged: number; available: number | null }> {
       const actual = speechCost(prices, input.seconds);
       const closed = await settle(db, input.holdKey, actual, { seconds: input.seconds, ...input.metadata });
       let charged = closed.charged;
       if (closed.replayed && charged === 0 && actual > 0) {
         const late = `${input.holdKey}/late`;
-        const held = await reserve(db, { key: late, budgetId: budgetIds.agent(input.agentId), amount: actual, operation: 'speech', ttlMs: speechHoldTtlMs, reason: `speech settled after its hold was released (${input.seconds.toFixed(1)} s)` });
-        if (held.ok) charged = (await settle(db, late, actual, { lateFor: input.holdKey, seconds: input.seconds })).charged;
-        else activityContext()?.log.warn('speech recorded uncharged: its hold was released and the budget cannot cover it now', { holdKey: input.holdKey, actual });
+        const held = await reserve(db, {
+          key: late,
+          budgetId: budgetIds.agent(input.agentId),
+          amount: actual,
+          operation: 'speech',
+          ttlMs: speechHoldTtlMs,
+          reason: `speech settled after its hold was released (${input.seconds.toFixed(1)} s)`,
+        });
+        if (held.ok)
+          charged = (await settle(db, late, actual, { lateFor: input.holdKey, seconds: input.seconds })).charged;
+        else
+          activityContext()?.log.warn(
+            'speech recorded uncharged: its hold was released and the budget cannot cover it now',
+            { holdKey: input.holdKey, actual },
+          );
       }
       const report = await budgetReport(db, budgetIds.agent(input.agentId), { entries: 0 });
       return { charged, available: report?.available ?? null };
@@ -283,20 +364,38 @@ function speechRecordActivities(deps: SpeechActivityDeps, clientOf: () => Client
      * runs it is stored directly. Either way under the key the loop would use, so a retry, or
      * one path after the other, stores it once.
      */
-    async speechDeliverNote(input: SpeechDeliverInput): Promise<{ noteId: number | null; via: 'loop' | 'stored' | 'queued' }> {
+    async speechDeliverNote(
+      input: SpeechDeliverInput,
+    ): Promise<{ noteId: number | null; via: 'loop' | 'stored' | 'queued' }> {
       const updateId = `speech:${input.workflowId}`;
       const loopId = workflowIds.agent(input.agentId);
       const text = clipText(input.text.trim() || '(no speech heard)', 16_000);
-      const note = { text, priority: input.priority, tags: input.tags, source: input.source, ...(input.sender ? { sender: input.sender } : {}), transcribedFrom: input.audio };
+      const note = {
+        text,
+        priority: input.priority,
+        tags: input.tags,
+        source: input.source,
+        ...(input.sender ? { sender: input.sender } : {}),
+        transcribedFrom: input.audio,
+      };
       try {
-        const r = await clientOf().workflow.getHandle(loopId).executeUpdate<{ noteId: number | null; queued?: boolean }, [typeof note]>('addNote', { args: [note], updateId });
+        const r = await clientOf()
+          .workflow.getHandle(loopId)
+          .executeUpdate<{ noteId: number | null; queued?: boolean }, [typeof note]>('addNote', {
+            args: [note],
+            updateId,
+          });
         return { noteId: r.noteId, via: r.queued ? 'queued' : 'loop' };
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError) {
           const cause = err.cause as (Error & { type?: string }) | undefined;
           // The loop refused it because the database is away and its queue is full: an outage.
-          if (cause?.type === 'NoteRefused' && /unavailable/.test(cause.message)) throw retryable(ErrorType.Unavailable, cause.message);
-          throw nonRetryable(ErrorType.InvalidRequest, `the agent loop refused the transcription: ${cause?.message ?? err.message}`);
+          if (cause?.type === 'NoteRefused' && /unavailable/.test(cause.message))
+            throw retryable(ErrorType.Unavailable, cause.message);
+          throw nonRetryable(
+            ErrorType.InvalidRequest,
+            `the agent loop refused the transcription: ${cause?.message ?? err.message}`,
+          );
         }
         if (!(err instanceof WorkflowNotFoundError)) throw err;
       }
@@ -338,12 +437,21 @@ function speechRecordActivities(deps: SpeechActivityDeps, clientOf: () => Client
         const outcome = input.audio
           ? `spoke ${input.audio.durationS.toFixed(1)} s (${input.audio.backend}${input.audio.device ? ` on ${input.audio.device}` : ''}) → ${input.audio.path} (note #${noteId})`
           : `speech failed: ${input.error ?? 'unknown error'}`;
-        const patch = { message: clipText(`speak: ${outcome}`, 200), text: clipText(`speak (${input.workflowId}): ${outcome}`, maxResultText) };
+        const patch = {
+          message: clipText(`speak: ${outcome}`, 200),
+          text: clipText(`speak (${input.workflowId}): ${outcome}`, maxResultText),
+        };
         await db
           .update(commandLog)
           // Merge: the stored effects stay (a retried applyCommands returns them).
           .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
-          .where(and(eq(commandLog.agentId, input.agentId), eq(commandLog.tick, input.requestedBy.tick), eq(commandLog.cmdId, input.requestedBy.cmdId)));
+          .where(
+            and(
+              eq(commandLog.agentId, input.agentId),
+              eq(commandLog.tick, input.requestedBy.tick),
+              eq(commandLog.cmdId, input.requestedBy.cmdId),
+            ),
+          );
       }
       return { noteId };
     },
@@ -351,4 +459,3 @@ function speechRecordActivities(deps: SpeechActivityDeps, clientOf: () => Client
 }
 
 export type SpeechActivities = ReturnType<typeof createSpeechActivities>;
-

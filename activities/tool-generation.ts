@@ -5,9 +5,20 @@
  * source in generated_tools_audit. The sandbox run itself is `sandboxRun` on the sandbox queue.
  */
 import { checkToolSource, type SafetyReport } from '../core/tool-safety.js';
-import { generatedToolJsonSchema, parseGeneratedTool, toolPrompt, type GeneratedTool, type ToolMode } from '../core/tool-generation.js';
+import {
+  generatedToolJsonSchema,
+  parseGeneratedTool,
+  toolPrompt,
+  type GeneratedTool,
+  type ToolMode,
+} from '../core/tool-generation.js';
 import type { Db } from '../db/client.js';
-import { auditToolGeneration, toolForCapability, upsertGeneratedTool, type ToolAuditInput } from '../db/queries/generated-tools.js';
+import {
+  auditToolGeneration,
+  toolForCapability,
+  upsertGeneratedTool,
+  type ToolAuditInput,
+} from '../db/queries/generated-tools.js';
 import { addNoteOnce } from '../db/queries/notes.js';
 import { bindActivities } from './bind.js';
 import { ErrorType, nonRetryable } from './errors.js';
@@ -46,7 +57,13 @@ async function toolGenerationPolicy(deps: ToolGenerationDeps): Promise<{ mode: T
 /** Ask the LLM for the tool (module + tests) as one JSON object; a malformed answer is a typed result, not a retry. */
 async function writeTool(
   deps: ToolGenerationDeps,
-  input: { agentId: string; capability: string; description: string; role: 'agent' | 'oversight' | 'task'; key: string },
+  input: {
+    agentId: string;
+    capability: string;
+    description: string;
+    role: 'agent' | 'oversight' | 'task';
+    key: string;
+  },
 ): Promise<{ ok: true; tool: GeneratedTool; model: string } | { ok: false; message: string; raw: string }> {
   const llm = deps.llm;
   if (!llm) throw nonRetryable(ErrorType.Unavailable, 'writeTool: no LLM router on this worker');
@@ -62,14 +79,19 @@ async function writeTool(
         signal,
       });
       const parsed = parseGeneratedTool(r.text);
-      return parsed.ok ? { ok: true as const, tool: parsed.tool, model: `${r.provider}:${r.model}` } : { ok: false as const, message: parsed.message, raw: r.text.slice(0, 64_000) };
+      return parsed.ok
+        ? { ok: true as const, tool: parsed.tool, model: `${r.provider}:${r.model}` }
+        : { ok: false as const, message: parsed.message, raw: r.text.slice(0, 64_000) };
     },
     { details: { waitingFor: 'llm' } },
   );
 }
 
 /** The AST safety check of the module and of its tests (the tests run in the sandbox too). */
-async function checkToolSafety(_deps: ToolGenerationDeps, input: { module: string; tests: string }): Promise<ToolSafetyResult> {
+async function checkToolSafety(
+  _deps: ToolGenerationDeps,
+  input: { module: string; tests: string },
+): Promise<ToolSafetyResult> {
   const mod = checkToolSource(input.module);
   if (!mod.ok) return { ...mod, file: 'tool.mjs' };
   const tests = checkToolSource(input.tests);
@@ -93,7 +115,11 @@ async function registerGeneratedTool(
   const { tool } = input;
   const registered = await deps.db.transaction(async (tx) => {
     const r = await upsertGeneratedTool(tx, input);
-    if ('takenBy' in r) throw nonRetryable(ErrorType.Forbidden, `tool name '${tool.name}' belongs to a ${r.takenBy} tool; a generated tool may not replace it`);
+    if ('takenBy' in r)
+      throw nonRetryable(
+        ErrorType.Forbidden,
+        `tool name '${tool.name}' belongs to a ${r.takenBy} tool; a generated tool may not replace it`,
+      );
     const auditId = await auditToolGeneration(tx, {
       agentId: input.agentId,
       toolName: tool.name,
@@ -112,7 +138,13 @@ async function registerGeneratedTool(
   });
   if (!deps.learn) return { ...registered, learningId: null, learningError: 'no learning store wired on this worker' };
   try {
-    const l = await deps.learn({ agentId: input.agentId, shardType: 'tools', predicate: 'generated_tool', args: { name: tool.name, capability: input.capability }, source: `tool/${input.agentId}/${tool.name}` });
+    const l = await deps.learn({
+      agentId: input.agentId,
+      shardType: 'tools',
+      predicate: 'generated_tool',
+      args: { name: tool.name, capability: input.capability },
+      source: `tool/${input.agentId}/${tool.name}`,
+    });
     return { ...registered, learningId: l.id };
   } catch (err) {
     // The tool stays registered; a refused learning (rate limit, guard) is reported, not fatal.
@@ -121,7 +153,10 @@ async function registerGeneratedTool(
 }
 
 /** Tell the agent that asked how the generation ended: an incoming note (idempotent on its key). */
-async function notifyToolRequester(deps: ToolGenerationDeps, input: { agentId: string; text: string; ok: boolean; key: string }): Promise<{ noteId: number }> {
+async function notifyToolRequester(
+  deps: ToolGenerationDeps,
+  input: { agentId: string; text: string; ok: boolean; key: string },
+): Promise<{ noteId: number }> {
   const noteId = await addNoteOnce(deps.db, {
     agentId: input.agentId,
     direction: 'in',
@@ -136,11 +171,22 @@ async function notifyToolRequester(deps: ToolGenerationDeps, input: { agentId: s
 }
 
 /** Tools already registered for a capability (so a request for one that exists reuses it). */
-async function findToolForCapability(deps: ToolGenerationDeps, input: { agentId: string; capability: string }): Promise<{ id: number; name: string; description: string | null; version: number } | null> {
+async function findToolForCapability(
+  deps: ToolGenerationDeps,
+  input: { agentId: string; capability: string },
+): Promise<{ id: number; name: string; description: string | null; version: number } | null> {
   return toolForCapability(deps.db, input.capability);
 }
 
 /** Ouroboros activities for the `mindloop` queue. */
 export function createToolGenerationActivities(deps: ToolGenerationDeps) {
-  return bindActivities(deps, { toolGenerationPolicy, writeTool, checkToolSafety, recordToolAudit, registerGeneratedTool, notifyToolRequester, findToolForCapability });
+  return bindActivities(deps, {
+    toolGenerationPolicy,
+    writeTool,
+    checkToolSafety,
+    recordToolAudit,
+    registerGeneratedTool,
+    notifyToolRequester,
+    findToolForCapability,
+  });
 }

@@ -15,10 +15,26 @@ import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
 import { validateCommand } from '../core/catalogue.js';
 import { checkDanger, defaultDangerRules, type DangerRule } from '../core/danger-zones.js';
-import { builtinStateMachines, describeTool, stateMachineSchema, transition, validActions, type StateMachineDef } from '../core/state-machines.js';
+import {
+  builtinStateMachines,
+  describeTool,
+  stateMachineSchema,
+  transition,
+  validActions,
+  type StateMachineDef,
+} from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
 import { statements } from '../db/prepared.js';
-import { agentOwnedTables, decisionLog, discoveredTools, escalations, toolRegistry, toolStates, toolTransitions, type AgentOwnedTable } from '../db/schema/index.js';
+import {
+  agentOwnedTables,
+  decisionLog,
+  discoveredTools,
+  escalations,
+  toolRegistry,
+  toolStates,
+  toolTransitions,
+  type AgentOwnedTable,
+} from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import { formatIssues } from '../core/zod-issues.js';
 import type { ChatToolDef } from './llm/types.js';
@@ -47,13 +63,24 @@ interface ToolCallInput {
 
 export type ToolCallResult =
   | { ok: true; tool: string; action: string; from: string; state: string; output: Record<string, unknown> }
-  | { ok: false; tool: string; action: string; refused: 'undiscovered' | 'invalid_action' | 'held' | 'error'; error: string; state?: string; validActions?: string[]; dangerFlags?: string[] };
+  | {
+      ok: false;
+      tool: string;
+      action: string;
+      refused: 'undiscovered' | 'invalid_action' | 'held' | 'error';
+      error: string;
+      state?: string;
+      validActions?: string[];
+      dangerFlags?: string[];
+    };
 
 /** Tools every agent starts with (discovered via teaching); the database tool must be granted. */
 const starterTools = ['discover_tools', 'escalate', 'request_state_machine_design'] as const;
 
 /** Tables the database tool may read: the agent-owned ones (each row has agent_id). */
-const queryableTables: Record<string, AgentOwnedTable> = Object.fromEntries(agentOwnedTables.map((t) => [getTableName(t), t]));
+const queryableTables: Record<string, AgentOwnedTable> = Object.fromEntries(
+  agentOwnedTables.map((t) => [getTableName(t), t]),
+);
 
 const scalar = z.union([z.string().max(1000), z.number(), z.boolean(), z.null()]);
 const queryArgs = z.strictObject({
@@ -65,7 +92,10 @@ const queryArgs = z.strictObject({
 });
 const searchArgs = z.strictObject({ query: z.string().trim().min(1).max(100) });
 const escalationListArgs = z.strictObject({ limit: z.number().int().min(1).max(50).default(10) });
-const designArgs = z.strictObject({ capability: z.string().trim().min(1, 'say what the tool must do').max(4000), context: z.unknown().optional() });
+const designArgs = z.strictObject({
+  capability: z.string().trim().min(1, 'say what the tool must do').max(4000),
+  context: z.unknown().optional(),
+});
 const issues = (what: string, e: z.ZodError) => `${what}: ${formatIssues(e, '(args)')}`;
 
 function columnsOf(t: AgentOwnedTable): Map<string, PgColumn> {
@@ -74,7 +104,10 @@ function columnsOf(t: AgentOwnedTable): Map<string, PgColumn> {
 
 async function definitionOf(db: Db, name: string): Promise<StateMachineDef | null> {
   if (builtinStateMachines[name]) return builtinStateMachines[name];
-  const [row] = await db.select({ spec: toolRegistry.spec }).from(toolRegistry).where(and(eq(toolRegistry.name, name), eq(toolRegistry.status, 'active')));
+  const [row] = await db
+    .select({ spec: toolRegistry.spec })
+    .from(toolRegistry)
+    .where(and(eq(toolRegistry.name, name), eq(toolRegistry.status, 'active')));
   const machine = stateMachineSchema.safeParse(row?.spec.machine);
   return machine.success ? machine.data : null;
 }
@@ -89,16 +122,26 @@ async function discovered(db: Db, agentId: string): Promise<string[]> {
   return rows.map((r) => r.name);
 }
 
-async function runQuery(deps: ToolDeps, agentId: string, rawArgs: Record<string, unknown>): Promise<Record<string, unknown>> {
+async function runQuery(
+  deps: ToolDeps,
+  agentId: string,
+  rawArgs: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   const parsed = queryArgs.safeParse(rawArgs);
   if (!parsed.success) throw new ToolActionError(issues('database.query', parsed.error));
   const a = parsed.data;
   const table = queryableTables[a.table];
-  if (!table) throw new ToolActionError(`database.query: table '${a.table}' is not one of yours; you may query: ${Object.keys(queryableTables).sort().join(', ')}`);
+  if (!table)
+    throw new ToolActionError(
+      `database.query: table '${a.table}' is not one of yours; you may query: ${Object.keys(queryableTables).sort().join(', ')}`,
+    );
   const cols = columnsOf(table);
   const pick = (name: string): PgColumn => {
     const c = cols.get(name);
-    if (!c) throw new ToolActionError(`database.query: ${a.table} has no column '${name}'; columns: ${[...cols.keys()].join(', ')}`);
+    if (!c)
+      throw new ToolActionError(
+        `database.query: ${a.table} has no column '${name}'; columns: ${[...cols.keys()].join(', ')}`,
+      );
     return c;
   };
   const selected = Object.fromEntries((a.columns ?? [...cols.keys()]).map((n) => [n, pick(n)]));
@@ -108,20 +151,32 @@ async function runQuery(deps: ToolDeps, agentId: string, rawArgs: Record<string,
   // READ ONLY: even a bug in this builder cannot write.
   const rows = await deps.db.transaction(async (tx) => {
     if (!deps.inTransaction) await tx.execute(sql`set transaction read only`);
-    const q = tx.select(selected).from(table).where(and(...conds)).limit(a.limit);
+    const q = tx
+      .select(selected)
+      .from(table)
+      .where(and(...conds))
+      .limit(a.limit);
     return idCol ? q.orderBy(a.order === 'oldest' ? asc(idCol) : desc(idCol)) : q;
   });
   return { table: a.table, rows: rows as unknown as Record<string, unknown>, count: rows.length };
 }
 
-async function effect(deps: ToolDeps, agentId: string, toolName: string, action: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+async function effect(
+  deps: ToolDeps,
+  agentId: string,
+  toolName: string,
+  action: string,
+  args: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   switch (`${toolName}.${action}`) {
     case 'database.connect':
       return { connected: true, readOnly: true };
     case 'database.disconnect':
       return { connected: false };
     case 'database.list_tables':
-      return { tables: Object.fromEntries(Object.entries(queryableTables).map(([n, t]) => [n, [...columnsOf(t).keys()]])) };
+      return {
+        tables: Object.fromEntries(Object.entries(queryableTables).map(([n, t]) => [n, [...columnsOf(t).keys()]])),
+      };
     case 'database.query':
       return runQuery(deps, agentId, args);
     case 'discover_tools.list':
@@ -134,16 +189,38 @@ async function effect(deps: ToolDeps, agentId: string, toolName: string, action:
       const rows = await deps.db
         .select({ name: toolRegistry.name, description: toolRegistry.description, capability: toolRegistry.capability })
         .from(toolRegistry)
-        .where(and(eq(toolRegistry.status, 'active'), or(ilike(toolRegistry.name, like), ilike(toolRegistry.description, like), ilike(toolRegistry.capability, like))))
+        .where(
+          and(
+            eq(toolRegistry.status, 'active'),
+            or(
+              ilike(toolRegistry.name, like),
+              ilike(toolRegistry.description, like),
+              ilike(toolRegistry.capability, like),
+            ),
+          ),
+        )
         .limit(20);
-      return { matches: rows.map((r) => ({ ...r, discovered: mine.has(r.name) })), hint: 'a tool you have not discovered is granted through an escalation' };
+      return {
+        matches: rows.map((r) => ({ ...r, discovered: mine.has(r.name) })),
+        hint: 'a tool you have not discovered is granted through an escalation',
+      };
     }
     case 'escalate.list': {
       const a = escalationListArgs.safeParse(args);
       if (!a.success) throw new ToolActionError(issues('escalate.list', a.error));
       // Read-only, the agent's own rows only; the decision is the decision_log's (one row per escalation).
       const rows = await deps.db
-        .select({ id: escalations.id, task: escalations.task, category: escalations.category, status: escalations.status, decidedBy: escalations.decidedBy, outcome: decisionLog.outcome, oversight: decisionLog.oversightAnswer, human: decisionLog.humanAnswer, created: escalations.createdAt })
+        .select({
+          id: escalations.id,
+          task: escalations.task,
+          category: escalations.category,
+          status: escalations.status,
+          decidedBy: escalations.decidedBy,
+          outcome: decisionLog.outcome,
+          oversight: decisionLog.oversightAnswer,
+          human: decisionLog.humanAnswer,
+          created: escalations.createdAt,
+        })
         .from(escalations)
         .leftJoin(decisionLog, eq(decisionLog.escalationId, escalations.id))
         .where(eq(escalations.agentId, agentId))
@@ -155,7 +232,9 @@ async function effect(deps: ToolDeps, agentId: string, toolName: string, action:
           task: r.task.slice(0, 200),
           category: r.category,
           status: r.status,
-          decision: r.decidedBy ? { by: r.decidedBy, outcome: r.outcome, oversight: r.oversight, human: r.human } : null,
+          decision: r.decidedBy
+            ? { by: r.decidedBy, outcome: r.outcome, oversight: r.oversight, human: r.human }
+            : null,
           created: r.created.toISOString(),
         })),
       };
@@ -168,7 +247,8 @@ async function effect(deps: ToolDeps, agentId: string, toolName: string, action:
     }
     case 'request_state_machine_design.request': {
       const a = designArgs.safeParse(args);
-      if (!a.success) throw new ToolActionError(issues('invalid args for request_state_machine_design.request', a.error));
+      if (!a.success)
+        throw new ToolActionError(issues('invalid args for request_state_machine_design.request', a.error));
       return { requested: 'request_state_machine_design.request', args: a.data as Record<string, unknown> };
     }
     default:
@@ -188,17 +268,40 @@ export async function ensureBuiltinTools(db: Db): Promise<{ names: string[] }> {
   for (const def of Object.values(builtinStateMachines)) {
     await db
       .insert(toolRegistry)
-      .values({ name: def.name, description: def.description, capability: `builtin.${def.name}`, kind: 'builtin', status: 'active', createdBy: 'system', spec: { states: Object.keys(def.states), initial: def.initial, transitions: Object.fromEntries(Object.entries(def.states).map(([s, d]) => [s, Object.keys(d.actions)])), machine: def } })
+      .values({
+        name: def.name,
+        description: def.description,
+        capability: `builtin.${def.name}`,
+        kind: 'builtin',
+        status: 'active',
+        createdBy: 'system',
+        spec: {
+          states: Object.keys(def.states),
+          initial: def.initial,
+          transitions: Object.fromEntries(Object.entries(def.states).map(([s, d]) => [s, Object.keys(d.actions)])),
+          machine: def,
+        },
+      })
       .onConflictDoNothing({ target: toolRegistry.name });
   }
   return { names: Object.keys(builtinStateMachines) };
 }
 
 /** Give an agent the starter tools (via teaching); the rest comes through escalations and designs. */
-export async function grantStarterTools(db: Db, input: { agentId: string; tools?: string[] }): Promise<{ discovered: string[] }> {
+export async function grantStarterTools(
+  db: Db,
+  input: { agentId: string; tools?: string[] },
+): Promise<{ discovered: string[] }> {
   const names = input.tools ?? [...starterTools];
-  const rows = await db.select({ id: toolRegistry.id }).from(toolRegistry).where(sql`${toolRegistry.name} in ${names}`);
-  for (const r of rows) await db.insert(discoveredTools).values({ agentId: input.agentId, toolId: r.id, via: 'teaching' }).onConflictDoNothing();
+  const rows = await db
+    .select({ id: toolRegistry.id })
+    .from(toolRegistry)
+    .where(sql`${toolRegistry.name} in ${names}`);
+  for (const r of rows)
+    await db
+      .insert(discoveredTools)
+      .values({ agentId: input.agentId, toolId: r.id, via: 'teaching' })
+      .onConflictDoNothing();
   return { discovered: await discovered(db, input.agentId) };
 }
 
@@ -214,7 +317,10 @@ const toolStatements = statements('tools', (db, name) => ({
 }));
 
 /** The agent's discovered tools with the description a model sees (current state, valid actions). */
-async function toolDescriptions(db: Db, input: { agentId: string }): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
+async function toolDescriptions(
+  db: Db,
+  input: { agentId: string },
+): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
   // One query (it runs in every tick's context): discovered, active tools with their stored state.
   const rows = await toolStatements(db).described.execute({ agentId: input.agentId });
   const out = [];
@@ -240,24 +346,85 @@ export async function callTool(deps: ToolDeps, input: ToolCallInput): Promise<To
 
   const mine = await discovered(deps.db, agentId);
   if (!mine.includes(tool)) {
-    const r: ToolCallResult = { ok: false, tool, action, refused: 'undiscovered', error: `tool '${tool}' is not among your discovered tools (${mine.join(', ') || 'none'}); escalate to be granted it` };
-    await logTransition(deps.db, { agentId, tool, action, result: 'undiscovered', args, error: r.error, discovered: false, idempotencyKey: key, output: r });
+    const r: ToolCallResult = {
+      ok: false,
+      tool,
+      action,
+      refused: 'undiscovered',
+      error: `tool '${tool}' is not among your discovered tools (${mine.join(', ') || 'none'}); escalate to be granted it`,
+    };
+    await logTransition(deps.db, {
+      agentId,
+      tool,
+      action,
+      result: 'undiscovered',
+      args,
+      error: r.error,
+      discovered: false,
+      idempotencyKey: key,
+      output: r,
+    });
     return r;
   }
   const def = await definitionOf(deps.db, tool);
   if (!def) throw nonRetryable(ErrorType.NotFound, `tool '${tool}' has no state-machine definition`);
-  const [stored] = await deps.db.select().from(toolStates).where(and(eq(toolStates.agentId, agentId), eq(toolStates.tool, tool)));
+  const [stored] = await deps.db
+    .select()
+    .from(toolStates)
+    .where(and(eq(toolStates.agentId, agentId), eq(toolStates.tool, tool)));
   const state = stored && def.states[stored.state] ? stored.state : def.initial;
   const t = transition(def, state, action);
   if (!t.ok) {
-    const r: ToolCallResult = { ok: false, tool, action, refused: 'invalid_action', error: t.error, state, validActions: t.validActions };
-    await logTransition(deps.db, { agentId, tool, action, fromState: state, toState: state, result: 'invalid_action', args, error: t.error, idempotencyKey: key, output: r });
+    const r: ToolCallResult = {
+      ok: false,
+      tool,
+      action,
+      refused: 'invalid_action',
+      error: t.error,
+      state,
+      validActions: t.validActions,
+    };
+    await logTransition(deps.db, {
+      agentId,
+      tool,
+      action,
+      fromState: state,
+      toState: state,
+      result: 'invalid_action',
+      args,
+      error: t.error,
+      idempotencyKey: key,
+      output: r,
+    });
     return r;
   }
-  const flags = checkDanger({ kind: 'tool', name: `${tool}.${action}`, args, agentId }, deps.dangerRules ?? defaultDangerRules).map((f) => f.rule);
+  const flags = checkDanger(
+    { kind: 'tool', name: `${tool}.${action}`, args, agentId },
+    deps.dangerRules ?? defaultDangerRules,
+  ).map((f) => f.rule);
   if (flags.length && !input.approvedBy) {
-    const r: ToolCallResult = { ok: false, tool, action, refused: 'held', state, dangerFlags: flags, error: `${tool}.${action} trips danger rules (${flags.join(', ')}): held until a human approves it through an escalation` };
-    await logTransition(deps.db, { agentId, tool, action, fromState: state, toState: state, result: 'held', args, error: r.error, dangerFlags: flags, idempotencyKey: key, output: r });
+    const r: ToolCallResult = {
+      ok: false,
+      tool,
+      action,
+      refused: 'held',
+      state,
+      dangerFlags: flags,
+      error: `${tool}.${action} trips danger rules (${flags.join(', ')}): held until a human approves it through an escalation`,
+    };
+    await logTransition(deps.db, {
+      agentId,
+      tool,
+      action,
+      fromState: state,
+      toState: state,
+      result: 'held',
+      args,
+      error: r.error,
+      dangerFlags: flags,
+      idempotencyKey: key,
+      output: r,
+    });
     return r;
   }
   let output: Record<string, unknown>;
@@ -266,8 +433,29 @@ export async function callTool(deps: ToolDeps, input: ToolCallInput): Promise<To
   } catch (err) {
     if (!(err instanceof ToolActionError)) throw err;
     // The action failed: the machine stays where it was.
-    const r: ToolCallResult = { ok: false, tool, action, refused: 'error', error: err.message, state, validActions: validActions(def, state) };
-    await logTransition(deps.db, { agentId, tool, action, fromState: state, toState: state, result: 'error', args, error: err.message, dangerFlags: flags, approvedBy: input.approvedBy ?? null, idempotencyKey: key, output: r });
+    const r: ToolCallResult = {
+      ok: false,
+      tool,
+      action,
+      refused: 'error',
+      error: err.message,
+      state,
+      validActions: validActions(def, state),
+    };
+    await logTransition(deps.db, {
+      agentId,
+      tool,
+      action,
+      fromState: state,
+      toState: state,
+      result: 'error',
+      args,
+      error: err.message,
+      dangerFlags: flags,
+      approvedBy: input.approvedBy ?? null,
+      idempotencyKey: key,
+      output: r,
+    });
     return r;
   }
   const r: ToolCallResult = { ok: true, tool, action, from: t.from, state: t.to, output };
@@ -275,8 +463,26 @@ export async function callTool(deps: ToolDeps, input: ToolCallInput): Promise<To
     await tx
       .insert(toolStates)
       .values({ agentId, tool, state: t.to })
-      .onConflictDoUpdate({ target: [toolStates.agentId, toolStates.tool], set: { state: t.to, updatedAt: new Date() } });
-    await tx.insert(toolTransitions).values({ agentId, tool, action, fromState: t.from, toState: t.to, result: 'ok', args, dangerFlags: flags, approvedBy: input.approvedBy ?? null, idempotencyKey: key, output: r }).onConflictDoNothing({ target: toolTransitions.idempotencyKey });
+      .onConflictDoUpdate({
+        target: [toolStates.agentId, toolStates.tool],
+        set: { state: t.to, updatedAt: new Date() },
+      });
+    await tx
+      .insert(toolTransitions)
+      .values({
+        agentId,
+        tool,
+        action,
+        fromState: t.from,
+        toState: t.to,
+        result: 'ok',
+        args,
+        dangerFlags: flags,
+        approvedBy: input.approvedBy ?? null,
+        idempotencyKey: key,
+        output: r,
+      })
+      .onConflictDoNothing({ target: toolTransitions.idempotencyKey });
   });
   return r;
 }
@@ -302,14 +508,27 @@ class ToolActionError extends Error {}
  * The agent's discovered tools as LangChain tools: each description shows the current state
  * and the valid actions (rebuild after each call: the description changes with the state).
  */
-export async function langChainTools(deps: ToolDeps, agentId: string, keyPrefix: string): Promise<StructuredToolInterface[]> {
+export async function langChainTools(
+  deps: ToolDeps,
+  agentId: string,
+  keyPrefix: string,
+): Promise<StructuredToolInterface[]> {
   let n = 0;
   return (await toolDescriptions(deps.db, { agentId })).map((d) =>
-    langChainTool(async ({ action, args }: { action: string; args?: Record<string, unknown> }) => JSON.stringify(await callTool(deps, { agentId, tool: d.name, action, args, key: `${keyPrefix}/${d.name}/${n++}` })), {
-      name: d.name,
-      description: d.description,
-      schema: z.object({ action: z.string().describe(`one of: ${d.validActions.join(', ')}`), args: z.record(z.string(), z.unknown()).optional() }),
-    }),
+    langChainTool(
+      async ({ action, args }: { action: string; args?: Record<string, unknown> }) =>
+        JSON.stringify(
+          await callTool(deps, { agentId, tool: d.name, action, args, key: `${keyPrefix}/${d.name}/${n++}` }),
+        ),
+      {
+        name: d.name,
+        description: d.description,
+        schema: z.object({
+          action: z.string().describe(`one of: ${d.validActions.join(', ')}`),
+          args: z.record(z.string(), z.unknown()).optional(),
+        }),
+      },
+    ),
   );
 }
 
@@ -321,7 +540,10 @@ export function toolDefinitions(tools: readonly StructuredToolInterface[]): Chat
   return tools.map((t) => {
     const fn = convertToOpenAITool(t).function;
     // `$schema` (draft 2020-12, from zod) is noise to the tool-calling APIs.
-    const { $schema: _, ...parameters } = (fn.parameters ?? { type: 'object', properties: {} }) as Record<string, unknown>;
+    const { $schema: _, ...parameters } = (fn.parameters ?? { type: 'object', properties: {} }) as Record<
+      string,
+      unknown
+    >;
     return { name: fn.name, description: fn.description ?? t.description, parameters };
   });
 }

@@ -18,7 +18,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createActivities } from '../activities/index.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
 import { connectBus, defaultNatsUrl, type Bus } from '../runtime/bus.js';
-import { deleteCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../runtime/bus-commands.js';
+import {
+  deleteCommandStream,
+  sendCommand,
+  startCommandConsumer,
+  temporalCommandTarget,
+} from '../runtime/bus-commands.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchStack, summarize, withBenchWorker } from './lib.js';
 
@@ -35,7 +40,10 @@ const cli = join(repoRoot, 'bin', 'mindloop.mjs');
 
 /** A tool call's result, parsed (the bridge answers JSON text); throws a tool error. */
 async function call(mcp: McpClient, name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const r = (await mcp.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
+  const r = (await mcp.callTool({ name, arguments: args })) as {
+    isError?: boolean;
+    content: Array<{ type: string; text?: string }>;
+  };
   const text = r.content.find((c) => c.type === 'text')?.text ?? '';
   if (r.isError) throw new Error(`${name}: ${text}`);
   return JSON.parse(text) as Record<string, unknown>;
@@ -55,7 +63,13 @@ const deployment = `bench-${process.pid}`;
 function mindloop(args: string[], url: string): ChildProcess & { stderrText: () => string } {
   const child = spawn(process.execPath, [cli, ...args], {
     cwd: repoRoot,
-    env: { ...process.env, NATS_URL: url, MINDLOOP_BUS_ROOT: busRoot, MINDLOOP_DEPLOYMENT: deployment, LOG_LEVEL: 'WARN' },
+    env: {
+      ...process.env,
+      NATS_URL: url,
+      MINDLOOP_BUS_ROOT: busRoot,
+      MINDLOOP_DEPLOYMENT: deployment,
+      LOG_LEVEL: 'WARN',
+    },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let err = '';
@@ -63,7 +77,11 @@ function mindloop(args: string[], url: string): ChildProcess & { stderrText: () 
   return Object.assign(child, { stderrText: () => err });
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const v = await probe();
@@ -85,7 +103,11 @@ async function block(once: () => Promise<unknown>, n: number, into: number[]): P
  * user runs them, so every path crosses the same process boundary to the echo agent. Then the
  * publish throughput through the stdio bridge.
  */
-async function measureEcho(bus: Bus, url: string, { blocks, perBlock, warmup, publishes }: BusSizes): Promise<{ raw: number[]; stdio: number[]; http: number[]; publishPerS: number }> {
+async function measureEcho(
+  bus: Bus,
+  url: string,
+  { blocks, perBlock, warmup, publishes }: BusSizes,
+): Promise<{ raw: number[]; stdio: number[]; http: number[]; publishPerS: number }> {
   const echo = mindloop(['bus', 'echo-agent'], url);
   const httpBridge = mindloop(['mcp', '--http', '0'], url);
   const stdioClient = new McpClient({ name: 'mindloop-bench', version: '1' });
@@ -93,15 +115,40 @@ async function measureEcho(bus: Bus, url: string, { blocks, perBlock, warmup, pu
   try {
     const subject = bus.subjects.devRequest('echo');
     const rawOnce = () => bus.request(subject, 'EchoRequest', { ping: 'bench' }, { expect: 'EchoResponse' });
-    await until('the echo agent', () => rawOnce().then(() => true, () => undefined)).catch((err: Error) => {
+    await until('the echo agent', () =>
+      rawOnce().then(
+        () => true,
+        () => undefined,
+      ),
+    ).catch((err: Error) => {
       throw new Error(`${err.message} (its stderr: ${echo.stderrText().trim() || 'nothing'})`);
     });
-    const httpUrl = await until('the HTTP bridge', () => /streamable HTTP at ([^\s;]+)/.exec(httpBridge.stderrText())?.[1]);
+    const httpUrl = await until(
+      'the HTTP bridge',
+      () => /streamable HTTP at ([^\s;]+)/.exec(httpBridge.stderrText())?.[1],
+    );
     await httpClient.connect(new StreamableHTTPClientTransport(new URL(httpUrl)));
     await stdioClient.connect(
-      new StdioClientTransport({ command: process.execPath, args: [cli, 'mcp'], cwd: repoRoot, env: { ...(process.env as Record<string, string>), NATS_URL: url, MINDLOOP_BUS_ROOT: busRoot, MINDLOOP_DEPLOYMENT: deployment, LOG_LEVEL: 'WARN' }, stderr: 'ignore' }),
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [cli, 'mcp'],
+        cwd: repoRoot,
+        env: {
+          ...(process.env as Record<string, string>),
+          NATS_URL: url,
+          MINDLOOP_BUS_ROOT: busRoot,
+          MINDLOOP_DEPLOYMENT: deployment,
+          LOG_LEVEL: 'WARN',
+        },
+        stderr: 'ignore',
+      }),
     );
-    const echoArgs = { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'bench' }, expect: 'EchoResponse' };
+    const echoArgs = {
+      subject: 'dev.request.echo',
+      message_type: 'EchoRequest',
+      payload: { ping: 'bench' },
+      expect: 'EchoResponse',
+    };
     const stdioOnce = () => call(stdioClient, 'request', echoArgs);
     const httpOnce = () => call(httpClient, 'request', echoArgs);
     const raw: number[] = [];
@@ -119,7 +166,11 @@ async function measureEcho(bus: Bus, url: string, { blocks, perBlock, warmup, pu
       Array.from({ length: inFlight }, async () => {
         while (sent < publishes) {
           sent++;
-          await call(stdioClient, 'publish', { subject: 'dev.bench.load', message_type: 'EchoRequest', payload: { ping: 'load' } });
+          await call(stdioClient, 'publish', {
+            subject: 'dev.bench.load',
+            message_type: 'EchoRequest',
+            payload: { ping: 'load' },
+          });
         }
       }),
     );
@@ -138,7 +189,15 @@ async function measureCommands(bus: Bus, { notes, noteWarmup }: BusSizes): Promi
     const db = stack.db.db;
     const agentId = 'bench-bus';
     await db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
-    await db.insert(llmRegistry).values({ agentId, name: 'instant', provider: 'scripted', model: 'instant', role: 'agent', priority: 1, params: { replies: ['Noted.'] } });
+    await db.insert(llmRegistry).values({
+      agentId,
+      name: 'instant',
+      provider: 'scripted',
+      model: 'instant',
+      role: 'agent',
+      priority: 1,
+      params: { replies: ['Noted.'] },
+    });
     const activities = createActivities({ db, llm: { env: {}, toolsDir: env.MINDLOOP_TOOLS_DIR } });
     return await withBenchWorker(stack, { taskQueue: 'bench-bus', activities }, async (client) => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
@@ -146,7 +205,9 @@ async function measureCommands(bus: Bus, { notes, noteWarmup }: BusSizes): Promi
         workflowId: `agent/${agentId}`,
         args: [{ agentId, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
       });
-      const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), { log: (l) => process.stderr.write(`  ${l}\n`) });
+      const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), {
+        log: (l) => process.stderr.write(`  ${l}\n`),
+      });
       const samples: number[] = [];
       try {
         for (let i = -noteWarmup; i < notes; i++) {
@@ -154,7 +215,10 @@ async function measureCommands(bus: Bus, { notes, noteWarmup }: BusSizes): Promi
           const t0 = performance.now();
           await sendCommand(bus, agentId, 'note', { text: `bench note ${i}` }, { messageId: `bench-${randomUUID()}` });
           while (consumer.stats.accepted === before) {
-            if (performance.now() - t0 > 30_000) throw new Error(`note ${i} was not accepted within 30 s (retried ${consumer.stats.retried}, rejected ${consumer.stats.rejected})`);
+            if (performance.now() - t0 > 30_000)
+              throw new Error(
+                `note ${i} was not accepted within 30 s (retried ${consumer.stats.retried}, rejected ${consumer.stats.rejected})`,
+              );
             await new Promise((r) => setTimeout(r, 1));
           }
           if (i >= 0) samples.push(performance.now() - t0);
@@ -170,9 +234,17 @@ async function measureCommands(bus: Bus, { notes, noteWarmup }: BusSizes): Promi
   }
 }
 
-export async function measureBus(z: BusSizes = busSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureBus(
+  z: BusSizes = busSizes.full,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const url = process.env.NATS_URL && process.env.NATS_URL !== 'off' ? process.env.NATS_URL : defaultNatsUrl;
-  const bus = await connectBus({ url, root: busRoot, deployment, name: 'mindloop-bench', log: (l) => process.stderr.write(`  ${l}\n`) });
+  const bus = await connectBus({
+    url,
+    root: busRoot,
+    deployment,
+    name: 'mindloop-bench',
+    log: (l) => process.stderr.write(`  ${l}\n`),
+  });
   try {
     const echo = await measureEcho(bus, url, z);
     const commands = await measureCommands(bus, z);

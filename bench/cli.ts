@@ -25,11 +25,19 @@ export const cliSizes = { full: { runs: 10 }, smoke: { runs: 1 } };
 function timed(cmd: string, args: string[], env: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(cmd, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(cmd, args, {
+      cwd: repoRoot,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${stderr}`))));
+    child.once('exit', (code) =>
+      code === 0
+        ? resolve(performance.now() - started)
+        : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${stderr}`)),
+    );
   });
 }
 
@@ -37,16 +45,30 @@ async function series(label: string, n: number, once: () => Promise<number>): Pr
   const samples: number[] = [];
   for (let i = 0; i < n; i++) samples.push(await once());
   const s = summarize(samples);
-  process.stdout.write(`  ${label.padEnd(34)} p50 ${s.p50.toFixed(0).padStart(5)} ms   p99 ${s.p99.toFixed(0).padStart(5)} ms   (${n} runs)\n`);
+  process.stdout.write(
+    `  ${label.padEnd(34)} p50 ${s.p50.toFixed(0).padStart(5)} ms   p99 ${s.p99.toFixed(0).padStart(5)} ms   (${n} runs)\n`,
+  );
   return s;
 }
 
-export async function measureCli(stack: Stack, toolsDir: string, { runs } = cliSizes.full): Promise<Record<string, number>> {
+export async function measureCli(
+  stack: Stack,
+  toolsDir: string,
+  { runs } = cliSizes.full,
+): Promise<Record<string, number>> {
   const agentId = 'bench-cli';
   await stack.db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
   await stack.db.db
     .insert(llmRegistry)
-    .values({ agentId, name: 'instant', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quick thought.'] } })
+    .values({
+      agentId,
+      name: 'instant',
+      provider: 'scripted' as const,
+      model: 'instant',
+      role: 'agent' as const,
+      priority: 1,
+      params: { replies: ['A quick thought.'] },
+    })
     .onConflictDoNothing();
   const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
   // The product's queue name: the CLI's updates are answered by this worker.
@@ -57,21 +79,57 @@ export async function measureCli(stack: Stack, toolsDir: string, { runs } = cliS
       workflowId: `agent/${agentId}`,
       args: [{ agentId, reflexes: false, settings: { delayMs: 60_000 } }],
     });
-    const notebook = await startNotebook({ db: stack.db.db, client, temporal: { address: stack.temporal.address, namespace: stack.temporal.namespace }, feed: new TickFeed(), feedSource: 'in-process', port: 0, log: () => undefined });
+    const notebook = await startNotebook({
+      db: stack.db.db,
+      client,
+      temporal: { address: stack.temporal.address, namespace: stack.temporal.namespace },
+      feed: new TickFeed(),
+      feedSource: 'in-process',
+      port: 0,
+      log: () => undefined,
+    });
     try {
-      const env = { TEMPORAL_ADDRESS: stack.temporal.address, DATABASE_URL: stack.database.url, MINDLOOP_TOOLS_DIR: toolsDir, NATS_URL: 'off', MINDLOOP_NOTEBOOK_PORT: String(notebook.port) };
-      const mindloop = (...args: string[]) => timed(process.execPath, [join(repoRoot, 'bin', 'mindloop.mjs'), ...args], env);
+      const env = {
+        TEMPORAL_ADDRESS: stack.temporal.address,
+        DATABASE_URL: stack.database.url,
+        MINDLOOP_TOOLS_DIR: toolsDir,
+        NATS_URL: 'off',
+        MINDLOOP_NOTEBOOK_PORT: String(notebook.port),
+      };
+      const mindloop = (...args: string[]) =>
+        timed(process.execPath, [join(repoRoot, 'bin', 'mindloop.mjs'), ...args], env);
       // One run first: a cold file cache or a first transform is not what a person waits for twice.
       await mindloop('status', agentId);
       await mindloop('status', agentId, '--direct');
       const status = await series(`mindloop status ${agentId}`, runs, () => mindloop('status', agentId));
-      const direct = await series(`mindloop status ${agentId} --direct`, runs, () => mindloop('status', agentId, '--direct'));
+      const direct = await series(`mindloop status ${agentId} --direct`, runs, () =>
+        mindloop('status', agentId, '--direct'),
+      );
       let i = 0;
-      const note = await series(`mindloop note ${agentId} …`, runs, () => mindloop('note', agentId, `bench note ${++i}`));
-      const noteDirect = await series(`mindloop note ${agentId} … --direct`, runs, () => mindloop('note', agentId, `bench note ${++i}`, '--direct'));
+      const note = await series(`mindloop note ${agentId} …`, runs, () =>
+        mindloop('note', agentId, `bench note ${++i}`),
+      );
+      const noteDirect = await series(`mindloop note ${agentId} … --direct`, runs, () =>
+        mindloop('note', agentId, `bench note ${++i}`, '--direct'),
+      );
       const temporal = resolveTool('temporal', { toolsDir });
       const describe = temporal
-        ? await series('temporal workflow describe', runs, () => timed(temporal, ['workflow', 'describe', '--address', stack.temporal.address, '--namespace', stack.temporal.namespace, '-w', `agent/${agentId}`], {}))
+        ? await series('temporal workflow describe', runs, () =>
+            timed(
+              temporal,
+              [
+                'workflow',
+                'describe',
+                '--address',
+                stack.temporal.address,
+                '--namespace',
+                stack.temporal.namespace,
+                '-w',
+                `agent/${agentId}`,
+              ],
+              {},
+            ),
+          )
         : { p50: Number.NaN, p99: Number.NaN };
       await handle.signal('stop');
       await handle.result();

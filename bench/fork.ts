@@ -25,7 +25,9 @@ export const forkSizes = { full: { rows: 10_000, runs: 20, warmups: 2 }, smoke: 
 /** The agent's rows in each table a fork copies (the copy's own list), by table. */
 async function copyableRows(db: Db, agentId: string): Promise<Record<string, number>> {
   const union = sql.join(
-    copyableTables.map((t) => sql`select ${t}::text as t, count(*)::int as n from ${sql.identifier(t)} where agent_id = ${agentId}`),
+    copyableTables.map(
+      (t) => sql`select ${t}::text as t, count(*)::int as n from ${sql.identifier(t)} where agent_id = ${agentId}`,
+    ),
     sql` union all `,
   );
   const r = await db.execute<{ t: string; n: number }>(union);
@@ -34,12 +36,17 @@ async function copyableRows(db: Db, agentId: string): Promise<Record<string, num
 
 /** Tables whose count in `copied` is not `expected`'s, as `table copied/expected`. */
 function differences(expected: Record<string, number>, copied: Record<string, number>): string[] {
-  return copyableTables.filter((t) => (copied[t] ?? 0) !== (expected[t] ?? 0)).map((t) => `${t} ${copied[t] ?? 0}/${expected[t] ?? 0}`);
+  return copyableTables
+    .filter((t) => (copied[t] ?? 0) !== (expected[t] ?? 0))
+    .map((t) => `${t} ${copied[t] ?? 0}/${expected[t] ?? 0}`);
 }
 
 const sumRows = (byTable: Record<string, number>) => Object.values(byTable).reduce((a, b) => a + b, 0);
 
-export async function measureForks(stack: Stack, opts: { dataDir: string; rows?: number; runs?: number; warmups?: number }) {
+export async function measureForks(
+  stack: Stack,
+  opts: { dataDir: string; rows?: number; runs?: number; warmups?: number },
+) {
   const target = opts.rows ?? forkSizes.full.rows;
   const runs = opts.runs ?? forkSizes.full.runs;
   const warmups = opts.warmups ?? forkSizes.full.warmups;
@@ -47,7 +54,13 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
   const agentId = 'bench-fork-parent';
   const seeded = await seedForkableAgent(db, agentId, { responses: 60 });
   for (let i = seeded; i < target; i += 1000) {
-    await db.insert(diaryEntries).values(Array.from({ length: Math.min(1000, target - i) }, (_, j) => ({ agentId, title: `entry ${i + j}`, content: `diary text ${i + j} `.repeat(8) })));
+    await db.insert(diaryEntries).values(
+      Array.from({ length: Math.min(1000, target - i) }, (_, j) => ({
+        agentId,
+        title: `entry ${i + j}`,
+        content: `diary text ${i + j} `.repeat(8),
+      })),
+    );
   }
   const rows = sumRows(await copyableRows(db, agentId));
   const parentBefore = await snapshotAgent(db, agentId);
@@ -69,16 +82,26 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
       const handle = await client.workflow.start('successorForkWorkflow', {
         taskQueue: 'mindloop',
         workflowId: `fork/${forkId}`,
-        args: [{ agentId, forkId, patch: { kind: 'config', values: { delay_ms: 5 } }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
+        args: [
+          {
+            agentId,
+            forkId,
+            patch: { kind: 'config', values: { delay_ms: 5 } },
+            evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 },
+          },
+        ],
       });
       await handle.result();
       const t1 = Date.now();
       const [f] = await db.select().from(forks).where(eq(forks.id, forkId));
-      if (!f?.readyAt || !f.startedAt || !f.cleanedAt || !f.finishedAt) throw new Error(`fork ${forkId} has no ready/clean timestamps`);
+      if (!f?.readyAt || !f.startedAt || !f.cleanedAt || !f.finishedAt)
+        throw new Error(`fork ${forkId} has no ready/clean timestamps`);
       const usage = f.usage as { rows?: number; copied?: Record<string, number> };
       const wrong = differences(expected, usage.copied ?? {});
       if (wrong.length || usage.rows !== sumRows(expected)) {
-        throw new Error(`fork ${forkId} copied ${String(usage.rows)} rows, the parent had ${sumRows(expected)} in the tables a fork copies${wrong.length ? ` (copied/parent: ${wrong.join(', ')})` : ''}`);
+        throw new Error(
+          `fork ${forkId} copied ${String(usage.rows)} rows, the parent had ${sumRows(expected)} in the tables a fork copies${wrong.length ? ` (copied/parent: ${wrong.join(', ')})` : ''}`,
+        );
       }
       if (i < 0) continue;
       copiedRows.push(sumRows(expected));
@@ -88,7 +111,8 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
       cleanup.push(f.cleanedAt.getTime() - f.finishedAt.getTime());
     }
   });
-  if ((await snapshotAgent(db, agentId)) !== parentBefore) throw new Error('the parent\'s state changed during the benchmark');
+  if ((await snapshotAgent(db, agentId)) !== parentBefore)
+    throw new Error("the parent's state changed during the benchmark");
   const s = summarize(spawn);
   const ss = summarize(serverSpawn);
   const t = summarize(total);
@@ -109,9 +133,11 @@ export async function measureForks(stack: Stack, opts: { dataDir: string; rows?:
     notes: {
       spawn: `client workflow.start call → forks.ready_at (copy of all ${rows} rows committed in one transaction)`,
       rows: `rows: the parent's rows in the tables a fork copies, before the first fork; each fork copied exactly what the parent held then, table by table; rows_copied_max: the last forks' copies, which also carry the lifeforce budgets and ledger rows of the forks the parent funded before them`,
-      parent: 'the parent\'s state (every table but its fork records and its lifeforce budgets and ledger) compared row for row before and after: unchanged',
+      parent:
+        "the parent's state (every table but its fork records and its lifeforce budgets and ledger) compared row for row before and after: unchanged",
       spawn_from_workflow_start: 'workflow start time (server) → forks.ready_at',
-      fork_total: 'start → result of a whole fork: copy, config patch, abstracts replay of 60 replies, verdict, cleanup',
+      fork_total:
+        'start → result of a whole fork: copy, config patch, abstracts replay of 60 replies, verdict, cleanup',
       cleanup: 'verdict recorded → copy destroyed (delete of the fork agent, cascading)',
       stack: 'embedded: Temporal CLI dev server + PGlite; one worker in this process',
       targets: `spawn p50 <= 2000 ms: ${s.p50 <= 2000 ? 'met' : 'missed'}; p99 <= 5000 ms: ${s.p99 <= 5000 ? 'met' : 'missed'} (required: < 30 s)`,

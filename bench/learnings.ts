@@ -11,9 +11,14 @@ import { runMigrations } from '../db/migrate.js';
 import { benchAdminUrl, scratchDatabase, summarize } from './lib.js';
 
 /** Learnings saved, loads of the shard, rows the decay runs over; `smoke`: a few of each (the keys keep the full run's names). */
-export const learningsSizes = { full: { saves: 1000, loads: 200, decayRows: 100_000 }, smoke: { saves: 20, loads: 5, decayRows: 1000 } };
+export const learningsSizes = {
+  full: { saves: 1000, loads: 200, decayRows: 100_000 },
+  smoke: { saves: 20, loads: 5, decayRows: 1000 },
+};
 
-export async function measureLearnings(sizes = learningsSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureLearnings(
+  sizes = learningsSizes.full,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const scratch = await scratchDatabase('mindloop_bench_learnings');
   const h = createDb(scratch.url, { max: 4 });
   try {
@@ -37,19 +42,33 @@ export async function measureLearnings(sizes = learningsSizes.full): Promise<{ m
     };
     // Warm-up (connections, plans).
     const warmups = Math.min(50, n);
-    for (let i = 0; i < warmups; i++) await saveLearning(db, { shardType: 'warmup', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
+    for (let i = 0; i < warmups; i++)
+      await saveLearning(
+        db,
+        { shardType: 'warmup', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' },
+        limits,
+      );
 
     const saveMs: number[] = [];
     const t0 = performance.now();
     for (let i = 0; i < n; i++) {
       const s = performance.now();
-      await saveLearning(db, { shardType: 'bench', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
+      await saveLearning(
+        db,
+        { shardType: 'bench', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' },
+        limits,
+      );
       saveMs.push(performance.now() - s);
     }
     const saveTotal = performance.now() - t0;
 
     const t1 = performance.now();
-    for (let i = 0; i < n; i++) await saveLearning(db, { shardType: 'bench', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' }, limits);
+    for (let i = 0; i < n; i++)
+      await saveLearning(
+        db,
+        { shardType: 'bench', predicate: predicates[i % 4]!, args: argsOf(i), source: 'bench' },
+        limits,
+      );
     const reinforceTotal = performance.now() - t1;
 
     const loads = sizes.loads;
@@ -78,7 +97,10 @@ export async function measureLearnings(sizes = learningsSizes.full): Promise<{ m
              case when g % 2 = 0 then now() - make_interval(days => 8 + g % 22) else now() - make_interval(hours => g % 100) end
       from generate_series(1, ${sizes.decayRows}::int) g`);
     await db.execute(sql`analyze learnings`);
-    const total = Number((await db.execute<{ n: string }>(sql`select count(*) as n from learnings where shard_type like 'decay-%'`)).rows[0]!.n);
+    const total = Number(
+      (await db.execute<{ n: string }>(sql`select count(*) as n from learnings where shard_type like 'decay-%'`))
+        .rows[0]!.n,
+    );
     const d0 = performance.now();
     const decay = await decayLearnings(db);
     const decayMs = performance.now() - d0;

@@ -37,7 +37,12 @@ export interface ResultOptions {
 }
 
 /** Print a table and write `<dir>/<name>.json`. */
-export function writeResult(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}, opts: ResultOptions = {}): string {
+export function writeResult(
+  name: string,
+  metrics: Record<string, number | string>,
+  notes: Record<string, string> = {},
+  opts: ResultOptions = {},
+): string {
   const result = {
     name,
     at: new Date().toISOString(),
@@ -52,7 +57,11 @@ export function writeResult(name: string, metrics: Record<string, number | strin
   const file = join(dir, `${name}.json`);
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   const width = Math.max(...Object.keys(metrics).map((k) => k.length));
-  process.stdout.write(`\n${name}${opts.smoke ? ' (smoke)' : ''}\n${Object.entries(result.metrics).map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n`);
+  process.stdout.write(
+    `\n${name}${opts.smoke ? ' (smoke)' : ''}\n${Object.entries(result.metrics)
+      .map(([k, v]) => `  ${k.padEnd(width)}  ${v}`)
+      .join('\n')}\n`,
+  );
   for (const [k, v] of Object.entries(notes)) process.stdout.write(`  note ${k}: ${v}\n`);
   process.stdout.write(`wrote ${file}\n`);
   return file;
@@ -75,7 +84,9 @@ export async function freePort(): Promise<number> {
  * the user's `.data/` nor collides with a running `npm start`. `databaseUrl`: a Postgres of the
  * benchmark's own instead of the embedded PGlite.
  */
-export async function benchStack(opts: { databaseUrl?: string } = {}): Promise<{ env: Env; stack: Stack; stop(): Promise<void> }> {
+export async function benchStack(
+  opts: { databaseUrl?: string } = {},
+): Promise<{ env: Env; stack: Stack; stop(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'mindloop-bench-'));
   const parsed = parseEnv({
     ...process.env,
@@ -114,7 +125,10 @@ export async function withBenchWorker<T>(
   fn: (client: Client) => Promise<T>,
 ): Promise<T> {
   const connection = await NativeConnection.connect(stack.temporal.connection);
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+  const client = new Client({
+    connection: await Connection.connect(stack.temporal.connection),
+    namespace: stack.temporal.namespace,
+  });
   try {
     const worker = await Worker.create({
       connection,
@@ -132,7 +146,8 @@ export async function withBenchWorker<T>(
 }
 
 /** The Postgres a benchmark makes its scratch databases on: BENCH_DATABASE_URL / TEST_DATABASE_URL, default the local one. */
-export const benchAdminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const benchAdminUrl =
+  process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** A database of the benchmark's own on that Postgres (`<prefix>_<pid>_<time>`), and how to drop it. */
 export async function scratchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {

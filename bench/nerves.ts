@@ -25,7 +25,14 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
-import { createLlmRouter, defaultLocalModelName, disposeLocalModels, ensureDefaultRegistry, preloadLocalModel, type LlmRouter } from '../activities/llm/index.js';
+import {
+  createLlmRouter,
+  defaultLocalModelName,
+  disposeLocalModels,
+  ensureDefaultRegistry,
+  preloadLocalModel,
+  type LlmRouter,
+} from '../activities/llm/index.js';
 import { createNerveActivities, type NerveDecideResult } from '../activities/nerves.js';
 import { workflowIds } from '../core/ids.js';
 import { budgetIds, defaultPrices } from '../core/lifeforce.js';
@@ -62,7 +69,16 @@ export const nervesSizes = {
     localWarmup: 2,
     localDecisions: 10,
   },
-  smoke: { perBlock: 100, rounds: 1, reflexHeld: 20, maxLearningRuns: 2, perActivityBlock: 10, warmup: 10, localWarmup: 1, localDecisions: 1 },
+  smoke: {
+    perBlock: 100,
+    rounds: 1,
+    reflexHeld: 20,
+    maxLearningRuns: 2,
+    perActivityBlock: 10,
+    warmup: 10,
+    localWarmup: 1,
+    localDecisions: 1,
+  },
 };
 type NerveSizes = typeof nervesSizes.full;
 
@@ -87,7 +103,9 @@ async function settledSince(db: Db, agentId: string, after: number): Promise<num
   const [r] = await db
     .select({ total: sql<string>`coalesce(sum(${lifeforceLedger.amount}), 0)` })
     .from(lifeforceLedger)
-    .where(and(eq(lifeforceLedger.agentId, agentId), eq(lifeforceLedger.kind, 'settle'), gt(lifeforceLedger.id, after)));
+    .where(
+      and(eq(lifeforceLedger.agentId, agentId), eq(lifeforceLedger.kind, 'settle'), gt(lifeforceLedger.id, after)),
+    );
   return Number(r?.total ?? 0);
 }
 
@@ -95,12 +113,33 @@ async function settledSince(db: Db, agentId: string, after: number): Promise<num
 async function seedAgent(db: Db, agentId: string, model = true): Promise<void> {
   await db.insert(agents).values({ id: agentId, name: agentId });
   await ensureBudget(db, { id: budgetIds.agent(agentId), agentId, scope: 'agent', settings: { capacity: null } });
-  await carveBudget(db, { parentId: budgetIds.agent(agentId), id: budgetIds.nerve(agentId, 'collision'), agentId, scope: 'nerve', amount: null });
-  if (model) await db.insert(llmRegistry).values({ agentId, name: 'instant', provider: 'scripted', model: 'scripted-instant', role: 'agent', priority: 1 });
+  await carveBudget(db, {
+    parentId: budgetIds.agent(agentId),
+    id: budgetIds.nerve(agentId, 'collision'),
+    agentId,
+    scope: 'nerve',
+    amount: null,
+  });
+  if (model)
+    await db.insert(llmRegistry).values({
+      agentId,
+      name: 'instant',
+      provider: 'scripted',
+      model: 'scripted-instant',
+      role: 'agent',
+      priority: 1,
+    });
 }
 
 /** One run of the nerve workflow: its wall time from the client's start to its result, what it settled, and the activities it scheduled. */
-async function runNerve(client: Client, db: Db, agentId: string, mode: ModeSetting, seed: number, steps: number): Promise<WorkflowBlock & { status: NerveStatus }> {
+async function runNerve(
+  client: Client,
+  db: Db,
+  agentId: string,
+  mode: ModeSetting,
+  seed: number,
+  steps: number,
+): Promise<WorkflowBlock & { status: NerveStatus }> {
   const before = await lastLedgerId(db);
   const t0 = performance.now();
   const handle = await client.workflow.start<typeof nerveWorkflow>('nerveWorkflow', {
@@ -112,7 +151,15 @@ async function runNerve(client: Client, db: Db, agentId: string, mode: ModeSetti
   const ms = performance.now() - t0;
   const history = await handle.fetchHistory();
   const activities = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).length;
-  return { ms, decisions: status.tally.decisions, lf: await settledSince(db, agentId, before), bad: status.tally.bad, llm: status.tally.byDecider.llm, activities, status };
+  return {
+    ms,
+    decisions: status.tally.decisions,
+    lf: await settledSince(db, agentId, before),
+    bad: status.tally.bad,
+    llm: status.tally.byDecider.llm,
+    activities,
+    status,
+  };
 }
 
 interface Learning {
@@ -137,21 +184,44 @@ function reflexFrom(modes: NerveMode[], reflexHeld: number): number {
  * one run (row times, to the microsecond), and the LF the ledger settled for them (their state
  * holds and their LLM calls, found by the decisions' keys).
  */
-async function learnToReflex(client: Client, db: Db, agentId: string, { maxLearningRuns, perBlock, reflexHeld }: NerveSizes): Promise<Learning> {
+async function learnToReflex(
+  client: Client,
+  db: Db,
+  agentId: string,
+  { maxLearningRuns, perBlock, reflexHeld }: NerveSizes,
+): Promise<Learning> {
   let rows: Array<{ key: string; mode: NerveMode; decidedBy: string; atMs: number }> = [];
   for (let run = 0; run < maxLearningRuns; run++) {
     await runNerve(client, db, agentId, 'auto', 1000 + run, perBlock);
     rows = await db
-      .select({ key: nerveDecisions.idempotencyKey, mode: nerveDecisions.mode, decidedBy: nerveDecisions.decidedBy, atMs: sql<number>`extract(epoch from ${nerveDecisions.createdAt}) * 1000` })
+      .select({
+        key: nerveDecisions.idempotencyKey,
+        mode: nerveDecisions.mode,
+        decidedBy: nerveDecisions.decidedBy,
+        atMs: sql<number>`extract(epoch from ${nerveDecisions.createdAt}) * 1000`,
+      })
       .from(nerveDecisions)
       .where(eq(nerveDecisions.agentId, agentId))
       .orderBy(asc(nerveDecisions.id));
-    if (reflexFrom(rows.map((r) => r.mode), reflexHeld) >= 0) break;
+    if (
+      reflexFrom(
+        rows.map((r) => r.mode),
+        reflexHeld,
+      ) >= 0
+    )
+      break;
   }
-  const held = reflexFrom(rows.map((r) => r.mode), reflexHeld);
+  const held = reflexFrom(
+    rows.map((r) => r.mode),
+    reflexHeld,
+  );
   const firstHybrid = rows.findIndex((r) => r.mode === 'hybrid');
   const runOf = (key: string) => key.slice(0, key.lastIndexOf('/'));
-  const gapsMs = rows.flatMap((r, i) => (i > 0 && r.mode === 'hybrid' && rows[i - 1]!.mode === 'hybrid' && runOf(r.key) === runOf(rows[i - 1]!.key) ? [Number(r.atMs) - Number(rows[i - 1]!.atMs)] : []));
+  const gapsMs = rows.flatMap((r, i) =>
+    i > 0 && r.mode === 'hybrid' && rows[i - 1]!.mode === 'hybrid' && runOf(r.key) === runOf(rows[i - 1]!.key)
+      ? [Number(r.atMs) - Number(rows[i - 1]!.atMs)]
+      : [],
+  );
   const hybridRows = rows.filter((r) => r.mode === 'hybrid');
   // The state's hold is the decision's ledger key; its LLM call's is `llm:<decision key>@<registry row>`.
   const lf = await db.execute<{ total: string }>(sql`
@@ -163,7 +233,12 @@ async function learnToReflex(client: Client, db: Db, agentId: string, { maxLearn
   return {
     toHybrid: firstHybrid >= 0 ? firstHybrid + 1 : Number.NaN,
     toReflex: held >= 0 ? held : Number.NaN,
-    hybrid: { gapsMs, decisions: hybridRows.length, llm: hybridRows.filter((r) => r.decidedBy === 'llm').length, lf: lf.rows.reduce((s, r) => s + Number(r.total), 0) },
+    hybrid: {
+      gapsMs,
+      decisions: hybridRows.length,
+      llm: hybridRows.filter((r) => r.decidedBy === 'llm').length,
+      lf: lf.rows.reduce((s, r) => s + Number(r.total), 0),
+    },
   };
 }
 
@@ -171,7 +246,11 @@ async function learnToReflex(client: Client, db: Db, agentId: string, { maxLearn
  * The nerve workflow on the bench stack: a warm-up, the learning, then `rounds` of a forced
  * deliberate and a forced reflex block in turn, the same seed within a round.
  */
-async function measureWorkflows(stack: Stack, router: LlmRouter, z: NerveSizes): Promise<{ learning: Learning; deliberate: WorkflowBlock[]; reflex: WorkflowBlock[]; rules: number }> {
+async function measureWorkflows(
+  stack: Stack,
+  router: LlmRouter,
+  z: NerveSizes,
+): Promise<{ learning: Learning; deliberate: WorkflowBlock[]; reflex: WorkflowBlock[]; rules: number }> {
   const db = stack.db.db;
   const activities = createNerveActivities({ db, llm: router, prices: defaultPrices });
   return withBenchWorker(stack, { taskQueue, activities }, async (client) => {
@@ -181,8 +260,13 @@ async function measureWorkflows(stack: Stack, router: LlmRouter, z: NerveSizes):
     await seedAgent(db, 'bench-nerve');
     const learning = await learnToReflex(client, db, 'bench-nerve', z);
     const blocks = { deliberate: [] as WorkflowBlock[], reflex: [] as WorkflowBlock[] };
-    for (let r = 0; r < z.rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, z.perBlock));
-    const rules = await db.$count(nerveRules, and(eq(nerveRules.agentId, 'bench-nerve'), sql`${nerveRules.action} is not null`));
+    for (let r = 0; r < z.rounds; r++)
+      for (const mode of ['deliberate', 'reflex'] as const)
+        blocks[mode].push(await runNerve(client, db, 'bench-nerve', mode, 2026 + r, z.perBlock));
+    const rules = await db.$count(
+      nerveRules,
+      and(eq(nerveRules.agentId, 'bench-nerve'), sql`${nerveRules.action} is not null`),
+    );
     return { learning, ...blocks, rules };
   });
 }
@@ -212,7 +296,15 @@ async function step(db: Db, d: Driver, mode: ModeSetting, into: ActivityBlock): 
   const before = await lastLedgerId(db);
   const o = d.stream.next().value as Observation;
   const t0 = performance.now();
-  const r = await d.acts.nerveDecide({ agentId: d.agentId, nerve: 'collision', state: d.state, observation: o, mode, key: `bench/${d.agentId}/${d.seq++}`, at: Date.now() });
+  const r = await d.acts.nerveDecide({
+    agentId: d.agentId,
+    nerve: 'collision',
+    state: d.state,
+    observation: o,
+    mode,
+    key: `bench/${d.agentId}/${d.seq++}`,
+    at: Date.now(),
+  });
   into.ms.push(performance.now() - t0);
   into.lf += await settledSince(db, d.agentId, before);
   if (r.decidedBy === 'llm') into.llm++;
@@ -228,14 +320,32 @@ async function runBlock(db: Db, d: Driver, mode: ModeSetting, n: number): Promis
 }
 
 function merge(blocks: ActivityBlock[]): ActivityBlock {
-  return { ms: blocks.flatMap((b) => b.ms), lf: blocks.reduce((s, b) => s + b.lf, 0), llm: blocks.reduce((s, b) => s + b.llm, 0), bad: blocks.reduce((s, b) => s + b.bad, 0) };
+  return {
+    ms: blocks.flatMap((b) => b.ms),
+    lf: blocks.reduce((s, b) => s + b.lf, 0),
+    llm: blocks.reduce((s, b) => s + b.llm, 0),
+    bad: blocks.reduce((s, b) => s + b.bad, 0),
+  };
 }
 
 /** `nerveDecide` calls in forced deliberate and forced reflex, alternating, on the nerve the workflows taught. */
-async function measureActivities(db: Db, router: LlmRouter, agentId: string, { rounds, perActivityBlock }: NerveSizes): Promise<{ deliberate: ActivityBlock; reflex: ActivityBlock }> {
-  const d: Driver = { agentId, acts: createNerveActivities({ db, llm: router, prices: defaultPrices }), stream: observations(2026), state: collisionNerve.machine.initial, seq: 0 };
+async function measureActivities(
+  db: Db,
+  router: LlmRouter,
+  agentId: string,
+  { rounds, perActivityBlock }: NerveSizes,
+): Promise<{ deliberate: ActivityBlock; reflex: ActivityBlock }> {
+  const d: Driver = {
+    agentId,
+    acts: createNerveActivities({ db, llm: router, prices: defaultPrices }),
+    stream: observations(2026),
+    state: collisionNerve.machine.initial,
+    seq: 0,
+  };
   const blocks = { deliberate: [] as ActivityBlock[], reflex: [] as ActivityBlock[] };
-  for (let r = 0; r < rounds; r++) for (const mode of ['deliberate', 'reflex'] as const) blocks[mode].push(await runBlock(db, d, mode, perActivityBlock));
+  for (let r = 0; r < rounds; r++)
+    for (const mode of ['deliberate', 'reflex'] as const)
+      blocks[mode].push(await runBlock(db, d, mode, perActivityBlock));
   return { deliberate: merge(blocks.deliberate), reflex: merge(blocks.reflex) };
 }
 
@@ -254,13 +364,26 @@ async function measureLedgerPair(db: Db, n: number): Promise<number[]> {
 }
 
 /** A few deliberate decisions of the real local model (activity level), or the reason there are none. */
-async function measureLocal(db: Db, router: LlmRouter, { localWarmup, localDecisions }: NerveSizes): Promise<{ block: ActivityBlock; loadMs: number } | { skipped: string }> {
-  if (!resolveLocalModel(toolsDir)) return { skipped: `the local model (${defaultLocalModelName}) is not installed in ${toolsDir}: run \`npm run setup\`` };
+async function measureLocal(
+  db: Db,
+  router: LlmRouter,
+  { localWarmup, localDecisions }: NerveSizes,
+): Promise<{ block: ActivityBlock; loadMs: number } | { skipped: string }> {
+  if (!resolveLocalModel(toolsDir))
+    return {
+      skipped: `the local model (${defaultLocalModelName}) is not installed in ${toolsDir}: run \`npm run setup\``,
+    };
   const agentId = 'bench-local';
   await seedAgent(db, agentId, false);
   await ensureDefaultRegistry(db, agentId, { provider: 'local', roles: ['agent'] });
   const { loadMs } = await preloadLocalModel({ toolsDir });
-  const d: Driver = { agentId, acts: createNerveActivities({ db, llm: router, prices: defaultPrices }), stream: observations(2026), state: collisionNerve.machine.initial, seq: 0 };
+  const d: Driver = {
+    agentId,
+    acts: createNerveActivities({ db, llm: router, prices: defaultPrices }),
+    stream: observations(2026),
+    state: collisionNerve.machine.initial,
+    seq: 0,
+  };
   await runBlock(db, d, 'deliberate', localWarmup);
   return { block: await runBlock(db, d, 'deliberate', localDecisions), loadMs };
 }
@@ -280,9 +403,14 @@ function figures(blocks: WorkflowBlock[]) {
   };
 }
 
-const loadText = () => loadavg().map((x) => x.toFixed(2)).join(' / ');
+const loadText = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' / ');
 
-export async function measureNerves(z: NerveSizes = nervesSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureNerves(
+  z: NerveSizes = nervesSizes.full,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const loadBefore = loadText();
   const scratch = await scratchDatabase('mindloop_bench_nerves');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
@@ -325,14 +453,17 @@ export async function measureNerves(z: NerveSizes = nervesSizes.full): Promise<{
       activity_latency_reduction_ratio: 1 - actMs.reflex.p50 / actMs.deliberate.p50,
     };
     const notes: Record<string, string> = {
-      model: 'scripted, instant, answers the ground truth (deliberate figures are the runtime: the activity, the router, its ledger charge, the decision)',
+      model:
+        'scripted, instant, answers the ground truth (deliberate figures are the runtime: the activity, the router, its ledger charge, the decision)',
       method: `the nerve workflow (workflows/nerve.ts) on the embedded Temporal dev server, one worker in this process on queue ${taskQueue}, a real Postgres; warm-up: a ${z.warmup}-decision deliberate and reflex run on another agent; the nerve learns in auto (runs of ${z.perBlock}, default promotion: 20 choices at 95 %) until reflex holds for ${z.reflexHeld} decisions; then ${z.rounds} rounds of a forced deliberate and a forced reflex run of ${z.perBlock} decisions each, in turn, the same stream within a round`,
-      latency: 'per decision = a run’s wall time (client start to result) / its decisions; p50 and p99 over the runs of a mode (p99 of 5 runs is their slowest)',
+      latency:
+        'per decision = a run’s wall time (client start to result) / its decisions; p50 and p99 over the runs of a mode (p99 of 5 runs is their slowest)',
       reflex: `the reflex arc: one activity leases the budget for up to 50 decisions and compiles the table, the workflow decides them, one activity records them and settles the lease (reflex_activities_per_decision); a deliberate decision is one nerveDecide activity`,
       hybrid: `the ${learning.hybrid.decisions} decisions made in the hybrid mode the nerve earned while learning (rules where they covered, the LLM elsewhere); time = the gap between consecutive hybrid decisions of one run (row times); LF = what the ledger settled for their state holds and LLM calls`,
       lf: 'settled ledger amounts on the agent during a mode’s runs (state costs or the arc’s leases, and the LLM calls the router charged) / decisions',
       activity: `activity_*: nerveDecide called directly (no Temporal), ${z.rounds} rounds of ${z.perActivityBlock} forced deliberate and ${z.perActivityBlock} forced reflex decisions in turn on the taught nerve: what a decision cost before the reflex arc, less the activity round trip`,
-      ledger_pair: 'one reserve and its settle (db/queries/lifeforce.ts), back to back: what every nerveDecide pays; a reflex arc pays one per lease',
+      ledger_pair:
+        'one reserve and its settle (db/queries/lifeforce.ts), back to back: what every nerveDecide pays; a reflex arc pays one per lease',
       prices: `core/lifeforce.ts defaults (${defaultPrices.lfPer1kTokens} LF per 1k tokens; the scripted row has no USD price); state costs ${JSON.stringify(collisionNerve.costLf)}`,
       load: `load average (1/5/15 min) ${loadBefore} before, ${loadAfter} after, on ${cpus().length} CPUs`,
     };

@@ -32,8 +32,15 @@ import { installRuntime } from '../workers/run.js';
 const crashTaskQueue = 'peers-mindloop';
 
 const [mode, agentId, ticksArg, holdArg] = process.argv.slice(3);
-if ((mode !== 'crash' && mode !== 'resume') || !agentId || !/^\d+$/.test(ticksArg ?? '') || (holdArg !== undefined && !/^\d+$/.test(holdArg))) {
-  process.stderr.write('usage: tsx bench/peers-mindloop-child.ts mindloop <crash|resume> <agent> <ticks> [hold tick]\n');
+if (
+  (mode !== 'crash' && mode !== 'resume') ||
+  !agentId ||
+  !/^\d+$/.test(ticksArg ?? '') ||
+  (holdArg !== undefined && !/^\d+$/.test(holdArg))
+) {
+  process.stderr.write(
+    'usage: tsx bench/peers-mindloop-child.ts mindloop <crash|resume> <agent> <ticks> [hold tick]\n',
+  );
   process.exit(2);
 }
 const holdAt = holdArg === undefined ? undefined : Number(holdArg);
@@ -54,7 +61,13 @@ const worker = await Worker.create({
   workflowBundle: { codePath: env.MINDLOOP_WORKFLOW_BUNDLE },
   activities: createActivities({
     db: stack.db.db,
-    llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES } },
+    llm: {
+      env: secretSource(),
+      toolsDir: env.MINDLOOP_TOOLS_DIR,
+      timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS,
+      maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES,
+      lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES },
+    },
     dataDir: env.MINDLOOP_DATA_DIR,
     commandHooks: {
       // The scripted endpoint names each tick's diary.add `tick<N>` (bench/peers-mindloop.ts).
@@ -68,7 +81,10 @@ const worker = await Worker.create({
   }),
 });
 const running = worker.run();
-const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+const client = new Client({
+  connection: await Connection.connect(stack.temporal.connection),
+  namespace: stack.temporal.namespace,
+});
 const start = { agentId, maxTicks: Number(ticksArg), delayMs: 0 };
 // As runtime/workflow-starts.ts startAgentLoop starts a loop, with the reflexes off.
 const handle =

@@ -37,13 +37,30 @@ export interface ScriptedEndpoint {
   close(): Promise<void>;
 }
 
-const topics = ['river', 'orbit', 'quartz', 'meadow', 'cipher', 'ember', 'lantern', 'harbor', 'thistle', 'comet', 'granite'];
+const topics = [
+  'river',
+  'orbit',
+  'quartz',
+  'meadow',
+  'cipher',
+  'ember',
+  'lantern',
+  'harbor',
+  'thistle',
+  'comet',
+  'granite',
+];
 
 /** The tick's reply: a thought that differs from the last ones (the reflexes compare them) and one diary.add. */
 export function thinkReply(tick: number): string {
   const topic = topics[tick % topics.length]!;
   const other = topics[(tick * 7 + 3) % topics.length]!;
-  const command = { cmd_id: `tick${tick}`, type: 'diary.add', args: { title: `tick ${tick}`, content: `At tick ${tick} I thought about ${topic} and ${other}.` }, description: 'keep the thought' };
+  const command = {
+    cmd_id: `tick${tick}`,
+    type: 'diary.add',
+    args: { title: `tick ${tick}`, content: `At tick ${tick} I thought about ${topic} and ${other}.` },
+    description: 'keep the thought',
+  };
   return `Thought at tick ${tick}: ${topic} ${tick * 13} leads to ${other}.\n<<<COMMANDS\n${JSON.stringify([command])}\nCOMMANDS>>>\nConfidence: 0.8`;
 }
 
@@ -93,10 +110,18 @@ export async function startScriptedEndpoint(): Promise<ScriptedEndpoint> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const m = /^\/([^/]+)\/v1\/chat\/completions$/.exec((req.url ?? '').split('?')[0]!);
-    if (req.method !== 'POST' || !m) return sendJson(res, 404, { error: { message: `no ${req.method} ${req.url} here`, type: 'invalid_request_error' } });
+    if (req.method !== 'POST' || !m)
+      return sendJson(res, 404, {
+        error: { message: `no ${req.method} ${req.url} here`, type: 'invalid_request_error' },
+      });
     const loop = decodeURIComponent(m[1]!);
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { model?: string; messages?: Array<{ content?: unknown }> };
-    const text = (body.messages ?? []).map((x) => (typeof x.content === 'string' ? x.content : JSON.stringify(x.content))).join('\n');
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+      model?: string;
+      messages?: Array<{ content?: unknown }>;
+    };
+    const text = (body.messages ?? [])
+      .map((x) => (typeof x.content === 'string' ? x.content : JSON.stringify(x.content)))
+      .join('\n');
     const call = classify(text);
     const calls = byLoop.get(loop) ?? [];
     calls.push(call);
@@ -112,7 +137,9 @@ export async function startScriptedEndpoint(): Promise<ScriptedEndpoint> {
     sendJson(res, 200, completion(answer(call), body.model ?? 'scripted-endpoint'));
   };
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error' } }));
+    handle(req, res).catch((err: unknown) =>
+      sendJson(res, 500, { error: { message: String(err), type: 'server_error' } }),
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -137,7 +164,15 @@ export async function startScriptedEndpoint(): Promise<ScriptedEndpoint> {
 /** The agent of one crash loop, its only model the endpoint (the loop's id is the agent's). */
 export async function seedCrashAgent(db: Db, loop: string, baseUrl: string): Promise<void> {
   await db.insert(agents).values({ id: loop, name: loop });
-  await db.insert(llmRegistry).values({ agentId: loop, name: 'endpoint', provider: 'openai', model: 'scripted-endpoint', baseUrl, role: 'agent', priority: 1 });
+  await db.insert(llmRegistry).values({
+    agentId: loop,
+    name: 'endpoint',
+    provider: 'openai',
+    model: 'scripted-endpoint',
+    baseUrl,
+    role: 'agent',
+    priority: 1,
+  });
 }
 
 /** Diary rows per tick of the loop's agent. */
@@ -151,7 +186,11 @@ export async function diaryRowsPerTick(db: Db, loop: string): Promise<Map<number
 }
 
 /** Requests beyond the first for the same tick and purpose: model calls asked again. */
-export function repeatedCalls(calls: readonly ModelCall[]): { repeated: number; byPurpose: Partial<Record<CallPurpose, number>>; unattributed: number } {
+export function repeatedCalls(calls: readonly ModelCall[]): {
+  repeated: number;
+  byPurpose: Partial<Record<CallPurpose, number>>;
+  unattributed: number;
+} {
   const seen = new Map<string, number>();
   const byPurpose: Partial<Record<CallPurpose, number>> = {};
   let repeated = 0;

@@ -24,7 +24,13 @@ import pg from 'pg';
 import type { Stack } from '../runtime/stack.js';
 import { writeWorkflowBundle } from '../workers/build-bundle.js';
 import { benchStack, scratchDatabase, summarize } from './lib.js';
-import { diaryRowsPerTick, repeatedCalls, seedCrashAgent, startScriptedEndpoint, type ScriptedEndpoint } from './peers-mindloop.js';
+import {
+  diaryRowsPerTick,
+  repeatedCalls,
+  seedCrashAgent,
+  startScriptedEndpoint,
+  type ScriptedEndpoint,
+} from './peers-mindloop.js';
 import { measureTicks, tickSizes } from './tick.js';
 
 const peersDir = join(import.meta.dirname, 'peers');
@@ -50,7 +56,10 @@ const mindloop: LoopProcess = { name: 'mindloop', script: 'bench/peers-mindloop-
  * Kills per loop and the crash loops' length; `smoke`: one kill of a short loop per loop and
  * window, the peers' perf loops short (PEER_SMOKE, bench/peers/common.ts) and the tick's too.
  */
-export const peersSizes = { full: { kills: 5, crashSteps: 200, smoke: false }, smoke: { kills: 1, crashSteps: 30, smoke: true } };
+export const peersSizes = {
+  full: { kills: 5, crashSteps: 200, smoke: false },
+  smoke: { kills: 1, crashSteps: 30, smoke: true },
+};
 type PeersSizes = typeof peersSizes.full;
 /** A peer's resumed loop finishes in seconds; Mindloop's resume waits out the killed attempt's timeout (10 s) and starts the product's worker. */
 const resumeLimitMs = { peer: 60_000, mindloop: 180_000 };
@@ -65,7 +74,8 @@ function selection(): { perf: boolean; crash: Set<string> } {
   const m = /^crash(?::(.+))?$/.exec(only);
   const names = m?.[1]?.split(',').map((n) => n.trim()) ?? all;
   const unknown = names.filter((n) => !all.includes(n));
-  if (!m || unknown.length) throw new Error(`BENCH_PEERS_ONLY=${only}: expected crash or crash:<name>,… with names from ${all.join(', ')}`);
+  if (!m || unknown.length)
+    throw new Error(`BENCH_PEERS_ONLY=${only}: expected crash or crash:<name>,… with names from ${all.join(', ')}`);
   return { perf: false, crash: new Set(names) };
 }
 
@@ -79,7 +89,11 @@ function randomKillStep(crashSteps: number): number {
 function ensureInstalled(): void {
   if (existsSync(join(peersDir, 'node_modules', '.package-lock.json'))) return;
   process.stdout.write('  installing bench/peers (npm ci)…\n');
-  const r = spawnSync('npm', [existsSync(join(peersDir, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund'], { cwd: peersDir, stdio: 'inherit' });
+  const r = spawnSync(
+    'npm',
+    [existsSync(join(peersDir, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund'],
+    { cwd: peersDir, stdio: 'inherit' },
+  );
   if (r.status !== 0) throw new Error(`npm install in ${peersDir} failed (${r.status})`);
 }
 
@@ -90,7 +104,12 @@ interface Child {
 }
 
 /** A loop as its own node process; `onLine` sees each stdout line. */
-function runChild(p: LoopProcess, args: string[], env: Record<string, string>, onLine: (line: string, c: Child) => void = () => {}): Child {
+function runChild(
+  p: LoopProcess,
+  args: string[],
+  env: Record<string, string>,
+  onLine: (line: string, c: Child) => void = () => {},
+): Child {
   const proc = spawn(process.execPath, ['--import', 'tsx', p.script, p.name, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
@@ -114,7 +133,8 @@ function runChild(p: LoopProcess, args: string[], env: Record<string, string>, o
     }
   });
   void child.exited.then((code) => {
-    if (code !== 0 && code !== null) process.stderr.write(`  ${p.name} ${args[0]} exited ${code}: ${err.trim().split('\n').slice(-5).join(' | ')}\n`);
+    if (code !== 0 && code !== null)
+      process.stderr.write(`  ${p.name} ${args[0]} exited ${code}: ${err.trim().split('\n').slice(-5).join(' | ')}\n`);
   });
   return child;
 }
@@ -126,7 +146,12 @@ async function perf(p: Peer, env: Record<string, string>): Promise<Record<string
   if (code !== 0 || !json) throw new Error(`${p.name} perf run failed (exit ${code})`);
   const r = JSON.parse(json) as { gaps: number[]; steps: number; seconds: number; rssMb: number };
   const s = summarize(r.gaps);
-  return { [`${p.key}_step_p50_ms`]: s.p50, [`${p.key}_step_p99_ms`]: s.p99, [`${p.key}_steps_per_s_50`]: r.steps / r.seconds, [`${p.key}_rss_mb`]: r.rssMb };
+  return {
+    [`${p.key}_step_p50_ms`]: s.p50,
+    [`${p.key}_step_p99_ms`]: s.p99,
+    [`${p.key}_steps_per_s_50`]: r.steps / r.seconds,
+    [`${p.key}_rss_mb`]: r.rssMb,
+  };
 }
 
 interface CrashRun {
@@ -199,11 +224,26 @@ async function crashOnce(p: LoopProcess, env: Record<string, string>, plan: Cras
     if (n > 1) duplicated++;
     extra += Math.max(0, n - 1);
   }
-  return { duplicated, lost, extra, killedAt: plan.killAt, killed, resumed: second.lines.includes('done'), backS, doneS };
+  return {
+    duplicated,
+    lost,
+    extra,
+    killedAt: plan.killAt,
+    killed,
+    resumed: second.lines.includes('done'),
+    backS,
+    doneS,
+  };
 }
 
 /** The crash figures of one loop's kills, under `<prefix>…_<key>`, its printed line and its note. */
-function crashFigures(label: string, prefix: string, key: string, runs: CrashRun[], detail: (r: CrashRun, i: number) => string = () => ''): { metrics: Record<string, number>; line: string; note: string } {
+function crashFigures(
+  label: string,
+  prefix: string,
+  key: string,
+  runs: CrashRun[],
+  detail: (r: CrashRun, i: number) => string = () => '',
+): { metrics: Record<string, number>; line: string; note: string } {
   const what = (r: CrashRun) => (r.killed ? '' : ' (not killed)') + (r.resumed ? '' : ' (resume did not finish)');
   return {
     metrics: {
@@ -217,7 +257,10 @@ function crashFigures(label: string, prefix: string, key: string, runs: CrashRun
     },
     line: `  ${label}: crash ${runs.map((r, i) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${detail(r, i) ? ` ${detail(r, i)}` : ''} back ${r.backS.toFixed(1)} s done ${r.doneS.toFixed(1)} s${what(r)}`).join('; ')}\n`,
     note: runs
-      .map((r, i) => `killed at step ${r.killedAt}: ${r.duplicated} duplicated, ${r.lost} lost, ${r.extra} extra runs${detail(r, i) ? `, ${detail(r, i)}` : ''}, stepping again ${r.backS.toFixed(1)} s after the kill, done after ${r.doneS.toFixed(1)} s${r.killed ? '' : ', the kill never came'}${r.resumed ? '' : ', the resume did not finish in time'}`)
+      .map(
+        (r, i) =>
+          `killed at step ${r.killedAt}: ${r.duplicated} duplicated, ${r.lost} lost, ${r.extra} extra runs${detail(r, i) ? `, ${detail(r, i)}` : ''}, stepping again ${r.backS.toFixed(1)} s after the kill, done after ${r.doneS.toFixed(1)} s${r.killed ? '' : ', the kill never came'}${r.resumed ? '' : ', the resume did not finish in time'}`,
+      )
       .join('; '),
   };
 }
@@ -230,7 +273,13 @@ type MindloopWindow = 'effect' | 'model';
  * model is the endpoint; dup/lost count its diary rows per tick, and the endpoint's record the
  * model calls asked again.
  */
-async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoint: ScriptedEndpoint, window: MindloopWindow, { kills, crashSteps }: PeersSizes): Promise<{ runs: CrashRun[]; repeated: Array<ReturnType<typeof repeatedCalls>> }> {
+async function mindloopCrashes(
+  stack: Stack,
+  env: Record<string, string>,
+  endpoint: ScriptedEndpoint,
+  window: MindloopWindow,
+  { kills, crashSteps }: PeersSizes,
+): Promise<{ runs: CrashRun[]; repeated: Array<ReturnType<typeof repeatedCalls>> }> {
   const runs: CrashRun[] = [];
   const repeated: Array<ReturnType<typeof repeatedCalls>> = [];
   for (let k = 0; k < kills; k++) {
@@ -255,7 +304,9 @@ async function mindloopCrashes(stack: Stack, env: Record<string, string>, endpoi
   return { runs, repeated };
 }
 
-export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measurePeers(
+  z: PeersSizes = peersSizes.full,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const only = selection();
   const crashPeers = peers.filter((p) => only.crash.has(p.name));
   if (only.perf || crashPeers.length) ensureInstalled();
@@ -270,12 +321,24 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
   const metrics: Record<string, number> = {};
   const notes: Record<string, string> = {};
   try {
-    await db.query('CREATE TABLE peer_effects (peer text NOT NULL, loop text NOT NULL, step int NOT NULL, reply text, at timestamptz NOT NULL DEFAULT now())');
-    const childEnv = { PEER_DB_URL: peersDb.url, TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: stack.temporal.namespace, PEER_BUNDLE: bundle, ...(z.smoke ? { PEER_SMOKE: '1' } : {}) };
+    await db.query(
+      'CREATE TABLE peer_effects (peer text NOT NULL, loop text NOT NULL, step int NOT NULL, reply text, at timestamptz NOT NULL DEFAULT now())',
+    );
+    const childEnv = {
+      PEER_DB_URL: peersDb.url,
+      TEMPORAL_ADDRESS: stack.temporal.address,
+      TEMPORAL_NAMESPACE: stack.temporal.namespace,
+      PEER_BUNDLE: bundle,
+      ...(z.smoke ? { PEER_SMOKE: '1' } : {}),
+    };
 
     if (only.perf) {
       process.stdout.write('  mindloop: tick (bench/tick.ts measureTicks) on the same Postgres…\n');
-      const t = await measureTicks(stack, env.MINDLOOP_TOOLS_DIR, z.smoke ? tickSizes.smoke.ticks : tickSizes.full.ticks);
+      const t = await measureTicks(
+        stack,
+        env.MINDLOOP_TOOLS_DIR,
+        z.smoke ? tickSizes.smoke.ticks : tickSizes.full.ticks,
+      );
       Object.assign(metrics, {
         mindloop_tick_p50_ms: t.overhead_p50_ms!,
         mindloop_tick_p99_ms: t.overhead_p99_ms!,
@@ -284,7 +347,9 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
       for (const p of peers) {
         process.stdout.write(`  ${p.name}: perf…\n`);
         const m = await perf(p, childEnv);
-        Object.assign(metrics, m, { [`mindloop_tick_ratio_vs_${p.key}`]: t.overhead_p50_ms! / m[`${p.key}_step_p50_ms`]! });
+        Object.assign(metrics, m, {
+          [`mindloop_tick_ratio_vs_${p.key}`]: t.overhead_p50_ms! / m[`${p.key}_step_p50_ms`]!,
+        });
       }
     }
     for (const p of crashPeers) {
@@ -299,7 +364,10 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
             killOnStepLine: true,
             resumeLimitMs: resumeLimitMs.peer,
             effects: async (loop) => {
-              const { rows } = await db.query<{ step: number; n: number }>('SELECT step, count(*)::int AS n FROM peer_effects WHERE peer = $1 AND loop = $2 GROUP BY step', [p.name, loop]);
+              const { rows } = await db.query<{ step: number; n: number }>(
+                'SELECT step, count(*)::int AS n FROM peer_effects WHERE peer = $1 AND loop = $2 GROUP BY step',
+                [p.name, loop],
+              );
               return new Map(rows.map((r) => [r.step, r.n]));
             },
           }),
@@ -311,7 +379,9 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
       notes[`crash_${p.key}`] = f.note;
     }
     if (only.crash.has(mindloop.name)) {
-      process.stdout.write('  mindloop: crash (a worker process of the product, the model an endpoint in this process)…\n');
+      process.stdout.write(
+        '  mindloop: crash (a worker process of the product, the model an endpoint in this process)…\n',
+      );
       await writeWorkflowBundle(mindloopBundle);
       endpoint = await startScriptedEndpoint();
       const mindloopEnv = {
@@ -324,16 +394,29 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
         MINDLOOP_DATA_DIR: env.MINDLOOP_DATA_DIR,
         LOG_LEVEL: 'WARN',
       };
-      for (const [window, prefix] of [['effect', 'crash_'], ['model', 'crash_midcall_']] as const) {
+      for (const [window, prefix] of [
+        ['effect', 'crash_'],
+        ['model', 'crash_midcall_'],
+      ] as const) {
         const { runs, repeated } = await mindloopCrashes(stack, mindloopEnv, endpoint, window, z);
         const calls = (i: number) => {
           const r = repeated[i]!;
-          const purposes = Object.entries(r.byPurpose).map(([k, n]) => `${k} ${n}`).join(', ');
+          const purposes = Object.entries(r.byPurpose)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ');
           return `${r.repeated} repeated LLM calls${purposes ? ` (${purposes})` : ''}${r.unattributed ? `, ${r.unattributed} unattributed` : ''}`;
         };
-        const f = crashFigures(`mindloop${window === 'model' ? ' (killed mid-call)' : ''}`, prefix, mindloop.key, runs, (_, i) => calls(i));
+        const f = crashFigures(
+          `mindloop${window === 'model' ? ' (killed mid-call)' : ''}`,
+          prefix,
+          mindloop.key,
+          runs,
+          (_, i) => calls(i),
+        );
         process.stdout.write(f.line);
-        Object.assign(metrics, f.metrics, { [`${prefix}repeated_llm_calls_${mindloop.key}`]: repeated.reduce((n, r) => n + r.repeated, 0) });
+        Object.assign(metrics, f.metrics, {
+          [`${prefix}repeated_llm_calls_${mindloop.key}`]: repeated.reduce((n, r) => n + r.repeated, 0),
+        });
         notes[`${prefix}${mindloop.key}`] = f.note;
       }
     }
@@ -347,10 +430,15 @@ export async function measurePeers(z: PeersSizes = peersSizes.full): Promise<{ m
     await mindloopDb.drop();
   }
   Object.assign(notes, {
-    ...(only.perf ? {} : { partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran` }),
+    ...(only.perf
+      ? {}
+      : {
+          partial: `BENCH_PEERS_ONLY=${process.env.BENCH_PEERS_ONLY}: only the crash test of ${[...only.crash].join(', ')} ran`,
+        }),
     loop: `each peer: one loop of ${z.smoke ? '12' : '200'} steps (p50/p99 of the gap between consecutive steps after ${z.smoke ? 4 : 20} warm-up steps), then ${z.smoke ? '5 loops of 4' : '50 loops of 20'} steps at once (steps/s); a step = the instant fake model + one INSERT (its side effect), made durable the peer's way`,
-    mindloop: 'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → commands; here the reflexes are off and the scripted reply has no commands, so a tick is its think, a local activity after a fast answer); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
-    rss: '<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); Mindloop\'s worker with 500 and 2 000 idle agents is measured by `npm run bench -- tick` (rss_mb_500_idle_agents, rss_mb_2000_idle_agents in bench/results/tick.json)',
+    mindloop:
+      'mindloop_tick_*: bench/tick.ts measureTicks on the same Postgres (a tick = think → reflexes → commands; here the reflexes are off and the scripted reply has no commands, so a tick is its think, a local activity after a fast answer); mindloop_tick_ratio_vs_<peer> = Mindloop tick p50 / the peer step p50, same run',
+    rss: "<peer>_rss_mb: the peer process after its 50 loops (Temporal: the worker process, not the server); Mindloop's worker with 500 and 2 000 idle agents is measured by `npm run bench -- tick` (rss_mb_500_idle_agents, rss_mb_2000_idle_agents in bench/results/tick.json)",
     crash: `${z.kills} kills per loop, each a loop of ${z.crashSteps} steps SIGKILLed at a random step (as soon as that step's side effect is reported), then resumed (DBOS: DBOS.launch() recovers it; LangGraph: invoke(null) on the same thread_id; Temporal and Mindloop: a new worker process). crash_duplicated_steps = steps with more than one side-effect row, crash_lost_steps = steps with none, crash_rerun_steps = extra rows, summed over the kills; back / done: seconds from the kill to the new process's first step (its start included) and to the loop's end`,
     mindloop_crash: `Mindloop: ${z.crashSteps} ticks of agentLoopWorkflow (reflexes off, the tick of mindloop_tick_*) in a worker process of the product (bench/peers-mindloop-child.ts); the model an OpenAI-compatible endpoint in the harness answering each think with one diary.add; the side effect is the tick's diary_entries row (no unique key). crash_*: killed right after tick N's diary row committed, before applyCommands' completion reached Temporal (the worker holds there, so every kill lands in that window); crash_midcall_*: killed while tick N's think request waited at the endpoint. crash_repeated_llm_calls = requests the endpoint received again for a tick and purpose it had already received (with the reflexes off a tick asks one: its think)`,
   });

@@ -8,7 +8,17 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, resultsDir, smokeResultsDir, writeResult, type ResultOptions } from './lib.js';
 import { baselineSizes, measureBaseline } from './temporal-baseline.js';
 import { defaultWorkflowCache } from '../env.js';
-import { type HzRound, maxLagMs, measureAt1Hz, measureIdle, measureLedgerOverhead, measureReflexOverhead, measureTicks, measureTicksOnPostgres, tickSizes } from './tick.js';
+import {
+  type HzRound,
+  maxLagMs,
+  measureAt1Hz,
+  measureIdle,
+  measureLedgerOverhead,
+  measureReflexOverhead,
+  measureTicks,
+  measureTicksOnPostgres,
+  tickSizes,
+} from './tick.js';
 import { measureSandbox, sandboxSizes } from './sandbox.js';
 import { forkSizes, measureForks } from './fork.js';
 import { measureSpawns, spawnSizes } from './spawn.js';
@@ -22,11 +32,18 @@ import { measureLocalTick } from './local-tick.js';
 import { measurePeers, peersSizes } from './peers.js';
 import { measureSoak, soakSizes } from './soak.js';
 
-const hzRounds = (rounds: HzRound[], what: string) => rounds.map((r) => `${r.agents} ${what} p50 ${r.lagP50.toFixed(0)} / p99 ${r.lagP99.toFixed(0)} ms, ${r.ticksPerS.toFixed(0)} steps/s`).join('; ');
+const hzRounds = (rounds: HzRound[], what: string) =>
+  rounds
+    .map(
+      (r) =>
+        `${r.agents} ${what} p50 ${r.lagP50.toFixed(0)} / p99 ${r.lagP99.toFixed(0)} ms, ${r.ticksPerS.toFixed(0)} steps/s`,
+    )
+    .join('; ');
 
 /** The results file of `name`, where this run writes them (a smoke run says so in its notes). */
 function write(name: string, metrics: Record<string, number | string>, notes: Record<string, string> = {}): void {
-  const smokeNote = 'a --smoke run: the smallest sizes that go through the whole path, to show it runs; the keys are a full run\'s (those naming a size too), the figures are not measurements';
+  const smokeNote =
+    "a --smoke run: the smallest sizes that go through the whole path, to show it runs; the keys are a full run's (those naming a size too), the figures are not measurements";
   writeResult(name, metrics, smoke ? { ...notes, smoke: smokeNote } : notes, out);
 }
 
@@ -35,11 +52,15 @@ const benchmarks: Record<string, () => Promise<void>> = {
     const { stack, stop } = await benchStack();
     try {
       const figures = await measureBaseline(stack, smoke ? baselineSizes.smoke : baselineSizes.full);
-      write('temporal-baseline', { ...figures }, {
-        activity_rt: 'workflow clock from scheduling a no-op activity to the workflow task that sees its result',
-        workflow_rt: 'client wall clock from start to result of a no-op workflow',
-        stack: 'embedded: Temporal CLI dev server (SQLite, WAL) + PGlite; one worker in this process',
-      });
+      write(
+        'temporal-baseline',
+        { ...figures },
+        {
+          activity_rt: 'workflow clock from scheduling a no-op activity to the workflow task that sees its result',
+          workflow_rt: 'client wall clock from start to result of a no-op workflow',
+          stack: 'embedded: Temporal CLI dev server (SQLite, WAL) + PGlite; one worker in this process',
+        },
+      );
     } finally {
       await stop();
     }
@@ -74,15 +95,15 @@ const benchmarks: Record<string, () => Promise<void>> = {
         {
           model: 'scripted, instant (no LLM time): what remains is the loop itself',
           overhead: `wall time between consecutive recorded ticks of one agent, delay_ms 0, ${sizes.ticks.soloTicks - sizes.ticks.warmup - 1} ticks after warm-up; ticks_per_s_50_agents: ${sizes.ticks.agents} agents × ${sizes.ticks.agentTicks} ticks at once`,
-          stacks: 'overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack\'s own no-op activity round trip',
+          stacks:
+            "overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack's own no-op activity round trip",
           rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting ${sizes.idle.totals.map((n) => Math.max(1, Math.round(n / sizes.idle.divisor))).join(', then ')} idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded; target <= 1.5 GB at 2 000`,
           at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (${sizes.hz.ticks} ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hzRounds(hz.rounds, 'agents')}`,
           floor_1hz: `the same dev server, after the agents: N bare workflows, each step a no-op local activity then a 1 s timer (what a paced tick with a local think costs Temporal alone); lag = the step's workflow task completed − its timer's start − 1 s (history times), from the second step; floor_workflows_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms; agents_at_1hz_ratio_to_floor = agents_at_1hz / floor_workflows_at_1hz. Rounds: ${hzRounds(hz.floor, 'workflows')}`,
-          reflexes:
-            `reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} ticks each, same run; target <= 2`,
-          ledger:
-            `ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} bare ticks, same run; target <= 2 ms`,
-          targets: 'overhead p50 <= 1.5x the no-op activity round trip, >= 150 ticks/s with 50 agents, RSS <= 1.5 GB at 2 000 idle agents, agents_at_1hz 500 (compare floor_workflows_at_1hz: what Temporal alone holds here), reflex_overhead_ratio <= 2, ledger_overhead_p50_ms <= 2',
+          reflexes: `reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} ticks each, same run; target <= 2`,
+          ledger: `ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} bare ticks, same run; target <= 2 ms`,
+          targets:
+            'overhead p50 <= 1.5x the no-op activity round trip, >= 150 ticks/s with 50 agents, RSS <= 1.5 GB at 2 000 idle agents, agents_at_1hz 500 (compare floor_workflows_at_1hz: what Temporal alone holds here), reflex_overhead_ratio <= 2, ledger_overhead_p50_ms <= 2',
         },
       );
     } finally {
@@ -92,7 +113,10 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async fork() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureForks(stack, { dataDir: env.MINDLOOP_DATA_DIR, ...(smoke ? forkSizes.smoke : forkSizes.full) });
+      const { metrics, notes } = await measureForks(stack, {
+        dataDir: env.MINDLOOP_DATA_DIR,
+        ...(smoke ? forkSizes.smoke : forkSizes.full),
+      });
       write('fork', metrics, notes);
     } finally {
       await stop();
@@ -101,7 +125,10 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async spawn() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureSpawns(stack, { dataDir: env.MINDLOOP_DATA_DIR, ...(smoke ? spawnSizes.smoke : spawnSizes.full) });
+      const { metrics, notes } = await measureSpawns(stack, {
+        dataDir: env.MINDLOOP_DATA_DIR,
+        ...(smoke ? spawnSizes.smoke : spawnSizes.full),
+      });
       write('spawn', metrics, notes);
     } finally {
       await stop();
@@ -115,7 +142,9 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async 'tick-compare'() {
     const baseline = flags.get('baseline') ?? (smoke ? 'HEAD' : undefined);
     if (!baseline) {
-      process.stderr.write('tick-compare needs --baseline=<git ref> (the commit to compare with, e.g. --baseline=HEAD~3)\n');
+      process.stderr.write(
+        'tick-compare needs --baseline=<git ref> (the commit to compare with, e.g. --baseline=HEAD~3)\n',
+      );
       process.exit(2);
     }
     const { metrics, notes } = await compareTicks(baseline, Number(flags.get('rounds') ?? (smoke ? 1 : 3)), { smoke });
@@ -153,7 +182,9 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async 'local-tick'() {
     const { env, stack, stop } = await benchStack();
     try {
-      const { metrics, notes } = await measureLocalTick(stack, env.MINDLOOP_TOOLS_DIR, { ticks: Number(flags.get('ticks') ?? (smoke ? 2 : 12)) });
+      const { metrics, notes } = await measureLocalTick(stack, env.MINDLOOP_TOOLS_DIR, {
+        ticks: Number(flags.get('ticks') ?? (smoke ? 2 : 12)),
+      });
       write('local-tick', metrics, notes);
     } finally {
       await stop();
@@ -167,7 +198,11 @@ const benchmarks: Record<string, () => Promise<void>> = {
   /** `npm run bench -- speech [--device=cuda]`: the speech engine's RTF, WER and queue wait (CPU by default). */
   async speech() {
     const device = (flags.get('device') ?? 'cpu') as SpeechDevice;
-    const { metrics, notes, measured } = await measureSpeech({ device, sizes: smoke ? speechSizes.smoke : speechSizes.full, cpuIfNoGpu: smoke });
+    const { metrics, notes, measured } = await measureSpeech({
+      device,
+      sizes: smoke ? speechSizes.smoke : speechSizes.full,
+      cpuIfNoGpu: smoke,
+    });
     write('speech', withPreviousCpuRun(measured, metrics, out.dir!), notes);
   },
   /** `npm run bench -- soak [--minutes=n]`: agents ticking for half an hour; worker memory, rows, histories, errors. */
@@ -196,7 +231,9 @@ for (let i = 0; i < args.length; i++) {
   if (switches.includes(key) && eq < 0) flags.set(key, '');
   else if (valued.includes(key)) flags.set(key, eq < 0 ? (args[++i] ?? '') : a.slice(eq + 1));
   else {
-    process.stderr.write(`unknown option ${a} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda, local-tick --ticks=<n>, soak --minutes=<n>; every benchmark --smoke, and --out=<dir> for where the results go)\n`);
+    process.stderr.write(
+      `unknown option ${a} (tick-compare takes --baseline=<git ref> and --rounds=<n>, speech --device=cpu|cuda, local-tick --ticks=<n>, soak --minutes=<n>; every benchmark --smoke, and --out=<dir> for where the results go)\n`,
+    );
     process.exit(2);
   }
 }
@@ -213,7 +250,9 @@ if (flags.has('rounds') && !/^[1-9]\d?$/.test(flags.get('rounds') ?? '')) {
   process.exit(2);
 }
 if (flags.has('minutes') && !(Number(flags.get('minutes')) > 0 && Number(flags.get('minutes')) <= 24 * 60)) {
-  process.stderr.write(`--minutes must be a number of minutes above 0 (at most a day), got "${flags.get('minutes')}"\n`);
+  process.stderr.write(
+    `--minutes must be a number of minutes above 0 (at most a day), got "${flags.get('minutes')}"\n`,
+  );
   process.exit(2);
 }
 if (flags.has('out') && !flags.get('out')) {

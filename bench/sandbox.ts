@@ -21,7 +21,9 @@ function cliRun(image: string, extra: string[] = []): Promise<number> {
     let err = '';
     p.stderr.on('data', (d: Buffer) => (err += d.toString()));
     p.on('error', reject);
-    p.on('close', (code) => (code === 0 ? resolve(performance.now() - t) : reject(new Error(`docker run exited ${code}: ${err}`))));
+    p.on('close', (code) =>
+      code === 0 ? resolve(performance.now() - t) : reject(new Error(`docker run exited ${code}: ${err}`)),
+    );
   });
 }
 
@@ -39,7 +41,9 @@ async function apiRun(docker: Docker, image: string): Promise<number> {
 /** Timed runs of each of the four kinds, after warm-up rounds; `smoke` the fewest that give a figure of each. */
 export const sandboxSizes = { full: { runs: 60, warmups: 3 }, smoke: { runs: 2, warmups: 1 } };
 
-export async function measureSandbox({ runs, warmups } = sandboxSizes.full): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureSandbox(
+  { runs, warmups } = sandboxSizes.full,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const docker = createDocker(process.env.DOCKER_HOST);
   const status = await dockerStatus(docker);
   if (!status.available) throw new Error(`the sandbox benchmark needs a Docker engine: ${status.reason}`);
@@ -92,10 +96,12 @@ export async function measureSandbox({ runs, warmups } = sandboxSizes.full): Pro
       runs: o.n,
     },
     notes: {
-      sandboxed: 'DockerSandbox.run({command:["true"]}) with the default budget: create (seccomp, caps, ro root, tmpfs, limits, docker-init + in-container timeout backstop) + attach + start + wait + inspect + remove, timed call → result',
+      sandboxed:
+        'DockerSandbox.run({command:["true"]}) with the default budget: create (seccomp, caps, ro root, tmpfs, limits, docker-init + in-container timeout backstop) + attach + start + wait + inspect + remove, timed call → result',
       plain_docker: '`docker run --rm <same image> true` through the CLI (process spawn included), no limits',
       plain_api: 'the same image and command through dockerode create/attach/start/wait/remove, no limits',
-      plain_docker_no_network: '`docker run --rm --network none <same image> true` through the CLI: the plain run without the bridge network set-up (a veth pair per container) that the sandbox also skips',
+      plain_docker_no_network:
+        '`docker run --rm --network none <same image> true` through the CLI: the plain run without the bridge network set-up (a veth pair per container) that the sandbox also skips',
       image: `${image.image} ${image.id}`,
       engine: `Docker ${status.version}`,
       targets: 'start p50 <= 700 ms and <= 1.25x plain docker run',

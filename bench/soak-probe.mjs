@@ -14,6 +14,12 @@ const everyMs = Number(process.env.SOAK_SAMPLE_MS ?? 10_000);
 const gc = globalThis.gc;
 setInterval(() => {
   gc?.();
-  const line = { thread: threadId, at: Date.now(), heapUsed: getHeapStatistics().used_heap_size, gc: gc !== undefined, ...(isMainThread ? { rss: process.memoryUsage().rss } : {}) };
+  const line = {
+    thread: threadId,
+    at: Date.now(),
+    heapUsed: getHeapStatistics().used_heap_size,
+    gc: gc !== undefined,
+    ...(isMainThread ? { rss: process.memoryUsage().rss } : {}),
+  };
   process.stdout.write(`SOAK_MEM ${JSON.stringify(line)}\n`);
 }, everyMs).unref();

@@ -43,27 +43,48 @@ const agentPrefix = 'soak-';
 function replies(): string[] {
   const topics = ['river', 'orbit', 'quartz', 'meadow', 'cipher', 'ember', 'lantern'];
   const thoughts = topics.map((t, i) => `Thought ${i + 1}: the ${t} leads to ${topics[(i + 3) % topics.length]}.`);
-  const diary = renderCommandBlock([{ cmdId: 'd1', type: 'diary.add', args: { title: 'soak', content: 'What the soak keeps.' } }]);
+  const diary = renderCommandBlock([
+    { cmdId: 'd1', type: 'diary.add', args: { title: 'soak', content: 'What the soak keeps.' } },
+  ]);
   return [...thoughts, `I keep a note of it.\n${diary}`];
 }
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id })));
-  await stack.db.db.insert(llmRegistry).values(ids.map((agentId) => ({ agentId, name: 'instant', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: replies() } })));
+  await stack.db.db.insert(llmRegistry).values(
+    ids.map((agentId) => ({
+      agentId,
+      name: 'instant',
+      provider: 'scripted' as const,
+      model: 'instant',
+      role: 'agent' as const,
+      priority: 1,
+      params: { replies: replies() },
+    })),
+  );
 }
 
 async function ticksSoFar(stack: Stack): Promise<number> {
-  const r = await stack.db.db.execute<{ n: string }>(sql`select coalesce(sum(last_tick), 0) as n from ${agents} where id like ${`${agentPrefix}%`}`);
+  const r = await stack.db.db.execute<{ n: string }>(
+    sql`select coalesce(sum(last_tick), 0) as n from ${agents} where id like ${`${agentPrefix}%`}`,
+  );
   return Number(r.rows[0]?.n ?? 0);
 }
 
 /** Rows inserted, updated and deleted in the scratch database so far, and rows live (Postgres's own counters). */
-async function tupleCounts(stack: Stack): Promise<{ inserted: number; updated: number; deleted: number; live: number }> {
+async function tupleCounts(
+  stack: Stack,
+): Promise<{ inserted: number; updated: number; deleted: number; live: number }> {
   const r = await stack.db.db.execute<Record<'inserted' | 'updated' | 'deleted' | 'live', string>>(
     sql`select coalesce(sum(n_tup_ins), 0) as inserted, coalesce(sum(n_tup_upd), 0) as updated, coalesce(sum(n_tup_del), 0) as deleted, coalesce(sum(n_live_tup), 0) as live from pg_stat_user_tables`,
   );
   const row = r.rows[0]!;
-  return { inserted: Number(row.inserted), updated: Number(row.updated), deleted: Number(row.deleted), live: Number(row.live) };
+  return {
+    inserted: Number(row.inserted),
+    updated: Number(row.updated),
+    deleted: Number(row.deleted),
+    live: Number(row.live),
+  };
 }
 
 /** Failed ticks and model calls the database holds for the soak's agents, by kind. */
@@ -73,8 +94,12 @@ async function dbErrors(stack: Stack): Promise<Record<string, number>> {
     select kind || ':' || status as kind, count(*) as n from process_log
     where agent_id like ${like} and (status = 'error' or kind in ('tick_failure', 'core_outage', 'infrastructure', 'loop_failed'))
     group by 1`);
-  const calls = await stack.db.db.execute<{ n: string }>(sql`select count(*) as n from llm_calls where agent_id like ${like} and not ok`);
-  const out: Record<string, number> = Object.fromEntries(logged.rows.map((r) => [`process_log ${r.kind}`, Number(r.n)]));
+  const calls = await stack.db.db.execute<{ n: string }>(
+    sql`select count(*) as n from llm_calls where agent_id like ${like} and not ok`,
+  );
+  const out: Record<string, number> = Object.fromEntries(
+    logged.rows.map((r) => [`process_log ${r.kind}`, Number(r.n)]),
+  );
   const failedCalls = Number(calls.rows[0]?.n ?? 0);
   if (failedCalls) out['llm_calls not ok'] = failedCalls;
   return out;
@@ -96,7 +121,9 @@ const sumOf = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a
 /** Read the history of every closed run not read yet: its length and what failed in it. */
 async function scanClosedRuns(client: Client, tally: HistoryTally): Promise<void> {
   const closed: WorkflowExecutionInfo[] = [];
-  for await (const w of client.workflow.list({ query: `WorkflowType = 'agentLoopWorkflow' AND ExecutionStatus != 'Running'` })) {
+  for await (const w of client.workflow.list({
+    query: `WorkflowType = 'agentLoopWorkflow' AND ExecutionStatus != 'Running'`,
+  })) {
     if (!tally.scanned.has(`${w.workflowId}/${w.runId}`)) closed.push(w);
   }
   for (const w of closed) {
@@ -129,7 +156,12 @@ interface WorkerWatch {
 }
 
 function watchWorker(worker: ChildProcess): WorkerWatch {
-  const watch: WorkerWatch = { samples: [], warnLines: 0, errorLines: [], exited: new Promise((resolve) => worker.once('exit', (code) => resolve(code))) };
+  const watch: WorkerWatch = {
+    samples: [],
+    warnLines: 0,
+    errorLines: [],
+    exited: new Promise((resolve) => worker.once('exit', (code) => resolve(code))),
+  };
   const lines = (stream: NodeJS.ReadableStream, onLine: (line: string) => void) => {
     let buf = '';
     stream.on('data', (d: Buffer) => {
@@ -146,7 +178,12 @@ function watchWorker(worker: ChildProcess): WorkerWatch {
     const m = JSON.parse(l.slice('SOAK_MEM '.length)) as { thread: number; at: number; heapUsed: number; rss?: number };
     heaps.set(m.thread, m.heapUsed);
     if (m.rss === undefined) return;
-    watch.samples.push({ at: m.at, rssMb: m.rss / 2 ** 20, heapMb: [...heaps.values()].reduce((a, b) => a + b, 0) / 2 ** 20, threads: heaps.size });
+    watch.samples.push({
+      at: m.at,
+      rssMb: m.rss / 2 ** 20,
+      heapMb: [...heaps.values()].reduce((a, b) => a + b, 0) / 2 ** 20,
+      threads: heaps.size,
+    });
   });
   lines(worker.stderr!, (l) => {
     process.stderr.write(`  worker: ${l}\n`);
@@ -181,7 +218,15 @@ const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) :
 
 function printTable(rows: Progress[]): void {
   const head = ['min', 'ticks', 'ticks/s', 'RSS MB', 'heap MB', 'largest history', 'errors'];
-  const cells = rows.map((r) => [fmt(r.minute, 1), String(r.ticks), fmt(r.ticksPerS, 1), fmt(r.rssMb), fmt(r.heapMb, 1), String(r.largestHistory), String(r.errors)]);
+  const cells = rows.map((r) => [
+    fmt(r.minute, 1),
+    String(r.ticks),
+    fmt(r.ticksPerS, 1),
+    fmt(r.rssMb),
+    fmt(r.heapMb, 1),
+    String(r.largestHistory),
+    String(r.errors),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => `  ${c.map((x, i) => x.padStart(widths[i]!)).join('  ')}`;
   process.stdout.write(`\nsoak over time\n${[line(head), ...cells.map(line)].join('\n')}\n`);
@@ -189,36 +234,70 @@ function printTable(rows: Progress[]): void {
 
 /** The history length of each agent's current run (DescribeWorkflowExecution: exact while it runs). */
 async function largestOpenHistory(client: Client, ids: string[]): Promise<number> {
-  const lengths = await Promise.all(ids.map((id) => client.workflow.getHandle(`agent/${id}`).describe().then((d) => d.historyLength, () => 0)));
+  const lengths = await Promise.all(
+    ids.map((id) =>
+      client.workflow
+        .getHandle(`agent/${id}`)
+        .describe()
+        .then(
+          (d) => d.historyLength,
+          () => 0,
+        ),
+    ),
+  );
   return Math.max(0, ...lengths);
 }
 
-export async function measureSoak(z: SoakSizes): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function measureSoak(
+  z: SoakSizes,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const scratch = await scratchDatabase('mindloop_bench_soak');
   const { env, stack, stop } = await benchStack({ databaseUrl: scratch.url });
   let nats: LocalNats | undefined;
   let worker: ChildProcess | undefined;
-  const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+  const client = new Client({
+    connection: await Connection.connect(stack.temporal.connection),
+    namespace: stack.temporal.namespace,
+  });
   try {
     const natsBinary = findNatsServer();
-    nats = natsBinary ? await startLocalNats({ binary: natsBinary, dataDir: env.MINDLOOP_DATA_DIR, port: await freePort() }) : undefined;
+    nats = natsBinary
+      ? await startLocalNats({ binary: natsBinary, dataDir: env.MINDLOOP_DATA_DIR, port: await freePort() })
+      : undefined;
     const ids = Array.from({ length: z.agents }, (_, i) => `${agentPrefix}${i}`);
     await seed(stack, ids);
     worker = await workerProcess(stack, {
       nodeFlags: ['--expose-gc', '--import', pathToFileURL(join(import.meta.dirname, 'soak-probe.mjs')).href],
-      env: { SOAK_SAMPLE_MS: String(z.sampleMs), NATS_URL: nats?.url ?? 'off', MINDLOOP_DATA_DIR: env.MINDLOOP_DATA_DIR },
+      env: {
+        SOAK_SAMPLE_MS: String(z.sampleMs),
+        NATS_URL: nats?.url ?? 'off',
+        MINDLOOP_DATA_DIR: env.MINDLOOP_DATA_DIR,
+      },
       stderr: 'pipe',
     });
     const watch = watchWorker(worker);
     const before = await tupleCounts(stack);
     const handles = await Promise.all(
       ids.map((agentId) =>
-        client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: `agent/${agentId}`, args: [{ agentId, ticksPerRun: z.ticksPerRun, settings: { delayMs: 0 } }] }),
+        client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'mindloop',
+          workflowId: `agent/${agentId}`,
+          args: [{ agentId, ticksPerRun: z.ticksPerRun, settings: { delayMs: 0 } }],
+        }),
       ),
     );
     const t0 = Date.now();
-    const run: SoakRun = { z, stack, client, ids, watch, tally: { scanned: new Set(), runs: 0, continued: 0, maxEvents: 0, maxBytes: 0, failures: {} } };
-    process.stdout.write(`  soak: ${z.agents} agents, ${z.minutes} min, continue-as-new every ${z.ticksPerRun} ticks; worker pid ${worker.pid}, bus ${nats ? nats.url : 'off'}\n`);
+    const run: SoakRun = {
+      z,
+      stack,
+      client,
+      ids,
+      watch,
+      tally: { scanned: new Set(), runs: 0, continued: 0, maxEvents: 0, maxBytes: 0, failures: {} },
+    };
+    process.stdout.write(
+      `  soak: ${z.agents} agents, ${z.minutes} min, continue-as-new every ${z.ticksPerRun} ticks; worker pid ${worker.pid}, bus ${nats ? nats.url : 'off'}\n`,
+    );
     const progress = await watchProgress(run, t0);
     const runMs = Date.now() - t0;
     await stopAgents(handles);
@@ -230,7 +309,10 @@ export async function measureSoak(z: SoakSizes): Promise<{ metrics: Record<strin
     const open = await largestOpenHistory(client, ids);
     const db = await dbErrors(stack);
     const warm = watch.samples.filter((s) => s.at >= t0 + warmupShare * runMs && s.at <= t0 + runMs);
-    if (warm.length < 2) throw new Error(`only ${warm.length} memory samples after warm-up: the run is too short for its sample interval (${z.sampleMs} ms)`);
+    if (warm.length < 2)
+      throw new Error(
+        `only ${warm.length} memory samples after warm-up: the run is too short for its sample interval (${z.sampleMs} ms)`,
+      );
     printTable(progress);
     return soakReport(run, { runMs, ticks, before, after, open, db, warm, progress, bus: nats !== undefined });
   } finally {
@@ -266,7 +348,10 @@ async function watchProgress({ z, stack, client, ids, watch, tally }: SoakRun, t
   let last = { at: t0, ticks: 0 };
   while (Date.now() < endAt) {
     await new Promise((r) => setTimeout(r, Math.min(z.progressMs, endAt - Date.now())));
-    if (workerGone !== undefined) throw new Error(`the worker process exited (${workerGone}) after ${((Date.now() - t0) / 60_000).toFixed(1)} min: ${watch.errorLines.slice(-5).join(' | ')}`);
+    if (workerGone !== undefined)
+      throw new Error(
+        `the worker process exited (${workerGone}) after ${((Date.now() - t0) / 60_000).toFixed(1)} min: ${watch.errorLines.slice(-5).join(' | ')}`,
+      );
     await scanClosedRuns(client, tally);
     const ticks = await ticksSoFar(stack);
     const sample = watch.samples.at(-1);
@@ -312,12 +397,20 @@ interface SoakEnd {
 }
 
 /** The soak's metrics and the notes that say what each means, with its targets met or missed. */
-function soakReport({ z, tally, watch }: SoakRun, { runMs, ticks, before, after, open, db, warm, progress, bus }: SoakEnd): { metrics: Record<string, number>; notes: Record<string, string> } {
+function soakReport(
+  { z, tally, watch }: SoakRun,
+  { runMs, ticks, before, after, open, db, warm, progress, bus }: SoakEnd,
+): { metrics: Record<string, number>; notes: Record<string, string> } {
   const rss = drift(warm.map((s) => s.rssMb));
   const heap = drift(warm.map((s) => s.heapMb));
   const errors = sumOf(tally.failures) + sumOf(db) + watch.errorLines.length;
   const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
-  const list = (r: Record<string, number>) => (Object.keys(r).length ? Object.entries(r).map(([k, n]) => `${k} ${n}`).join(', ') : 'none');
+  const list = (r: Record<string, number>) =>
+    Object.keys(r).length
+      ? Object.entries(r)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ')
+      : 'none';
   return {
     metrics: {
       minutes: runMs / 60_000,
@@ -352,9 +445,15 @@ function soakReport({ z, tally, watch }: SoakRun, { runMs, ticks, before, after,
       worker: `a separate \`workers/main.ts --queue mindloop --no-schedules\` process (the product's worker, its defaults), bus ${bus ? 'a nats-server of this run' : 'off: no nats-server installed'}; memory every ${z.sampleMs / 1000} s by bench/soak-probe.mjs loaded into it: the RSS, and the heap: the V8 heaps in use of all its threads (the main one: activities, the database pool, the SDK's bridge; the workflows' threads: heap_threads − 1), each after a full GC`,
       drift: `after warm-up (the first ${warmupShare * 100} % of the run, ${warm.length} samples after it): mean of the last tenth of the samples ÷ mean of the first tenth − 1`,
       rows: 'rows_per_tick: rows inserted in the scratch database (pg_stat_user_tables n_tup_ins, every table) per tick; *_updated_*, *_deleted_*: the same for updates and deletes; rows_kept_per_tick: the growth of live rows per tick',
-      history: 'max_history_events: the longest history of any run (closed runs read whole; the current ones described); max_history_kb: the largest history size a closed run reported',
+      history:
+        'max_history_events: the longest history of any run (closed runs read whole; the current ones described); max_history_kb: the largest history size a closed run reported',
       errors: `errors = history (${list(tally.failures)}) + database (${list(db)}) + worker error lines (${watch.errorLines.length}${watch.errorLines.length ? `: ${watch.errorLines.slice(0, 3).join(' | ')}` : ''}); worker_warn_lines: its WARN lines, not counted`,
-      over_time: progress.map((r) => `${fmt(r.minute, 1)} min: ${r.ticks} ticks, RSS ${fmt(r.rssMb)} MB, heap ${fmt(r.heapMb, 1)} MB, largest history ${r.largestHistory}, errors ${r.errors}`).join('; '),
+      over_time: progress
+        .map(
+          (r) =>
+            `${fmt(r.minute, 1)} min: ${r.ticks} ticks, RSS ${fmt(r.rssMb)} MB, heap ${fmt(r.heapMb, 1)} MB, largest history ${r.largestHistory}, errors ${r.errors}`,
+        )
+        .join('; '),
       targets: `rss_drift_ratio < ${maxDrift}: ${met(rss.ratio < maxDrift)}; heap_drift_ratio < ${maxDrift}: ${met(heap.ratio < maxDrift)}; errors 0: ${met(errors === 0)}`,
     },
   };

@@ -19,7 +19,10 @@ import { summarize, withBenchWorker } from './lib.js';
 /** The benchmark's sizes; `smoke` the smallest that still spawns each kind, runs and removes it. */
 export const spawnSizes = { full: { rows: 10_000, runs: 20, warmups: 2 }, smoke: { rows: 300, runs: 1, warmups: 1 } };
 
-export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?: number; runs?: number; warmups?: number }) {
+export async function measureSpawns(
+  stack: Stack,
+  opts: { dataDir: string; rows?: number; runs?: number; warmups?: number },
+) {
   const target = opts.rows ?? spawnSizes.full.rows;
   const runs = opts.runs ?? spawnSizes.full.runs;
   const warmups = opts.warmups ?? spawnSizes.full.warmups;
@@ -29,8 +32,17 @@ export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?
   for (let i = await seedForkableAgent(db, parentId, { responses: 60 }); i < target; i += 1000) {
     const k = Math.min(1000, target - i);
     const half = Math.ceil(k / 2);
-    await db.insert(diaryEntries).values(Array.from({ length: half }, (_, j) => ({ agentId: parentId, title: `entry ${i + j}`, content: `diary text ${i + j} `.repeat(8) })));
-    if (k > half) await db.insert(llmMemory).values(Array.from({ length: k - half }, (_, j) => ({ agentId: parentId, content: `remember ${i + j}` })));
+    await db.insert(diaryEntries).values(
+      Array.from({ length: half }, (_, j) => ({
+        agentId: parentId,
+        title: `entry ${i + j}`,
+        content: `diary text ${i + j} `.repeat(8),
+      })),
+    );
+    if (k > half)
+      await db
+        .insert(llmMemory)
+        .values(Array.from({ length: k - half }, (_, j) => ({ agentId: parentId, content: `remember ${i + j}` })));
   }
   const rows = await countRows(db, parentId);
 
@@ -73,7 +85,8 @@ export async function measureSpawns(stack: Stack, opts: { dataDir: string; rows?
   return {
     metrics,
     notes: {
-      spawn: 'client workflow.start call → the spawn workflow’s result: admitted, the child’s rows committed in one transaction, its budget, its own loop started, the parent’s note (`<kind>_p50_ms`, `<kind>_p99_ms`)',
+      spawn:
+        'client workflow.start call → the spawn workflow’s result: admitted, the child’s rows committed in one transaction, its budget, its own loop started, the parent’s note (`<kind>_p50_ms`, `<kind>_p99_ms`)',
       copy: 'workflow start (server) → the child’s rows committed (`<kind>_copy_p50_ms`)',
       rows: 'rows the parent owns (60 replies and the fork fixture, the rest diary and notebook half each); `<kind>_rows`: what each kind inherits',
       stack: 'embedded: Temporal CLI dev server + PGlite; one worker in this process',

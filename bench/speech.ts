@@ -142,7 +142,9 @@ function eventMs(t: { seconds?: unknown; nanos?: number | null } | null | undefi
 }
 
 /** A job's times from its history: when the activity was scheduled, started (as Temporal saw it) and completed. */
-async function activityTimes(handle: WorkflowHandle): Promise<{ scheduled: number; started: number; completed: number; attempts: number }> {
+async function activityTimes(
+  handle: WorkflowHandle,
+): Promise<{ scheduled: number; started: number; completed: number; attempts: number }> {
   const events = (await handle.fetchHistory()).events ?? [];
   const at = (pick: (e: (typeof events)[number]) => unknown) => eventMs(events.find((e) => pick(e))?.eventTime);
   const started = events.find((e) => e.activityTaskStartedEventAttributes);
@@ -158,7 +160,11 @@ async function activityTimes(handle: WorkflowHandle): Promise<{ scheduled: numbe
  * The speech figures on `device`. `cpuIfNoGpu` (a smoke run): where the engine finds no usable
  * CUDA device, measure the CPU instead and say so; `measured` is the device measured.
  */
-export async function measureSpeech(opts: { device: SpeechDevice; sizes?: SpeechSizes; cpuIfNoGpu?: boolean }): Promise<{ metrics: Record<string, number>; notes: Record<string, string>; measured: SpeechDevice }> {
+export async function measureSpeech(opts: {
+  device: SpeechDevice;
+  sizes?: SpeechSizes;
+  cpuIfNoGpu?: boolean;
+}): Promise<{ metrics: Record<string, number>; notes: Record<string, string>; measured: SpeechDevice }> {
   const sizes = opts.sizes ?? speechSizes.full;
   try {
     return { ...(await measureOn(opts.device, sizes)), measured: opts.device };
@@ -168,11 +174,18 @@ export async function measureSpeech(opts: { device: SpeechDevice; sizes?: Speech
     const reason = `the engine found no usable GPU (${noGpu[0]})`;
     process.stdout.write(`  ${reason}: measuring the CPU backend instead\n`);
     const cpu = await measureOn('cpu', sizes);
-    return { metrics: cpu.metrics, notes: { ...cpu.notes, gpu: `skipped: ${reason}; the CPU backend was measured` }, measured: 'cpu' };
+    return {
+      metrics: cpu.metrics,
+      notes: { ...cpu.notes, gpu: `skipped: ${reason}; the CPU backend was measured` },
+      measured: 'cpu',
+    };
   }
 }
 
-async function measureOn(device: SpeechDevice, sizes: SpeechSizes): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+async function measureOn(
+  device: SpeechDevice,
+  sizes: SpeechSizes,
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const prefix = device === 'cpu' ? 'cpu_' : 'gpu_';
   const engineQueue = device === 'cpu' ? 'speech-cpu' : 'speech-gpu';
   // Other work on these small machines skews every figure: the load is recorded beside them.
@@ -190,12 +203,20 @@ async function measureOn(device: SpeechDevice, sizes: SpeechSizes): Promise<{ me
   let client: Client | undefined;
   try {
     connection = await NativeConnection.connect(stack.temporal.connection);
-    client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+    client = new Client({
+      connection: await Connection.connect(stack.temporal.connection),
+      namespace: stack.temporal.namespace,
+    });
     const workflowBundle = await bundleWorkflowCode({
       workflowsPath: fileURLToPath(new URL('../test/fixtures/workflows/speech.ts', import.meta.url)),
       logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
     });
-    const worker = await Worker.create({ connection, namespace: stack.temporal.namespace, taskQueue: workflowQueue, workflowBundle });
+    const worker = await Worker.create({
+      connection,
+      namespace: stack.temporal.namespace,
+      taskQueue: workflowQueue,
+      workflowBundle,
+    });
     const startedAt = performance.now();
     speech = await startSpeechWorker({
       engine,
@@ -221,37 +242,53 @@ async function measureOn(device: SpeechDevice, sizes: SpeechSizes): Promise<{ me
         workflowId: `bench-speech/${activity}/${seq++}`,
         args: [{ queue: engineQueue, activity, ...(payload === undefined ? {} : { payload }) }],
       });
-    const call = async <T>(activity: 'speak' | 'transcribe' | 'speech_health', payload?: unknown) => (await (await start(activity, payload)).result()) as T;
+    const call = async <T>(activity: 'speak' | 'transcribe' | 'speech_health', payload?: unknown) =>
+      (await (await start(activity, payload)).result()) as T;
     const speak = async (text: string, lang: WerLanguage, kind: Clip['kind'], name: string): Promise<Clip> => ({
       text,
       lang,
       kind,
       spoken: await call<SpeakResult>('speak', { text, lang, out_path: join(audioDir, `${name}.wav`) }),
     });
-    const transcribe = (clip: Clip) => call<TranscribeResult>('transcribe', { audio_path: clip.spoken.audio_path, language: 'auto' });
+    const transcribe = (clip: Clip) =>
+      call<TranscribeResult>('transcribe', { audio_path: clip.spoken.audio_path, language: 'auto' });
 
     return await worker.runUntil(async () => {
-      const health = await call<{ device: string; stt: string[]; tts: string[]; voices: Record<string, string> }>('speech_health');
+      const health = await call<{ device: string; stt: string[]; tts: string[]; voices: Record<string, string> }>(
+        'speech_health',
+      );
       // Warm-up, not counted: the first call of each engine pays for lazy set-up.
-      const warm = [await speak(englishSentences[0]!, 'en', 'sentence', 'warm-en'), await speak(germanSentences[0]!, 'de', 'sentence', 'warm-de')];
+      const warm = [
+        await speak(englishSentences[0]!, 'en', 'sentence', 'warm-en'),
+        await speak(germanSentences[0]!, 'de', 'sentence', 'warm-de'),
+      ];
       await transcribe(warm[0]!);
 
       process.stdout.write('  speaking sentences and voice notes…\n');
       const sentences: Clip[] = [];
-      for (const [i, s] of englishSentences.slice(0, sizes.sentences).entries()) sentences.push(await speak(s, 'en', 'sentence', `en-${i}`));
-      for (const [i, s] of germanSentences.slice(0, sizes.sentences).entries()) sentences.push(await speak(s, 'de', 'sentence', `de-${i}`));
+      for (const [i, s] of englishSentences.slice(0, sizes.sentences).entries())
+        sentences.push(await speak(s, 'en', 'sentence', `en-${i}`));
+      for (const [i, s] of germanSentences.slice(0, sizes.sentences).entries())
+        sentences.push(await speak(s, 'de', 'sentence', `de-${i}`));
       const notes: Clip[] = [];
       const note = (text: string) => (sizes.firstSentenceOnly ? text.split(/(?<=[.?!])\s+/)[0]! : text);
-      for (const [i, s] of englishNotes.slice(0, sizes.notes).entries()) notes.push(await speak(note(s), 'en', 'note', `note-en-${i}`));
-      for (const [i, s] of germanNotes.slice(0, sizes.notes).entries()) notes.push(await speak(note(s), 'de', 'note', `note-de-${i}`));
+      for (const [i, s] of englishNotes.slice(0, sizes.notes).entries())
+        notes.push(await speak(note(s), 'en', 'note', `note-en-${i}`));
+      for (const [i, s] of germanNotes.slice(0, sizes.notes).entries())
+        notes.push(await speak(note(s), 'de', 'note', `note-de-${i}`));
 
       process.stdout.write(`  transcribing ${notes.length} voice notes one at a time…\n`);
       const heardNotes: Heard[] = [];
       for (const clip of notes) heardNotes.push({ clip, heard: await transcribe(clip) });
 
-      const backlogClips = [...sentences.filter((c) => c.lang === 'en').slice(0, sizes.backlogPerLanguage), ...sentences.filter((c) => c.lang === 'de').slice(0, sizes.backlogPerLanguage)];
+      const backlogClips = [
+        ...sentences.filter((c) => c.lang === 'en').slice(0, sizes.backlogPerLanguage),
+        ...sentences.filter((c) => c.lang === 'de').slice(0, sizes.backlogPerLanguage),
+      ];
       process.stdout.write(`  a backlog of ${backlogClips.length} short transcriptions at once…\n`);
-      const handles = await Promise.all(backlogClips.map((clip) => start('transcribe', { audio_path: clip.spoken.audio_path, language: 'auto' })));
+      const handles = await Promise.all(
+        backlogClips.map((clip) => start('transcribe', { audio_path: clip.spoken.audio_path, language: 'auto' })),
+      );
       const backlogResults = (await Promise.all(handles.map((h) => h.result()))) as TranscribeResult[];
       const heardShort: Heard[] = backlogClips.map((clip, i) => ({ clip, heard: backlogResults[i]! }));
       const times = await Promise.all(handles.map((h) => activityTimes(h)));
@@ -259,7 +296,20 @@ async function measureOn(device: SpeechDevice, sizes: SpeechSizes): Promise<{ me
       const scheduleToStart = times.map((t) => t.started - t.scheduled);
       const retried = times.filter((t) => t.attempts > 1).length;
 
-      return report({ prefix, device: device, firstSentenceOnly: sizes.firstSentenceOnly, health, workerStartS, load: [loadBefore, loadavg()[0]!], clips: [...sentences, ...notes], heardNotes, heardShort, waits, scheduleToStart, retried });
+      return report({
+        prefix,
+        device: device,
+        firstSentenceOnly: sizes.firstSentenceOnly,
+        health,
+        workerStartS,
+        load: [loadBefore, loadavg()[0]!],
+        clips: [...sentences, ...notes],
+        heardNotes,
+        heardShort,
+        waits,
+        scheduleToStart,
+        retried,
+      });
     });
   } finally {
     await client?.connection.close();
@@ -300,7 +350,9 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
   const byBackend = new Map<string, Clip[]>();
   for (const c of m.clips) byBackend.set(c.spoken.backend, [...(byBackend.get(c.spoken.backend) ?? []), c]);
   // The headline is the slowest backend's p50: every voice the engine uses must keep up.
-  const tts = { p50: Math.max(...[...byBackend.values()].map((clips) => summarize(clips.map((c) => c.spoken.rtf)).p50)) };
+  const tts = {
+    p50: Math.max(...[...byBackend.values()].map((clips) => summarize(clips.map((c) => c.spoken.rtf)).p50)),
+  };
   metrics[`${p}tts_rtf_p50`] = tts.p50;
   for (const [backend, clips] of byBackend) {
     const k = keyPart(backend);
@@ -312,7 +364,14 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
     metrics[`${p}tts_clip_s_p50_${k}`] = summarize(d).p50;
     metrics[`${p}tts_audio_s_${k}`] = d.reduce((a, b) => a + b, 0);
     const langs = [...new Set(clips.map((c) => c.lang))].join('+');
-    rows.push([`TTS ${langs} (${backend}, ${clips[0]!.spoken.voice})`, String(clips.length), span(d), fmt(r.p50), fmt(r.p99), verdict(r.p50, targets.ttsRtf)]);
+    rows.push([
+      `TTS ${langs} (${backend}, ${clips[0]!.spoken.voice})`,
+      String(clips.length),
+      span(d),
+      fmt(r.p50),
+      fmt(r.p99),
+      verdict(r.p50, targets.ttsRtf),
+    ]);
   }
 
   // STT: voice notes (the headline) and short sentences, apart.
@@ -374,7 +433,8 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
   // The readable table.
   const head = ['', 'clips', 'audio s p50 (min–max)', 'RTF p50', 'RTF p99', 'target'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => `  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')}`;
+  const line = (r: string[]) =>
+    `  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')}`;
   const out = [
     `\nspeech on ${m.health.device} (${cpus().length} CPUs; engine stt ${m.health.stt.join(',') || 'none'}, tts ${m.health.tts.join(',') || 'none'}; one job at a time)`,
     line(head),
@@ -388,9 +448,11 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
     `  load average     ${fmt(m.load[0], 2)} before, ${fmt(m.load[1], 2)} after, its own work included (1 min, ${cpus().length} CPUs)`,
   ];
   process.stdout.write(`${out.join('\n')}\n`);
-  for (const h of misheardLanguage) process.stdout.write(`  ! heard as '${h.heard.language}': ${h.clip.text.slice(0, 60)}…\n`);
+  for (const h of misheardLanguage)
+    process.stdout.write(`  ! heard as '${h.heard.language}': ${h.clip.text.slice(0, 60)}…\n`);
 
-  const count = (kind: Clip['kind'], lang: WerLanguage) => m.clips.filter((c) => c.kind === kind && c.lang === lang).length;
+  const count = (kind: Clip['kind'], lang: WerLanguage) =>
+    m.clips.filter((c) => c.kind === kind && c.lang === lang).length;
   const notes: Record<string, string> = {
     engine: `speech/mindloop_speech on ${m.health.device}, --concurrency 1 (one job at a time); stt ${model}; tts voices en=${m.health.voices.en ?? '?'} de=${m.health.voices.de ?? '?'}`,
     rtf: 'the engine’s elapsed_ms / the audio’s duration_s, as each activity reports them (decode + inference + write; no queue time)',
@@ -400,11 +462,19 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
     queue_wait: `${m.waits.length} transcriptions of the short clips started at once on ${m.device === 'cpu' ? 'speech-cpu' : 'speech-gpu'}: from ActivityTaskScheduled until the engine began (completed − scheduled − elapsed_ms); the worker takes concurrency + 2 tasks, so Temporal’s schedule-to-start (queue_temporal_*) misses the wait inside it`,
     targets: `stt_rtf_p50 <= ${targets.sttRtf}: ${stt.p50 <= targets.sttRtf ? 'met' : 'missed'} (short sentences ${fmt(metrics[`${p}stt_rtf_p50_short`]!)}: ${metrics[`${p}stt_rtf_p50_short`]! <= targets.sttRtf ? 'met' : 'missed'}); tts_rtf_p50 <= ${targets.ttsRtf} per backend: ${[...byBackend.keys()].map((b) => `${b} ${metrics[`${p}tts_rtf_p50_${keyPart(b)}`]! <= targets.ttsRtf ? 'met' : 'missed'}`).join(', ')}`,
   };
-  const outOfRange = m.firstSentenceOnly ? [] : m.heardNotes.filter((h) => h.heard.duration_s < voiceNoteSeconds.min || h.heard.duration_s > voiceNoteSeconds.max);
-  if (outOfRange.length) notes.voice_notes = `${outOfRange.length} of ${m.heardNotes.length} voice notes fell outside ${voiceNoteSeconds.min}–${voiceNoteSeconds.max} s: ${outOfRange.map((h) => h.heard.duration_s.toFixed(1)).join(', ')} s`;
+  const outOfRange = m.firstSentenceOnly
+    ? []
+    : m.heardNotes.filter(
+        (h) => h.heard.duration_s < voiceNoteSeconds.min || h.heard.duration_s > voiceNoteSeconds.max,
+      );
+  if (outOfRange.length)
+    notes.voice_notes = `${outOfRange.length} of ${m.heardNotes.length} voice notes fell outside ${voiceNoteSeconds.min}–${voiceNoteSeconds.max} s: ${outOfRange.map((h) => h.heard.duration_s.toFixed(1)).join(', ')} s`;
   // Only the load before counts: the run's own Whisper threads raise the load after it.
-  if (m.load[0] > cpus().length / 2) notes.load = `the machine was busy with other work before the run (1-min load ${fmt(m.load[0], 2)} on ${cpus().length} CPUs): RTFs and waits are slower than on a quiet machine`;
-  if (m.device === 'cuda') notes.gpu = 'gpu_* keys from this run; cpu_* and the plain keys are the last CPU run’s, kept from the previous results file';
+  if (m.load[0] > cpus().length / 2)
+    notes.load = `the machine was busy with other work before the run (1-min load ${fmt(m.load[0], 2)} on ${cpus().length} CPUs): RTFs and waits are slower than on a quiet machine`;
+  if (m.device === 'cuda')
+    notes.gpu =
+      'gpu_* keys from this run; cpu_* and the plain keys are the last CPU run’s, kept from the previous results file';
   return { metrics, notes };
 }
 
@@ -412,7 +482,11 @@ function report(m: Measured): { metrics: Record<string, number>; notes: Record<s
  * A `cuda` run keeps what the last results file holds for the CPU (its `cpu_…` and plain keys),
  * so one file has both devices; a CPU run writes its own keys only.
  */
-export function withPreviousCpuRun(device: SpeechDevice, metrics: Record<string, number>, dir: string): Record<string, number> {
+export function withPreviousCpuRun(
+  device: SpeechDevice,
+  metrics: Record<string, number>,
+  dir: string,
+): Record<string, number> {
   const file = join(dir, 'speech.json');
   if (device === 'cpu' || !existsSync(file)) return metrics;
   const previous = (JSON.parse(readFileSync(file, 'utf8')) as { metrics?: Record<string, number> }).metrics ?? {};

@@ -21,7 +21,11 @@ export interface BaselineFigures {
 }
 
 /** A worker for the benchmark workflows (bench/workflows.ts, a no-op activity) on its own task queue, while `fn` runs. */
-export async function withBaselineWorker<T>(stack: Stack, fn: (client: Client, taskQueue: string) => Promise<T>, o: { maxCachedWorkflows?: number } = {}): Promise<T> {
+export async function withBaselineWorker<T>(
+  stack: Stack,
+  fn: (client: Client, taskQueue: string) => Promise<T>,
+  o: { maxCachedWorkflows?: number } = {},
+): Promise<T> {
   const taskQueue = `bench-baseline-${process.pid}`;
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const workflowBundle = await bundleWorkflowCode({
@@ -53,7 +57,11 @@ export const baselineSizes = { full: { activities: 500, workflows: 200 }, smoke:
 export async function measureBaseline(stack: Stack, opts = baselineSizes.full): Promise<BaselineFigures> {
   return withBaselineWorker(stack, async (client, taskQueue) => {
     // Warm-up: first tasks pay for bundle load and connection set-up.
-    await client.workflow.execute('activityRoundTripsWorkflow', { taskQueue, workflowId: `warm-${Date.now()}`, args: [20] });
+    await client.workflow.execute('activityRoundTripsWorkflow', {
+      taskQueue,
+      workflowId: `warm-${Date.now()}`,
+      args: [20],
+    });
 
     const marks: number[] = await client.workflow.execute('activityRoundTripsWorkflow', {
       taskQueue,

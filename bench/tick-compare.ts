@@ -13,7 +13,12 @@ import { join, resolve } from 'node:path';
 const root = resolve(import.meta.dirname, '..');
 /** The probe's blocks (bench/tick-probe.ts keeps its own copy: it runs in the baseline's tree too). */
 const probeSizes = { full: { blocks: 3, ticksPerBlock: 60 }, smoke: { blocks: 1, ticksPerBlock: 10 } };
-const probeKeys = ['bare_overhead_p50_ms', 'bare_overhead_p99_ms', 'reflex_overhead_p50_ms', 'reflex_overhead_p99_ms'] as const;
+const probeKeys = [
+  'bare_overhead_p50_ms',
+  'bare_overhead_p99_ms',
+  'reflex_overhead_p50_ms',
+  'reflex_overhead_p99_ms',
+] as const;
 type Probe = Record<(typeof probeKeys)[number], number>;
 
 function git(args: string[], cwd = root): string {
@@ -25,7 +30,10 @@ function git(args: string[], cwd = root): string {
 /** Run the probe in `tree` (`--smoke`: its smallest size); resolves with its figures. */
 function probe(tree: string, label: string, smoke: boolean): Promise<Probe> {
   return new Promise((resolveProbe, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/tick-probe.ts', ...(smoke ? ['--smoke'] : [])], { cwd: tree, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/tick-probe.ts', ...(smoke ? ['--smoke'] : [])], {
+      cwd: tree,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
@@ -33,7 +41,9 @@ function probe(tree: string, label: string, smoke: boolean): Promise<Probe> {
       const line = out.split('\n').find((l) => l.startsWith('TICK_PROBE '));
       if (code !== 0 || !line) return reject(new Error(`${label} probe exited with ${code}: ${out.slice(-2000)}`));
       const figures = JSON.parse(line.slice('TICK_PROBE '.length)) as Probe;
-      process.stdout.write(`  ${label.padEnd(8)} bare p50 ${figures.bare_overhead_p50_ms.toFixed(1)} ms · reflexes p50 ${figures.reflex_overhead_p50_ms.toFixed(1)} ms\n`);
+      process.stdout.write(
+        `  ${label.padEnd(8)} bare p50 ${figures.bare_overhead_p50_ms.toFixed(1)} ms · reflexes p50 ${figures.reflex_overhead_p50_ms.toFixed(1)} ms\n`,
+      );
       resolveProbe(figures);
     });
   });
@@ -45,7 +55,11 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
-export async function compareTicks(baselineRef: string, rounds = 3, o: { smoke?: boolean } = {}): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
+export async function compareTicks(
+  baselineRef: string,
+  rounds = 3,
+  o: { smoke?: boolean } = {},
+): Promise<{ metrics: Record<string, number>; notes: Record<string, string> }> {
   const commit = git(['rev-parse', '--verify', `${baselineRef}^{commit}`]);
   const tree = mkdtempSync(join(tmpdir(), 'mindloop-baseline-'));
   git(['worktree', 'add', '--detach', '--force', tree, commit]);

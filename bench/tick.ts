@@ -23,16 +23,31 @@ import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } 
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
-  await stack.db.db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
+  await stack.db.db
+    .insert(agents)
+    .values(ids.map((id) => ({ id, name: id })))
+    .onConflictDoNothing();
   await stack.db.db
     .insert(llmRegistry)
-    .values(ids.map((id) => ({ agentId: id, name: 'instant', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quick thought.'] } })))
+    .values(
+      ids.map((id) => ({
+        agentId: id,
+        name: 'instant',
+        provider: 'scripted' as const,
+        model: 'instant',
+        role: 'agent' as const,
+        priority: 1,
+        params: { replies: ['A quick thought.'] },
+      })),
+    )
     .onConflictDoNothing();
 }
 
 /** Resident set size of a process, from /proc (Linux). */
 function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`));
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${field}:`));
   return Number(line?.match(/(\d+)/)?.[1] ?? Number.NaN) / 1024;
 }
 
@@ -40,21 +55,28 @@ function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmR
  * `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack; resolves
  * once it polls. `nodeFlags` go before the script (flags, a preload), `env` beside the stack's.
  */
-export async function workerProcess(stack: Stack, o: { nodeFlags?: string[]; env?: Record<string, string>; stderr?: 'inherit' | 'pipe' } = {}): Promise<ChildProcess> {
+export async function workerProcess(
+  stack: Stack,
+  o: { nodeFlags?: string[]; env?: Record<string, string>; stderr?: 'inherit' | 'pipe' } = {},
+): Promise<ChildProcess> {
   const path = join(tmpdir(), `mindloop-bench-bundle-${process.pid}.js`);
   writeFileSync(path, (await benchBundle()).code);
-  const child = spawn(process.execPath, [...(o.nodeFlags ?? []), '--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
-    cwd: join(import.meta.dirname, '..'),
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: stack.temporal.address,
-      DATABASE_URL: stack.database.url,
-      MINDLOOP_WORKFLOW_BUNDLE: path,
-      LOG_LEVEL: 'WARN',
-      ...o.env,
+  const child = spawn(
+    process.execPath,
+    [...(o.nodeFlags ?? []), '--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'],
+    {
+      cwd: join(import.meta.dirname, '..'),
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: stack.temporal.address,
+        DATABASE_URL: stack.database.url,
+        MINDLOOP_WORKFLOW_BUNDLE: path,
+        LOG_LEVEL: 'WARN',
+        ...o.env,
+      },
+      stdio: ['ignore', 'pipe', o.stderr ?? 'inherit'],
     },
-    stdio: ['ignore', 'pipe', o.stderr ?? 'inherit'],
-  });
+  );
   await new Promise<void>((resolve, reject) => {
     let out = '';
     let err = '';
@@ -108,7 +130,11 @@ export const tickSizes = {
     ticks: { soloTicks: 200, warmup: 20, agents: 50, agentTicks: 20 } satisfies TickLoad,
     alternating: { blocks: 4, ticksPerBlock: 60 },
     idle: { totals: [500, 2000], divisor: 1 },
-    hz: { ladder: [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000], floorLadder: [100, 150, 200, 250, 300, 400, 500, 700, 1000], ticks: 12 },
+    hz: {
+      ladder: [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000],
+      floorLadder: [100, 150, 200, 250, 300, 400, 500, 700, 1000],
+      ticks: 12,
+    },
   },
   smoke: {
     baseline: { activities: 20, workflows: 5 },
@@ -119,15 +145,25 @@ export const tickSizes = {
   },
 };
 
-export async function measureTicks(stack: Stack, toolsDir: string, load: TickLoad = tickSizes.full.ticks): Promise<Record<string, number>> {
+export async function measureTicks(
+  stack: Stack,
+  toolsDir: string,
+  load: TickLoad = tickSizes.full.ticks,
+): Promise<Record<string, number>> {
   const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
   return withBenchWorker(stack, { taskQueue: 'bench-tick', activities, maxCachedWorkflows: 1000 }, async (client) => {
     const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
-      client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-tick', workflowId: `agent/${id}`, args: [args] });
+      client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'bench-tick',
+        workflowId: `agent/${id}`,
+        args: [args],
+      });
     // 1 agent, ticks back to back.
     await seed(stack, ['solo']);
     // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
-    await (await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })).result();
+    await (
+      await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })
+    ).result();
     const rows = await stack.db.db
       .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
       .from(llmRecentResponses)
@@ -140,7 +176,15 @@ export async function measureTicks(stack: Stack, toolsDir: string, load: TickLoa
     const many = Array.from({ length: load.agents }, (_, i) => `many${i}`);
     await seed(stack, many);
     const t0 = performance.now();
-    await Promise.all((await Promise.all(many.map((id) => start(id, { agentId: id, maxTicks: load.agentTicks, reflexes: false, settings: { delayMs: 0 } })))).map((h) => h.result()));
+    await Promise.all(
+      (
+        await Promise.all(
+          many.map((id) =>
+            start(id, { agentId: id, maxTicks: load.agentTicks, reflexes: false, settings: { delayMs: 0 } }),
+          ),
+        )
+      ).map((h) => h.result()),
+    );
     const seconds = (performance.now() - t0) / 1000;
     const [{ n } = { n: 0 }] = await stack.db.db
       .select({ n: sql<number>`count(*)::int` })
@@ -159,7 +203,10 @@ export async function measureTicks(stack: Stack, toolsDir: string, load: TickLoa
  * measureTicks on the real Postgres (a scratch database and a stack of their own), with the
  * no-op activity round trip of that stack's dev server: the keys end in `_pg`.
  */
-export async function measureTicksOnPostgres(toolsDir: string, sizes: Pick<typeof tickSizes.full, 'baseline' | 'ticks'> = tickSizes.full): Promise<Record<string, number>> {
+export async function measureTicksOnPostgres(
+  toolsDir: string,
+  sizes: Pick<typeof tickSizes.full, 'baseline' | 'ticks'> = tickSizes.full,
+): Promise<Record<string, number>> {
   const scratch = await scratchDatabase('mindloop_bench_ticks');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
@@ -191,18 +238,35 @@ interface TickKind {
  * Tick gaps of several kinds of agent, measured in alternating blocks of one run (so the machine's
  * drift hits every kind alike): for each block and kind, a fresh agent runs `perBlock` ticks.
  */
-async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: string, kinds: Record<string, TickKind>, opts: { blocks: number; perBlock: number; ledger?: LedgerSwitch }): Promise<Record<string, number[]>> {
+async function measureAlternating(
+  stack: Stack,
+  toolsDir: string,
+  taskQueue: string,
+  kinds: Record<string, TickKind>,
+  opts: { blocks: number; perBlock: number; ledger?: LedgerSwitch },
+): Promise<Record<string, number[]>> {
   const db = stack.db.db;
   const ids = Array.from({ length: opts.blocks }, (_, b) => Object.keys(kinds).map((k) => `${k}-${b}`)).flat();
   const kindOf = (agentId: string) => kinds[agentId.slice(0, agentId.lastIndexOf('-'))]!;
-  await db.insert(agents).values(ids.map((id) => ({ id, name: id }))).onConflictDoNothing();
+  await db
+    .insert(agents)
+    .values(ids.map((id) => ({ id, name: id })))
+    .onConflictDoNothing();
   const rows = await db
     .insert(llmRegistry)
     .values(
       ids.flatMap((agentId) => [
         { agentId, name: 'mind', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1 },
         ...(kindOf(agentId).validators
-          ? ['v1', 'v2', 'v3'].map((name) => ({ agentId, name, provider: 'scripted' as const, model: name, role: 'validator' as const, validator: true, priority: 10 }))
+          ? ['v1', 'v2', 'v3'].map((name) => ({
+              agentId,
+              name,
+              provider: 'scripted' as const,
+              model: name,
+              role: 'validator' as const,
+              validator: true,
+              priority: 10,
+            }))
           : []),
       ]),
     )
@@ -240,7 +304,15 @@ async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: str
         const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
           taskQueue,
           workflowId: `agent/${agentId}`,
-          args: [{ agentId, maxTicks: opts.perBlock, reflexes: kind.reflexes, settings: { delayMs: 0 }, ...(kind.lifeforce ? { lifeforce: kind.lifeforce } : {}) }],
+          args: [
+            {
+              agentId,
+              maxTicks: opts.perBlock,
+              reflexes: kind.reflexes,
+              settings: { delayMs: 0 },
+              ...(kind.lifeforce ? { lifeforce: kind.lifeforce } : {}),
+            },
+          ],
         });
         await h.result();
         gaps[name]!.push(...(await gapsOf(agentId)));
@@ -251,8 +323,18 @@ async function measureAlternating(stack: Stack, toolsDir: string, taskQueue: str
 }
 
 /** The tick with the reflexes on (3 scripted validators) against the bare tick, alternating blocks of one run. */
-export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
-  const gaps = await measureAlternating(stack, toolsDir, 'bench-reflexes', { bare: { reflexes: false }, reflexive: { reflexes: true, validators: true } }, { blocks: opts.blocks ?? 4, perBlock: opts.ticksPerBlock ?? 60 });
+export async function measureReflexOverhead(
+  stack: Stack,
+  toolsDir: string,
+  opts: { blocks?: number; ticksPerBlock?: number } = {},
+): Promise<Record<string, number>> {
+  const gaps = await measureAlternating(
+    stack,
+    toolsDir,
+    'bench-reflexes',
+    { bare: { reflexes: false }, reflexive: { reflexes: true, validators: true } },
+    { blocks: opts.blocks ?? 4, perBlock: opts.ticksPerBlock ?? 60 },
+  );
   const bare = summarize(gaps.bare!);
   const reflexive = summarize(gaps.reflexive!);
   return {
@@ -270,7 +352,11 @@ export async function measureReflexOverhead(stack: Stack, toolsDir: string, opts
  * (a limited budget, so the whole check runs) against the same tick with the ledger switched off,
  * alternating blocks of one run.
  */
-export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts: { blocks?: number; ticksPerBlock?: number } = {}): Promise<Record<string, number>> {
+export async function measureLedgerOverhead(
+  stack: Stack,
+  toolsDir: string,
+  opts: { blocks?: number; ticksPerBlock?: number } = {},
+): Promise<Record<string, number>> {
   const ledger: LedgerSwitch = { enabled: true, prices: defaultPrices };
   const gaps = await measureAlternating(
     stack,
@@ -301,13 +387,18 @@ export async function measureLedgerOverhead(stack: Stack, toolsDir: string, opts
  * its history) and the last (still cached): how long until its next tick is recorded.
  * `divisor`: each tier starts total / divisor agents and keeps the tier's key (a smoke run).
  */
-export async function measureIdle(opts: { totals?: readonly number[]; divisor?: number } = {}): Promise<Record<string, number>> {
+export async function measureIdle(
+  opts: { totals?: readonly number[]; divisor?: number } = {},
+): Promise<Record<string, number>> {
   const tiers = opts.totals ?? tickSizes.full.idle.totals;
   const totals = tiers.map((t) => Math.max(1, Math.round(t / (opts.divisor ?? 1))));
   const scratch = await scratchDatabase('mindloop_bench_idle');
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
-    const client = new Client({ connection: await Connection.connect(stack.temporal.connection), namespace: stack.temporal.namespace });
+    const client = new Client({
+      connection: await Connection.connect(stack.temporal.connection),
+      namespace: stack.temporal.namespace,
+    });
     try {
       const idleWorker = await workerProcess(stack);
       const rss: Record<number, number> = {};
@@ -332,27 +423,40 @@ export async function measureIdle(opts: { totals?: readonly number[]; divisor?: 
           }
           await waitIdle(stack, total);
           rss[total] = processRssMb(idleWorker.pid!);
-          process.stdout.write(`  ${total} idle agents: worker RSS ${rss[total]!.toFixed(0)} MB (anonymous ${processRssMb(idleWorker.pid!, 'RssAnon').toFixed(0)}, files ${processRssMb(idleWorker.pid!, 'RssFile').toFixed(0)})\n`);
+          process.stdout.write(
+            `  ${total} idle agents: worker RSS ${rss[total]!.toFixed(0)} MB (anonymous ${processRssMb(idleWorker.pid!, 'RssAnon').toFixed(0)}, files ${processRssMb(idleWorker.pid!, 'RssFile').toFixed(0)})\n`,
+          );
         }
         // A note wakes the first agent (long out of the worker's cache, so replayed from its
         // history) and the last (still cached): how long until its next tick is recorded.
-        for (const [key, h] of [['evicted', handles[0]!], ['cached', handles.at(-1)!]] as const) {
+        for (const [key, h] of [
+          ['evicted', handles[0]!],
+          ['cached', handles.at(-1)!],
+        ] as const) {
           const agentId = h.workflowId.slice('agent/'.length);
           const t0 = performance.now();
           await h.executeUpdate('addNote', { args: [{ text: 'wake up' }] });
           for (;;) {
-            const [row] = await stack.db.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, 2)));
+            const [row] = await stack.db.db
+              .select({ tick: llmRecentResponses.tick })
+              .from(llmRecentResponses)
+              .where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, 2)));
             if (row) break;
             if (performance.now() - t0 > 60_000) throw new Error(`${agentId} did not wake within 60 s`);
             await new Promise((r) => setTimeout(r, 5));
           }
           wake[key] = performance.now() - t0;
         }
-        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.terminate('benchmark done')));
+        for (let i = 0; i < handles.length; i += 200)
+          await Promise.all(handles.slice(i, i + 200).map((h) => h.terminate('benchmark done')));
       } finally {
         idleWorker.kill('SIGKILL');
       }
-      return { ...Object.fromEntries(totals.map((t, i) => [`rss_mb_${tiers[i]}_idle_agents`, rss[t]!])), idle_wake_evicted_ms: wake.evicted, idle_wake_cached_ms: wake.cached };
+      return {
+        ...Object.fromEntries(totals.map((t, i) => [`rss_mb_${tiers[i]}_idle_agents`, rss[t]!])),
+        idle_wake_evicted_ms: wake.evicted,
+        idle_wake_cached_ms: wake.cached,
+      };
     } finally {
       await client.connection.close();
     }
@@ -382,7 +486,11 @@ export interface HzRound {
 async function climb(
   ladder: number[],
   label: string,
-  run: (n: number, r: number, start: <H>(ids: string[], go: (id: string) => Promise<H>) => Promise<H[]>) => Promise<{ lags: number[]; steps: number }>,
+  run: (
+    n: number,
+    r: number,
+    start: <H>(ids: string[], go: (id: string) => Promise<H>) => Promise<H[]>,
+  ) => Promise<{ lags: number[]; steps: number }>,
 ): Promise<HzRound[]> {
   const rounds: HzRound[] = [];
   for (const [r, n] of ladder.entries()) {
@@ -400,7 +508,9 @@ async function climb(
     const seconds = (performance.now() - t0) / 1000;
     const lag = summarize(lags);
     rounds.push({ agents: n, lagP50: lag.p50, lagP99: lag.p99, ticksPerS: steps / seconds });
-    process.stdout.write(`  ${n} ${label} at 1 Hz: lag p50 ${lag.p50.toFixed(0)} ms, p99 ${lag.p99.toFixed(0)} ms, ${(steps / seconds).toFixed(0)} steps/s\n`);
+    process.stdout.write(
+      `  ${n} ${label} at 1 Hz: lag p50 ${lag.p50.toFixed(0)} ms, p99 ${lag.p99.toFixed(0)} ms, ${(steps / seconds).toFixed(0)} steps/s\n`,
+    );
     if (lag.p99 > maxLagMs) break;
   }
   return rounds;
@@ -411,7 +521,8 @@ function heldOf(rounds: HzRound[]): { held?: HzRound; over?: HzRound } {
   return { held: rounds.filter((x) => x.lagP99 <= maxLagMs).at(-1), over: rounds.find((x) => x.lagP99 > maxLagMs) };
 }
 
-const eventMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
+const eventMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+  Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
 
 /**
  * The floor under `agents_at_1hz`: bare workflows on the same dev server, each step a no-op
@@ -426,9 +537,11 @@ async function measureFloorAt1Hz(stack: Stack, ladder: number[], steps: number):
       climb(ladder, 'bare workflows', async (n, r, start) => {
         const handles = await start(
           Array.from({ length: n }, (_, i) => `floor-${r}-${i}-${Date.now()}`),
-          (workflowId) => client.workflow.start('pacedLocalWorkflow', { taskQueue, workflowId, args: [steps, heartbeatMs] }),
+          (workflowId) =>
+            client.workflow.start('pacedLocalWorkflow', { taskQueue, workflowId, args: [steps, heartbeatMs] }),
         );
-        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
+        for (let i = 0; i < handles.length; i += 200)
+          await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
         const lags: number[] = [];
         for (const h of handles) {
           let timerStarted = 0;
@@ -455,7 +568,10 @@ async function measureFloorAt1Hz(stack: Stack, ladder: number[], steps: number):
  * p99 lag stays within `maxLagMs`; `agents_at_1hz` is the last N that did. Then, on the same dev
  * server, the floor (measureFloorAt1Hz): `floor_workflows_at_1hz`.
  */
-export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; floorLadder?: number[]; ticks?: number } = {}): Promise<{ metrics: Record<string, number>; rounds: HzRound[]; floor: HzRound[] }> {
+export async function measureAt1Hz(
+  toolsDir: string,
+  o: { ladder?: number[]; floorLadder?: number[]; ticks?: number } = {},
+): Promise<{ metrics: Record<string, number>; rounds: HzRound[]; floor: HzRound[] }> {
   const ladder = o.ladder ?? tickSizes.full.hz.ladder;
   const floorLadder = o.floorLadder ?? tickSizes.full.hz.floorLadder;
   const ticks = o.ticks ?? tickSizes.full.hz.ticks;
@@ -471,9 +587,14 @@ export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; flo
         const ids = Array.from({ length: n }, (_, i) => `hz${r}-${i}`);
         await seed(stack, ids);
         const handles = await start(ids, (id) =>
-          client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'bench-1hz', workflowId: `agent/${id}`, args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }] }),
+          client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+            taskQueue: 'bench-1hz',
+            workflowId: `agent/${id}`,
+            args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }],
+          }),
         );
-        for (let i = 0; i < handles.length; i += 200) await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
+        for (let i = 0; i < handles.length; i += 200)
+          await Promise.all(handles.slice(i, i + 200).map((h) => h.result()));
         const rows = await db
           .select({ agentId: llmRecentResponses.agentId, at: llmRecentResponses.createdAt })
           .from(llmRecentResponses)
@@ -503,7 +624,9 @@ export async function measureAt1Hz(toolsDir: string, o: { ladder?: number[]; flo
       lag_p99_ms_at_1hz: agents.held?.lagP99 ?? Number.NaN,
       ...(agents.over ? { agents_over_1hz_bound: agents.over.agents, lag_p99_ms_over_bound: agents.over.lagP99 } : {}),
       floor_workflows_at_1hz: bare.held?.agents ?? 0,
-      ...(bare.over ? { floor_workflows_over_1hz_bound: bare.over.agents, floor_lag_p99_ms_over_bound: bare.over.lagP99 } : {}),
+      ...(bare.over
+        ? { floor_workflows_over_1hz_bound: bare.over.agents, floor_lag_p99_ms_over_bound: bare.over.lagP99 }
+        : {}),
       agents_at_1hz_ratio_to_floor: (agents.held?.agents ?? 0) / (bare.held?.agents ?? Number.NaN),
     },
     rounds,

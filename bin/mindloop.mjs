@@ -10,7 +10,9 @@ if (entry === null) {
   try {
     entry = (await buildCli()).entry;
   } catch (err) {
-    process.stderr.write(`mindloop: the CLI build failed (${String(err.message).split('\n')[0]}); running from the sources\n`);
+    process.stderr.write(
+      `mindloop: the CLI build failed (${String(err.message).split('\n')[0]}); running from the sources\n`,
+    );
     const { register } = await import('tsx/esm/api');
     register();
     entry = new URL('../cli/main.ts', import.meta.url).pathname;

@@ -23,20 +23,55 @@ export function registerAgentCommands(program: Command): void {
     .option('--name <name>', 'display name')
     .option('--delay-ms <ms>', 'pause between ticks', int('--delay-ms', 0, 3_600_000))
     .option('--max-ticks <n>', 'complete after n ticks', int('--max-ticks', 1, 1_000_000))
-    .option('--lifeforce <LF>', "a new agent's budget (default unlimited; later: mindloop lifeforce set)", int('--lifeforce', 0, 1_000_000_000))
+    .option(
+      '--lifeforce <LF>',
+      "a new agent's budget (default unlimited; later: mindloop lifeforce set)",
+      int('--lifeforce', 0, 1_000_000_000),
+    )
     .option('--regen <LF>', 'LF regenerated per hour, up to the budget', int('--regen', 0, 1_000_000_000))
-    .option('--on-exhausted <policy>', 'pause (wait for regeneration or a grant) or escalate (ask a human for a grant)', (v: string) => {
-      if (v !== 'pause' && v !== 'escalate') throw new InvalidArgumentError('expected pause or escalate');
-      return v;
-    })
-    .action(async (raw: string, opts: { name?: string; delayMs?: number; maxTicks?: number; lifeforce?: number; regen?: number; onExhausted?: 'pause' | 'escalate' }) => {
-      const id = agentId(raw);
-      const lifeforce = opts.lifeforce === undefined && opts.regen === undefined && opts.onExhausted === undefined ? undefined : { ...(opts.lifeforce !== undefined ? { capacity: opts.lifeforce } : {}), ...(opts.regen !== undefined ? { regenPerHour: opts.regen } : {}), ...(opts.onExhausted ? { onExhausted: opts.onExhausted } : {}) };
-      await withClient(async (client) => {
-        const handle = await startAgentLoop(client, { agentId: id, name: opts.name, delayMs: opts.delayMs, maxTicks: opts.maxTicks, ...(lifeforce ? { lifeforce } : {}) });
-        process.stdout.write(`agent ${id} running as workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`);
-      });
-    });
+    .option(
+      '--on-exhausted <policy>',
+      'pause (wait for regeneration or a grant) or escalate (ask a human for a grant)',
+      (v: string) => {
+        if (v !== 'pause' && v !== 'escalate') throw new InvalidArgumentError('expected pause or escalate');
+        return v;
+      },
+    )
+    .action(
+      async (
+        raw: string,
+        opts: {
+          name?: string;
+          delayMs?: number;
+          maxTicks?: number;
+          lifeforce?: number;
+          regen?: number;
+          onExhausted?: 'pause' | 'escalate';
+        },
+      ) => {
+        const id = agentId(raw);
+        const lifeforce =
+          opts.lifeforce === undefined && opts.regen === undefined && opts.onExhausted === undefined
+            ? undefined
+            : {
+                ...(opts.lifeforce !== undefined ? { capacity: opts.lifeforce } : {}),
+                ...(opts.regen !== undefined ? { regenPerHour: opts.regen } : {}),
+                ...(opts.onExhausted ? { onExhausted: opts.onExhausted } : {}),
+              };
+        await withClient(async (client) => {
+          const handle = await startAgentLoop(client, {
+            agentId: id,
+            name: opts.name,
+            delayMs: opts.delayMs,
+            maxTicks: opts.maxTicks,
+            ...(lifeforce ? { lifeforce } : {}),
+          });
+          process.stdout.write(
+            `agent ${id} running as workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`,
+          );
+        });
+      },
+    );
 
   for (const [name, signal, text] of [
     ['stop', 'stop', 'finish the current tick, then stop the loop'],
@@ -51,17 +86,21 @@ export function registerAgentCommands(program: Command): void {
         const id = agentId(raw);
         await withClient(async (client) => {
           // No such workflow, or one that has ended: either way there is no loop to tell.
-          await onAgentLoop(id, 'nothing was sent', () => client.workflow.getHandle(workflowIds.agent(id)).signal(signal));
+          await onAgentLoop(id, 'nothing was sent', () =>
+            client.workflow.getHandle(workflowIds.agent(id)).signal(signal),
+          );
           process.stdout.write(`${name}: sent to ${workflowIds.agent(id)}\n`);
         });
       });
   }
 
   registerDescendantCommands(program);
-  program
-    .commands.find((c) => c.name() === 'agents')!
+  program.commands
+    .find((c) => c.name() === 'agents')!
     .command('export')
-    .description("write an agent's file (what `mindloop apply -f` reads): its identity, prompts, goals, ethics, models, lifeforce, pace, config and peers as they are now")
+    .description(
+      "write an agent's file (what `mindloop apply -f` reads): its identity, prompts, goals, ethics, models, lifeforce, pace, config and peers as they are now",
+    )
     .argument('<agent>', 'agent id')
     .option('-o, --output <file>', 'write to this file (JSON when it ends in .json); default: YAML on stdout')
     .action(async (raw: string, opts: { output?: string }) => {

@@ -19,7 +19,9 @@ export function numberArg(name: string, min: number, max: number, int = true) {
   return (raw: string): number => {
     const n = Number(raw);
     if (!Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new InvalidArgumentError(`${name} must be ${int ? 'an integer' : 'a number'} in ${min}..${max}, got "${raw}"`);
+      throw new InvalidArgumentError(
+        `${name} must be ${int ? 'an integer' : 'a number'} in ${min}..${max}, got "${raw}"`,
+      );
     }
     return n;
   };
@@ -28,7 +30,8 @@ export function numberArg(name: string, min: number, max: number, int = true) {
 /** One of a fixed list of values. */
 export function oneOfArg<const T extends string>(name: string, values: readonly T[]) {
   return (raw: string): T => {
-    if (!(values as readonly string[]).includes(raw)) throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
+    if (!(values as readonly string[]).includes(raw))
+      throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
     return raw as T;
   };
 }

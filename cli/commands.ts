@@ -15,15 +15,24 @@ interface CommandModule {
 
 export const commandModules: readonly CommandModule[] = [
   { commands: ['doctor'], load: async () => (await import('./doctor.js')).registerDoctorCommand },
-  { commands: ['start', 'stop', 'pause', 'resume', 'agents'], load: async () => (await import('./agents.js')).registerAgentCommands },
+  {
+    commands: ['start', 'stop', 'pause', 'resume', 'agents'],
+    load: async () => (await import('./agents.js')).registerAgentCommands,
+  },
   { commands: ['status'], load: async () => (await import('./status.js')).registerStatusCommand },
   { commands: ['note'], load: async () => (await import('./note.js')).registerNoteCommand },
   { commands: ['replay'], load: async () => (await import('./replay.js')).registerReplayCommand },
   { commands: ['learnings', 'feedback'], load: async () => (await import('./learnings.js')).registerLearningCommands },
-  { commands: ['escalations', 'metrics'], load: async () => (await import('./escalations.js')).registerEscalationCommands },
+  {
+    commands: ['escalations', 'metrics'],
+    load: async () => (await import('./escalations.js')).registerEscalationCommands,
+  },
   { commands: ['schedules'], load: async () => (await import('./schedules.js')).registerScheduleCommands },
   { commands: ['forks'], load: async () => (await import('./forks.js')).registerForkCommands },
-  { commands: ['validators', 'unvalidated', 'facts', 'fact-resolve', 'memory-restore'], load: async () => (await import('./validators.js')).registerValidatorCommands },
+  {
+    commands: ['validators', 'unvalidated', 'facts', 'fact-resolve', 'memory-restore'],
+    load: async () => (await import('./validators.js')).registerValidatorCommands,
+  },
   { commands: ['lifeforce'], load: async () => (await import('./lifeforce.js')).registerLifeforceCommands },
   { commands: ['bus'], load: async () => (await import('./bus.js')).registerBusCommands },
   { commands: ['nerves'], load: async () => (await import('./nerves.js')).registerNerveCommands },

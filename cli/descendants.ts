@@ -6,7 +6,13 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { workflowIds } from '../core/ids.js';
-import { childNameSchema, spawnBudgetSchema, spawnTypes, type SpawnResult, type SpawnType } from '../core/society/spawn.js';
+import {
+  childNameSchema,
+  spawnBudgetSchema,
+  spawnTypes,
+  type SpawnResult,
+  type SpawnType,
+} from '../core/society/spawn.js';
 import type { Lineage, LineageEntry, LineageNode } from '../db/queries/spawns.js';
 import { startSpawn } from '../runtime/workflow-starts.js';
 import type { SpawnState, spawnWorkflow } from '../workflows/spawn.js';
@@ -17,22 +23,35 @@ const out = (s: string) => process.stdout.write(`${s}\n`);
 
 function budgetArg(raw: string): number {
   const r = spawnBudgetSchema.safeParse(Number(raw));
-  if (raw.trim() === '' || !r.success) throw new InvalidArgumentError(`--budget must be a positive number of LF, got "${raw}"`);
+  if (raw.trim() === '' || !r.success)
+    throw new InvalidArgumentError(`--budget must be a positive number of LF, got "${raw}"`);
   return r.data;
 }
 
 function collectGoal(raw: string, previous: string[] = []): string[] {
   const goal = raw.trim();
-  if (goal.length === 0 || goal.length > 500) throw new InvalidArgumentError(`a goal is 1..500 characters, got ${goal.length}`);
+  if (goal.length === 0 || goal.length > 500)
+    throw new InvalidArgumentError(`a goal is 1..500 characters, got ${goal.length}`);
   if (previous.length >= 10) throw new InvalidArgumentError('at most 10 goals');
   return [...previous, goal];
 }
 
 /** Start the spawn (or find the one under way under that name), print its phases as they come, and its outcome. */
-async function runSpawn(client: Client, o: { parentId: string; type: SpawnType; name: string; goals: string[]; budget?: number }, print: (line: string) => void = out, pollMs = 250): Promise<SpawnResult> {
+async function runSpawn(
+  client: Client,
+  o: { parentId: string; type: SpawnType; name: string; goals: string[]; budget?: number },
+  print: (line: string) => void = out,
+  pollMs = 250,
+): Promise<SpawnResult> {
   let handle;
   try {
-    handle = await startSpawn(client, { parentId: o.parentId, type: o.type, name: o.name, goals: o.goals, ...(o.budget !== undefined ? { budget: o.budget } : {}) });
+    handle = await startSpawn(client, {
+      parentId: o.parentId,
+      type: o.type,
+      name: o.name,
+      goals: o.goals,
+      ...(o.budget !== undefined ? { budget: o.budget } : {}),
+    });
     print(`spawn ${handle.workflowId}: ${o.type} ${o.name} of ${o.parentId}`);
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -66,7 +85,10 @@ function formatSpawnResult(r: SpawnResult): string {
 }
 
 function describe(e: LineageEntry): string {
-  const spawn = e.spawn && e.spawn.status !== 'running' ? `, spawn ${e.spawn.status}${e.spawn.reason ? `: ${e.spawn.reason}` : ''}` : '';
+  const spawn =
+    e.spawn && e.spawn.status !== 'running'
+      ? `, spawn ${e.spawn.status}${e.spawn.reason ? `: ${e.spawn.reason}` : ''}`
+      : '';
   return `${e.id} (${e.kind ?? '?'}, generation ${e.generation ?? '?'}, ${e.status ?? 'never born'}${spawn})`;
 }
 
@@ -95,34 +117,68 @@ export function registerDescendantCommands(program: Command): void {
 
   cmd
     .command('spawn')
-    .description('give an agent a descendant with its own loop: clone (all its tables, its learnings included), trained (diary, concept graph, known peers) or newborn (nothing); every kind inherits its ethics policies')
+    .description(
+      'give an agent a descendant with its own loop: clone (all its tables, its learnings included), trained (diary, concept graph, known peers) or newborn (nothing); every kind inherits its ethics policies',
+    )
     .argument('<parent>', 'the parent agent id', agentIdArg)
     .requiredOption('--type <type>', `${spawnTypes.join(' | ')}`, oneOfArg('--type', spawnTypes))
     .requiredOption('--name <name>', "the child's name, which becomes its id", schemaArg('--name', childNameSchema))
     .option('--goal <text>', 'a first goal of the child (repeatable, at most 10)', collectGoal)
-    .option('--budget <LF>', "lifeforce carved from the parent's budget (default: unlimited from an unlimited parent, else a quarter of what it has)", budgetArg)
+    .option(
+      '--budget <LF>',
+      "lifeforce carved from the parent's budget (default: unlimited from an unlimited parent, else a quarter of what it has)",
+      budgetArg,
+    )
     .option('--json', 'print the outcome as JSON')
-    .action(async (parentId: string, o: { type: SpawnType; name: string; goal?: string[]; budget?: number; json?: boolean }) => {
-      const r = await withClient((client) => runSpawn(client, { parentId, type: o.type, name: o.name, goals: o.goal ?? [], ...(o.budget !== undefined ? { budget: o.budget } : {}) }, o.json ? () => undefined : out));
-      out(o.json ? JSON.stringify(r, null, 2) : formatSpawnResult(r));
-      if (r.status !== 'running') process.exitCode = 1;
-    });
+    .action(
+      async (
+        parentId: string,
+        o: { type: SpawnType; name: string; goal?: string[]; budget?: number; json?: boolean },
+      ) => {
+        const r = await withClient((client) =>
+          runSpawn(
+            client,
+            {
+              parentId,
+              type: o.type,
+              name: o.name,
+              goals: o.goal ?? [],
+              ...(o.budget !== undefined ? { budget: o.budget } : {}),
+            },
+            o.json ? () => undefined : out,
+          ),
+        );
+        out(o.json ? JSON.stringify(r, null, 2) : formatSpawnResult(r));
+        if (r.status !== 'running') process.exitCode = 1;
+      },
+    );
 
   cmd
     .command('limits')
-    .description("an agent's limits on descendants (config max_descendants, max_per_generation: a person's to set, not the agent's) and what it has against them")
+    .description(
+      "an agent's limits on descendants (config max_descendants, max_per_generation: a person's to set, not the agent's) and what it has against them",
+    )
     .argument('<agent>', 'agent id', agentIdArg)
-    .option('--max-descendants <n>', 'descendants alive at once, all generations', numberArg('--max-descendants', 0, 10_000))
+    .option(
+      '--max-descendants <n>',
+      'descendants alive at once, all generations',
+      numberArg('--max-descendants', 0, 10_000),
+    )
     .option('--max-per-generation <n>', 'descendants of one generation', numberArg('--max-per-generation', 0, 10_000))
     .action(async (agentId: string, o: { maxDescendants?: number; maxPerGeneration?: number }) => {
       const r = await withDb(async (db) => {
         await requireAgent(db, agentId);
         const q = await import('../db/queries/spawns.js');
-        await q.setSpawnLimits(db, agentId, { ...(o.maxDescendants !== undefined ? { maxDescendants: o.maxDescendants } : {}), ...(o.maxPerGeneration !== undefined ? { maxPerGeneration: o.maxPerGeneration } : {}) });
+        await q.setSpawnLimits(db, agentId, {
+          ...(o.maxDescendants !== undefined ? { maxDescendants: o.maxDescendants } : {}),
+          ...(o.maxPerGeneration !== undefined ? { maxPerGeneration: o.maxPerGeneration } : {}),
+        });
         return q.spawnLimitsOf(db, agentId);
       });
       const gens = Object.entries(r.byGeneration).map(([g, n]) => `generation ${g}: ${n}`);
-      out(`${agentId}: ${r.descendants} of at most ${r.limits.maxDescendants} descendants; at most ${r.limits.maxPerGeneration} per generation${gens.length ? ` (${gens.join(', ')})` : ''}`);
+      out(
+        `${agentId}: ${r.descendants} of at most ${r.limits.maxDescendants} descendants; at most ${r.limits.maxPerGeneration} per generation${gens.length ? ` (${gens.join(', ')})` : ''}`,
+      );
     });
 
   cmd

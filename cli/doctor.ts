@@ -37,7 +37,10 @@ async function checkTemporal(env: Env): Promise<Check[]> {
   let cli: string | undefined;
   let cliError: string | undefined;
   try {
-    cli = resolveTool('temporal', { toolsDir: env.MINDLOOP_TOOLS_DIR, envOverrides: { temporal: env.TEMPORAL_CLI_PATH } });
+    cli = resolveTool('temporal', {
+      toolsDir: env.MINDLOOP_TOOLS_DIR,
+      envOverrides: { temporal: env.TEMPORAL_CLI_PATH },
+    });
   } catch (err) {
     cliError = (err as Error).message;
   }
@@ -62,7 +65,11 @@ async function checkTemporal(env: Env): Promise<Check[]> {
   if (env.TEMPORAL_ADDRESS) {
     checks.push(
       answering
-        ? { name: 'temporal', status: 'ok', detail: `cluster at ${address} answers (namespace ${env.TEMPORAL_NAMESPACE})` }
+        ? {
+            name: 'temporal',
+            status: 'ok',
+            detail: `cluster at ${address} answers (namespace ${env.TEMPORAL_NAMESPACE})`,
+          }
         : {
             name: 'temporal',
             status: 'fail',
@@ -78,19 +85,31 @@ async function checkTemporal(env: Env): Promise<Check[]> {
             status: 'ok',
             detail: `CLI ${cli}; dev server ${answering ? `running at ${address}` : 'not running (npm start starts it)'}`,
           }
-        : { name: 'temporal', status: 'fail', detail: cliError ?? 'the Temporal CLI is not installed', fix: installHint },
+        : {
+            name: 'temporal',
+            status: 'fail',
+            detail: cliError ?? 'the Temporal CLI is not installed',
+            fix: installHint,
+          },
     );
   }
   checks.push(
     testServer
       ? { name: 'temporal-test-server', status: 'ok', detail: testServer }
-      : { name: 'temporal-test-server', status: 'warn', detail: 'time-skipping test server missing (npm test needs it)', fix: installHint },
+      : {
+          name: 'temporal-test-server',
+          status: 'warn',
+          detail: 'time-skipping test server missing (npm test needs it)',
+          fix: installHint,
+        },
   );
   return checks;
 }
 
 function expectedMigrations(): number {
-  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] };
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as {
+    entries: unknown[];
+  };
   return journal.entries.length;
 }
 
@@ -99,7 +118,10 @@ async function checkPostgres(env: Env): Promise<Check> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   try {
     await client.connect();
-    const version = (await client.query<{ v: string }>('select version() as v')).rows[0]?.v.split(' ').slice(0, 2).join(' ');
+    const version = (await client.query<{ v: string }>('select version() as v')).rows[0]?.v
+      .split(' ')
+      .slice(0, 2)
+      .join(' ');
     const applied = await client
       .query<{ n: string }>('select count(*)::text as n from drizzle.__migrations')
       .then((r) => Number(r.rows[0]?.n ?? 0))
@@ -117,7 +139,12 @@ async function checkPostgres(env: Env): Promise<Check> {
     return { name: 'postgres', status: 'ok', detail: `${version} via ${where}; migrations ${applied}/${expected}` };
   } catch (err) {
     if (env.DATABASE_URL) {
-      return { name: 'postgres', status: 'fail', detail: `DATABASE_URL does not answer: ${(err as Error).message}`, fix: 'check DATABASE_URL, or unset it to use the embedded PGlite' };
+      return {
+        name: 'postgres',
+        status: 'fail',
+        detail: `DATABASE_URL does not answer: ${(err as Error).message}`,
+        fix: 'check DATABASE_URL, or unset it to use the embedded PGlite',
+      };
     }
     const dataDir = resolve(env.MINDLOOP_DATA_DIR, 'pglite');
     return {
@@ -140,8 +167,17 @@ export async function checkDocker(env: Env): Promise<Check> {
       (err: unknown) => ({ error: (err as Error).message }),
     );
     return 'id' in image
-      ? { name: 'docker', status: 'ok', detail: `engine ${status.version}, sandbox image ${image.id.slice(0, 19)} (sandbox queue can run)` }
-      : { name: 'docker', status: 'warn', detail: `engine ${status.version}, but ${image.error}`, fix: 'npm run sandbox:image' };
+      ? {
+          name: 'docker',
+          status: 'ok',
+          detail: `engine ${status.version}, sandbox image ${image.id.slice(0, 19)} (sandbox queue can run)`,
+        }
+      : {
+          name: 'docker',
+          status: 'warn',
+          detail: `engine ${status.version}, but ${image.error}`,
+          fix: 'npm run sandbox:image',
+        };
   }
   return {
     name: 'docker',
@@ -153,7 +189,8 @@ export async function checkDocker(env: Env): Promise<Check> {
 
 /** The bus (NATS): optional, like Docker; what answers at NATS_URL (or the default), JetStream, the command stream. */
 export async function checkBus(env: Env): Promise<Check> {
-  if (env.NATS_URL === 'off') return { name: 'bus', status: 'ok', detail: 'off (NATS_URL=off): workers run without the bus' };
+  if (env.NATS_URL === 'off')
+    return { name: 'bus', status: 'ok', detail: 'off (NATS_URL=off): workers run without the bus' };
   const url = env.NATS_URL ?? defaultNatsUrl;
   const uses = 'heartbeats, agent events, agent commands over the bus, the echo agent';
   // Which deployment's subjects to look at: MINDLOOP_DEPLOYMENT, or the one Temporal's namespace names.
@@ -174,7 +211,14 @@ export async function checkBus(env: Env): Promise<Check> {
   }
   let bus;
   try {
-    bus = await connectBus({ url, root: env.MINDLOOP_BUS_ROOT, deployment, name: 'mindloop-doctor', timeoutMs: 1500, log: () => undefined });
+    bus = await connectBus({
+      url,
+      root: env.MINDLOOP_BUS_ROOT,
+      deployment,
+      name: 'mindloop-doctor',
+      timeoutMs: 1500,
+      log: () => undefined,
+    });
   } catch {
     return {
       name: 'bus',
@@ -186,13 +230,31 @@ export async function checkBus(env: Env): Promise<Check> {
   try {
     const version = bus.nc.info?.version ?? '?';
     if (!bus.nc.info?.jetstream) {
-      return { name: 'bus', status: 'warn', detail: `NATS ${version} at ${url}, but JetStream is off: agent commands over the bus need it`, fix: 'restart nats-server with -js (and a store dir, -sd)' };
+      return {
+        name: 'bus',
+        status: 'warn',
+        detail: `NATS ${version} at ${url}, but JetStream is off: agent commands over the bus need it`,
+        fix: 'restart nats-server with -js (and a store dir, -sd)',
+      };
     }
-    if (!deployment) return { name: 'bus', status: 'warn', detail: `NATS ${version} with JetStream at ${url}${noDeployment}`, fix: 'start Temporal (`npm start`), or set MINDLOOP_DEPLOYMENT' };
+    if (!deployment)
+      return {
+        name: 'bus',
+        status: 'warn',
+        detail: `NATS ${version} with JetStream at ${url}${noDeployment}`,
+        fix: 'start Temporal (`npm start`), or set MINDLOOP_DEPLOYMENT',
+      };
     const stream = commandStreamName(bus.root);
     const jsm = await jetstreamManager(bus.nc);
-    const waiting = await jsm.streams.info(stream).then((i) => `${i.state.messages} command(s) waiting in ${stream}`, () => `${stream} not created yet (the first worker on the bus creates it)`);
-    return { name: 'bus', status: 'ok', detail: `NATS ${version} with JetStream at ${url}, deployment ${deployment}, subjects ${bus.root}.*; ${waiting}` };
+    const waiting = await jsm.streams.info(stream).then(
+      (i) => `${i.state.messages} command(s) waiting in ${stream}`,
+      () => `${stream} not created yet (the first worker on the bus creates it)`,
+    );
+    return {
+      name: 'bus',
+      status: 'ok',
+      detail: `NATS ${version} with JetStream at ${url}, deployment ${deployment}, subjects ${bus.root}.*; ${waiting}`,
+    };
   } finally {
     await bus.close();
   }
@@ -275,7 +337,10 @@ export async function probeSpeechEngine(toolsDir: string, sourceDir = speechSour
   const python = join(resolve(toolsDir), 'venv', 'bin', 'python');
   if (!existsSync(python)) return { error: `no Python venv at ${python}` };
   try {
-    const { stdout } = await promisify(execFile)(python, ['-c', speechProbeScript], { env: { ...process.env, PYTHONPATH: sourceDir }, timeout: 30_000 });
+    const { stdout } = await promisify(execFile)(python, ['-c', speechProbeScript], {
+      env: { ...process.env, PYTHONPATH: sourceDir },
+      timeout: 30_000,
+    });
     return JSON.parse(stdout.trim().split('\n').pop() ?? '') as SpeechProbe;
   } catch (err) {
     const e = err as Error & { stderr?: string };
@@ -305,7 +370,11 @@ function onPath(bin: string): string | null {
 }
 
 function findSpeechCommands(): SpeechCommands {
-  return { pico2wave: onPath('pico2wave'), picoLingware: existsSync('/usr/share/pico/lang'), espeakNg: onPath('espeak-ng') };
+  return {
+    pico2wave: onPath('pico2wave'),
+    picoLingware: existsSync('/usr/share/pico/lang'),
+    espeakNg: onPath('espeak-ng'),
+  };
 }
 
 const setupFix = 'npm run setup';
@@ -314,11 +383,27 @@ const setupFix = 'npm run setup';
 function cudaCheck(probe: Exclude<SpeechProbe, { error: string }>, setting: SpeechQueueSetting): Check {
   const name = 'speech-cuda';
   const devices = `CTranslate2 sees ${probe.cudaDevices} CUDA device(s)`;
-  if (setting === 'speech-cpu') return { name, status: 'ok', detail: `${devices}; MINDLOOP_QUEUES pins the engine to speech-cpu (Whisper int8 on the CPU)` };
+  if (setting === 'speech-cpu')
+    return {
+      name,
+      status: 'ok',
+      detail: `${devices}; MINDLOOP_QUEUES pins the engine to speech-cpu (Whisper int8 on the CPU)`,
+    };
   if (probe.cudaDevices === 0) {
     return setting === 'speech-gpu'
-      ? { name, status: 'warn', detail: 'MINDLOOP_QUEUES pins the engine to speech-gpu, but CTranslate2 sees no CUDA device: it will not start', fix: 'name `speech` (the engine picks by its device) or `speech-cpu` in MINDLOOP_QUEUES, or check the NVIDIA driver (nvidia-smi)' }
-      : { name, status: 'ok', detail: 'no CUDA device: the engine polls speech-cpu (Whisper int8 on the CPU); jobs go to a GPU host first whenever one polls speech-gpu' };
+      ? {
+          name,
+          status: 'warn',
+          detail:
+            'MINDLOOP_QUEUES pins the engine to speech-gpu, but CTranslate2 sees no CUDA device: it will not start',
+          fix: 'name `speech` (the engine picks by its device) or `speech-cpu` in MINDLOOP_QUEUES, or check the NVIDIA driver (nvidia-smi)',
+        }
+      : {
+          name,
+          status: 'ok',
+          detail:
+            'no CUDA device: the engine polls speech-cpu (Whisper int8 on the CPU); jobs go to a GPU host first whenever one polls speech-gpu',
+        };
   }
   if (probe.cublas === false) {
     return {
@@ -332,19 +417,41 @@ function cudaCheck(probe: Exclude<SpeechProbe, { error: string }>, setting: Spee
 }
 
 /** The speech checks from what the probe and PATH say (pure: tests pass both in). */
-export function speechChecks(probe: SpeechProbe, cmds: SpeechCommands, setting: SpeechQueueSetting = 'speech'): Check[] {
+export function speechChecks(
+  probe: SpeechProbe,
+  cmds: SpeechCommands,
+  setting: SpeechQueueSetting = 'speech',
+): Check[] {
   const pico = cmds.pico2wave && cmds.picoLingware ? cmds.pico2wave : null;
   if ('error' in probe) {
     const tts = [pico && 'pico2wave', cmds.espeakNg && 'espeak-ng'].filter(Boolean).join(', ') || 'none';
-    return [{ name: 'speech', status: 'warn', detail: `the speech engine is not installed (${probe.error}); speech jobs wait until a speech worker polls (voices on PATH: ${tts})`, fix: setupFix }];
+    return [
+      {
+        name: 'speech',
+        status: 'warn',
+        detail: `the speech engine is not installed (${probe.error}); speech jobs wait until a speech worker polls (voices on PATH: ${tts})`,
+        fix: setupFix,
+      },
+    ];
   }
   const v = probe.versions;
-  const checks: Check[] = [{ name: 'speech', status: 'ok', detail: `engine importable (temporalio ${v.temporalio ?? '?'}, faster-whisper ${v['faster-whisper'] ?? '?'}, piper-tts ${v['piper-tts'] ?? '?'})` }];
+  const checks: Check[] = [
+    {
+      name: 'speech',
+      status: 'ok',
+      detail: `engine importable (temporalio ${v.temporalio ?? '?'}, faster-whisper ${v['faster-whisper'] ?? '?'}, piper-tts ${v['piper-tts'] ?? '?'})`,
+    },
+  ];
 
   const missing = probe.whisper.filter((w) => !w.version).map((w) => w.package);
   checks.push(
     missing.length > 0
-      ? { name: 'speech-stt', status: 'warn', detail: `the Whisper model package(s) ${missing.join(', ')} are missing: transcription is off`, fix: setupFix }
+      ? {
+          name: 'speech-stt',
+          status: 'warn',
+          detail: `the Whisper model package(s) ${missing.join(', ')} are missing: transcription is off`,
+          fix: setupFix,
+        }
       : {
           name: 'speech-stt',
           status: 'ok',
@@ -359,14 +466,23 @@ export function speechChecks(probe: SpeechProbe, cmds: SpeechCommands, setting: 
     cmds.espeakNg && `espeak-ng ${cmds.espeakNg}`,
   ].filter(Boolean);
   const lacking = [
-    piper.length === 0 && (probe.piperError ? `piper does not import (${probe.piperError}): English falls to Pico or espeak-ng` : 'no piper voice: English falls to Pico or espeak-ng'),
-    !pico && (cmds.pico2wave ? 'pico2wave without its voices in /usr/share/pico/lang' : 'no pico2wave: German, French, Spanish and Italian fall to espeak-ng'),
+    piper.length === 0 &&
+      (probe.piperError
+        ? `piper does not import (${probe.piperError}): English falls to Pico or espeak-ng`
+        : 'no piper voice: English falls to Pico or espeak-ng'),
+    !pico &&
+      (cmds.pico2wave
+        ? 'pico2wave without its voices in /usr/share/pico/lang'
+        : 'no pico2wave: German, French, Spanish and Italian fall to espeak-ng'),
     !cmds.espeakNg && 'no espeak-ng: languages without a piper or Pico voice are refused',
   ].filter(Boolean);
   checks.push({
     name: 'speech-tts',
     status: lacking.length > 0 ? 'warn' : 'ok',
-    detail: have.length > 0 ? `${have.join('; ')}${lacking.length > 0 ? `; ${lacking.join('; ')}` : ''}` : `no voice at all: every speak is refused (${lacking.join('; ')})`,
+    detail:
+      have.length > 0
+        ? `${have.join('; ')}${lacking.length > 0 ? `; ${lacking.join('; ')}` : ''}`
+        : `no voice at all: every speak is refused (${lacking.join('; ')})`,
     ...(lacking.length > 0 ? { fix: setupFix } : {}),
   });
 
@@ -394,7 +510,8 @@ async function checkAgentLoops(env: Env): Promise<Check> {
     connection = await Connection.connect({ ...temporalConnectionOptions(env, address), connectTimeout: 2000 });
     const client = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
     const bad = await unhealthyAgentLoops(client, h.db, { fix: true });
-    if (bad.length === 0) return { name: 'agent-loops', status: 'ok', detail: 'every agent marked running has a running loop' };
+    if (bad.length === 0)
+      return { name: 'agent-loops', status: 'ok', detail: 'every agent marked running has a running loop' };
     return {
       name: 'agent-loops',
       status: 'warn',
@@ -411,9 +528,21 @@ async function checkAgentLoops(env: Env): Promise<Check> {
 
 /** Run every check; none throws. */
 async function runDoctor(env: Env): Promise<Check[]> {
-  const [temporal, postgres, docker, bus, speech] = await Promise.all([checkTemporal(env), checkPostgres(env), checkDocker(env), checkBus(env), checkSpeech(env)]);
+  const [temporal, postgres, docker, bus, speech] = await Promise.all([
+    checkTemporal(env),
+    checkPostgres(env),
+    checkDocker(env),
+    checkBus(env),
+    checkSpeech(env),
+  ]);
   // The loops can be checked only where both Temporal and the database answer.
-  const loops = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running') && postgres.status === 'ok' && !postgres.detail.includes('not running') ? [await checkAgentLoops(env)] : [];
+  const loops =
+    temporal[0]?.status === 'ok' &&
+    !temporal[0].detail.includes('not running') &&
+    postgres.status === 'ok' &&
+    !postgres.detail.includes('not running')
+      ? [await checkAgentLoops(env)]
+      : [];
   return [...temporal, postgres, docker, bus, checkLocalModel(env), ...speech, ...loops];
 }
 
@@ -422,14 +551,19 @@ function formatChecks(checks: Check[]): string {
   const mark: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL' };
   const width = Math.max(...checks.map((c) => c.name.length));
   return checks
-    .map((c) => `${mark[c.status]}  ${c.name.padEnd(width)}  ${c.detail}${c.fix ? `\n      ${' '.repeat(width)}  fix: ${c.fix}` : ''}`)
+    .map(
+      (c) =>
+        `${mark[c.status]}  ${c.name.padEnd(width)}  ${c.detail}${c.fix ? `\n      ${' '.repeat(width)}  fix: ${c.fix}` : ''}`,
+    )
     .join('\n');
 }
 
 export function registerDoctorCommand(program: Command): void {
   program
     .command('doctor')
-    .description('check Temporal, Postgres, Docker, the bus (NATS), the local model and the speech engine; print what is missing and how to fix it')
+    .description(
+      'check Temporal, Postgres, Docker, the bus (NATS), the local model and the speech engine; print what is missing and how to fix it',
+    )
     .option('--json', 'print the checks as JSON')
     .action(async (opts: { json?: boolean }) => {
       const checks = await runDoctor(loadEnvOrExit());

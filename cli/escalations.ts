@@ -19,7 +19,11 @@ const limit = numberArg('--limit', 1, 500);
 /** Send one human answer to `escalation/<id>`; print what the workflow now says. */
 async function answer(id: string, name: EscalationAnswer, arg: Record<string, unknown>, json?: boolean): Promise<void> {
   const s = await withClient((client) => answerEscalation(client, id, name, arg));
-  process.stdout.write(json ? `${JSON.stringify(s, null, 2)}\n` : `${name}: escalation ${id} — phase ${s.phase}${s.human ? `, human ${s.human.verdict} by ${s.human.by}` : ''}\n`);
+  process.stdout.write(
+    json
+      ? `${JSON.stringify(s, null, 2)}\n`
+      : `${name}: escalation ${id} — phase ${s.phase}${s.human ? `, human ${s.human.verdict} by ${s.human.by}` : ''}\n`,
+  );
 }
 
 export function registerEscalationCommands(program: Command): void {
@@ -32,17 +36,27 @@ export function registerEscalationCommands(program: Command): void {
     .option('--status <status>', `only this status (${escalationStatuses.join(', ')})`, status)
     .option('--limit <n>', 'how many (1..500)', limit, 20)
     .option('--json', 'print JSON')
-    .action(async (o: { agent?: string; status?: (typeof escalationStatuses)[number]; limit: number; json?: boolean }) => {
-      const list = await withDb((db) => {
-        const conds: SQL[] = [];
-        if (o.agent) conds.push(eq(escalations.agentId, o.agent));
-        if (o.status) conds.push(eq(escalations.status, o.status));
-        return db.select().from(escalations).where(and(...conds)).orderBy(desc(escalations.createdAt)).limit(o.limit);
-      });
-      if (o.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
-      else if (!list.length) process.stdout.write('no escalations\n');
-      else process.stdout.write(`${list.map((e) => `${e.id}  ${e.agentId}  ${e.category}  ${e.status}${e.decidedBy ? ` (${e.decidedBy})` : ''}  ${e.task.slice(0, 80)}`).join('\n')}\n`);
-    });
+    .action(
+      async (o: { agent?: string; status?: (typeof escalationStatuses)[number]; limit: number; json?: boolean }) => {
+        const list = await withDb((db) => {
+          const conds: SQL[] = [];
+          if (o.agent) conds.push(eq(escalations.agentId, o.agent));
+          if (o.status) conds.push(eq(escalations.status, o.status));
+          return db
+            .select()
+            .from(escalations)
+            .where(and(...conds))
+            .orderBy(desc(escalations.createdAt))
+            .limit(o.limit);
+        });
+        if (o.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+        else if (!list.length) process.stdout.write('no escalations\n');
+        else
+          process.stdout.write(
+            `${list.map((e) => `${e.id}  ${e.agentId}  ${e.category}  ${e.status}${e.decidedBy ? ` (${e.decidedBy})` : ''}  ${e.task.slice(0, 80)}`).join('\n')}\n`,
+          );
+      },
+    );
 
   esc
     .command('show')
@@ -54,7 +68,11 @@ export function registerEscalationCommands(program: Command): void {
         const [e] = await db.select().from(escalations).where(eq(escalations.id, id));
         if (!e) throw new Error(`no escalation ${id}`);
         const decisions = await db.select().from(decisionLog).where(eq(decisionLog.escalationId, id));
-        const messages = await db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, id)).orderBy(asc(partnershipMessages.id));
+        const messages = await db
+          .select()
+          .from(partnershipMessages)
+          .where(eq(partnershipMessages.escalationId, id))
+          .orderBy(asc(partnershipMessages.id));
         return { escalation: e, decisions, messages };
       });
       if (o.json) return void process.stdout.write(`${JSON.stringify(data, null, 2)}\n`);
@@ -69,8 +87,13 @@ export function registerEscalationCommands(program: Command): void {
           `  solution    ${e.solution ?? '-'}`,
           `  teaching    ${e.teachingMoment ?? '-'}`,
           `  granted     ${e.grantedTools.join(', ') || '-'}`,
-          d ? `  decision    oversight ${d.oversightAnswer}, human ${d.humanAnswer}, outcome ${d.outcome}${d.dangerFlags.length ? `, danger ${d.dangerFlags.join(', ')}` : ''}` : '  decision    -',
-          ...messages.map((m) => `  [${m.createdAt.toISOString()}] ${m.fromTier} → ${m.toTier} (${m.kind}): ${m.body.split('\n')[0]!.slice(0, 120)}`),
+          d
+            ? `  decision    oversight ${d.oversightAnswer}, human ${d.humanAnswer}, outcome ${d.outcome}${d.dangerFlags.length ? `, danger ${d.dangerFlags.join(', ')}` : ''}`
+            : '  decision    -',
+          ...messages.map(
+            (m) =>
+              `  [${m.createdAt.toISOString()}] ${m.fromTier} → ${m.toTier} (${m.kind}): ${m.body.split('\n')[0]!.slice(0, 120)}`,
+          ),
         ].join('\n') + '\n',
       );
     });
@@ -82,7 +105,9 @@ export function registerEscalationCommands(program: Command): void {
     .option('--by <name>', 'who answers', 'human')
     .option('--comment <text>', 'a comment for the agent')
     .option('--json', 'print JSON')
-    .action((id: string, o: { by: string; comment?: string; json?: boolean }) => answer(id, 'approve', { by: o.by, ...(o.comment ? { comment: o.comment } : {}) }, o.json));
+    .action((id: string, o: { by: string; comment?: string; json?: boolean }) =>
+      answer(id, 'approve', { by: o.by, ...(o.comment ? { comment: o.comment } : {}) }, o.json),
+    );
   esc
     .command('reject')
     .description('reject, with a reason')
@@ -90,7 +115,9 @@ export function registerEscalationCommands(program: Command): void {
     .requiredOption('--reason <text>', 'why')
     .option('--by <name>', 'who answers', 'human')
     .option('--json', 'print JSON')
-    .action((id: string, o: { by: string; reason: string; json?: boolean }) => answer(id, 'reject', { by: o.by, reason: o.reason }, o.json));
+    .action((id: string, o: { by: string; reason: string; json?: boolean }) =>
+      answer(id, 'reject', { by: o.by, reason: o.reason }, o.json),
+    );
   esc
     .command('nudge')
     .description('nudge: guidance instead of approval (a learning moment for the agent)')
@@ -98,7 +125,9 @@ export function registerEscalationCommands(program: Command): void {
     .argument('<text...>', 'the nudge')
     .option('--by <name>', 'who answers', 'human')
     .option('--json', 'print JSON')
-    .action((id: string, words: string[], o: { by: string; json?: boolean }) => answer(id, 'nudge', { by: o.by, text: words.join(' ') }, o.json));
+    .action((id: string, words: string[], o: { by: string; json?: boolean }) =>
+      answer(id, 'nudge', { by: o.by, text: words.join(' ') }, o.json),
+    );
   esc
     .command('veto')
     .description('veto: beats everything, an oversight approval included')
@@ -106,11 +135,15 @@ export function registerEscalationCommands(program: Command): void {
     .requiredOption('--reason <text>', 'why')
     .option('--by <name>', 'who answers', 'human')
     .option('--json', 'print JSON')
-    .action((id: string, o: { by: string; reason: string; json?: boolean }) => answer(id, 'veto', { by: o.by, reason: o.reason }, o.json));
+    .action((id: string, o: { by: string; reason: string; json?: boolean }) =>
+      answer(id, 'veto', { by: o.by, reason: o.reason }, o.json),
+    );
 
   program
     .command('metrics')
-    .description('escalation metrics: catalogue growth, escalation rate per task, discovery rate, first-try validation of designed tools')
+    .description(
+      'escalation metrics: catalogue growth, escalation rate per task, discovery rate, first-try validation of designed tools',
+    )
     .argument('<agent>', 'agent id', agent)
     .option('--json', 'print JSON')
     .action(async (id: string, o: { json?: boolean }) => {

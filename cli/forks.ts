@@ -61,10 +61,15 @@ function formatFork(f: typeof forks.$inferSelect, v: typeof verdicts.$inferSelec
     lines.push('  verdict      (none yet)');
     return lines.join('\n');
   }
-  lines.push(`  verdict      ${v.verdict} (confidence ${v.confidence})${v.appliedAt ? `, applied ${v.appliedAt.toISOString()} by ${v.appliedBy}` : ', not applied'}`);
+  lines.push(
+    `  verdict      ${v.verdict} (confidence ${v.confidence})${v.appliedAt ? `, applied ${v.appliedAt.toISOString()} by ${v.appliedBy}` : ', not applied'}`,
+  );
   lines.push(`  summary      ${v.evaluationSummary}`);
   for (const c of v.caveats) lines.push(`  caveat       ${c}`);
-  for (const a of v.artifacts) lines.push(`  artifact     ${a.name}  ${a.bytes ?? '?'} B  sha256 ${a.sha256?.slice(0, 16) ?? '?'}…  ${a.uri ?? ''}`);
+  for (const a of v.artifacts)
+    lines.push(
+      `  artifact     ${a.name}  ${a.bytes ?? '?'} B  sha256 ${a.sha256?.slice(0, 16) ?? '?'}…  ${a.uri ?? ''}`,
+    );
   return lines.join('\n');
 }
 
@@ -76,7 +81,18 @@ async function showFork(db: Db, id: string): Promise<string> {
 }
 
 /** Replies of a looping agent: a stock opening sentence, the idea later (what the demo compares). */
-const demoTopics = ['soil moisture', 'compost heat', 'bee corridors', 'rain barrels', 'shade cloth', 'seed saving', 'worm bins', 'frost dates', 'drip lines', 'mulch depth'];
+const demoTopics = [
+  'soil moisture',
+  'compost heat',
+  'bee corridors',
+  'rain barrels',
+  'shade cloth',
+  'seed saving',
+  'worm bins',
+  'frost dates',
+  'drip lines',
+  'mulch depth',
+];
 function demoReply(i: number) {
   const topic = demoTopics[i % demoTopics.length]!;
   const idea = `measure ${topic} weekly with a cheap sensor log`;
@@ -90,17 +106,26 @@ function demoReply(i: number) {
 /** The demo agent `fork-demo`: 30 replies, created once (a real agent's id can be given instead). */
 export async function ensureDemoAgent(db: Db, agentId: string): Promise<void> {
   await db.transaction(async (tx) => {
-    const created = await tx.insert(agents).values({ id: agentId, name: 'Fork demo', lastTick: 30 }).onConflictDoNothing().returning({ id: agents.id });
+    const created = await tx
+      .insert(agents)
+      .values({ id: agentId, name: 'Fork demo', lastTick: 30 })
+      .onConflictDoNothing()
+      .returning({ id: agents.id });
     if (!created.length) return;
     await tx.insert(agentConfig).values({ agentId, key: 'abstracts_strategy', value: defaultAbstractsStrategy });
-    await tx.insert(llmRecentResponses).values(Array.from({ length: 30 }, (_, i) => ({ agentId, tick: i + 1, ...demoReply(i), novelty: 0.5 })));
+    await tx
+      .insert(llmRecentResponses)
+      .values(Array.from({ length: 30 }, (_, i) => ({ agentId, tick: i + 1, ...demoReply(i), novelty: 0.5 })));
   });
 }
 
 async function currentStrategy(db: Db, agentId: string): Promise<AbstractsStrategy> {
   const [a] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId));
   if (!a) throw new Error(`no agent ${agentId}`);
-  const [r] = await db.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
+  const [r] = await db
+    .select({ value: agentConfig.value })
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
   const parsed = abstractsStrategySchema.safeParse(r?.value);
   return parsed.success ? parsed.data : defaultAbstractsStrategy;
 }
@@ -120,7 +145,16 @@ export function registerForkCommands(program: Command): void {
       if (!rows.length) return void out('no forks yet (try `mindloop forks demo`)');
       for (const r of rows) {
         out(
-          [r.id.padEnd(24), r.agentId.padEnd(16), r.status.padEnd(15), (r.verdict ?? '-').padEnd(14), r.confidence === null ? '-    ' : r.confidence.toFixed(2).padEnd(5), (r.gate ?? '-').padEnd(9), String((r.patch as { kind?: string }).kind ?? '?').padEnd(9), r.patchHash.slice(0, 12)].join(' '),
+          [
+            r.id.padEnd(24),
+            r.agentId.padEnd(16),
+            r.status.padEnd(15),
+            (r.verdict ?? '-').padEnd(14),
+            r.confidence === null ? '-    ' : r.confidence.toFixed(2).padEnd(5),
+            (r.gate ?? '-').padEnd(9),
+            String((r.patch as { kind?: string }).kind ?? '?').padEnd(9),
+            r.patchHash.slice(0, 12),
+          ].join(' '),
         );
       }
     });
@@ -150,7 +184,9 @@ export function registerForkCommands(program: Command): void {
 
   cmd
     .command('demo')
-    .description('evaluate the demo patch (swap the abstracts strategy) end to end on the running stack and print the verdict')
+    .description(
+      'evaluate the demo patch (swap the abstracts strategy) end to end on the running stack and print the verdict',
+    )
     .option('--agent <id>', 'fork this agent (default: the demo agent fork-demo, created with 30 replies)', agentIdArg)
     .option('--timeout-s <s>', 'give up waiting after this long', numberArg('--timeout-s', 5, 3600), 120)
     .action(async (o: { agent?: string; timeoutS: number }) => {
@@ -163,7 +199,16 @@ export function registerForkCommands(program: Command): void {
       const forkId = `demo-${Date.now().toString(36)}`;
       out(`forking ${agentId}: abstracts strategy ${from} → ${to} (fork/${forkId})`);
       const state = await withClient(async (client) => {
-        const handle = await startSuccessorFork(client, { agentId, forkId, patch: { kind: 'strategy', strategy: to }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }, { from });
+        const handle = await startSuccessorFork(
+          client,
+          {
+            agentId,
+            forkId,
+            patch: { kind: 'strategy', strategy: to },
+            evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 },
+          },
+          { from },
+        );
         const started = Date.now();
         const deadline = started + o.timeoutS * 1000;
         let lastPhase: string | undefined;
@@ -174,23 +219,35 @@ export function registerForkCommands(program: Command): void {
           const desc = await handle.describe();
           if (desc.status.name !== 'RUNNING') {
             const r: SuccessorForkResult = await handle.result().catch((err: unknown) => {
-              throw new Error(`fork/${forkId} failed: ${(err as { cause?: Error }).cause?.message ?? (err as Error).message}`);
+              throw new Error(
+                `fork/${forkId} failed: ${(err as { cause?: Error }).cause?.message ?? (err as Error).message}`,
+              );
             });
             return { forkId, phase: 'done', verdict: r.verdict } as ForkState;
           }
-          const s = await client.connection.withDeadline(Date.now() + 2000, () => handle.query<ForkState>(forkStateQueryName)).catch(() => undefined);
+          const s = await client.connection
+            .withDeadline(Date.now() + 2000, () => handle.query<ForkState>(forkStateQueryName))
+            .catch(() => undefined);
           // Progress: each phase as the fork enters it, with the time since the start.
           if (s && s.phase !== lastPhase) {
             lastPhase = s.phase;
-            process.stderr.write(`  ${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s  ${s.phase}${s.rows !== undefined ? ` (copy: ${s.rows} rows${s.spawnMs !== undefined ? ` in ${s.spawnMs} ms` : ''})` : ''}\n`);
+            process.stderr.write(
+              `  ${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s  ${s.phase}${s.rows !== undefined ? ` (copy: ${s.rows} rows${s.spawnMs !== undefined ? ` in ${s.spawnMs} ms` : ''})` : ''}\n`,
+            );
           }
           if (s && (s.phase === 'awaiting_approval' || s.phase === 'done')) return s;
-          if (Date.now() > deadline) throw new Error(`fork/${forkId} did not reach a verdict in ${o.timeoutS} s (is the mindloop worker running? \`npm start\`)`);
+          if (Date.now() > deadline)
+            throw new Error(
+              `fork/${forkId} did not reach a verdict in ${o.timeoutS} s (is the mindloop worker running? \`npm start\`)`,
+            );
           await new Promise((r) => setTimeout(r, 250));
         }
       });
       out(await withDb((db) => showFork(db, forkId)));
-      if (state.phase === 'awaiting_approval') out(`\nawaiting the human gate: \`npx mindloop forks approve ${forkId}\` or \`npx mindloop forks reject ${forkId}\``);
+      if (state.phase === 'awaiting_approval')
+        out(
+          `\nawaiting the human gate: \`npx mindloop forks approve ${forkId}\` or \`npx mindloop forks reject ${forkId}\``,
+        );
     });
 }
 

@@ -31,7 +31,9 @@ const out = (s: string): void => {
 };
 
 export function registerLearningCommands(program: Command): void {
-  const learnings = program.command('learnings').description('the learning store, per shard: list, stats, export, import, decay, clear, why');
+  const learnings = program
+    .command('learnings')
+    .description('the learning store, per shard: list, stats, export, import, decay, clear, why');
   learnings.showHelpAfterError(true);
   registerLearningViews(learnings);
   registerLearningTransfer(learnings);
@@ -53,7 +55,9 @@ function registerLearningViews(learnings: Command): void {
       if (o.json) return out(JSON.stringify(rows, null, 2));
       if (rows.length === 0) return out(`no learnings in shard ${o.shard}${o.all ? '' : ' above 0.3'}`);
       for (const l of rows) {
-        out(`#${l.id}  ${l.confidence.toFixed(3)}  ${l.factPredicate}  ${JSON.stringify(l.factArgs)}  learned ${l.learnedAt.toISOString()}${l.sourceCampaign ? `  from ${l.sourceCampaign}` : ''}`);
+        out(
+          `#${l.id}  ${l.confidence.toFixed(3)}  ${l.factPredicate}  ${JSON.stringify(l.factArgs)}  learned ${l.learnedAt.toISOString()}${l.sourceCampaign ? `  from ${l.sourceCampaign}` : ''}`,
+        );
       }
     });
 
@@ -61,7 +65,9 @@ function registerLearningViews(learnings: Command): void {
     .command('stats')
     .description('total, mean confidence, counts by predicate, refusals in the last day')
     .requiredOption('--shard <shard>', 'shard', shardOpt)
-    .action(async (o: { shard: string }) => out(JSON.stringify(await withDb((db) => learningStats(db, o.shard)), null, 2)));
+    .action(async (o: { shard: string }) =>
+      out(JSON.stringify(await withDb((db) => learningStats(db, o.shard)), null, 2)),
+    );
 }
 
 /** `learnings export` and `learnings import`: a shard as JSON, out and back in. */
@@ -96,7 +102,9 @@ function registerLearningTransfer(learnings: Command): void {
       } catch (err) {
         throw new Error(`${o.file} is not JSON: ${(err as Error).message}`);
       }
-      process.stderr.write(`${Array.isArray(records) ? `${records.length} records` : 'the records'} read from ${o.file === '-' ? 'stdin' : o.file}; checking and importing them in one transaction…\n`);
+      process.stderr.write(
+        `${Array.isArray(records) ? `${records.length} records` : 'the records'} read from ${o.file === '-' ? 'stdin' : o.file}; checking and importing them in one transaction…\n`,
+      );
       const r = await withDb((db) => importLearnings(db, o.shard, records));
       out(`imported ${r.imported}, updated ${r.updated} learnings into shard ${o.shard}`);
     });
@@ -106,13 +114,24 @@ function registerLearningTransfer(learnings: Command): void {
 function registerLearningUpkeep(learnings: Command): void {
   learnings
     .command('decay')
-    .description(`multiply by --factor the confidence of learnings not reinforced for ${learningDefaults.staleAfterDays} days; delete those below ${learningDefaults.deleteBelow}`)
+    .description(
+      `multiply by --factor the confidence of learnings not reinforced for ${learningDefaults.staleAfterDays} days; delete those below ${learningDefaults.deleteBelow}`,
+    )
     .requiredOption('--shard <shard>', 'shard', shardOpt)
     .option('--factor <x>', 'decay factor in (0, 1]', num('--factor', 0.000001, 1), learningDefaults.decayFactor)
-    .option('--stale-days <n>', 'only learnings older than this many days', num('--stale-days', 0, 3650), learningDefaults.staleAfterDays)
+    .option(
+      '--stale-days <n>',
+      'only learnings older than this many days',
+      num('--stale-days', 0, 3650),
+      learningDefaults.staleAfterDays,
+    )
     .action(async (o: { shard: string; factor: number; staleDays: number }) => {
-      const r = await withDb((db) => decayLearnings(db, { shardType: o.shard, factor: o.factor, staleAfterDays: o.staleDays }));
-      out(`shard ${o.shard}: ${r.decayed} decayed (× ${o.factor}), ${r.deleted} deleted (below ${learningDefaults.deleteBelow})`);
+      const r = await withDb((db) =>
+        decayLearnings(db, { shardType: o.shard, factor: o.factor, staleAfterDays: o.staleDays }),
+      );
+      out(
+        `shard ${o.shard}: ${r.decayed} decayed (× ${o.factor}), ${r.deleted} deleted (below ${learningDefaults.deleteBelow})`,
+      );
     });
 
   learnings
@@ -143,12 +162,17 @@ function registerLearningWhy(learnings: Command): void {
       if (!e) throw new Error(`no learning #${id}`);
       if (o.json) return out(JSON.stringify(e, null, 2));
       const l = e.learning;
-      out(`learning #${l.id} [${l.shardType}] ${l.factPredicate} ${JSON.stringify(l.factArgs)} — confidence ${l.confidence.toFixed(3)}, reinforced ${l.reinforcements}×, learned ${l.learnedAt.toISOString()}`);
+      out(
+        `learning #${l.id} [${l.shardType}] ${l.factPredicate} ${JSON.stringify(l.factArgs)} — confidence ${l.confidence.toFixed(3)}, reinforced ${l.reinforcements}×, learned ${l.learnedAt.toISOString()}`,
+      );
       if (!e.derivation) return out(`  not derived from preference counts; source: ${l.sourceCampaign ?? '(none)'}`);
       const d = e.derivation;
       out(`  rule ${d.rule}: ${d.explain}`);
       out(`  fired when ${d.kind} count of "${d.pattern}" reached ${d.count} (threshold ${d.threshold})`);
-      for (const c of e.counts) out(`  now: agent ${c.agentId} ${c.kind} "${c.pattern}" × ${c.count}${c.promotedAt ? `, promoted ${c.promotedAt.toISOString()}` : ''}`);
+      for (const c of e.counts)
+        out(
+          `  now: agent ${c.agentId} ${c.kind} "${c.pattern}" × ${c.count}${c.promotedAt ? `, promoted ${c.promotedAt.toISOString()}` : ''}`,
+        );
     });
 }
 
@@ -156,28 +180,55 @@ function registerLearningWhy(learnings: Command): void {
 function registerFeedback(program: Command): void {
   program
     .command('feedback')
-    .description(`accept or reject an action of an agent; at ${learningDefaults.threshold} (configurable) the same pattern becomes a learning`)
+    .description(
+      `accept or reject an action of an agent; at ${learningDefaults.threshold} (configurable) the same pattern becomes a learning`,
+    )
     .argument('<agent>', 'agent id')
     .argument('<verdict>', 'accept | reject', (v: string): FeedbackKind => {
-      if (!(feedbackKinds as readonly string[]).includes(v)) throw new InvalidArgumentError(`expected accept or reject, got "${v}"`);
+      if (!(feedbackKinds as readonly string[]).includes(v))
+        throw new InvalidArgumentError(`expected accept or reject, got "${v}"`);
       return v as FeedbackKind;
     })
     .argument('<action>', 'the action: a command type (shell.exec), style.<name>, tool.<name>, lang.<language>')
     .option('--reason <text>', 'why (rejections count action:reason)')
     .option('--shard <shard>', 'shard (default agent:<id>)', shardOpt)
-    .option('--threshold <n>', `occurrences that make a signal (default: the agent's learning_threshold config, else ${learningDefaults.threshold})`, num('--threshold', 1, 1000, true))
+    .option(
+      '--threshold <n>',
+      `occurrences that make a signal (default: the agent's learning_threshold config, else ${learningDefaults.threshold})`,
+      num('--threshold', 1, 1000, true),
+    )
     .showHelpAfterError(true)
-    .action(async (rawAgent: string, kind: FeedbackKind, action: string, o: { reason?: string; shard?: string; threshold?: number }) => {
-      const a = agentIdSchema.safeParse(rawAgent);
-      if (!a.success) throw new Error(`bad agent id "${rawAgent}": ${a.error.issues[0]?.message}`);
-      const r = await withDb((db) => recordFeedback(db, { agentId: a.data, kind, action, reason: o.reason, shardType: o.shard, threshold: o.threshold, source: 'cli' }));
-      out(`${kind} "${r.pattern}" for ${a.data}: count ${r.count} (threshold ${r.threshold})`);
-      if (r.learning) out(`learning #${r.learning.id} ${r.learning.reinforced ? 'reinforced' : 'created'}: ${r.learning.predicate} ${JSON.stringify(r.learning.args)} (rule ${r.learning.rule}, confidence ${r.learning.confidence})`);
-      if (r.refused) {
-        process.stderr.write(`${r.refused}\n`);
-        process.exitCode = 1;
-      }
-    });
+    .action(
+      async (
+        rawAgent: string,
+        kind: FeedbackKind,
+        action: string,
+        o: { reason?: string; shard?: string; threshold?: number },
+      ) => {
+        const a = agentIdSchema.safeParse(rawAgent);
+        if (!a.success) throw new Error(`bad agent id "${rawAgent}": ${a.error.issues[0]?.message}`);
+        const r = await withDb((db) =>
+          recordFeedback(db, {
+            agentId: a.data,
+            kind,
+            action,
+            reason: o.reason,
+            shardType: o.shard,
+            threshold: o.threshold,
+            source: 'cli',
+          }),
+        );
+        out(`${kind} "${r.pattern}" for ${a.data}: count ${r.count} (threshold ${r.threshold})`);
+        if (r.learning)
+          out(
+            `learning #${r.learning.id} ${r.learning.reinforced ? 'reinforced' : 'created'}: ${r.learning.predicate} ${JSON.stringify(r.learning.args)} (rule ${r.learning.rule}, confidence ${r.learning.confidence})`,
+          );
+        if (r.refused) {
+          process.stderr.write(`${r.refused}\n`);
+          process.exitCode = 1;
+        }
+      },
+    );
 }
 
 async function readStdin(): Promise<string> {

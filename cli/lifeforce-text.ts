@@ -21,11 +21,18 @@ export function needsClauses(agentId: string, budgetId: string, n: LifeforceNeed
   if (n.closed) return [`budget ${budgetId} is closed`];
   const set = `mindloop lifeforce set ${agentId}`;
   const clauses: string[] = [];
-  if (n.grant > 0) clauses.push(`needs ${fmtLf(n.grant)} (the smallest grant: mindloop lifeforce grant ${agentId} ${arg(n.grant)}${budgetId === budgetIds.agent(agentId) ? '' : ` --budget ${budgetId}`})`);
+  if (n.grant > 0)
+    clauses.push(
+      `needs ${fmtLf(n.grant)} (the smallest grant: mindloop lifeforce grant ${agentId} ${arg(n.grant)}${budgetId === budgetIds.agent(agentId) ? '' : ` --budget ${budgetId}`})`,
+    );
   if (n.daily !== null) clauses.push(`needs a daily limit of ${fmtLf(n.daily)} (${set} --daily ${arg(n.daily)})`);
-  if (n.monthly !== null) clauses.push(`needs a monthly limit of ${fmtLf(n.monthly)} (${set} --monthly ${arg(n.monthly)})`);
+  if (n.monthly !== null)
+    clauses.push(`needs a monthly limit of ${fmtLf(n.monthly)} (${set} --monthly ${arg(n.monthly)})`);
   // Only the agent's own budget has a capacity the operator sets.
-  if (n.capacity !== null && budgetId === budgetIds.agent(agentId)) clauses.push(`a capacity under ${fmtLf(n.capacity)} never holds it, nor does regeneration fill it (${set} --capacity ${arg(n.capacity)})`);
+  if (n.capacity !== null && budgetId === budgetIds.agent(agentId))
+    clauses.push(
+      `a capacity under ${fmtLf(n.capacity)} never holds it, nor does regeneration fill it (${set} --capacity ${arg(n.capacity)})`,
+    );
   return clauses;
 }
 
@@ -45,7 +52,11 @@ export function thinkWarning(agentId: string, reserves: number, source: ThinkSou
   const clauses = needsClauses(agentId, budgetIds.agent(agentId), n);
   if (clauses.length === 0) return null;
   // The next prompt is the last one's size give or take what arrived since (a reply, notes): about.
-  const [least, prompt] = source.promptTick === null ? ['at least ', 'no think yet: its system prompt and commands alone'] : ['about ', `a prompt as long as tick ${source.promptTick}'s`];
-  const can = n.grant === 0 && n.daily === null && n.monthly === null ? 'it can think now, but' : `${agentId} cannot think:`;
+  const [least, prompt] =
+    source.promptTick === null
+      ? ['at least ', 'no think yet: its system prompt and commands alone']
+      : ['about ', `a prompt as long as tick ${source.promptTick}'s`];
+  const can =
+    n.grant === 0 && n.daily === null && n.monthly === null ? 'it can think now, but' : `${agentId} cannot think:`;
   return `warning: one think of ${agentId} reserves ${least}${fmtLf(reserves)} (${source.model}, ${source.maxTokens} output tokens, ${prompt}); ${can} ${clauses.join('; ')}`;
 }

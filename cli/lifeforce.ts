@@ -11,11 +11,27 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { asc, eq } from 'drizzle-orm';
-import { available, budgetIds, exhaustedPolicies, lifeforceNeeds, regenerate, thinkReservation, type ExhaustedPolicy } from '../core/lifeforce.js';
+import {
+  available,
+  budgetIds,
+  exhaustedPolicies,
+  lifeforceNeeds,
+  regenerate,
+  thinkReservation,
+  type ExhaustedPolicy,
+} from '../core/lifeforce.js';
 import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { loadEnvOrExit } from '../env.js';
-import { budgetReport, configureBudget, grantLifeforce, stateOf, thinkBasis, type BudgetConfig, type BudgetReport } from '../db/queries/lifeforce.js';
+import {
+  budgetReport,
+  configureBudget,
+  grantLifeforce,
+  stateOf,
+  thinkBasis,
+  type BudgetConfig,
+  type BudgetReport,
+} from '../db/queries/lifeforce.js';
 import { lifeforceBudgets, type LifeforceBudget } from '../db/schema/index.js';
 import { formatDuration } from '../workflows/lib/ui-text.js';
 import { oneLine } from '../core/sanitize.js';
@@ -42,7 +58,9 @@ function lfArg<const W extends string = never>(flag: string, opts: { positive?: 
     const n = raw.trim() === '' ? Number.NaN : Number(raw);
     if (!Number.isFinite(n) || (opts.positive ? n <= 0 : n < 0) || n > maxLf) {
       const range = `a number ${opts.positive ? '> 0' : '>= 0'} and <= ${maxLf}`;
-      throw new InvalidArgumentError(`${flag} must be ${range}${words.length ? ` or ${words.join(' / ')}` : ''}, got "${raw}"`);
+      throw new InvalidArgumentError(
+        `${flag} must be ${range}${words.length ? ` or ${words.join(' / ')}` : ''}, got "${raw}"`,
+      );
     }
     return n;
   };
@@ -55,7 +73,8 @@ const priorityArg = (raw: string): number | 'auto' => {
 };
 
 /** A flag's number, or null for its word (unlimited, none, auto); undefined when not given. */
-const numberOrNull = (v: number | string | undefined): number | null | undefined => (v === undefined ? undefined : typeof v === 'number' ? v : null);
+const numberOrNull = (v: number | string | undefined): number | null | undefined =>
+  v === undefined ? undefined : typeof v === 'number' ? v : null;
 
 interface LifeforceShow {
   report: BudgetReport;
@@ -64,7 +83,11 @@ interface LifeforceShow {
 
 /** The agent's child budgets (task loops, campaigns, forks, nerves, escalations), open or closed. */
 async function childBudgets(db: Db, parentId: string): Promise<LifeforceBudget[]> {
-  return db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.parentId, parentId)).orderBy(asc(lifeforceBudgets.createdAt), asc(lifeforceBudgets.id));
+  return db
+    .select()
+    .from(lifeforceBudgets)
+    .where(eq(lifeforceBudgets.parentId, parentId))
+    .orderBy(asc(lifeforceBudgets.createdAt), asc(lifeforceBudgets.id));
 }
 
 /** The agent's budget as `lifeforce show` prints it; a clear error when the agent or its budget is missing. */
@@ -73,12 +96,15 @@ async function showLifeforce(db: Db, agentId: string): Promise<LifeforceShow> {
   const report = await budgetReport(db, id, { entries: 10 });
   if (!report) {
     await requireAgent(db, agentId);
-    throw new Error(`agent ${agentId} has no lifeforce budget yet (its loop creates one, unlimited, at its first tick; \`mindloop lifeforce set ${agentId} --capacity <LF>\` sets one up now)`);
+    throw new Error(
+      `agent ${agentId} has no lifeforce budget yet (its loop creates one, unlimited, at its first tick; \`mindloop lifeforce set ${agentId} --capacity <LF>\` sets one up now)`,
+    );
   }
   return { report, children: await childBudgets(db, id) };
 }
 
-const envelope = (limit: number | null, used: number, window: string): string => (limit === null ? 'no limit' : `${fmtLf(used)} used of ${fmtLf(limit)} (${window})`);
+const envelope = (limit: number | null, used: number, window: string): string =>
+  limit === null ? 'no limit' : `${fmtLf(used)} used of ${fmtLf(limit)} (${window})`;
 
 /** Render `lifeforce show` for a person. */
 function formatLifeforce(agentId: string, { report, children }: LifeforceShow, now = Date.now()): string {
@@ -98,16 +124,33 @@ function formatLifeforce(agentId: string, { report, children }: LifeforceShow, n
     `  priority      ${b.priority ?? 'auto (from the lifeforce left)'}`,
     `  exhausted     ${b.exhaustedAt ? `yes, since ${b.exhaustedAt.toISOString()}` : 'no'}`,
   ];
-  lines.push('', report.recent.length ? `last ${report.recent.length} ledger entries (newest first):` : 'no ledger entries yet');
+  lines.push(
+    '',
+    report.recent.length ? `last ${report.recent.length} ledger entries (newest first):` : 'no ledger entries yet',
+  );
   if (report.recent.length) {
-    const rows = report.recent.map((e) => [e.createdAt.toISOString(), e.kind, fmtLf(e.amount), e.operation ?? '-', oneLine(e.reason ?? '-', 70)]);
+    const rows = report.recent.map((e) => [
+      e.createdAt.toISOString(),
+      e.kind,
+      fmtLf(e.amount),
+      e.operation ?? '-',
+      oneLine(e.reason ?? '-', 70),
+    ]);
     lines.push(...table(['time', 'kind', 'amount', 'operation', 'reason'], rows));
   }
   if (children.length) {
     lines.push('', `child budgets (${children.length}):`);
     const rows = children.map((c) => {
       const state = regenerate(stateOf(c), now);
-      return [c.id, c.scope, fmtLf(c.capacity), fmtLf(c.closedAt ? 0 : available(state)), fmtLf(c.reserved), fmtLf(c.spent), c.closedAt ? `closed ${c.closedAt.toISOString()}` : 'open'];
+      return [
+        c.id,
+        c.scope,
+        fmtLf(c.capacity),
+        fmtLf(c.closedAt ? 0 : available(state)),
+        fmtLf(c.reserved),
+        fmtLf(c.spent),
+        c.closedAt ? `closed ${c.closedAt.toISOString()}` : 'open',
+      ];
     });
     lines.push(...table(['id', 'scope', 'capacity', 'available', 'reserved', 'spent', 'state'], rows));
   } else lines.push('', 'no child budgets');
@@ -126,7 +169,10 @@ async function wakeAgent(agentId: string): Promise<{ signalled: boolean; message
     return { signalled: true, message: `woke ${workflowId}` };
   } catch (err) {
     const why = err instanceof WorkflowNotFoundError ? `${workflowId} is not running` : (err as Error).message;
-    return { signalled: false, message: `agent ${agentId} not signalled (${why}): the change is stored all the same; the loop reads it at its next budget check` };
+    return {
+      signalled: false,
+      message: `agent ${agentId} not signalled (${why}): the change is stored all the same; the loop reads it at its next budget check`,
+    };
   }
 }
 
@@ -136,12 +182,20 @@ async function wakeAgent(agentId: string): Promise<{ signalled: boolean; message
  * and the smallest grant, capacity or limit that lets it think. null when it can think.
  */
 async function thinkShortfall(db: Db, agentId: string, at = Date.now()): Promise<string | null> {
-  const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.agent(agentId)));
+  const [row] = await db
+    .select()
+    .from(lifeforceBudgets)
+    .where(eq(lifeforceBudgets.id, budgetIds.agent(agentId)));
   if (!row) return null;
   const known = await thinkBasis(db, agentId);
   const reserves = thinkReservation(loadEnvOrExit().MINDLOOP_LIFEFORCE_PRICES, known.basis);
   if (reserves === null) return null;
-  return thinkWarning(agentId, reserves, { model: known.model, maxTokens: known.basis.maxTokens, promptTick: known.promptTick }, lifeforceNeeds(stateOf(row), reserves, at));
+  return thinkWarning(
+    agentId,
+    reserves,
+    { model: known.model, maxTokens: known.basis.maxTokens, promptTick: known.promptTick },
+    lifeforceNeeds(stateOf(row), reserves, at),
+  );
 }
 
 function warn(line: string | null): void {
@@ -160,16 +214,27 @@ interface GrantOpts {
 }
 
 /** Check the agent and the budget to grant to, then grant; what the user is told, and a warning when the agent still cannot think. */
-async function grant(db: Db, agentId: string, amount: number, o: GrantOpts): Promise<{ said: string; warning: string | null }> {
+async function grant(
+  db: Db,
+  agentId: string,
+  amount: number,
+  o: GrantOpts,
+): Promise<{ said: string; warning: string | null }> {
   await requireAgent(db, agentId);
   const budgetId = o.budget ?? budgetIds.agent(agentId);
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
   if (!row) {
-    if (o.budget) throw new Error(`no lifeforce budget ${budgetId} (\`mindloop lifeforce ${agentId}\` lists the agent's budgets)`);
-    throw new Error(`agent ${agentId} has no lifeforce budget yet (its loop creates one at its first tick; \`mindloop lifeforce set ${agentId} --capacity <LF>\` sets one up now)`);
+    if (o.budget)
+      throw new Error(`no lifeforce budget ${budgetId} (\`mindloop lifeforce ${agentId}\` lists the agent's budgets)`);
+    throw new Error(
+      `agent ${agentId} has no lifeforce budget yet (its loop creates one at its first tick; \`mindloop lifeforce set ${agentId} --capacity <LF>\` sets one up now)`,
+    );
   }
   if (row.agentId !== agentId) throw new Error(`budget ${budgetId} belongs to agent ${row.agentId}, not ${agentId}`);
-  if (row.closedAt) throw new Error(`budget ${budgetId} is closed (${row.closedAt.toISOString()}): grant to the agent's budget instead`);
+  if (row.closedAt)
+    throw new Error(
+      `budget ${budgetId} is closed (${row.closedAt.toISOString()}): grant to the agent's budget instead`,
+    );
   const reason = o.reason ?? 'granted from the CLI';
   await grantLifeforce(db, { budgetId, amount, key: `cli:${randomUUID()}`, reason, ...(o.by ? { by: o.by } : {}) });
   const after = await budgetReport(db, budgetId, { entries: 0 });
@@ -208,16 +273,24 @@ function formatSettings(b: LifeforceBudget): string {
 }
 
 export function registerLifeforceCommands(program: Command): void {
-  const lifeforce = program.command('lifeforce').description("an agent's lifeforce budget: show it, grant more, change its settings");
+  const lifeforce = program
+    .command('lifeforce')
+    .description("an agent's lifeforce budget: show it, grant more, change its settings");
 
   lifeforce
     .command('show', { isDefault: true })
-    .description('capacity, available, reserved, spent, regeneration, envelopes, burn rate, time to exhaustion, the last ledger entries and the child budgets (also: `mindloop lifeforce <agent>`)')
+    .description(
+      'capacity, available, reserved, spent, regeneration, envelopes, burn rate, time to exhaustion, the last ledger entries and the child budgets (also: `mindloop lifeforce <agent>`)',
+    )
     .argument('<agent>', 'agent id', agentIdArg)
     .option('--json', 'print JSON')
     .action(async (agentId: string, o: { json?: boolean }) => {
       const shown = await withDb((db) => showLifeforce(db, agentId));
-      out(o.json ? JSON.stringify({ ...shown.report, children: shown.children }, null, 2) : formatLifeforce(agentId, shown));
+      out(
+        o.json
+          ? JSON.stringify({ ...shown.report, children: shown.children }, null, 2)
+          : formatLifeforce(agentId, shown),
+      );
     });
 
   lifeforce
@@ -237,18 +310,36 @@ export function registerLifeforceCommands(program: Command): void {
 
   lifeforce
     .command('set')
-    .description("change the agent's budget settings (at least one option) and wake its loop; a new capacity refills the balance to it; warns when one think then cannot be covered")
+    .description(
+      "change the agent's budget settings (at least one option) and wake its loop; a new capacity refills the balance to it; warns when one think then cannot be covered",
+    )
     .argument('<agent>', 'agent id', agentIdArg)
-    .option('--capacity <n|unlimited>', 'the balance it holds (refilled to this now)', lfArg('--capacity', { words: ['unlimited'] }))
+    .option(
+      '--capacity <n|unlimited>',
+      'the balance it holds (refilled to this now)',
+      lfArg('--capacity', { words: ['unlimited'] }),
+    )
     .option('--regen <n>', 'LF regenerated per hour, up to the capacity (0: none)', lfArg('--regen'))
     .option('--daily <n|none>', 'most LF per UTC day', lfArg('--daily', { words: ['none'] }))
     .option('--monthly <n|none>', 'most LF per UTC month', lfArg('--monthly', { words: ['none'] }))
-    .option('--on-exhausted <policy>', `when a reservation is refused: ${exhaustedPolicies.join(' | ')}`, oneOfArg('--on-exhausted', exhaustedPolicies))
-    .option('--ask-for <n>', 'the grant an escalation for more lifeforce asks for', lfArg('--ask-for', { positive: true }))
+    .option(
+      '--on-exhausted <policy>',
+      `when a reservation is refused: ${exhaustedPolicies.join(' | ')}`,
+      oneOfArg('--on-exhausted', exhaustedPolicies),
+    )
+    .option(
+      '--ask-for <n>',
+      'the grant an escalation for more lifeforce asks for',
+      lfArg('--ask-for', { positive: true }),
+    )
     .option('--priority <1-5|auto>', 'task priority, 1 first (auto: from the lifeforce left)', priorityArg)
     .action(async function (this: Command, agentId: string, o: SetOpts) {
       const cfg = configOf(o);
-      if (Object.keys(cfg).length === 0) this.error('error: lifeforce set needs at least one of --capacity, --regen, --daily, --monthly, --on-exhausted, --ask-for, --priority', { exitCode: 2 });
+      if (Object.keys(cfg).length === 0)
+        this.error(
+          'error: lifeforce set needs at least one of --capacity, --regen, --daily, --monthly, --on-exhausted, --ask-for, --priority',
+          { exitCode: 2 },
+        );
       // Stored even when the agent cannot think under it (the operator may mean it), with a warning.
       const { row, warning } = await withDb(async (db) => {
         await requireAgent(db, agentId);

@@ -61,7 +61,12 @@ function lazyTemporal(env: Env): { get: () => Promise<Client>; close: () => Prom
  * this deployment's bus: without a deployment (no Temporal to tell it, no MINDLOOP_DEPLOYMENT)
  * the bridge serves without a bus and says why, rather than speak on another deployment's subjects.
  */
-async function busSource(env: Env, o: McpOptions, root: string, temporal: () => Promise<Client>): Promise<BusSource & { close?: () => Promise<void> }> {
+async function busSource(
+  env: Env,
+  o: McpOptions,
+  root: string,
+  temporal: () => Promise<Client>,
+): Promise<BusSource & { close?: () => Promise<void> }> {
   const url = o.nats ?? env.NATS_URL ?? defaultNatsUrl;
   if (url === 'off') return offBusSource(root);
   let deployment: string;
@@ -78,8 +83,10 @@ async function busSource(env: Env, o: McpOptions, root: string, temporal: () => 
 /** Refuse contradictory or incomplete options before anything starts. */
 function checkOptions(cmd: Command, o: McpOptions, root: string): { port: number } | null {
   const http = o.http !== undefined;
-  if (!http && (o.port !== undefined || o.host !== undefined || o.token !== undefined)) cmd.error('mindloop mcp: --port, --host and --token go with --http (stdio needs none of them)', { exitCode: 2 });
-  if (typeof o.http === 'number' && o.port !== undefined && o.port !== o.http) cmd.error(`mindloop mcp: --http ${o.http} and --port ${o.port} disagree`, { exitCode: 2 });
+  if (!http && (o.port !== undefined || o.host !== undefined || o.token !== undefined))
+    cmd.error('mindloop mcp: --port, --host and --token go with --http (stdio needs none of them)', { exitCode: 2 });
+  if (typeof o.http === 'number' && o.port !== undefined && o.port !== o.http)
+    cmd.error(`mindloop mcp: --http ${o.http} and --port ${o.port} disagree`, { exitCode: 2 });
   try {
     new PublishAllowList(root, o.allow);
   } catch (err) {
@@ -106,16 +113,25 @@ async function serveStdio(options: CreateBridgeOptions): Promise<void> {
       resolve('the client closed the session');
     };
   });
-  log(`mindloop mcp: serving on stdio (bus root ${bridge.root}; publish allowed to ${bridge.allow.patterns.join(', ')})`);
+  log(
+    `mindloop mcp: serving on stdio (bus root ${bridge.root}; publish allowed to ${bridge.allow.patterns.join(', ')})`,
+  );
   const why = await Promise.race([ended, closed]);
   log(`mindloop mcp: stopping (${why})`);
   await bridge.close();
 }
 
 /** Serve streamable HTTP until a signal stops us. */
-async function serveHttp(options: CreateBridgeOptions, o: McpOptions, port: number, token: string | undefined): Promise<void> {
+async function serveHttp(
+  options: CreateBridgeOptions,
+  o: McpOptions,
+  port: number,
+  token: string | undefined,
+): Promise<void> {
   const http = await startHttpBridge({ ...options, host: o.host ?? '127.0.0.1', port, ...(token ? { token } : {}) });
-  log(`mindloop mcp: streamable HTTP at ${http.url}${token ? ' (bearer token required)' : ''}; bus root ${http.bridge.root}; publish allowed to ${http.bridge.allow.patterns.join(', ')}`);
+  log(
+    `mindloop mcp: streamable HTTP at ${http.url}${token ? ' (bearer token required)' : ''}; bus root ${http.bridge.root}; publish allowed to ${http.bridge.allow.patterns.join(', ')}`,
+  );
   const sig = await new Promise<string>((resolve) => {
     for (const s of ['SIGINT', 'SIGTERM'] as const) process.once(s, () => resolve(s));
   });
@@ -126,26 +142,62 @@ async function serveHttp(options: CreateBridgeOptions, o: McpOptions, port: numb
 export function registerMcpCommand(program: Command): void {
   program
     .command('mcp')
-    .description('serve the bus and Mindloop to MCP clients (Claude Desktop, IDEs, LangChain): stdio by default, streamable HTTP with --http')
-    .option('--http [port]', `serve streamable HTTP on /mcp instead of stdio (default port ${defaultMcpHttpPort}; 0 picks a free one)`, portArg)
+    .description(
+      'serve the bus and Mindloop to MCP clients (Claude Desktop, IDEs, LangChain): stdio by default, streamable HTTP with --http',
+    )
+    .option(
+      '--http [port]',
+      `serve streamable HTTP on /mcp instead of stdio (default port ${defaultMcpHttpPort}; 0 picks a free one)`,
+      portArg,
+    )
     .option('--port <port>', 'the HTTP port (same as --http <port>)', portArg)
     .option('--host <host>', 'the HTTP bind address (default 127.0.0.1; any other needs --token)')
-    .option('--token <token>', 'every HTTP request must carry Authorization: Bearer <token> (default MINDLOOP_MCP_TOKEN)', schemaArg('--token', envSchema.shape.MINDLOOP_MCP_TOKEN.unwrap()))
-    .option('--allow <pattern>', 'also let clients publish to this subject pattern (relative to the root, NATS wildcards, e.g. meta.attention.*); repeatable', (v: string, prev: string[]) => [...prev, v], [] as string[])
-    .option('--buffer <n>', 'heartbeat buffer per session (the oldest messages go when it is full)', numberArg('--buffer', 1, maxBufferSize), defaultBufferSize)
+    .option(
+      '--token <token>',
+      'every HTTP request must carry Authorization: Bearer <token> (default MINDLOOP_MCP_TOKEN)',
+      schemaArg('--token', envSchema.shape.MINDLOOP_MCP_TOKEN.unwrap()),
+    )
+    .option(
+      '--allow <pattern>',
+      'also let clients publish to this subject pattern (relative to the root, NATS wildcards, e.g. meta.attention.*); repeatable',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .option(
+      '--buffer <n>',
+      'heartbeat buffer per session (the oldest messages go when it is full)',
+      numberArg('--buffer', 1, maxBufferSize),
+      defaultBufferSize,
+    )
     .option('--root <root>', 'the bus root (default MINDLOOP_BUS_ROOT)', schemaArg('bus root', busRootSchema))
-    .option('--nats <url>', 'the NATS server (default NATS_URL, else nats://127.0.0.1:4222; off: no bus)', schemaArg('--nats', envSchema.shape.NATS_URL.unwrap()))
+    .option(
+      '--nats <url>',
+      'the NATS server (default NATS_URL, else nats://127.0.0.1:4222; off: no bus)',
+      schemaArg('--nats', envSchema.shape.NATS_URL.unwrap()),
+    )
     .action(async function (this: Command, o: McpOptions) {
       const env = loadEnvOrExit();
       const root = o.root ?? env.MINDLOOP_BUS_ROOT;
       const http = checkOptions(this, o, root);
       const token = o.token ?? env.MINDLOOP_MCP_TOKEN;
       // Checked again where the server binds; said here first, before anything connects.
-      if (http && o.host && !token && !isLoopbackHost(o.host)) this.error(`mindloop mcp: refusing to bind ${o.host} without a token: give --token <secret> (or MINDLOOP_MCP_TOKEN), or bind 127.0.0.1`, { exitCode: 2 });
+      if (http && o.host && !token && !isLoopbackHost(o.host))
+        this.error(
+          `mindloop mcp: refusing to bind ${o.host} without a token: give --token <secret> (or MINDLOOP_MCP_TOKEN), or bind 127.0.0.1`,
+          { exitCode: 2 },
+        );
       const temporal = lazyTemporal(env);
       const bus = await busSource(env, o, root, temporal.get);
       const db = createDb(databaseUrl(env), { max: 4 });
-      const options: CreateBridgeOptions = { bus, db: db.db, temporal: temporal.get, bufferSize: o.buffer, allow: o.allow, explainDbError: (err) => explainDbError(err, env), log };
+      const options: CreateBridgeOptions = {
+        bus,
+        db: db.db,
+        temporal: temporal.get,
+        bufferSize: o.buffer,
+        allow: o.allow,
+        explainDbError: (err) => explainDbError(err, env),
+        log,
+      };
       try {
         if (http) await serveHttp(options, o, http.port, token);
         else await serveStdio(options);

@@ -9,7 +9,20 @@ import type { Command } from 'commander';
 import { oneLine } from '../core/sanitize.js';
 import type { Model, ModelTestResult } from '../db/schema/index.js';
 import { loadEnvOrExit, secretSource } from '../env.js';
-import { addModel, envVarSchema, httpUrl, listModels, ModelCatalogueError, modelNameSchema, modelRoles, removeModel, testModel, type CatalogueDeps, type ModelRole, type ModelWithUsage } from '../runtime/models.js';
+import {
+  addModel,
+  envVarSchema,
+  httpUrl,
+  listModels,
+  ModelCatalogueError,
+  modelNameSchema,
+  modelRoles,
+  removeModel,
+  testModel,
+  type CatalogueDeps,
+  type ModelRole,
+  type ModelWithUsage,
+} from '../runtime/models.js';
 import { numberArg, oneOfArg, schemaArg } from './args.js';
 import { withDb } from './client.js';
 import { table } from './table.js';
@@ -52,12 +65,28 @@ export function testLine(t: ModelTestResult | null): string {
 
 const where = (m: Model): string => `${m.provider} ${m.model}${m.baseUrl ? ` at ${m.baseUrl}` : ''}`;
 const usd = (x: number): string => `$${x < 0.01 && x > 0 ? x.toPrecision(2) : x.toFixed(2)}`;
-const tokens = (n: number): string => (n >= 1_000_000 ? `${(n / 1_000_000).toFixed(1)}M` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+const tokens = (n: number): string =>
+  n >= 1_000_000 ? `${(n / 1_000_000).toFixed(1)}M` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 
 /** `models list` as a table. */
 export function formatModels(rows: readonly ModelWithUsage[]): string {
-  if (rows.length === 0) return 'no models in the catalogue (`mindloop models add <name> --provider … --model …` adds one)';
-  const head = ['name', 'provider', 'model', 'role', '$/1M in/out', 'context', 'test', 'calls', 'failed', 'p50', 'tokens', 'spend', 'agents'];
+  if (rows.length === 0)
+    return 'no models in the catalogue (`mindloop models add <name> --provider … --model …` adds one)';
+  const head = [
+    'name',
+    'provider',
+    'model',
+    'role',
+    '$/1M in/out',
+    'context',
+    'test',
+    'calls',
+    'failed',
+    'p50',
+    'tokens',
+    'spend',
+    'agents',
+  ];
   const body = rows.map((m) => [
     m.name,
     m.provider,
@@ -78,7 +107,8 @@ export function formatModels(rows: readonly ModelWithUsage[]): string {
 
 /** A refusal of bad input is a usage error (exit 2); the others are the command's failure (exit 1). */
 function refused(cmd: Command, err: unknown): never {
-  if (err instanceof ModelCatalogueError && err.problem === 'invalid') cmd.error(`mindloop models: ${err.message}`, { exitCode: 2 });
+  if (err instanceof ModelCatalogueError && err.problem === 'invalid')
+    cmd.error(`mindloop models: ${err.message}`, { exitCode: 2 });
   throw err;
 }
 
@@ -91,25 +121,64 @@ export function registerModelCommands(program: Command): void {
     .command('add')
     .description('add a model, after a test call (refused when the server cannot be reached or lacks the model)')
     .argument('<name>', 'the name agents and agent files use: a slug (a-z, 0-9, . _ -), at most 64 characters', nameArg)
-    .requiredOption('--provider <provider>', `${cliProviders.join('|')} (openai: any OpenAI-compatible server, with --base-url)`, oneOfArg('--provider', cliProviders))
+    .requiredOption(
+      '--provider <provider>',
+      `${cliProviders.join('|')} (openai: any OpenAI-compatible server, with --base-url)`,
+      oneOfArg('--provider', cliProviders),
+    )
     .requiredOption('--model <id>', "the model's id on the server, e.g. gpt-4o-mini")
-    .option('--base-url <url>', 'the server, e.g. http://127.0.0.1:11434/v1 (default: the provider\'s own API)', schemaArg('--base-url', httpUrl))
-    .option('--key-env <VAR>', 'the NAME of the environment variable holding the key (never the key); needed for anthropic and OpenAI\'s own API, and must be set here', schemaArg('--key-env', envVarSchema))
-    .option('--role <role>', `its default role: ${modelRoles.join('|')} (mini: the emotion and novelty mini-prompts after each reply, stored as emotion)`, oneOfArg('--role', modelRoles), 'agent')
+    .option(
+      '--base-url <url>',
+      "the server, e.g. http://127.0.0.1:11434/v1 (default: the provider's own API)",
+      schemaArg('--base-url', httpUrl),
+    )
+    .option(
+      '--key-env <VAR>',
+      "the NAME of the environment variable holding the key (never the key); needed for anthropic and OpenAI's own API, and must be set here",
+      schemaArg('--key-env', envVarSchema),
+    )
+    .option(
+      '--role <role>',
+      `its default role: ${modelRoles.join('|')} (mini: the emotion and novelty mini-prompts after each reply, stored as emotion)`,
+      oneOfArg('--role', modelRoles),
+      'agent',
+    )
     .option('--price-in <usd>', 'USD per 1M prompt tokens', priceArg('--price-in'), 0)
     .option('--price-out <usd>', 'USD per 1M completion tokens', priceArg('--price-out'), 0)
-    .option('--context-window <tokens>', 'its context length (default: what the server reports)', numberArg('--context-window', 1, 100_000_000))
+    .option(
+      '--context-window <tokens>',
+      'its context length (default: what the server reports)',
+      numberArg('--context-window', 1, 100_000_000),
+    )
     .option('--no-test', 'store it without calling it')
     .option('--json', 'print JSON')
     .action(async function (this: Command, name: string, o: AddOptions) {
-      const input = { name, provider: o.provider, model: o.model, baseUrl: o.baseUrl, apiKeyEnv: o.keyEnv, role: o.role, priceInPer1m: o.priceIn, priceOutPer1m: o.priceOut, contextWindow: o.contextWindow };
-      const m = await withCatalogue((deps) => addModel(deps, input, { test: o.test })).catch((err: unknown) => refused(this, err));
-      out(o.json ? JSON.stringify(m, null, 2) : `added model ${m.name}: ${where(m)}, role ${m.role} — ${testLine(m.test)}`);
+      const input = {
+        name,
+        provider: o.provider,
+        model: o.model,
+        baseUrl: o.baseUrl,
+        apiKeyEnv: o.keyEnv,
+        role: o.role,
+        priceInPer1m: o.priceIn,
+        priceOutPer1m: o.priceOut,
+        contextWindow: o.contextWindow,
+      };
+      const m = await withCatalogue((deps) => addModel(deps, input, { test: o.test })).catch((err: unknown) =>
+        refused(this, err),
+      );
+      out(
+        o.json
+          ? JSON.stringify(m, null, 2)
+          : `added model ${m.name}: ${where(m)}, role ${m.role} — ${testLine(m.test)}`,
+      );
     });
 
   models
     .command('list')
-    .description('every model, with its last test and its calls by agents: count, failures, median latency, tokens, spend')
+    .description(
+      'every model, with its last test and its calls by agents: count, failures, median latency, tokens, spend',
+    )
     .option('--json', 'print JSON')
     .action(async (o: { json?: boolean }) => {
       const rows = await withDb(listModels);
@@ -118,7 +187,9 @@ export function registerModelCommands(program: Command): void {
 
   models
     .command('test')
-    .description('call the model now (latency, JSON replies, tool calls, context length) and store what was found; exit 1 when it does not answer')
+    .description(
+      'call the model now (latency, JSON replies, tool calls, context length) and store what was found; exit 1 when it does not answer',
+    )
     .argument('<name>', 'the model', nameArg)
     .option('--json', 'print JSON')
     .action(async (name: string, o: { json?: boolean }) => {

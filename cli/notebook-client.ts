@@ -16,7 +16,8 @@ const timeoutMs = 5000;
 function notebookBase(env: Env): string | null {
   if (env.MINDLOOP_NOTEBOOK_PORT === 'off') return null;
   const h = env.MINDLOOP_NOTEBOOK_HOST;
-  const host = h === '0.0.0.0' || h === '::' || h === '[::]' ? '127.0.0.1' : h.includes(':') && !h.startsWith('[') ? `[${h}]` : h;
+  const host =
+    h === '0.0.0.0' || h === '::' || h === '[::]' ? '127.0.0.1' : h.includes(':') && !h.startsWith('[') ? `[${h}]` : h;
   return `http://${host}:${env.MINDLOOP_NOTEBOOK_PORT}`;
 }
 
@@ -30,7 +31,12 @@ interface NotebookAnswer {
  * Send one request to the notebook. Null when there is none to ask, when it serves another
  * cluster (421), or when it does not answer with JSON: the caller then does the work itself.
  */
-export function askNotebook(env: Env, method: 'GET' | 'POST', path: string, body?: unknown): Promise<NotebookAnswer | null> {
+export function askNotebook(
+  env: Env,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<NotebookAnswer | null> {
   const base = notebookBase(env);
   if (!base) return Promise.resolve(null);
   const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -50,7 +56,11 @@ export function askNotebook(env: Env, method: 'GET' | 'POST', path: string, body
         if (res.statusCode === 421) return resolve(null);
         try {
           const parsed = JSON.parse(text) as unknown;
-          resolve(parsed !== null && typeof parsed === 'object' ? { status: res.statusCode ?? 0, body: parsed as Record<string, unknown> } : null);
+          resolve(
+            parsed !== null && typeof parsed === 'object'
+              ? { status: res.statusCode ?? 0, body: parsed as Record<string, unknown> }
+              : null,
+          );
         } catch {
           resolve(null);
         }

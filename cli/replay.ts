@@ -28,7 +28,12 @@ interface ReplayReport {
  * `workflowId` (what test/replay/record.ts writes); an export without one replays under the
  * SDK's stand-in id.
  */
-export async function replayHistory(source: string, history: unknown, bundle: WorkflowBundleWithSourceMap, workflowId?: string): Promise<ReplayReport> {
+export async function replayHistory(
+  source: string,
+  history: unknown,
+  bundle: WorkflowBundleWithSourceMap,
+  workflowId?: string,
+): Promise<ReplayReport> {
   let id = workflowId;
   if (history && typeof history === 'object' && 'workflowId' in history) {
     const { workflowId: recorded, ...rest } = history as { workflowId?: unknown };
@@ -48,7 +53,9 @@ async function fetchWorkflowHistory(client: Client, workflowId: string, runId?: 
   } catch (err) {
     // 5 is gRPC NOT_FOUND; fetchHistory passes the service error through unwrapped.
     if ((err as { code?: unknown }).code === 5 || (err as Error).name === 'WorkflowNotFoundError') {
-      throw new Error(`no workflow ${workflowId}${runId ? ` (run ${runId})` : ''} in namespace ${client.options.namespace}: check the id (\`temporal workflow list\`)`);
+      throw new Error(
+        `no workflow ${workflowId}${runId ? ` (run ${runId})` : ''} in namespace ${client.options.namespace}: check the id (\`temporal workflow list\`)`,
+      );
     }
     throw err;
   }
@@ -58,11 +65,20 @@ async function fetchWorkflowHistory(client: Client, workflowId: string, runId?: 
  * Replay a history fetched from the server (already protobuf objects: it must not go through
  * the JSON parser, whose enum fix-up expects strings) against `bundle`, under its own id.
  */
-function replayFetchedHistory(workflowId: string, history: History, bundle: WorkflowBundleWithSourceMap): Promise<ReplayReport> {
+function replayFetchedHistory(
+  workflowId: string,
+  history: History,
+  bundle: WorkflowBundleWithSourceMap,
+): Promise<ReplayReport> {
   return replayParsed(workflowId, history, bundle, workflowId);
 }
 
-async function replayParsed(source: string, history: History, bundle: WorkflowBundleWithSourceMap, workflowId: string | undefined): Promise<ReplayReport> {
+async function replayParsed(
+  source: string,
+  history: History,
+  bundle: WorkflowBundleWithSourceMap,
+  workflowId: string | undefined,
+): Promise<ReplayReport> {
   const events = history.events?.length ?? 0;
   try {
     await Worker.runReplayHistory({ workflowBundle: bundle, replayName: source }, history, workflowId);
@@ -91,7 +107,10 @@ export function registerReplayCommand(program: Command): void {
     .description('replay a workflow history (a workflow id, or an exported history .json) against the current code')
     .argument('<target>', 'workflow id (e.g. agent/demo) or path to a history JSON file')
     .option('--run-id <id>', 'a specific run of the workflow id')
-    .option('--workflow-id <id>', "a history file's workflow id, where the file does not carry one (a campaign checks its own)")
+    .option(
+      '--workflow-id <id>',
+      "a history file's workflow id, where the file does not carry one (a campaign checks its own)",
+    )
     .action(async (target: string, opts: { runId?: string; workflowId?: string }, command: Command) => {
       installSdkLog(command.optsWithGlobals<{ verbose?: boolean }>().verbose === true);
       let report: ReplayReport;
@@ -111,7 +130,9 @@ export function registerReplayCommand(program: Command): void {
       }
       if (report.ok) process.stdout.write(`replay ok: ${report.source}, ${report.events} events, deterministic\n`);
       else {
-        process.stdout.write(`replay FAILED: ${report.source} (${report.events} events)${report.nondeterministic ? ' — NONDETERMINISM' : ''}\n  ${report.error}\n`);
+        process.stdout.write(
+          `replay FAILED: ${report.source} (${report.events} events)${report.nondeterministic ? ' — NONDETERMINISM' : ''}\n  ${report.error}\n`,
+        );
         process.exitCode = 1;
       }
     });

@@ -13,7 +13,9 @@ const scheduleId = (raw: string): string => {
 };
 
 export function registerScheduleCommands(program: Command): void {
-  const schedules = program.command('schedules').description('the maintenance schedules: learning decay, abstracts digest, memory pruning, process-log cleanup');
+  const schedules = program
+    .command('schedules')
+    .description('the maintenance schedules: learning decay, abstracts digest, memory pruning, process-log cleanup');
   schedules.showHelpAfterError(true);
 
   schedules
@@ -32,15 +34,18 @@ export function registerScheduleCommands(program: Command): void {
     .action(async (o: { json?: boolean }) => {
       const rows = await withClient((client) => describeSchedules(client));
       if (o.json) return void process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-      if (rows.length === 0) return void process.stdout.write('no maintenance schedules yet: run `mindloop schedules apply`\n');
+      if (rows.length === 0)
+        return void process.stdout.write('no maintenance schedules yet: run `mindloop schedules apply`\n');
       for (const r of rows) {
-        process.stdout.write(`${r.id}  ${r.workflowType}  ${r.paused ? 'PAUSED' : 'active'}  next ${r.nextActionTimes[0] ?? '-'}  (${r.note ?? ''})\n`);
+        process.stdout.write(
+          `${r.id}  ${r.workflowType}  ${r.paused ? 'PAUSED' : 'active'}  next ${r.nextActionTimes[0] ?? '-'}  (${r.note ?? ''})\n`,
+        );
       }
     });
 
   schedules
     .command('trigger')
-    .description('run a schedule now (as the UI\'s Trigger button)')
+    .description("run a schedule now (as the UI's Trigger button)")
     .argument('<schedule>', 'learning-decay | abstracts-digest | memory-pruning | process-log-cleanup', scheduleId)
     .option('--wait', 'wait for the run and print what it did (a repeat for a period already done changes nothing)')
     .action(async (id: string, o: { wait?: boolean }) => {
@@ -48,7 +53,9 @@ export function registerScheduleCommands(program: Command): void {
         await withClient((client) => client.schedule.getHandle(id).trigger());
         return void process.stdout.write(`triggered ${id}\n`);
       }
-      const run = await withClient((client) => awaitScheduledRun<{ note?: string }>(client, id, () => client.schedule.getHandle(id).trigger(), 5 * 60_000));
+      const run = await withClient((client) =>
+        awaitScheduledRun<{ note?: string }>(client, id, () => client.schedule.getHandle(id).trigger(), 5 * 60_000),
+      );
       process.stdout.write(`triggered ${id}\n${run.workflowId}: ${run.result.note ?? JSON.stringify(run.result)}\n`);
     });
 
@@ -56,21 +63,29 @@ export function registerScheduleCommands(program: Command): void {
     .command('runs')
     .description('the run ledger: which job ran for which period (and agent or shard), when, by which run')
     .option('--job <job>', maintenanceJobNames.join(' | '), (raw: string) => {
-      if (!(maintenanceJobNames as string[]).includes(raw)) throw new InvalidArgumentError(`unknown job "${raw}" (known: ${maintenanceJobNames.join(', ')})`);
+      if (!(maintenanceJobNames as string[]).includes(raw))
+        throw new InvalidArgumentError(`unknown job "${raw}" (known: ${maintenanceJobNames.join(', ')})`);
       return raw as MaintenanceJob;
     })
-    .option('--limit <n>', 'newest N', (raw: string) => {
-      const n = Number(raw);
-      if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('--limit: an integer 1..1000');
-      return n;
-    }, 50)
+    .option(
+      '--limit <n>',
+      'newest N',
+      (raw: string) => {
+        const n = Number(raw);
+        if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('--limit: an integer 1..1000');
+        return n;
+      },
+      50,
+    )
     .option('--json', 'print JSON')
     .action(async (o: { job?: MaintenanceJob; limit: number; json?: boolean }) => {
       const rows = await withDb((db) => listMaintenanceRuns(db, { job: o.job, limit: o.limit }));
       if (o.json) return void process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
       if (rows.length === 0) return void process.stdout.write('no maintenance runs recorded yet\n');
       for (const r of rows) {
-        process.stdout.write(`${r.job}  ${r.periodKey}  ${r.scope}  done ${r.finishedAt?.toISOString() ?? '-'}  by ${r.workflowId ?? '-'}  ${JSON.stringify(r.result)}\n`);
+        process.stdout.write(
+          `${r.job}  ${r.periodKey}  ${r.scope}  done ${r.finishedAt?.toISOString() ?? '-'}  by ${r.workflowId ?? '-'}  ${JSON.stringify(r.result)}\n`,
+        );
       }
     });
 }

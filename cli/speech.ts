@@ -21,7 +21,9 @@ async function readWav(file: string): Promise<WavInfo> {
     handle = await open(file, 'r');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new Error(`${file}: ${code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? (err as Error).message})`}; nothing was sent`);
+    throw new Error(
+      `${file}: ${code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? (err as Error).message})`}; nothing was sent`,
+    );
   }
   try {
     const info = await handle.stat();
@@ -47,13 +49,17 @@ interface AudioNoteOptions {
 }
 
 /** Check the file, copy it where the speech workers read it, and start its transcription. */
-export async function startAudioNote(client: Client, o: AudioNoteOptions): Promise<{ workflowId: string; audioPath: string; wav: WavInfo }> {
+export async function startAudioNote(
+  client: Client,
+  o: AudioNoteOptions,
+): Promise<{ workflowId: string; audioPath: string; wav: WavInfo }> {
   const wav = await readWav(o.file);
   // The note needs the agent: one whose loop never ran has no row to hang it from.
   try {
     await client.workflow.getHandle(workflowIds.agent(o.agentId)).describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no agent ${o.agentId}: start it with \`mindloop start ${o.agentId}\` (nothing was sent)`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new Error(`no agent ${o.agentId}: start it with \`mindloop start ${o.agentId}\` (nothing was sent)`);
     throw err;
   }
   const id = randomUUID();
@@ -65,7 +71,15 @@ export async function startAudioNote(client: Client, o: AudioNoteOptions): Promi
   await client.workflow.start<typeof speechWorkflow>('speechWorkflow', {
     workflowId,
     taskQueue: o.taskQueue ?? workflowTaskQueue,
-    args: [{ kind: 'transcribe', agentId: o.agentId, audioPath, ...(o.language ? { language: o.language } : {}), note: { priority: o.priority ?? 1, tags: o.tags ?? [], source: 'user' } }],
+    args: [
+      {
+        kind: 'transcribe',
+        agentId: o.agentId,
+        audioPath,
+        ...(o.language ? { language: o.language } : {}),
+        note: { priority: o.priority ?? 1, tags: o.tags ?? [], source: 'user' },
+      },
+    ],
     ...speechText({ agentId: o.agentId, kind: 'transcribe', audioPath }),
   });
   return { workflowId, audioPath, wav };
@@ -85,6 +99,11 @@ export async function speechOutcome(client: Client, workflowId: string): Promise
 export function formatSpeechResult(r: SpeechResult): string {
   const engine = `${r.backend}${r.device ? ` on ${r.device}` : ''}, ${r.queue}; ${r.durationS.toFixed(1)} s, ${r.charged} LF`;
   if (r.kind === 'speak') return `spoke ${r.audioPath} (${engine})`;
-  const where = r.delivered === 'loop' ? 'delivered to the loop' : r.delivered === 'queued' ? 'queued by the loop' : 'stored (no loop running)';
+  const where =
+    r.delivered === 'loop'
+      ? 'delivered to the loop'
+      : r.delivered === 'queued'
+        ? 'queued by the loop'
+        : 'stored (no loop running)';
   return `note ${r.noteId === null ? '(queued)' : `#${r.noteId}`} ${where} — ${r.language} (${engine}):\n${r.text}`;
 }

@@ -25,28 +25,54 @@ export function formatStatus(s: AgentStatus): string {
   ];
   if (s.reflexes) {
     const r = s.reflexes;
-    lines.push(`  reflexes     novelty ${r.lastNovelty ?? '-'}; low streak ${r.lowStreak}; Reflex-lite ${r.reflexLiteFired}×, strategies ${r.strategiesFired}×; validator timeouts ${r.validatorTimeouts}`);
+    lines.push(
+      `  reflexes     novelty ${r.lastNovelty ?? '-'}; low streak ${r.lowStreak}; Reflex-lite ${r.reflexLiteFired}×, strategies ${r.strategiesFired}×; validator timeouts ${r.validatorTimeouts}`,
+    );
     const held = Object.entries(r.held ?? {});
-    if (held.length) lines.push(`  unvalidated  ${held.map(([id, why]) => `${id}: ${why}`).join('; ')}  (all: mindloop unvalidated ${s.agentId})`);
+    if (held.length)
+      lines.push(
+        `  unvalidated  ${held.map(([id, why]) => `${id}: ${why}`).join('; ')}  (all: mindloop unvalidated ${s.agentId})`,
+      );
   }
   const lf = s.lifeforce;
   if (lf) {
-    const left = lf.available === null ? 'unlimited' : `${lf.available} LF available${lf.capacity !== null ? ` of ${lf.capacity}` : ''}`;
-    lines.push(`  lifeforce    ${left}; last tick ${lf.lastCharge ?? '-'} LF; priority ${lf.priorityKey}; when exhausted: ${lf.onExhausted}  (mindloop lifeforce ${s.agentId})`);
+    const left =
+      lf.available === null
+        ? 'unlimited'
+        : `${lf.available} LF available${lf.capacity !== null ? ` of ${lf.capacity}` : ''}`;
+    lines.push(
+      `  lifeforce    ${left}; last tick ${lf.lastCharge ?? '-'} LF; priority ${lf.priorityKey}; when exhausted: ${lf.onExhausted}  (mindloop lifeforce ${s.agentId})`,
+    );
     const x = lf.exhausted;
     if (x) {
       const needs = x.needs ? needsClauses(s.agentId, lf.budgetId, x.needs) : [];
-      const waiting = x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`;
-      lines.push(`  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${[...needs, waiting].join('; ')}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`);
+      const waiting =
+        x.waitMs === null ? 'waiting for a grant' : `regeneration covers it in ${Math.ceil(x.waitMs / 60_000)} min`;
+      lines.push(
+        `  EXHAUSTED    since ${x.since}: ${x.needed} LF refused (${x.reason}); ${[...needs, waiting].join('; ')}${x.escalationId ? `; escalation ${x.escalationId} asks a human` : ''}`,
+      );
     }
   }
-  if (s.outage) lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
+  if (s.outage)
+    lines.push(`  CORE OUTAGE  since ${s.outage.since}, ${s.outage.attempts} attempt(s): ${s.outage.lastError}`);
   const iso = s.isolation;
-  if (iso?.since) lines.push(`  ISOLATED     since ${iso.since} (tick ${iso.sinceTick ?? '?'}): none of ${iso.known} known peer(s) reachable for ${iso.unreachableTicks} tick(s); applied commands tagged emergency_consensus`);
-  else if (iso && iso.known > 0) lines.push(`  peers        ${iso.reachable.length ? `reachable: ${iso.reachable.join(', ')}` : 'none reachable'} (${iso.known} known)${iso.unreachableTicks ? `; unreachable for ${iso.unreachableTicks} tick(s)` : ''}`);
-  if (s.degraded) lines.push(`  DEGRADED     ${s.degraded.step} waits for an unavailable dependency since ${s.degraded.since}, ${s.degraded.attempts} attempt(s): ${s.degraded.lastError}`);
+  if (iso?.since)
+    lines.push(
+      `  ISOLATED     since ${iso.since} (tick ${iso.sinceTick ?? '?'}): none of ${iso.known} known peer(s) reachable for ${iso.unreachableTicks} tick(s); applied commands tagged emergency_consensus`,
+    );
+  else if (iso && iso.known > 0)
+    lines.push(
+      `  peers        ${iso.reachable.length ? `reachable: ${iso.reachable.join(', ')}` : 'none reachable'} (${iso.known} known)${iso.unreachableTicks ? `; unreachable for ${iso.unreachableTicks} tick(s)` : ''}`,
+    );
+  if (s.degraded)
+    lines.push(
+      `  DEGRADED     ${s.degraded.step} waits for an unavailable dependency since ${s.degraded.since}, ${s.degraded.attempts} attempt(s): ${s.degraded.lastError}`,
+    );
   if (s.queuedNotes) lines.push(`  queued notes ${s.queuedNotes} (stored when the database returns)`);
-  if (s.lastTickFailure) lines.push(`  last failed  tick ${s.lastTickFailure.tick} at ${s.lastTickFailure.step}: ${s.lastTickFailure.error} (${s.counters.tickFailures ?? 0} in all)`);
+  if (s.lastTickFailure)
+    lines.push(
+      `  last failed  tick ${s.lastTickFailure.tick} at ${s.lastTickFailure.step}: ${s.lastTickFailure.error} (${s.counters.tickFailures ?? 0} in all)`,
+    );
   const loops = Object.entries(s.taskLoops);
   if (loops.length) lines.push(`  task loops   ${loops.map(([t, id]) => `#${t} (${id})`).join(', ')}`);
   return lines.join('\n');
@@ -57,9 +83,15 @@ export function formatExecution(r: AgentLoopStatus): string {
   const head =
     r.execution.status === 'RUNNING'
       ? []
-      : [`workflow ${r.workflowId} is ${r.execution.status} (since ${r.execution.closeTime}): ${r.execution.reason}`, `  start it again with \`mindloop start ${r.workflowId.replace(/^agent\//, '')}\` (it goes on from its last tick)`];
+      : [
+          `workflow ${r.workflowId} is ${r.execution.status} (since ${r.execution.closeTime}): ${r.execution.reason}`,
+          `  start it again with \`mindloop start ${r.workflowId.replace(/^agent\//, '')}\` (it goes on from its last tick)`,
+        ];
   if (!r.status) return [...head, `  status query: ${r.queryError ?? 'no answer'}`].join('\n');
-  return [...head, r.execution.status === 'RUNNING' ? formatStatus(r.status) : `last status:\n${formatStatus(r.status)}`].join('\n');
+  return [
+    ...head,
+    r.execution.status === 'RUNNING' ? formatStatus(r.status) : `last status:\n${formatStatus(r.status)}`,
+  ].join('\n');
 }
 
 /** Who answered: the notebook of a running `npm start`, or Temporal itself. */
@@ -71,30 +103,41 @@ type StatusSource = 'notebook' | 'temporal';
  */
 async function statusFromNotebook(env: Env, agentId: string): Promise<AgentLoopStatus | Error | null> {
   const answer = await askNotebook(env, 'GET', `/api/agents/${encodeURIComponent(agentId)}/loop`);
-  if (answer?.status === 200 && typeof answer.body.loop === 'object' && answer.body.loop !== null) return answer.body.loop as AgentLoopStatus;
+  if (answer?.status === 200 && typeof answer.body.loop === 'object' && answer.body.loop !== null)
+    return answer.body.loop as AgentLoopStatus;
   if (answer?.status === 404 && answer.body.noLoop === true) return new Error(String(answer.body.error));
   return null;
 }
 
 /** The status, from the notebook when it can answer for this environment, else from Temporal. */
-async function agentStatus(agentId: string, o: { direct?: boolean } = {}): Promise<{ status: AgentLoopStatus; source: StatusSource }> {
+async function agentStatus(
+  agentId: string,
+  o: { direct?: boolean } = {},
+): Promise<{ status: AgentLoopStatus; source: StatusSource }> {
   const env = loadEnvOrExit();
   const viaNotebook = o.direct ? null : await statusFromNotebook(env, agentId);
   if (viaNotebook instanceof Error) throw viaNotebook;
   if (viaNotebook) return { status: viaNotebook, source: 'notebook' };
-  const [{ withClient }, { agentLoopStatus }] = await Promise.all([import('./client.js'), import('../runtime/operator.js')]);
+  const [{ withClient }, { agentLoopStatus }] = await Promise.all([
+    import('./client.js'),
+    import('../runtime/operator.js'),
+  ]);
   return { status: await withClient((client) => agentLoopStatus(client, agentId)), source: 'temporal' };
 }
 
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description("the agent loop's status query (through the notebook of a running `npm start` when it serves the same Temporal, else from Temporal)")
+    .description(
+      "the agent loop's status query (through the notebook of a running `npm start` when it serves the same Temporal, else from Temporal)",
+    )
     .argument('<agent>', 'agent id', agentIdArg)
     .option('--json', 'print JSON (with `source`: notebook or temporal)')
     .option('--direct', 'ask Temporal directly, not the notebook')
     .action(async (id: string, opts: { json?: boolean; direct?: boolean }) => {
       const { status, source } = await agentStatus(id, opts);
-      process.stdout.write(opts.json ? `${JSON.stringify({ ...status, source }, null, 2)}\n` : `${formatExecution(status)}\n`);
+      process.stdout.write(
+        opts.json ? `${JSON.stringify({ ...status, source }, null, 2)}\n` : `${formatExecution(status)}\n`,
+      );
     });
 }

@@ -76,7 +76,9 @@ const stopwords = new Set(
 
 /** Lower-cased word tokens without stopwords (letters/digits, length ≥ 3). */
 function keywords(text: string): string[] {
-  return (text.toLowerCase().match(/[\p{L}\p{N}][\p{L}\p{N}_-]*/gu) ?? []).filter((w) => w.length >= 3 && !stopwords.has(w));
+  return (text.toLowerCase().match(/[\p{L}\p{N}][\p{L}\p{N}_-]*/gu) ?? []).filter(
+    (w) => w.length >= 3 && !stopwords.has(w),
+  );
 }
 
 /** Sentences of a text (split on . ! ? and newlines), trimmed, empty ones dropped. */
@@ -93,7 +95,6 @@ function jaccard(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
   for (const x of a) if (b.has(x)) inter++;
   return inter / (a.size + b.size - inter);
 }
-
 
 function frame(sources: readonly AbstractSource[]): { ordered: AbstractSource[]; tickFrom: number; tickTo: number } {
   const ordered = [...sources].sort((a, b) => a.tick - b.tick || a.id - b.id);
@@ -119,7 +120,8 @@ export function recencyDigest(sources: readonly AbstractSource[], opts: Abstract
     used += line.length + 1;
   }
   const tags: string[] = [];
-  for (const s of [...ordered].reverse()) for (const t of s.tags) if (!tags.includes(t) && tags.length < maxTags) tags.push(t);
+  for (const s of [...ordered].reverse())
+    for (const t of s.tags) if (!tags.includes(t) && tags.length < maxTags) tags.push(t);
   return {
     title: `Ticks ${tickFrom}–${tickTo}`,
     summary: lines.join('\n'),
@@ -142,12 +144,21 @@ export function keywordClusterDigest(sources: readonly AbstractSource[], opts: A
   const maxTags = opts.maxTags ?? 8;
   const { ordered, tickFrom, tickTo } = frame(sources);
   const df = new Map<string, number>();
-  for (const s of ordered) for (const w of new Set([...keywords(s.content), ...s.ideas.flatMap(keywords), ...s.tags])) df.set(w, (df.get(w) ?? 0) + 1);
+  for (const s of ordered)
+    for (const w of new Set([...keywords(s.content), ...s.ideas.flatMap(keywords), ...s.tags]))
+      df.set(w, (df.get(w) ?? 0) + 1);
   const candidates = ordered.flatMap((s) =>
-    [...s.ideas, ...sentences(s.content)].map((text, i) => ({ tick: s.tick, text, order: s.tick * 1000 + i, words: new Set(keywords(text)) })),
+    [...s.ideas, ...sentences(s.content)].map((text, i) => ({
+      tick: s.tick,
+      text,
+      order: s.tick * 1000 + i,
+      words: new Set(keywords(text)),
+    })),
   );
   // Words worth covering: the ideas' and tags' words, and words more than one reply uses.
-  const important = new Set<string>([...ordered.flatMap((s) => [...s.ideas.flatMap(keywords), ...s.tags.map((t) => t.toLowerCase())])]);
+  const important = new Set<string>([
+    ...ordered.flatMap((s) => [...s.ideas.flatMap(keywords), ...s.tags.map((t) => t.toLowerCase())]),
+  ]);
   for (const [w, n] of df) if (n >= 2) important.add(w);
   const covered = new Set<string>();
   const picked: typeof candidates = [];
@@ -183,7 +194,12 @@ export function keywordClusterDigest(sources: readonly AbstractSource[], opts: A
     for (const w of words) m.set(w, (m.get(w) ?? 0) + 1);
     return [...m.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);
   };
-  const ranked = [...new Set([...freq(ordered.flatMap((s) => s.tags.map((t) => t.toLowerCase()))), ...freq(ordered.flatMap((s) => s.ideas.flatMap(keywords)))])];
+  const ranked = [
+    ...new Set([
+      ...freq(ordered.flatMap((s) => s.tags.map((t) => t.toLowerCase()))),
+      ...freq(ordered.flatMap((s) => s.ideas.flatMap(keywords))),
+    ]),
+  ];
   const tags = ranked.slice(0, maxTags);
   return {
     title: `Ticks ${tickFrom}–${tickTo}: ${ranked.slice(0, 3).join(', ') || 'no keywords'}`,
@@ -196,13 +212,20 @@ export function keywordClusterDigest(sources: readonly AbstractSource[], opts: A
   };
 }
 
-const strategies: Record<AbstractsStrategy, (sources: readonly AbstractSource[], opts?: AbstractOptions) => AbstractDraft> = {
+const strategies: Record<
+  AbstractsStrategy,
+  (sources: readonly AbstractSource[], opts?: AbstractOptions) => AbstractDraft
+> = {
   recency: recencyDigest,
   keyword_cluster: keywordClusterDigest,
 };
 
 /** Make an abstract by strategy name. */
-export function makeAbstractDraft(strategy: AbstractsStrategy, sources: readonly AbstractSource[], opts?: AbstractOptions): AbstractDraft {
+export function makeAbstractDraft(
+  strategy: AbstractsStrategy,
+  sources: readonly AbstractSource[],
+  opts?: AbstractOptions,
+): AbstractDraft {
   return strategies[strategy](sources, opts);
 }
 
@@ -219,8 +242,15 @@ export interface AbstractQuality {
 }
 
 /** An idea counts as covered when ≥ half its keywords occur in the summary or tags. */
-export function measureAbstract(draft: Pick<AbstractDraft, 'summary' | 'tags' | 'title'>, sources: readonly AbstractSource[]): AbstractQuality {
-  const present = new Set([...keywords(draft.summary), ...keywords(draft.title), ...draft.tags.flatMap((t) => [t.toLowerCase(), ...keywords(t)])]);
+export function measureAbstract(
+  draft: Pick<AbstractDraft, 'summary' | 'tags' | 'title'>,
+  sources: readonly AbstractSource[],
+): AbstractQuality {
+  const present = new Set([
+    ...keywords(draft.summary),
+    ...keywords(draft.title),
+    ...draft.tags.flatMap((t) => [t.toLowerCase(), ...keywords(t)]),
+  ]);
   const items = new Map<string, string[]>();
   for (const s of sources) {
     for (const idea of s.ideas) items.set(`idea:${idea.toLowerCase()}`, keywords(idea));
@@ -256,5 +286,10 @@ export function measureAbstract(draft: Pick<AbstractDraft, 'summary' | 'tags' | 
 export function meanQuality(qs: readonly AbstractQuality[]): AbstractQuality {
   const n = qs.length || 1;
   const sum = (k: keyof AbstractQuality) => qs.reduce((a, q) => a + q[k], 0) / n;
-  return { coverage: sum('coverage'), compressionRatio: sum('compressionRatio'), novelty: sum('novelty'), tokens: sum('tokens') };
+  return {
+    coverage: sum('coverage'),
+    compressionRatio: sum('compressionRatio'),
+    novelty: sum('novelty'),
+    tokens: sum('tokens'),
+  };
 }

@@ -24,7 +24,10 @@ const expectationSchema = z.strictObject({
 const checkpointSchema = z.strictObject({
   /** An LLM validator (`validator` role rows of the agent, or one row by id); none = criteria only. */
   validator: z
-    .strictObject({ role: z.literal('validator').default('validator'), registryId: z.number().int().positive().optional() })
+    .strictObject({
+      role: z.literal('validator').default('validator'),
+      registryId: z.number().int().positive().optional(),
+    })
     .optional(),
   criteria: z
     .strictObject({
@@ -51,7 +54,9 @@ const campaignTaskSchema = z
      * its type's own compensate; a child workflow task is only cancelled (a sub-campaign then
      * undoes its own work) and a completed child is reported as not undone.
      */
-    compensation: z.strictObject({ type: z.string().trim().min(1).max(120), args: z.record(z.string(), z.unknown()).default({}) }).optional(),
+    compensation: z
+      .strictObject({ type: z.string().trim().min(1).max(120), args: z.record(z.string(), z.unknown()).default({}) })
+      .optional(),
   })
   .refine((t) => t.kind === 'activity' || (campaignChildWorkflows as readonly string[]).includes(t.type), {
     message: `a workflow task's type must be one of: ${campaignChildWorkflows.join(', ')}`,
@@ -67,9 +72,14 @@ const campaignPhaseSchema = z
     tasks: z.array(campaignTaskSchema).min(1).max(100),
     checkpoint: checkpointSchema.default({ criteria: { expect: [] } }),
   })
-  .refine((p) => new Set(p.tasks.map((t) => t.name)).size === p.tasks.length, { message: 'task names must be unique within a phase', path: ['tasks'] });
+  .refine((p) => new Set(p.tasks.map((t) => t.name)).size === p.tasks.length, {
+    message: 'task names must be unique within a phase',
+    path: ['tasks'],
+  });
 
-const campaignIdSchema = z.string().regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters');
+const campaignIdSchema = z
+  .string()
+  .regex(agentIdPattern, 'letters, digits, ".", "-" and "_", starting with a letter or digit, at most 64 characters');
 
 export const campaignInputSchema = z.strictObject({
   /** Must match the workflow id `campaign/<campaignId>`; omitted, it is taken from the workflow id. */
@@ -87,7 +97,9 @@ export const campaignInputSchema = z.strictObject({
    * carved from the agent's budget as `campaign:<id>`. Unset: an unlimited agent gives an
    * unlimited campaign, a limited one a quarter of what it has left.
    */
-  budget: z.strictObject({ lifeforce: z.number().min(0).max(1e9).optional(), costUsd: z.number().min(0).max(1e6).optional() }).optional(),
+  budget: z
+    .strictObject({ lifeforce: z.number().min(0).max(1e9).optional(), costUsd: z.number().min(0).max(1e6).optional() })
+    .optional(),
 });
 export type CampaignInput = z.input<typeof campaignInputSchema>;
 export type ParsedCampaignInput = z.output<typeof campaignInputSchema>;
@@ -106,20 +118,35 @@ export function resolveCampaignId(
 ): { ok: true; campaignId: string } | { ok: false; fields: string[] } {
   const m = /^campaign\/(.+)$/.exec(workflowId);
   const fromWorkflowId = m && campaignIdSchema.safeParse(m[1]).success ? m[1]! : null;
-  const legacyChild = parentWorkflowId !== undefined && parentWorkflowId.startsWith('campaign/') && workflowId.startsWith(`${parentWorkflowId}/`);
+  const legacyChild =
+    parentWorkflowId !== undefined &&
+    parentWorkflowId.startsWith('campaign/') &&
+    workflowId.startsWith(`${parentWorkflowId}/`);
   if (inputCampaignId === undefined) {
     if (fromWorkflowId) return { ok: true, campaignId: fromWorkflowId };
-    return { ok: false, fields: [`campaignId: required when the workflow id is not campaign/<campaignId> (workflow id '${workflowId}')`] };
+    return {
+      ok: false,
+      fields: [`campaignId: required when the workflow id is not campaign/<campaignId> (workflow id '${workflowId}')`],
+    };
   }
   if (workflowId === `campaign/${inputCampaignId}` || legacyChild) return { ok: true, campaignId: inputCampaignId };
   return {
     ok: false,
-    fields: [`campaignId: '${inputCampaignId}' does not match the workflow id '${workflowId}'; start it as campaign/${inputCampaignId} (or omit campaignId to take it from the workflow id)`],
+    fields: [
+      `campaignId: '${inputCampaignId}' does not match the workflow id '${workflowId}'; start it as campaign/${inputCampaignId} (or omit campaignId to take it from the workflow id)`,
+    ],
   };
 }
 
 /** The workflow id of a task's child workflow: a sub-campaign gets its own `campaign/<id>`; anything else the task's path. */
-export function childWorkflowId(parentWorkflowId: string, parentCampaignId: string, phase: number, task: number, type: string, args: Record<string, unknown>): string {
+export function childWorkflowId(
+  parentWorkflowId: string,
+  parentCampaignId: string,
+  phase: number,
+  task: number,
+  type: string,
+  args: Record<string, unknown>,
+): string {
   if (type !== 'campaignWorkflow') return `${parentWorkflowId}/p${phase}/t${task}`;
   const id = typeof args.campaignId === 'string' ? args.campaignId : `${parentCampaignId}.p${phase}.t${task}`;
   return `campaign/${id}`;
@@ -144,7 +171,12 @@ export interface CheckpointVerdict {
 export function checkCriteria(criteria: Checkpoint['criteria'], outcomes: TaskOutcome[]): CheckpointVerdict {
   const succeeded = outcomes.filter((o) => o.ok).length;
   const need = criteria.minSucceeded ?? outcomes.length;
-  if (succeeded < need) return { pass: false, reason: `${succeeded} of ${outcomes.length} tasks succeeded, ${need} required`, by: 'criteria' };
+  if (succeeded < need)
+    return {
+      pass: false,
+      reason: `${succeeded} of ${outcomes.length} tasks succeeded, ${need} required`,
+      by: 'criteria',
+    };
   for (const e of criteria.expect) {
     const o = outcomes.find((x) => x.name === e.task);
     if (!o) return { pass: false, reason: `no task named '${e.task}' in this phase`, by: 'criteria' };
@@ -155,10 +187,18 @@ export function checkCriteria(criteria: Checkpoint['criteria'], outcomes: TaskOu
     }
     if (!r.found) return { pass: false, reason: `${e.task}.${e.path} is missing`, by: 'criteria' };
     if (e.equals !== undefined && JSON.stringify(r.value) !== JSON.stringify(e.equals)) {
-      return { pass: false, reason: `${e.task}.${e.path} is ${JSON.stringify(r.value)}, expected ${JSON.stringify(e.equals)}`, by: 'criteria' };
+      return {
+        pass: false,
+        reason: `${e.task}.${e.path} is ${JSON.stringify(r.value)}, expected ${JSON.stringify(e.equals)}`,
+        by: 'criteria',
+      };
     }
   }
-  return { pass: true, reason: `${succeeded}/${outcomes.length} tasks succeeded${criteria.expect.length ? `, ${criteria.expect.length} expectation(s) hold` : ''}`, by: 'criteria' };
+  return {
+    pass: true,
+    reason: `${succeeded}/${outcomes.length} tasks succeeded${criteria.expect.length ? `, ${criteria.expect.length} expectation(s) hold` : ''}`,
+    by: 'criteria',
+  };
 }
 
 /** The `avoid_error` learning's args for a failed task: the type and a normalised error (ids and numbers blanked). */
@@ -172,7 +212,10 @@ export function avoidErrorArgs(taskType: string, error: string): { task_type: st
 }
 
 /** The LF a campaign's budget asks of its agent: `lifeforce`, else `costUsd` × `lfPerUsd`; null when it names neither. */
-export function campaignLifeforce(budget: { lifeforce?: number; costUsd?: number } | undefined, lfPerUsd: number): number | null {
+export function campaignLifeforce(
+  budget: { lifeforce?: number; costUsd?: number } | undefined,
+  lfPerUsd: number,
+): number | null {
   if (budget?.lifeforce !== undefined) return budget.lifeforce;
   if (budget?.costUsd !== undefined) return lfRound(budget.costUsd * lfPerUsd);
   return null;

@@ -77,23 +77,34 @@ export type ValidatedCommand = {
   [T in CommandType]: { cmdId: string; type: T; args: ArgsOf<T>; description?: string };
 }[CommandType];
 
-type Validation =
-  | { ok: true; command: ValidatedCommand }
-  | { ok: false; code: 'unknown' | 'invalid'; reason: string };
+type Validation = { ok: true; command: ValidatedCommand } | { ok: false; code: 'unknown' | 'invalid'; reason: string };
 
 /** Check a parsed command against the catalogue; the reason names the bad arg fields. */
 export function validateCommand(cmd: ParsedCommand): Validation {
   if (!isCommandType(cmd.type)) {
     const family = cmd.type.split('.')[0] ?? '';
     const hint = families.includes(family)
-      ? `; ${family} has: ${commandTypes.filter((t) => catalogue[t].family === family).map((t) => catalogue[t].action).join(', ')}`
+      ? `; ${family} has: ${commandTypes
+          .filter((t) => catalogue[t].family === family)
+          .map((t) => catalogue[t].action)
+          .join(', ')}`
       : '; see help';
     return { ok: false, code: 'unknown', reason: `unknown command type '${cmd.type}'${hint}` };
   }
   const spec = catalogue[cmd.type];
   const r = spec.args.safeParse(cmd.args ?? {});
-  if (!r.success) return { ok: false, code: 'invalid', reason: `invalid args for ${cmd.type}: ${formatIssues(r.error, 'args', { under: 'args' })}` };
-  const command = { cmdId: cmd.cmdId, type: cmd.type, args: r.data, ...(cmd.description !== undefined ? { description: cmd.description } : {}) };
+  if (!r.success)
+    return {
+      ok: false,
+      code: 'invalid',
+      reason: `invalid args for ${cmd.type}: ${formatIssues(r.error, 'args', { under: 'args' })}`,
+    };
+  const command = {
+    cmdId: cmd.cmdId,
+    type: cmd.type,
+    args: r.data,
+    ...(cmd.description !== undefined ? { description: cmd.description } : {}),
+  };
   return { ok: true, command: command as ValidatedCommand };
 }
 
@@ -118,16 +129,28 @@ export function helpText(family?: string): string {
     const types = commandTypes.filter((t) => catalogue[t].family === family);
     if (types.length === 0) return `No family '${family}'. Families: ${families.join(', ')}.`;
     const lines = types.map((t) => {
-        const s = catalogue[t];
-        const flags = [s.writes ? 'writes' : 'reads', `needs rating ≥ +${s.minRating}`, s.destructive ? 'destructive: held for a human when no validator is configured' : null, s.allowedInTaskLoop ? 'allowed in task loops' : null].filter(Boolean);
-        return `${t} ${s.usage} — ${s.help} (${flags.join('; ')})`;
-      });
+      const s = catalogue[t];
+      const flags = [
+        s.writes ? 'writes' : 'reads',
+        `needs rating ≥ +${s.minRating}`,
+        s.destructive ? 'destructive: held for a human when no validator is configured' : null,
+        s.allowedInTaskLoop ? 'allowed in task loops' : null,
+      ].filter(Boolean);
+      return `${t} ${s.usage} — ${s.help} (${flags.join('; ')})`;
+    });
     if (family === 'config') {
-      lines.push('Keys:', ...configKeyNames.map((k) => `  ${k} (default ${JSON.stringify(configKeys[k].default)}): ${configKeys[k].help}`));
+      lines.push(
+        'Keys:',
+        ...configKeyNames.map(
+          (k) => `  ${k} (default ${JSON.stringify(configKeys[k].default)}): ${configKeys[k].help}`,
+        ),
+      );
     }
     return lines.join('\n');
   }
   const lines = commandTypes.map((t) => `${t} ${catalogue[t].usage} — ${catalogue[t].help}`);
-  return ['Commands (type args — what it does; ? = optional; ids are numbers). `help {family}` gives details.', ...lines].join('\n');
+  return [
+    'Commands (type args — what it does; ? = optional; ids are numbers). `help {family}` gives details.',
+    ...lines,
+  ].join('\n');
 }
-

@@ -88,12 +88,12 @@ function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, f
   return newestFirst.slice(0, k);
 }
 
-
 /** Context 0's lines about the agent itself; identity fields of the wrong shape are left out. */
 function identityLines(agent: ContextInput['agent'], method: ContextInput['thinkingMethod']): string[] {
   const id = agent.identity ?? {};
   const str = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
-  const list = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x.trim() !== '') : []);
+  const list = (v: unknown) =>
+    Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x.trim() !== '') : [];
   const persona = str(id.persona);
   const values = list(id.values);
   const languages = list(id.languages);
@@ -103,7 +103,9 @@ function identityLines(agent: ContextInput['agent'], method: ContextInput['think
     ...(persona ? [`Your persona: ${clipText(persona, 4000)}`] : []),
     ...(values.length ? [`Your values: ${values.map((v) => clipText(v, 200)).join('; ')}`] : []),
     ...(languages.length ? [`Your languages: ${languages.join(', ')}`] : []),
-    ...(method ? [`Thinking method in use — ${method.name}: ${clipText(method.prompt, 4000)} (thinking_methods.stop ends it)`] : []),
+    ...(method
+      ? [`Thinking method in use — ${method.name}: ${clipText(method.prompt, 4000)} (thinking_methods.stop ends it)`]
+      : []),
   ];
 }
 
@@ -116,10 +118,19 @@ export function assembleContext(input: ContextInput): AssembledContext {
   const responses = selectResponses(input.responses, input.contextMode, input.recentK, input.contextFilter);
   const system = [
     section(0, 'who you are', [input.systemPrompt, ...identityLines(input.agent, input.thinkingMethod)]),
-    section(1, 'ethics (never break these)', input.ethics.map((e) => `- [${e.severity}] ${e.title}: ${e.rule}`)),
+    section(
+      1,
+      'ethics (never break these)',
+      input.ethics.map((e) => `- [${e.severity}] ${e.title}: ${e.rule}`),
+    ),
     section(2, 'commands and tools', [
       input.catalogue,
-      ...(input.tools.length ? ['Tools you have discovered (call one with tool.call {tool, action, args?}; only these are callable):', ...input.tools.map((t) => `- ${t.name}: ${t.description}`)] : []),
+      ...(input.tools.length
+        ? [
+            'Tools you have discovered (call one with tool.call {tool, action, args?}; only these are callable):',
+            ...input.tools.map((t) => `- ${t.name}: ${t.description}`),
+          ]
+        : []),
       ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),
     ]),
   ].join('\n\n');
@@ -127,23 +138,53 @@ export function assembleContext(input: ContextInput): AssembledContext {
   const notesBody =
     input.notesMode === 'manual'
       ? input.notes.length
-        ? [`${input.notes.length} unread note(s), ids ${input.notes.map((n) => n.id).join(', ')} — read them with notes.read`]
+        ? [
+            `${input.notes.length} unread note(s), ids ${input.notes.map((n) => n.id).join(', ')} — read them with notes.read`,
+          ]
         : []
-      : input.notes.map((n) => `- note #${n.id} from ${n.source}${n.sender ? ` ${n.sender}` : ''} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clipText(n.text, 2000)}`);
+      : input.notes.map(
+          (n) =>
+            `- note #${n.id} from ${n.source}${n.sender ? ` ${n.sender}` : ''} (priority ${n.priority}${n.tags.length ? `, ${n.tags.join(',')}` : ''}): ${clipText(n.text, 2000)}`,
+        );
 
   const user = [
     section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [
       ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clipText(r.content, 600)}`),
-      ...(input.goals.length ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)] : []),
-      ...(input.pinnedTasks.length ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)] : []),
-      ...(input.abstracts.length ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clipText(a.summary, 400)}`)] : []),
+      ...(input.goals.length
+        ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)]
+        : []),
+      ...(input.pinnedTasks.length
+        ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)]
+        : []),
+      ...(input.abstracts.length
+        ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clipText(a.summary, 400)}`)]
+        : []),
     ]),
-    section(4, 'open processes', input.openProcesses.map((p) => `- ${p.processId} ${p.name ?? ''} [${p.status}] ${p.message ?? ''}`.trimEnd())),
-    section(5, 'results of your last commands', input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clipText(c.text, 1500)}`)),
+    section(
+      4,
+      'open processes',
+      input.openProcesses.map((p) => `- ${p.processId} ${p.name ?? ''} [${p.status}] ${p.message ?? ''}`.trimEnd()),
+    ),
+    section(
+      5,
+      'results of your last commands',
+      input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clipText(c.text, 1500)}`),
+    ),
     section(6, `incoming notes (${input.notesMode})`, notesBody),
-    section(7, 'config and time', [`tick ${input.tick}, time ${input.now}`, ...Object.entries(input.config).map(([k, v]) => `${k} = ${JSON.stringify(v)}`)]),
-    section(8, 'your notebook (llm_memory)', input.memory.map((m) => `- #${m.id}${m.pinned ? ' (pinned)' : ''} ${m.title ? `${m.title}: ` : ''}${clipText(m.content, 500)}`)),
-    input.focus ? `Focus for this tick: ${input.focus}` : 'Think about what matters now, then act with commands if useful.',
+    section(7, 'config and time', [
+      `tick ${input.tick}, time ${input.now}`,
+      ...Object.entries(input.config).map(([k, v]) => `${k} = ${JSON.stringify(v)}`),
+    ]),
+    section(
+      8,
+      'your notebook (llm_memory)',
+      input.memory.map(
+        (m) => `- #${m.id}${m.pinned ? ' (pinned)' : ''} ${m.title ? `${m.title}: ` : ''}${clipText(m.content, 500)}`,
+      ),
+    ),
+    input.focus
+      ? `Focus for this tick: ${input.focus}`
+      : 'Think about what matters now, then act with commands if useful.',
   ].join('\n\n');
 
   return {

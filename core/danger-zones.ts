@@ -18,11 +18,26 @@ export interface ProposedAction {
 
 const condition = z.discriminatedUnion('type', [
   /** Some string in the args (or the name) matches. */
-  z.strictObject({ type: z.literal('text'), pattern: z.string().min(1), flags: z.string().regex(/^[imsu]*$/).default('i') }),
+  z.strictObject({
+    type: z.literal('text'),
+    pattern: z.string().min(1),
+    flags: z
+      .string()
+      .regex(/^[imsu]*$/)
+      .default('i'),
+  }),
   /** The arg at `path` (dot-separated) equals `value`. */
-  z.strictObject({ type: z.literal('equals'), path: z.string().min(1), value: z.union([z.string(), z.number(), z.boolean()]) }),
+  z.strictObject({
+    type: z.literal('equals'),
+    path: z.string().min(1),
+    value: z.union([z.string(), z.number(), z.boolean()]),
+  }),
   /** The arg at `path` is present and differs from `not`. */
-  z.strictObject({ type: z.literal('present_and_not'), path: z.string().min(1), not: z.union([z.string(), z.number(), z.boolean()]) }),
+  z.strictObject({
+    type: z.literal('present_and_not'),
+    path: z.string().min(1),
+    not: z.union([z.string(), z.number(), z.boolean()]),
+  }),
   /** The arg at `path` names another agent than the acting one. */
   z.strictObject({ type: z.literal('other_agent'), path: z.string().min(1) }),
 ]);
@@ -33,7 +48,10 @@ const dangerRuleSchema = z.strictObject({
   description: z.string().min(1),
   /** Which actions it applies to: glob patterns over `name` (`*` any run of characters). */
   appliesTo: z.array(z.string().min(1)).min(1).default(['*']),
-  kinds: z.array(z.enum(['command', 'tool'])).min(1).default(['command', 'tool']),
+  kinds: z
+    .array(z.enum(['command', 'tool']))
+    .min(1)
+    .default(['command', 'tool']),
   /** All must hold (`any` of them when `match: 'any'`). */
   when: z.array(condition).min(1),
   match: z.enum(['all', 'any']).default('all'),
@@ -43,9 +61,30 @@ export type DangerRule = z.output<typeof dangerRuleSchema>;
 const dangerRulesSchema = z.array(dangerRuleSchema);
 
 /** What executes something (a shell, a process, a query, a container): where text rules look. */
-const executingActions = ['shell', 'process.start', '*.run', '*.exec', '*.execute', '*.query', 'sandbox.*', 'container.*'];
+const executingActions = [
+  'shell',
+  'process.start',
+  '*.run',
+  '*.exec',
+  '*.execute',
+  '*.query',
+  'sandbox.*',
+  'container.*',
+];
 
-const criticalTables = ['agents', 'agent_config', 'llm_registry', 'tool_registry', 'discovered_tools', 'decision_log', 'escalations', 'partnership_messages', 'learnings', 'ethics_policies', 'lifeforce_ledger'];
+const criticalTables = [
+  'agents',
+  'agent_config',
+  'llm_registry',
+  'tool_registry',
+  'discovered_tools',
+  'decision_log',
+  'escalations',
+  'partnership_messages',
+  'learnings',
+  'ethics_policies',
+  'lifeforce_ledger',
+];
 
 /** The default rules. */
 export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
@@ -53,13 +92,23 @@ export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
     id: 'ssh_without_auth',
     appliesTo: executingActions,
     description: 'SSH with authentication or host-key checks disabled',
-    when: [{ type: 'text', pattern: String.raw`\bssh\b.*(StrictHostKeyChecking\s*=\s*no|UserKnownHostsFile\s*=\s*/dev/null|PreferredAuthentications\s*=\s*none|PasswordAuthentication\s*=\s*no|PermitEmptyPasswords\s+yes)|\bsshpass\b|\bsshd\b.*PermitEmptyPasswords\s+yes` }],
+    when: [
+      {
+        type: 'text',
+        pattern: String.raw`\bssh\b.*(StrictHostKeyChecking\s*=\s*no|UserKnownHostsFile\s*=\s*/dev/null|PreferredAuthentications\s*=\s*none|PasswordAuthentication\s*=\s*no|PermitEmptyPasswords\s+yes)|\bsshpass\b|\bsshd\b.*PermitEmptyPasswords\s+yes`,
+      },
+    ],
   },
   {
     id: 'delete_critical_table',
     appliesTo: executingActions,
     description: 'DELETE / TRUNCATE / DROP on a critical table',
-    when: [{ type: 'text', pattern: String.raw`\b(delete\s+from|truncate(\s+table)?|drop\s+table(\s+if\s+exists)?)\s+"?(${criticalTables.join('|')})"?\b` }],
+    when: [
+      {
+        type: 'text',
+        pattern: String.raw`\b(delete\s+from|truncate(\s+table)?|drop\s+table(\s+if\s+exists)?)\s+"?(${criticalTables.join('|')})"?\b`,
+      },
+    ],
   },
   {
     id: 'privileged_container',
@@ -84,7 +133,17 @@ export const defaultDangerRules: DangerRule[] = dangerRulesSchema.parse([
   {
     id: 'foreign_rows_write',
     description: "a write aimed at another agent's rows",
-    appliesTo: ['*.add', '*.update', '*.delete', '*.status', '*.set', '*.write', '*.insert', 'notes.send', 'messages.send'],
+    appliesTo: [
+      '*.add',
+      '*.update',
+      '*.delete',
+      '*.status',
+      '*.set',
+      '*.write',
+      '*.insert',
+      'notes.send',
+      'messages.send',
+    ],
     match: 'any',
     when: [
       { type: 'other_agent', path: 'agentId' },
@@ -99,7 +158,12 @@ interface DangerFlag {
 }
 
 function glob(pattern: string): RegExp {
-  return new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+  return new RegExp(
+    `^${pattern
+      .split('*')
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}$`,
+  );
 }
 
 function at(args: unknown, path: string): unknown {
@@ -148,7 +212,8 @@ export function checkDanger(action: ProposedAction, rules: readonly DangerRule[]
     if (!r.enabled || !r.kinds.includes(action.kind)) continue;
     if (!r.appliesTo.some((p) => glob(p).test(action.name))) continue;
     const hits = r.when.map((c) => holds(c, action, texts));
-    if (r.match === 'any' ? hits.some(Boolean) : hits.every(Boolean)) flags.push({ rule: r.id, description: r.description });
+    if (r.match === 'any' ? hits.some(Boolean) : hits.every(Boolean))
+      flags.push({ rule: r.id, description: r.description });
   }
   return flags;
 }
@@ -177,7 +242,10 @@ export function parseDangerConfig(text: string): DangerRule[] {
   for (const r of added.data) for (const w of r.when) if (w.type === 'text') new RegExp(w.pattern, w.flags); // a bad pattern fails here, not at check time
   const known = new Set([...defaultDangerRules.map((r) => r.id), ...added.data.map((r) => r.id)]);
   const unknown = c.data.disable.filter((id) => !known.has(id));
-  if (unknown.length) throw new Error(`danger rules: disable: unknown rule id(s) ${unknown.join(', ')} (known: ${[...known].join(', ')})`);
+  if (unknown.length)
+    throw new Error(
+      `danger rules: disable: unknown rule id(s) ${unknown.join(', ')} (known: ${[...known].join(', ')})`,
+    );
   return configureDangerRules(c.data);
 }
 

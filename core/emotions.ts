@@ -39,7 +39,8 @@ function splitItems(text: string): string[] {
   return items.map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
-const itemRe = /^(?:[-*•]\s*|\d+[.)]\s*)?([\p{L}][\p{L}\p{N} _-]*?)\s*:\s*([+-]?\d+(?:\.\d+)?)(?:\s*\/\s*5)?\s*(?:\((.*)\))?\s*\.?$/u;
+const itemRe =
+  /^(?:[-*•]\s*|\d+[.)]\s*)?([\p{L}][\p{L}\p{N} _-]*?)\s*:\s*([+-]?\d+(?:\.\d+)?)(?:\s*\/\s*5)?\s*(?:\((.*)\))?\s*\.?$/u;
 
 /** The prompt's format line, e.g. for the emotion mini-prompt. */
 export function emotionFormatInstructions(known: readonly string[]): string {
@@ -91,7 +92,11 @@ export function mergeEmotionList(known: readonly string[], unknown: readonly str
 export const defaultAnxiety = { threshold: 3, ticks: 3 } as const;
 
 /** Consecutive ticks with anxiety above `above`: the new streak after this tick's readings. */
-export function nextAnxietyStreak(previous: number, readings: readonly EmotionReading[], above: number = defaultAnxiety.threshold): number {
+export function nextAnxietyStreak(
+  previous: number,
+  readings: readonly EmotionReading[],
+  above: number = defaultAnxiety.threshold,
+): number {
   const anxious = readings.some((r) => r.emotion === 'anxiety' && r.strength > above);
   return anxious ? previous + 1 : 0;
 }

@@ -43,7 +43,11 @@ const operators = ['equals', 'in', 'contains', 'matches'] as const;
  */
 const ruleConditionSchema = z
   .strictObject({
-    arg: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/, 'a dot path into the args, e.g. "key" or "args.url"').max(100).optional(),
+    arg: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/, 'a dot path into the args, e.g. "key" or "args.url"')
+      .max(100)
+      .optional(),
     target: z.enum(targetFacts).optional(),
     equals: scalar.optional(),
     in: z.array(scalar).min(1).max(100).optional(),
@@ -53,11 +57,19 @@ const ruleConditionSchema = z
     not: z.boolean().optional(),
   })
   .refine((c) => (c.arg === undefined) !== (c.target === undefined), { message: 'give exactly one of arg, target' })
-  .refine((c) => operators.filter((o) => c[o] !== undefined).length === 1, { message: `give exactly one of ${operators.join(', ')}` });
+  .refine((c) => operators.filter((o) => c[o] !== undefined).length === 1, {
+    message: `give exactly one of ${operators.join(', ')}`,
+  });
 type RuleCondition = z.infer<typeof ruleConditionSchema>;
 
 /** A host name, an IP literal, or `*.domain` for a domain and its subdomains. */
-const hostPattern = z.string().trim().toLowerCase().min(1).max(253).regex(/^(\*\.)?[a-z0-9_.:[\]-]+$/, 'a host name, an IP or *.domain');
+const hostPattern = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .min(1)
+  .max(253)
+  .regex(/^(\*\.)?[a-z0-9_.:[\]-]+$/, 'a host name, an IP or *.domain');
 
 /**
  * A rule matches a command when its type matches one of `types`, every `when` condition holds,
@@ -67,10 +79,14 @@ export const policyRuleSchema = z
   .strictObject({
     types: z.array(z.string().trim().min(1).max(100)).min(1).max(50),
     /** One condition or a list (all must hold); read as a list. */
-    when: z.preprocess((v) => (v !== undefined && !Array.isArray(v) ? [v] : v), z.array(ruleConditionSchema).min(1).max(10)).optional(),
+    when: z
+      .preprocess((v) => (v !== undefined && !Array.isArray(v) ? [v] : v), z.array(ruleConditionSchema).min(1).max(10))
+      .optional(),
     hostsOutside: z.array(hostPattern).max(100).optional(),
   })
-  .refine((r) => r.when !== undefined || r.hostsOutside !== undefined, { message: 'give when or hostsOutside (a rule on the type alone belongs in forbids)' });
+  .refine((r) => r.when !== undefined || r.hostsOutside !== undefined, {
+    message: 'give when or hostsOutside (a rule on the type alone belongs in forbids)',
+  });
 export type PolicyRule = z.infer<typeof policyRuleSchema>;
 /** A rule as written (and stored): `when` may be one condition or a list. */
 export type PolicyRuleInput = z.input<typeof policyRuleSchema>;
@@ -110,7 +126,12 @@ export function typeMatches(pattern: string, type: string): boolean {
   const p = pattern.trim().toLowerCase();
   if (p === '*' || p === type) return true;
   if (!p.includes('*')) return false;
-  const re = new RegExp(`^${p.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^]*')}$`);
+  const re = new RegExp(
+    `^${p
+      .split('*')
+      .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^]*')}$`,
+  );
   return re.test(type);
 }
 
@@ -137,10 +158,19 @@ export function targetOf(type: string, args: Record<string, unknown>): { table: 
 }
 
 /** The commands whose target facts some rule of a blocking policy reads: the activity looks these up first. */
-export function targetsNeeded(commands: ReadonlyArray<{ cmdId: string; type: string; args?: Record<string, unknown> }>, policies: readonly EthicsPolicy[]): Array<{ cmdId: string; table: TargetTable; id: number }> {
+export function targetsNeeded(
+  commands: ReadonlyArray<{ cmdId: string; type: string; args?: Record<string, unknown> }>,
+  policies: readonly EthicsPolicy[],
+): Array<{ cmdId: string; table: TargetTable; id: number }> {
   const out: Array<{ cmdId: string; table: TargetTable; id: number }> = [];
   for (const c of commands) {
-    const reads = policies.some((p) => p.severity === 'block' && (p.rules ?? []).some((r) => r.types.some((t) => typeMatches(t, c.type)) && conditionsOf(r).some((x) => x.target !== undefined)));
+    const reads = policies.some(
+      (p) =>
+        p.severity === 'block' &&
+        (p.rules ?? []).some(
+          (r) => r.types.some((t) => typeMatches(t, c.type)) && conditionsOf(r).some((x) => x.target !== undefined),
+        ),
+    );
     const t = reads ? targetOf(c.type, c.args ?? {}) : null;
     if (t) out.push({ cmdId: c.cmdId, ...t });
   }
@@ -169,13 +199,39 @@ function holds(c: RuleCondition, args: Record<string, unknown>, facts: CommandFa
 
 function describeCondition(c: RuleCondition): string {
   const what = c.arg !== undefined ? `args.${c.arg}` : `target.${c.target}`;
-  const op = c.equals !== undefined ? `= ${JSON.stringify(c.equals)}` : c.in !== undefined ? `in ${JSON.stringify(c.in)}` : c.contains !== undefined ? `contains ${JSON.stringify(c.contains)}` : `matches /${c.matches}/`;
+  const op =
+    c.equals !== undefined
+      ? `= ${JSON.stringify(c.equals)}`
+      : c.in !== undefined
+        ? `in ${JSON.stringify(c.in)}`
+        : c.contains !== undefined
+          ? `contains ${JSON.stringify(c.contains)}`
+          : `matches /${c.matches}/`;
   return `${what} ${c.not ? 'not ' : ''}${op}`;
 }
 
 // ---- network hosts ----------------------------------------------------------------------------------
 
-const networkTools = new Set(['curl', 'wget', 'nc', 'ncat', 'netcat', 'ssh', 'scp', 'sftp', 'rsync', 'ftp', 'tftp', 'telnet', 'ping', 'nslookup', 'dig', 'host', 'socat', 'lynx']);
+const networkTools = new Set([
+  'curl',
+  'wget',
+  'nc',
+  'ncat',
+  'netcat',
+  'ssh',
+  'scp',
+  'sftp',
+  'rsync',
+  'ftp',
+  'tftp',
+  'telnet',
+  'ping',
+  'nslookup',
+  'dig',
+  'host',
+  'socat',
+  'lynx',
+]);
 /** Words before the command itself: `VAR=x`, `sudo`, `env`, `timeout 5`, … */
 const prefixWord = /^([A-Za-z_]\w*=.*|sudo|env|nohup|exec|command|busybox|timeout|\d+[smh]?)$/;
 const urlRe = /\b[a-z][a-z0-9+.-]*:\/\/(?:[^@/\s'"]*@)?(\[[0-9a-f:.]+\]|[^/\s:?#'"`)]+)/giu;
@@ -197,7 +253,10 @@ function shellHosts(command: string): string[] {
   // stands, and its inside as a command of its own.
   const flat = command.replace(/\$\(|`/g, ' $ ; ').replace(/[()]/g, ' ; ');
   for (const segment of flat.split(/[;&|\n]+/)) {
-    const words = segment.trim().split(/\s+/).map((w) => w.replace(/^['"]+|['"]+$/g, ''));
+    const words = segment
+      .trim()
+      .split(/\s+/)
+      .map((w) => w.replace(/^['"]+|['"]+$/g, ''));
     const at = words.findIndex((w) => !prefixWord.test(w));
     if (at < 0 || !networkTools.has(words[at]!.split('/').pop() ?? '')) continue;
     for (const w of words.slice(at + 1)) {
@@ -226,12 +285,18 @@ export function networkHosts(type: string, args: Record<string, unknown>): strin
 }
 
 const allowed = (host: string, list: readonly string[]) =>
-  list.some((p) => (p.startsWith('*.') ? host === p.slice(2) || host.endsWith(p.slice(1)) : host === p.replace(/^\[|\]$/g, '')));
+  list.some((p) =>
+    p.startsWith('*.') ? host === p.slice(2) || host.endsWith(p.slice(1)) : host === p.replace(/^\[|\]$/g, ''),
+  );
 
 // ---- the check --------------------------------------------------------------------------------------
 
 /** Why this rule forbids this command, or null when it does not apply. */
-export function ruleViolation(rule: PolicyRule, cmd: { type: string; args?: Record<string, unknown> }, facts: CommandFacts = {}): string | null {
+export function ruleViolation(
+  rule: PolicyRule,
+  cmd: { type: string; args?: Record<string, unknown> },
+  facts: CommandFacts = {},
+): string | null {
   if (!rule.types.some((t) => typeMatches(t, cmd.type))) return null;
   const args = cmd.args ?? {};
   const conditions = conditionsOf(rule);
@@ -240,7 +305,9 @@ export function ruleViolation(rule: PolicyRule, cmd: { type: string; args?: Reco
   if (rule.hostsOutside !== undefined) {
     const outside = networkHosts(cmd.type, args).filter((h) => !allowed(h, rule.hostsOutside!));
     if (outside.length === 0) return null;
-    why.push(`reaches ${outside.slice(0, 3).join(', ')} (not in ${rule.hostsOutside.join(', ') || 'the empty allow-list'})`);
+    why.push(
+      `reaches ${outside.slice(0, 3).join(', ')} (not in ${rule.hostsOutside.join(', ') || 'the empty allow-list'})`,
+    );
   }
   return why.join(' and ');
 }
@@ -250,10 +317,15 @@ export function ruleViolation(rule: PolicyRule, cmd: { type: string; args?: Reco
  * over type and args, or a policy whose rules do not parse (fail closed). Severity info/warn
  * policies never block; the validators read them.
  */
-export function ethicsViolation(cmd: { type: string; args?: Record<string, unknown> }, policies: readonly EthicsPolicy[], facts: CommandFacts = {}): { policy: EthicsPolicy; why: string } | null {
+export function ethicsViolation(
+  cmd: { type: string; args?: Record<string, unknown> },
+  policies: readonly EthicsPolicy[],
+  facts: CommandFacts = {},
+): { policy: EthicsPolicy; why: string } | null {
   for (const p of policies) {
     if (p.severity !== 'block') continue;
-    if (p.invalid) return { policy: p, why: `its rules do not parse (${p.invalid}): every command is held until they are fixed` };
+    if (p.invalid)
+      return { policy: p, why: `its rules do not parse (${p.invalid}): every command is held until they are fixed` };
     const pattern = p.forbids.find((f) => typeMatches(f, cmd.type));
     if (pattern !== undefined) return { policy: p, why: `forbids ${pattern}` };
     for (const r of p.rules ?? []) {
@@ -267,6 +339,9 @@ export function ethicsViolation(cmd: { type: string; args?: Record<string, unkno
 /** The policies as the validators read them: id, title, severity, text and rationale. Empty when none. */
 export function policiesForValidators(policies: readonly EthicsPolicy[], maxChars = 3000): string {
   if (policies.length === 0) return '';
-  const lines = policies.map((p) => `- #${p.id} "${clipText(p.title, 120)}" (${p.severity})${p.rule ? `: ${clipText(p.rule, 400)}` : ''}${p.rationale ? ` — why: ${clipText(p.rationale, 200)}` : ''}`);
+  const lines = policies.map(
+    (p) =>
+      `- #${p.id} "${clipText(p.title, 120)}" (${p.severity})${p.rule ? `: ${clipText(p.rule, 400)}` : ''}${p.rationale ? ` — why: ${clipText(p.rationale, 200)}` : ''}`,
+  );
   return clipText(lines.join('\n'), maxChars);
 }

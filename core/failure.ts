@@ -96,7 +96,12 @@ export function rootMessage(err: unknown, max = 300): string {
   let e: unknown = err;
   let msg = err instanceof Error ? err.message : String(err);
   for (let i = 0; i < 8 && e && typeof e === 'object'; i++) {
-    const { cause, errors, message, code } = e as { cause?: unknown; errors?: unknown[]; message?: string; code?: unknown };
+    const { cause, errors, message, code } = e as {
+      cause?: unknown;
+      errors?: unknown[];
+      message?: string;
+      code?: unknown;
+    };
     if (message) msg = typeof code === 'string' ? `${message} (${code})` : message;
     e = cause ?? (Array.isArray(errors) ? errors[0] : undefined);
   }

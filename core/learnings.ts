@@ -35,7 +35,10 @@ const actionSchema = z
   .trim()
   .min(1)
   .max(64)
-  .regex(/^(\*|[a-z0-9][a-z0-9_.-]*)$/, 'expected an action like "diary.add" (lowercase letters, digits, _ . -) or "*"');
+  .regex(
+    /^(\*|[a-z0-9][a-z0-9_.-]*)$/,
+    'expected an action like "diary.add" (lowercase letters, digits, _ . -) or "*"',
+  );
 
 /** Every predicate a learning may have, with its typed (strict) arguments. */
 const learningPredicates = {
@@ -44,7 +47,11 @@ const learningPredicates = {
   /** How replies should be (`concise`), or what to avoid in them. */
   style_preference: z.strictObject({ style: word(100), stance: z.enum(['prefer', 'avoid']) }),
   /** Prefer or avoid a tool / command family. */
-  tool_preference: z.strictObject({ tool: word(64), stance: z.enum(['prefer', 'avoid']), reason: word(200).optional() }),
+  tool_preference: z.strictObject({
+    tool: word(64),
+    stance: z.enum(['prefer', 'avoid']),
+    reason: word(200).optional(),
+  }),
   /** A language-specific hint (`go`, `error_handling`). */
   language_hint: z.strictObject({ language: word(32), hint: word(200) }),
   /** Campaigns: a phase type that completed. */
@@ -71,13 +78,15 @@ export const shardSchema = z
 export const agentShard = (agentId: string): string => `agent:${agentId}`;
 
 type GuardResult =
-  | { ok: true; predicate: LearningPredicate; args: Record<string, unknown> }
-  | { ok: false; reason: string };
+  { ok: true; predicate: LearningPredicate; args: Record<string, unknown> } | { ok: false; reason: string };
 
 /** The injection guard: a known predicate and args of its type; the reason names what is wrong. */
 export function validateLearning(predicate: string, args: unknown): GuardResult {
   if (!Object.hasOwn(learningPredicates, predicate)) {
-    return { ok: false, reason: `unknown learning predicate '${predicate}' (allowed: ${learningPredicateNames.join(', ')})` };
+    return {
+      ok: false,
+      reason: `unknown learning predicate '${predicate}' (allowed: ${learningPredicateNames.join(', ')})`,
+    };
   }
   const r = learningPredicates[predicate as LearningPredicate].safeParse(args);
   if (!r.success) {
@@ -115,7 +124,10 @@ export function decayStep(
  * (learned at day 0, runs at day 1, 2, …); `null` once deleted. The curve: 1.0 for the
  * first 7 days, then 0.9, 0.81, 0.729, … and deleted after it falls below 0.1.
  */
-export function decayCurve(runs: number, o: { factor?: number; staleAfterDays?: number; deleteBelow?: number; start?: number } = {}): Array<number | null> {
+export function decayCurve(
+  runs: number,
+  o: { factor?: number; staleAfterDays?: number; deleteBelow?: number; start?: number } = {},
+): Array<number | null> {
   const day = 86_400_000;
   const learnedAt = new Date(0);
   let c: number | null = o.start ?? 1;
@@ -261,7 +273,8 @@ export const preferenceRules: readonly PreferenceRule[] = [
     requiresReason: true,
     predicate: 'avoid_pattern',
     args: { action: '$action', pattern: '$reason' },
-    explain: 'an action rejected N times for the same reason: a command of that action containing the reason needs clarification',
+    explain:
+      'an action rejected N times for the same reason: a command of that action containing the reason needs clarification',
   },
 ];
 
@@ -328,7 +341,8 @@ export function learningLine(l: LoadedLearning): string {
   const c = l.confidence.toFixed(2);
   switch (l.predicate) {
     case 'avoid_pattern':
-      if (a.action === 'reply') return `#${l.id} avoid "${a.pattern}" in your replies (confidence ${c}; a reply that uses it has its commands held for clarification)`;
+      if (a.action === 'reply')
+        return `#${l.id} avoid "${a.pattern}" in your replies (confidence ${c}; a reply that uses it has its commands held for clarification)`;
       return `#${l.id} avoid "${a.pattern}" in ${a.action === '*' ? 'any reply or command' : `${a.action} commands`} (confidence ${c}; such a command is held for clarification)`;
     case 'style_preference':
       return `#${l.id} ${a.stance} the style "${a.style}" (confidence ${c})`;
@@ -390,7 +404,9 @@ export function replyAvoidPatternViolations(replyText: string, learned: readonly
   return learned.filter((l) => {
     if (l.predicate !== 'avoid_pattern') return false;
     const action = String(l.args.action ?? '').toLowerCase();
-    const pattern = String(l.args.pattern ?? '').toLowerCase().replace(/\s+/g, ' ');
+    const pattern = String(l.args.pattern ?? '')
+      .toLowerCase()
+      .replace(/\s+/g, ' ');
     return pattern !== '' && replyActions.includes(action) && text.includes(pattern);
   });
 }

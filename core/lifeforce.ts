@@ -42,7 +42,11 @@ export const priceTableSchema = z.strictObject({
   /** A call that names no maxTokens is capped at this many output tokens, so its worst case is known. */
   defaultMaxOutputTokens: z.number().int().min(1).default(1024),
   /** How long an operation's reservation may stay open before the sweep releases it (a dead worker's). */
-  reservationTtlMs: z.number().int().min(1000).default(30 * 60_000),
+  reservationTtlMs: z
+    .number()
+    .int()
+    .min(1000)
+    .default(30 * 60_000),
 });
 export type PriceTable = z.output<typeof priceTableSchema>;
 export const defaultPrices: PriceTable = priceTableSchema.parse({});
@@ -100,8 +104,16 @@ export function promptTokenBound(messages: readonly PromptText[]): number {
 }
 
 /** The worst case of an LLM call: every prompt byte a token, and the full output cap. */
-export function llmWorstCase(prices: PriceTable, price: LlmPrice, messages: readonly PromptText[], maxTokens: number | undefined): number {
-  return llmCost(prices, price, { promptTokens: promptTokenBound(messages), completionTokens: maxTokens ?? prices.defaultMaxOutputTokens });
+export function llmWorstCase(
+  prices: PriceTable,
+  price: LlmPrice,
+  messages: readonly PromptText[],
+  maxTokens: number | undefined,
+): number {
+  return llmCost(prices, price, {
+    promptTokens: promptTokenBound(messages),
+    completionTokens: maxTokens ?? prices.defaultMaxOutputTokens,
+  });
 }
 
 /** A sandbox run: wall seconds × CPUs. */
@@ -191,7 +203,8 @@ export function regenerate(b: BudgetState, at: number): BudgetState {
   if (at <= b.regenAt) return b;
   if (b.capacity === null || b.balance === null || b.regenPerHour <= 0) return { ...b, regenAt: at };
   const room = lfRound(b.capacity - b.reserved - b.balance);
-  const gain = room <= 0 ? 0 : Math.min(room, Math.floor(((at - b.regenAt) / 3_600_000) * b.regenPerHour * lfScale) / lfScale);
+  const gain =
+    room <= 0 ? 0 : Math.min(room, Math.floor(((at - b.regenAt) / 3_600_000) * b.regenPerHour * lfScale) / lfScale);
   return { ...b, balance: lfRound(b.balance + gain), funded: lfRound(b.funded + gain), regenAt: at };
 }
 
@@ -207,7 +220,11 @@ type ReserveOutcome =
 
 /** What may still be reserved now: the balance, narrowed by the envelopes (null: unlimited). */
 export function available(b: BudgetState): number | null {
-  const limits = [b.balance, b.daily.limit === null ? null : b.daily.limit - b.daily.used, b.monthly.limit === null ? null : b.monthly.limit - b.monthly.used].filter((x): x is number => x !== null);
+  const limits = [
+    b.balance,
+    b.daily.limit === null ? null : b.daily.limit - b.daily.used,
+    b.monthly.limit === null ? null : b.monthly.limit - b.monthly.used,
+  ].filter((x): x is number => x !== null);
   return limits.length === 0 ? null : lfRound(Math.max(0, Math.min(...limits)));
 }
 
@@ -218,8 +235,10 @@ export function reserve(before: BudgetState, amount: number, at: number): Reserv
   const a = lfRound(amount);
   if (b.closed) return { ok: false, reason: 'closed', available: 0, budget: b };
   if (b.balance !== null && a > b.balance) return { ok: false, reason: 'balance', available: available(b), budget: b };
-  if (b.daily.limit !== null && lfRound(b.daily.used + a) > b.daily.limit) return { ok: false, reason: 'daily', available: available(b), budget: b };
-  if (b.monthly.limit !== null && lfRound(b.monthly.used + a) > b.monthly.limit) return { ok: false, reason: 'monthly', available: available(b), budget: b };
+  if (b.daily.limit !== null && lfRound(b.daily.used + a) > b.daily.limit)
+    return { ok: false, reason: 'daily', available: available(b), budget: b };
+  if (b.monthly.limit !== null && lfRound(b.monthly.used + a) > b.monthly.limit)
+    return { ok: false, reason: 'monthly', available: available(b), budget: b };
   return {
     ok: true,
     windows: { day: b.daily.window, month: b.monthly.window },
@@ -239,11 +258,17 @@ export function reserve(before: BudgetState, amount: number, at: number): Reserv
  * records what it really cost), the rest goes back to the balance and to the envelopes of the
  * windows it was reserved in. A release is a settle of 0.
  */
-export function settle(b: BudgetState, reserved: number, actual: number, windows: { day: string; month: string }): { budget: BudgetState; charged: number; overrun: number } {
+export function settle(
+  b: BudgetState,
+  reserved: number,
+  actual: number,
+  windows: { day: string; month: string },
+): { budget: BudgetState; charged: number; overrun: number } {
   const r = lfRound(Math.min(reserved, b.reserved));
   const charged = lfRound(b.balance === null ? Math.max(0, actual) : Math.min(r, Math.max(0, actual)));
   const refund = lfRound(Math.max(0, r - charged));
-  const back = (e: Envelope, w: string): Envelope => (e.window === w ? { ...e, used: lfRound(Math.max(0, e.used - refund)) } : e);
+  const back = (e: Envelope, w: string): Envelope =>
+    e.window === w ? { ...e, used: lfRound(Math.max(0, e.used - refund)) } : e;
   return {
     charged,
     overrun: lfRound(Math.max(0, actual - charged)),
@@ -268,16 +293,21 @@ export function grant(b: BudgetState, amount: number): BudgetState {
 export function checkInvariant(b: BudgetState): string | null {
   if (b.reserved < 0 || b.spent < 0) return `negative reserved/spent: ${b.reserved}/${b.spent}`;
   if (b.balance !== null && b.balance < 0) return `negative balance ${b.balance}`;
-  if (b.balance !== null && Math.abs(b.balance + b.reserved + b.spent - b.funded) > 1e-6) return `balance ${b.balance} + reserved ${b.reserved} + spent ${b.spent} ≠ funded ${b.funded}`;
+  if (b.balance !== null && Math.abs(b.balance + b.reserved + b.spent - b.funded) > 1e-6)
+    return `balance ${b.balance} + reserved ${b.reserved} + spent ${b.spent} ≠ funded ${b.funded}`;
   if (b.balance !== null && b.spent > b.funded + 1e-6) return `spent ${b.spent} > funded ${b.funded}`;
-  for (const e of [b.daily, b.monthly]) if (e.limit !== null && e.used > e.limit + 1e-6) return `envelope ${e.window} used ${e.used} > ${e.limit}`;
+  for (const e of [b.daily, b.monthly])
+    if (e.limit !== null && e.used > e.limit + 1e-6) return `envelope ${e.window} used ${e.used} > ${e.limit}`;
   return null;
 }
 
 /** Ms from `at` to the start of the next UTC day / month. */
 function msToNextWindow(at: number, unit: 'day' | 'month'): number {
   const d = new Date(at);
-  const next = unit === 'day' ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1) : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  const next =
+    unit === 'day'
+      ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
+      : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
   return next - at;
 }
 
@@ -369,4 +399,9 @@ export function needsMet(n: LifeforceNeeds): boolean {
 // ---- what the agent's config says ---------------------------------------------------------------
 
 // In a module of their own, so that workflows can import them without this one.
-export { budgetSettingsSchema, exhaustedPolicies, type BudgetSettingsInput, type ExhaustedPolicy } from './lifeforce-settings.js';
+export {
+  budgetSettingsSchema,
+  exhaustedPolicies,
+  type BudgetSettingsInput,
+  type ExhaustedPolicy,
+} from './lifeforce-settings.js';

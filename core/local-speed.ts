@@ -63,7 +63,12 @@ export function updateSpeed(speed: LocalSpeed | undefined, call: LocalCallStats)
     return old === undefined ? rate : old * (1 - weight) + rate * weight;
   };
   return {
-    promptEvalPerS: blend(speed?.promptEvalPerS, call.evaluatedPromptTokens, call.promptEvalMs, assumedLocalSpeed.promptEvalPerS),
+    promptEvalPerS: blend(
+      speed?.promptEvalPerS,
+      call.evaluatedPromptTokens,
+      call.promptEvalMs,
+      assumedLocalSpeed.promptEvalPerS,
+    ),
     genPerS: blend(speed?.genPerS, call.genTokens, call.genMs, assumedLocalSpeed.genPerS),
   };
 }

@@ -58,7 +58,16 @@ export type LoopEffect =
    * A designed tool's action (`tool.call`) is one too: it runs `argv` with `files` in the work dir, and `command`
    * is then only the line the agent reads.
    */
-  | { kind: 'shell'; processId: string; cmdId: string; key: string; command: string; timeoutMs?: number; argv?: string[]; files?: Record<string, string> }
+  | {
+      kind: 'shell';
+      processId: string;
+      cmdId: string;
+      key: string;
+      command: string;
+      timeoutMs?: number;
+      argv?: string[];
+      files?: Record<string, string>;
+    }
   /** `values`: the new (validated) values, so the loop can apply them without a read. */
   | { kind: 'configChanged'; keys: string[]; values?: Record<string, unknown> }
   /** `escalate`, a held danger-zone command or tool action: start escalationWorkflow (`input` is its JSON input). */
@@ -70,20 +79,42 @@ export type LoopEffect =
   /** `speak`: start a speech workflow `speech/<agentId>/<tick>/<cmdId>` that says `text`. */
   | { kind: 'speak'; text: string; lang?: string; cmdId: string }
   /** `spawn`: start the spawn workflow `agent/<agentId>/spawn/<name>`, which gives birth to the descendant. */
-  | { kind: 'spawn'; type: 'clone' | 'trained' | 'newborn'; name: string; goals?: string[]; budget?: number; cmdId: string }
+  | {
+      kind: 'spawn';
+      type: 'clone' | 'trained' | 'newborn';
+      name: string;
+      goals?: string[];
+      budget?: number;
+      cmdId: string;
+    }
   /** A note was delivered to another agent (a peer message): signal its loop `wake` so that an idle peer reads it. */
   | { kind: 'wakeAgent'; agentId: string }
   /**
    * `llm_task.ask`: after the command's transaction, the loop asks one model once (`registryId`,
    * or the role's failover) and the answer arrives as a note; `key` makes the call and the note idempotent.
    */
-  | { kind: 'askLlm'; cmdId: string; key: string; question: string; role: 'task' | 'agent'; registryId?: number; model?: string }
+  | {
+      kind: 'askLlm';
+      cmdId: string;
+      key: string;
+      question: string;
+      role: 'task' | 'agent';
+      registryId?: number;
+      model?: string;
+    }
   /**
    * `stagnation_strategies.use`: the strategy was applied now; the loop measures its effect like an
    * automatic one (novelty after, two ticks on; not when the tick has no novelty) and gives its
    * `focus` to the next think.
    */
-  | { kind: 'measureStrategy'; strategyId: number; metricId: number; tick: number; noveltyBefore: number | null; focus?: string };
+  | {
+      kind: 'measureStrategy';
+      strategyId: number;
+      metricId: number;
+      tick: number;
+      noveltyBefore: number | null;
+      focus?: string;
+    };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

@@ -33,7 +33,12 @@ export function periodOf(job: MaintenanceJob, at: Date): MaintenancePeriod {
   const len = maintenanceJobs[job].periodMs;
   const startMs = Math.floor(ms / len) * len;
   const start = new Date(startMs).toISOString();
-  return { job, key: len >= dayMs ? start.slice(0, 10) : start.slice(0, 13), start, end: new Date(startMs + len).toISOString() };
+  return {
+    job,
+    key: len >= dayMs ? start.slice(0, 10) : start.slice(0, 13),
+    start,
+    end: new Date(startMs + len).toISOString(),
+  };
 }
 
 /** The period a key names, or undefined when the key is not one of `job`'s period keys. */
@@ -66,8 +71,12 @@ export type NominalSource = 'schedule' | 'workflow-id' | 'start';
  * trigger — the trigger's time — or a backfill — the backfilled time), else the time in a
  * scheduled workflow id, else the run's own start (a workflow started by hand).
  */
-export function nominalTime(o: { scheduledStartTime?: Date | null; workflowId: string; startTime: Date }): { at: Date; source: NominalSource } {
-  if (o.scheduledStartTime && Number.isFinite(o.scheduledStartTime.getTime())) return { at: o.scheduledStartTime, source: 'schedule' };
+export function nominalTime(o: { scheduledStartTime?: Date | null; workflowId: string; startTime: Date }): {
+  at: Date;
+  source: NominalSource;
+} {
+  if (o.scheduledStartTime && Number.isFinite(o.scheduledStartTime.getTime()))
+    return { at: o.scheduledStartTime, source: 'schedule' };
   const fromId = nominalTimeFromWorkflowId(o.workflowId);
   if (fromId) return { at: fromId, source: 'workflow-id' };
   return { at: o.startTime, source: 'start' };

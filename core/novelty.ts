@@ -70,7 +70,11 @@ export function embeddingSimilarity(a: readonly number[], b: readonly number[]):
 }
 
 /** The highest similarity of `text` to any previous reply (0 with none). */
-export function maxSimilarity(text: string, previous: readonly string[], sim: (a: string, b: string) => number = lexicalSimilarity): number {
+export function maxSimilarity(
+  text: string,
+  previous: readonly string[],
+  sim: (a: string, b: string) => number = lexicalSimilarity,
+): number {
   let best = 0;
   for (const p of previous) best = Math.max(best, sim(text, p));
   return best;
@@ -100,7 +104,12 @@ export function combineNovelty(lexical: number, llm: number | null, similarity: 
 const stringList = z
   .array(z.unknown())
   .catch([])
-  .transform((xs) => xs.filter((x): x is string => typeof x === 'string' && x.trim().length > 0).map((x) => x.trim().slice(0, 200)).slice(0, 20));
+  .transform((xs) =>
+    xs
+      .filter((x): x is string => typeof x === 'string' && x.trim().length > 0)
+      .map((x) => x.trim().slice(0, 200))
+      .slice(0, 20),
+  );
 
 const noveltyAnswer = z.object({
   novelty: z.coerce.number().min(0).max(100),
@@ -144,7 +153,8 @@ function clampScore(x: number): number {
 }
 
 /** The short record that replaces an identical reply; its row keeps the hash of the reply it stands for. */
-export const identicalPlaceholder = (tick: number) => `[identical to tick ${tick}; not stored again — anti-stagnation reflex fired]`;
+export const identicalPlaceholder = (tick: number) =>
+  `[identical to tick ${tick}; not stored again — anti-stagnation reflex fired]`;
 /** A LIKE pattern matching the placeholders (to leave them out of a query). */
 export const placeholderLike = '[identical to tick %; not stored again%';
 const placeholderRe = /^\[identical to tick (\d+); not stored again/;

@@ -35,7 +35,10 @@ interface ModelDerived {
   parseErrors: string[];
 }
 
-const summaryOf = (count: number, why: string): CommandRejection => ({ raw: '', reason: `${count} more ${count === 1 ? 'command' : 'commands'} dropped: ${why}` });
+const summaryOf = (count: number, why: string): CommandRejection => ({
+  raw: '',
+  reason: `${count} more ${count === 1 ? 'command' : 'commands'} dropped: ${why}`,
+});
 
 function clipRejection(r: CommandRejection, caps: HistoryCaps): CommandRejection {
   return {
@@ -47,7 +50,11 @@ function clipRejection(r: CommandRejection, caps: HistoryCaps): CommandRejection
 }
 
 /** At most `max` rejections: the first max-1 and one entry counting the rest (each text cut). */
-export function capRejections(rejected: readonly CommandRejection[], caps: HistoryCaps = historyCaps, max: number = caps.maxRejected): CommandRejection[] {
+export function capRejections(
+  rejected: readonly CommandRejection[],
+  caps: HistoryCaps = historyCaps,
+  max: number = caps.maxRejected,
+): CommandRejection[] {
   const clipped = rejected.slice(0, rejected.length <= max ? max : max - 1).map((r) => clipRejection(r, caps));
   if (rejected.length <= max) return clipped;
   const rest = rejected.slice(max - 1);
@@ -84,16 +91,29 @@ export function capCommands(
     }
     const argsBytes = jsonBytes(c.args);
     if (argsBytes > caps.maxArgsBytes) {
-      extra.push({ cmdId: c.cmdId, type: c.type, raw: rawOf(), reason: `args of ${argsBytes} bytes: at most ${caps.maxArgsBytes} bytes a command` });
+      extra.push({
+        cmdId: c.cmdId,
+        type: c.type,
+        raw: rawOf(),
+        reason: `args of ${argsBytes} bytes: at most ${caps.maxArgsBytes} bytes a command`,
+      });
       continue;
     }
     if (kept.length >= caps.maxCommands) {
       overflow++;
       continue;
     }
-    kept.push(c.description !== undefined && c.description.length > caps.maxDescriptionChars ? { ...c, description: clipText(c.description, caps.maxDescriptionChars) } : c);
+    kept.push(
+      c.description !== undefined && c.description.length > caps.maxDescriptionChars
+        ? { ...c, description: clipText(c.description, caps.maxDescriptionChars) }
+        : c,
+    );
   }
-  const all = [...rejected, ...extra, ...(overflow ? [summaryOf(overflow, `at most ${caps.maxCommands} commands in one reply`)] : [])];
+  const all = [
+    ...rejected,
+    ...extra,
+    ...(overflow ? [summaryOf(overflow, `at most ${caps.maxCommands} commands in one reply`)] : []),
+  ];
   return { commands: kept, rejected: capRejections(all, caps) };
 }
 
@@ -113,18 +133,38 @@ export function boundForHistory<T extends ModelDerived>(result: T, caps: History
     parseErrors: capParseErrors(result.parseErrors, caps, caps.maxParseErrors),
   };
   if (jsonBytes(out) < caps.maxResultBytes) return out;
-  out = { ...out, parseErrors: capParseErrors(out.parseErrors, caps, 3), rejected: capRejections(out.rejected, caps, 5) };
+  out = {
+    ...out,
+    parseErrors: capParseErrors(out.parseErrors, caps, 3),
+    rejected: capRejections(out.rejected, caps, 5),
+  };
   let dropped = 0;
   while (jsonBytes(out) >= caps.maxResultBytes && out.commands.length > 0) {
     // Halve what is dropped each round would be faster; 50 commands at most keeps this cheap.
     out = { ...out, commands: out.commands.slice(0, -1) };
     dropped++;
   }
-  if (dropped) out = { ...out, rejected: capRejections([...out.rejected, summaryOf(dropped, `a tick carries at most ${caps.maxResultBytes} bytes of commands and rejections`)], caps, 5) };
+  if (dropped)
+    out = {
+      ...out,
+      rejected: capRejections(
+        [
+          ...out.rejected,
+          summaryOf(dropped, `a tick carries at most ${caps.maxResultBytes} bytes of commands and rejections`),
+        ],
+        caps,
+        5,
+      ),
+    };
   if (jsonBytes(out) < caps.maxResultBytes) return out;
   // Only what T itself carries beyond the model-derived fields is left: cut those to the bone.
   const total = out.rejected.reduce((n, r) => n + (summaryCount(r) ?? 1), 0);
-  return { ...out, summary: clipText(out.summary, 80), parseErrors: [], rejected: total ? [summaryOf(total, 'the reply was too large to report')] : [] };
+  return {
+    ...out,
+    summary: clipText(out.summary, 80),
+    parseErrors: [],
+    rejected: total ? [summaryOf(total, 'the reply was too large to report')] : [],
+  };
 }
 
 function capParseErrors(errors: readonly string[], caps: HistoryCaps, max: number): string[] {

@@ -106,7 +106,16 @@ interface State {
 }
 
 function parse(text: string): ParsedReply {
-  const st: State = { text, locate: locator(text), suppressedErrors: 0, out: emptyReply(), seenIds: new Set(), commandBlocks: 0, factBlocks: 0, overflow: 0 };
+  const st: State = {
+    text,
+    locate: locator(text),
+    suppressedErrors: 0,
+    out: emptyReply(),
+    seenIds: new Set(),
+    commandBlocks: 0,
+    factBlocks: 0,
+    overflow: 0,
+  };
   const body = extractMarkerBlocks(st);
   const withoutFacts = extractLabelledFacts(st, body);
   extractConfidenceTags(st, withoutFacts);
@@ -153,7 +162,10 @@ function extractMarkerBlocks(st: State): string {
     if (end === -1 || cutShort) {
       // An unterminated block may be a reply cut off mid-command: none of it is applied.
       const before = cutShort ? ` before the next ${following.kind.start}` : '';
-      addError(st, `${label} (${st.locate(next.index)}): missing ${next.kind.end} end marker${before}; its content was ignored`);
+      addError(
+        st,
+        `${label} (${st.locate(next.index)}): missing ${next.kind.end} end marker${before}; its content was ignored`,
+      );
       pos = following ? following.index : text.length + 1;
       continue;
     }
@@ -237,7 +249,12 @@ function unfence(content: string, offset: number): { json: string; offset: numbe
   return { json: content.slice(start, end), offset: offset + start };
 }
 
-function parseBlockJson(st: State, content: string, contentOffset: number, label: string): { ok: true; value: unknown } | { ok: false } {
+function parseBlockJson(
+  st: State,
+  content: string,
+  contentOffset: number,
+  label: string,
+): { ok: true; value: unknown } | { ok: false } {
   const { json, offset } = unfence(content, contentOffset);
   if (json.trim() === '') {
     addError(st, `${label}: empty block`);
@@ -266,7 +283,8 @@ function parseCommandBlock(st: State, content: string, contentOffset: number, la
   items.forEach((item, i) => {
     const result = toCommand(st, item);
     if (result === overflowMark) st.overflow++;
-    else if ('reason' in result) st.out.rejected.push({ ...result, reason: `${label} item ${i + 1}: ${result.reason}` });
+    else if ('reason' in result)
+      st.out.rejected.push({ ...result, reason: `${label} item ${i + 1}: ${result.reason}` });
     else st.out.commands.push(result);
   });
   // A block appendToolCalls recorded also carries the tool calls that were malformed: a reply
@@ -288,7 +306,10 @@ function parseCommandBlock(st: State, content: string, contentOffset: number, la
 /** toCommand's answer for a command past maxCommandsPerReply (counted, not listed one by one). */
 const overflowMark = Symbol('overflow');
 
-const overflowRejection = (n: number): CommandRejection => ({ raw: '', reason: `${n} more ${n === 1 ? 'command' : 'commands'} dropped: at most ${maxCommandsPerReply} commands in one reply` });
+const overflowRejection = (n: number): CommandRejection => ({
+  raw: '',
+  reason: `${n} more ${n === 1 ? 'command' : 'commands'} dropped: at most ${maxCommandsPerReply} commands in one reply`,
+});
 
 /**
  * One block item as a command, or why not. JSON escapes (`\u0000`, a lone `\ud800`) turn into
@@ -297,7 +318,8 @@ const overflowRejection = (n: number): CommandRejection => ({ raw: '', reason: `
  */
 function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection | typeof overflowMark {
   const raw = truncate(safeStringify(item), maxRawLength);
-  if (!isPlainObject(item)) return { raw, reason: `a command must be a JSON object with cmd_id, type and args, found ${jsonKind(item)}` };
+  if (!isPlainObject(item))
+    return { raw, reason: `a command must be a JSON object with cmd_id, type and args, found ${jsonKind(item)}` };
   const rawId = item.cmd_id !== undefined ? item.cmd_id : item.cmdId;
   const typeRaw = item.type;
   const type = typeof typeRaw === 'string' ? normalizeType(sanitizeText(typeRaw)) : undefined;
@@ -309,14 +331,16 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection |
   });
 
   let cmdId: string;
-  if (rawId === undefined || rawId === null || (typeof rawId === 'string' && rawId.trim() === '')) return reject('missing cmd_id');
+  if (rawId === undefined || rawId === null || (typeof rawId === 'string' && rawId.trim() === ''))
+    return reject('missing cmd_id');
   if (typeof rawId === 'string') cmdId = sanitizeText(rawId).trim();
   else if (typeof rawId === 'number' && Number.isFinite(rawId)) cmdId = String(rawId);
   else return reject(`cmd_id must be a string, found ${jsonKind(rawId)}`);
   if (cmdId.length > maxCmdIdLength) return reject(`cmd_id longer than ${maxCmdIdLength} characters`);
 
   if (typeRaw === undefined || typeRaw === null || type === '') return reject('missing type', cmdId);
-  if (typeof typeRaw !== 'string') return reject(`type must be a string such as "diary.add", found ${jsonKind(typeRaw)}`, cmdId);
+  if (typeof typeRaw !== 'string')
+    return reject(`type must be a string such as "diary.add", found ${jsonKind(typeRaw)}`, cmdId);
 
   let args: Record<string, unknown> = {};
   if (item.args !== undefined && item.args !== null) {
@@ -324,7 +348,8 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection |
     args = sanitizeJsonObject(item.args);
   }
   const d = item.description;
-  if (d !== undefined && d !== null && typeof d !== 'string') return reject(`description must be a string, found ${jsonKind(d)}`, cmdId);
+  if (d !== undefined && d !== null && typeof d !== 'string')
+    return reject(`description must be a string, found ${jsonKind(d)}`, cmdId);
 
   if (st.seenIds.has(cmdId)) return reject(`duplicate cmd_id '${cmdId}' in this reply`, cmdId);
   if (st.out.commands.length >= maxCommandsPerReply) return overflowMark;
@@ -336,7 +361,10 @@ function toCommand(st: State, item: unknown): ParsedCommand | CommandRejection |
 
 /** `Diary Add`, `diary/add`, `diary:add` → `diary.add`. */
 function normalizeType(type: string): string {
-  return type.trim().toLowerCase().replace(/[\s/:]+/g, '.');
+  return type
+    .trim()
+    .toLowerCase()
+    .replace(/[\s/:]+/g, '.');
 }
 
 // --- unverified facts ----------------------------------------------------------------------
@@ -356,13 +384,19 @@ function addFacts(st: State, value: unknown, label: string): void {
     const where = `${label} item ${i + 1}`;
     if (!isPlainObject(item)) return void addError(st, `${where}: expected an object {fact, confidence, source?}`);
     const { fact, confidence, source } = item;
-    if (typeof fact !== 'string' || fact.trim() === '') return void addError(st, `${where}: fact must be a non-empty string`);
+    if (typeof fact !== 'string' || fact.trim() === '')
+      return void addError(st, `${where}: fact must be a non-empty string`);
     if (typeof confidence !== 'number' || !(confidence >= 0 && confidence <= 1))
       return void addError(st, `${where}: confidence must be a number between 0 and 1`);
     if (source !== undefined && source !== null && typeof source !== 'string')
       return void addError(st, `${where}: source must be a string`);
-    if (st.out.unverifiedFacts.length >= maxFactsPerReply) return void addError(st, `${where}: more than ${maxFactsPerReply} unverified facts in one reply; ignored`);
-    st.out.unverifiedFacts.push({ fact: sanitizeText(fact).trim(), confidence, ...(typeof source === 'string' ? { source: sanitizeText(source) } : {}) });
+    if (st.out.unverifiedFacts.length >= maxFactsPerReply)
+      return void addError(st, `${where}: more than ${maxFactsPerReply} unverified facts in one reply; ignored`);
+    st.out.unverifiedFacts.push({
+      fact: sanitizeText(fact).trim(),
+      confidence,
+      ...(typeof source === 'string' ? { source: sanitizeText(source) } : {}),
+    });
   });
 }
 
@@ -394,7 +428,8 @@ function extractLabelledFacts(st: State, body: string): string {
     }
     const json = body.slice(i, end + 1);
     const parsed = parseStrictJson(json);
-    if (!parsed.ok) addError(st, `${label}: invalid JSON at ${locate(i + parsed.offset)} of the body: ${parsed.message}`);
+    if (!parsed.ok)
+      addError(st, `${label}: invalid JSON at ${locate(i + parsed.offset)} of the body: ${parsed.message}`);
     else addFacts(st, parsed.value, label);
     let cut = end + 1;
     const closing = /^[ \t]*\r?\n?[ \t]*```/.exec(body.slice(cut));
@@ -434,7 +469,9 @@ function matchingBracket(s: string, open: number): number {
  * `trailing`, words after the number are allowed (`Confidence: 0.8 (fairly sure)`).
  */
 function parseConfidenceValue(raw: string, trailing = false): number | null {
-  const re = trailing ? /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)(?![\d.])(?:\s.*|[(,;].*)?$/ : /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)$/;
+  const re = trailing
+    ? /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)(?![\d.])(?:\s.*|[(,;].*)?$/
+    : /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(%?)$/;
   const m = re.exec(raw.trim());
   if (!m) return null;
   const n = Number(m[1]);
@@ -468,7 +505,11 @@ function extractConfidenceLine(st: State, body: string): void {
   for (let m = lineRe.exec(body); m; m = lineRe.exec(body)) {
     const raw = (m[1] ?? '').replace(/[ \t*_.\r]+$/, '');
     const value = parseConfidenceValue(raw, true);
-    if (value === null) addError(st, `Confidence line ignored: expected a number between 0 and 1 or a percentage, found '${truncate(raw, 40)}'`);
+    if (value === null)
+      addError(
+        st,
+        `Confidence line ignored: expected a number between 0 and 1 or a percentage, found '${truncate(raw, 40)}'`,
+      );
     else if (!(value >= 0 && value <= 1)) addError(st, `Confidence line ignored: ${raw} is outside 0..1`);
     else st.out.confidence = value; // the last valid line wins
   }
@@ -526,18 +567,26 @@ export function appendToolCalls(text: string, calls: readonly ReplyToolCall[]): 
   if (calls.length === 0) return text;
   const before = parseReply(text);
   const { commands, rejected } = toolCallsToCommands(calls, {
-    taken: new Set([...before.commands.map((c) => c.cmdId), ...before.rejected.flatMap((r) => (r.cmdId ? [r.cmdId] : []))]),
+    taken: new Set([
+      ...before.commands.map((c) => c.cmdId),
+      ...before.rejected.flatMap((r) => (r.cmdId ? [r.cmdId] : [])),
+    ]),
     room: maxCommandsPerReply - before.commands.length,
   });
   const items = commands.map((c) => '  ' + safeJson({ cmd_id: c.cmdId, type: c.type, args: c.args }));
-  const rejections = rejected.map((r) => '  ' + safeJson({ cmd_id: r.cmdId, type: r.type, raw: r.raw, reason: r.reason }));
+  const rejections = rejected.map(
+    (r) => '  ' + safeJson({ cmd_id: r.cmdId, type: r.type, raw: r.raw, reason: r.reason }),
+  );
   const block = `{"source": "${nativeToolCallsSource}", "commands": [\n${items.join(',\n')}\n], "rejected": [\n${rejections.join(',\n')}\n]}`;
   return `${text}\n${COMMANDS_START}\n${block}\n${COMMANDS_END}`;
 }
 
 /** A tool call id as a cmd_id: letters, digits, `_`, `-`, `.` only, at most maxCmdIdLength. */
 function toolCallCmdId(id: string | undefined, index: number): string {
-  const clean = (id ?? '').replace(/[^A-Za-z0-9_.-]+/g, '_').replace(/^[_.-]+|[_.-]+$/g, '').slice(0, maxCmdIdLength);
+  const clean = (id ?? '')
+    .replace(/[^A-Za-z0-9_.-]+/g, '_')
+    .replace(/^[_.-]+|[_.-]+$/g, '')
+    .slice(0, maxCmdIdLength);
   return clean || `tool${index + 1}`;
 }
 
@@ -558,20 +607,35 @@ export function toolCallsToCommands(
   let overflow = 0;
   calls.forEach((call, i) => {
     let cmdId = toolCallCmdId(call.id, i);
-    for (let n = 2; taken.has(cmdId); n++) cmdId = `${toolCallCmdId(call.id, i).slice(0, maxCmdIdLength - String(n).length - 1)}-${n}`;
+    for (let n = 2; taken.has(cmdId); n++)
+      cmdId = `${toolCallCmdId(call.id, i).slice(0, maxCmdIdLength - String(n).length - 1)}-${n}`;
     taken.add(cmdId);
     const name = typeof call.name === 'string' ? call.name : '';
     const label = `tool call ${call.id ?? i + 1}${name ? ` (${name})` : ''}`;
     const raw = truncate(call.rawArgs ?? safeStringify(call.args ?? {}), maxRawLength);
     const reject = (reason: string) => rejected.push({ cmdId, type: 'tool.call', raw, reason: `${label}: ${reason}` });
     if (!name) return reject('no tool name');
-    if (call.error !== undefined || !isPlainObject(call.args)) return reject(`malformed arguments (${call.error ?? 'not a JSON object'}); expected {"action": "...", "args": {...}}`);
+    if (call.error !== undefined || !isPlainObject(call.args))
+      return reject(
+        `malformed arguments (${call.error ?? 'not a JSON object'}); expected {"action": "...", "args": {...}}`,
+      );
     const { action, args, ...rest } = call.args;
-    if (typeof action !== 'string' || action.trim() === '') return reject('the arguments need "action": one of the valid actions the tool description lists');
-    if (args !== undefined && args !== null && !isPlainObject(args)) return reject(`"args" must be a JSON object, found ${jsonKind(args)}`);
+    if (typeof action !== 'string' || action.trim() === '')
+      return reject('the arguments need "action": one of the valid actions the tool description lists');
+    if (args !== undefined && args !== null && !isPlainObject(args))
+      return reject(`"args" must be a JSON object, found ${jsonKind(args)}`);
     if (commands.length >= room) return void overflow++;
-    const merged = Object.keys(rest).length > 0 ? { ...rest, ...(isPlainObject(args) ? args : {}) } : isPlainObject(args) ? args : undefined;
-    commands.push({ cmdId, type: 'tool.call', args: { tool: name, action: action.trim(), ...(merged ? { args: merged } : {}) } });
+    const merged =
+      Object.keys(rest).length > 0
+        ? { ...rest, ...(isPlainObject(args) ? args : {}) }
+        : isPlainObject(args)
+          ? args
+          : undefined;
+    commands.push({
+      cmdId,
+      type: 'tool.call',
+      args: { tool: name, action: action.trim(), ...(merged ? { args: merged } : {}) },
+    });
   });
   if (overflow) rejected.push(overflowRejection(overflow));
   return { commands, rejected: capRejections(rejected) };

@@ -13,7 +13,8 @@ export const defaultMaxReplyBytes = 256 * 1024;
 const maxSanitizedDepth = 64;
 
 // Without the `u` flag the class matches UTF-16 code units, so the surrogate alternatives see halves.
-const unsafe = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u0080-\u009F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const unsafe =
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u0080-\u009F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** The text without control characters (but \t \n \r), lone surrogates replaced by U+FFFD. */
 export function sanitizeText(text: string): string {
@@ -94,7 +95,13 @@ export function sanitizeJson(value: unknown, depth = 0): unknown {
     // A key that sanitises to one already present keeps its first value.
     const key = sanitizeText(k);
     // defineProperty, not assignment: a "__proto__" key stays plain data (no prototype change).
-    if (!Object.prototype.hasOwnProperty.call(out, key)) Object.defineProperty(out, key, { value: sanitizeJson(v, depth + 1), enumerable: true, writable: true, configurable: true });
+    if (!Object.prototype.hasOwnProperty.call(out, key))
+      Object.defineProperty(out, key, {
+        value: sanitizeJson(v, depth + 1),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return out;
 }
@@ -131,7 +138,10 @@ const maxKeptRawArgsChars = 500;
  * fit keeps its name and an error instead of its arguments (the parser rejects it), and the
  * excess is dropped. Never throws.
  */
-export function sanitizeAnswer(answer: { text: string; toolCalls?: readonly ModelToolCall[] }, maxBytes = defaultMaxReplyBytes): SanitizedAnswer {
+export function sanitizeAnswer(
+  answer: { text: string; toolCalls?: readonly ModelToolCall[] },
+  maxBytes = defaultMaxReplyBytes,
+): SanitizedAnswer {
   const rawText = typeof answer.text === 'string' ? answer.text : String(answer.text ?? '');
   const clean = sanitizeText(rawText);
   const text = truncateUtf8(clean, maxBytes);

@@ -14,7 +14,14 @@ export interface SamplingParams {
   frequencyPenalty: number;
 }
 
-export const reflexLimits = { maxTemperature: 1.5, maxTopP: 0.95, maxPenalty: 1.5, temperatureStep: 0.2, topPStep: 0.05, penaltyStep: 0.3 } as const;
+export const reflexLimits = {
+  maxTemperature: 1.5,
+  maxTopP: 0.95,
+  maxPenalty: 1.5,
+  temperatureStep: 0.2,
+  topPStep: 0.05,
+  penaltyStep: 0.3,
+} as const;
 
 const round = (x: number) => Math.round(x * 1000) / 1000;
 
@@ -60,7 +67,12 @@ export interface StagnationState {
   lastStrategyTick: number;
 }
 
-export const initialStagnationState = (): StagnationState => ({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 });
+export const initialStagnationState = (): StagnationState => ({
+  lowStreak: 0,
+  anxietyStreak: 0,
+  pending: null,
+  lastStrategyTick: 0,
+});
 
 export interface StagnationPolicy {
   /** Novelty (0–100) below which a tick counts as stagnant. */
@@ -75,7 +87,13 @@ export interface StagnationPolicy {
   evaluateAfter: number;
 }
 
-export const defaultStagnationPolicy: StagnationPolicy = { lowNovelty: 35, liteAfter: 1, strategyAfter: 3, anxietyTicks: 3, evaluateAfter: 2 };
+export const defaultStagnationPolicy: StagnationPolicy = {
+  lowNovelty: 35,
+  liteAfter: 1,
+  strategyAfter: 3,
+  anxietyTicks: 3,
+  evaluateAfter: 2,
+};
 
 export interface StagnationDecision {
   state: StagnationState;
@@ -90,7 +108,13 @@ export interface StagnationDecision {
 }
 
 /** Fold one tick's novelty and anxiety into the state and decide the reflexes. Pure. */
-export function decideStagnation(prev: StagnationState, tick: number, novelty: number, anxietyStreak: number, policy: StagnationPolicy = defaultStagnationPolicy): StagnationDecision {
+export function decideStagnation(
+  prev: StagnationState,
+  tick: number,
+  novelty: number,
+  anxietyStreak: number,
+  policy: StagnationPolicy = defaultStagnationPolicy,
+): StagnationDecision {
   const stagnant = novelty < policy.lowNovelty;
   const lowStreak = stagnant ? prev.lowStreak + 1 : 0;
   const due = prev.pending && tick - prev.pending.tick >= policy.evaluateAfter ? prev.pending : null;
@@ -156,14 +180,23 @@ export interface StrategyStats {
  * better measured effect, then the one used least recently (`recent`, most recent last).
  * Falls back to any class when the diagnosed one has none. Null when nothing is enabled.
  */
-export function chooseStrategy<S extends StrategyStats>(all: readonly S[], cls: StagnationClass, recent: readonly number[] = []): S | null {
+export function chooseStrategy<S extends StrategyStats>(
+  all: readonly S[],
+  cls: StagnationClass,
+  recent: readonly number[] = [],
+): S | null {
   const enabled = all.filter((s) => s.enabled);
   const pool = enabled.some((s) => s.class === cls) ? enabled.filter((s) => s.class === cls) : enabled;
   if (pool.length === 0) return null;
   const failed = (s: S) => (s.evaluations ?? s.uses) >= 2 && s.meanEffect <= 0;
   const recency = (s: S) => recent.lastIndexOf(s.id);
   const sorted = [...pool].sort(
-    (a, b) => Number(failed(a)) - Number(failed(b)) || a.cost - b.cost || b.meanEffect - a.meanEffect || recency(a) - recency(b) || a.id - b.id,
+    (a, b) =>
+      Number(failed(a)) - Number(failed(b)) ||
+      a.cost - b.cost ||
+      b.meanEffect - a.meanEffect ||
+      recency(a) - recency(b) ||
+      a.id - b.id,
   );
   return sorted[0]!;
 }
@@ -175,20 +208,81 @@ export function updateMeanEffect(mean: number, evaluations: number, effect: numb
 }
 
 /** What a strategy does, by its `params.action`. */
-export type StrategyAction = 'note_user' | 'ask_peers' | 'context_mode' | 'flashback' | 'meta_analysis' | 'switch_llm' | 'pause';
+export type StrategyAction =
+  'note_user' | 'ask_peers' | 'context_mode' | 'flashback' | 'meta_analysis' | 'switch_llm' | 'pause';
 
 /**
  * The built-in strategies seeded per agent (cheap first within each class). A peer's attention
  * costs less than the user's: with a peer to ask, it is asked first.
  */
-export const defaultStrategies: ReadonlyArray<{ name: string; class: StagnationClass; cost: number; description: string; params: { action: StrategyAction; ticks?: number } }> = [
-  { name: 'ask_peers', class: 'no_new_data', cost: 0.5, description: 'ask the most trusted reachable peer for a new angle via a message', params: { action: 'ask_peers' } },
-  { name: 'ask_user', class: 'no_new_data', cost: 1, description: 'ask the user for new input via a note', params: { action: 'note_user' } },
-  { name: 'switch_context_mode', class: 'no_new_data', cost: 2, description: 'switch the context mode (meditation samples widely)', params: { action: 'context_mode' } },
-  { name: 'switch_context_mode_monotone', class: 'monotone_context', cost: 1, description: 'switch the context mode', params: { action: 'context_mode' } },
-  { name: 'flashback', class: 'monotone_context', cost: 2, description: 'recall a distant diary entry', params: { action: 'flashback' } },
-  { name: 'flashback_restructure', class: 'repeated_thoughts', cost: 1, description: 'recall a distant diary entry', params: { action: 'flashback' } },
-  { name: 'meta_analysis', class: 'repeated_thoughts', cost: 2, description: 'analyse why the thoughts repeat', params: { action: 'meta_analysis' } },
-  { name: 'switch_llm', class: 'repeated_thoughts', cost: 3, description: 'think with the next LLM of the registry', params: { action: 'switch_llm' } },
-  { name: 'radical_pause', class: 'fatigue', cost: 5, description: 'sit out a few ticks', params: { action: 'pause', ticks: 3 } },
+export const defaultStrategies: ReadonlyArray<{
+  name: string;
+  class: StagnationClass;
+  cost: number;
+  description: string;
+  params: { action: StrategyAction; ticks?: number };
+}> = [
+  {
+    name: 'ask_peers',
+    class: 'no_new_data',
+    cost: 0.5,
+    description: 'ask the most trusted reachable peer for a new angle via a message',
+    params: { action: 'ask_peers' },
+  },
+  {
+    name: 'ask_user',
+    class: 'no_new_data',
+    cost: 1,
+    description: 'ask the user for new input via a note',
+    params: { action: 'note_user' },
+  },
+  {
+    name: 'switch_context_mode',
+    class: 'no_new_data',
+    cost: 2,
+    description: 'switch the context mode (meditation samples widely)',
+    params: { action: 'context_mode' },
+  },
+  {
+    name: 'switch_context_mode_monotone',
+    class: 'monotone_context',
+    cost: 1,
+    description: 'switch the context mode',
+    params: { action: 'context_mode' },
+  },
+  {
+    name: 'flashback',
+    class: 'monotone_context',
+    cost: 2,
+    description: 'recall a distant diary entry',
+    params: { action: 'flashback' },
+  },
+  {
+    name: 'flashback_restructure',
+    class: 'repeated_thoughts',
+    cost: 1,
+    description: 'recall a distant diary entry',
+    params: { action: 'flashback' },
+  },
+  {
+    name: 'meta_analysis',
+    class: 'repeated_thoughts',
+    cost: 2,
+    description: 'analyse why the thoughts repeat',
+    params: { action: 'meta_analysis' },
+  },
+  {
+    name: 'switch_llm',
+    class: 'repeated_thoughts',
+    cost: 3,
+    description: 'think with the next LLM of the registry',
+    params: { action: 'switch_llm' },
+  },
+  {
+    name: 'radical_pause',
+    class: 'fatigue',
+    cost: 5,
+    description: 'sit out a few ticks',
+    params: { action: 'pause', ticks: 3 },
+  },
 ];

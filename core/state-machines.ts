@@ -7,7 +7,9 @@
  */
 import { z } from 'zod';
 
-const name = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'expected snake_case (a letter, then letters, digits, _; max 64)');
+const name = z
+  .string()
+  .regex(/^[a-z][a-z0-9_]{0,63}$/, 'expected snake_case (a letter, then letters, digits, _; max 64)');
 const stateName = z.string().regex(/^[A-Z][A-Z0-9_]{0,63}$/, 'expected UPPER_CASE (max 64)');
 
 const actionDefSchema = z.strictObject({
@@ -31,10 +33,20 @@ export const stateMachineSchema = z
     states: z.record(stateName, stateDefSchema),
   })
   .superRefine((def, ctx) => {
-    if (!def.states[def.initial]) ctx.addIssue({ code: 'custom', path: ['initial'], message: `initial state '${def.initial}' is not among the states` });
+    if (!def.states[def.initial])
+      ctx.addIssue({
+        code: 'custom',
+        path: ['initial'],
+        message: `initial state '${def.initial}' is not among the states`,
+      });
     for (const [s, st] of Object.entries(def.states)) {
       for (const [a, act] of Object.entries(st.actions)) {
-        if (act.to && !def.states[act.to]) ctx.addIssue({ code: 'custom', path: ['states', s, 'actions', a, 'to'], message: `unknown target state '${act.to}'` });
+        if (act.to && !def.states[act.to])
+          ctx.addIssue({
+            code: 'custom',
+            path: ['states', s, 'actions', a, 'to'],
+            message: `unknown target state '${act.to}'`,
+          });
       }
     }
   });
@@ -54,7 +66,13 @@ export function transition(def: StateMachineDef, state: string, action: string):
   const st = def.states[state];
   if (!st) {
     // A stored state the definition no longer has (a new version): restart from the initial state.
-    return { ok: false, from: state, action, validActions: validActions(def, def.initial), error: `${def.name}: unknown state '${state}'; the tool restarts in ${def.initial}` };
+    return {
+      ok: false,
+      from: state,
+      action,
+      validActions: validActions(def, def.initial),
+      error: `${def.name}: unknown state '${state}'; the tool restarts in ${def.initial}`,
+    };
   }
   const act = st.actions[action];
   if (!act) {
@@ -89,12 +107,24 @@ export const databaseTool: StateMachineDef = stateMachineSchema.parse({
   description: "Read-only queries on your own rows of the agent's tables (structured: table, columns, where, limit).",
   initial: 'IDLE',
   states: {
-    IDLE: { description: 'not connected', actions: { connect: { to: 'CONNECTED', description: 'open a read-only session' } } },
+    IDLE: {
+      description: 'not connected',
+      actions: { connect: { to: 'CONNECTED', description: 'open a read-only session' } },
+    },
     CONNECTED: {
       description: 'connected; no query run yet',
       actions: {
         list_tables: { description: 'the tables you may query and their columns' },
-        query: { to: 'QUERY_READY', description: 'run a read-only query on your own rows', args: { table: 'table name', columns: 'column names (optional)', where: 'column → value equalities (optional)', limit: '1..100' } },
+        query: {
+          to: 'QUERY_READY',
+          description: 'run a read-only query on your own rows',
+          args: {
+            table: 'table name',
+            columns: 'column names (optional)',
+            where: 'column → value equalities (optional)',
+            limit: '1..100',
+          },
+        },
         disconnect: { to: 'IDLE', description: 'close the session' },
       },
     },
@@ -102,7 +132,15 @@ export const databaseTool: StateMachineDef = stateMachineSchema.parse({
       description: 'a result is ready; query again or disconnect',
       actions: {
         list_tables: { description: 'the tables you may query and their columns' },
-        query: { description: 'run another read-only query', args: { table: 'table name', columns: 'column names (optional)', where: 'column → value equalities (optional)', limit: '1..100' } },
+        query: {
+          description: 'run another read-only query',
+          args: {
+            table: 'table name',
+            columns: 'column names (optional)',
+            where: 'column → value equalities (optional)',
+            limit: '1..100',
+          },
+        },
         disconnect: { to: 'IDLE', description: 'close the session' },
       },
     },
@@ -119,7 +157,10 @@ const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
       description: 'ready',
       actions: {
         list: { description: 'your discovered tools' },
-        search: { description: 'catalogue tools matching a word (not usable until granted)', args: { query: 'a word' } },
+        search: {
+          description: 'catalogue tools matching a word (not usable until granted)',
+          args: { query: 'a word' },
+        },
       },
     },
   },
@@ -134,8 +175,19 @@ const escalateTool: StateMachineDef = stateMachineSchema.parse({
     READY: {
       description: 'ready',
       actions: {
-        escalate: { description: 'start an escalation (the answer arrives as a note)', args: { task: 'the task', category: 'statistics | code | visualization | state_machine_designer | general', context: 'what matters', what_i_tried: 'what you tried' } },
-        list: { description: 'your recent escalations (id, category, status, decision, created), newest first', args: { limit: '1..50 (default 10)' } },
+        escalate: {
+          description: 'start an escalation (the answer arrives as a note)',
+          args: {
+            task: 'the task',
+            category: 'statistics | code | visualization | state_machine_designer | general',
+            context: 'what matters',
+            what_i_tried: 'what you tried',
+          },
+        },
+        list: {
+          description: 'your recent escalations (id, category, status, decision, created), newest first',
+          args: { limit: '1..50 (default 10)' },
+        },
       },
     },
   },
@@ -144,10 +196,19 @@ const escalateTool: StateMachineDef = stateMachineSchema.parse({
 /** Ask the oversight to design a new state-machine tool (spec + implementation + tests). */
 const requestDesignTool: StateMachineDef = stateMachineSchema.parse({
   name: 'request_state_machine_design',
-  description: 'Ask the oversight tier to design a new state-machine tool; it is tested in the sandbox before it joins the catalogue.',
+  description:
+    'Ask the oversight tier to design a new state-machine tool; it is tested in the sandbox before it joins the catalogue.',
   initial: 'READY',
   states: {
-    READY: { description: 'ready', actions: { request: { description: 'request a design (the result arrives as a note)', args: { capability: 'what the tool must do', context: 'why' } } } },
+    READY: {
+      description: 'ready',
+      actions: {
+        request: {
+          description: 'request a design (the result arrives as a note)',
+          args: { capability: 'what the tool must do', context: 'why' },
+        },
+      },
+    },
   },
 });
 

@@ -5,9 +5,7 @@
  * (trailing comma, single quotes, comment…) by line and column.
  */
 
-type StrictJsonResult =
-  | { ok: true; value: unknown }
-  | { ok: false; message: string; offset: number };
+type StrictJsonResult = { ok: true; value: unknown } | { ok: false; message: string; offset: number };
 
 /** Deeper nesting than this is refused (no recursion limit surprises on hostile input). */
 export const maxJsonDepth = 64;
@@ -61,7 +59,8 @@ class Parser {
   describe(at = this.pos): string {
     if (at >= this.s.length) return 'end of input';
     const c = this.s[at]!;
-    if (c === '/' && (this.s[at + 1] === '/' || this.s[at + 1] === '*')) return 'comment (comments are not allowed in JSON)';
+    if (c === '/' && (this.s[at + 1] === '/' || this.s[at + 1] === '*'))
+      return 'comment (comments are not allowed in JSON)';
     if (c === "'") return "' (strings need double quotes)";
     if (c === '\n') return 'line break';
     return `'${c}'`;
@@ -134,7 +133,16 @@ class Parser {
       if (c === 92) {
         out += s.slice(chunk, this.pos);
         const e = s[this.pos + 1];
-        const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+        const simple: Record<string, string> = {
+          '"': '"',
+          '\\': '\\',
+          '/': '/',
+          b: '\b',
+          f: '\f',
+          n: '\n',
+          r: '\r',
+          t: '\t',
+        };
         if (e !== undefined && e in simple) {
           out += simple[e];
           this.pos += 2;

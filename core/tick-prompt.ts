@@ -33,7 +33,10 @@ export interface StoredPrompt {
  * sent, but for the characters Postgres cannot hold (NUL and other control characters, lone
  * surrogates: see sanitizeText), which never reach a context built from stored rows anyway.
  */
-export function promptForRecord(messages: ReadonlyArray<{ role: StoredPromptMessage['role']; content: string }>, maxBytes: number = tickPromptLimits.maxBytes): StoredPrompt {
+export function promptForRecord(
+  messages: ReadonlyArray<{ role: StoredPromptMessage['role']; content: string }>,
+  maxBytes: number = tickPromptLimits.maxBytes,
+): StoredPrompt {
   const texts = messages.map((m) => sanitizeText(m.content));
   const bytes = texts.map(utf8Bytes);
   const chars = messages.reduce((n, m) => n + m.content.length, 0);
@@ -42,7 +45,9 @@ export function promptForRecord(messages: ReadonlyArray<{ role: StoredPromptMess
   return {
     messages: messages.map((m, i) => {
       const whole = room[i]! >= bytes[i]!;
-      return whole ? { role: m.role, content: texts[i]! } : { role: m.role, content: truncateUtf8(texts[i]!, room[i]!), chars: m.content.length };
+      return whole
+        ? { role: m.role, content: texts[i]! }
+        : { role: m.role, content: truncateUtf8(texts[i]!, room[i]!), chars: m.content.length };
     }),
     chars,
   };

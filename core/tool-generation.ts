@@ -33,7 +33,10 @@ export type ToolMode = (typeof toolModes)[number];
 export const toolGenerationInput = z.strictObject({
   agentId: agentIdSchema,
   /** The capability no registered tool has, e.g. `text.word_frequencies`. */
-  capability: z.string().trim().regex(capabilityPattern, 'lowercase letters, digits, "_", "." and "-", starting with a letter (2–64)'),
+  capability: z
+    .string()
+    .trim()
+    .regex(capabilityPattern, 'lowercase letters, digits, "_", "." and "-", starting with a letter (2–64)'),
   description: z.string().trim().min(1).max(4000),
   /** The mode; unset = the worker's MINDLOOP_MODE (asked through an activity: workflows never read env). A production worker stays production. */
   mode: z.enum(toolModes).optional(),
@@ -44,7 +47,13 @@ export const toolGenerationInput = z.strictObject({
   /** Wall clock for the tool's tests in the sandbox. */
   testTimeoutMs: z.number().int().min(1000).max(600_000).default(60_000),
   /** The tick/command that asked, so the loop can tell the agent what came of it. */
-  requestedBy: z.strictObject({ workflowId: z.string().min(1).max(300), tick: z.number().int().min(0), cmdId: z.string().min(1).max(100) }).optional(),
+  requestedBy: z
+    .strictObject({
+      workflowId: z.string().min(1).max(300),
+      tick: z.number().int().min(0),
+      cmdId: z.string().min(1).max(100),
+    })
+    .optional(),
 });
 export type ToolGenerationInput = z.input<typeof toolGenerationInput>;
 
@@ -73,7 +82,11 @@ export const generatedToolJsonSchema = {
 } as const;
 
 export type ToolGenerationResult =
-  | { ok: true; tool: { id: number; name: string; capability: string; description: string; version: number }; auditId: number }
+  | {
+      ok: true;
+      tool: { id: number; name: string; capability: string; description: string; version: number };
+      auditId: number;
+    }
   | { ok: false; reason: ToolGenerationFailure; message: string; auditId: number | null; details?: unknown };
 
 /** The prompt that asks for the tool. */
@@ -88,7 +101,10 @@ export function toolPrompt(capability: string, description: string): string {
 
 /** Parse the LLM's answer: code fences tolerated; anything else is `malformed_reply` with the fields named. */
 export function parseGeneratedTool(text: string): { ok: true; tool: GeneratedTool } | { ok: false; message: string } {
-  const body = text.trim().replace(/^```(?:json)?\s*/i, '').replace(/\s*```$/, '');
+  const body = text
+    .trim()
+    .replace(/^```(?:json)?\s*/i, '')
+    .replace(/\s*```$/, '');
   let value: unknown;
   try {
     value = JSON.parse(body);
@@ -96,12 +112,17 @@ export function parseGeneratedTool(text: string): { ok: true; tool: GeneratedToo
     return { ok: false, message: `the answer is not JSON (${(err as Error).message}): ${text.slice(0, 120)}` };
   }
   const r = generatedToolSchema.safeParse(value);
-  if (!r.success) return { ok: false, message: `the answer does not match {name, description, module, tests}: ${formatIssues(r.error, '(answer)')}` };
+  if (!r.success)
+    return {
+      ok: false,
+      message: `the answer does not match {name, description, module, tests}: ${formatIssues(r.error, '(answer)')}`,
+    };
   return { ok: true, tool: r.data };
 }
 
 /** The note the requesting agent gets when a generation ends (the original intent proceeds from it). */
 export function toolResultNote(capability: string, r: ToolGenerationResult): string {
-  if (r.ok) return `Tool ${r.tool.name} (#${r.tool.id}, v${r.tool.version}) is ready for ${capability}: ${r.tool.description} You can retry what you needed it for.`;
+  if (r.ok)
+    return `Tool ${r.tool.name} (#${r.tool.id}, v${r.tool.version}) is ready for ${capability}: ${r.tool.description} You can retry what you needed it for.`;
   return `No tool for ${capability}: ${r.reason} — ${r.message.slice(0, 1500)}`;
 }

@@ -224,7 +224,14 @@ interface Scan {
 export function checkToolSource(source: string): SafetyReport {
   const parsed = parseModule(source);
   if ('report' in parsed) return parsed.report;
-  const s: Scan = { all: [], parents: new Map(), fsBindings: new Set(), stringy: new Set(), tainted: new Set(), violations: [] };
+  const s: Scan = {
+    all: [],
+    parents: new Map(),
+    fsBindings: new Set(),
+    stringy: new Set(),
+    tainted: new Set(),
+    violations: [],
+  };
   collect(parsed.ast, undefined, '', s.parents, s.all);
   trackStrings(s);
   trackFsImports(s);
@@ -234,13 +241,27 @@ export function checkToolSource(source: string): SafetyReport {
 
 function parseModule(source: string): { ast: N } | { report: SafetyReport } {
   try {
-    return { ast: parse(source, { ecmaVersion: 'latest', sourceType: 'module', locations: true, allowHashBang: true }) as unknown as N };
+    return {
+      ast: parse(source, {
+        ecmaVersion: 'latest',
+        sourceType: 'module',
+        locations: true,
+        allowHashBang: true,
+      }) as unknown as N,
+    };
   } catch (err) {
     const loc = (err as { loc?: { line: number; column: number } }).loc;
     return {
       report: {
         ok: false,
-        violations: [{ rule: 'parse_error', message: `not a valid ES module: ${(err as Error).message}`, line: loc?.line ?? 0, column: loc?.column ?? 0 }],
+        violations: [
+          {
+            rule: 'parse_error',
+            message: `not a valid ES module: ${(err as Error).message}`,
+            line: loc?.line ?? 0,
+            column: loc?.column ?? 0,
+          },
+        ],
       },
     };
   }
@@ -282,9 +303,19 @@ function trackFsImports(s: Scan): void {
         if (name === 'default' || name === 'promises') s.fsBindings.add((spec.local as N).name as string);
       }
     }
-    if (node.type === 'VariableDeclarator' && node.init && isFs(requiredModule(node.init as N)) && (node.id as N).type === 'ObjectPattern') {
+    if (
+      node.type === 'VariableDeclarator' &&
+      node.init &&
+      isFs(requiredModule(node.init as N)) &&
+      (node.id as N).type === 'ObjectPattern'
+    ) {
       for (const p of (node.id as N).properties as N[]) {
-        if (p.type === 'Property' && !p.computed && propertyKeyName(p.key as N) === 'promises' && (p.value as N).type === 'Identifier') {
+        if (
+          p.type === 'Property' &&
+          !p.computed &&
+          propertyKeyName(p.key as N) === 'promises' &&
+          (p.value as N).type === 'Identifier'
+        ) {
           s.fsBindings.add((p.value as N).name as string);
         }
       }
@@ -300,9 +331,11 @@ function checkNode(s: Scan, node: N): void {
       return checkModuleDeclaration(s, node);
     case 'ImportExpression': {
       const spec = literalString(node.source as N);
-      if (spec === undefined) return add(s, node, 'dynamic_import', 'import() of a module name computed at run time cannot be checked');
+      if (spec === undefined)
+        return add(s, node, 'dynamic_import', 'import() of a module name computed at run time cannot be checked');
       checkModule(s, node, spec);
-      if (isFs(spec)) add(s, node, 'fs_escape', `import('${spec}') is not allowed; import its read functions statically`);
+      if (isFs(spec))
+        add(s, node, 'fs_escape', `import('${spec}') is not allowed; import its read functions statically`);
       return;
     }
     case 'Literal':
@@ -312,7 +345,8 @@ function checkNode(s: Scan, node: N): void {
       return;
     case 'TemplateElement': {
       const cooked = (node.value as { cooked?: string }).cooked;
-      if (cooked !== undefined && suspiciousStrings.has(cooked)) add(s, node, 'suspicious_string', `the string '${cooked}' names a forbidden capability`);
+      if (cooked !== undefined && suspiciousStrings.has(cooked))
+        add(s, node, 'suspicious_string', `the string '${cooked}' names a forbidden capability`);
       return;
     }
     case 'MemberExpression':
@@ -338,7 +372,8 @@ function checkModuleDeclaration(s: Scan, node: N): void {
       if (specifier.type === 'ImportSpecifier') checkFsMember(s, specifier, importedName(specifier));
     }
   }
-  if (node.type !== 'ImportDeclaration' && isFs(spec)) add(s, node, 'fs_escape', `re-exporting '${spec}' is not allowed`);
+  if (node.type !== 'ImportDeclaration' && isFs(spec))
+    add(s, node, 'fs_escape', `re-exporting '${spec}' is not allowed`);
 }
 
 function checkRequireCall(s: Scan, node: N): void {
@@ -354,11 +389,24 @@ function checkModule(s: Scan, node: N, spec: string): void {
   const base = moduleBase(spec);
   const root = base.split('/')[0] ?? base;
   if ((forbiddenModules as readonly string[]).includes(root)) {
-    add(s, node, 'forbidden_module', `module '${spec}' is forbidden (process spawning, network, code loading or native access)`);
+    add(
+      s,
+      node,
+      'forbidden_module',
+      `module '${spec}' is forbidden (process spawning, network, code loading or native access)`,
+    );
   } else if (spec.startsWith('./') && /^\.\/[\w.-]+\.m?js$/.test(spec)) {
     // The tool's own module, imported by its tests.
-  } else if (!(allowedModules as readonly string[]).includes(base) && !(allowedModules as readonly string[]).includes(spec)) {
-    add(s, node, 'unknown_module', `module '${spec}' is not on the allow-list (${allowedModules.join(', ')}, or ./<file>.mjs)`);
+  } else if (
+    !(allowedModules as readonly string[]).includes(base) &&
+    !(allowedModules as readonly string[]).includes(spec)
+  ) {
+    add(
+      s,
+      node,
+      'unknown_module',
+      `module '${spec}' is not on the allow-list (${allowedModules.join(', ')}, or ./<file>.mjs)`,
+    );
   }
 }
 
@@ -390,7 +438,8 @@ function checkFsUse(s: Scan, node: N): void {
     if (id.type === 'Identifier') return; // `const fs = require('fs')`: tracked as an fs binding
     if (id.type === 'ObjectPattern') {
       for (const p of id.properties as N[]) {
-        if (p.type !== 'Property' || p.computed) add(s, p, 'fs_escape', 'fs destructured by a computed or rest pattern');
+        if (p.type !== 'Property' || p.computed)
+          add(s, p, 'fs_escape', 'fs destructured by a computed or rest pattern');
         else checkFsMember(s, p, propertyKeyName(p.key as N));
       }
       return;
@@ -408,14 +457,17 @@ function checkIdentifier(s: Scan, node: N): void {
     if (up.parent.type === 'CallExpression' && up.key === 'callee') return; // checked as a call
     return add(s, node, 'require_alias', 'require may only be called directly with a literal module name');
   }
-  if (name in forbiddenGlobals) return add(s, node, 'forbidden_global', `'${name}' is forbidden: it ${forbiddenGlobals[name]}`);
+  if (name in forbiddenGlobals)
+    return add(s, node, 'forbidden_global', `'${name}' is forbidden: it ${forbiddenGlobals[name]}`);
   if (name === 'Object' && up.parent.type === 'MemberExpression' && up.key === 'object') {
     const seg = segmentOf(up.parent);
     if ('dynamic' in seg) return add(s, up.parent, 'dynamic_member', 'Object accessed by a name computed at run time');
-    if (reflectiveObjectMembers.has(seg.name)) return add(s, up.parent, 'reflection', `Object.${seg.name} reads or rewires properties by run-time name`);
+    if (reflectiveObjectMembers.has(seg.name))
+      return add(s, up.parent, 'reflection', `Object.${seg.name} reads or rewires properties by run-time name`);
     return;
   }
-  if (globalObjects.has(name) || name === 'process' || name === 'module' || name === 'exports') checkGlobalChain(s, node, name);
+  if (globalObjects.has(name) || name === 'process' || name === 'module' || name === 'exports')
+    checkGlobalChain(s, node, name);
 }
 
 /** `globalThis.a.b`, `process.env`, `module.exports`: resolve the chain and check its root. */
@@ -432,26 +484,42 @@ function checkGlobalChain(s: Scan, node: N, name: string): void {
   }
   while (chain.length > 1 && 'name' in chain[0]! && globalObjects.has(chain[0].name)) chain.shift();
   const root = chain[0]!;
-  if ('dynamic' in root) return add(s, top, 'dynamic_member', `${name}[…] with a name computed at run time cannot be checked`);
+  if ('dynamic' in root)
+    return add(s, top, 'dynamic_member', `${name}[…] with a name computed at run time cannot be checked`);
   if (chain.length === 1 && (globalObjects.has(root.name) || root.name === 'process' || root.name === 'module')) {
-    return add(s, node, 'global_escape', `'${root.name}' used as a value (aliasing or passing it); only ${root.name}.<member> is allowed`);
+    return add(
+      s,
+      node,
+      'global_escape',
+      `'${root.name}' used as a value (aliasing or passing it); only ${root.name}.<member> is allowed`,
+    );
   }
-  if (root.name in forbiddenGlobals) return add(s, top, 'forbidden_global', `'${root.name}' is forbidden: it ${forbiddenGlobals[root.name]}`);
+  if (root.name in forbiddenGlobals)
+    return add(s, top, 'forbidden_global', `'${root.name}' is forbidden: it ${forbiddenGlobals[root.name]}`);
   if (root.name === 'require') return add(s, top, 'require_alias', 'require reached through the global object');
   const second = chain[1];
   if (root.name === 'process' && checkProcessMember(s, node, top, second)) return;
   if (root.name === 'module' && (!second || 'dynamic' in second || second.name !== 'exports')) {
     return add(s, top, 'forbidden_member', 'only module.exports is allowed');
   }
-  if (root.name !== name && s.fsBindings.has(root.name)) add(s, top, 'fs_escape', 'fs reached through the global object');
+  if (root.name !== name && s.fsBindings.has(root.name))
+    add(s, top, 'fs_escape', 'fs reached through the global object');
 }
 
 /** `process.<member>`: only the allowed members; `binding`, `dlopen`… load native code. Returns whether it found a violation. */
 function checkProcessMember(s: Scan, node: N, top: N, second: Segment | undefined): boolean {
   if (!second) add(s, node, 'global_escape', "'process' used as a value; only process.<member> is allowed");
-  else if ('dynamic' in second) add(s, top, 'dynamic_member', 'process[…] with a name computed at run time cannot be checked');
-  else if (second.name === 'binding' || second.name === 'dlopen' || second.name === '_linkedBinding') add(s, top, 'process_binding', `process.${second.name} loads native code`);
-  else if (!processMembers.has(second.name)) add(s, top, 'forbidden_member', `process.${second.name} is not allowed (allowed: ${[...processMembers].join(', ')})`);
+  else if ('dynamic' in second)
+    add(s, top, 'dynamic_member', 'process[…] with a name computed at run time cannot be checked');
+  else if (second.name === 'binding' || second.name === 'dlopen' || second.name === '_linkedBinding')
+    add(s, top, 'process_binding', `process.${second.name} loads native code`);
+  else if (!processMembers.has(second.name))
+    add(
+      s,
+      top,
+      'forbidden_member',
+      `process.${second.name} is not allowed (allowed: ${[...processMembers].join(', ')})`,
+    );
   else return false;
   return true;
 }
@@ -459,13 +527,25 @@ function checkProcessMember(s: Scan, node: N, top: N, second: Segment | undefine
 function checkMember(s: Scan, node: N): void {
   const seg = segmentOf(node);
   if ('name' in seg) {
-    if (forbiddenMembers.has(seg.name)) add(s, node, 'forbidden_member', `.${seg.name} is forbidden (it reaches constructors, prototypes or native bindings)`);
+    if (forbiddenMembers.has(seg.name))
+      add(
+        s,
+        node,
+        'forbidden_member',
+        `.${seg.name} is forbidden (it reaches constructors, prototypes or native bindings)`,
+      );
     return;
   }
   const key = node.property as N;
-  if (isAssembledString(s, key)) add(s, node, 'dynamic_member', 'a property name assembled from string pieces at run time cannot be checked');
+  if (isAssembledString(s, key))
+    add(s, node, 'dynamic_member', 'a property name assembled from string pieces at run time cannot be checked');
   else if (key.type === 'Identifier' && s.tainted.has(key.name as string)) {
-    add(s, node, 'dynamic_member', `'${key.name as string}' holds a string built at run time; it cannot be used as a property name`);
+    add(
+      s,
+      node,
+      'dynamic_member',
+      `'${key.name as string}' holds a string built at run time; it cannot be used as a property name`,
+    );
   }
 }
 
@@ -504,7 +584,11 @@ function segmentOf(member: N): Segment {
 /** The name a call calls: `f(…)` → f, `x.f(…)` → f; undefined for anything computed. */
 function calleeName(node: N): unknown {
   const callee = node.callee as N;
-  return callee.type === 'Identifier' ? callee.name : callee.type === 'MemberExpression' && !callee.computed ? (callee.property as N).name : undefined;
+  return callee.type === 'Identifier'
+    ? callee.name
+    : callee.type === 'MemberExpression' && !callee.computed
+      ? (callee.property as N).name
+      : undefined;
 }
 
 /** An expression that builds a string at run time: concatenation, template, string method, conditional… */
@@ -563,7 +647,8 @@ function hasFragment(s: Scan, node: N): boolean {
   for (const [k, v] of Object.entries(node)) {
     if (k === 'loc') continue;
     if (Array.isArray(v)) {
-      if (v.some((c) => c && typeof c === 'object' && typeof (c as N).type === 'string' && hasFragment(s, c as N))) return true;
+      if (v.some((c) => c && typeof c === 'object' && typeof (c as N).type === 'string' && hasFragment(s, c as N)))
+        return true;
     } else if (v && typeof v === 'object' && typeof (v as N).type === 'string' && hasFragment(s, v as N)) return true;
   }
   return false;
@@ -582,7 +667,11 @@ function isRequireCall(node: N): boolean {
 
 function importedName(spec: N): string | undefined {
   const imported = spec.imported as N;
-  return imported.type === 'Identifier' ? (imported.name as string) : typeof imported.value === 'string' ? imported.value : undefined;
+  return imported.type === 'Identifier'
+    ? (imported.name as string)
+    : typeof imported.value === 'string'
+      ? imported.value
+      : undefined;
 }
 
 function propertyKeyName(key: N): string | undefined {
@@ -620,13 +709,20 @@ function isDeclarationSite(parent: N, key: string): boolean {
   return parent.type === 'VariableDeclarator' && key === 'id';
 }
 
-function collect(node: N, parent: N | undefined, key: string, parents: Map<N, { parent: N; key: string }>, out: N[]): void {
+function collect(
+  node: N,
+  parent: N | undefined,
+  key: string,
+  parents: Map<N, { parent: N; key: string }>,
+  out: N[],
+): void {
   out.push(node);
   if (parent) parents.set(node, { parent, key });
   for (const [k, v] of Object.entries(node)) {
     if (k === 'loc' || k === 'start' || k === 'end' || k === 'range') continue;
     if (Array.isArray(v)) {
-      for (const c of v) if (c && typeof c === 'object' && typeof (c as N).type === 'string') collect(c as N, node, k, parents, out);
+      for (const c of v)
+        if (c && typeof c === 'object' && typeof (c as N).type === 'string') collect(c as N, node, k, parents, out);
     } else if (v && typeof v === 'object' && typeof (v as N).type === 'string') {
       collect(v as N, node, k, parents, out);
     }

@@ -14,13 +14,18 @@ interface IssueFormat {
 }
 
 /** `root` names the value itself when an issue has no path ("(input)", "note"). */
-export function formatIssues(error: z.ZodError | readonly z.core.$ZodIssue[], root = '(input)', options: IssueFormat = {}): string {
+export function formatIssues(
+  error: z.ZodError | readonly z.core.$ZodIssue[],
+  root = '(input)',
+  options: IssueFormat = {},
+): string {
   const issues = 'issues' in error ? error.issues : error;
   return issues
     .slice(0, options.max ?? 6)
     .map((i) => {
       const path = [options.under, ...i.path.map(String)].filter((p) => p !== undefined && p !== '').join('.') || root;
-      if (i.code === 'unrecognized_keys') return `${path}: unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `'${k}'`).join(', ')}`;
+      if (i.code === 'unrecognized_keys')
+        return `${path}: unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `'${k}'`).join(', ')}`;
       const missing = /^Invalid input: expected (\w+), received undefined$/.exec(i.message);
       if (missing) return `${path}: required (${missing[1]})`;
       return `${path}: ${i.message}`;

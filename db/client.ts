@@ -20,7 +20,13 @@ const closeGraceMs = 5_000;
 
 /** Whether `p` settles within `ms`. */
 function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  return Promise.race([p.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), ms).unref())]);
+  return Promise.race([
+    p.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((r) => setTimeout(() => r(false), ms).unref()),
+  ]);
 }
 
 /**
@@ -31,8 +37,12 @@ function within(p: Promise<unknown>, ms: number): Promise<boolean> {
 async function closePool(pool: pg.Pool): Promise<void> {
   const ended = pool.end();
   if (await within(ended, closeGraceMs)) return;
-  const held = (pool as unknown as { _clients?: Array<pg.Client & { connection?: { stream?: { destroy(): void } } }> })._clients ?? [];
-  process.stderr.write(`db pool: ${held.length} client(s) still in use ${closeGraceMs} ms after close; closing their connections\n`);
+  const held =
+    (pool as unknown as { _clients?: Array<pg.Client & { connection?: { stream?: { destroy(): void } } }> })._clients ??
+    [];
+  process.stderr.write(
+    `db pool: ${held.length} client(s) still in use ${closeGraceMs} ms after close; closing their connections\n`,
+  );
   for (const c of held) {
     c.end().catch(() => undefined);
     c.connection?.stream?.destroy();
@@ -81,7 +91,8 @@ class SessionAwareClient extends pg.Client {
     // count is ours: pg's own queue fields are deprecated, and reading them printed a warning in
     // every process.
     if (this.unanswered > 0) this.onOverlap(statementText(config));
-    if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) args[0] = { ...config, name: undefined };
+    if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config))
+      args[0] = { ...config, name: undefined };
     return this.counted(args);
   }
 
@@ -114,7 +125,12 @@ class SessionAwareClient extends pg.Client {
 }
 
 function statementText(config: unknown): string {
-  const text = typeof config === 'string' ? config : config && typeof config === 'object' && 'text' in config ? String(config.text) : '(no text)';
+  const text =
+    typeof config === 'string'
+      ? config
+      : config && typeof config === 'object' && 'text' in config
+        ? String(config.text)
+        : '(no text)';
   return text.replace(/\s+/g, ' ').slice(0, 200);
 }
 
@@ -124,7 +140,9 @@ const overlapsReported = new Set<string>();
 function reportOverlap(sql: string): void {
   if (overlapsReported.has(sql)) return;
   overlapsReported.add(sql);
-  process.stderr.write(`db: a statement sent while its connection still ran another (Promise.all inside a transaction?): ${sql}\n`);
+  process.stderr.write(
+    `db: a statement sent while its connection still ran another (Promise.all inside a transaction?): ${sql}\n`,
+  );
 }
 
 function toldOfOverlaps(listener: (sql: string) => void): typeof SessionAwareClient {
@@ -137,7 +155,10 @@ function toldOfOverlaps(listener: (sql: string) => void): typeof SessionAwareCli
  * Open a pool and a Drizzle handle over it. `onOverlap` is told of each statement sent on a
  * connection still running another (default: one stderr line per statement text).
  */
-export function createDb(connectionString: string, opts: { max?: number; onOverlap?: (sql: string) => void } = {}): DbHandle {
+export function createDb(
+  connectionString: string,
+  opts: { max?: number; onOverlap?: (sql: string) => void } = {},
+): DbHandle {
   const Client = opts.onOverlap ? toldOfOverlaps(opts.onOverlap) : SessionAwareClient;
   const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, idleTimeoutMillis: 30_000, Client });
   // An idle client losing its socket (server restart) must not crash the process.

@@ -19,7 +19,11 @@ export async function runMigrations(pool: pg.Pool): Promise<void> {
   try {
     await client.query('select pg_advisory_lock($1)', [migrationLockKey]);
     try {
-      await migrate(drizzle(client), { migrationsFolder, migrationsSchema: 'drizzle', migrationsTable: '__migrations' });
+      await migrate(drizzle(client), {
+        migrationsFolder,
+        migrationsSchema: 'drizzle',
+        migrationsTable: '__migrations',
+      });
     } finally {
       await client.query('select pg_advisory_unlock($1)', [migrationLockKey]);
     }

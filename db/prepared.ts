@@ -18,7 +18,10 @@ const scopes = new Set<string>();
  * are kept with it. `name(key)` is the name for Drizzle's `prepare`: one SQL text per name, the
  * same on every handle, so `scope` must be unique.
  */
-export function statements<T extends object>(scope: string, build: (db: Queryable, name: (key: string) => string) => T): (db: Queryable) => T {
+export function statements<T extends object>(
+  scope: string,
+  build: (db: Queryable, name: (key: string) => string) => T,
+): (db: Queryable) => T {
   if (scopes.has(scope)) throw new Error(`prepared statements: the scope ${scope} is taken`);
   scopes.add(scope);
   const name = (key: string) => {

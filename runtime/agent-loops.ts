@@ -23,7 +23,11 @@ interface LoopHealth {
  * with `fix`, those rows become `failed` (`stopped` for a loop that completed) and the process
  * log records why, once.
  */
-export async function unhealthyAgentLoops(client: Client, db: Db, opts: { fix?: boolean; limit?: number } = {}): Promise<LoopHealth[]> {
+export async function unhealthyAgentLoops(
+  client: Client,
+  db: Db,
+  opts: { fix?: boolean; limit?: number } = {},
+): Promise<LoopHealth[]> {
   const rows = await db
     .select({ id: agents.id, status: agents.status, lastTick: agents.lastTick })
     .from(agents)

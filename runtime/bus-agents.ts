@@ -42,15 +42,17 @@ export function publishHeartbeat(bus: Bus, beat: TickBeat): void {
 }
 
 function eventPublishers(bus: Bus, dropped: (what: string, err: unknown) => void) {
-  const emit = <E extends AgentEvent>(event: E) => (agentId: string, payload: Omit<EventPayload<E>, 'agent_id'>): boolean => {
-    try {
-      bus.send(bus.subjects.agentEvent(agentId, event), eventMessageTypes[event], { agent_id: agentId, ...payload });
-      return true;
-    } catch (err) {
-      dropped(event, err);
-      return false;
-    }
-  };
+  const emit =
+    <E extends AgentEvent>(event: E) =>
+    (agentId: string, payload: Omit<EventPayload<E>, 'agent_id'>): boolean => {
+      try {
+        bus.send(bus.subjects.agentEvent(agentId, event), eventMessageTypes[event], { agent_id: agentId, ...payload });
+        return true;
+      } catch (err) {
+        dropped(event, err);
+        return false;
+      }
+    };
   return {
     reply: emit('reply'),
     escalation: emit('escalation'),
@@ -67,7 +69,8 @@ export function agentEventPublisher(bus: Bus, log: Log = stderrLine) {
 export type AgentEventPublisher = ReturnType<typeof agentEventPublisher>;
 
 /** A confidence inside the schema's [0, 1]; a number that is not one becomes null. */
-const unit = (x: number | null): number | null => (x === null || !Number.isFinite(x) ? null : Math.min(1, Math.max(0, x)));
+const unit = (x: number | null): number | null =>
+  x === null || !Number.isFinite(x) ? null : Math.min(1, Math.max(0, x));
 
 /** JSON of a learning's args for the message's `object`; what JSON cannot show becomes a note of it. */
 function argsText(args: Record<string, unknown>): string {
@@ -85,7 +88,13 @@ function argsText(args: Record<string, unknown>): string {
  * oversight tier answers alone `medium`; its reason is `<category>: <task>`.
  */
 export const eventPayloads: { [E in AgentEvent]: (e: AgentEvents[E]) => Omit<EventPayload<E>, 'agent_id'> } = {
-  reply: (e) => ({ tick: e.tick, summary: clipText(e.summary, 2000), model: clipText(e.model, 200), commands: e.commands, confidence: unit(e.confidence) }),
+  reply: (e) => ({
+    tick: e.tick,
+    summary: clipText(e.summary, 2000),
+    model: clipText(e.model, 200),
+    commands: e.commands,
+    confidence: unit(e.confidence),
+  }),
   verdict: (e) => ({
     tick: e.tick,
     validation_mode: clipText(e.validationMode, 40),
@@ -98,7 +107,12 @@ export const eventPayloads: { [E in AgentEvent]: (e: AgentEvents[E]) => Omit<Eve
     severity: e.humanRequired ? 'high' : 'medium',
     ...(e.tick !== undefined ? { tick: e.tick } : {}),
   }),
-  learning: (e) => ({ predicate: clipText(e.predicate, 200), subject: clipText(e.shardType, 200), object: clipText(argsText(e.args), 2000), confidence: unit(e.confidence) ?? 0 }),
+  learning: (e) => ({
+    predicate: clipText(e.predicate, 200),
+    subject: clipText(e.shardType, 200),
+    object: clipText(argsText(e.args), 2000),
+    confidence: unit(e.confidence) ?? 0,
+  }),
   message: (e) => ({
     to: e.to,
     note_id: e.noteId,

@@ -17,9 +17,26 @@
  * deployment's Temporal whether the agent's loop runs before anything is stored, and refuses
  * with the reason when it does not. See docs/bus.md.
  */
-import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerMessages,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { isGrpcServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateStage, type Client } from '@temporalio/client';
+import {
+  isGrpcServiceError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateStage,
+  type Client,
+} from '@temporalio/client';
 import { commandMessageTypes, type BusPayloadIn, type BusPayloadOut } from '../core/bus/catalogue.js';
 import { decodeMessage } from '../core/bus/codec.js';
 import type { BusHeader } from '../core/bus/header.js';
@@ -41,7 +58,12 @@ export interface CommandStreamOptions {
   duplicateWindowMs?: number;
 }
 
-const defaults = { ackWaitMs: 60_000, maxDeliver: 20, maxAgeMs: 7 * 24 * 3_600_000, duplicateWindowMs: 10 * 60_000 } satisfies Required<CommandStreamOptions>;
+const defaults = {
+  ackWaitMs: 60_000,
+  maxDeliver: 20,
+  maxAgeMs: 7 * 24 * 3_600_000,
+  duplicateWindowMs: 10 * 60_000,
+} satisfies Required<CommandStreamOptions>;
 
 function notFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.status === 404;
@@ -52,7 +74,10 @@ function notFound(err: unknown): boolean {
  * existing one keeps its configuration). Both exist from the first call on, so commands sent
  * while no consumer process runs wait for it.
  */
-export async function ensureCommandStream(bus: Bus, o: CommandStreamOptions = {}): Promise<{ stream: string; consumer: string }> {
+export async function ensureCommandStream(
+  bus: Bus,
+  o: CommandStreamOptions = {},
+): Promise<{ stream: string; consumer: string }> {
   const cfg = { ...defaults, ...o };
   const jsm = await jetstreamManager(bus.nc);
   const stream = commandStreamName(bus.root);
@@ -116,7 +141,13 @@ export type AgentCheck = (agentId: string) => Promise<string | null>;
  * would not take it is refused first (CommandRefusedError, nothing stored). `duplicate` is true
  * when a command with this message id was stored before (it is not stored again).
  */
-export async function sendCommand<C extends AgentCommand>(bus: Bus, agentId: string, command: C, payload: CommandPayload<C>, o: { messageId?: string; check?: AgentCheck } = {}): Promise<{ messageId: string; seq: number; duplicate: boolean }> {
+export async function sendCommand<C extends AgentCommand>(
+  bus: Bus,
+  agentId: string,
+  command: C,
+  payload: CommandPayload<C>,
+  o: { messageId?: string; check?: AgentCheck } = {},
+): Promise<{ messageId: string; seq: number; duplicate: boolean }> {
   const subject = bus.subjects.agentCommand(agentId, command);
   const { header, body } = bus.encode(subject, commandMessageTypes[command], payload, o);
   const refused = await o.check?.(agentId);
@@ -128,7 +159,9 @@ export async function sendCommand<C extends AgentCommand>(bus: Bus, agentId: str
     // Nobody answered the publish: the client reports that as JetStream not enabled.
     const e = err as Error & { cause?: { isNoResponders?: () => boolean } };
     if (e.name === 'JetStreamNotEnabled' || e.cause?.isNoResponders?.()) {
-      throw new Error(`no JetStream stream keeps ${subject} (or the server runs without -js): a worker with NATS_URL set creates it, or \`npx mindloop bus setup\``);
+      throw new Error(
+        `no JetStream stream keeps ${subject} (or the server runs without -js): a worker with NATS_URL set creates it, or \`npx mindloop bus setup\``,
+      );
     }
     throw err;
   }
@@ -146,7 +179,8 @@ export interface AgentCommandMessage<C extends AgentCommand = AgentCommand> {
 }
 
 /** What the target made of a command: applied (or found applied before), refused for good, or to be tried again later. */
-export type CommandOutcome = { kind: 'accepted'; detail?: string } | { kind: 'rejected'; reason: string } | { kind: 'retry'; reason: string };
+export type CommandOutcome =
+  { kind: 'accepted'; detail?: string } | { kind: 'rejected'; reason: string } | { kind: 'retry'; reason: string };
 
 /** Where commands go: the agent workflows (temporalCommandTarget) or a test's fake. */
 export interface CommandTarget {
@@ -163,10 +197,20 @@ export function temporalCommandTarget(client: Client, o: { timeoutMs?: number } 
         await client.withDeadline(Date.now() + timeoutMs, async () => {
           if (c.command === 'note') {
             const note = c.payload as BusPayloadOut<'AgentNote'>;
-            const input: AddNoteInput = { text: note.text, ...(note.priority !== undefined ? { priority: note.priority } : {}), ...(note.tags ? { tags: note.tags } : {}), ...(note.source ? { source: note.source } : {}), ...(note.sender ? { sender: note.sender } : {}) };
+            const input: AddNoteInput = {
+              text: note.text,
+              ...(note.priority !== undefined ? { priority: note.priority } : {}),
+              ...(note.tags ? { tags: note.tags } : {}),
+              ...(note.source ? { source: note.source } : {}),
+              ...(note.sender ? { sender: note.sender } : {}),
+            };
             // Accepted is enough: from then on the update is in the workflow's history and runs
             // to completion there. The same update id again attaches to it (no second note).
-            await client.workflow.getHandle(workflowId).startUpdate<AddNoteResult, [AddNoteInput]>('addNote', { args: [input], updateId: c.messageId, waitForStage: WorkflowUpdateStage.ACCEPTED });
+            await client.workflow.getHandle(workflowId).startUpdate<AddNoteResult, [AddNoteInput]>('addNote', {
+              args: [input],
+              updateId: c.messageId,
+              waitForStage: WorkflowUpdateStage.ACCEPTED,
+            });
           } else {
             // The typed client gives every signal a fresh request id; the service call with the
             // message id as request id is what makes a redelivered pause/resume a no-op.
@@ -177,7 +221,13 @@ export function temporalCommandTarget(client: Client, o: { timeoutMs?: number } 
               identity: client.options.identity,
               requestId: c.messageId,
               // The id also rides in the signal, so the loop applies it once across continue-as-new.
-              input: { payloads: [client.options.loadedDataConverter.payloadConverter.toPayload({ commandId: c.messageId } satisfies LoopCommandArg)] },
+              input: {
+                payloads: [
+                  client.options.loadedDataConverter.payloadConverter.toPayload({
+                    commandId: c.messageId,
+                  } satisfies LoopCommandArg),
+                ],
+              },
             });
           }
         });
@@ -195,11 +245,16 @@ const grpcInvalidArgument = 3;
 
 function classifyTemporalError(workflowId: string, err: unknown): CommandOutcome {
   const message = (err as Error).message;
-  if (err instanceof WorkflowUpdateFailedError) return { kind: 'rejected', reason: `${workflowId} refused it: ${(err.cause as Error | undefined)?.message ?? message}` };
+  if (err instanceof WorkflowUpdateFailedError)
+    return {
+      kind: 'rejected',
+      reason: `${workflowId} refused it: ${(err.cause as Error | undefined)?.message ?? message}`,
+    };
   if (err instanceof WorkflowNotFoundError) return { kind: 'retry', reason: `${workflowId} is not running` };
   if (isGrpcServiceError(err)) {
     if (err.code === grpcNotFound) return { kind: 'retry', reason: `${workflowId} is not running (${err.details})` };
-    if (err.code === grpcInvalidArgument) return { kind: 'rejected', reason: `${workflowId} refused it: ${err.details}` };
+    if (err.code === grpcInvalidArgument)
+      return { kind: 'rejected', reason: `${workflowId} refused it: ${err.details}` };
   }
   return { kind: 'retry', reason: `Temporal: ${message}` };
 }
@@ -228,7 +283,11 @@ export interface CommandConsumer {
 }
 
 /** Pull commands from the durable consumer and hand each to `target`, one at a time in stream order. */
-export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: CommandConsumerOptions = {}): Promise<CommandConsumer> {
+export async function startCommandConsumer(
+  bus: Bus,
+  target: CommandTarget,
+  o: CommandConsumerOptions = {},
+): Promise<CommandConsumer> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const { stream, consumer } = await ensureCommandStream(bus, o);
   const ackWaitMs = o.ackWaitMs ?? defaults.ackWaitMs;
@@ -236,7 +295,9 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
   const retryDelayMs = o.retryDelayMs ?? 2000;
   const peers = o.peers ?? [];
   const stats: CommandConsumerStats = { accepted: 0, rejected: 0, retried: 0, gaveUp: 0 };
-  const messages: ConsumerMessages = await (await jetstream(bus.nc).consumers.get(stream, consumer)).consume({ max_messages: o.batch ?? 4 });
+  const messages: ConsumerMessages = await (
+    await jetstream(bus.nc).consumers.get(stream, consumer)
+  ).consume({ max_messages: o.batch ?? 4 });
 
   // Servers before 2.10 take `+TERM` only bare: with a reason they ignore it and redeliver.
   const [major = 0, minor = 0] = (bus.nc.info?.version ?? '0.0').split('.').map(Number);
@@ -259,7 +320,11 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
       return terminate(m, `${decoded.reason}: ${decoded.detail}`);
     }
     const { header, payload } = decoded.message;
-    const foreign = header.deployment !== undefined && bus.deployment !== undefined && header.deployment !== bus.deployment && !peers.includes(header.deployment);
+    const foreign =
+      header.deployment !== undefined &&
+      bus.deployment !== undefined &&
+      header.deployment !== bus.deployment &&
+      !peers.includes(header.deployment);
     if (foreign) {
       const reason = `sent by deployment ${header.deployment}, whose commands deployment ${bus.deployment} does not take (MINDLOOP_BUS_PEERS)`;
       log(`bus: command ${to.command} ${header.message_id} for agent ${to.agentId} terminated: ${reason}`);
@@ -269,7 +334,14 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
     const working = setInterval(() => m.working(), Math.max(1000, ackWaitMs / 3));
     let outcome: CommandOutcome;
     try {
-      outcome = await target.deliver({ agentId: to.agentId, command: to.command, messageId: header.message_id, header, payload: payload as AgentCommandMessage['payload'], delivery: m.info.deliveryCount });
+      outcome = await target.deliver({
+        agentId: to.agentId,
+        command: to.command,
+        messageId: header.message_id,
+        header,
+        payload: payload as AgentCommandMessage['payload'],
+        delivery: m.info.deliveryCount,
+      });
     } catch (err) {
       outcome = { kind: 'retry', reason: (err as Error).message };
     } finally {
@@ -279,7 +351,13 @@ export async function startCommandConsumer(bus: Bus, target: CommandTarget, o: C
     if (outcome.kind === 'accepted') {
       stats.accepted++;
       // If this ack is lost the command comes again, and the target finds it applied.
-      await m.ackAck().catch((err: unknown) => log(`bus: ${what}: applied, but its ack was not confirmed (${(err as Error).message}); a redelivery will find it applied`));
+      await m
+        .ackAck()
+        .catch((err: unknown) =>
+          log(
+            `bus: ${what}: applied, but its ack was not confirmed (${(err as Error).message}); a redelivery will find it applied`,
+          ),
+        );
     } else if (outcome.kind === 'rejected') {
       log(`bus: ${what} terminated: ${outcome.reason}`);
       terminate(m, outcome.reason);

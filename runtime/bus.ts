@@ -6,16 +6,35 @@
  * stages: core/bus/ and docs/bus.md.
  */
 import { randomUUID } from 'node:crypto';
-import { connect, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { catalogueRegistry, type BusMessageType, type BusPayloadIn, type BusPayloadOut } from '../core/bus/catalogue.js';
-import { decodeMessage, encodeMessage, RejectionCounter, type DecodedMessage, type RejectReason } from '../core/bus/codec.js';
+import {
+  connect,
+  headers as natsHeaders,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
+import {
+  catalogueRegistry,
+  type BusMessageType,
+  type BusPayloadIn,
+  type BusPayloadOut,
+} from '../core/bus/catalogue.js';
+import {
+  decodeMessage,
+  encodeMessage,
+  RejectionCounter,
+  type DecodedMessage,
+  type RejectReason,
+} from '../core/bus/codec.js';
 import type { BusHeader } from '../core/bus/header.js';
 import type { SchemaRegistry } from '../core/bus/registry.js';
 import { busSubjects, defaultBusRoot, deploymentRoot, type BusSubjects } from '../core/bus/subjects.js';
 
 export const defaultNatsUrl = 'nats://127.0.0.1:4222';
 /** How to get a bus, for error messages and `mindloop doctor`. */
-export const busInstallHint = 'apt-get install -y nats-server && (nats-server -js -a 127.0.0.1 -p 4222 -sd /var/lib/nats-server > /var/log/nats-server.log 2>&1 &), then NATS_URL=nats://127.0.0.1:4222';
+export const busInstallHint =
+  'apt-get install -y nats-server && (nats-server -js -a 127.0.0.1 -p 4222 -sd /var/lib/nats-server > /var/log/nats-server.log 2>&1 &), then NATS_URL=nats://127.0.0.1:4222';
 
 export class BusUnavailableError extends Error {
   override readonly name = 'BusUnavailableError';
@@ -87,7 +106,9 @@ export async function connectBus(o: ConnectBusOptions = {}): Promise<Bus> {
     });
   } catch (err) {
     const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
-    throw new BusUnavailableError(`cannot reach the bus (NATS) at ${url}: ${cause}. The bus is optional: everything else runs without it; \`npx mindloop doctor\` says how to start one`);
+    throw new BusUnavailableError(
+      `cannot reach the bus (NATS) at ${url}: ${cause}. The bus is optional: everything else runs without it; \`npx mindloop doctor\` says how to start one`,
+    );
   }
   let deployment: string | undefined;
   try {
@@ -96,7 +117,13 @@ export async function connectBus(o: ConnectBusOptions = {}): Promise<Bus> {
     await nc.close();
     throw err;
   }
-  return new Bus(nc, o.root ?? defaultBusRoot, o.registry ?? catalogueRegistry(), o.log ?? ((line) => process.stderr.write(`${line}\n`)), deployment);
+  return new Bus(
+    nc,
+    o.root ?? defaultBusRoot,
+    o.registry ?? catalogueRegistry(),
+    o.log ?? ((line) => process.stderr.write(`${line}\n`)),
+    deployment,
+  );
 }
 
 /** A connection to the bus under one deployment's root, speaking only what the registry knows. */
@@ -130,11 +157,18 @@ export class Bus {
    * them only when its MINDLOOP_BUS_PEERS names this deployment.
    */
   toDeployment(deployment: string): Bus {
-    return deployment === this.deployment ? this : new Bus(this.nc, this.busRoot, this.registry, this.log, deployment, this.sender);
+    return deployment === this.deployment
+      ? this
+      : new Bus(this.nc, this.busRoot, this.registry, this.log, deployment, this.sender);
   }
 
   /** The body and NATS headers of a message (for JetStream publishes); a BusSchemaError when it does not fit the registry. */
-  encode(subject: string, type: string, payload: unknown, o: SendOptions = {}): { header: BusHeader; body: string; headers: MsgHdrs } {
+  encode(
+    subject: string,
+    type: string,
+    payload: unknown,
+    o: SendOptions = {},
+  ): { header: BusHeader; body: string; headers: MsgHdrs } {
     const { header, body } = encodeMessage(this.registry, this.root, subject, type, payload, {
       messageId: o.messageId ?? randomUUID(),
       timestamp: new Date(),
@@ -159,7 +193,12 @@ export class Bus {
   }
 
   /** `send` for a catalogue type, typed by its current stable generation. */
-  publish<T extends BusMessageType>(subject: string, type: T, payload: BusPayloadIn<T>, o: Omit<SendOptions, 'version'> = {}): BusHeader {
+  publish<T extends BusMessageType>(
+    subject: string,
+    type: T,
+    payload: BusPayloadIn<T>,
+    o: Omit<SendOptions, 'version'> = {},
+  ): BusHeader {
     return this.send(subject, type, payload, o);
   }
 
@@ -181,7 +220,11 @@ export class Bus {
    * Call `handler` with every valid message on `subject` (wildcards allowed), one at a time in
    * arrival order; refused messages never reach it. `types` limits what it takes.
    */
-  subscribe(subject: string, handler: (m: BusMessage) => void | Promise<void>, o: { queue?: string; types?: readonly string[] } = {}): Subscription {
+  subscribe(
+    subject: string,
+    handler: (m: BusMessage) => void | Promise<void>,
+    o: { queue?: string; types?: readonly string[] } = {},
+  ): Subscription {
     const sub = this.nc.subscribe(subject, { ...(o.queue ? { queue: o.queue } : {}) });
     void (async () => {
       for await (const msg of sub) {
@@ -198,12 +241,22 @@ export class Bus {
   }
 
   /** `subscribe` for one catalogue type, its payload typed. */
-  on<T extends BusMessageType>(subject: string, type: T, handler: (m: BusMessage<BusPayloadOut<T>>) => void | Promise<void>, o: { queue?: string } = {}): Subscription {
+  on<T extends BusMessageType>(
+    subject: string,
+    type: T,
+    handler: (m: BusMessage<BusPayloadOut<T>>) => void | Promise<void>,
+    o: { queue?: string } = {},
+  ): Subscription {
     return this.subscribe(subject, (m) => handler(m as BusMessage<BusPayloadOut<T>>), { ...o, types: [type] });
   }
 
   /** Send a request and wait for one answer of type `expect`. */
-  async request<T extends BusMessageType, R extends BusMessageType>(subject: string, type: T, payload: BusPayloadIn<T>, o: { expect: R; timeoutMs?: number }): Promise<BusMessage<BusPayloadOut<R>>> {
+  async request<T extends BusMessageType, R extends BusMessageType>(
+    subject: string,
+    type: T,
+    payload: BusPayloadIn<T>,
+    o: { expect: R; timeoutMs?: number },
+  ): Promise<BusMessage<BusPayloadOut<R>>> {
     const { body, headers } = this.encode(subject, type, payload);
     const timeout = o.timeoutMs ?? 5000;
     let answer: Msg;
@@ -212,17 +265,27 @@ export class Bus {
     } catch (err) {
       const e = err as Error & { isNoResponders?: () => boolean };
       if (e.isNoResponders?.()) throw new BusRequestError('no_responders', `nobody answers on ${subject}`);
-      if (e.name === 'TimeoutError') throw new BusRequestError('timeout', `no answer on ${subject} within ${timeout} ms`);
+      if (e.name === 'TimeoutError')
+        throw new BusRequestError('timeout', `no answer on ${subject} within ${timeout} ms`);
       throw err;
     }
     // An answer arrives on an inbox, not a bus subject: it is checked as if sent on the request's subject.
     const decoded = this.accept(subject, answer.string(), [o.expect]);
-    if (!decoded) throw new BusRequestError('rejected', `the answer on ${subject} was refused: ${this.rejections.recent.at(-1)?.detail ?? 'see the log'}`);
+    if (!decoded)
+      throw new BusRequestError(
+        'rejected',
+        `the answer on ${subject} was refused: ${this.rejections.recent.at(-1)?.detail ?? 'see the log'}`,
+      );
     return decoded as BusMessage<BusPayloadOut<R>>;
   }
 
   /** Answer `to` on its reply inbox (nothing when it has none). */
-  respond<T extends BusMessageType>(to: BusMessage, subject: string, type: T, payload: BusPayloadIn<T>): BusHeader | null {
+  respond<T extends BusMessageType>(
+    to: BusMessage,
+    subject: string,
+    type: T,
+    payload: BusPayloadIn<T>,
+  ): BusHeader | null {
     if (!to.reply) return null;
     const { body, header } = this.encode(subject, type, payload, { inReplyTo: to.header.message_id });
     this.nc.publish(to.reply, body);

@@ -19,14 +19,19 @@ export interface Deployment {
 }
 
 /** This deployment: MINDLOOP_DEPLOYMENT, or the id of the Temporal namespace `client` serves. */
-export async function resolveDeployment(env: Pick<Env, 'MINDLOOP_DEPLOYMENT' | 'MINDLOOP_BUS_PEERS'>, client: () => Promise<Pick<Client, 'workflowService' | 'options'>>): Promise<Deployment> {
+export async function resolveDeployment(
+  env: Pick<Env, 'MINDLOOP_DEPLOYMENT' | 'MINDLOOP_BUS_PEERS'>,
+  client: () => Promise<Pick<Client, 'workflowService' | 'options'>>,
+): Promise<Deployment> {
   const peers = env.MINDLOOP_BUS_PEERS;
   if (env.MINDLOOP_DEPLOYMENT) return { id: env.MINDLOOP_DEPLOYMENT, from: 'MINDLOOP_DEPLOYMENT', peers };
   let c: Pick<Client, 'workflowService' | 'options'>;
   try {
     c = await client();
   } catch (err) {
-    throw new Error(`cannot tell which deployment this is: ${(err as Error).message} (or set MINDLOOP_DEPLOYMENT to the id \`mindloop bus info\` prints)`);
+    throw new Error(
+      `cannot tell which deployment this is: ${(err as Error).message} (or set MINDLOOP_DEPLOYMENT to the id \`mindloop bus info\` prints)`,
+    );
   }
   const namespace = c.options.namespace;
   const r = await c.workflowService.describeNamespace({ namespace });

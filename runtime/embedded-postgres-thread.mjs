@@ -16,7 +16,11 @@ try {
   parentPort.postMessage({ kind: 'ready', conn: server.getServerConn() });
 } catch (err) {
   await db.close();
-  parentPort.postMessage({ kind: 'failed', message: err instanceof Error ? err.message : String(err), code: err?.code });
+  parentPort.postMessage({
+    kind: 'failed',
+    message: err instanceof Error ? err.message : String(err),
+    code: err?.code,
+  });
   process.exit(0);
 }
 parentPort.on('message', async (m) => {

@@ -36,7 +36,9 @@ function takeLock(dir: string): () => void {
   if (existsSync(lockFile)) {
     const owner = Number(readFileSync(lockFile, 'utf8').trim());
     if (owner && owner !== process.pid && pidAlive(owner)) {
-      throw new StartRefused(`the embedded database ${dir} is in use by process ${owner}; stop it first or set DATABASE_URL`);
+      throw new StartRefused(
+        `the embedded database ${dir} is in use by process ${owner}; stop it first or set DATABASE_URL`,
+      );
     }
   }
   writeFileSync(lockFile, String(process.pid));
@@ -54,9 +56,15 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   }
   const host = opts.host ?? '127.0.0.1';
   const thread = new Worker(new URL('./embedded-postgres-thread.mjs', import.meta.url), {
-    workerData: { dataDir: inMemory ? undefined : dataDir, host, port: opts.port, maxConnections: opts.maxConnections ?? 32 },
+    workerData: {
+      dataDir: inMemory ? undefined : dataDir,
+      host,
+      port: opts.port,
+      maxConnections: opts.maxConnections ?? 32,
+    },
   });
-  type Reply = { kind: 'ready'; conn: string } | { kind: 'failed'; message: string; code?: string } | { kind: 'stopped' };
+  type Reply =
+    { kind: 'ready'; conn: string } | { kind: 'failed'; message: string; code?: string } | { kind: 'stopped' };
   const next = () =>
     new Promise<Reply>((ok, fail) => {
       const onError = (err: Error) => fail(err);
@@ -78,9 +86,13 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     release();
     await thread.terminate();
     if (started.kind === 'failed' && started.code === 'EADDRINUSE') {
-      throw new StartRefused(`port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
+      throw new StartRefused(
+        `port ${opts.port} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`,
+      );
     }
-    throw new Error(`the embedded Postgres did not start: ${started.kind === 'failed' ? started.message : started.kind}`);
+    throw new Error(
+      `the embedded Postgres did not start: ${started.kind === 'failed' ? started.message : started.kind}`,
+    );
   }
   // A thread that fails later (a WASM abort) shows in the log; its clients' statements fail.
   thread.on('error', (err) => process.stderr.write(`embedded postgres: ${err.message}\n`));

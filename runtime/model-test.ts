@@ -37,8 +37,17 @@ export const openAiDefaultBaseUrl = 'https://api.openai.com/v1';
 export const anthropicDefaultBaseUrl = 'https://api.anthropic.com';
 
 /** The tool the test binds; a model that calls it can call tools. */
-const pingTool = { name: 'ping', description: 'Answers pong. Call it whenever you are asked to ping.', parameters: { type: 'object', properties: {}, additionalProperties: false } };
-const jsonSchema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
+const pingTool = {
+  name: 'ping',
+  description: 'Answers pong. Call it whenever you are asked to ping.',
+  parameters: { type: 'object', properties: {}, additionalProperties: false },
+};
+const jsonSchema = {
+  type: 'object',
+  properties: { ok: { type: 'boolean' } },
+  required: ['ok'],
+  additionalProperties: false,
+};
 
 /**
  * Whether a model of this provider at this address needs a key: Anthropic always, OpenAI's own
@@ -51,18 +60,39 @@ export function needsKey(provider: Model['provider'], baseUrl: string | null | u
 }
 
 /** The key of the variable the model names: undefined when it names none, an error text when that variable is unset. */
-export function keyOf(spec: Pick<ModelSpec, 'provider' | 'baseUrl' | 'apiKeyEnv'>, env: EnvSource): { key?: string } | { error: string } {
+export function keyOf(
+  spec: Pick<ModelSpec, 'provider' | 'baseUrl' | 'apiKeyEnv'>,
+  env: EnvSource,
+): { key?: string } | { error: string } {
   if (!spec.apiKeyEnv) {
-    return needsKey(spec.provider, spec.baseUrl) ? { error: `an ${spec.provider} model at ${spec.baseUrl ?? 'its default address'} needs a key: name the environment variable that holds it (--key-env)` } : {};
+    return needsKey(spec.provider, spec.baseUrl)
+      ? {
+          error: `an ${spec.provider} model at ${spec.baseUrl ?? 'its default address'} needs a key: name the environment variable that holds it (--key-env)`,
+        }
+      : {};
   }
   const key = env[spec.apiKeyEnv];
-  return key ? { key } : { error: `environment variable ${spec.apiKeyEnv} is not set in this process (it should hold the key of this ${spec.provider} model)` };
+  return key
+    ? { key }
+    : {
+        error: `environment variable ${spec.apiKeyEnv} is not set in this process (it should hold the key of this ${spec.provider} model)`,
+      };
 }
 
 /** Run the test; never throws for the model's own failures (they are the result). */
 export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promise<ModelTestOutcome> {
   const started = performance.now();
-  const fail = (problem: ModelProblem, error: string): ModelTestOutcome => ({ problem, result: { ok: false, latencyMs: Math.round(performance.now() - started), toolCalls: null, jsonReply: null, contextLength: null, error } });
+  const fail = (problem: ModelProblem, error: string): ModelTestOutcome => ({
+    problem,
+    result: {
+      ok: false,
+      latencyMs: Math.round(performance.now() - started),
+      toolCalls: null,
+      jsonReply: null,
+      contextLength: null,
+      error,
+    },
+  });
   const key = keyOf(spec, deps.env);
   if ('error' in key) return fail('key', key.error);
   const timeoutMs = deps.timeoutMs ?? defaultModelTestTimeoutMs;
@@ -71,7 +101,12 @@ export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promis
 
   const chat = await chatModelOf(spec, deps);
   const ask = (messages: ChatMessage[], extra: { json?: boolean; tools?: boolean } = {}) =>
-    chat.invoke(messages, { temperature: 0, maxTokens: 64, ...(extra.json ? { jsonSchema } : {}) }, AbortSignal.timeout(timeoutMs), { purpose: 'model-test', ...(extra.tools ? { tools: [pingTool] } : {}) });
+    chat.invoke(
+      messages,
+      { temperature: 0, maxTokens: 64, ...(extra.json ? { jsonSchema } : {}) },
+      AbortSignal.timeout(timeoutMs),
+      { purpose: 'model-test', ...(extra.tools ? { tools: [pingTool] } : {}) },
+    );
 
   const callStarted = performance.now();
   try {
@@ -81,7 +116,13 @@ export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promis
     return fail(classify(error), `the test call failed: ${error}`);
   }
   const latencyMs = Math.round(performance.now() - callStarted);
-  const jsonReply = await ask([{ role: 'system', content: 'Reply with JSON only.' }, { role: 'user', content: 'Reply with {"ok": true}.' }], { json: true }).then(
+  const jsonReply = await ask(
+    [
+      { role: 'system', content: 'Reply with JSON only.' },
+      { role: 'user', content: 'Reply with {"ok": true}.' },
+    ],
+    { json: true },
+  ).then(
     (r) => isJsonObject(r.text),
     () => false,
   );
@@ -96,8 +137,14 @@ export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promis
 
 /** A failed call's text, read for what went wrong. */
 function classify(error: string): ModelProblem {
-  if (/model_not_found|not_found_error|model .*(does not exist|not found)|no such model/i.test(error)) return 'no-such-model';
-  if (/ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ECONNRESET|fetch failed|Connection error|timed? ?out|aborted/i.test(error)) return 'unreachable';
+  if (/model_not_found|not_found_error|model .*(does not exist|not found)|no such model/i.test(error))
+    return 'no-such-model';
+  if (
+    /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ECONNRESET|fetch failed|Connection error|timed? ?out|aborted/i.test(
+      error,
+    )
+  )
+    return 'unreachable';
   if (/\b401\b|\b403\b|api key|authentication|unauthori[sz]ed/i.test(error)) return 'key';
   return 'failed';
 }
@@ -122,7 +169,9 @@ async function chatModelOf(spec: ModelSpec, deps: ModelTestDeps): Promise<ChatMo
       return (await import('../activities/llm/providers/anthropic.js')).createAnthropicChatModel(row, deps.env);
     case 'local': {
       if (!deps.toolsDir) throw new Error('testing a local model needs the tools folder (MINDLOOP_TOOLS_DIR)');
-      return (await import('../activities/llm/providers/local.js')).createLocalChatModel(row, { toolsDir: deps.toolsDir });
+      return (await import('../activities/llm/providers/local.js')).createLocalChatModel(row, {
+        toolsDir: deps.toolsDir,
+      });
     }
     case 'scripted':
       return (await import('../activities/llm/providers/scripted.js')).ScriptedChatModel.fromRow(row);
@@ -162,7 +211,8 @@ function registryRowOf(spec: ModelSpec): LlmRegistryEntry {
   };
 }
 
-type Served = { kind: 'ok'; contextLength: number | null } | { kind: 'unreachable' | 'no-such-model' | 'key'; error: string };
+type Served =
+  { kind: 'ok'; contextLength: number | null } | { kind: 'unreachable' | 'no-such-model' | 'key'; error: string };
 
 /**
  * What the server says of the model: OpenAI-compatible servers answer `GET /models/<id>` (OpenAI,
@@ -175,7 +225,11 @@ async function servedModel(spec: ModelSpec, key: string | undefined, timeoutMs: 
   const anthropic = spec.provider === 'anthropic';
   const base = (spec.baseUrl ?? (anthropic ? anthropicDefaultBaseUrl : openAiDefaultBaseUrl)).replace(/\/+$/, '');
   const modelsUrl = anthropic ? `${base}/v1/models` : `${base}/models`;
-  const headers: Record<string, string> = anthropic ? { 'x-api-key': key ?? '', 'anthropic-version': '2023-06-01' } : key ? { authorization: `Bearer ${key}` } : {};
+  const headers: Record<string, string> = anthropic
+    ? { 'x-api-key': key ?? '', 'anthropic-version': '2023-06-01' }
+    : key
+      ? { authorization: `Bearer ${key}` }
+      : {};
   const get = async (url: string): Promise<{ status: number; body: unknown } | { error: string }> => {
     try {
       const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
@@ -189,13 +243,23 @@ async function servedModel(spec: ModelSpec, key: string | undefined, timeoutMs: 
       return { status: res.status, body };
     } catch (err) {
       const e = err as Error & { cause?: { code?: string } };
-      return { error: e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer in ${timeoutMs} ms` : (e.cause?.code ?? describeError(err)) };
+      return {
+        error:
+          e.name === 'TimeoutError' || e.name === 'AbortError'
+            ? `no answer in ${timeoutMs} ms`
+            : (e.cause?.code ?? describeError(err)),
+      };
     }
   };
   const one = await get(`${modelsUrl}/${encodeURIComponent(spec.model)}`);
   if ('error' in one) return { kind: 'unreachable', error: `cannot reach ${base}: ${one.error}` };
-  if (one.status === 401 || one.status === 403) return { kind: 'key', error: `${base} refused the key in ${spec.apiKeyEnv ?? '(no key variable)'}: HTTP ${one.status}${apiMessage(one.body)}` };
-  if (one.status === 200 && isPlainObject(one.body) && one.body.id !== undefined) return { kind: 'ok', contextLength: contextLengthOf(one.body) };
+  if (one.status === 401 || one.status === 403)
+    return {
+      kind: 'key',
+      error: `${base} refused the key in ${spec.apiKeyEnv ?? '(no key variable)'}: HTTP ${one.status}${apiMessage(one.body)}`,
+    };
+  if (one.status === 200 && isPlainObject(one.body) && one.body.id !== undefined)
+    return { kind: 'ok', contextLength: contextLengthOf(one.body) };
   const list = await get(modelsUrl);
   if ('error' in list) return { kind: 'unreachable', error: `cannot reach ${base}: ${list.error}` };
   const data = isPlainObject(list.body) && Array.isArray(list.body.data) ? list.body.data.filter(isPlainObject) : null;
@@ -203,9 +267,13 @@ async function servedModel(spec: ModelSpec, key: string | undefined, timeoutMs: 
     const entry = data.find((m) => m.id === spec.model);
     if (entry) return { kind: 'ok', contextLength: contextLengthOf(entry) };
     const ids = data.map((m) => String(m.id));
-    return { kind: 'no-such-model', error: `${base} does not serve model '${spec.model}' (it serves: ${ids.length ? `${ids.slice(0, 12).join(', ')}${ids.length > 12 ? ', …' : ''}` : 'no models'})` };
+    return {
+      kind: 'no-such-model',
+      error: `${base} does not serve model '${spec.model}' (it serves: ${ids.length ? `${ids.slice(0, 12).join(', ')}${ids.length > 12 ? ', …' : ''}` : 'no models'})`,
+    };
   }
-  if (one.status === 404 && anthropic) return { kind: 'no-such-model', error: `${base} does not serve model '${spec.model}'${apiMessage(one.body)}` };
+  if (one.status === 404 && anthropic)
+    return { kind: 'no-such-model', error: `${base} does not serve model '${spec.model}'${apiMessage(one.body)}` };
   return { kind: 'ok', contextLength: null };
 }
 
@@ -215,7 +283,14 @@ const apiMessage = (body: unknown): string => {
 };
 
 /** The fields OpenAI-compatible servers put a model's context length in (vLLM, OpenRouter, llama.cpp, LM Studio, Anthropic). */
-const contextFields = ['context_length', 'max_model_len', 'context_window', 'max_context_length', 'max_input_tokens', 'n_ctx'];
+const contextFields = [
+  'context_length',
+  'max_model_len',
+  'context_window',
+  'max_context_length',
+  'max_input_tokens',
+  'n_ctx',
+];
 
 function contextLengthOf(entry: Record<string, unknown>): number | null {
   const nested = [entry, entry.meta, entry.top_provider].filter(isPlainObject);

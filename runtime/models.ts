@@ -9,7 +9,16 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { formatIssues } from '../core/zod-issues.js';
 import type { Db } from '../db/client.js';
-import { llmCalls, llmProviders, llmRegistry, llmRoles, models, type LlmRegistryEntry, type Model, type ModelTestResult } from '../db/schema/index.js';
+import {
+  llmCalls,
+  llmProviders,
+  llmRegistry,
+  llmRoles,
+  models,
+  type LlmRegistryEntry,
+  type Model,
+  type ModelTestResult,
+} from '../db/schema/index.js';
 import { keyOf, runModelTest, type ModelProblem, type ModelTestDeps } from './model-test.js';
 
 export type LlmRole = (typeof llmRoles)[number];
@@ -35,7 +44,12 @@ export class ModelCatalogueError extends Error {
   }
 }
 
-export const modelNameSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'a slug: lower-case letters, digits, . _ -, starting with a letter or digit, at most 64 characters');
+export const modelNameSchema = z
+  .string()
+  .regex(
+    /^[a-z0-9][a-z0-9._-]{0,63}$/,
+    'a slug: lower-case letters, digits, . _ -, starting with a letter or digit, at most 64 characters',
+  );
 
 /** The name of an environment variable, never its value. */
 export const envVarSchema = z
@@ -87,7 +101,12 @@ export async function getModel(db: Db, name: string): Promise<Model | null> {
 
 async function requireModel(db: Db, name: string): Promise<Model> {
   const model = await getModel(db, name);
-  if (!model) throw new ModelCatalogueError('not-found', `no model '${name}' in the catalogue (\`mindloop models list\` shows them)`, 'name');
+  if (!model)
+    throw new ModelCatalogueError(
+      'not-found',
+      `no model '${name}' in the catalogue (\`mindloop models list\` shows them)`,
+      'name',
+    );
   return model;
 }
 
@@ -109,15 +128,37 @@ export function parseModelInput(input: unknown): z.output<typeof modelInput> {
  */
 export async function addModel(deps: CatalogueDeps, input: unknown, opts: { test?: boolean } = {}): Promise<Model> {
   const m = parseModelInput(input);
-  if (m.apiKeyEnv && (m.provider === 'local' || m.provider === 'scripted')) throw new ModelCatalogueError('invalid', `a ${m.provider} model takes no key: leave out the key variable`, 'apiKeyEnv');
+  if (m.apiKeyEnv && (m.provider === 'local' || m.provider === 'scripted'))
+    throw new ModelCatalogueError(
+      'invalid',
+      `a ${m.provider} model takes no key: leave out the key variable`,
+      'apiKeyEnv',
+    );
   const key = keyOf({ provider: m.provider, baseUrl: m.baseUrl ?? null, apiKeyEnv: m.apiKeyEnv ?? null }, deps.env);
   if ('error' in key) throw new ModelCatalogueError('key', key.error, 'apiKeyEnv');
-  if (await getModel(deps.db, m.name)) throw new ModelCatalogueError('exists', `the catalogue already has a model '${m.name}' (\`mindloop models remove ${m.name}\` first, or choose another name)`, 'name');
-  const entry = { name: m.name, provider: m.provider, model: m.model, baseUrl: m.baseUrl ?? null, apiKeyEnv: m.apiKeyEnv ?? null, params: m.params };
+  if (await getModel(deps.db, m.name))
+    throw new ModelCatalogueError(
+      'exists',
+      `the catalogue already has a model '${m.name}' (\`mindloop models remove ${m.name}\` first, or choose another name)`,
+      'name',
+    );
+  const entry = {
+    name: m.name,
+    provider: m.provider,
+    model: m.model,
+    baseUrl: m.baseUrl ?? null,
+    apiKeyEnv: m.apiKeyEnv ?? null,
+    params: m.params,
+  };
   let test: ModelTestResult | null = null;
   if (opts.test !== false) {
     const outcome = await runModelTest(entry, deps);
-    if (!outcome.result.ok) throw new ModelCatalogueError(outcome.problem ?? 'failed', `model '${m.name}' not added: ${outcome.result.error}`, problemField[outcome.problem ?? 'failed']);
+    if (!outcome.result.ok)
+      throw new ModelCatalogueError(
+        outcome.problem ?? 'failed',
+        `model '${m.name}' not added: ${outcome.result.error}`,
+        problemField[outcome.problem ?? 'failed'],
+      );
     test = outcome.result;
   }
   const [row] = await deps.db
@@ -139,7 +180,12 @@ export async function addModel(deps: CatalogueDeps, input: unknown, opts: { test
 }
 
 /** The input field each failed test points at. */
-const problemField: Record<ModelProblem, string> = { key: 'apiKeyEnv', unreachable: 'baseUrl', 'no-such-model': 'model', failed: 'model' };
+const problemField: Record<ModelProblem, string> = {
+  key: 'apiKeyEnv',
+  unreachable: 'baseUrl',
+  'no-such-model': 'model',
+  failed: 'model',
+};
 
 /** A model with what agents did with it: their calls through rows assigned from it. */
 export interface ModelWithUsage extends Model {
@@ -173,7 +219,16 @@ export async function listModels(db: Db): Promise<ModelWithUsage[]> {
     .groupBy(llmRegistry.modelName)
     .as('usage');
   const rows = await db
-    .select({ model: models, agents: usage.agents, calls: usage.calls, failures: usage.failures, p50: usage.p50, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, spend: usage.spend })
+    .select({
+      model: models,
+      agents: usage.agents,
+      calls: usage.calls,
+      failures: usage.failures,
+      p50: usage.p50,
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      spend: usage.spend,
+    })
     .from(models)
     .leftJoin(usage, eq(usage.name, models.name))
     .orderBy(asc(models.name));
@@ -199,7 +254,11 @@ export async function testModel(deps: CatalogueDeps, name: string): Promise<Mode
   const { result } = await runModelTest(model, deps);
   const [row] = await deps.db
     .update(models)
-    .set({ test: result, testedAt: new Date(), ...(model.contextWindow === null && result.contextLength !== null ? { contextWindow: result.contextLength } : {}) })
+    .set({
+      test: result,
+      testedAt: new Date(),
+      ...(model.contextWindow === null && result.contextLength !== null ? { contextWindow: result.contextLength } : {}),
+    })
     .where(eq(models.name, name))
     .returning();
   if (!row) throw new ModelCatalogueError('not-found', `model '${name}' was removed while it was tested`, 'name');
@@ -208,12 +267,20 @@ export async function testModel(deps: CatalogueDeps, name: string): Promise<Mode
 
 /** Agents with a registry row assigned from `name`. */
 async function agentsUsing(db: Db, name: string): Promise<string[]> {
-  const rows = await db.selectDistinct({ agentId: llmRegistry.agentId }).from(llmRegistry).where(eq(llmRegistry.modelName, name)).orderBy(asc(llmRegistry.agentId));
+  const rows = await db
+    .selectDistinct({ agentId: llmRegistry.agentId })
+    .from(llmRegistry)
+    .where(eq(llmRegistry.modelName, name))
+    .orderBy(asc(llmRegistry.agentId));
   return rows.map((r) => r.agentId);
 }
 
 const inUse = (name: string, agents: string[]) =>
-  new ModelCatalogueError('in-use', `model '${name}' is used by agent${agents.length > 1 ? 's' : ''} ${agents.join(', ')}: name another model in ${agents.length > 1 ? 'their files' : 'its file'} (models:) and apply ${agents.length > 1 ? 'them' : 'it'} first`, 'name');
+  new ModelCatalogueError(
+    'in-use',
+    `model '${name}' is used by agent${agents.length > 1 ? 's' : ''} ${agents.join(', ')}: name another model in ${agents.length > 1 ? 'their files' : 'its file'} (models:) and apply ${agents.length > 1 ? 'them' : 'it'} first`,
+    'name',
+  );
 
 /** Remove an entry; refused while any agent's registry row comes from it, naming those agents. */
 export async function removeModel(db: Db, name: string): Promise<void> {
@@ -230,7 +297,11 @@ export async function removeModel(db: Db, name: string): Promise<void> {
 }
 
 const pgCode = (err: unknown): string | undefined => {
-  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+  for (
+    let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 3;
+    e = e.cause as typeof e, depth++
+  ) {
     if (typeof e.code === 'string') return e.code;
   }
   return undefined;
@@ -286,9 +357,18 @@ export async function assignModel(db: Db, input: AssignModelInput): Promise<LlmR
     const [row] = await db
       .insert(llmRegistry)
       .values(values)
-      .onConflictDoUpdate({ target: [llmRegistry.agentId, llmRegistry.name], set: { ...update, updatedAt: new Date() }, setWhere: eq(llmRegistry.modelName, model.name) })
+      .onConflictDoUpdate({
+        target: [llmRegistry.agentId, llmRegistry.name],
+        set: { ...update, updatedAt: new Date() },
+        setWhere: eq(llmRegistry.modelName, model.name),
+      })
       .returning();
-    if (!row) throw new ModelCatalogueError('exists', `agent ${input.agentId} already has an llm_registry row named '${values.name}' that was not assigned from model '${model.name}'`, 'modelName');
+    if (!row)
+      throw new ModelCatalogueError(
+        'exists',
+        `agent ${input.agentId} already has an llm_registry row named '${values.name}' that was not assigned from model '${model.name}'`,
+        'modelName',
+      );
     out.push(row);
   }
   return out;
@@ -307,10 +387,19 @@ const per1k = (perMillion: number): number => Math.round(perMillion * 1000) / 1e
  * the entry can be removed. Their past calls stay in `llm_calls` (the row id cleared) but no
  * longer count in `listModels`. Returns how many rows went.
  */
-export async function unassignModel(db: Db, input: { agentId: string; modelName: string; role?: LlmRole }): Promise<number> {
+export async function unassignModel(
+  db: Db,
+  input: { agentId: string; modelName: string; role?: LlmRole },
+): Promise<number> {
   const rows = await db
     .delete(llmRegistry)
-    .where(and(eq(llmRegistry.agentId, input.agentId), eq(llmRegistry.modelName, input.modelName), input.role ? eq(llmRegistry.role, input.role) : undefined))
+    .where(
+      and(
+        eq(llmRegistry.agentId, input.agentId),
+        eq(llmRegistry.modelName, input.modelName),
+        input.role ? eq(llmRegistry.role, input.role) : undefined,
+      ),
+    )
     .returning({ id: llmRegistry.id });
   return rows.length;
 }

@@ -23,9 +23,7 @@ export interface LocalNats {
 }
 
 /** Where a bus comes from, said in the start-up summary. */
-type BusChoice =
-  | { url: string; how: 'env' | 'local' | 'started'; server?: LocalNats }
-  | { off: string };
+type BusChoice = { url: string; how: 'env' | 'local' | 'started'; server?: LocalNats } | { off: string };
 
 const localHost = '127.0.0.1';
 const installHint = 'apt-get install -y nats-server (npm start then runs it), or set NATS_URL';
@@ -46,7 +44,14 @@ export function portAnswers(host: string, port: number, timeoutMs = 500): Promis
 
 /** The `nats-server` binary: on PATH, or where Debian puts it. */
 export function findNatsServer(path = process.env.PATH ?? ''): string | undefined {
-  const candidates = [...path.split(delimiter).filter(Boolean).map((d) => join(d, 'nats-server')), '/usr/sbin/nats-server', '/usr/bin/nats-server'];
+  const candidates = [
+    ...path
+      .split(delimiter)
+      .filter(Boolean)
+      .map((d) => join(d, 'nats-server')),
+    '/usr/sbin/nats-server',
+    '/usr/bin/nats-server',
+  ];
   for (const c of candidates) {
     try {
       accessSync(c, constants.X_OK);
@@ -89,7 +94,12 @@ export async function chooseBus(o: ChooseBusOptions): Promise<BusChoice> {
 }
 
 /** Run `nats-server -js` on 127.0.0.1:`port`, its JetStream store in `<dataDir>/nats`, until stop(). */
-export async function startLocalNats(o: { binary: string; dataDir: string; port: number; startTimeoutMs?: number }): Promise<LocalNats> {
+export async function startLocalNats(o: {
+  binary: string;
+  dataDir: string;
+  port: number;
+  startTimeoutMs?: number;
+}): Promise<LocalNats> {
   const dir = resolve(o.dataDir, 'nats');
   mkdirSync(dir, { recursive: true });
   const storeDir = join(dir, 'store');
@@ -98,7 +108,10 @@ export async function startLocalNats(o: { binary: string; dataDir: string; port:
   await reapOrphan(pidFile, storeDir, 5000);
   const log = createWriteStream(logFile, { flags: 'a' });
   // detached: our own process group, so a terminal Ctrl-C reaches us first and we stop it in order.
-  const child: ChildProcess = spawn(o.binary, ['-js', '-a', localHost, '-p', String(o.port), '-sd', storeDir], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child: ChildProcess = spawn(o.binary, ['-js', '-a', localHost, '-p', String(o.port), '-sd', storeDir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   if (child.pid) writeFileSync(pidFile, String(child.pid));
   child.stdout?.pipe(log, { end: false });
   child.stderr?.pipe(log, { end: false });

@@ -22,7 +22,9 @@ export async function connectTemporal(env: Env): Promise<Connection> {
   try {
     return await Connection.connect({ ...temporalConnectionOptions(env, address), connectTimeout: 3000 });
   } catch (err) {
-    throw new Error(`cannot reach Temporal at ${address} (${(err as Error).message}); is \`npm start\` running, or TEMPORAL_ADDRESS set?`);
+    throw new Error(
+      `cannot reach Temporal at ${address} (${(err as Error).message}); is \`npm start\` running, or TEMPORAL_ADDRESS set?`,
+    );
   }
 }
 
@@ -34,16 +36,24 @@ export function databaseUrl(env: Env): string {
 /** A database error as a person can act on it (server away, tables missing, unknown agent); others unchanged. */
 export function explainDbError(err: unknown, env: Pick<Env, 'DATABASE_URL' | 'PGLITE_PORT'>): Error {
   const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code;
-  if (code === 'ECONNREFUSED') return new Error(`cannot reach Postgres (${env.DATABASE_URL ? 'DATABASE_URL' : `embedded PGlite on :${env.PGLITE_PORT}`}); is \`npm start\` running, or DATABASE_URL set?`);
-  if (code === '23503') return new Error(`unknown agent: ${(err as { detail?: string }).detail ?? (err as Error).message}`);
-  if (code === '42P01') return new Error('tables are missing: run the migrations (`npm start` applies them, or `npm run db:migrate`)');
+  if (code === 'ECONNREFUSED')
+    return new Error(
+      `cannot reach Postgres (${env.DATABASE_URL ? 'DATABASE_URL' : `embedded PGlite on :${env.PGLITE_PORT}`}); is \`npm start\` running, or DATABASE_URL set?`,
+    );
+  if (code === '23503')
+    return new Error(`unknown agent: ${(err as { detail?: string }).detail ?? (err as Error).message}`);
+  if (code === '42P01')
+    return new Error('tables are missing: run the migrations (`npm start` applies them, or `npm run db:migrate`)');
   return err instanceof Error ? err : new Error(String(err));
 }
 
 /** There is no workflow agent/<id>: nothing has started that agent's loop. */
 export class NoAgentLoopError extends Error {
   /** `outcome`: what became of the request, said after the fix (e.g. `nothing was stored`). */
-  constructor(readonly agentId: string, outcome?: string) {
+  constructor(
+    readonly agentId: string,
+    outcome?: string,
+  ) {
     super(`no loop for agent ${agentId}: start it with \`mindloop start ${agentId}\`${outcome ? ` (${outcome})` : ''}`);
     this.name = 'NoAgentLoopError';
   }
@@ -86,7 +96,9 @@ export async function agentLoopStatus(client: Client, id: string): Promise<Agent
     reason: desc.status.name === 'RUNNING' ? null : await closeReason(handle),
   };
   const q = await queried;
-  return 'status' in q ? { workflowId: handle.workflowId, execution, status: q.status } : { workflowId: handle.workflowId, execution, status: null, queryError: q.error.message };
+  return 'status' in q
+    ? { workflowId: handle.workflowId, execution, status: q.status }
+    : { workflowId: handle.workflowId, execution, status: null, queryError: q.error.message };
 }
 
 /**
@@ -113,7 +125,8 @@ async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>):
   const failed = last.workflowExecutionFailedEventAttributes?.failure;
   if (failed) return `failed: ${failed.cause?.message ? `${failed.message}: ${failed.cause.message}` : failed.message}`;
   const terminated = last.workflowExecutionTerminatedEventAttributes;
-  if (terminated) return `terminated${terminated.identity ? ` by ${terminated.identity}` : ''}: ${terminated.reason || '(no reason given)'}`;
+  if (terminated)
+    return `terminated${terminated.identity ? ` by ${terminated.identity}` : ''}: ${terminated.reason || '(no reason given)'}`;
   if (last.workflowExecutionTimedOutEventAttributes) return 'timed out';
   if (last.workflowExecutionCanceledEventAttributes) return 'cancelled';
   if (last.workflowExecutionCompletedEventAttributes) return 'completed';
@@ -121,7 +134,9 @@ async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>):
   return 'closed';
 }
 
-export const escalationIdSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected letters, digits, _ . - (max 64)');
+export const escalationIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected letters, digits, _ . - (max 64)');
 
 export type EscalationAnswer = 'approve' | 'reject' | 'nudge' | 'veto';
 
@@ -129,12 +144,23 @@ export type EscalationAnswer = 'approve' | 'reject' | 'nudge' | 'veto';
  * Send one human answer to escalation/<id> and return what the workflow now says. A refusal by
  * the workflow (already decided, no reason given…) and a missing workflow are errors naming why.
  */
-export async function answerEscalation(client: Client, id: string, name: EscalationAnswer, arg: Record<string, unknown>): Promise<EscalationStatus> {
+export async function answerEscalation(
+  client: Client,
+  id: string,
+  name: EscalationAnswer,
+  arg: Record<string, unknown>,
+): Promise<EscalationStatus> {
   try {
-    return await client.workflow.getHandle(workflowIds.escalation(id)).executeUpdate<EscalationStatus, [Record<string, unknown>]>(name, { args: [arg] });
+    return await client.workflow
+      .getHandle(workflowIds.escalation(id))
+      .executeUpdate<EscalationStatus, [Record<string, unknown>]>(name, { args: [arg] });
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no running escalation ${id} (workflow escalation/${id}); \`mindloop escalations list\` shows them`);
-    if (err instanceof WorkflowUpdateFailedError) throw new Error(`escalation ${id} refused the ${name}: ${err.cause?.message ?? err.message}`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new Error(
+        `no running escalation ${id} (workflow escalation/${id}); \`mindloop escalations list\` shows them`,
+      );
+    if (err instanceof WorkflowUpdateFailedError)
+      throw new Error(`escalation ${id} refused the ${name}: ${err.cause?.message ?? err.message}`);
     throw err;
   }
 }
@@ -142,12 +168,23 @@ export async function answerEscalation(client: Client, id: string, name: Escalat
 type ForkGateUpdate = 'approveFork' | 'rejectFork';
 
 /** Answer fork/<id>'s human gate: apply the approved patch, or discard it. */
-export async function answerForkGate(client: Client, id: string, which: ForkGateUpdate, by: string): Promise<GateAnswer> {
+export async function answerForkGate(
+  client: Client,
+  id: string,
+  which: ForkGateUpdate,
+  by: string,
+): Promise<GateAnswer> {
   try {
-    return await client.workflow.getHandle(workflowIds.fork(id)).executeUpdate<GateAnswer, [{ by?: string }]>(which, { args: [{ by }] });
+    return await client.workflow
+      .getHandle(workflowIds.fork(id))
+      .executeUpdate<GateAnswer, [{ by?: string }]>(which, { args: [{ by }] });
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no fork workflow ${workflowIds.fork(id)} is running (finished, or the deadline passed: see \`mindloop forks show ${id}\`)`);
-    if (err instanceof WorkflowUpdateFailedError) throw new Error(`fork ${id}: ${(err.cause as Error | undefined)?.message ?? err.message}`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new Error(
+        `no fork workflow ${workflowIds.fork(id)} is running (finished, or the deadline passed: see \`mindloop forks show ${id}\`)`,
+      );
+    if (err instanceof WorkflowUpdateFailedError)
+      throw new Error(`fork ${id}: ${(err.cause as Error | undefined)?.message ?? err.message}`);
     throw err;
   }
 }

@@ -45,7 +45,11 @@ interface SpeechEngine {
 export function findSpeechEngine(toolsDir: string, sourceDir = speechSourceDir): SpeechEngine | null {
   const python = join(resolve(toolsDir), 'venv', 'bin', 'python');
   if (!existsSync(python) || !existsSync(join(sourceDir, 'mindloop_speech', 'worker.py'))) return null;
-  const probe = spawnSync(python, ['-c', 'import mindloop_speech.worker'], { env: { ...process.env, PYTHONPATH: sourceDir }, stdio: 'ignore', timeout: 60_000 });
+  const probe = spawnSync(python, ['-c', 'import mindloop_speech.worker'], {
+    env: { ...process.env, PYTHONPATH: sourceDir },
+    stdio: 'ignore',
+    timeout: 60_000,
+  });
   return probe.status === 0 ? { python, pythonPath: sourceDir } : null;
 }
 
@@ -80,8 +84,18 @@ export interface SpeechWorker {
 /** The engine's arguments for a queue setting: one named queue also fixes the device. */
 function speechWorkerArgs(o: Pick<SpeechWorkerOptions, 'address' | 'namespace' | 'queue' | 'args'>): string[] {
   const queue = o.queue ?? 'speech';
-  const placement = queue === 'speech' ? ['--device', 'auto'] : ['--queue', queue, '--device', queue === 'speech-gpu' ? 'cuda' : 'cpu'];
-  return ['-m', 'mindloop_speech.worker', '--address', o.address, '--namespace', o.namespace, ...placement, ...(o.args ?? [])];
+  const placement =
+    queue === 'speech' ? ['--device', 'auto'] : ['--queue', queue, '--device', queue === 'speech-gpu' ? 'cuda' : 'cpu'];
+  return [
+    '-m',
+    'mindloop_speech.worker',
+    '--address',
+    o.address,
+    '--namespace',
+    o.namespace,
+    ...placement,
+    ...(o.args ?? []),
+  ];
 }
 
 /** Start the engine's worker and wait for its ready line; fails with the log's path when it exits or stays silent. */

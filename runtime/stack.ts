@@ -64,7 +64,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     // pglite-socket multiplexes clients message by message: two clients' extended-protocol
     // messages (Parse/Bind/Execute/Sync) can interleave and clobber each other's unnamed
     // statement. One connection per process keeps the embedded database correct.
-    const db = createDb(databaseUrl, { max: pgEmbedded || (!env.DATABASE_URL && !embedded) ? 1 : env.DATABASE_POOL_MAX });
+    const db = createDb(databaseUrl, {
+      max: pgEmbedded || (!env.DATABASE_URL && !embedded) ? 1 : env.DATABASE_POOL_MAX,
+    });
     cleanups.push(() => db.close());
     await runMigrations(db.pool);
     log('postgres: migrations applied');
@@ -78,7 +80,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
           toolsDir: env.MINDLOOP_TOOLS_DIR,
           envOverrides: { temporal: env.TEMPORAL_CLI_PATH },
         });
-        if (!binary) throw new StartRefused(`the Temporal CLI is not installed: ${installHint}, or set TEMPORAL_ADDRESS`);
+        if (!binary)
+          throw new StartRefused(`the Temporal CLI is not installed: ${installHint}, or set TEMPORAL_ADDRESS`);
         devServer = await startDevServer({
           binary,
           dataDir,

@@ -33,12 +33,20 @@ interface StartPort {
 function startPorts(env: Env, o: { ui?: boolean } = {}): StartPort[] {
   const local = '127.0.0.1';
   const ports: StartPort[] = [];
-  if (!env.DATABASE_URL) ports.push({ port: env.PGLITE_PORT, host: local, variable: 'PGLITE_PORT', what: 'embedded Postgres' });
+  if (!env.DATABASE_URL)
+    ports.push({ port: env.PGLITE_PORT, host: local, variable: 'PGLITE_PORT', what: 'embedded Postgres' });
   if (!env.TEMPORAL_ADDRESS) {
     ports.push({ port: env.TEMPORAL_PORT, host: local, variable: 'TEMPORAL_PORT', what: 'Temporal dev server' });
-    if (o.ui ?? true) ports.push({ port: env.TEMPORAL_UI_PORT, host: local, variable: 'TEMPORAL_UI_PORT', what: 'Temporal UI' });
+    if (o.ui ?? true)
+      ports.push({ port: env.TEMPORAL_UI_PORT, host: local, variable: 'TEMPORAL_UI_PORT', what: 'Temporal UI' });
   }
-  if (env.MINDLOOP_NOTEBOOK_PORT !== 'off') ports.push({ port: env.MINDLOOP_NOTEBOOK_PORT, host: env.MINDLOOP_NOTEBOOK_HOST, variable: 'MINDLOOP_NOTEBOOK_PORT', what: 'notebook' });
+  if (env.MINDLOOP_NOTEBOOK_PORT !== 'off')
+    ports.push({
+      port: env.MINDLOOP_NOTEBOOK_PORT,
+      host: env.MINDLOOP_NOTEBOOK_HOST,
+      variable: 'MINDLOOP_NOTEBOOK_PORT',
+      what: 'notebook',
+    });
   return ports;
 }
 
@@ -87,7 +95,8 @@ function portHolderPid(port: number): number | undefined {
     for (const line of (read(table) ?? '').split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       // local_address is HEX_IP:HEX_PORT; state 0A is LISTEN; the inode is the tenth field.
-      if (f[3] === '0A' && parseInt(f[1]?.split(':')[1] ?? '', 16) === port && f[9] && f[9] !== '0') inodes.add(`socket:[${f[9]}]`);
+      if (f[3] === '0A' && parseInt(f[1]?.split(':')[1] ?? '', 16) === port && f[9] && f[9] !== '0')
+        inodes.add(`socket:[${f[9]}]`);
     }
   }
   if (inodes.size === 0) return undefined;
@@ -145,7 +154,8 @@ function describeHolder(pid: number | undefined): Holder {
     const dataDir = dirname(dbFile);
     const parent = parentOf(pid);
     const owner = parent === undefined ? undefined : mindloopDir(parent);
-    if (owner && parent !== undefined) return { kind: 'mindloop', dir: owner, pid: parent, via: { what: 'its Temporal dev server', pid } };
+    if (owner && parent !== undefined)
+      return { kind: 'mindloop', dir: owner, pid: parent, via: { what: 'its Temporal dev server', pid } };
     return { kind: 'temporal', dataDir, pid, ownPidFile: read(join(dataDir, 'temporal.pid'))?.trim() === String(pid) };
   }
   const dir = mindloopDir(pid);
@@ -165,7 +175,9 @@ function holderText(h: Holder, root: string): string {
     case 'temporal':
       return `a Temporal dev server left running by a Mindloop (data ${h.dataDir}, pid ${h.pid})`;
     case 'other':
-      return h.pid === undefined ? 'something else (not visible to this user)' : `something else (${h.name ?? 'a process'}, pid ${h.pid})`;
+      return h.pid === undefined
+        ? 'something else (not visible to this user)'
+        : `something else (${h.name ?? 'a process'}, pid ${h.pid})`;
     case 'refused':
       return `nothing: listening there is refused (${h.code})`;
   }
@@ -184,14 +196,19 @@ interface Refusal {
 
 /** The refusal: every taken port with its holder and variable, and what to set instead, in one line. */
 function refusalLine(p: Refusal): string {
-  const parts = p.taken.map((t, i) => `port ${t.port} (${t.variable}, ${t.what}) ${i === 0 ? 'is taken ' : ''}by ${holderText(t.holder, p.root)}`);
+  const parts = p.taken.map(
+    (t, i) =>
+      `port ${t.port} (${t.variable}, ${t.what}) ${i === 0 ? 'is taken ' : ''}by ${holderText(t.holder, p.root)}`,
+  );
   for (const vars of p.clashes) parts.push(`${vars.join(' and ')} name the same port`);
   if (p.dataDirInUse) parts.push(`the data dir ${p.dataDirInUse.dir} is in use by process ${p.dataDirInUse.pid}`);
   const sets = [
     ...(p.free.size ? [`${[...p.free].map(([v, port]) => `${v}=${port}`).join(' ')} (free now)`] : []),
     ...(p.dataDirInUse ? ['MINDLOOP_DATA_DIR=<another dir>'] : []),
   ];
-  const fix = sets.length ? ` Set ${sets.join(' and ')}, or stop what holds ${p.taken.length + (p.dataDirInUse ? 1 : 0) > 1 ? 'them' : 'it'}.` : '';
+  const fix = sets.length
+    ? ` Set ${sets.join(' and ')}, or stop what holds ${p.taken.length + (p.dataDirInUse ? 1 : 0) > 1 ? 'them' : 'it'}.`
+    : '';
   return `mindloop: cannot start: ${parts.join('; ')}.${fix}`;
 }
 
@@ -216,7 +233,8 @@ export async function checkStartPorts(env: Env, o: { ui?: boolean; root: string 
   for (const p of ports) {
     const err = await bindError(p.host, p.port);
     if (err === null) continue;
-    const holder: Holder = err === 'EADDRINUSE' ? describeHolder(portHolderPid(p.port)) : { kind: 'refused', code: err };
+    const holder: Holder =
+      err === 'EADDRINUSE' ? describeHolder(portHolderPid(p.port)) : { kind: 'refused', code: err };
     if (holder.kind === 'temporal' && holder.ownPidFile && holder.dataDir === dataDir) continue;
     taken.push({ ...p, holder });
   }
@@ -225,11 +243,16 @@ export async function checkStartPorts(env: Env, o: { ui?: boolean; root: string 
     const owner = Number(read(join(dataDir, 'pglite', 'mindloop.lock'))?.trim());
     if (owner && owner !== process.pid && pidAlive(owner)) dataDirInUse = { dir: dataDir, pid: owner };
   }
-  const clashes = [...new Set(ports.map((p) => p.port))].map((port) => ports.filter((p) => p.port === port).map((p) => p.variable)).filter((vars) => vars.length > 1);
+  const clashes = [...new Set(ports.map((p) => p.port))]
+    .map((port) => ports.filter((p) => p.port === port).map((p) => p.variable))
+    .filter((vars) => vars.length > 1);
   if (taken.length === 0 && clashes.length === 0 && !dataDirInUse) return null;
   const avoid = new Set(ports.map((p) => p.port));
   const free = new Map<string, number>();
-  const moved = [...taken, ...clashes.flatMap((vars) => vars.slice(1).map((v) => ports.find((p) => p.variable === v)!))];
+  const moved = [
+    ...taken,
+    ...clashes.flatMap((vars) => vars.slice(1).map((v) => ports.find((p) => p.variable === v)!)),
+  ];
   for (const t of moved) {
     if (free.has(t.variable)) continue;
     const port = await freeAbove(t.host, t.port, avoid);

@@ -62,7 +62,9 @@ async function assertPortFree(port: number, what: string, envName: string): Prom
     probe.once('error', (err: NodeJS.ErrnoException) =>
       fail(
         err.code === 'EADDRINUSE'
-          ? new StartRefused(`${what}: port ${port} is taken (another \`npm start\`?). Stop it, set ${envName}, or set TEMPORAL_ADDRESS to use that server`)
+          ? new StartRefused(
+              `${what}: port ${port} is taken (another \`npm start\`?). Stop it, set ${envName}, or set TEMPORAL_ADDRESS to use that server`,
+            )
           : err,
       ),
     );
@@ -100,15 +102,23 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   await assertPortFree(opts.port, 'temporal dev server', 'TEMPORAL_PORT');
   if (opts.ui !== false) await assertPortFree(opts.uiPort, 'temporal web UI', 'TEMPORAL_UI_PORT');
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(opts.port),
-    '--db-filename', dbFile,
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--db-filename',
+    dbFile,
     // WAL: the dev server survives a kill without a corrupt store, and readers don't block it.
-    '--sqlite-pragma', 'journal_mode=wal',
-    '--sqlite-pragma', 'synchronous=1',
-    '--namespace', opts.namespace,
-    '--log-level', 'warn',
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=1',
+    '--namespace',
+    opts.namespace,
+    '--log-level',
+    'warn',
     // The history service reads its task queues at most 20 times a second per shard by default,
     // and the dev server has one shard: every activity and workflow task then waits up to 50 ms
     // to be dispatched (measured: activity round trip p50 50 ms → 7 ms with these lifted).

@@ -28,11 +28,23 @@ interface AgentLoopStart {
 }
 
 /** Start agent/<id>'s loop, or find the one already running (its first start's input holds). */
-export function startAgentLoop(client: Client, o: AgentLoopStart, taskQueue = workflowTaskQueue): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+export function startAgentLoop(
+  client: Client,
+  o: AgentLoopStart,
+  taskQueue = workflowTaskQueue,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
   return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
     workflowId: workflowIds.agent(o.agentId),
     taskQueue,
-    args: [{ agentId: o.agentId, name: o.name, maxTicks: o.maxTicks, settings: o.delayMs === undefined ? undefined : { delayMs: o.delayMs }, ...(o.lifeforce ? { lifeforce: o.lifeforce } : {}) }],
+    args: [
+      {
+        agentId: o.agentId,
+        name: o.name,
+        maxTicks: o.maxTicks,
+        settings: o.delayMs === undefined ? undefined : { delayMs: o.delayMs },
+        ...(o.lifeforce ? { lifeforce: o.lifeforce } : {}),
+      },
+    ],
     workflowIdConflictPolicy: 'USE_EXISTING',
     ...agentLoopText(o),
   });
@@ -56,7 +68,11 @@ export function startSuccessorFork(
 }
 
 /** Start spawn `agent/<parent>/spawn/<name>`: a descendant of `parentId` is born (the outcome is the workflow's result). */
-export function startSpawn(client: Client, input: SpawnInput & { parentId: string; name: string }, taskQueue = workflowTaskQueue): Promise<WorkflowHandleWithFirstExecutionRunId<typeof spawnWorkflow>> {
+export function startSpawn(
+  client: Client,
+  input: SpawnInput & { parentId: string; name: string },
+  taskQueue = workflowTaskQueue,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof spawnWorkflow>> {
   return client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
     workflowId: workflowIds.spawn(input.parentId, input.name),
     taskQueue,

@@ -11,7 +11,18 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -91,11 +102,16 @@ function collectInputs(compiled: Map<string, string>): Map<string, string> {
 
 /** The static helpers, image path → compiled binary. Without them there is no init to contain a run. */
 function compileHelpers(workDir: string): Map<string, string> {
-  if (!which('gcc')) throw new Error('gcc not found: install gcc and a static libc (apt-get install -y gcc libc6-dev): the sandbox init and probe are compiled static');
+  if (!which('gcc'))
+    throw new Error(
+      'gcc not found: install gcc and a static libc (apt-get install -y gcc libc6-dev): the sandbox init and probe are compiled static',
+    );
   const out = new Map<string, string>();
   for (const [dest, source] of Object.entries(COMPILED)) {
     const binary = join(workDir, source.replace(/\.c$/, ''));
-    execFileSync('gcc', ['-static', '-O2', '-o', binary, join(here, source)], { stdio: ['ignore', 'inherit', 'inherit'] });
+    execFileSync('gcc', ['-static', '-O2', '-o', binary, join(here, source)], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     out.set(dest, binary);
   }
   return out;
@@ -124,19 +140,37 @@ export function buildSandboxImage(opts: { toolsDir?: string; force?: boolean } =
       say(`up to date: ${tag} (${id.slice(0, 19)})`);
     } else {
       const rootfs = join(work, 'rootfs');
-      for (const d of ['bin', 'etc', 'tmp', 'work', 'proc', 'sys', 'dev', 'usr/local/bin']) mkdirSync(join(rootfs, d), { recursive: true });
+      for (const d of ['bin', 'etc', 'tmp', 'work', 'proc', 'sys', 'dev', 'usr/local/bin'])
+        mkdirSync(join(rootfs, d), { recursive: true });
       chmodSync(join(rootfs, 'tmp'), 0o1777);
       for (const [dest, src] of files) {
         mkdirSync(join(rootfs, dirname(dest)), { recursive: true });
         copyFileSync(src, join(rootfs, dest));
         if (EXEC_ONLY.includes(dest)) chmodSync(join(rootfs, dest), 0o711);
       }
-      const applets = execFileSync(files.get('/bin/busybox')!, ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
-      for (const a of applets) if (a !== 'busybox' && !existsSync(join(rootfs, 'bin', a))) symlinkSync('busybox', join(rootfs, 'bin', a));
-      writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/work:/bin/sh\n');
+      const applets = execFileSync(files.get('/bin/busybox')!, ['--list'], { encoding: 'utf8' })
+        .split('\n')
+        .filter(Boolean);
+      for (const a of applets)
+        if (a !== 'busybox' && !existsSync(join(rootfs, 'bin', a))) symlinkSync('busybox', join(rootfs, 'bin', a));
+      writeFileSync(
+        join(rootfs, 'etc/passwd'),
+        'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/work:/bin/sh\n',
+      );
       writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
       const tarball = join(work, 'rootfs.tar');
-      execFileSync('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', tarball, '.']);
+      execFileSync('tar', [
+        '--sort=name',
+        '--mtime=@0',
+        '--owner=0',
+        '--group=0',
+        '--numeric-owner',
+        '-C',
+        rootfs,
+        '-cf',
+        tarball,
+        '.',
+      ]);
       say(`importing ${tag} (${applets.length} busybox applets, node ${process.version}, init and probe)…`);
       const changes = [
         'ENV PATH=/usr/local/bin:/bin',

@@ -18,7 +18,14 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type Docker from 'dockerode';
 import { engineError, resolveSandboxImage, SANDBOX_IMAGE, SANDBOX_INIT, SandboxUnavailableError } from './image.js';
-import type { BudgetName, Sandbox, SandboxBudget, SandboxProgress, SandboxRunRequest, SandboxRunResult } from './sandbox.js';
+import type {
+  BudgetName,
+  Sandbox,
+  SandboxBudget,
+  SandboxProgress,
+  SandboxRunRequest,
+  SandboxRunResult,
+} from './sandbox.js';
 import { tarFiles } from './tar.js';
 
 export { SandboxUnavailableError };
@@ -44,7 +51,9 @@ const defaultBudget: SandboxBudget = {
 };
 
 /** The seccomp profile as Docker wants it in SecurityOpt (the JSON text, not a path). */
-const seccompProfile: string = JSON.stringify(JSON.parse(readFileSync(new URL('./seccomp.json', import.meta.url), 'utf8')));
+const seccompProfile: string = JSON.stringify(
+  JSON.parse(readFileSync(new URL('./seccomp.json', import.meta.url), 'utf8')),
+);
 
 /** A bad request (budget out of range, bad file path): the caller's mistake, never retried. */
 export class SandboxInputError extends Error {
@@ -72,7 +81,10 @@ export function containerName(key: string): string {
 
 /** Merge and check a budget. */
 export function resolveBudget(partial: Partial<SandboxBudget> = {}): SandboxBudget {
-  const b = { ...defaultBudget, ...Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined)) } as SandboxBudget;
+  const b = {
+    ...defaultBudget,
+    ...Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined)),
+  } as SandboxBudget;
   const bad: string[] = [];
   if (!(b.wallMs >= 100 && b.wallMs <= 24 * 3_600_000)) bad.push('wallMs (100 ms … 24 h)');
   if (!(b.cpus > 0 && b.cpus <= 64)) bad.push('cpus (0 … 64]');
@@ -80,7 +92,8 @@ export function resolveBudget(partial: Partial<SandboxBudget> = {}): SandboxBudg
   if (!(Number.isInteger(b.pids) && b.pids >= 4)) bad.push('pids (integer >= 4)');
   if (!(b.diskBytes >= 1 << 20)) bad.push('diskBytes (>= 1 MiB)');
   if (!(b.outputBytes >= 1)) bad.push('outputBytes (>= 1)');
-  if (b.cpuSeconds !== undefined && !(Number.isInteger(b.cpuSeconds) && b.cpuSeconds >= 1)) bad.push('cpuSeconds (integer >= 1)');
+  if (b.cpuSeconds !== undefined && !(Number.isInteger(b.cpuSeconds) && b.cpuSeconds >= 1))
+    bad.push('cpuSeconds (integer >= 1)');
   if (bad.length) throw new SandboxInputError(`invalid sandbox budget: ${bad.join(', ')}`);
   return b;
 }
@@ -104,7 +117,8 @@ export function classify(o: Observed): { exceeded?: BudgetName; detail?: string 
   if (o.pidsLimitHit) return { exceeded: 'pids', detail: 'process limit reached (fork refused); container killed' };
   if (/No space left on device|ENOSPC/.test(o.stderr)) return { exceeded: 'disk', detail: 'tmpfs full (ENOSPC)' };
   // 128 + SIGXCPU(24): RLIMIT_CPU reached.
-  if (o.exitCode === 152 || /CPU time limit exceeded/.test(o.stderr)) return { exceeded: 'cpu', detail: 'CPU seconds limit reached (SIGXCPU)' };
+  if (o.exitCode === 152 || /CPU time limit exceeded/.test(o.stderr))
+    return { exceeded: 'cpu', detail: 'CPU seconds limit reached (SIGXCPU)' };
   if (o.wallTimedOut) return { exceeded: 'wall_time', detail: 'wall-clock timeout; container killed' };
   return {};
 }
@@ -189,7 +203,9 @@ export class DockerSandbox implements Sandbox {
     const disk = diskShares(budget.diskBytes);
     // Files arrive as a tar stream on stdin, unpacked into the tmpfs work dir before the command
     // runs (putArchive cannot write into a tmpfs mount, and the root is read-only).
-    const inner = files ? ['/bin/sh', '-c', `tar -x -f - -C ${WORK_DIR} && exec "$@"`, 'mindloop-sandbox', ...req.command] : req.command;
+    const inner = files
+      ? ['/bin/sh', '-c', `tar -x -f - -C ${WORK_DIR} && exec "$@"`, 'mindloop-sandbox', ...req.command]
+      : req.command;
     // PID 1 is our init, not docker-init: it is not dumpable (docker-init, the host's readable
     // binary, would let any process of the run rewrite it through /proc/1/mem), and it is the
     // backstop: if no worker is left to enforce the wall clock (it died and no retry came), it
@@ -241,14 +257,20 @@ export class DockerSandbox implements Sandbox {
           ...(budget.cpuSeconds ? [{ Name: 'cpu', Soft: budget.cpuSeconds, Hard: budget.cpuSeconds + 1 }] : []),
         ],
         // Docker keeps at most this much log per container: what a retry re-reads.
-        LogConfig: { Type: 'json-file', Config: { 'max-size': `${Math.ceil(budget.outputBytes / 1024) + 64}k`, 'max-file': '1' } },
+        LogConfig: {
+          Type: 'json-file',
+          Config: { 'max-size': `${Math.ceil(budget.outputBytes / 1024) + 64}k`, 'max-file': '1' },
+        },
         AutoRemove: false,
         Privileged: false,
       },
     };
   }
 
-  async run(req: SandboxRunRequest, opts: { signal?: AbortSignal; onProgress?: SandboxProgress } = {}): Promise<SandboxRunResult> {
+  async run(
+    req: SandboxRunRequest,
+    opts: { signal?: AbortSignal; onProgress?: SandboxProgress } = {},
+  ): Promise<SandboxRunResult> {
     if (!req.key) throw new SandboxInputError('a sandbox run needs an idempotency key');
     if (!Array.isArray(req.command) || req.command.length === 0 || !req.command.every((c) => typeof c === 'string')) {
       throw new SandboxInputError('command must be a non-empty array of strings');

@@ -8,7 +8,11 @@ export function createDocker(dockerHost?: string): Docker {
   if (!dockerHost) return new Docker({ socketPath: '/var/run/docker.sock' });
   const url = new URL(dockerHost);
   if (url.protocol === 'unix:') return new Docker({ socketPath: url.pathname });
-  return new Docker({ host: url.hostname, port: Number(url.port || 2375), protocol: url.protocol === 'https:' ? 'https' : 'http' });
+  return new Docker({
+    host: url.hostname,
+    port: Number(url.port || 2375),
+    protocol: url.protocol === 'https:' ? 'https' : 'http',
+  });
 }
 
 export interface DockerStatus {

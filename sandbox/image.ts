@@ -28,7 +28,10 @@ const ENGINE_FIX =
 export function engineError(err: unknown): unknown {
   const e = err as NodeJS.ErrnoException;
   if (e && ['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(e.code ?? '')) {
-    return new SandboxUnavailableError('engine_unavailable', `Docker engine unreachable (${e.code}: ${e.message}): ${ENGINE_FIX}`);
+    return new SandboxUnavailableError(
+      'engine_unavailable',
+      `Docker engine unreachable (${e.code}: ${e.message}): ${ENGINE_FIX}`,
+    );
   }
   return err;
 }
@@ -40,7 +43,10 @@ export async function resolveSandboxImage(docker: Docker, image = SANDBOX_IMAGE)
     return info.Id;
   } catch (err) {
     if ((err as { statusCode?: number }).statusCode === 404) {
-      throw new SandboxUnavailableError('image_missing', `sandbox image ${image} is not in the Docker engine: build it with \`npm run sandbox:image\``);
+      throw new SandboxUnavailableError(
+        'image_missing',
+        `sandbox image ${image} is not in the Docker engine: build it with \`npm run sandbox:image\``,
+      );
     }
     throw engineError(err);
   }

@@ -91,7 +91,11 @@ function ensureTools() {
  * `npx mindloop doctor` prints the fix.
  */
 function ensureSandboxImage() {
-  const engine = spawnSync('docker', ['info', '--format', '{{.ServerVersion}}'], { cwd: root, encoding: 'utf8', timeout: 10_000 });
+  const engine = spawnSync('docker', ['info', '--format', '{{.ServerVersion}}'], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   if (engine.error || engine.status !== 0) {
     say('no Docker engine answers: sandbox image not built (the sandbox queue will say why; `npx mindloop doctor`)');
     return;
@@ -147,13 +151,21 @@ try {
   say(`set-up failed: ${err.message}`);
   process.exit(1);
 }
-// A whole-suite run also typechecks and lints; `npm test -- <file>` and `--unit` run just vitest.
+// A whole-suite run also typechecks, lints and checks the formatting (`npm run format` fixes
+// it); `npm test -- <file>` and `--unit` run just vitest.
 if (command === 'test' && args.length === 0) {
   try {
     say('typecheck (tsc --noEmit)…');
     run(join(root, 'node_modules', '.bin', 'tsc'), ['--noEmit']);
     say('lint (eslint)…');
-    run(join(root, 'node_modules', '.bin', 'eslint'), ['.', '--cache', '--cache-location', join(root, 'node_modules', '.cache', 'eslint')]);
+    run(join(root, 'node_modules', '.bin', 'eslint'), [
+      '.',
+      '--cache',
+      '--cache-location',
+      join(root, 'node_modules', '.cache', 'eslint'),
+    ]);
+    say('format (prettier --check)…');
+    run(join(root, 'node_modules', '.bin', 'prettier'), ['--check', '.', '--log-level', 'warn']);
   } catch (err) {
     say(err.message);
     process.exit(1);

@@ -62,7 +62,9 @@ const temporalProtoDescriptor = {
 
 /** The json-module's source with the unused namespaces cut, or null to keep it whole. */
 function prunedDescriptor(source, path) {
-  const m = /^([\s\S]*?\.addJSON\()(\{[\s\S]*\})(\);\s*(?:\/\*\*[\s\S]*?\*\/\s*)?module\.exports = \$root;\s*)$/.exec(source);
+  const m = /^([\s\S]*?\.addJSON\()(\{[\s\S]*\})(\);\s*(?:\/\*\*[\s\S]*?\*\/\s*)?module\.exports = \$root;\s*)$/.exec(
+    source,
+  );
   if (!m) return null;
   let json;
   try {
@@ -84,7 +86,10 @@ function prunedDescriptor(source, path) {
       return false;
     }
   };
-  const whole = (ns) => ns.nestedArray.every((o) => (o.fieldsArray ?? o.methodsArray ?? []).every(resolves) && (!o.nestedArray || whole(o)));
+  const whole = (ns) =>
+    ns.nestedArray.every(
+      (o) => (o.fieldsArray ?? o.methodsArray ?? []).every(resolves) && (!o.nestedArray || whole(o)),
+    );
   return whole(new protobuf.Root().addJSON(json)) ? `${m[1]}${JSON.stringify(json)}${m[3]}` : null;
 }
 
@@ -92,7 +97,21 @@ function prunedDescriptor(source, path) {
  * Packages loaded from node_modules as they are, not bundled: native code, WebAssembly or files
  * found next to their own module, and the heavy ones that only some commands load.
  */
-const externalPackages = ['@electric-sql/*', '@temporalio/worker', '@temporalio/core-bridge', '@temporalio/testing', '@swc/*', 'node-llama-cpp', 'playwright-core', 'esbuild', 'tsx', 'pg-native', 'dockerode', 'ssh2', 'cpu-features'];
+const externalPackages = [
+  '@electric-sql/*',
+  '@temporalio/worker',
+  '@temporalio/core-bridge',
+  '@temporalio/testing',
+  '@swc/*',
+  'node-llama-cpp',
+  'playwright-core',
+  'esbuild',
+  'tsx',
+  'pg-native',
+  'dockerode',
+  'ssh2',
+  'cpu-features',
+];
 
 /**
  * Build into a directory of its own, then point `current.json` at it (written whole, then
@@ -114,7 +133,9 @@ export async function buildCli() {
     target: 'node20',
     external: externalPackages,
     // Bundled CommonJS packages call require() for Node's built-ins.
-    banner: { js: "import { createRequire as __mlCreateRequire } from 'node:module'; const require = __mlCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __mlCreateRequire } from 'node:module'; const require = __mlCreateRequire(import.meta.url);",
+    },
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'error',
@@ -122,7 +143,10 @@ export async function buildCli() {
   });
   // The repository's own sources one by one; the packages through npm's lockfiles.
   const all = Object.keys(result.metafile.inputs).map((p) => relative(root, resolve(root, p)));
-  const inputs = [...all.filter((p) => !p.split(sep).includes('node_modules')), ...dependencyStamps.filter((p) => existsSync(join(root, p)))];
+  const inputs = [
+    ...all.filter((p) => !p.split(sep).includes('node_modules')),
+    ...dependencyStamps.filter((p) => existsSync(join(root, p))),
+  ];
   writeFileSync(join(out, stampName), JSON.stringify({ builtAt: Date.now(), inputs }));
   const pointer = join(cliBuildDir, 'current.json');
   writeFileSync(`${pointer}.${process.pid}`, JSON.stringify({ dir: name }));

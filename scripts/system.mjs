@@ -16,7 +16,17 @@
 // Plain Node with no dependencies, because it runs before node_modules exists.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
@@ -82,7 +92,12 @@ function postgresClusters(env) {
     .split('\n')
     .map((l) => l.trim().split(/\s+/))
     .filter((f) => f.length >= 4)
-    .map(([version, name, port, status]) => ({ version, name, port: Number(port), online: status.startsWith('online') }));
+    .map(([version, name, port, status]) => ({
+      version,
+      name,
+      port: Number(port),
+      online: status.startsWith('online'),
+    }));
 }
 
 function pythonHasVenv(env, toolsDir) {
@@ -110,7 +125,10 @@ function natsServerInstalled(env) {
 }
 
 function composeInstalled(env) {
-  return !!which('docker-compose', env) || (!!which('docker', env) && sh('docker', ['compose', 'version', '--short'], env).ok);
+  return (
+    !!which('docker-compose', env) ||
+    (!!which('docker', env) && sh('docker', ['compose', 'version', '--short'], env).ok)
+  );
 }
 
 /** The pinned Debian files for this machine's architecture (scripts/tools.json), and the command they provide. */
@@ -158,7 +176,16 @@ async function installDebs(debs, aptEnv) {
  */
 export async function systemPlan(command, env = process.env) {
   const toolsDir = resolve(root, env.MINDLOOP_TOOLS_DIR || '.tools');
-  const plan = { command, present: [], packages: [], debs: [], startDockerd: false, startPostgres: null, startNats: null, cannot: null };
+  const plan = {
+    command,
+    present: [],
+    packages: [],
+    debs: [],
+    startDockerd: false,
+    startPostgres: null,
+    startNats: null,
+    cannot: null,
+  };
   const elsewhere = []; // what no local install fixes, with its own fix
   let dockerElsewhere = false;
   const need = (pkgs) => {
@@ -180,7 +207,9 @@ export async function systemPlan(command, env = process.env) {
     if (version) plan.present.push(`Docker engine ${version}`);
     else if (env.DOCKER_HOST && !localDockerHosts.includes(env.DOCKER_HOST)) {
       dockerElsewhere = true;
-      elsewhere.push(`no Docker engine answers at DOCKER_HOST=${env.DOCKER_HOST} (start that engine, or unset DOCKER_HOST for a local one)`);
+      elsewhere.push(
+        `no Docker engine answers at DOCKER_HOST=${env.DOCKER_HOST} (start that engine, or unset DOCKER_HOST for a local one)`,
+      );
     } else {
       if (!which('dockerd', env) || !which('docker', env)) need(['docker.io']);
       plan.startDockerd = true;
@@ -205,7 +234,9 @@ export async function systemPlan(command, env = process.env) {
     const port = Number(url.port || 5432);
     if (await answers(host, port)) plan.present.push(`Postgres ${host}:${port}`);
     else {
-      const cluster = ['127.0.0.1', 'localhost'].includes(host) ? postgresClusters(env).find((c) => c.port === port && !c.online) : undefined;
+      const cluster = ['127.0.0.1', 'localhost'].includes(host)
+        ? postgresClusters(env).find((c) => c.port === port && !c.online)
+        : undefined;
       if (cluster) {
         plan.startPostgres = { version: cluster.version, name: cluster.name, port };
       } else {
@@ -221,40 +252,71 @@ export async function systemPlan(command, env = process.env) {
     if (!natsServerInstalled(env)) need(['nats-server']);
     if (await answers(nats.hostname, natsPort)) plan.present.push(`NATS ${nats.hostname}:${natsPort}`);
     else if (['127.0.0.1', 'localhost'].includes(nats.hostname)) plan.startNats = { port: natsPort };
-    else elsewhere.push(`no NATS answers at ${nats.hostname}:${natsPort} (start one with JetStream, nats-server -js, or set TEST_NATS_URL)`);
+    else
+      elsewhere.push(
+        `no NATS answers at ${nats.hostname}:${natsPort} (start one with JetStream, nats-server -js, or set TEST_NATS_URL)`,
+      );
   }
   // npm start runs a nats-server of its own when no bus is named and none answers locally.
-  if (command === 'start' && !env.NATS_URL && !(await answers('127.0.0.1', 4222)) && !natsServerInstalled(env)) need(['nats-server']);
+  if (command === 'start' && !env.NATS_URL && !(await answers('127.0.0.1', 4222)) && !natsServerInstalled(env))
+    need(['nats-server']);
 
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
   const apt = !!which('apt-get', env);
   const installWhy = !isRoot ? 'not root' : !apt ? 'no apt-get' : null;
   const blocked = []; // [what, why, fix]
   if (plan.packages.length > 0 && installWhy) {
-    blocked.push([`install ${plan.packages.join(' ')}`, installWhy, apt ? `sudo apt-get install -y ${plan.packages.join(' ')}` : `install ${plan.packages.join(' ')} with your package manager`]);
+    blocked.push([
+      `install ${plan.packages.join(' ')}`,
+      installWhy,
+      apt
+        ? `sudo apt-get install -y ${plan.packages.join(' ')}`
+        : `install ${plan.packages.join(' ')} with your package manager`,
+    ]);
   }
   if (plan.debs.length > 0 && installWhy) {
-    blocked.push([`install ${plan.debs.map(debName).join(' ')}`, installWhy, apt ? `sudo node scripts/system.mjs ${command} --apply` : `install ${plan.debs.map(debName).join(' ')} with your package manager`]);
+    blocked.push([
+      `install ${plan.debs.map(debName).join(' ')}`,
+      installWhy,
+      apt
+        ? `sudo node scripts/system.mjs ${command} --apply`
+        : `install ${plan.debs.map(debName).join(' ')} with your package manager`,
+    ]);
   }
   // dockerd comes with docker.io: it cannot start before that is installed.
   const dockerdWhy = !isRoot ? 'not root' : installWhy && plan.packages.includes('docker.io') ? installWhy : null;
-  if (plan.startDockerd && dockerdWhy) blocked.push(['start dockerd', dockerdWhy, `sudo sh -c 'dockerd > ${dockerdLog} 2>&1 &'`]);
+  if (plan.startDockerd && dockerdWhy)
+    blocked.push(['start dockerd', dockerdWhy, `sudo sh -c 'dockerd > ${dockerdLog} 2>&1 &'`]);
   // nats-server comes with its package: it cannot start before that is installed.
   const natsWhy = !isRoot ? 'not root' : installWhy && plan.packages.includes('nats-server') ? installWhy : null;
-  if (plan.startNats && natsWhy) blocked.push(['start nats-server', natsWhy, `sudo sh -c 'nats-server -js -a 127.0.0.1 -p ${plan.startNats.port} -sd ${natsStore} > ${natsLog} 2>&1 &'`]);
+  if (plan.startNats && natsWhy)
+    blocked.push([
+      'start nats-server',
+      natsWhy,
+      `sudo sh -c 'nats-server -js -a 127.0.0.1 -p ${plan.startNats.port} -sd ${natsStore} > ${natsLog} 2>&1 &'`,
+    ]);
   if (plan.startPostgres && !isRoot) {
     const { version, name } = plan.startPostgres;
-    blocked.push([`start Postgres cluster ${version}/${name}`, 'not root', `sudo pg_ctlcluster ${version} ${name} start`]);
+    blocked.push([
+      `start Postgres cluster ${version}/${name}`,
+      'not root',
+      `sudo pg_ctlcluster ${version} ${name} start`,
+    ]);
   }
   const parts = [];
   if (blocked.length > 0) {
     const whys = [...new Set(blocked.map(([, why]) => why))].join(', ');
-    parts.push(`cannot ${blocked.map(([what]) => what).join(', ')} by itself (${whys}): run \`${blocked.map(([, , fix]) => fix).join(' && ')}\``);
+    parts.push(
+      `cannot ${blocked.map(([what]) => what).join(', ')} by itself (${whys}): run \`${blocked.map(([, , fix]) => fix).join(' && ')}\``,
+    );
   }
   parts.push(...elsewhere);
   if (parts.length > 0) {
     const dockerPackages = ['docker.io', 'busybox-static', 'gcc', 'libc6-dev'];
-    const dockerCannot = dockerElsewhere || (plan.startDockerd && !!dockerdWhy) || (!!installWhy && plan.packages.some((p) => dockerPackages.includes(p)));
+    const dockerCannot =
+      dockerElsewhere ||
+      (plan.startDockerd && !!dockerdWhy) ||
+      (!!installWhy && plan.packages.some((p) => dockerPackages.includes(p)));
     const skip = command === 'test' && dockerCannot ? ' (MINDLOOP_TEST_NO_DOCKER=1 skips the sandbox tests)' : '';
     plan.cannot = `${parts.join('; ')}; then \`npm ${command === 'setup' ? 'run setup' : command}\` again${skip}`;
   }
@@ -270,7 +332,8 @@ export async function systemPlan(command, env = process.env) {
 
 function run(cmd, args, env) {
   const r = spawnSync(cmd, args, { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (r.error || r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`})`);
+  if (r.error || r.status !== 0)
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`})`);
 }
 
 function sleep(ms) {
@@ -304,7 +367,8 @@ export async function applySystemPlan(plan, env = process.env) {
     say(`starting Postgres cluster ${version}/${name} (port ${port})…`);
     run('pg_ctlcluster', ['--skip-systemctl-redirect', version, name, 'start'], env);
     for (let i = 0; i < 30 && !(await answers('127.0.0.1', port)); i++) sleep(1000);
-    if (!(await answers('127.0.0.1', port))) throw new Error(`Postgres ${version}/${name} did not come up on :${port} (see /var/log/postgresql/)`);
+    if (!(await answers('127.0.0.1', port)))
+      throw new Error(`Postgres ${version}/${name} did not come up on :${port} (see /var/log/postgresql/)`);
   }
   if (plan.startNats && !(await answers('127.0.0.1', plan.startNats.port))) {
     const { port } = plan.startNats;
@@ -313,9 +377,14 @@ export async function applySystemPlan(plan, env = process.env) {
     mkdirSync(natsStore, { recursive: true });
     const log = openSync(natsLog, 'a');
     // Detached, like dockerd: the server outlives this command.
-    spawn(server, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', natsStore], { env, detached: true, stdio: ['ignore', log, log] }).unref();
+    spawn(server, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', natsStore], {
+      env,
+      detached: true,
+      stdio: ['ignore', log, log],
+    }).unref();
     for (let i = 0; i < 20 && !(await answers('127.0.0.1', port)); i++) sleep(500);
-    if (!(await answers('127.0.0.1', port))) say(`nats-server did not answer within 10 s (see ${natsLog}); the bus tests will fail saying so`);
+    if (!(await answers('127.0.0.1', port)))
+      say(`nats-server did not answer within 10 s (see ${natsLog}); the bus tests will fail saying so`);
   }
   // A package's install scripts may have started the engine already.
   if (plan.startDockerd && !engineVersion(env)) {
@@ -334,7 +403,15 @@ export async function applySystemPlan(plan, env = process.env) {
       say(`dockerd did not answer within 60 s (see ${dockerdLog}); the sandbox will say why it cannot run`);
     };
   }
-  if (plan.present.length > 0 && !plan.cannot && plan.packages.length === 0 && plan.debs.length === 0 && !plan.startPostgres && !plan.startNats) say(`system: ${plan.present.join(', ')}`);
+  if (
+    plan.present.length > 0 &&
+    !plan.cannot &&
+    plan.packages.length === 0 &&
+    plan.debs.length === 0 &&
+    !plan.startPostgres &&
+    !plan.startNats
+  )
+    say(`system: ${plan.present.join(', ')}`);
   return () => undefined;
 }
 
@@ -343,11 +420,20 @@ export function describePlan(plan) {
   const lines = [`system (${plan.command}): present: ${plan.present.join(', ') || 'nothing checked'}`];
   if (plan.packages.length > 0) lines.push(`would install: ${plan.packages.join(' ')}`);
   if (plan.debs.length > 0) lines.push(`would fetch and install: ${plan.debs.map((d) => d.url).join(' ')}`);
-  if (plan.startPostgres) lines.push(`would start Postgres cluster ${plan.startPostgres.version}/${plan.startPostgres.name}`);
+  if (plan.startPostgres)
+    lines.push(`would start Postgres cluster ${plan.startPostgres.version}/${plan.startPostgres.name}`);
   if (plan.startDockerd) lines.push('would start dockerd');
   if (plan.startNats) lines.push(`would start nats-server -js on 127.0.0.1:${plan.startNats.port}`);
   if (plan.cannot) lines.push(plan.cannot);
-  if (plan.packages.length === 0 && plan.debs.length === 0 && !plan.startDockerd && !plan.startPostgres && !plan.startNats && !plan.cannot) lines.push('nothing to do');
+  if (
+    plan.packages.length === 0 &&
+    plan.debs.length === 0 &&
+    !plan.startDockerd &&
+    !plan.startPostgres &&
+    !plan.startNats &&
+    !plan.cannot
+  )
+    lines.push('nothing to do');
   return lines;
 }
 
@@ -356,7 +442,9 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const command = args.find((a) => !a.startsWith('--')) ?? 'test';
   const mode = args.includes('--dry-run') ? 'dry-run' : args.includes('--apply') ? 'apply' : null;
   if (!['start', 'test', 'setup'].includes(command) || !mode) {
-    process.stderr.write('usage: node scripts/system.mjs <start|test|setup> --dry-run [--json] | --apply   (npm start / npm test apply it)\n');
+    process.stderr.write(
+      'usage: node scripts/system.mjs <start|test|setup> --dry-run [--json] | --apply   (npm start / npm test apply it)\n',
+    );
     process.exit(2);
   }
   const plan = await systemPlan(command);

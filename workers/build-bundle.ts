@@ -23,5 +23,7 @@ if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename
     process.exit(2);
   }
   const { path, bytes } = await writeWorkflowBundle(args[0] ?? '.data/workflow-bundle.js');
-  process.stdout.write(`workflow bundle: ${path} (${Math.round(bytes / 1024)} KB); set MINDLOOP_WORKFLOW_BUNDLE=${path}\n`);
+  process.stdout.write(
+    `workflow bundle: ${path} (${Math.round(bytes / 1024)} KB); set MINDLOOP_WORKFLOW_BUNDLE=${path}\n`,
+  );
 }

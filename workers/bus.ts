@@ -37,19 +37,45 @@ interface WorkerBusOptions {
  * Start the worker's bus services; `off` says why there are none (NATS_URL=off, nothing
  * answering, no nats-server to start), and how to get a bus.
  */
-export async function startWorkerBus(env: Env, temporal: Stack['temporal'], log: (line: string) => void, o: WorkerBusOptions = {}): Promise<WorkerBus | { off: string }> {
-  const choice = await chooseBus({ natsUrl: env.NATS_URL, embedded: o.embedded ?? false, dataDir: env.MINDLOOP_DATA_DIR, ...(o.localPort ? { port: o.localPort } : {}) });
+export async function startWorkerBus(
+  env: Env,
+  temporal: Stack['temporal'],
+  log: (line: string) => void,
+  o: WorkerBusOptions = {},
+): Promise<WorkerBus | { off: string }> {
+  const choice = await chooseBus({
+    natsUrl: env.NATS_URL,
+    embedded: o.embedded ?? false,
+    dataDir: env.MINDLOOP_DATA_DIR,
+    ...(o.localPort ? { port: o.localPort } : {}),
+  });
   if ('off' in choice) return choice;
   const server: LocalNats | undefined = choice.server;
-  const where = choice.how === 'env' ? `${choice.url} (NATS_URL)` : choice.how === 'local' ? `${choice.url} (found running)` : `${choice.url} (nats-server started here, store ${server?.storeDir})`;
+  const where =
+    choice.how === 'env'
+      ? `${choice.url} (NATS_URL)`
+      : choice.how === 'local'
+        ? `${choice.url} (found running)`
+        : `${choice.url} (nats-server started here, store ${server?.storeDir})`;
   let connection: Connection | undefined;
-  const client = async () => new Client({ connection: (connection ??= await Connection.connect(temporal.connection)), namespace: temporal.namespace });
+  const client = async () =>
+    new Client({
+      connection: (connection ??= await Connection.connect(temporal.connection)),
+      namespace: temporal.namespace,
+    });
   let bus: Bus;
   // Set by connectBus before it returns (it asks for the deployment once NATS answers).
   let deployment!: Deployment;
   try {
     // The deployment (from Temporal) is asked once NATS answers: no bus is said as no bus.
-    bus = await connectBus({ url: choice.url, root: env.MINDLOOP_BUS_ROOT, deployment: async () => (deployment = await resolveDeployment(env, client)).id, name: `mindloop-worker-${process.pid}`, reconnectForever: true, log });
+    bus = await connectBus({
+      url: choice.url,
+      root: env.MINDLOOP_BUS_ROOT,
+      deployment: async () => (deployment = await resolveDeployment(env, client)).id,
+      name: `mindloop-worker-${process.pid}`,
+      reconnectForever: true,
+      log,
+    });
   } catch (err) {
     await Promise.allSettled([server?.stop(), (connection as Connection | undefined)?.close()]);
     return { off: `off: ${(err as Error).message}` };

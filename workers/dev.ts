@@ -26,7 +26,9 @@ if (refusal) refuse(refusal);
 installRuntime(env.LOG_LEVEL);
 
 log('starting the embedded stack…');
-const stack = await startStack({ env, log }).catch((err: unknown) => (err instanceof StartRefused ? refuse(`mindloop: cannot start: ${err.message}`) : Promise.reject(err)));
+const stack = await startStack({ env, log }).catch((err: unknown) =>
+  err instanceof StartRefused ? refuse(`mindloop: cannot start: ${err.message}`) : Promise.reject(err),
+);
 // The bus: NATS_URL, the NATS answering locally, or a nats-server of our own (said in the summary).
 const busStart = await startWorkerBus(env, stack.temporal, log, { embedded: true });
 const workerBus = 'off' in busStart ? undefined : busStart;
@@ -62,7 +64,14 @@ notebook = await startWorkerNotebook(env, stack, feed, workerBus?.bus, log);
 const model = resolveLocalModel(env.MINDLOOP_TOOLS_DIR);
 const speech = running.speech;
 // The speech engine (Python) polls its queue as our child; a crash leaves speech jobs waiting, not failing.
-if (speech.state === 'running') void speech.worker.exited.then((code) => !shuttingDown && log(`the speech worker exited (${code ?? 'signal'}); speech jobs wait until one polls again (see ${speech.worker.logFile})`));
+if (speech.state === 'running')
+  void speech.worker.exited.then(
+    (code) =>
+      !shuttingDown &&
+      log(
+        `the speech worker exited (${code ?? 'signal'}); speech jobs wait until one polls again (see ${speech.worker.logFile})`,
+      ),
+  );
 const speechRow =
   speech.state === 'running'
     ? `${speech.worker.queue} — Python speech engine, pid ${speech.worker.pid}, log ${speech.worker.logFile}`
@@ -70,9 +79,17 @@ const speechRow =
       ? 'off (MINDLOOP_QUEUES names no speech queue)'
       : `${speech.state === 'missing' ? 'not installed' : 'not started'}: ${speech.reason}`;
 const rows: Array<[string, string]> = [
-  ['Temporal', `${stack.temporal.address} (namespace ${stack.temporal.namespace})${stack.temporal.embedded ? ', embedded dev server' : ''}`],
+  [
+    'Temporal',
+    `${stack.temporal.address} (namespace ${stack.temporal.namespace})${stack.temporal.embedded ? ', embedded dev server' : ''}`,
+  ],
   ['Temporal UI', stack.temporal.embedded?.uiUrl ?? '(the cluster’s own UI)'],
-  ['Postgres', stack.database.embedded ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})` : redact(stack.database.url)],
+  [
+    'Postgres',
+    stack.database.embedded
+      ? `${stack.database.url} (PGlite, ${stack.database.embedded.dataDir})`
+      : redact(stack.database.url),
+  ],
   ['Task queues', [...running.workers.keys(), ...(speech.state === 'running' ? [speech.worker.queue] : [])].join(', ')],
   ['Speech', speechRow],
   ['Bus', 'off' in busStart ? `${busStart.off} (\`npx mindloop doctor\`)` : busStart.summary],

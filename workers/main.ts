@@ -15,14 +15,19 @@ import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesAtStart } from './schedules.js';
 import { startWorkerBus } from './bus.js';
 
-const usage = 'usage: npm run worker -- [--queue mindloop|sandbox|speech|speech-gpu|speech-cpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
+const usage =
+  'usage: npm run worker -- [--queue mindloop|sandbox|speech|speech-gpu|speech-cpu]... [--no-schedules] (default queues: MINDLOOP_QUEUES)';
 
 function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueueName[]; noSchedules: boolean } {
   let values;
   try {
     values = parseArgs({
       args: argv,
-      options: { queue: { type: 'string', multiple: true }, 'no-schedules': { type: 'boolean' }, help: { type: 'boolean' } },
+      options: {
+        queue: { type: 'string', multiple: true },
+        'no-schedules': { type: 'boolean' },
+        help: { type: 'boolean' },
+      },
       strict: true,
     }).values;
   } catch (err) {
@@ -38,7 +43,9 @@ function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueu
   const parsed = envSchema.shape.MINDLOOP_QUEUES.safeParse(values.queue.join(','));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    process.stderr.write(`${issue?.code === 'custom' ? `--queue ${values.queue.join(',')}: ${issue.message}` : `unknown queue in --queue ${values.queue.join(',')}`}\n${usage}\n`);
+    process.stderr.write(
+      `${issue?.code === 'custom' ? `--queue ${values.queue.join(',')}: ${issue.message}` : `unknown queue in --queue ${values.queue.join(',')}`}\n${usage}\n`,
+    );
     process.exit(2);
   }
   return { queues: parsed.data, noSchedules };
@@ -53,7 +60,11 @@ const log = (l: string) => process.stdout.write(`${l}\n`);
 const busStart = queues.includes('mindloop') ? await startWorkerBus(env, stack.temporal, log) : undefined;
 const workerBus = busStart && !('off' in busStart) ? busStart : undefined;
 const running = await startWorkers(env, stack, queues, { events: workerBus?.events });
-await applySchedulesAtStart(stack.temporal, { queues, disabled: noSchedules, log: (l) => process.stdout.write(`${l}\n`) });
+await applySchedulesAtStart(stack.temporal, {
+  queues,
+  disabled: noSchedules,
+  log: (l) => process.stdout.write(`${l}\n`),
+});
 if (busStart) log(`bus: ${'off' in busStart ? busStart.off : busStart.summary}`);
 const speech = running.speech;
 if (speech.state === 'missing' || speech.state === 'failed') {
@@ -63,8 +74,15 @@ if (speech.state === 'missing' || speech.state === 'failed') {
   await stack.stop();
   process.exit(1);
 }
-const polled = [...running.workers.keys(), ...(speech.state === 'running' ? [`${speech.worker.queue} (speech engine, pid ${speech.worker.pid}, log ${speech.worker.logFile})`] : [])];
-process.stdout.write(`worker polling ${polled.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`);
+const polled = [
+  ...running.workers.keys(),
+  ...(speech.state === 'running'
+    ? [`${speech.worker.queue} (speech engine, pid ${speech.worker.pid}, log ${speech.worker.logFile})`]
+    : []),
+];
+process.stdout.write(
+  `worker polling ${polled.join(', ')} on ${stack.temporal.address} (${stack.temporal.namespace}); Ctrl-C stops it\n`,
+);
 onStopSignal(async () => {
   await workerBus?.stop();
   await running.shutdown();

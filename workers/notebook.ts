@@ -21,7 +21,13 @@ export interface WorkerNotebook {
 const none = (summary: string): WorkerNotebook => ({ summary, stop: async () => undefined });
 
 /** Serve the notebook for this process; never throws (a failure is its summary). */
-export async function startWorkerNotebook(env: Env, stack: Stack, feed: TickFeed, bus: Bus | undefined, log: (line: string) => void): Promise<WorkerNotebook> {
+export async function startWorkerNotebook(
+  env: Env,
+  stack: Stack,
+  feed: TickFeed,
+  bus: Bus | undefined,
+  log: (line: string) => void,
+): Promise<WorkerNotebook> {
   if (env.MINDLOOP_NOTEBOOK_PORT === 'off') return none('off (MINDLOOP_NOTEBOOK_PORT=off)');
   const fromBus = bus ? feedFromBus(feed, bus) : undefined;
   let connection: Connection | undefined;

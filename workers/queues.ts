@@ -4,7 +4,12 @@
  * by the Python speech engine, started as a child process (runtime/speech-worker.ts, workers/run.ts).
  */
 import { fileURLToPath } from 'node:url';
-import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  Worker,
+  bundleWorkflowCode,
+  type NativeConnection,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
@@ -23,7 +28,14 @@ interface QueueWorkerDeps {
   db: Db;
   dockerHost?: string;
   /** API keys by variable name (llm_registry.api_key_env) and where the local model lives. */
-  llm: { env: Readonly<Record<string, string | undefined>>; toolsDir: string; timeoutMs?: number; localThreads?: number; maxReplyBytes?: number; lifeforce?: LedgerSwitch };
+  llm: {
+    env: Readonly<Record<string, string | undefined>>;
+    toolsDir: string;
+    timeoutMs?: number;
+    localThreads?: number;
+    maxReplyBytes?: number;
+    lifeforce?: LedgerSwitch;
+  };
   /** MINDLOOP_MODE / MINDLOOP_ALLOW_TOOLGEN for tool generation (default: production, no override). */
   toolGeneration?: { mode: 'development' | 'production'; allowOverride: boolean };
   /** The danger-zone rules in force (MINDLOOP_DANGER_RULES); default: core/danger-zones.ts defaults. */
@@ -79,7 +91,15 @@ export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDep
         stickyQueueScheduleToStartTimeout: stickyQueueScheduleToStartMs,
         ...(deps.maxCachedWorkflows ? { maxCachedWorkflows: deps.maxCachedWorkflows } : {}),
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
-        activities: createActivities({ db: deps.db, llm: deps.llm, toolGeneration: deps.toolGeneration, dangerRules: deps.dangerRules, ...(deps.dataDir ? { dataDir: deps.dataDir } : {}), ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}), ...(deps.events ? { events: deps.events } : {}) }),
+        activities: createActivities({
+          db: deps.db,
+          llm: deps.llm,
+          toolGeneration: deps.toolGeneration,
+          dangerRules: deps.dangerRules,
+          ...(deps.dataDir ? { dataDir: deps.dataDir } : {}),
+          ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}),
+          ...(deps.events ? { events: deps.events } : {}),
+        }),
       });
     case 'sandbox': {
       const docker = createDocker(deps.dockerHost);

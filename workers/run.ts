@@ -4,7 +4,15 @@
  * server, PGlite). `mindloop` and `sandbox` are TypeScript workers here; a speech queue is the
  * Python speech engine, started as a child process (runtime/speech-worker.ts).
  */
-import { DefaultLogger, NativeConnection, Runtime, type LogEntry, type LogLevel, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  type LogEntry,
+  type LogLevel,
+  type Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { readFileSync } from 'node:fs';
 import { secretSource, type Env, type TaskQueueName } from '../env.js';
 import { parseDangerConfig, type DangerRule } from '../core/danger-zones.js';
@@ -12,7 +20,14 @@ import type { Stack } from '../runtime/stack.js';
 import type { AgentEventSink } from '../activities/agent-events.js';
 import { disposeLocalModels } from '../activities/llm/index.js';
 import { createQueueWorker, tsQueues, type TsQueueName } from './queues.js';
-import { findSpeechEngine, isSpeechQueueSetting, speechInstallHint, startSpeechWorker, type SpeechQueueSetting, type SpeechWorker } from '../runtime/speech-worker.js';
+import {
+  findSpeechEngine,
+  isSpeechQueueSetting,
+  speechInstallHint,
+  startSpeechWorker,
+  type SpeechQueueSetting,
+  type SpeechWorker,
+} from '../runtime/speech-worker.js';
 
 let runtimeInstalled = false;
 
@@ -71,12 +86,23 @@ export interface RunningWorkers {
 /** Start the speech engine for `setting`, or say why it is not running. */
 async function startSpeech(env: Env, stack: Stack, setting: SpeechQueueSetting): Promise<SpeechStart> {
   if (stack.temporal.connection.tls || stack.temporal.connection.apiKey) {
-    return { state: 'failed', setting, reason: 'the speech engine connects to Temporal without TLS or an API key; run it on a host that reaches the frontend plainly' };
+    return {
+      state: 'failed',
+      setting,
+      reason:
+        'the speech engine connects to Temporal without TLS or an API key; run it on a host that reaches the frontend plainly',
+    };
   }
   const engine = findSpeechEngine(env.MINDLOOP_TOOLS_DIR);
   if (!engine) return { state: 'missing', setting, reason: `the speech engine is not installed: ${speechInstallHint}` };
   try {
-    const worker = await startSpeechWorker({ engine, address: stack.temporal.address, namespace: stack.temporal.namespace, queue: setting, dataDir: env.MINDLOOP_DATA_DIR });
+    const worker = await startSpeechWorker({
+      engine,
+      address: stack.temporal.address,
+      namespace: stack.temporal.namespace,
+      queue: setting,
+      dataDir: env.MINDLOOP_DATA_DIR,
+    });
     return { state: 'running', setting, worker };
   } catch (err) {
     return { state: 'failed', setting, reason: (err as Error).message };
@@ -105,8 +131,17 @@ export async function startWorkers(
           dockerHost: env.DOCKER_HOST,
           toolGeneration: { mode: env.MINDLOOP_MODE, allowOverride: env.MINDLOOP_ALLOW_TOOLGEN },
           dangerRules: loadDangerRules(env.MINDLOOP_DANGER_RULES),
-          llm: { env: secretSource(), toolsDir: env.MINDLOOP_TOOLS_DIR, timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS, maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES, localThreads: env.MINDLOOP_LOCAL_LLM_THREADS, lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES } },
-          workflowBundle: opts.workflowBundle ?? (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
+          llm: {
+            env: secretSource(),
+            toolsDir: env.MINDLOOP_TOOLS_DIR,
+            timeoutMs: env.MINDLOOP_LLM_TIMEOUT_MS,
+            maxReplyBytes: env.MINDLOOP_LLM_MAX_REPLY_BYTES,
+            localThreads: env.MINDLOOP_LOCAL_LLM_THREADS,
+            lifeforce: { enabled: true, prices: env.MINDLOOP_LIFEFORCE_PRICES },
+          },
+          workflowBundle:
+            opts.workflowBundle ??
+            (env.MINDLOOP_WORKFLOW_BUNDLE ? { codePath: env.MINDLOOP_WORKFLOW_BUNDLE } : undefined),
           ...(opts.events ? { events: opts.events } : {}),
           dataDir: env.MINDLOOP_DATA_DIR,
           maxCachedWorkflows: env.MINDLOOP_WORKFLOW_CACHE,

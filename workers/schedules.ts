@@ -5,7 +5,14 @@
  * memory pruning every 6 hours, process-log cleanup daily. Applying again converges spec,
  * action and policies but keeps the schedule's state, so a schedule paused in the UI stays paused.
  */
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy, type ConnectionOptions, type ScheduleOptions } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  ScheduleAlreadyRunning,
+  ScheduleOverlapPolicy,
+  type ConnectionOptions,
+  type ScheduleOptions,
+} from '@temporalio/client';
 import { maintenanceScheduleText } from '../workflows/lib/ui-text.js';
 
 interface MaintenanceSchedule {
@@ -19,17 +26,53 @@ interface MaintenanceSchedule {
 }
 
 export const maintenanceSchedules: readonly MaintenanceSchedule[] = [
-  { id: 'maintenance/learning-decay', workflowType: 'learningDecayWorkflow', every: '1 day', offset: '3 hours', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }], note: 'learnings × 0.9 when not reinforced for 7 days; deleted below 0.1' },
-  { id: 'maintenance/abstracts-digest', workflowType: 'abstractsDigestWorkflow', every: '1 hour', offset: '5 minutes', args: [{}], note: 'per running agent: an abstract of recent responses by its abstracts_strategy' },
-  { id: 'maintenance/memory-pruning', workflowType: 'memoryPruningWorkflow', every: '6 hours', offset: '20 minutes', args: [{}], note: 'per running agent: archive beyond lru_limit' },
-  { id: 'maintenance/process-log-cleanup', workflowType: 'processLogCleanupWorkflow', every: '1 day', offset: '4 hours', args: [{ olderThanDays: 30 }], note: 'delete closed process-log entries older than 30 days' },
+  {
+    id: 'maintenance/learning-decay',
+    workflowType: 'learningDecayWorkflow',
+    every: '1 day',
+    offset: '3 hours',
+    args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }],
+    note: 'learnings × 0.9 when not reinforced for 7 days; deleted below 0.1',
+  },
+  {
+    id: 'maintenance/abstracts-digest',
+    workflowType: 'abstractsDigestWorkflow',
+    every: '1 hour',
+    offset: '5 minutes',
+    args: [{}],
+    note: 'per running agent: an abstract of recent responses by its abstracts_strategy',
+  },
+  {
+    id: 'maintenance/memory-pruning',
+    workflowType: 'memoryPruningWorkflow',
+    every: '6 hours',
+    offset: '20 minutes',
+    args: [{}],
+    note: 'per running agent: archive beyond lru_limit',
+  },
+  {
+    id: 'maintenance/process-log-cleanup',
+    workflowType: 'processLogCleanupWorkflow',
+    every: '1 day',
+    offset: '4 hours',
+    args: [{ olderThanDays: 30 }],
+    note: 'delete closed process-log entries older than 30 days',
+  },
 ];
 
 function options(s: MaintenanceSchedule, taskQueue: string): ScheduleOptions {
   return {
     scheduleId: s.id,
     spec: { intervals: [{ every: s.every, offset: s.offset }] },
-    action: { type: 'startWorkflow', workflowType: s.workflowType, args: s.args, taskQueue, workflowId: s.id, workflowRunTimeout: '1 hour', ...maintenanceScheduleText(s) },
+    action: {
+      type: 'startWorkflow',
+      workflowType: s.workflowType,
+      args: s.args,
+      taskQueue,
+      workflowId: s.id,
+      workflowRunTimeout: '1 hour',
+      ...maintenanceScheduleText(s),
+    },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour', pauseOnFailure: false },
     state: { note: s.note },
   };
@@ -53,7 +96,11 @@ export async function applySchedules(
         spec: opts.spec,
         action: opts.action,
         policies: opts.policies,
-        state: { paused: prev.state.paused, note: prev.state.note ?? s.note, remainingActions: prev.state.remainingActions },
+        state: {
+          paused: prev.state.paused,
+          note: prev.state.note ?? s.note,
+          remainingActions: prev.state.remainingActions,
+        },
       }));
       out.push({ id: s.id, action: 'updated' });
     }
@@ -91,7 +138,10 @@ export async function applySchedulesAtStart(
 }
 
 /** Apply the schedules and log what happened; an error is logged with how to retry, never thrown. */
-export async function applySchedulesLogged(client: Client, log: (line: string) => void): Promise<Array<{ id: string; action: 'created' | 'updated' }> | null> {
+export async function applySchedulesLogged(
+  client: Client,
+  log: (line: string) => void,
+): Promise<Array<{ id: string; action: 'created' | 'updated' }> | null> {
   try {
     const applied = await applySchedules(client, { taskQueue: scheduleTaskQueue });
     log(`schedules: ${applied.map((s) => `${s.id} (${s.action})`).join(', ')}`);
@@ -112,7 +162,10 @@ interface ScheduleRow {
 }
 
 /** The maintenance schedules as the server describes them (missing ones are left out). */
-export async function describeSchedules(client: Client, schedules: readonly MaintenanceSchedule[] = maintenanceSchedules): Promise<ScheduleRow[]> {
+export async function describeSchedules(
+  client: Client,
+  schedules: readonly MaintenanceSchedule[] = maintenanceSchedules,
+): Promise<ScheduleRow[]> {
   const rows: ScheduleRow[] = [];
   for (const s of schedules) {
     try {
@@ -136,10 +189,16 @@ export async function describeSchedules(client: Client, schedules: readonly Main
  * Do `act` to a schedule (trigger, backfill) and wait for the workflow run it starts: the first
  * of the schedule's recent actions that was not there before. Returns its workflow id and result.
  */
-export async function awaitScheduledRun<T = unknown>(client: Client, scheduleId: string, act: () => Promise<unknown>, timeoutMs = 30_000): Promise<{ workflowId: string; result: T }> {
+export async function awaitScheduledRun<T = unknown>(
+  client: Client,
+  scheduleId: string,
+  act: () => Promise<unknown>,
+  timeoutMs = 30_000,
+): Promise<{ workflowId: string; result: T }> {
   const handle = client.schedule.getHandle(scheduleId);
   // A run is its id and first run id: a backfill repeated for one time reuses the workflow id.
-  const key = (a: { action: { workflow: { workflowId: string; firstExecutionRunId: string } } }) => `${a.action.workflow.workflowId}/${a.action.workflow.firstExecutionRunId}`;
+  const key = (a: { action: { workflow: { workflowId: string; firstExecutionRunId: string } } }) =>
+    `${a.action.workflow.workflowId}/${a.action.workflow.firstExecutionRunId}`;
   const before = new Set((await handle.describe()).info.recentActions.map(key));
   await act();
   const deadline = Date.now() + timeoutMs;

@@ -49,10 +49,16 @@ const ledger = proxyActivities<ReturnType<typeof createLifeforceActivities>>(dbA
 const tasks = proxyActivities<Activities>(campaignTaskActivity);
 // A cancelled task is awaited until its activity acknowledges (or finishes): only then is it
 // compensated, so an effect it commits at the last moment is still undone.
-const awaitedTasks = proxyActivities<Activities>({ ...campaignTaskActivity, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
+const awaitedTasks = proxyActivities<Activities>({
+  ...campaignTaskActivity,
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+});
 const validator = proxyActivities<Activities>(llmActivity);
 // Compensation must not give up: it runs until it succeeds or needs a human.
-const undo = proxyActivities<Activities>({ ...campaignTaskActivity, retry: { ...campaignTaskActivity.retry, maximumAttempts: 10 } });
+const undo = proxyActivities<Activities>({
+  ...campaignTaskActivity,
+  retry: { ...campaignTaskActivity.retry, maximumAttempts: 10 },
+});
 
 export type CampaignStatus = 'running' | 'paused' | 'compensating' | 'completed' | 'failed' | 'cancelled';
 
@@ -221,7 +227,14 @@ class CampaignRun {
           await db.recordCampaign({ campaignId, status: 'cancelled', error: progress.error });
           await this.closeBudget('cancelled');
         });
-        if (this.cancelReason !== null) return { campaignId, status: 'cancelled', phases: this.verdicts, compensated: progress.compensated, ...(v1 ? { uncompensated: progress.uncompensated } : {}) };
+        if (this.cancelReason !== null)
+          return {
+            campaignId,
+            status: 'cancelled',
+            phases: this.verdicts,
+            compensated: progress.compensated,
+            ...(v1 ? { uncompensated: progress.uncompensated } : {}),
+          };
         throw err; // cancelled from outside (Temporal UI, client): the workflow ends cancelled
       }
       const message = err instanceof PhaseFailed ? err.message : err instanceof Error ? err.message : String(err);
@@ -305,7 +318,13 @@ class CampaignRun {
       const failed = outcomes.filter((o) => !o.ok).length;
       if (phase.tasks.length - failed < need) {
         // The checkpoint can no longer pass: the rest are skipped, not run.
-        for (const rest of phase.tasks.slice(j + 1)) outcomes.push({ name: rest.name, type: rest.type, ok: false, error: 'skipped: the phase had already failed' });
+        for (const rest of phase.tasks.slice(j + 1))
+          outcomes.push({
+            name: rest.name,
+            type: rest.type,
+            ok: false,
+            error: 'skipped: the phase had already failed',
+          });
         break;
       }
     }
@@ -313,10 +332,24 @@ class CampaignRun {
   }
 
   /** Run task j of phase i, as an activity or a child workflow; false when it failed (recorded in `outcomes`). */
-  private async runTask(i: number, j: number, phase: CampaignPhase, task: CampaignPhase['tasks'][number], outcomes: TaskOutcome[]): Promise<boolean> {
+  private async runTask(
+    i: number,
+    j: number,
+    phase: CampaignPhase,
+    task: CampaignPhase['tasks'][number],
+    outcomes: TaskOutcome[],
+  ): Promise<boolean> {
     const { campaignId, agentId, v1, progress, started } = this;
     const key = `${this.keyPrefix}/p${i}/t${j}`;
-    const entry: Started = { label: `${phase.name}/${task.name}`, key, type: task.type, kind: task.kind, args: task.args, state: 'running', compensation: task.compensation };
+    const entry: Started = {
+      label: `${phase.name}/${task.name}`,
+      key,
+      type: task.type,
+      kind: task.kind,
+      args: task.args,
+      state: 'running',
+      compensation: task.compensation,
+    };
     // From v1 a task counts as started before it runs: cancelled mid-run, it is compensated too.
     if (v1) started.push(entry);
     const budget = this.chargeTo ? { budgetId: this.chargeTo } : {};
@@ -328,16 +361,28 @@ class CampaignRun {
             // the task's key makes the retry find the first attempt's effect. A task its
             // budget cannot cover waits for a grant and runs again under the same key.
             await this.untilFunded(`task ${task.name}`, () =>
-              rideOut(`task ${task.name}`, () => (v1 ? awaitedTasks : tasks).runCampaignTask({ campaignId, agentId, key, type: task.type, args: task.args, ...budget }), {
-                onDegraded: (d) => {
-                  progress.degraded = d;
-                  this.show();
+              rideOut(
+                `task ${task.name}`,
+                () =>
+                  (v1 ? awaitedTasks : tasks).runCampaignTask({
+                    campaignId,
+                    agentId,
+                    key,
+                    type: task.type,
+                    args: task.args,
+                    ...budget,
+                  }),
+                {
+                  onDegraded: (d) => {
+                    progress.degraded = d;
+                    this.show();
+                  },
+                  onRecovered: () => {
+                    progress.degraded = null;
+                    this.show();
+                  },
                 },
-                onRecovered: () => {
-                  progress.degraded = null;
-                  this.show();
-                },
-              }),
+              ),
             );
       const stored = (result ?? {}) as Record<string, unknown>;
       entry.state = 'completed';
@@ -364,11 +409,21 @@ class CampaignRun {
   /** A task of kind `workflow`: a child workflow, its id derived from the task (a sub-campaign runs as campaign/<its id>). */
   private runChild(i: number, j: number, phase: CampaignPhase, task: CampaignPhase['tasks'][number]): Promise<unknown> {
     const { campaignId, agentId, info, progress } = this;
-    const workflowId = this.v1 ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args) : `${info.workflowId}/p${i}/t${j}`;
+    const workflowId = this.v1
+      ? childWorkflowId(info.workflowId, campaignId, i, j, task.type, task.args)
+      : `${info.workflowId}/p${i}/t${j}`;
     return executeChild(task.type, {
       workflowId,
       args: [task.args],
-      ...campaignTaskText({ campaignId, agentId, workflowId, phase: { ...progress.phase, name: phase.name }, task: { ...progress.task, name: task.name }, type: task.type, args: task.args }),
+      ...campaignTaskText({
+        campaignId,
+        agentId,
+        workflowId,
+        phase: { ...progress.phase, name: phase.name },
+        task: { ...progress.task, name: task.name },
+        type: task.type,
+        args: task.args,
+      }),
     });
   }
 
@@ -390,7 +445,13 @@ class CampaignRun {
     progress.lastVerdict = { ...verdict, phase: phase.name };
     this.verdicts.push({ name: phase.name, verdict });
     if (!verdict.pass) {
-      await db.recordPhase({ campaignId, ordinal: i, status: 'failed', result: { outcomes, verdict }, error: verdict.reason });
+      await db.recordPhase({
+        campaignId,
+        ordinal: i,
+        status: 'failed',
+        result: { outcomes, verdict },
+        error: verdict.reason,
+      });
       throw new PhaseFailed(`phase '${phase.name}' checkpoint failed: ${verdict.reason}`);
     }
     await db.recordPhase({ campaignId, ordinal: i, status: 'completed', result: { outcomes, verdict } });
@@ -438,7 +499,9 @@ class CampaignRun {
       } catch (err) {
         const shortfall = this.budgetId ? lifeforceShortfallOf(err) : null;
         if (!shortfall) throw err;
-        await this.pauseFor(campaignLifeforcePause({ agentId: this.agentId, campaignId: this.campaignId, step, shortfall }));
+        await this.pauseFor(
+          campaignLifeforcePause({ agentId: this.agentId, campaignId: this.campaignId, step, shortfall }),
+        );
       }
     }
   }
@@ -452,7 +515,15 @@ class CampaignRun {
   private async openBudget(budgetId: string, amount: number | null): Promise<void> {
     const { agentId } = this;
     const parentId = budgetIds.agent(agentId);
-    const carve = () => ledger.openChildBudget({ parentId, id: budgetId, agentId, scope: 'campaign', amount, at: new Date().toISOString() });
+    const carve = () =>
+      ledger.openChildBudget({
+        parentId,
+        id: budgetId,
+        agentId,
+        scope: 'campaign',
+        amount,
+        at: new Date().toISOString(),
+      });
     for (;;) {
       let r = await carve();
       if (!r.ok && r.reason === 'missing') {
@@ -465,12 +536,17 @@ class CampaignRun {
         return;
       }
       if (r.reason === 'closed') {
-        log.warn('campaign budget closed by an earlier run: spending from the agent budget', { campaignId: this.campaignId, budgetId });
+        log.warn('campaign budget closed by an earlier run: spending from the agent budget', {
+          campaignId: this.campaignId,
+          budgetId,
+        });
         this.chargeTo = parentId;
         return;
       }
       const shortfall = { budgetId: parentId, reason: r.reason, needed: r.needed, available: r.available };
-      await this.pauseFor(campaignLifeforcePause({ agentId, campaignId: this.campaignId, step: `carving ${budgetId}`, shortfall }));
+      await this.pauseFor(
+        campaignLifeforcePause({ agentId, campaignId: this.campaignId, step: `carving ${budgetId}`, shortfall }),
+      );
     }
   }
 
@@ -483,7 +559,13 @@ class CampaignRun {
   /** Promote a learning; the store may refuse (rate limit, guard): logged, never fatal to the campaign. */
   private async learn(predicate: 'phase_success' | 'avoid_error', args: Record<string, unknown>): Promise<void> {
     try {
-      await db.promoteCampaignLearning({ agentId: this.agentId, shardType: this.input.shardType, predicate, args, source: this.campaignId });
+      await db.promoteCampaignLearning({
+        agentId: this.agentId,
+        shardType: this.input.shardType,
+        predicate,
+        args,
+        source: this.campaignId,
+      });
     } catch (err) {
       if (this.v1 && isCancellation(err)) throw err; // a cancel during the promotion still cancels the campaign
       log.warn('learning not saved', { campaignId: this.campaignId, predicate, error: failureMessage(err, 2000) });
@@ -512,7 +594,15 @@ async function compensate(run: CampaignRun): Promise<void> {
       continue;
     }
     try {
-      const r = await undo.compensateCampaignTask({ campaignId, agentId, key: d.key, type: d.type, args: d.args, result: d.result, compensation: d.compensation });
+      const r = await undo.compensateCampaignTask({
+        campaignId,
+        agentId,
+        key: d.key,
+        type: d.type,
+        args: d.args,
+        result: d.result,
+        compensation: d.compensation,
+      });
       if (r.compensated) progress.compensated.push(d.label);
     } catch (err) {
       log.error('compensation failed', { campaignId, task: d.label, error: failureMessage(err, 2000) });
@@ -529,8 +619,10 @@ function notUndone(run: CampaignRun, d: Started): void {
   const { progress } = run;
   let reason: string | null = null;
   if (d.childCancelled && d.type === 'campaignWorkflow') progress.compensated.push(d.label);
-  else if (d.childCancelled) reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
-  else if (d.state === 'completed') reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
+  else if (d.childCancelled)
+    reason = `child workflow ${d.type} was cancelled mid-run and declares no compensation: what it did is not undone`;
+  else if (d.state === 'completed')
+    reason = `child workflow ${d.type} completed and declares no compensation: not undone`;
   // (else: cancelled before the child started; nothing to undo)
   if (reason) {
     log.warn('campaign task not compensated', { campaignId: run.campaignId, task: d.label, reason });

@@ -31,7 +31,14 @@ import type { createCommandActivities } from '../activities/tick/apply-commands.
 import type { createLifeforceActivities } from '../activities/lifeforce.js';
 import type { createShellActivities } from '../activities/shell.js';
 import type { LoopEffect } from '../core/loop-types.js';
-import { decide, type DeadlinePhase, type Decider, type HumanVerdict, type Outcome, type RuleDecision } from '../core/escalation-rules.js';
+import {
+  decide,
+  type DeadlinePhase,
+  type Decider,
+  type HumanVerdict,
+  type Outcome,
+  type RuleDecision,
+} from '../core/escalation-rules.js';
 import {
   escalationInput,
   lifeforceGrantArgs,
@@ -67,7 +74,13 @@ interface SandboxActivities {
 const db = proxyActivities<Activities>(dbActivity);
 // The whole graph is one activity: the LLM preset (heartbeats, retries; replies are replayed
 // from llm_calls by idempotency key, so a retry does not pay twice).
-const oversight = proxyActivities<Activities>({ ...llmActivity, retry: { ...llmActivity.retry, nonRetryableErrorTypes: [...(llmActivity.retry?.nonRetryableErrorTypes ?? []), 'MalformedOversightReply'] } });
+const oversight = proxyActivities<Activities>({
+  ...llmActivity,
+  retry: {
+    ...llmActivity.retry,
+    nonRetryableErrorTypes: [...(llmActivity.retry?.nonRetryableErrorTypes ?? []), 'MalformedOversightReply'],
+  },
+});
 const sandbox = proxyActivities<SandboxActivities>({ ...sandboxActivity, scheduleToStartTimeout: '5 minutes' });
 
 export interface EscalationStatus {
@@ -105,7 +118,8 @@ export const nudgeUpdate = defineUpdate<EscalationStatus, [z.input<typeof humanN
 /** A human veto: beats everything, an oversight approval included. */
 export const vetoUpdate = defineUpdate<EscalationStatus, [z.input<typeof humanVetoInput>]>('veto');
 
-const causeMessage = (err: unknown) => (err instanceof ActivityFailure && err.cause ? err.cause.message : err instanceof Error ? err.message : String(err));
+const causeMessage = (err: unknown) =>
+  err instanceof ActivityFailure && err.cause ? err.cause.message : err instanceof Error ? err.message : String(err);
 
 /** Route an escalation through oversight and the human; deliver the answer to the agent. */
 export async function escalationWorkflow(rawInput: EscalationInput): Promise<EscalationResult> {
@@ -158,20 +172,38 @@ class EscalationRun {
 
     // The deadline is recorded once a human is required: at the start, or when the wait begins.
     const deadlineRecorded = this.humanRequired;
-    await db.openEscalation({ escalation: input, workflowId: this.info.workflowId, deadlineAt: this.humanRequired ? new Date(this.deadlineAt).toISOString() : null });
+    await db.openEscalation({
+      escalation: input,
+      workflowId: this.info.workflowId,
+      deadlineAt: this.humanRequired ? new Date(this.deadlineAt).toISOString() : null,
+    });
     this.opened = true;
 
     // escalation-budget-v1: the oversight's calls spend a budget carved from the agent's; the
     // rest goes back when the escalation is decided. (A lifeforce escalation asks no model.)
     if (input.proposal?.kind !== 'lifeforce' && patched('escalation-budget-v1')) {
-      const carved = await db.openChildBudget({ parentId: budgetIds.agent(agentId), id: budgetIds.escalation(escalationId), agentId, scope: 'escalation', amount: null, at: new Date().toISOString() });
+      const carved = await db.openChildBudget({
+        parentId: budgetIds.agent(agentId),
+        id: budgetIds.escalation(escalationId),
+        agentId,
+        scope: 'escalation',
+        amount: null,
+        at: new Date().toISOString(),
+      });
       if (carved.ok) this.budgetId = carved.budgetId;
     }
 
     // 1. The oversight graph (and, for a design, its test rounds in the sandbox).
     await this.consultOversight();
     const run = this.oversightRun;
-    if (run) await db.recordOversightAnswer({ escalationId, agentId, run: { ...run, answer: { ...run.answer, verdict: this.verdict! } }, round: Math.max(this.designRounds, 1), awaitingHuman: this.humanRequired });
+    if (run)
+      await db.recordOversightAnswer({
+        escalationId,
+        agentId,
+        run: { ...run, answer: { ...run.answer, verdict: this.verdict! } },
+        round: Math.max(this.designRounds, 1),
+        awaitingHuman: this.humanRequired,
+      });
 
     // 2. The rules decide, or say what to wait for.
     const decision = await this.decideOrWait(deadlineRecorded);
@@ -182,7 +214,12 @@ class EscalationRun {
     let designedTool: EscalationResult['designedTool'];
     const design = this.design;
     if (design?.passed && decision.outcome === 'approved') {
-      const reg = await db.registerDesignedTool({ agentId, escalationId, design: design.design, rounds: this.designRounds });
+      const reg = await db.registerDesignedTool({
+        agentId,
+        escalationId,
+        design: design.design,
+        rounds: this.designRounds,
+      });
       designedTool = { name: design.design.spec.name, toolId: reg.toolId, rounds: this.designRounds };
     }
 
@@ -192,7 +229,10 @@ class EscalationRun {
       category: input.category,
       outcome: decision.outcome,
       decidedBy: decision.decidedBy,
-      why: this.oversightError && decision.decidedBy !== 'oversight' ? `${decision.why}; oversight unavailable: ${this.oversightError}` : decision.why,
+      why:
+        this.oversightError && decision.decidedBy !== 'oversight'
+          ? `${decision.why}; oversight unavailable: ${this.oversightError}`
+          : decision.why,
       answer: run ? run.answer : null,
       human: this.human,
       ...(input.proposal ? { proposal: input.proposal } : {}),
@@ -242,7 +282,13 @@ class EscalationRun {
   /** The phase the status query shows, also as the workflow's current details (no command). */
   private setStatus(status: EscalationStatus['phase'], until?: number): void {
     this.status = status;
-    setCurrentDetails(escalationCurrentDetails({ phase: status, until: until === undefined ? undefined : new Date(until).toISOString(), designRound: this.designRounds }));
+    setCurrentDetails(
+      escalationCurrentDetails({
+        phase: status,
+        until: until === undefined ? undefined : new Date(until).toISOString(),
+        designRound: this.designRounds,
+      }),
+    );
   }
 
   private registerHandlers(): void {
@@ -259,7 +305,11 @@ class EscalationRun {
   }
 
   /** A human's answer as an update: validated (one answer, before the decision), recorded, answered with the status. */
-  private humanHandler<S extends z.ZodType>(verdictOf: HumanVerdict, schema: S, commentOf: (a: z.output<S>) => string | undefined) {
+  private humanHandler<S extends z.ZodType>(
+    verdictOf: HumanVerdict,
+    schema: S,
+    commentOf: (a: z.output<S>) => string | undefined,
+  ) {
     return {
       handler: async (arg: z.input<S>): Promise<EscalationStatus> => {
         const a = schema.parse(arg) as z.output<S> & { by: string };
@@ -268,14 +318,27 @@ class EscalationRun {
         // An answer may come in the very first workflow task: it is recorded once the escalation's
         // row exists (the two activities would otherwise race, and the answer's row needs it).
         if (!this.opened && patched('human-after-open-v1')) await condition(() => this.opened);
-        await db.recordHumanAnswer({ escalationId: this.escalationId, agentId: this.agentId, verdict: verdictOf, by: a.by, comment: commentOf(a), updateId: currentUpdateInfo()?.id ?? verdictOf });
+        await db.recordHumanAnswer({
+          escalationId: this.escalationId,
+          agentId: this.agentId,
+          verdict: verdictOf,
+          by: a.by,
+          comment: commentOf(a),
+          updateId: currentUpdateInfo()?.id ?? verdictOf,
+        });
         return this.snapshot();
       },
       validator: (arg: z.input<S>): void => {
         const r = schema.safeParse(arg);
         if (!r.success) throw new Error(`invalid ${verdictOf}: ${formatIssues(r.error)}`);
-        if (this.decision) throw new Error(`escalation ${this.escalationId} is already decided (${this.decision.outcome} by ${this.decision.decidedBy})`);
-        if (this.human) throw new Error(`escalation ${this.escalationId} already has a human answer (${this.human.verdict} by ${this.human.by})`);
+        if (this.decision)
+          throw new Error(
+            `escalation ${this.escalationId} is already decided (${this.decision.outcome} by ${this.decision.decidedBy})`,
+          );
+        if (this.human)
+          throw new Error(
+            `escalation ${this.escalationId} already has a human answer (${this.human.verdict} by ${this.human.by})`,
+          );
       },
     };
   }
@@ -292,7 +355,13 @@ class EscalationRun {
     for (let round = 1; round <= input.maxDesignRounds && !this.human; round++) {
       let run: OversightRun;
       try {
-        run = await oversight.runOversight({ escalation: input, round, feedback, key: this.info.workflowId, ...(this.budgetId ? { budgetId: this.budgetId } : {}) });
+        run = await oversight.runOversight({
+          escalation: input,
+          round,
+          feedback,
+          key: this.info.workflowId,
+          ...(this.budgetId ? { budgetId: this.budgetId } : {}),
+        });
       } catch (err) {
         // No oversight answer (no model, malformed replies): the human decides — never a silent approval.
         this.oversightError = causeMessage(err);
@@ -319,33 +388,60 @@ class EscalationRun {
   }
 
   /** One design round: the design's tests in the sandbox, recorded; the feedback for the next round. */
-  private async testDesign(d: ToolDesign, round: number): Promise<{ passed: boolean; ran: boolean; feedback?: string }> {
+  private async testDesign(
+    d: ToolDesign,
+    round: number,
+  ): Promise<{ passed: boolean; ran: boolean; feedback?: string }> {
     let result: SandboxRunResult | null = null;
     let feedback: string | undefined;
     const testRun = {
       key: `${this.info.workflowId}/design/r${round}`,
       command: ['node', '--test', 'tool.test.mjs'],
-      files: { 'tool.mjs': d.implementation, 'tool.test.mjs': d.tests, 'spec.json': JSON.stringify(d.spec), 'package.json': '{"type":"module"}' },
+      files: {
+        'tool.mjs': d.implementation,
+        'tool.test.mjs': d.tests,
+        'spec.json': JSON.stringify(d.spec),
+        'package.json': '{"type":"module"}',
+      },
       budget: { wallMs: 60_000 },
     };
     try {
       // sandbox-charge-v1: the round's tests are charged to the escalation's budget (the agent's
       // where none was carved); escalations begun before ran them uncharged, and replay so.
-      const payer = { agentId: this.agentId, budgetId: this.budgetId ?? budgetIds.agent(this.agentId), reason: `design round ${round}: tests of ${d.spec.name}` };
-      result = patched('sandbox-charge-v1') ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, payer) : await sandbox.sandboxRun(testRun);
+      const payer = {
+        agentId: this.agentId,
+        budgetId: this.budgetId ?? budgetIds.agent(this.agentId),
+        reason: `design round ${round}: tests of ${d.spec.name}`,
+      };
+      result = patched('sandbox-charge-v1')
+        ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, payer)
+        : await sandbox.sandboxRun(testRun);
     } catch (err) {
       feedback = `the sandbox could not run the tests: ${causeMessage(err)}`;
     }
     const passed = !!result && result.status === 'ok' && result.exitCode === 0;
-    if (result && !passed) feedback = `status ${result.status}${result.exceeded ? ` (${result.exceeded})` : ''}, exit ${result.exitCode}\n${tailText(`${result.stdout}\n${result.stderr}`.trim(), 3000)}`;
-    await db.recordDesignRound({ escalationId: this.escalationId, agentId: this.agentId, round, ok: passed, feedback: passed ? `round ${round}: tests passed` : feedback!, toolName: d.spec.name });
+    if (result && !passed)
+      feedback = `status ${result.status}${result.exceeded ? ` (${result.exceeded})` : ''}, exit ${result.exitCode}\n${tailText(`${result.stdout}\n${result.stderr}`.trim(), 3000)}`;
+    await db.recordDesignRound({
+      escalationId: this.escalationId,
+      agentId: this.agentId,
+      round,
+      ok: passed,
+      feedback: passed ? `round ${round}: tests passed` : feedback!,
+      toolName: d.spec.name,
+    });
     return { passed, ran: !!result, feedback };
   }
 
   /** Apply the rules until they decide: waiting for the human to the deadline, then through the grace period. */
   private async decideOrWait(deadlineRecorded: boolean): Promise<FinalDecision> {
     for (;;) {
-      const d = decide({ humanRequired: this.humanRequired, oversight: this.verdict ? { verdict: this.verdict } : null, human: this.human, phase: this.deadlinePhase });
+      const d = decide({
+        humanRequired: this.humanRequired,
+        oversight: this.verdict ? { verdict: this.verdict } : null,
+        human: this.human,
+        phase: this.deadlinePhase,
+      });
       if (d.final) {
         this.decision = d;
         return d;
@@ -361,7 +457,11 @@ class EscalationRun {
       this.setStatus(d.status === 'waiting' ? 'waiting' : 'awaiting_human', until);
       // deadline-at-v1: a human became required after the start (the oversight asked for one or
       // failed): the escalation row gets its deadline now; escalations started before left it null.
-      if (!deadlineRecorded && patched('deadline-at-v1')) await db.markAwaitingHuman({ escalationId: this.escalationId, deadlineAt: new Date(this.deadlineAt).toISOString() });
+      if (!deadlineRecorded && patched('deadline-at-v1'))
+        await db.markAwaitingHuman({
+          escalationId: this.escalationId,
+          deadlineAt: new Date(this.deadlineAt).toISOString(),
+        });
       deadlineRecorded = true;
       const label = timerText.humanDeadline(this.deadlinePhase, before ? this.input.deadlineMs : this.input.graceMs);
       const answered = await condition(() => this.human !== null, Math.max(until - Date.now(), 1), { summary: label });
@@ -370,7 +470,9 @@ class EscalationRun {
   }
 
   /** The held action, run only when approved: a command through the ordinary command path, or a tool action. */
-  private async executeProposal(decision: FinalDecision): Promise<{ proposalOutcome?: EscalationResult['proposalOutcome']; proposalResult?: string }> {
+  private async executeProposal(
+    decision: FinalDecision,
+  ): Promise<{ proposalOutcome?: EscalationResult['proposalOutcome']; proposalResult?: string }> {
     const { input, agentId, escalationId } = this;
     if (!input.proposal) return {};
     if (decision.outcome !== 'approved') return { proposalOutcome: 'blocked' };
@@ -382,14 +484,19 @@ class EscalationRun {
         tick: input.tick ?? 0,
         workflowId: this.info.workflowId,
         mode: 'main',
-        commands: [{ cmdId: `approved.${escalationId}`.slice(0, 120), type: input.proposal.name, args: input.proposal.args }],
+        commands: [
+          { cmdId: `approved.${escalationId}`.slice(0, 120), type: input.proposal.name, args: input.proposal.args },
+        ],
         approvedBy: escalationId,
       });
       let proposalOutcome: EscalationResult['proposalOutcome'] = o?.status === 'applied' ? 'executed' : 'failed';
       const shells = o?.status === 'applied' ? o.effects.filter((e): e is ShellEffect => e.kind === 'shell') : [];
       // approved-shell-v1: an approved `shell` command (the typical danger zone) really runs now,
       // in the sandbox like the agent loop's own; escalations started before this ran none.
-      const ran = shells.length > 0 && patched('approved-shell-v1') ? await Promise.all(shells.map((e) => this.runApprovedShell(e, input.tick ?? 0))) : [];
+      const ran =
+        shells.length > 0 && patched('approved-shell-v1')
+          ? await Promise.all(shells.map((e) => this.runApprovedShell(e, input.tick ?? 0)))
+          : [];
       const rest = o?.effects.filter((e) => !(ran.length && e.kind === 'shell')) ?? [];
       const proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
       if (ran.length && ran.some((r) => !r.startsWith('exit 0'))) proposalOutcome = 'failed';
@@ -397,13 +504,32 @@ class EscalationRun {
     }
     if (input.proposal.kind === 'lifeforce') {
       const grant = lifeforceGrantArgs.safeParse(input.proposal.args);
-      if (!grant.success) return { proposalOutcome: 'failed', proposalResult: `not a grant: ${formatIssues(grant.error, 'args')}` };
-      const r = await db.grantLifeforce({ ...grant.data, key: `${this.info.workflowId}/grant`, reason: `escalation ${escalationId} approved`, by: this.human?.by ?? decision.decidedBy });
-      return { proposalOutcome: 'executed', proposalResult: `granted ${grant.data.amount} LF to ${grant.data.budgetId}${r.granted ? '' : ' (already granted)'}` };
+      if (!grant.success)
+        return { proposalOutcome: 'failed', proposalResult: `not a grant: ${formatIssues(grant.error, 'args')}` };
+      const r = await db.grantLifeforce({
+        ...grant.data,
+        key: `${this.info.workflowId}/grant`,
+        reason: `escalation ${escalationId} approved`,
+        by: this.human?.by ?? decision.decidedBy,
+      });
+      return {
+        proposalOutcome: 'executed',
+        proposalResult: `granted ${grant.data.amount} LF to ${grant.data.budgetId}${r.granted ? '' : ' (already granted)'}`,
+      };
     }
     const [tool, action] = input.proposal.name.split('.', 2) as [string, string];
-    const r = await db.callTool({ agentId, tool, action: action ?? '', args: input.proposal.args, key: `${this.info.workflowId}/execute`, approvedBy: escalationId });
-    return { proposalOutcome: r.ok ? 'executed' : 'failed', proposalResult: r.ok ? JSON.stringify(r.output).slice(0, 500) : r.error };
+    const r = await db.callTool({
+      agentId,
+      tool,
+      action: action ?? '',
+      args: input.proposal.args,
+      key: `${this.info.workflowId}/execute`,
+      approvedBy: escalationId,
+    });
+    return {
+      proposalOutcome: r.ok ? 'executed' : 'failed',
+      proposalResult: r.ok ? JSON.stringify(r.output).slice(0, 500) : r.error,
+    };
   }
 
   /** An approved `shell` command: the sandbox runs it, its output goes to its command_log row; returns a summary line and the output. */
@@ -411,11 +537,23 @@ class EscalationRun {
     let result: SandboxRunResult | null = null;
     let error: string | undefined;
     try {
-      result = await sandbox.sandboxRun({ key: e.key, command: ['sh', '-c', e.command], budget: { wallMs: e.timeoutMs ?? 30_000 } });
+      result = await sandbox.sandboxRun({
+        key: e.key,
+        command: ['sh', '-c', e.command],
+        budget: { wallMs: e.timeoutMs ?? 30_000 },
+      });
     } catch (err) {
       error = causeMessage(err);
     }
-    const { summary } = await db.recordShellResult({ agentId: this.agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) });
+    const { summary } = await db.recordShellResult({
+      agentId: this.agentId,
+      tick,
+      cmdId: e.cmdId,
+      processId: e.processId,
+      command: e.command,
+      result,
+      ...(error ? { error } : {}),
+    });
     return `${summary}${result?.stdout ? `\n${tailText(result.stdout, 1500)}` : ''}${result?.stderr ? `\n${tailText(result.stderr, 500)}` : ''}`;
   }
 }

@@ -26,17 +26,50 @@ function lazy<F extends (...args: never[]) => unknown>(type: string, load: () =>
   return Object.defineProperty(workflow, 'name', { value: type }) as unknown as F;
 }
 
-export const provisionAgentWorkflow = lazy('provisionAgentWorkflow', () => (require('./provision-agent.js') as typeof ProvisionAgent).provisionAgentWorkflow);
-export const agentLoopWorkflow = lazy('agentLoopWorkflow', () => (require('./agent-loop/index.js') as typeof AgentLoop).agentLoopWorkflow);
-export const taskLoopWorkflow = lazy('taskLoopWorkflow', () => (require('./task-loop.js') as typeof TaskLoop).taskLoopWorkflow);
-export const campaignWorkflow = lazy('campaignWorkflow', () => (require('./campaign.js') as typeof Campaign).campaignWorkflow);
-export const toolGenerationWorkflow = lazy('toolGenerationWorkflow', () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow);
-export const successorForkWorkflow = lazy('successorForkWorkflow', () => (require('./successor-fork.js') as typeof SuccessorFork).successorForkWorkflow);
+export const provisionAgentWorkflow = lazy(
+  'provisionAgentWorkflow',
+  () => (require('./provision-agent.js') as typeof ProvisionAgent).provisionAgentWorkflow,
+);
+export const agentLoopWorkflow = lazy(
+  'agentLoopWorkflow',
+  () => (require('./agent-loop/index.js') as typeof AgentLoop).agentLoopWorkflow,
+);
+export const taskLoopWorkflow = lazy(
+  'taskLoopWorkflow',
+  () => (require('./task-loop.js') as typeof TaskLoop).taskLoopWorkflow,
+);
+export const campaignWorkflow = lazy(
+  'campaignWorkflow',
+  () => (require('./campaign.js') as typeof Campaign).campaignWorkflow,
+);
+export const toolGenerationWorkflow = lazy(
+  'toolGenerationWorkflow',
+  () => (require('./tool-generation.js') as typeof ToolGeneration).toolGenerationWorkflow,
+);
+export const successorForkWorkflow = lazy(
+  'successorForkWorkflow',
+  () => (require('./successor-fork.js') as typeof SuccessorFork).successorForkWorkflow,
+);
 export const nerveWorkflow = lazy('nerveWorkflow', () => (require('./nerve.js') as typeof Nerve).nerveWorkflow);
 export const spawnWorkflow = lazy('spawnWorkflow', () => (require('./spawn.js') as typeof Spawn).spawnWorkflow);
 export const speechWorkflow = lazy('speechWorkflow', () => (require('./speech.js') as typeof Speech).speechWorkflow);
-export const escalationWorkflow = lazy('escalationWorkflow', () => (require('./escalation.js') as typeof Escalation).escalationWorkflow);
-export const learningDecayWorkflow = lazy('learningDecayWorkflow', () => (require('./maintenance.js') as typeof Maintenance).learningDecayWorkflow);
-export const abstractsDigestWorkflow = lazy('abstractsDigestWorkflow', () => (require('./maintenance.js') as typeof Maintenance).abstractsDigestWorkflow);
-export const memoryPruningWorkflow = lazy('memoryPruningWorkflow', () => (require('./maintenance.js') as typeof Maintenance).memoryPruningWorkflow);
-export const processLogCleanupWorkflow = lazy('processLogCleanupWorkflow', () => (require('./maintenance.js') as typeof Maintenance).processLogCleanupWorkflow);
+export const escalationWorkflow = lazy(
+  'escalationWorkflow',
+  () => (require('./escalation.js') as typeof Escalation).escalationWorkflow,
+);
+export const learningDecayWorkflow = lazy(
+  'learningDecayWorkflow',
+  () => (require('./maintenance.js') as typeof Maintenance).learningDecayWorkflow,
+);
+export const abstractsDigestWorkflow = lazy(
+  'abstractsDigestWorkflow',
+  () => (require('./maintenance.js') as typeof Maintenance).abstractsDigestWorkflow,
+);
+export const memoryPruningWorkflow = lazy(
+  'memoryPruningWorkflow',
+  () => (require('./maintenance.js') as typeof Maintenance).memoryPruningWorkflow,
+);
+export const processLogCleanupWorkflow = lazy(
+  'processLogCleanupWorkflow',
+  () => (require('./maintenance.js') as typeof Maintenance).processLogCleanupWorkflow,
+);

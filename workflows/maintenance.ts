@@ -14,14 +14,23 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { log, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { createLearningActivities } from '../activities/learnings.js';
-import { nominalTime, periodOf, type MaintenanceJob, type MaintenancePeriod, type NominalSource } from '../core/maintenance-period.js';
+import {
+  nominalTime,
+  periodOf,
+  type MaintenanceJob,
+  type MaintenancePeriod,
+  type NominalSource,
+} from '../core/maintenance-period.js';
 import { dbActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { failureMessage } from './lib/infra.js';
 
 /** `makeAbstract` of activities/forks/abstracts.ts (the abstracts strategies on real rows), as this job calls it. */
 interface AbstractActivity {
-  makeAbstract(input: { agentId: string; trigger: 'interval' }): Promise<{ abstractId: number | null; created: boolean; strategy: string; responses: number }>;
+  makeAbstract(input: {
+    agentId: string;
+    trigger: 'interval';
+  }): Promise<{ abstractId: number | null; created: boolean; strategy: string; responses: number }>;
 }
 type Activities = ReturnType<typeof createLearningActivities> & AbstractActivity;
 // Set-based SQL over the whole table: give the decay more than a point write's 10 s.
@@ -42,7 +51,11 @@ interface RunPeriod {
  */
 function runPeriod(job: MaintenanceJob): RunPeriod {
   const info = workflowInfo();
-  const n = nominalTime({ scheduledStartTime: info.typedSearchAttributes.get(scheduledStartTime), workflowId: info.workflowId, startTime: info.startTime });
+  const n = nominalTime({
+    scheduledStartTime: info.typedSearchAttributes.get(scheduledStartTime),
+    workflowId: info.workflowId,
+    startTime: info.startTime,
+  });
   return { period: periodOf(job, n.at), at: n.at.toISOString(), source: n.source };
 }
 
@@ -56,7 +69,13 @@ export interface PeriodResult {
 }
 
 function logRun(r: RunPeriod, result: PeriodResult): void {
-  log.info(result.note, { job: r.period.job, period: r.period.key, repeat: result.repeat, nominalTime: r.at, from: r.source });
+  log.info(result.note, {
+    job: r.period.job,
+    period: r.period.key,
+    repeat: result.repeat,
+    nominalTime: r.at,
+    from: r.source,
+  });
 }
 
 const decaySchema = z
@@ -70,11 +89,18 @@ const decaySchema = z
 export type LearningDecayInput = z.input<typeof decaySchema>;
 
 /** Daily: × factor for learnings not reinforced for `staleAfterDays`; delete below `deleteBelow`. Once per day. */
-export async function learningDecayWorkflow(input?: LearningDecayInput): Promise<{ decayed: number; deleted: number; at: string } & PeriodResult> {
+export async function learningDecayWorkflow(
+  input?: LearningDecayInput,
+): Promise<{ decayed: number; deleted: number; at: string } & PeriodResult> {
   const o = parseWorkflowInput('learningDecayWorkflow', decaySchema, input);
   // The nominal time, so that a backfilled, time-skipped or replayed run decays as of its own time.
   const run = runPeriod('learning-decay');
-  const r = await jobs.decayLearningsJob({ ...o, now: run.at, period: run.period.key, workflowId: workflowInfo().workflowId });
+  const r = await jobs.decayLearningsJob({
+    ...o,
+    now: run.at,
+    period: run.period.key,
+    workflowId: workflowInfo().workflowId,
+  });
   const out = { decayed: r.decayed, deleted: r.deleted, at: run.at, ...periodResult(run, r) };
   logRun(run, out);
   return out;
@@ -82,7 +108,12 @@ export async function learningDecayWorkflow(input?: LearningDecayInput): Promise
 
 /** The period fields of an activity's result (absent from one recorded before the ledger). */
 function periodResult(run: RunPeriod, r: Partial<PeriodResult>): PeriodResult {
-  return { period: run.period.key, repeat: r.repeat ?? false, doneAt: r.doneAt ?? null, note: r.note ?? `${run.period.job} for ${run.period.key}: done` };
+  return {
+    period: run.period.key,
+    repeat: r.repeat ?? false,
+    doneAt: r.doneAt ?? null,
+    note: r.note ?? `${run.period.job} for ${run.period.key}: done`,
+  };
 }
 
 const perAgentSchema = z.strictObject({ agentIds: z.array(z.string().min(1)).max(1000).optional() }).default({});
@@ -96,7 +127,10 @@ export interface PerAgentResult<T> {
   results: Array<{ agentId: string; ok: true; result: T } | { agentId: string; ok: false; error: string }>;
 }
 
-async function forEachAgent<T>(agentIds: string[] | undefined, fn: (agentId: string) => Promise<T>): Promise<PerAgentResult<T>> {
+async function forEachAgent<T>(
+  agentIds: string[] | undefined,
+  fn: (agentId: string) => Promise<T>,
+): Promise<PerAgentResult<T>> {
   const ids = agentIds ?? (await jobs.listActiveAgents());
   const results: PerAgentResult<T>['results'] = [];
   for (const agentId of ids) {
@@ -131,10 +165,16 @@ const digestLedgerPatch = 'maintenance-digest-ledger';
 /** Hourly: per running agent, an abstract of its recent responses by its configured strategy. Once per hour and agent. */
 export async function abstractsDigestWorkflow(input?: z.input<typeof perAgentSchema>) {
   const o = parseWorkflowInput('abstractsDigestWorkflow', perAgentSchema, input);
-  if (!patched(digestLedgerPatch)) return forEachAgent(o.agentIds, (agentId) => jobs.makeAbstract({ agentId, trigger: 'interval' }));
+  if (!patched(digestLedgerPatch))
+    return forEachAgent(o.agentIds, (agentId) => jobs.makeAbstract({ agentId, trigger: 'interval' }));
   const run = runPeriod('abstracts-digest');
   const { workflowId } = workflowInfo();
-  return perAgentPeriod(run, await forEachAgent(o.agentIds, (agentId) => jobs.abstractsDigestJob({ agentId, period: run.period.key, workflowId })));
+  return perAgentPeriod(
+    run,
+    await forEachAgent(o.agentIds, (agentId) =>
+      jobs.abstractsDigestJob({ agentId, period: run.period.key, workflowId }),
+    ),
+  );
 }
 
 /** Per running agent: archive what lies beyond its lru_limit (logged to its process log). Once per 6 hours and agent. */
@@ -142,16 +182,28 @@ export async function memoryPruningWorkflow(input?: z.input<typeof perAgentSchem
   const o = parseWorkflowInput('memoryPruningWorkflow', perAgentSchema, input);
   const run = runPeriod('memory-pruning');
   const { workflowId } = workflowInfo();
-  return perAgentPeriod(run, await forEachAgent(o.agentIds, (agentId) => jobs.pruneMemory({ agentId, period: run.period.key, workflowId })));
+  return perAgentPeriod(
+    run,
+    await forEachAgent(o.agentIds, (agentId) => jobs.pruneMemory({ agentId, period: run.period.key, workflowId })),
+  );
 }
 
-const cleanupSchema = z.strictObject({ olderThanDays: z.number().int().min(0).max(3650).default(30) }).default({ olderThanDays: 30 });
+const cleanupSchema = z
+  .strictObject({ olderThanDays: z.number().int().min(0).max(3650).default(30) })
+  .default({ olderThanDays: 30 });
 
 /** Delete closed process-log entries older than N days (default 30). Once per day. */
-export async function processLogCleanupWorkflow(input?: z.input<typeof cleanupSchema>): Promise<{ deleted: number } & PeriodResult> {
+export async function processLogCleanupWorkflow(
+  input?: z.input<typeof cleanupSchema>,
+): Promise<{ deleted: number } & PeriodResult> {
   const o = parseWorkflowInput('processLogCleanupWorkflow', cleanupSchema, input);
   const run = runPeriod('process-log-cleanup');
-  const r = await jobs.cleanupProcessLog({ olderThanDays: o.olderThanDays, now: run.at, period: run.period.key, workflowId: workflowInfo().workflowId });
+  const r = await jobs.cleanupProcessLog({
+    olderThanDays: o.olderThanDays,
+    now: run.at,
+    period: run.period.key,
+    workflowId: workflowInfo().workflowId,
+  });
   const out = { deleted: r.deleted, ...periodResult(run, r) };
   logRun(run, out);
   return out;

@@ -24,12 +24,34 @@ import {
 import { z } from 'zod';
 import type { createNerveActivities, NerveDecideResult } from '../activities/nerves.js';
 import { agentIdSchema } from '../core/ids.js';
-import { decideOnTable, defaultArcSize, flushDue, leaseSize, maxArcSize, wantsArc, type Arc } from '../core/nerves/arc.js';
+import {
+  decideOnTable,
+  defaultArcSize,
+  flushDue,
+  leaseSize,
+  maxArcSize,
+  wantsArc,
+  type Arc,
+} from '../core/nerves/arc.js';
 import { nerveNames, nerves } from '../core/nerves/index.js';
-import { learningConfigSchema, modeSettings, type ModeSetting, type NerveEvent, type NerveMode } from '../core/nerves/modes.js';
+import {
+  learningConfigSchema,
+  modeSettings,
+  type ModeSetting,
+  type NerveEvent,
+  type NerveMode,
+} from '../core/nerves/modes.js';
 import type { Observation } from '../core/nerves/nerve.js';
 import { scenarioKinds, scenarioSlice } from '../core/nerves/scenario.js';
-import { addDecision, addEvents, describeEvent, emptyTally, nerveTallySchema, type DecisionSummary, type NerveTally } from '../core/nerves/tally.js';
+import {
+  addDecision,
+  addEvents,
+  describeEvent,
+  emptyTally,
+  nerveTallySchema,
+  type DecisionSummary,
+  type NerveTally,
+} from '../core/nerves/tally.js';
 import { dbActivity, llmActivity } from './lib/activity-options.js';
 import { failureMessage, isLlmUnavailable } from './lib/infra.js';
 import { outageBackoffMs } from '../core/failure.js';
@@ -48,7 +70,11 @@ export const nerveWorkflowInput = z.strictObject({
   agentId: agentIdSchema,
   nerve: z.enum(nerveNames),
   /** The scenario's seed: the same seed, the same sensor stream. */
-  seed: z.number().int().min(0).max(2 ** 32 - 1),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1),
   steps: z.number().int().min(1).max(100_000),
   scenario: z.enum(scenarioKinds).default('mixed'),
   mode: z.enum(modeSettings).default('auto'),
@@ -59,7 +85,15 @@ export const nerveWorkflowInput = z.strictObject({
   stepsPerRun: z.number().int().min(1).max(2_000).default(500),
   /** Decisions a reflex arc leases (and flushes) at a time. */
   arcSize: z.number().int().min(1).max(maxArcSize).default(defaultArcSize),
-  carryOver: z.strictObject({ step: z.number().int().min(0), state: z.string().min(1), modeEarned: z.enum(['deliberate', 'hybrid', 'reflex']), tally: nerveTallySchema, pauses: z.number().int().min(0) }).optional(),
+  carryOver: z
+    .strictObject({
+      step: z.number().int().min(0),
+      state: z.string().min(1),
+      modeEarned: z.enum(['deliberate', 'hybrid', 'reflex']),
+      tally: nerveTallySchema,
+      pauses: z.number().int().min(0),
+    })
+    .optional(),
 });
 export type NerveWorkflowInput = z.input<typeof nerveWorkflowInput>;
 
@@ -118,7 +152,14 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
       if (next.kind === 'decided') {
         const d = next.decision;
         arc.buffer.push(d);
-        advance(s, d.to, { mode: 'reflex', decidedBy: 'table', outcome: d.outcome, action: d.action, lf: d.lf, events: [] });
+        advance(s, d.to, {
+          mode: 'reflex',
+          decidedBy: 'table',
+          outcome: d.outcome,
+          action: d.action,
+          lf: d.lf,
+          events: [],
+        });
         // No wait between the arm and its flush but the flush itself: the decisions are pure.
         if (flushDue(arc)) arc = await flushArc(run, arc);
         continue;
@@ -134,7 +175,10 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
   if (arc) await flushArc(run, arc);
   if (s.step < input.steps) {
     await condition(allHandlersFinished);
-    return continueAsNew<typeof nerveWorkflow>({ ...raw, carryOver: { step: s.step, state: s.state, modeEarned: s.mode, tally: s.tally, pauses: s.pauses } });
+    return continueAsNew<typeof nerveWorkflow>({
+      ...raw,
+      carryOver: { step: s.step, state: s.state, modeEarned: s.mode, tally: s.tally, pauses: s.pauses },
+    });
   }
   s.phase = 'done';
   return s;
@@ -144,7 +188,11 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
 function startNerve(raw: NerveWorkflowInput): NerveRun {
   const input = parseWorkflowInput('nerveWorkflow', nerveWorkflowInput, raw);
   const def = nerves[input.nerve];
-  const learning = learningConfigSchema.parse({ promoteAfter: input.promoteAfter, agreement: input.agreement, coverage: input.coverage });
+  const learning = learningConfigSchema.parse({
+    promoteAfter: input.promoteAfter,
+    agreement: input.agreement,
+    coverage: input.coverage,
+  });
   const acts = input.mode === 'reflex' ? reflexActs : llmActs;
   const info = workflowInfo();
   const s: NerveStatus = {
@@ -162,7 +210,15 @@ function startNerve(raw: NerveWorkflowInput): NerveRun {
     exhausted: null,
     waiting: null,
   };
-  const run: NerveRun = { input, def, learning, acts, keyBase: `${info.workflowId}/${info.firstExecutionRunId}`, s, resumed: false };
+  const run: NerveRun = {
+    input,
+    def,
+    learning,
+    acts,
+    keyBase: `${info.workflowId}/${info.firstExecutionRunId}`,
+    s,
+    resumed: false,
+  };
   setHandler(nerveResumeSignal, () => void (run.resumed = true), { description: handlerText.nerve.resume });
   setHandler(nerveStatusQuery, () => s, { description: handlerText.nerve.status });
   upsertSearchAttributes([
@@ -186,7 +242,12 @@ async function withPauses<T>(run: NerveRun, call: () => Promise<T>): Promise<T> 
       const shortfall = lifeforceShortfallOf(err);
       if (shortfall) {
         s.phase = 'exhausted';
-        s.exhausted = { reason: failureMessage(err, 300), needed: shortfall.needed, available: shortfall.available, since: new Date().toISOString() };
+        s.exhausted = {
+          reason: failureMessage(err, 300),
+          needed: shortfall.needed,
+          available: shortfall.available,
+          since: new Date().toISOString(),
+        };
         s.pauses++;
         log.warn('nerve paused: lifeforce exhausted', { nerve: input.nerve, step: s.step, error: s.exhausted.reason });
         run.resumed = false;
@@ -196,7 +257,11 @@ async function withPauses<T>(run: NerveRun, call: () => Promise<T>): Promise<T> 
       }
       if (!isLlmUnavailable(err)) throw err;
       s.phase = 'waiting';
-      s.waiting = { since: s.waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 300) };
+      s.waiting = {
+        since: s.waiting?.since ?? new Date().toISOString(),
+        attempts: attempt,
+        lastError: failureMessage(err, 300),
+      };
       const ms = outageBackoffMs(attempt);
       await condition(() => false, ms, { summary: timerText.taskOutage(ms, attempt) });
     }
@@ -206,7 +271,18 @@ async function withPauses<T>(run: NerveRun, call: () => Promise<T>): Promise<T> 
 /** One decision by `nerveDecide`. */
 function decide(run: NerveRun, o: Observation): Promise<NerveDecideResult> {
   const { input, s } = run;
-  return withPauses(run, () => run.acts.nerveDecide({ agentId: input.agentId, nerve: input.nerve, state: s.state, observation: o, mode: input.mode, key: `${run.keyBase}/${s.step}`, at: Date.now(), learning: run.learning }));
+  return withPauses(run, () =>
+    run.acts.nerveDecide({
+      agentId: input.agentId,
+      nerve: input.nerve,
+      state: s.state,
+      observation: o,
+      mode: input.mode,
+      key: `${run.keyBase}/${s.step}`,
+      at: Date.now(),
+      learning: run.learning,
+    }),
+  );
 }
 
 /** The run one decision further: its state, tally and step. */
@@ -225,7 +301,15 @@ async function armArc(run: NerveRun, stepsLeft: number): Promise<Arc | null> {
   const { input, s } = run;
   const mode = input.mode === 'reflex' ? 'reflex' : 'auto';
   const r = await withPauses(run, () =>
-    reflexActs.nerveArmReflex({ agentId: input.agentId, nerve: input.nerve, mode, key: `${run.keyBase}/${s.step}`, decisions: leaseSize(stepsLeft, input.arcSize), at: Date.now(), learning: run.learning }),
+    reflexActs.nerveArmReflex({
+      agentId: input.agentId,
+      nerve: input.nerve,
+      mode,
+      key: `${run.keyBase}/${s.step}`,
+      decisions: leaseSize(stepsLeft, input.arcSize),
+      at: Date.now(),
+      learning: run.learning,
+    }),
   );
   s.mode = r.mode;
   return r.armed ? { leaseKey: r.leaseKey, decisions: r.decisions, table: r.table, buffer: [] } : null;
@@ -234,7 +318,13 @@ async function armArc(run: NerveRun, stepsLeft: number): Promise<Arc | null> {
 /** Record what the arc decided, learn from it, settle its lease; the arc is spent. */
 async function flushArc(run: NerveRun, arc: Arc): Promise<null> {
   const { input, s } = run;
-  const r = await reflexActs.nerveFlushReflex({ agentId: input.agentId, nerve: input.nerve, leaseKey: arc.leaseKey, decisions: arc.buffer, learning: run.learning });
+  const r = await reflexActs.nerveFlushReflex({
+    agentId: input.agentId,
+    nerve: input.nerve,
+    leaseKey: arc.leaseKey,
+    decisions: arc.buffer,
+    learning: run.learning,
+  });
   s.mode = r.modeAfter;
   s.tally = addEvents(s.tally, r.events);
   logEvents(run, r.events);

@@ -8,7 +8,6 @@ import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attrib
 
 const { ensureAgent } = proxyActivities<ReturnType<typeof createActivities>>(dbActivity);
 
-
 export const provisionAgentInput = z.object({
   agentId: agentIdSchema,
   name: z.string().trim().min(1).max(200),

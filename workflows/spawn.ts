@@ -26,7 +26,14 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { createSpawnActivities } from '../activities/society/spawn.js';
 import { workflowIds } from '../core/ids.js';
-import { spawnNote, spawnWorkflowInput, type SpawnInput, type SpawnParams, type SpawnPhase, type SpawnResult } from '../core/society/spawn.js';
+import {
+  spawnNote,
+  spawnWorkflowInput,
+  type SpawnInput,
+  type SpawnParams,
+  type SpawnPhase,
+  type SpawnResult,
+} from '../core/society/spawn.js';
 import { copyActivity, dbActivity, fewAttempts } from './lib/activity-options.js';
 import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
@@ -104,7 +111,9 @@ class Spawning {
         // A child whose loop runs is born: the spawn ends as it would have.
         if (this.running) return CancellationScope.nonCancellable(() => this.end(this.running!));
         // Otherwise the unborn child is undone, whatever else is cancelled meanwhile.
-        await CancellationScope.nonCancellable(() => this.end({ ...this.base, status: 'rolled_back', reason: 'the spawn was cancelled' }));
+        await CancellationScope.nonCancellable(() =>
+          this.end({ ...this.base, status: 'rolled_back', reason: 'the spawn was cancelled' }),
+        );
         throw err;
       }
       log.warn('spawn failed: rolling back', { ...this.ids, error: failureMessage(err) });
@@ -117,12 +126,26 @@ class Spawning {
     const { input, ids, base } = this;
     this.phase('admitting');
     const begun = await this.step('spawnBegin', () =>
-      db.spawnBegin({ ...ids, type: input.type, goals: input.goals, ...(input.budget !== undefined ? { budget: input.budget } : {}), workflowId: this.info.workflowId }),
+      db.spawnBegin({
+        ...ids,
+        type: input.type,
+        goals: input.goals,
+        ...(input.budget !== undefined ? { budget: input.budget } : {}),
+        workflowId: this.info.workflowId,
+      }),
     );
-    if (begun.status === 'refused') return { ...base, status: 'refused', reason: begun.reason, ...(begun.generation !== undefined ? { generation: begun.generation } : {}) };
+    if (begun.status === 'refused')
+      return {
+        ...base,
+        status: 'refused',
+        reason: begun.reason,
+        ...(begun.generation !== undefined ? { generation: begun.generation } : {}),
+      };
     this.admitted = true;
     this.phase('copying');
-    const copy = await this.step('spawnCopy', () => copier.spawnCopy({ ...ids, startedAtMs: this.info.startTime.getTime() }));
+    const copy = await this.step('spawnCopy', () =>
+      copier.spawnCopy({ ...ids, startedAtMs: this.info.startTime.getTime() }),
+    );
     const born = { ...base, generation: begun.generation, copied: copy.copied, rows: copy.rows, spawnMs: copy.spawnMs };
     this.phase('funding');
     const funded = await this.step('spawnFund', () => db.spawnFund(ids));
@@ -166,12 +189,16 @@ class Spawning {
       }),
     );
     // A child whose loop was already started is never undone: it runs.
-    const final: SpawnResult = finished.status === 'running' && result.status !== 'running' ? { ...result, status: 'running' } : result;
+    const final: SpawnResult =
+      finished.status === 'running' && result.status !== 'running' ? { ...result, status: 'running' } : result;
     this.state.result = final;
     try {
       await getExternalWorkflowHandle(workflowIds.agent(this.ids.parentId)).signal(wakeSignal, { reason: 'note' });
     } catch (err) {
-      log.info('parent loop not running; the note waits for it', { parentId: this.ids.parentId, error: failureMessage(err) });
+      log.info('parent loop not running; the note waits for it', {
+        parentId: this.ids.parentId,
+        error: failureMessage(err),
+      });
     }
     this.phase('done');
     return final;

@@ -19,13 +19,33 @@
  * asks for a route again and goes on, and its `status` query says why it waits.
  */
 import { TimeoutType } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, TimeoutFailure, continueAsNew, defineQuery, proxyActivities, setHandler, sleep, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  continueAsNew,
+  defineQuery,
+  proxyActivities,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { z } from 'zod';
 import type { SpeechActivities, SpeechBegun } from '../activities/speech.js';
 import type { NoteAudio } from '../db/schema/memory.js';
 import { agentIdSchema } from '../core/ids.js';
 import { clamp01 } from '../core/values.js';
-import { isSpeechInputError, maxSpeakChars, speechInputErrors, speechLanguageSchema, type EngineActivities, type EngineSpeakResult, type EngineTranscribeResult } from '../core/speech/engine.js';
+import {
+  isSpeechInputError,
+  maxSpeakChars,
+  speechInputErrors,
+  speechLanguageSchema,
+  type EngineActivities,
+  type EngineSpeakResult,
+  type EngineTranscribeResult,
+} from '../core/speech/engine.js';
 import type { SpeechQueue, SpeechRoute } from '../core/speech/route.js';
 import { dbActivity, fewAttempts, speechEngineActivity } from './lib/activity-options.js';
 import { failureMessage, rideOut } from './lib/infra.js';
@@ -43,11 +63,21 @@ const noteSources = ['user', 'peer', 'system', 'oversight', 'human', 'llm:task']
 /** How long the job waits for a worker to take it, and to finish it (tests shorten them). */
 const timingSchema = z.strictObject({
   /** scheduleToStart on a queue a live worker polls: a backlog may hold it this long before it asks again. */
-  queuedMs: z.number().int().min(1000).max(86_400_000).default(10 * 60_000),
+  queuedMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(86_400_000)
+    .default(10 * 60_000),
   /** scheduleToStart while no speech worker polls: it waits on the CPU queue this long, then asks again. */
   parkedMs: z.number().int().min(1000).max(86_400_000).default(60_000),
   /** startToClose of one engine attempt. */
-  runMs: z.number().int().min(1000).max(6 * 3_600_000).default(15 * 60_000),
+  runMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(6 * 3_600_000)
+    .default(15 * 60_000),
   /** A job waiting this many rounds for a worker continues as new (its history stays short). */
   roundsPerRun: z.number().int().min(1).max(1000).default(100),
 });
@@ -92,7 +122,9 @@ const speakInput = z.strictObject({
   lang: speechLanguageSchema.optional(),
   voice: z.string().trim().min(1).max(100).optional(),
   /** The agent's `speak` command this job says (its log row gets the outcome). */
-  requestedBy: z.strictObject({ workflowId: z.string().min(1), tick: z.number().int().min(0), cmdId: z.string().min(1).max(300) }).optional(),
+  requestedBy: z
+    .strictObject({ workflowId: z.string().min(1), tick: z.number().int().min(0), cmdId: z.string().min(1).max(300) })
+    .optional(),
   timing: timingSchema.optional(),
   carryOver: carryOverSchema.optional(),
 });
@@ -113,7 +145,15 @@ interface Common {
   noteId: number | null;
 }
 export type SpeechResult =
-  | (Common & { kind: 'transcribe'; text: string; language: string; confidence: number; model: string; audioPath: string; delivered: 'loop' | 'stored' | 'queued' })
+  | (Common & {
+      kind: 'transcribe';
+      text: string;
+      language: string;
+      confidence: number;
+      model: string;
+      audioPath: string;
+      delivered: 'loop' | 'stored' | 'queued';
+    })
   | (Common & { kind: 'speak'; audioPath: string; lang: string; voice: string });
 
 export interface SpeechStatus {
@@ -145,7 +185,16 @@ class SpeechJob {
   private readonly engines = new Map<string, EngineActivities>();
 
   constructor(readonly input: Input) {
-    this.status = { kind: input.kind, agentId: input.agentId, phase: 'holding', route: null, waiting: null, lifeforce: null, result: null, error: null };
+    this.status = {
+      kind: input.kind,
+      agentId: input.agentId,
+      phase: 'holding',
+      route: null,
+      waiting: null,
+      lifeforce: null,
+      result: null,
+      error: null,
+    };
     this.timing = input.timing ?? timingSchema.parse({});
   }
 
@@ -167,11 +216,21 @@ class SpeechJob {
     let charged = 0;
     if (begun.holdKey) {
       const holdKey = begun.holdKey;
-      const settled = await rideOut('speechSettle', () => acts.speechSettle({ holdKey, agentId: input.agentId, seconds: result.duration_s, metadata: { backend: result.backend, device: result.device, queue } }));
+      const settled = await rideOut('speechSettle', () =>
+        acts.speechSettle({
+          holdKey,
+          agentId: input.agentId,
+          seconds: result.duration_s,
+          metadata: { backend: result.backend, device: result.device, queue },
+        }),
+      );
       charged = settled.charged;
     }
     status.lifeforce = { ...status.lifeforce!, charged };
-    const done = input.kind === 'transcribe' ? await this.deliver(input, result as EngineTranscribeResult, queue, charged) : await this.recordSpeech(input, result as EngineSpeakResult, queue, charged);
+    const done =
+      input.kind === 'transcribe'
+        ? await this.deliver(input, result as EngineTranscribeResult, queue, charged)
+        : await this.recordSpeech(input, result as EngineSpeakResult, queue, charged);
     status.result = done;
     status.phase = 'done';
     return done;
@@ -198,7 +257,9 @@ class SpeechJob {
   }
 
   /** The engine's activity on the routed queue at the job's priority; outages are waited out. */
-  private async engine(begun: SpeechBegun): Promise<{ result: EngineTranscribeResult | EngineSpeakResult; queue: SpeechQueue }> {
+  private async engine(
+    begun: SpeechBegun,
+  ): Promise<{ result: EngineTranscribeResult | EngineSpeakResult; queue: SpeechQueue }> {
     const { input, status } = this;
     let attempts = status.waiting?.attempts ?? 0;
     for (let round = 0; ; round++) {
@@ -208,20 +269,41 @@ class SpeechJob {
       status.phase = 'routing';
       const route = await rideOut('speechRoute', () => acts.speechRoute({}));
       status.route = route;
-      if (route.state === 'none') status.waiting = { since: status.waiting?.since ?? new Date().toISOString(), reason: route.reason, attempts: attempts + 1 };
+      if (route.state === 'none')
+        status.waiting = {
+          since: status.waiting?.since ?? new Date().toISOString(),
+          reason: route.reason,
+          attempts: attempts + 1,
+        };
       status.phase = route.state === 'none' ? 'waiting' : 'queued';
-      const engine = this.engineOn(route.queue, begun.priorityKey, route.state === 'none' ? this.timing.parkedMs : this.timing.queuedMs);
+      const engine = this.engineOn(
+        route.queue,
+        begun.priorityKey,
+        route.state === 'none' ? this.timing.parkedMs : this.timing.queuedMs,
+      );
       try {
         const result =
           input.kind === 'transcribe'
-            ? await engine.transcribe({ audio_path: input.audioPath, language: input.language ?? 'auto', word_timestamps: false })
-            : await engine.speak({ text: input.text, out_path: begun.outPath!, ...(input.lang ? { lang: input.lang } : {}), ...(input.voice ? { voice: input.voice } : {}) });
+            ? await engine.transcribe({
+                audio_path: input.audioPath,
+                language: input.language ?? 'auto',
+                word_timestamps: false,
+              })
+            : await engine.speak({
+                text: input.text,
+                out_path: begun.outPath!,
+                ...(input.lang ? { lang: input.lang } : {}),
+                ...(input.voice ? { voice: input.voice } : {}),
+              });
         status.waiting = null;
         return { result, queue: route.queue };
       } catch (err) {
         if (refusal(err)) throw await this.fail(err, begun.holdKey);
         attempts++;
-        const timedOut = err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+        const timedOut =
+          err instanceof ActivityFailure &&
+          err.cause instanceof TimeoutFailure &&
+          err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
         const reason = timedOut
           ? `no speech worker took the job from ${route.queue} within ${Math.round((route.state === 'none' ? this.timing.parkedMs : this.timing.queuedMs) / 1000)} s (${route.reason}); asking for a route again`
           : `the speech engine on ${route.queue} failed: ${failureMessage(err)}; trying again`;
@@ -241,14 +323,27 @@ class SpeechJob {
     const key = `${queue}|${priorityKey}|${scheduleToStartMs}`;
     let proxy = this.engines.get(key);
     if (!proxy) {
-      proxy = proxyActivities<EngineActivities>(speechEngineActivity({ queue, scheduleToStartMs, runMs: this.timing.runMs, priorityKey, inputErrors: speechInputErrors }));
+      proxy = proxyActivities<EngineActivities>(
+        speechEngineActivity({
+          queue,
+          scheduleToStartMs,
+          runMs: this.timing.runMs,
+          priorityKey,
+          inputErrors: speechInputErrors,
+        }),
+      );
       this.engines.set(key, proxy);
     }
     return proxy;
   }
 
   /** The transcription as the agent's note, the audio recorded on it. */
-  private async deliver(input: Extract<Input, { kind: 'transcribe' }>, r: EngineTranscribeResult, queue: SpeechQueue, charged: number): Promise<SpeechResult> {
+  private async deliver(
+    input: Extract<Input, { kind: 'transcribe' }>,
+    r: EngineTranscribeResult,
+    queue: SpeechQueue,
+    charged: number,
+  ): Promise<SpeechResult> {
     const audio: NoteAudio = {
       kind: 'heard',
       path: input.audioPath,
@@ -264,7 +359,16 @@ class SpeechJob {
     const note = input.note ?? {};
     const tags = [...new Set(['audio', ...(note.tags ?? [])])];
     const d = await rideOut('speechDeliverNote', () =>
-      deliver.speechDeliverNote({ workflowId: this.workflowId, agentId: input.agentId, text: r.text, priority: note.priority ?? 1, tags, source: note.source ?? 'user', ...(note.sender ? { sender: note.sender } : {}), audio }),
+      deliver.speechDeliverNote({
+        workflowId: this.workflowId,
+        agentId: input.agentId,
+        text: r.text,
+        priority: note.priority ?? 1,
+        tags,
+        source: note.source ?? 'user',
+        ...(note.sender ? { sender: note.sender } : {}),
+        audio,
+      }),
     );
     return {
       kind: 'transcribe',
@@ -286,12 +390,46 @@ class SpeechJob {
   }
 
   /** The spoken WAV as the agent's outgoing note, and the outcome on its `speak` command. */
-  private async recordSpeech(input: Extract<Input, { kind: 'speak' }>, r: EngineSpeakResult, queue: SpeechQueue, charged: number): Promise<SpeechResult> {
-    const audio: NoteAudio = { kind: 'spoken', path: r.audio_path, durationS: r.duration_s, language: r.lang || null, backend: r.backend, device: r.device, voice: r.voice, sampleRate: r.sample_rate, workflowId: this.workflowId };
+  private async recordSpeech(
+    input: Extract<Input, { kind: 'speak' }>,
+    r: EngineSpeakResult,
+    queue: SpeechQueue,
+    charged: number,
+  ): Promise<SpeechResult> {
+    const audio: NoteAudio = {
+      kind: 'spoken',
+      path: r.audio_path,
+      durationS: r.duration_s,
+      language: r.lang || null,
+      backend: r.backend,
+      device: r.device,
+      voice: r.voice,
+      sampleRate: r.sample_rate,
+      workflowId: this.workflowId,
+    };
     const { noteId } = await rideOut('speechRecordSpeak', () =>
-      acts.speechRecordSpeak({ workflowId: this.workflowId, agentId: input.agentId, text: input.text, audio, ...(input.requestedBy ? { requestedBy: { tick: input.requestedBy.tick, cmdId: input.requestedBy.cmdId } } : {}) }),
+      acts.speechRecordSpeak({
+        workflowId: this.workflowId,
+        agentId: input.agentId,
+        text: input.text,
+        audio,
+        ...(input.requestedBy ? { requestedBy: { tick: input.requestedBy.tick, cmdId: input.requestedBy.cmdId } } : {}),
+      }),
     );
-    return { kind: 'speak', agentId: input.agentId, workflowId: this.workflowId, audioPath: r.audio_path, durationS: r.duration_s, lang: r.lang, voice: r.voice, backend: r.backend, device: r.device, queue, charged, noteId };
+    return {
+      kind: 'speak',
+      agentId: input.agentId,
+      workflowId: this.workflowId,
+      audioPath: r.audio_path,
+      durationS: r.duration_s,
+      lang: r.lang,
+      voice: r.voice,
+      backend: r.backend,
+      device: r.device,
+      queue,
+      charged,
+      noteId,
+    };
   }
 
   /**
@@ -308,7 +446,16 @@ class SpeechJob {
     if (holdKey) await rideOut('speechRelease', () => acts.speechRelease({ holdKey, reason: message }));
     if (input.kind === 'speak' && input.requestedBy) {
       const requestedBy = { tick: input.requestedBy.tick, cmdId: input.requestedBy.cmdId };
-      await rideOut('speechRecordSpeak', () => acts.speechRecordSpeak({ workflowId: this.workflowId, agentId: input.agentId, text: input.text, audio: null, error: message, requestedBy }));
+      await rideOut('speechRecordSpeak', () =>
+        acts.speechRecordSpeak({
+          workflowId: this.workflowId,
+          agentId: input.agentId,
+          text: input.text,
+          audio: null,
+          error: message,
+          requestedBy,
+        }),
+      );
     }
     return ApplicationFailure.create({ type, message, nonRetryable: true });
   }

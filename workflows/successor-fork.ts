@@ -53,13 +53,20 @@ type SandboxActivities = ReturnType<typeof createSandboxActivities>;
 const retry = dbActivity.retry;
 const db = proxyActivities<Activities>(dbActivity);
 // The copy and the evaluation may take a while on a big agent; they heartbeat per window.
-const long = proxyActivities<Activities>({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '1 minute', retry } satisfies ActivityOptions);
+const long = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '1 minute',
+  retry,
+} satisfies ActivityOptions);
 // Cleanup must get through: more attempts, same idempotent activity.
 const cleanup = proxyActivities<Activities>({ ...dbActivity, retry: { ...retry, maximumAttempts: 20 } });
 const sandbox = proxyActivities<SandboxActivities>(sandboxActivity);
 // A cancelled evaluation (the fork cancelled, or out of wall time) waits until the sandbox
 // activity has killed and removed its container, so nothing of the fork outlives it.
-const sandboxWaitCancel = proxyActivities<SandboxActivities>({ ...sandboxActivity, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
+const sandboxWaitCancel = proxyActivities<SandboxActivities>({
+  ...sandboxActivity,
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+});
 
 export type ForkPhase = 'spawning' | 'evaluating' | 'verifying' | 'recording' | 'awaiting_approval' | 'done';
 export interface ForkState {
@@ -126,7 +133,8 @@ export async function successorForkWorkflow(raw: SuccessorForkInput): Promise<Su
 function startFork(raw: SuccessorForkInput): ForkRun {
   const input: SuccessorForkParams = parseWorkflowInput('successorForkWorkflow', successorForkInputSchema, raw);
   const info = workflowInfo();
-  const forkId = input.forkId ?? (info.workflowId.startsWith('fork/') ? info.workflowId.slice('fork/'.length) : info.workflowId);
+  const forkId =
+    input.forkId ?? (info.workflowId.startsWith('fork/') ? info.workflowId.slice('fork/'.length) : info.workflowId);
   const idCheck = forkIdSchema.safeParse(forkId);
   const mismatch =
     input.evaluation.kind === 'tool_tests'
@@ -157,17 +165,32 @@ function startFork(raw: SuccessorForkInput): ForkRun {
     return run.answer!;
   };
   const gateValidator = (_arg: { by?: string }) => {
-    if (state.phase !== 'awaiting_approval') throw new Error(`fork ${forkId} is not awaiting approval (phase ${state.phase}, verdict ${state.verdict ?? 'none'})`);
+    if (state.phase !== 'awaiting_approval')
+      throw new Error(
+        `fork ${forkId} is not awaiting approval (phase ${state.phase}, verdict ${state.verdict ?? 'none'})`,
+      );
   };
-  setHandler(approveForkUpdate, gateHandler('approved'), { validator: gateValidator, description: handlerText.fork.approveFork });
-  setHandler(rejectForkUpdate, gateHandler('rejected'), { validator: gateValidator, description: handlerText.fork.rejectFork });
+  setHandler(approveForkUpdate, gateHandler('approved'), {
+    validator: gateValidator,
+    description: handlerText.fork.approveFork,
+  });
+  setHandler(rejectForkUpdate, gateHandler('rejected'), {
+    validator: gateValidator,
+    description: handlerText.fork.rejectFork,
+  });
   return run;
 }
 
 /** Set the phase; the current details the UI shows follow it (no command). */
 function enter({ state }: ForkRun, phase: ForkPhase, until?: number): void {
   state.phase = phase;
-  setCurrentDetails(forkCurrentDetails({ phase, verdict: state.verdict, gateUntil: until === undefined ? undefined : new Date(until).toISOString() }));
+  setCurrentDetails(
+    forkCurrentDetails({
+      phase,
+      verdict: state.verdict,
+      gateUntil: until === undefined ? undefined : new Date(until).toISOString(),
+    }),
+  );
 }
 
 type ForkVerdict = Omit<SuccessorForkResult, 'gate' | 'applied'>;
@@ -189,7 +212,8 @@ async function verdictOfCopy(run: ForkRun): Promise<ForkVerdict> {
       await cleanup.forkCleanup({ forkId, status: cleanupStatus });
       // Only a budget that was carved has anything to give back; forks begun before
       // fork-close-carved-only-v1 closed theirs in any case, and replay so.
-      if (budgetId && (run.carved || !patched('fork-close-carved-only-v1'))) await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
+      if (budgetId && (run.carved || !patched('fork-close-carved-only-v1')))
+        await cleanup.closeChildBudget({ budgetId, reason: `fork ${forkId} cleaned up` });
     });
   }
 }
@@ -214,7 +238,11 @@ async function evaluateCopy(run: ForkRun): Promise<ForkVerdict> {
   let outcome: EvaluationOutcome;
   if (refused) {
     // The parent cannot fund the fork: rejected without running anything.
-    outcome = { decision: { ...budgetVerdict('lifeforce', refused), caveats: ['the evaluation did not start'] }, artifacts: [], status: 'budget_exceeded' };
+    outcome = {
+      decision: { ...budgetVerdict('lifeforce', refused), caveats: ['the evaluation did not start'] },
+      artifacts: [],
+      status: 'budget_exceeded',
+    };
   } else {
     const raced = await evaluateWithinBudget(forkId, input, info.startTime.getTime(), budgetId);
     // The budget timer is cancelled in the same step that schedules the next activity: a
@@ -225,18 +253,32 @@ async function evaluateCopy(run: ForkRun): Promise<ForkVerdict> {
 
   const usage = await db.forkUsage({ forkId });
   if (outcome.status === 'completed' && usage.costUsd > input.budget.costUsd) {
-    outcome = { ...outcome, decision: budgetVerdict('cost', `spent $${usage.costUsd.toFixed(4)} > $${input.budget.costUsd}`), status: 'budget_exceeded' };
+    outcome = {
+      ...outcome,
+      decision: budgetVerdict('cost', `spent $${usage.costUsd.toFixed(4)} > $${input.budget.costUsd}`),
+      status: 'budget_exceeded',
+    };
   }
 
   if (input.verify && !input.auditsForkId && forkId.length <= 58) {
     enter(run, 'verifying');
-    const verifier = { agentId: input.agentId, forkId: `${forkId}.vf`, patch: input.patch, evaluation: input.evaluation, budget: input.budget, auditsForkId: forkId };
+    const verifier = {
+      agentId: input.agentId,
+      forkId: `${forkId}.vf`,
+      patch: input.patch,
+      evaluation: input.evaluation,
+      budget: input.budget,
+      auditsForkId: forkId,
+    };
     const audit = await executeChild(successorForkWorkflow, {
       workflowId: `fork/${forkId}.vf`,
       args: [verifier],
       ...forkText({ ...verifier, wallMs: input.budget.wallMs }),
     }).catch(() => undefined);
-    outcome.decision = { ...outcome.decision, caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)] };
+    outcome.decision = {
+      ...outcome.decision,
+      caveats: [...outcome.decision.caveats, auditCaveat(outcome.decision.verdict, audit?.verdict)],
+    };
   }
 
   enter(run, 'recording');
@@ -245,7 +287,11 @@ async function evaluateCopy(run: ForkRun): Promise<ForkVerdict> {
     decision: outcome.decision,
     artifacts: outcome.artifacts,
     status: outcome.status,
-    usage: { costUsd: usage.costUsd, ...(usage.lifeforce !== undefined ? { lifeforce: usage.lifeforce } : {}), wallMs: Date.now() - info.startTime.getTime() },
+    usage: {
+      costUsd: usage.costUsd,
+      ...(usage.lifeforce !== undefined ? { lifeforce: usage.lifeforce } : {}),
+      wallMs: Date.now() - info.startTime.getTime(),
+    },
   });
   state.verdict = outcome.decision.verdict;
   return {
@@ -266,12 +312,15 @@ async function awaitGate(run: ForkRun, result: ForkVerdict): Promise<SuccessorFo
   enter(run, 'awaiting_approval', Date.now() + input.approvalDeadlineMs);
   let answer: GateAnswer;
   try {
-    const answered = await condition(() => run.decision !== undefined, input.approvalDeadlineMs, { summary: timerText.forkGate(input.approvalDeadlineMs) });
+    const answered = await condition(() => run.decision !== undefined, input.approvalDeadlineMs, {
+      summary: timerText.forkGate(input.approvalDeadlineMs),
+    });
     const gate = answered && run.decision ? run.decision : { gate: 'expired' as const, by: 'deadline' };
     answer = await db.forkGate({ forkId, decision: gate.gate, by: gate.by });
     run.answer = answer;
   } catch (err) {
-    if (isCancellation(err)) await CancellationScope.nonCancellable(() => db.forkGate({ forkId, decision: 'expired', by: 'cancelled' }));
+    if (isCancellation(err))
+      await CancellationScope.nonCancellable(() => db.forkGate({ forkId, decision: 'expired', by: 'cancelled' }));
     throw err;
   }
   state.gate = answer.gate as ForkState['gate'];
@@ -281,7 +330,11 @@ async function awaitGate(run: ForkRun, result: ForkVerdict): Promise<SuccessorFo
   return { ...result, gate: answer.gate as SuccessorForkResult['gate'], applied: answer.applied };
 }
 
-type EvaluationOutcome = { decision: VerdictDecision; artifacts: ForkArtifact[]; status: 'completed' | 'budget_exceeded' | 'failed' };
+type EvaluationOutcome = {
+  decision: VerdictDecision;
+  artifacts: ForkArtifact[];
+  status: 'completed' | 'budget_exceeded' | 'failed';
+};
 
 /**
  * Carve the fork's budget from its parent agent's (idempotent by id); an agent with no budget yet
@@ -290,7 +343,8 @@ type EvaluationOutcome = { decision: VerdictDecision; artifacts: ForkArtifact[];
  */
 async function openForkBudget(agentId: string, budgetId: string, amount: number): Promise<string | null> {
   const parentId = budgetIds.agent(agentId);
-  const carve = () => db.openChildBudget({ parentId, id: budgetId, agentId, scope: 'fork', amount, at: new Date().toISOString() });
+  const carve = () =>
+    db.openChildBudget({ parentId, id: budgetId, agentId, scope: 'fork', amount, at: new Date().toISOString() });
   let r = await carve();
   if (!r.ok && r.reason === 'missing') {
     await db.ensureAgentBudget({ agentId, at: new Date().toISOString() });
@@ -308,18 +362,32 @@ async function openForkBudget(agentId: string, budgetId: string, amount: number)
  * `settle` cancels the timer when the evaluation ended first: the caller calls it in the same
  * step as its next command, so the commands keep their order.
  */
-async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, startedAtMs: number, budgetId?: string): Promise<{ outcome: EvaluationOutcome; settle: () => void }> {
+async function evaluateWithinBudget(
+  forkId: string,
+  input: SuccessorForkParams,
+  startedAtMs: number,
+  budgetId?: string,
+): Promise<{ outcome: EvaluationOutcome; settle: () => void }> {
   const remaining = Math.max(1, input.budget.wallMs - (Date.now() - startedAtMs));
   const evalScope = new CancellationScope();
   const timerScope = new CancellationScope();
   const evaluation = evalScope.run(() => evaluate(forkId, input, budgetId));
-  const timer = timerScope.run(() => sleep(remaining, { summary: timerText.forkWallBudget(input.budget.wallMs) })).then(() => 'timeout' as const);
+  const timer = timerScope
+    .run(() => sleep(remaining, { summary: timerText.forkWallBudget(input.budget.wallMs) }))
+    .then(() => 'timeout' as const);
   try {
     const first = await Promise.race([evaluation, timer]);
     if (first === 'timeout') {
       evalScope.cancel();
       await evaluation.catch(() => undefined);
-      return { outcome: { decision: budgetVerdict('wall_time', `${input.budget.wallMs} ms`), artifacts: [], status: 'budget_exceeded' }, settle: () => undefined };
+      return {
+        outcome: {
+          decision: budgetVerdict('wall_time', `${input.budget.wallMs} ms`),
+          artifacts: [],
+          status: 'budget_exceeded',
+        },
+        settle: () => undefined,
+      };
     }
     return { outcome: first, settle: () => timerScope.cancel() };
   } catch (err) {
@@ -332,12 +400,28 @@ async function evaluateWithinBudget(forkId: string, input: SuccessorForkParams, 
     // The fork's budget could not cover a step: it ran nothing more and spent nothing on it.
     const shortfall = lifeforceShortfallOf(err);
     if (shortfall) {
-      return { outcome: { decision: budgetVerdict('lifeforce', lifeforceShortfallText(shortfall)), artifacts: [], status: 'budget_exceeded' }, settle: () => timerScope.cancel() };
+      return {
+        outcome: {
+          decision: budgetVerdict('lifeforce', lifeforceShortfallText(shortfall)),
+          artifacts: [],
+          status: 'budget_exceeded',
+        },
+        settle: () => timerScope.cancel(),
+      };
     }
     // The evaluation itself failed (bad tool code, a missing model…): a verdict, not a stuck fork.
     const message = failureMessage(err, 2000);
     return {
-      outcome: { decision: { verdict: 'REJECT', confidence: 0.5, summary: `evaluation failed: ${message}`, caveats: ['the evaluation did not finish'] }, artifacts: [], status: 'failed' },
+      outcome: {
+        decision: {
+          verdict: 'REJECT',
+          confidence: 0.5,
+          summary: `evaluation failed: ${message}`,
+          caveats: ['the evaluation did not finish'],
+        },
+        artifacts: [],
+        status: 'failed',
+      },
       settle: () => timerScope.cancel(),
     };
   }
@@ -358,20 +442,41 @@ async function evaluate(
   if (input.evaluation.kind === 'abstracts_replay') {
     const r = await long.forkEvaluateAbstracts({ forkId, ...lifeforce });
     if (r.costExceeded) {
-      return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
+      return {
+        decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`),
+        artifacts: [r.artifact],
+        status: 'budget_exceeded',
+      };
     }
-    const decision = decideAbstractsVerdict({ baseline: r.baseline, candidate: r.candidate, samples: r.samples, judgeRating: r.judgeRating });
-    const caveats = r.baselineStrategy === r.candidateStrategy ? [...decision.caveats, `the patch leaves the abstracts strategy at ${r.candidateStrategy}`] : decision.caveats;
+    const decision = decideAbstractsVerdict({
+      baseline: r.baseline,
+      candidate: r.candidate,
+      samples: r.samples,
+      judgeRating: r.judgeRating,
+    });
+    const caveats =
+      r.baselineStrategy === r.candidateStrategy
+        ? [...decision.caveats, `the patch leaves the abstracts strategy at ${r.candidateStrategy}`]
+        : decision.caveats;
     return { decision: { ...decision, caveats }, artifacts: [r.artifact], status: 'completed' };
   }
   if (input.evaluation.kind === 'context_replay') {
     const r = await long.forkEvaluateContexts({ forkId, ...lifeforce });
     if (r.costExceeded) {
-      return { decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`), artifacts: [r.artifact], status: 'budget_exceeded' };
+      return {
+        decision: budgetVerdict('cost', `spent $${r.spentUsd.toFixed(4)} > $${input.budget.costUsd}`),
+        artifacts: [r.artifact],
+        status: 'budget_exceeded',
+      };
     }
-    return { decision: decideContextReplayVerdict({ parent: r.parent, candidate: r.candidate, samples: r.samples }), artifacts: [r.artifact], status: 'completed' };
+    return {
+      decision: decideContextReplayVerdict({ parent: r.parent, candidate: r.candidate, samples: r.samples }),
+      artifacts: [r.artifact],
+      status: 'completed',
+    };
   }
-  if (input.patch.kind !== 'tool') throw ApplicationFailure.nonRetryable('tool_tests needs a tool patch', InvalidInputError);
+  if (input.patch.kind !== 'tool')
+    throw ApplicationFailure.nonRetryable('tool_tests needs a tool patch', InvalidInputError);
   // Tool code runs only in the sandbox, under the fork's CPU-time, CPU-quota and disk budget
   // (capped for one sandbox run; a cap that applied becomes a caveat).
   const limits = toolRunBudget(input.budget);
@@ -387,12 +492,25 @@ async function evaluate(
   // before, or without a budget of their own, ran it uncharged.
   const run =
     budgetId && patched('sandbox-charge-v1')
-      ? await chargedSandboxRun(db, sandboxRun, testRun, { agentId: input.agentId, budgetId, reason: `fork ${forkId}: tool tests of ${input.patch.tool}` })
+      ? await chargedSandboxRun(db, sandboxRun, testRun, {
+          agentId: input.agentId,
+          budgetId,
+          reason: `fork ${forkId}: tool tests of ${input.patch.tool}`,
+        })
       : await sandboxRun(testRun);
   const artifact = await db.forkWriteArtifact({
     forkId,
     name: 'tool-tests.json',
-    body: { status: run.status, exceeded: run.exceeded, exitCode: run.exitCode, durationMs: run.durationMs, budget: limits.budget, stdout: run.stdout.slice(0, 65_536), stderr: run.stderr.slice(0, 65_536), imageId: run.imageId },
+    body: {
+      status: run.status,
+      exceeded: run.exceeded,
+      exitCode: run.exitCode,
+      durationMs: run.durationMs,
+      budget: limits.budget,
+      stdout: run.stdout.slice(0, 65_536),
+      stderr: run.stderr.slice(0, 65_536),
+      imageId: run.imageId,
+    },
   });
   const decision = decideToolVerdict(run);
   return {

@@ -84,7 +84,11 @@ function isOutage(err: unknown): boolean {
   const cause = causeOf(err);
   // Only what the activity said is an outage: an error of no known kind is the tick's own
   // failure (the task is frozen for review), not a reason to wait forever.
-  return err instanceof ActivityFailure && cause instanceof ApplicationFailure && (cause.type === 'LlmUnavailable' || cause.type === 'Unavailable');
+  return (
+    err instanceof ActivityFailure &&
+    cause instanceof ApplicationFailure &&
+    (cause.type === 'LlmUnavailable' || cause.type === 'Unavailable')
+  );
 }
 
 /**
@@ -111,7 +115,14 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
   if (run.stop) return finish(run, 'stopped', 'stop requested', null);
   const why = `tick cap reached: ${run.tick} of ${run.maxTicks} ticks`;
   // Older histories ended at their input's cap without telling the main loop.
-  return finish(run, 'stopped', why, run.capped ? { text: `Task loop for task #${input.taskId} stopped before the task was done: ${why}.`, kind: 'tick-cap' } : null);
+  return finish(
+    run,
+    'stopped',
+    why,
+    run.capped
+      ? { text: `Task loop for task #${input.taskId} stopped before the task was done: ${why}.`, kind: 'tick-cap' }
+      : null,
+  );
 }
 
 /** A task loop's run: its input, its think activity, what its status query shows, and what its markers decided. */
@@ -169,7 +180,19 @@ function startTaskLoop(rawInput: TaskLoopInput): TaskRun {
     run.stop = true;
   };
   setHandler(taskStopSignal, stopNow, { description: handlerText.task.stopTask });
-  setHandler(taskStatusQuery, () => ({ taskId, tick: run.tick, replStatus: run.replStatus, lastSummary: run.lastSummary, maxTicks: run.maxTicks, reason: run.reason, waiting: run.waiting }), { description: handlerText.task.status });
+  setHandler(
+    taskStatusQuery,
+    () => ({
+      taskId,
+      tick: run.tick,
+      replStatus: run.replStatus,
+      lastSummary: run.lastSummary,
+      maxTicks: run.maxTicks,
+      reason: run.reason,
+      waiting: run.waiting,
+    }),
+    { description: handlerText.task.status },
+  );
   return run;
 }
 
@@ -191,7 +214,14 @@ async function openTaskLoop(run: TaskRun): Promise<void> {
   // refused (the agent is exhausted) leaves the loop on the agent's own budget, which refuses too.
   run.budgeted = patched('task-budget-v1');
   if (run.budgeted) {
-    const carved = await db.openChildBudget({ parentId: budgetIds.agent(agentId), id: budgetIds.task(agentId, taskId), agentId, scope: 'task', amount: null, at: new Date().toISOString() });
+    const carved = await db.openChildBudget({
+      parentId: budgetIds.agent(agentId),
+      id: budgetIds.task(agentId, taskId),
+      agentId,
+      scope: 'task',
+      amount: null,
+      at: new Date().toISOString(),
+    });
     run.taskBudget = carved.ok;
   }
 }
@@ -221,7 +251,9 @@ async function runTicks(run: TaskRun): Promise<TaskLoopResult | 'continue' | und
         rejected: thought.rejected,
       });
       if (outcomes.some((o) => o.type === 'notes.send' && o.status === 'applied' && !o.duplicate)) {
-        await getExternalWorkflowHandle(input.parentWorkflowId).signal(parentWakeSignal, { reason: 'note' }).catch(() => undefined);
+        await getExternalWorkflowHandle(input.parentWorkflowId)
+          .signal(parentWakeSignal, { reason: 'note' })
+          .catch(() => undefined);
       }
     }
     if (thought.taskStatus && ['done', 'completed', 'failed', 'cancelled'].includes(thought.taskStatus)) {
@@ -243,11 +275,21 @@ async function endOnFailure(run: TaskRun, err: unknown): Promise<TaskLoopResult>
   if (cause instanceof TimeoutFailure && cause.timeoutType !== 'HEARTBEAT') {
     if (input.restarts < maxRestarts) {
       log.warn('task loop timed out; restarting', { taskId, restarts: input.restarts + 1 });
-      await db.setTaskLoopStatus({ agentId, taskId, replStatus: 'running', reason: `restart after a timeout (${message})`, restarted: true, tick });
+      await db.setTaskLoopStatus({
+        agentId,
+        taskId,
+        replStatus: 'running',
+        reason: `restart after a timeout (${message})`,
+        restarted: true,
+        tick,
+      });
       return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick, restarts: input.restarts + 1 });
     }
     const why = `timed out ${maxRestarts + 1} times in a row (${message})`;
-    return finish(run, 'error', why, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${why}`, kind: 'error' });
+    return finish(run, 'error', why, {
+      text: `Task loop for task #${taskId} failed and the task is frozen for review: ${why}`,
+      kind: 'error',
+    });
   }
   const shortfall = run.budgeted ? lifeforceShortfallOf(err) : null;
   if (shortfall) {
@@ -256,19 +298,40 @@ async function endOnFailure(run: TaskRun, err: unknown): Promise<TaskLoopResult>
     return finish(run, 'stopped', why, { text: `Task loop for task #${taskId} stopped: ${why}.`, kind: 'lifeforce' });
   }
   if (cause instanceof ApplicationFailure && err instanceof ActivityFailure) {
-    return finish(run, 'error', message, { text: `Task loop for task #${taskId} failed and the task is frozen for review: ${message}`, kind: 'error' });
+    return finish(run, 'error', message, {
+      text: `Task loop for task #${taskId} failed and the task is frozen for review: ${message}`,
+      kind: 'error',
+    });
   }
   // A worker lost mid-tick (its heartbeat stopped), or the loop's own code failed.
-  const why = cause instanceof TimeoutFailure ? `crashed: the worker running tick ${tick + 1} was lost (${message})` : `crashed: ${message}`;
-  return finish(run, 'stopped', why, { text: `Task loop for task #${taskId} crashed and stopped: ${why}`, kind: 'crash' });
+  const why =
+    cause instanceof TimeoutFailure
+      ? `crashed: the worker running tick ${tick + 1} was lost (${message})`
+      : `crashed: ${message}`;
+  return finish(run, 'stopped', why, {
+    text: `Task loop for task #${taskId} crashed and stopped: ${why}`,
+    kind: 'crash',
+  });
 }
 
 /** Record the end; `notify` (a note to the main loop, tagged `kind`) wakes the parent too. */
-async function finish(run: TaskRun, status: 'stopped' | 'error', why: string, notify: { text: string; kind: 'error' | 'crash' | 'tick-cap' | 'lifeforce' } | null): Promise<TaskLoopResult> {
+async function finish(
+  run: TaskRun,
+  status: 'stopped' | 'error',
+  why: string,
+  notify: { text: string; kind: 'error' | 'crash' | 'tick-cap' | 'lifeforce' } | null,
+): Promise<TaskLoopResult> {
   const { agentId, taskId } = run.input;
   run.replStatus = status;
   run.reason = why;
-  await db.setTaskLoopStatus({ agentId, taskId, replStatus: status, reason: why, frozen: status === 'error', tick: run.tick });
+  await db.setTaskLoopStatus({
+    agentId,
+    taskId,
+    replStatus: status,
+    reason: why,
+    frozen: status === 'error',
+    tick: run.tick,
+  });
   if (run.taskBudget) await db.closeChildBudget({ budgetId: budgetIds.task(agentId, taskId), reason: why });
   if (notify) {
     await db.recordNote({
@@ -280,7 +343,9 @@ async function finish(run: TaskRun, status: 'stopped' | 'error', why: string, no
       taskId,
       idempotencyKey: `${run.selfId}:end:${workflowInfo().runId}`,
     });
-    await getExternalWorkflowHandle(run.input.parentWorkflowId).signal(parentWakeSignal, { reason: 'process' }).catch(() => undefined);
+    await getExternalWorkflowHandle(run.input.parentWorkflowId)
+      .signal(parentWakeSignal, { reason: 'process' })
+      .catch(() => undefined);
   }
   return { taskId, ticks: run.tick, replStatus: status, reason: why };
 }
@@ -305,10 +370,15 @@ async function thinkWaitingOutOutages(run: TaskRun, next: number) {
       return thought;
     } catch (err) {
       if (!isOutage(err)) throw err;
-      run.waiting = { since: run.waiting?.since ?? new Date().toISOString(), attempts: attempt, lastError: failureMessage(err, 500) };
+      run.waiting = {
+        since: run.waiting?.since ?? new Date().toISOString(),
+        attempts: attempt,
+        lastError: failureMessage(err, 500),
+      };
       if (attempt === 1) log.warn('task loop waiting out an outage', { taskId, error: run.waiting.lastError });
       const backoffMs = outageBackoffMs(attempt);
-      if (await condition(() => run.stop, backoffMs, { summary: timerText.taskOutage(backoffMs, attempt) })) return null;
+      if (await condition(() => run.stop, backoffMs, { summary: timerText.taskOutage(backoffMs, attempt) }))
+        return null;
     }
   }
 }

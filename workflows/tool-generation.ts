@@ -6,14 +6,29 @@
  * Development mode allows it; production refuses unless an admin override is set. Every way
  * it can end without a tool is a typed reason (core/tool-generation.ts).
  */
-import { ActivityFailure, ApplicationFailure, defineSignal, getExternalWorkflowHandle, log, patched, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  defineSignal,
+  getExternalWorkflowHandle,
+  log,
+  patched,
+  proxyActivities,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { z } from 'zod';
 import type { createSandboxChargeActivities } from '../activities/sandbox-charge.js';
 import type { createToolGenerationActivities } from '../activities/tool-generation.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
 import { budgetIds } from '../core/lifeforce.js';
 import { tailText } from '../core/sanitize.js';
-import { toolGenerationInput, toolResultNote, type ToolGenerationInput, type ToolGenerationResult } from '../core/tool-generation.js';
+import {
+  toolGenerationInput,
+  toolResultNote,
+  type ToolGenerationInput,
+  type ToolGenerationResult,
+} from '../core/tool-generation.js';
 import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { chargedSandboxRun } from './lib/sandbox-charge.js';
@@ -34,8 +49,15 @@ const sandbox = proxyActivities<SandboxActivities>({ ...sandboxActivity, schedul
 
 /** `node --test` prints `not ok 1 - <name>` per failing test: name them first in the message. */
 function failingTests(stdout: string): string {
-  const names = [...stdout.matchAll(/^\s*not ok \d+ - (.+)$/gm)].map((m) => m[1]!.trim()).filter((n) => !n.endsWith('.mjs'));
-  return names.length ? ` in ${names.slice(0, 5).map((n) => `'${n}'`).join(', ')}` : '';
+  const names = [...stdout.matchAll(/^\s*not ok \d+ - (.+)$/gm)]
+    .map((m) => m[1]!.trim())
+    .filter((n) => !n.endsWith('.mjs'));
+  return names.length
+    ? ` in ${names
+        .slice(0, 5)
+        .map((n) => `'${n}'`)
+        .join(', ')}`
+    : '';
 }
 
 /** Generate, check, test and register a tool for a capability; returns the tool or a typed reason. */
@@ -50,11 +72,19 @@ export async function toolGenerationWorkflow(rawInput: ToolGenerationInput): Pro
   const result = await generate(input, key);
   // The original intent proceeds: the loop that asked gets a note and is woken to act on it.
   if (input.requestedBy) {
-    await db.notifyToolRequester({ agentId: input.agentId, text: toolResultNote(input.capability, result), ok: result.ok, key: key('notify') });
+    await db.notifyToolRequester({
+      agentId: input.agentId,
+      text: toolResultNote(input.capability, result),
+      ok: result.ok,
+      key: key('notify'),
+    });
     try {
       await getExternalWorkflowHandle(input.requestedBy.workflowId).signal(wakeSignal, { reason: 'note' });
     } catch (err) {
-      log.info('requesting loop not running; the note waits for it', { workflowId: input.requestedBy.workflowId, error: String(err) });
+      log.info('requesting loop not running; the note waits for it', {
+        workflowId: input.requestedBy.workflowId,
+        error: String(err),
+      });
     }
   }
   return result;
@@ -63,7 +93,10 @@ export async function toolGenerationWorkflow(rawInput: ToolGenerationInput): Pro
 /** The `wake` signal of agentLoopWorkflow (by name: this module must not import the loop). */
 const wakeSignal = defineSignal<[{ reason: 'note' | 'process' }]>('wake');
 
-async function generate(input: z.output<typeof toolGenerationInput>, key: (step: string) => string): Promise<ToolGenerationResult> {
+async function generate(
+  input: z.output<typeof toolGenerationInput>,
+  key: (step: string) => string,
+): Promise<ToolGenerationResult> {
   const { agentId, capability } = input;
   // 1. Policy: production generates tools only with an explicit admin override (the input's
   // flag, or MINDLOOP_ALLOW_TOOLGEN on the worker).
@@ -75,15 +108,36 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
   const base = { agentId, capability, mode, approvedBy };
 
   if (mode === 'production' && !override) {
-    const message = 'tool generation is refused in production mode without an admin override (MINDLOOP_ALLOW_TOOLGEN=1 or adminOverride: true)';
-    const { auditId } = await db.recordToolAudit({ ...base, toolName: capability, implementation: '', outcome: 'rejected_policy', testResult: { reason: 'policy_refused', message }, key: key('policy') });
+    const message =
+      'tool generation is refused in production mode without an admin override (MINDLOOP_ALLOW_TOOLGEN=1 or adminOverride: true)';
+    const { auditId } = await db.recordToolAudit({
+      ...base,
+      toolName: capability,
+      implementation: '',
+      outcome: 'rejected_policy',
+      testResult: { reason: 'policy_refused', message },
+      key: key('policy'),
+    });
     return { ok: false, reason: 'policy_refused', message, auditId };
   }
 
   // 2. The LLM writes it.
-  const written = await llm.writeTool({ agentId, capability, description: input.description, role: input.role, key: key('write') });
+  const written = await llm.writeTool({
+    agentId,
+    capability,
+    description: input.description,
+    role: input.role,
+    key: key('write'),
+  });
   if (!written.ok) {
-    const { auditId } = await db.recordToolAudit({ ...base, toolName: capability, implementation: written.raw, outcome: 'error', testResult: { reason: 'malformed_reply', message: written.message }, key: key('audit') });
+    const { auditId } = await db.recordToolAudit({
+      ...base,
+      toolName: capability,
+      implementation: written.raw,
+      outcome: 'error',
+      testResult: { reason: 'malformed_reply', message: written.message },
+      key: key('audit'),
+    });
     return { ok: false, reason: 'malformed_reply', message: written.message, auditId };
   }
   const { tool } = written;
@@ -93,7 +147,15 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
   const safetyCheck = { ok: safety.ok, file: safety.file, violations: safety.violations };
   if (!safety.ok) {
     const message = `unsafe code in ${safety.file}: ${safety.violations.map((v) => `${v.line}:${v.column} ${v.rule}: ${v.message}`).join('; ')}`;
-    const { auditId } = await db.recordToolAudit({ ...base, toolName: tool.name, implementation: tool.module, tests: tool.tests, safetyCheck, outcome: 'rejected_static', key: key('audit') });
+    const { auditId } = await db.recordToolAudit({
+      ...base,
+      toolName: tool.name,
+      implementation: tool.module,
+      tests: tool.tests,
+      safetyCheck,
+      outcome: 'rejected_static',
+      key: key('audit'),
+    });
     return { ok: false, reason: 'unsafe_code', message, auditId, details: safety.violations };
   }
 
@@ -109,12 +171,25 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
     // sandbox-charge-v1: the tests' run is charged to the agent's budget (held before, settled
     // after); generations begun before ran them uncharged, and replay so.
     run = patched('sandbox-charge-v1')
-      ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, { agentId, budgetId: budgetIds.agent(agentId), reason: `tests of the generated tool ${tool.name}` })
+      ? await chargedSandboxRun(db, sandbox.sandboxRun, testRun, {
+          agentId,
+          budgetId: budgetIds.agent(agentId),
+          reason: `tests of the generated tool ${tool.name}`,
+        })
       : await sandbox.sandboxRun(testRun);
   } catch (err) {
     const message = `the sandbox could not run the tests: ${err instanceof ActivityFailure && err.cause ? err.cause.message : String(err)}`;
     log.warn('sandbox unavailable', { agentId, capability, message });
-    const { auditId } = await db.recordToolAudit({ ...base, toolName: tool.name, implementation: tool.module, tests: tool.tests, safetyCheck, outcome: 'error', testResult: { reason: 'sandbox_error', message }, key: key('audit') });
+    const { auditId } = await db.recordToolAudit({
+      ...base,
+      toolName: tool.name,
+      implementation: tool.module,
+      tests: tool.tests,
+      safetyCheck,
+      outcome: 'error',
+      testResult: { reason: 'sandbox_error', message },
+      key: key('audit'),
+    });
     return { ok: false, reason: 'sandbox_error', message, auditId };
   }
   const testResult = {
@@ -135,24 +210,49 @@ async function generate(input: z.output<typeof toolGenerationInput>, key: (step:
       : run.status === 'budget_exceeded'
         ? `the tests exceeded the sandbox's ${run.exceeded} budget`
         : `the tests failed (exit ${run.exitCode})${failingTests(run.stdout)}: ${tailText(`${run.stdout}\n${run.stderr}`.trim(), 600)}`;
-    const { auditId } = await db.recordToolAudit({ ...base, toolName: tool.name, implementation: tool.module, tests: tool.tests, safetyCheck, testResult: { ...testResult, reason }, outcome: 'failed_tests', key: key('audit') });
+    const { auditId } = await db.recordToolAudit({
+      ...base,
+      toolName: tool.name,
+      implementation: tool.module,
+      tests: tool.tests,
+      safetyCheck,
+      testResult: { ...testResult, reason },
+      outcome: 'failed_tests',
+      key: key('audit'),
+    });
     return { ok: false, reason, message, auditId, details: testResult };
   }
 
   // 5. Register: catalogue, discovery, learning, audit.
   let registered;
   try {
-    registered = await db.registerGeneratedTool({ agentId, capability, tool, mode, approvedBy, safetyCheck, testResult, key: key('audit') });
+    registered = await db.registerGeneratedTool({
+      agentId,
+      capability,
+      tool,
+      mode,
+      approvedBy,
+      safetyCheck,
+      testResult,
+      key: key('audit'),
+    });
   } catch (err) {
     if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'Forbidden') {
       throw ApplicationFailure.create({ type: 'ToolNameTaken', nonRetryable: true, message: err.cause.message });
     }
     throw err;
   }
-  if (registered.learningError) log.warn('generated_tool learning not saved', { agentId, tool: tool.name, error: registered.learningError });
+  if (registered.learningError)
+    log.warn('generated_tool learning not saved', { agentId, tool: tool.name, error: registered.learningError });
   return {
     ok: true,
-    tool: { id: registered.toolId, name: tool.name, capability, description: tool.description, version: registered.version },
+    tool: {
+      id: registered.toolId,
+      name: tool.name,
+      capability,
+      description: tool.description,
+      version: registered.version,
+    },
     auditId: registered.auditId,
   };
 }

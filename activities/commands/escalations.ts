@@ -30,13 +30,30 @@ const str = (v: unknown) => (typeof v === 'string' ? v : v === undefined ? '' : 
 
 export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
   async escalate(ctx, a) {
-    const e = escalation(ctx, { task: a.task, category: a.category, context: a.context ?? {}, whatITried: a.what_i_tried ?? '' });
-    return { message: `escalated to the oversight (${a.category}) as ${e.escalationId}; the answer comes as a note`, effects: [e] };
+    const e = escalation(ctx, {
+      task: a.task,
+      category: a.category,
+      context: a.context ?? {},
+      whatITried: a.what_i_tried ?? '',
+    });
+    return {
+      message: `escalated to the oversight (${a.category}) as ${e.escalationId}; the answer comes as a note`,
+      effects: [e],
+    };
   },
 
   async 'tool.call'(ctx, a) {
     // Inside the command's transaction: the transition and its log commit with the command_log row.
-    const r: ToolCallResult = await callTool({ db: ctx.tx as unknown as Db, inTransaction: true, dangerRules: ctx.dangerRules }, { agentId: ctx.agentId, tool: a.tool, action: a.action, args: a.args ?? {}, key: `${ctx.workflowId ?? 'cmd'}/${ctx.tick}/${ctx.logCmdId}` });
+    const r: ToolCallResult = await callTool(
+      { db: ctx.tx as unknown as Db, inTransaction: true, dangerRules: ctx.dangerRules },
+      {
+        agentId: ctx.agentId,
+        tool: a.tool,
+        action: a.action,
+        args: a.args ?? {},
+        key: `${ctx.workflowId ?? 'cmd'}/${ctx.tick}/${ctx.logCmdId}`,
+      },
+    );
     const text = JSON.stringify(r).slice(0, 8000);
     if (!r.ok && r.refused === 'held') {
       const e = escalation(ctx, {
@@ -53,11 +70,20 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
     // Valid here: the tool checked the args (an invalid category is refused there, with the `escalate` command's error).
     const args = (r.output.args as Record<string, unknown> | undefined) ?? {};
     if (a.tool === 'escalate' && a.action === 'escalate') {
-      const e = escalation(ctx, { task: str(args.task), category: args.category, context: (args.context as Record<string, unknown>) ?? {}, whatITried: str(args.what_i_tried) });
+      const e = escalation(ctx, {
+        task: str(args.task),
+        category: args.category,
+        context: (args.context as Record<string, unknown>) ?? {},
+        whatITried: str(args.what_i_tried),
+      });
       return { message: `escalated as ${e.escalationId}; the answer comes as a note`, text, effects: [e] };
     }
     if (a.tool === 'request_state_machine_design' && a.action === 'request') {
-      const e = escalation(ctx, { task: `design a state-machine tool: ${str(args.capability)}`, category: 'state_machine_designer', context: { capability: args.capability, why: args.context } });
+      const e = escalation(ctx, {
+        task: `design a state-machine tool: ${str(args.capability)}`,
+        category: 'state_machine_designer',
+        context: { capability: args.capability, why: args.context },
+      });
       return { message: `design requested as ${e.escalationId}; the result comes as a note`, text, effects: [e] };
     }
     if (a.tool === 'escalate' && a.action === 'list') {
@@ -66,7 +92,15 @@ export const escalationHandlers: HandlerMap<'escalate' | 'tool.call'> = {
     }
     const designed = await designedToolRun(ctx, a.tool, r, args);
     if (typeof designed === 'string') return { message: clipText(designed, 200), text };
-    if (designed) return { message: clipText(`${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`, 200), text, effects: [designed] };
+    if (designed)
+      return {
+        message: clipText(
+          `${a.tool}.${a.action} → ${r.state}; its implementation runs in the sandbox as process '${designed.processId}', the output comes with the next context`,
+          200,
+        ),
+        text,
+        effects: [designed],
+      };
     return { message: `${a.tool}.${a.action} → ${r.state}`, text };
   },
 };
@@ -103,7 +137,12 @@ if (typeof output === 'string' && input.states.includes(output) && output !== in
  * sandboxRun, like the `shell` command) and its output reaches the next context. Built-in tools
  * act here and return null.
  */
-async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<ToolCallResult, { ok: true }>, args: Record<string, unknown>): Promise<Extract<LoopEffect, { kind: 'shell' }> | string | null> {
+async function designedToolRun(
+  ctx: HandlerContext,
+  tool: string,
+  r: Extract<ToolCallResult, { ok: true }>,
+  args: Record<string, unknown>,
+): Promise<Extract<LoopEffect, { kind: 'shell' }> | string | null> {
   const [row] = await ctx.tx
     .select({ implementation: toolRegistry.implementation, spec: toolRegistry.spec })
     .from(toolRegistry)
@@ -112,15 +151,35 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
   // The effect carries the code through workflow history (the loop's result, the sandbox run's
   // input): payloads there stay well under 64 KB.
   const size = Buffer.byteLength(row.implementation) + Buffer.byteLength(JSON.stringify(args));
-  if (size > maxInlineToolBytes) return `${tool}.${r.action} → ${r.state}; its implementation was not run: ${Math.ceil(size / 1024)} KB is more than the ${maxInlineToolBytes / 1024} KB a sandbox run may carry`;
+  if (size > maxInlineToolBytes)
+    return `${tool}.${r.action} → ${r.state}; its implementation was not run: ${Math.ceil(size / 1024)} KB is more than the ${maxInlineToolBytes / 1024} KB a sandbox run may carry`;
   const processId = `tool.t${ctx.tick}.${ctx.logCmdId}`;
   const command = clipText(`tool ${tool}.${r.action} ${JSON.stringify(args)} (${r.from} → ${r.state})`, 500);
   // Charged like a `shell`: its worst case is held here, in the command's transaction (a budget
   // that cannot cover it refuses the command, the transition included), and recordShellResult
   // settles the wall seconds it took under the same key.
-  const held = await holdSandboxRun(ctx.tx, ctx.prices, { key: shellChargeKey(ctx.agentId, processId), budgetId: budgetIds.agent(ctx.agentId), wallMs: designedToolWallMs, cpus: 1, tick: ctx.tick, reason: command });
-  if (!held.ok) throw new CommandError(`lifeforce exhausted: ${tool}.${r.action}'s sandbox run needs ${held.needed} LF, the budget has ${held.available ?? 'unlimited'} LF (${held.reason})`);
-  await ctx.tx.insert(processLog).values({ agentId: ctx.agentId, processId, kind: 'tool', name: clipText(command, 200), status: 'ok', message: 'queued for the sandbox', payload: { tool, action: r.action, from: r.from, to: r.state }, tick: ctx.tick });
+  const held = await holdSandboxRun(ctx.tx, ctx.prices, {
+    key: shellChargeKey(ctx.agentId, processId),
+    budgetId: budgetIds.agent(ctx.agentId),
+    wallMs: designedToolWallMs,
+    cpus: 1,
+    tick: ctx.tick,
+    reason: command,
+  });
+  if (!held.ok)
+    throw new CommandError(
+      `lifeforce exhausted: ${tool}.${r.action}'s sandbox run needs ${held.needed} LF, the budget has ${held.available ?? 'unlimited'} LF (${held.reason})`,
+    );
+  await ctx.tx.insert(processLog).values({
+    agentId: ctx.agentId,
+    processId,
+    kind: 'tool',
+    name: clipText(command, 200),
+    status: 'ok',
+    message: 'queued for the sandbox',
+    payload: { tool, action: r.action, from: r.from, to: r.state },
+    tick: ctx.tick,
+  });
   return {
     kind: 'shell',
     processId,
@@ -131,7 +190,13 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
     files: {
       'tool.mjs': row.implementation,
       'run.mjs': designedToolHarness,
-      'input.json': JSON.stringify({ from: r.from, action: r.action, to: r.state, args, states: row.spec.states ?? [] }),
+      'input.json': JSON.stringify({
+        from: r.from,
+        action: r.action,
+        to: r.state,
+        args,
+        states: row.spec.states ?? [],
+      }),
       'package.json': '{"type":"module"}',
     },
     timeoutMs: designedToolWallMs,
@@ -139,7 +204,12 @@ async function designedToolRun(ctx: HandlerContext, tool: string, r: Extract<Too
 }
 
 /** The escalation a danger-zone command becomes (activities/tick/apply-commands.ts holds it instead of running it). */
-export function heldCommandEscalation(input: { agentId: string; tick: number }, logCmdId: string, cmd: { cmdId: string; type: string; args: Record<string, unknown> }, flags: string[]): Extract<LoopEffect, { kind: 'escalate' }> {
+export function heldCommandEscalation(
+  input: { agentId: string; tick: number },
+  logCmdId: string,
+  cmd: { cmdId: string; type: string; args: Record<string, unknown> },
+  flags: string[],
+): Extract<LoopEffect, { kind: 'escalate' }> {
   const escalationId = escalationIdFor(input.agentId, input.tick, logCmdId);
   return {
     kind: 'escalate',

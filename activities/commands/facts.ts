@@ -17,12 +17,17 @@ export const factHandlers: HandlerMap<FamilyTypes<'facts'>> = {
     const rows = await tx
       .select()
       .from(unverifiedFacts)
-      .where(and(eq(unverifiedFacts.agentId, agentId), status === 'all' ? undefined : eq(unverifiedFacts.status, status)))
+      .where(
+        and(eq(unverifiedFacts.agentId, agentId), status === 'all' ? undefined : eq(unverifiedFacts.status, status)),
+      )
       .orderBy(desc(unverifiedFacts.id))
       .limit(a.limit ?? 20);
     return listResult(
       status === 'all' ? 'facts' : `${status} facts`,
-      rows.map((f) => `#${f.id} [${f.status}] confidence ${f.confidence}${f.taskId ? ` task #${f.taskId}` : ''} ${oneLine(f.fact, 200)}${f.resolution ? ` -- ${oneLine(f.resolution, 120)}` : ''}`),
+      rows.map(
+        (f) =>
+          `#${f.id} [${f.status}] confidence ${f.confidence}${f.taskId ? ` task #${f.taskId}` : ''} ${oneLine(f.fact, 200)}${f.resolution ? ` -- ${oneLine(f.resolution, 120)}` : ''}`,
+      ),
     );
   },
   async 'facts.resolve'({ tx, agentId }, a) {
@@ -42,8 +47,20 @@ async function resolveFactsOfTask(tx: Tx, agentId: string, taskId: number, statu
   const facts = await tx
     .select({ id: unverifiedFacts.id })
     .from(unverifiedFacts)
-    .where(and(eq(unverifiedFacts.agentId, agentId), eq(unverifiedFacts.taskId, taskId), eq(unverifiedFacts.status, 'pending')));
-  for (const f of facts) await resolveFact(tx, { agentId, factId: f.id, status: outcome, resolution: `fact-check task #${taskId} set ${status}` });
+    .where(
+      and(
+        eq(unverifiedFacts.agentId, agentId),
+        eq(unverifiedFacts.taskId, taskId),
+        eq(unverifiedFacts.status, 'pending'),
+      ),
+    );
+  for (const f of facts)
+    await resolveFact(tx, {
+      agentId,
+      factId: f.id,
+      status: outcome,
+      resolution: `fact-check task #${taskId} set ${status}`,
+    });
   return facts.map((f) => f.id);
 }
 
@@ -52,6 +69,11 @@ export function withFactResolution(inner: Handler<'tasks.status'>): Handler<'tas
   return async (ctx, a: ArgsOf<'tasks.status'>) => {
     const r = await inner(ctx, a);
     const resolved = await resolveFactsOfTask(ctx.tx, ctx.agentId, a.id, a.status);
-    return resolved.length ? { ...r, message: `${r.message}; fact ${resolved.map((id) => `#${id}`).join(', ')} ${outcomeOf[a.status as keyof typeof outcomeOf]}` } : r;
+    return resolved.length
+      ? {
+          ...r,
+          message: `${r.message}; fact ${resolved.map((id) => `#${id}`).join(', ')} ${outcomeOf[a.status as keyof typeof outcomeOf]}`,
+        }
+      : r;
   };
 }

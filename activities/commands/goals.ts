@@ -7,19 +7,34 @@ import { abstractTriggerKey, closes } from '../../core/abstracts.js';
 import { workflowIds } from '../../core/ids.js';
 import { makeAutoAbstract, type AbstractTrigger } from '../../db/queries/abstracts.js';
 import { goalLinks, goals, tasks, type Task } from '../../db/schema/index.js';
-import { CommandError, listResult, notFound, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
+import {
+  CommandError,
+  listResult,
+  notFound,
+  tagSuffix,
+  type FamilyTypes,
+  type HandlerContext,
+  type HandlerMap,
+  type Tx,
+} from './shared.js';
 
 const now = () => new Date();
 const finishedTaskStatuses = ['done', 'failed', 'cancelled'] as const;
 
 async function requireGoal(tx: Tx, agentId: string, id: number) {
-  const [g] = await tx.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.id, id)));
+  const [g] = await tx
+    .select()
+    .from(goals)
+    .where(and(eq(goals.agentId, agentId), eq(goals.id, id)));
   if (!g) notFound('goal', id);
   return g;
 }
 
 async function requireTask(tx: Tx, agentId: string, id: number): Promise<Task> {
-  const [t] = await tx.select().from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.id, id)));
+  const [t] = await tx
+    .select()
+    .from(tasks)
+    .where(and(eq(tasks.agentId, agentId), eq(tasks.id, id)));
   if (!t) notFound('task', id);
   return t;
 }
@@ -30,7 +45,11 @@ async function requireTask(tx: Tx, agentId: string, id: number): Promise<Task> {
  * the command log) makes no second one.
  */
 async function closingAbstract(ctx: HandlerContext, trigger: AbstractTrigger): Promise<string> {
-  const r = await makeAutoAbstract(ctx.tx, { agentId: ctx.agentId, trigger, triggerKey: abstractTriggerKey(trigger, ctx.tick, ctx.mode === 'task' ? ctx.taskId : undefined) });
+  const r = await makeAutoAbstract(ctx.tx, {
+    agentId: ctx.agentId,
+    trigger,
+    triggerKey: abstractTriggerKey(trigger, ctx.tick, ctx.mode === 'task' ? ctx.taskId : undefined),
+  });
   return r.created && r.abstractId !== null ? `; abstract #${r.abstractId}` : '';
 }
 
@@ -53,7 +72,9 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
       })
       .returning({ id: goals.id });
     if (a.parent_id !== undefined) {
-      await tx.insert(goalLinks).values({ agentId, parentGoalId: a.parent_id, childGoalId: g!.id, relation: 'subgoal' });
+      await tx
+        .insert(goalLinks)
+        .values({ agentId, parentGoalId: a.parent_id, childGoalId: g!.id, relation: 'subgoal' });
     }
     return { message: `goal #${g!.id} added${a.parent_id !== undefined ? ` as a subgoal of #${a.parent_id}` : ''}` };
   },
@@ -75,8 +96,14 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
     const rels = await tx
       .select()
       .from(goalLinks)
-      .where(and(eq(goalLinks.agentId, agentId), or(eq(goalLinks.parentGoalId, g.id), eq(goalLinks.childGoalId, g.id))));
-    const taskCounts = await tx.select({ status: tasks.status, n: count() }).from(tasks).where(and(eq(tasks.agentId, agentId), eq(tasks.goalId, g.id))).groupBy(tasks.status);
+      .where(
+        and(eq(goalLinks.agentId, agentId), or(eq(goalLinks.parentGoalId, g.id), eq(goalLinks.childGoalId, g.id))),
+      );
+    const taskCounts = await tx
+      .select({ status: tasks.status, n: count() })
+      .from(tasks)
+      .where(and(eq(tasks.agentId, agentId), eq(tasks.goalId, g.id)))
+      .groupBy(tasks.status);
     const lines = [
       `#${g.id} [${g.status}] (p ${g.priority}) ${g.title}${tagSuffix(g.tags)}`,
       g.description ? `Description: ${g.description}` : null,
@@ -92,7 +119,14 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
   async 'goals.update'({ tx, agentId }, a) {
     const rows = await tx
       .update(goals)
-      .set({ title: a.title, description: a.description, constraints: a.constraints, successCriteria: a.success_criteria, priority: a.priority, tags: a.tags })
+      .set({
+        title: a.title,
+        description: a.description,
+        constraints: a.constraints,
+        successCriteria: a.success_criteria,
+        priority: a.priority,
+        tags: a.tags,
+      })
       .where(and(eq(goals.agentId, agentId), eq(goals.id, a.id)))
       .returning({ id: goals.id });
     if (!rows[0]) notFound('goal', a.id);
@@ -110,7 +144,9 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
     if (a.status === 'paused' && g.status === 'active') set.interruptions = g.interruptions + 1;
     await tx.update(goals).set(set).where(eq(goals.id, g.id));
     const digest = closes('goal', g.status, a.status) ? await closingAbstract(ctx, 'goal_closed') : '';
-    return { message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clipText(a.failure_reason, 80)})` : ''}${digest}` };
+    return {
+      message: `goal #${g.id} ${g.status} → ${a.status}${a.failure_reason ? ` (${clipText(a.failure_reason, 80)})` : ''}${digest}`,
+    };
   },
   async 'goals.link'({ tx, agentId }, a) {
     if (a.parent_id === a.child_id) throw new CommandError('a goal can not be linked to itself');
@@ -122,7 +158,11 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
       .values({ agentId, parentGoalId: a.parent_id, childGoalId: a.child_id, relation })
       .onConflictDoNothing()
       .returning({ id: goalLinks.id });
-    return { message: rows[0] ? `goal #${a.parent_id} -[${relation}]-> #${a.child_id} linked` : `goal #${a.parent_id} -[${relation}]-> #${a.child_id} was already linked` };
+    return {
+      message: rows[0]
+        ? `goal #${a.parent_id} -[${relation}]-> #${a.child_id} linked`
+        : `goal #${a.parent_id} -[${relation}]-> #${a.child_id} was already linked`,
+    };
   },
   async 'goals.unlink'({ tx, agentId }, a) {
     const rows = await tx
@@ -142,7 +182,11 @@ export const goalHandlers: HandlerMap<FamilyTypes<'goals'>> = {
 };
 
 async function taskSet(tx: Tx, agentId: string, id: number, set: Partial<typeof tasks.$inferInsert>, done: string) {
-  const rows = await tx.update(tasks).set(set).where(and(eq(tasks.agentId, agentId), eq(tasks.id, id))).returning({ id: tasks.id });
+  const rows = await tx
+    .update(tasks)
+    .set(set)
+    .where(and(eq(tasks.agentId, agentId), eq(tasks.id, id)))
+    .returning({ id: tasks.id });
   if (!rows[0]) notFound('task', id);
   return { message: `task #${id} ${done}` };
 }
@@ -152,7 +196,15 @@ export const taskHandlers: HandlerMap<FamilyTypes<'tasks'>> = {
     if (a.goal_id !== undefined) await requireGoal(tx, agentId, a.goal_id);
     const [t] = await tx
       .insert(tasks)
-      .values({ agentId, title: a.title, description: a.description ?? null, goalId: a.goal_id ?? null, priority: a.priority ?? 0, pinned: a.pinned ?? false, tags: a.tags ?? [] })
+      .values({
+        agentId,
+        title: a.title,
+        description: a.description ?? null,
+        goalId: a.goal_id ?? null,
+        priority: a.priority ?? 0,
+        pinned: a.pinned ?? false,
+        tags: a.tags ?? [],
+      })
       .returning({ id: tasks.id });
     return { message: `task #${t!.id} added` };
   },
@@ -164,35 +216,62 @@ export const taskHandlers: HandlerMap<FamilyTypes<'tasks'>> = {
       .where(
         and(
           eq(tasks.agentId, agentId),
-          status === undefined ? notInArray(tasks.status, [...finishedTaskStatuses]) : status === 'all' ? undefined : eq(tasks.status, status),
+          status === undefined
+            ? notInArray(tasks.status, [...finishedTaskStatuses])
+            : status === 'all'
+              ? undefined
+              : eq(tasks.status, status),
           a.goal_id !== undefined ? eq(tasks.goalId, a.goal_id) : undefined,
         ),
       )
       // Pinned first, then by priority.
       .orderBy(desc(tasks.pinned), desc(tasks.priority), asc(tasks.id))
       .limit(a.limit ?? 20);
-    return listResult(status === undefined ? 'unfinished tasks' : status === 'all' ? 'tasks' : `${status} tasks`, rows.map(renderTask));
+    return listResult(
+      status === undefined ? 'unfinished tasks' : status === 'all' ? 'tasks' : `${status} tasks`,
+      rows.map(renderTask),
+    );
   },
   async 'tasks.read'({ tx, agentId }, a) {
     const t = await requireTask(tx, agentId, a.id);
-    const text = [renderTask(t), t.description ?? '', t.lastError ? `Last loop error: ${t.lastError}` : null, tagSuffix(t.tags).trim() || null]
+    const text = [
+      renderTask(t),
+      t.description ?? '',
+      t.lastError ? `Last loop error: ${t.lastError}` : null,
+      tagSuffix(t.tags).trim() || null,
+    ]
       .filter((l): l is string => l !== null && l !== '')
       .join('\n');
     return { message: `task #${t.id}: ${oneLine(t.title, 100)}`, text };
   },
   async 'tasks.update'({ tx, agentId }, a) {
     if (a.goal_id !== undefined && a.goal_id !== null) await requireGoal(tx, agentId, a.goal_id);
-    return taskSet(tx, agentId, a.id, { title: a.title, description: a.description, goalId: a.goal_id, tags: a.tags }, 'updated');
+    return taskSet(
+      tx,
+      agentId,
+      a.id,
+      { title: a.title, description: a.description, goalId: a.goal_id, tags: a.tags },
+      'updated',
+    );
   },
   'tasks.pin': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { pinned: true }, 'pinned'),
   'tasks.unpin': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { pinned: false }, 'unpinned'),
-  'tasks.priority': ({ tx, agentId }, a) => taskSet(tx, agentId, a.id, { priority: a.priority }, `priority set to ${a.priority}`),
+  'tasks.priority': ({ tx, agentId }, a) =>
+    taskSet(tx, agentId, a.id, { priority: a.priority }, `priority set to ${a.priority}`),
   async 'tasks.status'(ctx, a) {
     const { tx, agentId } = ctx;
     const before = await requireTask(tx, agentId, a.id);
     const finished = (finishedTaskStatuses as readonly string[]).includes(a.status);
-    const r = await taskSet(tx, agentId, a.id, { status: a.status, completedAt: finished ? now() : null }, `status set to ${a.status}`);
-    return closes('task', before.status, a.status) ? { ...r, message: `${r.message}${await closingAbstract(ctx, 'task_closed')}` } : r;
+    const r = await taskSet(
+      tx,
+      agentId,
+      a.id,
+      { status: a.status, completedAt: finished ? now() : null },
+      `status set to ${a.status}`,
+    );
+    return closes('task', before.status, a.status)
+      ? { ...r, message: `${r.message}${await closingAbstract(ctx, 'task_closed')}` }
+      : r;
   },
 };
 
@@ -201,9 +280,14 @@ export const llmTaskHandlers: HandlerMap<'llm_task.start' | 'llm_task.stop'> = {
     let task: Task;
     if (a.task_id !== undefined) {
       task = await requireTask(tx, agentId, a.task_id);
-      if (task.frozen) throw new CommandError(`task #${task.id} is frozen for review (its loop failed: ${clipText(task.lastError ?? 'unknown error', 80)})`);
-      if ((finishedTaskStatuses as readonly string[]).includes(task.status)) throw new CommandError(`task #${task.id} is ${task.status}`);
-      if (task.replStatus === 'running') throw new CommandError(`task #${task.id} already has a running loop (llm_task.stop it first)`);
+      if (task.frozen)
+        throw new CommandError(
+          `task #${task.id} is frozen for review (its loop failed: ${clipText(task.lastError ?? 'unknown error', 80)})`,
+        );
+      if ((finishedTaskStatuses as readonly string[]).includes(task.status))
+        throw new CommandError(`task #${task.id} is ${task.status}`);
+      if (task.replStatus === 'running')
+        throw new CommandError(`task #${task.id} already has a running loop (llm_task.stop it first)`);
     } else {
       if (a.goal_id !== undefined) await requireGoal(tx, agentId, a.goal_id);
       const [created] = await tx
@@ -225,14 +309,24 @@ export const llmTaskHandlers: HandlerMap<'llm_task.start' | 'llm_task.stop'> = {
       .where(eq(tasks.id, task.id));
     return {
       message: `auxiliary loop on task #${task.id} '${clipText(task.title, 60)}' starting`,
-      effects: [{ kind: 'startTaskLoop', taskId: task.id, title: task.title, ...(a.max_ticks !== undefined ? { maxTicks: a.max_ticks } : {}) }],
+      effects: [
+        {
+          kind: 'startTaskLoop',
+          taskId: task.id,
+          title: task.title,
+          ...(a.max_ticks !== undefined ? { maxTicks: a.max_ticks } : {}),
+        },
+      ],
     };
   },
   async 'llm_task.stop'({ tx, agentId }, a) {
     const task = await requireTask(tx, agentId, a.task_id);
     await tx.update(tasks).set({ replStatus: 'stopped' }).where(eq(tasks.id, task.id));
     return {
-      message: task.replStatus === 'running' ? `auxiliary loop on task #${task.id} stopping` : `task #${task.id} had no running loop (stop sent anyway)`,
+      message:
+        task.replStatus === 'running'
+          ? `auxiliary loop on task #${task.id} stopping`
+          : `task #${task.id} had no running loop (stop sent anyway)`,
       effects: [{ kind: 'stopTaskLoop', taskId: task.id }],
     };
   },

@@ -5,7 +5,14 @@
 import { clipText } from '../../core/sanitize.js';
 import { and, eq, inArray } from 'drizzle-orm';
 import { abstractTriggerKey } from '../../core/abstracts.js';
-import { configKeyNames, configKeys, helpText, validateConfigValue, type CommandType, type ConfigKey } from '../../core/catalogue.js';
+import {
+  configKeyNames,
+  configKeys,
+  helpText,
+  validateConfigValue,
+  type CommandType,
+  type ConfigKey,
+} from '../../core/catalogue.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agentConfig, llmRecentResponses } from '../../db/schema/index.js';
@@ -43,29 +50,46 @@ function keyEffects(key: ConfigKey, value: unknown): LoopEffect[] {
 function withModeChangeAbstract<T extends CommandType>(inner: Handler<T>): Handler<T> {
   return async (ctx, a) => {
     const r = await inner(ctx, a);
-    const next = r.effects?.find((e): e is Extract<LoopEffect, { kind: 'setContextMode' }> => e.kind === 'setContextMode');
+    const next = r.effects?.find(
+      (e): e is Extract<LoopEffect, { kind: 'setContextMode' }> => e.kind === 'setContextMode',
+    );
     if (!next || ctx.mode !== 'main') return r;
     const [thought] = await ctx.tx
       .select({ contextMode: llmRecentResponses.contextMode })
       .from(llmRecentResponses)
       .where(and(eq(llmRecentResponses.agentId, ctx.agentId), eq(llmRecentResponses.tick, ctx.tick)));
     if (!thought || thought.contextMode === next.mode) return r;
-    const made = await makeAutoAbstract(ctx.tx, { agentId: ctx.agentId, trigger: 'mode_change', triggerKey: abstractTriggerKey('mode_change', ctx.tick) });
-    return made.created && made.abstractId !== null ? { ...r, message: clipText(`${r.message}; abstract #${made.abstractId}`, 200) } : r;
+    const made = await makeAutoAbstract(ctx.tx, {
+      agentId: ctx.agentId,
+      trigger: 'mode_change',
+      triggerKey: abstractTriggerKey('mode_change', ctx.tick),
+    });
+    return made.created && made.abstractId !== null
+      ? { ...r, message: clipText(`${r.message}; abstract #${made.abstractId}`, 200) }
+      : r;
   };
 }
 
 export const configHandlers: HandlerMap<FamilyTypes<'config'>> = {
   async 'config.get'({ tx, agentId }, a) {
-    const [row] = await tx.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, a.key)));
+    const [row] = await tx
+      .select()
+      .from(agentConfig)
+      .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, a.key)));
     const value = row ? row.value : configKeys[a.key].default;
     const line = `${a.key} = ${show(value)}${row ? '' : ' (default)'} — ${configKeys[a.key].help}`;
     return { message: clipText(line, 200), text: line };
   },
   async 'config.list'({ tx, agentId }) {
-    const rows = await tx.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), inArray(agentConfig.key, configKeyNames)));
+    const rows = await tx
+      .select()
+      .from(agentConfig)
+      .where(and(eq(agentConfig.agentId, agentId), inArray(agentConfig.key, configKeyNames)));
     const stored = new Map(rows.map((r) => [r.key, r.value]));
-    const lines = configKeyNames.map((k) => `${k} = ${show(stored.has(k) ? stored.get(k) : configKeys[k].default)}${stored.has(k) ? '' : ' (default)'} — ${configKeys[k].help}`);
+    const lines = configKeyNames.map(
+      (k) =>
+        `${k} = ${show(stored.has(k) ? stored.get(k) : configKeys[k].default)}${stored.has(k) ? '' : ' (default)'} — ${configKeys[k].help}`,
+    );
     return { message: `${lines.length} settings`, text: lines.join('\n') };
   },
   'config.set': withModeChangeAbstract<'config.set'>(async ({ tx, agentId }, a) => {
@@ -89,14 +113,21 @@ export const cycleHandlers: HandlerMap<FamilyTypes<'cycle'>> = {
     return { message: `context shows the last ${a.n} replies`, effects: [{ kind: 'setResponses', n: a.n }] };
   },
   'cycle.concentration': withModeChangeAbstract<'cycle.concentration'>(async (_ctx, a) => {
-    if (!a.on) return { message: 'concentration off (standard context)', effects: [{ kind: 'setContextMode', mode: 'standard' }] };
+    if (!a.on)
+      return {
+        message: 'concentration off (standard context)',
+        effects: [{ kind: 'setContextMode', mode: 'standard' }],
+      };
     const filter = {
       ...(a.tags?.length ? { tags: a.tags } : {}),
       ...(a.emotions?.length ? { emotions: a.emotions } : {}),
       op: a.op ?? 'or',
     };
     const on = [...(a.tags ?? []), ...(a.emotions ?? [])].join(` ${filter.op} `);
-    return { message: clipText(`concentration on${on ? `: ${on}` : ''}`, 200), effects: [{ kind: 'setContextMode', mode: 'concentration', filter }] };
+    return {
+      message: clipText(`concentration on${on ? `: ${on}` : ''}`, 200),
+      effects: [{ kind: 'setContextMode', mode: 'concentration', filter }],
+    };
   }),
   'cycle.meditation': withModeChangeAbstract<'cycle.meditation'>(async (_ctx, a) =>
     a.on
@@ -127,6 +158,9 @@ export const cycleHandlers: HandlerMap<FamilyTypes<'cycle'>> = {
       ...(a.wake_on ? { wakeOn: [...new Set(a.wake_on)] } : {}),
       ...(a.timeout_ms !== undefined ? { timeoutMs: a.timeout_ms } : {}),
     };
-    return { message: a.on ? `idle until ${(a.wake_on ?? ['note', 'process', 'timeout']).join(' | ')}` : 'idle off', effects: [effect] };
+    return {
+      message: a.on ? `idle until ${(a.wake_on ?? ['note', 'process', 'timeout']).join(' | ')}` : 'idle off',
+      effects: [effect],
+    };
   },
 };

@@ -15,17 +15,36 @@ import {
   llmRecentResponses,
   type AbstractSources,
 } from '../../db/schema/index.js';
-import { CommandError, likePattern, listResult, maxResultText, notFound, tagSuffix, type FamilyTypes, type HandlerContext, type HandlerMap, type Tx } from './shared.js';
+import {
+  CommandError,
+  likePattern,
+  listResult,
+  maxResultText,
+  notFound,
+  tagSuffix,
+  type FamilyTypes,
+  type HandlerContext,
+  type HandlerMap,
+  type Tx,
+} from './shared.js';
 
 const now = () => new Date();
 
 // --- diary ------------------------------------------------------------------------------------
 
 const diaryActive = (agentId: string, id?: number) =>
-  and(eq(diaryEntries.agentId, agentId), isNull(diaryEntries.archivedAt), id === undefined ? undefined : eq(diaryEntries.id, id));
+  and(
+    eq(diaryEntries.agentId, agentId),
+    isNull(diaryEntries.archivedAt),
+    id === undefined ? undefined : eq(diaryEntries.id, id),
+  );
 
 async function diarySet(ctx: HandlerContext, id: number, set: Partial<typeof diaryEntries.$inferInsert>, done: string) {
-  const rows = await ctx.tx.update(diaryEntries).set(set).where(diaryActive(ctx.agentId, id)).returning({ id: diaryEntries.id });
+  const rows = await ctx.tx
+    .update(diaryEntries)
+    .set(set)
+    .where(diaryActive(ctx.agentId, id))
+    .returning({ id: diaryEntries.id });
   if (!rows[0]) notFound('diary entry', id);
   return { message: `diary entry #${id} ${done}` };
 }
@@ -47,7 +66,10 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       .offset(a.offset ?? 0);
     return listResult(
       'diary entries',
-      rows.map((r) => `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${oneLine(r.content, 120)}`),
+      rows.map(
+        (r) =>
+          `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${oneLine(r.content, 120)}`,
+      ),
     );
   },
   async 'diary.search'({ tx, agentId }, a) {
@@ -66,7 +88,10 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       .limit(a.limit ?? 10);
     return listResult(
       `diary entries matching '${clipText(a.query, 40)}'`,
-      rows.map((r) => `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${snippet(r.content, a.query)}`),
+      rows.map(
+        (r) =>
+          `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${snippet(r.content, a.query)}`,
+      ),
     );
   },
   async 'diary.read'(ctx, a) {
@@ -94,7 +119,8 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       .returning({ id: diaryEntries.id });
     return { message: `diary entry #${r!.id} added` };
   },
-  'diary.update': (ctx, a) => diarySet(ctx, a.id, { title: a.title, content: a.content, tags: a.tags, priority: a.priority }, 'updated'),
+  'diary.update': (ctx, a) =>
+    diarySet(ctx, a.id, { title: a.title, content: a.content, tags: a.tags, priority: a.priority }, 'updated'),
   'diary.delete': (ctx, a) => diarySet(ctx, a.id, { archivedAt: now() }, 'archived'),
   'diary.pin': (ctx, a) => diarySet(ctx, a.id, { pinned: true }, 'pinned'),
   'diary.unpin': (ctx, a) => diarySet(ctx, a.id, { pinned: false }, 'unpinned'),
@@ -126,32 +152,59 @@ async function resolveConcept(tx: Tx, agentId: string, ref: number | string) {
     .select()
     .from(concepts)
     .where(and(conceptActive(agentId), typeof ref === 'number' ? eq(concepts.id, ref) : eq(concepts.name, ref)));
-  if (!c) throw new CommandError(typeof ref === 'number' ? `concept #${ref} not found` : `concept '${clipText(ref, 60)}' not found (add it with concepts.add)`);
+  if (!c)
+    throw new CommandError(
+      typeof ref === 'number'
+        ? `concept #${ref} not found`
+        : `concept '${clipText(ref, 60)}' not found (add it with concepts.add)`,
+    );
   return c;
 }
 
 export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
   async 'concepts.add'({ tx, agentId }, a) {
-    const [existing] = await tx.select({ id: concepts.id, archivedAt: concepts.archivedAt }).from(concepts).where(and(eq(concepts.agentId, agentId), eq(concepts.name, a.name)));
-    if (existing && !existing.archivedAt) throw new CommandError(`concept '${clipText(a.name, 60)}' already exists (#${existing.id})`);
+    const [existing] = await tx
+      .select({ id: concepts.id, archivedAt: concepts.archivedAt })
+      .from(concepts)
+      .where(and(eq(concepts.agentId, agentId), eq(concepts.name, a.name)));
+    if (existing && !existing.archivedAt)
+      throw new CommandError(`concept '${clipText(a.name, 60)}' already exists (#${existing.id})`);
     const values = { description: a.description ?? null, tags: a.tags ?? [], weight: a.weight ?? 1 };
     if (existing) {
       // An archived concept of the same name comes back rather than colliding with the unique name.
-      await tx.update(concepts).set({ ...values, archivedAt: null }).where(eq(concepts.id, existing.id));
+      await tx
+        .update(concepts)
+        .set({ ...values, archivedAt: null })
+        .where(eq(concepts.id, existing.id));
       return { message: `concept #${existing.id} '${clipText(a.name, 60)}' restored` };
     }
-    const [r] = await tx.insert(concepts).values({ agentId, name: a.name, ...values }).returning({ id: concepts.id });
+    const [r] = await tx
+      .insert(concepts)
+      .values({ agentId, name: a.name, ...values })
+      .returning({ id: concepts.id });
     return { message: `concept #${r!.id} '${clipText(a.name, 60)}' added` };
   },
   async 'concepts.list'({ tx, agentId }, a) {
     const rows = await tx
       .select()
       .from(concepts)
-      .where(and(conceptActive(agentId), a.tag ? arrayContains(concepts.tags, [a.tag]) : undefined, a.query ? ilike(concepts.name, likePattern(a.query)) : undefined))
+      .where(
+        and(
+          conceptActive(agentId),
+          a.tag ? arrayContains(concepts.tags, [a.tag]) : undefined,
+          a.query ? ilike(concepts.name, likePattern(a.query)) : undefined,
+        ),
+      )
       .orderBy(desc(concepts.weight), asc(concepts.name))
       .limit(a.limit ?? 20)
       .offset(a.offset ?? 0);
-    return listResult('concepts', rows.map((c) => `#${c.id} ${c.name} (w ${c.weight})${tagSuffix(c.tags)}${c.description ? ` — ${oneLine(c.description, 120)}` : ''}`));
+    return listResult(
+      'concepts',
+      rows.map(
+        (c) =>
+          `#${c.id} ${c.name} (w ${c.weight})${tagSuffix(c.tags)}${c.description ? ` — ${oneLine(c.description, 120)}` : ''}`,
+      ),
+    );
   },
   async 'concepts.read'({ tx, agentId }, a) {
     const c = await resolveConcept(tx, agentId, a.concept);
@@ -172,7 +225,11 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
     return { message: `concept #${a.id} updated` };
   },
   async 'concepts.delete'({ tx, agentId }, a) {
-    const rows = await tx.update(concepts).set({ archivedAt: now() }).where(and(conceptActive(agentId), eq(concepts.id, a.id))).returning({ id: concepts.id });
+    const rows = await tx
+      .update(concepts)
+      .set({ archivedAt: now() })
+      .where(and(conceptActive(agentId), eq(concepts.id, a.id)))
+      .returning({ id: concepts.id });
     if (!rows[0]) notFound('concept', a.id);
     return { message: `concept #${a.id} archived` };
   },
@@ -181,9 +238,23 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
 const fromC = alias(concepts, 'from_c');
 const toC = alias(concepts, 'to_c');
 
-async function linkRows(tx: Tx, agentId: string, conceptId: number | undefined, relation: string | undefined, max: number) {
+async function linkRows(
+  tx: Tx,
+  agentId: string,
+  conceptId: number | undefined,
+  relation: string | undefined,
+  max: number,
+) {
   return tx
-    .select({ id: links.id, relation: links.relation, weight: links.weight, from: fromC.name, to: toC.name, fromId: links.fromConceptId, toId: links.toConceptId })
+    .select({
+      id: links.id,
+      relation: links.relation,
+      weight: links.weight,
+      from: fromC.name,
+      to: toC.name,
+      fromId: links.fromConceptId,
+      toId: links.toConceptId,
+    })
     .from(links)
     .innerJoin(fromC, eq(fromC.id, links.fromConceptId))
     .innerJoin(toC, eq(toC.id, links.toConceptId))
@@ -199,8 +270,15 @@ async function linkRows(tx: Tx, agentId: string, conceptId: number | undefined, 
     .limit(max);
 }
 
-const renderLink = (l: { id: number; relation: string; weight: number; from: string; to: string; fromId: number; toId: number }) =>
-  `#${l.id} ${l.from} (#${l.fromId}) -[${l.relation}, w ${l.weight}]-> ${l.to} (#${l.toId})`;
+const renderLink = (l: {
+  id: number;
+  relation: string;
+  weight: number;
+  from: string;
+  to: string;
+  fromId: number;
+  toId: number;
+}) => `#${l.id} ${l.from} (#${l.fromId}) -[${l.relation}, w ${l.weight}]-> ${l.to} (#${l.toId})`;
 
 export const linkHandlers: HandlerMap<FamilyTypes<'links'>> = {
   async 'links.add'({ tx, agentId }, a) {
@@ -236,10 +314,18 @@ export const linkHandlers: HandlerMap<FamilyTypes<'links'>> = {
 // --- llm_memory ---------------------------------------------------------------------------------
 
 const memoryActive = (agentId: string, id?: number) =>
-  and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt), id === undefined ? undefined : eq(llmMemory.id, id));
+  and(
+    eq(llmMemory.agentId, agentId),
+    isNull(llmMemory.archivedAt),
+    id === undefined ? undefined : eq(llmMemory.id, id),
+  );
 
 async function memorySet(ctx: HandlerContext, id: number, set: Partial<typeof llmMemory.$inferInsert>, done: string) {
-  const rows = await ctx.tx.update(llmMemory).set(set).where(memoryActive(ctx.agentId, id)).returning({ id: llmMemory.id });
+  const rows = await ctx.tx
+    .update(llmMemory)
+    .set(set)
+    .where(memoryActive(ctx.agentId, id))
+    .returning({ id: llmMemory.id });
   if (!rows[0]) notFound('notebook entry', id);
   return { message: `notebook entry #${id} ${done}` };
 }
@@ -248,7 +334,14 @@ export const llmMemoryHandlers: HandlerMap<FamilyTypes<'llm_memory'>> = {
   async 'llm_memory.add'({ tx, agentId }, a) {
     const [r] = await tx
       .insert(llmMemory)
-      .values({ agentId, content: a.content, title: a.title ?? null, tags: a.tags ?? [], priority: a.priority ?? 0, pinned: a.pinned ?? false })
+      .values({
+        agentId,
+        content: a.content,
+        title: a.title ?? null,
+        tags: a.tags ?? [],
+        priority: a.priority ?? 0,
+        pinned: a.pinned ?? false,
+      })
       .returning({ id: llmMemory.id });
     return { message: `notebook entry #${r!.id} added` };
   },
@@ -256,22 +349,35 @@ export const llmMemoryHandlers: HandlerMap<FamilyTypes<'llm_memory'>> = {
     const rows = await tx
       .select()
       .from(llmMemory)
-      .where(and(memoryActive(agentId), a.tag ? arrayContains(llmMemory.tags, [a.tag]) : undefined, a.pinned !== undefined ? eq(llmMemory.pinned, a.pinned) : undefined))
+      .where(
+        and(
+          memoryActive(agentId),
+          a.tag ? arrayContains(llmMemory.tags, [a.tag]) : undefined,
+          a.pinned !== undefined ? eq(llmMemory.pinned, a.pinned) : undefined,
+        ),
+      )
       .orderBy(desc(llmMemory.pinned), desc(llmMemory.priority), desc(llmMemory.id))
       .limit(a.limit ?? 10)
       .offset(a.offset ?? 0);
     return listResult(
       'notebook entries',
-      rows.map((m) => `#${m.id}${m.pinned ? ' [pinned]' : ''}${m.title ? ` ${oneLine(m.title, 80)}:` : ''} ${oneLine(m.content, 140)}${tagSuffix(m.tags)}`),
+      rows.map(
+        (m) =>
+          `#${m.id}${m.pinned ? ' [pinned]' : ''}${m.title ? ` ${oneLine(m.title, 80)}:` : ''} ${oneLine(m.content, 140)}${tagSuffix(m.tags)}`,
+      ),
     );
   },
   async 'llm_memory.read'(ctx, a) {
     const [m] = await ctx.tx.select().from(llmMemory).where(memoryActive(ctx.agentId, a.id));
     if (!m) notFound('notebook entry', a.id);
     await touch(ctx, llmMemory, a.id);
-    return { message: `notebook entry #${m.id}`, text: `#${m.id}${m.pinned ? ' [pinned]' : ''} ${m.title ?? ''}${tagSuffix(m.tags)}\n${m.content}` };
+    return {
+      message: `notebook entry #${m.id}`,
+      text: `#${m.id}${m.pinned ? ' [pinned]' : ''} ${m.title ?? ''}${tagSuffix(m.tags)}\n${m.content}`,
+    };
   },
-  'llm_memory.update': (ctx, a) => memorySet(ctx, a.id, { content: a.content, title: a.title, tags: a.tags, priority: a.priority }, 'updated'),
+  'llm_memory.update': (ctx, a) =>
+    memorySet(ctx, a.id, { content: a.content, title: a.title, tags: a.tags, priority: a.priority }, 'updated'),
   'llm_memory.delete': (ctx, a) => memorySet(ctx, a.id, { archivedAt: now() }, 'archived'),
   'llm_memory.pin': (ctx, a) => memorySet(ctx, a.id, { pinned: true }, 'pinned'),
   'llm_memory.unpin': (ctx, a) => memorySet(ctx, a.id, { pinned: false }, 'unpinned'),
@@ -288,12 +394,21 @@ const sourceTables = {
 } as const;
 
 /** Every source id must be one of this agent's rows; returns the tick span of the responses. */
-async function checkSources(tx: Tx, agentId: string, sources: AbstractSources): Promise<{ tickFrom?: number; tickTo?: number }> {
+async function checkSources(
+  tx: Tx,
+  agentId: string,
+  sources: AbstractSources,
+): Promise<{ tickFrom?: number; tickTo?: number }> {
   const problems: string[] = [];
-  for (const [kind, table] of Object.entries(sourceTables) as Array<[keyof AbstractSources, (typeof sourceTables)[keyof typeof sourceTables]]>) {
+  for (const [kind, table] of Object.entries(sourceTables) as Array<
+    [keyof AbstractSources, (typeof sourceTables)[keyof typeof sourceTables]]
+  >) {
     const wanted = [...new Set(sources[kind] ?? [])];
     if (!wanted.length) continue;
-    const found = await tx.select({ id: table.id }).from(table).where(and(eq(table.agentId, agentId), inArray(table.id, wanted)));
+    const found = await tx
+      .select({ id: table.id })
+      .from(table)
+      .where(and(eq(table.agentId, agentId), inArray(table.id, wanted)));
     const have = new Set(found.map((r) => r.id));
     const missing = wanted.filter((i) => !have.has(i));
     if (missing.length) problems.push(`sources.${kind}: no #${missing.slice(0, 5).join(', #')}`);
@@ -301,7 +416,10 @@ async function checkSources(tx: Tx, agentId: string, sources: AbstractSources): 
   if (problems.length) throw new CommandError(problems.join('; '));
   if (!sources.responses?.length) return {};
   const [span] = await tx
-    .select({ from: sql<number>`min(${llmRecentResponses.tick})::int`, to: sql<number>`max(${llmRecentResponses.tick})::int` })
+    .select({
+      from: sql<number>`min(${llmRecentResponses.tick})::int`,
+      to: sql<number>`max(${llmRecentResponses.tick})::int`,
+    })
     .from(llmRecentResponses)
     .where(and(eq(llmRecentResponses.agentId, agentId), inArray(llmRecentResponses.id, sources.responses)));
   return { tickFrom: span?.from, tickTo: span?.to };
@@ -342,7 +460,10 @@ export const abstractHandlers: HandlerMap<FamilyTypes<'abstracts'>> = {
     return { message: `abstract #${r!.id} created from ${renderSources(a.sources)}` };
   },
   async 'abstracts.extend'({ tx, agentId, tick }, a) {
-    const [cur] = await tx.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
+    const [cur] = await tx
+      .select()
+      .from(abstracts)
+      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
     if (!cur) notFound('abstract', a.id);
     const span = a.sources ? await checkSources(tx, agentId, a.sources) : {};
     let summary = a.summary ?? cur.summary;
@@ -363,18 +484,35 @@ export const abstractHandlers: HandlerMap<FamilyTypes<'abstracts'>> = {
     const rows = await tx
       .select()
       .from(abstracts)
-      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), a.tag ? arrayContains(abstracts.tags, [a.tag]) : undefined))
+      .where(
+        and(
+          eq(abstracts.agentId, agentId),
+          isNull(abstracts.archivedAt),
+          a.tag ? arrayContains(abstracts.tags, [a.tag]) : undefined,
+        ),
+      )
       .orderBy(desc(abstracts.id))
       .limit(a.limit ?? 10);
-    return listResult('abstracts', rows.map((r) => `#${r.id} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}) — ${oneLine(r.summary, 140)}`));
+    return listResult(
+      'abstracts',
+      rows.map(
+        (r) =>
+          `#${r.id} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}) — ${oneLine(r.summary, 140)}`,
+      ),
+    );
   },
   async 'abstracts.read'({ tx, agentId }, a) {
-    const [r] = await tx.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
+    const [r] = await tx
+      .select()
+      .from(abstracts)
+      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt), eq(abstracts.id, a.id)));
     if (!r) notFound('abstract', a.id);
     return {
       message: `abstract #${r.id}: ${oneLine(r.title, 100)}`,
-      text: clipText(`#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`, maxResultText),
+      text: clipText(
+        `#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`,
+        maxResultText,
+      ),
     };
   },
 };
-

@@ -33,7 +33,10 @@ export const noteHandlers: HandlerMap<FamilyTypes<'notes'>> = {
     );
   },
   async 'notes.read'({ tx, agentId }, a) {
-    const [n] = await tx.select().from(notes).where(and(eq(notes.agentId, agentId), eq(notes.id, a.id), eq(notes.hidden, false)));
+    const [n] = await tx
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, agentId), eq(notes.id, a.id), eq(notes.hidden, false)));
     if (!n) notFound('note', a.id);
     return {
       message: `note #${n.id} from ${n.sender ?? n.source}`,
@@ -68,10 +71,15 @@ export const noteHandlers: HandlerMap<FamilyTypes<'notes'>> = {
     const rows = await tx
       .update(notes)
       .set({ readAt: new Date(), tickSeen: tick })
-      .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), isNull(notes.readAt), inArray(notes.id, wanted)))
+      .where(
+        and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), isNull(notes.readAt), inArray(notes.id, wanted)),
+      )
       .returning({ id: notes.id });
     if (!rows.length) {
-      const exists = await tx.select({ id: notes.id }).from(notes).where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), inArray(notes.id, wanted)));
+      const exists = await tx
+        .select({ id: notes.id })
+        .from(notes)
+        .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), inArray(notes.id, wanted)));
       if (!exists.length) throw new CommandError(`no incoming note #${wanted.join(', #')}`);
     }
     return { message: `${rows.length} note(s) marked read` };

@@ -59,28 +59,42 @@ export const peerHandlers: HandlerMap<FamilyTypes<'agents'> | FamilyTypes<'messa
     }
     await addPeer(tx, agentId, a.peer, a.relation, a.note);
     const after = await peerLink(tx, agentId, a.peer);
-    return { message: `${a.peer} is ${before ? 'again' : 'now'} a known peer (${after!.relation}, trust ${trustText(after!.trust)})` };
+    return {
+      message: `${a.peer} is ${before ? 'again' : 'now'} a known peer (${after!.relation}, trust ${trustText(after!.trust)})`,
+    };
   },
 
   async 'agents.remove'({ tx, agentId }, a) {
     const link = await peerLink(tx, agentId, a.peer);
     if (!link && !a.block) throw new CommandError(`peer: '${a.peer}' is not one of your known peers`);
     await removePeer(tx, agentId, a.peer, a.block ?? false);
-    return { message: a.block ? `${a.peer} is blocked: its messages are refused` : `${a.peer} is no longer a known peer` };
+    return {
+      message: a.block ? `${a.peer} is blocked: its messages are refused` : `${a.peer} is no longer a known peer`,
+    };
   },
 
   async 'messages.send'(ctx, a) {
     const { tx, agentId, tick, logCmdId } = ctx;
     if (a.to === agentId) throw new CommandError(`to: '${a.to}' is you`);
     const link = await peerLink(tx, agentId, a.to);
-    if (!link) throw new CommandError(`to: '${a.to}' is not one of your known peers (agents.add {peer: "${a.to}"} first)`);
-    if (link.status === 'blocked') throw new CommandError(`to: you blocked '${a.to}' (agents.add it again to write to it)`);
+    if (!link)
+      throw new CommandError(`to: '${a.to}' is not one of your known peers (agents.add {peer: "${a.to}"} first)`);
+    if (link.status === 'blocked')
+      throw new CommandError(`to: you blocked '${a.to}' (agents.add it again to write to it)`);
     if (!(await agentRow(tx, a.to))) throw new CommandError(`to: no agent '${a.to}' in this deployment`);
-    if ((await peerLink(tx, a.to, agentId))?.status === 'blocked') throw new CommandError(`to: '${a.to}' does not accept your messages`);
+    if ((await peerLink(tx, a.to, agentId))?.status === 'blocked')
+      throw new CommandError(`to: '${a.to}' does not accept your messages`);
     const priority = a.priority ?? 1;
     const tags = a.tags ?? [];
     // The command's own key: a retried delivery finds the first one's notes instead of adding more.
-    const { noteId } = await deliverPeerMessage(tx, { from: agentId, to: a.to, text: a.text, tags, priority, idempotencyKey: `cmd/${agentId}/${tick}/${logCmdId}` });
+    const { noteId } = await deliverPeerMessage(tx, {
+      from: agentId,
+      to: a.to,
+      text: a.text,
+      tags,
+      priority,
+      idempotencyKey: `cmd/${agentId}/${tick}/${logCmdId}`,
+    });
     await markHeardFrom(tx, a.to, agentId);
     return {
       message: `message sent to ${a.to} (its note #${noteId})`,
@@ -95,19 +109,52 @@ export const reputationHandlers: HandlerMap<FamilyTypes<'reputation'>> = {
     const lines: string[] = [];
     if (a.peer !== undefined) {
       // One after another: the command's transaction is one connection.
-      const rows = await reputationRows(tx, agentId, { subject: a.peer, ...(a.dimension ? { dimension: a.dimension } : {}) });
+      const rows = await reputationRows(tx, agentId, {
+        subject: a.peer,
+        ...(a.dimension ? { dimension: a.dimension } : {}),
+      });
       const link = await peerLink(tx, agentId, a.peer);
-      const history = await ratingHistory(tx, agentId, a.peer, { ...(a.dimension ? { dimension: a.dimension } : {}), limit: 10 });
-      if (!link && rows.length === 0) throw new CommandError(`peer: you know nothing of '${a.peer}' (not a known peer, never rated)`);
-      lines.push(`${a.peer}: ${link ? `${link.relation}, ${link.status}, trust ${trustText(link.trust)}` : 'not a known peer'}`);
-      for (const r of rows) lines.push(`- ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 160)}`);
-      if (history.length) lines.push('Your ratings, newest first:', ...history.map((h) => `- ${signed(h.score)} ${h.dimension}${h.tick !== null ? ` at tick ${h.tick}` : ''} (${h.source}): ${oneLine(h.reason, 160)}`));
-      return { message: `reputation of ${a.peer}: ${link ? `trust ${trustText(link.trust)}` : `${rows.length} dimension(s)`}`, text: lines.join('\n') };
+      const history = await ratingHistory(tx, agentId, a.peer, {
+        ...(a.dimension ? { dimension: a.dimension } : {}),
+        limit: 10,
+      });
+      if (!link && rows.length === 0)
+        throw new CommandError(`peer: you know nothing of '${a.peer}' (not a known peer, never rated)`);
+      lines.push(
+        `${a.peer}: ${link ? `${link.relation}, ${link.status}, trust ${trustText(link.trust)}` : 'not a known peer'}`,
+      );
+      for (const r of rows)
+        lines.push(
+          `- ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 160)}`,
+        );
+      if (history.length)
+        lines.push(
+          'Your ratings, newest first:',
+          ...history.map(
+            (h) =>
+              `- ${signed(h.score)} ${h.dimension}${h.tick !== null ? ` at tick ${h.tick}` : ''} (${h.source}): ${oneLine(h.reason, 160)}`,
+          ),
+        );
+      return {
+        message: `reputation of ${a.peer}: ${link ? `trust ${trustText(link.trust)}` : `${rows.length} dimension(s)`}`,
+        text: lines.join('\n'),
+      };
     }
     const rows = await reputationRows(tx, agentId, a.dimension ? { dimension: a.dimension } : {});
     const aboutMe = await reputationAmongPeers(tx, agentId);
-    lines.push(...(rows.length ? rows.map((r) => `${r.subject} ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 120)}`) : ['(you have rated no one)']));
-    lines.push(aboutMe.length ? `Others about you: ${aboutMe.map((d) => `${d.dimension} ${signed(d.mean)} from ${d.raters} peer(s)`).join('; ')}` : 'Others about you: no ratings yet');
+    lines.push(
+      ...(rows.length
+        ? rows.map(
+            (r) =>
+              `${r.subject} ${r.dimension}: score ${signed(r.score)} over ${r.evidenceCount} rating(s); last reason: ${oneLine(r.lastReason, 120)}`,
+          )
+        : ['(you have rated no one)']),
+    );
+    lines.push(
+      aboutMe.length
+        ? `Others about you: ${aboutMe.map((d) => `${d.dimension} ${signed(d.mean)} from ${d.raters} peer(s)`).join('; ')}`
+        : 'Others about you: no ratings yet',
+    );
     return { message: `${rows.length} reputation entr${rows.length === 1 ? 'y' : 'ies'}`, text: lines.join('\n') };
   },
 
@@ -117,7 +164,15 @@ export const reputationHandlers: HandlerMap<FamilyTypes<'reputation'>> = {
     if (!link && !(await agentRow(tx, a.peer))) throw new CommandError(`peer: no agent '${a.peer}'`);
     const dimension = a.dimension ?? 'overall';
     const [before] = await reputationRows(tx, agentId, { subject: a.peer, dimension });
-    const r = await ratePeer(tx, { agentId, peer: a.peer, score: a.score, reason: a.reason, dimension, source: 'agent', tick });
+    const r = await ratePeer(tx, {
+      agentId,
+      peer: a.peer,
+      score: a.score,
+      reason: a.reason,
+      dimension,
+      source: 'agent',
+      tick,
+    });
     const from = before ? before.score : 0;
     const trustBefore = dimension === 'overall' ? (link?.trust ?? trustDefaults.neutral) : null;
     return {

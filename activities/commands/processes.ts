@@ -45,11 +45,18 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
       .limit(a.limit ?? 20);
     return listResult(
       a.all ? 'processes' : 'open processes',
-      rows.map((p) => `${p.processId} [${p.status}${p.closedAt ? ', closed' : ''}] ${p.kind}${p.name ? `: ${oneLine(p.name, 80)}` : ''}${p.message ? ` — ${oneLine(p.message, 120)}` : ''}`),
+      rows.map(
+        (p) =>
+          `${p.processId} [${p.status}${p.closedAt ? ', closed' : ''}] ${p.kind}${p.name ? `: ${oneLine(p.name, 80)}` : ''}${p.message ? ` — ${oneLine(p.message, 120)}` : ''}`,
+      ),
     );
   },
   async 'process.stop'({ tx, agentId }, a) {
-    await updateOpen(tx, agentId, a.process_id, { status: 'close', message: 'stopped by the agent', closedAt: new Date() });
+    await updateOpen(tx, agentId, a.process_id, {
+      status: 'close',
+      message: 'stopped by the agent',
+      closedAt: new Date(),
+    });
     return { message: clipText(`process '${a.process_id}' stopped`, 200) };
   },
   async 'process.mark'({ tx, agentId }, a) {
@@ -64,8 +71,19 @@ export const processHandlers: HandlerMap<FamilyTypes<'process'>> = {
     const rows = await tx
       .update(processLog)
       .set({ closedAt: new Date() })
-      .where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt), inArray(processLog.status, [...finishedProcessStatuses])))
+      .where(
+        and(
+          eq(processLog.agentId, agentId),
+          isNull(processLog.closedAt),
+          inArray(processLog.status, [...finishedProcessStatuses]),
+        ),
+      )
       .returning({ processId: processLog.processId });
-    return { message: clipText(`${rows.length} finished process(es) closed${rows.length ? `: ${rows.map((r) => r.processId).join(', ')}` : ''}`, 200) };
+    return {
+      message: clipText(
+        `${rows.length} finished process(es) closed${rows.length ? `: ${rows.map((r) => r.processId).join(', ')}` : ''}`,
+        200,
+      ),
+    };
   },
 };

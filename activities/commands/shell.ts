@@ -25,8 +25,18 @@ export const shellHandlers: HandlerMap<'shell'> = {
     // The run's worst case (its wall budget on one CPU) is held before it is queued: a budget
     // that cannot cover it refuses the command, and nothing runs.
     const wallMs = a.timeout_ms ?? defaultShellTimeoutMs;
-    const held = await holdSandboxRun(tx, prices, { key: shellChargeKey(agentId, processId), budgetId: budgetIds.agent(agentId), wallMs, cpus: 1, tick, reason: a.command });
-    if (!held.ok) throw new CommandError(`lifeforce exhausted: the run's ${held.needed} LF (${wallMs} ms of sandbox) exceeds what the budget has (${held.available ?? 'unlimited'} LF, ${held.reason})`);
+    const held = await holdSandboxRun(tx, prices, {
+      key: shellChargeKey(agentId, processId),
+      budgetId: budgetIds.agent(agentId),
+      wallMs,
+      cpus: 1,
+      tick,
+      reason: a.command,
+    });
+    if (!held.ok)
+      throw new CommandError(
+        `lifeforce exhausted: the run's ${held.needed} LF (${wallMs} ms of sandbox) exceeds what the budget has (${held.available ?? 'unlimited'} LF, ${held.reason})`,
+      );
     await tx.insert(processLog).values({
       agentId,
       processId,
@@ -38,7 +48,10 @@ export const shellHandlers: HandlerMap<'shell'> = {
       tick,
     });
     return {
-      message: clipText(`shell command queued in the sandbox as process '${processId}'; its output comes with the next context`, 200),
+      message: clipText(
+        `shell command queued in the sandbox as process '${processId}'; its output comes with the next context`,
+        200,
+      ),
       effects: [
         {
           kind: 'shell',

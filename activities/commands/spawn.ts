@@ -15,7 +15,16 @@ export const spawnHandlers: HandlerMap<'spawn'> = {
     const budget = a.budget === undefined ? 'a budget from yours' : `${a.budget} LF from your budget`;
     return {
       message: `spawning ${a.type} ${a.name} (generation ${admitted.generation}, ${budget}) as ${workflowIds.spawn(agentId, a.name)}; the outcome comes as a note`,
-      effects: [{ kind: 'spawn', type: a.type, name: a.name, ...(a.goals?.length ? { goals: a.goals } : {}), ...(a.budget !== undefined ? { budget: a.budget } : {}), cmdId: logCmdId }],
+      effects: [
+        {
+          kind: 'spawn',
+          type: a.type,
+          name: a.name,
+          ...(a.goals?.length ? { goals: a.goals } : {}),
+          ...(a.budget !== undefined ? { budget: a.budget } : {}),
+          cmdId: logCmdId,
+        },
+      ],
     };
   },
 };

@@ -10,7 +10,10 @@ import type { HandlerMap } from './shared.js';
 export const speechHandlers: HandlerMap<'speak'> = {
   async speak({ agentId, tick, logCmdId }, a) {
     return {
-      message: clipText(`speaking ${a.text.length} characters${a.lang ? ` in ${a.lang}` : ''} as ${workflowIds.speech(agentId, tick, logCmdId)}; the outcome comes in a later context`, 200),
+      message: clipText(
+        `speaking ${a.text.length} characters${a.lang ? ` in ${a.lang}` : ''} as ${workflowIds.speech(agentId, tick, logCmdId)}; the outcome comes in a later context`,
+        200,
+      ),
       effects: [{ kind: 'speak', text: a.text, ...(a.lang ? { lang: a.lang } : {}), cmdId: logCmdId }],
     };
   },

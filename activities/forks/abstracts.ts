@@ -25,8 +25,12 @@ export interface MakeAbstractInput {
  */
 export async function makeAbstract({ db }: ForkEnv, input: MakeAbstractInput): Promise<AutoAbstractResult> {
   const agentId = parseInput('makeAbstract: agentId', agentIdSchema, input.agentId);
-  const strategy = input.strategy === undefined ? undefined : parseInput('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
-  if (!abstractTriggers.includes(input.trigger)) throw nonRetryable(ErrorType.InvalidInput, `makeAbstract: trigger must be one of ${abstractTriggers.join(', ')}`);
+  const strategy =
+    input.strategy === undefined
+      ? undefined
+      : parseInput('makeAbstract: strategy', abstractsStrategySchema, input.strategy);
+  if (!abstractTriggers.includes(input.trigger))
+    throw nonRetryable(ErrorType.InvalidInput, `makeAbstract: trigger must be one of ${abstractTriggers.join(', ')}`);
   return makeAutoAbstract(db, {
     agentId,
     trigger: input.trigger,

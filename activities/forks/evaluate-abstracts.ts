@@ -3,7 +3,15 @@
  * by the parent's strategy and by the patched one, window by window, measured side by side.
  */
 import { and, eq } from 'drizzle-orm';
-import { makeAbstractDraft, meanQuality, measureAbstract, type AbstractDraft, type AbstractQuality, type AbstractSource, type AbstractsStrategy } from '../../core/abstracts.js';
+import {
+  makeAbstractDraft,
+  meanQuality,
+  measureAbstract,
+  type AbstractDraft,
+  type AbstractQuality,
+  type AbstractSource,
+  type AbstractsStrategy,
+} from '../../core/abstracts.js';
 import { forkEvaluationSchema } from '../../core/fork.js';
 import { recentSources, strategyOf } from '../../db/queries/abstracts.js';
 import { forkSpentUsd } from '../../db/queries/forks.js';
@@ -26,7 +34,12 @@ export interface AbstractsEvaluation {
 }
 
 /** The patched digest stored in the copy (tagged `fork:<strategy>`, so a retry can replace it). */
-async function storePatchedDigest({ db }: ForkEnv, forkAgentId: string, strategy: AbstractsStrategy, draft: AbstractDraft): Promise<void> {
+async function storePatchedDigest(
+  { db }: ForkEnv,
+  forkAgentId: string,
+  strategy: AbstractsStrategy,
+  draft: AbstractDraft,
+): Promise<void> {
   await db.insert(abstracts).values({
     agentId: forkAgentId,
     title: draft.title,
@@ -42,7 +55,15 @@ async function storePatchedDigest({ db }: ForkEnv, forkAgentId: string, strategy
 }
 
 /** The fork's validator model rates how well the digest keeps the window's ideas (−3…+3). */
-async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, budgetId: string | undefined, w: number, win: AbstractSource[], digest: AbstractDraft): Promise<number | undefined> {
+async function judgeDigest(
+  env: ForkEnv,
+  fork: Fork,
+  forkAgentId: string,
+  budgetId: string | undefined,
+  w: number,
+  win: AbstractSource[],
+  digest: AbstractDraft,
+): Promise<number | undefined> {
   const reply = await env.llm!.chat({
     agentId: forkAgentId,
     role: 'validator',
@@ -51,8 +72,15 @@ async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, budget
     idempotencyKey: `fork/${fork.id}/judge/${w}`,
     lifeforce: budgetId ? { budgetId } : undefined,
     messages: [
-      { role: 'system', content: 'Rate how well the digest keeps the distinct ideas of the replies, from -3 to 3. Answer with the number only.' },
-      { role: 'user', content: `Replies:\n${win.map((s) => s.content).join('\n---\n')}\n\nDigest:\n${digest.title}\n${digest.summary}` },
+      {
+        role: 'system',
+        content:
+          'Rate how well the digest keeps the distinct ideas of the replies, from -3 to 3. Answer with the number only.',
+      },
+      {
+        role: 'user',
+        content: `Replies:\n${win.map((s) => s.content).join('\n---\n')}\n\nDigest:\n${digest.title}\n${digest.summary}`,
+      },
     ],
   });
   return ratingOf(reply.text, /-?\d+(?:\.\d+)?/);
@@ -66,11 +94,18 @@ async function judgeDigest(env: ForkEnv, fork: Fork, forkAgentId: string, budget
  * `budgetId` (`fork:<id>`): the lifeforce budget the judge's calls are charged to; unset, the
  * copy's own agent budget.
  */
-export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<AbstractsEvaluation> {
+export async function forkEvaluateAbstracts(
+  env: ForkEnv,
+  input: { forkId: string; budgetId?: string },
+): Promise<AbstractsEvaluation> {
   const { db, llm } = env;
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
   const evaluation = parseInput('forkEvaluateAbstracts', forkEvaluationSchema, fork.evaluation);
-  if (evaluation.kind !== 'abstracts_replay') throw nonRetryable(ErrorType.InvalidInput, `fork ${input.forkId}: evaluation ${evaluation.kind} is not abstracts_replay`);
+  if (evaluation.kind !== 'abstracts_replay')
+    throw nonRetryable(
+      ErrorType.InvalidInput,
+      `fork ${input.forkId}: evaluation ${evaluation.kind} is not abstracts_replay`,
+    );
   const { costBudget, baselineCost } = costLimits(fork);
   const baselineStrategy = await strategyOf(db, fork.agentId);
   const candidateStrategy = await strategyOf(db, forkAgentId);
@@ -83,7 +118,15 @@ export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: strin
   const detail: unknown[] = [];
   let costExceeded = false;
   // Made-up abstracts of an earlier attempt are replaced, so a retry measures the same thing.
-  await db.delete(abstracts).where(and(eq(abstracts.agentId, forkAgentId), eq(abstracts.trigger, 'command'), eq(abstracts.strategy, `fork:${candidateStrategy}`)));
+  await db
+    .delete(abstracts)
+    .where(
+      and(
+        eq(abstracts.agentId, forkAgentId),
+        eq(abstracts.trigger, 'command'),
+        eq(abstracts.strategy, `fork:${candidateStrategy}`),
+      ),
+    );
   for (const [w, win] of windows.entries()) {
     activityContext()?.heartbeat({ window: w });
     const old = makeAbstractDraft(baselineStrategy, win);
@@ -99,7 +142,13 @@ export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: strin
       if (rating !== undefined) ratings.push(rating);
       if ((await forkSpentUsd(db, forkAgentId, baselineCost)) > costBudget) costExceeded = true;
     }
-    detail.push({ window: w, ticks: [old.tickFrom, old.tickTo], parent: { ...old, quality: qo }, patched: { ...neu, quality: qn }, rating });
+    detail.push({
+      window: w,
+      ticks: [old.tickFrom, old.tickTo],
+      parent: { ...old, quality: qo },
+      patched: { ...neu, quality: qn },
+      rating,
+    });
     if (costExceeded) break;
   }
   const spent = await forkSpentUsd(db, forkAgentId, baselineCost);
@@ -113,6 +162,11 @@ export async function forkEvaluateAbstracts(env: ForkEnv, input: { forkId: strin
     spentUsd: spent,
     costExceeded: costExceeded || spent > costBudget ? true : undefined,
   };
-  const artifact = await writeArtifact(env, input.forkId, 'evaluation.json', { forkId: input.forkId, patchHash: fork.patchHash, ...result, windows: detail });
+  const artifact = await writeArtifact(env, input.forkId, 'evaluation.json', {
+    forkId: input.forkId,
+    patchHash: fork.patchHash,
+    ...result,
+    windows: detail,
+  });
   return { ...result, artifact };
 }

@@ -9,7 +9,14 @@ import { forkEvaluationSchema, replyNovelty, type ReplaySide } from '../../core/
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { AbstractSource } from '../../core/abstracts.js';
 import { recentSources } from '../../db/queries/abstracts.js';
-import { activeSystemPrompt, agentConfigMap, agentConfigValue, forkSpentUsd, recentDigests, recordedThinkTokens } from '../../db/queries/forks.js';
+import {
+  activeSystemPrompt,
+  agentConfigMap,
+  agentConfigValue,
+  forkSpentUsd,
+  recentDigests,
+  recordedThinkTokens,
+} from '../../db/queries/forks.js';
 import { agents, type Fork, type ForkArtifact } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { activityContext } from '../heartbeat.js';
@@ -58,7 +65,14 @@ interface ReplayInputs {
  * The stable parts of a tick's context, from the copy (the ephemeral ones — notes, command
  * results, open processes of that tick — are not stored and are left empty).
  */
-async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, llm: LlmRouter, lastN: number, budgetId: string | undefined): Promise<ReplayInputs> {
+async function loadReplayInputs(
+  env: ForkEnv,
+  fork: Fork,
+  forkAgentId: string,
+  llm: LlmRouter,
+  lastN: number,
+  budgetId: string | undefined,
+): Promise<ReplayInputs> {
   const { db } = env;
   const history = await recentSources(db, forkAgentId, lastN + contextSize);
   const replayed = history.slice(-lastN);
@@ -68,7 +82,10 @@ async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, l
     const v = await agentConfigValue(db, forkAgentId, key);
     if (typeof v === 'number' && Number.isFinite(v)) params[key] = v;
   }
-  const [agent] = await db.select({ id: agents.id, name: agents.name, identity: agents.identity }).from(agents).where(eq(agents.id, forkAgentId));
+  const [agent] = await db
+    .select({ id: agents.id, name: agents.name, identity: agents.identity })
+    .from(agents)
+    .where(eq(agents.id, forkAgentId));
   return {
     fork,
     forkAgentId,
@@ -89,7 +106,11 @@ async function loadReplayInputs(env: ForkEnv, fork: Fork, forkAgentId: string, l
 function replayMessages(inputs: ReplayInputs, tick: number, context: string[]) {
   const { forkAgentId, agent } = inputs;
   return assembleContext({
-    agent: { id: forkAgentId, name: agent?.name ?? forkAgentId, identity: (agent?.identity ?? undefined) as Record<string, unknown> | undefined },
+    agent: {
+      id: forkAgentId,
+      name: agent?.name ?? forkAgentId,
+      identity: (agent?.identity ?? undefined) as Record<string, unknown> | undefined,
+    },
     tick,
     now: new Date(0).toISOString(),
     systemPrompt: `${inputs.prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
@@ -97,7 +118,13 @@ function replayMessages(inputs: ReplayInputs, tick: number, context: string[]) {
     catalogue: '',
     tools: [],
     learnings: [],
-    responses: context.map((content, i) => ({ id: -1 - i, tick: tick - context.length + i, content, tags: [], emotions: [] })),
+    responses: context.map((content, i) => ({
+      id: -1 - i,
+      tick: tick - context.length + i,
+      content,
+      tags: [],
+      emotions: [],
+    })),
     goals: [],
     pinnedTasks: [],
     abstracts: inputs.digests,
@@ -123,7 +150,10 @@ async function rateReply(inputs: ReplayInputs, tick: number, side: string, reply
     idempotencyKey: `fork/${inputs.fork.id}/replay-rate/${tick}/${side}`,
     lifeforce: inputs.lifeforce,
     messages: [
-      { role: 'system', content: 'Rate the reply from -3 (useless, repetitive) to +3 (new, useful). Answer with the number first.' },
+      {
+        role: 'system',
+        content: 'Rate the reply from -3 (useless, repetitive) to +3 (new, useful). Answer with the number first.',
+      },
       { role: 'user', content: reply },
     ],
   });
@@ -144,7 +174,11 @@ function sideOf(rows: ReplayRow[], k: 'parent' | 'patched'): ReplaySide {
 }
 
 /** Replay every tick until done or the cost budget runs out; heartbeats per context. */
-async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBudget: number; baselineCost: number }): Promise<{ rows: ReplayRow[]; costExceeded: boolean }> {
+async function replayTicks(
+  env: ForkEnv,
+  inputs: ReplayInputs,
+  limits: { costBudget: number; baselineCost: number },
+): Promise<{ rows: ReplayRow[]; costExceeded: boolean }> {
   const { db } = env;
   const { fork, forkAgentId, llm } = inputs;
   const spent = () => forkSpentUsd(db, forkAgentId, limits.baselineCost);
@@ -155,10 +189,32 @@ async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBud
     activityContext()?.heartbeat({ tick: src.tick });
     const context = candidateTexts.slice(-contextSize);
     const messages = replayMessages(inputs, src.tick, context);
-    const reply = await llm.chat({ agentId: forkAgentId, role: 'agent', purpose: 'fork_replay', tick: src.tick, workflowId: fork.workflowId ?? undefined, idempotencyKey: `fork/${fork.id}/replay/${src.tick}`, messages, params: inputs.params, lifeforce: inputs.lifeforce });
+    const reply = await llm.chat({
+      agentId: forkAgentId,
+      role: 'agent',
+      purpose: 'fork_replay',
+      tick: src.tick,
+      workflowId: fork.workflowId ?? undefined,
+      idempotencyKey: `fork/${fork.id}/replay/${src.tick}`,
+      messages,
+      params: inputs.params,
+      lifeforce: inputs.lifeforce,
+    });
     const recordedTokens = await recordedThinkTokens(db, forkAgentId, src.tick);
-    const parent: Measured = { reply: src.content, novelty: replyNovelty(src.content, parentTexts.slice(-contextSize)), tokens: recordedTokens ?? Math.ceil(src.content.length / 4), rating: undefined };
-    const patched: ReplayRow['patched'] = { reply: reply.text, novelty: replyNovelty(reply.text, context), tokens: reply.usage.completionTokens, rating: undefined, costUsd: reply.costUsd, replayed: reply.replayed };
+    const parent: Measured = {
+      reply: src.content,
+      novelty: replyNovelty(src.content, parentTexts.slice(-contextSize)),
+      tokens: recordedTokens ?? Math.ceil(src.content.length / 4),
+      rating: undefined,
+    };
+    const patched: ReplayRow['patched'] = {
+      reply: reply.text,
+      novelty: replyNovelty(reply.text, context),
+      tokens: reply.usage.completionTokens,
+      rating: undefined,
+      costUsd: reply.costUsd,
+      replayed: reply.replayed,
+    };
     parentTexts.push(src.content);
     candidateTexts.push(reply.text);
     if (inputs.hasValidator && (await spent()) <= limits.costBudget) {
@@ -181,10 +237,17 @@ async function replayTicks(env: ForkEnv, inputs: ReplayInputs, limits: { costBud
  * copy; stops when the model-cost budget runs out. Heartbeats per context. `budgetId`
  * (`fork:<id>`): the lifeforce budget the calls are charged to; unset, the copy's own.
  */
-export async function forkEvaluateContexts(env: ForkEnv, input: { forkId: string; budgetId?: string }): Promise<ContextReplayEvaluation> {
+export async function forkEvaluateContexts(
+  env: ForkEnv,
+  input: { forkId: string; budgetId?: string },
+): Promise<ContextReplayEvaluation> {
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
   const evaluation = parseInput('forkEvaluateContexts', forkEvaluationSchema, fork.evaluation);
-  if (evaluation.kind !== 'context_replay') throw nonRetryable(ErrorType.InvalidInput, `fork ${input.forkId}: evaluation ${evaluation.kind} is not context_replay`);
+  if (evaluation.kind !== 'context_replay')
+    throw nonRetryable(
+      ErrorType.InvalidInput,
+      `fork ${input.forkId}: evaluation ${evaluation.kind} is not context_replay`,
+    );
   if (!env.llm) throw nonRetryable(ErrorType.InvalidInput, 'context_replay needs the LLM router');
   const limits = costLimits(fork);
   const inputs = await loadReplayInputs(env, fork, forkAgentId, env.llm, evaluation.lastN, input.budgetId);
@@ -199,6 +262,11 @@ export async function forkEvaluateContexts(env: ForkEnv, input: { forkId: string
     spentUsd: spent,
     costExceeded: costExceeded || spent > limits.costBudget ? true : undefined,
   };
-  const artifact = await writeArtifact(env, input.forkId, 'context-replay.json', { forkId: input.forkId, patchHash: fork.patchHash, ...result, contexts: rows });
+  const artifact = await writeArtifact(env, input.forkId, 'context-replay.json', {
+    forkId: input.forkId,
+    patchHash: fork.patchHash,
+    ...result,
+    contexts: rows,
+  });
   return { ...result, artifact };
 }

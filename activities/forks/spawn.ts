@@ -5,9 +5,25 @@
  */
 import { eq } from 'drizzle-orm';
 import { agentIdSchema } from '../../core/ids.js';
-import { forkAgentIdOf, forkBudgetDefaults, forkEvaluationSchema, forkIdSchema, forkLifeforce, forkPatchSchema, type ForkBudgetLimits, type ForkEvaluation, type ForkPatch } from '../../core/fork.js';
+import {
+  forkAgentIdOf,
+  forkBudgetDefaults,
+  forkEvaluationSchema,
+  forkIdSchema,
+  forkLifeforce,
+  forkPatchSchema,
+  type ForkBudgetLimits,
+  type ForkEvaluation,
+  type ForkPatch,
+} from '../../core/fork.js';
 import { createForkCopy } from '../../db/queries/fork-copy.js';
-import { agentCostUsd, applyPatchToAgent, forkUsageOf, markForkPatched, removeForkCopy } from '../../db/queries/forks.js';
+import {
+  agentCostUsd,
+  applyPatchToAgent,
+  forkUsageOf,
+  markForkPatched,
+  removeForkCopy,
+} from '../../db/queries/forks.js';
 import { agents, forks } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable, parseInput } from '../errors.js';
 import { loadForkWithCopy, patchHashOf, type ForkEnv } from './shared.js';
@@ -41,7 +57,10 @@ export interface ForkSpawnResult {
  */
 export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): Promise<ForkSpawnResult> {
   const forkId = parseInput('forkSpawn: forkId', forkIdSchema, raw.forkId);
-  const lifeforce = forkLifeforce({ costUsd: raw.budget?.costUsd ?? forkBudgetDefaults.costUsd, lifeforce: raw.budget?.lifeforce }, prices.lfPerUsd);
+  const lifeforce = forkLifeforce(
+    { costUsd: raw.budget?.costUsd ?? forkBudgetDefaults.costUsd, lifeforce: raw.budget?.lifeforce },
+    prices.lfPerUsd,
+  );
   const agentId = parseInput('forkSpawn: agentId', agentIdSchema, raw.agentId);
   const patch = parseInput('forkSpawn: patch', forkPatchSchema, raw.patch);
   const evaluation = parseInput('forkSpawn: evaluation', forkEvaluationSchema, raw.evaluation);
@@ -69,10 +88,20 @@ export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): P
     const [row] = await tx.select().from(forks).where(eq(forks.id, forkId)).for('update');
     if (!row) throw nonRetryable(ErrorType.Unexpected, `fork ${forkId} vanished`);
     if (row.agentId !== agentId || row.patchHash !== patchHash) {
-      throw nonRetryable(ErrorType.InvalidInput, `fork ${forkId} already exists for agent ${row.agentId} with patch ${row.patchHash.slice(0, 12)}…`);
+      throw nonRetryable(
+        ErrorType.InvalidInput,
+        `fork ${forkId} already exists for agent ${row.agentId} with patch ${row.patchHash.slice(0, 12)}…`,
+      );
     }
     if (row.readyAt) {
-      return { forkId, forkAgentId, patchHash, rows: Number(forkUsageOf(row).rows ?? 0), spawnMs: Number(forkUsageOf(row).spawnMs ?? 0), lifeforce };
+      return {
+        forkId,
+        forkAgentId,
+        patchHash,
+        rows: Number(forkUsageOf(row).rows ?? 0),
+        spawnMs: Number(forkUsageOf(row).spawnMs ?? 0),
+        lifeforce,
+      };
     }
     if (row.cleanedAt) throw nonRetryable(ErrorType.InvalidInput, `fork ${forkId} was already cleaned up`);
     const copy = await createForkCopy(tx, { parent, forkId, forkAgentId });
@@ -81,7 +110,18 @@ export async function forkSpawn({ db, prices }: ForkEnv, raw: ForkSpawnInput): P
     const spawnMs = Math.max(0, readyAt.getTime() - raw.startedAtMs);
     await tx
       .update(forks)
-      .set({ forkAgentId, status: 'running', readyAt, usage: { rows: copy.rows, spawnMs, baselineCostUsd, copied: copy.copied, toolsCopied: copy.toolsCopied } as never })
+      .set({
+        forkAgentId,
+        status: 'running',
+        readyAt,
+        usage: {
+          rows: copy.rows,
+          spawnMs,
+          baselineCostUsd,
+          copied: copy.copied,
+          toolsCopied: copy.toolsCopied,
+        } as never,
+      })
       .where(eq(forks.id, forkId));
     return { forkId, forkAgentId, patchHash, rows: copy.rows, spawnMs, lifeforce };
   });
@@ -92,7 +132,11 @@ export async function forkApplyPatch(env: ForkEnv, input: { forkId: string }): P
   const { fork, forkAgentId } = await loadForkWithCopy(env, input.forkId);
   const patch = parseInput('forkApplyPatch', forkPatchSchema, fork.patch);
   return env.db.transaction(async (tx) => {
-    const [row] = await tx.select({ status: forks.status, usage: forks.usage }).from(forks).where(eq(forks.id, input.forkId)).for('update');
+    const [row] = await tx
+      .select({ status: forks.status, usage: forks.usage })
+      .from(forks)
+      .where(eq(forks.id, input.forkId))
+      .for('update');
     if (row && forkUsageOf(row).patchApplied) return { applied: String(forkUsageOf(row).patchApplied) };
     const applied = await applyPatchToAgent(tx, forkAgentId, patch, `fork ${input.forkId}`);
     await markForkPatched(tx, input.forkId, applied);
@@ -104,6 +148,9 @@ export async function forkApplyPatch(env: ForkEnv, input: { forkId: string }): P
  * Destroy everything of the fork but its record, verdict and artifacts: the copy's agent
  * row and (by cascade) all its rows. Idempotent; also run on cancellation and failure.
  */
-export async function forkCleanup({ db }: ForkEnv, input: { forkId: string; status?: 'cancelled' | 'failed' }): Promise<{ removedAgent: boolean }> {
+export async function forkCleanup(
+  { db }: ForkEnv,
+  input: { forkId: string; status?: 'cancelled' | 'failed' },
+): Promise<{ removedAgent: boolean }> {
   return db.transaction((tx) => removeForkCopy(tx, input.forkId, forkAgentIdOf(input.forkId), input.status));
 }

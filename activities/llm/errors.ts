@@ -41,7 +41,9 @@ export class LifeforceExhaustedError extends Error {
     readonly available: number | null,
     readonly agentId?: string,
   ) {
-    super(`lifeforce exhausted: budget ${budgetId} cannot cover ${needed} LF (${reason}; available ${available ?? 'unlimited'} LF)`);
+    super(
+      `lifeforce exhausted: budget ${budgetId} cannot cover ${needed} LF (${reason}; available ${available ?? 'unlimited'} LF)`,
+    );
     this.name = 'LifeforceExhaustedError';
   }
 

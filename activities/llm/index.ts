@@ -11,9 +11,31 @@ import { LlmUnavailable, LlmUnavailableError } from './errors.js';
 import { activityRequestKey, createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 import { chatRoles, type ChatResult } from './types.js';
 
-export { LifeforceExhausted, LifeforceExhaustedError, LlmUnavailable, LlmUnavailableError, type LifeforceShortfall } from './errors.js';
-export { activityRequestKey, callChargeKey, createLlmRouter, defaultLlmTimeoutMs, recordedToolCalls, rowsFor, type ChatRequest, type LedgerSwitch, type LlmRouter, type LlmRouterDeps } from './router.js';
-export { defaultLocalModelName, ensureDefaultRegistry, ensureOversightModel, type DefaultRegistryOptions } from './registry.js';
+export {
+  LifeforceExhausted,
+  LifeforceExhaustedError,
+  LlmUnavailable,
+  LlmUnavailableError,
+  type LifeforceShortfall,
+} from './errors.js';
+export {
+  activityRequestKey,
+  callChargeKey,
+  createLlmRouter,
+  defaultLlmTimeoutMs,
+  recordedToolCalls,
+  rowsFor,
+  type ChatRequest,
+  type LedgerSwitch,
+  type LlmRouter,
+  type LlmRouterDeps,
+} from './router.js';
+export {
+  defaultLocalModelName,
+  ensureDefaultRegistry,
+  ensureOversightModel,
+  type DefaultRegistryOptions,
+} from './registry.js';
 export { ScriptedChatModel, scriptedTokens, type ScriptedReplyFn } from './providers/scripted.js';
 export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './providers/local.js';
 export { chatRoles, nativeToolProviders } from './types.js';
@@ -37,9 +59,7 @@ type LlmChatInput = Omit<ChatRequest, 'signal'>;
 const llmChatInput = z.object({
   agentId: z.string().min(1),
   role: z.enum(chatRoles),
-  messages: z
-    .array(z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() }))
-    .min(1),
+  messages: z.array(z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() })).min(1),
   params: z
     .object({
       temperature: z.number().optional(),
@@ -57,7 +77,13 @@ const llmChatInput = z.object({
   purpose: z.string().min(1).max(100).optional(),
   registryId: z.number().int().positive().optional(),
   tools: z
-    .array(z.object({ name: z.string().min(1).max(64), description: z.string(), parameters: z.record(z.string(), z.unknown()) }))
+    .array(
+      z.object({
+        name: z.string().min(1).max(64),
+        description: z.string(),
+        parameters: z.record(z.string(), z.unknown()),
+      }),
+    )
     .max(128)
     .optional(),
 });
@@ -81,7 +107,12 @@ export function createLlmActivities(deps: LlmActivityDeps) {
           try {
             // A call with no key of its own is keyed by this activity: its retry pays once too.
             const idempotencyKey = request.idempotencyKey ?? activityRequestKey(request.purpose ?? 'llm_chat');
-            return await router.chat({ ...request, ...(idempotencyKey ? { idempotencyKey } : {}), workflowId: request.workflowId ?? activityContext()?.info.workflowExecution?.workflowId, signal });
+            return await router.chat({
+              ...request,
+              ...(idempotencyKey ? { idempotencyKey } : {}),
+              workflowId: request.workflowId ?? activityContext()?.info.workflowExecution?.workflowId,
+              signal,
+            });
           } catch (err) {
             if (err instanceof LlmUnavailableError) {
               // Non-retryable: the workflow, not the retry policy, decides how to wait (Core Outage).

@@ -20,7 +20,19 @@ import type { EnvSource } from './providers/keys.js';
 import { createLocalChatModel } from './providers/local.js';
 import { createOpenAiChatModel } from './providers/openai.js';
 import { ScriptedChatModel, type ScriptedReplyFn } from './providers/scripted.js';
-import type { ChatAttempt, ChatMessage, ChatModel, ChatModelFactory, ChatParams, ChatReply, ChatResult, ChatRole, ChatToolCall, ChatToolDef, LlmProvider } from './types.js';
+import type {
+  ChatAttempt,
+  ChatMessage,
+  ChatModel,
+  ChatModelFactory,
+  ChatParams,
+  ChatReply,
+  ChatResult,
+  ChatRole,
+  ChatToolCall,
+  ChatToolDef,
+  LlmProvider,
+} from './types.js';
 
 export interface LlmRouterDeps {
   db: Db;
@@ -89,7 +101,11 @@ export interface LlmRouter {
 }
 
 /** The rows a call for `role` (or for one `registryId`) tries, from the agent's usable rows in order. */
-export function rowsFor(registry: readonly LlmRegistryEntry[], role: ChatRole, registryId?: number): LlmRegistryEntry[] {
+export function rowsFor(
+  registry: readonly LlmRegistryEntry[],
+  role: ChatRole,
+  registryId?: number,
+): LlmRegistryEntry[] {
   if (registryId !== undefined) return registry.filter((r) => r.id === registryId);
   // A validator is a row with role 'validator' or any row flagged `validator`.
   return registry.filter((r) => (role === 'validator' ? r.role === 'validator' || r.validator : r.role === role));
@@ -119,11 +135,18 @@ function rowParams(row: LlmRegistryEntry): ChatParams & { timeoutMs?: number; ma
     if (row.params[key] !== undefined) picked[key] = row.params[key];
   }
   const parsed = rowParamsSchema.safeParse(picked);
-  if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad params: ${formatIssues(parsed.error, 'params')}`);
+  if (!parsed.success)
+    throw nonRetryable(
+      ErrorType.InvalidInput,
+      `llm_registry #${row.id}: bad params: ${formatIssues(parsed.error, 'params')}`,
+    );
   return parsed.data;
 }
 
-function costOf(row: Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'>, usage: { promptTokens: number; completionTokens: number }): number {
+function costOf(
+  row: Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'>,
+  usage: { promptTokens: number; completionTokens: number },
+): number {
   const usd = (usage.promptTokens / 1000) * row.costPer1kInput + (usage.completionTokens / 1000) * row.costPer1kOutput;
   return Math.round(usd * 1e6) / 1e6; // the column's scale
 }
@@ -190,14 +213,25 @@ function modelFor(router: Router, row: LlmRegistryEntry): ChatModel {
 }
 
 /** The stored answer of the request's idempotency key (with the failed attempts before it), if any. */
-async function storedAnswer(router: Router, req: ChatRequest): Promise<{ result: ChatResult; chargeKeys: { answered?: string; all: string[] } } | undefined> {
+async function storedAnswer(
+  router: Router,
+  req: ChatRequest,
+): Promise<{ result: ChatResult; chargeKeys: { answered?: string; all: string[] } } | undefined> {
   const requestKey = req.idempotencyKey;
   if (requestKey === undefined) return undefined;
-  const previous = req.preloaded ? req.preloaded.previous.filter((r) => r.requestKey === requestKey) : await llmCallsByKeys(router.deps.db, [requestKey]);
+  const previous = req.preloaded
+    ? req.preloaded.previous.filter((r) => r.requestKey === requestKey)
+    : await llmCallsByKeys(router.deps.db, [requestKey]);
   const ok = previous.find((r) => r.ok);
   if (!ok) return undefined;
   const keyOf = (r: LlmCall) => (typeof r.metadata?.chargeKey === 'string' ? r.metadata.chargeKey : undefined);
-  return { result: resultFromRow(ok, previous.filter((r) => !r.ok && r.id < ok.id)), chargeKeys: { answered: keyOf(ok), all: previous.map(keyOf).filter((k): k is string => k !== undefined) } };
+  return {
+    result: resultFromRow(
+      ok,
+      previous.filter((r) => !r.ok && r.id < ok.id),
+    ),
+    chargeKeys: { answered: keyOf(ok), all: previous.map(keyOf).filter((k): k is string => k !== undefined) },
+  };
 }
 
 /**
@@ -205,7 +239,13 @@ async function storedAnswer(router: Router, req: ChatRequest): Promise<{ result:
  * llm_calls row, the row's health) and returned as its message; a cancelled caller is thrown
  * to, with no failover and no health penalty.
  */
-async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, base: AttemptBase, started: number): Promise<{ model: ChatModel; answer: Answer } | { error: string }> {
+async function askRow(
+  router: Router,
+  req: ChatRequest,
+  row: LlmRegistryEntry,
+  base: AttemptBase,
+  started: number,
+): Promise<{ model: ChatModel; answer: Answer } | { error: string }> {
   const { deps } = router;
   let model: ChatModel | undefined;
   let timeout: { ms: number; signal: AbortSignal } | undefined;
@@ -217,13 +257,31 @@ async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, b
     const ms = timeoutMs ?? model.timeoutMs?.(req.messages, params) ?? deps.timeoutMs ?? defaultLlmTimeoutMs;
     timeout = { ms, signal: AbortSignal.timeout(ms) };
     const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
-    const reply = await model.invoke(req.messages, params, signal, { purpose: req.purpose, ...(req.tools?.length ? { tools: req.tools } : {}) });
-    return { model, answer: { ...reply, params, maxReplyBytes: maxReplyBytes ?? deps.maxReplyBytes ?? defaultMaxReplyBytes } };
+    const reply = await model.invoke(req.messages, params, signal, {
+      purpose: req.purpose,
+      ...(req.tools?.length ? { tools: req.tools } : {}),
+    });
+    return {
+      model,
+      answer: { ...reply, params, maxReplyBytes: maxReplyBytes ?? deps.maxReplyBytes ?? defaultMaxReplyBytes },
+    };
   } catch (err) {
     const cancelled = req.signal?.aborted === true;
     // An error message may quote the endpoint's body: sanitised like any model text.
-    const error = sanitizeText(cancelled ? `cancelled: ${describeError(req.signal?.reason)}` : timeout?.signal.aborted ? `timed out after ${timeout.ms} ms` : describeError(err));
-    await deps.db.insert(llmCalls).values({ ...base, latencyMs: Math.round(performance.now() - started), ok: false, error, metadata: model || base.metadata ? { ...base.metadata, ...(model ? { endpoint: model.id } : {}) } : null });
+    const error = sanitizeText(
+      cancelled
+        ? `cancelled: ${describeError(req.signal?.reason)}`
+        : timeout?.signal.aborted
+          ? `timed out after ${timeout.ms} ms`
+          : describeError(err),
+    );
+    await deps.db.insert(llmCalls).values({
+      ...base,
+      latencyMs: Math.round(performance.now() - started),
+      ok: false,
+      error,
+      metadata: model || base.metadata ? { ...base.metadata, ...(model ? { endpoint: model.id } : {}) } : null,
+    });
     // The caller gave up (activity cancelled): no failover, no health penalty.
     if (cancelled) throw req.signal?.reason ?? err;
     await recordRowHealth(deps.db, row, error);
@@ -237,11 +295,22 @@ async function askRow(router: Router, req: ChatRequest, row: LlmRegistryEntry, b
  * while this one still ran) that answered first wins, so every caller sees one reply; this
  * one's tokens are still recorded, detached from the key.
  */
-async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntry, base: AttemptBase, started: number, answered: { model: ChatModel; answer: Answer }, attempts: ChatAttempt[]): Promise<ChatResult> {
+async function keepAnswer(
+  router: Router,
+  req: ChatRequest,
+  row: LlmRegistryEntry,
+  base: AttemptBase,
+  started: number,
+  answered: { model: ChatModel; answer: Answer },
+  attempts: ChatAttempt[],
+): Promise<ChatResult> {
   const { db } = router.deps;
   const { model, answer } = answered;
   const { usage, params } = answer;
-  const { text, toolCalls, truncated } = sanitizeAnswer({ text: answer.text, toolCalls: answer.toolCalls }, answer.maxReplyBytes);
+  const { text, toolCalls, truncated } = sanitizeAnswer(
+    { text: answer.text, toolCalls: answer.toolCalls },
+    answer.maxReplyBytes,
+  );
   const latencyMs = Math.round(performance.now() - started);
   const costUsd = costOf(row, usage);
   const okRow = {
@@ -253,14 +322,23 @@ async function keepAnswer(router: Router, req: ChatRequest, row: LlmRegistryEntr
     ok: true,
     reply: text,
     // The tool calls are part of the answer: a replay by the key must return them too.
-    metadata: { ...base.metadata, endpoint: model.id, jsonSchema: params.jsonSchema !== undefined, ...(toolCalls.length ? { toolCalls } : {}), ...(truncated ? { truncated } : {}), ...(answer.local ? { local: answer.local } : {}) },
+    metadata: {
+      ...base.metadata,
+      endpoint: model.id,
+      jsonSchema: params.jsonSchema !== undefined,
+      ...(toolCalls.length ? { toolCalls } : {}),
+      ...(truncated ? { truncated } : {}),
+      ...(answer.local ? { local: answer.local } : {}),
+    },
   };
   // The partial unique index on (request_key) where ok decides which attempt answered first.
   const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });
   await recordRowHealth(db, row, undefined);
   if (!inserted) {
     const requestKey = req.idempotencyKey;
-    await db.insert(llmCalls).values({ ...okRow, requestKey: null, metadata: { ...okRow.metadata, duplicateOf: requestKey } });
+    await db
+      .insert(llmCalls)
+      .values({ ...okRow, requestKey: null, metadata: { ...okRow.metadata, duplicateOf: requestKey } });
     const winner = await answeredCall(db, requestKey ?? '');
     if (!winner) throw nonRetryable(ErrorType.Unexpected, `llm_calls: the answer recorded for ${requestKey} vanished`);
     return resultFromRow(winner, []);
@@ -286,11 +364,14 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
   const stored = await storedAnswer(router, req);
   if (stored) {
     // The attempt that answered may have died before settling: its retry settles it (once).
-    if (router.deps.lifeforce?.enabled && req.idempotencyKey !== undefined) await closeRequestHolds(router, req, stored.result, stored.chargeKeys);
+    if (router.deps.lifeforce?.enabled && req.idempotencyKey !== undefined)
+      await closeRequestHolds(router, req, stored.result, stored.chargeKeys);
     return stored.result;
   }
   const requestKey = req.idempotencyKey;
-  const rows = req.preloaded ? rowsFor(req.preloaded.registry, req.role, req.registryId) : rowsFor(await usableRegistry(router.deps.db, req.agentId), req.role, req.registryId);
+  const rows = req.preloaded
+    ? rowsFor(req.preloaded.registry, req.role, req.registryId)
+    : rowsFor(await usableRegistry(router.deps.db, req.agentId), req.role, req.registryId);
   const attempts: ChatAttempt[] = [];
   for (const row of rows) {
     req.signal?.throwIfAborted();
@@ -317,7 +398,8 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
     } catch (err) {
       // Cancelled by its caller: no retry comes for this call, so its hold goes back now. (A
       // timeout or a lost worker is retried under the same key, which settles the hold.)
-      if (charge && activityContext()?.cancellationDetails?.cancelRequested) await release(router.deps.db, charge.key, 'cancelled');
+      if (charge && activityContext()?.cancellationDetails?.cancelRequested)
+        await release(router.deps.db, charge.key, 'cancelled');
       throw err;
     }
     if ('error' in asked) {
@@ -332,10 +414,21 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
     const cost = llmCost(router.deps.lifeforce!.prices, row, result.usage);
     const meta = { callId: result.callId, model: row.model };
     // A hold this attempt took settles in one statement; one found from an earlier attempt, by reading it.
-    const closed = charge.hold ? await settleHold(router.deps.db, charge.hold, cost, meta) : await settle(router.deps.db, charge.key, cost, meta);
+    const closed = charge.hold
+      ? await settleHold(router.deps.db, charge.hold, cost, meta)
+      : await settle(router.deps.db, charge.key, cost, meta);
     // A retry: an earlier attempt may have died holding another row's worst case.
-    if (requestKey !== undefined && (activityContext()?.info.attempt ?? 1) > 1) await closeRequestHolds(router, req, result, { answered: charge.key, all: rows.map((r) => callChargeKey(requestKey, r.id)) });
-    return closed.replayed ? result : { ...result, lifeforce: { budgetId: charge.budgetId, charged: closed.charged, available: closed.available ?? null } };
+    if (requestKey !== undefined && (activityContext()?.info.attempt ?? 1) > 1)
+      await closeRequestHolds(router, req, result, {
+        answered: charge.key,
+        all: rows.map((r) => callChargeKey(requestKey, r.id)),
+      });
+    return closed.replayed
+      ? result
+      : {
+          ...result,
+          lifeforce: { budgetId: charge.budgetId, charged: closed.charged, available: closed.available ?? null },
+        };
   }
   throw new LlmUnavailableError(req.agentId, req.role, attempts);
 }
@@ -363,13 +456,27 @@ export function callChargeKey(requestKey: string, registryId: number): string {
  * that cap, or null with the ledger off.
  * A budget that cannot cover it throws LifeforceExhaustedError: the call does not run.
  */
-async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEntry): Promise<{ key: string; budgetId: string; params: ChatParams; hold?: Hold } | null> {
+async function reserveCall(
+  router: Router,
+  req: ChatRequest,
+  row: LlmRegistryEntry,
+): Promise<{ key: string; budgetId: string; params: ChatParams; hold?: Hold } | null> {
   const ledger = router.deps.lifeforce;
   if (!ledger?.enabled) return null;
   const maxTokens = req.params?.maxTokens ?? rowParams(row).maxTokens ?? ledger.prices.defaultMaxOutputTokens;
   const budgetId = req.lifeforce?.budgetId ?? budgetIds.agent(req.agentId);
-  const base = { budgetId, amount: llmWorstCase(ledger.prices, row, req.messages, maxTokens), operation: 'llm_call', at: req.lifeforce?.at, ttlMs: ledger.prices.reservationTtlMs, tick: req.tick, reason: req.purpose, metadata: { model: row.model, registryId: row.id, role: req.role } };
-  const key = req.idempotencyKey !== undefined ? callChargeKey(req.idempotencyKey, row.id) : `llm:${req.agentId}/${randomUUID()}`;
+  const base = {
+    budgetId,
+    amount: llmWorstCase(ledger.prices, row, req.messages, maxTokens),
+    operation: 'llm_call',
+    at: req.lifeforce?.at,
+    ttlMs: ledger.prices.reservationTtlMs,
+    tick: req.tick,
+    reason: req.purpose,
+    metadata: { model: row.model, registryId: row.id, role: req.role },
+  };
+  const key =
+    req.idempotencyKey !== undefined ? callChargeKey(req.idempotencyKey, row.id) : `llm:${req.agentId}/${randomUUID()}`;
   const held = await reserveOpen(router.deps.db, { ...base, key });
   if (!held.ok) throw new LifeforceExhaustedError(held.budgetId, held.reason, held.needed, held.available, req.agentId);
   // The cap the reservation assumed is the one the model runs under.
@@ -381,16 +488,29 @@ async function reserveCall(router: Router, req: ChatRequest, row: LlmRegistryEnt
  * with the answer's cost (once, whoever comes first), every other open hold of the request —
  * a row an attempt that died was asking — is released. Only retries and replays come here.
  */
-async function closeRequestHolds(router: Router, req: ChatRequest, answer: ChatResult, keys: { answered?: string; all: string[] }): Promise<void> {
+async function closeRequestHolds(
+  router: Router,
+  req: ChatRequest,
+  answer: ChatResult,
+  keys: { answered?: string; all: string[] },
+): Promise<void> {
   const { db, lifeforce } = router.deps;
   const requestKey = req.idempotencyKey!;
   const registry = req.preloaded?.registry ?? (await usableRegistry(db, req.agentId));
   const answered = keys.answered ?? callChargeKey(requestKey, answer.registryId);
-  const candidates = new Set([answered, ...keys.all, ...rowsFor(registry, req.role, req.registryId).map((r) => callChargeKey(requestKey, r.id))]);
+  const candidates = new Set([
+    answered,
+    ...keys.all,
+    ...rowsFor(registry, req.role, req.registryId).map((r) => callChargeKey(requestKey, r.id)),
+  ]);
   const open = await openHolds(db, [...candidates]);
   const price = registry.find((r) => r.id === answer.registryId) ?? { costPer1kInput: 0, costPer1kOutput: 0 };
   for (const key of open) {
-    if (key === answered) await settle(db, key, llmCost(lifeforce!.prices, price, answer.usage), { callId: answer.callId, model: answer.model });
+    if (key === answered)
+      await settle(db, key, llmCost(lifeforce!.prices, price, answer.usage), {
+        callId: answer.callId,
+        model: answer.model,
+      });
     else await release(db, key, 'another attempt of the same call answered');
   }
 }

@@ -8,7 +8,14 @@ import type { ReplyToolCall } from '../../core/reply-parser.js';
 export type LlmProvider = (typeof llmProviders)[number];
 /** Roles a chat call can be routed by (`embedder` rows are not chat models). */
 export type ChatRole = Exclude<(typeof llmRoles)[number], 'embedder'>;
-export const chatRoles = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const satisfies readonly ChatRole[];
+export const chatRoles = [
+  'agent',
+  'oversight',
+  'validator',
+  'emotion',
+  'novelty',
+  'task',
+] as const satisfies readonly ChatRole[];
 /** Providers that bind `ChatMeta.tools` natively; the others (local, scripted) keep the text path. */
 export const nativeToolProviders: ReadonlySet<LlmProvider> = new Set<LlmProvider>(['openai', 'anthropic']);
 

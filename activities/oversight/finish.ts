@@ -6,7 +6,12 @@
 import type { EscalationCategory, OversightAnswer, Proposal } from '../../core/escalation.js';
 import type { Decider, HumanVerdict, Outcome } from '../../core/escalation-rules.js';
 import { agentShard } from '../../core/learnings.js';
-import { addPartnershipMessage, closeEscalation, grantEscalationTools, keepLearningMoment } from '../../db/queries/escalations.js';
+import {
+  addPartnershipMessage,
+  closeEscalation,
+  grantEscalationTools,
+  keepLearningMoment,
+} from '../../db/queries/escalations.js';
 import { LearningRefusedError, recordFeedback, saveLearning, type FeedbackResult } from '../../db/queries/learnings.js';
 import { addNoteOnce } from '../../db/queries/notes.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
@@ -42,7 +47,12 @@ type Settled = { grantedTools: string[]; grantReason: string; firstFinish: boole
 async function settle(q: Queryable, input: FinishEscalationInput): Promise<Settled> {
   const granted =
     input.outcome !== 'denied'
-      ? await grantEscalationTools(q, { agentId: input.agentId, escalationId: input.escalationId, category: input.category, recommended: input.answer?.recommended_tools ?? [] })
+      ? await grantEscalationTools(q, {
+          agentId: input.agentId,
+          escalationId: input.escalationId,
+          category: input.category,
+          recommended: input.answer?.recommended_tools ?? [],
+        })
       : { newly: [], grantReason: '' };
   const closed = await closeEscalation(q, {
     escalationId: input.escalationId,
@@ -59,10 +69,16 @@ async function settle(q: Queryable, input: FinishEscalationInput): Promise<Settl
 function answerText(input: FinishEscalationInput, settled: Settled): string {
   const { outcome, answer } = input;
   const verdictText = outcome === 'approved' ? 'approved' : outcome === 'nudged' ? 'nudged' : 'denied';
-  const lines = [`Escalation ${input.escalationId} (${input.category}): ${verdictText} by ${input.decidedBy} — ${input.why}.`];
+  const lines = [
+    `Escalation ${input.escalationId} (${input.category}): ${verdictText} by ${input.decidedBy} — ${input.why}.`,
+  ];
   if (input.human?.comment) lines.push(`Human: ${input.human.comment}`);
-  if (answer && outcome !== 'denied') lines.push(`Solution: ${answer.solution}`, `Teaching moment: ${answer.teaching_moment}`);
-  if (input.proposalOutcome) lines.push(`Your proposed action: ${input.proposalOutcome}${input.proposalResult ? ` — ${input.proposalResult}` : ''}.`);
+  if (answer && outcome !== 'denied')
+    lines.push(`Solution: ${answer.solution}`, `Teaching moment: ${answer.teaching_moment}`);
+  if (input.proposalOutcome)
+    lines.push(
+      `Your proposed action: ${input.proposalOutcome}${input.proposalResult ? ` — ${input.proposalResult}` : ''}.`,
+    );
   if (input.designedTool) lines.push(`New tool in your catalogue: ${input.designedTool}.`);
   if (settled.grantReason) lines.push(settled.grantReason);
   else if (settled.grantedTools.length) lines.push(`Tools granted: ${settled.grantedTools.join(', ')}.`);
@@ -70,26 +86,72 @@ function answerText(input: FinishEscalationInput, settled: Settled): string {
 }
 
 /** The answer as partnership messages (and the teaching) and as an incoming note; returns the note's id. */
-async function sendAnswer(q: Queryable, input: FinishEscalationInput, body: string, grantedTools: string[]): Promise<number> {
+async function sendAnswer(
+  q: Queryable,
+  input: FinishEscalationInput,
+  body: string,
+  grantedTools: string[],
+): Promise<number> {
   const { agentId, escalationId, outcome, answer } = input;
   const fromTier = input.decidedBy === 'human' ? 'human' : 'oversight';
-  const kind = outcome === 'approved' ? 'approval' : outcome === 'nudged' ? 'nudge' : input.human?.verdict === 'veto' ? 'veto' : 'rejection';
-  await addPartnershipMessage(q, { agentId, fromTier, toTier: 'agent', kind, body, escalationId, metadata: { decidedBy: input.decidedBy, grantedTools }, idempotencyKey: `${escalationId}:answer` });
+  const kind =
+    outcome === 'approved'
+      ? 'approval'
+      : outcome === 'nudged'
+        ? 'nudge'
+        : input.human?.verdict === 'veto'
+          ? 'veto'
+          : 'rejection';
+  await addPartnershipMessage(q, {
+    agentId,
+    fromTier,
+    toTier: 'agent',
+    kind,
+    body,
+    escalationId,
+    metadata: { decidedBy: input.decidedBy, grantedTools },
+    idempotencyKey: `${escalationId}:answer`,
+  });
   if (answer && outcome !== 'denied') {
-    await addPartnershipMessage(q, { agentId, fromTier: 'oversight', toTier: 'agent', kind: 'teaching', body: answer.teaching_moment, escalationId, idempotencyKey: `${escalationId}:teaching` });
+    await addPartnershipMessage(q, {
+      agentId,
+      fromTier: 'oversight',
+      toTier: 'agent',
+      kind: 'teaching',
+      body: answer.teaching_moment,
+      escalationId,
+      idempotencyKey: `${escalationId}:teaching`,
+    });
   }
   const sender = input.decidedBy === 'human' ? (input.human?.by ?? 'human') : 'oversight';
-  return addNoteOnce(q, { agentId, direction: 'in', source: fromTier, sender, priority: 5, tags: ['escalation', input.category], text: body, idempotencyKey: `${escalationId}:note` });
+  return addNoteOnce(q, {
+    agentId,
+    direction: 'in',
+    source: fromTier,
+    sender,
+    priority: 5,
+    tags: ['escalation', input.category],
+    text: body,
+    idempotencyKey: `${escalationId}:note`,
+  });
 }
 
 /**
  * A nudge's learning moment: a `nudge` learning through the store, whose guard decides whether
  * it is allowed; refused (rate limit, cap, an empty hint) → kept in the decision log.
  */
-async function learningMoment({ db, events }: OversightDeps, input: FinishEscalationInput): Promise<{ id: number } | { refused: string }> {
+async function learningMoment(
+  { db, events }: OversightDeps,
+  input: FinishEscalationInput,
+): Promise<{ id: number } | { refused: string }> {
   const { answer, escalationId, agentId } = input;
-  const hint = input.human?.verdict === 'nudge' ? (input.human.comment ?? '') : (answer?.comment ?? answer?.teaching_moment ?? '');
-  const learning = { shardType: agentShard(agentId), predicate: 'nudge', args: { category: input.category, hint: hint.slice(0, 200) } };
+  const hint =
+    input.human?.verdict === 'nudge' ? (input.human.comment ?? '') : (answer?.comment ?? answer?.teaching_moment ?? '');
+  const learning = {
+    shardType: agentShard(agentId),
+    predicate: 'nudge',
+    args: { category: input.category, hint: hint.slice(0, 200) },
+  };
   try {
     const r = await saveLearning(db, { ...learning, source: `escalation/${escalationId}`, agentId });
     tellLearning(events, agentId, { ...learning, confidence: r.confidence, reinforced: r.reinforced });
@@ -104,12 +166,24 @@ async function learningMoment({ db, events }: OversightDeps, input: FinishEscala
  * A human who rejects or vetoes the agent's held action is feedback, like `mindloop feedback
  * <agent> reject <action> --reason …` (counted once: a retried finish skips it).
  */
-async function humanFeedback({ db, events }: OversightDeps, input: FinishEscalationInput, firstFinish: boolean): Promise<FeedbackResult | { refused: string } | null> {
+async function humanFeedback(
+  { db, events }: OversightDeps,
+  input: FinishEscalationInput,
+  firstFinish: boolean,
+): Promise<FeedbackResult | { refused: string } | null> {
   const rejected = input.human && (input.human.verdict === 'reject' || input.human.verdict === 'veto');
   if (!input.proposal || !rejected || !firstFinish) return null;
-  const action = (input.proposal.kind === 'tool' ? `tool.${input.proposal.name.split('.', 1)[0]}` : input.proposal.name).toLowerCase();
+  const action = (
+    input.proposal.kind === 'tool' ? `tool.${input.proposal.name.split('.', 1)[0]}` : input.proposal.name
+  ).toLowerCase();
   try {
-    const r = await recordFeedback(db, { agentId: input.agentId, kind: 'reject', action, ...(input.human?.comment ? { reason: input.human.comment.slice(0, 500) } : {}), source: `escalation/${input.escalationId}` });
+    const r = await recordFeedback(db, {
+      agentId: input.agentId,
+      kind: 'reject',
+      action,
+      ...(input.human?.comment ? { reason: input.human.comment.slice(0, 500) } : {}),
+      source: `escalation/${input.escalationId}`,
+    });
     tellFeedbackLearning(events, { agentId: input.agentId }, r);
     return r;
   } catch (err) {
@@ -124,7 +198,10 @@ async function humanFeedback({ db, events }: OversightDeps, input: FinishEscalat
  * the answer to the agent as a partnership message AND an incoming note, and for a nudge
  * a learning moment (a learning through the store; refused → kept in decision_log).
  */
-export async function finishEscalation(deps: OversightDeps, input: FinishEscalationInput): Promise<FinishEscalationResult> {
+export async function finishEscalation(
+  deps: OversightDeps,
+  input: FinishEscalationInput,
+): Promise<FinishEscalationResult> {
   const { db } = deps;
   const settled = await db.transaction((tx) => settle(tx, input));
   const body = answerText(input, settled);

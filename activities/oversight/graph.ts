@@ -6,7 +6,15 @@
  */
 import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
 import { ApplicationFailure } from '@temporalio/activity';
-import { oversightAnswerJsonSchema, oversightPrompt, parseOversightAnswer, subAgentBriefs, type EscalationCategory, type OversightAnswer, type ParsedEscalationInput } from '../../core/escalation.js';
+import {
+  oversightAnswerJsonSchema,
+  oversightPrompt,
+  parseOversightAnswer,
+  subAgentBriefs,
+  type EscalationCategory,
+  type OversightAnswer,
+  type ParsedEscalationInput,
+} from '../../core/escalation.js';
 import type { Db } from '../../db/client.js';
 import { activeToolNames } from '../../db/queries/escalations.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -35,7 +43,14 @@ export interface OversightRun {
   callIds: number[];
 }
 
-type GraphInput = { escalation: ParsedEscalationInput; feedback?: string; round: number; key: string; catalogue: string[]; budgetId?: string };
+type GraphInput = {
+  escalation: ParsedEscalationInput;
+  feedback?: string;
+  round: number;
+  key: string;
+  catalogue: string[];
+  budgetId?: string;
+};
 
 const OversightState = Annotation.Root({
   input: Annotation<GraphInput>(),
@@ -45,7 +60,13 @@ const OversightState = Annotation.Root({
 });
 type State = typeof OversightState.State;
 
-const categories = ['statistics', 'code', 'visualization', 'state_machine_designer', 'general'] as const satisfies readonly EscalationCategory[];
+const categories = [
+  'statistics',
+  'code',
+  'visualization',
+  'state_machine_designer',
+  'general',
+] as const satisfies readonly EscalationCategory[];
 
 /**
  * The sub-agent node of a category: asks the `oversight` role, asks again after a malformed
@@ -65,7 +86,16 @@ function subAgent(deps: OversightDeps, category: EscalationCategory, signal: Abo
       const r = await deps.llm.chat({
         agentId: escalation.agentId,
         role: 'oversight',
-        messages: attempt === 1 ? messages : [...messages, { role: 'user', content: `Your previous answer was invalid (${last}). Answer again with the JSON object only.` }],
+        messages:
+          attempt === 1
+            ? messages
+            : [
+                ...messages,
+                {
+                  role: 'user',
+                  content: `Your previous answer was invalid (${last}). Answer again with the JSON object only.`,
+                },
+              ],
         params: { jsonSchema: oversightAnswerJsonSchema, temperature: 0.2 },
         // Per attempt: a retried activity replays each stored reply instead of paying again.
         idempotencyKey: `${key}/r${round}/${category}/a${attempt}`,
@@ -112,7 +142,10 @@ export function buildOversightGraph(deps: OversightDeps, signal?: AbortSignal) {
  * Run the oversight graph for one escalation (one design round). Heartbeats while the
  * sub-agent thinks. No oversight model → `LlmUnavailable` (the workflow falls back to the human).
  */
-export async function runOversight(deps: OversightDeps, input: { escalation: ParsedEscalationInput; round: number; feedback?: string; key: string; budgetId?: string }): Promise<OversightRun> {
+export async function runOversight(
+  deps: OversightDeps,
+  input: { escalation: ParsedEscalationInput; round: number; feedback?: string; key: string; budgetId?: string },
+): Promise<OversightRun> {
   return withHeartbeat(
     async (signal) => {
       try {

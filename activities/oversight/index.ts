@@ -9,7 +9,14 @@
  */
 import { bindActivities } from '../bind.js';
 import { finishEscalation } from './finish.js';
-import { markAwaitingHuman, openEscalation, recordDesignRound, recordHumanAnswer, recordOversightAnswer, registerDesignedTool } from './escalation.js';
+import {
+  markAwaitingHuman,
+  openEscalation,
+  recordDesignRound,
+  recordHumanAnswer,
+  recordOversightAnswer,
+  registerDesignedTool,
+} from './escalation.js';
 import { runOversight, type OversightDeps } from './graph.js';
 
 export { ensureOversightModel } from '../llm/index.js';

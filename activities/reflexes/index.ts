@@ -13,11 +13,17 @@ export function createReflexActivities(deps: { db: Db }) {
   return {
     /** Restore an archived row of a memory tier (the memory manager's decisions are reversible). */
     restoreMemory: (input: RestoreInput) => {
-      if (!restorableTables.includes(input.table)) throw nonRetryable(ErrorType.InvalidInput, `restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`);
+      if (!restorableTables.includes(input.table))
+        throw nonRetryable(
+          ErrorType.InvalidInput,
+          `restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`,
+        );
       return restoreArchived(deps.db, input);
     },
 
     /** Record a fact-check's outcome (verified/rejected) and close its task. */
-    resolveFact: async (input: ResolveFactInput): Promise<{ ok: boolean }> => ({ ok: (await resolveFact(deps.db, input)).ok }),
+    resolveFact: async (input: ResolveFactInput): Promise<{ ok: boolean }> => ({
+      ok: (await resolveFact(deps.db, input)).ok,
+    }),
   };
 }

@@ -22,13 +22,23 @@ import { miniPromptMaxTokens } from './settings.js';
 import type { TickReflexesInput } from './types.js';
 
 /** The peers asked to validate this tick (`peer_validators`, default none). */
-export function chosenPeerValidators(config: Record<string, unknown>, peers: readonly PeerPresence[], now = Date.now()): PeerPresence[] {
+export function chosenPeerValidators(
+  config: Record<string, unknown>,
+  peers: readonly PeerPresence[],
+  now = Date.now(),
+): PeerPresence[] {
   const n = configKeys.peer_validators.schema.safeParse(config.peer_validators);
-  return peerValidators(peers, n.success ? n.data : configKeys.peer_validators.default, defaultTrustPolicy.exclude, now);
+  return peerValidators(
+    peers,
+    n.success ? n.data : configKeys.peer_validators.default,
+    defaultTrustPolicy.exclude,
+    now,
+  );
 }
 
 /** The idempotency key of a peer's validation of one tick: a retried activity pays it once. */
-export const peerValidationKey = (input: Pick<TickReflexesInput, 'workflowId' | 'tick'>, peerId: string) => `${input.workflowId}:${input.tick}:validate:peer:${peerId}`;
+export const peerValidationKey = (input: Pick<TickReflexesInput, 'workflowId' | 'tick'>, peerId: string) =>
+  `${input.workflowId}:${input.tick}:validate:peer:${peerId}`;
 
 /** A chosen peer validator with the model it answers with: its agent's first usable row (none: it cannot answer). */
 interface PeerValidator {
@@ -49,14 +59,26 @@ export function loadPeerValidators(llm: LlmRouter, chosen: readonly PeerPresence
 
 /** What a peer validator's record starts from: its model's row, this agent's trust in it. */
 export function peerValidatorBase(v: PeerValidator): Omit<ValidatorRecord, 'status'> {
-  return { registryId: v.row?.id ?? 0, name: `peer ${v.peer.peerAgentId}`, trust: v.peer.trust, peer: v.peer.peerAgentId };
+  return {
+    registryId: v.row?.id ?? 0,
+    name: `peer ${v.peer.peerAgentId}`,
+    trust: v.peer.trust,
+    peer: v.peer.peerAgentId,
+  };
 }
 
 /**
  * Ask the peer's model the validation question. The call is recorded under the peer (its model
  * answered) and charged to this agent's budget (this agent asked).
  */
-export async function askPeerValidator(llm: LlmRouter, input: TickReflexesInput, v: PeerValidator, question: string, previous: LlmCall[], signal: AbortSignal): Promise<ChatResult> {
+export async function askPeerValidator(
+  llm: LlmRouter,
+  input: TickReflexesInput,
+  v: PeerValidator,
+  question: string,
+  previous: LlmCall[],
+  signal: AbortSignal,
+): Promise<ChatResult> {
   if (!v.row) throw new Error(`peer ${v.peer.peerAgentId} has no usable model`);
   return llm.chat({
     preloaded: { registry: v.registry, previous },
@@ -79,11 +101,28 @@ export async function askPeerValidator(llm: LlmRouter, input: TickReflexesInput,
  * registry validator's trust does; below the exclusion threshold the peer is no longer asked
  * (the link stays) and the agent is told once, when it falls below.
  */
-export async function recordPeerValidatorTrust(tx: Db, input: TickReflexesInput, r: ValidatorRecord, trust: number, excluded: boolean, notesOut: string[]): Promise<void> {
+export async function recordPeerValidatorTrust(
+  tx: Db,
+  input: TickReflexesInput,
+  r: ValidatorRecord,
+  trust: number,
+  excluded: boolean,
+  notesOut: string[],
+): Promise<void> {
   if (!r.peer || trust === r.trust) return;
-  await tx.update(agentPeers).set({ trust, updatedAt: new Date() }).where(and(eq(agentPeers.agentId, input.agentId), eq(agentPeers.peerAgentId, r.peer)));
+  await tx
+    .update(agentPeers)
+    .set({ trust, updatedAt: new Date() })
+    .where(and(eq(agentPeers.agentId, input.agentId), eq(agentPeers.peerAgentId, r.peer)));
   if (excluded && r.trust >= defaultTrustPolicy.exclude) {
-    await tx.insert(notes).values({ agentId: input.agentId, direction: 'in', source: 'system', priority: 3, tags: ['validation', 'peers'], text: `Peer "${r.peer}" no longer validates your replies: your trust in it fell to ${trust} (far from the consensus).` });
+    await tx.insert(notes).values({
+      agentId: input.agentId,
+      direction: 'in',
+      source: 'system',
+      priority: 3,
+      tags: ['validation', 'peers'],
+      text: `Peer "${r.peer}" no longer validates your replies: your trust in it fell to ${trust} (far from the consensus).`,
+    });
     notesOut.push(`peer validator ${r.peer} excluded (trust ${trust})`);
   }
 }
@@ -120,5 +159,8 @@ export async function askPeerForAngle(
     priority: 3,
     idempotencyKey: `${input.workflowId ?? workflowIds.agent(input.agentId)}:${input.tick}:ask_peers`,
   });
-  return { effects: [{ kind: 'wakeAgent', agentId: peer.peerAgentId }], detail: `asked peer ${peer.peerAgentId} (trust ${peer.trust}) for a new angle: note #${noteId}` };
+  return {
+    effects: [{ kind: 'wakeAgent', agentId: peer.peerAgentId }],
+    detail: `asked peer ${peer.peerAgentId} (trust ${peer.trust}) for a new angle: note #${noteId}`,
+  };
 }

@@ -22,9 +22,26 @@ import {
   type StagnationState,
   type StrategyAction,
 } from '../../core/stagnation.js';
-import { defaultTrustPolicy, isExcluded, updateTrust, type Aggregate, type ValidationMode, type ValidatorRecord } from '../../core/validation.js';
+import {
+  defaultTrustPolicy,
+  isExcluded,
+  updateTrust,
+  type Aggregate,
+  type ValidationMode,
+  type ValidatorRecord,
+} from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
-import { agentConfig, antiStagnationMetrics, llmRecentResponses, llmRegistry, notes, processLog, stagnationStrategies, tasks, unverifiedFacts } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  antiStagnationMetrics,
+  llmRecentResponses,
+  llmRegistry,
+  notes,
+  processLog,
+  stagnationStrategies,
+  tasks,
+  unverifiedFacts,
+} from '../../db/schema/index.js';
 import { manageMemory } from './memory-manager.js';
 import { reflexSettings } from './settings.js';
 import { applyStrategy, diagnosisInput } from './stagnation.js';
@@ -57,18 +74,35 @@ export interface ReflexDecisions {
 }
 
 /** A strategy's effect is due: record novelty after and fold it into the strategy's mean; returns the action to report. */
-async function evaluateStrategy(tx: Db, evaluate: StagnationDecision['evaluate'], novelty: number): Promise<string | null> {
+async function evaluateStrategy(
+  tx: Db,
+  evaluate: StagnationDecision['evaluate'],
+  novelty: number,
+): Promise<string | null> {
   if (!evaluate) return null;
   const effect = novelty - evaluate.noveltyBefore;
-  await tx.update(antiStagnationMetrics).set({ noveltyAfter: novelty, effect, evaluatedAt: new Date() }).where(eq(antiStagnationMetrics.id, evaluate.metricId));
+  await tx
+    .update(antiStagnationMetrics)
+    .set({ noveltyAfter: novelty, effect, evaluatedAt: new Date() })
+    .where(eq(antiStagnationMetrics.id, evaluate.metricId));
   const [s] = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, evaluate.strategyId));
   // The mean is over measured effects: an application that was never evaluated (its run
   // ended first) must not count, so the earlier evaluations are counted, not the uses.
   const [done] = await tx
     .select({ n: sql<number>`count(*)::int` })
     .from(antiStagnationMetrics)
-    .where(and(eq(antiStagnationMetrics.strategyId, evaluate.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt), ne(antiStagnationMetrics.id, evaluate.metricId)));
-  if (s) await tx.update(stagnationStrategies).set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) }).where(eq(stagnationStrategies.id, s.id));
+    .where(
+      and(
+        eq(antiStagnationMetrics.strategyId, evaluate.strategyId),
+        isNotNull(antiStagnationMetrics.evaluatedAt),
+        ne(antiStagnationMetrics.id, evaluate.metricId),
+      ),
+    );
+  if (s)
+    await tx
+      .update(stagnationStrategies)
+      .set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) })
+      .where(eq(stagnationStrategies.id, s.id));
   return `evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`;
 }
 
@@ -82,8 +116,18 @@ interface StrategyApplied {
 }
 
 /** Stagnation: diagnose it, choose the strategy with the best record for the diagnosis, apply it. */
-async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: ReflexView, novelty: number, params: SamplingParams): Promise<StrategyApplied> {
-  let strategies = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.agentId, input.agentId)).orderBy(asc(stagnationStrategies.id));
+async function applyChosenStrategy(
+  tx: Db,
+  input: TickReflexesInput,
+  view: ReflexView,
+  novelty: number,
+  params: SamplingParams,
+): Promise<StrategyApplied> {
+  let strategies = await tx
+    .select()
+    .from(stagnationStrategies)
+    .where(eq(stagnationStrategies.agentId, input.agentId))
+    .orderBy(asc(stagnationStrategies.id));
   // The built-in strategies an agent lacks are seeded by name: all of them for a new agent, the
   // ones added since for an older one. A strategy it has keeps its record (to retire a built-in
   // one, disable it: a deleted one comes back).
@@ -92,29 +136,66 @@ async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: Refle
   if (missing.length > 0) {
     const added = await tx
       .insert(stagnationStrategies)
-      .values(missing.map((s) => ({ agentId: input.agentId, name: s.name, class: s.class, cost: s.cost, description: s.description, params: s.params })))
+      .values(
+        missing.map((s) => ({
+          agentId: input.agentId,
+          name: s.name,
+          class: s.class,
+          cost: s.cost,
+          description: s.description,
+          params: s.params,
+        })),
+      )
       .onConflictDoNothing()
       .returning();
     strategies = [...strategies, ...added];
   }
   // Asking a peer needs a reachable one (none while isolated): otherwise it is no candidate.
   const canAskPeer = peerToAsk(view.peers, Date.now()) !== null;
-  const candidates = strategies.filter((s) => canAskPeer || (s.params as { action?: StrategyAction }).action !== 'ask_peers');
+  const candidates = strategies.filter(
+    (s) => canAskPeer || (s.params as { action?: StrategyAction }).action !== 'ask_peers',
+  );
   const diag = await diagnosisInput(tx, input, view.previous);
   const evaluated = await tx
     .select({ id: antiStagnationMetrics.strategyId, n: sql<number>`count(*)::int` })
     .from(antiStagnationMetrics)
-    .where(and(eq(antiStagnationMetrics.agentId, input.agentId), isNotNull(antiStagnationMetrics.strategyId), isNotNull(antiStagnationMetrics.evaluatedAt)))
+    .where(
+      and(
+        eq(antiStagnationMetrics.agentId, input.agentId),
+        isNotNull(antiStagnationMetrics.strategyId),
+        isNotNull(antiStagnationMetrics.evaluatedAt),
+      ),
+    )
     .groupBy(antiStagnationMetrics.strategyId);
   const diagnosis: StagnationClass = diagnose(diag);
   const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
-  const chosen = chooseStrategy(candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })), diagnosis);
+  const chosen = chooseStrategy(
+    candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })),
+    diagnosis,
+  );
   if (!chosen) return { diagnosis, pending: null, effects: [] };
-  const applied = await applyStrategy(tx, input, chosen.params as { action?: StrategyAction; ticks?: number }, view.reply.llmRegistryId, { peers: view.peers, novelty, thinking: view.reply.parsed.body });
-  await tx.update(stagnationStrategies).set({ uses: sql`${stagnationStrategies.uses} + 1`, lastUsedAt: new Date() }).where(eq(stagnationStrategies.id, chosen.id));
+  const applied = await applyStrategy(
+    tx,
+    input,
+    chosen.params as { action?: StrategyAction; ticks?: number },
+    view.reply.llmRegistryId,
+    { peers: view.peers, novelty, thinking: view.reply.parsed.body },
+  );
+  await tx
+    .update(stagnationStrategies)
+    .set({ uses: sql`${stagnationStrategies.uses} + 1`, lastUsedAt: new Date() })
+    .where(eq(stagnationStrategies.id, chosen.id));
   const [m] = await tx
     .insert(antiStagnationMetrics)
-    .values({ agentId: input.agentId, tick: input.tick, diagnosis, action: chosen.name, strategyId: chosen.id, noveltyBefore: novelty, params: { ...params, detail: applied.detail } })
+    .values({
+      agentId: input.agentId,
+      tick: input.tick,
+      diagnosis,
+      action: chosen.name,
+      strategyId: chosen.id,
+      noveltyBefore: novelty,
+      params: { ...params, detail: applied.detail },
+    })
     .returning({ id: antiStagnationMetrics.id });
   return {
     diagnosis,
@@ -126,7 +207,12 @@ async function applyChosenStrategy(tx: Db, input: TickReflexesInput, view: Refle
 }
 
 /** Trust: answers far from the consensus lose trust, close ones regain it; low trust excludes. Returns the verdict's notes of it. */
-async function updateTrusts(tx: Db, input: TickReflexesInput, mode: ValidationMode, { agg, answered }: ReflexDecisions['validation']): Promise<string[]> {
+async function updateTrusts(
+  tx: Db,
+  input: TickReflexesInput,
+  mode: ValidationMode,
+  { agg, answered }: ReflexDecisions['validation'],
+): Promise<string[]> {
   const notesOut: string[] = [];
   if (mode !== 'normal' || agg.rating === null || agg.blocked) return notesOut;
   for (const r of answered) {
@@ -140,10 +226,26 @@ async function updateTrusts(tx: Db, input: TickReflexesInput, mode: ValidationMo
     }
     await tx
       .update(llmRegistry)
-      .set({ trust, ...(excluded ? { excluded: true, excludedReason: `trust ${trust} below ${defaultTrustPolicy.exclude}: far from the consensus` } : {}), updatedAt: sql`${llmRegistry.updatedAt}` })
+      .set({
+        trust,
+        ...(excluded
+          ? {
+              excluded: true,
+              excludedReason: `trust ${trust} below ${defaultTrustPolicy.exclude}: far from the consensus`,
+            }
+          : {}),
+        updatedAt: sql`${llmRegistry.updatedAt}`,
+      })
       .where(eq(llmRegistry.id, r.registryId));
     if (excluded) {
-      await tx.insert(notes).values({ agentId: input.agentId, direction: 'in', source: 'system', priority: 3, tags: ['validation'], text: `Validator "${r.name}" (#${r.registryId}) was excluded: its trust fell to ${trust} (far from the consensus).` });
+      await tx.insert(notes).values({
+        agentId: input.agentId,
+        direction: 'in',
+        source: 'system',
+        priority: 3,
+        tags: ['validation'],
+        text: `Validator "${r.name}" (#${r.registryId}) was excluded: its trust fell to ${trust} (far from the consensus).`,
+      });
       notesOut.push(`validator ${r.name} excluded (trust ${trust})`);
     }
   }
@@ -158,7 +260,15 @@ async function recordNewEmotions(tx: Db, input: TickReflexesInput, known: string
     .insert(agentConfig)
     .values({ agentId: input.agentId, key: 'emotions', value: merged })
     .onConflictDoUpdate({ target: [agentConfig.agentId, agentConfig.key], set: { value: merged } });
-  await tx.insert(processLog).values({ agentId: input.agentId, processId: 'emotions', kind: 'emotions', status: 'close', closedAt: new Date(), tick: input.tick, message: `new emotions added to the list: ${unknown.join(', ')}` });
+  await tx.insert(processLog).values({
+    agentId: input.agentId,
+    processId: 'emotions',
+    kind: 'emotions',
+    status: 'close',
+    closedAt: new Date(),
+    tick: input.tick,
+    message: `new emotions added to the list: ${unknown.join(', ')}`,
+  });
 }
 
 /**
@@ -167,22 +277,51 @@ async function recordNewEmotions(tx: Db, input: TickReflexesInput, known: string
  */
 async function recordFacts(tx: Db, input: TickReflexesInput, view: ReflexView): Promise<void> {
   const stated = new Map<string, { fact: string; confidence: number; source?: string }>();
-  for (const f of view.reply.parsed.unverifiedFacts) if (f.confidence < factCheckThreshold && !stated.has(factKey(f.fact))) stated.set(factKey(f.fact), f);
+  for (const f of view.reply.parsed.unverifiedFacts)
+    if (f.confidence < factCheckThreshold && !stated.has(factKey(f.fact))) stated.set(factKey(f.fact), f);
   const facts = [...stated.values()].slice(0, 10);
   if (facts.length === 0) return;
   const pending = await tx
     .select({ fact: unverifiedFacts.fact })
     .from(unverifiedFacts)
-    .where(and(eq(unverifiedFacts.agentId, input.agentId), eq(unverifiedFacts.status, 'pending'), inArray(sql`lower(regexp_replace(btrim(${unverifiedFacts.fact}), '\\s+', ' ', 'g'))`, facts.map((f) => factKey(f.fact)))));
+    .where(
+      and(
+        eq(unverifiedFacts.agentId, input.agentId),
+        eq(unverifiedFacts.status, 'pending'),
+        inArray(
+          sql`lower(regexp_replace(btrim(${unverifiedFacts.fact}), '\\s+', ' ', 'g'))`,
+          facts.map((f) => factKey(f.fact)),
+        ),
+      ),
+    );
   const alreadyPending = new Set(pending.map((p) => factKey(p.fact)));
   for (const f of facts.filter((x) => !alreadyPending.has(factKey(x.fact)))) {
-    const [task] = await tx.insert(tasks).values({ agentId: input.agentId, title: clipText(`Fact-check: ${f.fact}`, 200), description: factCheckDescription(f.source) }).returning({ id: tasks.id });
-    await tx.insert(unverifiedFacts).values({ agentId: input.agentId, fact: f.fact, confidence: Math.max(0, Math.min(1, f.confidence)), sourceTick: input.tick, responseId: view.reply.id, taskId: task!.id });
+    const [task] = await tx
+      .insert(tasks)
+      .values({
+        agentId: input.agentId,
+        title: clipText(`Fact-check: ${f.fact}`, 200),
+        description: factCheckDescription(f.source),
+      })
+      .returning({ id: tasks.id });
+    await tx.insert(unverifiedFacts).values({
+      agentId: input.agentId,
+      fact: f.fact,
+      confidence: Math.max(0, Math.min(1, f.confidence)),
+      sourceTick: input.tick,
+      responseId: view.reply.id,
+      taskId: task!.id,
+    });
   }
 }
 
 /** Record the tick's reflexes (see the module comment); returns the verdict in force, and whether this call recorded it. */
-export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput, view: ReflexView, d: ReflexDecisions): Promise<{ result: TickReflexesResult; recorded: boolean }> {
+export async function recordReflexes(
+  deps: ReflexDeps,
+  input: TickReflexesInput,
+  view: ReflexView,
+  d: ReflexDecisions,
+): Promise<{ result: TickReflexesResult; recorded: boolean }> {
   const { db } = deps;
   const memoryEvery = deps.memoryEvery ?? 10;
   const result = await db.transaction(async (t) => {
@@ -218,14 +357,28 @@ export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput,
       diagnosis,
       action: st.decision.reflexLite ? 'reflex_lite' : 'tick',
       noveltyBefore: verdict.novelty,
-      params: { ...verdict.params, lowStreak: stagnation.lowStreak, anxietyStreak: st.anxietyStreak, similarity: Math.round(st.similarity * 1000) / 1000, rephrase: focus === rephrasePrompt },
+      params: {
+        ...verdict.params,
+        lowStreak: stagnation.lowStreak,
+        anxietyStreak: st.anxietyStreak,
+        similarity: Math.round(st.similarity * 1000) / 1000,
+        rephrase: focus === rephrasePrompt,
+      },
     });
     const trustNotes = await updateTrusts(tx, input, verdict.validationMode, validation);
     await recordNewEmotions(tx, input, reflexSettings(view.config).known, reply.newEmotions);
     await recordFacts(tx, input, view);
-    if (input.tick % memoryEvery === 0) actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
+    if (input.tick % memoryEvery === 0)
+      actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
 
-    const out: TickReflexesResult = { ...verdict, notes: [...verdict.notes, ...trustNotes], focus, stagnation, effects, actions };
+    const out: TickReflexesResult = {
+      ...verdict,
+      notes: [...verdict.notes, ...trustNotes],
+      focus,
+      stagnation,
+      effects,
+      actions,
+    };
     await tx
       .update(llmRecentResponses)
       .set({
@@ -241,13 +394,18 @@ export async function recordReflexes(deps: ReflexDeps, input: TickReflexesInput,
         validators: validation.records,
         distribution: validation.agg.distribution,
         stagnation: st.decision.stagnant,
-        stagnationReason: st.decision.stagnant ? (diagnosis ?? `novelty ${verdict.novelty} < ${st.policy.lowNovelty}`) : null,
+        stagnationReason: st.decision.stagnant
+          ? (diagnosis ?? `novelty ${verdict.novelty} < ${st.policy.lowNovelty}`)
+          : null,
         stagnationActions: actions,
       })
       .where(eq(llmRecentResponses.id, view.reply.id));
     return out;
   });
   if (result) return { result, recorded: true };
-  const [stored] = await db.select({ reflexes: llmRecentResponses.reflexes }).from(llmRecentResponses).where(eq(llmRecentResponses.id, view.reply.id));
+  const [stored] = await db
+    .select({ reflexes: llmRecentResponses.reflexes })
+    .from(llmRecentResponses)
+    .where(eq(llmRecentResponses.id, view.reply.id));
   return { result: stored!.reflexes as unknown as TickReflexesResult, recorded: false };
 }

@@ -4,8 +4,12 @@ import { defaultMemoryPolicy } from '../../core/memory-manager.js';
 /** The settings the reflexes read from `agent_config`, with their defaults. */
 export function reflexSettings(cfg: Record<string, unknown>) {
   return {
-    known: Array.isArray(cfg.emotions) && cfg.emotions.every((e) => typeof e === 'string') ? (cfg.emotions as string[]) : ['curiosity', 'joy', 'calm', 'anxiety', 'frustration', 'boredom', 'confidence'],
-    noveltyThreshold: typeof cfg.novelty_threshold === 'number' ? cfg.novelty_threshold : defaultMemoryPolicy.noveltyThreshold,
+    known:
+      Array.isArray(cfg.emotions) && cfg.emotions.every((e) => typeof e === 'string')
+        ? (cfg.emotions as string[])
+        : ['curiosity', 'joy', 'calm', 'anxiety', 'frustration', 'boredom', 'confidence'],
+    noveltyThreshold:
+      typeof cfg.novelty_threshold === 'number' ? cfg.novelty_threshold : defaultMemoryPolicy.noveltyThreshold,
     anxietyThreshold: typeof cfg.anxiety_threshold === 'number' ? cfg.anxiety_threshold : defaultAnxiety.threshold,
     anxietyTicks: typeof cfg.anxiety_ticks === 'number' ? cfg.anxiety_ticks : defaultAnxiety.ticks,
     autoPassDestructive: cfg.auto_pass_destructive === true,

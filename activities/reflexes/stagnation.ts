@@ -5,7 +5,15 @@ import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
 import { clipText } from '../../core/sanitize.js';
 import type { StrategyAction } from '../../core/stagnation.js';
 import type { Db } from '../../db/client.js';
-import { antiStagnationMetrics, concepts, diaryEntries, llmMemory, llmRegistry, notes, processLog } from '../../db/schema/index.js';
+import {
+  antiStagnationMetrics,
+  concepts,
+  diaryEntries,
+  llmMemory,
+  llmRegistry,
+  notes,
+  processLog,
+} from '../../db/schema/index.js';
 import type { TickReflexesInput } from './types.js';
 import { askPeerForAngle } from './peers.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
@@ -15,21 +23,57 @@ import { readPeerPresence } from '../../db/queries/peer-presence.js';
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
 
 /** The counts the stagnation diagnosis reads: new inputs, time in one mode, data richness, tiredness, rest. */
-export async function diagnosisInput(tx: Db, input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>, previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>) {
+export async function diagnosisInput(
+  tx: Db,
+  input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>,
+  previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>,
+) {
   const since = input.tick - 10;
   // One after another: `tx` is a transaction, one connection.
-  const [n] = await tx.select({ n: sql<number>`count(*)::int` }).from(notes).where(and(eq(notes.agentId, input.agentId), eq(notes.direction, 'in'), sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`));
-  const [p] = await tx.select({ n: sql<number>`count(*)::int` }).from(processLog).where(and(eq(processLog.agentId, input.agentId), gt(processLog.tick, since), sql`${processLog.kind} not in ('emotions', 'memory_manager')`));
-  const [d] = await tx.select({ n: sql<number>`count(*)::int` }).from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt)));
-  const [m] = await tx.select({ n: sql<number>`count(*)::int` }).from(llmMemory).where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt)));
-  const [c] = await tx.select({ n: sql<number>`count(*)::int` }).from(concepts).where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt)));
-  const [rest] = await tx.select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` }).from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause')));
+  const [n] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(notes)
+    .where(
+      and(
+        eq(notes.agentId, input.agentId),
+        eq(notes.direction, 'in'),
+        sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`,
+      ),
+    );
+  const [p] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(processLog)
+    .where(
+      and(
+        eq(processLog.agentId, input.agentId),
+        gt(processLog.tick, since),
+        sql`${processLog.kind} not in ('emotions', 'memory_manager')`,
+      ),
+    );
+  const [d] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(diaryEntries)
+    .where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt)));
+  const [m] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(llmMemory)
+    .where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt)));
+  const [c] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(concepts)
+    .where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt)));
+  const [rest] = await tx
+    .select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` })
+    .from(antiStagnationMetrics)
+    .where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause')));
   let sameModeTicks = 1;
   for (const r of previous) {
     if (r.contextMode !== input.contextMode) break;
     sameModeTicks++;
   }
-  const tired = previous.slice(0, 5).flatMap((r) => r.emotions.filter((e) => tiredEmotions.has(e.emotion)).map((e) => e.strength));
+  const tired = previous
+    .slice(0, 5)
+    .flatMap((r) => r.emotions.filter((e) => tiredEmotions.has(e.emotion)).map((e) => e.strength));
   return {
     newInputs: (n?.n ?? 0) + (p?.n ?? 0),
     sameModeTicks,
@@ -49,27 +93,73 @@ export async function applyStrategy(
 ): Promise<{ effects: LoopEffect[]; focus?: string; detail: string }> {
   switch (p.action) {
     case 'ask_peers':
-      return askPeerForAngle(tx, input, peerCtx ?? { peers: await readPeerPresence(tx, input.agentId), novelty: null, thinking: '' });
+      return askPeerForAngle(
+        tx,
+        input,
+        peerCtx ?? { peers: await readPeerPresence(tx, input.agentId), novelty: null, thinking: '' },
+      );
     case 'note_user':
-      await tx.insert(notes).values({ agentId: input.agentId, direction: 'out', source: 'agent', recipient: 'user', priority: 2, tags: ['anti_stagnation'], text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?' });
+      await tx.insert(notes).values({
+        agentId: input.agentId,
+        direction: 'out',
+        source: 'agent',
+        recipient: 'user',
+        priority: 2,
+        tags: ['anti_stagnation'],
+        text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?',
+      });
       return { effects: [], detail: 'asked the user for input' };
     case 'context_mode': {
       const mode: ContextMode = input.contextMode === 'meditation' ? 'standard' : 'meditation';
       return { effects: [{ kind: 'setContextMode', mode }], detail: `context mode ${input.contextMode} → ${mode}` };
     }
     case 'flashback': {
-      const [entry] = await tx.select().from(diaryEntries).where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt))).orderBy(asc(diaryEntries.createdAt)).limit(1);
-      if (!entry) return { effects: [], focus: 'Anti-stagnation flashback: your diary is empty. Write down what you have learned so far, then look for something new.', detail: 'no diary entry to recall' };
-      return { effects: [], focus: `Anti-stagnation flashback — a distant diary entry #${entry.id} "${entry.title}": ${clipText(entry.content, 600)}`, detail: `recalled diary #${entry.id}` };
+      const [entry] = await tx
+        .select()
+        .from(diaryEntries)
+        .where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt)))
+        .orderBy(asc(diaryEntries.createdAt))
+        .limit(1);
+      if (!entry)
+        return {
+          effects: [],
+          focus:
+            'Anti-stagnation flashback: your diary is empty. Write down what you have learned so far, then look for something new.',
+          detail: 'no diary entry to recall',
+        };
+      return {
+        effects: [],
+        focus: `Anti-stagnation flashback — a distant diary entry #${entry.id} "${entry.title}": ${clipText(entry.content, 600)}`,
+        detail: `recalled diary #${entry.id}`,
+      };
     }
     case 'meta_analysis':
-      return { effects: [], focus: 'Anti-stagnation meta-analysis: before anything else, analyse why your recent thoughts repeat and name one assumption to drop.', detail: 'meta-analysis prompt' };
+      return {
+        effects: [],
+        focus:
+          'Anti-stagnation meta-analysis: before anything else, analyse why your recent thoughts repeat and name one assumption to drop.',
+        detail: 'meta-analysis prompt',
+      };
     case 'switch_llm': {
-      const rows = await tx.select().from(llmRegistry).where(and(eq(llmRegistry.agentId, input.agentId), eq(llmRegistry.role, 'agent'), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false))).orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+      const rows = await tx
+        .select()
+        .from(llmRegistry)
+        .where(
+          and(
+            eq(llmRegistry.agentId, input.agentId),
+            eq(llmRegistry.role, 'agent'),
+            eq(llmRegistry.enabled, true),
+            eq(llmRegistry.excluded, false),
+          ),
+        )
+        .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
       const current = rows.find((r) => r.id === ownId) ?? rows[0];
       if (!current || rows.length < 2) return { effects: [], detail: 'no other LLM to switch to' };
       const last = Math.max(...rows.map((r) => r.priority));
-      await tx.update(llmRegistry).set({ priority: last + 1 }).where(eq(llmRegistry.id, current.id));
+      await tx
+        .update(llmRegistry)
+        .set({ priority: last + 1 })
+        .where(eq(llmRegistry.id, current.id));
       return { effects: [], detail: `LLM ${current.name} moved behind the others` };
     }
     case 'pause': {

@@ -14,8 +14,20 @@ import { ErrorType, retryable } from '../errors.js';
 import { activityContext } from '../heartbeat.js';
 import { learningLimit, type TickSnapshots } from './snapshot.js';
 import { catalogue, validateCommand, type ValidatedCommand } from '../../core/catalogue.js';
-import { avoidPatternViolations, outcomeFeedback, replyActions, replyAvoidPatternViolations, type LoadedLearning } from '../../core/learnings.js';
-import type { CommandLogResult, CommandOutcome, CommandRejection, LoopEffect, ParsedCommand } from '../../core/loop-types.js';
+import {
+  avoidPatternViolations,
+  outcomeFeedback,
+  replyActions,
+  replyAvoidPatternViolations,
+  type LoadedLearning,
+} from '../../core/learnings.js';
+import type {
+  CommandLogResult,
+  CommandOutcome,
+  CommandRejection,
+  LoopEffect,
+  ParsedCommand,
+} from '../../core/loop-types.js';
 import { placeholderTick } from '../../core/novelty.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
@@ -23,7 +35,13 @@ import { commandLog, llmRecentResponses, notes, processLog } from '../../db/sche
 import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
 import { tellFeedbackLearning, type AgentEventSink } from '../agent-events.js';
 import { handlers } from '../commands/index.js';
-import { CommandError, maxMessage, maxResultText, type HandlerContext, type HandlerResult } from '../commands/shared.js';
+import {
+  CommandError,
+  maxMessage,
+  maxResultText,
+  type HandlerContext,
+  type HandlerResult,
+} from '../commands/shared.js';
 
 export { commandResultText } from '../commands/shared.js';
 
@@ -80,7 +98,13 @@ function logCmdId(input: Pick<ApplyCommandsInput, 'mode' | 'taskId'>, cmdId: str
   return cmdId.startsWith(prefix) ? cmdId : `${prefix}${cmdId}`;
 }
 
-async function storedOutcome(deps: CommandDeps, agentId: string, tick: number, key: string, cmd: { cmdId: string; type: string }): Promise<CommandOutcome> {
+async function storedOutcome(
+  deps: CommandDeps,
+  agentId: string,
+  tick: number,
+  key: string,
+  cmd: { cmdId: string; type: string },
+): Promise<CommandOutcome> {
   const [row] = await deps.db
     .select()
     .from(commandLog)
@@ -98,14 +122,26 @@ async function storedOutcome(deps: CommandDeps, agentId: string, tick: number, k
 }
 
 /** Record a command that is not applied (unknown, rejected, unvalidated, error). */
-async function record(deps: CommandDeps, values: LogValues, status: Status, reason: string, outcomeId: string, text?: string): Promise<CommandOutcome> {
-  const result: CommandLogResult = { message: clipText(reason, maxMessage), effects: [], ...(text ? { text: clipText(text, maxResultText) } : {}) };
+async function record(
+  deps: CommandDeps,
+  values: LogValues,
+  status: Status,
+  reason: string,
+  outcomeId: string,
+  text?: string,
+): Promise<CommandOutcome> {
+  const result: CommandLogResult = {
+    message: clipText(reason, maxMessage),
+    effects: [],
+    ...(text ? { text: clipText(text, maxResultText) } : {}),
+  };
   const inserted = await deps.db
     .insert(commandLog)
     .values({ ...values, status, reason: clipText(reason, 2000), result })
     .onConflictDoNothing({ target: [commandLog.agentId, commandLog.tick, commandLog.cmdId] })
     .returning({ id: commandLog.id });
-  if (!inserted[0]) return storedOutcome(deps, values.agentId, values.tick, values.cmdId, { cmdId: outcomeId, type: values.type });
+  if (!inserted[0])
+    return storedOutcome(deps, values.agentId, values.tick, values.cmdId, { cmdId: outcomeId, type: values.type });
   return { cmdId: outcomeId, type: values.type, status, message: result.message, duplicate: false, effects: [] };
 }
 
@@ -113,8 +149,17 @@ async function record(deps: CommandDeps, values: LogValues, status: Status, reas
  * Rehydrated checks: a command that matches a learned avoid_pattern is not run;
  * it is recorded as held for clarification and the user gets a note asking.
  */
-async function holdForClarification(deps: CommandDeps, input: ApplyCommandsInput, values: LogValues, cmd: ParsedCommand, hits: LoadedLearning[], inReply = false): Promise<CommandOutcome> {
-  const what = hits.map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`).join(', ');
+async function holdForClarification(
+  deps: CommandDeps,
+  input: ApplyCommandsInput,
+  values: LogValues,
+  cmd: ParsedCommand,
+  hits: LoadedLearning[],
+  inReply = false,
+): Promise<CommandOutcome> {
+  const what = hits
+    .map((l) => `"${String(l.args.pattern)}" (learning #${l.id}, confidence ${l.confidence.toFixed(2)})`)
+    .join(', ');
   const reason = inReply
     ? `needs clarification: the reply behind ${cmd.type} uses what you learned to avoid: ${what}; ask the user before doing it`
     : `needs clarification: ${cmd.type} matches what you learned to avoid: ${what}; ask the user before doing it`;
@@ -144,11 +189,24 @@ async function holdForClarification(deps: CommandDeps, input: ApplyCommandsInput
  * rules, or not let through by the validators). Holds (clarification, danger zones) wait for
  * an answer and are not counted; a retry (duplicate) never counts twice.
  */
-async function countFailure(deps: CommandDeps, input: ApplyCommandsInput, outcome: CommandOutcome, rejectedEdit = false): Promise<void> {
+async function countFailure(
+  deps: CommandDeps,
+  input: ApplyCommandsInput,
+  outcome: CommandOutcome,
+  rejectedEdit = false,
+): Promise<void> {
   if (outcome.duplicate) return;
-  if (outcome.status !== 'error' && !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))) return;
+  if (
+    outcome.status !== 'error' &&
+    !(rejectedEdit && (outcome.status === 'rejected' || outcome.status === 'unvalidated'))
+  )
+    return;
   try {
-    const r = await recordFeedback(deps.db, { agentId: input.agentId, ...outcomeFeedback(outcome.type, outcome.message), source: `outcome:${input.tick}/${outcome.cmdId}` });
+    const r = await recordFeedback(deps.db, {
+      agentId: input.agentId,
+      ...outcomeFeedback(outcome.type, outcome.message),
+      source: `outcome:${input.tick}/${outcome.cmdId}`,
+    });
     tellFeedbackLearning(deps.events, { agentId: input.agentId }, r);
   } catch (err) {
     // Preference counting never fails a tick (a refused derived learning is in learning_events); it is logged.
@@ -169,7 +227,14 @@ async function counted(deps: CommandDeps, input: ApplyCommandsInput, outcome: Co
   return outcome;
 }
 
-async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: ParsedCommand, seen: Set<string>, learned: LoadedLearning[] = [], replyHits: LoadedLearning[] = []): Promise<CommandOutcome> {
+async function applyOne(
+  deps: CommandDeps,
+  input: ApplyCommandsInput,
+  cmd: ParsedCommand,
+  seen: Set<string>,
+  learned: LoadedLearning[] = [],
+  replyHits: LoadedLearning[] = [],
+): Promise<CommandOutcome> {
   const key = logCmdId(input, cmd.cmdId);
   const values: LogValues = {
     agentId: input.agentId,
@@ -184,12 +249,24 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
   };
   if (seen.has(key)) {
     // Cannot share the first one's command_log key; reported, not recorded.
-    return { cmdId: cmd.cmdId, type: cmd.type, status: 'rejected', message: `duplicate cmd_id '${clipText(cmd.cmdId, 60)}' in this tick`, duplicate: false, effects: [] };
+    return {
+      cmdId: cmd.cmdId,
+      type: cmd.type,
+      status: 'rejected',
+      message: `duplicate cmd_id '${clipText(cmd.cmdId, 60)}' in this tick`,
+      duplicate: false,
+      effects: [],
+    };
   }
   seen.add(key);
 
   const v = validateCommand(cmd);
-  if (!v.ok) return counted(deps, input, await record(deps, values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId));
+  if (!v.ok)
+    return counted(
+      deps,
+      input,
+      await record(deps, values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId),
+    );
   const command = v.command;
   const spec = catalogue[command.type];
   values.threshold = spec.minRating;
@@ -202,17 +279,37 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
   if (hits.length) return holdForClarification(deps, input, values, cmd, hits);
   if (replyHits.length) return holdForClarification(deps, input, values, cmd, replyHits, true);
   if (input.allowedCmdIds && !input.allowedCmdIds.includes(cmd.cmdId)) {
-    const rating = input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
+    const rating =
+      input.rating === null || input.rating === undefined ? 'none' : `${input.rating >= 0 ? '+' : ''}${input.rating}`;
     const why = input.heldReasons?.[cmd.cmdId];
     // The gate's own threshold message says less than this one; the others (ethics, tie, no answer) say why.
-    const reason = why && !why.startsWith('needs rating') ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})` : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
+    const reason =
+      why && !why.startsWith('needs rating')
+        ? `not validated: ${command.type} ${why} (this tick's rating is ${rating})`
+        : `not validated: ${command.type} needs rating ≥ +${spec.minRating}, this tick's rating is ${rating}`;
     return counted(deps, input, await record(deps, values, 'unvalidated', clipText(reason, 500), cmd.cmdId));
   }
   // Danger zones: a flagged command is not run; it waits for a human through an escalation.
-  const danger = input.approvedBy ? [] : checkDanger({ kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId }, deps.dangerRules);
+  const danger = input.approvedBy
+    ? []
+    : checkDanger(
+        { kind: 'command', name: command.type, args: command.args as Record<string, unknown>, agentId: input.agentId },
+        deps.dangerRules,
+      );
   if (danger.length) {
-    const e = heldCommandEscalation(input, key, cmd, danger.map((f) => f.rule));
-    const held = await record(deps, values, 'rejected', `held for human approval (${danger.map((f) => f.rule).join(', ')}): escalation ${e.escalationId}`, cmd.cmdId);
+    const e = heldCommandEscalation(
+      input,
+      key,
+      cmd,
+      danger.map((f) => f.rule),
+    );
+    const held = await record(
+      deps,
+      values,
+      'rejected',
+      `held for human approval (${danger.map((f) => f.rule).join(', ')}): escalation ${e.escalationId}`,
+      cmd.cmdId,
+    );
     // Deterministic effect: a retry (duplicate) starts the same escalation id, which Temporal dedupes.
     return { ...held, effects: [e] };
   }
@@ -254,7 +351,14 @@ async function applyOne(deps: CommandDeps, input: ApplyCommandsInput, cmd: Parse
   if (applied.duplicate) return storedOutcome(deps, input.agentId, input.tick, key, cmd);
   tellCommitted(applied.committed, cmd);
   if (spec.writes) await deps.hooks?.afterWrite?.(cmd);
-  return { cmdId: cmd.cmdId, type: command.type, status: 'applied', message: applied.result.message, duplicate: false, effects: applied.result.effects };
+  return {
+    cmdId: cmd.cmdId,
+    type: command.type,
+    status: 'applied',
+    message: applied.result.message,
+    duplicate: false,
+    effects: applied.result.effects,
+  };
 }
 
 /**
@@ -266,7 +370,12 @@ async function replyBody(deps: CommandDeps, input: ApplyCommandsInput): Promise<
   let content: string | undefined;
   if (input.mode === 'main') {
     const read = async (tick: number) =>
-      (await deps.db.select({ content: llmRecentResponses.content }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick))))[0]?.content;
+      (
+        await deps.db
+          .select({ content: llmRecentResponses.content })
+          .from(llmRecentResponses)
+          .where(and(eq(llmRecentResponses.agentId, input.agentId), eq(llmRecentResponses.tick, tick)))
+      )[0]?.content;
     content = await read(input.tick);
     // An identical reply is stored as a placeholder naming the real reply it repeats (activities/reflexes/record.ts).
     const original = content === undefined ? null : placeholderTick(content);
@@ -275,7 +384,14 @@ async function replyBody(deps: CommandDeps, input: ApplyCommandsInput): Promise<
     const [row] = await deps.db
       .select({ payload: processLog.payload })
       .from(processLog)
-      .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, `task/${input.taskId}`), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+      .where(
+        and(
+          eq(processLog.agentId, input.agentId),
+          eq(processLog.processId, `task/${input.taskId}`),
+          eq(processLog.kind, 'task_loop'),
+          eq(processLog.tick, input.tick),
+        ),
+      )
       .orderBy(desc(processLog.id))
       .limit(1);
     const c = row?.payload?.content;
@@ -284,7 +400,12 @@ async function replyBody(deps: CommandDeps, input: ApplyCommandsInput): Promise<
   return content ? parseReply(content).body : '';
 }
 
-async function recordRejection(deps: CommandDeps, input: ApplyCommandsInput, r: CommandRejection, index: number): Promise<CommandOutcome> {
+async function recordRejection(
+  deps: CommandDeps,
+  input: ApplyCommandsInput,
+  r: CommandRejection,
+  index: number,
+): Promise<CommandOutcome> {
   // Parser rejections may lack a cmd_id or repeat an accepted one: they get their own key.
   const key = logCmdId(input, `!rejected.${index}${r.cmdId ? `:${r.cmdId}` : ''}`);
   const values: LogValues = {
@@ -306,14 +427,22 @@ export async function applyCommands(deps: CommandDeps, input: ApplyCommandsInput
   const seen = new Set<string>();
   // The agent's learned avoid_patterns (confidence > 0.3) as the tick's snapshot holds them
   // (read by think on this worker), else read now: a learning takes effect from the next tick.
-  const held = deps.snapshots?.held({ agentId: input.agentId, ...(input.mode === 'task' ? { taskId: input.taskId } : {}) }, input.tick);
+  const held = deps.snapshots?.held(
+    { agentId: input.agentId, ...(input.mode === 'task' ? { taskId: input.taskId } : {}) },
+    input.tick,
+  );
   const learned = input.commands.length
-    ? (held?.snapshot?.learnings ?? (await loadLearnings(deps.db, { agentId: input.agentId, limit: learningLimit }))).filter((l) => l.predicate === 'avoid_pattern')
+    ? (
+        held?.snapshot?.learnings ?? (await loadLearnings(deps.db, { agentId: input.agentId, limit: learningLimit }))
+      ).filter((l) => l.predicate === 'avoid_pattern')
     : [];
   // The reply itself (its prose) may use a learned pattern of action `reply` or `*`: then all
   // its commands wait for clarification. A human-approved command is not held again.
   const replyLearned = learned.filter((l) => replyActions.includes(String(l.args.action)));
-  const replyHits = replyLearned.length && !input.approvedBy ? replyAvoidPatternViolations(held?.reply ? held.reply.parsed.body : await replyBody(deps, input), replyLearned) : [];
+  const replyHits =
+    replyLearned.length && !input.approvedBy
+      ? replyAvoidPatternViolations(held?.reply ? held.reply.parsed.body : await replyBody(deps, input), replyLearned)
+      : [];
   // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
   for (const cmd of input.commands) {
     const outcome = await applyOne(deps, input, cmd, seen, learned, replyHits);
@@ -371,7 +500,11 @@ function toStored(out: HandlerResult): CommandLogResult {
 /** The Postgres error behind a (possibly Drizzle-wrapped) error, if any. */
 function pgError(err: unknown): { code?: string; message: string; detail?: string; constraint?: string } | null {
   for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if (typeof e === 'object' && typeof (e as { code?: unknown }).code === 'string' && (e as { severity?: unknown }).severity !== undefined) {
+    if (
+      typeof e === 'object' &&
+      typeof (e as { code?: unknown }).code === 'string' &&
+      (e as { severity?: unknown }).severity !== undefined
+    ) {
       return e as { code?: string; message: string; detail?: string };
     }
   }

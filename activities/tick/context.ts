@@ -5,12 +5,27 @@
  */
 import { and, asc, desc, eq, inArray, isNull, or, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
-import { assembleContext, defaultSystemPrompt, type AssembledContext, type ContextResponse } from '../../core/context.js';
+import {
+  assembleContext,
+  defaultSystemPrompt,
+  type AssembledContext,
+  type ContextResponse,
+} from '../../core/context.js';
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
-import { abstracts, commandLog, goals, llmMemory, notes, processLog, systemPrompts, tasks, thinkingMethods } from '../../db/schema/index.js';
+import {
+  abstracts,
+  commandLog,
+  goals,
+  llmMemory,
+  notes,
+  processLog,
+  systemPrompts,
+  tasks,
+  thinkingMethods,
+} from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
@@ -66,7 +81,10 @@ function contextLimit(loop: ThinkInput['loop']): number {
 }
 
 /** Whose tick this is, as the snapshots are keyed: the main loop, or a task loop with its own task. */
-export const loopOf = (input: Pick<ThinkInput, 'agentId' | 'mode' | 'taskId'>): LoopRef => ({ agentId: input.agentId, ...(input.mode === 'task' && input.taskId !== undefined ? { taskId: input.taskId } : {}) });
+export const loopOf = (input: Pick<ThinkInput, 'agentId' | 'mode' | 'taskId'>): LoopRef => ({
+  agentId: input.agentId,
+  ...(input.mode === 'task' && input.taskId !== undefined ? { taskId: input.taskId } : {}),
+});
 
 /** The think call's idempotency key: a retried tick gets the recorded answer, not a new call. */
 export const thinkKey = (input: Pick<ThinkInput, 'workflowId' | 'tick'>) => `${input.workflowId}:${input.tick}:think`;
@@ -75,7 +93,12 @@ export const thinkKey = (input: Pick<ThinkInput, 'workflowId' | 'tick'>) => `${i
  * The notes a context shows: unread ones, or those read by this very tick (a retry must show the
  * same notes again); a task loop's, only the user's; then the loop's notes filter, if any.
  */
-function notesWhere(agentId: string | Placeholder, tick: number | Placeholder, task: boolean, filter?: ThinkInput['loop']['notesFilter']) {
+function notesWhere(
+  agentId: string | Placeholder,
+  tick: number | Placeholder,
+  task: boolean,
+  filter?: ThinkInput['loop']['notesFilter'],
+) {
   return and(
     eq(notes.agentId, agentId),
     eq(notes.direction, 'in'),
@@ -88,13 +111,21 @@ function notesWhere(agentId: string | Placeholder, tick: number | Placeholder, t
   );
 }
 
-const unfiltered = (filter: ThinkInput['loop']['notesFilter']) => filter?.minPriority === undefined && !filter?.sources?.length && !filter?.tags?.length;
+const unfiltered = (filter: ThinkInput['loop']['notesFilter']) =>
+  filter?.minPriority === undefined && !filter?.sources?.length && !filter?.tags?.length;
 
 /** The context's statements, rendered once per database handle (placeholders: agentId, tick, previousTick, taskId, taskPrefix). */
 const contextStatements = statements('context', (db, name) => {
   const agentId = sql.placeholder('agentId');
   const tick = sql.placeholder('tick');
-  const tasksWhere = (key: string, which: SQL) => db.select().from(tasks).where(and(eq(tasks.agentId, agentId), which)).orderBy(desc(tasks.priority)).limit(10).prepare(name(key));
+  const tasksWhere = (key: string, which: SQL) =>
+    db
+      .select()
+      .from(tasks)
+      .where(and(eq(tasks.agentId, agentId), which))
+      .orderBy(desc(tasks.priority))
+      .limit(10)
+      .prepare(name(key));
   const resultsWhere = (key: string, which: SQL) =>
     db
       .select()
@@ -103,23 +134,61 @@ const contextStatements = statements('context', (db, name) => {
       .orderBy(asc(commandLog.id))
       .limit(20)
       .prepare(name(key));
-  const notesFor = (task: boolean) => db.select().from(notes).where(notesWhere(agentId, tick, task)).orderBy(desc(notes.priority), asc(notes.id)).limit(20).prepare(name(task ? 'task_notes' : 'main_notes'));
+  const notesFor = (task: boolean) =>
+    db
+      .select()
+      .from(notes)
+      .where(notesWhere(agentId, tick, task))
+      .orderBy(desc(notes.priority), asc(notes.id))
+      .limit(20)
+      .prepare(name(task ? 'task_notes' : 'main_notes'));
   return {
-    prompts: db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version)).prepare(name('prompts')),
-    goals: db.select().from(goals).where(and(eq(goals.agentId, agentId), eq(goals.status, 'active'))).orderBy(desc(goals.priority)).limit(10).prepare(name('goals')),
+    prompts: db
+      .select()
+      .from(systemPrompts)
+      .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true)))
+      .orderBy(desc(systemPrompts.version))
+      .prepare(name('prompts')),
+    goals: db
+      .select()
+      .from(goals)
+      .where(and(eq(goals.agentId, agentId), eq(goals.status, 'active')))
+      .orderBy(desc(goals.priority))
+      .limit(10)
+      .prepare(name('goals')),
     pinnedTasks: tasksWhere('pinned_tasks', eq(tasks.pinned, true)),
     ownTask: tasksWhere('own_task', eq(tasks.id, sql.placeholder('taskId'))),
-    abstracts: db.select().from(abstracts).where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt))).orderBy(desc(abstracts.id)).limit(3).prepare(name('abstracts')),
-    processes: db.select().from(processLog).where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt))).orderBy(desc(processLog.id)).limit(10).prepare(name('processes')),
+    abstracts: db
+      .select()
+      .from(abstracts)
+      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt)))
+      .orderBy(desc(abstracts.id))
+      .limit(3)
+      .prepare(name('abstracts')),
+    processes: db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt)))
+      .orderBy(desc(processLog.id))
+      .limit(10)
+      .prepare(name('processes')),
     mainResults: resultsWhere('main_results', sql`${commandLog.cmdId} not like 'task%.%'`),
     taskResults: resultsWhere('task_results', sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`),
     mainNotes: notesFor(false),
     taskNotes: notesFor(true),
-    memory: db.select().from(llmMemory).where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt))).orderBy(desc(llmMemory.pinned), desc(llmMemory.id)).limit(10).prepare(name('memory')),
+    memory: db
+      .select()
+      .from(llmMemory)
+      .where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt)))
+      .orderBy(desc(llmMemory.pinned), desc(llmMemory.id))
+      .limit(10)
+      .prepare(name('memory')),
     method: db
       .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
       .from(thinkingMethods)
-      .where(and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)))
+      .where(
+        and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)),
+      )
       .limit(1)
       .prepare(name('method')),
   };
@@ -142,10 +211,17 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     q.abstracts.execute({ agentId }),
     q.processes.execute({ agentId }),
     // The command results of the loop's previous tick (a task loop's carry its task's prefix).
-    task ? q.taskResults.execute({ agentId, previousTick: tick - 1, taskPrefix: `task${input.taskId}.%` }) : q.mainResults.execute({ agentId, previousTick: tick - 1 }),
+    task
+      ? q.taskResults.execute({ agentId, previousTick: tick - 1, taskPrefix: `task${input.taskId}.%` })
+      : q.mainResults.execute({ agentId, previousTick: tick - 1 }),
     unfiltered(input.loop.notesFilter)
       ? (task ? q.taskNotes : q.mainNotes).execute({ agentId, tick })
-      : db.select().from(notes).where(notesWhere(agentId, tick, task, input.loop.notesFilter)).orderBy(desc(notes.priority), asc(notes.id)).limit(20),
+      : db
+          .select()
+          .from(notes)
+          .where(notesWhere(agentId, tick, task, input.loop.notesFilter))
+          .orderBy(desc(notes.priority), asc(notes.id))
+          .limit(20),
     q.memory.execute({ agentId }),
     // The agent's discovered tools as their LangChain definitions: each description shows the
     // tool's current state and the actions valid in it (progressive discovery). One query.
@@ -160,7 +236,20 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  const [snapshot, prompts, goalRows, taskRows, abstractRows, processes, results, noteRows, memory, toolDefs, previousCalls, [method]] = await readContextRows(deps, input);
+  const [
+    snapshot,
+    prompts,
+    goalRows,
+    taskRows,
+    abstractRows,
+    processes,
+    results,
+    noteRows,
+    memory,
+    toolDefs,
+    previousCalls,
+    [method],
+  ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
   const ownTask = input.mode === 'task' && input.taskId !== undefined ? taskRows[0] : undefined;
@@ -169,7 +258,12 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     : input.focus;
   const limit = contextLimit(input.loop);
   const context = assembleContext({
-    agent: { id: snapshot.agent.id, name: snapshot.agent.name, description: snapshot.agent.description, identity: snapshot.agent.identity },
+    agent: {
+      id: snapshot.agent.id,
+      name: snapshot.agent.name,
+      description: snapshot.agent.description,
+      identity: snapshot.agent.identity,
+    },
     ...(method ? { thinkingMethod: method } : {}),
     tick,
     now: input.now,
@@ -183,13 +277,36 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     responses: snapshot.previous
       .filter((r) => !r.archived)
       .slice(0, limit)
-      .map((r): ContextResponse => ({ id: r.id, tick: r.tick, content: r.content, tags: r.tags, emotions: r.emotions })),
+      .map((r): ContextResponse => ({
+        id: r.id,
+        tick: r.tick,
+        content: r.content,
+        tags: r.tags,
+        emotions: r.emotions,
+      })),
     goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
     pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
     abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
-    openProcesses: processes.map((p) => ({ processId: p.processId, name: p.name, status: p.status, message: p.message })),
-    commandResults: results.map((c) => ({ cmdId: c.cmdId, type: c.type, status: c.status, text: commandResultText(c) })),
-    notes: noteRows.map((n) => ({ id: n.id, source: n.source, ...(n.sender ? { sender: n.sender } : {}), priority: n.priority, tags: n.tags, text: n.text })),
+    openProcesses: processes.map((p) => ({
+      processId: p.processId,
+      name: p.name,
+      status: p.status,
+      message: p.message,
+    })),
+    commandResults: results.map((c) => ({
+      cmdId: c.cmdId,
+      type: c.type,
+      status: c.status,
+      text: commandResultText(c),
+    })),
+    notes: noteRows.map((n) => ({
+      id: n.id,
+      source: n.source,
+      ...(n.sender ? { sender: n.sender } : {}),
+      priority: n.priority,
+      tags: n.tags,
+      text: n.text,
+    })),
     notesMode: input.loop.notesMode,
     config: snapshot.config,
     memory: memory.map((m) => ({ id: m.id, title: m.title, content: m.content, pinned: m.pinned })),

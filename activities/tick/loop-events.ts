@@ -6,7 +6,17 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import { parseFeedbackNote } from '../../core/learnings.js';
 import type { Db } from '../../db/client.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
-import { agentConfig, agents, discoveredTools, llmRecentResponses, notes, processLog, tasks, type IncomingNoteSource, type NoteAudio } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  discoveredTools,
+  llmRecentResponses,
+  notes,
+  processLog,
+  tasks,
+  type IncomingNoteSource,
+  type NoteAudio,
+} from '../../db/schema/index.js';
 import { ErrorType, retryable } from '../errors.js';
 import { ensureDefaultRegistry } from '../llm/index.js';
 import { ensureBuiltinTools, grantStarterTools } from '../tools.js';
@@ -27,7 +37,10 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
       /** The audio the note was transcribed from (a speech workflow's note). */
       audio?: NoteAudio;
       idempotencyKey: string;
-    }): Promise<{ noteId: number; feedback?: { pattern: string; count: number; learningId?: number } | { error: string } }> {
+    }): Promise<{
+      noteId: number;
+      feedback?: { pattern: string; count: number; learningId?: number } | { error: string };
+    }> {
       const inserted = await db
         .insert(notes)
         .values({
@@ -44,8 +57,11 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
         })
         .onConflictDoNothing({ target: notes.idempotencyKey })
         .returning({ id: notes.id });
-      const id = inserted[0]?.id ?? (await db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, input.idempotencyKey)))[0]?.id;
-      if (id === undefined) throw retryable(ErrorType.Unexpected, `note ${input.idempotencyKey} vanished after its insert`); // a retry inserts it again
+      const id =
+        inserted[0]?.id ??
+        (await db.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, input.idempotencyKey)))[0]?.id;
+      if (id === undefined)
+        throw retryable(ErrorType.Unexpected, `note ${input.idempotencyKey} vanished after its insert`); // a retry inserts it again
       // A user's note tagged `feedback` ("reject shell.exec: rm -rf") also counts as preference feedback (once: new notes only).
       if (inserted[0] && (input.source === 'user' || input.source === 'human') && input.tags.includes('feedback')) {
         const parsed = parseFeedbackNote(input.text);
@@ -53,7 +69,10 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
         try {
           const r = await recordFeedback(db, { agentId: input.agentId, ...parsed.feedback, source: `note:${id}` });
           tellFeedbackLearning(events, { agentId: input.agentId }, r);
-          return { noteId: id, feedback: { pattern: r.pattern, count: r.count, ...(r.learning ? { learningId: r.learning.id } : {}) } };
+          return {
+            noteId: id,
+            feedback: { pattern: r.pattern, count: r.count, ...(r.learning ? { learningId: r.learning.id } : {}) },
+          };
         } catch (err) {
           return { noteId: id, feedback: { error: (err as Error).message } };
         }
@@ -62,13 +81,27 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
     },
 
     /** Append to the process log (outages, recoveries, loop events). */
-    async logProcess(input: { agentId: string; processId: string; kind: string; status: 'ok' | 'warning' | 'error' | 'timeout' | 'offline' | 'close'; message: string; tick: number; mode?: 'normal' | 'isolated' | 'core_outage' }): Promise<void> {
+    async logProcess(input: {
+      agentId: string;
+      processId: string;
+      kind: string;
+      status: 'ok' | 'warning' | 'error' | 'timeout' | 'offline' | 'close';
+      message: string;
+      tick: number;
+      mode?: 'normal' | 'isolated' | 'core_outage';
+    }): Promise<void> {
       await db.transaction(async (tx) => {
         if (input.status === 'close') {
           await tx
             .update(processLog)
             .set({ closedAt: new Date() })
-            .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId), isNull(processLog.closedAt)));
+            .where(
+              and(
+                eq(processLog.agentId, input.agentId),
+                eq(processLog.processId, input.processId),
+                isNull(processLog.closedAt),
+              ),
+            );
         }
         await tx.insert(processLog).values({
           agentId: input.agentId,
@@ -91,19 +124,29 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
       /** The last tick the agent recorded: a loop started anew goes on from there. */
       lastTick?: number;
     }> {
-      await db.insert(agents).values({ id: input.agentId, name: input.name, status: 'running' }).onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
+      await db
+        .insert(agents)
+        .values({ id: input.agentId, name: input.name, status: 'running' })
+        .onConflictDoUpdate({ target: agents.id, set: { status: 'running' } });
       await ensureDefaultRegistry(db, input.agentId);
       // Progressive discovery: the built-in state-machine tools are in the catalogue, and
       // an agent that has discovered nothing yet is taught the starter tools (discover_tools,
       // escalate, request_state_machine_design); the rest comes through escalations and designs.
       await ensureBuiltinTools(db);
-      const [known] = await db.select({ id: discoveredTools.id }).from(discoveredTools).where(eq(discoveredTools.agentId, input.agentId)).limit(1);
+      const [known] = await db
+        .select({ id: discoveredTools.id })
+        .from(discoveredTools)
+        .where(eq(discoveredTools.agentId, input.agentId))
+        .limit(1);
       if (!known) await grantStarterTools(db, { agentId: input.agentId });
       const running = await db
         .select({ id: tasks.id, title: tasks.title })
         .from(tasks)
         .where(and(eq(tasks.agentId, input.agentId), eq(tasks.replStatus, 'running'), eq(tasks.frozen, false)));
-      const config = await db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, input.agentId));
+      const config = await db
+        .select({ key: agentConfig.key, value: agentConfig.value })
+        .from(agentConfig)
+        .where(eq(agentConfig.agentId, input.agentId));
       // The agent row's tick, or the last stored reply's when a crash came between the two.
       const last = await db.execute<{ tick: string | null }>(
         sql`select greatest((select ${agents.lastTick} from ${agents} where ${agents.id} = ${input.agentId}), (select max(${llmRecentResponses.tick}) from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId})) as tick`,
@@ -116,12 +159,24 @@ export function createLoopEventActivities({ db, events }: { db: Db; events?: Age
     },
 
     /** The loop ended: stopped (or finished its ticks), or failed — then the process log says why. */
-    async loopStopped(input: { agentId: string; tick: number; status?: 'stopped' | 'failed'; reason?: string }): Promise<void> {
+    async loopStopped(input: {
+      agentId: string;
+      tick: number;
+      status?: 'stopped' | 'failed';
+      reason?: string;
+    }): Promise<void> {
       const status = input.status ?? 'stopped';
       await db.transaction(async (tx) => {
         await tx.update(agents).set({ status, lastTick: input.tick }).where(eq(agents.id, input.agentId));
         if (status === 'failed') {
-          await tx.insert(processLog).values({ agentId: input.agentId, processId: 'agent-loop', kind: 'loop_failed', status: 'error', message: input.reason ?? 'the loop failed', tick: input.tick });
+          await tx.insert(processLog).values({
+            agentId: input.agentId,
+            processId: 'agent-loop',
+            kind: 'loop_failed',
+            status: 'error',
+            message: input.reason ?? 'the loop failed',
+            tick: input.tick,
+          });
         }
       });
     },

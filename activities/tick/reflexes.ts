@@ -10,20 +10,64 @@
 import { createHash } from 'node:crypto';
 import { and, eq, inArray } from 'drizzle-orm';
 import { isDestructive, minRatingFor } from '../../core/catalogue.js';
-import { parsePolicyRules, targetsNeeded, type CommandFacts, type EthicsPolicy, type TargetTable } from '../../core/ethics.js';
+import {
+  parsePolicyRules,
+  targetsNeeded,
+  type CommandFacts,
+  type EthicsPolicy,
+  type TargetTable,
+} from '../../core/ethics.js';
 import { emotionFormatInstructions, nextAnxietyStreak, parseEmotions } from '../../core/emotions.js';
-import { combineNovelty, identicalSimilarity, lexicalSimilarity, maxSimilarity, noveltyFormatInstructions, noveltyFromSimilarity, parseNoveltyAnswer, placeholderTick, type Ideas } from '../../core/novelty.js';
+import {
+  combineNovelty,
+  identicalSimilarity,
+  lexicalSimilarity,
+  maxSimilarity,
+  noveltyFormatInstructions,
+  noveltyFromSimilarity,
+  parseNoveltyAnswer,
+  placeholderTick,
+  type Ideas,
+} from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
-import { decideStagnation, defaultStagnationPolicy, reflexLite, relaxReflex, rephrasePrompt } from '../../core/stagnation.js';
-import { aggregate, gateCommands, parseValidatorAnswer, validationMode, validatorQuestion, type ValidatorRecord } from '../../core/validation.js';
+import {
+  decideStagnation,
+  defaultStagnationPolicy,
+  reflexLite,
+  relaxReflex,
+  rephrasePrompt,
+} from '../../core/stagnation.js';
+import {
+  aggregate,
+  gateCommands,
+  parseValidatorAnswer,
+  validationMode,
+  validatorQuestion,
+  type ValidatorRecord,
+} from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
-import { concepts, diaryEntries, goals, links, llmMemory, tasks, type EthicsPolicy as EthicsPolicyRow, type LlmRegistryEntry } from '../../db/schema/index.js';
+import {
+  concepts,
+  diaryEntries,
+  goals,
+  links,
+  llmMemory,
+  tasks,
+  type EthicsPolicy as EthicsPolicyRow,
+  type LlmRegistryEntry,
+} from '../../db/schema/index.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type ChatResult } from '../llm/index.js';
 import { reflexWindow } from './snapshot.js';
 import { recordReflexes } from '../reflexes/record.js';
-import { askPeerValidator, chosenPeerValidators, loadPeerValidators, peerValidationKey, peerValidatorBase } from '../reflexes/peers.js';
+import {
+  askPeerValidator,
+  chosenPeerValidators,
+  loadPeerValidators,
+  peerValidationKey,
+  peerValidatorBase,
+} from '../reflexes/peers.js';
 import { miniPromptMaxTokens, reflexSettings } from '../reflexes/settings.js';
 import type { ReflexDeps, ReflexView, TickReflexesInput, TickReflexesResult } from '../reflexes/types.js';
 
@@ -50,8 +94,15 @@ function toPolicy(e: EthicsPolicyRow): EthicsPolicy {
 async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<ReflexView> {
   const loop = { agentId: input.agentId };
   // snapshotOf makes the tick's entry at once, so a reply replyOf reads is kept beside it.
-  const [snapshot, reply] = await Promise.all([deps.snapshots.snapshotOf(loop, input.tick), deps.snapshots.replyOf(loop, input.tick, input.responseId)]);
-  if (!reply) throw nonRetryable(ErrorType.NotFound, `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`);
+  const [snapshot, reply] = await Promise.all([
+    deps.snapshots.snapshotOf(loop, input.tick),
+    deps.snapshots.replyOf(loop, input.tick, input.responseId),
+  ]);
+  if (!reply)
+    throw nonRetryable(
+      ErrorType.NotFound,
+      `llm_recent_responses #${input.responseId} of ${input.agentId} does not exist`,
+    );
   return {
     reply,
     previous: snapshot.previous.slice(0, reflexWindow.recent),
@@ -70,25 +121,43 @@ async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<Ref
 function identity(view: ReflexView) {
   const content = view.reply.content;
   const hash = contentHashOf(content);
-  const similarity = maxSimilarity(content, view.real.map((p) => p.content));
+  const similarity = maxSimilarity(
+    content,
+    view.real.map((p) => p.content),
+  );
   const originalTick = (p: { tick: number; content: string }) => placeholderTick(p.content) ?? p.tick;
-  const sameHash = view.previous.slice(0, 5).find((p) => (p.contentHash ?? (placeholderTick(p.content) !== null ? null : contentHashOf(p.content))) === hash);
-  const sameText = sameHash ? undefined : view.real.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
+  const sameHash = view.previous
+    .slice(0, 5)
+    .find((p) => (p.contentHash ?? (placeholderTick(p.content) !== null ? null : contentHashOf(p.content))) === hash);
+  const sameText = sameHash
+    ? undefined
+    : view.real.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
   const identicalTo = sameHash ? originalTick(sameHash) : sameText ? sameText.tick : null;
   return { hash, similarity, identicalTo };
 }
 
 type Preloaded = NonNullable<ChatRequest['preloaded']>;
-const keyOf = (input: TickReflexesInput, purpose: string, validatorId?: number) => `${input.workflowId}:${input.tick}:${purpose}${validatorId !== undefined ? `:${validatorId}` : ''}`;
+const keyOf = (input: TickReflexesInput, purpose: string, validatorId?: number) =>
+  `${input.workflowId}:${input.tick}:${purpose}${validatorId !== undefined ? `:${validatorId}` : ''}`;
 
 /** The dedicated role's rows if the agent has any; else the LLM that wrote the reply. */
-function route(registry: LlmRegistryEntry[], role: 'emotion' | 'novelty', ownId: number | null): { role: 'emotion' | 'novelty' | 'agent'; registryId?: number } {
+function route(
+  registry: LlmRegistryEntry[],
+  role: 'emotion' | 'novelty',
+  ownId: number | null,
+): { role: 'emotion' | 'novelty' | 'agent'; registryId?: number } {
   if (rowsFor(registry, role).length > 0) return { role };
   return ownId !== null ? { role: 'agent', registryId: ownId } : { role: 'agent' };
 }
 
 /** The emotion and novelty mini-prompts and every validator, in parallel (heartbeating meanwhile). */
-async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexView, identical: boolean, malformed: string[]) {
+async function askAll(
+  deps: ReflexDeps,
+  input: TickReflexesInput,
+  view: ReflexView,
+  identical: boolean,
+  malformed: string[],
+) {
   const { llm } = deps;
   const validatorTimeoutMs = deps.validatorTimeoutMs ?? 10_000;
   const validatorRows = rowsFor(view.registry, 'validator');
@@ -96,11 +165,22 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
   // One query for the earlier answers to this tick's keys: a retried activity pays no call twice.
   // The peer validators' models are read beside it.
   const [previous, peerValidators] = await Promise.all([
-    llm.previousCalls([keyOf(input, 'emotion'), keyOf(input, 'novelty'), ...validatorRows.map((v) => keyOf(input, 'validate', v.id)), ...chosenPeers.map((p) => peerValidationKey(input, p.peerAgentId))]),
+    llm.previousCalls([
+      keyOf(input, 'emotion'),
+      keyOf(input, 'novelty'),
+      ...validatorRows.map((v) => keyOf(input, 'validate', v.id)),
+      ...chosenPeers.map((p) => peerValidationKey(input, p.peerAgentId)),
+    ]),
     loadPeerValidators(llm, chosenPeers),
   ]);
   const preloaded: Preloaded = { registry: view.registry, previous };
-  const ask = (purpose: string, role: 'emotion' | 'novelty' | 'validator' | 'agent', content: string, registryId?: number, signal?: AbortSignal) =>
+  const ask = (
+    purpose: string,
+    role: 'emotion' | 'novelty' | 'validator' | 'agent',
+    content: string,
+    registryId?: number,
+    signal?: AbortSignal,
+  ) =>
     llm.chat({
       preloaded,
       agentId: input.agentId,
@@ -119,7 +199,12 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
   const emotionTask = (async () => {
     try {
       const how = route(view.registry, 'emotion', ownId);
-      const r = await ask('emotion', how.role, `Reply:\n"""\n${clipText(content, 4000)}\n"""\n\n${emotionFormatInstructions(known)}`, how.registryId);
+      const r = await ask(
+        'emotion',
+        how.role,
+        `Reply:\n"""\n${clipText(content, 4000)}\n"""\n\n${emotionFormatInstructions(known)}`,
+        how.registryId,
+      );
       return parseEmotions(r.text, known);
     } catch (err) {
       malformed.push(`emotion: ${clipText((err as Error).message, 200)}`);
@@ -131,7 +216,12 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
     try {
       const how = route(view.registry, 'novelty', ownId);
       const prev = view.real.map((p) => `[tick ${p.tick}] ${clipText(p.content, 800)}`).join('\n');
-      const r = await ask('novelty', how.role, `PREVIOUS replies:\n${prev}\n\nNEW reply:\n${clipText(content, 2000)}\n\n${noveltyFormatInstructions}`, how.registryId);
+      const r = await ask(
+        'novelty',
+        how.role,
+        `PREVIOUS replies:\n${prev}\n\nNEW reply:\n${clipText(content, 2000)}\n\n${noveltyFormatInstructions}`,
+        how.registryId,
+      );
       return parseNoveltyAnswer(r.text);
     } catch (err) {
       return { ok: false as const, error: clipText((err as Error).message, 200) };
@@ -140,7 +230,10 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
   // The validators rate the reply against the agent's policies, not only the universal question.
   const question = validatorQuestion(clipText(content, 6000), view.policies);
   // One validator's answer (a registry row, or a peer agent's model) as its record; never throws.
-  const rate = async (base: Omit<ValidatorRecord, 'status'>, call: (signal: AbortSignal) => Promise<ChatResult>): Promise<ValidatorRecord> => {
+  const rate = async (
+    base: Omit<ValidatorRecord, 'status'>,
+    call: (signal: AbortSignal) => Promise<ChatResult>,
+  ): Promise<ValidatorRecord> => {
     const started = performance.now();
     try {
       const r = await call(AbortSignal.timeout(validatorTimeoutMs));
@@ -151,22 +244,37 @@ async function askAll(deps: ReflexDeps, input: TickReflexesInput, view: ReflexVi
     } catch (err) {
       const msg = `${(err as Error).name ?? ''} ${(err as Error).message ?? err}`;
       const latencyMs = Math.round(performance.now() - started);
-      return { ...base, status: /timed out|timeout|abort/i.test(msg) ? 'timeout' : 'error', comment: clipText(msg.trim(), 100), latencyMs };
+      return {
+        ...base,
+        status: /timed out|timeout|abort/i.test(msg) ? 'timeout' : 'error',
+        comment: clipText(msg.trim(), 100),
+        latencyMs,
+      };
     }
   };
   const validatorTasks = [
     ...validatorRows.map((v) => {
       const self = ownId !== null && v.id === ownId;
-      return rate({ registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) }, (signal) => ask('validate', 'validator', question, v.id, signal));
+      return rate({ registryId: v.id, name: v.name, trust: v.trust, ...(self ? { self } : {}) }, (signal) =>
+        ask('validate', 'validator', question, v.id, signal),
+      );
     }),
-    ...peerValidators.map((v) => rate(peerValidatorBase(v), (signal) => askPeerValidator(llm, input, v, question, previous, signal))),
+    ...peerValidators.map((v) =>
+      rate(peerValidatorBase(v), (signal) => askPeerValidator(llm, input, v, question, previous, signal)),
+    ),
   ];
-  const [emo, nov, records] = await withHeartbeat(() => Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]));
+  const [emo, nov, records] = await withHeartbeat(() =>
+    Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]),
+  );
   return { emo, nov, records, validatorRows };
 }
 
 /** The facts of the rows some commands act on, by cmd_id; a row that is not there (or not the agent's) is `target: null`. */
-async function targetFacts(db: Db, agentId: string, needed: ReadonlyArray<{ cmdId: string; table: TargetTable; id: number }>): Promise<Record<string, CommandFacts>> {
+async function targetFacts(
+  db: Db,
+  agentId: string,
+  needed: ReadonlyArray<{ cmdId: string; table: TargetTable; id: number }>,
+): Promise<Record<string, CommandFacts>> {
   if (needed.length === 0) return {};
   const tables = { diary_entries: diaryEntries, llm_memory: llmMemory, concepts, links, goals, tasks } as const;
   const found = new Map<string, Record<string, unknown>>();
@@ -174,14 +282,29 @@ async function targetFacts(db: Db, agentId: string, needed: ReadonlyArray<{ cmdI
     [...new Set(needed.map((n) => n.table))].map(async (name) => {
       const t = tables[name];
       const ids = [...new Set(needed.filter((n) => n.table === name).map((n) => n.id))];
-      const rows = (await db.select().from(t).where(and(eq(t.agentId, agentId), inArray(t.id, ids)))) as Array<Record<string, unknown>>;
+      const rows = (await db
+        .select()
+        .from(t)
+        .where(and(eq(t.agentId, agentId), inArray(t.id, ids)))) as Array<Record<string, unknown>>;
       for (const r of rows) found.set(`${name}#${String(r.id)}`, r);
     }),
   );
   const out: Record<string, CommandFacts> = {};
   for (const n of needed) {
     const r = found.get(`${n.table}#${n.id}`);
-    out[n.cmdId] = { target: r ? { exists: true, source: r.source ?? 'agent', pinned: r.pinned, tags: r.tags, priority: r.priority, title: r.title ?? r.name, status: r.status } : null };
+    out[n.cmdId] = {
+      target: r
+        ? {
+            exists: true,
+            source: r.source ?? 'agent',
+            pinned: r.pinned,
+            tags: r.tags,
+            priority: r.priority,
+            title: r.title ?? r.name,
+            status: r.status,
+          }
+        : null,
+    };
   }
   return out;
 }
@@ -211,24 +334,38 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
 
   // ---- validation ----
   // Every validator asked counts (registry rows and peers), answered or not.
-  const mode = validationMode([...validatorRows.map((v) => ({ self: ownId !== null && v.id === ownId })), ...records.filter((r) => r.peer !== undefined)]);
+  const mode = validationMode([
+    ...validatorRows.map((v) => ({ self: ownId !== null && v.id === ownId })),
+    ...records.filter((r) => r.peer !== undefined),
+  ]);
   const answered = records.filter((r) => r.status === 'ok' && r.rating !== undefined);
   const agg = aggregate(answered.map((r) => ({ id: r.registryId, rating: r.rating!, trust: r.trust, self: r.self })));
   // Rules that read the row a command acts on (was this entry the user's?) get its facts first.
   const facts = await targetFacts(deps.db, input.agentId, targetsNeeded(input.commands, view.policies));
-  const gate = gateCommands(input.commands, { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked }, minRatingFor, view.policies, {
-    facts,
-    destructive: isDestructive,
-    autoPassDestructive: settings.autoPassDestructive,
-  });
+  const gate = gateCommands(
+    input.commands,
+    { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked },
+    minRatingFor,
+    view.policies,
+    {
+      facts,
+      destructive: isDestructive,
+      autoPassDestructive: settings.autoPassDestructive,
+    },
+  );
   const validatorTimeouts = records.filter((r) => r.status === 'timeout').length;
   const validatorFailures = records.filter((r) => r.status !== 'ok').length;
-  for (const r of records) if (r.status === 'malformed') malformed.push(`validator ${r.name}: ${r.comment ?? 'malformed answer'}`);
+  for (const r of records)
+    if (r.status === 'malformed') malformed.push(`validator ${r.name}: ${r.comment ?? 'malformed answer'}`);
   if (validatorTimeouts) reflexNotes.push(`${validatorTimeouts} validator(s) timed out and were skipped`);
   if (agg.blocked) reflexNotes.push('validators tied at equal trust: commands blocked');
 
   // ---- anti-stagnation ----
-  const policy = { ...defaultStagnationPolicy, lowNovelty: Math.round(settings.noveltyThreshold * 100), anxietyTicks: settings.anxietyTicks };
+  const policy = {
+    ...defaultStagnationPolicy,
+    lowNovelty: Math.round(settings.noveltyThreshold * 100),
+    anxietyTicks: settings.anxietyTicks,
+  };
   const decision = decideStagnation(input.stagnation, input.tick, novelty, anxietyStreak, policy);
   let params = input.params;
   let focus: string | null = null;

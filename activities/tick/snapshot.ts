@@ -24,7 +24,14 @@ import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
-import { agentConfig, agents, ethicsPolicies, llmRecentResponses, type Agent, type EthicsPolicy as EthicsPolicyRow } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  ethicsPolicies,
+  llmRecentResponses,
+  type Agent,
+  type EthicsPolicy as EthicsPolicyRow,
+} from '../../db/schema/index.js';
 import type { LlmRegistryEntry } from '../../db/schema/index.js';
 import type { LlmRouter } from '../llm/index.js';
 
@@ -79,7 +86,12 @@ export const reflexWindow = { recent: 30, real: 5 } as const;
  * context), the newest 30 whatever their state (identical-reply check), and the newest 5 that
  * are not placeholders of a repeated reply (novelty). Three index scans, one round trip.
  */
-async function readPreviousReplies(db: Db, agentId: string, tick: number, contextLimit: number): Promise<PreviousReply[]> {
+async function readPreviousReplies(
+  db: Db,
+  agentId: string,
+  tick: number,
+  contextLimit: number,
+): Promise<PreviousReply[]> {
   const rows = await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit });
   return rows
     .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
@@ -87,7 +99,11 @@ async function readPreviousReplies(db: Db, agentId: string, tick: number, contex
 }
 
 function previousRepliesQuery(db: Queryable) {
-  const [agentId, tick, contextLimit] = [sql.placeholder('agentId'), sql.placeholder('tick'), sql.placeholder('contextLimit')];
+  const [agentId, tick, contextLimit] = [
+    sql.placeholder('agentId'),
+    sql.placeholder('tick'),
+    sql.placeholder('contextLimit'),
+  ];
   const cols = {
     id: llmRecentResponses.id,
     tick: llmRecentResponses.tick,
@@ -99,9 +115,24 @@ function previousRepliesQuery(db: Queryable) {
     archived: sql<boolean>`${llmRecentResponses.archivedAt} is not null`.as('archived'),
   };
   const before = and(eq(llmRecentResponses.agentId, agentId), lt(llmRecentResponses.tick, tick));
-  const live = db.select(cols).from(llmRecentResponses).where(and(before, isNull(llmRecentResponses.archivedAt))).orderBy(desc(llmRecentResponses.tick)).limit(contextLimit);
-  const recent = db.select(cols).from(llmRecentResponses).where(before).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.recent);
-  const real = db.select(cols).from(llmRecentResponses).where(and(before, notLike(llmRecentResponses.content, placeholderLike))).orderBy(desc(llmRecentResponses.tick)).limit(reflexWindow.real);
+  const live = db
+    .select(cols)
+    .from(llmRecentResponses)
+    .where(and(before, isNull(llmRecentResponses.archivedAt)))
+    .orderBy(desc(llmRecentResponses.tick))
+    .limit(contextLimit);
+  const recent = db
+    .select(cols)
+    .from(llmRecentResponses)
+    .where(before)
+    .orderBy(desc(llmRecentResponses.tick))
+    .limit(reflexWindow.recent);
+  const real = db
+    .select(cols)
+    .from(llmRecentResponses)
+    .where(and(before, notLike(llmRecentResponses.content, placeholderLike)))
+    .orderBy(desc(llmRecentResponses.tick))
+    .limit(reflexWindow.real);
   return live.union(recent).union(real);
 }
 
@@ -109,8 +140,16 @@ function previousRepliesQuery(db: Queryable) {
 const snapshotStatements = statements('snapshot', (db, name) => {
   const agentId = sql.placeholder('agentId');
   return {
-    agent: db.select({ agent: agents, peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId)).prepare(name('agent')),
-    config: db.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId)).prepare(name('config')),
+    agent: db
+      .select({ agent: agents, peers: peerPresenceSql(agentId) })
+      .from(agents)
+      .where(eq(agents.id, agentId))
+      .prepare(name('agent')),
+    config: db
+      .select({ key: agentConfig.key, value: agentConfig.value })
+      .from(agentConfig)
+      .where(eq(agentConfig.agentId, agentId))
+      .prepare(name('config')),
     ethics: db
       .select()
       .from(ethicsPolicies)
@@ -122,7 +161,13 @@ const snapshotStatements = statements('snapshot', (db, name) => {
 });
 
 /** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
-async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, tick: number, contextLimit: number): Promise<AgentSnapshot> {
+async function readSnapshot(
+  db: Db,
+  llm: Pick<LlmRouter, 'registry'>,
+  agentId: string,
+  tick: number,
+  contextLimit: number,
+): Promise<AgentSnapshot> {
   const statements = snapshotStatements(db);
   const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
     statements.agent.execute({ agentId }),
@@ -132,18 +177,40 @@ async function readSnapshot(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: s
     loadLearnings(db, { agentId, limit: learningLimit }),
     readPreviousReplies(db, agentId, tick, contextLimit),
   ]);
-  return { agentId, tick, agent: row?.agent, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings, previous, peers: row?.peers ?? [] };
+  return {
+    agentId,
+    tick,
+    agent: row?.agent,
+    config: Object.fromEntries(config.map((c) => [c.key, c.value])),
+    ethics,
+    registry,
+    learnings,
+    previous,
+    peers: row?.peers ?? [],
+  };
 }
 
 /** The tick's reply read from its row (by id: the reflexes name it), or undefined when there is none. */
 async function readTickReply(db: Db, agentId: string, responseId: number): Promise<TickReply | undefined> {
-  const [row] = await db.select().from(llmRecentResponses).where(and(eq(llmRecentResponses.id, responseId), eq(llmRecentResponses.agentId, agentId)));
+  const [row] = await db
+    .select()
+    .from(llmRecentResponses)
+    .where(and(eq(llmRecentResponses.id, responseId), eq(llmRecentResponses.agentId, agentId)));
   return row ? tickReplyOf(row) : undefined;
 }
 
 /** A stored reply as the tick's reply (parsed here, once). */
-export function tickReplyOf(row: Pick<typeof llmRecentResponses.$inferSelect, 'id' | 'content' | 'llmRegistryId' | 'tags' | 'reflexes'>): TickReply {
-  return { id: row.id, content: row.content, parsed: parseReply(row.content), llmRegistryId: row.llmRegistryId, tags: row.tags, reflexes: row.reflexes };
+export function tickReplyOf(
+  row: Pick<typeof llmRecentResponses.$inferSelect, 'id' | 'content' | 'llmRegistryId' | 'tags' | 'reflexes'>,
+): TickReply {
+  return {
+    id: row.id,
+    content: row.content,
+    parsed: parseReply(row.content),
+    llmRegistryId: row.llmRegistryId,
+    tags: row.tags,
+    reflexes: row.reflexes,
+  };
 }
 
 /** The per-worker store of tick snapshots (newest tick per loop); see the module comment. */
@@ -177,7 +244,11 @@ interface Entry {
   reply?: TickReply;
 }
 
-export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'registry'>; maxAgents?: number }): TickSnapshots {
+export function createTickSnapshots(deps: {
+  db: Db;
+  llm: Pick<LlmRouter, 'registry'>;
+  maxAgents?: number;
+}): TickSnapshots {
   const maxAgents = deps.maxAgents ?? 1000;
   const held = new Map<string, Entry>();
   const entryOf = (loop: LoopRef, tick: number) => {
@@ -212,7 +283,9 @@ export function createTickSnapshots(deps: { db: Db; llm: Pick<LlmRouter, 'regist
     },
     held(loop, tick) {
       const entry = entryOf(loop, tick);
-      return entry && { ...(entry.value ? { snapshot: entry.value } : {}), ...(entry.reply ? { reply: entry.reply } : {}) };
+      return (
+        entry && { ...(entry.value ? { snapshot: entry.value } : {}), ...(entry.reply ? { reply: entry.reply } : {}) }
+      );
     },
     recordReply(loop, tick, reply) {
       const entry = entryOf(loop, tick);

@@ -38,7 +38,17 @@ export function createTaskLoopActivities({ db }: { db: Db }) {
           .where(and(eq(tasks.agentId, input.agentId), eq(tasks.id, input.taskId)));
         if (!input.reason || (!ended && !input.restarted)) return;
         // A loop that ended leaves no open process behind in the agent's context.
-        if (ended) await tx.update(processLog).set({ closedAt: new Date() }).where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), isNull(processLog.closedAt)));
+        if (ended)
+          await tx
+            .update(processLog)
+            .set({ closedAt: new Date() })
+            .where(
+              and(
+                eq(processLog.agentId, input.agentId),
+                eq(processLog.processId, processId),
+                isNull(processLog.closedAt),
+              ),
+            );
         // Its own kind: the task loop's replies are read back by (process, kind 'task_loop', tick).
         await tx.insert(processLog).values({
           agentId: input.agentId,
@@ -55,8 +65,17 @@ export function createTaskLoopActivities({ db }: { db: Db }) {
         db
           .select({ tick: sql<number | null>`max(${processLog.tick})` })
           .from(processLog)
-          .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), eq(processLog.kind, 'task_loop'))),
-        db.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, input.agentId), eq(agentConfig.key, 'task_loop_max_ticks'))),
+          .where(
+            and(
+              eq(processLog.agentId, input.agentId),
+              eq(processLog.processId, processId),
+              eq(processLog.kind, 'task_loop'),
+            ),
+          ),
+        db
+          .select({ value: agentConfig.value })
+          .from(agentConfig)
+          .where(and(eq(agentConfig.agentId, input.agentId), eq(agentConfig.key, 'task_loop_max_ticks'))),
       ]);
       const cap = config[0] ? validateConfigValue('task_loop_max_ticks', config[0].value) : null;
       return { lastTick: Number(last?.tick ?? 0), maxTicks: cap?.ok ? (cap.value as number) : null };

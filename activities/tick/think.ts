@@ -20,7 +20,14 @@ import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../.
 import { budgetIds } from '../../core/lifeforce.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
-import { activityRequestKey, LlmUnavailableError, nativeToolProviders, rowsFor, type ChatResult, type LlmRouter } from '../llm/index.js';
+import {
+  activityRequestKey,
+  LlmUnavailableError,
+  nativeToolProviders,
+  rowsFor,
+  type ChatResult,
+  type LlmRouter,
+} from '../llm/index.js';
 import { toolDefinitions } from '../tools.js';
 import { loadContext, loopOf, thinkKey, type ContextDeps, type LoadedContext, type ThinkInput } from './context.js';
 import { tickReplyOf, type TickReply } from './snapshot.js';
@@ -58,7 +65,11 @@ type ThinkDeps = ContextDeps;
 const summarize = (text: string) => clipText(text.replace(/\s+/g, ' ').trim(), 240);
 
 /** What a tick's reply becomes in history (everything derived from the model is capped there). */
-function thinkResult(parsed: ParsedReply, fallback: string, fields: Omit<ThinkResult, 'summary' | 'commands' | 'rejected' | 'parseErrors' | 'confidence' | 'unverifiedFacts'>): ThinkResult {
+function thinkResult(
+  parsed: ParsedReply,
+  fallback: string,
+  fields: Omit<ThinkResult, 'summary' | 'commands' | 'rejected' | 'parseErrors' | 'confidence' | 'unverifiedFacts'>,
+): ThinkResult {
   return boundForHistory({
     ...fields,
     summary: summarize(parsed.body || fallback),
@@ -77,7 +88,11 @@ function thinkResult(parsed: ParsedReply, fallback: string, fields: Omit<ThinkRe
  */
 async function intervalAbstract(db: Db, input: ThinkInput, every: number): Promise<void> {
   if (input.mode !== 'main' || !intervalAbstractDue(input.tick, every)) return;
-  await makeAutoAbstract(db, { agentId: input.agentId, trigger: 'interval', triggerKey: abstractTriggerKey('interval', input.tick) });
+  await makeAutoAbstract(db, {
+    agentId: input.agentId,
+    trigger: 'interval',
+    triggerKey: abstractTriggerKey('interval', input.tick),
+  });
 }
 
 /**
@@ -90,12 +105,21 @@ function touchShownResponses(db: Db, input: ThinkInput, context: AssembledContex
   return db
     .update(llmRecentResponses)
     .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
-    .where(and(inArray(llmRecentResponses.id, context.shown.responses), or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`)))
+    .where(
+      and(
+        inArray(llmRecentResponses.id, context.shown.responses),
+        or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`),
+      ),
+    )
     .then(() => undefined);
 }
 
 /** Ask the agent's LLM, heartbeating meanwhile; no LLM answering is `LlmUnavailable` (the loop's Core Outage). */
-async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext): Promise<{ reply: ChatResult; structured: boolean }> {
+async function askModel(
+  llm: LlmRouter,
+  input: ThinkInput,
+  loaded: LoadedContext,
+): Promise<{ reply: ChatResult; structured: boolean }> {
   // The small local model follows a JSON grammar far better than a text format.
   const candidates = rowsFor(loaded.preloaded.registry, 'agent');
   const structured = candidates[0]?.provider === 'local';
@@ -118,7 +142,12 @@ async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext
         ...(tools.length ? { tools } : {}),
         preloaded: loaded.preloaded,
         // A task loop spends its own budget, carved from the agent's when it started.
-        lifeforce: { at: Date.parse(input.now), ...(input.mode === 'task' && input.taskId !== undefined && input.taskBudget ? { budgetId: budgetIds.task(input.agentId, input.taskId) } : {}) },
+        lifeforce: {
+          at: Date.parse(input.now),
+          ...(input.mode === 'task' && input.taskId !== undefined && input.taskBudget
+            ? { budgetId: budgetIds.task(input.agentId, input.taskId) }
+            : {}),
+        },
         ...(signal ? { signal } : {}),
       }),
     );
@@ -136,7 +165,15 @@ async function askModel(llm: LlmRouter, input: ThinkInput, loaded: LoadedContext
  * tick too; the agent's prompts older than its last `keptTicks` ticks go). Returns the row id,
  * and whether this call inserted it.
  */
-async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[], prompt: StoredPrompt | null): Promise<{ id: number | null; inserted: boolean }> {
+async function recordMainReply(
+  db: Db,
+  input: ThinkInput,
+  text: string,
+  parsed: ParsedReply,
+  reply: ChatResult,
+  shownNotes: number[],
+  prompt: StoredPrompt | null,
+): Promise<{ id: number | null; inserted: boolean }> {
   const insert = db
     .insert(llmRecentResponses)
     .values({
@@ -152,13 +189,32 @@ async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: 
     })
     .onConflictDoNothing()
     .returning({ id: llmRecentResponses.id });
-  const heartbeat = db.update(agents).set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' }).where(eq(agents.id, input.agentId));
-  const markSeen = shownNotes.length ? db.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, shownNotes), isNull(notes.readAt))) : null;
+  const heartbeat = db
+    .update(agents)
+    .set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' })
+    .where(eq(agents.id, input.agentId));
+  const markSeen = shownNotes.length
+    ? db
+        .update(notes)
+        .set({ readAt: new Date(), tickSeen: input.tick })
+        .where(and(inArray(notes.id, shownNotes), isNull(notes.readAt)))
+    : null;
   const savePrompt = prompt
-    ? db.insert(tickPrompts).values({ agentId: input.agentId, tick: input.tick, messages: prompt.messages, chars: prompt.chars, promptTokens: reply.usage.promptTokens }).onConflictDoNothing()
+    ? db
+        .insert(tickPrompts)
+        .values({
+          agentId: input.agentId,
+          tick: input.tick,
+          messages: prompt.messages,
+          chars: prompt.chars,
+          promptTokens: reply.usage.promptTokens,
+        })
+        .onConflictDoNothing()
     : null;
   // One row a tick at most leaves the window, found through the (agent_id, tick) index.
-  const prunePrompts = db.delete(tickPrompts).where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
+  const prunePrompts = db
+    .delete(tickPrompts)
+    .where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
   const r = await db.execute<{ id: string | number; inserted: boolean }>(sql`
     with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}
     select id, true as inserted from ins
@@ -174,15 +230,31 @@ async function recordMainReply(db: Db, input: ThinkInput, text: string, parsed: 
  * log, not to memory. Once per tick: an attempt that timed out may still finish after the
  * restarted loop thought the same tick (the lock orders the two; the second finds the first's row).
  */
-async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: ParsedReply, reply: ChatResult, shownNotes: number[]): Promise<void> {
+async function recordTaskReply(
+  db: Db,
+  input: ThinkInput,
+  text: string,
+  parsed: ParsedReply,
+  reply: ChatResult,
+  shownNotes: number[],
+): Promise<void> {
   const processId = `task/${input.taskId}`;
   const hadToolCalls = (reply.toolCalls ?? []).length > 0;
   await db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`${input.agentId}:${processId}:${input.tick}`}, 0))`);
+    await tx.execute(
+      sql`select pg_advisory_xact_lock(hashtextextended(${`${input.agentId}:${processId}:${input.tick}`}, 0))`,
+    );
     const [recordedTick] = await tx
       .select({ id: processLog.id })
       .from(processLog)
-      .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, processId), eq(processLog.kind, 'task_loop'), eq(processLog.tick, input.tick)))
+      .where(
+        and(
+          eq(processLog.agentId, input.agentId),
+          eq(processLog.processId, processId),
+          eq(processLog.kind, 'task_loop'),
+          eq(processLog.tick, input.tick),
+        ),
+      )
       .limit(1);
     if (!recordedTick) {
       await tx.insert(processLog).values({
@@ -192,11 +264,19 @@ async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: 
         name: `task ${input.taskId} tick ${input.tick}`,
         status: 'ok',
         message: summarize(parsed.body || reply.text),
-        payload: { tick: input.tick, content: (hadToolCalls ? text : reply.text).slice(0, 16_000), model: `${reply.provider}:${reply.model}` },
+        payload: {
+          tick: input.tick,
+          content: (hadToolCalls ? text : reply.text).slice(0, 16_000),
+          model: `${reply.provider}:${reply.model}`,
+        },
         tick: input.tick,
       });
     }
-    if (shownNotes.length) await tx.update(notes).set({ readAt: new Date(), tickSeen: input.tick }).where(and(inArray(notes.id, shownNotes), isNull(notes.readAt)));
+    if (shownNotes.length)
+      await tx
+        .update(notes)
+        .set({ readAt: new Date(), tickSeen: input.tick })
+        .where(and(inArray(notes.id, shownNotes), isNull(notes.readAt)));
   });
 }
 
@@ -207,7 +287,9 @@ async function recordTaskReply(db: Db, input: ThinkInput, text: string, parsed: 
 function peersSeen(input: ThinkInput, loaded: LoadedContext): { peers?: PeerObservation } {
   if (input.mode !== 'main') return {};
   const n = configKeys.isolation_ticks.schema.safeParse(loaded.snapshot.config.isolation_ticks);
-  return { peers: observePeers(loaded.snapshot.peers, Date.now(), n.success ? n.data : configKeys.isolation_ticks.default) };
+  return {
+    peers: observePeers(loaded.snapshot.peers, Date.now(), n.success ? n.data : configKeys.isolation_ticks.default),
+  };
 }
 
 /**
@@ -220,11 +302,24 @@ function keepReply(deps: ThinkDeps, input: ThinkInput, reply: TickReply): TickRe
 }
 
 /** A retried tick whose reply is already recorded: the same result, from the stored text. */
-async function recordedThought(deps: ThinkDeps, input: ThinkInput, loaded: LoadedContext, row: typeof llmRecentResponses.$inferSelect): Promise<ThinkResult> {
+async function recordedThought(
+  deps: ThinkDeps,
+  input: ThinkInput,
+  loaded: LoadedContext,
+  row: typeof llmRecentResponses.$inferSelect,
+): Promise<ThinkResult> {
   await intervalAbstract(deps.db, input, loaded.abstractEvery);
   const { parsed } = keepReply(deps, input, tickReplyOf(row));
   // The same caps as the first attempt's result: it rides through history too.
-  return thinkResult(parsed, row.content, { responseId: row.id, provider: 'replay', model: row.reflection ?? 'recorded', notesShown: 0, promptChars: 0, ...peersSeen(input, loaded), replayed: true });
+  return thinkResult(parsed, row.content, {
+    responseId: row.id,
+    provider: 'replay',
+    model: row.reflection ?? 'recorded',
+    notesShown: 0,
+    promptChars: 0,
+    ...peersSeen(input, loaded),
+    replayed: true,
+  });
 }
 
 const thinkStatements = statements('think', (db, name) => ({
@@ -232,7 +327,12 @@ const thinkStatements = statements('think', (db, name) => ({
   recorded: db
     .select()
     .from(llmRecentResponses)
-    .where(and(eq(llmRecentResponses.agentId, sql.placeholder('agentId')), eq(llmRecentResponses.tick, sql.placeholder('tick'))))
+    .where(
+      and(
+        eq(llmRecentResponses.agentId, sql.placeholder('agentId')),
+        eq(llmRecentResponses.tick, sql.placeholder('tick')),
+      ),
+    )
     .prepare(name('recorded')),
 }));
 
@@ -243,7 +343,9 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   // The retry check and the context reads go out together: one round trip less on the usual
   // path (no recorded reply), a wasted context read on a retry.
   const [recorded, loaded] = await Promise.all([
-    input.mode === 'main' ? thinkStatements(db).recorded.execute({ agentId: input.agentId, tick: input.tick }) : Promise.resolve([]),
+    input.mode === 'main'
+      ? thinkStatements(db).recorded.execute({ agentId: input.agentId, tick: input.tick })
+      : Promise.resolve([]),
     loadContext(deps, input),
   ]);
   if (recorded[0]) return recordedThought(deps, input, loaded, recorded[0]);
@@ -269,7 +371,15 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes, prompt);
     responseId = r.id;
     // Kept only when this attempt inserted the row: one that lost the race reads the winner's.
-    if (r.inserted && r.id !== null) keepReply(deps, input, { id: r.id, content: text, parsed, llmRegistryId: reply.registryId, tags: [], reflexes: null });
+    if (r.inserted && r.id !== null)
+      keepReply(deps, input, {
+        id: r.id,
+        content: text,
+        parsed,
+        llmRegistryId: reply.registryId,
+        tags: [],
+        reflexes: null,
+      });
     await intervalAbstract(db, input, loaded.abstractEvery);
   } else {
     await recordTaskReply(db, input, text, parsed, reply, context.shown.notes);
@@ -292,11 +402,20 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
 }
 
 /** Is any LLM of this role answering? Used to leave Core Outage. */
-async function probeLlm(llm: LlmRouter, input: { agentId: string; role: 'agent' }): Promise<{ ok: boolean; model?: string; error?: string }> {
+async function probeLlm(
+  llm: LlmRouter,
+  input: { agentId: string; role: 'agent' },
+): Promise<{ ok: boolean; model?: string; error?: string }> {
   try {
     // Keyed by this activity: a retried probe finds the answer (and the hold) of its first attempt.
     const idempotencyKey = activityRequestKey('probe');
-    const r = await llm.chat({ agentId: input.agentId, role: input.role, messages: [{ role: 'user', content: 'Reply with OK.' }], params: { maxTokens: 4 }, ...(idempotencyKey ? { idempotencyKey } : {}) });
+    const r = await llm.chat({
+      agentId: input.agentId,
+      role: input.role,
+      messages: [{ role: 'user', content: 'Reply with OK.' }],
+      params: { maxTokens: 4 },
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+    });
     return { ok: true, model: `${r.provider}:${r.model}` };
   } catch (err) {
     return { ok: false, error: (err as Error).message };

@@ -12,7 +12,11 @@ import type { ThinkInput, ThinkResult } from './think.js';
  * apart from the main loop's). A failed think tells nothing. `events` should be guarded
  * (`guardEvents`); an unguarded one that throws is caught here too, so it never fails the tick.
  */
-export function observeThink<A extends { think: (input: ThinkInput) => Promise<ThinkResult> }>(acts: A, events: AgentEventSink, log: (line: string) => void = () => undefined): A {
+export function observeThink<A extends { think: (input: ThinkInput) => Promise<ThinkResult> }>(
+  acts: A,
+  events: AgentEventSink,
+  log: (line: string) => void = () => undefined,
+): A {
   return {
     ...acts,
     think: async (input: ThinkInput) => {
@@ -25,11 +29,20 @@ export function observeThink<A extends { think: (input: ThinkInput) => Promise<T
         ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
         model,
         replayed: result.replayed,
-        ...(result.lifeforce ? { lifeforce: { charged: result.lifeforce.charged, available: result.lifeforce.available } } : {}),
+        ...(result.lifeforce
+          ? { lifeforce: { charged: result.lifeforce.charged, available: result.lifeforce.available } }
+          : {}),
       };
       try {
         events.tick(beat);
-        if (input.mode === 'main') events.event(input.agentId, 'reply', { tick: input.tick, summary: result.summary, model, commands: result.commands.length, confidence: result.confidence });
+        if (input.mode === 'main')
+          events.event(input.agentId, 'reply', {
+            tick: input.tick,
+            summary: result.summary,
+            model,
+            commands: result.commands.length,
+            confidence: result.confidence,
+          });
       } catch (err) {
         // Why swallowed: the beat is a side channel; the tick's work is done and recorded.
         log(`tick beat of ${input.agentId} tick ${input.tick} not sent: ${(err as Error).message}`);

@@ -27,7 +27,17 @@ const keyed = ['goals', 'tasks', 'ethics', 'peers', 'config', 'models.validators
 
 /** The canonical JSON of a value: undefined fields dropped, object keys sorted. */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => (isPlainObject(v) ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : 1))) : v)) ?? 'undefined';
+  return (
+    JSON.stringify(value, (_k, v: unknown) =>
+      isPlainObject(v)
+        ? Object.fromEntries(
+            Object.entries(v)
+              .filter(([, x]) => x !== undefined)
+              .sort(([a], [b]) => (a < b ? -1 : 1)),
+          )
+        : v,
+    ) ?? 'undefined'
+  );
 }
 
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
@@ -94,12 +104,17 @@ export interface Comparison {
 }
 
 /** Compare the file with the live agent (null: it does not exist yet) and the base (null: never applied). */
-export function compareDocuments(o: { base: AgentDocument | null; live: AgentDocument | null; file: AgentDocument }): Comparison {
+export function compareDocuments(o: {
+  base: AgentDocument | null;
+  live: AgentDocument | null;
+  file: AgentDocument;
+}): Comparison {
   const file = itemsOf(o.file);
   const live = o.live ? itemsOf(o.live) : { values: new Map<ItemKey, unknown>(), managed: () => false };
   const base = o.base ? itemsOf(o.base) : null;
   const keys = new Set<ItemKey>();
-  for (const k of [...file.values.keys(), ...live.values.keys(), ...(base?.values.keys() ?? [])]) if (file.managed(k)) keys.add(k);
+  for (const k of [...file.values.keys(), ...live.values.keys(), ...(base?.values.keys() ?? [])])
+    if (file.managed(k)) keys.add(k);
   const out: Comparison = { changes: [], drift: [], conflicts: [] };
   for (const key of [...keys].sort(itemOrder)) {
     const f = file.values.get(key);
@@ -115,7 +130,23 @@ export function compareDocuments(o: { base: AgentDocument | null; live: AgentDoc
   return out;
 }
 
-const sectionOrder = ['id', 'name', 'description', 'identity', 'systemPrompt', 'thinkingMethod', 'goals', 'tasks', 'ethics', 'models', 'lifeforce', 'pace', 'idle', 'config', 'peers'];
+const sectionOrder = [
+  'id',
+  'name',
+  'description',
+  'identity',
+  'systemPrompt',
+  'thinkingMethod',
+  'goals',
+  'tasks',
+  'ethics',
+  'models',
+  'lifeforce',
+  'pace',
+  'idle',
+  'config',
+  'peers',
+];
 function itemOrder(a: ItemKey, b: ItemKey): number {
   const sa = sectionOrder.indexOf(a.split(/[.[]/)[0]!);
   const sb = sectionOrder.indexOf(b.split(/[.[]/)[0]!);
@@ -147,7 +178,12 @@ function show(v: unknown, max = 80): string {
 function change(from: unknown, to: unknown): string {
   if (isPlainObject(from) && isPlainObject(to)) {
     const fields = [...new Set([...Object.keys(from), ...Object.keys(to)])].filter((k) => !same(from[k], to[k]));
-    return fields.map((k) => `${k}: ${from[k] === undefined ? '(none)' : show(from[k], 60)} → ${to[k] === undefined ? '(none)' : show(to[k], 60)}`).join('; ');
+    return fields
+      .map(
+        (k) =>
+          `${k}: ${from[k] === undefined ? '(none)' : show(from[k], 60)} → ${to[k] === undefined ? '(none)' : show(to[k], 60)}`,
+      )
+      .join('; ');
   }
   return `${show(from)} → ${show(to)}`;
 }
@@ -156,9 +192,14 @@ function change(from: unknown, to: unknown): string {
 export function diffLine(d: ItemDifference): DiffLine {
   const [from, to] = d.outcome === 'drift' ? [d.base, d.live] : [d.live, d.file];
   const op = from === undefined ? '+' : to === undefined ? '-' : '~';
-  const text = op === '+' ? `+ ${d.key}: ${show(to, 120)}` : op === '-' ? `- ${d.key}` : `~ ${d.key}: ${change(from, to)}`;
-  const agent = d.base === undefined ? `added ${show(d.live, 60)}` : d.live === undefined ? 'removed it' : change(d.base, d.live);
-  const conflict = d.outcome === 'conflict' ? ` (the agent ${d.base === undefined || d.live === undefined ? agent : `changed ${agent}`})` : '';
+  const text =
+    op === '+' ? `+ ${d.key}: ${show(to, 120)}` : op === '-' ? `- ${d.key}` : `~ ${d.key}: ${change(from, to)}`;
+  const agent =
+    d.base === undefined ? `added ${show(d.live, 60)}` : d.live === undefined ? 'removed it' : change(d.base, d.live);
+  const conflict =
+    d.outcome === 'conflict'
+      ? ` (the agent ${d.base === undefined || d.live === undefined ? agent : `changed ${agent}`})`
+      : '';
   return { outcome: d.outcome, op, key: d.key, text: `${text}${conflict}` };
 }
 
@@ -176,8 +217,16 @@ export function formatDiff(c: Comparison, agentId: string, o: { overwriteDrift?:
     for (const d of list) out.push(`  ${diffLine(d).text}`);
   };
   section(`agent ${agentId}: changes`, c.changes);
-  section("drift: the agent's own changes since the last apply, kept (put them in the file to keep them for good)", c.drift);
-  section(o.overwriteDrift ? 'conflicts: changed by both the file and the agent; the file wins (--overwrite-drift)' : 'conflicts: changed by both the file and the agent; refused (pass --overwrite-drift to take the file)', c.conflicts);
+  section(
+    "drift: the agent's own changes since the last apply, kept (put them in the file to keep them for good)",
+    c.drift,
+  );
+  section(
+    o.overwriteDrift
+      ? 'conflicts: changed by both the file and the agent; the file wins (--overwrite-drift)'
+      : 'conflicts: changed by both the file and the agent; refused (pass --overwrite-drift to take the file)',
+    c.conflicts,
+  );
   if (c.changes.length === 0 && c.conflicts.length === 0) out.unshift(`agent ${agentId}: nothing to change`);
   return out.join('\n');
 }

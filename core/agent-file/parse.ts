@@ -25,7 +25,8 @@ export function formatPath(path: readonly PropertyKey[]): string {
 // ---- literal secrets ----------------------------------------------------------------------------
 
 /** Keys whose value would be a secret: a file names the environment variable instead. */
-const secretKey = /^(api_?key|apikey|secret|secret_?key|client_?secret|token|access_?token|auth_?token|password|passwd|private_?key|access_?key|bearer|authorization)$/;
+const secretKey =
+  /^(api_?key|apikey|secret|secret_?key|client_?secret|token|access_?token|auth_?token|password|passwd|private_?key|access_?key|bearer|authorization)$/;
 /** Shapes of provider keys and tokens, wherever they appear. */
 const secretValues: ReadonlyArray<[RegExp, string]> = [
   [/\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}/, 'an OpenAI/Anthropic-style key (sk-…)'],
@@ -43,10 +44,20 @@ const secretValues: ReadonlyArray<[RegExp, string]> = [
 export function literalSecrets(value: unknown, path: PropertyKey[] = [], out: string[] = []): string[] {
   if (out.length >= 20) return out;
   if (typeof value === 'string') {
-    const key = path.length ? String(path[path.length - 1]).toLowerCase().replace(/-/g, '_') : '';
+    const key = path.length
+      ? String(path[path.length - 1])
+          .toLowerCase()
+          .replace(/-/g, '_')
+      : '';
     const hit = secretValues.find(([re]) => re.test(value));
-    if (hit) out.push(`${formatPath(path)}: looks like ${hit[1]}; a file never holds a key — name its environment variable in the model catalogue (api_key_env) instead`);
-    else if (secretKey.test(key) && value.trim() !== '') out.push(`${formatPath(path)}: a literal secret; a file never holds a key — name its environment variable in the model catalogue (api_key_env) instead`);
+    if (hit)
+      out.push(
+        `${formatPath(path)}: looks like ${hit[1]}; a file never holds a key — name its environment variable in the model catalogue (api_key_env) instead`,
+      );
+    else if (secretKey.test(key) && value.trim() !== '')
+      out.push(
+        `${formatPath(path)}: a literal secret; a file never holds a key — name its environment variable in the model catalogue (api_key_env) instead`,
+      );
   } else if (Array.isArray(value)) value.forEach((v, i) => literalSecrets(v, [...path, i], out));
   else if (isPlainObject(value)) for (const [k, v] of Object.entries(value)) literalSecrets(v, [...path, k], out);
   return out;
@@ -56,7 +67,9 @@ export function literalSecrets(value: unknown, path: PropertyKey[] = [], out: st
 
 /** Edit distance counting a swap of two neighbours as one edit (optimal string alignment). */
 function editDistance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
@@ -84,8 +97,9 @@ export function likelyKey(key: string, known: readonly string[]): string | undef
 /** The schema that `path` leads to, through optionals, defaults, arrays and pipes. */
 function schemaAt(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType | undefined {
   let s: z.ZodType | undefined = schema;
-  for (let i = 0; s !== undefined; ) {
-    if (s instanceof z.ZodOptional || s instanceof z.ZodNullable || s instanceof z.ZodDefault) s = s.unwrap() as z.ZodType;
+  for (let i = 0; s !== undefined;) {
+    if (s instanceof z.ZodOptional || s instanceof z.ZodNullable || s instanceof z.ZodDefault)
+      s = s.unwrap() as z.ZodType;
     else if (s instanceof z.ZodPipe) s = (s.in instanceof z.ZodTransform ? s.out : s.in) as z.ZodType;
     else if (i === path.length) return s;
     else if (s instanceof z.ZodArray && typeof path[i] === 'number') {
@@ -114,7 +128,9 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], max = 20): s
       for (const k of i.keys) {
         const guess = likelyKey(k, known);
         const where = formatPath([...i.path, k]);
-        lines.push(`${where}: unknown key${guess ? ` (did you mean '${guess}'?)` : known.length ? ` (known here: ${known.join(', ')})` : ''}`);
+        lines.push(
+          `${where}: unknown key${guess ? ` (did you mean '${guess}'?)` : known.length ? ` (known here: ${known.join(', ')})` : ''}`,
+        );
       }
       continue;
     }
@@ -128,20 +144,25 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], max = 20): s
 
 /** Check a value already parsed (a workflow input from the Temporal UI, say) as an agent document. */
 export function checkAgentDocument(raw: unknown): ParseResult {
-  if (!isPlainObject(raw)) return { ok: false, errors: ['(document): an agent file is a mapping of keys (id, name, goals, …)'] };
+  if (!isPlainObject(raw))
+    return { ok: false, errors: ['(document): an agent file is a mapping of keys (id, name, goals, …)'] };
   const secrets = literalSecrets(raw);
   const r = agentDocumentSchema.safeParse(raw);
   if (r.success && secrets.length === 0) return { ok: true, document: r.data };
   // A secret's place is named once, as a secret (never as an unknown key with a value to echo).
   const at = new Set(secrets.map((s) => s.slice(0, s.indexOf(': '))));
-  const issues = r.success ? [] : describeIssues(r.error.issues).filter((line) => !at.has(line.slice(0, line.indexOf(': '))));
+  const issues = r.success
+    ? []
+    : describeIssues(r.error.issues).filter((line) => !at.has(line.slice(0, line.indexOf(': '))));
   return { ok: false, errors: [...secrets, ...issues].slice(0, 20) };
 }
 
 function readYaml(text: string): { ok: true; value: unknown } | { ok: false; errors: string[] } {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true, strict: true });
   const problems = doc.errors.map((e) => {
-    const message = /multiple documents/.test(e.message) ? 'one agent per file (no second document after ---)' : e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+    const message = /multiple documents/.test(e.message)
+      ? 'one agent per file (no second document after ---)'
+      : e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
     return `${e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : 'YAML'}: ${message}`;
   });
   if (problems.length) return { ok: false, errors: problems.slice(0, 10) };
@@ -150,7 +171,14 @@ function readYaml(text: string): { ok: true; value: unknown } | { ok: false; err
   } catch (err) {
     // yaml counts the nodes every alias expands to and stops past maxAliasCount.
     const message = (err as Error).message;
-    return { ok: false, errors: [/alias/i.test(message) ? `YAML: too many aliases (at most ${maxAliasCount} expansions): ${message}` : `YAML: ${message}`] };
+    return {
+      ok: false,
+      errors: [
+        /alias/i.test(message)
+          ? `YAML: too many aliases (at most ${maxAliasCount} expansions): ${message}`
+          : `YAML: ${message}`,
+      ],
+    };
   }
 }
 
@@ -160,7 +188,11 @@ function readYaml(text: string): { ok: true; value: unknown } | { ok: false; err
  */
 export function parseAgentFile(text: string, name = ''): ParseResult {
   const bytes = utf8Bytes(text);
-  if (bytes > maxAgentFileBytes) return { ok: false, errors: [`${name || 'the file'} is ${bytes} bytes: an agent file may be at most ${maxAgentFileBytes} bytes`] };
+  if (bytes > maxAgentFileBytes)
+    return {
+      ok: false,
+      errors: [`${name || 'the file'} is ${bytes} bytes: an agent file may be at most ${maxAgentFileBytes} bytes`],
+    };
   const json = name.toLowerCase().endsWith('.json') || (!/\.ya?ml$/i.test(name) && text.trimStart().startsWith('{'));
   let raw: unknown;
   if (json) {

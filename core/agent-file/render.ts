@@ -10,12 +10,20 @@ import { canonicalJson } from './compare.js';
 import type { AgentDocument, wakeConditions } from './schema.js';
 
 const drop = <T extends Record<string, unknown>>(o: T, defaults: Partial<T>): Partial<T> =>
-  Object.fromEntries(Object.entries(o).filter(([k, v]) => v !== undefined && !(k in defaults && canonicalJson(defaults[k as keyof T]) === canonicalJson(v)))) as Partial<T>;
+  Object.fromEntries(
+    Object.entries(o).filter(
+      ([k, v]) => v !== undefined && !(k in defaults && canonicalJson(defaults[k as keyof T]) === canonicalJson(v)),
+    ),
+  ) as Partial<T>;
 
 /** The document with defaults left out and one-model roles as a plain name: what a person would write. */
 export function compactDocument(doc: AgentDocument): Record<string, unknown> {
   const models = doc.models && {
-    ...Object.fromEntries(Object.entries(doc.models).filter(([k, v]) => k !== 'validators' && v !== undefined).map(([k, v]) => [k, Array.isArray(v) && v.length === 1 ? v[0] : v])),
+    ...Object.fromEntries(
+      Object.entries(doc.models)
+        .filter(([k, v]) => k !== 'validators' && v !== undefined)
+        .map(([k, v]) => [k, Array.isArray(v) && v.length === 1 ? v[0] : v]),
+    ),
     ...(doc.models.validators ? { validators: doc.models.validators.map((v) => drop(v, { trust: 1 })) } : {}),
   };
   const out: Record<string, unknown> = {
@@ -46,7 +54,12 @@ export function compactDocument(doc: AgentDocument): Record<string, unknown> {
 export function renderAgentFile(doc: AgentDocument, format: 'yaml' | 'json' = 'yaml', comment?: string): string {
   const compact = compactDocument(doc);
   if (format === 'json') return `${JSON.stringify(compact, null, 2)}\n`;
-  const head = comment ? `${comment.split('\n').map((l) => `# ${l}`).join('\n')}\n` : '';
+  const head = comment
+    ? `${comment
+        .split('\n')
+        .map((l) => `# ${l}`)
+        .join('\n')}\n`
+    : '';
   return head + stringify(compact, { lineWidth: 100, aliasDuplicateObjects: false });
 }
 

@@ -16,7 +16,10 @@ import { sharedValue } from '../shared.js';
 export const maxAgentFileBytes = 1024 * 1024;
 
 /** Config keys the file states elsewhere: `pace.delayMs` and `idle.timeoutMs` are these keys. */
-export const configKeysStatedElsewhere: Readonly<Record<string, string>> = { delay_ms: 'pace.delayMs', idle_timeout_ms: 'idle.timeoutMs' };
+export const configKeysStatedElsewhere: Readonly<Record<string, string>> = {
+  delay_ms: 'pace.delayMs',
+  idle_timeout_ms: 'idle.timeoutMs',
+};
 
 /** The roles a model is named for; `validators` carry a trust each. */
 export const modelRoles = ['agent', 'oversight', 'emotion', 'novelty', 'task', 'embedder'] as const;
@@ -43,17 +46,24 @@ const priority = z.number().int().min(-100).max(100);
 export const modelNameSchema = z
   .string()
   .trim()
-  .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'a model name of the catalogue (lower-case letters, digits, ".", "_", "-"), e.g. "local"');
+  .regex(
+    /^[a-z0-9][a-z0-9._-]{0,63}$/,
+    'a model name of the catalogue (lower-case letters, digits, ".", "_", "-"), e.g. "local"',
+  );
 
 /** One name or a list in failover order; always a list in the canonical form. */
-const modelList = z.preprocess((v) => (typeof v === 'string' ? [v] : v), z.array(modelNameSchema, { error: 'a model name or a list of names (first = tried first)' }).min(1).max(10));
+const modelList = z.preprocess(
+  (v) => (typeof v === 'string' ? [v] : v),
+  z.array(modelNameSchema, { error: 'a model name or a list of names (first = tried first)' }).min(1).max(10),
+);
 
 function uniqueBy<T>(key: (t: T) => string, what: string) {
   return (list: readonly T[], ctx: z.RefinementCtx) => {
     const seen = new Set<string>();
     list.forEach((item, i) => {
       const k = key(item);
-      if (seen.has(k)) ctx.addIssue({ code: 'custom', path: [i], message: `${what} '${k}' appears twice (each must be unique)` });
+      if (seen.has(k))
+        ctx.addIssue({ code: 'custom', path: [i], message: `${what} '${k}' appears twice (each must be unique)` });
       seen.add(k);
     });
   };
@@ -63,7 +73,15 @@ const schemas = sharedValue('core/agent-file/schema', () => {
   const identitySchema = z.strictObject({
     persona: optionalText(4000),
     values: z.array(title(200)).max(20).optional(),
-    languages: z.array(z.string().trim().regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"')).max(10).optional(),
+    languages: z
+      .array(
+        z
+          .string()
+          .trim()
+          .regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"'),
+      )
+      .max(10)
+      .optional(),
   });
 
   const systemPromptSchema = z.strictObject({
@@ -74,7 +92,10 @@ const schemas = sharedValue('core/agent-file/schema', () => {
   });
 
   const thinkingMethodSchema = z.strictObject({
-    name: z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-" (at most 64), like "socratic"'),
+    name: z
+      .string()
+      .trim()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-" (at most 64), like "socratic"'),
     prompt: title(4000),
     description: optionalText(1000),
   });
@@ -119,7 +140,11 @@ const schemas = sharedValue('core/agent-file/schema', () => {
 
   const modelsSchema = z.strictObject({
     agent: modelList.optional(),
-    validators: z.array(validatorSchema).max(10).superRefine(uniqueBy((v) => v.model, 'validator')).optional(),
+    validators: z
+      .array(validatorSchema)
+      .max(10)
+      .superRefine(uniqueBy((v) => v.model, 'validator'))
+      .optional(),
     oversight: modelList.optional(),
     emotion: modelList.optional(),
     novelty: modelList.optional(),
@@ -129,7 +154,10 @@ const schemas = sharedValue('core/agent-file/schema', () => {
 
   const toolsSchema = z.strictObject({
     /** MCP servers the agent may use: not yet read; a file that names any is refused. */
-    mcp: z.array(z.unknown()).max(0, 'MCP servers in the agent file are not supported yet: leave tools.mcp empty').optional(),
+    mcp: z
+      .array(z.unknown())
+      .max(0, 'MCP servers in the agent file are not supported yet: leave tools.mcp empty')
+      .optional(),
   });
 
   const paceSchema = z.strictObject({
@@ -185,17 +213,33 @@ const schemas = sharedValue('core/agent-file/schema', () => {
     systemPrompt: systemPromptSchema.optional(),
     /** The active thinking method; null: none. */
     thinkingMethod: thinkingMethodSchema.nullable().optional(),
-    goals: z.array(goalSchema).max(100).superRefine(uniqueBy((g) => g.title, 'goal')).optional(),
+    goals: z
+      .array(goalSchema)
+      .max(100)
+      .superRefine(uniqueBy((g) => g.title, 'goal'))
+      .optional(),
     /** Pinned tasks: shown first, before the agent's own. */
-    tasks: z.array(taskSchema).max(100).superRefine(uniqueBy((t) => t.title, 'task')).optional(),
-    ethics: z.array(ethicsSchema).max(50).superRefine(uniqueBy((e) => e.title, 'ethics policy')).optional(),
+    tasks: z
+      .array(taskSchema)
+      .max(100)
+      .superRefine(uniqueBy((t) => t.title, 'task'))
+      .optional(),
+    ethics: z
+      .array(ethicsSchema)
+      .max(50)
+      .superRefine(uniqueBy((e) => e.title, 'ethics policy'))
+      .optional(),
     models: modelsSchema.optional(),
     tools: toolsSchema.optional(),
     lifeforce: budgetSettingsSchema.optional(),
     pace: paceSchema.optional(),
     idle: idleSchema.optional(),
     config: configSchema.optional(),
-    peers: z.array(peerSchema).max(100).superRefine(uniqueBy((p) => p.id, 'peer')).optional(),
+    peers: z
+      .array(peerSchema)
+      .max(100)
+      .superRefine(uniqueBy((p) => p.id, 'peer'))
+      .optional(),
   });
 
   return { agentDocumentSchema, identitySchema, goalSchema, taskSchema, ethicsSchema, peerSchema, validatorSchema };

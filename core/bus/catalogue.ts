@@ -115,7 +115,11 @@ const attentionConfigV1 = z.strictObject({
 
 /** `dev.request.echo` and its answer on `dev.response.echo` (and the request's reply inbox). */
 const echoRequestV1 = z.strictObject({ ping: z.string().max(4096) });
-const echoResponseV1 = z.strictObject({ pong: z.string().max(4096), timestamp: z.iso.datetime({ offset: true }), agent: z.literal('echo-v1') });
+const echoResponseV1 = z.strictObject({
+  pong: z.string().max(4096),
+  timestamp: z.iso.datetime({ offset: true }),
+  agent: z.literal('echo-v1'),
+});
 
 /** Every message type: its namespace and its stable generations in order (generation 1 first). */
 export const messageCatalogue = {
@@ -153,9 +157,19 @@ export type BusPayloadIn<T extends BusMessageType> = z.input<Current<T>>;
 export type BusPayloadOut<T extends BusMessageType> = z.output<(typeof messageCatalogue)[T]['stable'][number]>;
 
 /** The command type behind each agent command subject. */
-export const commandMessageTypes = { note: 'AgentNote', pause: 'AgentPause', resume: 'AgentResume' } as const satisfies Record<string, BusMessageType>;
+export const commandMessageTypes = {
+  note: 'AgentNote',
+  pause: 'AgentPause',
+  resume: 'AgentResume',
+} as const satisfies Record<string, BusMessageType>;
 /** The event type behind each agent event subject. */
-export const eventMessageTypes = { reply: 'AgentReply', escalation: 'AgentEscalation', verdict: 'AgentVerdict', learning: 'AgentLearning', message: 'AgentMessage' } as const satisfies Record<string, BusMessageType>;
+export const eventMessageTypes = {
+  reply: 'AgentReply',
+  escalation: 'AgentEscalation',
+  verdict: 'AgentVerdict',
+  learning: 'AgentLearning',
+  message: 'AgentMessage',
+} as const satisfies Record<string, BusMessageType>;
 
 /**
  * A registry holding the catalogue's stable generations and staging versions. Each call builds

@@ -46,21 +46,35 @@ function refuse(reason: RejectReason, detail: string): DecodeResult {
 }
 
 /** Check that `entry` may travel on `subject`: staging versions only on staging subjects and the reverse, in the type's namespace. */
-function placeProblem(root: string, subject: string, entry: Pick<SchemaEntry, 'type' | 'stage' | 'version' | 'namespace'>): { reason: RejectReason; detail: string } | null {
+function placeProblem(
+  root: string,
+  subject: string,
+  entry: Pick<SchemaEntry, 'type' | 'stage' | 'version' | 'namespace'>,
+): { reason: RejectReason; detail: string } | null {
   const place = placeOf(root, subject);
   if (!place) return { reason: 'wrong_namespace', detail: `${subject} is not a subject under ${root}` };
   if (place.stage !== entry.stage) {
     return {
       reason: 'wrong_stage',
-      detail: entry.stage === 'staging' ? `${entry.type} ${entry.version} is a staging version: it travels only on ${root}.staging.*` : `${entry.type} ${entry.version} is stable: it does not travel on ${root}.staging.*`,
+      detail:
+        entry.stage === 'staging'
+          ? `${entry.type} ${entry.version} is a staging version: it travels only on ${root}.staging.*`
+          : `${entry.type} ${entry.version} is stable: it does not travel on ${root}.staging.*`,
     };
   }
-  if (place.namespace !== entry.namespace) return { reason: 'wrong_namespace', detail: `${entry.type} travels in ${entry.namespace}, not ${place.namespace}` };
+  if (place.namespace !== entry.namespace)
+    return { reason: 'wrong_namespace', detail: `${entry.type} travels in ${entry.namespace}, not ${place.namespace}` };
   return null;
 }
 
 /** Validate and parse a message received on `subject` (its body as text). */
-export function decodeMessage(registry: SchemaRegistry, root: string, subject: string, text: string, expect?: readonly string[]): DecodeResult {
+export function decodeMessage(
+  registry: SchemaRegistry,
+  root: string,
+  subject: string,
+  text: string,
+  expect?: readonly string[],
+): DecodeResult {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -68,21 +82,30 @@ export function decodeMessage(registry: SchemaRegistry, root: string, subject: s
     return refuse('bad_json', `body is not JSON (${(err as Error).message.slice(0, 120)})`);
   }
   const env = busEnvelopeSchema.safeParse(json);
-  if (!env.success || env.data.header === undefined) return refuse('bad_envelope', 'body is not {"header": {…}, "payload": {…}}');
+  if (!env.success || env.data.header === undefined)
+    return refuse('bad_envelope', 'body is not {"header": {…}, "payload": {…}}');
   const h = busHeaderSchema.safeParse(env.data.header);
   if (!h.success) return refuse('bad_header', formatIssues(h.error, 'header', { under: 'header' }));
   const header = h.data;
   const info = versionInfo(header.schema.version);
   if (!info || info.generation !== header.schema.generation) {
-    return refuse('bad_header', `header.schema: version ${header.schema.version} does not belong to generation ${header.schema.generation} (stable: <g>.0, staging: <g>.<n>-alpha|beta|rc)`);
+    return refuse(
+      'bad_header',
+      `header.schema: version ${header.schema.version} does not belong to generation ${header.schema.generation} (stable: <g>.0, staging: <g>.<n>-alpha|beta|rc)`,
+    );
   }
   const entry = registry.lookup(header.message_type, header.schema.generation, header.schema.version);
   if ('reason' in entry) return refuse(entry.reason, entry.detail);
-  if (expect && !expect.includes(entry.type)) return refuse('unexpected_type', `${entry.type} is not what this subscriber takes (${expect.join(', ')})`);
+  if (expect && !expect.includes(entry.type))
+    return refuse('unexpected_type', `${entry.type} is not what this subscriber takes (${expect.join(', ')})`);
   const problem = placeProblem(root, subject, entry);
   if (problem) return refuse(problem.reason, problem.detail);
   const payload = entry.schema.safeParse(env.data.payload);
-  if (!payload.success) return refuse('bad_payload', `${entry.type} ${entry.version}: ${formatIssues(payload.error, 'payload', { under: 'payload' })}`);
+  if (!payload.success)
+    return refuse(
+      'bad_payload',
+      `${entry.type} ${entry.version}: ${formatIssues(payload.error, 'payload', { under: 'payload' })}`,
+    );
   return { ok: true, message: { subject, header, payload: payload.data, entry } };
 }
 
@@ -99,22 +122,52 @@ export interface EncodeOptions {
 /** The schema a publisher of `type` uses: `version` when given, else the latest stable generation. */
 function entryFor(registry: SchemaRegistry, type: string, version: string | undefined): SchemaEntry {
   const info = version === undefined ? undefined : versionInfo(version);
-  const entry = version === undefined ? registry.latestStable(type) : info ? registry.lookup(type, info.generation, version) : undefined;
+  const entry =
+    version === undefined
+      ? registry.latestStable(type)
+      : info
+        ? registry.lookup(type, info.generation, version)
+        : undefined;
   if (entry && !('reason' in entry)) return entry;
   if (entry) throw new BusSchemaError(entry.reason, entry.detail);
   const unknownType = registry.lookup(type, 0, '0.0');
-  if ('reason' in unknownType && unknownType.reason === 'unknown_type') throw new BusSchemaError('unknown_type', unknownType.detail);
-  throw new BusSchemaError('unknown_version', version === undefined ? `${type} has no stable generation` : `${type}: ${JSON.stringify(version)} is not a schema version`);
+  if ('reason' in unknownType && unknownType.reason === 'unknown_type')
+    throw new BusSchemaError('unknown_type', unknownType.detail);
+  throw new BusSchemaError(
+    'unknown_version',
+    version === undefined
+      ? `${type} has no stable generation`
+      : `${type}: ${JSON.stringify(version)} is not a schema version`,
+  );
 }
 
 /** Validate `payload` as `type` for `subject` and build the message body; a BusSchemaError names what is wrong. */
-export function encodeMessage(registry: SchemaRegistry, root: string, subject: string, type: string, payload: unknown, o: EncodeOptions): { header: BusHeader; body: string } {
+export function encodeMessage(
+  registry: SchemaRegistry,
+  root: string,
+  subject: string,
+  type: string,
+  payload: unknown,
+  o: EncodeOptions,
+): { header: BusHeader; body: string } {
   const entry = entryFor(registry, type, o.version);
   const problem = placeProblem(root, subject, entry);
   if (problem) throw new BusSchemaError(problem.reason, `cannot publish on ${subject}: ${problem.detail}`);
   const parsed = entry.schema.safeParse(payload);
-  if (!parsed.success) throw new BusSchemaError('bad_payload', `${type} ${entry.version}: ${formatIssues(parsed.error, 'payload', { under: 'payload' })}`);
-  const header = makeHeader({ type, generation: entry.generation, version: entry.version, messageId: o.messageId, timestamp: o.timestamp, inReplyTo: o.inReplyTo, deployment: o.deployment });
+  if (!parsed.success)
+    throw new BusSchemaError(
+      'bad_payload',
+      `${type} ${entry.version}: ${formatIssues(parsed.error, 'payload', { under: 'payload' })}`,
+    );
+  const header = makeHeader({
+    type,
+    generation: entry.generation,
+    version: entry.version,
+    messageId: o.messageId,
+    timestamp: o.timestamp,
+    inReplyTo: o.inReplyTo,
+    deployment: o.deployment,
+  });
   return { header, body: JSON.stringify({ header, payload: parsed.data }) };
 }
 

@@ -25,7 +25,10 @@ export const busHeaderSchema = z.object({
   /** The message this one answers (a response to a request), when it is one. */
   in_reply_to: z.string().regex(messageIdPattern).optional(),
   /** The deployment that sent it (one Temporal namespace's Mindloop); absent from senders that predate deployments. */
-  deployment: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
+  deployment: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .optional(),
 });
 export type BusHeader = z.infer<typeof busHeaderSchema>;
 
@@ -41,7 +44,15 @@ export function versionInfo(version: string): { generation: number; stage: 'stab
 }
 
 /** The header of a new message; the caller brings the id and the clock (core has neither). */
-export function makeHeader(o: { type: string; generation: number; version: string; messageId: string; timestamp: Date | string; inReplyTo?: string; deployment?: string }): BusHeader {
+export function makeHeader(o: {
+  type: string;
+  generation: number;
+  version: string;
+  messageId: string;
+  timestamp: Date | string;
+  inReplyTo?: string;
+  deployment?: string;
+}): BusHeader {
   return {
     schema: { generation: o.generation, version: o.version },
     message_type: o.type,

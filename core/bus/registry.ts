@@ -38,9 +38,11 @@ export class SchemaRegistry {
 
   /** Declare a message type and the namespace it flows in (once). */
   defineType(type: string, namespace: BusNamespace): this {
-    if (!messageTypePattern.test(type)) throw new SchemaRegistryError(`message type ${JSON.stringify(type)} is not a PascalCase name`);
+    if (!messageTypePattern.test(type))
+      throw new SchemaRegistryError(`message type ${JSON.stringify(type)} is not a PascalCase name`);
     const known = this.types.get(type);
-    if (known && known !== namespace) throw new SchemaRegistryError(`${type} already flows in ${known}, not ${namespace}`);
+    if (known && known !== namespace)
+      throw new SchemaRegistryError(`${type} already flows in ${known}, not ${namespace}`);
     this.types.set(type, namespace);
     return this;
   }
@@ -50,7 +52,9 @@ export class SchemaRegistry {
     const namespace = this.namespaceOf(type);
     const latest = this.latestStable(type)?.generation ?? 0;
     if (this.stable.has(key(type, generation))) {
-      throw new SchemaRegistryError(`${type} generation ${generation} is published and immutable; a change is a new generation (${latest + 1}), staged first`);
+      throw new SchemaRegistryError(
+        `${type} generation ${generation} is published and immutable; a change is a new generation (${latest + 1}), staged first`,
+      );
     }
     if (!Number.isInteger(generation) || generation !== latest + 1) {
       throw new SchemaRegistryError(`${type}: the next stable generation is ${latest + 1}, not ${generation}`);
@@ -64,11 +68,16 @@ export class SchemaRegistry {
   stage(type: string, version: string, schema: z.ZodType): SchemaEntry {
     const namespace = this.namespaceOf(type);
     const m = stagingVersionPattern.exec(version);
-    if (!m) throw new SchemaRegistryError(`${type}: staging version ${JSON.stringify(version)} must look like <generation>.<n>-alpha|beta|rc, e.g. 1.1-alpha`);
+    if (!m)
+      throw new SchemaRegistryError(
+        `${type}: staging version ${JSON.stringify(version)} must look like <generation>.<n>-alpha|beta|rc, e.g. 1.1-alpha`,
+      );
     const generation = Number(m[1]);
     const latest = this.latestStable(type)?.generation ?? 0;
     if (generation !== latest) {
-      throw new SchemaRegistryError(`${type}: staging ${version} must iterate from the latest stable generation (${latest}), i.e. be ${latest}.<n>-…`);
+      throw new SchemaRegistryError(
+        `${type}: staging ${version} must iterate from the latest stable generation (${latest}), i.e. be ${latest}.<n>-…`,
+      );
     }
     const entry: SchemaEntry = { type, namespace, stage: 'staging', generation, version, schema };
     this.staging.set(key(type, version), entry);
@@ -82,10 +91,15 @@ export class SchemaRegistry {
    */
   promote(type: string, version: string): SchemaEntry {
     const staged = this.staging.get(key(type, version));
-    if (!staged) throw new SchemaRegistryError(`${type} has no staging version ${version} (staged: ${this.versionsOf(type, 'staging') || 'none'})`);
+    if (!staged)
+      throw new SchemaRegistryError(
+        `${type} has no staging version ${version} (staged: ${this.versionsOf(type, 'staging') || 'none'})`,
+      );
     const latest = this.latestStable(type)?.generation ?? 0;
     if (staged.generation !== latest) {
-      throw new SchemaRegistryError(`${type} ${version} was staged from generation ${staged.generation}, but generation ${latest} is stable now; stage it again from ${latest}`);
+      throw new SchemaRegistryError(
+        `${type} ${version} was staged from generation ${staged.generation}, but generation ${latest} is stable now; stage it again from ${latest}`,
+      );
     }
     const entry = this.publishStable(type, latest + 1, staged.schema);
     this.staging.delete(key(type, version));
@@ -94,12 +108,20 @@ export class SchemaRegistry {
 
   /** The schema a header names, or why there is none. */
   lookup(type: string, generation: number, version: string): SchemaEntry | LookupMiss {
-    if (!this.types.has(type)) return { reason: 'unknown_type', detail: `message type ${type} is not known (known: ${[...this.types.keys()].sort().join(', ') || 'none'})` };
+    if (!this.types.has(type))
+      return {
+        reason: 'unknown_type',
+        detail: `message type ${type} is not known (known: ${[...this.types.keys()].sort().join(', ') || 'none'})`,
+      };
     const info = versionInfo(version);
-    const entry = info?.stage === 'stable' ? this.stable.get(key(type, info.generation)) : this.staging.get(key(type, version));
+    const entry =
+      info?.stage === 'stable' ? this.stable.get(key(type, info.generation)) : this.staging.get(key(type, version));
     if (!entry || entry.generation !== generation) {
       const known = [this.versionsOf(type, 'stable'), this.versionsOf(type, 'staging')].filter(Boolean).join(', ');
-      return { reason: 'unknown_version', detail: `${type} has no schema generation ${generation} version ${version} (known: ${known || 'none'})` };
+      return {
+        reason: 'unknown_version',
+        detail: `${type} has no schema generation ${generation} version ${version} (known: ${known || 'none'})`,
+      };
     }
     return entry;
   }
@@ -120,7 +142,9 @@ export class SchemaRegistry {
   }
 
   stagingEntries(): SchemaEntry[] {
-    return [...this.staging.values()].sort((a, b) => a.type.localeCompare(b.type) || a.version.localeCompare(b.version));
+    return [...this.staging.values()].sort(
+      (a, b) => a.type.localeCompare(b.type) || a.version.localeCompare(b.version),
+    );
   }
 
   namespaceOf(type: string): BusNamespace {
@@ -131,7 +155,10 @@ export class SchemaRegistry {
 
   private versionsOf(type: string, stage: BusStage): string {
     const entries = stage === 'stable' ? this.stableEntries() : this.stagingEntries();
-    return entries.filter((e) => e.type === type).map((e) => `${e.generation}/${e.version}`).join(', ');
+    return entries
+      .filter((e) => e.type === type)
+      .map((e) => `${e.generation}/${e.version}`)
+      .join(', ');
   }
 }
 

@@ -41,7 +41,10 @@ export const maxEscapedTokenLength = 256;
 export const busRootSchema = z
   .string()
   .max(128)
-  .refine((r) => r.split('.').every((t) => tokenPattern.test(t)), 'tokens of letters, digits, "-" and "_", separated by dots')
+  .refine(
+    (r) => r.split('.').every((t) => tokenPattern.test(t)),
+    'tokens of letters, digits, "-" and "_", separated by dots',
+  )
   .refine((r) => r.split('.')[0] !== 'staging', 'may not start with "staging"');
 
 export class SubjectTokenError extends Error {
@@ -55,7 +58,10 @@ export function isLiteralToken(token: string): boolean {
 
 /** `token` itself when it is a literal token; otherwise a SubjectTokenError naming `what`. */
 export function assertToken(token: string, what: string): string {
-  if (!isLiteralToken(token)) throw new SubjectTokenError(`${what} ${JSON.stringify(token)} is not a subject token (letters, digits, "-" and "_", 1 to 64 characters)`);
+  if (!isLiteralToken(token))
+    throw new SubjectTokenError(
+      `${what} ${JSON.stringify(token)} is not a subject token (letters, digits, "-" and "_", 1 to 64 characters)`,
+    );
   return token;
 }
 
@@ -71,13 +77,17 @@ export function escapeToken(value: string): string {
     if (plainChar.test(ch)) out += ch;
     else for (const b of utf8.encode(ch)) out += `~${b.toString(16).toUpperCase().padStart(2, '0')}`;
   }
-  if (out.length > maxEscapedTokenLength) throw new SubjectTokenError(`value too long for a subject token (${out.length} > ${maxEscapedTokenLength} escaped characters)`);
+  if (out.length > maxEscapedTokenLength)
+    throw new SubjectTokenError(
+      `value too long for a subject token (${out.length} > ${maxEscapedTokenLength} escaped characters)`,
+    );
   return out;
 }
 
 /** The value `escapeToken` made `token` from; a SubjectTokenError when `token` is not such an escape. */
 export function unescapeToken(token: string): string {
-  if (!/^(?:[A-Za-z0-9_-]|~[0-9A-F]{2})+$/.test(token)) throw new SubjectTokenError(`${JSON.stringify(token)} is not an escaped subject token`);
+  if (!/^(?:[A-Za-z0-9_-]|~[0-9A-F]{2})+$/.test(token))
+    throw new SubjectTokenError(`${JSON.stringify(token)} is not an escaped subject token`);
   const bytes: number[] = [];
   for (let i = 0; i < token.length; i++) {
     if (token[i] === '~') {
@@ -117,7 +127,8 @@ export interface BusSubjects {
 /** Subject builders for `root` (validated), stable or the staging mirror. */
 export function busSubjects(root: string = defaultBusRoot, stage: BusStage = 'stable'): BusSubjects {
   const r = busRootSchema.safeParse(root);
-  if (!r.success) throw new SubjectTokenError(`bus root ${JSON.stringify(root)}: ${r.error.issues[0]?.message ?? 'invalid'}`);
+  if (!r.success)
+    throw new SubjectTokenError(`bus root ${JSON.stringify(root)}: ${r.error.issues[0]?.message ?? 'invalid'}`);
   const prefix = stage === 'staging' ? `${root}.staging` : root;
   const ns = (n: BusNamespace) => `${prefix}.${n}`;
   const literal = (value: string, what: string) => assertToken(value, what);
@@ -152,7 +163,10 @@ export const deploymentIdSchema = z
   .string()
   .regex(tokenPattern, 'letters, digits, "-" and "_", 1 to 64 characters')
   // Why: `<root>.<namespace>` subjects of a root without deployments must never be a deployment's.
-  .refine((t) => t !== 'staging' && !(busNamespaces as readonly string[]).includes(t), 'may not be a bus namespace (low, high, command, meta, dev) or "staging"');
+  .refine(
+    (t) => t !== 'staging' && !(busNamespaces as readonly string[]).includes(t),
+    'may not be a bus namespace (low, high, command, meta, dev) or "staging"',
+  );
 
 /**
  * The id of the deployment that serves Temporal namespace `namespace`, whose id (a UUID the
@@ -162,7 +176,8 @@ export const deploymentIdSchema = z
  */
 export function deploymentIdOf(namespace: string, namespaceId: string): string {
   const hex = namespaceId.toLowerCase().replace(/[^0-9a-f]/g, '');
-  if (hex.length < 12) throw new SubjectTokenError(`namespace id ${JSON.stringify(namespaceId)} has fewer than 12 hex digits`);
+  if (hex.length < 12)
+    throw new SubjectTokenError(`namespace id ${JSON.stringify(namespaceId)} has fewer than 12 hex digits`);
   const name = namespace.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 40) || 'ns';
   return `${name}-${hex.slice(0, 12)}`;
 }
@@ -187,9 +202,19 @@ export function placeOf(root: string, subject: string): SubjectPlace | null {
 }
 
 /** The agent and command of `<root>.command.agent.<id>.<command>`, or null for any other subject. */
-export function parseAgentCommandSubject(root: string, subject: string): { agentId: string; command: AgentCommand } | null {
+export function parseAgentCommandSubject(
+  root: string,
+  subject: string,
+): { agentId: string; command: AgentCommand } | null {
   const place = placeOf(root, subject);
-  if (!place || place.stage !== 'stable' || place.namespace !== 'command' || place.rest.length !== 3 || place.rest[0] !== 'agent') return null;
+  if (
+    !place ||
+    place.stage !== 'stable' ||
+    place.namespace !== 'command' ||
+    place.rest.length !== 3 ||
+    place.rest[0] !== 'agent'
+  )
+    return null;
   const command = agentCommands.find((c) => c === place.rest[2]);
   if (!command) return null;
   try {

@@ -6,7 +6,28 @@ import { maxSpeakChars, speechLanguageSchema } from '../speech/engine.js';
 import { childNameSchema, spawnBudgetSchema, spawnGoalsSchema, spawnTypes } from '../society/spawn.js';
 import { agentIdSchema } from '../ids.js';
 import { stagnationClasses } from '../stagnation.js';
-import { id, text, tagList, limit, onOff, registryRef, dimension, methodName, identityFields, chatRoleValues, peerStatusValues, strategyActions, processStatusValues, wakeConditions, noteSourceValues, abstractSources, atLeastOne, atLeastOneMessage, def, none } from './args.js';
+import {
+  id,
+  text,
+  tagList,
+  limit,
+  onOff,
+  registryRef,
+  dimension,
+  methodName,
+  identityFields,
+  chatRoleValues,
+  peerStatusValues,
+  strategyActions,
+  processStatusValues,
+  wakeConditions,
+  noteSourceValues,
+  abstractSources,
+  atLeastOne,
+  atLeastOneMessage,
+  def,
+  none,
+} from './args.js';
 import { configKeys, configKeyNames, humanOnlyConfigKeys } from './config-keys.js';
 
 export const agencyCommands = {
@@ -15,9 +36,12 @@ export const agencyCommands = {
   'config.set': def({
     args: z.strictObject({ key: z.enum(configKeyNames), value: z.unknown() }).superRefine((v, ctx) => {
       // An agent that could opt itself into running deletes unvalidated would need no injection to do it.
-      if (humanOnlyConfigKeys.has(v.key)) return void ctx.addIssue({ code: 'custom', message: `${v.key} is set by a human only`, path: ['key'] });
+      if (humanOnlyConfigKeys.has(v.key))
+        return void ctx.addIssue({ code: 'custom', message: `${v.key} is set by a human only`, path: ['key'] });
       const r = configKeys[v.key].schema.safeParse(v.value);
-      if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: ['value', ...issue.path] });
+      if (!r.success)
+        for (const issue of r.error.issues)
+          ctx.addIssue({ code: 'custom', message: issue.message, path: ['value', ...issue.path] });
     }),
     help: 'change a setting (see config.list for keys)',
     writes: true,
@@ -26,30 +50,57 @@ export const agencyCommands = {
     usage: '{key, value}',
   }),
 
-  'cycle.responses': def({ args: z.strictObject({ n: z.number().int().min(1).max(50) }), help: 'show your last n replies (1..50)', writes: true }),
+  'cycle.responses': def({
+    args: z.strictObject({ n: z.number().int().min(1).max(50) }),
+    help: 'show your last n replies (1..50)',
+    writes: true,
+  }),
   'cycle.concentration': def({
-    args: z.strictObject({ on: onOff, tags: tagList.optional(), emotions: tagList.optional(), op: z.enum(['and', 'or']).optional() }),
+    args: z.strictObject({
+      on: onOff,
+      tags: tagList.optional(),
+      emotions: tagList.optional(),
+      op: z.enum(['and', 'or']).optional(),
+    }),
     help: 'concentration mode: context filtered by tags/emotions (op and|or)',
     writes: true,
     usage: '{on: on|off, tags?, emotions?, op?: and|or}',
   }),
-  'cycle.meditation': def({ args: z.strictObject({ on: onOff }), help: 'meditation mode: a maximally diverse context', writes: true, usage: '{on: on|off}' }),
+  'cycle.meditation': def({
+    args: z.strictObject({ on: onOff }),
+    help: 'meditation mode: a maximally diverse context',
+    writes: true,
+    usage: '{on: on|off}',
+  }),
   'cycle.mode': def({
     args: z.strictObject({
       mode: z.enum(['auto', 'manual']),
       filter: z
-        .strictObject({ min_priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional(), sources: z.array(z.enum(noteSourceValues)).max(10).optional() })
+        .strictObject({
+          min_priority: z.number().int().min(0).max(10).optional(),
+          tags: tagList.optional(),
+          sources: z.array(z.enum(noteSourceValues)).max(10).optional(),
+        })
         .optional(),
     }),
     help: 'notes mode: auto (filtered notes in full) or manual (counts and ids only)',
     writes: true,
   }),
-  'cycle.pause': def({ args: z.strictObject({ ticks: z.number().int().min(1).max(1000) }), help: 'skip thinking for n ticks', writes: true }),
+  'cycle.pause': def({
+    args: z.strictObject({ ticks: z.number().int().min(1).max(1000) }),
+    help: 'skip thinking for n ticks',
+    writes: true,
+  }),
   'cycle.idle': def({
     args: z.strictObject({
       on: onOff,
       wake_on: z.array(z.enum(wakeConditions)).min(1).max(3).optional(),
-      timeout_ms: z.number().int().min(1000).max(7 * 24 * 3_600_000).optional(),
+      timeout_ms: z
+        .number()
+        .int()
+        .min(1000)
+        .max(7 * 24 * 3_600_000)
+        .optional(),
     }),
     help: 'idle until a wake condition (note, process, timeout)',
     writes: true,
@@ -57,28 +108,59 @@ export const agencyCommands = {
   }),
 
   'abstracts.create': def({
-    args: z.strictObject({ title: text(300), summary: text(20_000), tags: tagList.optional(), sources: abstractSources }),
+    args: z.strictObject({
+      title: text(300),
+      summary: text(20_000),
+      tags: tagList.optional(),
+      sources: abstractSources,
+    }),
     help: 'digest replies and entries: sources {responses, diary, concepts, links, abstracts: [ids]}',
     writes: true,
   }),
   'abstracts.extend': def({
     args: z
-      .strictObject({ id, summary: text(20_000).optional(), append: text(20_000).optional(), tags: tagList.optional(), sources: abstractSources.optional() })
-      .refine(atLeastOne(['summary', 'append', 'tags', 'sources']), atLeastOneMessage(['summary', 'append', 'tags', 'sources'])),
+      .strictObject({
+        id,
+        summary: text(20_000).optional(),
+        append: text(20_000).optional(),
+        tags: tagList.optional(),
+        sources: abstractSources.optional(),
+      })
+      .refine(
+        atLeastOne(['summary', 'append', 'tags', 'sources']),
+        atLeastOneMessage(['summary', 'append', 'tags', 'sources']),
+      ),
     help: 'extend an abstract: new summary or appended text, more sources/tags',
     writes: true,
   }),
-  'abstracts.list': def({ args: z.strictObject({ tag: text(64).optional(), limit }), help: 'abstracts, newest first', writes: false }),
+  'abstracts.list': def({
+    args: z.strictObject({ tag: text(64).optional(), limit }),
+    help: 'abstracts, newest first',
+    writes: false,
+  }),
   'abstracts.read': def({ args: z.strictObject({ id }), help: 'one abstract in full', writes: false }),
 
   'llm_task.start': def({
     args: z
-      .strictObject({ task_id: id.optional(), title: text(300).optional(), description: z.string().max(5000).optional(), goal_id: id.optional(), max_ticks: z.number().int().min(1).max(10_000).optional() })
-      .refine((v) => (v.task_id === undefined) !== (v.title === undefined), { message: 'give task_id (an existing task) or title (a new task), not both', path: ['task_id'] }),
+      .strictObject({
+        task_id: id.optional(),
+        title: text(300).optional(),
+        description: z.string().max(5000).optional(),
+        goal_id: id.optional(),
+        max_ticks: z.number().int().min(1).max(10_000).optional(),
+      })
+      .refine((v) => (v.task_id === undefined) !== (v.title === undefined), {
+        message: 'give task_id (an existing task) or title (a new task), not both',
+        path: ['task_id'],
+      }),
     help: 'start an auxiliary loop on a task (task_id, or title+description for a new task)',
     writes: true,
   }),
-  'llm_task.stop': def({ args: z.strictObject({ task_id: id }), help: 'stop the auxiliary loop of a task', writes: true }),
+  'llm_task.stop': def({
+    args: z.strictObject({ task_id: id }),
+    help: 'stop the auxiliary loop of a task',
+    writes: true,
+  }),
   // The command only asks: the agent loop calls the model after the command's transaction
   // (an LLM activity), and the answer arrives as a note.
   'llm_task.ask': def({
@@ -95,7 +177,11 @@ export const agencyCommands = {
     writes: false,
   }),
   'agents.add': def({
-    args: z.strictObject({ peer: agentIdSchema, relation: z.enum(['peer', 'sibling']).optional(), note: z.string().trim().max(500).optional() }),
+    args: z.strictObject({
+      peer: agentIdSchema,
+      relation: z.enum(['peer', 'sibling']).optional(),
+      note: z.string().trim().max(500).optional(),
+    }),
     help: 'make another agent a known peer (it knows you back); relation peer|sibling',
     writes: true,
   }),
@@ -105,7 +191,12 @@ export const agencyCommands = {
     writes: true,
   }),
   'messages.send': def({
-    args: z.strictObject({ to: agentIdSchema, text: text(10_000), priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional() }),
+    args: z.strictObject({
+      to: agentIdSchema,
+      text: text(10_000),
+      priority: z.number().int().min(0).max(10).optional(),
+      tags: tagList.optional(),
+    }),
     help: 'send a known peer a message: it arrives as a note (source peer) in its next context and wakes its loop',
     writes: true,
   }),
@@ -115,7 +206,12 @@ export const agencyCommands = {
     writes: false,
   }),
   'reputation.rate': def({
-    args: z.strictObject({ peer: agentIdSchema, score: z.number().int().min(-3).max(3), reason: text(500), dimension: dimension.optional() }),
+    args: z.strictObject({
+      peer: agentIdSchema,
+      score: z.number().int().min(-3).max(3),
+      reason: text(500),
+      dimension: dimension.optional(),
+    }),
     help: 'rate a peer −3…+3 with a reason (dimension default overall); your trust in it follows the history of your ratings',
     writes: true,
   }),
@@ -127,7 +223,15 @@ export const agencyCommands = {
         description: z.string().trim().max(2000).optional(),
         persona: z.string().trim().max(4000).optional(),
         values: z.array(text(200)).max(20).optional(),
-        languages: z.array(z.string().trim().regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"')).max(10).optional(),
+        languages: z
+          .array(
+            z
+              .string()
+              .trim()
+              .regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"'),
+          )
+          .max(10)
+          .optional(),
       })
       .refine(atLeastOne(identityFields), atLeastOneMessage(identityFields)),
     help: 'change your identity (context 0 shows it): name, description, persona, values, languages',
@@ -154,13 +258,26 @@ export const agencyCommands = {
     usage: '{model: registry name or id, role?}',
   }),
 
-  'thinking_methods.list': def({ args: none, help: 'your thinking methods (the active one is in your context)', writes: false }),
+  'thinking_methods.list': def({
+    args: none,
+    help: 'your thinking methods (the active one is in your context)',
+    writes: false,
+  }),
   'thinking_methods.add': def({
-    args: z.strictObject({ name: methodName, prompt: text(4000), description: z.string().trim().max(1000).optional(), tags: tagList.optional() }),
+    args: z.strictObject({
+      name: methodName,
+      prompt: text(4000),
+      description: z.string().trim().max(1000).optional(),
+      tags: tagList.optional(),
+    }),
     help: 'add a thinking method: prompt is the instruction your context carries while it is active',
     writes: true,
   }),
-  'thinking_methods.use': def({ args: z.strictObject({ name: methodName }), help: 'make a thinking method active (one at a time) until thinking_methods.stop', writes: true }),
+  'thinking_methods.use': def({
+    args: z.strictObject({ name: methodName }),
+    help: 'make a thinking method active (one at a time) until thinking_methods.stop',
+    writes: true,
+  }),
   'thinking_methods.stop': def({ args: none, help: 'stop the active thinking method', writes: true }),
 
   'stagnation_strategies.list': def({
@@ -200,14 +317,30 @@ export const agencyCommands = {
     help: 'register an external process (its result arrives in the process log)',
     writes: true,
   }),
-  'process.list': def({ args: z.strictObject({ all: z.boolean().optional(), limit }), help: 'processes (default: open ones)', writes: false }),
-  'process.stop': def({ args: z.strictObject({ process_id: text(200) }), help: 'stop a process (closes it)', writes: true }),
+  'process.list': def({
+    args: z.strictObject({ all: z.boolean().optional(), limit }),
+    help: 'processes (default: open ones)',
+    writes: false,
+  }),
+  'process.stop': def({
+    args: z.strictObject({ process_id: text(200) }),
+    help: 'stop a process (closes it)',
+    writes: true,
+  }),
   'process.mark': def({
-    args: z.strictObject({ process_id: text(200), status: z.enum(processStatusValues), message: z.string().max(2000).optional() }),
+    args: z.strictObject({
+      process_id: text(200),
+      status: z.enum(processStatusValues),
+      message: z.string().max(2000).optional(),
+    }),
     help: 'set a process status ok|warning|error|timeout|offline|close',
     writes: true,
   }),
-  'process.cleanup': def({ args: none, help: 'close every finished process (close, error, timeout, offline)', writes: true }),
+  'process.cleanup': def({
+    args: none,
+    help: 'close every finished process (close, error, timeout, offline)',
+    writes: true,
+  }),
 
   // Escalations: ask the oversight tier; call a discovered state-machine tool.
   escalate: def({
@@ -229,7 +362,13 @@ export const agencyCommands = {
 
   'tools.generate': def({
     args: z.strictObject({
-      capability: z.string().trim().regex(/^[a-z][a-z0-9_.-]{1,63}$/, 'a capability like "text.word_frequencies" (lowercase letters, digits, _ . -)'),
+      capability: z
+        .string()
+        .trim()
+        .regex(
+          /^[a-z][a-z0-9_.-]{1,63}$/,
+          'a capability like "text.word_frequencies" (lowercase letters, digits, _ . -)',
+        ),
       description: text(4000),
     }),
     help: 'ask for a new tool for a capability no registered tool has: it is written, safety-checked and tested in the sandbox; a note tells you when it is ready',
@@ -241,7 +380,9 @@ export const agencyCommands = {
   speak: def({
     args: z.strictObject({
       text: text(maxSpeakChars),
-      lang: speechLanguageSchema.refine((l) => l !== 'auto', 'name the language to speak, e.g. "en" or "de"').optional(),
+      lang: speechLanguageSchema
+        .refine((l) => l !== 'auto', 'name the language to speak, e.g. "en" or "de"')
+        .optional(),
     }),
     help: 'say a text aloud (lang: en, de, …): the speech engine writes a WAV for your user; costs its seconds of audio in lifeforce; the outcome comes in a later context',
     writes: true,
@@ -252,7 +393,12 @@ export const agencyCommands = {
     args: z.strictObject({
       name: z.enum(nerveNames),
       steps: z.number().int().min(1).max(100_000).default(200),
-      seed: z.number().int().min(0).max(2 ** 32 - 1).default(1),
+      seed: z
+        .number()
+        .int()
+        .min(0)
+        .max(2 ** 32 - 1)
+        .default(1),
       mode: z.enum(modeSettings).default('auto'),
     }),
     help: 'run a nerve (a learned behaviour: collision) on its sensor stream as your child workflow agent/<id>/nerve/<name>; it moves from deliberate (you decide) to reflex (a learned table) and spends its own budget',

@@ -6,7 +6,9 @@ import { z } from 'zod';
 import type { StrategyAction } from '../stagnation.js';
 
 /** A row id: a positive integer, also accepted as a digit string ("12"), which models often write. */
-export const id = z.union([z.number().int().positive(), z.string().regex(/^\d+$/).transform(Number)], { error: 'expected a positive integer id' });
+export const id = z.union([z.number().int().positive(), z.string().regex(/^\d+$/).transform(Number)], {
+  error: 'expected a positive integer id',
+});
 export const ids = z.array(id).min(1).max(100);
 export const text = (max: number) => z.string().trim().min(1).max(max);
 export const tagList = z.array(z.string().trim().min(1).max(64)).max(20);
@@ -21,19 +23,40 @@ export const emotionReading = z.strictObject({
   reason: z.string().max(200).optional(),
 });
 /** A concept by id (number) or by name (string). */
-export const conceptRef = z.union([z.number().int().positive(), text(200)], { error: 'expected a concept id (number) or name (string)' });
+export const conceptRef = z.union([z.number().int().positive(), text(200)], {
+  error: 'expected a concept id (number) or name (string)',
+});
 /** A model of the agent's registry by id (number) or name (string). */
-export const registryRef = z.union([z.number().int().positive(), text(200)], { error: 'expected a registry model id (number) or name (string)' });
+export const registryRef = z.union([z.number().int().positive(), text(200)], {
+  error: 'expected a registry model id (number) or name (string)',
+});
 /** A rating's dimension: a short lowercase word (`overall` when none is given). */
-export const dimension = z.string().trim().regex(/^[a-z][a-z0-9_]{0,31}$/, 'a lowercase word like "overall" or "accuracy"');
+export const dimension = z
+  .string()
+  .trim()
+  .regex(/^[a-z][a-z0-9_]{0,31}$/, 'a lowercase word like "overall" or "accuracy"');
 /** The name of a thinking method or a stagnation strategy. */
-export const methodName = z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-" (at most 64), like "socratic" or "ask_user"');
+export const methodName = z
+  .string()
+  .trim()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/,
+    'letters, digits, "_", "." and "-" (at most 64), like "socratic" or "ask_user"',
+  );
 export const identityFields = ['name', 'description', 'persona', 'values', 'languages'] as const;
 /** The chat roles of the registry a model can be chosen for. */
 export const chatRoleValues = ['agent', 'oversight', 'validator', 'emotion', 'novelty', 'task'] as const;
 export const peerStatusValues = ['active', 'lost', 'blocked'] as const;
 /** What a stagnation strategy can do (every action `applyStrategy` knows; a missing one is a compile error). */
-const strategyActionSet = { note_user: true, ask_peers: true, context_mode: true, flashback: true, meta_analysis: true, switch_llm: true, pause: true } satisfies Record<StrategyAction, true>;
+const strategyActionSet = {
+  note_user: true,
+  ask_peers: true,
+  context_mode: true,
+  flashback: true,
+  meta_analysis: true,
+  switch_llm: true,
+  pause: true,
+} satisfies Record<StrategyAction, true>;
 export const strategyActions = Object.keys(strategyActionSet) as [StrategyAction, ...StrategyAction[]];
 
 export const goalStatusValues = ['active', 'paused', 'completed', 'failed'] as const;
@@ -59,8 +82,9 @@ export const atLeastOne =
   (fields: readonly string[]) =>
   (v: Record<string, unknown>): boolean =>
     fields.some((f) => v[f] !== undefined);
-export const atLeastOneMessage = (fields: readonly string[]) => ({ message: `give at least one of: ${fields.join(', ')}` });
-
+export const atLeastOneMessage = (fields: readonly string[]) => ({
+  message: `give at least one of: ${fields.join(', ')}`,
+});
 
 export interface Def<A extends z.ZodType> {
   args: A;
@@ -79,4 +103,3 @@ export const def = <A extends z.ZodType>(d: Def<A>): Def<A> => d;
 export const none = z.strictObject({});
 
 export const listArgs = z.strictObject({ limit, offset, tag: text(64).optional(), pinned: z.boolean().optional() });
-

@@ -1,6 +1,25 @@
 /** The commands over what the agent knows: help, diary, concepts and links, goals and tasks, facts, notes, notebook. */
 import { z } from 'zod';
-import { id, ids, text, tagList, limit, offset, priority, emotionReading, conceptRef, goalStatusValues, goalRelationValues, taskStatusValues, factStatusValues, noteSourceValues, atLeastOne, atLeastOneMessage, def, listArgs } from './args.js';
+import {
+  id,
+  ids,
+  text,
+  tagList,
+  limit,
+  offset,
+  priority,
+  emotionReading,
+  conceptRef,
+  goalStatusValues,
+  goalRelationValues,
+  taskStatusValues,
+  factStatusValues,
+  noteSourceValues,
+  atLeastOne,
+  atLeastOneMessage,
+  def,
+  listArgs,
+} from './args.js';
 
 export const memoryCommands = {
   help: def({
@@ -30,17 +49,36 @@ export const memoryCommands = {
   }),
   'diary.update': def({
     args: z
-      .strictObject({ id, title: text(200).optional(), content: text(20_000).optional(), tags: tagList.optional(), priority: priority.optional() })
-      .refine(atLeastOne(['title', 'content', 'tags', 'priority']), atLeastOneMessage(['title', 'content', 'tags', 'priority'])),
+      .strictObject({
+        id,
+        title: text(200).optional(),
+        content: text(20_000).optional(),
+        tags: tagList.optional(),
+        priority: priority.optional(),
+      })
+      .refine(
+        atLeastOne(['title', 'content', 'tags', 'priority']),
+        atLeastOneMessage(['title', 'content', 'tags', 'priority']),
+      ),
     help: 'change a diary entry',
     writes: true,
   }),
-  'diary.delete': def({ args: z.strictObject({ id }), help: 'archive a diary entry (restorable)', writes: true, destructive: true }),
+  'diary.delete': def({
+    args: z.strictObject({ id }),
+    help: 'archive a diary entry (restorable)',
+    writes: true,
+    destructive: true,
+  }),
   'diary.pin': def({ args: z.strictObject({ id }), help: 'pin a diary entry', writes: true }),
   'diary.unpin': def({ args: z.strictObject({ id }), help: 'unpin a diary entry', writes: true }),
 
   'concepts.add': def({
-    args: z.strictObject({ name: text(200), description: z.string().max(5000).optional(), tags: tagList.optional(), weight: z.number().min(0).max(100).optional() }),
+    args: z.strictObject({
+      name: text(200),
+      description: z.string().max(5000).optional(),
+      tags: tagList.optional(),
+      weight: z.number().min(0).max(100).optional(),
+    }),
     help: 'add a node to your semantic graph (names are unique)',
     writes: true,
   }),
@@ -57,15 +95,34 @@ export const memoryCommands = {
   }),
   'concepts.update': def({
     args: z
-      .strictObject({ id, name: text(200).optional(), description: z.string().max(5000).optional(), tags: tagList.optional(), weight: z.number().min(0).max(100).optional() })
-      .refine(atLeastOne(['name', 'description', 'tags', 'weight']), atLeastOneMessage(['name', 'description', 'tags', 'weight'])),
+      .strictObject({
+        id,
+        name: text(200).optional(),
+        description: z.string().max(5000).optional(),
+        tags: tagList.optional(),
+        weight: z.number().min(0).max(100).optional(),
+      })
+      .refine(
+        atLeastOne(['name', 'description', 'tags', 'weight']),
+        atLeastOneMessage(['name', 'description', 'tags', 'weight']),
+      ),
     help: 'change a concept',
     writes: true,
   }),
-  'concepts.delete': def({ args: z.strictObject({ id }), help: 'archive a concept (restorable)', writes: true, destructive: true }),
+  'concepts.delete': def({
+    args: z.strictObject({ id }),
+    help: 'archive a concept (restorable)',
+    writes: true,
+    destructive: true,
+  }),
 
   'links.add': def({
-    args: z.strictObject({ from: conceptRef, to: conceptRef, relation: text(64).optional(), weight: z.number().min(0).max(100).optional() }),
+    args: z.strictObject({
+      from: conceptRef,
+      to: conceptRef,
+      relation: text(64).optional(),
+      weight: z.number().min(0).max(100).optional(),
+    }),
     help: 'link two concepts (by id or name); relation defaults to related_to',
     writes: true,
     usage: '{from: concept id or name, to: concept id or name, relation?, weight?}',
@@ -76,7 +133,12 @@ export const memoryCommands = {
     writes: false,
     usage: '{concept?: id or name, relation?, limit?}',
   }),
-  'links.delete': def({ args: z.strictObject({ id }), help: 'archive a link (restorable)', writes: true, destructive: true }),
+  'links.delete': def({
+    args: z.strictObject({ id }),
+    help: 'archive a link (restorable)',
+    writes: true,
+    destructive: true,
+  }),
 
   'goals.add': def({
     args: z.strictObject({
@@ -117,8 +179,15 @@ export const memoryCommands = {
   }),
   'goals.status': def({
     args: z
-      .strictObject({ id, status: z.enum(goalStatusValues), failure_reason: z.string().trim().min(1).max(1000).optional() })
-      .refine((v) => v.status !== 'failed' || v.failure_reason !== undefined, { message: 'failure_reason is required when status is failed', path: ['failure_reason'] }),
+      .strictObject({
+        id,
+        status: z.enum(goalStatusValues),
+        failure_reason: z.string().trim().min(1).max(1000).optional(),
+      })
+      .refine((v) => v.status !== 'failed' || v.failure_reason !== undefined, {
+        message: 'failure_reason is required when status is failed',
+        path: ['failure_reason'],
+      }),
     help: 'set a goal active|paused|completed|failed (failed needs failure_reason)',
     writes: true,
   }),
@@ -153,15 +222,28 @@ export const memoryCommands = {
   'tasks.read': def({ args: z.strictObject({ id }), help: 'one task in full', writes: false }),
   'tasks.update': def({
     args: z
-      .strictObject({ id, title: text(300).optional(), description: z.string().max(5000).optional(), goal_id: id.nullable().optional(), tags: tagList.optional() })
-      .refine(atLeastOne(['title', 'description', 'goal_id', 'tags']), atLeastOneMessage(['title', 'description', 'goal_id', 'tags'])),
+      .strictObject({
+        id,
+        title: text(300).optional(),
+        description: z.string().max(5000).optional(),
+        goal_id: id.nullable().optional(),
+        tags: tagList.optional(),
+      })
+      .refine(
+        atLeastOne(['title', 'description', 'goal_id', 'tags']),
+        atLeastOneMessage(['title', 'description', 'goal_id', 'tags']),
+      ),
     help: 'change a task (an auxiliary loop: only its own)',
     writes: true,
     allowedInTaskLoop: true,
   }),
   'tasks.pin': def({ args: z.strictObject({ id }), help: 'pin a task (shown in every context)', writes: true }),
   'tasks.unpin': def({ args: z.strictObject({ id }), help: 'unpin a task', writes: true }),
-  'tasks.priority': def({ args: z.strictObject({ id, priority }), help: 'set a task priority (-100..100)', writes: true }),
+  'tasks.priority': def({
+    args: z.strictObject({ id, priority }),
+    help: 'set a task priority (-100..100)',
+    writes: true,
+  }),
   'tasks.status': def({
     args: z.strictObject({ id, status: z.enum(taskStatusValues) }),
     help: 'set a task open|in_progress|blocked|done|failed|cancelled (an auxiliary loop: only its own)',
@@ -183,13 +265,23 @@ export const memoryCommands = {
   }),
 
   'notes.list': def({
-    args: z.strictObject({ direction: z.enum(['in', 'out']).optional(), unread: z.boolean().optional(), source: z.enum(noteSourceValues).optional(), limit }),
+    args: z.strictObject({
+      direction: z.enum(['in', 'out']).optional(),
+      unread: z.boolean().optional(),
+      source: z.enum(noteSourceValues).optional(),
+      limit,
+    }),
     help: 'notes (default: incoming), highest priority first',
     writes: false,
   }),
   'notes.read': def({ args: z.strictObject({ id }), help: 'one note in full', writes: false }),
   'notes.send': def({
-    args: z.strictObject({ text: text(10_000), recipient: text(128).optional(), priority: z.number().int().min(0).max(10).optional(), tags: tagList.optional() }),
+    args: z.strictObject({
+      text: text(10_000),
+      recipient: text(128).optional(),
+      priority: z.number().int().min(0).max(10).optional(),
+      tags: tagList.optional(),
+    }),
     help: 'send a note (default recipient: your user; from an auxiliary loop: the main loop)',
     writes: true,
     allowedInTaskLoop: true,
@@ -202,7 +294,13 @@ export const memoryCommands = {
   }),
 
   'llm_memory.add': def({
-    args: z.strictObject({ content: text(10_000), title: text(200).optional(), tags: tagList.optional(), priority: priority.optional(), pinned: z.boolean().optional() }),
+    args: z.strictObject({
+      content: text(10_000),
+      title: text(200).optional(),
+      tags: tagList.optional(),
+      priority: priority.optional(),
+      pinned: z.boolean().optional(),
+    }),
     help: 'write to your notebook (context 8)',
     writes: true,
   }),
@@ -210,13 +308,26 @@ export const memoryCommands = {
   'llm_memory.read': def({ args: z.strictObject({ id }), help: 'one notebook entry in full', writes: false }),
   'llm_memory.update': def({
     args: z
-      .strictObject({ id, content: text(10_000).optional(), title: text(200).optional(), tags: tagList.optional(), priority: priority.optional() })
-      .refine(atLeastOne(['content', 'title', 'tags', 'priority']), atLeastOneMessage(['content', 'title', 'tags', 'priority'])),
+      .strictObject({
+        id,
+        content: text(10_000).optional(),
+        title: text(200).optional(),
+        tags: tagList.optional(),
+        priority: priority.optional(),
+      })
+      .refine(
+        atLeastOne(['content', 'title', 'tags', 'priority']),
+        atLeastOneMessage(['content', 'title', 'tags', 'priority']),
+      ),
     help: 'change a notebook entry',
     writes: true,
   }),
-  'llm_memory.delete': def({ args: z.strictObject({ id }), help: 'archive a notebook entry (restorable)', writes: true, destructive: true }),
+  'llm_memory.delete': def({
+    args: z.strictObject({ id }),
+    help: 'archive a notebook entry (restorable)',
+    writes: true,
+    destructive: true,
+  }),
   'llm_memory.pin': def({ args: z.strictObject({ id }), help: 'pin a notebook entry', writes: true }),
   'llm_memory.unpin': def({ args: z.strictObject({ id }), help: 'unpin a notebook entry', writes: true }),
-
 };

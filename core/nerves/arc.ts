@@ -76,19 +76,42 @@ type TableStep = { kind: 'decided'; decision: ArcDecision } | { kind: 'ask' };
  * fallback (core/nerves/modes.ts `lookup`, as `choose` would); `auto` takes only a rule, since a
  * case no rule covers goes to the LLM. `ask`: the table cannot decide it.
  */
-export function decideOnTable(def: NerveDef, table: TransitionTable, setting: ModeSetting, state: string, o: Observation, key: string, at: number): TableStep {
+export function decideOnTable(
+  def: NerveDef,
+  table: TransitionTable,
+  setting: ModeSetting,
+  state: string,
+  o: Observation,
+  key: string,
+  at: number,
+): TableStep {
   const bucket = def.bucket(o);
   const action = setting === 'reflex' ? lookup(table, state, bucket) : (table.entries[ruleKey(state, bucket)] ?? null);
   if (action === null) return { kind: 'ask' };
   const moved = transition(def.machine, state, action);
-  return { kind: 'decided', decision: { key, state, bucket, action, to: moved.ok ? moved.to : state, outcome: judge(def, state, o, action), lf: stateCost(def, state), at } };
+  return {
+    kind: 'decided',
+    decision: {
+      key,
+      state,
+      bucket,
+      action,
+      to: moved.ok ? moved.to : state,
+      outcome: judge(def, state, o, action),
+      lf: stateCost(def, state),
+      at,
+    },
+  };
 }
 
 /**
  * Whether a decision the table made can change the learning so that the table is wrong now: a
  * bad outcome of a rule demotes it (a fallback's bad outcome removes no rule).
  */
-export function demotes(table: TransitionTable, d: Pick<ArcDecision, 'state' | 'bucket' | 'action' | 'outcome'>): boolean {
+export function demotes(
+  table: TransitionTable,
+  d: Pick<ArcDecision, 'state' | 'bucket' | 'action' | 'outcome'>,
+): boolean {
   return d.outcome === 'bad' && table.entries[ruleKey(d.state, d.bucket)] === d.action;
 }
 

@@ -13,11 +13,17 @@ export const collisionMachine = stateMachineSchema.parse({
   states: {
     IDLE: {
       description: 'cruising; nothing to watch',
-      actions: { detect: { to: 'DETECT', description: 'an obstacle ahead is in range: look at it' }, stay: { description: 'nothing in range: keep cruising' } },
+      actions: {
+        detect: { to: 'DETECT', description: 'an obstacle ahead is in range: look at it' },
+        stay: { description: 'nothing in range: keep cruising' },
+      },
     },
     DETECT: {
       description: 'an obstacle was sensed',
-      actions: { evaluate: { to: 'EVALUATE', description: 'it is ahead, in range and coming closer: assess the risk' }, dismiss: { to: 'IDLE', description: 'a false alarm, out of range, behind or moving away' } },
+      actions: {
+        evaluate: { to: 'EVALUATE', description: 'it is ahead, in range and coming closer: assess the risk' },
+        dismiss: { to: 'IDLE', description: 'a false alarm, out of range, behind or moving away' },
+      },
     },
     EVALUATE: {
       description: 'assessing the risk of a collision',
@@ -29,7 +35,10 @@ export const collisionMachine = stateMachineSchema.parse({
     },
     EVADE: {
       description: 'evading',
-      actions: { stay: { description: 'still dangerously close and closing: keep evading' }, clear: { to: 'RESUME', description: 'the danger has passed' } },
+      actions: {
+        stay: { description: 'still dangerously close and closing: keep evading' },
+        clear: { to: 'RESUME', description: 'the danger has passed' },
+      },
     },
     RESUME: {
       description: 'returning to the original course',
@@ -49,7 +58,11 @@ const closingOf = (v: number) => (v <= 0 ? 'away' : v <= 3 ? 'slow' : 'fast');
 
 const ranges = ['far', 'mid', 'near', 'close'] as const;
 const closings = ['away', 'slow', 'fast'] as const;
-export const collisionBuckets: readonly string[] = ['none', 'behind', ...ranges.flatMap((r) => closings.map((c) => `${r}_${c}`))];
+export const collisionBuckets: readonly string[] = [
+  'none',
+  'behind',
+  ...ranges.flatMap((r) => closings.map((c) => `${r}_${c}`)),
+];
 
 /** `none` (nothing sensed), `behind` (|bearing| > 90°), else `<range>_<closing>`. */
 export function collisionBucket(o: Observation): string {

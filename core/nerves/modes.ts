@@ -127,7 +127,10 @@ function tally(counts: Record<string, number>): Tally {
 }
 
 /** Whether counts earn a rule: enough choices, and one valid action holding the agreement share. */
-export function promotable(counts: Record<string, number>, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Tally | null {
+export function promotable(
+  counts: Record<string, number>,
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>,
+): Tally | null {
   const t = tally(counts);
   if (t.action === null || t.action === invalidChoice || t.support < cfg.promoteAfter) return null;
   // Compared on counts, not on the rounded share: 19 of 20 meets 0.95 exactly.
@@ -136,28 +139,65 @@ export function promotable(counts: Record<string, number>, cfg: Pick<LearningCon
 }
 
 /** One case after one decision, with the events it caused. */
-export function learnKey(stats: KeyStats | undefined, d: DecisionFact, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): { stats: KeyStats; events: NerveEvent[] } {
+export function learnKey(
+  stats: KeyStats | undefined,
+  d: DecisionFact,
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>,
+): { stats: KeyStats; events: NerveEvent[] } {
   const s: KeyStats = stats ?? { state: d.state, bucket: d.bucket, counts: {}, rule: null };
   if (d.decidedBy === 'llm') {
     const choice = d.action ?? invalidChoice;
     const counts = { ...s.counts, [choice]: (s.counts[choice] ?? 0) + 1 };
     const earned = s.rule === null ? promotable(counts, cfg) : null;
     if (!earned) return { stats: { ...s, counts }, events: [] };
-    const rule: Rule = { action: earned.action!, support: earned.support, agreement: earned.agreement, promotedAt: d.at };
-    return { stats: { ...s, counts, rule }, events: [{ kind: 'promote', state: s.state, bucket: s.bucket, action: rule.action, support: rule.support, agreement: rule.agreement, at: d.at }] };
+    const rule: Rule = {
+      action: earned.action!,
+      support: earned.support,
+      agreement: earned.agreement,
+      promotedAt: d.at,
+    };
+    return {
+      stats: { ...s, counts, rule },
+      events: [
+        {
+          kind: 'promote',
+          state: s.state,
+          bucket: s.bucket,
+          action: rule.action,
+          support: rule.support,
+          agreement: rule.agreement,
+          at: d.at,
+        },
+      ],
+    };
   }
   if (d.outcome === 'bad' && s.rule !== null && s.rule.action === d.action) {
     const { rule } = s;
     return {
       stats: { ...s, counts: {}, rule: null },
-      events: [{ kind: 'demote', state: s.state, bucket: s.bucket, action: rule.action, support: rule.support, agreement: rule.agreement, at: d.at, removed: { rule, counts: s.counts } }],
+      events: [
+        {
+          kind: 'demote',
+          state: s.state,
+          bucket: s.bucket,
+          action: rule.action,
+          support: rule.support,
+          agreement: rule.agreement,
+          at: d.at,
+          removed: { rule, counts: s.counts },
+        },
+      ],
     };
   }
   return { stats: s, events: [] };
 }
 
 /** The learner after one decision (its case updated, the decision in the recent window). */
-export function learn(learner: Learner, d: DecisionFact, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement' | 'window'>): { learner: Learner; events: NerveEvent[] } {
+export function learn(
+  learner: Learner,
+  d: DecisionFact,
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement' | 'window'>,
+): { learner: Learner; events: NerveEvent[] } {
   const key = ruleKey(d.state, d.bucket);
   const { stats, events } = learnKey(learner.keys[key], d, cfg);
   const recent = [...learner.recent, key].slice(-cfg.window);
@@ -173,10 +213,12 @@ type UndoResult<T> = { ok: true; value: T } | { ok: false; reason: string };
 export function undoKey(stats: KeyStats | undefined, event: NerveEvent): UndoResult<KeyStats> {
   const what = `${event.kind} of ${ruleKey(event.state, event.bucket)} → ${event.action}`;
   if (event.kind === 'promote') {
-    if (!stats?.rule || stats.rule.action !== event.action || stats.rule.promotedAt !== event.at) return { ok: false, reason: `cannot undo the ${what}: that rule is no longer in force` };
+    if (!stats?.rule || stats.rule.action !== event.action || stats.rule.promotedAt !== event.at)
+      return { ok: false, reason: `cannot undo the ${what}: that rule is no longer in force` };
     return { ok: true, value: { ...stats, rule: null } };
   }
-  if (stats?.rule) return { ok: false, reason: `cannot undo the ${what}: the case has a rule again (${stats.rule.action})` };
+  if (stats?.rule)
+    return { ok: false, reason: `cannot undo the ${what}: the case has a rule again (${stats.rule.action})` };
   const counts: Record<string, number> = { ...event.removed.counts };
   for (const [a, n] of Object.entries(stats?.counts ?? {})) counts[a] = (counts[a] ?? 0) + n;
   return { ok: true, value: { state: event.state, bucket: event.bucket, counts, rule: event.removed.rule } };
@@ -229,10 +271,18 @@ type Choice = { mode: NerveMode; by: 'llm' } | { mode: NerveMode; by: 'rule' | '
  * no rule); `auto` uses the earned mode, and asks the LLM for a case no rule covers even in
  * reflex, since it may step back.
  */
-export function choose(setting: ModeSetting, learner: Learner, cfg: Pick<LearningConfig, 'coverage'>, def: Pick<NerveDef, 'fallback'>, state: string, bucket: string): Choice {
+export function choose(
+  setting: ModeSetting,
+  learner: Learner,
+  cfg: Pick<LearningConfig, 'coverage'>,
+  def: Pick<NerveDef, 'fallback'>,
+  state: string,
+  bucket: string,
+): Choice {
   const rule = learner.keys[ruleKey(state, bucket)]?.rule ?? null;
   if (setting === 'deliberate') return { mode: 'deliberate', by: 'llm' };
-  if (setting === 'hybrid') return rule ? { mode: 'hybrid', by: 'rule', action: rule.action } : { mode: 'hybrid', by: 'llm' };
+  if (setting === 'hybrid')
+    return rule ? { mode: 'hybrid', by: 'rule', action: rule.action } : { mode: 'hybrid', by: 'llm' };
   if (setting === 'reflex') {
     const action = rule?.action ?? def.fallback[state];
     return action === undefined ? { mode: 'reflex', by: 'llm' } : { mode: 'reflex', by: 'table', action };

@@ -56,13 +56,20 @@ export function judge(def: NerveDef, state: string, o: Observation, action: stri
 }
 
 /** The chat messages of a deliberate decision: the state, its valid actions and the observation. */
-export function nervePrompt(def: NerveDef, state: string, o: Observation): Array<{ role: 'system' | 'user'; content: string }> {
+export function nervePrompt(
+  def: NerveDef,
+  state: string,
+  o: Observation,
+): Array<{ role: 'system' | 'user'; content: string }> {
   return [
     {
       role: 'system',
       content: `You are the ${def.name} nerve of an agent. Choose the next action from the list. Reply with its name only.`,
     },
-    { role: 'user', content: `${describeTool(def.machine, state)}\nObservation at t=${o.t}s: ${def.describe(o)}\nAction:` },
+    {
+      role: 'user',
+      content: `${describeTool(def.machine, state)}\nObservation at t=${o.t}s: ${def.describe(o)}\nAction:`,
+    },
   ];
 }
 
@@ -72,7 +79,12 @@ export function nervePrompt(def: NerveDef, state: string, o: Observation): Array
  * answers with an action it may take.
  */
 export function actionSchema(def: NerveDef, state: string): Record<string, unknown> {
-  return { type: 'object', properties: { action: { type: 'string', enum: validActions(def.machine, state) } }, required: ['action'], additionalProperties: false };
+  return {
+    type: 'object',
+    properties: { action: { type: 'string', enum: validActions(def.machine, state) } },
+    required: ['action'],
+    additionalProperties: false,
+  };
 }
 
 /**

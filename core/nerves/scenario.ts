@@ -48,7 +48,9 @@ function quiet(rng: Rng): Reading[] {
 /** Spurious returns: far away, or behind, drifting. */
 function noise(rng: Rng): Reading[] {
   return Array.from({ length: intBetween(rng, 1, 3) }, () =>
-    rng() < 0.5 ? reading(between(rng, 55, 95), between(rng, -2, 2), between(rng, -40, 40)) : reading(between(rng, 10, 60), between(rng, -2, 2), between(rng, 100, 180) * (rng() < 0.5 ? -1 : 1)),
+    rng() < 0.5
+      ? reading(between(rng, 55, 95), between(rng, -2, 2), between(rng, -40, 40))
+      : reading(between(rng, 10, 60), between(rng, -2, 2), between(rng, 100, 180) * (rng() < 0.5 ? -1 : 1)),
   );
 }
 

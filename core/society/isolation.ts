@@ -50,10 +50,20 @@ export interface PeerObservation {
 const maxListed = 5;
 
 /** Count the known and reachable peers (most trusted first). */
-export function observePeers(peers: readonly PeerPresence[], now: number, isolationTicks: number, withinMs = peerSeenWithinMs): PeerObservation {
+export function observePeers(
+  peers: readonly PeerPresence[],
+  now: number,
+  isolationTicks: number,
+  withinMs = peerSeenWithinMs,
+): PeerObservation {
   const known = peers.filter((p) => p.link !== 'blocked');
   const reachable = byTrust(known.filter((p) => isReachable(p, now, withinMs)));
-  return { known: known.length, reachable: reachable.length, reachableIds: reachable.slice(0, maxListed).map((p) => p.peerAgentId), isolationTicks };
+  return {
+    known: known.length,
+    reachable: reachable.length,
+    reachableIds: reachable.slice(0, maxListed).map((p) => p.peerAgentId),
+    isolationTicks,
+  };
 }
 
 /** The Isolated mode's bookkeeping, carried by the loop across ticks and continue-as-new. */
@@ -81,7 +91,12 @@ type IsolationChange = 'enter' | 'leave' | null;
  * `isolationTicks` ticks in a row becomes isolated; one reachable peer (or no known peer any
  * more: the agent no longer consults peers) ends it at once.
  */
-export function nextIsolation(prev: IsolationState, obs: PeerObservation, at: string, tick: number): { state: IsolationState; change: IsolationChange } {
+export function nextIsolation(
+  prev: IsolationState,
+  obs: PeerObservation,
+  at: string,
+  tick: number,
+): { state: IsolationState; change: IsolationChange } {
   const isolated = prev.since !== null;
   const seen = { known: obs.known, reachable: obs.reachableIds.slice(0, maxListed) };
   if (obs.known === 0 || obs.reachable > 0) {
@@ -89,7 +104,8 @@ export function nextIsolation(prev: IsolationState, obs: PeerObservation, at: st
   }
   const unreachableTicks = prev.unreachableTicks + 1;
   if (isolated) return { state: { ...prev, ...seen, unreachableTicks }, change: null };
-  if (unreachableTicks >= Math.max(1, obs.isolationTicks)) return { state: { ...seen, unreachableTicks, since: at, sinceTick: tick }, change: 'enter' };
+  if (unreachableTicks >= Math.max(1, obs.isolationTicks))
+    return { state: { ...seen, unreachableTicks, since: at, sinceTick: tick }, change: 'enter' };
   return { state: { ...seen, unreachableTicks, since: null, sinceTick: null }, change: null };
 }
 
@@ -107,7 +123,11 @@ function askable(peers: readonly PeerPresence[], now: number, withinMs: number):
 }
 
 /** The peer a stagnating agent asks for a new angle: the most trusted askable one, or null. */
-export function peerToAsk(peers: readonly PeerPresence[], now: number, withinMs = peerSeenWithinMs): PeerPresence | null {
+export function peerToAsk(
+  peers: readonly PeerPresence[],
+  now: number,
+  withinMs = peerSeenWithinMs,
+): PeerPresence | null {
   return byTrust(askable(peers, now, withinMs))[0] ?? null;
 }
 
@@ -116,7 +136,13 @@ export function peerToAsk(peers: readonly PeerPresence[], now: number, withinMs 
  * trust is at least `minTrust` (a peer far from the consensus too often falls below it and is
  * no longer asked, as an excluded validator).
  */
-export function peerValidators(peers: readonly PeerPresence[], count: number, minTrust: number, now: number, withinMs = peerSeenWithinMs): PeerPresence[] {
+export function peerValidators(
+  peers: readonly PeerPresence[],
+  count: number,
+  minTrust: number,
+  now: number,
+  withinMs = peerSeenWithinMs,
+): PeerPresence[] {
   if (count <= 0) return [];
   return byTrust(askable(peers, now, withinMs).filter((p) => p.trust >= minTrust)).slice(0, count);
 }

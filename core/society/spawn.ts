@@ -31,7 +31,10 @@ export const inheritedTables: Record<Exclude<SpawnType, 'clone'>, readonly strin
 export const childNameSchema = z
   .string()
   .trim()
-  .regex(agentIdPattern, "a name that becomes the child's id: letters, digits, '.', '-' and '_', starting with a letter or digit, at most 64 characters");
+  .regex(
+    agentIdPattern,
+    "a name that becomes the child's id: letters, digits, '.', '-' and '_', starting with a letter or digit, at most 64 characters",
+  );
 
 export const spawnGoalsSchema = z.array(z.string().trim().min(1).max(500)).max(10, 'at most 10 goals');
 /** LF carved from the parent's budget for the child. */
@@ -78,7 +81,10 @@ export function limitsFrom(config: { max_descendants?: unknown; max_per_generati
     const r = spawnLimitSchema.safeParse(v);
     return r.success ? r.data : fallback;
   };
-  return { maxDescendants: read(config.max_descendants, spawnLimitDefaults.maxDescendants), maxPerGeneration: read(config.max_per_generation, spawnLimitDefaults.maxPerGeneration) };
+  return {
+    maxDescendants: read(config.max_descendants, spawnLimitDefaults.maxDescendants),
+    maxPerGeneration: read(config.max_per_generation, spawnLimitDefaults.maxPerGeneration),
+  };
 }
 
 /** The spawn workflow's input (`agent/<parentId>/spawn/<name>`). */
@@ -90,7 +96,13 @@ export const spawnWorkflowInput = z.strictObject({
   /** LF for the child; unset: an unlimited parent gives an unlimited child, a limited one a quarter of what it has. */
   budget: spawnBudgetSchema.optional(),
   /** The agent loop tick and command that asked (absent when a person started it). */
-  requestedBy: z.strictObject({ workflowId: z.string().min(1).max(300), tick: z.number().int().min(0), cmdId: z.string().min(1).max(200) }).optional(),
+  requestedBy: z
+    .strictObject({
+      workflowId: z.string().min(1).max(300),
+      tick: z.number().int().min(0),
+      cmdId: z.string().min(1).max(200),
+    })
+    .optional(),
 });
 export type SpawnInput = z.input<typeof spawnWorkflowInput>;
 export type SpawnParams = z.output<typeof spawnWorkflowInput>;
@@ -117,7 +129,8 @@ export interface SpawnResult {
 /** The note the parent reads about its spawn. */
 export function spawnNote(r: SpawnResult): string {
   if (r.status === 'running') {
-    const budget = r.budget === undefined || r.budget === null ? 'an unlimited budget' : `${r.budget} LF carved from yours`;
+    const budget =
+      r.budget === undefined || r.budget === null ? 'an unlimited budget' : `${r.budget} LF carved from yours`;
     return `Your ${r.type} descendant ${r.childId} (generation ${r.generation ?? '?'}) is born and runs its own loop: ${r.rows ?? 0} rows inherited, ${budget}. It is your peer (relation child).`;
   }
   return `Your ${r.type} descendant ${r.childId} was ${r.status === 'refused' ? 'refused' : 'rolled back'}: ${r.reason ?? 'no reason given'}.`;

@@ -13,7 +13,10 @@ export const trustDefaults = { neutral: 0.5, decay: 0.85, priorWeight: 2 } as co
 export const scoreToUnit = (score: number): number => (score - ratingRange.min) / (ratingRange.max - ratingRange.min);
 
 /** Trust in 0…1 from scores, oldest first. */
-export function trustFromRatings(scores: readonly number[], opts: { decay?: number; priorWeight?: number } = {}): number {
+export function trustFromRatings(
+  scores: readonly number[],
+  opts: { decay?: number; priorWeight?: number } = {},
+): number {
   const decay = opts.decay ?? trustDefaults.decay;
   const prior = opts.priorWeight ?? trustDefaults.priorWeight;
   // The prior is the oldest evidence of all: it fades as ratings come in.
@@ -29,4 +32,5 @@ export function trustFromRatings(scores: readonly number[], opts: { decay?: numb
 }
 
 /** The reputation score (−3…+3) that goes with a trust. */
-export const trustToScore = (trust: number): number => Math.round((trust * (ratingRange.max - ratingRange.min) + ratingRange.min) * 100) / 100;
+export const trustToScore = (trust: number): number =>
+  Math.round((trust * (ratingRange.max - ratingRange.min) + ratingRange.min) * 100) / 100;

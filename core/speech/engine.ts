@@ -58,7 +58,14 @@ export interface EngineActivities {
  * Failure types of input the engine (or the TS check before it) refuses. They are never retried
  * and end the speech job with the problem named; anything else is an outage, waited out.
  */
-export const speechInputErrors = ['NotAudio', 'EmptyAudio', 'AudioTooLong', 'UnsupportedSampleRate', 'UnsupportedLanguage', 'BadInput'] as const;
+export const speechInputErrors = [
+  'NotAudio',
+  'EmptyAudio',
+  'AudioTooLong',
+  'UnsupportedSampleRate',
+  'UnsupportedLanguage',
+  'BadInput',
+] as const;
 export type SpeechInputError = (typeof speechInputErrors)[number];
 
 export function isSpeechInputError(type: string | undefined): type is SpeechInputError {
@@ -66,7 +73,11 @@ export function isSpeechInputError(type: string | undefined): type is SpeechInpu
 }
 
 /** A language: `auto` (transcription only) or an ISO 639 code (`en`, `de`, `yue`). */
-export const speechLanguageSchema = z.string().trim().toLowerCase().regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")');
+export const speechLanguageSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")');
 
 /** Longest text one `speak` says. */
 export const maxSpeakChars = 2000;

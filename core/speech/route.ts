@@ -48,11 +48,24 @@ export function pollerIsLive(p: SpeechPoller, nowMs: number, freshMs = defaultPo
 
 /** GPU first: the GPU queue when a live worker polls it, else the CPU queue when one polls that, else none. */
 export function chooseSpeechQueue(pollers: SpeechPollers, nowMs: number, freshMs = defaultPollerFreshMs): SpeechRoute {
-  const live = (q: SpeechQueue) => [...new Set(pollers[q].filter((p) => pollerIsLive(p, nowMs, freshMs)).map((p) => p.identity))].sort();
+  const live = (q: SpeechQueue) =>
+    [...new Set(pollers[q].filter((p) => pollerIsLive(p, nowMs, freshMs)).map((p) => p.identity))].sort();
   const gpu = live(gpuSpeechQueue);
-  if (gpu.length > 0) return { state: 'gpu', queue: gpuSpeechQueue, pollers: gpu, reason: `${gpu.length} GPU speech worker(s) poll ${gpuSpeechQueue}` };
+  if (gpu.length > 0)
+    return {
+      state: 'gpu',
+      queue: gpuSpeechQueue,
+      pollers: gpu,
+      reason: `${gpu.length} GPU speech worker(s) poll ${gpuSpeechQueue}`,
+    };
   const cpu = live(cpuSpeechQueue);
-  if (cpu.length > 0) return { state: 'cpu', queue: cpuSpeechQueue, pollers: cpu, reason: `no GPU speech worker; ${cpu.length} CPU speech worker(s) poll ${cpuSpeechQueue}` };
+  if (cpu.length > 0)
+    return {
+      state: 'cpu',
+      queue: cpuSpeechQueue,
+      pollers: cpu,
+      reason: `no GPU speech worker; ${cpu.length} CPU speech worker(s) poll ${cpuSpeechQueue}`,
+    };
   return {
     state: 'none',
     queue: cpuSpeechQueue,

@@ -43,22 +43,40 @@ export function parseWavHeader(head: Uint8Array, fileSize: number): WavParse {
     const size = u32(head, at + 4);
     const body = at + 8;
     if (id === 'fmt ') {
-      if (size < 16 || body + 16 > head.length) return { ok: false, code: 'NotAudio', reason: 'a WAV file with a truncated fmt chunk' };
-      fmt = { audioFormat: u16(head, body), channels: u16(head, body + 2), sampleRate: u32(head, body + 4), bitsPerSample: u16(head, body + 14) };
+      if (size < 16 || body + 16 > head.length)
+        return { ok: false, code: 'NotAudio', reason: 'a WAV file with a truncated fmt chunk' };
+      fmt = {
+        audioFormat: u16(head, body),
+        channels: u16(head, body + 2),
+        sampleRate: u32(head, body + 4),
+        bitsPerSample: u16(head, body + 14),
+      };
       byteRate = u32(head, body + 8);
     } else if (id === 'data') {
       if (!fmt) return { ok: false, code: 'NotAudio', reason: 'a WAV file whose data comes before its fmt chunk' };
-      if (fmt.channels === 0 || fmt.sampleRate === 0) return { ok: false, code: 'NotAudio', reason: `a WAV file with ${fmt.channels} channels at ${fmt.sampleRate} Hz` };
+      if (fmt.channels === 0 || fmt.sampleRate === 0)
+        return {
+          ok: false,
+          code: 'NotAudio',
+          reason: `a WAV file with ${fmt.channels} channels at ${fmt.sampleRate} Hz`,
+        };
       const rate = byteRate > 0 ? byteRate : (fmt.sampleRate * fmt.channels * Math.max(8, fmt.bitsPerSample)) / 8;
       // A streamed WAV may leave the size unset (0 or 0xFFFFFFFF): the rest of the file is audio.
-      const dataBytes = Math.max(0, Math.min(size === 0 || size === 0xffffffff ? Number.POSITIVE_INFINITY : size, fileSize - body));
+      const dataBytes = Math.max(
+        0,
+        Math.min(size === 0 || size === 0xffffffff ? Number.POSITIVE_INFINITY : size, fileSize - body),
+      );
       if (dataBytes === 0) return { ok: false, code: 'EmptyAudio', reason: 'a WAV file with no audio in it' };
       return { ok: true, wav: { ...fmt, dataBytes, durationS: dataBytes / rate } };
     }
     // Chunks are padded to an even size.
     at = body + size + (size % 2);
   }
-  return { ok: false, code: 'NotAudio', reason: fmt ? 'a WAV file without a data chunk' : 'a WAV file without a fmt chunk' };
+  return {
+    ok: false,
+    code: 'NotAudio',
+    reason: fmt ? 'a WAV file without a data chunk' : 'a WAV file without a fmt chunk',
+  };
 }
 
 /** A 16-bit PCM WAV header for `samples` samples of mono audio at `sampleRate` (tests, fixtures). */

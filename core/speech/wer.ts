@@ -23,9 +23,51 @@ interface WerResult {
   hypothesisWords: number;
 }
 
-const enOnes = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten', 'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen', 'nineteen'];
+const enOnes = [
+  'zero',
+  'one',
+  'two',
+  'three',
+  'four',
+  'five',
+  'six',
+  'seven',
+  'eight',
+  'nine',
+  'ten',
+  'eleven',
+  'twelve',
+  'thirteen',
+  'fourteen',
+  'fifteen',
+  'sixteen',
+  'seventeen',
+  'eighteen',
+  'nineteen',
+];
 const enTens = ['', '', 'twenty', 'thirty', 'forty', 'fifty', 'sixty', 'seventy', 'eighty', 'ninety'];
-const deOnes = ['null', 'eins', 'zwei', 'drei', 'vier', 'fünf', 'sechs', 'sieben', 'acht', 'neun', 'zehn', 'elf', 'zwölf', 'dreizehn', 'vierzehn', 'fünfzehn', 'sechzehn', 'siebzehn', 'achtzehn', 'neunzehn'];
+const deOnes = [
+  'null',
+  'eins',
+  'zwei',
+  'drei',
+  'vier',
+  'fünf',
+  'sechs',
+  'sieben',
+  'acht',
+  'neun',
+  'zehn',
+  'elf',
+  'zwölf',
+  'dreizehn',
+  'vierzehn',
+  'fünfzehn',
+  'sechzehn',
+  'siebzehn',
+  'achtzehn',
+  'neunzehn',
+];
 const deTens = ['', '', 'zwanzig', 'dreißig', 'vierzig', 'fünfzig', 'sechzig', 'siebzig', 'achtzig', 'neunzig'];
 
 /** 0 ≤ n < 1000 in English words, e.g. 342 → "three hundred forty two". */
@@ -76,7 +118,8 @@ function deNumber(n: number): string[] {
 function spellDigits(digits: string, lang: WerLanguage): string[] {
   const spell = lang === 'de' ? deNumber : enNumber;
   // A leading zero ("007") is read digit by digit, as people say it.
-  if (digits.length > 6 || (digits.length > 1 && digits.startsWith('0'))) return [...digits].flatMap((d) => spell(Number(d)));
+  if (digits.length > 6 || (digits.length > 1 && digits.startsWith('0')))
+    return [...digits].flatMap((d) => spell(Number(d)));
   return spell(Number(digits));
 }
 
@@ -127,12 +170,20 @@ export function alignWords(reference: readonly string[], hypothesis: readonly st
 export function wordErrorRate(reference: string, hypothesis: string, lang: WerLanguage = 'en'): WerResult {
   const counts = alignWords(normaliseForWer(reference, lang), normaliseForWer(hypothesis, lang));
   const errors = counts.substitutions + counts.deletions + counts.insertions;
-  const wer = counts.referenceWords === 0 ? (counts.hypothesisWords === 0 ? 0 : counts.hypothesisWords) : errors / counts.referenceWords;
+  const wer =
+    counts.referenceWords === 0
+      ? counts.hypothesisWords === 0
+        ? 0
+        : counts.hypothesisWords
+      : errors / counts.referenceWords;
   return { wer, ...counts };
 }
 
 /** The rate over many pairs: all their errors over all their reference words (not the mean of the rates). */
-export function corpusWordErrorRate(pairs: readonly { reference: string; hypothesis: string }[], lang: WerLanguage = 'en'): WerResult {
+export function corpusWordErrorRate(
+  pairs: readonly { reference: string; hypothesis: string }[],
+  lang: WerLanguage = 'en',
+): WerResult {
   const total = { substitutions: 0, deletions: 0, insertions: 0, referenceWords: 0, hypothesisWords: 0 };
   for (const p of pairs) {
     const c = alignWords(normaliseForWer(p.reference, lang), normaliseForWer(p.hypothesis, lang));
@@ -143,5 +194,13 @@ export function corpusWordErrorRate(pairs: readonly { reference: string; hypothe
     total.hypothesisWords += c.hypothesisWords;
   }
   const errors = total.substitutions + total.deletions + total.insertions;
-  return { wer: total.referenceWords === 0 ? (total.hypothesisWords === 0 ? 0 : total.hypothesisWords) : errors / total.referenceWords, ...total };
+  return {
+    wer:
+      total.referenceWords === 0
+        ? total.hypothesisWords === 0
+          ? 0
+          : total.hypothesisWords
+        : errors / total.referenceWords,
+    ...total,
+  };
 }

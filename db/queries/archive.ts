@@ -12,9 +12,16 @@ export const restorableTables = ['llm_recent_responses', 'diary_entries', 'llm_m
 
 /** Un-archive one row (activity and CLI); the restore is logged in `process_log` like the archiving was. */
 export async function restoreArchived(db: Db, input: RestoreInput): Promise<{ restored: boolean }> {
-  const t = { llm_recent_responses: llmRecentResponses, diary_entries: diaryEntries, llm_memory: llmMemory }[input.table];
-  if (!t) throw new RangeError(`restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`);
-  const r = await db.update(t).set({ archivedAt: null }).where(and(eq(t.id, input.id), eq(t.agentId, input.agentId), sql`${t.archivedAt} is not null`)).returning({ id: t.id });
+  const t = { llm_recent_responses: llmRecentResponses, diary_entries: diaryEntries, llm_memory: llmMemory }[
+    input.table
+  ];
+  if (!t)
+    throw new RangeError(`restore: unknown table ${String(input.table)} (expected ${restorableTables.join(', ')})`);
+  const r = await db
+    .update(t)
+    .set({ archivedAt: null })
+    .where(and(eq(t.id, input.id), eq(t.agentId, input.agentId), sql`${t.archivedAt} is not null`))
+    .returning({ id: t.id });
   await db.insert(processLog).values({
     agentId: input.agentId,
     processId: 'memory-manager',

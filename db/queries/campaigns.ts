@@ -13,7 +13,13 @@ interface CampaignRowsInput {
   title: string;
   shardType: string;
   workflowId: string;
-  phases: Array<{ name: string; type: string; objectives: string[]; tasks: Array<Record<string, unknown>>; checkpoint: Checkpoint }>;
+  phases: Array<{
+    name: string;
+    type: string;
+    objectives: string[];
+    tasks: Array<Record<string, unknown>>;
+    checkpoint: Checkpoint;
+  }>;
   /** What the campaign may spend (its lifeforce budget is carved from it); unset: `{}`. */
   budget?: CampaignBudget;
 }
@@ -26,7 +32,16 @@ interface CampaignRowsInput {
 export async function upsertCampaign(q: Queryable, input: CampaignRowsInput): Promise<Campaign['status']> {
   const [row] = await q
     .insert(campaigns)
-    .values({ id: input.campaignId, agentId: input.agentId, goal: input.title, shardType: input.shardType, status: 'running', workflowId: input.workflowId, startedAt: new Date(), budget: input.budget ?? {} })
+    .values({
+      id: input.campaignId,
+      agentId: input.agentId,
+      goal: input.title,
+      shardType: input.shardType,
+      status: 'running',
+      workflowId: input.workflowId,
+      startedAt: new Date(),
+      budget: input.budget ?? {},
+    })
     .onConflictDoUpdate({
       target: campaigns.id,
       set: {
@@ -40,13 +55,26 @@ export async function upsertCampaign(q: Queryable, input: CampaignRowsInput): Pr
     .returning({ status: campaigns.status });
   await q
     .insert(campaignPhases)
-    .values(input.phases.map((p, i) => ({ agentId: input.agentId, campaignId: input.campaignId, ordinal: i, name: p.name, objectives: p.objectives, tasks: p.tasks, checkpoint: { ...p.checkpoint, type: p.type } })))
+    .values(
+      input.phases.map((p, i) => ({
+        agentId: input.agentId,
+        campaignId: input.campaignId,
+        ordinal: i,
+        name: p.name,
+        objectives: p.objectives,
+        tasks: p.tasks,
+        checkpoint: { ...p.checkpoint, type: p.type },
+      })),
+    )
     .onConflictDoNothing();
   return row!.status;
 }
 
 /** Set the campaign's status (and the phase in progress, or the error); a final status stamps `finished_at`. */
-export async function setCampaignStatus(q: Queryable, input: { campaignId: string; status: Campaign['status']; currentPhase?: number; error?: string | null }): Promise<void> {
+export async function setCampaignStatus(
+  q: Queryable,
+  input: { campaignId: string; status: Campaign['status']; currentPhase?: number; error?: string | null },
+): Promise<void> {
   const done = ['completed', 'failed', 'cancelled'].includes(input.status);
   await q
     .update(campaigns)
@@ -60,7 +88,16 @@ export async function setCampaignStatus(q: Queryable, input: { campaignId: strin
 }
 
 /** Set a phase's status, its result (task outcomes, checkpoint verdict) or its error; `running` and final statuses stamp their times. */
-export async function setPhaseStatus(q: Queryable, input: { campaignId: string; ordinal: number; status: CampaignPhase['status']; result?: Record<string, unknown>; error?: string | null }): Promise<void> {
+export async function setPhaseStatus(
+  q: Queryable,
+  input: {
+    campaignId: string;
+    ordinal: number;
+    status: CampaignPhase['status'];
+    result?: Record<string, unknown>;
+    error?: string | null;
+  },
+): Promise<void> {
   const now = new Date();
   await q
     .update(campaignPhases)

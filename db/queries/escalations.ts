@@ -11,23 +11,32 @@ import { decisionLog, discoveredTools, escalations, partnershipMessages, toolReg
 import type { Queryable } from './abstracts.js';
 
 /** One message of the agent ↔ oversight ↔ human conversation, written once per key. */
-export async function addPartnershipMessage(q: Queryable, m: typeof partnershipMessages.$inferInsert & { idempotencyKey: string }): Promise<void> {
+export async function addPartnershipMessage(
+  q: Queryable,
+  m: typeof partnershipMessages.$inferInsert & { idempotencyKey: string },
+): Promise<void> {
   await q.insert(partnershipMessages).values(m).onConflictDoNothing({ target: partnershipMessages.idempotencyKey });
 }
 
 /** Names of the catalogue's active tools. */
 export async function activeToolNames(q: Queryable): Promise<string[]> {
-  return (await q.select({ name: toolRegistry.name }).from(toolRegistry).where(eq(toolRegistry.status, 'active'))).map((r) => r.name);
+  return (await q.select({ name: toolRegistry.name }).from(toolRegistry).where(eq(toolRegistry.status, 'active'))).map(
+    (r) => r.name,
+  );
 }
 
 /** The agent an escalation belongs to, or undefined when there is none. */
 export async function escalationOwner(q: Queryable, escalationId: string): Promise<string | undefined> {
-  const [existing] = await q.select({ agentId: escalations.agentId }).from(escalations).where(eq(escalations.id, escalationId));
+  const [existing] = await q
+    .select({ agentId: escalations.agentId })
+    .from(escalations)
+    .where(eq(escalations.id, escalationId));
   return existing?.agentId;
 }
 
 /** The status an escalation ends in: a denial by default (no one answered) timed out. */
-const escalationStatusOf = (outcome: Outcome, decidedBy: Decider) => (outcome === 'denied' ? (decidedBy === 'default' ? 'timed_out' : 'rejected') : 'resolved');
+const escalationStatusOf = (outcome: Outcome, decidedBy: Decider) =>
+  outcome === 'denied' ? (decidedBy === 'default' ? 'timed_out' : 'rejected') : 'resolved';
 
 interface DesignedToolInput {
   agentId: string;
@@ -41,7 +50,10 @@ interface DesignedToolInput {
  * (a retry with the same code changes nothing); the tool is discovered by its agent (via
  * design). A name that belongs to a tool of another kind is left alone: `takenBy` says its kind.
  */
-export async function upsertDesignedTool(q: Queryable, input: DesignedToolInput): Promise<{ toolId: number; version: number } | { takenBy: string }> {
+export async function upsertDesignedTool(
+  q: Queryable,
+  input: DesignedToolInput,
+): Promise<{ toolId: number; version: number } | { takenBy: string }> {
   const { spec } = input.design;
   const [existing] = await q.select().from(toolRegistry).where(eq(toolRegistry.name, spec.name)).for('update');
   if (existing && existing.kind !== 'designed') return { takenBy: existing.kind };
@@ -61,11 +73,21 @@ export async function upsertDesignedTool(q: Queryable, input: DesignedToolInput)
   };
   let row: { id: number; version: number } | undefined;
   if (!existing) {
-    [row] = await q.insert(toolRegistry).values({ name: spec.name, kind: 'designed', createdBy: 'oversight', ...values }).returning({ id: toolRegistry.id, version: toolRegistry.version });
+    [row] = await q
+      .insert(toolRegistry)
+      .values({ name: spec.name, kind: 'designed', createdBy: 'oversight', ...values })
+      .returning({ id: toolRegistry.id, version: toolRegistry.version });
   } else if (existing.implementation !== input.design.implementation || existing.tests !== input.design.tests) {
-    [row] = await q.update(toolRegistry).set({ ...values, version: sql`${toolRegistry.version} + 1` }).where(eq(toolRegistry.id, existing.id)).returning({ id: toolRegistry.id, version: toolRegistry.version });
+    [row] = await q
+      .update(toolRegistry)
+      .set({ ...values, version: sql`${toolRegistry.version} + 1` })
+      .where(eq(toolRegistry.id, existing.id))
+      .returning({ id: toolRegistry.id, version: toolRegistry.version });
   } else row = { id: existing.id, version: existing.version }; // a retry
-  await q.insert(discoveredTools).values({ agentId: input.agentId, toolId: row!.id, via: 'design', escalationId: input.escalationId }).onConflictDoNothing();
+  await q
+    .insert(discoveredTools)
+    .values({ agentId: input.agentId, toolId: row!.id, via: 'design', escalationId: input.escalationId })
+    .onConflictDoNothing();
   return { toolId: row!.id, version: row!.version };
 }
 
@@ -83,21 +105,39 @@ export async function grantEscalationTools(
   const grants: Array<{ id: number; name: string }> = [];
   let grantReason = '';
   if (input.recommended.length) {
-    grants.push(...(await q.select({ id: toolRegistry.id, name: toolRegistry.name }).from(toolRegistry).where(and(inArray(toolRegistry.name, input.recommended), eq(toolRegistry.status, 'active')))));
+    grants.push(
+      ...(await q
+        .select({ id: toolRegistry.id, name: toolRegistry.name })
+        .from(toolRegistry)
+        .where(and(inArray(toolRegistry.name, input.recommended), eq(toolRegistry.status, 'active')))),
+    );
   }
-  const [{ n } = { n: 0 }] = await q.select({ n: sql<number>`count(*)::int` }).from(escalations).where(and(eq(escalations.agentId, agentId), eq(escalations.category, category)));
+  const [{ n } = { n: 0 }] = await q
+    .select({ n: sql<number>`count(*)::int` })
+    .from(escalations)
+    .where(and(eq(escalations.agentId, agentId), eq(escalations.category, category)));
   if (n >= grantAfterEscalations) {
     const byCategory = await q
       .select({ id: toolRegistry.id, name: toolRegistry.name })
       .from(toolRegistry)
-      .where(and(eq(toolRegistry.status, 'active'), or(eq(toolRegistry.capability, category), like(toolRegistry.capability, `${category}.%`))));
+      .where(
+        and(
+          eq(toolRegistry.status, 'active'),
+          or(eq(toolRegistry.capability, category), like(toolRegistry.capability, `${category}.%`)),
+        ),
+      );
     const fresh = byCategory.filter((t) => !grants.some((g) => g.id === t.id));
-    if (fresh.length) grantReason = `you escalated ${category} ${n} times: granting ${fresh.map((t) => t.name).join(', ')}`;
+    if (fresh.length)
+      grantReason = `you escalated ${category} ${n} times: granting ${fresh.map((t) => t.name).join(', ')}`;
     grants.push(...fresh);
   }
   const newly: string[] = [];
   for (const t of grants) {
-    const [row] = await q.insert(discoveredTools).values({ agentId, toolId: t.id, via: 'escalation', escalationId: input.escalationId }).onConflictDoNothing().returning({ id: discoveredTools.id });
+    const [row] = await q
+      .insert(discoveredTools)
+      .values({ agentId, toolId: t.id, via: 'escalation', escalationId: input.escalationId })
+      .onConflictDoNothing()
+      .returning({ id: discoveredTools.id });
     if (row) newly.push(t.name);
   }
   return { newly, grantReason };
@@ -119,15 +159,26 @@ export async function closeEscalation(
   },
 ): Promise<{ grantedTools: string[]; firstFinish: boolean }> {
   const { escalationId } = input;
-  const [prior] = await q.select({ grantedTools: escalations.grantedTools, resolvedAt: escalations.resolvedAt }).from(escalations).where(eq(escalations.id, escalationId));
+  const [prior] = await q
+    .select({ grantedTools: escalations.grantedTools, resolvedAt: escalations.resolvedAt })
+    .from(escalations)
+    .where(eq(escalations.id, escalationId));
   const grantedTools = prior?.grantedTools.length ? prior.grantedTools : input.newlyGranted;
   await q
     .update(escalations)
-    .set({ status: escalationStatusOf(input.outcome, input.decidedBy), decidedBy: input.decidedBy, grantedTools, resolvedAt: new Date() })
+    .set({
+      status: escalationStatusOf(input.outcome, input.decidedBy),
+      decidedBy: input.decidedBy,
+      grantedTools,
+      resolvedAt: new Date(),
+    })
     .where(eq(escalations.id, escalationId));
   await q
     .update(decisionLog)
-    .set({ outcome: input.decisionOutcome, ...(input.human ? { humanAnswer: input.human.verdict, humanComment: input.human.comment ?? null } : {}) })
+    .set({
+      outcome: input.decisionOutcome,
+      ...(input.human ? { humanAnswer: input.human.verdict, humanComment: input.human.comment ?? null } : {}),
+    })
     .where(eq(decisionLog.escalationId, escalationId));
   return { grantedTools, firstFinish: !prior?.resolvedAt };
 }
@@ -137,5 +188,10 @@ export async function keepLearningMoment(q: Queryable, escalationId: string, tex
   await q
     .update(decisionLog)
     .set({ oversightComment: sql`coalesce(${decisionLog.oversightComment}, '') || ${`\n[learning moment] ${text}`}` })
-    .where(and(eq(decisionLog.escalationId, escalationId), sql`position('[learning moment]' in coalesce(${decisionLog.oversightComment}, '')) = 0`));
+    .where(
+      and(
+        eq(decisionLog.escalationId, escalationId),
+        sql`position('[learning moment]' in coalesce(${decisionLog.oversightComment}, '')) = 0`,
+      ),
+    );
 }

@@ -16,7 +16,10 @@ export interface ResolveFactInput {
  * The one code path of the CLI (`fact-resolve`), the activity, the agent's `facts.resolve` and
  * a fact-check task set done/failed (inside the command's transaction).
  */
-export async function resolveFact(db: Pick<Db, 'update'>, input: ResolveFactInput): Promise<{ ok: boolean; taskId: number | null }> {
+export async function resolveFact(
+  db: Pick<Db, 'update'>,
+  input: ResolveFactInput,
+): Promise<{ ok: boolean; taskId: number | null }> {
   const [f] = await db
     .update(unverifiedFacts)
     .set({ status: input.status, resolution: clipText(input.resolution, 2000), resolvedAt: new Date() })
@@ -27,8 +30,13 @@ export async function resolveFact(db: Pick<Db, 'update'>, input: ResolveFactInpu
     await db
       .update(tasks)
       .set({ status: 'done', completedAt: new Date() })
-      .where(and(eq(tasks.id, f.taskId), eq(tasks.agentId, input.agentId), notInArray(tasks.status, ['done', 'failed', 'cancelled'])));
+      .where(
+        and(
+          eq(tasks.id, f.taskId),
+          eq(tasks.agentId, input.agentId),
+          notInArray(tasks.status, ['done', 'failed', 'cancelled']),
+        ),
+      );
   }
   return { ok: true, taskId: f.taskId };
 }
-

@@ -9,7 +9,17 @@
 import { getTableName, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
-import { agentOwnedTables, agents, forks, forkToolRegistry, spawns, tickPrompts, toolRegistry, verdicts, type Agent } from '../schema/index.js';
+import {
+  agentOwnedTables,
+  agents,
+  forks,
+  forkToolRegistry,
+  spawns,
+  tickPrompts,
+  toolRegistry,
+  verdicts,
+  type Agent,
+} from '../schema/index.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
@@ -59,7 +69,10 @@ function planTable(table: PgTable, copied: ReadonlySet<string>): TablePlan {
     if (copied.has(target)) remap.set(ref.columns[0]!.name, target);
     else if (ownedNames.has(target)) {
       const col = ref.columns[0]!;
-      if (col.notNull) throw new Error(`fork copy: ${name}.${col.name} must reference ${target}, which this copy leaves out; copy ${target} too`);
+      if (col.notNull)
+        throw new Error(
+          `fork copy: ${name}.${col.name} must reference ${target}, which this copy leaves out; copy ${target} too`,
+        );
       cleared.add(col.name);
     }
   }
@@ -73,7 +86,10 @@ function planTable(table: PgTable, copied: ReadonlySet<string>): TablePlan {
   }
   for (const c of prefixed) {
     const col = cfg.columns.find((x) => x.name === c);
-    if (!col || col.columnType !== 'PgText') throw new Error(`fork copy: ${name}.${c} is globally unique and not text; teach db/queries/fork-copy.ts how to copy it`);
+    if (!col || col.columnType !== 'PgText')
+      throw new Error(
+        `fork copy: ${name}.${c} is globally unique and not text; teach db/queries/fork-copy.ts how to copy it`,
+      );
   }
   const columns = cfg.columns.filter((c) => !c.generated);
   // One join per remapped column: `r_<i>` is the id map of the table that column references.
@@ -93,17 +109,26 @@ function planTable(table: PgTable, copied: ReadonlySet<string>): TablePlan {
         if (cleared.has(c.name)) return sql`null`;
         // A reference to a row of another agent (should not happen) is kept as it is.
         if (remap.has(c.name)) return sql`coalesce(${sql.raw(aliasOf(c.name))}.new_id, s.${q(c.name)})`;
-        if (prefixed.has(c.name)) return sql`case when s.${q(c.name)} is null then null else ${prefix} || s.${q(c.name)} end`;
+        if (prefixed.has(c.name))
+          return sql`case when s.${q(c.name)} is null then null else ${prefix} || s.${q(c.name)} end`;
         return sql`s.${q(c.name)}`;
       });
-      const joins = remapped.map(([col, to]) => sql` left join ${q(mapName(to))} ${sql.raw(aliasOf(col))} on ${sql.raw(aliasOf(col))}.old_id = s.${q(col)}`);
-      return sql`insert into ${q(name)} (${sql.join(columns.map((c) => q(c.name)), sql`, `)}) select ${sql.join(exprs, sql`, `)} from ${q(name)} s join ${q(mapName(name))} m_0 on m_0.old_id = s.id${sql.join(joins, sql``)} where s.agent_id = ${parent}`;
+      const joins = remapped.map(
+        ([col, to]) =>
+          sql` left join ${q(mapName(to))} ${sql.raw(aliasOf(col))} on ${sql.raw(aliasOf(col))}.old_id = s.${q(col)}`,
+      );
+      return sql`insert into ${q(name)} (${sql.join(
+        columns.map((c) => q(c.name)),
+        sql`, `,
+      )}) select ${sql.join(exprs, sql`, `)} from ${q(name)} s join ${q(mapName(name))} m_0 on m_0.old_id = s.id${sql.join(joins, sql``)} where s.agent_id = ${parent}`;
     },
   };
 }
 
 /** Every table a copy may take (SQL names, in foreign-key order): all the agent's tables but the skipped ones. */
-export const copyableTables: readonly string[] = agentOwnedTables.filter((t) => !skipped.has(t)).map((t) => getTableName(t));
+export const copyableTables: readonly string[] = agentOwnedTables
+  .filter((t) => !skipped.has(t))
+  .map((t) => getTableName(t));
 
 const cachedPlans = new Map<string, TablePlan[]>();
 /**
@@ -115,7 +140,10 @@ export function copyPlan(tables: readonly string[] = copyableTables): TablePlan[
   const cached = cachedPlans.get(key);
   if (cached) return cached;
   const unknown = tables.filter((t) => !copyableTables.includes(t));
-  if (unknown.length) throw new Error(`agent copy: not a table of the agent's state: ${unknown.join(', ')} (copyable: ${copyableTables.join(', ')})`);
+  if (unknown.length)
+    throw new Error(
+      `agent copy: not a table of the agent's state: ${unknown.join(', ')} (copyable: ${copyableTables.join(', ')})`,
+    );
   const names = new Set(tables);
   const plan = agentOwnedTables.filter((t) => names.has(getTableName(t))).map((t) => planTable(t, names));
   cachedPlans.set(key, plan);
@@ -135,7 +163,10 @@ const abstractSourceTables: Record<string, string> = {
  * Copy `parent`'s rows in `tables` (default every copyable table) to `target` inside `tx` (the
  * target's `agents` row must exist). Returns the number of rows copied per table.
  */
-export async function copyAgentState(tx: Tx, p: CopyTarget & { tables?: readonly string[] }): Promise<Record<string, number>> {
+export async function copyAgentState(
+  tx: Tx,
+  p: CopyTarget & { tables?: readonly string[] },
+): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   const plan = copyPlan(p.tables);
   for (const t of plan) {
@@ -178,7 +209,10 @@ interface ForkCopy {
  * the parent's, every row the parent owns (copyAgentState), and a scoped copy of the global
  * tool registry (`fork_tool_registry`, gone with the fork agent).
  */
-export async function createForkCopy(tx: Tx, p: { parent: Agent; forkId: string; forkAgentId: string }): Promise<ForkCopy> {
+export async function createForkCopy(
+  tx: Tx,
+  p: { parent: Agent; forkId: string; forkAgentId: string },
+): Promise<ForkCopy> {
   const { parent, forkId, forkAgentId } = p;
   await tx.insert(agents).values({
     id: forkAgentId,

@@ -6,7 +6,19 @@
  */
 import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import type { ForkPatch, VerdictDecision } from '../../core/fork.js';
-import { abstracts, agentConfig, agents, forks, forkToolRegistry, llmCalls, systemPrompts, toolRegistry, verdicts, type Fork, type ForkArtifact } from '../schema/index.js';
+import {
+  abstracts,
+  agentConfig,
+  agents,
+  forks,
+  forkToolRegistry,
+  llmCalls,
+  systemPrompts,
+  toolRegistry,
+  verdicts,
+  type Fork,
+  type ForkArtifact,
+} from '../schema/index.js';
 import type { Queryable } from './abstracts.js';
 
 /** `forks.usage` also holds bookkeeping (rows, spawnMs, baselineCostUsd, patchApplied). */
@@ -23,7 +35,10 @@ export async function forkById(q: Queryable, forkId: string): Promise<Fork | und
 
 /** Model cost billed to an agent id so far (all its llm_calls). */
 export async function agentCostUsd(q: Queryable, agentId: string): Promise<number> {
-  const [r] = await q.select({ usd: sql<string>`coalesce(sum(${llmCalls.costUsd}), 0)` }).from(llmCalls).where(eq(llmCalls.agentId, agentId));
+  const [r] = await q
+    .select({ usd: sql<string>`coalesce(sum(${llmCalls.costUsd}), 0)` })
+    .from(llmCalls)
+    .where(eq(llmCalls.agentId, agentId));
   return Number(r?.usd ?? 0);
 }
 
@@ -34,18 +49,28 @@ export async function forkSpentUsd(q: Queryable, forkAgentId: string, baseline: 
 
 /** One `agent_config` value (undefined when unset). */
 export async function agentConfigValue(q: Queryable, agentId: string, key: string): Promise<unknown> {
-  const [r] = await q.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, key)));
+  const [r] = await q
+    .select({ value: agentConfig.value })
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, key)));
   return r?.value;
 }
 
 /** All of an agent's `agent_config`, as an object. */
 export async function agentConfigMap(q: Queryable, agentId: string): Promise<Record<string, unknown>> {
-  const rows = await q.select({ key: agentConfig.key, value: agentConfig.value }).from(agentConfig).where(eq(agentConfig.agentId, agentId));
+  const rows = await q
+    .select({ key: agentConfig.key, value: agentConfig.value })
+    .from(agentConfig)
+    .where(eq(agentConfig.agentId, agentId));
   return Object.fromEntries(rows.map((c) => [c.key, c.value]));
 }
 
 /** The agent's active system prompt of a kind (the highest version), or undefined. */
-export async function activeSystemPrompt(q: Queryable, agentId: string, kind: (typeof systemPrompts.$inferSelect)['kind'] = 'full'): Promise<{ content: string; version: number } | undefined> {
+export async function activeSystemPrompt(
+  q: Queryable,
+  agentId: string,
+  kind: (typeof systemPrompts.$inferSelect)['kind'] = 'full',
+): Promise<{ content: string; version: number } | undefined> {
   const [prompt] = await q
     .select({ content: systemPrompts.content, version: systemPrompts.version })
     .from(systemPrompts)
@@ -56,7 +81,11 @@ export async function activeSystemPrompt(q: Queryable, agentId: string, kind: (t
 }
 
 /** The agent's newest live abstracts (id, title, summary), newest first. */
-export async function recentDigests(q: Queryable, agentId: string, limit: number): Promise<Array<{ id: number; title: string; summary: string }>> {
+export async function recentDigests(
+  q: Queryable,
+  agentId: string,
+  limit: number,
+): Promise<Array<{ id: number; title: string; summary: string }>> {
   return q
     .select({ id: abstracts.id, title: abstracts.title, summary: abstracts.summary })
     .from(abstracts)
@@ -70,7 +99,9 @@ export async function recordedThinkTokens(q: Queryable, agentId: string, tick: n
   const [recorded] = await q
     .select({ completionTokens: llmCalls.completionTokens })
     .from(llmCalls)
-    .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.tick, tick), eq(llmCalls.purpose, 'think'), eq(llmCalls.ok, true)))
+    .where(
+      and(eq(llmCalls.agentId, agentId), eq(llmCalls.tick, tick), eq(llmCalls.purpose, 'think'), eq(llmCalls.ok, true)),
+    )
     .limit(1);
   return recorded?.completionTokens;
 }
@@ -85,7 +116,10 @@ export async function applyPatchToAgent(q: Queryable, agentId: string, patch: Fo
     q
       .insert(agentConfig)
       .values({ agentId, key, value, description: `set by ${by}` })
-      .onConflictDoUpdate({ target: [agentConfig.agentId, agentConfig.key], set: { value, description: `set by ${by}` } });
+      .onConflictDoUpdate({
+        target: [agentConfig.agentId, agentConfig.key],
+        set: { value, description: `set by ${by}` },
+      });
   switch (patch.kind) {
     case 'config':
       for (const [k, v] of Object.entries(patch.values)) await setConfig(k, v);
@@ -99,17 +133,43 @@ export async function applyPatchToAgent(q: Queryable, agentId: string, patch: Fo
         .from(systemPrompts)
         .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.kind, patch.promptKind)));
       const version = (cur?.version ?? 0) + 1;
-      await q.update(systemPrompts).set({ active: false }).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.kind, patch.promptKind), eq(systemPrompts.active, true)));
-      await q.insert(systemPrompts).values({ agentId, kind: patch.promptKind, content: patch.content, version, active: true });
+      await q
+        .update(systemPrompts)
+        .set({ active: false })
+        .where(
+          and(
+            eq(systemPrompts.agentId, agentId),
+            eq(systemPrompts.kind, patch.promptKind),
+            eq(systemPrompts.active, true),
+          ),
+        );
+      await q
+        .insert(systemPrompts)
+        .values({ agentId, kind: patch.promptKind, content: patch.content, version, active: true });
       return `${patch.promptKind} system prompt v${version}`;
     }
     case 'tool': {
-      const [cur] = await q.select().from(forkToolRegistry).where(and(eq(forkToolRegistry.agentId, agentId), eq(forkToolRegistry.name, patch.tool)));
+      const [cur] = await q
+        .select()
+        .from(forkToolRegistry)
+        .where(and(eq(forkToolRegistry.agentId, agentId), eq(forkToolRegistry.name, patch.tool)));
       const version = (cur?.version ?? 0) + 1;
       await q
         .insert(forkToolRegistry)
-        .values({ agentId, name: patch.tool, version, kind: 'generated', status: 'testing', implementation: patch.implementation, tests: patch.tests, patched: true })
-        .onConflictDoUpdate({ target: [forkToolRegistry.agentId, forkToolRegistry.name], set: { version, implementation: patch.implementation, tests: patch.tests, status: 'testing', patched: true } });
+        .values({
+          agentId,
+          name: patch.tool,
+          version,
+          kind: 'generated',
+          status: 'testing',
+          implementation: patch.implementation,
+          tests: patch.tests,
+          patched: true,
+        })
+        .onConflictDoUpdate({
+          target: [forkToolRegistry.agentId, forkToolRegistry.name],
+          set: { version, implementation: patch.implementation, tests: patch.tests, status: 'testing', patched: true },
+        });
       return `tool ${patch.tool} v${version} in the fork's registry copy (evaluated in the sandbox)`;
     }
   }
@@ -119,10 +179,16 @@ export async function applyPatchToAgent(q: Queryable, agentId: string, patch: Fo
  * A tool patch approved for the parent: the global registry's tool gets the patch's code as its
  * next version. Returns what it did, or undefined when the tool is not in the registry.
  */
-export async function applyToolPatchToRegistry(q: Queryable, patch: Extract<ForkPatch, { kind: 'tool' }>): Promise<string | undefined> {
+export async function applyToolPatchToRegistry(
+  q: Queryable,
+  patch: Extract<ForkPatch, { kind: 'tool' }>,
+): Promise<string | undefined> {
   const [tool] = await q.select().from(toolRegistry).where(eq(toolRegistry.name, patch.tool));
   if (!tool) return undefined;
-  await q.update(toolRegistry).set({ implementation: patch.implementation, tests: patch.tests, version: tool.version + 1 }).where(eq(toolRegistry.id, tool.id));
+  await q
+    .update(toolRegistry)
+    .set({ implementation: patch.implementation, tests: patch.tests, version: tool.version + 1 })
+    .where(eq(toolRegistry.id, tool.id));
   return `tool ${patch.tool} v${tool.version + 1}`;
 }
 
@@ -180,9 +246,20 @@ export async function recordForkVerdict(q: Queryable, fork: Fork, v: ForkVerdict
  * and (by cascade) all its rows. A fork not yet in a final status gets `status`, when given.
  * Idempotent.
  */
-export async function removeForkCopy(q: Queryable, forkId: string, forkAgentId: string, status?: 'cancelled' | 'failed'): Promise<{ removedAgent: boolean }> {
-  const removed = await q.delete(agents).where(and(eq(agents.id, forkAgentId), eq(agents.kind, 'fork'))).returning({ id: agents.id });
-  const [row] = await q.select({ status: forks.status, cleanedAt: forks.cleanedAt }).from(forks).where(eq(forks.id, forkId));
+export async function removeForkCopy(
+  q: Queryable,
+  forkId: string,
+  forkAgentId: string,
+  status?: 'cancelled' | 'failed',
+): Promise<{ removedAgent: boolean }> {
+  const removed = await q
+    .delete(agents)
+    .where(and(eq(agents.id, forkAgentId), eq(agents.kind, 'fork')))
+    .returning({ id: agents.id });
+  const [row] = await q
+    .select({ status: forks.status, cleanedAt: forks.cleanedAt })
+    .from(forks)
+    .where(eq(forks.id, forkId));
   if (row) {
     const terminal = terminalForkStatuses.includes(row.status);
     await q

@@ -45,7 +45,10 @@ export async function auditToolGeneration(q: Queryable, input: ToolAuditInput): 
     .onConflictDoNothing({ target: generatedToolsAudit.idempotencyKey })
     .returning({ id: generatedToolsAudit.id });
   if (row) return row.id;
-  const [found] = await q.select({ id: generatedToolsAudit.id }).from(generatedToolsAudit).where(eq(generatedToolsAudit.idempotencyKey, input.key));
+  const [found] = await q
+    .select({ id: generatedToolsAudit.id })
+    .from(generatedToolsAudit)
+    .where(eq(generatedToolsAudit.idempotencyKey, input.key));
   return found!.id;
 }
 
@@ -55,7 +58,10 @@ export async function auditToolGeneration(q: Queryable, input: ToolAuditInput): 
  * tool is discovered by its agent (via design). A name that belongs to a tool of another kind
  * is left alone: `takenBy` says its kind.
  */
-export async function upsertGeneratedTool(q: Queryable, input: { agentId: string; capability: string; tool: GeneratedTool }): Promise<{ toolId: number; version: number } | { takenBy: string }> {
+export async function upsertGeneratedTool(
+  q: Queryable,
+  input: { agentId: string; capability: string; tool: GeneratedTool },
+): Promise<{ toolId: number; version: number } | { takenBy: string }> {
   const { tool } = input;
   const [existing] = await q.select().from(toolRegistry).where(eq(toolRegistry.name, tool.name)).for('update');
   if (existing && existing.kind !== 'generated') return { takenBy: existing.kind };
@@ -64,13 +70,30 @@ export async function upsertGeneratedTool(q: Queryable, input: { agentId: string
   if (!existing) {
     const [row] = await q
       .insert(toolRegistry)
-      .values({ name: tool.name, description: tool.description, capability: input.capability, kind: 'generated', implementation: tool.module, tests: tool.tests, status: 'active', createdBy: input.agentId, spec: { entry: 'run', runtime: 'node', files: ['tool.mjs', 'tool.test.mjs'] } })
+      .values({
+        name: tool.name,
+        description: tool.description,
+        capability: input.capability,
+        kind: 'generated',
+        implementation: tool.module,
+        tests: tool.tests,
+        status: 'active',
+        createdBy: input.agentId,
+        spec: { entry: 'run', runtime: 'node', files: ['tool.mjs', 'tool.test.mjs'] },
+      })
       .returning({ id: toolRegistry.id, version: toolRegistry.version });
     [toolId, version] = [row!.id, row!.version];
   } else if (existing.implementation !== tool.module || existing.tests !== tool.tests || existing.status !== 'active') {
     const [row] = await q
       .update(toolRegistry)
-      .set({ description: tool.description, capability: input.capability, implementation: tool.module, tests: tool.tests, status: 'active', version: sql`${toolRegistry.version} + 1` })
+      .set({
+        description: tool.description,
+        capability: input.capability,
+        implementation: tool.module,
+        tests: tool.tests,
+        status: 'active',
+        version: sql`${toolRegistry.version} + 1`,
+      })
       .where(eq(toolRegistry.id, existing.id))
       .returning({ id: toolRegistry.id, version: toolRegistry.version });
     [toolId, version] = [row!.id, row!.version];
@@ -82,9 +105,17 @@ export async function upsertGeneratedTool(q: Queryable, input: { agentId: string
 }
 
 /** The active tool registered for a capability, or null. */
-export async function toolForCapability(q: Queryable, capability: string): Promise<{ id: number; name: string; description: string | null; version: number } | null> {
+export async function toolForCapability(
+  q: Queryable,
+  capability: string,
+): Promise<{ id: number; name: string; description: string | null; version: number } | null> {
   const [row] = await q
-    .select({ id: toolRegistry.id, name: toolRegistry.name, description: toolRegistry.description, version: toolRegistry.version })
+    .select({
+      id: toolRegistry.id,
+      name: toolRegistry.name,
+      description: toolRegistry.description,
+      version: toolRegistry.version,
+    })
     .from(toolRegistry)
     .where(and(eq(toolRegistry.capability, capability), eq(toolRegistry.status, 'active')))
     .limit(1);

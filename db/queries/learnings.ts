@@ -84,7 +84,8 @@ export async function saveLearning(db: Db, input: SaveLearningInput, limits: Sto
         values (${shardType || '(none)'}, ${agentId}, 'refused', ${String(input.predicate ?? '').slice(0, 200)}, ${jsonOrNull(input.args)}::jsonb, ${source}, ${`${code}: ${reason}`})`);
       return { refused: code, reason };
     };
-    if (!shard.success) return refuse('guard', `bad shard '${shardType}': ${shard.error.issues[0]?.message ?? 'invalid'}`);
+    if (!shard.success)
+      return refuse('guard', `bad shard '${shardType}': ${shard.error.issues[0]?.message ?? 'invalid'}`);
     const guard = validateLearning(input.predicate, input.args);
     if (!guard.ok) return refuse('guard', guard.reason);
 
@@ -98,7 +99,10 @@ export async function saveLearning(db: Db, input: SaveLearningInput, limits: Sto
         ${Number.isFinite(maxShard) ? sql`(select count(*)::int from learnings where shard_type = ${shardType})` : sql`0`} as size`);
     const { exists, recent, size } = probe.rows[0]!;
     if (Number.isFinite(maxRate) && recent >= maxRate) {
-      return refuse('rate_limit', `shard '${shardType}' already saved ${maxRate} learnings in the last minute (limit ${maxRate}/min)`);
+      return refuse(
+        'rate_limit',
+        `shard '${shardType}' already saved ${maxRate} learnings in the last minute (limit ${maxRate}/min)`,
+      );
     }
     if (!exists && Number.isFinite(maxShard) && size >= maxShard) {
       return refuse('cap', `shard '${shardType}' holds ${maxShard} learnings (the maximum); decay or clear it first`);
@@ -125,7 +129,8 @@ export async function saveLearning(db: Db, input: SaveLearningInput, limits: Sto
     const reinforced = Boolean(row.reinforced);
     return { id: Number(row.id), reinforced, confidence: Number(row.confidence) } satisfies SaveResult;
   });
-  if ('refused' in result) throw new LearningRefusedError(result.refused, `learning refused (${result.refused}): ${result.reason}`);
+  if ('refused' in result)
+    throw new LearningRefusedError(result.refused, `learning refused (${result.refused}): ${result.reason}`);
   return result;
 }
 
@@ -140,7 +145,11 @@ function jsonOrNull(v: unknown): string | null {
   }
 }
 
-const toLoaded = (l: Learning): LoadedLearning & Learning => ({ ...l, predicate: l.factPredicate, args: l.factArgs as Record<string, unknown> });
+const toLoaded = (l: Learning): LoadedLearning & Learning => ({
+  ...l,
+  predicate: l.factPredicate,
+  args: l.factArgs as Record<string, unknown>,
+});
 
 /**
  * Learnings above the threshold (confidence > 0.3), by confidence then recency: of one shard,
@@ -153,7 +162,11 @@ export async function loadLearnings(
   const above = sel.above ?? learningDefaults.loadAbove;
   // An agent's own, as every tick reads them: the prepared statement.
   if (sel.agentId && sel.above === undefined) {
-    const rows = await learningStatements(db).agentLoad.execute({ agentId: sel.agentId, shard: agentShard(sel.agentId), limit: sel.limit ?? 1000 });
+    const rows = await learningStatements(db).agentLoad.execute({
+      agentId: sel.agentId,
+      shard: agentShard(sel.agentId),
+      limit: sel.limit ?? 1000,
+    });
     return rows.map(toLoaded);
   }
   const scope = sel.agentId
@@ -174,7 +187,12 @@ const learningStatements = statements('learnings', (q, name) => ({
   agentLoad: q
     .select()
     .from(learnings)
-    .where(and(gt(learnings.confidence, learningDefaults.loadAbove), or(eq(learnings.agentId, sql.placeholder('agentId')), eq(learnings.shardType, sql.placeholder('shard')))))
+    .where(
+      and(
+        gt(learnings.confidence, learningDefaults.loadAbove),
+        or(eq(learnings.agentId, sql.placeholder('agentId')), eq(learnings.shardType, sql.placeholder('shard'))),
+      ),
+    )
     .orderBy(desc(learnings.confidence), desc(learnings.learnedAt), desc(learnings.id))
     .limit(sql.placeholder('limit'))
     .prepare(name('agent_load')),
@@ -185,7 +203,9 @@ export async function listLearnings(db: Db, shardType: string, o: { all?: boolea
   return db
     .select()
     .from(learnings)
-    .where(and(eq(learnings.shardType, shardType), o.all ? undefined : gt(learnings.confidence, learningDefaults.loadAbove)))
+    .where(
+      and(eq(learnings.shardType, shardType), o.all ? undefined : gt(learnings.confidence, learningDefaults.loadAbove)),
+    )
     .orderBy(desc(learnings.confidence), desc(learnings.learnedAt), desc(learnings.id));
 }
 
@@ -262,20 +282,36 @@ export async function importLearnings(
 ): Promise<{ imported: number; updated: number }> {
   const shard = shardSchema.safeParse(shardType);
   if (!shard.success) throw new LearningRefusedError('guard', `bad shard '${shardType}'`);
-  if (!Array.isArray(records)) throw new LearningRefusedError('guard', 'import: expected a JSON array of learnings (the output of `learnings export`)');
+  if (!Array.isArray(records))
+    throw new LearningRefusedError(
+      'guard',
+      'import: expected a JSON array of learnings (the output of `learnings export`)',
+    );
   const checked = records.map((r, i) => {
     const rec = (r ?? {}) as Partial<ExportedLearning>;
     const where = `record ${i}`;
-    if (typeof rec !== 'object' || Array.isArray(rec)) throw new LearningRefusedError('guard', `import: ${where} is not an object`);
+    if (typeof rec !== 'object' || Array.isArray(rec))
+      throw new LearningRefusedError('guard', `import: ${where} is not an object`);
     const g = validateLearning(String(rec.fact_predicate), rec.fact_args);
     if (!g.ok) throw new LearningRefusedError('guard', `import: ${where}: ${g.reason}`);
     const confidence = rec.confidence ?? 1;
-    if (typeof confidence !== 'number' || !(confidence >= 0 && confidence <= 1)) throw new LearningRefusedError('guard', `import: ${where}: confidence must be a number in [0, 1]`);
+    if (typeof confidence !== 'number' || !(confidence >= 0 && confidence <= 1))
+      throw new LearningRefusedError('guard', `import: ${where}: confidence must be a number in [0, 1]`);
     const learnedAt = rec.learned_at === undefined ? new Date() : new Date(rec.learned_at);
-    if (Number.isNaN(learnedAt.getTime())) throw new LearningRefusedError('guard', `import: ${where}: learned_at is not a date`);
+    if (Number.isNaN(learnedAt.getTime()))
+      throw new LearningRefusedError('guard', `import: ${where}: learned_at is not a date`);
     const reinforcements = rec.reinforcements ?? 0;
-    if (!Number.isInteger(reinforcements) || reinforcements < 0) throw new LearningRefusedError('guard', `import: ${where}: reinforcements must be a non-negative integer`);
-    return { predicate: g.predicate, args: g.args, confidence, learnedAt, reinforcements, source: rec.source_campaign ?? null, derivation: rec.derivation ?? null };
+    if (!Number.isInteger(reinforcements) || reinforcements < 0)
+      throw new LearningRefusedError('guard', `import: ${where}: reinforcements must be a non-negative integer`);
+    return {
+      predicate: g.predicate,
+      args: g.args,
+      confidence,
+      learnedAt,
+      reinforcements,
+      source: rec.source_campaign ?? null,
+      derivation: rec.derivation ?? null,
+    };
   });
   const maxShard = limits.maxPerShard ?? learningDefaults.maxPerShard;
   return db.transaction(async (tx) => {
@@ -293,10 +329,15 @@ export async function importLearnings(
       if (r.rows[0]?.inserted) imported++;
       else updated++;
     }
-    const n = await tx.execute<{ n: number }>(sql`select count(*)::int as n from learnings where shard_type = ${shard.data}`);
+    const n = await tx.execute<{ n: number }>(
+      sql`select count(*)::int as n from learnings where shard_type = ${shard.data}`,
+    );
     if ((n.rows[0]?.n ?? 0) > maxShard) {
       // Thrown inside the transaction: nothing of this import stays.
-      throw new LearningRefusedError('cap', `import: shard '${shard.data}' would hold ${n.rows[0]?.n} learnings (maximum ${maxShard}); nothing imported`);
+      throw new LearningRefusedError(
+        'cap',
+        `import: shard '${shard.data}' would hold ${n.rows[0]?.n} learnings (maximum ${maxShard}); nothing imported`,
+      );
     }
     await tx.execute(sql`insert into learning_events (shard_type, outcome, fact_predicate, source, reason)
       values (${shard.data}, 'saved', ${importEventPredicate}, 'import', ${`imported ${imported}, updated ${updated}`})`);
@@ -311,8 +352,14 @@ export async function importLearnings(
 function copyRows(table: PgTable, set: Record<string, SQL>, rest: SQL): SQL {
   const columns = getTableConfig(table).columns.filter((c) => !c.generated && c.name !== 'id');
   const name = sql.identifier(getTableConfig(table).name);
-  return sql`insert into ${name} (${sql.join(columns.map((c) => sql.identifier(c.name)), sql`, `)})
-    select ${sql.join(columns.map((c) => set[c.name] ?? sql`s.${sql.identifier(c.name)}`), sql`, `)} from ${name} s ${rest}`;
+  return sql`insert into ${name} (${sql.join(
+    columns.map((c) => sql.identifier(c.name)),
+    sql`, `,
+  )})
+    select ${sql.join(
+      columns.map((c) => set[c.name] ?? sql`s.${sql.identifier(c.name)}`),
+      sql`, `,
+    )} from ${name} s ${rest}`;
 }
 
 /**
@@ -323,7 +370,10 @@ function copyRows(table: PgTable, set: Record<string, SQL>, rest: SQL): SQL {
  * copy of a learning taught there goes to the clone's shard; a fact the parent has twice is
  * copied once, the more confident. The parent's learnings are only read.
  */
-export async function copyLearnings(tx: Tx, p: { parent: string; target: string }): Promise<{ learnings: number; learning_events: number }> {
+export async function copyLearnings(
+  tx: Tx,
+  p: { parent: string; target: string },
+): Promise<{ learnings: number; learning_events: number }> {
   const from = agentShard(p.parent);
   const to = agentShard(p.target);
   const copied = await tx.execute(
@@ -373,7 +423,8 @@ interface DecayOptions {
  */
 export async function decayLearnings(db: Db | Tx, o: DecayOptions = {}): Promise<{ decayed: number; deleted: number }> {
   const factor = o.factor ?? learningDefaults.decayFactor;
-  if (!(factor > 0 && factor <= 1)) throw new LearningRefusedError('guard', `decay factor must be in (0, 1], got ${factor}`);
+  if (!(factor > 0 && factor <= 1))
+    throw new LearningRefusedError('guard', `decay factor must be in (0, 1], got ${factor}`);
   const staleDays = o.staleAfterDays ?? learningDefaults.staleAfterDays;
   const floor = o.deleteBelow ?? learningDefaults.deleteBelow;
   const now = o.now ? sql`${o.now.toISOString()}::timestamptz` : sql`now()`;
@@ -418,7 +469,9 @@ export interface FeedbackResult {
 
 /** The agent's `learning_threshold` config (context 7, `config.set`), else the default 3. */
 export async function agentThreshold(db: Db, agentId: string): Promise<number> {
-  const r = await db.execute<{ value: unknown }>(sql`select value from agent_config where agent_id = ${agentId} and key = 'learning_threshold'`);
+  const r = await db.execute<{ value: unknown }>(
+    sql`select value from agent_config where agent_id = ${agentId} and key = 'learning_threshold'`,
+  );
   const v = configKeys.learning_threshold.schema.safeParse(r.rows[0]?.value);
   return v.success ? v.data : learningDefaults.threshold;
 }
@@ -451,11 +504,27 @@ export async function recordFeedback(db: Db, f: FeedbackInput, limits: StoreLimi
   try {
     const saved = await saveLearning(
       db,
-      { shardType, predicate: derived.predicate, args: derived.args, agentId: f.agentId, source: f.source ?? 'feedback', derivation: derived.derivation },
+      {
+        shardType,
+        predicate: derived.predicate,
+        args: derived.args,
+        agentId: f.agentId,
+        source: f.source ?? 'feedback',
+        derivation: derived.derivation,
+      },
       limits,
     );
-    if (!row!.promotedAt) await db.update(preferenceCounts).set({ promotedAt: sql`now()` }).where(eq(preferenceCounts.id, row!.id));
-    return { pattern, count, threshold, learning: { ...saved, predicate: derived.predicate, args: derived.args, rule: derived.derivation.rule } };
+    if (!row!.promotedAt)
+      await db
+        .update(preferenceCounts)
+        .set({ promotedAt: sql`now()` })
+        .where(eq(preferenceCounts.id, row!.id));
+    return {
+      pattern,
+      count,
+      threshold,
+      learning: { ...saved, predicate: derived.predicate, args: derived.args, rule: derived.derivation.rule },
+    };
   } catch (err) {
     if (err instanceof LearningRefusedError) return { pattern, count, threshold, refused: err.message };
     throw err;
@@ -466,15 +535,31 @@ export async function recordFeedback(db: Db, f: FeedbackInput, limits: StoreLimi
 export async function explainLearning(
   db: Db,
   id: number,
-): Promise<{ learning: Learning; derivation: Derivation | null; counts: Array<{ agentId: string; kind: string; pattern: string; count: number; promotedAt: Date | null }> } | null> {
+): Promise<{
+  learning: Learning;
+  derivation: Derivation | null;
+  counts: Array<{ agentId: string; kind: string; pattern: string; count: number; promotedAt: Date | null }>;
+} | null> {
   const [l] = await db.select().from(learnings).where(eq(learnings.id, id));
   if (!l) return null;
   const derivation = (l.derivation ?? null) as Derivation | null;
   const counts = derivation
     ? await db
-        .select({ agentId: preferenceCounts.agentId, kind: preferenceCounts.kind, pattern: preferenceCounts.pattern, count: preferenceCounts.count, promotedAt: preferenceCounts.promotedAt })
+        .select({
+          agentId: preferenceCounts.agentId,
+          kind: preferenceCounts.kind,
+          pattern: preferenceCounts.pattern,
+          count: preferenceCounts.count,
+          promotedAt: preferenceCounts.promotedAt,
+        })
         .from(preferenceCounts)
-        .where(and(eq(preferenceCounts.shard, l.shardType), eq(preferenceCounts.pattern, derivation.pattern), eq(preferenceCounts.kind, derivation.kind)))
+        .where(
+          and(
+            eq(preferenceCounts.shard, l.shardType),
+            eq(preferenceCounts.pattern, derivation.pattern),
+            eq(preferenceCounts.kind, derivation.kind),
+          ),
+        )
     : [];
   return { learning: l, derivation, counts };
 }

@@ -42,7 +42,12 @@ import { sqlStateOf } from '../../core/failure.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../client.js';
 import { agentConfig, agents, systemPrompts } from '../schema/agents.js';
-import { lifeforceBudgets, lifeforceLedger, type LifeforceBudget, type LifeforceLedgerEntry } from '../schema/lifeforce.js';
+import {
+  lifeforceBudgets,
+  lifeforceLedger,
+  type LifeforceBudget,
+  type LifeforceLedgerEntry,
+} from '../schema/lifeforce.js';
 import { tickPrompts } from '../schema/llm.js';
 import { usableRegistry } from './llm.js';
 
@@ -198,7 +203,11 @@ function serially<T>(db: Db | Tx, budgetId: string, fn: () => Promise<T>): Promi
  * writer; when contended (several calls of one agent at once), once more holding the row's lock,
  * where no other change can come between.
  */
-async function changeBudget<T>(db: Db | Tx, budgetId: string, once: (conn: Db | Tx) => Promise<T | 'conflict'>): Promise<T> {
+async function changeBudget<T>(
+  db: Db | Tx,
+  budgetId: string,
+  once: (conn: Db | Tx) => Promise<T | 'conflict'>,
+): Promise<T> {
   const first = await once(db);
   if (first !== 'conflict') return first;
   return (db as Db).transaction(async (tx) => {
@@ -214,7 +223,12 @@ async function changeBudget<T>(db: Db | Tx, budgetId: string, once: (conn: Db | 
  * the version that was read (compare-and-set on `xmin`) and the entry's key is new: both or
  * neither. The row's new version; null when another change came first (read again and retry).
  */
-async function writeIfUnchanged(db: Db | Tx, read: Versioned, values: Partial<LifeforceBudget>, entry: typeof lifeforceLedger.$inferInsert): Promise<Versioned | null> {
+async function writeIfUnchanged(
+  db: Db | Tx,
+  read: Versioned,
+  values: Partial<LifeforceBudget>,
+  entry: typeof lifeforceLedger.$inferInsert,
+): Promise<Versioned | null> {
   const sets = Object.entries(values).map(([prop, value]) => {
     const column = lifeforceBudgets[prop as keyof typeof lifeforceBudgets.$inferSelect];
     return sql`${sql.identifier(column.name)} = ${value instanceof Date ? value.toISOString() : value}`;
@@ -273,7 +287,9 @@ async function reserveQueued(db: Db | Tx, req: ReserveRequest): Promise<ReserveR
   const agentId = agentOf(req.budgetId);
   if (result.ok || result.reason !== 'missing' || agentId === null) return result;
   // An agent's budget is created on first use, unlimited, if nothing set it up before.
-  await (db as Db).transaction((tx) => insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at }));
+  await (db as Db).transaction((tx) =>
+    insertBudget(tx, { id: req.budgetId, agentId, scope: 'agent', settings: { capacity: null }, at }),
+  );
   return changeBudget(db, req.budgetId, (conn) => reserveOnce(conn, req, at, amount));
 }
 
@@ -281,35 +297,66 @@ async function reserveQueued(db: Db | Tx, req: ReserveRequest): Promise<ReserveR
  * One try at a hold: on the budget as read now, or on `cached` (a version this process wrote),
  * where a key seen before or a refusal answers `conflict` so that a fresh read decides them.
  */
-async function reserveOnce(db: Db | Tx, req: ReserveRequest, at: number, amount: number, cached?: Versioned): Promise<ReserveResult | 'conflict'> {
+async function reserveOnce(
+  db: Db | Tx,
+  req: ReserveRequest,
+  at: number,
+  amount: number,
+  cached?: Versioned,
+): Promise<ReserveResult | 'conflict'> {
   const fresh = cached ? undefined : await readForChange(db, req.budgetId, req.key);
   const read = cached ?? fresh;
   if (!read) return { ok: false, budgetId: req.budgetId, reason: 'missing', needed: amount, available: 0 };
   const { row } = read;
-  if (fresh && fresh.previous !== null) return { ok: true, key: req.key, amount: Number(fresh.previous), replayed: true, closed: fresh.closed };
+  if (fresh && fresh.previous !== null)
+    return { ok: true, key: req.key, amount: Number(fresh.previous), replayed: true, closed: fresh.closed };
   const outcome = reserveState(stateOf(row), amount, at);
   if (!outcome.ok) {
     if (cached) return 'conflict';
-    if (row.exhaustedAt === null && outcome.reason !== 'closed') await db.update(lifeforceBudgets).set({ exhaustedAt: new Date(at) }).where(eq(lifeforceBudgets.id, row.id));
+    if (row.exhaustedAt === null && outcome.reason !== 'closed')
+      await db
+        .update(lifeforceBudgets)
+        .set({ exhaustedAt: new Date(at) })
+        .where(eq(lifeforceBudgets.id, row.id));
     return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
   }
-  const written = await writeIfUnchanged(db, read, { ...columnsOf(outcome.budget), exhaustedAt: null }, {
-    agentId: row.agentId,
-    budgetId: row.id,
-    scope: row.scope,
-    scopeId: row.id,
-    idempotencyKey: req.key,
-    kind: 'reserve',
-    amount,
-    operation: req.operation,
-    reason: req.reason ?? null,
-    tick: req.tick ?? null,
-    deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
-    metadata: { ...req.metadata, windows: outcome.windows },
-  });
+  const written = await writeIfUnchanged(
+    db,
+    read,
+    { ...columnsOf(outcome.budget), exhaustedAt: null },
+    {
+      agentId: row.agentId,
+      budgetId: row.id,
+      scope: row.scope,
+      scopeId: row.id,
+      idempotencyKey: req.key,
+      kind: 'reserve',
+      amount,
+      operation: req.operation,
+      reason: req.reason ?? null,
+      tick: req.tick ?? null,
+      deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
+      metadata: { ...req.metadata, windows: outcome.windows },
+    },
+  );
   if (!written) return 'conflict';
   remember(db, written, row.id);
-  return { ok: true, key: req.key, amount, replayed: false, closed: false, hold: { key: req.key, budgetId: row.id, amount, windows: outcome.windows, limited: row.balance !== null, operation: req.operation, tick: req.tick ?? null } };
+  return {
+    ok: true,
+    key: req.key,
+    amount,
+    replayed: false,
+    closed: false,
+    hold: {
+      key: req.key,
+      budgetId: row.id,
+      amount,
+      windows: outcome.windows,
+      limited: row.balance !== null,
+      operation: req.operation,
+      tick: req.tick ?? null,
+    },
+  };
 }
 
 /**
@@ -346,7 +393,13 @@ const windowsOf = (entry: LifeforceLedgerEntry) => {
   return { day: w?.day ?? dayWindow(at), month: w?.month ?? monthWindow(at) };
 };
 
-async function close(db: Db, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult> {
+async function close(
+  db: Db,
+  reservationKey: string,
+  actual: number,
+  kind: 'settle' | 'release',
+  details: { reason?: string; metadata?: Record<string, unknown> },
+): Promise<CloseResult> {
   const first = await closeOnce(db, reservationKey, actual, kind, details);
   if (!('conflict' in first)) return first;
   // Contended (calls of one agent at once): once more holding the budget row's lock.
@@ -358,7 +411,13 @@ async function close(db: Db, reservationKey: string, actual: number, kind: 'sett
   });
 }
 
-async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, kind: 'settle' | 'release', details: { reason?: string; metadata?: Record<string, unknown> }): Promise<CloseResult | { conflict: string }> {
+async function closeOnce(
+  db: Db | Tx,
+  reservationKey: string,
+  actual: number,
+  kind: 'settle' | 'release',
+  details: { reason?: string; metadata?: Record<string, unknown> },
+): Promise<CloseResult | { conflict: string }> {
   // One read: the reservation, its budget (with its version) and whether it is closed already —
   // by its own key, so whoever closes first (the operation, its retry, the sweep) closes it.
   const [read] = await db
@@ -366,7 +425,9 @@ async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, ki
       reservation: lifeforceLedger,
       row: lifeforceBudgets,
       version: sql<string>`${lifeforceBudgets}.xmin::text`,
-      previous: sql<string | null>`(select amount from lifeforce_ledger where idempotency_key = ${closeKey(reservationKey)})`,
+      previous: sql<
+        string | null
+      >`(select amount from lifeforce_ledger where idempotency_key = ${closeKey(reservationKey)})`,
     })
     .from(lifeforceLedger)
     .innerJoin(lifeforceBudgets, eq(lifeforceBudgets.id, lifeforceLedger.budgetId))
@@ -374,7 +435,12 @@ async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, ki
   if (!read) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
   const { reservation } = read;
   if (read.previous !== null) return { charged: Number(read.previous), refunded: 0, overrun: 0, replayed: true };
-  const { budget, charged, overrun } = settleState(stateOf(read.row), reservation.amount, kind === 'release' ? 0 : actual, windowsOf(reservation));
+  const { budget, charged, overrun } = settleState(
+    stateOf(read.row),
+    reservation.amount,
+    kind === 'release' ? 0 : actual,
+    windowsOf(reservation),
+  );
   const written = await writeIfUnchanged(db, read, columnsOf(budget), {
     agentId: read.row.agentId,
     budgetId: read.row.id,
@@ -391,7 +457,13 @@ async function closeOnce(db: Db | Tx, reservationKey: string, actual: number, ki
   });
   if (!written) return { conflict: read.row.id };
   remember(db, written, read.row.id);
-  return { charged, refunded: lfRound(Math.max(0, reservation.amount - charged)), overrun, replayed: false, available: available(budget) };
+  return {
+    charged,
+    refunded: lfRound(Math.max(0, reservation.amount - charged)),
+    overrun,
+    replayed: false,
+    available: available(budget),
+  };
 }
 
 /** What a fresh hold's owner keeps to settle it in one statement (`settleHold`). */
@@ -412,11 +484,21 @@ export interface Hold {
  * the insert happened, so it is charged once whoever else closes it. A hold closed before (the
  * sweep, a retry) answers `replayed`.
  */
-export function settleHold(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+export function settleHold(
+  db: Db,
+  hold: Hold,
+  actual: number,
+  metadata?: Record<string, unknown>,
+): Promise<CloseResult> {
   return serially(db, hold.budgetId, () => settleHoldQueued(db, hold, actual, metadata));
 }
 
-async function settleHoldQueued(db: Db, hold: Hold, actual: number, metadata?: Record<string, unknown>): Promise<CloseResult> {
+async function settleHoldQueued(
+  db: Db,
+  hold: Hold,
+  actual: number,
+  metadata?: Record<string, unknown>,
+): Promise<CloseResult> {
   const charged = lfRound(hold.limited ? Math.min(hold.amount, Math.max(0, actual)) : Math.max(0, actual));
   const refund = lfRound(Math.max(0, hold.amount - charged));
   const overrun = lfRound(Math.max(0, actual - charged));
@@ -449,7 +531,12 @@ const budgetColumns = Object.entries(getTableColumns(lifeforceBudgets));
 
 /** A budget row as a raw statement returns it (column names, driver values), as Drizzle would map it. */
 function budgetOf(raw: Record<string, unknown>): LifeforceBudget {
-  return Object.fromEntries(budgetColumns.map(([prop, column]) => [prop, raw[column.name] === null ? null : column.mapFromDriverValue(raw[column.name])])) as LifeforceBudget;
+  return Object.fromEntries(
+    budgetColumns.map(([prop, column]) => [
+      prop,
+      raw[column.name] === null ? null : column.mapFromDriverValue(raw[column.name]),
+    ]),
+  ) as LifeforceBudget;
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
@@ -463,7 +550,10 @@ export function release(db: Db, key: string, reason: string): Promise<CloseResul
 }
 
 /** A ledger entry that is a hold no settle or release has closed yet. */
-const openHold = and(eq(lifeforceLedger.kind, 'reserve'), sql`not exists ${sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`)}`);
+const openHold = and(
+  eq(lifeforceLedger.kind, 'reserve'),
+  sql`not exists ${sql.raw(`(select 1 from lifeforce_ledger c where c.reservation_key = lifeforce_ledger.idempotency_key)`)}`,
+);
 
 /** Which of these keys are holds not closed yet. */
 export async function openHolds(db: Db, keys: string[]): Promise<string[]> {
@@ -483,7 +573,8 @@ export async function sweepReservations(db: Db, now = Date.now()): Promise<numbe
     .where(and(openHold, lt(lifeforceLedger.deadline, new Date(now))))
     .limit(1000);
   let released = 0;
-  for (const { key } of open) if (!(await release(db, key, 'deadline passed: the operation\'s worker is gone')).replayed) released++;
+  for (const { key } of open)
+    if (!(await release(db, key, "deadline passed: the operation's worker is gone")).replayed) released++;
   return released;
 }
 
@@ -518,7 +609,16 @@ async function insertBudget(tx: Tx, spec: BudgetSpec & { parentId?: string }): P
     .onConflictDoNothing()
     .returning({ id: lifeforceBudgets.id });
   if (inserted && state.funded > 0) {
-    await tx.insert(lifeforceLedger).values({ agentId: spec.agentId, budgetId: spec.id, scope: spec.scope, scopeId: spec.id, idempotencyKey: `fund:${spec.id}`, kind: 'grant', amount: state.funded, reason: 'initial budget' });
+    await tx.insert(lifeforceLedger).values({
+      agentId: spec.agentId,
+      budgetId: spec.id,
+      scope: spec.scope,
+      scopeId: spec.id,
+      idempotencyKey: `fund:${spec.id}`,
+      kind: 'grant',
+      amount: state.funded,
+      reason: 'initial budget',
+    });
   }
   return inserted !== undefined;
 }
@@ -533,7 +633,9 @@ export async function ensureBudget(db: Db, spec: BudgetSpec): Promise<LifeforceB
   });
 }
 
-type CarveResult = { ok: true; budget: LifeforceBudget; carved: number } | { ok: false; reason: DenyReason | 'missing'; needed: number; available: number | null };
+type CarveResult =
+  | { ok: true; budget: LifeforceBudget; carved: number }
+  | { ok: false; reason: DenyReason | 'missing'; needed: number; available: number | null };
 
 /** The share of its parent's available lifeforce a child gets when no amount is asked for. */
 export const defaultCarveShare = 0.25;
@@ -544,7 +646,10 @@ export const defaultCarveShare = 0.25;
  * as its capacity. With no amount, an unlimited parent gives an unlimited child and a limited one
  * `defaultCarveShare` of what it has available. Idempotent by child id.
  */
-export async function carveBudget(db: Db, spec: { parentId: string; id: string; agentId: string; scope: BudgetScope; amount: number | null; at?: number }): Promise<CarveResult> {
+export async function carveBudget(
+  db: Db,
+  spec: { parentId: string; id: string; agentId: string; scope: BudgetScope; amount: number | null; at?: number },
+): Promise<CarveResult> {
   const at = spec.at ?? Date.now();
   const existing = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, spec.id));
   if (existing[0]) return { ok: true, budget: existing[0], carved: existing[0].funded };
@@ -552,16 +657,41 @@ export async function carveBudget(db: Db, spec: { parentId: string; id: string; 
   const parentAgent = agentOf(spec.parentId);
   if (!parentRow && parentAgent !== null) {
     // An agent's budget is created on first use, unlimited, as a reservation would.
-    parentRow = await ensureBudget(db, { id: spec.parentId, agentId: parentAgent, scope: 'agent', settings: { capacity: null }, at });
+    parentRow = await ensureBudget(db, {
+      id: spec.parentId,
+      agentId: parentAgent,
+      scope: 'agent',
+      settings: { capacity: null },
+      at,
+    });
   }
   if (!parentRow) return { ok: false, reason: 'missing', needed: spec.amount ?? 0, available: 0 };
   const unlimited = spec.amount === null && parentRow.capacity === null;
-  const amount = spec.amount ?? (unlimited ? 0 : Math.floor((available(regenerate(stateOf(parentRow), at)) ?? 0) * defaultCarveShare * 10_000) / 10_000);
-  const parent = await reserve(db, { key: `carve:${spec.id}`, budgetId: spec.parentId, amount, operation: 'carve', at, ttlMs: null, reason: `budget for ${spec.id}` });
+  const amount =
+    spec.amount ??
+    (unlimited
+      ? 0
+      : Math.floor((available(regenerate(stateOf(parentRow), at)) ?? 0) * defaultCarveShare * 10_000) / 10_000);
+  const parent = await reserve(db, {
+    key: `carve:${spec.id}`,
+    budgetId: spec.parentId,
+    amount,
+    operation: 'carve',
+    at,
+    ttlMs: null,
+    reason: `budget for ${spec.id}`,
+  });
   if (!parent.ok) return { ok: false, reason: parent.reason, needed: parent.needed, available: parent.available };
   return db.transaction(async (tx) => {
     // The parent's hold says what was carved (a retried carve finds the first attempt's amount).
-    await insertBudget(tx, { id: spec.id, agentId: spec.agentId, scope: spec.scope, settings: { capacity: unlimited ? null : parent.amount }, at, parentId: spec.parentId });
+    await insertBudget(tx, {
+      id: spec.id,
+      agentId: spec.agentId,
+      scope: spec.scope,
+      settings: { capacity: unlimited ? null : parent.amount },
+      at,
+      parentId: spec.parentId,
+    });
     const row = await lockBudget(tx, spec.id);
     if (!row) throw new Error(`lifeforce: budget ${spec.id} vanished`);
     return { ok: true as const, budget: row, carved: row.funded };
@@ -576,17 +706,24 @@ export async function carveBudget(db: Db, spec: { parentId: string; id: string; 
  * Idempotent.
  */
 export async function closeBudget(db: Db, budgetId: string, reason: string): Promise<void> {
-  for (const hold of await openReservations(db, budgetId)) await settle(db, hold.key, hold.amount, { closedWithBudget: reason });
+  for (const hold of await openReservations(db, budgetId))
+    await settle(db, hold.key, hold.amount, { closedWithBudget: reason });
   const row = await db.transaction(async (tx) => {
     const locked = await lockBudget(tx, budgetId);
     if (!locked || locked.closedAt) return undefined;
     // What it did not spend goes back to the parent: it leaves this budget's funding.
     const back = locked.balance ?? 0;
-    await tx.update(lifeforceBudgets).set({ closedAt: new Date(), balance: locked.balance === null ? null : 0, funded: lfRound(locked.funded - back) }).where(eq(lifeforceBudgets.id, budgetId));
+    await tx
+      .update(lifeforceBudgets)
+      .set({ closedAt: new Date(), balance: locked.balance === null ? null : 0, funded: lfRound(locked.funded - back) })
+      .where(eq(lifeforceBudgets.id, budgetId));
     return locked;
   });
   if (!row?.parentId) return;
-  const [carve] = await db.select({ amount: lifeforceLedger.amount }).from(lifeforceLedger).where(eq(lifeforceLedger.idempotencyKey, `carve:${budgetId}`));
+  const [carve] = await db
+    .select({ amount: lifeforceLedger.amount })
+    .from(lifeforceLedger)
+    .where(eq(lifeforceLedger.idempotencyKey, `carve:${budgetId}`));
   const carved = carve?.amount ?? 0;
   const left = row.balance ?? 0;
   // The child's spend is the parent's, up to what was carved; what it has beyond the rest of the
@@ -594,7 +731,13 @@ export async function closeBudget(db: Db, budgetId: string, reason: string): Pro
   const used = row.balance === null ? row.spent : Math.min(carved, row.spent);
   await settle(db, `carve:${budgetId}`, used, { child: budgetId, reason });
   const extra = row.balance === null ? 0 : lfRound(left - (carved - used));
-  if (extra > 0) await grantLifeforce(db, { budgetId: row.parentId, amount: extra, key: `return:${budgetId}`, reason: `unspent grants of ${budgetId} (closed: ${reason})` });
+  if (extra > 0)
+    await grantLifeforce(db, {
+      budgetId: row.parentId,
+      amount: extra,
+      key: `return:${budgetId}`,
+      reason: `unspent grants of ${budgetId} (closed: ${reason})`,
+    });
 }
 
 async function openReservations(db: Db, budgetId: string): Promise<{ key: string; amount: number }[]> {
@@ -605,14 +748,30 @@ async function openReservations(db: Db, budgetId: string): Promise<{ key: string
 }
 
 /** Add to a budget (a human's grant). Idempotent by `key`; false when the key was used before. */
-export async function grantLifeforce(db: Db, g: { budgetId: string; amount: number; key: string; reason: string; by?: string }): Promise<boolean> {
+export async function grantLifeforce(
+  db: Db,
+  g: { budgetId: string; amount: number; key: string; reason: string; by?: string },
+): Promise<boolean> {
   return db.transaction(async (tx) => {
     const row = await lockBudget(tx, g.budgetId);
     if (!row) throw new Error(`lifeforce: no budget ${g.budgetId}`);
     if (await entryByKey(tx, g.key)) return false;
     const next = grantState(stateOf(row), g.amount);
-    await tx.update(lifeforceBudgets).set({ ...columnsOf(next), exhaustedAt: null }).where(eq(lifeforceBudgets.id, row.id));
-    await tx.insert(lifeforceLedger).values({ agentId: row.agentId, budgetId: row.id, scope: row.scope, scopeId: row.id, idempotencyKey: g.key, kind: 'grant', amount: lfRound(g.amount), reason: g.reason, metadata: g.by ? { by: g.by } : null });
+    await tx
+      .update(lifeforceBudgets)
+      .set({ ...columnsOf(next), exhaustedAt: null })
+      .where(eq(lifeforceBudgets.id, row.id));
+    await tx.insert(lifeforceLedger).values({
+      agentId: row.agentId,
+      budgetId: row.id,
+      scope: row.scope,
+      scopeId: row.id,
+      idempotencyKey: g.key,
+      kind: 'grant',
+      amount: lfRound(g.amount),
+      reason: g.reason,
+      metadata: g.by ? { by: g.by } : null,
+    });
     return true;
   });
 }
@@ -632,7 +791,12 @@ export interface BudgetConfig {
  * lifeforce). A new capacity refills the balance to it; the change is a ledger grant, so the
  * ledger still sums to the budget.
  */
-export async function configureBudget(db: Db, agentId: string, cfg: BudgetConfig, at = Date.now()): Promise<LifeforceBudget> {
+export async function configureBudget(
+  db: Db,
+  agentId: string,
+  cfg: BudgetConfig,
+  at = Date.now(),
+): Promise<LifeforceBudget> {
   const id = budgetIds.agent(agentId);
   await ensureBudget(db, { id, agentId, scope: 'agent', settings: { capacity: null }, at });
   return db.transaction(async (tx) => {
@@ -647,15 +811,38 @@ export async function configureBudget(db: Db, agentId: string, cfg: BudgetConfig
       else {
         const target = lfRound(Math.max(0, cfg.capacity - state.reserved));
         added = lfRound(target - (state.balance ?? 0));
-        state = { ...state, capacity: cfg.capacity, balance: target, funded: lfRound(state.reserved + state.spent + target) };
+        state = {
+          ...state,
+          capacity: cfg.capacity,
+          balance: target,
+          funded: lfRound(state.reserved + state.spent + target),
+        };
       }
     }
     const problem = checkInvariant(state);
     if (problem) throw new Error(`lifeforce: configuring ${id} would break the ledger: ${problem}`);
-    const extra = { ...(cfg.onExhausted ? { onExhausted: cfg.onExhausted } : {}), ...(cfg.askFor !== undefined ? { askFor: cfg.askFor } : {}), ...(cfg.priority !== undefined ? { priority: cfg.priority } : {}) };
-    const [updated] = await tx.update(lifeforceBudgets).set({ ...columnsOf(state), ...extra, exhaustedAt: null }).where(eq(lifeforceBudgets.id, id)).returning();
+    const extra = {
+      ...(cfg.onExhausted ? { onExhausted: cfg.onExhausted } : {}),
+      ...(cfg.askFor !== undefined ? { askFor: cfg.askFor } : {}),
+      ...(cfg.priority !== undefined ? { priority: cfg.priority } : {}),
+    };
+    const [updated] = await tx
+      .update(lifeforceBudgets)
+      .set({ ...columnsOf(state), ...extra, exhaustedAt: null })
+      .where(eq(lifeforceBudgets.id, id))
+      .returning();
     if (added !== 0) {
-      await tx.insert(lifeforceLedger).values({ agentId, budgetId: id, scope: 'agent', scopeId: id, idempotencyKey: `config:${id}:${at}:${Math.random().toString(36).slice(2)}`, kind: added > 0 ? 'grant' : 'withdraw', amount: Math.abs(added), reason: `capacity set to ${cfg.capacity}`, metadata: { config: true, delta: added } });
+      await tx.insert(lifeforceLedger).values({
+        agentId,
+        budgetId: id,
+        scope: 'agent',
+        scopeId: id,
+        idempotencyKey: `config:${id}:${at}:${Math.random().toString(36).slice(2)}`,
+        kind: added > 0 ? 'grant' : 'withdraw',
+        amount: Math.abs(added),
+        reason: `capacity set to ${cfg.capacity}`,
+        metadata: { config: true, delta: added },
+      });
     }
     return updated!;
   });
@@ -675,7 +862,11 @@ export interface BudgetReport {
 }
 
 /** A budget as the CLI and the status show it. */
-export async function budgetReport(db: Db, budgetId: string, opts: { at?: number; entries?: number } = {}): Promise<BudgetReport | undefined> {
+export async function budgetReport(
+  db: Db,
+  budgetId: string,
+  opts: { at?: number; entries?: number } = {},
+): Promise<BudgetReport | undefined> {
   const at = opts.at ?? Date.now();
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
   if (!row) return undefined;
@@ -683,12 +874,29 @@ export async function budgetReport(db: Db, budgetId: string, opts: { at?: number
   const [burn] = await db
     .select({ total: sql<string>`coalesce(sum(${lifeforceLedger.amount}), 0)` })
     .from(lifeforceLedger)
-    .where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'settle'), gte(lifeforceLedger.createdAt, new Date(at - 3_600_000))));
+    .where(
+      and(
+        eq(lifeforceLedger.budgetId, budgetId),
+        eq(lifeforceLedger.kind, 'settle'),
+        gte(lifeforceLedger.createdAt, new Date(at - 3_600_000)),
+      ),
+    );
   const burnPerHour = lfRound(Number(burn?.total ?? 0));
   const net = burnPerHour - state.regenPerHour;
   const hoursToExhaustion = state.balance === null || net <= 0 ? null : Math.round((state.balance / net) * 100) / 100;
-  const recent = await db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(desc(lifeforceLedger.id)).limit(opts.entries ?? 10);
-  return { budget: { ...row, ...columnsOf(state) }, available: available(state), burnPerHour, hoursToExhaustion, recent };
+  const recent = await db
+    .select()
+    .from(lifeforceLedger)
+    .where(eq(lifeforceLedger.budgetId, budgetId))
+    .orderBy(desc(lifeforceLedger.id))
+    .limit(opts.entries ?? 10);
+  return {
+    budget: { ...row, ...columnsOf(state) },
+    available: available(state),
+    burnPerHour,
+    hoursToExhaustion,
+    recent,
+  };
 }
 
 /** An agent's next think as the database knows it: the basis of `thinkReservation`, and where its numbers come from. */
@@ -708,12 +916,24 @@ interface AgentThinkBasis {
  */
 export async function thinkBasis(db: Db, agentId: string): Promise<AgentThinkBasis> {
   const registry = await usableRegistry(db, agentId);
-  const [config] = await db.select({ value: agentConfig.value }).from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'max_tokens')));
-  const [last] = await db.select({ tick: tickPrompts.tick, messages: tickPrompts.messages }).from(tickPrompts).where(eq(tickPrompts.agentId, agentId)).orderBy(desc(tickPrompts.tick)).limit(1);
+  const [config] = await db
+    .select({ value: agentConfig.value })
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'max_tokens')));
+  const [last] = await db
+    .select({ tick: tickPrompts.tick, messages: tickPrompts.messages })
+    .from(tickPrompts)
+    .where(eq(tickPrompts.agentId, agentId))
+    .orderBy(desc(tickPrompts.tick))
+    .limit(1);
   const row = registry.find((r) => r.role === 'agent');
   const maxTokens = configKeys.max_tokens.schema.safeParse(config?.value);
   return {
-    basis: { model: row ?? null, maxTokens: maxTokens.success ? maxTokens.data : configKeys.max_tokens.default, prompt: last ? last.messages : await promptFloor(db, agentId) },
+    basis: {
+      model: row ?? null,
+      maxTokens: maxTokens.success ? maxTokens.data : configKeys.max_tokens.default,
+      prompt: last ? last.messages : await promptFloor(db, agentId),
+    },
     model: row ? `${row.provider}:${row.model}` : null,
     promptTick: last?.tick ?? null,
   };
@@ -721,10 +941,30 @@ export async function thinkBasis(db: Db, agentId: string): Promise<AgentThinkBas
 
 /** The messages of a think with nothing in its context but what is always there (activities/tick/context.ts builds the real one). */
 async function promptFloor(db: Db, agentId: string): Promise<ThinkBasis['prompt']> {
-  const [agent] = await db.select({ id: agents.id, name: agents.name, description: agents.description }).from(agents).where(eq(agents.id, agentId));
-  const prompts = await db.select({ kind: systemPrompts.kind, content: systemPrompts.content }).from(systemPrompts).where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true))).orderBy(desc(systemPrompts.version));
+  const [agent] = await db
+    .select({ id: agents.id, name: agents.name, description: agents.description })
+    .from(agents)
+    .where(eq(agents.id, agentId));
+  const prompts = await db
+    .select({ kind: systemPrompts.kind, content: systemPrompts.content })
+    .from(systemPrompts)
+    .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true)))
+    .orderBy(desc(systemPrompts.version));
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
-  const empty = { ethics: [], tools: [], learnings: [], responses: [], goals: [], pinnedTasks: [], abstracts: [], openProcesses: [], commandResults: [], notes: [], config: {}, memory: [] };
+  const empty = {
+    ethics: [],
+    tools: [],
+    learnings: [],
+    responses: [],
+    goals: [],
+    pinnedTasks: [],
+    abstracts: [],
+    openProcesses: [],
+    commandResults: [],
+    notes: [],
+    config: {},
+    memory: [],
+  };
   return assembleContext({
     ...empty,
     agent: { id: agentId, name: agent?.name ?? agentId, description: agent?.description ?? null },

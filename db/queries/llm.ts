@@ -28,15 +28,29 @@ const llmStatements = statements('llm', (q, name) => ({
   usableRegistry: q
     .select()
     .from(llmRegistry)
-    .where(and(eq(llmRegistry.agentId, sql.placeholder('agentId')), eq(llmRegistry.enabled, true), eq(llmRegistry.excluded, false)))
+    .where(
+      and(
+        eq(llmRegistry.agentId, sql.placeholder('agentId')),
+        eq(llmRegistry.enabled, true),
+        eq(llmRegistry.excluded, false),
+      ),
+    )
     .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id))
     .prepare(name('usable_registry')),
-  callsByKey: q.select().from(llmCalls).where(eq(llmCalls.requestKey, sql.placeholder('key'))).orderBy(asc(llmCalls.id)).prepare(name('calls_by_key')),
+  callsByKey: q
+    .select()
+    .from(llmCalls)
+    .where(eq(llmCalls.requestKey, sql.placeholder('key')))
+    .orderBy(asc(llmCalls.id))
+    .prepare(name('calls_by_key')),
 }));
 
 /** The answer recorded for an idempotency key (its one `ok` row), or undefined. */
 export async function answeredCall(q: Queryable, requestKey: string): Promise<LlmCall | undefined> {
-  const [row] = await q.select().from(llmCalls).where(and(eq(llmCalls.requestKey, requestKey), eq(llmCalls.ok, true)));
+  const [row] = await q
+    .select()
+    .from(llmCalls)
+    .where(and(eq(llmCalls.requestKey, requestKey), eq(llmCalls.ok, true)));
   return row;
 }
 
@@ -57,6 +71,11 @@ export async function recordRowHealth(q: Queryable, row: LlmRegistryEntry, error
   }
   await q
     .update(llmRegistry)
-    .set({ lastErrorAt: sql`now()`, lastError: error, consecutiveFailures: sql`${llmRegistry.consecutiveFailures} + 1`, updatedAt: sql`${llmRegistry.updatedAt}` })
+    .set({
+      lastErrorAt: sql`now()`,
+      lastError: error,
+      consecutiveFailures: sql`${llmRegistry.consecutiveFailures} + 1`,
+      updatedAt: sql`${llmRegistry.updatedAt}`,
+    })
     .where(eq(llmRegistry.id, row.id));
 }

@@ -18,7 +18,8 @@ interface RunKey {
 }
 
 /** The outcome of a ledgered run: the work's result, or the first run's when this one was a repeat. */
-type LedgeredRun<T> = { repeat: false; doneAt: string; result: T } | { repeat: true; doneAt: string | null; by: string | null; result: T };
+type LedgeredRun<T> =
+  { repeat: false; doneAt: string; result: T } | { repeat: true; doneAt: string | null; by: string | null; result: T };
 
 /**
  * Run `work` once per (job, period, scope). The ledger row is claimed first, in the work's
@@ -26,7 +27,11 @@ type LedgeredRun<T> = { repeat: false; doneAt: string; result: T } | { repeat: t
  * crash or a failure of the work rolls the claim back with the work, so the period stays open
  * for a retry.
  */
-export async function runOncePerPeriod<T extends object>(db: Db, key: RunKey, work: (tx: Tx) => Promise<T>): Promise<LedgeredRun<T>> {
+export async function runOncePerPeriod<T extends object>(
+  db: Db,
+  key: RunKey,
+  work: (tx: Tx) => Promise<T>,
+): Promise<LedgeredRun<T>> {
   const scope = key.scope ?? wholeScope;
   return db.transaction(async (tx) => {
     const [claimed] = await tx
@@ -38,8 +43,19 @@ export async function runOncePerPeriod<T extends object>(db: Db, key: RunKey, wo
       const [done] = await tx
         .select()
         .from(maintenanceRuns)
-        .where(and(eq(maintenanceRuns.job, key.job), eq(maintenanceRuns.periodKey, key.periodKey), eq(maintenanceRuns.scope, scope)));
-      return { repeat: true, doneAt: done?.finishedAt?.toISOString() ?? null, by: done?.workflowId ?? null, result: (done?.result ?? {}) as T };
+        .where(
+          and(
+            eq(maintenanceRuns.job, key.job),
+            eq(maintenanceRuns.periodKey, key.periodKey),
+            eq(maintenanceRuns.scope, scope),
+          ),
+        );
+      return {
+        repeat: true,
+        doneAt: done?.finishedAt?.toISOString() ?? null,
+        by: done?.workflowId ?? null,
+        result: (done?.result ?? {}) as T,
+      };
     }
     const result = await work(tx);
     // clock_timestamp(): the time the work ended, not the transaction's start (now()).
@@ -53,7 +69,10 @@ export async function runOncePerPeriod<T extends object>(db: Db, key: RunKey, wo
 }
 
 /** The ledger, newest first (a job's, or all). */
-export async function listMaintenanceRuns(db: Db, o: { job?: MaintenanceJob; limit?: number } = {}): Promise<MaintenanceRun[]> {
+export async function listMaintenanceRuns(
+  db: Db,
+  o: { job?: MaintenanceJob; limit?: number } = {},
+): Promise<MaintenanceRun[]> {
   return db
     .select()
     .from(maintenanceRuns)

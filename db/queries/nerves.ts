@@ -5,10 +5,26 @@
  * arc's buffered decisions are written the same way, in one multi-row insert.
  */
 import { and, desc, eq, inArray, sql } from 'drizzle-orm';
-import { learnKey, undoKey, type DecidedBy, type KeyStats, type Learner, type LearningConfig, type NerveEvent, type NerveMode } from '../../core/nerves/modes.js';
+import {
+  learnKey,
+  undoKey,
+  type DecidedBy,
+  type KeyStats,
+  type Learner,
+  type LearningConfig,
+  type NerveEvent,
+  type NerveMode,
+} from '../../core/nerves/modes.js';
 import type { Outcome } from '../../core/nerves/nerve.js';
 import type { Db } from '../client.js';
-import { nerveDecisions, nerveRuleEvents, nerveRules, type NerveDecisionRow, type NerveRuleEventRow, type NerveRuleRow } from '../schema/nerves.js';
+import {
+  nerveDecisions,
+  nerveRuleEvents,
+  nerveRules,
+  type NerveDecisionRow,
+  type NerveRuleEventRow,
+  type NerveRuleRow,
+} from '../schema/nerves.js';
 import type { Queryable } from './abstracts.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -19,7 +35,15 @@ function statsOf(row: NerveRuleRow): KeyStats {
     state: row.state,
     bucket: row.bucket,
     counts: row.counts,
-    rule: row.action === null ? null : { action: row.action, support: row.support, agreement: row.agreement, promotedAt: row.promotedAt?.getTime() ?? 0 },
+    rule:
+      row.action === null
+        ? null
+        : {
+            action: row.action,
+            support: row.support,
+            agreement: row.agreement,
+            promotedAt: row.promotedAt?.getTime() ?? 0,
+          },
   };
 }
 
@@ -40,14 +64,21 @@ export async function decisionByKey(q: Queryable, key: string): Promise<NerveDec
 
 /** The promotions and demotions a decision caused, in order. */
 export async function eventsOfDecision(q: Queryable, decisionId: number): Promise<NerveEvent[]> {
-  const rows = await q.select({ event: nerveRuleEvents.event }).from(nerveRuleEvents).where(eq(nerveRuleEvents.decisionId, decisionId)).orderBy(nerveRuleEvents.id);
+  const rows = await q
+    .select({ event: nerveRuleEvents.event })
+    .from(nerveRuleEvents)
+    .where(eq(nerveRuleEvents.decisionId, decisionId))
+    .orderBy(nerveRuleEvents.id);
   return rows.map((r) => r.event as unknown as NerveEvent);
 }
 
 /** A nerve's learning: every case it decided, and the cases of its last `window` decisions. */
 export async function loadLearner(q: Queryable, agentId: string, nerve: string, window: number): Promise<Learner> {
   const [rows, recent] = await Promise.all([
-    q.select().from(nerveRules).where(and(eq(nerveRules.agentId, agentId), eq(nerveRules.nerve, nerve))),
+    q
+      .select()
+      .from(nerveRules)
+      .where(and(eq(nerveRules.agentId, agentId), eq(nerveRules.nerve, nerve))),
     q
       .select({ state: nerveDecisions.state, bucket: nerveDecisions.bucket })
       .from(nerveDecisions)
@@ -86,19 +117,41 @@ interface RecordedDecision {
   events: NerveEvent[];
 }
 
-async function insertEvents(tx: Tx, d: Pick<NewNerveDecision, 'agentId' | 'nerve'>, events: NerveEvent[], decisionId: number): Promise<void> {
+async function insertEvents(
+  tx: Tx,
+  d: Pick<NewNerveDecision, 'agentId' | 'nerve'>,
+  events: NerveEvent[],
+  decisionId: number,
+): Promise<void> {
   if (events.length === 0) return;
   await tx.insert(nerveRuleEvents).values(
-    events.map((e) => ({ agentId: d.agentId, nerve: d.nerve, kind: e.kind, state: e.state, bucket: e.bucket, action: e.action, support: e.support, agreement: e.agreement, decisionId, event: e as unknown as Record<string, unknown> })),
+    events.map((e) => ({
+      agentId: d.agentId,
+      nerve: d.nerve,
+      kind: e.kind,
+      state: e.state,
+      bucket: e.bucket,
+      action: e.action,
+      support: e.support,
+      agreement: e.agreement,
+      decisionId,
+      event: e as unknown as Record<string, unknown>,
+    })),
   );
 }
 
 /** The case's row, created if new, locked for the rest of the transaction. */
-async function lockCase(tx: Tx, c: { agentId: string; nerve: string; state: string; bucket: string }): Promise<NerveRuleRow> {
+async function lockCase(
+  tx: Tx,
+  c: { agentId: string; nerve: string; state: string; bucket: string },
+): Promise<NerveRuleRow> {
   const [row] = await tx
     .insert(nerveRules)
     .values(c)
-    .onConflictDoUpdate({ target: [nerveRules.agentId, nerveRules.nerve, nerveRules.state, nerveRules.bucket], set: { updatedAt: sql`${nerveRules.updatedAt}` } })
+    .onConflictDoUpdate({
+      target: [nerveRules.agentId, nerveRules.nerve, nerveRules.state, nerveRules.bucket],
+      set: { updatedAt: sql`${nerveRules.updatedAt}` },
+    })
     .returning();
   return row!;
 }
@@ -131,7 +184,11 @@ const learnsFrom = (d: Pick<NewNerveDecision, 'decidedBy' | 'outcome'>) => d.dec
  * its rule, and the promotion or demotion events. A decision that cannot change the learning
  * (a rule's or the table's that went well, or one nothing judged) is a single insert.
  */
-export async function recordDecision(db: Db, d: NewNerveDecision, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<RecordedDecision> {
+export async function recordDecision(
+  db: Db,
+  d: NewNerveDecision,
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>,
+): Promise<RecordedDecision> {
   const values = rowOf(d);
   const done = learnsFrom(d)
     ? await db.transaction(async (tx) => {
@@ -175,12 +232,20 @@ async function eventsOfDecisionKeys(q: Queryable, keys: string[]): Promise<Nerve
  * the rows and their learning land together or not at all. Idempotent by each decision's key: a
  * retried batch records and learns nothing twice, and answers with the first attempt's events.
  */
-export async function recordDecisions(db: Db, ds: NewNerveDecision[], cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<RecordedDecisions> {
+export async function recordDecisions(
+  db: Db,
+  ds: NewNerveDecision[],
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>,
+): Promise<RecordedDecisions> {
   if (ds.length === 0) return { recorded: 0, events: [] };
   const values = ds.map(rowOf);
   const inserted = ds.some(learnsFrom)
     ? await db.transaction(async (tx) => {
-        const rows = await tx.insert(nerveDecisions).values(values).onConflictDoNothing().returning({ id: nerveDecisions.id, key: nerveDecisions.idempotencyKey });
+        const rows = await tx
+          .insert(nerveDecisions)
+          .values(values)
+          .onConflictDoNothing()
+          .returning({ id: nerveDecisions.id, key: nerveDecisions.idempotencyKey });
         const ids = new Map(rows.map((r) => [r.key, r.id]));
         const events: NerveEvent[] = [];
         for (const d of ds) {
@@ -189,13 +254,29 @@ export async function recordDecisions(db: Db, ds: NewNerveDecision[], cfg: Pick<
         }
         return { recorded: rows.length, events };
       })
-    : { recorded: (await db.insert(nerveDecisions).values(values).onConflictDoNothing().returning({ id: nerveDecisions.id })).length, events: [] };
+    : {
+        recorded: (
+          await db.insert(nerveDecisions).values(values).onConflictDoNothing().returning({ id: nerveDecisions.id })
+        ).length,
+        events: [],
+      };
   if (inserted.recorded === ds.length) return inserted;
-  return { recorded: inserted.recorded, events: await eventsOfDecisionKeys(db, ds.map((d) => d.key)) };
+  return {
+    recorded: inserted.recorded,
+    events: await eventsOfDecisionKeys(
+      db,
+      ds.map((d) => d.key),
+    ),
+  };
 }
 
 /** Apply one decision to its case (locked): the new counters and rule, and its events logged. */
-async function learnFrom(tx: Tx, d: NewNerveDecision, decisionId: number, cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>): Promise<NerveEvent[]> {
+async function learnFrom(
+  tx: Tx,
+  d: NewNerveDecision,
+  decisionId: number,
+  cfg: Pick<LearningConfig, 'promoteAfter' | 'agreement'>,
+): Promise<NerveEvent[]> {
   const locked = await lockCase(tx, { agentId: d.agentId, nerve: d.nerve, state: d.state, bucket: d.bucket });
   const before = statsOf(locked);
   const { stats, events } = learnKey(before, d, cfg);
@@ -204,7 +285,11 @@ async function learnFrom(tx: Tx, d: NewNerveDecision, decisionId: number, cfg: P
   const demoted = events.find((e) => e.kind === 'demote');
   await tx
     .update(nerveRules)
-    .set({ ...columnsOf(stats), ...(promoted ? { promotedAt: new Date(promoted.at) } : {}), ...(demoted ? { demotedAt: new Date(demoted.at) } : {}) })
+    .set({
+      ...columnsOf(stats),
+      ...(promoted ? { promotedAt: new Date(promoted.at) } : {}),
+      ...(demoted ? { demotedAt: new Date(demoted.at) } : {}),
+    })
     .where(eq(nerveRules.id, locked.id));
   await insertEvents(tx, d, events, decisionId);
   return events;
@@ -222,16 +307,33 @@ export async function undoRuleEvent(db: Db, eventId: number): Promise<UndoOutcom
     const [ev] = await tx.select().from(nerveRuleEvents).where(eq(nerveRuleEvents.id, eventId));
     if (!ev) return { ok: false as const, reason: `no nerve event #${eventId}` };
     if (ev.kind === 'undo') return { ok: false as const, reason: `event #${eventId} is an undo itself` };
-    const [again] = await tx.select({ id: nerveRuleEvents.id }).from(nerveRuleEvents).where(eq(nerveRuleEvents.undoes, eventId));
+    const [again] = await tx
+      .select({ id: nerveRuleEvents.id })
+      .from(nerveRuleEvents)
+      .where(eq(nerveRuleEvents.undoes, eventId));
     if (again) return { ok: false as const, reason: `event #${eventId} was undone already (#${again.id})` };
     const event = ev.event as unknown as NerveEvent;
     const locked = await lockCase(tx, { agentId: ev.agentId, nerve: ev.nerve, state: ev.state, bucket: ev.bucket });
     const r = undoKey(statsOf(locked), event);
     if (!r.ok) return r;
-    await tx.update(nerveRules).set({ ...columnsOf(r.value), ...(r.value.rule ? { promotedAt: new Date(r.value.rule.promotedAt) } : {}) }).where(eq(nerveRules.id, locked.id));
+    await tx
+      .update(nerveRules)
+      .set({ ...columnsOf(r.value), ...(r.value.rule ? { promotedAt: new Date(r.value.rule.promotedAt) } : {}) })
+      .where(eq(nerveRules.id, locked.id));
     const [row] = await tx
       .insert(nerveRuleEvents)
-      .values({ agentId: ev.agentId, nerve: ev.nerve, kind: 'undo', state: ev.state, bucket: ev.bucket, action: ev.action, support: ev.support, agreement: ev.agreement, undoes: ev.id, event: ev.event })
+      .values({
+        agentId: ev.agentId,
+        nerve: ev.nerve,
+        kind: 'undo',
+        state: ev.state,
+        bucket: ev.bucket,
+        action: ev.action,
+        support: ev.support,
+        agreement: ev.agreement,
+        undoes: ev.id,
+        event: ev.event,
+      })
       .returning({ id: nerveRuleEvents.id });
     return { ok: true as const, undoId: row!.id, event };
   });
@@ -239,12 +341,26 @@ export async function undoRuleEvent(db: Db, eventId: number): Promise<UndoOutcom
 
 /** A nerve's cases (its rules where `action` is set), by state and bucket. */
 export async function nerveRuleRows(q: Queryable, agentId: string, nerve: string): Promise<NerveRuleRow[]> {
-  return q.select().from(nerveRules).where(and(eq(nerveRules.agentId, agentId), eq(nerveRules.nerve, nerve))).orderBy(nerveRules.state, nerveRules.bucket);
+  return q
+    .select()
+    .from(nerveRules)
+    .where(and(eq(nerveRules.agentId, agentId), eq(nerveRules.nerve, nerve)))
+    .orderBy(nerveRules.state, nerveRules.bucket);
 }
 
 /** A nerve's promotions, demotions and undos, newest first. */
-export async function nerveRuleEventRows(q: Queryable, agentId: string, nerve: string, limit = 50): Promise<NerveRuleEventRow[]> {
-  return q.select().from(nerveRuleEvents).where(and(eq(nerveRuleEvents.agentId, agentId), eq(nerveRuleEvents.nerve, nerve))).orderBy(desc(nerveRuleEvents.id)).limit(limit);
+export async function nerveRuleEventRows(
+  q: Queryable,
+  agentId: string,
+  nerve: string,
+  limit = 50,
+): Promise<NerveRuleEventRow[]> {
+  return q
+    .select()
+    .from(nerveRuleEvents)
+    .where(and(eq(nerveRuleEvents.agentId, agentId), eq(nerveRuleEvents.nerve, nerve)))
+    .orderBy(desc(nerveRuleEvents.id))
+    .limit(limit);
 }
 
 export interface NerveDecisionCount {

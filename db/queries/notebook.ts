@@ -35,7 +35,17 @@ import {
 /** One agent's row as the page heads it, or undefined. */
 export async function agentRow(db: Db, agentId: string) {
   const [row] = await db
-    .select({ id: agents.id, name: agents.name, kind: agents.kind, status: agents.status, operatingMode: agents.operatingMode, parentId: agents.parentId, lastTick: agents.lastTick, lastSeenAt: agents.lastSeenAt, createdAt: agents.createdAt })
+    .select({
+      id: agents.id,
+      name: agents.name,
+      kind: agents.kind,
+      status: agents.status,
+      operatingMode: agents.operatingMode,
+      parentId: agents.parentId,
+      lastTick: agents.lastTick,
+      lastSeenAt: agents.lastSeenAt,
+      createdAt: agents.createdAt,
+    })
     .from(agents)
     .where(eq(agents.id, agentId));
   return row;
@@ -79,7 +89,12 @@ export async function tickPage(db: Db, agentId: string, o: { before?: number; li
       createdAt: llmRecentResponses.createdAt,
     })
     .from(llmRecentResponses)
-    .where(and(eq(llmRecentResponses.agentId, agentId), o.before !== undefined ? lt(llmRecentResponses.tick, o.before) : undefined))
+    .where(
+      and(
+        eq(llmRecentResponses.agentId, agentId),
+        o.before !== undefined ? lt(llmRecentResponses.tick, o.before) : undefined,
+      ),
+    )
     .orderBy(desc(llmRecentResponses.tick))
     .limit(o.limit);
   const ticks = rows.map((r) => r.tick);
@@ -95,7 +110,10 @@ export async function tickPage(db: Db, agentId: string, o: { before?: number; li
     t[commandKind(c.status, c.reason)]++;
     byTick.set(c.tick, t);
   }
-  return rows.map((r) => ({ ...r, commands: byTick.get(r.tick) ?? { applied: 0, unvalidated: 0, held: 0, rejected: 0, error: 0 } }));
+  return rows.map((r) => ({
+    ...r,
+    commands: byTick.get(r.tick) ?? { applied: 0, unvalidated: 0, held: 0, rejected: 0, error: 0 },
+  }));
 }
 
 /**
@@ -112,27 +130,70 @@ export async function tickDetail(db: Db, agentId: string, tick: number) {
     .from(llmRecentResponses)
     .where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, tick)));
   if (!reply) return undefined;
-  const commandColumns = { cmdId: commandLog.cmdId, type: commandLog.type, args: commandLog.args, description: commandLog.description, status: commandLog.status, reason: commandLog.reason, result: commandLog.result, rating: commandLog.rating, threshold: commandLog.threshold };
+  const commandColumns = {
+    cmdId: commandLog.cmdId,
+    type: commandLog.type,
+    args: commandLog.args,
+    description: commandLog.description,
+    status: commandLog.status,
+    reason: commandLog.reason,
+    result: commandLog.result,
+    rating: commandLog.rating,
+    threshold: commandLog.threshold,
+  };
   const [commands, previous, notesRead, calls, [prompt]] = await Promise.all([
-    db.select(commandColumns).from(commandLog).where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), mainLoop(agentId))).orderBy(asc(commandLog.id)),
-    db.select(commandColumns).from(commandLog).where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick - 1), mainLoop(agentId))).orderBy(asc(commandLog.id)),
     db
-      .select({ id: notes.id, source: notes.source, sender: notes.sender, priority: notes.priority, tags: notes.tags, text: notes.text, createdAt: notes.createdAt })
+      .select(commandColumns)
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), mainLoop(agentId)))
+      .orderBy(asc(commandLog.id)),
+    db
+      .select(commandColumns)
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick - 1), mainLoop(agentId)))
+      .orderBy(asc(commandLog.id)),
+    db
+      .select({
+        id: notes.id,
+        source: notes.source,
+        sender: notes.sender,
+        priority: notes.priority,
+        tags: notes.tags,
+        text: notes.text,
+        createdAt: notes.createdAt,
+      })
       .from(notes)
       .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), eq(notes.tickSeen, tick)))
       .orderBy(asc(notes.id)),
     db
-      .select({ purpose: llmCalls.purpose, provider: llmCalls.provider, model: llmCalls.model, ok: llmCalls.ok, error: llmCalls.error, promptTokens: llmCalls.promptTokens, completionTokens: llmCalls.completionTokens, latencyMs: llmCalls.latencyMs, costUsd: llmCalls.costUsd })
+      .select({
+        purpose: llmCalls.purpose,
+        provider: llmCalls.provider,
+        model: llmCalls.model,
+        ok: llmCalls.ok,
+        error: llmCalls.error,
+        promptTokens: llmCalls.promptTokens,
+        completionTokens: llmCalls.completionTokens,
+        latencyMs: llmCalls.latencyMs,
+        costUsd: llmCalls.costUsd,
+      })
       .from(llmCalls)
       // The main loop's calls of this tick: their request keys are `agent/<id>:<tick>:<purpose>…`.
-      .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.tick, tick), sql`starts_with(${llmCalls.requestKey}, ${`${workflowIds.agent(agentId)}:${tick}:`})`))
+      .where(
+        and(
+          eq(llmCalls.agentId, agentId),
+          eq(llmCalls.tick, tick),
+          sql`starts_with(${llmCalls.requestKey}, ${`${workflowIds.agent(agentId)}:${tick}:`})`,
+        ),
+      )
       .orderBy(asc(llmCalls.id)),
     db
       .select({ messages: tickPrompts.messages, chars: tickPrompts.chars, promptTokens: tickPrompts.promptTokens })
       .from(tickPrompts)
       .where(and(eq(tickPrompts.agentId, agentId), eq(tickPrompts.tick, tick))),
   ]);
-  const withKind = <T extends { status: string; reason: string | null }>(rows: T[]) => rows.map((c) => ({ ...c, kind: commandKind(c.status, c.reason) }));
+  const withKind = <T extends { status: string; reason: string | null }>(rows: T[]) =>
+    rows.map((c) => ({ ...c, kind: commandKind(c.status, c.reason) }));
   const { id: _id, agentId: _agent, contentHash: _hash, ...shown } = reply;
   return {
     reply: shown,
@@ -145,7 +206,8 @@ export async function tickDetail(db: Db, agentId: string, tick: number) {
 /** Why a learning exists, in one line: the rule, pattern and count that produced it, or where it came from. */
 function learningWhy(l: { derivation: Record<string, unknown> | null; sourceCampaign: string | null }): string {
   const d = l.derivation;
-  if (d && typeof d.pattern === 'string') return `${typeof d.explain === 'string' ? d.explain : String(d.rule)}: "${d.pattern}" counted ${String(d.count)}× (threshold ${String(d.threshold)})`;
+  if (d && typeof d.pattern === 'string')
+    return `${typeof d.explain === 'string' ? d.explain : String(d.rule)}: "${d.pattern}" counted ${String(d.count)}× (threshold ${String(d.threshold)})`;
   if (l.sourceCampaign) return `from campaign ${l.sourceCampaign}`;
   return 'saved directly (no counted derivation)';
 }
@@ -154,32 +216,76 @@ function learningWhy(l: { derivation: Record<string, unknown> | null; sourceCamp
 export async function agentMemory(db: Db, agentId: string, limit = 50) {
   const [diary, goalRows, taskRows, learningRows, facts, noteRows] = await Promise.all([
     db
-      .select({ id: diaryEntries.id, title: diaryEntries.title, content: diaryEntries.content, source: diaryEntries.source, tags: diaryEntries.tags, emotions: diaryEntries.emotions, tick: diaryEntries.tick, pinned: diaryEntries.pinned, createdAt: diaryEntries.createdAt })
+      .select({
+        id: diaryEntries.id,
+        title: diaryEntries.title,
+        content: diaryEntries.content,
+        source: diaryEntries.source,
+        tags: diaryEntries.tags,
+        emotions: diaryEntries.emotions,
+        tick: diaryEntries.tick,
+        pinned: diaryEntries.pinned,
+        createdAt: diaryEntries.createdAt,
+      })
       .from(diaryEntries)
       .where(and(eq(diaryEntries.agentId, agentId), isNull(diaryEntries.archivedAt)))
       .orderBy(desc(diaryEntries.id))
       .limit(limit),
     db
-      .select({ id: goals.id, title: goals.title, description: goals.description, status: goals.status, priority: goals.priority, failureReason: goals.failureReason, createdAt: goals.createdAt })
+      .select({
+        id: goals.id,
+        title: goals.title,
+        description: goals.description,
+        status: goals.status,
+        priority: goals.priority,
+        failureReason: goals.failureReason,
+        createdAt: goals.createdAt,
+      })
       .from(goals)
       .where(eq(goals.agentId, agentId))
       .orderBy(desc(goals.id))
       .limit(limit),
     db
-      .select({ id: tasks.id, title: tasks.title, status: tasks.status, priority: tasks.priority, replStatus: tasks.replStatus, lastError: tasks.lastError, createdAt: tasks.createdAt })
+      .select({
+        id: tasks.id,
+        title: tasks.title,
+        status: tasks.status,
+        priority: tasks.priority,
+        replStatus: tasks.replStatus,
+        lastError: tasks.lastError,
+        createdAt: tasks.createdAt,
+      })
       .from(tasks)
       .where(eq(tasks.agentId, agentId))
       .orderBy(desc(tasks.id))
       .limit(limit),
     agentLearnings(db, agentId, limit),
     db
-      .select({ id: unverifiedFacts.id, fact: unverifiedFacts.fact, confidence: unverifiedFacts.confidence, status: unverifiedFacts.status, resolution: unverifiedFacts.resolution, sourceTick: unverifiedFacts.sourceTick, createdAt: unverifiedFacts.createdAt })
+      .select({
+        id: unverifiedFacts.id,
+        fact: unverifiedFacts.fact,
+        confidence: unverifiedFacts.confidence,
+        status: unverifiedFacts.status,
+        resolution: unverifiedFacts.resolution,
+        sourceTick: unverifiedFacts.sourceTick,
+        createdAt: unverifiedFacts.createdAt,
+      })
       .from(unverifiedFacts)
       .where(eq(unverifiedFacts.agentId, agentId))
       .orderBy(desc(unverifiedFacts.id))
       .limit(limit),
     db
-      .select({ id: notes.id, direction: notes.direction, source: notes.source, sender: notes.sender, recipient: notes.recipient, text: notes.text, tags: notes.tags, tickSeen: notes.tickSeen, createdAt: notes.createdAt })
+      .select({
+        id: notes.id,
+        direction: notes.direction,
+        source: notes.source,
+        sender: notes.sender,
+        recipient: notes.recipient,
+        text: notes.text,
+        tags: notes.tags,
+        tickSeen: notes.tickSeen,
+        createdAt: notes.createdAt,
+      })
       .from(notes)
       .where(and(eq(notes.agentId, agentId), eq(notes.hidden, false)))
       .orderBy(desc(notes.id))
@@ -191,12 +297,25 @@ export async function agentMemory(db: Db, agentId: string, limit = 50) {
 /** The learnings of the agent's own shard (and any saved in its name), strongest first, each with why. */
 async function agentLearnings(db: Db, agentId: string, limit: number) {
   const rows = await db
-    .select({ id: learnings.id, shardType: learnings.shardType, predicate: learnings.factPredicate, args: learnings.factArgs, confidence: learnings.confidence, reinforcements: learnings.reinforcements, learnedAt: learnings.learnedAt, derivation: learnings.derivation, sourceCampaign: learnings.sourceCampaign })
+    .select({
+      id: learnings.id,
+      shardType: learnings.shardType,
+      predicate: learnings.factPredicate,
+      args: learnings.factArgs,
+      confidence: learnings.confidence,
+      reinforcements: learnings.reinforcements,
+      learnedAt: learnings.learnedAt,
+      derivation: learnings.derivation,
+      sourceCampaign: learnings.sourceCampaign,
+    })
     .from(learnings)
     .where(or(eq(learnings.shardType, agentShard(agentId)), eq(learnings.agentId, agentId)))
     .orderBy(desc(learnings.confidence), desc(learnings.learnedAt))
     .limit(limit);
-  return rows.map(({ derivation, sourceCampaign, ...l }) => ({ ...l, why: learningWhy({ derivation, sourceCampaign }) }));
+  return rows.map(({ derivation, sourceCampaign, ...l }) => ({
+    ...l,
+    why: learningWhy({ derivation, sourceCampaign }),
+  }));
 }
 
 /** Days a learning's confidence is projected over in the decay picture. */
@@ -210,14 +329,20 @@ const decayDays = 45;
 export async function agentSeries(db: Db, agentId: string, o: { ticks?: number; now?: Date } = {}) {
   const now = o.now ?? new Date();
   const recent = await db
-    .select({ tick: llmRecentResponses.tick, novelty: llmRecentResponses.novelty, rating: llmRecentResponses.rating, validators: llmRecentResponses.validators })
+    .select({
+      tick: llmRecentResponses.tick,
+      novelty: llmRecentResponses.novelty,
+      rating: llmRecentResponses.rating,
+      validators: llmRecentResponses.validators,
+    })
     .from(llmRecentResponses)
     .where(eq(llmRecentResponses.agentId, agentId))
     .orderBy(desc(llmRecentResponses.tick))
     .limit(o.ticks ?? 200);
   recent.reverse();
   const trust: Record<string, Array<{ tick: number; trust: number }>> = {};
-  for (const r of recent) for (const v of r.validators) if (!v.self) (trust[v.name] ??= []).push({ tick: r.tick, trust: v.trust });
+  for (const r of recent)
+    for (const v of r.validators) if (!v.self) (trust[v.name] ??= []).push({ tick: r.tick, trust: v.trust });
   const learned = await agentLearnings(db, agentId, 12);
   const decay = learned.map((l) => {
     const points: Array<{ day: number; confidence: number }> = [{ day: 0, confidence: l.confidence }];
@@ -233,7 +358,12 @@ export async function agentSeries(db: Db, agentId: string, o: { ticks?: number; 
   return {
     ticks: recent.map((r) => ({ tick: r.tick, novelty: r.novelty, rating: r.rating })),
     trust,
-    decay: { loadAbove: learningDefaults.loadAbove, deleteBelow: learningDefaults.deleteBelow, days: decayDays, learnings: decay },
+    decay: {
+      loadAbove: learningDefaults.loadAbove,
+      deleteBelow: learningDefaults.deleteBelow,
+      days: decayDays,
+      learnings: decay,
+    },
     lifeforce: await lifeforceSeries(db, agentId, now),
   };
 }
@@ -256,7 +386,13 @@ async function lifeforceSeries(db: Db, agentId: string, now: Date) {
   const entries = await db
     .select({ at: lifeforceLedger.createdAt, kind: lifeforceLedger.kind, amount: lifeforceLedger.amount })
     .from(lifeforceLedger)
-    .where(and(eq(lifeforceLedger.budgetId, budgetId), inArray(lifeforceLedger.kind, ['settle', 'grant', 'withdraw']), gte(lifeforceLedger.createdAt, new Date(now.getTime() - 7 * 86_400_000))))
+    .where(
+      and(
+        eq(lifeforceLedger.budgetId, budgetId),
+        inArray(lifeforceLedger.kind, ['settle', 'grant', 'withdraw']),
+        gte(lifeforceLedger.createdAt, new Date(now.getTime() - 7 * 86_400_000)),
+      ),
+    )
     .orderBy(desc(lifeforceLedger.id))
     .limit(ledgerPoints);
   const state = regenerate(stateOf(budget), now.getTime());
@@ -270,7 +406,14 @@ async function lifeforceSeries(db: Db, agentId: string, now: Date) {
     else level += e.kind === 'grant' ? -e.amount : e.amount;
   }
   points.reverse();
-  return { budgetId, unlimited, capacity: state.capacity, available: available(state), measure: unlimited ? 'spent' : 'unspent', points };
+  return {
+    budgetId,
+    unlimited,
+    capacity: state.capacity,
+    available: available(state),
+    measure: unlimited ? 'spent' : 'unspent',
+    points,
+  };
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
@@ -303,7 +446,12 @@ export async function inbox(db: Db, o: { agentId?: string; limit?: number } = {}
     })
     .from(escalations)
     .leftJoin(decisionLog, eq(decisionLog.escalationId, escalations.id))
-    .where(and(inArray(escalations.status, [...openEscalationStatuses]), o.agentId ? eq(escalations.agentId, o.agentId) : undefined))
+    .where(
+      and(
+        inArray(escalations.status, [...openEscalationStatuses]),
+        o.agentId ? eq(escalations.agentId, o.agentId) : undefined,
+      ),
+    )
     .orderBy(asc(escalations.deadlineAt), asc(escalations.createdAt))
     .limit(limit);
   const forkRows = await db
@@ -327,7 +475,11 @@ export async function inbox(db: Db, o: { agentId?: string; limit?: number } = {}
     .orderBy(asc(forks.createdAt))
     .limit(limit);
   return {
-    escalations: escalationRows.map((e) => ({ ...e, dangerFlags: e.dangerFlags ?? [], kind: (e.dangerFlags ?? []).length ? ('danger_hold' as const) : ('escalation' as const) })),
+    escalations: escalationRows.map((e) => ({
+      ...e,
+      dangerFlags: e.dangerFlags ?? [],
+      kind: (e.dangerFlags ?? []).length ? ('danger_hold' as const) : ('escalation' as const),
+    })),
     forks: forkRows,
   };
 }

@@ -8,7 +8,11 @@ import type { Queryable } from './abstracts.js';
 
 /** Insert the note unless one with its key exists; returns the id of the note under that key. */
 export async function addNoteOnce(q: Queryable, note: NewNote & { idempotencyKey: string }): Promise<number> {
-  const [inserted] = await q.insert(notes).values(note).onConflictDoNothing({ target: notes.idempotencyKey }).returning({ id: notes.id });
+  const [inserted] = await q
+    .insert(notes)
+    .values(note)
+    .onConflictDoNothing({ target: notes.idempotencyKey })
+    .returning({ id: notes.id });
   if (inserted) return inserted.id;
   const [found] = await q.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, note.idempotencyKey));
   return found!.id;

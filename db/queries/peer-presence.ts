@@ -33,6 +33,9 @@ export function peerPresenceSql(agentId: string | Placeholder): SQL<PeerPresence
 
 /** The agent's peers on their own (the CLI, tests); the loop reads them with the agent row. */
 export async function readPeerPresence(db: Db, agentId: string): Promise<PeerPresence[]> {
-  const [row] = await db.select({ peers: peerPresenceSql(agentId) }).from(agents).where(eq(agents.id, agentId));
+  const [row] = await db
+    .select({ peers: peerPresenceSql(agentId) })
+    .from(agents)
+    .where(eq(agents.id, agentId));
   return row?.peers ?? [];
 }

@@ -12,14 +12,25 @@ type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 type Conn = Db | Tx;
 type PeerRelation = (typeof peerRelations)[number];
 
-const inverse: Record<PeerRelation, PeerRelation> = { parent: 'child', child: 'parent', sibling: 'sibling', peer: 'peer' };
+const inverse: Record<PeerRelation, PeerRelation> = {
+  parent: 'child',
+  child: 'parent',
+  sibling: 'sibling',
+  peer: 'peer',
+};
 
 /**
  * Make `a` and `b` known peers of each other: `relation` is what `b` is to `a` (`child` when b
  * was spawned by a); the other side gets the inverse. An existing link keeps its trust and gets
  * the relation and `active` status back.
  */
-export async function linkPeers(tx: Conn, a: string, b: string, relation: PeerRelation = 'peer', notesText?: string): Promise<void> {
+export async function linkPeers(
+  tx: Conn,
+  a: string,
+  b: string,
+  relation: PeerRelation = 'peer',
+  notesText?: string,
+): Promise<void> {
   for (const [self, other, rel] of [
     [a, b, relation],
     [b, a, inverse[relation]],
@@ -27,7 +38,10 @@ export async function linkPeers(tx: Conn, a: string, b: string, relation: PeerRe
     await tx
       .insert(agentPeers)
       .values({ agentId: self, peerAgentId: other, relation: rel, status: 'active', notes: notesText ?? null })
-      .onConflictDoUpdate({ target: [agentPeers.agentId, agentPeers.peerAgentId], set: { relation: rel, status: 'active', updatedAt: new Date() } });
+      .onConflictDoUpdate({
+        target: [agentPeers.agentId, agentPeers.peerAgentId],
+        set: { relation: rel, status: 'active', updatedAt: new Date() },
+      });
   }
 }
 
@@ -46,22 +60,47 @@ interface PeerMessage {
  * sender's id) and the sender's outgoing copy. Returns the receiver's note id (the first
  * delivery's, on a retry). The receiver must exist; waking its loop is the caller's part.
  */
-export async function deliverPeerMessage(tx: Conn, m: PeerMessage): Promise<{ noteId: number; outNoteId: number | null }> {
+export async function deliverPeerMessage(
+  tx: Conn,
+  m: PeerMessage,
+): Promise<{ noteId: number; outNoteId: number | null }> {
   const [receiver] = await tx.select({ id: agents.id }).from(agents).where(eq(agents.id, m.to));
   if (!receiver) throw new Error(`no agent ${m.to} to deliver to`);
   const key = m.idempotencyKey;
   const [inNote] = await tx
     .insert(notes)
-    .values({ agentId: m.to, direction: 'in', source: 'peer', sender: m.from, priority: m.priority ?? 1, tags: m.tags ?? [], text: m.text, idempotencyKey: key ? `${key}:in` : null })
+    .values({
+      agentId: m.to,
+      direction: 'in',
+      source: 'peer',
+      sender: m.from,
+      priority: m.priority ?? 1,
+      tags: m.tags ?? [],
+      text: m.text,
+      idempotencyKey: key ? `${key}:in` : null,
+    })
     .onConflictDoNothing()
     .returning({ id: notes.id });
   const [outNote] = await tx
     .insert(notes)
-    .values({ agentId: m.from, direction: 'out', source: 'agent', recipient: m.to, priority: m.priority ?? 1, tags: m.tags ?? [], text: m.text, readAt: new Date(), idempotencyKey: key ? `${key}:out` : null })
+    .values({
+      agentId: m.from,
+      direction: 'out',
+      source: 'agent',
+      recipient: m.to,
+      priority: m.priority ?? 1,
+      tags: m.tags ?? [],
+      text: m.text,
+      readAt: new Date(),
+      idempotencyKey: key ? `${key}:out` : null,
+    })
     .onConflictDoNothing()
     .returning({ id: notes.id });
   if (inNote) return { noteId: inNote.id, outNoteId: outNote?.id ?? null };
-  const [first] = await tx.select({ id: notes.id }).from(notes).where(eq(notes.idempotencyKey, `${key}:in`));
+  const [first] = await tx
+    .select({ id: notes.id })
+    .from(notes)
+    .where(eq(notes.idempotencyKey, `${key}:in`));
   return { noteId: first!.id, outNoteId: outNote?.id ?? null };
 }
 
@@ -80,29 +119,56 @@ interface PeerRatingInput {
  * Record a rating and re-derive trust from the whole history of this rater's ratings of the
  * peer: `agent_peers.trust` (when they are linked) and `agent_reputation` (subject = peer).
  */
-export async function ratePeer(tx: Conn, r: PeerRatingInput): Promise<{ trust: number; ratings: number; score: number }> {
+export async function ratePeer(
+  tx: Conn,
+  r: PeerRatingInput,
+): Promise<{ trust: number; ratings: number; score: number }> {
   const dimension = r.dimension ?? 'overall';
-  await tx.insert(peerRatings).values({ agentId: r.agentId, peerAgentId: r.peer, dimension, score: r.score, reason: r.reason, source: r.source ?? 'agent', tick: r.tick ?? null, detail: r.detail ?? null });
+  await tx.insert(peerRatings).values({
+    agentId: r.agentId,
+    peerAgentId: r.peer,
+    dimension,
+    score: r.score,
+    reason: r.reason,
+    source: r.source ?? 'agent',
+    tick: r.tick ?? null,
+    detail: r.detail ?? null,
+  });
   const history = await tx
     .select({ score: peerRatings.score })
     .from(peerRatings)
-    .where(and(eq(peerRatings.agentId, r.agentId), eq(peerRatings.peerAgentId, r.peer), eq(peerRatings.dimension, dimension)))
+    .where(
+      and(
+        eq(peerRatings.agentId, r.agentId),
+        eq(peerRatings.peerAgentId, r.peer),
+        eq(peerRatings.dimension, dimension),
+      ),
+    )
     .orderBy(asc(peerRatings.createdAt), asc(peerRatings.id));
   const trust = trustFromRatings(history.map((h) => h.score));
   const score = trustToScore(trust);
   await tx
     .insert(agentReputation)
-    .values({ agentId: r.agentId, subject: r.peer, dimension, score, evidenceCount: history.length, lastReason: r.reason })
+    .values({
+      agentId: r.agentId,
+      subject: r.peer,
+      dimension,
+      score,
+      evidenceCount: history.length,
+      lastReason: r.reason,
+    })
     .onConflictDoUpdate({
       target: [agentReputation.agentId, agentReputation.subject, agentReputation.dimension],
       set: { score, evidenceCount: history.length, lastReason: r.reason, updatedAt: new Date() },
     });
   if (dimension === 'overall') {
-    await tx.update(agentPeers).set({ trust, updatedAt: new Date() }).where(and(eq(agentPeers.agentId, r.agentId), eq(agentPeers.peerAgentId, r.peer)));
+    await tx
+      .update(agentPeers)
+      .set({ trust, updatedAt: new Date() })
+      .where(and(eq(agentPeers.agentId, r.agentId), eq(agentPeers.peerAgentId, r.peer)));
   }
   return { trust, ratings: history.length, score };
 }
-
 
 /** One side of a link: `agentId`'s row for `peer`, if any. */
 export async function peerLink(tx: Conn, agentId: string, peer: string) {
@@ -118,16 +184,30 @@ export async function peerLink(tx: Conn, agentId: string, peer: string) {
  * had). The peer learns of it too, but its own side is only created, never changed: a peer
  * that blocked `agentId` stays blocked.
  */
-export async function addPeer(tx: Conn, agentId: string, peer: string, relation?: PeerRelation, notesText?: string): Promise<void> {
+export async function addPeer(
+  tx: Conn,
+  agentId: string,
+  peer: string,
+  relation?: PeerRelation,
+  notesText?: string,
+): Promise<void> {
   const rel = relation ?? 'peer';
   await tx
     .insert(agentPeers)
     .values({ agentId, peerAgentId: peer, relation: rel, status: 'active', notes: notesText ?? null })
     .onConflictDoUpdate({
       target: [agentPeers.agentId, agentPeers.peerAgentId],
-      set: { status: 'active', ...(relation ? { relation } : {}), ...(notesText ? { notes: notesText } : {}), updatedAt: new Date() },
+      set: {
+        status: 'active',
+        ...(relation ? { relation } : {}),
+        ...(notesText ? { notes: notesText } : {}),
+        updatedAt: new Date(),
+      },
     });
-  await tx.insert(agentPeers).values({ agentId: peer, peerAgentId: agentId, relation: inverse[rel], status: 'active' }).onConflictDoNothing();
+  await tx
+    .insert(agentPeers)
+    .values({ agentId: peer, peerAgentId: agentId, relation: inverse[rel], status: 'active' })
+    .onConflictDoNothing();
 }
 
 /** Forget a peer (its link row goes), or block it (the row stays, `blocked`: its messages are refused). */
@@ -139,7 +219,10 @@ export async function removePeer(tx: Conn, agentId: string, peer: string, block:
   await tx
     .insert(agentPeers)
     .values({ agentId, peerAgentId: peer, status: 'blocked' })
-    .onConflictDoUpdate({ target: [agentPeers.agentId, agentPeers.peerAgentId], set: { status: 'blocked', updatedAt: new Date() } });
+    .onConflictDoUpdate({
+      target: [agentPeers.agentId, agentPeers.peerAgentId],
+      set: { status: 'blocked', updatedAt: new Date() },
+    });
 }
 
 /** The agent's known peers with the peer's name where it lives in this deployment, active first. */
@@ -162,7 +245,10 @@ export async function peerList(tx: Conn, agentId: string, status?: (typeof agent
 
 /** The receiver heard from the sender just now (its link's `last_seen_at`). */
 export async function markHeardFrom(tx: Conn, receiver: string, sender: string): Promise<void> {
-  await tx.update(agentPeers).set({ lastSeenAt: new Date() }).where(and(eq(agentPeers.agentId, receiver), eq(agentPeers.peerAgentId, sender)));
+  await tx
+    .update(agentPeers)
+    .set({ lastSeenAt: new Date() })
+    .where(and(eq(agentPeers.agentId, receiver), eq(agentPeers.peerAgentId, sender)));
 }
 
 /** The agent's reputation rows (its view of each subject), optionally of one subject and/or dimension. */
@@ -181,11 +267,22 @@ export async function reputationRows(tx: Conn, agentId: string, filter: { subjec
 }
 
 /** The newest ratings `agentId` gave `peer`, newest first. */
-export async function ratingHistory(tx: Conn, agentId: string, peer: string, opts: { dimension?: string; limit?: number } = {}) {
+export async function ratingHistory(
+  tx: Conn,
+  agentId: string,
+  peer: string,
+  opts: { dimension?: string; limit?: number } = {},
+) {
   return tx
     .select()
     .from(peerRatings)
-    .where(and(eq(peerRatings.agentId, agentId), eq(peerRatings.peerAgentId, peer), opts.dimension ? eq(peerRatings.dimension, opts.dimension) : undefined))
+    .where(
+      and(
+        eq(peerRatings.agentId, agentId),
+        eq(peerRatings.peerAgentId, peer),
+        opts.dimension ? eq(peerRatings.dimension, opts.dimension) : undefined,
+      ),
+    )
     .orderBy(desc(peerRatings.createdAt), desc(peerRatings.id))
     .limit(opts.limit ?? 10);
 }
@@ -193,7 +290,11 @@ export async function ratingHistory(tx: Conn, agentId: string, peer: string, opt
 /** What other agents think of `subject`, per dimension: their mean reputation score and how many rate it. */
 export async function reputationAmongPeers(tx: Conn, subject: string) {
   return tx
-    .select({ dimension: agentReputation.dimension, raters: sql<number>`count(*)::int`, mean: sql<number>`round(avg(${agentReputation.score})::numeric, 2)::float8` })
+    .select({
+      dimension: agentReputation.dimension,
+      raters: sql<number>`count(*)::int`,
+      mean: sql<number>`round(avg(${agentReputation.score})::numeric, 2)::float8`,
+    })
     .from(agentReputation)
     .where(and(eq(agentReputation.subject, subject), sql`${agentReputation.agentId} <> ${subject}`))
     .groupBy(agentReputation.dimension)

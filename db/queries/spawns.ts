@@ -15,7 +15,19 @@ import {
 } from '../../core/society/spawn.js';
 import { agentShard } from '../../core/learnings.js';
 import type { Db } from '../client.js';
-import { agentConfig, agentPeers, agents, goals, learningEvents, notes, spawns, spawnTypes, tasks, type Agent, type Spawn } from '../schema/index.js';
+import {
+  agentConfig,
+  agentPeers,
+  agents,
+  goals,
+  learningEvents,
+  notes,
+  spawns,
+  spawnTypes,
+  tasks,
+  type Agent,
+  type Spawn,
+} from '../schema/index.js';
 import { copyAgentState, copyableTables } from './fork-copy.js';
 import { copyLearnings } from './learnings.js';
 import { linkPeers } from './peers.js';
@@ -51,7 +63,9 @@ const learningTables: readonly string[] = ['learnings', 'learning_events'];
 
 /** The tables (SQL names) a child of `type` gets from its parent. */
 export function spawnCopyTables(type: SpawnType): readonly string[] {
-  return type === 'clone' ? [...copyableTables.filter((t) => !(t in cloneLeavesOut)), ...learningTables] : inheritedTables[type];
+  return type === 'clone'
+    ? [...copyableTables.filter((t) => !(t in cloneLeavesOut)), ...learningTables]
+    : inheritedTables[type];
 }
 
 // ---- admission ----------------------------------------------------------------------------------
@@ -62,7 +76,10 @@ export function spawnCopyTables(type: SpawnType): readonly string[] {
  * refused or rolled back leaves it free for the parent to try again.
  */
 async function nameTaken(conn: Conn, parentId: string, childId: string): Promise<string | null> {
-  const [row] = await conn.select({ agentId: spawns.agentId, status: spawns.status }).from(spawns).where(eq(spawns.childAgentId, childId));
+  const [row] = await conn
+    .select({ agentId: spawns.agentId, status: spawns.status })
+    .from(spawns)
+    .where(eq(spawns.childAgentId, childId));
   if (row && !(row.agentId === parentId && (row.status === 'refused' || row.status === 'rolled_back'))) {
     return `name taken: ${childId} is ${row.agentId === parentId ? 'already your' : `${row.agentId}'s`} descendant (spawn ${row.status})`;
   }
@@ -75,10 +92,21 @@ async function nameTaken(conn: Conn, parentId: string, childId: string): Promise
  * or being born, in all and in `generation`, and its limits (its `max_descendants` and
  * `max_per_generation` config, else the defaults).
  */
-async function ancestorCounts(conn: Conn, parentId: string, generation: number, exceptChild?: string): Promise<AncestorCount[]> {
+async function ancestorCounts(
+  conn: Conn,
+  parentId: string,
+  generation: number,
+  exceptChild?: string,
+): Promise<AncestorCount[]> {
   const live = sql.raw(liveSpawnStatuses.map((s) => `'${s}'`).join(', '));
   const except = exceptChild ?? '';
-  const r = await conn.execute<{ id: string; descendants: number; in_generation: number; max_descendants: unknown; max_per_generation: unknown }>(sql`
+  const r = await conn.execute<{
+    id: string;
+    descendants: number;
+    in_generation: number;
+    max_descendants: unknown;
+    max_per_generation: unknown;
+  }>(sql`
     with recursive anc(id, depth) as (
       select id, 0 from agents where id = ${parentId}
       union all
@@ -105,7 +133,9 @@ async function ancestorCounts(conn: Conn, parentId: string, generation: number, 
   }));
 }
 
-type Admission = { ok: true; parent: Agent; generation: number } | { ok: false; code: 'no_parent' | 'name_taken' | 'limit'; reason: string; parent?: Agent };
+type Admission =
+  | { ok: true; parent: Agent; generation: number }
+  | { ok: false; code: 'no_parent' | 'name_taken' | 'limit'; reason: string; parent?: Agent };
 
 /**
  * Whether `parentId` may spawn `childId` now: the parent exists, the name is free and no
@@ -114,7 +144,8 @@ type Admission = { ok: true; parent: Agent; generation: number } | { ok: false; 
 export async function admitSpawn(conn: Conn, p: { parentId: string; childId: string }): Promise<Admission> {
   const [parent] = await conn.select().from(agents).where(eq(agents.id, p.parentId));
   if (!parent) return { ok: false, code: 'no_parent', reason: `no agent ${p.parentId} to spawn from` };
-  if (p.childId === p.parentId) return { ok: false, code: 'name_taken', reason: `name taken: ${p.childId} is the parent itself`, parent };
+  if (p.childId === p.parentId)
+    return { ok: false, code: 'name_taken', reason: `name taken: ${p.childId} is the parent itself`, parent };
   const taken = await nameTaken(conn, p.parentId, p.childId);
   if (taken) return { ok: false, code: 'name_taken', reason: taken, parent };
   const generation = parent.generation + 1;
@@ -138,7 +169,10 @@ export async function lockLineage(tx: Tx, parentId: string): Promise<void> {
 }
 
 /** An agent's limits and what it has against them now (descendants alive or being born, per generation). */
-export async function spawnLimitsOf(conn: Conn, agentId: string): Promise<{ limits: SpawnLimits; descendants: number; byGeneration: Record<string, number> }> {
+export async function spawnLimitsOf(
+  conn: Conn,
+  agentId: string,
+): Promise<{ limits: SpawnLimits; descendants: number; byGeneration: Record<string, number> }> {
   const [self] = await ancestorCounts(conn, agentId, -1);
   const live = sql.raw(liveSpawnStatuses.map((s) => `'${s}'`).join(', '));
   const r = await conn.execute<{ generation: number; n: number }>(sql`
@@ -147,7 +181,11 @@ export async function spawnLimitsOf(conn: Conn, agentId: string): Promise<{ limi
       union
       select s.child_agent_id, s.generation from spawns s join d on s.agent_id = d.child where s.status in (${live})
     ) select generation, count(*)::int as n from d group by generation order by generation`);
-  return { limits: self?.limits ?? limitsFrom({}), descendants: self?.descendants ?? 0, byGeneration: Object.fromEntries(r.rows.map((x) => [String(x.generation), Number(x.n)])) };
+  return {
+    limits: self?.limits ?? limitsFrom({}),
+    descendants: self?.descendants ?? 0,
+    byGeneration: Object.fromEntries(r.rows.map((x) => [String(x.generation), Number(x.n)])),
+  };
 }
 
 /** A person sets an agent's limits (the agent itself cannot: the keys are a human's). */
@@ -171,7 +209,20 @@ export async function spawnRecord(conn: Conn, childId: string, lock = false): Pr
 }
 
 /** A spawn about to copy (a new record, or a refused or rolled-back one of the same parent and name tried again). */
-export async function openSpawn(tx: Tx, v: { parentId: string; childId: string; type: SpawnType; generation: number; goals: string[]; budget: number; workflowId: string; status?: 'copying' | 'refused'; reason?: string }): Promise<void> {
+export async function openSpawn(
+  tx: Tx,
+  v: {
+    parentId: string;
+    childId: string;
+    type: SpawnType;
+    generation: number;
+    goals: string[];
+    budget: number;
+    workflowId: string;
+    status?: 'copying' | 'refused';
+    reason?: string;
+  },
+): Promise<void> {
   const values = {
     agentId: v.parentId,
     childAgentId: v.childId,
@@ -191,7 +242,11 @@ export async function openSpawn(tx: Tx, v: { parentId: string; childId: string; 
   await tx
     .insert(spawns)
     .values(values)
-    .onConflictDoUpdate({ target: spawns.childAgentId, set: { ...values, createdAt: new Date() }, setWhere: and(eq(spawns.agentId, v.parentId), inArray(spawns.status, ['refused', 'rolled_back'])) });
+    .onConflictDoUpdate({
+      target: spawns.childAgentId,
+      set: { ...values, createdAt: new Date() },
+      setWhere: and(eq(spawns.agentId, v.parentId), inArray(spawns.status, ['refused', 'rolled_back'])),
+    });
 }
 
 // ---- the copy ------------------------------------------------------------------------------------
@@ -227,18 +282,34 @@ export async function createSpawnCopy(tx: Tx, p: { parent: Agent; spawn: Spawn }
   const tables = spawnCopyTables(spawn.type);
   const rows = tables.filter((t) => !learningTables.includes(t));
   const copied = await copyAgentState(tx, { parent: parent.id, target: child, prefix: `${child}:`, tables: rows });
-  if (tables.includes('learnings')) Object.assign(copied, await copyLearnings(tx, { parent: parent.id, target: child }));
+  if (tables.includes('learnings'))
+    Object.assign(copied, await copyLearnings(tx, { parent: parent.id, target: child }));
   if (tables.includes('agent_peers')) {
-    const dropped = await tx.delete(agentPeers).where(and(eq(agentPeers.agentId, child), eq(agentPeers.peerAgentId, child))).returning({ id: agentPeers.id });
+    const dropped = await tx
+      .delete(agentPeers)
+      .where(and(eq(agentPeers.agentId, child), eq(agentPeers.peerAgentId, child)))
+      .returning({ id: agentPeers.id });
     copied.agent_peers = (copied.agent_peers ?? 0) - dropped.length;
     await tx
       .update(agentPeers)
       .set({ relation: sql`case when ${agentPeers.relation} = 'child' then 'sibling' else 'peer' end` })
       .where(eq(agentPeers.agentId, child));
   }
-  if (clone) await tx.update(tasks).set({ replStatus: 'stopped' }).where(and(eq(tasks.agentId, child), eq(tasks.replStatus, 'running')));
+  if (clone)
+    await tx
+      .update(tasks)
+      .set({ replStatus: 'stopped' })
+      .where(and(eq(tasks.agentId, child), eq(tasks.replStatus, 'running')));
   await linkPeers(tx, parent.id, child, 'child', `spawned as a ${spawn.type}`);
-  if (spawn.goals.length) await tx.insert(goals).values(spawn.goals.map((title, i) => ({ agentId: child, title, description: `given at birth by ${parent.id}`, priority: spawn.goals.length - i })));
+  if (spawn.goals.length)
+    await tx.insert(goals).values(
+      spawn.goals.map((title, i) => ({
+        agentId: child,
+        title,
+        description: `given at birth by ${parent.id}`,
+        priority: spawn.goals.length - i,
+      })),
+    );
   return { copied, rows: Object.values(copied).reduce((a, b) => a + b, 0) };
 }
 
@@ -253,19 +324,34 @@ export async function removeUnbornChild(tx: Tx, spawn: Spawn): Promise<boolean> 
     .delete(agents)
     .where(and(eq(agents.id, spawn.childAgentId), eq(agents.parentId, spawn.agentId), eq(agents.kind, spawn.type)))
     .returning({ id: agents.id });
-  await tx.delete(agentPeers).where(and(eq(agentPeers.agentId, spawn.agentId), eq(agentPeers.peerAgentId, spawn.childAgentId)));
+  await tx
+    .delete(agentPeers)
+    .where(and(eq(agentPeers.agentId, spawn.agentId), eq(agentPeers.peerAgentId, spawn.childAgentId)));
   // Its learnings went with its row; the events of its shard name it only by the shard.
-  if (removed.length) await tx.delete(learningEvents).where(eq(learningEvents.shardType, agentShard(spawn.childAgentId)));
+  if (removed.length)
+    await tx.delete(learningEvents).where(eq(learningEvents.shardType, agentShard(spawn.childAgentId)));
   return removed.length > 0;
 }
 
 /** The note a parent gets about its spawn (once per key). */
-export async function noteToParent(conn: Conn, p: { parentId: string; childId: string; text: string; key: string }): Promise<void> {
+export async function noteToParent(
+  conn: Conn,
+  p: { parentId: string; childId: string; text: string; key: string },
+): Promise<void> {
   const [parent] = await conn.select({ id: agents.id }).from(agents).where(eq(agents.id, p.parentId));
   if (!parent) return;
   await conn
     .insert(notes)
-    .values({ agentId: p.parentId, direction: 'in', source: 'system', sender: `spawn:${p.childId}`, priority: 2, tags: ['spawn'], text: p.text, idempotencyKey: p.key })
+    .values({
+      agentId: p.parentId,
+      direction: 'in',
+      source: 'system',
+      sender: `spawn:${p.childId}`,
+      priority: 2,
+      tags: ['spawn'],
+      text: p.text,
+      idempotencyKey: p.key,
+    })
     .onConflictDoNothing();
 }
 
@@ -280,7 +366,14 @@ export interface LineageEntry {
   status: string | null;
   parentId: string | null;
   /** The record of the spawn that made it, if it was spawned. */
-  spawn?: { type: string; status: string; reason: string | null; createdAt: string; rows: number; spawnMs: number | null };
+  spawn?: {
+    type: string;
+    status: string;
+    reason: string | null;
+    createdAt: string;
+    rows: number;
+    spawnMs: number | null;
+  };
 }
 
 export interface LineageNode extends LineageEntry {
@@ -295,11 +388,31 @@ export interface Lineage {
 }
 
 function spawnOf(s: Spawn | null | undefined): LineageEntry['spawn'] {
-  return s ? { type: s.type, status: s.status, reason: s.reason, createdAt: s.createdAt.toISOString(), rows: s.rows, spawnMs: s.spawnMs } : undefined;
+  return s
+    ? {
+        type: s.type,
+        status: s.status,
+        reason: s.reason,
+        createdAt: s.createdAt.toISOString(),
+        rows: s.rows,
+        spawnMs: s.spawnMs,
+      }
+    : undefined;
 }
 
-function entryOf(a: Pick<Agent, 'id' | 'name' | 'kind' | 'generation' | 'status' | 'parentId'>, s?: Spawn | null): LineageEntry {
-  return { id: a.id, name: a.name, kind: a.kind, generation: a.generation, status: a.status, parentId: a.parentId, ...(s ? { spawn: spawnOf(s) } : {}) };
+function entryOf(
+  a: Pick<Agent, 'id' | 'name' | 'kind' | 'generation' | 'status' | 'parentId'>,
+  s?: Spawn | null,
+): LineageEntry {
+  return {
+    id: a.id,
+    name: a.name,
+    kind: a.kind,
+    generation: a.generation,
+    status: a.status,
+    parentId: a.parentId,
+    ...(s ? { spawn: spawnOf(s) } : {}),
+  };
 }
 
 /** An agent's ancestors (through `parent_id`) and every spawn below it (through `spawns`), or undefined if it does not exist. */
@@ -308,7 +421,7 @@ export async function lineage(db: Conn, agentId: string): Promise<Lineage | unde
   if (!self) return undefined;
   const ancestors: LineageEntry[] = [];
   const seen = new Set([self.id]);
-  for (let id = self.parentId; id && !seen.has(id); ) {
+  for (let id = self.parentId; id && !seen.has(id);) {
     seen.add(id);
     const [a] = await db.select().from(agents).where(eq(agents.id, id));
     if (!a) break;
@@ -322,14 +435,31 @@ export async function lineage(db: Conn, agentId: string): Promise<Lineage | unde
       select s.child_agent_id from spawns s join d on s.agent_id = d.child
     ) select child as child_agent_id from d`);
   const ids = below.rows.map((r) => r.child_agent_id);
-  const records = ids.length ? await db.select().from(spawns).where(inArray(spawns.childAgentId, ids)).orderBy(asc(spawns.createdAt), asc(spawns.id)) : [];
+  const records = ids.length
+    ? await db
+        .select()
+        .from(spawns)
+        .where(inArray(spawns.childAgentId, ids))
+        .orderBy(asc(spawns.createdAt), asc(spawns.id))
+    : [];
   const alive = ids.length ? await db.select().from(agents).where(inArray(agents.id, ids)) : [];
   const byId = new Map(alive.map((a) => [a.id, a]));
   const nodes = new Map<string, LineageNode>();
   for (const s of records) {
     const a = byId.get(s.childAgentId);
     // A child that never lived (refused, rolled back) is shown by its record alone.
-    const e = a && a.parentId === s.agentId ? entryOf(a, s) : { id: s.childAgentId, name: s.name, kind: s.type, generation: s.generation, status: null, parentId: s.agentId, spawn: spawnOf(s) };
+    const e =
+      a && a.parentId === s.agentId
+        ? entryOf(a, s)
+        : {
+            id: s.childAgentId,
+            name: s.name,
+            kind: s.type,
+            generation: s.generation,
+            status: null,
+            parentId: s.agentId,
+            spawn: spawnOf(s),
+          };
     nodes.set(s.childAgentId, { ...e, children: [] });
   }
   const roots: LineageNode[] = [];

@@ -32,14 +32,17 @@ export const rowId = () => bigint('id', { mode: 'number' }).primaryKey().generat
 export const bigintRef = (name: string) => bigint(name, { mode: 'number' });
 
 /** `<name> text[] not null default '{}'`. */
-export const textArray = (name: string) => text(name).array().notNull().default(sql`'{}'::text[]`);
+export const textArray = (name: string) =>
+  text(name)
+    .array()
+    .notNull()
+    .default(sql`'{}'::text[]`);
 
 /** `tags text[] not null default '{}'`. */
 export const tags = () => textArray('tags');
 
 /** A non-null jsonb column with a JSON default, typed as T. */
-export const jsonbOf = <T>(name: string, fallback: T) =>
-  jsonb(name).$type<T>().notNull().default(fallback);
+export const jsonbOf = <T>(name: string, fallback: T) => jsonb(name).$type<T>().notNull().default(fallback);
 
 /**
  * The SQL of a CHECK that pins a text column to a closed set of values. Text + CHECK rather

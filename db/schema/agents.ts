@@ -105,7 +105,9 @@ export const systemPrompts = pgTable(
   },
   (t) => [
     uniqueIndex('system_prompts_agent_id_kind_version_uq').on(t.agentId, t.kind, t.version),
-    uniqueIndex('system_prompts_one_active_uq').on(t.agentId, t.kind).where(sql`${sql.identifier('active')}`),
+    uniqueIndex('system_prompts_one_active_uq')
+      .on(t.agentId, t.kind)
+      .where(sql`${sql.identifier('active')}`),
     check('system_prompts_kind_check', oneOf(t.kind, systemPromptKinds)),
   ],
 );

@@ -16,7 +16,15 @@ export const campaignStatuses = [
   'failed',
   'cancelled',
 ] as const;
-export const phaseStatuses = ['pending', 'running', 'checkpoint', 'completed', 'failed', 'skipped', 'compensated'] as const;
+export const phaseStatuses = [
+  'pending',
+  'running',
+  'checkpoint',
+  'completed',
+  'failed',
+  'skipped',
+  'compensated',
+] as const;
 
 /** Limits a campaign may spend; unset fields are unlimited. */
 export interface CampaignBudget {

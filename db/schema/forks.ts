@@ -3,7 +3,18 @@
  * Cleanup destroys the fork's state but never these rows: the verdict and artifacts stay.
  */
 import { sql } from 'drizzle-orm';
-import { boolean, check, index, integer, jsonb, pgTable, real, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
+import {
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  real,
+  text,
+  uniqueIndex,
+  type AnyPgColumn,
+} from 'drizzle-orm/pg-core';
 import { agentId, agents } from './agents.js';
 import { bigintRef, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
 

@@ -6,7 +6,14 @@ import { getTableName, type Table } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import { agentConfig, agentPeers, agentReputation, agents, ethicsPolicies, systemPrompts } from './agents.js';
 import { agentFiles } from './agent-files.js';
-import { discoveredTools, generatedToolsAudit, learningEvents, learnings, preferenceCounts, toolRegistry } from './autopoiesis.js';
+import {
+  discoveredTools,
+  generatedToolsAudit,
+  learningEvents,
+  learnings,
+  preferenceCounts,
+  toolRegistry,
+} from './autopoiesis.js';
 import { campaignPhases, campaigns } from './campaigns.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
@@ -28,13 +35,7 @@ import {
 import { decisionLog, escalations, partnershipMessages } from './oversight.js';
 import { toolStates, toolTransitions } from './tools.js';
 import { peerRatings, spawns } from './society.js';
-import {
-  antiStagnationMetrics,
-  commandLog,
-  processLog,
-  stagnationStrategies,
-  thinkingMethods,
-} from './processes.js';
+import { antiStagnationMetrics, commandLog, processLog, stagnationStrategies, thinkingMethods } from './processes.js';
 
 export * from './agents.js';
 export * from './agent-files.js';
@@ -111,7 +112,16 @@ export const agentOwnedTables = [
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
-export const allTables = [agents, models, toolRegistry, learnings, learningEvents, ...agentOwnedTables, forkToolRegistry, maintenanceRuns] as const satisfies readonly Table[];
+export const allTables = [
+  agents,
+  models,
+  toolRegistry,
+  learnings,
+  learningEvents,
+  ...agentOwnedTables,
+  forkToolRegistry,
+  maintenanceRuns,
+] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
 export const tableNames: readonly string[] = allTables.map((t) => getTableName(t));

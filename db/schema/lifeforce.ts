@@ -60,7 +60,10 @@ export const lifeforceBudgets = pgTable(
     index('lifeforce_budgets_parent_id_idx').on(t.parentId),
     check('lifeforce_budgets_scope_check', oneOf(t.scope, budgetScopes)),
     check('lifeforce_budgets_on_exhausted_check', oneOf(t.onExhausted, exhaustedPolicies)),
-    check('lifeforce_budgets_nonnegative_check', sql`${sql.identifier('reserved')} >= 0 and ${sql.identifier('spent')} >= 0 and coalesce(${sql.identifier('balance')}, 0) >= 0`),
+    check(
+      'lifeforce_budgets_nonnegative_check',
+      sql`${sql.identifier('reserved')} >= 0 and ${sql.identifier('spent')} >= 0 and coalesce(${sql.identifier('balance')}, 0) >= 0`,
+    ),
   ],
 );
 export type LifeforceBudget = typeof lifeforceBudgets.$inferSelect;

@@ -3,7 +3,19 @@
  * accounting, and the exact prompt of each main-loop tick.
  */
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, index, integer, jsonb, numeric, pgTable, real, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  real,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 import { agentId } from './agents.js';
 import type { StoredPromptMessage } from '../../core/tick-prompt.js';
 import { bigintRef, createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
@@ -99,7 +111,9 @@ export const llmCalls = pgTable(
     index('llm_calls_request_key_idx').on(t.requestKey),
     // Two racing attempts of one activity (heartbeat timeout while the first still runs) must
     // not both record an answer: the loser reads the winner's row.
-    uniqueIndex('llm_calls_request_key_ok_uq').on(t.requestKey).where(sql`${sql.identifier('ok')}`),
+    uniqueIndex('llm_calls_request_key_ok_uq')
+      .on(t.requestKey)
+      .where(sql`${sql.identifier('ok')}`),
     check('llm_calls_role_check', oneOf(t.role, llmRoles)),
     check('llm_calls_provider_check', oneOf(t.provider, llmProviders)),
   ],

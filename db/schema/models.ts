@@ -45,7 +45,10 @@ export const models = pgTable(
     check('models_name_check', sql`${sql.identifier('name')} ~ '^[a-z0-9][a-z0-9._-]{0,63}$'`),
     check('models_provider_check', oneOf(t.provider, llmProviders)),
     check('models_role_check', oneOf(t.role, llmRoles)),
-    check('models_price_check', sql`${sql.identifier('price_in_per_1m')} >= 0 and ${sql.identifier('price_out_per_1m')} >= 0`),
+    check(
+      'models_price_check',
+      sql`${sql.identifier('price_in_per_1m')} >= 0 and ${sql.identifier('price_out_per_1m')} >= 0`,
+    ),
   ],
 );
 

@@ -3,7 +3,19 @@
  * the LLM's counted choices and the rule once promoted — and the log of promotions, demotions
  * and their undos. The learning itself is core/nerves/modes.ts; the writes are db/queries/nerves.ts.
  */
-import { bigint, check, doublePrecision, index, integer, jsonb, numeric, pgTable, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  check,
+  doublePrecision,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  text,
+  uniqueIndex,
+  type AnyPgColumn,
+} from 'drizzle-orm/pg-core';
 import { decidedByValues, nerveModes } from '../../core/nerves/modes.js';
 import { agentId } from './agents.js';
 import { createdAt, jsonbOf, oneOf, rowId, timestamps, tstz } from './_columns.js';
@@ -83,7 +95,9 @@ export const nerveRuleEvents = pgTable(
     support: integer('support').notNull(),
     agreement: doublePrecision('agreement').notNull(),
     /** The event an undo reversed. */
-    undoes: bigint('undoes', { mode: 'number' }).references((): AnyPgColumn => nerveRuleEvents.id, { onDelete: 'set null' }),
+    undoes: bigint('undoes', { mode: 'number' }).references((): AnyPgColumn => nerveRuleEvents.id, {
+      onDelete: 'set null',
+    }),
     /** The decision that caused it (none for an undo). */
     decisionId: bigint('decision_id', { mode: 'number' }).references(() => nerveDecisions.id, { onDelete: 'set null' }),
     /** The event as core/nerves/modes.ts returned it (a demotion carries what it removed). */

@@ -31,7 +31,9 @@ export const processLog = pgTable(
   },
   (t) => [
     // The context query: this agent's entries that are still open.
-    index('process_log_agent_id_open_idx').on(t.agentId, t.createdAt).where(sql`${sql.identifier('closed_at')} is null`),
+    index('process_log_agent_id_open_idx')
+      .on(t.agentId, t.createdAt)
+      .where(sql`${sql.identifier('closed_at')} is null`),
     index('process_log_agent_id_process_id_idx').on(t.agentId, t.processId),
     index('process_log_closed_at_idx').on(t.closedAt),
     check('process_log_status_check', oneOf(t.status, processStatuses)),

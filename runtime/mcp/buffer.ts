@@ -25,7 +25,8 @@ export class BoundedBuffer<T> {
   private dropped = 0;
 
   constructor(readonly capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`buffer capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`buffer capacity must be a positive integer, got ${capacity}`);
     this.slots = new Array<T | undefined>(capacity);
   }
 

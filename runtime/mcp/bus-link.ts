@@ -50,7 +50,11 @@ export function fixedBusSource(bus: Bus): BusSource {
     },
     state() {
       if (bus.closed) return { connected: false, server: null, error: 'the bus connection is closed' };
-      return { connected: up, server: bus.nc.getServer(), ...(up ? {} : { error: 'disconnected; the client is reconnecting' }) };
+      return {
+        connected: up,
+        server: bus.nc.getServer(),
+        ...(up ? {} : { error: 'disconnected; the client is reconnecting' }),
+      };
     },
   };
 }
@@ -117,12 +121,18 @@ export class BusLink implements BusSource {
 
   require(): Bus {
     if (this.bus && !this.bus.closed) return this.bus;
-    throw new BusUnavailableError(`no bus: ${this.lastError}. Retrying in the background. To get one: ${busInstallHint}`);
+    throw new BusUnavailableError(
+      `no bus: ${this.lastError}. Retrying in the background. To get one: ${busInstallHint}`,
+    );
   }
 
   state(): BusState {
     if (!this.bus || this.bus.closed) return { connected: false, server: this.o.url ?? null, error: this.lastError };
-    return { connected: this.up, server: this.bus.nc.getServer(), ...(this.up ? {} : { error: 'disconnected; the client is reconnecting' }) };
+    return {
+      connected: this.up,
+      server: this.bus.nc.getServer(),
+      ...(this.up ? {} : { error: 'disconnected; the client is reconnecting' }),
+    };
   }
 
   async close(): Promise<void> {

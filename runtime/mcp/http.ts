@@ -23,7 +23,8 @@ export const minTokenLength = 16;
 const maxBodyBytes = 4 * 1024 * 1024;
 const loopbackNames = ['localhost', '127.0.0.1', '[::1]', '::1'];
 
-type HttpBridgeOptions = (Partial<CreateBridgeOptions> & { bridge: Bridge }) | (CreateBridgeOptions & { bridge?: undefined });
+type HttpBridgeOptions =
+  (Partial<CreateBridgeOptions> & { bridge: Bridge }) | (CreateBridgeOptions & { bridge?: undefined });
 
 export type StartHttpBridgeOptions = HttpBridgeOptions & {
   /** Default 127.0.0.1; any non-loopback address needs `token`. */
@@ -103,9 +104,12 @@ function originProblem(req: IncomingMessage, names: readonly string[] | null): s
 
 /** Check the options that make a bridge reachable from elsewhere; a refusal says what to add. */
 function checkExposure(host: string, token: string | undefined): void {
-  if (token !== undefined && token.length < minTokenLength) throw new Error(`the token must be at least ${minTokenLength} characters (e.g. \`openssl rand -hex 32\`)`);
+  if (token !== undefined && token.length < minTokenLength)
+    throw new Error(`the token must be at least ${minTokenLength} characters (e.g. \`openssl rand -hex 32\`)`);
   if (!isLoopbackHost(host) && token === undefined) {
-    throw new Error(`refusing to bind ${host} without a token: anyone who reaches it could publish on the bus and answer escalations. Give --token <secret> (or MINDLOOP_MCP_TOKEN), or bind 127.0.0.1`);
+    throw new Error(
+      `refusing to bind ${host} without a token: anyone who reaches it could publish on the bus and answer escalations. Give --token <secret> (or MINDLOOP_MCP_TOKEN), or bind 127.0.0.1`,
+    );
   }
 }
 
@@ -122,13 +126,19 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
   const ownBridge = !o.bridge;
   const bridge = o.bridge ?? createBridge(o as CreateBridgeOptions);
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const names: readonly string[] | null = isLoopbackHost(host) || o.allowedHosts?.length ? [...loopbackNames, ...(isLoopbackHost(host) ? [] : [host]), ...(o.allowedHosts ?? [])] : null;
+  const names: readonly string[] | null =
+    isLoopbackHost(host) || o.allowedHosts?.length
+      ? [...loopbackNames, ...(isLoopbackHost(host) ? [] : [host]), ...(o.allowedHosts ?? [])]
+      : null;
   const live = new Map<string, Live>();
   const idleMs = o.idleTimeoutMs ?? 3_600_000;
 
   async function open(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
     const id = randomUUID();
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => id, onsessioninitialized: () => void live.set(id, { transport, lastSeen: Date.now() }) });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      onsessioninitialized: () => void live.set(id, { transport, lastSeen: Date.now() }),
+    });
     transport.onclose = () => void live.delete(id);
     await bridge.connect(transport, { sessionId: id });
     await transport.handleRequest(req, res, body);
@@ -144,7 +154,10 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
     if (token !== undefined) {
       const auth = req.headers.authorization ?? '';
       const given = /^Bearer (.+)$/i.exec(auth)?.[1] ?? '';
-      if (!tokensEqual(given, token)) return sendError(res, 401, 'unauthorized: send Authorization: Bearer <token>', { 'www-authenticate': 'Bearer' });
+      if (!tokensEqual(given, token))
+        return sendError(res, 401, 'unauthorized: send Authorization: Bearer <token>', {
+          'www-authenticate': 'Bearer',
+        });
     }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId === 'string') {
@@ -153,7 +166,8 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
       s.lastSeen = Date.now();
       return s.transport.handleRequest(req, res);
     }
-    if (req.method !== 'POST') return sendError(res, 400, 'no session: open one with an initialize request (POST, no Mcp-Session-Id header)');
+    if (req.method !== 'POST')
+      return sendError(res, 400, 'no session: open one with an initialize request (POST, no Mcp-Session-Id header)');
     const body = await readJson(req);
     if (!(isInitializeRequest(body) || (Array.isArray(body) && body.some((m) => isInitializeRequest(m))))) {
       return sendError(res, 400, 'no session: the first request must be initialize (without an Mcp-Session-Id header)');
@@ -168,10 +182,17 @@ export async function startHttpBridge(o: StartHttpBridgeOptions): Promise<HttpBr
       sendError(res, status, (err as Error).message);
     });
   });
-  const sweep = setInterval(() => {
-    const now = Date.now();
-    for (const [id, s] of live) if (now - s.lastSeen > idleMs) void s.transport.close().then(() => log(`mcp bridge: session ${id} closed after ${Math.round(idleMs / 1000)} s without a request`));
-  }, Math.min(60_000, idleMs));
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [id, s] of live)
+        if (now - s.lastSeen > idleMs)
+          void s.transport
+            .close()
+            .then(() => log(`mcp bridge: session ${id} closed after ${Math.round(idleMs / 1000)} s without a request`));
+    },
+    Math.min(60_000, idleMs),
+  );
   sweep.unref();
 
   await new Promise<void>((resolve, reject) => {

@@ -51,12 +51,18 @@ async function dbRead<T>(c: MindloopToolContext, read: (db: Db) => Promise<T>): 
 }
 
 function needDb(c: MindloopToolContext): Db {
-  if (!c.db) throw new Error('this bridge has no database: start it where DATABASE_URL (or the embedded PGlite of `npm start`) is reachable');
+  if (!c.db)
+    throw new Error(
+      'this bridge has no database: start it where DATABASE_URL (or the embedded PGlite of `npm start`) is reachable',
+    );
   return c.db;
 }
 
 async function needTemporal(c: MindloopToolContext): Promise<Client> {
-  if (!c.temporal) throw new Error('this bridge has no Temporal connection: start it where TEMPORAL_ADDRESS (or the dev server of `npm start`) is reachable');
+  if (!c.temporal)
+    throw new Error(
+      'this bridge has no Temporal connection: start it where TEMPORAL_ADDRESS (or the dev server of `npm start`) is reachable',
+    );
   return c.temporal();
 }
 
@@ -67,7 +73,8 @@ function registerReads(server: McpServer, c: MindloopToolContext): void {
     'list_agents',
     {
       title: 'List agents',
-      description: 'The agents Mindloop knows (from Postgres): id, name, kind, status, operating mode, parent, last tick and when last seen.',
+      description:
+        'The agents Mindloop knows (from Postgres): id, name, kind, status, operating mode, parent, last tick and when last seen.',
       inputSchema: { limit: z.number().int().min(1).max(1000).default(200) },
       annotations: { readOnlyHint: true },
     },
@@ -81,7 +88,8 @@ function registerReads(server: McpServer, c: MindloopToolContext): void {
     'agent_status',
     {
       title: "An agent loop's status",
-      description: "The agent's loop workflow (agent/<id>): whether it runs (or how it ended) and its status query: tick, phase, paused, model, last reply, counters, lifeforce.",
+      description:
+        "The agent's loop workflow (agent/<id>): whether it runs (or how it ended) and its status query: tick, phase, paused, model, last reply, counters, lifeforce.",
       inputSchema: { agent_id: agentIdArg },
       annotations: { readOnlyHint: true },
     },
@@ -92,7 +100,8 @@ function registerReads(server: McpServer, c: MindloopToolContext): void {
     'recent_replies',
     {
       title: "An agent's latest replies",
-      description: "What the agent said at its latest ticks (from Postgres), newest first: tick, content, confidence, novelty, rating, tags.",
+      description:
+        'What the agent said at its latest ticks (from Postgres), newest first: tick, content, confidence, novelty, rating, tags.',
       inputSchema: { agent_id: agentIdArg, limit: z.number().int().min(1).max(100).default(10) },
       annotations: { readOnlyHint: true },
     },
@@ -120,7 +129,12 @@ function commandStreamOf(bus: Bus): Promise<void> {
 type NotePayload = BusPayloadIn<'AgentNote'>;
 
 /** The note through the command stream; null when there is no bus or no stream to take it. */
-async function noteViaBus(c: MindloopToolContext, agentId: string, payload: NotePayload, messageId: string | undefined): Promise<{ result: Record<string, unknown> } | { unavailable: string }> {
+async function noteViaBus(
+  c: MindloopToolContext,
+  agentId: string,
+  payload: NotePayload,
+  messageId: string | undefined,
+): Promise<{ result: Record<string, unknown> } | { unavailable: string }> {
   let bus: Bus;
   try {
     bus = c.source.require();
@@ -131,7 +145,8 @@ async function noteViaBus(c: MindloopToolContext, agentId: string, payload: Note
   // The deployment's Temporal says first whether the agent's loop runs: a note it would never
   // take is refused to the client now, and nothing is stored.
   const check = c.temporal ? async (id: string) => whyNotRunning(await needTemporal(c), id) : undefined;
-  const send = () => sendCommand(bus, agentId, 'note', payload, { ...(messageId ? { messageId } : {}), ...(check ? { check } : {}) });
+  const send = () =>
+    sendCommand(bus, agentId, 'note', payload, { ...(messageId ? { messageId } : {}), ...(check ? { check } : {}) });
   const r = await send().catch(async (err: unknown) => {
     if (err instanceof CommandRefusedError) throw err;
     // The stream may have been removed since it was checked: make sure of it again, once.
@@ -141,17 +156,46 @@ async function noteViaBus(c: MindloopToolContext, agentId: string, payload: Note
     });
     return send();
   });
-  return { result: { message_id: r.messageId, via: 'bus', subject: bus.subjects.agentCommand(agentId, 'note'), stream_seq: r.seq, duplicate: r.duplicate } };
+  return {
+    result: {
+      message_id: r.messageId,
+      via: 'bus',
+      subject: bus.subjects.agentCommand(agentId, 'note'),
+      stream_seq: r.seq,
+      duplicate: r.duplicate,
+    },
+  };
 }
 
 /** The note as the `addNote` update, update id = message id (what the bus consumer does). */
-async function noteViaTemporal(c: MindloopToolContext, agentId: string, payload: NotePayload, messageId: string): Promise<Record<string, unknown>> {
+async function noteViaTemporal(
+  c: MindloopToolContext,
+  agentId: string,
+  payload: NotePayload,
+  messageId: string,
+): Promise<Record<string, unknown>> {
   const entry = catalogueRegistry().latestStable('AgentNote')!;
   const parsed = entry.schema.parse(payload) as NotePayload;
-  const header = makeHeader({ type: 'AgentNote', generation: entry.generation, version: entry.version, messageId, timestamp: new Date() });
-  const outcome = await temporalCommandTarget(await needTemporal(c)).deliver({ agentId, command: 'note', messageId, header, payload: parsed, delivery: 1 });
+  const header = makeHeader({
+    type: 'AgentNote',
+    generation: entry.generation,
+    version: entry.version,
+    messageId,
+    timestamp: new Date(),
+  });
+  const outcome = await temporalCommandTarget(await needTemporal(c)).deliver({
+    agentId,
+    command: 'note',
+    messageId,
+    header,
+    payload: parsed,
+    delivery: 1,
+  });
   if (outcome.kind === 'rejected') throw new Error(`the note was refused: ${outcome.reason}`);
-  if (outcome.kind === 'retry') throw new Error(`the note was not delivered: ${outcome.reason}; nothing was stored, send it again with message_id ${messageId}`);
+  if (outcome.kind === 'retry')
+    throw new Error(
+      `the note was not delivered: ${outcome.reason}; nothing was stored, send it again with message_id ${messageId}`,
+    );
   return { message_id: messageId, via: 'temporal' };
 }
 
@@ -176,7 +220,10 @@ function registerSendNote(server: McpServer, c: MindloopToolContext): void {
       const payload: NotePayload = { text, ...(priority !== undefined ? { priority } : {}), ...(tags ? { tags } : {}) };
       const viaBus = await noteViaBus(c, agent_id, payload, message_id);
       if ('result' in viaBus) return viaBus.result;
-      if (!c.temporal) throw new Error(`cannot send the note: no bus command stream (${viaBus.unavailable}) and no Temporal connection`);
+      if (!c.temporal)
+        throw new Error(
+          `cannot send the note: no bus command stream (${viaBus.unavailable}) and no Temporal connection`,
+        );
       c.log(`mcp bridge: note for ${agent_id} goes to Temporal directly (${viaBus.unavailable})`);
       return noteViaTemporal(c, agent_id, payload, message_id ?? randomUUID());
     }),
@@ -184,7 +231,9 @@ function registerSendNote(server: McpServer, c: MindloopToolContext): void {
 }
 
 const answerInput = {
-  kind: z.enum(['escalation', 'fork']).describe('an escalation (escalation/<id>) or a successor fork’s gate (fork/<id>)'),
+  kind: z
+    .enum(['escalation', 'fork'])
+    .describe('an escalation (escalation/<id>) or a successor fork’s gate (fork/<id>)'),
   id: z.string().min(1).max(64).describe('the escalation id or the fork id'),
   by: z.string().trim().min(1).max(200).describe('who answers (recorded)'),
   reason: z.string().trim().min(1).max(4000).optional(),
@@ -192,16 +241,27 @@ const answerInput = {
 
 type AnswerArgs = { kind: 'escalation' | 'fork'; id: string; by: string; reason?: string };
 
-async function answer(c: MindloopToolContext, verdict: 'approve' | 'reject', a: AnswerArgs): Promise<Record<string, unknown>> {
+async function answer(
+  c: MindloopToolContext,
+  verdict: 'approve' | 'reject',
+  a: AnswerArgs,
+): Promise<Record<string, unknown>> {
   if (a.kind === 'escalation') {
     const id = parseId('escalation id', escalationIdSchema, a.id);
-    if (verdict === 'reject' && !a.reason) throw new Error('rejecting an escalation needs a reason (the agent learns from it); nothing was sent');
-    const arg = verdict === 'approve' ? { by: a.by, ...(a.reason ? { comment: a.reason } : {}) } : { by: a.by, reason: a.reason };
+    if (verdict === 'reject' && !a.reason)
+      throw new Error('rejecting an escalation needs a reason (the agent learns from it); nothing was sent');
+    const arg =
+      verdict === 'approve' ? { by: a.by, ...(a.reason ? { comment: a.reason } : {}) } : { by: a.by, reason: a.reason };
     const status = await answerEscalation(await needTemporal(c), id, verdict, arg);
     return { kind: 'escalation', id, verdict, status };
   }
   const id = parseId('fork id', forkIdSchema, a.id);
-  const gate = await answerForkGate(await needTemporal(c), id, verdict === 'approve' ? 'approveFork' : 'rejectFork', a.by);
+  const gate = await answerForkGate(
+    await needTemporal(c),
+    id,
+    verdict === 'approve' ? 'approveFork' : 'rejectFork',
+    a.by,
+  );
   // The fork gate records who decided, not why.
   return { kind: 'fork', id, verdict, gate, ...(a.reason ? { reason_recorded: false } : {}) };
 }
@@ -224,7 +284,8 @@ function registerAnswers(server: McpServer, c: MindloopToolContext): void {
     'reject',
     {
       title: 'Reject, as the human tier',
-      description: "Answer as the human: reject an escalation (reason required) or a successor fork's gate (the patch is discarded). The workflow may refuse (already decided…): the error says why.",
+      description:
+        "Answer as the human: reject an escalation (reason required) or a successor fork's gate (the patch is discarded). The workflow may refuse (already decided…): the error says why.",
       inputSchema: answerInput,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
     },

@@ -63,10 +63,19 @@ const packageVersion = '0.1.0';
 export function createBridge(o: CreateBridgeOptions): Bridge {
   const source: BusSource = o.bus instanceof Bus ? fixedBusSource(o.bus) : o.bus;
   const bufferSize = o.bufferSize ?? defaultBufferSize;
-  if (!Number.isInteger(bufferSize) || bufferSize < 1 || bufferSize > maxBufferSize) throw new RangeError(`bufferSize must be an integer in 1..${maxBufferSize}, got ${bufferSize}`);
+  if (!Number.isInteger(bufferSize) || bufferSize < 1 || bufferSize > maxBufferSize)
+    throw new RangeError(`bufferSize must be an integer in 1..${maxBufferSize}, got ${bufferSize}`);
   const allow = new PublishAllowList(source.root, o.allow ?? []);
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const temporal = o.temporal === undefined ? undefined : typeof o.temporal === 'function' ? o.temporal : ((c: Client) => () => Promise.resolve(c))(o.temporal);
+  const temporal =
+    o.temporal === undefined
+      ? undefined
+      : typeof o.temporal === 'function'
+        ? o.temporal
+        : (
+            (c: Client) => () =>
+              Promise.resolve(c)
+          )(o.temporal);
   const sessions = new Map<string, BridgeSessionHandle>();
 
   return {
@@ -78,7 +87,9 @@ export function createBridge(o: CreateBridgeOptions): Bridge {
       if (sessions.has(id)) throw new Error(`session ${id} exists already`);
       const server = new McpServer(
         { name: o.name ?? 'mindloop', version: packageVersion },
-        { instructions: `Mindloop's message bus (root "${source.root}") and its agents. Call heartbeat regularly to receive what your subscriptions buffered.` },
+        {
+          instructions: `Mindloop's message bus (root "${source.root}") and its agents. Call heartbeat regularly to receive what your subscriptions buffered.`,
+        },
       );
       const state = new BridgeSession(id, source, bufferSize, log);
       registerBusTools(server, { session: state, source, allow });

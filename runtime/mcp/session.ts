@@ -85,7 +85,10 @@ export class BridgeSession {
     const subject = resolveSubject(this.source.root, raw, { wildcards: true });
     const existing = [...this.subs.values()].find((s) => s.subject === subject);
     if (existing) return { id: existing.id, subject, existing: true };
-    if (this.subs.size >= maxSubscriptionsPerSession) throw new SubjectRefusedError(`this session already holds ${maxSubscriptionsPerSession} subscriptions: unsubscribe some first`);
+    if (this.subs.size >= maxSubscriptionsPerSession)
+      throw new SubjectRefusedError(
+        `this session already holds ${maxSubscriptionsPerSession} subscriptions: unsubscribe some first`,
+      );
     const bus = this.source.require();
     const sub = bus.nc.subscribe(subject);
     const id = `sub-${this.nextSub++}`;
@@ -105,7 +108,13 @@ export class BridgeSession {
           continue;
         }
         const at = this.now();
-        this.buffer.push({ subject: msg.subject, header: r.message.header, payload: r.message.payload, received_at: new Date(at).toISOString(), receivedMs: at });
+        this.buffer.push({
+          subject: msg.subject,
+          header: r.message.header,
+          payload: r.message.payload,
+          received_at: new Date(at).toISOString(),
+          receivedMs: at,
+        });
       }
     } catch (err) {
       this.log(`mcp bridge: session ${this.id}: subscription ended: ${(err as Error).message}`);
@@ -146,7 +155,12 @@ export class BridgeSession {
     let published = false;
     if (drained.droppedSinceLast > 0) {
       try {
-        bus.publish(bus.subjects.bufferDrop(), 'BufferDrop', { buffer: `mcp-bridge:${this.id}`, capacity: this.buffer.capacity, dropped: drained.droppedSinceLast, dropped_total: drained.droppedTotal });
+        bus.publish(bus.subjects.bufferDrop(), 'BufferDrop', {
+          buffer: `mcp-bridge:${this.id}`,
+          capacity: this.buffer.capacity,
+          dropped: drained.droppedSinceLast,
+          dropped_total: drained.droppedTotal,
+        });
         published = true;
       } catch (err) {
         this.log(`mcp bridge: session ${this.id}: BufferDrop not published: ${(err as Error).message}`);
@@ -157,7 +171,11 @@ export class BridgeSession {
         connected: state.connected,
         server: state.server,
         root: bus.root,
-        rejections: { total: bus.rejections.total, session: this.rejections.total, session_by_reason: { ...this.rejections.byReason } },
+        rejections: {
+          total: bus.rejections.total,
+          session: this.rejections.total,
+          session_by_reason: { ...this.rejections.byReason },
+        },
         ...(state.error ? { error: state.error } : {}),
       },
       subscriptions: this.subscriptions,
@@ -167,7 +185,12 @@ export class BridgeSession {
       messages_dropped_total: drained.droppedTotal,
       oldest_message_age_ms: oldest ? Math.max(0, now - oldest.receivedMs) : null,
       buffer_drop_published: published,
-      messages: drained.items.map(({ subject, header, payload, received_at }) => ({ subject, header, payload, received_at })),
+      messages: drained.items.map(({ subject, header, payload, received_at }) => ({
+        subject,
+        header,
+        payload,
+        received_at,
+      })),
     };
   }
 

@@ -27,29 +27,42 @@ const namespaceList = `${busNamespaces.join(', ')} or staging.<namespace>`;
  */
 export function resolveSubject(root: string, raw: string, o: { wildcards: boolean }): string {
   if (typeof raw !== 'string' || raw.length === 0) throw new SubjectRefusedError('the subject is empty');
-  if (raw.length > maxSubjectLength) throw new SubjectRefusedError(`the subject is longer than ${maxSubjectLength} characters`);
+  if (raw.length > maxSubjectLength)
+    throw new SubjectRefusedError(`the subject is longer than ${maxSubjectLength} characters`);
   if (/\s/.test(raw)) throw new SubjectRefusedError(`subject ${JSON.stringify(raw)} contains whitespace`);
   const absolute = raw.startsWith(`${root}.`);
   const rest = absolute ? raw.slice(root.length + 1) : raw;
   const tokens = rest.split('.');
   tokens.forEach((t, i) => {
-    if (t === '') throw new SubjectRefusedError(`subject ${JSON.stringify(raw)} has an empty token (".." or a dot at an end)`);
+    if (t === '')
+      throw new SubjectRefusedError(`subject ${JSON.stringify(raw)} has an empty token (".." or a dot at an end)`);
     if (t === '*' || t === '>') {
-      if (!o.wildcards) throw new SubjectRefusedError(`subject ${JSON.stringify(raw)} has a wildcard (${t}): a message goes to one concrete subject`);
-      if (t === '>' && i !== tokens.length - 1) throw new SubjectRefusedError(`subject ${JSON.stringify(raw)}: ">" may only be the last token`);
+      if (!o.wildcards)
+        throw new SubjectRefusedError(
+          `subject ${JSON.stringify(raw)} has a wildcard (${t}): a message goes to one concrete subject`,
+        );
+      if (t === '>' && i !== tokens.length - 1)
+        throw new SubjectRefusedError(`subject ${JSON.stringify(raw)}: ">" may only be the last token`);
       return;
     }
-    if (!literalToken.test(t)) throw new SubjectRefusedError(`subject ${JSON.stringify(raw)}: token ${JSON.stringify(t)} may hold only letters, digits, "_", "-" and "~" (values are escaped, see docs/bus.md)`);
+    if (!literalToken.test(t))
+      throw new SubjectRefusedError(
+        `subject ${JSON.stringify(raw)}: token ${JSON.stringify(t)} may hold only letters, digits, "_", "-" and "~" (values are escaped, see docs/bus.md)`,
+      );
   });
   const [first, second] = tokens;
-  const isNamespace = (t: string | undefined) => t === '*' || t === '>' || (busNamespaces as readonly string[]).includes(t ?? '');
+  const isNamespace = (t: string | undefined) =>
+    t === '*' || t === '>' || (busNamespaces as readonly string[]).includes(t ?? '');
   const placed = first === 'staging' ? tokens.length === 1 || isNamespace(second) : isNamespace(first);
   if (!placed) {
     throw new SubjectRefusedError(
       `subject ${JSON.stringify(raw)} is outside the bus root "${root}": give it relative to the root (e.g. dev.request.echo) or absolute (${root}.dev.request.echo), starting with a namespace: ${namespaceList}`,
     );
   }
-  if (first === 'staging' && tokens.length === 1) throw new SubjectRefusedError(`subject ${JSON.stringify(raw)} names no namespace after staging (${busNamespaces.join(', ')})`);
+  if (first === 'staging' && tokens.length === 1)
+    throw new SubjectRefusedError(
+      `subject ${JSON.stringify(raw)} names no namespace after staging (${busNamespaces.join(', ')})`,
+    );
   return `${root}.${rest}`;
 }
 

@@ -35,7 +35,9 @@ function describeError(err: unknown): string {
 }
 
 /** Run a tool body; whatever it throws becomes a tool error naming why. */
-export function guarded<A>(fn: (args: A) => Promise<Record<string, unknown>> | Record<string, unknown>): (args: A) => Promise<CallToolResult> {
+export function guarded<A>(
+  fn: (args: A) => Promise<Record<string, unknown>> | Record<string, unknown>,
+): (args: A) => Promise<CallToolResult> {
   return async (args) => {
     try {
       return toolResult(await fn(args));
@@ -77,7 +79,12 @@ function registerPublish(server: McpServer, c: BusToolContext, types: string): v
         `subject: relative to the root (e.g. dev.request.echo) or absolute (${c.source.root}.dev.request.echo); no wildcards; only subjects matching the allow-list ${c.allow.patterns.join(', ')}. ` +
         `message_type: one of ${types}; the type must travel in the subject's namespace. version: a staging version such as 1.1-alpha (only on staging.* subjects); default the latest stable generation. ` +
         'Returns the header that went out. To send an agent a note, use send_note.',
-      inputSchema: { subject: subjectArg.describe('where to publish'), message_type: typeArg, payload: payloadArg, version: z.string().min(1).max(40).optional() },
+      inputSchema: {
+        subject: subjectArg.describe('where to publish'),
+        message_type: typeArg,
+        payload: payloadArg,
+        version: z.string().min(1).max(40).optional(),
+      },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
     guarded(async ({ subject, message_type, payload, version }) => {
@@ -113,8 +120,12 @@ function registerRequest(server: McpServer, c: BusToolContext, types: string): v
       c.allow.check(to);
       const bus = c.source.require();
       const known = bus.registry.lookup(expect, 0, '0.0');
-      if ('reason' in known && known.reason === 'unknown_type') throw new BusSchemaError('unknown_type', `expect: ${known.detail}`);
-      const answer = await bus.request(to, message_type as BusMessageType, payload as never, { expect: expect as BusMessageType, timeoutMs: timeout_ms });
+      if ('reason' in known && known.reason === 'unknown_type')
+        throw new BusSchemaError('unknown_type', `expect: ${known.detail}`);
+      const answer = await bus.request(to, message_type as BusMessageType, payload as never, {
+        expect: expect as BusMessageType,
+        timeoutMs: timeout_ms,
+      });
       return { subject: to, answer: { subject: answer.subject, header: answer.header, payload: answer.payload } };
     }),
   );
@@ -127,7 +138,7 @@ function registerSubscriptions(server: McpServer, c: BusToolContext): void {
       title: 'Listen on a subject',
       description:
         `Listen on a subject under the bus root "${c.source.root}" (relative or absolute; wildcards allowed: * one token, > the rest, e.g. high.agent.*.reply or dev.>). ` +
-        'Messages that pass the schema registry are kept in this session\'s heartbeat buffer until the next heartbeat call (when it is full the oldest go, counted); refused ones are counted. Returns the subscription id once the bus holds the subscription (active: true).',
+        "Messages that pass the schema registry are kept in this session's heartbeat buffer until the next heartbeat call (when it is full the oldest go, counted); refused ones are counted. Returns the subscription id once the bus holds the subscription (active: true).",
       inputSchema: { subject: subjectArg.describe('subject or pattern to listen on') },
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
@@ -136,7 +147,13 @@ function registerSubscriptions(server: McpServer, c: BusToolContext): void {
       // Answer once the server holds the subscription: a message published right after the
       // answer (by this client or any other) is then received, not lost to a race.
       const active = await flushed(() => c.source.require().flush());
-      return { subscription: r.id, subject: r.subject, already_subscribed: r.existing, active, subscriptions: c.session.subscriptions };
+      return {
+        subscription: r.id,
+        subject: r.subject,
+        already_subscribed: r.existing,
+        active,
+        subscriptions: c.session.subscriptions,
+      };
     }),
   );
 
@@ -144,7 +161,8 @@ function registerSubscriptions(server: McpServer, c: BusToolContext): void {
     'unsubscribe',
     {
       title: 'Stop listening',
-      description: 'Stop a subscription of this session, named by its id (subscription: "sub-1") or by its subject (subject: "dev.>", as given to subscribe). Messages already buffered stay for the next heartbeat.',
+      description:
+        'Stop a subscription of this session, named by its id (subscription: "sub-1") or by its subject (subject: "dev.>", as given to subscribe). Messages already buffered stay for the next heartbeat.',
       inputSchema: {
         subscription: z.string().min(1).max(512).optional().describe('a subscription id (or a subscribed subject)'),
         subject: subjectArg.optional().describe('a subscribed subject (or a subscription id)'),
@@ -153,7 +171,10 @@ function registerSubscriptions(server: McpServer, c: BusToolContext): void {
     },
     guarded(({ subscription, subject }) => {
       const which = subscription ?? subject;
-      if (which === undefined) throw new SubjectRefusedError(`name the subscription to stop: subscription (its id) or subject; this session holds: ${c.session.subscriptions.map((s) => `${s.id} (${s.subject})`).join(', ') || 'none'}`);
+      if (which === undefined)
+        throw new SubjectRefusedError(
+          `name the subscription to stop: subscription (its id) or subject; this session holds: ${c.session.subscriptions.map((s) => `${s.id} (${s.subject})`).join(', ') || 'none'}`,
+        );
       const r = c.session.unsubscribe(which);
       return { unsubscribed: r.id, subject: r.subject, subscriptions: c.session.subscriptions };
     }),

@@ -12,7 +12,12 @@ import { humanApproveInput, humanNudgeInput, humanRejectInput, humanVetoInput } 
 import { forkIdSchema } from '../../core/fork.js';
 import { agentIdSchema, workflowIds } from '../../core/ids.js';
 import { formatIssues } from '../../core/zod-issues.js';
-import { addNoteInput, agentLoopInput, type AddNoteResult, type AgentStatus } from '../../workflows/agent-loop/index.js';
+import {
+  addNoteInput,
+  agentLoopInput,
+  type AddNoteResult,
+  type AgentStatus,
+} from '../../workflows/agent-loop/index.js';
 import type { GateAnswer } from '../../workflows/successor-fork.js';
 import { answerEscalation, answerForkGate, escalationIdSchema, type EscalationAnswer } from '../operator.js';
 import { startAgentLoop } from '../workflow-starts.js';
@@ -38,7 +43,9 @@ export class NotebookError extends Error {
 export function parseOr400<S extends z.ZodType>(schema: S, value: unknown, root = '(input)'): z.output<S> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
-  const fields = r.error.issues.slice(0, 10).map((i) => ({ field: i.path.map(String).join('.') || root, message: i.message }));
+  const fields = r.error.issues
+    .slice(0, 10)
+    .map((i) => ({ field: i.path.map(String).join('.') || root, message: i.message }));
   throw new NotebookError(400, formatIssues(r.error, root), fields);
 }
 
@@ -62,13 +69,19 @@ export async function startAgent(client: Client, body: unknown): Promise<{ workf
 export type LoopSignal = 'pause' | 'resume' | 'stop';
 
 /** Signal the loop: pause after the current tick, resume, or finish the tick and stop. */
-export async function signalAgent(client: Client, agentId: string, signal: LoopSignal): Promise<{ sent: LoopSignal; workflowId: string }> {
+export async function signalAgent(
+  client: Client,
+  agentId: string,
+  signal: LoopSignal,
+): Promise<{ sent: LoopSignal; workflowId: string }> {
   const workflowId = workflowIds.agent(agentId);
   try {
-    if (signal === 'stop') await client.workflow.getHandle(workflowId).signal('stop', { reason: 'stopped from the notebook' });
+    if (signal === 'stop')
+      await client.workflow.getHandle(workflowId).signal('stop', { reason: 'stopped from the notebook' });
     else await client.workflow.getHandle(workflowId).signal(signal);
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new NotebookError(404, `no running loop for agent ${agentId}: start it first`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new NotebookError(404, `no running loop for agent ${agentId}: start it first`);
     throw err;
   }
   return { sent: signal, workflowId };
@@ -87,21 +100,39 @@ const updateIdSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, di
 export async function sendNote(client: Client, agentId: string, body: unknown): Promise<AddNoteResult> {
   const { updateId, ...raw } = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
   const unknown = Object.keys(raw).filter((k) => !(noteFields as readonly string[]).includes(k));
-  if (unknown.length) throw new NotebookError(400, `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `'${k}'`).join(', ')}`, unknown.map((k) => ({ field: k, message: 'unknown field' })));
-  const note = parseOr400(addNoteInput, Object.fromEntries(noteFields.filter((k) => raw[k] !== undefined).map((k) => [k, raw[k]])));
+  if (unknown.length)
+    throw new NotebookError(
+      400,
+      `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `'${k}'`).join(', ')}`,
+      unknown.map((k) => ({ field: k, message: 'unknown field' })),
+    );
+  const note = parseOr400(
+    addNoteInput,
+    Object.fromEntries(noteFields.filter((k) => raw[k] !== undefined).map((k) => [k, raw[k]])),
+  );
   // The sender's id for this note (the CLI's): the same id sent again, here or to Temporal, is the same update, applied once.
-  const id = updateId === undefined ? undefined : parseOr400(z.object({ updateId: updateIdSchema }), { updateId }).updateId;
+  const id =
+    updateId === undefined ? undefined : parseOr400(z.object({ updateId: updateIdSchema }), { updateId }).updateId;
   try {
-    return await client.workflow.getHandle(workflowIds.agent(agentId)).executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [note], ...(id ? { updateId: id } : {}) });
+    return await client.workflow
+      .getHandle(workflowIds.agent(agentId))
+      .executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [note], ...(id ? { updateId: id } : {}) });
   } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError) throw new NotebookError(409, (err.cause as Error | undefined)?.message ?? err.message);
-    if (err instanceof WorkflowNotFoundError) throw new NotebookError(404, `no running loop for agent ${agentId}: start it first (nothing was stored)`);
+    if (err instanceof WorkflowUpdateFailedError)
+      throw new NotebookError(409, (err.cause as Error | undefined)?.message ?? err.message);
+    if (err instanceof WorkflowNotFoundError)
+      throw new NotebookError(404, `no running loop for agent ${agentId}: start it first (nothing was stored)`);
     throw err;
   }
 }
 
 /** Each human answer with the schema the escalation workflow validates it with. */
-const answerSchemas = { approve: humanApproveInput, reject: humanRejectInput, nudge: humanNudgeInput, veto: humanVetoInput } as const satisfies Record<EscalationAnswer, z.ZodType>;
+const answerSchemas = {
+  approve: humanApproveInput,
+  reject: humanRejectInput,
+  nudge: humanNudgeInput,
+  veto: humanVetoInput,
+} as const satisfies Record<EscalationAnswer, z.ZodType>;
 
 export const escalationAnswers = Object.keys(answerSchemas) as EscalationAnswer[];
 
@@ -123,7 +154,12 @@ export async function answerEscalationFromPage(client: Client, id: string, answe
 const forkGateInput = humanApproveInput.pick({ by: true });
 
 /** Answer fork/<id>'s human gate: apply the approved patch to the parent, or discard it. */
-export async function answerForkFromPage(client: Client, id: string, verdict: 'approve' | 'reject', body: unknown): Promise<GateAnswer> {
+export async function answerForkFromPage(
+  client: Client,
+  id: string,
+  verdict: 'approve' | 'reject',
+  body: unknown,
+): Promise<GateAnswer> {
   const { by } = parseOr400(forkGateInput, body ?? {});
   return answerForkGate(client, id, verdict === 'approve' ? 'approveFork' : 'rejectFork', by).catch(operatorError);
 }
@@ -131,7 +167,9 @@ export async function answerForkFromPage(client: Client, id: string, verdict: 'a
 /** A fork waiting at its gate says until when in its current details (`… until <ISO time> …`). */
 export async function forkGateDeadline(client: Client, forkId: string): Promise<string | null> {
   try {
-    const m = await client.workflow.getHandle(workflowIds.fork(forkId)).query<{ currentDetails?: string | null }>('__temporal_workflow_metadata');
+    const m = await client.workflow
+      .getHandle(workflowIds.fork(forkId))
+      .query<{ currentDetails?: string | null }>('__temporal_workflow_metadata');
     return /until (\d{4}-\d\d-\d\dT[\d:.]+Z)/.exec(m.currentDetails ?? '')?.[1] ?? null;
   } catch {
     return null;
@@ -139,7 +177,11 @@ export async function forkGateDeadline(client: Client, forkId: string): Promise<
 }
 
 /** Each agent's loop as the list shows it: whether it runs, and its status query when it does. */
-export async function loopStates(client: Client, agentIds: string[], concurrency = 8): Promise<Map<string, { execution: string; status: AgentStatus | null }>> {
+export async function loopStates(
+  client: Client,
+  agentIds: string[],
+  concurrency = 8,
+): Promise<Map<string, { execution: string; status: AgentStatus | null }>> {
   const out = new Map<string, { execution: string; status: AgentStatus | null }>();
   let next = 0;
   const worker = async () => {

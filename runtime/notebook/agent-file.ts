@@ -23,6 +23,9 @@ export function agentFileRoutes(app: Hono, d: { db: Db }): void {
     const doc = await readLiveDocument(d.db, id);
     if (!doc) throw new NotebookError(404, `no agent ${id}: apply its file first (mindloop apply -f ${id}.yaml)`);
     // The id is a slug (letters, digits, ".", "-", "_"), so it needs no quoting in the header.
-    return c.body(renderAgentFile(doc, format), 200, { 'content-type': contentTypes[format], 'content-disposition': `inline; filename="${id}.${format}"` });
+    return c.body(renderAgentFile(doc, format), 200, {
+      'content-type': contentTypes[format],
+      'content-disposition': `inline; filename="${id}.${format}"`,
+    });
   });
 }

@@ -17,8 +17,24 @@ import type { Bus } from '../bus.js';
 
 /** One thing that happened to an agent, as the page receives it. */
 export type FeedEvent =
-  | { kind: 'beat'; agentId: string; tick: number; loop: 'main' | 'task'; taskId?: number; model: string; lifeforce?: { charged: number; available: number | null } }
-  | { kind: 'reply'; agentId: string; tick: number; summary: string; model: string; commands: number; confidence: number | null }
+  | {
+      kind: 'beat';
+      agentId: string;
+      tick: number;
+      loop: 'main' | 'task';
+      taskId?: number;
+      model: string;
+      lifeforce?: { charged: number; available: number | null };
+    }
+  | {
+      kind: 'reply';
+      agentId: string;
+      tick: number;
+      summary: string;
+      model: string;
+      commands: number;
+      confidence: number | null;
+    }
   | { kind: 'verdict'; agentId: string; tick: number; validationMode: string; rating: number | null; notes: string[] }
   | { kind: 'escalation'; agentId: string; escalationId: string; reason: string; humanRequired: boolean; tick?: number }
   | { kind: 'learning'; agentId: string; predicate: string; shard: string; confidence: number };
@@ -61,15 +77,37 @@ function fromSink<K extends AgentEventKind>(agentId: string, kind: K, event: Age
   switch (kind) {
     case 'reply': {
       const r = e as AgentEvents['reply'];
-      return { kind: 'reply', agentId, tick: r.tick, summary: r.summary, model: r.model, commands: r.commands, confidence: r.confidence };
+      return {
+        kind: 'reply',
+        agentId,
+        tick: r.tick,
+        summary: r.summary,
+        model: r.model,
+        commands: r.commands,
+        confidence: r.confidence,
+      };
     }
     case 'verdict': {
       const v = e as AgentEvents['verdict'];
-      return { kind: 'verdict', agentId, tick: v.tick, validationMode: v.validationMode, rating: v.rating, notes: v.notes };
+      return {
+        kind: 'verdict',
+        agentId,
+        tick: v.tick,
+        validationMode: v.validationMode,
+        rating: v.rating,
+        notes: v.notes,
+      };
     }
     case 'escalation': {
       const x = e as AgentEvents['escalation'];
-      return { kind: 'escalation', agentId, escalationId: x.escalationId, reason: `${x.category}: ${x.reason}`, humanRequired: x.humanRequired, ...(x.tick !== undefined ? { tick: x.tick } : {}) };
+      return {
+        kind: 'escalation',
+        agentId,
+        escalationId: x.escalationId,
+        reason: `${x.category}: ${x.reason}`,
+        humanRequired: x.humanRequired,
+        ...(x.tick !== undefined ? { tick: x.tick } : {}),
+      };
     }
     default: {
       const l = e as AgentEvents['learning'];
@@ -96,30 +134,74 @@ export function feedSink(feed: TickFeed): AgentEventSink {
   };
 }
 
-const busEvents = { reply: 'AgentReply', verdict: 'AgentVerdict', escalation: 'AgentEscalation', learning: 'AgentLearning' } as const;
+const busEvents = {
+  reply: 'AgentReply',
+  verdict: 'AgentVerdict',
+  escalation: 'AgentEscalation',
+  learning: 'AgentLearning',
+} as const;
 
 /** A bus message of one of the agents' event types as a feed event. */
-function fromBus(type: (typeof busEvents)[keyof typeof busEvents] | 'HeartbeatSignal', p: Record<string, unknown>): FeedEvent {
+function fromBus(
+  type: (typeof busEvents)[keyof typeof busEvents] | 'HeartbeatSignal',
+  p: Record<string, unknown>,
+): FeedEvent {
   switch (type) {
     case 'HeartbeatSignal': {
       const b = p as BusPayloadOut<'HeartbeatSignal'>;
-      return { kind: 'beat', agentId: b.agent_id, tick: b.tick, loop: b.loop, ...(b.task_id !== undefined ? { taskId: b.task_id } : {}), model: b.model ?? '', ...(b.lifeforce ? { lifeforce: b.lifeforce } : {}) };
+      return {
+        kind: 'beat',
+        agentId: b.agent_id,
+        tick: b.tick,
+        loop: b.loop,
+        ...(b.task_id !== undefined ? { taskId: b.task_id } : {}),
+        model: b.model ?? '',
+        ...(b.lifeforce ? { lifeforce: b.lifeforce } : {}),
+      };
     }
     case 'AgentReply': {
       const r = p as BusPayloadOut<'AgentReply'>;
-      return { kind: 'reply', agentId: r.agent_id, tick: r.tick, summary: r.summary, model: r.model ?? '', commands: r.commands, confidence: r.confidence };
+      return {
+        kind: 'reply',
+        agentId: r.agent_id,
+        tick: r.tick,
+        summary: r.summary,
+        model: r.model ?? '',
+        commands: r.commands,
+        confidence: r.confidence,
+      };
     }
     case 'AgentVerdict': {
       const v = p as BusPayloadOut<'AgentVerdict'>;
-      return { kind: 'verdict', agentId: v.agent_id, tick: v.tick, validationMode: v.validation_mode, rating: v.rating, notes: v.notes };
+      return {
+        kind: 'verdict',
+        agentId: v.agent_id,
+        tick: v.tick,
+        validationMode: v.validation_mode,
+        rating: v.rating,
+        notes: v.notes,
+      };
     }
     case 'AgentEscalation': {
       const x = p as BusPayloadOut<'AgentEscalation'>;
-      return { kind: 'escalation', agentId: x.agent_id, escalationId: x.escalation_id, reason: x.reason, humanRequired: x.severity === 'high', ...(x.tick !== undefined ? { tick: x.tick } : {}) };
+      return {
+        kind: 'escalation',
+        agentId: x.agent_id,
+        escalationId: x.escalation_id,
+        reason: x.reason,
+        humanRequired: x.severity === 'high',
+        ...(x.tick !== undefined ? { tick: x.tick } : {}),
+      };
     }
     default: {
       const l = p as BusPayloadOut<'AgentLearning'>;
-      return { kind: 'learning', agentId: l.agent_id, predicate: l.predicate, shard: l.subject ?? '', confidence: l.confidence };
+      return {
+        kind: 'learning',
+        agentId: l.agent_id,
+        predicate: l.predicate,
+        shard: l.subject ?? '',
+        confidence: l.confidence,
+      };
     }
   }
 }
@@ -130,12 +212,22 @@ function fromBus(type: (typeof busEvents)[keyof typeof busEvents] | 'HeartbeatSi
  * the registry). Returns the unsubscribe.
  */
 export function feedFromBus(feed: TickFeed, bus: Bus): { stop(): void } {
-  const subs = [bus.subscribe(bus.subjects.heartbeats(), (m) => feed.publish(fromBus('HeartbeatSignal', m.payload as Record<string, unknown>)), { types: ['HeartbeatSignal'] })];
+  const subs = [
+    bus.subscribe(
+      bus.subjects.heartbeats(),
+      (m) => feed.publish(fromBus('HeartbeatSignal', m.payload as Record<string, unknown>)),
+      { types: ['HeartbeatSignal'] },
+    ),
+  ];
   // `<root>.high.agent.*.*` with its last token named: one subject per event this feed takes.
   const anyAgent = bus.subjects.agentEvents();
   for (const [event, type] of Object.entries(busEvents)) {
     const subject = `${anyAgent.slice(0, -1)}${event}`;
-    subs.push(bus.subscribe(subject, (m) => feed.publish(fromBus(type, m.payload as Record<string, unknown>)), { types: [type] }));
+    subs.push(
+      bus.subscribe(subject, (m) => feed.publish(fromBus(type, m.payload as Record<string, unknown>)), {
+        types: [type],
+      }),
+    );
   }
   return {
     stop() {

@@ -77,7 +77,8 @@ const pageDir = join(import.meta.dirname, '..', '..', 'web', 'notebook');
  * plugins. The page builds every element from text (never from HTML), and this is the second
  * wall should something slip.
  */
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const contentSecurityPolicy =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /** The most a request body may hold (a note is at most 16 000 characters). */
 const maxBodyBytes = 256 * 1024;
@@ -92,13 +93,19 @@ async function jsonBody(c: Context): Promise<unknown> {
   }
 }
 
-const tickQuery = z.object({ before: z.coerce.number().int().min(0).optional(), limit: z.coerce.number().int().min(1).max(200).default(50) });
+const tickQuery = z.object({
+  before: z.coerce.number().int().min(0).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
 const tickParam = z.coerce.number().int().min(0);
 
 function agentReads(app: Hono, d: NotebookDeps): void {
   app.get('/api/agents', async (c) => {
     const rows = await listAgents(d.db, { limit: 500 });
-    const loops = await loopStates(d.client, rows.map((r) => r.id));
+    const loops = await loopStates(
+      d.client,
+      rows.map((r) => r.id),
+    );
     return c.json({
       feedSource: d.feedSource,
       agents: rows.map((r) => {
@@ -112,7 +119,15 @@ function agentReads(app: Hono, d: NotebookDeps): void {
           paused: s?.paused ?? false,
           mode: s?.operatingMode ?? r.operatingMode,
           llm: s?.llm ?? null,
-          lifeforce: s?.lifeforce ? { available: s.lifeforce.available, capacity: s.lifeforce.capacity, lastCharge: s.lifeforce.lastCharge, exhausted: s.lifeforce.exhausted !== null, needs: s.lifeforce.exhausted?.needs ?? null } : null,
+          lifeforce: s?.lifeforce
+            ? {
+                available: s.lifeforce.available,
+                capacity: s.lifeforce.capacity,
+                lastCharge: s.lifeforce.lastCharge,
+                exhausted: s.lifeforce.exhausted !== null,
+                needs: s.lifeforce.exhausted?.needs ?? null,
+              }
+            : null,
           last: s?.last ?? null,
         };
       }),
@@ -158,7 +173,9 @@ const loopSignals: readonly LoopSignal[] = ['pause', 'resume', 'stop'];
 
 function agentChanges(app: Hono, d: NotebookDeps): void {
   app.post('/api/agents', async (c) => c.json(await startAgent(d.client, await jsonBody(c)), 201));
-  app.post('/api/agents/:id/notes', async (c) => c.json(await sendNote(d.client, ids.agent(c.req.param('id')), await jsonBody(c)), 201));
+  app.post('/api/agents/:id/notes', async (c) =>
+    c.json(await sendNote(d.client, ids.agent(c.req.param('id')), await jsonBody(c)), 201),
+  );
   app.post('/api/agents/:id/:signal', async (c) => {
     const signal = parseOr400(z.enum(loopSignals), c.req.param('signal'), 'signal');
     return c.json(await signalAgent(d.client, ids.agent(c.req.param('id')), signal));
@@ -169,12 +186,20 @@ function inboxRoutes(app: Hono, d: NotebookDeps): void {
   app.get('/api/inbox', async (c) => {
     const agentId = c.req.query('agent') ? ids.agent(c.req.query('agent')!) : undefined;
     const items = await inbox(d.db, agentId ? { agentId } : {});
-    const forks = await Promise.all(items.forks.map(async (f) => ({ ...f, deadlineAt: await forkGateDeadline(d.client, f.id) })));
+    const forks = await Promise.all(
+      items.forks.map(async (f) => ({ ...f, deadlineAt: await forkGateDeadline(d.client, f.id) })),
+    );
     return c.json({ escalations: items.escalations, forks, now: new Date().toISOString() });
   });
   app.post('/api/escalations/:id/:answer', async (c) => {
-    const answer = parseOr400(z.enum(escalationAnswers as [string, ...string[]]), c.req.param('answer'), 'answer') as (typeof escalationAnswers)[number];
-    return c.json(await answerEscalationFromPage(d.client, ids.escalation(c.req.param('id')), answer, await jsonBody(c)));
+    const answer = parseOr400(
+      z.enum(escalationAnswers as [string, ...string[]]),
+      c.req.param('answer'),
+      'answer',
+    ) as (typeof escalationAnswers)[number];
+    return c.json(
+      await answerEscalationFromPage(d.client, ids.escalation(c.req.param('id')), answer, await jsonBody(c)),
+    );
   });
   app.post('/api/forks/:id/:verdict', async (c) => {
     const verdict = parseOr400(z.enum(['approve', 'reject']), c.req.param('verdict'), 'verdict');
@@ -205,7 +230,10 @@ function eventRoutes(app: Hono, d: NotebookDeps): void {
       };
       const unsubscribe = d.feed.subscribe(send, agentId);
       stream.onAbort(unsubscribe);
-      await stream.writeSSE({ event: 'ready', data: JSON.stringify({ agentId: agentId ?? null, feedSource: d.feedSource }) });
+      await stream.writeSSE({
+        event: 'ready',
+        data: JSON.stringify({ agentId: agentId ?? null, feedSource: d.feedSource }),
+      });
       while (!stream.aborted && !stream.closed) {
         await stream.sleep(15_000);
         if (!stream.aborted && !stream.closed) await stream.write(': keep-alive\n\n');
@@ -216,7 +244,9 @@ function eventRoutes(app: Hono, d: NotebookDeps): void {
 }
 
 function pageRoutes(app: Hono): void {
-  const files = new Map(Object.entries(pageFiles).map(([name, type]) => [name, { type, body: readFileSync(join(pageDir, name)) }]));
+  const files = new Map(
+    Object.entries(pageFiles).map(([name, type]) => [name, { type, body: readFileSync(join(pageDir, name)) }]),
+  );
   const serve = (c: Context, name: string) => {
     const f = files.get(name);
     if (!f) return c.json({ error: `not found: ${name}` }, 404);
@@ -244,10 +274,17 @@ export function notebookApp(d: NotebookDeps, g: GuardOptions): Hono {
     const wanted = c.req.header(temporalHeader);
     if (wanted === undefined) return next();
     const served = d.temporal ? `${d.temporal.address}/${d.temporal.namespace}` : null;
-    if (wanted !== served) return c.json({ error: `this notebook serves ${served ?? 'an unnamed Temporal'}, not ${wanted}` }, 421);
+    if (wanted !== served)
+      return c.json({ error: `this notebook serves ${served ?? 'an unnamed Temporal'}, not ${wanted}` }, 421);
     return next();
   });
-  app.use('/api/*', bodyLimit({ maxSize: maxBodyBytes, onError: (c) => c.json({ error: `request body over ${maxBodyBytes} bytes` }, 413) }));
+  app.use(
+    '/api/*',
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) => c.json({ error: `request body over ${maxBodyBytes} bytes` }, 413),
+    }),
+  );
   pageRoutes(app);
   agentReads(app, d);
   agentFileRoutes(app, d);
@@ -284,11 +321,21 @@ export type StartNotebookOptions = NotebookDeps & {
 /** Serve the notebook; resolves once it listens. */
 export async function startNotebook(o: StartNotebookOptions): Promise<NotebookServer> {
   const host = o.host ?? '127.0.0.1';
-  const app = notebookApp(o, { host, ...(o.token !== undefined ? { token: o.token } : {}), ...(o.allowedHosts ? { allowedHosts: o.allowedHosts } : {}) });
+  const app = notebookApp(o, {
+    host,
+    ...(o.token !== undefined ? { token: o.token } : {}),
+    ...(o.allowedHosts ? { allowedHosts: o.allowedHosts } : {}),
+  });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new Error(`port ${o.port ?? defaultNotebookPort} is taken: set MINDLOOP_NOTEBOOK_PORT to another port (or off)`) : err),
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new Error(
+              `port ${o.port ?? defaultNotebookPort} is taken: set MINDLOOP_NOTEBOOK_PORT to another port (or off)`,
+            )
+          : err,
+      ),
     );
     server.listen(o.port ?? defaultNotebookPort, host, () => resolve());
   });

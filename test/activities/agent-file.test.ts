@@ -79,7 +79,10 @@ describe('applyAgentFile', () => {
       ['agent', 'local', 1],
       ['validator', 'tiny', expect.closeTo(0.8, 5)],
     ]);
-    const [delay] = await h.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, 'ada'), eq(agentConfig.key, 'delay_ms')));
+    const [delay] = await h.db
+      .select()
+      .from(agentConfig)
+      .where(and(eq(agentConfig.agentId, 'ada'), eq(agentConfig.key, 'delay_ms')));
     expect(delay?.value).toBe(2000);
     const recorded = await h.db.select().from(agentFiles).where(eq(agentFiles.agentId, 'ada'));
     expect(recorded).toHaveLength(1);
@@ -94,11 +97,19 @@ describe('applyAgentFile', () => {
   });
 
   it('a changed file prints and applies its changes only; --dry-run prints them and writes nothing', async () => {
-    const changed = doc(file('ada').replace('short: You help.', 'short: You help kindly.').replace('priority: 2', 'priority: 5'));
+    const changed = doc(
+      file('ada').replace('short: You help.', 'short: You help kindly.').replace('priority: 2', 'priority: 5'),
+    );
     const dry = await apply(changed, { dryRun: true });
     expect(dry).toMatchObject({ changed: true, applied: false, fileId: null });
-    expect(dry.diff.map((l) => l.text)).toEqual(['~ systemPrompt.short: "You help." → "You help kindly."', '~ goals["Learn Go"]: priority: 2 → 5']);
-    const [prompt] = await h.db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, 'ada'), eq(systemPrompts.active, true)));
+    expect(dry.diff.map((l) => l.text)).toEqual([
+      '~ systemPrompt.short: "You help." → "You help kindly."',
+      '~ goals["Learn Go"]: priority: 2 → 5',
+    ]);
+    const [prompt] = await h.db
+      .select()
+      .from(systemPrompts)
+      .where(and(eq(systemPrompts.agentId, 'ada'), eq(systemPrompts.active, true)));
     expect(prompt?.content).toBe('You help.');
     const r = await apply(changed);
     expect(r).toMatchObject({ changed: true, applied: true });
@@ -110,28 +121,50 @@ describe('applyAgentFile', () => {
     expect(await h.db.$count(agentFiles, eq(agentFiles.agentId, 'ada'))).toBe(2);
   });
 
-  it("keeps what the agent changed itself (drift) and refuses a change on both sides unless drift is overwritten", async () => {
-    const current = doc(file('ada').replace('short: You help.', 'short: You help kindly.').replace('priority: 2', 'priority: 5'));
+  it('keeps what the agent changed itself (drift) and refuses a change on both sides unless drift is overwritten', async () => {
+    const current = doc(
+      file('ada').replace('short: You help.', 'short: You help kindly.').replace('priority: 2', 'priority: 5'),
+    );
     // The agent closes a goal and sets a config key of its own.
-    await h.db.update(goals).set({ status: 'completed' }).where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
+    await h.db
+      .update(goals)
+      .set({ status: 'completed' })
+      .where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
     await h.db.insert(agentConfig).values({ agentId: 'ada', key: 'recent_responses', value: 9 });
     const again = await apply(current);
     expect(again).toMatchObject({ changed: false, applied: false });
-    expect(again.drift.map((l) => l.text).sort()).toEqual(['+ config["recent_responses"]: 9', '~ goals["Ship v1"]: status: "active" → "completed"']);
-    const [kept] = await h.db.select().from(goals).where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
+    expect(again.drift.map((l) => l.text).sort()).toEqual([
+      '+ config["recent_responses"]: 9',
+      '~ goals["Ship v1"]: status: "active" → "completed"',
+    ]);
+    const [kept] = await h.db
+      .select()
+      .from(goals)
+      .where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
     expect(kept?.status).toBe('completed');
 
     // The file now changes that goal too: a conflict, refused, nothing written.
-    const both = doc(file('ada').replace('short: You help.', 'short: Changed again.').replace('priority: 2', 'priority: 5').replace('  - title: Ship v1', '  - title: Ship v1\n    priority: 3'));
+    const both = doc(
+      file('ada')
+        .replace('short: You help.', 'short: Changed again.')
+        .replace('priority: 2', 'priority: 5')
+        .replace('  - title: Ship v1', '  - title: Ship v1\n    priority: 3'),
+    );
     const err = await refused(apply(both));
     expect(err.message).toContain('goals["Ship v1"]');
     expect(err.message).toContain('--overwrite-drift');
-    const [prompt] = await h.db.select().from(systemPrompts).where(and(eq(systemPrompts.agentId, 'ada'), eq(systemPrompts.active, true)));
+    const [prompt] = await h.db
+      .select()
+      .from(systemPrompts)
+      .where(and(eq(systemPrompts.agentId, 'ada'), eq(systemPrompts.active, true)));
     expect(prompt?.content).toBe('You help kindly.');
 
     const over = await apply(both, { overwriteDrift: true });
     expect(over.applied).toBe(true);
-    const [taken] = await h.db.select().from(goals).where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
+    const [taken] = await h.db
+      .select()
+      .from(goals)
+      .where(and(eq(goals.agentId, 'ada'), eq(goals.title, 'Ship v1')));
     expect([taken?.status, taken?.priority]).toEqual(['active', 3]);
   });
 
@@ -155,19 +188,33 @@ describe('applyAgentFile', () => {
     expect(await h.db.$count(agents, eq(agents.id, 'bea'))).toBe(0);
     expect(await h.db.$count(agentFiles)).toBe(before);
     // A peer of the same batch, or one reached at an endpoint, is known.
-    const ok = await applyAgentFileTo(h.db, { agentId: 'bea', document: doc(file('bea', 'peers: [ada, cyd, {id: far, endpoint: "mindloop.other"}]')), appliedBy: 'test', batchAgents: ['cyd'] });
+    const ok = await applyAgentFileTo(h.db, {
+      agentId: 'bea',
+      document: doc(file('bea', 'peers: [ada, cyd, {id: far, endpoint: "mindloop.other"}]')),
+      appliedBy: 'test',
+      batchAgents: ['cyd'],
+    });
     expect(ok.applied).toBe(true);
   });
 
   it('refuses a document whose id is not the agent it is applied to, or that does not parse', async () => {
-    const err = await refused(applyAgentFileTo(h.db, { agentId: 'ada', document: doc(file('zed')), appliedBy: 'test' }));
+    const err = await refused(
+      applyAgentFileTo(h.db, { agentId: 'ada', document: doc(file('zed')), appliedBy: 'test' }),
+    );
     expect(err.message).toContain("its id is 'zed'");
-    const bad = await refused(applyAgentFileTo(h.db, { agentId: 'ada', document: { id: 'ada', goals: [{ titel: 'x' }] }, appliedBy: 'test' }));
+    const bad = await refused(
+      applyAgentFileTo(h.db, { agentId: 'ada', document: { id: 'ada', goals: [{ titel: 'x' }] }, appliedBy: 'test' }),
+    );
     expect(bad.message).toContain("goals[0].titel: unknown key (did you mean 'title'?)");
   });
 
   it('a retried apply with the same request key returns its first attempt, writing nothing more', async () => {
-    const input = { agentId: 'eve', document: doc('id: eve\nname: Eve\ngoals: [{title: one}]\n'), appliedBy: 'test', requestKey: 'agent/eve:update-1' };
+    const input = {
+      agentId: 'eve',
+      document: doc('id: eve\nname: Eve\ngoals: [{title: one}]\n'),
+      appliedBy: 'test',
+      requestKey: 'agent/eve:update-1',
+    };
     const first = await applyAgentFileTo(h.db, input);
     const retry = await applyAgentFileTo(h.db, input);
     expect(retry).toMatchObject({ changed: true, applied: true, fileId: first.fileId, diff: first.diff });
@@ -177,19 +224,50 @@ describe('applyAgentFile', () => {
   });
 
   it('refuses an agent last applied by another deployment', async () => {
-    await applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee\n'), appliedBy: 'test', deployment: 'dep-a' });
-    const err = await refused(applyAgentFileTo(h.db, { agentId: 'dee', document: doc('id: dee\nname: Dee 2\n'), appliedBy: 'test', deployment: 'dep-b' }));
+    await applyAgentFileTo(h.db, {
+      agentId: 'dee',
+      document: doc('id: dee\nname: Dee\n'),
+      appliedBy: 'test',
+      deployment: 'dep-a',
+    });
+    const err = await refused(
+      applyAgentFileTo(h.db, {
+        agentId: 'dee',
+        document: doc('id: dee\nname: Dee 2\n'),
+        appliedBy: 'test',
+        deployment: 'dep-b',
+      }),
+    );
     expect(err.message).toContain('belongs to deployment dep-a');
   });
 
   it('the examples apply as they are (the researcher once its two catalogue models are added), and again as no-ops', async () => {
     await h.db.insert(models).values([
-      { name: 'research-main', provider: 'openai', model: 'qwen2.5:7b', baseUrl: 'http://127.0.0.1:11434/v1', role: 'agent' },
-      { name: 'research-check', provider: 'openai', model: 'llama3.2:3b', baseUrl: 'http://127.0.0.1:11434/v1', role: 'validator' },
+      {
+        name: 'research-main',
+        provider: 'openai',
+        model: 'qwen2.5:7b',
+        baseUrl: 'http://127.0.0.1:11434/v1',
+        role: 'agent',
+      },
+      {
+        name: 'research-check',
+        provider: 'openai',
+        model: 'llama3.2:3b',
+        baseUrl: 'http://127.0.0.1:11434/v1',
+        role: 'validator',
+      },
     ]);
-    const examples = ['companion.yaml', 'researcher.yaml', 'peers/ada.yaml', 'peers/bo.yaml'].map((n) => doc(readFileSync(join(import.meta.dirname, '..', '..', 'examples', n), 'utf8')));
+    const examples = ['companion.yaml', 'researcher.yaml', 'peers/ada.yaml', 'peers/bo.yaml'].map((n) =>
+      doc(readFileSync(join(import.meta.dirname, '..', '..', 'examples', n), 'utf8')),
+    );
     for (const d of examples) {
-      const r = await applyAgentFileTo(h.db, { agentId: d.id, document: d, appliedBy: 'test', batchAgents: ['ada', 'bo'] });
+      const r = await applyAgentFileTo(h.db, {
+        agentId: d.id,
+        document: d,
+        appliedBy: 'test',
+        batchAgents: ['ada', 'bo'],
+      });
       expect(r, d.id).toMatchObject({ applied: true, conflicts: [] });
     }
     for (const d of examples) expect((await apply(d)).changed, d.id).toBe(false);

@@ -35,7 +35,14 @@ beforeAll(async () => {
   for (const [i, k] of (Object.keys(rows) as Array<keyof typeof rows>).entries()) {
     const [r] = await h.db
       .insert(llmRegistry)
-      .values({ agentId: 'cato', name: `validator-${k}`, provider: 'scripted', model: `scripted-${k}`, role: 'validator', priority: i + 1 })
+      .values({
+        agentId: 'cato',
+        name: `validator-${k}`,
+        provider: 'scripted',
+        model: `scripted-${k}`,
+        role: 'validator',
+        priority: i + 1,
+      })
       .returning({ id: llmRegistry.id });
     rows[k] = r!.id;
     replies.set(r!.id, script[k]);
@@ -67,19 +74,26 @@ const checkpoint = (row: keyof typeof rows, extra: Partial<Checkpoint['criteria'
 });
 type ValidateInput = Parameters<typeof acts.validateCheckpoint>[0];
 const validate = (key: string, cp: Checkpoint, taskOutcomes = outcomes) =>
-  new MockActivityEnvironment().run<[ValidateInput], CheckpointVerdict, typeof acts.validateCheckpoint>(acts.validateCheckpoint, {
-    campaignId: 'c1',
-    agentId: 'cato',
-    key,
-    phase,
-    checkpoint: cp,
-    outcomes: taskOutcomes,
-  });
+  new MockActivityEnvironment().run<[ValidateInput], CheckpointVerdict, typeof acts.validateCheckpoint>(
+    acts.validateCheckpoint,
+    {
+      campaignId: 'c1',
+      agentId: 'cato',
+      key,
+      phase,
+      checkpoint: cp,
+      outcomes: taskOutcomes,
+    },
+  );
 
 describe('validateCheckpoint with an LLM validator', () => {
   it('passes when the validator says so (code fences tolerated), with its reason; the prompt carries the phase', async () => {
     const before = calls.length;
-    expect(await validate('campaign/c1/p0', checkpoint('pass'))).toEqual({ pass: true, reason: 'All three files are in place and the tests pass.', by: 'validator' });
+    expect(await validate('campaign/c1/p0', checkpoint('pass'))).toEqual({
+      pass: true,
+      reason: 'All three files are in place and the tests pass.',
+      by: 'validator',
+    });
     expect(calls.length).toBe(before + 1);
     const call = calls.at(-1)!;
     expect(call).toMatchObject({ registryId: rows.pass, purpose: 'campaign_checkpoint' });
@@ -91,7 +105,11 @@ describe('validateCheckpoint with an LLM validator', () => {
   });
 
   it('fails with the validator’s reason', async () => {
-    expect(await validate('campaign/c1/p1', checkpoint('fail'))).toEqual({ pass: false, reason: 'The report misses the benchmark numbers.', by: 'validator' });
+    expect(await validate('campaign/c1/p1', checkpoint('fail'))).toEqual({
+      pass: false,
+      reason: 'The report misses the benchmark numbers.',
+      by: 'validator',
+    });
   });
 
   it('a malformed validator reply fails the checkpoint with a clear reason, not a crash', async () => {
@@ -99,19 +117,35 @@ describe('validateCheckpoint with an LLM validator', () => {
     expect(prose).toMatchObject({ pass: false, by: 'validator' });
     expect(prose.reason).toMatch(/^validator reply is not JSON \(.+\): Looks good to me, ship it!$/);
     const noPass = await validate('campaign/c1/p3', checkpoint('nopass'));
-    expect(noPass).toEqual({ pass: false, reason: 'validator reply lacks a boolean "pass": {"verdict": "yes", "reason": "fine"}', by: 'validator' });
+    expect(noPass).toEqual({
+      pass: false,
+      reason: 'validator reply lacks a boolean "pass": {"verdict": "yes", "reason": "fine"}',
+      by: 'validator',
+    });
   });
 
   it('criteria that fail decide without asking the validator', async () => {
     const before = calls.length;
-    const v = await validate('campaign/c1/p4', checkpoint('pass'), [outcomes[0]!, { name: 'check', type: 'noop', ok: false, error: 'boom' }]);
+    const v = await validate('campaign/c1/p4', checkpoint('pass'), [
+      outcomes[0]!,
+      { name: 'check', type: 'noop', ok: false, error: 'boom' },
+    ]);
     expect(v).toEqual({ pass: false, reason: '1 of 2 tasks succeeded, 2 required', by: 'criteria' });
     expect(calls.length).toBe(before);
   });
 
   it('a worker without an LLM router refuses with a non-retryable error', async () => {
     const bare = createCampaignActivities({ db: h.db });
-    await expect(bare.validateCheckpoint({ campaignId: 'c1', agentId: 'cato', key: 'campaign/c1/p5', phase, checkpoint: checkpoint('pass'), outcomes })).rejects.toMatchObject({
+    await expect(
+      bare.validateCheckpoint({
+        campaignId: 'c1',
+        agentId: 'cato',
+        key: 'campaign/c1/p5',
+        phase,
+        checkpoint: checkpoint('pass'),
+        outcomes,
+      }),
+    ).rejects.toMatchObject({
       nonRetryable: true,
       message: expect.stringContaining('no LLM router on this worker'),
     });
@@ -124,11 +158,18 @@ describe('compensateCampaignTask for a task stopped mid-run', () => {
     const task = { campaignId: 'c2', agentId: 'cato', key, type: 'note', args: { text: 'half done' } };
     // The task committed its note, then was cancelled before it returned: no result reached the workflow.
     await acts.runCampaignTask(task);
-    for (let i = 0; i < 2; i++) expect(await acts.compensateCampaignTask(task)).toEqual({ compensated: true, by: 'note.compensate' });
-    const rows = await h.db.select().from(notes).where(and(eq(notes.agentId, 'cato'), eq(notes.sender, 'campaign/c2')));
+    for (let i = 0; i < 2; i++)
+      expect(await acts.compensateCampaignTask(task)).toEqual({ compensated: true, by: 'note.compensate' });
+    const rows = await h.db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'cato'), eq(notes.sender, 'campaign/c2')));
     expect(rows.map((n) => [n.text, n.hidden])).toEqual([['half done', true]]);
     // Stopped before it committed anything: nothing to hide, nothing written.
-    expect(await acts.compensateCampaignTask({ ...task, key: 'campaign/c2/run-1/p0/t1' })).toEqual({ compensated: true, by: 'note.compensate' });
+    expect(await acts.compensateCampaignTask({ ...task, key: 'campaign/c2/run-1/p0/t1' })).toEqual({
+      compensated: true,
+      by: 'note.compensate',
+    });
     expect(await h.db.select().from(notes).where(eq(notes.sender, 'campaign/c2'))).toHaveLength(1);
   });
 });
@@ -136,9 +177,19 @@ describe('compensateCampaignTask for a task stopped mid-run', () => {
 describe('parseValidatorVerdict', () => {
   it('defaults the reason and clips it; a JSON non-object is malformed', () => {
     expect(parseValidatorVerdict('{"pass": true}')).toEqual({ pass: true, reason: 'approved', by: 'validator' });
-    expect(parseValidatorVerdict('{"pass": false, "reason": "  "}')).toEqual({ pass: false, reason: 'rejected', by: 'validator' });
+    expect(parseValidatorVerdict('{"pass": false, "reason": "  "}')).toEqual({
+      pass: false,
+      reason: 'rejected',
+      by: 'validator',
+    });
     expect(parseValidatorVerdict(`{"pass": false, "reason": "${'x'.repeat(600)}"}`).reason).toHaveLength(500);
-    expect(parseValidatorVerdict('[true]')).toMatchObject({ pass: false, reason: expect.stringMatching(/lacks a boolean "pass"/) });
-    expect(parseValidatorVerdict('')).toMatchObject({ pass: false, reason: expect.stringMatching(/^validator reply is not JSON/) });
+    expect(parseValidatorVerdict('[true]')).toMatchObject({
+      pass: false,
+      reason: expect.stringMatching(/lacks a boolean "pass"/),
+    });
+    expect(parseValidatorVerdict('')).toMatchObject({
+      pass: false,
+      reason: expect.stringMatching(/^validator reply is not JSON/),
+    });
   });
 });

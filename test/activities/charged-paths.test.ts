@@ -30,7 +30,16 @@ import { createSandboxActivities } from '../../activities/sandbox.js';
 import { createToolActivities } from '../../activities/tools.js';
 import { escalationInput } from '../../core/escalation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agentConfig, agentPeers, agents, discoveredTools, lifeforceLedger, llmRegistry, toolRegistry, type LifeforceLedgerEntry } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agentPeers,
+  agents,
+  discoveredTools,
+  lifeforceLedger,
+  llmRegistry,
+  toolRegistry,
+  type LifeforceLedgerEntry,
+} from '../../db/schema/index.js';
 import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 import { migratedDatabase, repoToolsDir, tempDir, type MigratedDatabase } from '../helpers/env.js';
@@ -58,9 +67,17 @@ interface Site {
 function scopeOf(node: ts.Node): string {
   const names: string[] = [];
   for (let n: ts.Node | undefined = node.parent; n; n = n.parent) {
-    if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isClassDeclaration(n)) && n.name) names.unshift(n.name.getText());
-    else if (ts.isPropertyAssignment(n) && (ts.isCallExpression(n.initializer) || ts.isArrowFunction(n.initializer) || ts.isFunctionExpression(n.initializer))) names.unshift(n.name.getText());
-    else if ((ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent)) names.unshift(n.parent.name.getText());
+    if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isClassDeclaration(n)) && n.name)
+      names.unshift(n.name.getText());
+    else if (
+      ts.isPropertyAssignment(n) &&
+      (ts.isCallExpression(n.initializer) ||
+        ts.isArrowFunction(n.initializer) ||
+        ts.isFunctionExpression(n.initializer))
+    )
+      names.unshift(n.name.getText());
+    else if ((ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent))
+      names.unshift(n.parent.name.getText());
   }
   return `${relative(root, node.getSourceFile().fileName)} › ${names.join('.') || '(module)'}`;
 }
@@ -69,12 +86,20 @@ function scopeOf(node: ts.Node): string {
 function memberOf(checker: ts.TypeChecker, name: ts.Node, container: string, file: string): boolean {
   return (checker.getSymbolAtLocation(name)?.declarations ?? []).some((d) => {
     const parent = d.parent;
-    return (ts.isInterfaceDeclaration(parent) || ts.isClassDeclaration(parent)) && parent.name?.text === container && relative(root, d.getSourceFile().fileName) === file;
+    return (
+      (ts.isInterfaceDeclaration(parent) || ts.isClassDeclaration(parent)) &&
+      parent.name?.text === container &&
+      relative(root, d.getSourceFile().fileName) === file
+    );
   });
 }
 
 function scanPaths(): Site[] {
-  const config = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+  );
   if (!config) throw new Error('tsconfig.json did not parse');
   const files = config.fileNames.filter((f) => productDirs.includes(relative(root, f).split('/')[0]!));
   const program = ts.createProgram(files, config.options);
@@ -90,12 +115,24 @@ function scanPaths(): Site[] {
       if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
         const name = node.expression.name;
         const args = node.arguments.map((a) => a.getText()).join(', ');
-        if (name.text === 'chat' && memberOf(checker, name, 'LlmRouter', 'activities/llm/router.ts')) add(node, 'llm', args);
-        if (name.text === 'invoke' && memberOf(checker, name, 'ChatModel', 'activities/llm/types.ts')) add(node, 'model');
+        if (name.text === 'chat' && memberOf(checker, name, 'LlmRouter', 'activities/llm/router.ts'))
+          add(node, 'llm', args);
+        if (name.text === 'invoke' && memberOf(checker, name, 'ChatModel', 'activities/llm/types.ts'))
+          add(node, 'model');
         if (name.text === 'run' && memberOf(checker, name, 'Sandbox', 'sandbox/sandbox.ts')) add(node, 'engine');
       }
       if (ts.isPropertyAccessExpression(node) && node.name.text === 'sandboxRun') add(node, 'sandbox');
-      if (ts.isObjectLiteralExpression(node) && node.properties.some((p) => ts.isPropertyAssignment(p) && p.name.getText() === 'kind' && ts.isStringLiteral(p.initializer) && p.initializer.text === 'shell')) add(node, 'shell-effect');
+      if (
+        ts.isObjectLiteralExpression(node) &&
+        node.properties.some(
+          (p) =>
+            ts.isPropertyAssignment(p) &&
+            p.name.getText() === 'kind' &&
+            ts.isStringLiteral(p.initializer) &&
+            p.initializer.text === 'shell',
+        )
+      )
+        add(node, 'shell-effect');
       ts.forEachChild(node, visit);
     };
     visit(program.getSourceFile(file)!);
@@ -113,20 +150,31 @@ const taskQueue = 'charged-paths';
 const data = tempDir('charged-paths');
 
 const lastEntry = async () => (await h.db.select({ id: max(lifeforceLedger.id) }).from(lifeforceLedger))[0]?.id ?? 0;
-const entriesAfter = (id: number) => h.db.select().from(lifeforceLedger).where(gt(lifeforceLedger.id, id)).orderBy(lifeforceLedger.id);
+const entriesAfter = (id: number) =>
+  h.db.select().from(lifeforceLedger).where(gt(lifeforceLedger.id, id)).orderBy(lifeforceLedger.id);
 
 /**
  * Run `call` and show that it held and settled, for every key prefix in `keys`, at least one hold
  * of `operation`, each closed by a settle that charged something; then run `again` (the same step
  * with the same key) and show that the ledger does not move. Returns the entries of the first run.
  */
-async function provesCharged(operation: 'llm_call' | 'sandbox', keys: string[], call: () => Promise<unknown>, again: () => Promise<unknown> = call): Promise<LifeforceLedgerEntry[]> {
+async function provesCharged(
+  operation: 'llm_call' | 'sandbox',
+  keys: string[],
+  call: () => Promise<unknown>,
+  again: () => Promise<unknown> = call,
+): Promise<LifeforceLedgerEntry[]> {
   const before = await lastEntry();
   await call();
   const added = await entriesAfter(before);
   for (const prefix of keys) {
-    const holds = added.filter((e) => e.kind === 'reserve' && e.operation === operation && e.idempotencyKey.startsWith(prefix));
-    expect(holds.length, `a ${operation} hold under ${prefix}… (the ledger got: ${added.map((e) => `${e.kind} ${e.idempotencyKey}`).join('; ') || 'nothing'})`).toBeGreaterThan(0);
+    const holds = added.filter(
+      (e) => e.kind === 'reserve' && e.operation === operation && e.idempotencyKey.startsWith(prefix),
+    );
+    expect(
+      holds.length,
+      `a ${operation} hold under ${prefix}… (the ledger got: ${added.map((e) => `${e.kind} ${e.idempotencyKey}`).join('; ') || 'nothing'})`,
+    ).toBeGreaterThan(0);
     for (const hold of holds) {
       const close = added.find((e) => e.reservationKey === hold.idempotencyKey);
       expect(close, `the close of ${hold.idempotencyKey}`).toMatchObject({ kind: 'settle', operation });
@@ -135,7 +183,10 @@ async function provesCharged(operation: 'llm_call' | 'sandbox', keys: string[], 
   }
   const settled = await lastEntry();
   await again();
-  expect((await entriesAfter(settled)).map((e) => `${e.kind} ${e.idempotencyKey}`), 'the same step again moves nothing').toEqual([]);
+  expect(
+    (await entriesAfter(settled)).map((e) => `${e.kind} ${e.idempotencyKey}`),
+    'the same step again moves nothing',
+  ).toEqual([]);
   return added;
 }
 
@@ -162,15 +213,34 @@ async function rerunFromHistory(handle: WorkflowHandle, names: readonly string[]
 
 /** A tick's reply: a new one each time (an identical reply is not rated for novelty), with a command to validate. */
 let thoughts = 0;
-const thought = () => `Finding ${++thoughts}: the ${['barrels', 'beds', 'bees', 'paths'][thoughts % 4]} need work.\n${renderCommandBlock([{ cmdId: 'c1', type: 'diary.add', args: { title: 'found', content: 'a finding' } }])}`;
+const thought = () =>
+  `Finding ${++thoughts}: the ${['barrels', 'beds', 'bees', 'paths'][thoughts % 4]} need work.\n${renderCommandBlock([{ cmdId: 'c1', type: 'diary.add', args: { title: 'found', content: 'a finding' } }])}`;
 const nerveModel = collisionModel();
-const spec = { name: 'light_switch', description: 'a light switch', initial: 'OFF', states: { OFF: { description: 'dark', actions: { flip: { to: 'ON', description: 'light' } } }, ON: { description: 'light', actions: { flip: { to: 'OFF', description: 'dark' } } } } };
+const spec = {
+  name: 'light_switch',
+  description: 'a light switch',
+  initial: 'OFF',
+  states: {
+    OFF: { description: 'dark', actions: { flip: { to: 'ON', description: 'light' } } },
+    ON: { description: 'light', actions: { flip: { to: 'OFF', description: 'dark' } } },
+  },
+};
 const design = {
   spec,
-  implementation: "export function run(state, action) { if (action !== 'flip') throw new Error('invalid'); return state === 'OFF' ? 'ON' : 'OFF'; }\n",
-  tests: "import { test } from 'node:test';\nimport assert from 'node:assert/strict';\nimport { run } from './tool.mjs';\ntest('flips', () => { assert.equal(run('OFF', 'flip'), 'ON'); });\n",
+  implementation:
+    "export function run(state, action) { if (action !== 'flip') throw new Error('invalid'); return state === 'OFF' ? 'ON' : 'OFF'; }\n",
+  tests:
+    "import { test } from 'node:test';\nimport assert from 'node:assert/strict';\nimport { run } from './tool.mjs';\ntest('flips', () => { assert.equal(run('OFF', 'flip'), 'ON'); });\n",
 };
-const oversightAnswer = (designs: boolean) => JSON.stringify({ verdict: 'approve', solution: 'go ahead', teaching_moment: 'check first', recommended_tools: [], needs_human: false, ...(designs ? { design } : {}) });
+const oversightAnswer = (designs: boolean) =>
+  JSON.stringify({
+    verdict: 'approve',
+    solution: 'go ahead',
+    teaching_moment: 'check first',
+    recommended_tools: [],
+    needs_human: false,
+    ...(designs ? { design } : {}),
+  });
 
 /** One scripted model for every purpose the paths ask for. */
 const reply: ScriptedReplyFn = (call) => {
@@ -187,7 +257,16 @@ const reply: ScriptedReplyFn = (call) => {
 
 async function seedAgent(id: string): Promise<void> {
   await h.db.insert(agents).values({ id, name: id, status: 'running', lastSeenAt: new Date() });
-  await h.db.insert(llmRegistry).values(['agent', 'validator', 'oversight', 'task'].map((role) => ({ agentId: id, name: `${role}-model`, provider: 'scripted' as const, model: `scripted-${role}`, role: role as 'agent', priority: 1 })));
+  await h.db.insert(llmRegistry).values(
+    ['agent', 'validator', 'oversight', 'task'].map((role) => ({
+      agentId: id,
+      name: `${role}-model`,
+      provider: 'scripted' as const,
+      model: `scripted-${role}`,
+      role: role as 'agent',
+      priority: 1,
+    })),
+  );
   await createToolActivities({ db: h.db }).grantStarterTools({ agentId: id });
 }
 
@@ -212,13 +291,39 @@ async function thinkThenReflexes(agentId: string, tick: number) {
 }
 
 /** A command applied by applyCommands, its `shell` effect run in the local sandbox, the run recorded: the agent loop's way. */
-async function runShellEffect(agentId: string, tick: number, cmd: { cmdId: string; type: string; args: Record<string, unknown> }, approvedBy?: string) {
-  const apply = () => acts.applyCommands({ agentId, tick, workflowId: `agent/${agentId}`, mode: 'main', commands: [cmd], ...(approvedBy ? { approvedBy } : {}) });
+async function runShellEffect(
+  agentId: string,
+  tick: number,
+  cmd: { cmdId: string; type: string; args: Record<string, unknown> },
+  approvedBy?: string,
+) {
+  const apply = () =>
+    acts.applyCommands({
+      agentId,
+      tick,
+      workflowId: `agent/${agentId}`,
+      mode: 'main',
+      commands: [cmd],
+      ...(approvedBy ? { approvedBy } : {}),
+    });
   const [outcome] = await apply();
   const effect = outcome!.effects.find((e) => e.kind === 'shell');
   if (effect?.kind !== 'shell') throw new Error(`no shell effect: ${outcome!.message}`);
-  const result = await new LocalProcessSandbox().run({ key: effect.key, command: effect.argv ?? ['sh', '-c', effect.command], ...(effect.files ? { files: effect.files } : {}), budget: { wallMs: effect.timeoutMs ?? 30_000 } });
-  const record = () => acts.recordShellResult({ agentId, tick, cmdId: effect.cmdId, processId: effect.processId, command: effect.command, result });
+  const result = await new LocalProcessSandbox().run({
+    key: effect.key,
+    command: effect.argv ?? ['sh', '-c', effect.command],
+    ...(effect.files ? { files: effect.files } : {}),
+    budget: { wallMs: effect.timeoutMs ?? 30_000 },
+  });
+  const record = () =>
+    acts.recordShellResult({
+      agentId,
+      tick,
+      cmdId: effect.cmdId,
+      processId: effect.processId,
+      command: effect.command,
+      result,
+    });
   await record();
   expect(result.status).toBe('ok');
   return { processId: effect.processId, again: async () => (await apply(), await record()) };
@@ -239,7 +344,12 @@ const shellCommand = once(async () => {
   await provesCharged(
     'sandbox',
     ['sandbox:sh-ada/shell.t5.c1'],
-    async () => ({ again } = await runShellEffect('sh-ada', 5, { cmdId: 'c1', type: 'shell', args: { command: 'echo charged' } })),
+    async () =>
+      ({ again } = await runShellEffect('sh-ada', 5, {
+        cmdId: 'c1',
+        type: 'shell',
+        args: { command: 'echo charged' },
+      })),
     () => again(),
   );
 });
@@ -248,14 +358,27 @@ const designedToolAction = once(async () => {
   await seedAgent('dt-ada');
   const [tool] = await h.db
     .insert(toolRegistry)
-    .values({ name: 'lamp', kind: 'designed', status: 'active', createdBy: 'oversight', implementation: "export function run(state) { return state === 'OFF' ? 'ON' : 'OFF'; }\n", tests: '', spec: { states: ['OFF', 'ON'], initial: 'OFF', machine: { ...spec, name: 'lamp' } } })
+    .values({
+      name: 'lamp',
+      kind: 'designed',
+      status: 'active',
+      createdBy: 'oversight',
+      implementation: "export function run(state) { return state === 'OFF' ? 'ON' : 'OFF'; }\n",
+      tests: '',
+      spec: { states: ['OFF', 'ON'], initial: 'OFF', machine: { ...spec, name: 'lamp' } },
+    })
     .returning({ id: toolRegistry.id });
   await h.db.insert(discoveredTools).values({ agentId: 'dt-ada', toolId: tool!.id, via: 'design' });
   let again: () => Promise<unknown> = async () => undefined;
   await provesCharged(
     'sandbox',
     ['sandbox:dt-ada/tool.t6.c1'],
-    async () => ({ again } = await runShellEffect('dt-ada', 6, { cmdId: 'c1', type: 'tool.call', args: { tool: 'lamp', action: 'flip', args: {} } })),
+    async () =>
+      ({ again } = await runShellEffect('dt-ada', 6, {
+        cmdId: 'c1',
+        type: 'tool.call',
+        args: { tool: 'lamp', action: 'flip', args: {} },
+      })),
     () => again(),
   );
 });
@@ -270,9 +393,20 @@ const approvedShell = once(async () => {
       handle = await env.client.workflow.start('escalationWorkflow', {
         taskQueue,
         workflowId: 'escalation/esc-sh-1',
-        args: [{ escalationId: 'esc-sh-1', agentId: 'esc-sh', task: 'run a shell command', tick: 4, humanRequired: true, proposal: { kind: 'command', name: 'shell', args: { command: 'echo approved' } } }],
+        args: [
+          {
+            escalationId: 'esc-sh-1',
+            agentId: 'esc-sh',
+            task: 'run a shell command',
+            tick: 4,
+            humanRequired: true,
+            proposal: { kind: 'command', name: 'shell', args: { command: 'echo approved' } },
+          },
+        ],
       });
-      await expect.poll(async () => (await handle!.query(escalationStatusQuery)).phase, { timeout: 30_000 }).toBe('awaiting_human');
+      await expect
+        .poll(async () => (await handle!.query(escalationStatusQuery)).phase, { timeout: 30_000 })
+        .toBe('awaiting_human');
       await handle.executeUpdate(approveUpdate, { args: [{ by: 'carol' }] });
       expect(await handle.result()).toMatchObject({ outcome: 'approved', proposalOutcome: 'executed' });
     },
@@ -281,7 +415,13 @@ const approvedShell = once(async () => {
 });
 
 /** A workflow whose own sandbox run is charged: run it, then its hold and settle again from its history. */
-const workflowRun = (workflowType: string, workflowId: string, args: unknown, key: string, check: (result: unknown) => void): Scenario =>
+const workflowRun = (
+  workflowType: string,
+  workflowId: string,
+  args: unknown,
+  key: string,
+  check: (result: unknown) => void,
+): Scenario =>
   once(async () => {
     let handle: WorkflowHandle | undefined;
     await provesCharged(
@@ -313,18 +453,30 @@ const generatedToolTests = workflowRun(
 
 const forkToolTests = once(async () => {
   await seedForkableAgent(h.db, 'fk-tool');
-  await h.db.insert(toolRegistry).values({ name: 'adder', kind: 'generated', implementation: 'export const add = (a, b) => a - b;', tests: '', status: 'active' });
+  await h.db.insert(toolRegistry).values({
+    name: 'adder',
+    kind: 'generated',
+    implementation: 'export const add = (a, b) => a - b;',
+    tests: '',
+    status: 'active',
+  });
   const tests = "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) process.exit(1);\n";
   await workflowRun(
     'successorForkWorkflow',
     'fork/tool-1',
-    { agentId: 'fk-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' }, budget: { cpus: 1 } },
+    {
+      agentId: 'fk-tool',
+      patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests },
+      evaluation: { kind: 'tool_tests' },
+      budget: { cpus: 1 },
+    },
     'sandbox:fork/tool-1/tool-tests',
     (r) => expect(r).toMatchObject({ verdict: 'REJECT' }),
   )();
 });
 
-const llm = (keys: string[], call: () => Promise<unknown>, again?: () => Promise<unknown>) => provesCharged('llm_call', keys, call, again).then(() => undefined);
+const llm = (keys: string[], call: () => Promise<unknown>, again?: () => Promise<unknown>) =>
+  provesCharged('llm_call', keys, call, again).then(() => undefined);
 
 const think = once(async () => {
   await seedAgent('th-ada');
@@ -333,14 +485,21 @@ const think = once(async () => {
 
 const reflexes = once(async () => {
   await seedAgent('rf-ada');
-  await (await thinkThenReflexes('rf-ada', 1))();
-  await llm(['llm:agent/rf-ada:2:emotion@', 'llm:agent/rf-ada:2:novelty@', 'llm:agent/rf-ada:2:validate:'], await thinkThenReflexes('rf-ada', 2));
+  await (
+    await thinkThenReflexes('rf-ada', 1)
+  )();
+  await llm(
+    ['llm:agent/rf-ada:2:emotion@', 'llm:agent/rf-ada:2:novelty@', 'llm:agent/rf-ada:2:validate:'],
+    await thinkThenReflexes('rf-ada', 2),
+  );
 });
 
 const peerValidation = once(async () => {
   await seedAgent('pv-ada');
   await seedAgent('pv-bea');
-  await h.db.insert(agentPeers).values({ agentId: 'pv-ada', peerAgentId: 'pv-bea', status: 'active', trust: 0.9, lastSeenAt: new Date() });
+  await h.db
+    .insert(agentPeers)
+    .values({ agentId: 'pv-ada', peerAgentId: 'pv-bea', status: 'active', trust: 0.9, lastSeenAt: new Date() });
   await h.db.insert(agentConfig).values({ agentId: 'pv-ada', key: 'peer_validators', value: 1 });
   await llm(['llm:agent/pv-ada:1:validate:peer:pv-bea@'], await thinkThenReflexes('pv-ada', 1));
 });
@@ -348,7 +507,10 @@ const peerValidation = once(async () => {
 /** A retry of an activity keeps its workflow run and activity id (only the attempt changes). */
 const inActivity = <A extends unknown[], R>(workflowId: string, fn: (...a: A) => Promise<R>, ...args: A) => {
   const info = { activityId: '7', workflowExecution: { workflowId, runId: 'run-1' } };
-  return [() => new MockActivityEnvironment({ ...info, attempt: 1 }).run(fn, ...args), () => new MockActivityEnvironment({ ...info, attempt: 2 }).run(fn, ...args)] as const;
+  return [
+    () => new MockActivityEnvironment({ ...info, attempt: 1 }).run(fn, ...args),
+    () => new MockActivityEnvironment({ ...info, attempt: 2 }).run(fn, ...args),
+  ] as const;
 };
 
 const probe = once(async () => {
@@ -359,29 +521,68 @@ const probe = once(async () => {
 
 const bareChat = once(async () => {
   await seedAgent('lc-ada');
-  const [first, retry] = inActivity('agent/lc-ada', acts.llmChat, { agentId: 'lc-ada', role: 'agent' as const, messages: [{ role: 'user' as const, content: 'Say OK.' }] });
+  const [first, retry] = inActivity('agent/lc-ada', acts.llmChat, {
+    agentId: 'lc-ada',
+    role: 'agent' as const,
+    messages: [{ role: 'user' as const, content: 'Say OK.' }],
+  });
   await llm(['llm:agent/lc-ada/run-1/7/llm_chat@'], first, retry);
 });
 
 const llmTask = once(async () => {
   await seedAgent('lt-ada');
-  await llm(['llm:agent/lt-ada:llm_task:3:c1@'], () => acts.askLlmOnce({ agentId: 'lt-ada', tick: 3, cmdId: 'c1', key: 'agent/lt-ada:llm_task:3:c1', question: 'What is 2 + 2?', role: 'agent' }));
+  await llm(['llm:agent/lt-ada:llm_task:3:c1@'], () =>
+    acts.askLlmOnce({
+      agentId: 'lt-ada',
+      tick: 3,
+      cmdId: 'c1',
+      key: 'agent/lt-ada:llm_task:3:c1',
+      question: 'What is 2 + 2?',
+      role: 'agent',
+    }),
+  );
 });
 
 const nerve = once(async () => {
   await seedAgent('nv-ada');
   const observation = { t: 3, distanceM: 12, closingSpeedMps: 6, bearingDeg: 5, obstacle: true };
-  await llm(['llm:nv-ada/collision/1@'], () => acts.nerveDecide({ agentId: 'nv-ada', nerve: 'collision', state: 'EVALUATE', observation, mode: 'deliberate', key: 'nv-ada/collision/1', at: Date.UTC(2026, 10, 24, 12) }));
+  await llm(['llm:nv-ada/collision/1@'], () =>
+    acts.nerveDecide({
+      agentId: 'nv-ada',
+      nerve: 'collision',
+      state: 'EVALUATE',
+      observation,
+      mode: 'deliberate',
+      key: 'nv-ada/collision/1',
+      at: Date.UTC(2026, 10, 24, 12),
+    }),
+  );
 });
 
 const writeTool = once(async () => {
   await seedAgent('wt-ada');
-  await llm(['llm:tool/wt-ada/text.count/run-1/write@'], () => acts.writeTool({ agentId: 'wt-ada', capability: 'text.count', description: 'count words', role: 'agent', key: 'tool/wt-ada/text.count/run-1/write' }));
+  await llm(['llm:tool/wt-ada/text.count/run-1/write@'], () =>
+    acts.writeTool({
+      agentId: 'wt-ada',
+      capability: 'text.count',
+      description: 'count words',
+      role: 'agent',
+      key: 'tool/wt-ada/text.count/run-1/write',
+    }),
+  );
 });
 
 const campaignTask = once(async () => {
   await seedAgent('ct-ada');
-  await llm(['llm:campaign/c1/p1/t1:ask@'], () => acts.runCampaignTask({ campaignId: 'c1', agentId: 'ct-ada', key: 'campaign/c1/p1/t1', type: 'llm.ask', args: { prompt: 'Name one garden tool.' } }));
+  await llm(['llm:campaign/c1/p1/t1:ask@'], () =>
+    acts.runCampaignTask({
+      campaignId: 'c1',
+      agentId: 'ct-ada',
+      key: 'campaign/c1/p1/t1',
+      type: 'llm.ask',
+      args: { prompt: 'Name one garden tool.' },
+    }),
+  );
 });
 
 const checkpoint = once(async () => {
@@ -400,28 +601,63 @@ const checkpoint = once(async () => {
 
 const oversight = once(async () => {
   await seedAgent('ov-ada');
-  const escalation = escalationInput.parse({ escalationId: 'ov-1', agentId: 'ov-ada', task: 'help me plan', category: 'general' });
-  await llm(['llm:escalation/ov-1/r1/general/a1@'], () => acts.runOversight({ escalation, round: 1, key: 'escalation/ov-1' }));
+  const escalation = escalationInput.parse({
+    escalationId: 'ov-1',
+    agentId: 'ov-ada',
+    task: 'help me plan',
+    category: 'general',
+  });
+  await llm(['llm:escalation/ov-1/r1/general/a1@'], () =>
+    acts.runOversight({ escalation, round: 1, key: 'escalation/ov-1' }),
+  );
 });
 
 /** A fork spawned and patched, with its budget carved, as the fork workflow has it before its evaluation. */
 async function spawnedFork(forkId: string, agentId: string, patch: unknown, evaluation: unknown): Promise<string> {
   await seedForkableAgent(h.db, agentId);
-  await h.db.insert(llmRegistry).values({ agentId, name: 'thinker', provider: 'scripted', model: 'thinker', role: 'agent' });
-  const spawned = await acts.forkSpawn({ forkId, workflowId: `fork/${forkId}`, agentId, patch: patch as never, evaluation: evaluation as never, budget: { wallMs: 600_000, costUsd: 5, diskBytes: 1 << 30, cpus: 1 }, startedAtMs: Date.now() });
+  await h.db
+    .insert(llmRegistry)
+    .values({ agentId, name: 'thinker', provider: 'scripted', model: 'thinker', role: 'agent' });
+  const spawned = await acts.forkSpawn({
+    forkId,
+    workflowId: `fork/${forkId}`,
+    agentId,
+    patch: patch as never,
+    evaluation: evaluation as never,
+    budget: { wallMs: 600_000, costUsd: 5, diskBytes: 1 << 30, cpus: 1 },
+    startedAtMs: Date.now(),
+  });
   await acts.forkApplyPatch({ forkId });
-  const carved = await acts.openChildBudget({ parentId: `agent:${agentId}`, id: `fork:${forkId}`, agentId, scope: 'fork', amount: spawned.lifeforce });
+  const carved = await acts.openChildBudget({
+    parentId: `agent:${agentId}`,
+    id: `fork:${forkId}`,
+    agentId,
+    scope: 'fork',
+    amount: spawned.lifeforce,
+  });
   expect(carved.ok).toBe(true);
   return `fork:${forkId}`;
 }
 
 const forkContexts = once(async () => {
-  const budgetId = await spawnedFork('ctx-1', 'fk-ctx', { kind: 'prompt', content: 'You are a gardener who varies ideas.' }, { kind: 'context_replay', lastN: 2 });
-  await llm(['llm:fork/ctx-1/replay/', 'llm:fork/ctx-1/replay-rate/'], () => acts.forkEvaluateContexts({ forkId: 'ctx-1', budgetId }));
+  const budgetId = await spawnedFork(
+    'ctx-1',
+    'fk-ctx',
+    { kind: 'prompt', content: 'You are a gardener who varies ideas.' },
+    { kind: 'context_replay', lastN: 2 },
+  );
+  await llm(['llm:fork/ctx-1/replay/', 'llm:fork/ctx-1/replay-rate/'], () =>
+    acts.forkEvaluateContexts({ forkId: 'ctx-1', budgetId }),
+  );
 });
 
 const forkAbstracts = once(async () => {
-  const budgetId = await spawnedFork('abs-1', 'fk-abs', { kind: 'strategy', target: 'abstracts', strategy: 'recency' }, { kind: 'abstracts_replay', lastN: 10, window: 5, judge: true });
+  const budgetId = await spawnedFork(
+    'abs-1',
+    'fk-abs',
+    { kind: 'strategy', target: 'abstracts', strategy: 'recency' },
+    { kind: 'abstracts_replay', lastN: 10, window: 5, judge: true },
+  );
   await llm(['llm:fork/abs-1/judge/'], () => acts.forkEvaluateAbstracts({ forkId: 'abs-1', budgetId }));
 });
 
@@ -469,7 +705,12 @@ let found: Site[] = [];
 
 beforeAll(async () => {
   h = await migratedDatabase('charged_paths', 4);
-  acts = createActivities({ db: h.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, toolGeneration: { mode: 'development', allowOverride: false }, dataDir: data.path });
+  acts = createActivities({
+    db: h.db,
+    llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply },
+    toolGeneration: { mode: 'development', allowOverride: false },
+    dataDir: data.path,
+  });
   await createToolActivities({ db: h.db }).ensureBuiltinTools();
   await seedAgent('ada');
 }, 60_000);
@@ -483,9 +724,18 @@ describe('the paths that run the sandbox or call a model', () => {
   it('are all priced below: each one found in the code has a scenario, and each scenario a path', () => {
     found = scanPaths();
     const ids = found.map((s) => `${s.kind} ${s.id}`);
-    expect(ids.filter((id) => !(id in paths) && !gates.includes(id)), 'paths in the code with no scenario here: charge them, then prove it below').toEqual([]);
-    expect(Object.keys(paths).filter((id) => !ids.includes(id)), 'scenarios of paths no longer in the code').toEqual([]);
-    expect(gates.filter((id) => !ids.includes(id)), 'the gates').toEqual([]);
+    expect(
+      ids.filter((id) => !(id in paths) && !gates.includes(id)),
+      'paths in the code with no scenario here: charge them, then prove it below',
+    ).toEqual([]);
+    expect(
+      Object.keys(paths).filter((id) => !ids.includes(id)),
+      'scenarios of paths no longer in the code',
+    ).toEqual([]);
+    expect(
+      gates.filter((id) => !ids.includes(id)),
+      'the gates',
+    ).toEqual([]);
   }, 180_000);
 
   it('each model call names its idempotency key (a retry finds its hold instead of taking another)', () => {
@@ -501,9 +751,18 @@ describe('each path moves the ledger once (real Postgres; workflows on the time-
   let stop = () => undefined as void;
   beforeAll(async () => {
     [env, workflowBundle] = await Promise.all([createTimeSkippingEnv(), bundle(productWorkflowsPath)]);
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: acts });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle,
+      activities: acts,
+    });
     // The sandbox queue's own activity, on the local stand-in of the engine (Docker is not the point here).
-    const sandboxWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: {} as never, sandbox: new LocalProcessSandbox() }) });
+    const sandboxWorker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'sandbox',
+      activities: createSandboxActivities({ docker: {} as never, sandbox: new LocalProcessSandbox() }),
+    });
     workers = Promise.all([worker.run(), sandboxWorker.run()]).then(() => undefined);
     stop = () => {
       worker.shutdown();
@@ -516,7 +775,11 @@ describe('each path moves the ledger once (real Postgres; workflows on the time-
     await env?.teardown();
   });
 
-  it.each(Object.keys(paths))('%s', async (id) => {
-    await paths[id]!();
-  }, 120_000);
+  it.each(Object.keys(paths))(
+    '%s',
+    async (id) => {
+      await paths[id]!();
+    },
+    120_000,
+  );
 });

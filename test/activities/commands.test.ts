@@ -46,17 +46,29 @@ afterAll(async () => {
 });
 
 let seq = 0;
-const c = (type: string, args: Record<string, unknown> = {}, cmdId = `c${++seq}`): ParsedCommand => ({ cmdId, type, args });
+const c = (type: string, args: Record<string, unknown> = {}, cmdId = `c${++seq}`): ParsedCommand => ({
+  cmdId,
+  type,
+  args,
+});
 
 /** Apply commands at a new tick; returns the outcomes and that tick. */
 async function run(commands: ParsedCommand[], extra: Partial<Parameters<typeof acts.applyCommands>[0]> = {}) {
   const t = ++tick;
-  const outcomes = await acts.applyCommands({ agentId, tick: t, workflowId: `agent/${agentId}`, mode: 'main', commands, ...extra });
+  const outcomes = await acts.applyCommands({
+    agentId,
+    tick: t,
+    workflowId: `agent/${agentId}`,
+    mode: 'main',
+    commands,
+    ...extra,
+  });
   return { outcomes, tick: t };
 }
 
 function expectApplied(outcomes: CommandOutcome[]) {
-  for (const o of outcomes) expect([o.cmdId, o.type, o.status, o.message]).toEqual([o.cmdId, o.type, 'applied', o.message]);
+  for (const o of outcomes)
+    expect([o.cmdId, o.type, o.status, o.message]).toEqual([o.cmdId, o.type, 'applied', o.message]);
 }
 
 /** The next-tick context text of one command (command_log.result). */
@@ -83,7 +95,11 @@ describe('diary', () => {
     const [row] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, q!));
     expect(row).toMatchObject({ agentId, title: 'Quantum notes', tags: ['physics'], tick: add.tick });
 
-    const list = await run([c('diary.list', {}, 'l'), c('diary.search', { query: 'ENTANGLE' }, 's'), c('diary.search', { query: '100%' }, 's2')]);
+    const list = await run([
+      c('diary.list', {}, 'l'),
+      c('diary.search', { query: 'ENTANGLE' }, 's'),
+      c('diary.search', { query: '100%' }, 's2'),
+    ]);
     expectApplied(list.outcomes);
     expect(list.outcomes[0]!.message).toBe('2 diary entries');
     const listText = await resultOf(list.tick, 'l');
@@ -91,14 +107,22 @@ describe('diary', () => {
     expect(await resultOf(list.tick, 's')).toMatch(new RegExp(`^#${q} Quantum notes \\{physics\\} — Entanglement`));
     expect(list.outcomes[2]!.message).toBe("0 diary entries matching '100%'");
 
-    const pin = await run([c('diary.pin', { id: q }), c('diary.list', {}, 'l2'), c('diary.read', { id: String(q) }, 'r')]);
+    const pin = await run([
+      c('diary.pin', { id: q }),
+      c('diary.list', {}, 'l2'),
+      c('diary.read', { id: String(q) }, 'r'),
+    ]);
     expectApplied(pin.outcomes);
     expect((await resultOf(pin.tick, 'l2')).split('\n')[0]).toMatch(new RegExp(`^#${q} \\[pinned\\] Quantum notes`));
     expect(await resultOf(pin.tick, 'r')).toContain('Entanglement is not signalling.');
     const [read] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, q!));
     expect(read!.accessCount).toBe(1);
 
-    const upd = await run([c('diary.update', { id: q, content: 'Revised.' }), c('diary.delete', { id: g }), c('diary.list', {}, 'l3')]);
+    const upd = await run([
+      c('diary.update', { id: q, content: 'Revised.' }),
+      c('diary.delete', { id: g }),
+      c('diary.list', {}, 'l3'),
+    ]);
     expectApplied(upd.outcomes);
     expect(await resultOf(upd.tick, 'l3')).not.toContain('Groceries');
     const [archived] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, g!));
@@ -118,7 +142,10 @@ describe('diary', () => {
     const id = idIn(add.outcomes[0]!.message);
     const read = await run([c('diary.read', { id }, 'r')]);
     expect(read.outcomes[0]!.message.length).toBeLessThanOrEqual(200);
-    const [row] = await handle.db.select().from(commandLog).where(and(eq(commandLog.tick, read.tick), eq(commandLog.cmdId, 'r')));
+    const [row] = await handle.db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.tick, read.tick), eq(commandLog.cmdId, 'r')));
     const result = row!.result as { text: string; truncated: boolean };
     expect(result.text.length).toBeLessThanOrEqual(8 * 1024);
     expect(result.truncated).toBe(true);
@@ -148,18 +175,29 @@ describe('concepts and links', () => {
       c('links.list', { concept: entropyId }, 'll'),
     ]);
     expect(clash.outcomes.map((o) => o.status)).toEqual(['applied', 'error', 'applied']);
-    expect(clash.outcomes[1]!.message).toMatch(/^database error: duplicate key value violates unique constraint "concepts_agent_id_name_uq"/);
+    expect(clash.outcomes[1]!.message).toMatch(
+      /^database error: duplicate key value violates unique constraint "concepts_agent_id_name_uq"/,
+    );
     const [info] = await handle.db.select().from(concepts).where(eq(concepts.id, infoId));
     expect(info).toMatchObject({ name: 'information', description: null });
-    const [logRow] = await handle.db.select().from(commandLog).where(and(eq(commandLog.tick, clash.tick), eq(commandLog.cmdId, 'clash')));
+    const [logRow] = await handle.db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.tick, clash.tick), eq(commandLog.cmdId, 'clash')));
     expect(logRow).toMatchObject({ status: 'error', type: 'concepts.update' });
     expect(await resultOf(clash.tick, 'll')).toContain('-[measures, w 1]->');
 
-    const del = await run([c('links.delete', { id: (await handle.db.select().from(links))[0]!.id }), c('links.list', {}, 'l')]);
+    const del = await run([
+      c('links.delete', { id: (await handle.db.select().from(links))[0]!.id }),
+      c('links.list', {}, 'l'),
+    ]);
     expectApplied(del.outcomes);
     expect(del.outcomes[1]!.message).toBe('0 links');
     const missing = await run([c('links.add', { from: 'entropy', to: 'nothing' })]);
-    expect(missing.outcomes[0]).toMatchObject({ status: 'error', message: "concept 'nothing' not found (add it with concepts.add)" });
+    expect(missing.outcomes[0]).toMatchObject({
+      status: 'error',
+      message: "concept 'nothing' not found (add it with concepts.add)",
+    });
   });
 });
 
@@ -198,7 +236,10 @@ describe('goals and tasks', () => {
     expect(read).toContain(`→ #${other} (depends_on)`);
     expect((await resultOf(l.tick, 'list')).split('\n')[0]).toMatch(new RegExp(`^#${parent} \\[active\\] \\(p 5\\)`));
 
-    const un = await run([c('goals.unlink', { parent_id: child, child_id: other }), c('goals.unlink', { parent_id: child, child_id: other })]);
+    const un = await run([
+      c('goals.unlink', { parent_id: child, child_id: other }),
+      c('goals.unlink', { parent_id: child, child_id: other }),
+    ]);
     expect(un.outcomes.map((o) => o.status)).toEqual(['applied', 'error']);
   });
 
@@ -299,8 +340,16 @@ describe('notes', () => {
     expectApplied(r.outcomes);
     const out = await handle.db.select().from(notes).where(eq(notes.direction, 'out'));
     expect(out).toHaveLength(1);
-    expect(out[0]).toMatchObject({ source: 'agent', recipient: 'user', text: 'Hello user', priority: 2, idempotencyKey: `cmd/${agentId}/${r.tick}/${r.outcomes[0]!.cmdId}` });
-    expect(await resultOf(r.tick, 'list')).toMatch(new RegExp(`^#${incoming!.id} \\[user alice\\] \\(p 3\\) unread Hello agent`));
+    expect(out[0]).toMatchObject({
+      source: 'agent',
+      recipient: 'user',
+      text: 'Hello user',
+      priority: 2,
+      idempotencyKey: `cmd/${agentId}/${r.tick}/${r.outcomes[0]!.cmdId}`,
+    });
+    expect(await resultOf(r.tick, 'list')).toMatch(
+      new RegExp(`^#${incoming!.id} \\[user alice\\] \\(p 3\\) unread Hello agent`),
+    );
     expect(await resultOf(r.tick, 'read')).toContain('Hello agent');
     const [seen] = await handle.db.select().from(notes).where(eq(notes.id, incoming!.id));
     expect(seen!.readAt).not.toBeNull();
@@ -310,7 +359,10 @@ describe('notes', () => {
 
 describe('llm_memory', () => {
   it('adds, pins, updates, lists and archives notebook entries', async () => {
-    const a = await run([c('llm_memory.add', { content: 'User prefers short answers', tags: ['user'] }), c('llm_memory.add', { title: 'Todo', content: 'Check the logs' })]);
+    const a = await run([
+      c('llm_memory.add', { content: 'User prefers short answers', tags: ['user'] }),
+      c('llm_memory.add', { title: 'Todo', content: 'Check the logs' }),
+    ]);
     const [m1, m2] = a.outcomes.map((o) => idIn(o.message));
     const b = await run([
       c('llm_memory.pin', { id: m2 }),
@@ -338,7 +390,14 @@ describe('config', () => {
       c('config.get', { key: 'delay_ms' }, 'get'),
       c('config.list', {}, 'list'),
     ]);
-    expect(r.outcomes.map((o) => o.status)).toEqual(['applied', 'applied', 'rejected', 'rejected', 'applied', 'applied']);
+    expect(r.outcomes.map((o) => o.status)).toEqual([
+      'applied',
+      'applied',
+      'rejected',
+      'rejected',
+      'applied',
+      'applied',
+    ]);
     expect(r.outcomes[0]!.effects).toEqual([{ kind: 'configChanged', keys: ['delay_ms'], values: { delay_ms: 250 } }]);
     expect(r.outcomes[1]!.effects).toEqual([
       { kind: 'configChanged', keys: ['recent_responses'], values: { recent_responses: 8 } },
@@ -346,7 +405,11 @@ describe('config', () => {
     ]);
     expect(r.outcomes[2]!.message).toContain('args.value: Too small');
     expect(r.outcomes[3]!.message).toContain('args.key: Invalid option');
-    const rows = await handle.db.select().from(agentConfig).where(eq(agentConfig.agentId, agentId)).orderBy(asc(agentConfig.key));
+    const rows = await handle.db
+      .select()
+      .from(agentConfig)
+      .where(eq(agentConfig.agentId, agentId))
+      .orderBy(asc(agentConfig.key));
     expect(rows.map((x) => [x.key, x.value])).toEqual([
       ['delay_ms', 250],
       ['recent_responses', 8],
@@ -371,7 +434,13 @@ describe('cycle', () => {
     expectApplied(r.outcomes);
     expect(r.outcomes.map((o) => o.effects)).toEqual([
       [{ kind: 'setResponses', n: 12 }],
-      [{ kind: 'setContextMode', mode: 'concentration', filter: { tags: ['physics'], emotions: ['curiosity'], op: 'and' } }],
+      [
+        {
+          kind: 'setContextMode',
+          mode: 'concentration',
+          filter: { tags: ['physics'], emotions: ['curiosity'], op: 'and' },
+        },
+      ],
       [{ kind: 'setContextMode', mode: 'standard' }],
       [{ kind: 'setContextMode', mode: 'meditation' }],
       [{ kind: 'setNotesMode', mode: 'manual', filter: { minPriority: 2, sources: ['user'] } }],
@@ -384,7 +453,10 @@ describe('cycle', () => {
 
 describe('process', () => {
   it('start → mark → cleanup closes the finished ones', async () => {
-    const s = await run([c('process.start', { name: 'crawl', kind: 'sandbox', payload: { url: 'x' } }, 'p1'), c('process.start', { name: 'fetch', kind: 'http' }, 'p2')]);
+    const s = await run([
+      c('process.start', { name: 'crawl', kind: 'sandbox', payload: { url: 'x' } }, 'p1'),
+      c('process.start', { name: 'fetch', kind: 'http' }, 'p2'),
+    ]);
     expectApplied(s.outcomes);
     const ids = [`p${s.tick}.p1`, `p${s.tick}.p2`];
     expect(s.outcomes[0]!.message).toBe(`process '${ids[0]}' (sandbox: crawl) started`);
@@ -410,38 +482,75 @@ describe('process', () => {
 
 describe('abstracts', () => {
   it('creates an abstract from responses and diary entries, extends it, refuses unknown sources', async () => {
-    const [resp] = await handle.db.insert(llmRecentResponses).values({ agentId, tick: 900, content: 'A thought' }).returning();
+    const [resp] = await handle.db
+      .insert(llmRecentResponses)
+      .values({ agentId, tick: 900, content: 'A thought' })
+      .returning();
     const [diary] = await handle.db.insert(diaryEntries).values({ agentId, title: 'd', content: 'e' }).returning();
-    const [foreign] = await handle.db.insert(diaryEntries).values({ agentId: 'other-agent', title: 'theirs', content: 'x' }).returning();
+    const [foreign] = await handle.db
+      .insert(diaryEntries)
+      .values({ agentId: 'other-agent', title: 'theirs', content: 'x' })
+      .returning();
     const r = await run([
-      c('abstracts.create', { title: 'Week one', summary: 'Thought about things.', tags: ['weekly'], sources: { responses: [resp!.id], diary: [diary!.id] } }),
+      c('abstracts.create', {
+        title: 'Week one',
+        summary: 'Thought about things.',
+        tags: ['weekly'],
+        sources: { responses: [resp!.id], diary: [diary!.id] },
+      }),
       c('abstracts.create', { title: 'Bad', summary: 's', sources: { diary: [foreign!.id] } }),
     ]);
     expect(r.outcomes.map((o) => o.status)).toEqual(['applied', 'error']);
     expect(r.outcomes[1]!.message).toBe(`sources.diary: no #${foreign!.id}`);
     const id = idIn(r.outcomes[0]!.message);
     const [row] = await handle.db.select().from(abstracts).where(eq(abstracts.id, id));
-    expect(row).toMatchObject({ title: 'Week one', sources: { responses: [resp!.id], diary: [diary!.id] }, tickFrom: 900, tickTo: 900, auto: false, trigger: 'command' });
-    const e = await run([c('abstracts.extend', { id, append: 'And more.', sources: { diary: [diary!.id] }, tags: ['extra'] }), c('abstracts.read', { id }, 'read'), c('abstracts.list', {}, 'list')]);
+    expect(row).toMatchObject({
+      title: 'Week one',
+      sources: { responses: [resp!.id], diary: [diary!.id] },
+      tickFrom: 900,
+      tickTo: 900,
+      auto: false,
+      trigger: 'command',
+    });
+    const e = await run([
+      c('abstracts.extend', { id, append: 'And more.', sources: { diary: [diary!.id] }, tags: ['extra'] }),
+      c('abstracts.read', { id }, 'read'),
+      c('abstracts.list', {}, 'list'),
+    ]);
     expectApplied(e.outcomes);
     const [ext] = await handle.db.select().from(abstracts).where(eq(abstracts.id, id));
-    expect(ext).toMatchObject({ summary: 'Thought about things.\n\nAnd more.', extensions: 1, tags: ['weekly', 'extra'], sources: { responses: [resp!.id], diary: [diary!.id] } });
+    expect(ext).toMatchObject({
+      summary: 'Thought about things.\n\nAnd more.',
+      extensions: 1,
+      tags: ['weekly', 'extra'],
+      sources: { responses: [resp!.id], diary: [diary!.id] },
+    });
     expect(await resultOf(e.tick, 'read')).toContain(`sources: responses #${resp!.id}; diary #${diary!.id}`);
   });
 });
 
 describe('llm_task', () => {
   it('start with a new task returns startTaskLoop with its id; stop returns stopTaskLoop', async () => {
-    const r = await run([c('llm_task.start', { title: 'Research entropy', description: 'Find three sources', max_ticks: 5 })]);
+    const r = await run([
+      c('llm_task.start', { title: 'Research entropy', description: 'Find three sources', max_ticks: 5 }),
+    ]);
     expectApplied(r.outcomes);
     const effect = r.outcomes[0]!.effects[0];
     expect(effect).toMatchObject({ kind: 'startTaskLoop', title: 'Research entropy', maxTicks: 5 });
     const taskId = (effect as { taskId: number }).taskId;
     const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
-    expect(task).toMatchObject({ title: 'Research entropy', status: 'in_progress', replStatus: 'running', replWorkflowId: `agent/${agentId}/task/${taskId}` });
+    expect(task).toMatchObject({
+      title: 'Research entropy',
+      status: 'in_progress',
+      replStatus: 'running',
+      replWorkflowId: `agent/${agentId}/task/${taskId}`,
+    });
 
     const again = await run([c('llm_task.start', { task_id: taskId })]);
-    expect(again.outcomes[0]).toMatchObject({ status: 'error', message: `task #${taskId} already has a running loop (llm_task.stop it first)` });
+    expect(again.outcomes[0]).toMatchObject({
+      status: 'error',
+      message: `task #${taskId} already has a running loop (llm_task.stop it first)`,
+    });
     const stop = await run([c('llm_task.stop', { task_id: taskId })]);
     expect(stop.outcomes[0]!.effects).toEqual([{ kind: 'stopTaskLoop', taskId }]);
     const restart = await run([c('llm_task.start', { task_id: taskId })]);
@@ -452,8 +561,18 @@ describe('llm_task', () => {
 describe('refusals are recorded with a reason', () => {
   it('unknown types, malformed args, parser rejections, duplicate ids, help', async () => {
     const r = await run(
-      [c('teleport.now', {}, 'u'), c('diary.add', { title: 'no content' }, 'm'), c('help', { family: 'cycle' }, 'h'), c('help', {}, 'h')],
-      { rejected: [{ raw: '{"type":"diary.list"}', reason: 'commands block 1 item 1: missing cmd_id', type: 'diary.list' }, { cmdId: 'h', raw: '{}', reason: "duplicate cmd_id 'h'" }] },
+      [
+        c('teleport.now', {}, 'u'),
+        c('diary.add', { title: 'no content' }, 'm'),
+        c('help', { family: 'cycle' }, 'h'),
+        c('help', {}, 'h'),
+      ],
+      {
+        rejected: [
+          { raw: '{"type":"diary.list"}', reason: 'commands block 1 item 1: missing cmd_id', type: 'diary.list' },
+          { cmdId: 'h', raw: '{}', reason: "duplicate cmd_id 'h'" },
+        ],
+      },
     );
     expect(r.outcomes.map((o) => [o.cmdId, o.status])).toEqual([
       ['u', 'unknown'],
@@ -467,7 +586,11 @@ describe('refusals are recorded with a reason', () => {
     expect(r.outcomes[1]!.message).toBe('invalid args for diary.add: args.content: required (string)');
     expect(r.outcomes[3]!.message).toBe("duplicate cmd_id 'h' in this tick");
     expect(await resultOf(r.tick, 'h')).toContain('cycle.pause {ticks}');
-    const rows = await handle.db.select().from(commandLog).where(eq(commandLog.tick, r.tick)).orderBy(asc(commandLog.id));
+    const rows = await handle.db
+      .select()
+      .from(commandLog)
+      .where(eq(commandLog.tick, r.tick))
+      .orderBy(asc(commandLog.id));
     expect(rows.map((x) => [x.cmdId, x.type, x.status, x.reason])).toEqual([
       ['u', 'teleport.now', 'unknown', "unknown command type 'teleport.now'; see help"],
       ['m', 'diary.add', 'rejected', 'invalid args for diary.add: args.content: required (string)'],
@@ -480,10 +603,17 @@ describe('refusals are recorded with a reason', () => {
 
   it('keeps commands outside allowedCmdIds as unvalidated, without applying them', async () => {
     const before = await countRows(diaryEntries);
-    const r = await run([c('diary.add', { title: 'a', content: 'b' }, 'ok'), c('diary.add', { title: 'c', content: 'd' }, 'held'), c('diary.delete', { id: 1 }, 'del')], {
-      allowedCmdIds: ['ok'],
-      rating: 1,
-    });
+    const r = await run(
+      [
+        c('diary.add', { title: 'a', content: 'b' }, 'ok'),
+        c('diary.add', { title: 'c', content: 'd' }, 'held'),
+        c('diary.delete', { id: 1 }, 'del'),
+      ],
+      {
+        allowedCmdIds: ['ok'],
+        rating: 1,
+      },
+    );
     expect(r.outcomes.map((o) => [o.cmdId, o.status])).toEqual([
       ['ok', 'applied'],
       ['held', 'unvalidated'],
@@ -491,7 +621,11 @@ describe('refusals are recorded with a reason', () => {
     ]);
     expect(r.outcomes[2]!.message).toBe("not validated: diary.delete needs rating ≥ +2, this tick's rating is +1");
     expect(await countRows(diaryEntries)).toBe(before + 1);
-    const rows = await handle.db.select().from(commandLog).where(eq(commandLog.tick, r.tick)).orderBy(asc(commandLog.id));
+    const rows = await handle.db
+      .select()
+      .from(commandLog)
+      .where(eq(commandLog.tick, r.tick))
+      .orderBy(asc(commandLog.id));
     expect(rows.map((x) => [x.cmdId, x.status, x.rating, x.threshold, x.args])).toEqual([
       ['ok', 'applied', 1, 1, { title: 'a', content: 'b' }],
       ['held', 'unvalidated', 1, 1, { title: 'c', content: 'd' }],
@@ -530,22 +664,40 @@ describe('task mode (auxiliary loop)', () => {
     expect(r.outcomes[1]!.message).toBe('read-only auxiliary loop: diary.add is not allowed');
     expect(r.outcomes[2]!.message).toBe(`read-only auxiliary loop: it may change only its own task #${own}`);
     const [note] = await handle.db.select().from(notes).where(eq(notes.taskId, own!));
-    expect(note).toMatchObject({ source: 'llm:task', direction: 'in', recipient: 'agent', sender: `task/${own}`, text: 'Proposal: read chapter 3' });
+    expect(note).toMatchObject({
+      source: 'llm:task',
+      direction: 'in',
+      recipient: 'agent',
+      sender: `task/${own}`,
+      text: 'Proposal: read chapter 3',
+    });
     expect((await handle.db.select().from(tasks).where(eq(tasks.id, other!)))[0]!.status).toBe('open');
-    expect((await handle.db.select().from(tasks).where(eq(tasks.id, own!)))[0]).toMatchObject({ status: 'done', description: 'found it' });
+    expect((await handle.db.select().from(tasks).where(eq(tasks.id, own!)))[0]).toMatchObject({
+      status: 'done',
+      description: 'found it',
+    });
     // The task loop's keys carry its prefix, so they never collide with the main loop's at the same tick.
-    const keys = (await handle.db.select({ k: commandLog.cmdId }).from(commandLog).where(eq(commandLog.tick, r.tick))).map((x) => x.k);
+    const keys = (
+      await handle.db.select({ k: commandLog.cmdId }).from(commandLog).where(eq(commandLog.tick, r.tick))
+    ).map((x) => x.k);
     expect(keys.every((k) => k.startsWith(`task${own}.`))).toBe(true);
     const main = await run([c('diary.list', {}, 'read')], {});
     expect(main.outcomes[0]!.status).toBe('applied');
-    const sameTick = await acts.applyCommands({ agentId, tick: r.tick, mode: 'main', commands: [c('diary.list', {}, 'read')] });
+    const sameTick = await acts.applyCommands({
+      agentId,
+      tick: r.tick,
+      mode: 'main',
+      commands: [c('diary.list', {}, 'read')],
+    });
     expect(sameTick[0]).toMatchObject({ status: 'applied', duplicate: false });
   });
 });
 
 /** Rows of this agent in one table. */
 async function countRows(table: PgTable): Promise<number> {
-  const r = await handle.db.execute<{ n: number }>(sql`select count(*)::int as n from ${table} where agent_id = ${agentId}`);
+  const r = await handle.db.execute<{ n: number }>(
+    sql`select count(*)::int as n from ${table} where agent_id = ${agentId}`,
+  );
   return r.rows[0]!.n;
 }
 
@@ -611,7 +763,11 @@ describe('idempotency', () => {
       agentId,
       tick: 6000,
       mode: 'main' as const,
-      commands: [c('diary.add', { title: 'race', content: 'r' }, 'a'), c('tasks.add', { title: 'race task' }, 'b'), c('config.set', { key: 'delay_ms', value: 777 }, 'cfg')],
+      commands: [
+        c('diary.add', { title: 'race', content: 'r' }, 'a'),
+        c('tasks.add', { title: 'race task' }, 'b'),
+        c('config.set', { key: 'delay_ms', value: 777 }, 'cfg'),
+      ],
     };
     const before = await Promise.all([countRows(diaryEntries), countRows(tasks)]);
     const [x, y] = await Promise.all([acts.applyCommands(input), acts.applyCommands(input)]);
@@ -621,7 +777,10 @@ describe('idempotency', () => {
       expect(x[i]!.duplicate !== y[i]!.duplicate).toBe(true);
       expect(x[i]!.effects).toEqual(y[i]!.effects);
     }
-    const [row] = await handle.db.select({ n: sql<number>`count(*)::int` }).from(diaryEntries).where(eq(diaryEntries.title, 'race'));
+    const [row] = await handle.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(diaryEntries)
+      .where(eq(diaryEntries.title, 'race'));
     expect(row!.n).toBe(1);
   });
 });

@@ -89,7 +89,10 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
       agentId,
       role: 'emotion',
       messages: [
-        { role: 'system', content: 'Name the main emotion of the text, its strength from 1 to 5 and a short reason, as JSON.' },
+        {
+          role: 'system',
+          content: 'Name the main emotion of the text, its strength from 1 to 5 and a short reason, as JSON.',
+        },
         { role: 'user', content: 'Text: "I found a new idea I have never tried before, let me explore it!"' },
       ],
       params: { jsonSchema: schema, maxTokens: 48, temperature: 0 },
@@ -126,7 +129,11 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
     // A stable system message of ~800 tokens (as the tick's contexts 0–2), a changing user message.
     const system = [
       'You are Mindloop agent local-demo, an autonomous agent that thinks in a continuous loop.',
-      ...Array.from({ length: 40 }, (_, i) => `- command ${i}: goal.add {title, priority} adds goal number ${i} to your list; use it when a new aim appears.`),
+      ...Array.from(
+        { length: 40 },
+        (_, i) =>
+          `- command ${i}: goal.add {title, priority} adds goal number ${i} to your list; use it when a new aim appears.`,
+      ),
     ].join('\n');
     const think = async (tick: number) => {
       const r = await router.chat({
@@ -134,7 +141,10 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
         role: 'agent',
         messages: [
           { role: 'system', content: system },
-          { role: 'user', content: `Tick ${tick}. A note arrived: "tick ${tick} says hello". Reply in one short sentence.` },
+          {
+            role: 'user',
+            content: `Tick ${tick}. A note arrived: "tick ${tick} says hello". Reply in one short sentence.`,
+          },
         ],
         params: { maxTokens: 16, temperature: 0 },
         tick,
@@ -142,7 +152,15 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
       });
       report(`think ${tick}`, r);
       const [row] = await handle.db.select().from(llmCalls).where(eq(llmCalls.id, r.callId!));
-      return { r, local: row!.metadata?.local as { evaluatedPromptTokens: number; promptEvalMs: number; genTokens: number; genMs: number } };
+      return {
+        r,
+        local: row!.metadata?.local as {
+          evaluatedPromptTokens: number;
+          promptEvalMs: number;
+          genTokens: number;
+          genMs: number;
+        },
+      };
     };
     const first = await think(10);
     // A mini-prompt in between runs on the other sequence and must not evict think's prefix.
@@ -155,7 +173,9 @@ describe('local model (SmolLM2-135M-Instruct on the CPU)', () => {
     });
     report('mini', mini);
     const second = await think(11);
-    console.log(`[local model] evaluated prompt tokens: first ${first.local.evaluatedPromptTokens} in ${first.local.promptEvalMs} ms, second ${second.local.evaluatedPromptTokens} in ${second.local.promptEvalMs} ms`);
+    console.log(
+      `[local model] evaluated prompt tokens: first ${first.local.evaluatedPromptTokens} in ${first.local.promptEvalMs} ms, second ${second.local.evaluatedPromptTokens} in ${second.local.promptEvalMs} ms`,
+    );
     expect(first.local.evaluatedPromptTokens).toBeGreaterThan(500);
     expect(second.r.usage.promptTokens).toBeGreaterThan(500);
     // Only the changed tail (the user message and the chat template around it) is evaluated again.

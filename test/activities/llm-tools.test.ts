@@ -9,7 +9,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { and, asc, eq } from 'drizzle-orm';
 import { agents, llmCalls, llmRecentResponses, llmRegistry, type NewLlmRegistryEntry } from '../../db/schema/index.js';
-import { createLlmActivities, createLlmRouter, type ChatMessage, type LlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
+import {
+  createLlmActivities,
+  createLlmRouter,
+  type ChatMessage,
+  type LlmRouter,
+  type ScriptedReplyFn,
+} from '../../activities/llm/index.js';
 import { createTickSnapshots } from '../../activities/tick/snapshot.js';
 import { createThinkActivities, type ThinkInput } from '../../activities/tick/think.js';
 import { createToolActivities, langChainTools, toolDefinitions } from '../../activities/tools.js';
@@ -37,7 +43,13 @@ const env = { FAKE_OPENAI_KEY: 'sk-test-123', FAKE_ANTHROPIC_KEY: 'sk-ant-test' 
 let scripted: ScriptedReplyFn = () => 'Nothing to do.';
 
 function router(): LlmRouter {
-  return createLlmRouter({ db: handle.db, env, toolsDir: repoToolsDir, timeoutMs: 5_000, scriptedReply: (i) => scripted(i) });
+  return createLlmRouter({
+    db: handle.db,
+    env,
+    toolsDir: repoToolsDir,
+    timeoutMs: 5_000,
+    scriptedReply: (i) => scripted(i),
+  });
 }
 
 let agentSeq = 0;
@@ -45,8 +57,13 @@ let agentSeq = 0;
 async function newAgent(row: Partial<NewLlmRegistryEntry> & Pick<NewLlmRegistryEntry, 'provider'>): Promise<string> {
   const id = `tools-t${++agentSeq}`;
   await handle.db.insert(agents).values({ id, name: id });
-  await createToolActivities({ db: handle.db }).grantStarterTools({ agentId: id, tools: ['discover_tools', 'escalate', 'request_state_machine_design', 'database'] });
-  await handle.db.insert(llmRegistry).values({ agentId: id, name: `${row.provider}-mind`, model: 'gpt-4o-mini', role: 'agent', ...row });
+  await createToolActivities({ db: handle.db }).grantStarterTools({
+    agentId: id,
+    tools: ['discover_tools', 'escalate', 'request_state_machine_design', 'database'],
+  });
+  await handle.db
+    .insert(llmRegistry)
+    .values({ agentId: id, name: `${row.provider}-mind`, model: 'gpt-4o-mini', role: 'agent', ...row });
   return id;
 }
 
@@ -58,7 +75,12 @@ async function fakeServer(fixtures: string[]): Promise<FakeOpenAiServer> {
 
 /** The think activities as activities/index.ts builds them (a snapshot store, the tools' dependencies). */
 function thinkActivities(llm: LlmRouter) {
-  return createThinkActivities({ db: handle.db, llm, snapshots: createTickSnapshots({ db: handle.db, llm }), tools: { db: handle.db } });
+  return createThinkActivities({
+    db: handle.db,
+    llm,
+    snapshots: createTickSnapshots({ db: handle.db, llm }),
+    tools: { db: handle.db },
+  });
 }
 
 const thinkInput = (agentId: string, tick = 1): ThinkInput => ({
@@ -71,7 +93,10 @@ const thinkInput = (agentId: string, tick = 1): ThinkInput => ({
   params: { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0, maxTokens: 512 },
 });
 
-type SentTool = { type: string; function: { name: string; description: string; parameters: { properties: Record<string, unknown> } } };
+type SentTool = {
+  type: string;
+  function: { name: string; description: string; parameters: { properties: Record<string, unknown> } };
+};
 
 const messages: ChatMessage[] = [
   { role: 'system', content: 'You are agent t.' },
@@ -88,7 +113,12 @@ describe('OpenAI-compatible think with native tools', () => {
 
     const [sent] = server.chatRequests();
     const tools = sent!.body.tools as SentTool[];
-    expect(tools.map((t) => t.function.name).sort()).toEqual(['database', 'discover_tools', 'escalate', 'request_state_machine_design']);
+    expect(tools.map((t) => t.function.name).sort()).toEqual([
+      'database',
+      'discover_tools',
+      'escalate',
+      'request_state_machine_design',
+    ]);
     const db = tools.find((t) => t.function.name === 'database')!;
     expect(db.type).toBe('function');
     expect(db.function.description).toContain('Current state: IDLE');
@@ -103,7 +133,11 @@ describe('OpenAI-compatible think with native tools', () => {
     expect(res.commands).toEqual([
       { cmdId: 'c1', type: 'diary.add', args: { title: 'Tools', content: 'Looking for a statistics tool.' } },
       { cmdId: 'call_Db7kR2vQx9LmT4sNe1WcYh0A', type: 'tool.call', args: { tool: 'database', action: 'connect' } },
-      { cmdId: 'call_Ds3pF8jKu5RzB6aVt2XnQo7M', type: 'tool.call', args: { tool: 'discover_tools', action: 'search', args: { query: 'statistics' } } },
+      {
+        cmdId: 'call_Ds3pF8jKu5RzB6aVt2XnQo7M',
+        type: 'tool.call',
+        args: { tool: 'discover_tools', action: 'search', args: { query: 'statistics' } },
+      },
     ]);
     expect(res.rejected).toEqual([]);
     expect(res.parseErrors).toEqual([]);
@@ -112,11 +146,18 @@ describe('OpenAI-compatible think with native tools', () => {
 
     // The tool calls are recorded with the answer in llm_calls, and in the stored reply text.
     const [call] = await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, agentId));
-    expect(call!.metadata).toMatchObject({ toolCalls: [{ id: 'call_Db7kR2vQx9LmT4sNe1WcYh0A', name: 'database', args: { action: 'connect' } }, { name: 'discover_tools' }] });
+    expect(call!.metadata).toMatchObject({
+      toolCalls: [
+        { id: 'call_Db7kR2vQx9LmT4sNe1WcYh0A', name: 'database', args: { action: 'connect' } },
+        { name: 'discover_tools' },
+      ],
+    });
     // The stored reply carries them as an ordinary command block: parseReply alone reads them, and the body is the prose.
     const [stored] = await handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.agentId, agentId));
     expect(parseReply(stored!.content).commands).toEqual(res.commands);
-    expect(parseReply(stored!.content).body).toBe('I want to know which statistics tools exist, and to look at my goals through the database tool.\n\nConfidence: 0.7');
+    expect(parseReply(stored!.content).body).toBe(
+      'I want to know which statistics tools exist, and to look at my goals through the database tool.\n\nConfidence: 0.7',
+    );
 
     // A retried think: from the recorded reply (llm_recent_responses), no second model call.
     const again = await tick.think(thinkInput(agentId));
@@ -135,13 +176,17 @@ describe('OpenAI-compatible think with native tools', () => {
 
     const res = await tick.think(thinkInput(agentId));
 
-    expect(res.commands).toEqual([{ cmdId: 'call_Lx4nC9eGa7UfJ2wRk6MbTq1D', type: 'tool.call', args: { tool: 'discover_tools', action: 'list' } }]);
+    expect(res.commands).toEqual([
+      { cmdId: 'call_Lx4nC9eGa7UfJ2wRk6MbTq1D', type: 'tool.call', args: { tool: 'discover_tools', action: 'list' } },
+    ]);
     expect(res.rejected).toEqual([
       {
         cmdId: 'call_Bq1zT6rWm8KcN3yHd5VsLp2E',
         type: 'tool.call',
         raw: '{"action": "query", "args": {"table": "goals", "limit": 5',
-        reason: expect.stringMatching(/^tool call call_Bq1zT6rWm8KcN3yHd5VsLp2E \(database\): malformed arguments \(not valid JSON: [^\n]+\); expected \{"action"/),
+        reason: expect.stringMatching(
+          /^tool call call_Bq1zT6rWm8KcN3yHd5VsLp2E \(database\): malformed arguments \(not valid JSON: [^\n]+\); expected \{"action"/,
+        ),
       },
       {
         cmdId: 'call_Na8hV3sPz5XdE1oYc9QjWu6K',
@@ -156,7 +201,10 @@ describe('OpenAI-compatible think with native tools', () => {
     expect(again).toMatchObject({ replayed: true, commands: res.commands, rejected: res.rejected });
     await handle.db.delete(llmRecentResponses).where(eq(llmRecentResponses.agentId, agentId));
     const third = await tick.think(thinkInput(agentId));
-    expect({ commands: third.commands, rejected: third.rejected }).toEqual({ commands: res.commands, rejected: res.rejected });
+    expect({ commands: third.commands, rejected: third.rejected }).toEqual({
+      commands: res.commands,
+      rejected: res.rejected,
+    });
     expect(server.chatRequests()).toHaveLength(1);
   });
 });
@@ -172,17 +220,36 @@ describe('router', () => {
     const first = await r.chat(req);
     expect(first.toolCalls).toEqual([
       { id: 'call_Db7kR2vQx9LmT4sNe1WcYh0A', name: 'database', args: { action: 'connect' } },
-      { id: 'call_Ds3pF8jKu5RzB6aVt2XnQo7M', name: 'discover_tools', args: { action: 'search', args: { query: 'statistics' } } },
+      {
+        id: 'call_Ds3pF8jKu5RzB6aVt2XnQo7M',
+        name: 'discover_tools',
+        args: { action: 'search', args: { query: 'statistics' } },
+      },
     ]);
-    expect((server.chatRequests()[0]!.body.tools as SentTool[]).map((t) => t.function.description)).toEqual(tools.map((t) => t.description));
+    expect((server.chatRequests()[0]!.body.tools as SentTool[]).map((t) => t.function.description)).toEqual(
+      tools.map((t) => t.description),
+    );
 
     const replay = await r.chat(req);
-    expect(replay).toMatchObject({ replayed: true, callId: first.callId, text: first.text, toolCalls: first.toolCalls });
+    expect(replay).toMatchObject({
+      replayed: true,
+      callId: first.callId,
+      text: first.text,
+      toolCalls: first.toolCalls,
+    });
     expect(server.chatRequests()).toHaveLength(1);
 
     // Through the activity (plain JSON input): the tools survive its input validation.
-    await createLlmActivities({ router: r }).llmChat({ agentId, role: 'agent', messages, tools, idempotencyKey: `${agentId}:2:think` });
-    expect((server.chatRequests()[1]!.body.tools as SentTool[]).map((t) => t.function.name)).toEqual(tools.map((t) => t.name));
+    await createLlmActivities({ router: r }).llmChat({
+      agentId,
+      role: 'agent',
+      messages,
+      tools,
+      idempotencyKey: `${agentId}:2:think`,
+    });
+    expect((server.chatRequests()[1]!.body.tools as SentTool[]).map((t) => t.function.name)).toEqual(
+      tools.map((t) => t.name),
+    );
 
     // Without tools nothing is bound (the request has no `tools`).
     await r.chat({ agentId, role: 'agent', messages });
@@ -193,18 +260,29 @@ describe('router', () => {
 describe('Anthropic think with native tools', () => {
   it('sends the tools as Anthropic tools and turns tool_use blocks into tool.call commands', async () => {
     const server = await fakeServer(['anthropic-think-tool-use']);
-    const agentId = await newAgent({ provider: 'anthropic', model: 'claude-3-5-haiku-20241022', baseUrl: server.origin, apiKeyEnv: 'FAKE_ANTHROPIC_KEY' });
+    const agentId = await newAgent({
+      provider: 'anthropic',
+      model: 'claude-3-5-haiku-20241022',
+      baseUrl: server.origin,
+      apiKeyEnv: 'FAKE_ANTHROPIC_KEY',
+    });
     const tick = thinkActivities(router());
 
     const res = await tick.think(thinkInput(agentId));
 
     const [sent] = server.chatRequests();
     expect(sent!.path).toBe('/v1/messages');
-    const tools = sent!.body.tools as Array<{ name: string; description: string; input_schema: { properties: Record<string, unknown> } }>;
+    const tools = sent!.body.tools as Array<{
+      name: string;
+      description: string;
+      input_schema: { properties: Record<string, unknown> };
+    }>;
     const db = tools.find((t) => t.name === 'database')!;
     expect(db.description).toContain('Current state: IDLE');
     expect(db.input_schema.properties).toHaveProperty('action');
-    expect(res.commands).toEqual([{ cmdId: 'toolu_01VfA8kQ2xNc7HmR4tYp9WzB', type: 'tool.call', args: { tool: 'database', action: 'connect' } }]);
+    expect(res.commands).toEqual([
+      { cmdId: 'toolu_01VfA8kQ2xNc7HmR4tYp9WzB', type: 'tool.call', args: { tool: 'database', action: 'connect' } },
+    ]);
     expect(res.confidence).toBe(0.8);
   });
 });
@@ -212,7 +290,8 @@ describe('Anthropic think with native tools', () => {
 describe('the text path (scripted double; the local model likewise)', () => {
   it('binds nothing and parses the reply as before', async () => {
     const agentId = await newAgent({ provider: 'scripted', model: 'scripted' });
-    const reply = 'Checking.\n<<<COMMANDS\n[{"cmd_id": "c1", "type": "tool.call", "args": {"tool": "database", "action": "connect"}}]\nCOMMANDS>>>\nConfidence: 0.6';
+    const reply =
+      'Checking.\n<<<COMMANDS\n[{"cmd_id": "c1", "type": "tool.call", "args": {"tool": "database", "action": "connect"}}]\nCOMMANDS>>>\nConfidence: 0.6';
     const seen: unknown[] = [];
     scripted = (i) => {
       seen.push(i);
@@ -225,17 +304,26 @@ describe('the text path (scripted double; the local model likewise)', () => {
     expect(res.commands).toEqual([{ cmdId: 'c1', type: 'tool.call', args: { tool: 'database', action: 'connect' } }]);
     expect(seen).toHaveLength(1);
     expect(Object.keys(seen[0] as object).sort()).toEqual(['callIndex', 'messages', 'params', 'purpose', 'registryId']);
-    const [call] = await handle.db.select().from(llmCalls).where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true))).orderBy(asc(llmCalls.id));
+    const [call] = await handle.db
+      .select()
+      .from(llmCalls)
+      .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true)))
+      .orderBy(asc(llmCalls.id));
     expect(call!.metadata).not.toHaveProperty('toolCalls');
     const [stored] = await handle.db.select().from(llmRecentResponses).where(eq(llmRecentResponses.agentId, agentId));
     expect(stored!.content).toBe(reply);
   });
 
   it('parseReply restores the rejections of a recorded tool-calls block, and of no other block', () => {
-    const native = parseReply('<<<COMMANDS\n{"source": "native_tool_calls", "commands": [], "rejected": [{"cmd_id": "c9", "type": "tool.call", "raw": "{", "reason": "x"}]}\nCOMMANDS>>> and then more text');
+    const native = parseReply(
+      '<<<COMMANDS\n{"source": "native_tool_calls", "commands": [], "rejected": [{"cmd_id": "c9", "type": "tool.call", "raw": "{", "reason": "x"}]}\nCOMMANDS>>> and then more text',
+    );
     expect(native.rejected).toEqual([{ cmdId: 'c9', type: 'tool.call', raw: '{', reason: 'x' }]);
     expect(native.body).toBe('and then more text');
-    expect(parseReply('x\n<<<COMMANDS\n{"commands": [], "rejected": [{"reason": "not from a tool call"}]}\nCOMMANDS>>>').rejected).toEqual([]);
+    expect(
+      parseReply('x\n<<<COMMANDS\n{"commands": [], "rejected": [{"reason": "not from a tool call"}]}\nCOMMANDS>>>')
+        .rejected,
+    ).toEqual([]);
     const plain = loadLlmFixture('openai-think').choices[0]!.message.content!;
     expect(parseReply(plain).rejected).toEqual([]);
   });
@@ -256,6 +344,8 @@ describe('the text path (scripted double; the local model likewise)', () => {
       ['tool3', 'tool call 3 (escalate): "args" must be a JSON object, found a number'],
       ['x'.repeat(64), `tool call ${'x'.repeat(80)}: no tool name`],
     ]);
-    expect(toolCallsToCommands([{ id: 'a', name: 't', args: { action: 'go' } }], { room: 0 }).rejected).toEqual([{ raw: '', reason: '1 more command dropped: at most 50 commands in one reply' }]);
+    expect(toolCallsToCommands([{ id: 'a', name: 't', args: { action: 'go' } }], { room: 0 }).rejected).toEqual([
+      { raw: '', reason: '1 more command dropped: at most 50 commands in one reply' },
+    ]);
   });
 });

@@ -52,7 +52,9 @@ async function newAgent(): Promise<string> {
   return id;
 }
 
-async function addRow(row: Partial<NewLlmRegistryEntry> & Pick<NewLlmRegistryEntry, 'agentId' | 'provider'>): Promise<number> {
+async function addRow(
+  row: Partial<NewLlmRegistryEntry> & Pick<NewLlmRegistryEntry, 'agentId' | 'provider'>,
+): Promise<number> {
   const [r] = await handle.db
     .insert(llmRegistry)
     .values({ name: `${row.provider}-${Math.random().toString(36).slice(2, 8)}`, model: 'm', ...row })
@@ -67,7 +69,13 @@ async function fakeServer(fixtures?: string[]): Promise<FakeOpenAiServer> {
 }
 
 function router(extra: Partial<LlmRouterDeps> = {}) {
-  return createLlmRouter({ db: handle.db, env: { FAKE_OPENAI_KEY: 'sk-test-123' }, toolsDir: repoToolsDir, timeoutMs: 5_000, ...extra });
+  return createLlmRouter({
+    db: handle.db,
+    env: { FAKE_OPENAI_KEY: 'sk-test-123' },
+    toolsDir: repoToolsDir,
+    timeoutMs: 5_000,
+    ...extra,
+  });
 }
 
 function callsOf(agentId: string) {
@@ -90,7 +98,14 @@ describe('OpenAI-compatible provider against the replaying server', () => {
     });
     const fixture = loadLlmFixture('openai-think');
 
-    const res = await router().chat({ agentId, role: 'agent', messages, params: { maxTokens: 256 }, tick: 1, purpose: 'think' });
+    const res = await router().chat({
+      agentId,
+      role: 'agent',
+      messages,
+      params: { maxTokens: 256 },
+      tick: 1,
+      purpose: 'think',
+    });
 
     expect(res.text).toBe(fixture.choices[0]!.message.content);
     expect(res).toMatchObject({ registryId, provider: 'openai', model: 'gpt-4o-mini', replayed: false, attempts: [] });
@@ -129,14 +144,30 @@ describe('OpenAI-compatible provider against the replaying server', () => {
   it('asks for JSON with response_format when a schema is given (Ollama-style local server, no key)', async () => {
     const agentId = await newAgent();
     const server = await fakeServer(['openai-emotion-json']);
-    await addRow({ agentId, provider: 'openai', role: 'emotion', model: 'qwen2.5:1.5b-instruct', baseUrl: server.baseUrl });
+    await addRow({
+      agentId,
+      provider: 'openai',
+      role: 'emotion',
+      model: 'qwen2.5:1.5b-instruct',
+      baseUrl: server.baseUrl,
+    });
     const schema = {
       type: 'object',
-      properties: { emotions: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, strength: { type: 'integer' } } } } },
+      properties: {
+        emotions: {
+          type: 'array',
+          items: { type: 'object', properties: { name: { type: 'string' }, strength: { type: 'integer' } } },
+        },
+      },
       required: ['emotions'],
     };
 
-    const res = await router().chat({ agentId, role: 'emotion', messages, params: { jsonSchema: schema, stop: ['###'] } });
+    const res = await router().chat({
+      agentId,
+      role: 'emotion',
+      messages,
+      params: { jsonSchema: schema, stop: ['###'] },
+    });
 
     const parsed = JSON.parse(res.text) as { emotions: Array<{ name: string; strength: number }> };
     expect(parsed.emotions[0]).toMatchObject({ name: 'curiosity', strength: 4 });
@@ -152,9 +183,17 @@ describe('OpenAI-compatible provider against the replaying server', () => {
   it('a row naming an unset key variable fails as an attempt without calling the server', async () => {
     const agentId = await newAgent();
     const server = await fakeServer();
-    await addRow({ agentId, provider: 'openai', model: 'gpt-4o-mini', baseUrl: server.baseUrl, apiKeyEnv: 'MISSING_KEY' });
+    await addRow({
+      agentId,
+      provider: 'openai',
+      model: 'gpt-4o-mini',
+      baseUrl: server.baseUrl,
+      apiKeyEnv: 'MISSING_KEY',
+    });
 
-    const err = await router().chat({ agentId, role: 'agent', messages }).catch((e: unknown) => e);
+    const err = await router()
+      .chat({ agentId, role: 'agent', messages })
+      .catch((e: unknown) => e);
 
     expect(err).toBeInstanceOf(LlmUnavailableError);
     expect((err as Error).message).toContain('MISSING_KEY');
@@ -166,7 +205,14 @@ describe('Anthropic provider against the replaying server', () => {
   it('sends one system prompt (with the JSON schema stated) and reads the reply and usage', async () => {
     const agentId = await newAgent();
     const server = await fakeServer(['anthropic-think']);
-    await addRow({ agentId, provider: 'anthropic', model: 'claude-3-5-haiku-20241022', baseUrl: server.origin, apiKeyEnv: 'FAKE_ANTHROPIC_KEY', role: 'oversight' });
+    await addRow({
+      agentId,
+      provider: 'anthropic',
+      model: 'claude-3-5-haiku-20241022',
+      baseUrl: server.origin,
+      apiKeyEnv: 'FAKE_ANTHROPIC_KEY',
+      role: 'oversight',
+    });
     const schema = { type: 'object', properties: { answer: { type: 'string' } } };
 
     const res = await router({ env: { FAKE_ANTHROPIC_KEY: 'sk-ant-test' } }).chat({
@@ -181,7 +227,11 @@ describe('Anthropic provider against the replaying server', () => {
     const [sent] = server.chatRequests();
     expect(sent!.path).toBe('/v1/messages');
     expect(sent!.headers['x-api-key']).toBe('sk-ant-test');
-    expect(sent!.body).toMatchObject({ model: 'claude-3-5-haiku-20241022', max_tokens: 300, messages: [{ role: 'user', content: messages[1]!.content }] });
+    expect(sent!.body).toMatchObject({
+      model: 'claude-3-5-haiku-20241022',
+      max_tokens: 300,
+      messages: [{ role: 'user', content: messages[1]!.content }],
+    });
     const system = JSON.stringify(sent!.body.system);
     expect(system).toContain('You are the oversight model.');
     expect(system).toContain(messages[0]!.content);
@@ -194,8 +244,21 @@ describe('failover down the registry', () => {
     const agentId = await newAgent();
     const primary = await fakeServer(['openai-think']);
     const secondary = await fakeServer(['ollama-think']);
-    const primaryId = await addRow({ agentId, provider: 'openai', model: 'gpt-4o-mini', baseUrl: primary.baseUrl, apiKeyEnv: 'FAKE_OPENAI_KEY', priority: 1 });
-    const secondaryId = await addRow({ agentId, provider: 'openai', model: 'qwen2.5:1.5b-instruct', baseUrl: secondary.baseUrl, priority: 2 });
+    const primaryId = await addRow({
+      agentId,
+      provider: 'openai',
+      model: 'gpt-4o-mini',
+      baseUrl: primary.baseUrl,
+      apiKeyEnv: 'FAKE_OPENAI_KEY',
+      priority: 1,
+    });
+    const secondaryId = await addRow({
+      agentId,
+      provider: 'openai',
+      model: 'qwen2.5:1.5b-instruct',
+      baseUrl: secondary.baseUrl,
+      priority: 2,
+    });
     return { agentId, primary, secondary, primaryId, secondaryId };
   }
 
@@ -252,8 +315,11 @@ describe('failover down the registry', () => {
         invoke: (_m: unknown, _p: unknown, signal?: AbortSignal) => {
           asked.push(row.id);
           // The primary works slower than its own estimate allows; the secondary answers.
-          if (row.id !== primaryId) return Promise.resolve({ text: 'ok', usage: { promptTokens: 1, completionTokens: 1 } });
-          return new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason as Error), { once: true }));
+          if (row.id !== primaryId)
+            return Promise.resolve({ text: 'ok', usage: { promptTokens: 1, completionTokens: 1 } });
+          return new Promise<never>((_, reject) =>
+            signal?.addEventListener('abort', () => reject(signal.reason as Error), { once: true }),
+          );
         },
       }),
     };
@@ -268,7 +334,9 @@ describe('failover down the registry', () => {
     await primary.down('unavailable');
     await secondary.down('refused');
 
-    const err = await router().chat({ agentId, role: 'agent', messages }).catch((e: unknown) => e);
+    const err = await router()
+      .chat({ agentId, role: 'agent', messages })
+      .catch((e: unknown) => e);
 
     expect(err).toBeInstanceOf(LlmUnavailableError);
     const e = err as LlmUnavailableError;
@@ -303,8 +371,20 @@ describe('idempotency', () => {
     const agentId = await newAgent();
     const primary = await fakeServer(['openai-think']);
     const secondary = await fakeServer(['ollama-think']);
-    const primaryId = await addRow({ agentId, provider: 'openai', model: 'gpt-4o-mini', baseUrl: primary.baseUrl, priority: 1 });
-    await addRow({ agentId, provider: 'openai', model: 'qwen2.5:1.5b-instruct', baseUrl: secondary.baseUrl, priority: 2 });
+    const primaryId = await addRow({
+      agentId,
+      provider: 'openai',
+      model: 'gpt-4o-mini',
+      baseUrl: primary.baseUrl,
+      priority: 1,
+    });
+    await addRow({
+      agentId,
+      provider: 'openai',
+      model: 'qwen2.5:1.5b-instruct',
+      baseUrl: secondary.baseUrl,
+      priority: 2,
+    });
     await primary.down('unavailable');
     const key = `agent/${agentId}/tick/7/think`;
 
@@ -312,7 +392,13 @@ describe('idempotency', () => {
     // A fresh router (a retried activity on another worker) finds it in Postgres.
     const again = await router().chat({ agentId, role: 'agent', messages, tick: 7, idempotencyKey: key });
 
-    expect(again).toMatchObject({ text: first.text, registryId: first.registryId, callId: first.callId, usage: first.usage, replayed: true });
+    expect(again).toMatchObject({
+      text: first.text,
+      registryId: first.registryId,
+      callId: first.callId,
+      usage: first.usage,
+      replayed: true,
+    });
     expect(again.attempts).toEqual([{ registryId: primaryId, model: 'gpt-4o-mini', error: first.attempts[0]!.error }]);
     expect(primary.chatRequests()).toHaveLength(1);
     expect(secondary.chatRequests()).toHaveLength(1);
@@ -340,7 +426,10 @@ describe('idempotency', () => {
     });
     const key = `agent/${agentId}/tick/4/think`;
 
-    const [a, b] = await Promise.all([r.chat({ agentId, role: 'agent', messages, idempotencyKey: key }), r.chat({ agentId, role: 'agent', messages, idempotencyKey: key })]);
+    const [a, b] = await Promise.all([
+      r.chat({ agentId, role: 'agent', messages, idempotencyKey: key }),
+      r.chat({ agentId, role: 'agent', messages, idempotencyKey: key }),
+    ]);
 
     expect(a.text).toBe(b.text);
     expect(a.callId).toBe(b.callId);
@@ -355,9 +444,14 @@ describe('idempotency', () => {
     const agentId = await newAgent();
     await addRow({ agentId, provider: 'scripted', params: { error: 'scripted outage' } });
     const key = `agent/${agentId}/tick/1/think`;
-    await expect(router().chat({ agentId, role: 'agent', messages, idempotencyKey: key })).rejects.toBeInstanceOf(LlmUnavailableError);
+    await expect(router().chat({ agentId, role: 'agent', messages, idempotencyKey: key })).rejects.toBeInstanceOf(
+      LlmUnavailableError,
+    );
 
-    await handle.db.update(llmRegistry).set({ params: { replies: ['back'] } }).where(eq(llmRegistry.agentId, agentId));
+    await handle.db
+      .update(llmRegistry)
+      .set({ params: { replies: ['back'] } })
+      .where(eq(llmRegistry.agentId, agentId));
     const res = await router().chat({ agentId, role: 'agent', messages, idempotencyKey: key });
     expect(res).toMatchObject({ text: 'back', replayed: false });
   });
@@ -366,7 +460,12 @@ describe('idempotency', () => {
 describe('scripted model (the deterministic test double)', () => {
   it('cycles the row’s replies and counts tokens as ceil(chars/4), the same on every run', async () => {
     const agentId = await newAgent();
-    await addRow({ agentId, provider: 'scripted', model: 'script', params: { replies: ['alpha', 'a longer second reply'] } });
+    await addRow({
+      agentId,
+      provider: 'scripted',
+      model: 'script',
+      params: { replies: ['alpha', 'a longer second reply'] },
+    });
 
     const run = async () => {
       const r = router();
@@ -394,7 +493,10 @@ describe('scripted model (the deterministic test double)', () => {
 
   it('is usable on its own', async () => {
     const m = new ScriptedChatModel({ replies: ['x'] });
-    await expect(m.invoke(messages, {})).resolves.toEqual({ text: 'x', usage: { promptTokens: scriptedTokens(messages.map((x) => x.content).join('\n')), completionTokens: 1 } });
+    await expect(m.invoke(messages, {})).resolves.toEqual({
+      text: 'x',
+      usage: { promptTokens: scriptedTokens(messages.map((x) => x.content).join('\n')), completionTokens: 1 },
+    });
   });
 });
 
@@ -402,9 +504,28 @@ describe('candidates', () => {
   it('skips excluded and disabled rows, other roles and other agents; orders by priority then id', async () => {
     const agentId = await newAgent();
     const other = await newAgent();
-    await addRow({ agentId, provider: 'scripted', priority: 1, excluded: true, excludedReason: 'lost trust', params: { replies: ['from excluded'] } });
-    await addRow({ agentId, provider: 'scripted', priority: 2, enabled: false, params: { replies: ['from disabled'] } });
-    await addRow({ agentId, provider: 'scripted', priority: 3, role: 'oversight', params: { replies: ['from oversight'] } });
+    await addRow({
+      agentId,
+      provider: 'scripted',
+      priority: 1,
+      excluded: true,
+      excludedReason: 'lost trust',
+      params: { replies: ['from excluded'] },
+    });
+    await addRow({
+      agentId,
+      provider: 'scripted',
+      priority: 2,
+      enabled: false,
+      params: { replies: ['from disabled'] },
+    });
+    await addRow({
+      agentId,
+      provider: 'scripted',
+      priority: 3,
+      role: 'oversight',
+      params: { replies: ['from oversight'] },
+    });
     await addRow({ agentId: other, provider: 'scripted', priority: 0, params: { replies: ['from other agent'] } });
     const b = await addRow({ agentId, provider: 'scripted', priority: 5, params: { replies: ['from b'] } });
     const a = await addRow({ agentId, provider: 'scripted', priority: 4, params: { replies: ['from a'] } });
@@ -422,7 +543,9 @@ describe('candidates', () => {
   it('no usable row at all → LlmUnavailable saying so', async () => {
     const agentId = await newAgent();
     await addRow({ agentId, provider: 'scripted', enabled: false });
-    const err = await router().chat({ agentId, role: 'agent', messages }).catch((e: unknown) => e);
+    const err = await router()
+      .chat({ agentId, role: 'agent', messages })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LlmUnavailableError);
     expect((err as Error).message).toMatch(/no enabled, non-excluded row/);
   });
@@ -433,18 +556,29 @@ describe('candidates', () => {
     expect(await ensureDefaultRegistry(handle.db, agentId)).toEqual({ created: false });
     const rows = await handle.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, agentId));
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ provider: 'local', model: defaultLocalModelName, role: 'agent', priority: 100, enabled: true });
+    expect(rows[0]).toMatchObject({
+      provider: 'local',
+      model: defaultLocalModelName,
+      role: 'agent',
+      priority: 100,
+      enabled: true,
+    });
 
     // Concurrent callers (two workers starting the demo) still leave one row.
     const racer = await newAgent();
-    await Promise.all([ensureDefaultRegistry(handle.db, racer), ensureDefaultRegistry(handle.db, racer), ensureDefaultRegistry(handle.db, racer)]);
+    await Promise.all([
+      ensureDefaultRegistry(handle.db, racer),
+      ensureDefaultRegistry(handle.db, racer),
+      ensureDefaultRegistry(handle.db, racer),
+    ]);
     expect(await handle.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, racer))).toHaveLength(1);
   });
 });
 
 describe('llmChat activity', () => {
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
-  const mockEnv = (info?: ConstructorParameters<typeof MockActivityEnvironment>[0]) => new MockActivityEnvironment(info, { logger: quiet });
+  const mockEnv = (info?: ConstructorParameters<typeof MockActivityEnvironment>[0]) =>
+    new MockActivityEnvironment(info, { logger: quiet });
   function activities(extra: Partial<Parameters<typeof createLlmActivities>[0]> = {}) {
     return createLlmActivities({ db: handle.db, env: {}, toolsDir: repoToolsDir, timeoutMs: 5_000, ...extra });
   }
@@ -455,14 +589,20 @@ describe('llmChat activity', () => {
     const id = await addRow({ agentId, provider: 'openai', model: 'gpt-4o-mini', baseUrl: server.baseUrl });
     await server.down('unavailable');
 
-    const err = await mockEnv().run(activities().llmChat, { agentId, role: 'agent' as const, messages }).catch((e: unknown) => e);
+    const err = await mockEnv()
+      .run(activities().llmChat, { agentId, role: 'agent' as const, messages })
+      .catch((e: unknown) => e);
 
     expect(err).toBeInstanceOf(ApplicationFailure);
     const f = err as ApplicationFailure;
     expect(f.type).toBe('LlmUnavailable');
     expect(f.nonRetryable).toBe(true);
     expect(f.message).toContain(`#${id} gpt-4o-mini`);
-    expect(f.details?.[0]).toMatchObject({ agentId, role: 'agent', attempts: [{ registryId: id, model: 'gpt-4o-mini' }] });
+    expect(f.details?.[0]).toMatchObject({
+      agentId,
+      role: 'agent',
+      attempts: [{ registryId: id, model: 'gpt-4o-mini' }],
+    });
   });
 
   it('answers inside an activity context, recording the workflow id, and heartbeats while it waits', async () => {
@@ -472,7 +612,12 @@ describe('llmChat activity', () => {
     let beats = 0;
     env.on('heartbeat', () => beats++);
 
-    const res = (await env.run(activities({ heartbeatMs: 50 }).llmChat, { agentId, role: 'agent' as const, messages, tick: 2 })) as ChatResult;
+    const res = (await env.run(activities({ heartbeatMs: 50 }).llmChat, {
+      agentId,
+      role: 'agent' as const,
+      messages,
+      tick: 2,
+    })) as ChatResult;
 
     expect(res.text).toBe('slow answer');
     expect(beats).toBeGreaterThanOrEqual(3);
@@ -488,7 +633,9 @@ describe('llmChat activity', () => {
     const started = Date.now();
     setTimeout(() => env.cancel(), 100);
 
-    const err = await env.run(activities({ heartbeatMs: 20 }).llmChat, { agentId, role: 'agent' as const, messages }).catch((e: unknown) => e);
+    const err = await env
+      .run(activities({ heartbeatMs: 20 }).llmChat, { agentId, role: 'agent' as const, messages })
+      .catch((e: unknown) => e);
 
     expect(err).toBeInstanceOf(CancelledFailure);
     expect(Date.now() - started).toBeLessThan(5_000);
@@ -510,9 +657,17 @@ describe('llmChat activity', () => {
   it('works outside an activity context (no heartbeats, no cancellation signal)', async () => {
     const agentId = await newAgent();
     await addRow({ agentId, provider: 'scripted', params: { replies: ['plain'] } });
-    const res = await activities().llmChat({ agentId, role: 'agent', messages, idempotencyKey: `agent/${agentId}/tick/1/think` });
+    const res = await activities().llmChat({
+      agentId,
+      role: 'agent',
+      messages,
+      idempotencyKey: `agent/${agentId}/tick/1/think`,
+    });
     expect(res.text).toBe('plain');
-    const rows = await handle.db.select().from(llmCalls).where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true)));
+    const rows = await handle.db
+      .select()
+      .from(llmCalls)
+      .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true)));
     expect(rows[0]).toMatchObject({ requestKey: `agent/${agentId}/tick/1/think`, workflowId: null });
   });
 });

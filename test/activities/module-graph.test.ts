@@ -15,7 +15,14 @@ const tickFolders = /activities\/(tick|reflexes|commands)\//;
 describe('the tick activities module graph', () => {
   it('reaches the three tick activities and their pieces', () => {
     const modules = [...reachable(entry, { types: true }).keys()];
-    for (const m of ['activities/tick/think.ts', 'activities/tick/reflexes.ts', 'activities/tick/apply-commands.ts', 'activities/reflexes/record.ts', 'activities/commands/index.ts']) expect(modules).toContain(resolve(repoRoot, m));
+    for (const m of [
+      'activities/tick/think.ts',
+      'activities/tick/reflexes.ts',
+      'activities/tick/apply-commands.ts',
+      'activities/reflexes/record.ts',
+      'activities/commands/index.ts',
+    ])
+      expect(modules).toContain(resolve(repoRoot, m));
   });
 
   it('has no import cycle through activities/tick/, activities/reflexes/ or activities/commands/, type-only imports included', () => {

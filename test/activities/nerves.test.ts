@@ -18,13 +18,27 @@ import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
 import { classifyActivityErrors } from '../../activities/errors.js';
-import { createNerveActivities, type NerveArmReflexInput, type NerveDecideInput, type NerveFlushReflexInput } from '../../activities/nerves.js';
+import {
+  createNerveActivities,
+  type NerveArmReflexInput,
+  type NerveDecideInput,
+  type NerveFlushReflexInput,
+} from '../../activities/nerves.js';
 import { budgetIds, defaultPrices, lfRound, llmCost } from '../../core/lifeforce.js';
 import type { ArcDecision } from '../../core/nerves/arc.js';
 import type { Observation } from '../../core/nerves/nerve.js';
 import { carveBudget, ensureBudget, release } from '../../db/queries/lifeforce.js';
 import { nerveRuleRows, undoRuleEvent } from '../../db/queries/nerves.js';
-import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry, nerveDecisions, nerveRuleEvents, nerveRules } from '../../db/schema/index.js';
+import {
+  agents,
+  lifeforceBudgets,
+  lifeforceLedger,
+  llmCalls,
+  llmRegistry,
+  nerveDecisions,
+  nerveRuleEvents,
+  nerveRules,
+} from '../../db/schema/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { collisionModel } from '../helpers/nerves.js';
 
@@ -37,7 +51,13 @@ const groundTruth = collisionModel();
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_nerves', 4);
   // As the worker runs them: failures classified (activities/errors.ts).
-  acts = classifyActivityErrors(createNerveActivities({ db: h.db, llm: createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) }), prices: defaultPrices }));
+  acts = classifyActivityErrors(
+    createNerveActivities({
+      db: h.db,
+      llm: createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) }),
+      prices: defaultPrices,
+    }),
+  );
 });
 afterAll(async () => {
   await h?.dispose();
@@ -45,25 +65,61 @@ afterAll(async () => {
 
 async function seedAgent(id: string, nerveLf: number | null = 100): Promise<void> {
   await h.db.insert(agents).values({ id, name: id });
-  await h.db.insert(llmRegistry).values({ agentId: id, name: 'nerve-model', provider: 'scripted', model: 'scripted-nerve', role: 'agent', priority: 1 });
+  await h.db.insert(llmRegistry).values({
+    agentId: id,
+    name: 'nerve-model',
+    provider: 'scripted',
+    model: 'scripted-nerve',
+    role: 'agent',
+    priority: 1,
+  });
   if (nerveLf === null) return;
   await ensureBudget(h.db, { id: budgetIds.agent(id), agentId: id, scope: 'agent', settings: { capacity: 10_000 } });
-  const carved = await carveBudget(h.db, { parentId: budgetIds.agent(id), id: budgetIds.nerve(id, 'collision'), agentId: id, scope: 'nerve', amount: nerveLf });
+  const carved = await carveBudget(h.db, {
+    parentId: budgetIds.agent(id),
+    id: budgetIds.nerve(id, 'collision'),
+    agentId: id,
+    scope: 'nerve',
+    amount: nerveLf,
+  });
   expect(carved.ok).toBe(true);
 }
 
 const approaching: Observation = { t: 3, distanceM: 12, closingSpeedMps: 6, bearingDeg: 5, obstacle: true };
 const decide = (agentId: string, key: string, extra: Partial<NerveDecideInput> = {}) =>
-  acts.nerveDecide({ agentId, nerve: 'collision', state: 'EVALUATE', observation: approaching, mode: 'deliberate', key, at: Date.UTC(2026, 10, 24, 12), ...extra });
+  acts.nerveDecide({
+    agentId,
+    nerve: 'collision',
+    state: 'EVALUATE',
+    observation: approaching,
+    mode: 'deliberate',
+    key,
+    at: Date.UTC(2026, 10, 24, 12),
+    ...extra,
+  });
 const settledOn = async (budgetId: string) =>
-  (await h.db.select().from(lifeforceLedger).where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'settle')))).reduce((s, e) => s + e.amount, 0);
+  (
+    await h.db
+      .select()
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.budgetId, budgetId), eq(lifeforceLedger.kind, 'settle')))
+  ).reduce((s, e) => s + e.amount, 0);
 
 describe('nerveDecide', () => {
   it('asks the LLM in deliberate mode, charges the state and the call to the nerve budget, and decides once per key', async () => {
     script = groundTruth;
     await seedAgent('deli');
     const r = await decide('deli', 'deli/1');
-    expect(r).toMatchObject({ action: 'evade', to: 'EVADE', decidedBy: 'llm', mode: 'deliberate', modeAfter: 'deliberate', outcome: 'ok', events: [], replayed: false });
+    expect(r).toMatchObject({
+      action: 'evade',
+      to: 'EVADE',
+      decidedBy: 'llm',
+      mode: 'deliberate',
+      modeAfter: 'deliberate',
+      outcome: 'ok',
+      events: [],
+      replayed: false,
+    });
     // The state's 0.03 LF and the call's tokens (scripted: ceil(chars / 4)), both settled on the nerve's budget.
     const [call] = await h.db.select().from(llmCalls).where(eq(llmCalls.requestKey, 'deli/1'));
     expect(call).toMatchObject({ purpose: 'nerve', role: 'agent', ok: true, reply: 'evade' });
@@ -84,7 +140,12 @@ describe('nerveDecide', () => {
     const r = await decide('vague', 'vague/1');
     expect(r).toMatchObject({ action: null, to: 'EVALUATE', decidedBy: 'llm', outcome: 'bad' });
     const [row] = await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.idempotencyKey, 'vague/1'));
-    expect(row).toMatchObject({ action: null, toState: 'EVALUATE', outcome: 'bad', reply: 'I am not sure what to do here.' });
+    expect(row).toMatchObject({
+      action: null,
+      toState: 'EVALUATE',
+      outcome: 'bad',
+      reply: 'I am not sure what to do here.',
+    });
   });
 
   it('promotes a rule after consistent choices, decides by the table in reflex without the LLM, and demotes it on a bad outcome', async () => {
@@ -95,28 +156,57 @@ describe('nerveDecide', () => {
     const results = [];
     for (let i = 1; i <= 3; i++) results.push(await decide('learner', `learner/${i}`, { learning }));
     expect(results.map((r) => r.outcome)).toEqual(['bad', 'bad', 'bad']);
-    expect(results[2]!.events).toMatchObject([{ kind: 'promote', state: 'EVALUATE', bucket: 'near_fast', action: 'stay', support: 3, agreement: 1 }]);
+    expect(results[2]!.events).toMatchObject([
+      { kind: 'promote', state: 'EVALUATE', bucket: 'near_fast', action: 'stay', support: 3, agreement: 1 },
+    ]);
     expect(results[2]!.modeAfter).toBe('reflex');
 
     const calls = await h.db.$count(llmCalls, eq(llmCalls.agentId, 'learner'));
     const reflex = await decide('learner', 'learner/4', { learning, mode: 'auto' });
-    expect(reflex).toMatchObject({ action: 'stay', decidedBy: 'table', mode: 'reflex', outcome: 'bad', modeAfter: 'deliberate' });
-    expect(reflex.events).toMatchObject([{ kind: 'demote', state: 'EVALUATE', bucket: 'near_fast', action: 'stay', removed: { rule: { action: 'stay', support: 3 }, counts: { stay: 3 } } }]);
+    expect(reflex).toMatchObject({
+      action: 'stay',
+      decidedBy: 'table',
+      mode: 'reflex',
+      outcome: 'bad',
+      modeAfter: 'deliberate',
+    });
+    expect(reflex.events).toMatchObject([
+      {
+        kind: 'demote',
+        state: 'EVALUATE',
+        bucket: 'near_fast',
+        action: 'stay',
+        removed: { rule: { action: 'stay', support: 3 }, counts: { stay: 3 } },
+      },
+    ]);
     expect(await h.db.$count(llmCalls, eq(llmCalls.agentId, 'learner'))).toBe(calls);
     const [rule] = await nerveRuleRows(h.db, 'learner', 'collision');
     expect(rule).toMatchObject({ action: null, counts: {}, support: 0 });
     expect(rule!.demotedAt).not.toBeNull();
 
     // Undo the demotion: the rule and its counters come back; an undo is logged and cannot repeat.
-    const events = await h.db.select().from(nerveRuleEvents).where(eq(nerveRuleEvents.agentId, 'learner')).orderBy(nerveRuleEvents.id);
-    const decisionKeys = new Map((await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.agentId, 'learner'))).map((d) => [d.id, d.idempotencyKey]));
+    const events = await h.db
+      .select()
+      .from(nerveRuleEvents)
+      .where(eq(nerveRuleEvents.agentId, 'learner'))
+      .orderBy(nerveRuleEvents.id);
+    const decisionKeys = new Map(
+      (await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.agentId, 'learner'))).map((d) => [
+        d.id,
+        d.idempotencyKey,
+      ]),
+    );
     expect(events.map((e) => [e.kind, decisionKeys.get(e.decisionId!)])).toEqual([
       ['promote', 'learner/3'],
       ['demote', 'learner/4'],
     ]);
     const undone = await undoRuleEvent(h.db, events[1]!.id);
     expect(undone).toMatchObject({ ok: true, event: { kind: 'demote' } });
-    expect((await nerveRuleRows(h.db, 'learner', 'collision'))[0]).toMatchObject({ action: 'stay', support: 3, counts: { stay: 3 } });
+    expect((await nerveRuleRows(h.db, 'learner', 'collision'))[0]).toMatchObject({
+      action: 'stay',
+      support: 3,
+      counts: { stay: 3 },
+    });
     expect(await undoRuleEvent(h.db, events[1]!.id)).toMatchObject({ ok: false });
     // And the promotion after it: the case has no rule again.
     expect(await undoRuleEvent(h.db, events[0]!.id)).toMatchObject({ ok: true });
@@ -129,7 +219,14 @@ describe('nerveDecide', () => {
     };
     await seedAgent('reflexive');
     const r = await decide('reflexive', 'reflexive/1', { mode: 'reflex', state: 'IDLE' });
-    expect(r).toMatchObject({ action: 'detect', to: 'DETECT', decidedBy: 'table', mode: 'reflex', outcome: 'ok', lf: 0.01 });
+    expect(r).toMatchObject({
+      action: 'detect',
+      to: 'DETECT',
+      decidedBy: 'table',
+      mode: 'reflex',
+      outcome: 'ok',
+      lf: 0.01,
+    });
   });
 
   it('carves the nerve budget from the agent on first use', async () => {
@@ -137,7 +234,10 @@ describe('nerveDecide', () => {
     await seedAgent('nobudget', null);
     const r = await decide('nobudget', 'nobudget/1');
     expect(r.outcome).toBe('ok');
-    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('nobudget', 'collision')));
+    const [budget] = await h.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, budgetIds.nerve('nobudget', 'collision')));
     expect(budget).toMatchObject({ scope: 'nerve', parentId: budgetIds.agent('nobudget'), capacity: null });
     expect(lfRound(budget!.spent)).toBe(r.lf);
   });
@@ -152,14 +252,21 @@ describe('nerveDecide', () => {
     );
     expect(refused).toBeInstanceOf(ApplicationFailure);
     expect(refused).toMatchObject({ type: 'LifeforceExhausted', nonRetryable: true });
-    expect((refused as ApplicationFailure).details?.[0]).toMatchObject({ budgetId: budgetIds.nerve('poor', 'collision'), reason: 'balance', needed: 0.03 });
+    expect((refused as ApplicationFailure).details?.[0]).toMatchObject({
+      budgetId: budgetIds.nerve('poor', 'collision'),
+      reason: 'balance',
+      needed: 0.03,
+    });
     // IDLE costs 0.01, but the call's worst case does not fit: the hold goes back.
     const byCall = await decide('poor', 'poor/2', { state: 'IDLE' }).then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(byCall).toMatchObject({ type: 'LifeforceExhausted', nonRetryable: true });
-    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('poor', 'collision')));
+    const [budget] = await h.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, budgetIds.nerve('poor', 'collision')));
     expect(budget).toMatchObject({ reserved: 0, spent: 0, balance: 0.02 });
     expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'poor'))).toBe(0);
   });
@@ -167,16 +274,42 @@ describe('nerveDecide', () => {
 
 /** A promoted rule for a case, written as the learning would have left it. */
 async function seedRule(agentId: string, state: string, bucket: string, action: string): Promise<void> {
-  await h.db.insert(nerveRules).values({ agentId, nerve: 'collision', state, bucket, action, support: 20, agreement: 1, counts: { [action]: 20 }, promotedAt: new Date(Date.UTC(2026, 10, 1)) });
+  await h.db.insert(nerveRules).values({
+    agentId,
+    nerve: 'collision',
+    state,
+    bucket,
+    action,
+    support: 20,
+    agreement: 1,
+    counts: { [action]: 20 },
+    promotedAt: new Date(Date.UTC(2026, 10, 1)),
+  });
 }
 
 const at = Date.UTC(2026, 10, 24, 12);
-const arm = (agentId: string, key: string, extra: Partial<NerveArmReflexInput> = {}) => acts.nerveArmReflex({ agentId, nerve: 'collision', mode: 'reflex', key, decisions: 50, at, ...extra });
-const flush = (agentId: string, leaseKey: string, decisions: ArcDecision[], extra: Partial<NerveFlushReflexInput> = {}) => acts.nerveFlushReflex({ agentId, nerve: 'collision', leaseKey, decisions, ...extra });
-const ledgerOf = (budgetId: string) => h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(lifeforceLedger.id);
+const arm = (agentId: string, key: string, extra: Partial<NerveArmReflexInput> = {}) =>
+  acts.nerveArmReflex({ agentId, nerve: 'collision', mode: 'reflex', key, decisions: 50, at, ...extra });
+const flush = (
+  agentId: string,
+  leaseKey: string,
+  decisions: ArcDecision[],
+  extra: Partial<NerveFlushReflexInput> = {},
+) => acts.nerveFlushReflex({ agentId, nerve: 'collision', leaseKey, decisions, ...extra });
+const ledgerOf = (budgetId: string) =>
+  h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(lifeforceLedger.id);
 /** Decisions as the workflow buffers them: `n` steps of a nerve cruising in IDLE with nothing sensed. */
 const cruising = (prefix: string, n: number, from = 0): ArcDecision[] =>
-  Array.from({ length: n }, (_, i) => ({ key: `${prefix}/${from + i}`, state: 'IDLE', bucket: 'none', action: 'stay', to: 'IDLE', outcome: 'ok', lf: 0.01, at: at + i }));
+  Array.from({ length: n }, (_, i) => ({
+    key: `${prefix}/${from + i}`,
+    state: 'IDLE',
+    bucket: 'none',
+    action: 'stay',
+    to: 'IDLE',
+    outcome: 'ok',
+    lf: 0.01,
+    at: at + i,
+  }));
 
 describe('nerveArmReflex', () => {
   it("leases K decisions at the costliest state's cost and compiles the table; a retry finds the same lease", async () => {
@@ -189,7 +322,10 @@ describe('nerveArmReflex', () => {
       decisions: 50,
       reserved: 2.5,
       perDecision: 0.05,
-      table: { entries: { 'EVALUATE/near_fast': 'evade' }, fallback: { IDLE: 'detect', DETECT: 'evaluate', EVALUATE: 'stay', EVADE: 'stay', RESUME: 'stay' } },
+      table: {
+        entries: { 'EVALUATE/near_fast': 'evade' },
+        fallback: { IDLE: 'detect', DETECT: 'evaluate', EVALUATE: 'stay', EVADE: 'stay', RESUME: 'stay' },
+      },
       mode: 'reflex',
     });
     const budgetId = budgetIds.nerve('armed', 'collision');
@@ -207,7 +343,10 @@ describe('nerveArmReflex', () => {
   it('leases as many decisions as the budget covers, and fails as LifeforceExhausted below one', async () => {
     await seedAgent('scant', 0.12);
     expect(await arm('scant', 'scant/0')).toMatchObject({ armed: true, decisions: 2, reserved: 0.1 });
-    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('scant', 'collision')));
+    const [budget] = await h.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, budgetIds.nerve('scant', 'collision')));
     expect(budget).toMatchObject({ reserved: 0.1, balance: 0.02 });
 
     const refused = await arm('scant', 'scant/2').then(
@@ -216,15 +355,32 @@ describe('nerveArmReflex', () => {
     );
     expect(refused).toBeInstanceOf(ApplicationFailure);
     expect(refused).toMatchObject({ type: 'LifeforceExhausted', nonRetryable: true });
-    expect((refused as ApplicationFailure).details?.[0]).toMatchObject({ budgetId: budgetIds.nerve('scant', 'collision'), reason: 'balance', needed: 0.05, available: 0.02 });
+    expect((refused as ApplicationFailure).details?.[0]).toMatchObject({
+      budgetId: budgetIds.nerve('scant', 'collision'),
+      reason: 'balance',
+      needed: 0.05,
+      available: 0.02,
+    });
     expect((await ledgerOf(budgetIds.nerve('scant', 'collision'))).filter((e) => e.kind === 'reserve')).toHaveLength(1);
   });
 
   it('carves the nerve budget from the agent on first use', async () => {
     await seedAgent('arcfirst', null);
-    expect(await arm('arcfirst', 'arcfirst/0', { decisions: 10 })).toMatchObject({ armed: true, decisions: 10, reserved: 0.5 });
-    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('arcfirst', 'collision')));
-    expect(budget).toMatchObject({ scope: 'nerve', parentId: budgetIds.agent('arcfirst'), capacity: null, reserved: 0.5 });
+    expect(await arm('arcfirst', 'arcfirst/0', { decisions: 10 })).toMatchObject({
+      armed: true,
+      decisions: 10,
+      reserved: 0.5,
+    });
+    const [budget] = await h.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, budgetIds.nerve('arcfirst', 'collision')));
+    expect(budget).toMatchObject({
+      scope: 'nerve',
+      parentId: budgetIds.agent('arcfirst'),
+      capacity: null,
+      reserved: 0.5,
+    });
   });
 
   it('arms auto only where the rules have earned reflex, holding nothing otherwise', async () => {
@@ -232,7 +388,11 @@ describe('nerveArmReflex', () => {
     expect(await arm('novice', 'novice/0', { mode: 'auto' })).toEqual({ armed: false, mode: 'deliberate' });
     expect(await ledgerOf(budgetIds.nerve('novice', 'collision'))).toHaveLength(1); // the carve's funding only
     await seedRule('novice', 'IDLE', 'none', 'stay');
-    expect(await arm('novice', 'novice/1', { mode: 'auto' })).toMatchObject({ armed: true, mode: 'reflex', table: { entries: { 'IDLE/none': 'stay' } } });
+    expect(await arm('novice', 'novice/1', { mode: 'auto' })).toMatchObject({
+      armed: true,
+      mode: 'reflex',
+      table: { entries: { 'IDLE/none': 'stay' } },
+    });
   });
 
   it('leases anew under the next key when the key was leased and flushed before', async () => {
@@ -252,22 +412,75 @@ describe('nerveFlushReflex', () => {
     await seedAgent('flusher');
     const lease = await arm('flusher', 'flusher/lease/0', { decisions: 10 });
     if (!lease.armed) throw new Error('not armed');
-    const decisions = [...cruising('flusher', 3), { key: 'flusher/3', state: 'IDLE', bucket: 'mid_fast', action: 'detect', to: 'DETECT', outcome: 'ok' as const, lf: 0.01, at }, { key: 'flusher/4', state: 'DETECT', bucket: 'mid_fast', action: 'evaluate', to: 'EVALUATE', outcome: 'ok' as const, lf: 0.02, at }];
+    const decisions = [
+      ...cruising('flusher', 3),
+      {
+        key: 'flusher/3',
+        state: 'IDLE',
+        bucket: 'mid_fast',
+        action: 'detect',
+        to: 'DETECT',
+        outcome: 'ok' as const,
+        lf: 0.01,
+        at,
+      },
+      {
+        key: 'flusher/4',
+        state: 'DETECT',
+        bucket: 'mid_fast',
+        action: 'evaluate',
+        to: 'EVALUATE',
+        outcome: 'ok' as const,
+        lf: 0.02,
+        at,
+      },
+    ];
     const r = await flush('flusher', lease.leaseKey, decisions);
     expect(r).toEqual({ recorded: 5, events: [], modeAfter: 'deliberate', charged: 0.06, replayed: false });
-    const rows = await h.db.select().from(nerveDecisions).where(eq(nerveDecisions.agentId, 'flusher')).orderBy(nerveDecisions.id);
-    expect(rows.map((d) => d.idempotencyKey)).toEqual(['flusher/0', 'flusher/1', 'flusher/2', 'flusher/3', 'flusher/4']);
-    for (const row of rows) expect(row).toMatchObject({ decidedBy: 'table', mode: 'reflex', ledgerKey: lease.leaseKey, latencyMs: 0, reply: null });
+    const rows = await h.db
+      .select()
+      .from(nerveDecisions)
+      .where(eq(nerveDecisions.agentId, 'flusher'))
+      .orderBy(nerveDecisions.id);
+    expect(rows.map((d) => d.idempotencyKey)).toEqual([
+      'flusher/0',
+      'flusher/1',
+      'flusher/2',
+      'flusher/3',
+      'flusher/4',
+    ]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        decidedBy: 'table',
+        mode: 'reflex',
+        ledgerKey: lease.leaseKey,
+        latencyMs: 0,
+        reply: null,
+      });
     expect(rows.map((d) => d.lf)).toEqual([0.01, 0.01, 0.01, 0.01, 0.02]);
-    expect(rows.at(-1)).toMatchObject({ state: 'DETECT', bucket: 'mid_fast', action: 'evaluate', toState: 'EVALUATE', outcome: 'ok' });
+    expect(rows.at(-1)).toMatchObject({
+      state: 'DETECT',
+      bucket: 'mid_fast',
+      action: 'evaluate',
+      toState: 'EVALUATE',
+      outcome: 'ok',
+    });
     const budgetId = budgetIds.nerve('flusher', 'collision');
     const settle = (await ledgerOf(budgetId)).filter((e) => e.kind === 'settle');
-    expect(settle).toMatchObject([{ idempotencyKey: `close:${lease.leaseKey}`, reservationKey: lease.leaseKey, amount: 0.06 }]);
+    expect(settle).toMatchObject([
+      { idempotencyKey: `close:${lease.leaseKey}`, reservationKey: lease.leaseKey, amount: 0.06 },
+    ]);
     let [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
     expect(budget).toMatchObject({ reserved: 0, spent: 0.06 });
 
     // The worker died before the answer reached the workflow: the retry records, learns and charges nothing twice.
-    expect(await flush('flusher', lease.leaseKey, decisions)).toEqual({ recorded: 0, events: [], modeAfter: 'deliberate', charged: 0.06, replayed: true });
+    expect(await flush('flusher', lease.leaseKey, decisions)).toEqual({
+      recorded: 0,
+      events: [],
+      modeAfter: 'deliberate',
+      charged: 0.06,
+      replayed: true,
+    });
     expect(await h.db.$count(nerveDecisions, eq(nerveDecisions.agentId, 'flusher'))).toBe(5);
     expect((await ledgerOf(budgetId)).filter((e) => e.kind === 'settle')).toHaveLength(1);
     [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
@@ -282,10 +495,31 @@ describe('nerveFlushReflex', () => {
     const lease = await arm('demoter', 'demoter/lease/0', { decisions: 10 });
     if (!lease.armed) throw new Error('not armed');
     expect(lease.mode).toBe('reflex');
-    const decisions: ArcDecision[] = [...cruising('demoter', 2), { key: 'demoter/2', state: 'IDLE', bucket: 'mid_fast', action: 'stay', to: 'IDLE', outcome: 'bad', lf: 0.01, at: at + 2 }];
+    const decisions: ArcDecision[] = [
+      ...cruising('demoter', 2),
+      {
+        key: 'demoter/2',
+        state: 'IDLE',
+        bucket: 'mid_fast',
+        action: 'stay',
+        to: 'IDLE',
+        outcome: 'bad',
+        lf: 0.01,
+        at: at + 2,
+      },
+    ];
     const r = await flush('demoter', lease.leaseKey, decisions);
     expect(r).toMatchObject({ recorded: 3, charged: 0.03, replayed: false, modeAfter: 'hybrid' });
-    expect(r.events).toMatchObject([{ kind: 'demote', state: 'IDLE', bucket: 'mid_fast', action: 'stay', support: 20, removed: { rule: { action: 'stay' }, counts: { stay: 20 } } }]);
+    expect(r.events).toMatchObject([
+      {
+        kind: 'demote',
+        state: 'IDLE',
+        bucket: 'mid_fast',
+        action: 'stay',
+        support: 20,
+        removed: { rule: { action: 'stay' }, counts: { stay: 20 } },
+      },
+    ]);
     const rules = await nerveRuleRows(h.db, 'demoter', 'collision');
     expect(rules.find((x) => x.bucket === 'mid_fast')).toMatchObject({ action: null, counts: {}, support: 0 });
     expect(rules.find((x) => x.bucket === 'none')).toMatchObject({ action: 'stay' });
@@ -306,8 +540,16 @@ describe('nerveFlushReflex', () => {
     // The workflow was away past the lease's deadline: the sweep gave it back.
     await release(h.db, lease.leaseKey, 'deadline passed');
     const decisions = cruising('late', 4);
-    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({ recorded: 4, charged: 0.04, replayed: true });
-    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({ recorded: 0, charged: 0.04, replayed: true });
+    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({
+      recorded: 4,
+      charged: 0.04,
+      replayed: true,
+    });
+    expect(await flush('late', lease.leaseKey, decisions)).toMatchObject({
+      recorded: 0,
+      charged: 0.04,
+      replayed: true,
+    });
     const ledger = await ledgerOf(budgetIds.nerve('late', 'collision'));
     expect(ledger.filter((e) => e.kind !== 'grant').map((e) => [e.kind, e.idempotencyKey, e.amount])).toEqual([
       ['reserve', lease.leaseKey, 0.25],
@@ -315,7 +557,10 @@ describe('nerveFlushReflex', () => {
       ['reserve', `${lease.leaseKey}/late`, 0.04],
       ['settle', `close:${lease.leaseKey}/late`, 0.04],
     ]);
-    const [budget] = await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetIds.nerve('late', 'collision')));
+    const [budget] = await h.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, budgetIds.nerve('late', 'collision')));
     expect(budget).toMatchObject({ reserved: 0, spent: 0.04 });
   });
 

@@ -20,7 +20,18 @@ function fakeRouter(replies: (req: ChatRequest) => string): LlmRouter & { calls:
     calls,
     async chat(req): Promise<ChatResult> {
       calls.push(req);
-      return { text: replies(req), registryId: 1, provider: 'scripted', model: 'fake', usage: { promptTokens: 1, completionTokens: 1 }, costUsd: 0, latencyMs: 1, attempts: [], replayed: false, callId: calls.length };
+      return {
+        text: replies(req),
+        registryId: 1,
+        provider: 'scripted',
+        model: 'fake',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        costUsd: 0,
+        latencyMs: 1,
+        attempts: [],
+        replayed: false,
+        callId: calls.length,
+      };
     },
     async candidates() {
       return [];
@@ -34,7 +45,12 @@ function fakeRouter(replies: (req: ChatRequest) => string): LlmRouter & { calls:
   };
 }
 const good = JSON.stringify({ verdict: 'nudge', solution: 's', teaching_moment: 't', recommended_tools: ['database'] });
-const input = (category: string) => ({ escalation: escalationInput.parse({ escalationId: 'e1', agentId: 'ada', task: 'help', category }), round: 1, key: 'k', catalogue: [] });
+const input = (category: string) => ({
+  escalation: escalationInput.parse({ escalationId: 'e1', agentId: 'ada', task: 'help', category }),
+  round: 1,
+  key: 'k',
+  catalogue: [],
+});
 
 describe('oversight graph', () => {
   it('routes each category to its sub-agent', async () => {
@@ -42,9 +58,19 @@ describe('oversight graph', () => {
       const llm = fakeRouter(() => good);
       const out = await buildOversightGraph({ db: undefined as never, llm }).invoke({ input: input(category) });
       expect(out.route).toBe(category);
-      expect(llm.calls[0]).toMatchObject({ role: 'oversight', purpose: `oversight:${category}`, idempotencyKey: `k/r1/${category}/a1` });
+      expect(llm.calls[0]).toMatchObject({
+        role: 'oversight',
+        purpose: `oversight:${category}`,
+        idempotencyKey: `k/r1/${category}/a1`,
+      });
       expect(llm.calls[0]!.messages[0]!.content).toBe(subAgentBriefs[category as keyof typeof subAgentBriefs]);
-      expect(out.answer).toEqual({ verdict: 'nudge', solution: 's', teaching_moment: 't', recommended_tools: ['database'], needs_human: false });
+      expect(out.answer).toEqual({
+        verdict: 'nudge',
+        solution: 's',
+        teaching_moment: 't',
+        recommended_tools: ['database'],
+        needs_human: false,
+      });
     }
   });
 
@@ -53,9 +79,13 @@ describe('oversight graph', () => {
     const llm = fakeRouter(() => (n++ === 0 ? '{"verdict":"maybe"}' : good));
     const out = await buildOversightGraph({ db: undefined as never, llm }).invoke({ input: input('code') });
     expect(out.callIds).toEqual([1, 2]);
-    expect(llm.calls[1]!.messages.at(-1)!.content).toContain('Your previous answer was invalid (verdict: Invalid option');
+    expect(llm.calls[1]!.messages.at(-1)!.content).toContain(
+      'Your previous answer was invalid (verdict: Invalid option',
+    );
     const bad = fakeRouter(() => 'no JSON here');
-    const err = await buildOversightGraph({ db: undefined as never, llm: bad }).invoke({ input: input('code') }).catch((e: unknown) => e);
+    const err = await buildOversightGraph({ db: undefined as never, llm: bad })
+      .invoke({ input: input('code') })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApplicationFailure);
     expect(err).toMatchObject({ type: 'MalformedOversightReply', nonRetryable: true });
     expect((err as Error).message).toContain('no well-formed answer after 2 attempts: the answer is not JSON');
@@ -74,7 +104,10 @@ describe('offline default oversight model', () => {
     await handle.db.insert(agents).values({ id: 'solo', name: 'solo' });
     expect(await ensureOversightModel(handle.db, 'solo')).toEqual({ created: true });
     expect(await ensureOversightModel(handle.db, 'solo')).toEqual({ created: false });
-    const rows = await handle.db.select().from(llmRegistry).where(and(eq(llmRegistry.agentId, 'solo'), eq(llmRegistry.role, 'oversight')));
+    const rows = await handle.db
+      .select()
+      .from(llmRegistry)
+      .where(and(eq(llmRegistry.agentId, 'solo'), eq(llmRegistry.role, 'oversight')));
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ provider: 'local', name: 'default-oversight' });
   });
@@ -82,18 +115,44 @@ describe('offline default oversight model', () => {
   it('metrics over several days: the escalation rate per task falls; catalogue growth, discovery rate, first-try validation', async () => {
     const db = handle.db;
     const day = (d: number) => new Date(Date.UTC(2026, 0, d, 12)); // noon UTC: the same day in any session time zone within ±11 h
-    await db.insert(agents).values([{ id: 'grower', name: 'grower' }, { id: 'other', name: 'other' }]);
+    await db.insert(agents).values([
+      { id: 'grower', name: 'grower' },
+      { id: 'other', name: 'other' },
+    ]);
     // Tasks: 2 on day 1, 4 on day 2, 5 on day 3 (and another agent's, not counted).
     const taskRows = [
-      ...[1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3].map((d, i) => ({ agentId: 'grower', title: `task ${i}`, createdAt: day(d) })),
+      ...[1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3].map((d, i) => ({
+        agentId: 'grower',
+        title: `task ${i}`,
+        createdAt: day(d),
+      })),
       { agentId: 'other', title: 'not mine', createdAt: day(1) },
     ];
     await db.insert(tasks).values(taskRows);
     // Escalations: 2, 2, 1 → rate 1, 0.5, 0.2 per task (falling).
-    const esc = (id: string, d: number, agentId = 'grower') => ({ id, agentId, task: id, category: 'statistics' as const, status: 'resolved' as const, createdAt: day(d) });
-    await db.insert(escalations).values([esc('g1', 1), esc('g2', 1), esc('g3', 2), esc('g4', 2), esc('g5', 3), esc('o1', 1, 'other'), esc('o2', 2, 'other')]);
+    const esc = (id: string, d: number, agentId = 'grower') => ({
+      id,
+      agentId,
+      task: id,
+      category: 'statistics' as const,
+      status: 'resolved' as const,
+      createdAt: day(d),
+    });
+    await db
+      .insert(escalations)
+      .values([
+        esc('g1', 1),
+        esc('g2', 1),
+        esc('g3', 2),
+        esc('g4', 2),
+        esc('g5', 3),
+        esc('o1', 1, 'other'),
+        esc('o2', 2, 'other'),
+      ]);
     // Catalogue: 2 built-ins on day 1, a designed tool on day 2 (first try) and one on day 3 (second round).
-    const design = (escalationId: string, rounds: number) => ({ design: { rounds, firstTry: rounds === 1, escalationId } });
+    const design = (escalationId: string, rounds: number) => ({
+      design: { rounds, firstTry: rounds === 1, escalationId },
+    });
     const [b1, b2, d1, d2] = await db
       .insert(toolRegistry)
       .values([

@@ -19,7 +19,16 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { utf8Bytes } from '../../core/sanitize.js';
 import { tickPromptLimits } from '../../core/tick-prompt.js';
 import { saveLearning } from '../../db/queries/learnings.js';
-import { agentConfig, agents, ethicsPolicies, llmRecentResponses, llmRegistry, notes, systemPrompts, tickPrompts } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  ethicsPolicies,
+  llmRecentResponses,
+  llmRegistry,
+  notes,
+  systemPrompts,
+  tickPrompts,
+} from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { thinkScript, thinkInput } from '../helpers/scripted.js';
 
@@ -33,7 +42,8 @@ beforeAll(async () => {
   handle = await migratedDatabase('ticksnap');
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const first = args[0];
-    if (recording) statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
+    if (recording)
+      statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
     return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof originalQuery;
 });
@@ -63,9 +73,13 @@ async function newAgent(id: string): Promise<void> {
   ]);
   await handle.db.insert(agentConfig).values({ agentId: id, key: 'novelty_threshold', value: 0.2 });
   await handle.db.insert(ethicsPolicies).values({ agentId: id, title: 'be kind', rule: 'do no harm' });
-  await saveLearning(handle.db, { shardType: `agent:${id}`, agentId: id, predicate: 'avoid_pattern', args: { action: 'diary.add', pattern: 'secret' } });
+  await saveLearning(handle.db, {
+    shardType: `agent:${id}`,
+    agentId: id,
+    predicate: 'avoid_pattern',
+    args: { action: 'diary.add', pattern: 'secret' },
+  });
 }
-
 
 type Acts = ReturnType<typeof activities>;
 
@@ -99,7 +113,8 @@ async function tick(thinker: Acts, rest: Acts, agentId: string, n: number) {
 }
 
 /** Statements that read `table` (a SELECT naming it in its FROM or a JOIN). */
-const readsOf = (table: string) => statements.filter((s) => /^\s*\(*\s*select/i.test(s) && new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s));
+const readsOf = (table: string) =>
+  statements.filter((s) => /^\s*\(*\s*select/i.test(s) && new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s));
 
 describe('one snapshot per tick', () => {
   it('think, reflexes and applyCommands read settings, ethics, registry and learnings once, and never read the reply back', async () => {
@@ -154,7 +169,15 @@ describe('one snapshot per tick', () => {
     await handle.db.insert(agents).values({ id: 'snap-d', name: 'snap-d' });
     const [row] = await handle.db
       .insert(llmRegistry)
-      .values({ agentId: 'snap-d', name: 'mind', provider: 'scripted', model: 'script', role: 'agent', priority: 1, params: { error: 'endpoint down' } })
+      .values({
+        agentId: 'snap-d',
+        name: 'mind',
+        provider: 'scripted',
+        model: 'script',
+        role: 'agent',
+        priority: 1,
+        params: { error: 'endpoint down' },
+      })
       .returning({ id: llmRegistry.id });
     const worker = activities();
     await expect(worker.think(thinkInput('snap-d', 1))).rejects.toMatchObject({ type: 'LlmUnavailable' });
@@ -169,11 +192,18 @@ describe('the prompt a tick sent its model', () => {
   /** Every think call's messages, as the scripted model received them. */
   const seen: ChatMessage[][] = [];
   const listening = () => activities(thinkScript((messages) => (seen.push(messages.map((m) => ({ ...m }))), reply)));
-  const promptRows = (agentId: string) => handle.db.select().from(tickPrompts).where(eq(tickPrompts.agentId, agentId)).orderBy(asc(tickPrompts.tick));
+  const promptRows = (agentId: string) =>
+    handle.db.select().from(tickPrompts).where(eq(tickPrompts.agentId, agentId)).orderBy(asc(tickPrompts.tick));
 
   it('is stored as the model got it, in the statement that records the reply, once: a retry neither adds nor changes it', async () => {
     await newAgent('prompt-a');
-    await handle.db.insert(notes).values({ agentId: 'prompt-a', direction: 'in', source: 'user', text: 'look at <b>this</b> & that', priority: 5 });
+    await handle.db.insert(notes).values({
+      agentId: 'prompt-a',
+      direction: 'in',
+      source: 'user',
+      text: 'look at <b>this</b> & that',
+      priority: 5,
+    });
     const worker = listening();
     seen.length = 0;
     statements.length = 0;
@@ -183,7 +213,11 @@ describe('the prompt a tick sent its model', () => {
 
     expect(seen).toHaveLength(1);
     const [row] = await promptRows('prompt-a');
-    expect(row).toMatchObject({ tick: 1, messages: seen[0], chars: seen[0]!.reduce((n, m) => n + m.content.length, 0) });
+    expect(row).toMatchObject({
+      tick: 1,
+      messages: seen[0],
+      chars: seen[0]!.reduce((n, m) => n + m.content.length, 0),
+    });
     expect(row!.chars).toBe(first.promptChars);
     expect(row!.messages.map((m) => m.role)).toEqual(['system', 'user']);
     expect(row!.messages[1]!.content).toContain('look at <b>this</b> & that');
@@ -227,7 +261,11 @@ describe('the prompt a tick sent its model', () => {
     // The user message (this tick) is whole; the system message keeps what room is left.
     expect(row!.messages[1]).toEqual(user);
     const kept = row!.messages[0]!;
-    expect({ role: kept.role, chars: kept.chars, prefix: system!.content.startsWith(kept.content) }).toEqual({ role: 'system', chars: system!.content.length, prefix: true });
+    expect({ role: kept.role, chars: kept.chars, prefix: system!.content.startsWith(kept.content) }).toEqual({
+      role: 'system',
+      chars: system!.content.length,
+      prefix: true,
+    });
     // All the room is used, to the last whole character.
     const bytes = utf8Bytes(kept.content) + utf8Bytes(user!.content);
     expect(bytes).toBeLessThanOrEqual(tickPromptLimits.maxBytes);
@@ -238,12 +276,25 @@ describe('the prompt a tick sent its model', () => {
   it('is kept for the agent’s last ticks only, another agent’s untouched', async () => {
     await newAgent('prompt-d');
     await newAgent('prompt-e');
-    const old = (agentId: string, tick: number) => ({ agentId, tick, messages: [{ role: 'user' as const, content: `tick ${tick}` }], chars: 6, promptTokens: 2 });
+    const old = (agentId: string, tick: number) => ({
+      agentId,
+      tick,
+      messages: [{ role: 'user' as const, content: `tick ${tick}` }],
+      chars: 6,
+      promptTokens: 2,
+    });
     const kept = tickPromptLimits.keptTicks;
-    await handle.db.insert(tickPrompts).values([old('prompt-d', 1), old('prompt-d', 2), old('prompt-d', 3), old('prompt-e', 1)]);
+    await handle.db
+      .insert(tickPrompts)
+      .values([old('prompt-d', 1), old('prompt-d', 2), old('prompt-d', 3), old('prompt-e', 1)]);
     await listening().think(thinkInput('prompt-d', kept + 2));
     expect((await promptRows('prompt-d')).map((r) => r.tick)).toEqual([3, kept + 2]);
     expect((await promptRows('prompt-e')).map((r) => r.tick)).toEqual([1]);
-    expect(await handle.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, 'prompt-d'), eq(llmRecentResponses.tick, kept + 2)))).toHaveLength(1);
+    expect(
+      await handle.db
+        .select({ tick: llmRecentResponses.tick })
+        .from(llmRecentResponses)
+        .where(and(eq(llmRecentResponses.agentId, 'prompt-d'), eq(llmRecentResponses.tick, kept + 2))),
+    ).toHaveLength(1);
   });
 });

@@ -35,10 +35,18 @@ const generate = (cmdId: string, capability: string): ParsedCommand => ({
   type: 'tools.generate',
   args: { capability, description: `a tool for ${capability}` },
 });
-const apply = (tick: number, commands: ParsedCommand[], extra: Partial<Parameters<typeof acts.applyCommands>[0]> = {}) =>
-  acts.applyCommands({ agentId, tick, workflowId: `agent/${agentId}`, mode: 'main', commands, ...extra });
+const apply = (
+  tick: number,
+  commands: ParsedCommand[],
+  extra: Partial<Parameters<typeof acts.applyCommands>[0]> = {},
+) => acts.applyCommands({ agentId, tick, workflowId: `agent/${agentId}`, mode: 'main', commands, ...extra });
 const logRow = async (tick: number, cmdId: string) =>
-  (await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), eq(commandLog.cmdId, cmdId))))[0];
+  (
+    await h.db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, tick), eq(commandLog.cmdId, cmdId)))
+  )[0];
 
 describe('tools.generate', () => {
   it('asks for a new tool (a generateTool effect) when no active tool has the capability', async () => {
@@ -48,8 +56,19 @@ describe('tools.generate', () => {
       { name: 'wf_old', capability: 'text.word_frequencies', kind: 'generated', status: 'deprecated' },
     ]);
     const [o] = await apply(1, [generate('g1', 'text.word_frequencies')]);
-    expect(o).toMatchObject({ status: 'applied', duplicate: false, message: 'generating a tool for text.word_frequencies; a note will say when it is ready' });
-    expect(o!.effects).toEqual([{ kind: 'generateTool', capability: 'text.word_frequencies', description: 'a tool for text.word_frequencies', cmdId: 'g1' }]);
+    expect(o).toMatchObject({
+      status: 'applied',
+      duplicate: false,
+      message: 'generating a tool for text.word_frequencies; a note will say when it is ready',
+    });
+    expect(o!.effects).toEqual([
+      {
+        kind: 'generateTool',
+        capability: 'text.word_frequencies',
+        description: 'a tool for text.word_frequencies',
+        cmdId: 'g1',
+      },
+    ]);
     expect(await logRow(1, 'g1')).toMatchObject({ status: 'applied', type: 'tools.generate' });
 
     // A retried activity returns the stored outcome, effect included, without applying again.
@@ -58,7 +77,11 @@ describe('tools.generate', () => {
 
     // A task loop (read-only) may not ask for a tool.
     const [inTask] = await apply(1, [generate('g1', 'text.word_frequencies')], { mode: 'task', taskId: 4 });
-    expect(inTask).toMatchObject({ status: 'rejected', message: 'read-only auxiliary loop: tools.generate is not allowed', effects: [] });
+    expect(inTask).toMatchObject({
+      status: 'rejected',
+      message: 'read-only auxiliary loop: tools.generate is not allowed',
+      effects: [],
+    });
   });
 
   it('names the registered tool instead when an active one already provides the capability', async () => {
@@ -94,27 +117,63 @@ describe('tool.call on a designed tool', () => {
   const designed = async (name: string, implementation: string) => {
     const [tool] = await h.db
       .insert(toolRegistry)
-      .values({ name, kind: 'designed', status: 'active', createdBy: 'oversight', implementation, tests: '', spec: { states: ['RED', 'GREEN'], initial: 'RED', machine: machine(name) } })
+      .values({
+        name,
+        kind: 'designed',
+        status: 'active',
+        createdBy: 'oversight',
+        implementation,
+        tests: '',
+        spec: { states: ['RED', 'GREEN'], initial: 'RED', machine: machine(name) },
+      })
       .returning({ id: toolRegistry.id });
     await h.db.insert(discoveredTools).values({ agentId, toolId: tool!.id, via: 'design' });
   };
-  const call = (cmdId: string, tool: string): ParsedCommand => ({ cmdId, type: 'tool.call', args: { tool, action: 'next', args: { why: 'traffic' } } });
+  const call = (cmdId: string, tool: string): ParsedCommand => ({
+    cmdId,
+    type: 'tool.call',
+    args: { tool, action: 'next', args: { why: 'traffic' } },
+  });
 
   it('moves the machine and hands its implementation to the sandbox as a shell effect (argv + files, a readable command line)', async () => {
     const code = "export function run(state) { return state === 'RED' ? 'GREEN' : 'RED'; }\n";
     await designed('light', code);
     const [o] = await apply(10, [call('c1', 'light')]);
-    expect(o).toMatchObject({ status: 'applied', message: expect.stringMatching(/^light\.next → GREEN; its implementation runs in the sandbox as process 'tool\.t10\.c1'/) });
+    expect(o).toMatchObject({
+      status: 'applied',
+      message: expect.stringMatching(
+        /^light\.next → GREEN; its implementation runs in the sandbox as process 'tool\.t10\.c1'/,
+      ),
+    });
     expect(o!.effects).toHaveLength(1);
     const e = o!.effects[0] as Extract<LoopEffect, { kind: 'shell' }>;
-    expect(e).toMatchObject({ kind: 'shell', processId: 'tool.t10.c1', cmdId: 'c1', key: `agent/${agentId}:tool:10:c1`, command: 'tool light.next {"why":"traffic"} (RED → GREEN)', argv: ['node', 'run.mjs'] });
+    expect(e).toMatchObject({
+      kind: 'shell',
+      processId: 'tool.t10.c1',
+      cmdId: 'c1',
+      key: `agent/${agentId}:tool:10:c1`,
+      command: 'tool light.next {"why":"traffic"} (RED → GREEN)',
+      argv: ['node', 'run.mjs'],
+    });
     expect(e.files!['tool.mjs']).toBe(code);
-    expect(JSON.parse(e.files!['input.json']!)).toEqual({ from: 'RED', action: 'next', to: 'GREEN', args: { why: 'traffic' }, states: ['RED', 'GREEN'] });
+    expect(JSON.parse(e.files!['input.json']!)).toEqual({
+      from: 'RED',
+      action: 'next',
+      to: 'GREEN',
+      args: { why: 'traffic' },
+      states: ['RED', 'GREEN'],
+    });
   });
 
   it('does not carry an implementation too big for workflow history: the machine moves, the agent is told why nothing ran', async () => {
     await designed('big_light', `// ${'x'.repeat(maxInlineToolBytes)}\nexport function run() { return 'GREEN'; }\n`);
     const [o] = await apply(11, [call('c2', 'big_light')]);
-    expect(o).toMatchObject({ status: 'applied', effects: [], message: expect.stringMatching(/^big_light\.next → GREEN; its implementation was not run: \d+ KB is more than the 48 KB/) });
+    expect(o).toMatchObject({
+      status: 'applied',
+      effects: [],
+      message: expect.stringMatching(
+        /^big_light\.next → GREEN; its implementation was not run: \d+ KB is more than the 48 KB/,
+      ),
+    });
   });
 });

@@ -36,18 +36,44 @@ const expected: Record<string, string[]> = {
   fork: ['spawn_p50_ms', 'spawn_p99_ms', 'rows'],
   spawn: ['clone_p50_ms', 'clone_p99_ms', 'trained_p50_ms', 'newborn_p50_ms', 'rows'],
   learnings: ['saves_per_s', 'loads_per_s', 'decay_100k_ms'],
-  nerves: ['deliberate_lf_per_decision', 'reflex_lf_per_decision', 'deliberate_p50_ms', 'reflex_p50_ms', 'cost_reduction_ratio', 'latency_reduction_ratio'],
-  bus: ['echo_rt_p50_ms', 'echo_rt_p99_ms', 'raw_nats_rt_p50_ms', 'echo_ratio_vs_raw', 'publish_per_s', 'command_to_workflow_p50_ms'],
+  nerves: [
+    'deliberate_lf_per_decision',
+    'reflex_lf_per_decision',
+    'deliberate_p50_ms',
+    'reflex_p50_ms',
+    'cost_reduction_ratio',
+    'latency_reduction_ratio',
+  ],
+  bus: [
+    'echo_rt_p50_ms',
+    'echo_rt_p99_ms',
+    'raw_nats_rt_p50_ms',
+    'echo_ratio_vs_raw',
+    'publish_per_s',
+    'command_to_workflow_p50_ms',
+  ],
   cli: ['status_p50_ms', 'note_p50_ms', 'temporal_cli_p50_ms'],
   'local-tick': ['tick_p50_ms', 'tick_p99_ms', 'prompt_tokens_p50', 'prompt_eval_tokens_per_s', 'gen_tokens_per_s'],
   speech: ['stt_rtf_p50', 'tts_rtf_p50', 'wer_en', 'wer_de', 'queue_wait_p50_ms'],
   peers: [
-    ...peers.flatMap((p) => [`${p}_step_p50_ms`, `${p}_steps_per_s_50`, `mindloop_tick_ratio_vs_${p}`, `crash_duplicated_steps_${p}`, `crash_lost_steps_${p}`, `crash_back_p50_s_${p}`]),
+    ...peers.flatMap((p) => [
+      `${p}_step_p50_ms`,
+      `${p}_steps_per_s_50`,
+      `mindloop_tick_ratio_vs_${p}`,
+      `crash_duplicated_steps_${p}`,
+      `crash_lost_steps_${p}`,
+      `crash_back_p50_s_${p}`,
+    ]),
     'crash_duplicated_steps_mindloop',
     'crash_lost_steps_mindloop',
     'crash_back_p50_s_mindloop',
   ],
-  'tick-compare': ['before_bare_overhead_p50_ms', 'after_bare_overhead_p50_ms', 'bare_overhead_p50_after_before_ratio', 'reflex_overhead_p50_after_before_ratio'],
+  'tick-compare': [
+    'before_bare_overhead_p50_ms',
+    'after_bare_overhead_p50_ms',
+    'bare_overhead_p50_after_before_ratio',
+    'reflex_overhead_p50_after_before_ratio',
+  ],
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
 
@@ -58,7 +84,10 @@ const named: Record<string, string[]> = { 'local-tick': ['model'] };
 function smoke(name: string): Promise<{ code: number | null; tail: string; seconds: number }> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn('npm', ['run', '--silent', 'bench', '--', name, '--smoke', `--out=${out.path}`], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('npm', ['run', '--silent', 'bench', '--', name, '--smoke', `--out=${out.path}`], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let tail = '';
     const keep = (d: Buffer) => (tail = (tail + d.toString()).slice(-6000));
     child.stdout.on('data', keep);
@@ -71,23 +100,40 @@ function smoke(name: string): Promise<{ code: number | null; tail: string; secon
 const seconds: Record<string, number> = {};
 afterAll(() => {
   const total = Object.values(seconds).reduce((a, b) => a + b, 0);
-  process.stdout.write(`bench smoke: ${Object.entries(seconds).map(([n, s]) => `${n} ${s.toFixed(0)} s`).join(', ')}; ${total.toFixed(0)} s in all\n`);
+  process.stdout.write(
+    `bench smoke: ${Object.entries(seconds)
+      .map(([n, s]) => `${n} ${s.toFixed(0)} s`)
+      .join(', ')}; ${total.toFixed(0)} s in all\n`,
+  );
 });
 
 describe('every benchmark runs at its smoke size', () => {
   for (const [name, keys] of Object.entries(expected)) {
     // The sandbox needs a Docker engine: skipped only where the other sandbox tests are (MINDLOOP_TEST_NO_DOCKER=1).
-    it.skipIf(name === 'sandbox' && dockerSkipped)(`${name} --smoke exits 0 and writes its keys`, { timeout: 600_000 }, async () => {
-      const r = await smoke(name);
-      seconds[name] = r.seconds;
-      expect(r.code, r.tail).toBe(0);
-      const file = join(out.path, `${name}.json`);
-      expect(existsSync(file), `${file} was not written:\n${r.tail}`).toBe(true);
-      const result = JSON.parse(readFileSync(file, 'utf8')) as { name: string; smoke?: boolean; metrics: Record<string, unknown> };
-      expect(result).toMatchObject({ name, smoke: true });
-      const notFinite = keys.filter((k) => typeof result.metrics[k] !== 'number' || !Number.isFinite(result.metrics[k]));
-      expect(notFinite, `missing or not a finite number in ${name}.json: ${notFinite.map((k) => `${k}=${JSON.stringify(result.metrics[k])}`).join(', ')}`).toEqual([]);
-      for (const k of named[name] ?? []) expect(typeof result.metrics[k], k).toBe('string');
-    });
+    it.skipIf(name === 'sandbox' && dockerSkipped)(
+      `${name} --smoke exits 0 and writes its keys`,
+      { timeout: 600_000 },
+      async () => {
+        const r = await smoke(name);
+        seconds[name] = r.seconds;
+        expect(r.code, r.tail).toBe(0);
+        const file = join(out.path, `${name}.json`);
+        expect(existsSync(file), `${file} was not written:\n${r.tail}`).toBe(true);
+        const result = JSON.parse(readFileSync(file, 'utf8')) as {
+          name: string;
+          smoke?: boolean;
+          metrics: Record<string, unknown>;
+        };
+        expect(result).toMatchObject({ name, smoke: true });
+        const notFinite = keys.filter(
+          (k) => typeof result.metrics[k] !== 'number' || !Number.isFinite(result.metrics[k]),
+        );
+        expect(
+          notFinite,
+          `missing or not a finite number in ${name}.json: ${notFinite.map((k) => `${k}=${JSON.stringify(result.metrics[k])}`).join(', ')}`,
+        ).toEqual([]);
+        for (const k of named[name] ?? []) expect(typeof result.metrics[k], k).toBe('string');
+      },
+    );
   }
 });

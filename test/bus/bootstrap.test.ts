@@ -12,7 +12,9 @@ import { repoRoot, run } from '../helpers/spawn.js';
 
 const script = join(repoRoot, 'scripts', 'system.mjs');
 
-async function plan(env: Record<string, string>): Promise<{ present: string[]; packages: string[]; startNats: { port: number } | null; cannot: string | null }> {
+async function plan(
+  env: Record<string, string>,
+): Promise<{ present: string[]; packages: string[]; startNats: { port: number } | null; cannot: string | null }> {
   const r = await run(process.execPath, [script, 'test', '--dry-run', '--json'], env);
   expect(r.code, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as never;
@@ -34,14 +36,20 @@ describe('npm test set-up: the NATS of the bus tests', () => {
     expect(root.packages).not.toContain('nats-server');
     const user = await plan({ TEST_NATS_URL: `nats://127.0.0.1:${port}`, MINDLOOP_SETUP_AS_USER: '1' });
     expect(user.startNats).toBeNull();
-    expect(user.cannot).toBe(`cannot start nats-server by itself (not root): run \`sudo sh -c 'nats-server -js -a 127.0.0.1 -p ${port} -sd /var/lib/nats-server > /var/log/nats-server.log 2>&1 &'\`; then \`npm test\` again`);
-    const human = await run(process.execPath, [script, 'test', '--dry-run'], { TEST_NATS_URL: `nats://127.0.0.1:${port}` });
+    expect(user.cannot).toBe(
+      `cannot start nats-server by itself (not root): run \`sudo sh -c 'nats-server -js -a 127.0.0.1 -p ${port} -sd /var/lib/nats-server > /var/log/nats-server.log 2>&1 &'\`; then \`npm test\` again`,
+    );
+    const human = await run(process.execPath, [script, 'test', '--dry-run'], {
+      TEST_NATS_URL: `nats://127.0.0.1:${port}`,
+    });
     expect(human.stderr).toContain(`[setup] would start nats-server -js on 127.0.0.1:${port}`);
   });
 
   it('a remote NATS that does not answer is named with its fix', async () => {
     const p = await plan({ TEST_NATS_URL: 'nats://192.0.2.1:4222' });
     expect(p.startNats).toBeNull();
-    expect(p.cannot).toBe('no NATS answers at 192.0.2.1:4222 (start one with JetStream, nats-server -js, or set TEST_NATS_URL); then `npm test` again');
+    expect(p.cannot).toBe(
+      'no NATS answers at 192.0.2.1:4222 (start one with JetStream, nats-server -js, or set TEST_NATS_URL); then `npm test` again',
+    );
   });
 });

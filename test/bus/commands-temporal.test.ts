@@ -15,7 +15,12 @@ import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
-import { ensureCommandStream, sendCommand, startCommandConsumer, temporalCommandTarget } from '../../runtime/bus-commands.js';
+import {
+  ensureCommandStream,
+  sendCommand,
+  startCommandConsumer,
+  temporalCommandTarget,
+} from '../../runtime/bus-commands.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { resolveDeployment } from '../../runtime/deployment.js';
 import { startWorkerBus } from '../../workers/bus.js';
@@ -53,7 +58,20 @@ function fakes() {
     },
     async loopStopped() {},
     async think(input) {
-      return { responseId: input.tick, summary: 'quiet', provider: 'fake', model: 'fake', commands: [], rejected: [], parseErrors: [], confidence: null, unverifiedFacts: 0, notesShown: 0, promptChars: 0, replayed: false };
+      return {
+        responseId: input.tick,
+        summary: 'quiet',
+        provider: 'fake',
+        model: 'fake',
+        commands: [],
+        rejected: [],
+        parseErrors: [],
+        confidence: null,
+        unverifiedFacts: 0,
+        notesShown: 0,
+        promptChars: 0,
+        replayed: false,
+      };
     },
     async applyCommands() {
       return [];
@@ -70,7 +88,23 @@ function fakes() {
       return { ok: true, model: 'fake' };
     },
     async tickReflexes(input) {
-      return { validationMode: 'auto_pass' as const, rating: null, held: {}, notes: [], novelty: 100, identical: false, emotions: [], params: input.params, focus: null, stagnation: { ...input.stagnation, lowStreak: 0 }, effects: [], actions: [], validatorTimeouts: 0, validatorFailures: 0, malformed: [] };
+      return {
+        validationMode: 'auto_pass' as const,
+        rating: null,
+        held: {},
+        notes: [],
+        novelty: 100,
+        identical: false,
+        emotions: [],
+        params: input.params,
+        focus: null,
+        stagnation: { ...input.stagnation, lowStreak: 0 },
+        effects: [],
+        actions: [],
+        validatorTimeouts: 0,
+        validatorFailures: 0,
+        malformed: [],
+      };
     },
   };
   return { notes, activities };
@@ -88,26 +122,41 @@ async function replay(subject: string, body: string): Promise<void> {
 describe('bus commands into agentLoopWorkflow (dev server)', () => {
   it('notes and pause/resume arrive exactly once per message id', async () => {
     const f = fakes();
-    const worker = await Worker.create({ connection, taskQueue: 'bus-commands', workflowBundle: bundle, activities: f.activities });
+    const worker = await Worker.create({
+      connection,
+      taskQueue: 'bus-commands',
+      workflowBundle: bundle,
+      activities: f.activities,
+    });
     await worker.runUntil(async () => {
       // A dotted agent id: its subject escapes the dot, its workflow id keeps it.
       const agentId = 'bus.agent';
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'bus-commands',
         workflowId: `agent/${agentId}`,
-        args: [{ agentId, maxTicks: 10_000, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } } }],
+        args: [
+          {
+            agentId,
+            maxTicks: 10_000,
+            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
+          },
+        ],
       });
       await until(async () => (await status(h)).tick >= 1, 'the first tick', 30_000);
 
       // Sent while no consumer runs (the stream and its durable consumer exist, nobody pulls).
       await ensureCommandStream(bus);
       const notes = [];
-      for (let i = 0; i < 5; i++) notes.push(await sendCommand(bus, agentId, 'note', { text: `note ${i}`, priority: 3, tags: ['bus'] }));
+      for (let i = 0; i < 5; i++)
+        notes.push(await sendCommand(bus, agentId, 'note', { text: `note ${i}`, priority: 3, tags: ['bus'] }));
       const pause = await sendCommand(bus, agentId, 'pause', { reason: 'test' });
       // Note 1 and the pause again under new stream ids: past the stream's check, Temporal's must hold.
       const noteSubject = bus.subjects.agentCommand(agentId, 'note');
       const pauseSubject = bus.subjects.agentCommand(agentId, 'pause');
-      await replay(noteSubject, bus.encode(noteSubject, 'AgentNote', { text: 'note 1' }, { messageId: notes[1]!.messageId }).body);
+      await replay(
+        noteSubject,
+        bus.encode(noteSubject, 'AgentNote', { text: 'note 1' }, { messageId: notes[1]!.messageId }).body,
+      );
 
       const consumer = await startCommandConsumer(bus, temporalCommandTarget(client));
       try {
@@ -121,7 +170,10 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
         await sendCommand(bus, agentId, 'resume', {});
         await until(async () => !(await status(h)).paused, 'resumed', 30_000);
         // The old pause comes again (same message id): the server knows its request id, so the loop stays resumed.
-        await replay(pauseSubject, bus.encode(pauseSubject, 'AgentPause', { reason: 'test' }, { messageId: pause.messageId }).body);
+        await replay(
+          pauseSubject,
+          bus.encode(pauseSubject, 'AgentPause', { reason: 'test' }, { messageId: pause.messageId }).body,
+        );
         await until(() => consumer.stats.accepted === 9, 'the replayed pause accepted', 30_000);
         // A fresh note after it proves the loop handled everything before.
         await sendCommand(bus, agentId, 'note', { text: 'last' });
@@ -140,7 +192,11 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
 
   it('commands to an agent that is not running are retried, then given up with the reason', async () => {
     const lines: string[] = [];
-    const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), { maxDeliver: 2, retryDelayMs: 50, log: (l) => lines.push(l) });
+    const consumer = await startCommandConsumer(bus, temporalCommandTarget(client), {
+      maxDeliver: 2,
+      retryDelayMs: 50,
+      log: (l) => lines.push(l),
+    });
     try {
       await sendCommand(bus, 'nobody', 'note', { text: 'hello?' });
       await sendCommand(bus, 'nobody', 'pause', {});
@@ -148,22 +204,39 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
     } finally {
       await consumer.stop();
     }
-    expect(lines.filter((l) => / for agent nobody given up after 2 deliveries: agent\/nobody is not running/.test(l))).toHaveLength(2);
+    expect(
+      lines.filter((l) => / for agent nobody given up after 2 deliveries: agent\/nobody is not running/.test(l)),
+    ).toHaveLength(2);
   });
 
   it('a worker with NATS_URL takes commands, answers echo and sends heartbeats and events; stopped, it does none of these', async () => {
     const f = fakes();
-    const worker = await Worker.create({ connection, taskQueue: 'bus-worker', workflowBundle: bundle, activities: f.activities });
+    const worker = await Worker.create({
+      connection,
+      taskQueue: 'bus-worker',
+      workflowBundle: bundle,
+      activities: f.activities,
+    });
     const bus0 = bus;
     await worker.runUntil(async () => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'bus-worker',
         workflowId: 'agent/wb',
-        args: [{ agentId: 'wb', maxTicks: 10_000, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } } }],
+        args: [
+          {
+            agentId: 'wb',
+            maxTicks: 10_000,
+            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
+          },
+        ],
       });
       const lines: string[] = [];
       const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus0.root });
-      const started = await startWorkerBus(env, { address: server.address, namespace: 'default', connection: { address: server.address } }, (l) => lines.push(l));
+      const started = await startWorkerBus(
+        env,
+        { address: server.address, namespace: 'default', connection: { address: server.address } },
+        (l) => lines.push(l),
+      );
       if ('off' in started) throw new Error(`no bus: ${started.off}`);
       const wb = started;
       // The worker speaks for the deployment its Temporal namespace names, under <root>.<deployment>.
@@ -171,13 +244,27 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
       expect(deployment.id).toMatch(/^default-[0-9a-f]{12}$/);
       const bus = await testBus(bus0.root, { deployment: deployment.id });
       try {
-        expect(wb.summary).toBe(`${testNatsUrl} (NATS_URL), deployment ${deployment.id} (Temporal namespace default), subjects ${bus.root}.*: heartbeats and agent events, echo agent, agent commands`);
+        expect(wb.summary).toBe(
+          `${testNatsUrl} (NATS_URL), deployment ${deployment.id} (Temporal namespace default), subjects ${bus.root}.*: heartbeats and agent events, echo agent, agent commands`,
+        );
         // Outside the deployment's subjects nobody answers.
-        const outside = await bus0.request(bus0.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
+        const outside = await bus0
+          .request(
+            bus0.subjects.devRequest('echo'),
+            'EchoRequest',
+            { ping: 'anyone?' },
+            { expect: 'EchoResponse', timeoutMs: 1000 },
+          )
+          .catch((e: unknown) => e);
         expect(outside).toBeInstanceOf(BusRequestError);
         await sendCommand(bus, 'wb', 'note', { text: 'via the worker' });
         await until(() => f.notes.length === 1, 'the note', 30_000);
-        const echo = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'worker?' }, { expect: 'EchoResponse' });
+        const echo = await bus.request(
+          bus.subjects.devRequest('echo'),
+          'EchoRequest',
+          { ping: 'worker?' },
+          { expect: 'EchoResponse' },
+        );
         expect(echo.payload.pong).toBe('worker?');
         const beats: BusMessage[] = [];
         const sub = bus.on(bus.subjects.heartbeat('wb'), 'HeartbeatSignal', (m) => void beats.push(m));
@@ -191,7 +278,14 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
         sub.unsubscribe();
         eventSub.unsubscribe();
         await wb.stop();
-        const gone = await bus.request(bus.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 1000 }).catch((e: unknown) => e);
+        const gone = await bus
+          .request(
+            bus.subjects.devRequest('echo'),
+            'EchoRequest',
+            { ping: 'anyone?' },
+            { expect: 'EchoResponse', timeoutMs: 1000 },
+          )
+          .catch((e: unknown) => e);
         expect(gone).toBeInstanceOf(BusRequestError);
       } finally {
         await wb.stop();

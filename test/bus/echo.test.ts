@@ -30,10 +30,19 @@ describe('echo round trip', () => {
     const watch = client.on(client.subjects.devResponse('echo'), 'EchoResponse', (m) => void published.push(m));
     await client.flush();
     const before = Date.now();
-    const answer = await client.request(client.subjects.devRequest('echo'), 'EchoRequest', { ping: 'hello' }, { expect: 'EchoResponse', timeoutMs: 3000 });
+    const answer = await client.request(
+      client.subjects.devRequest('echo'),
+      'EchoRequest',
+      { ping: 'hello' },
+      { expect: 'EchoResponse', timeoutMs: 3000 },
+    );
     expect(answer.payload).toEqual({ pong: 'hello', timestamp: expect.any(String), agent: 'echo-v1' });
     expect(Date.parse(answer.payload.timestamp)).toBeGreaterThanOrEqual(before - 1000);
-    expect(answer.header).toMatchObject({ message_type: 'EchoResponse', schema: { generation: 1, version: '1.0' }, in_reply_to: expect.any(String) });
+    expect(answer.header).toMatchObject({
+      message_type: 'EchoResponse',
+      schema: { generation: 1, version: '1.0' },
+      in_reply_to: expect.any(String),
+    });
     await until(() => published.length === 1, 'the response on dev.response.echo');
     expect(published[0]!.payload).toEqual(answer.payload);
     expect(published[0]!.header.in_reply_to).toBe(answer.header.in_reply_to);
@@ -41,17 +50,32 @@ describe('echo round trip', () => {
   });
 
   it('a malformed request is refused and counted; the agent goes on answering', async () => {
-    client.nc.publish(client.subjects.devRequest('echo'), JSON.stringify({ header: { nope: 1 }, payload: { ping: 'x' } }));
+    client.nc.publish(
+      client.subjects.devRequest('echo'),
+      JSON.stringify({ header: { nope: 1 }, payload: { ping: 'x' } }),
+    );
     await until(() => agentBus.rejections.total === 1, 'the refusal');
     expect(agentBus.rejections.snapshot().byReason).toEqual({ bad_header: 1 });
-    const again = await client.request(client.subjects.devRequest('echo'), 'EchoRequest', { ping: 'still there?' }, { expect: 'EchoResponse' });
+    const again = await client.request(
+      client.subjects.devRequest('echo'),
+      'EchoRequest',
+      { ping: 'still there?' },
+      { expect: 'EchoResponse' },
+    );
     expect(again.payload.pong).toBe('still there?');
   });
 
   it('with no echo agent a request fails saying nobody answers', async () => {
     agent.unsubscribe();
     await agentBus.flush();
-    const err = await client.request(client.subjects.devRequest('echo'), 'EchoRequest', { ping: 'anyone?' }, { expect: 'EchoResponse', timeoutMs: 2000 }).catch((e: unknown) => e);
+    const err = await client
+      .request(
+        client.subjects.devRequest('echo'),
+        'EchoRequest',
+        { ping: 'anyone?' },
+        { expect: 'EchoResponse', timeoutMs: 2000 },
+      )
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BusRequestError);
     expect(err).toMatchObject({ kind: 'no_responders', message: `nobody answers on ${root}.dev.request.echo` });
   });

@@ -29,24 +29,35 @@ afterAll(() => {
 // Never a skip: `npm test` installs nats-server, and a missing one must show.
 const binary = findNatsServer();
 const needBinary = (): string => {
-  if (!binary) throw new Error('no nats-server binary on this machine: `npm test` installs it (apt-get install -y nats-server)');
+  if (!binary)
+    throw new Error('no nats-server binary on this machine: `npm test` installs it (apt-get install -y nats-server)');
   return binary;
 };
 
 describe('choosing the bus', () => {
   it('NATS_URL wins; `off` turns the bus off', async () => {
-    expect(await chooseBus({ natsUrl: 'nats://10.0.0.9:4222', embedded: true, dataDir: dataDir() })).toEqual({ url: 'nats://10.0.0.9:4222', how: 'env' });
-    expect(await chooseBus({ natsUrl: 'off', embedded: true, dataDir: dataDir() })).toEqual({ off: 'off (NATS_URL=off)' });
+    expect(await chooseBus({ natsUrl: 'nats://10.0.0.9:4222', embedded: true, dataDir: dataDir() })).toEqual({
+      url: 'nats://10.0.0.9:4222',
+      how: 'env',
+    });
+    expect(await chooseBus({ natsUrl: 'off', embedded: true, dataDir: dataDir() })).toEqual({
+      off: 'off (NATS_URL=off)',
+    });
   });
 
   it('unset: the NATS already answering on the local port', async () => {
     const port = Number(new URL(testNatsUrl).port);
-    expect(await chooseBus({ embedded: false, dataDir: dataDir(), port })).toEqual({ url: `nats://127.0.0.1:${port}`, how: 'local' });
+    expect(await chooseBus({ embedded: false, dataDir: dataDir(), port })).toEqual({
+      url: `nats://127.0.0.1:${port}`,
+      how: 'local',
+    });
   });
 
   it('unset and nothing answers: a worker goes without; npm start without a binary says how to get one', async () => {
     const port = await freePort();
-    expect(await chooseBus({ embedded: false, dataDir: dataDir(), port })).toEqual({ off: `off: nothing answers at nats://127.0.0.1:${port} (set NATS_URL, or apt-get install -y nats-server (npm start then runs it), or set NATS_URL)` });
+    expect(await chooseBus({ embedded: false, dataDir: dataDir(), port })).toEqual({
+      off: `off: nothing answers at nats://127.0.0.1:${port} (set NATS_URL, or apt-get install -y nats-server (npm start then runs it), or set NATS_URL)`,
+    });
     expect(await chooseBus({ embedded: true, dataDir: dataDir(), port, binary: null })).toEqual({
       off: `off: nothing answers at nats://127.0.0.1:${port} and no nats-server is installed (apt-get install -y nats-server (npm start then runs it), or set NATS_URL)`,
     });
@@ -55,7 +66,11 @@ describe('choosing the bus', () => {
   it('a binary that does not start: off, naming its log', async () => {
     const port = await freePort();
     const choice = await chooseBus({ embedded: true, dataDir: dataDir(), port, binary: '/bin/false' });
-    expect(choice).toEqual({ off: expect.stringMatching(new RegExp(`^off: nats-server did not start on 127\\.0\\.0\\.1:${port} \\(see .*nats-server\\.log\\)$`)) });
+    expect(choice).toEqual({
+      off: expect.stringMatching(
+        new RegExp(`^off: nats-server did not start on 127\\.0\\.0\\.1:${port} \\(see .*nats-server\\.log\\)$`),
+      ),
+    });
   });
 });
 
@@ -64,7 +79,8 @@ describe('the embedded nats-server', () => {
     const port = await freePort();
     const dir = dataDir();
     const choice = await chooseBus({ embedded: true, dataDir: dir, port, binary: needBinary() });
-    if (!('server' in choice) || !choice.server) throw new Error(`expected a started server, got ${JSON.stringify(choice)}`);
+    if (!('server' in choice) || !choice.server)
+      throw new Error(`expected a started server, got ${JSON.stringify(choice)}`);
     expect(choice).toMatchObject({ url: `nats://127.0.0.1:${port}`, how: 'started' });
     try {
       const bus = await connectBus({ url: choice.url, root: 'embedded_test', log: () => undefined });

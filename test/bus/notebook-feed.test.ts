@@ -25,8 +25,21 @@ afterAll(async () => {
 
 /** One tick's worth of what the activities tell their sink. */
 function tellTick(sink: AgentEventSink, agentId: string, tick: number): void {
-  sink.tick({ agentId, tick, mode: 'main', model: 'scripted:x', replayed: false, lifeforce: { charged: 3, available: 97 } });
-  sink.event(agentId, 'reply', { tick, summary: `said <b>${tick}</b>`, model: 'scripted:x', commands: 1, confidence: 0.5 });
+  sink.tick({
+    agentId,
+    tick,
+    mode: 'main',
+    model: 'scripted:x',
+    replayed: false,
+    lifeforce: { charged: 3, available: 97 },
+  });
+  sink.event(agentId, 'reply', {
+    tick,
+    summary: `said <b>${tick}</b>`,
+    model: 'scripted:x',
+    commands: 1,
+    confidence: 0.5,
+  });
   sink.event(agentId, 'verdict', { tick, validationMode: 'normal', rating: 1.5, notes: ['fine'] });
 }
 
@@ -48,8 +61,20 @@ describe('the notebook feed', () => {
     const sink = agentEventSink(worker);
     tellTick(sink, 'agent.1', 7);
     tellTick(sink, 'other', 3);
-    sink.event('agent.1', 'escalation', { escalationId: 'agent.1.t7.e1', category: 'code', reason: 'is this right?', humanRequired: true, tick: 7 });
-    sink.event('agent.1', 'learning', { shardType: 'agent:agent.1', predicate: 'avoid_pattern', args: { pattern: 'rm' }, confidence: 0.4, reinforced: false });
+    sink.event('agent.1', 'escalation', {
+      escalationId: 'agent.1.t7.e1',
+      category: 'code',
+      reason: 'is this right?',
+      humanRequired: true,
+      tick: 7,
+    });
+    sink.event('agent.1', 'learning', {
+      shardType: 'agent:agent.1',
+      predicate: 'avoid_pattern',
+      args: { pattern: 'rm' },
+      confidence: 0.4,
+      reinforced: false,
+    });
     await worker.flush();
     await until(() => all.length === 8, 'eight feed events');
     const ofAgent = (id: string) => all.filter((e) => e.agentId === id);
@@ -58,7 +83,14 @@ describe('the notebook feed', () => {
     expect(ofAgent('agent.1')).toEqual(
       expect.arrayContaining([
         ...expected('agent.1', 7),
-        { kind: 'escalation', agentId: 'agent.1', escalationId: 'agent.1.t7.e1', reason: 'code: is this right?', humanRequired: true, tick: 7 },
+        {
+          kind: 'escalation',
+          agentId: 'agent.1',
+          escalationId: 'agent.1.t7.e1',
+          reason: 'code: is this right?',
+          humanRequired: true,
+          tick: 7,
+        },
         { kind: 'learning', agentId: 'agent.1', predicate: 'avoid_pattern', shard: 'agent:agent.1', confidence: 0.4 },
       ]),
     );

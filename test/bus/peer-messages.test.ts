@@ -26,10 +26,25 @@ describe('AgentMessage', () => {
     const lines: string[] = [];
     const sink = agentEventSink(bus, (l) => lines.push(l));
     sink.event('ana.1', 'message', { to: 'ben', noteId: 7, tick: 3, text: 'hello', priority: 2, tags: ['greeting'] });
-    sink.event('ana.1', 'message', { to: 'ben', noteId: 8, tick: 4, text: 'y'.repeat(5000), priority: 99, tags: Array.from({ length: 30 }, (_, i) => `t${i}${'z'.repeat(100)}`) });
+    sink.event('ana.1', 'message', {
+      to: 'ben',
+      noteId: 8,
+      tick: 4,
+      text: 'y'.repeat(5000),
+      priority: 99,
+      tags: Array.from({ length: 30 }, (_, i) => `t${i}${'z'.repeat(100)}`),
+    });
     await until(() => got.length === 2, 'two messages');
     expect(got[0]!.subject).toBe(`${root}.high.agent.ana~2E1.message`);
-    expect(got[0]!.payload).toEqual({ agent_id: 'ana.1', to: 'ben', note_id: 7, tick: 3, text: 'hello', priority: 2, tags: ['greeting'] });
+    expect(got[0]!.payload).toEqual({
+      agent_id: 'ana.1',
+      to: 'ben',
+      note_id: 7,
+      tick: 3,
+      text: 'hello',
+      priority: 2,
+      tags: ['greeting'],
+    });
     const long = got[1]!.payload as { text: string; priority: number; tags: string[] };
     expect(long.text).toHaveLength(2000);
     expect(long.priority).toBe(10);
@@ -44,6 +59,10 @@ describe('AgentMessage', () => {
     const lines: string[] = [];
     const publish = agentEventPublisher(bus, (l) => lines.push(l));
     expect(publish.message('ana', { to: 'ben', note_id: 0, tick: 1, text: 'x', priority: 1, tags: [] })).toBe(false);
-    expect(lines).toEqual([expect.stringMatching(/^bus: message not published \(1 dropped so far\): AgentMessage 1\.0: payload\.note_id: Too small/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^bus: message not published \(1 dropped so far\): AgentMessage 1\.0: payload\.note_id: Too small/,
+      ),
+    ]);
   });
 });

@@ -17,7 +17,9 @@ const lockPath = join(import.meta.dirname, '..', '..', 'core', 'bus', 'stable-sc
 type Lock = Record<string, unknown>;
 
 function recorded(registry: SchemaRegistry): Lock {
-  return Object.fromEntries(registry.stableEntries().map((e) => [`${e.type}@${e.generation}`, z.toJSONSchema(e.schema)]));
+  return Object.fromEntries(
+    registry.stableEntries().map((e) => [`${e.type}@${e.generation}`, z.toJSONSchema(e.schema)]),
+  );
 }
 
 /** What differs between the registry's stable generations and the record: changed, removed, new. */
@@ -46,9 +48,18 @@ describe('stable schema generations are immutable', () => {
       writeFileSync(lockPath, `${JSON.stringify(lock, null, 2)}\n`);
       d = drift(registry, lock);
     }
-    expect(d.changed, `published stable generations changed: ${d.changed.join(', ')}. A published generation is a contract: restore it, and stage the change as the next generation`).toEqual([]);
-    expect(d.removed, `published stable generations removed: ${d.removed.join(', ')}; they stay for as long as anything may send them`).toEqual([]);
-    expect(d.added, `stable generations not recorded yet: ${d.added.join(', ')}; record them with UPDATE_BUS_SCHEMAS=1 npx vitest run test/bus/stable-schemas.test.ts`).toEqual([]);
+    expect(
+      d.changed,
+      `published stable generations changed: ${d.changed.join(', ')}. A published generation is a contract: restore it, and stage the change as the next generation`,
+    ).toEqual([]);
+    expect(
+      d.removed,
+      `published stable generations removed: ${d.removed.join(', ')}; they stay for as long as anything may send them`,
+    ).toEqual([]);
+    expect(
+      d.added,
+      `stable generations not recorded yet: ${d.added.join(', ')}; record them with UPDATE_BUS_SCHEMAS=1 npx vitest run test/bus/stable-schemas.test.ts`,
+    ).toEqual([]);
     expect(Object.keys(lock).length).toBeGreaterThanOrEqual(Object.keys(messageCatalogue).length);
   });
 
@@ -59,7 +70,10 @@ describe('stable schema generations are immutable', () => {
       tampered.defineType(type, def.namespace);
       if (type === 'AgentVerdict') continue; // "removed"
       // HeartbeatSignal generation 1 gains a field: an "additive" edit is still a change.
-      const schema = type === 'HeartbeatSignal' ? (def.stable[0] as z.ZodObject).extend({ mood: z.string().optional() }) : def.stable[0];
+      const schema =
+        type === 'HeartbeatSignal'
+          ? (def.stable[0] as z.ZodObject).extend({ mood: z.string().optional() })
+          : def.stable[0];
       tampered.publishStable(type, 1, schema);
     }
     expect(drift(tampered, lock)).toEqual({ changed: ['HeartbeatSignal@1'], removed: ['AgentVerdict@1'], added: [] });

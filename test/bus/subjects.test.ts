@@ -52,7 +52,11 @@ describe('namespaces under a root', () => {
   });
 
   it('places a subject (stage, namespace, rest) and parses agent command subjects', () => {
-    expect(placeOf('mindloop', 'mindloop.staging.high.agent.a.reply')).toEqual({ stage: 'staging', namespace: 'high', rest: ['agent', 'a', 'reply'] });
+    expect(placeOf('mindloop', 'mindloop.staging.high.agent.a.reply')).toEqual({
+      stage: 'staging',
+      namespace: 'high',
+      rest: ['agent', 'a', 'reply'],
+    });
     expect(placeOf('mindloop', 'mindloop.nope.x')).toBeNull();
     expect(placeOf('mindloop', 'other.low.agent.a')).toBeNull();
     const s = busSubjects('r');
@@ -120,8 +124,11 @@ describe('deployments', () => {
 
   it("a deployment's subjects live under <root>.<deployment>; a deployment named like a namespace is refused", () => {
     expect(busSubjects(deploymentRoot('mindloop', 'prod')).heartbeat('demo')).toBe('mindloop.prod.low.agent.demo');
-    expect(commandStreamName(deploymentRoot('mindloop', 'default-3f2a9c1b77d0'))).toBe('MINDLOOP_DEFAULT-3F2A9C1B77D0_COMMANDS');
-    for (const bad of ['low', 'command', 'staging', 'a.b', '*', '']) expect(deploymentIdSchema.safeParse(bad).success).toBe(false);
+    expect(commandStreamName(deploymentRoot('mindloop', 'default-3f2a9c1b77d0'))).toBe(
+      'MINDLOOP_DEFAULT-3F2A9C1B77D0_COMMANDS',
+    );
+    for (const bad of ['low', 'command', 'staging', 'a.b', '*', ''])
+      expect(deploymentIdSchema.safeParse(bad).success).toBe(false);
     expect(() => deploymentRoot('mindloop', 'a.b')).toThrow(SubjectTokenError);
   });
 });
@@ -143,7 +150,9 @@ describe('escaping on the real NATS', () => {
       bus.on(s.heartbeats(), 'HeartbeatSignal', (m) => void seen.all!.push(m.payload.agent_id)),
       // What a dotted id would hit if it were not escaped: `low.agent.a` and `low.agent.a.>`.
       bus.on(s.heartbeat('a'), 'HeartbeatSignal', (m) => void seen.plainA!.push(m.payload.agent_id)),
-      bus.nc.subscribe(`${s.namespace('low')}.agent.a.>`, { callback: (_e, m) => void seen.wildcardOne!.push(m.subject) }),
+      bus.nc.subscribe(`${s.namespace('low')}.agent.a.>`, {
+        callback: (_e, m) => void seen.wildcardOne!.push(m.subject),
+      }),
     ];
     await bus.flush();
     for (const id of ['a.b', 'a.>', 'a.*', '*', 'a']) {

@@ -19,7 +19,12 @@ function load(name: string): AgentDocument {
 
 describe('examples/', () => {
   it('holds the three examples and nothing else', () => {
-    expect([...readdirSync(root).filter((n) => n.endsWith('.yaml')), ...readdirSync(join(root, 'peers')).map((n) => `peers/${n}`)].sort()).toEqual([...files].sort());
+    expect(
+      [
+        ...readdirSync(root).filter((n) => n.endsWith('.yaml')),
+        ...readdirSync(join(root, 'peers')).map((n) => `peers/${n}`),
+      ].sort(),
+    ).toEqual([...files].sort());
   });
 
   it.each(files)('%s parses and validates', (name) => {
@@ -29,10 +34,19 @@ describe('examples/', () => {
   });
 
   it('the companion runs on the offline model only; the researcher names the models its comment adds', () => {
-    const names = (d: AgentDocument) => [...new Set([...Object.entries(d.models ?? {}).filter(([k]) => k !== 'validators').flatMap(([, v]) => v as string[]), ...(d.models?.validators ?? []).map((v) => v.model)])].sort();
+    const names = (d: AgentDocument) =>
+      [
+        ...new Set([
+          ...Object.entries(d.models ?? {})
+            .filter(([k]) => k !== 'validators')
+            .flatMap(([, v]) => v as string[]),
+          ...(d.models?.validators ?? []).map((v) => v.model),
+        ]),
+      ].sort();
     expect(names(load('companion.yaml'))).toEqual(['local']);
     const researcher = readFileSync(join(root, 'researcher.yaml'), 'utf8');
-    for (const n of names(load('researcher.yaml')).filter((n) => n !== 'local')) expect(researcher).toContain(`mindloop models add ${n} `);
+    for (const n of names(load('researcher.yaml')).filter((n) => n !== 'local'))
+      expect(researcher).toContain(`mindloop models add ${n} `);
     expect(load('researcher.yaml').models?.validators?.length).toBe(2);
   });
 

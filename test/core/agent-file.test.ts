@@ -40,11 +40,21 @@ describe('refusing bad files', () => {
   });
 
   it('names unknown keys with the likely one', () => {
-    expect(errorsOf('id: a\nsytemPrompt: {short: hi}\n')).toEqual(["sytemPrompt: unknown key (did you mean 'systemPrompt'?)"]);
-    expect(errorsOf('id: a\nsystem_prompt: {short: hi}\n')).toEqual(["system_prompt: unknown key (did you mean 'systemPrompt'?)"]);
-    expect(errorsOf('id: a\ngoals:\n  - title: x\n    priorty: 2\n')).toEqual(["goals[0].priorty: unknown key (did you mean 'priority'?)"]);
-    expect(errorsOf('id: a\nconfig:\n  novelty_treshold: 0.3\n')).toEqual(["config.novelty_treshold: unknown key (did you mean 'novelty_threshold'?)"]);
-    expect(errorsOf('id: a\nmodels:\n  validator: [x]\n')).toEqual(["models.validator: unknown key (did you mean 'validators'?)"]);
+    expect(errorsOf('id: a\nsytemPrompt: {short: hi}\n')).toEqual([
+      "sytemPrompt: unknown key (did you mean 'systemPrompt'?)",
+    ]);
+    expect(errorsOf('id: a\nsystem_prompt: {short: hi}\n')).toEqual([
+      "system_prompt: unknown key (did you mean 'systemPrompt'?)",
+    ]);
+    expect(errorsOf('id: a\ngoals:\n  - title: x\n    priorty: 2\n')).toEqual([
+      "goals[0].priorty: unknown key (did you mean 'priority'?)",
+    ]);
+    expect(errorsOf('id: a\nconfig:\n  novelty_treshold: 0.3\n')).toEqual([
+      "config.novelty_treshold: unknown key (did you mean 'novelty_threshold'?)",
+    ]);
+    expect(errorsOf('id: a\nmodels:\n  validator: [x]\n')).toEqual([
+      "models.validator: unknown key (did you mean 'validators'?)",
+    ]);
     expect(errorsOf('id: a\nzzzzzz: 1\n')[0]).toMatch(/^zzzzzz: unknown key \(known here: id, name, /);
     expect(likelyKey('idle', ['id', 'name'])).toBeUndefined();
   });
@@ -58,29 +68,47 @@ describe('refusing bad files', () => {
   });
 
   it('refuses a literal API key wherever it is, without printing it', () => {
-    const errors = errorsOf('id: a\nmodels:\n  agent: {apiKey: "abc123"}\ndescription: "key sk-abcdefghijklmnopqrstuvwxyz0123"\npeers: [{id: b, endpoint: "https://u:pw@host"}]\n');
+    const errors = errorsOf(
+      'id: a\nmodels:\n  agent: {apiKey: "abc123"}\ndescription: "key sk-abcdefghijklmnopqrstuvwxyz0123"\npeers: [{id: b, endpoint: "https://u:pw@host"}]\n',
+    );
     expect(errors.slice(3)).toEqual(['models.agent: a model name or a list of names (first = tried first)']);
     expect(errors[0]).toMatch(/^models\.agent\.apiKey: a literal secret; a file never holds a key/);
     expect(errors[1]).toMatch(/^description: looks like an OpenAI\/Anthropic-style key/);
     expect(errors[2]).toMatch(/^peers\[0\]\.endpoint: looks like a password in a URL/);
     expect(errors.join('\n')).not.toMatch(/abc123|sk-abcdef|pw@/);
-    expect(errorsOf('{"id": "a", "token": "t0k3n"}', 'a.json')).toEqual([expect.stringMatching(/^token: a literal secret/)]);
+    expect(errorsOf('{"id": "a", "token": "t0k3n"}', 'a.json')).toEqual([
+      expect.stringMatching(/^token: a literal secret/),
+    ]);
     // The file's other faults are named beside the secret.
-    expect(errorsOf('id: a\nmodels: {agent: {apiKey: "x"}}\nname: 3\n')).toEqual([expect.stringMatching(/^models\.agent\.apiKey: a literal secret/), 'name: Invalid input: expected string, received number', 'models.agent: a model name or a list of names (first = tried first)']);
+    expect(errorsOf('id: a\nmodels: {agent: {apiKey: "x"}}\nname: 3\n')).toEqual([
+      expect.stringMatching(/^models\.agent\.apiKey: a literal secret/),
+      'name: Invalid input: expected string, received number',
+      'models.agent: a model name or a list of names (first = tried first)',
+    ]);
   });
 
   it('refuses a YAML alias bomb', () => {
-    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]', 'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]', 'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]', 'd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]', 'id: x'].join('\n');
+    const bomb = [
+      'a: &a [x, x, x, x, x, x, x, x, x]',
+      'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]',
+      'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]',
+      'd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]',
+      'id: x',
+    ].join('\n');
     expect(errorsOf(bomb)).toEqual([expect.stringMatching(/^YAML: too many aliases/)]);
   });
 
   it('refuses a 10 MB file before parsing it', () => {
     const big = `id: x\ndescription: "${'a'.repeat(10 * 1024 * 1024)}"\n`;
-    expect(errorsOf(big, 'big.yaml')).toEqual([`big.yaml is ${big.length} bytes: an agent file may be at most ${maxAgentFileBytes} bytes`]);
+    expect(errorsOf(big, 'big.yaml')).toEqual([
+      `big.yaml is ${big.length} bytes: an agent file may be at most ${maxAgentFileBytes} bytes`,
+    ]);
   });
 
   it('refuses an ethics rule that does not parse, naming it', () => {
-    const errors = errorsOf('id: a\nethics:\n  - title: no shell outside\n    rules:\n      - types: [shell]\n        when: {arg: command, equals: 1, in: [1]}\n      - types: [shell]\n        hostsOutside: ["not a host!"]\n      - types: [web.fetch]\n        when: {arg: url, matches: "("}\n');
+    const errors = errorsOf(
+      'id: a\nethics:\n  - title: no shell outside\n    rules:\n      - types: [shell]\n        when: {arg: command, equals: 1, in: [1]}\n      - types: [shell]\n        hostsOutside: ["not a host!"]\n      - types: [web.fetch]\n        when: {arg: url, matches: "("}\n',
+    );
     expect(errors).toEqual([
       'ethics[0].rules[0].when[0]: give exactly one of equals, in, contains, matches',
       'ethics[0].rules[1].hostsOutside[0]: a host name, an IP or *.domain',
@@ -90,10 +118,16 @@ describe('refusing bad files', () => {
 
   it('refuses YAML that does not parse and duplicate keys or entries, with where', () => {
     expect(errorsOf('id: a\nid: b\n')[0]).toMatch(/^line 2, column 1: Map keys must be unique/);
-    expect(errorsOf('id: a\n---\nid: b\n')).toEqual(['line 2, column 1: one agent per file (no second document after ---)']);
-    expect(errorsOf('id: a\ngoals:\n  - title: x\n  - title: x\n')).toEqual(["goals[1]: goal 'x' appears twice (each must be unique)"]);
+    expect(errorsOf('id: a\n---\nid: b\n')).toEqual([
+      'line 2, column 1: one agent per file (no second document after ---)',
+    ]);
+    expect(errorsOf('id: a\ngoals:\n  - title: x\n  - title: x\n')).toEqual([
+      "goals[1]: goal 'x' appears twice (each must be unique)",
+    ]);
     expect(errorsOf('{"id": "a",}', 'a.json')[0]).toMatch(/^JSON: /);
-    expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(/^tools\.mcp: MCP servers in the agent file are not supported yet/);
+    expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(
+      /^tools\.mcp: MCP servers in the agent file are not supported yet/,
+    );
   });
 });
 
@@ -139,7 +173,10 @@ describe('the canonical form', () => {
     expect(d.systemPrompt?.short).toBe('You help.');
     expect(d.goals?.[1]).toEqual({ title: 'Ship v1', priority: 0, status: 'active' });
     expect(d.models?.agent).toEqual(['local']);
-    expect(d.models?.validators).toEqual([{ model: 'tiny', trust: 0.5 }, { model: 'other', trust: 1 }]);
+    expect(d.models?.validators).toEqual([
+      { model: 'tiny', trust: 0.5 },
+      { model: 'other', trust: 1 },
+    ]);
     expect(d.ethics?.[1]?.rules).toEqual([{ types: ['shell'], hostsOutside: ['localhost'] }]);
     expect(d.peers?.[0]).toEqual({ id: 'bob', relation: 'peer', status: 'active' });
   });
@@ -155,8 +192,16 @@ describe('the canonical form', () => {
   });
 
   it('the start input pieces of the agent loop', () => {
-    expect(agentLoopStartOf(docOf(full))).toEqual({ agentId: 'ada', name: 'Ada', settings: { delayMs: 100, idle: { on: true, wakeOn: ['note'] } }, lifeforce: { capacity: 100, onExhausted: 'escalate' } });
-    expect(agentLoopStartOf(docOf('id: x\nconfig: {max_tokens: 300, context_mode: meditation}\n'))).toEqual({ agentId: 'x', settings: { maxTokens: 300, contextMode: 'meditation' } });
+    expect(agentLoopStartOf(docOf(full))).toEqual({
+      agentId: 'ada',
+      name: 'Ada',
+      settings: { delayMs: 100, idle: { on: true, wakeOn: ['note'] } },
+      lifeforce: { capacity: 100, onExhausted: 'escalate' },
+    });
+    expect(agentLoopStartOf(docOf('id: x\nconfig: {max_tokens: 300, context_mode: meditation}\n'))).toEqual({
+      agentId: 'x',
+      settings: { maxTokens: 300, contextMode: 'meditation' },
+    });
   });
 });
 
@@ -217,7 +262,9 @@ describe('three ways', () => {
     const file = edit((d) => void (d.goals![0]!.priority = 7));
     const c = compareDocuments({ base, live, file });
     expect(c.conflicts.map((d) => d.key)).toEqual(['goals["Learn Go"]']);
-    expect(formatDiff(c, 'ada')).toContain('~ goals["Learn Go"]: priority: 2 → 7; status: "completed" → "active" (the agent changed status: "active" → "completed")');
+    expect(formatDiff(c, 'ada')).toContain(
+      '~ goals["Learn Go"]: priority: 2 → 7; status: "completed" → "active" (the agent changed status: "active" → "completed")',
+    );
     expect(formatDiff(c, 'ada')).toContain('refused (pass --overwrite-drift to take the file)');
   });
 

@@ -24,11 +24,43 @@ describe('catalogue shape', () => {
   it('covers every command family of the agent loop', () => {
     expect([...families].sort()).toEqual(
       [
-        ...['abstracts', 'concepts', 'config', 'cycle', 'diary', 'goals', 'help', 'links', 'llm_memory', 'llm_task', 'notes', 'process', 'shell', 'tasks', 'tools', 'escalate', 'tool', 'facts', 'nerve', 'speak', 'spawn'],
-        ...['agents', 'messages', 'reputation', 'identity', 'tags', 'llm_registry', 'thinking_methods', 'stagnation_strategies'],
+        ...[
+          'abstracts',
+          'concepts',
+          'config',
+          'cycle',
+          'diary',
+          'goals',
+          'help',
+          'links',
+          'llm_memory',
+          'llm_task',
+          'notes',
+          'process',
+          'shell',
+          'tasks',
+          'tools',
+          'escalate',
+          'tool',
+          'facts',
+          'nerve',
+          'speak',
+          'spawn',
+        ],
+        ...[
+          'agents',
+          'messages',
+          'reputation',
+          'identity',
+          'tags',
+          'llm_registry',
+          'thinking_methods',
+          'stagnation_strategies',
+        ],
       ].sort(),
     );
-    const actions = (f: string) => commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
+    const actions = (f: string) =>
+      commandTypes.filter((t) => catalogue[t].family === f).map((t) => catalogue[t].action);
     expect(actions('diary')).toEqual(['list', 'search', 'read', 'add', 'update', 'delete', 'pin', 'unpin']);
     expect(actions('goals')).toEqual(['add', 'list', 'read', 'update', 'status', 'link', 'unlink']);
     expect(actions('tasks')).toEqual(['add', 'list', 'read', 'update', 'pin', 'unpin', 'priority', 'status']);
@@ -78,8 +110,16 @@ describe('validateCommand', () => {
 
   it('calls an unknown type unknown, with the family’s actions as a hint', () => {
     const v = validateCommand(cmd('diary.write'));
-    expect(v).toEqual({ ok: false, code: 'unknown', reason: "unknown command type 'diary.write'; diary has: list, search, read, add, update, delete, pin, unpin" });
-    expect(validateCommand(cmd('teleport.now'))).toMatchObject({ ok: false, code: 'unknown', reason: "unknown command type 'teleport.now'; see help" });
+    expect(v).toEqual({
+      ok: false,
+      code: 'unknown',
+      reason: "unknown command type 'diary.write'; diary has: list, search, read, add, update, delete, pin, unpin",
+    });
+    expect(validateCommand(cmd('teleport.now'))).toMatchObject({
+      ok: false,
+      code: 'unknown',
+      reason: "unknown command type 'teleport.now'; see help",
+    });
   });
 
   it.each([
@@ -89,8 +129,16 @@ describe('validateCommand', () => {
     ['diary.read', { id: -1 }, 'args.id: Too small: expected number to be >0'],
     ['diary.read', { id: 'twelve' }, 'args.id: expected a positive integer id'],
     ['diary.update', { id: 1 }, 'args: give at least one of: title, content, tags, priority'],
-    ['goals.status', { id: 1, status: 'failed' }, 'args.failure_reason: failure_reason is required when status is failed'],
-    ['goals.status', { id: 1, status: 'done' }, 'args.status: Invalid option: expected one of "active"|"paused"|"completed"|"failed"'],
+    [
+      'goals.status',
+      { id: 1, status: 'failed' },
+      'args.failure_reason: failure_reason is required when status is failed',
+    ],
+    [
+      'goals.status',
+      { id: 1, status: 'done' },
+      'args.status: Invalid option: expected one of "active"|"paused"|"completed"|"failed"',
+    ],
     ['tasks.priority', { id: 1, priority: 1.5 }, 'args.priority: Invalid input: expected int, received number'],
     ['config.set', { key: 'delay_ms', value: -5 }, 'args.value: Too small: expected number to be >=0'],
     ['config.set', { key: 'novelty_threshold', value: 1.5 }, 'args.value: Too big: expected number to be <=1'],
@@ -98,7 +146,11 @@ describe('validateCommand', () => {
     ['cycle.idle', { on: true, wake_on: ['note', 'sunrise'] }, 'args.wake_on.1: Invalid option'],
     ['cycle.responses', { n: 0 }, 'args.n: Too small'],
     ['abstracts.create', { title: 't', summary: 's', sources: {} }, 'args.sources: name at least one source id'],
-    ['llm_task.start', { task_id: 1, title: 'x' }, 'args.task_id: give task_id (an existing task) or title (a new task), not both'],
+    [
+      'llm_task.start',
+      { task_id: 1, title: 'x' },
+      'args.task_id: give task_id (an existing task) or title (a new task), not both',
+    ],
     ['links.add', { from: 1, to: {} }, 'args.to: expected a concept id (number) or name (string)'],
     ['process.mark', { process_id: 'p1', status: 'done' }, 'args.status: Invalid option'],
   ])('%s %j → %s', (type, args, expected) => {
@@ -111,8 +163,12 @@ describe('validateCommand', () => {
     expect(validateConfigValue('delay_ms', 250)).toEqual({ ok: true, value: 250 });
     expect(validateConfigValue('emotions', [' joy ', 'awe'])).toEqual({ ok: true, value: ['joy', 'awe'] });
     expect(validateConfigValue('context_mode', 'dreaming')).toMatchObject({ ok: false });
-    expect(validateConfigValue('secret', 1)).toMatchObject({ ok: false, reason: expect.stringContaining("unknown config key 'secret'") });
-    for (const [key, spec] of Object.entries(configKeys)) expect([key, spec.schema.safeParse(spec.default).success]).toEqual([key, true]);
+    expect(validateConfigValue('secret', 1)).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining("unknown config key 'secret'"),
+    });
+    for (const [key, spec] of Object.entries(configKeys))
+      expect([key, spec.schema.safeParse(spec.default).success]).toEqual([key, true]);
   });
 });
 
@@ -130,7 +186,9 @@ describe('helpText', () => {
   it('lists every command on one line, and one family in detail', () => {
     const all = helpText();
     for (const t of commandTypes) expect(all).toContain(`\n${t} `);
-    expect(helpText('diary')).toContain('diary.add {title, content, tags?, priority?, pinned?, emotions?} — write a long-term diary entry (writes; needs rating ≥ +1)');
+    expect(helpText('diary')).toContain(
+      'diary.add {title, content, tags?, priority?, pinned?, emotions?} — write a long-term diary entry (writes; needs rating ≥ +1)',
+    );
     expect(helpText('config')).toContain('delay_ms (default 1000)');
     expect(helpText('nonsense')).toMatch(/^No family 'nonsense'/);
   });

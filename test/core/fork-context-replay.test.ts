@@ -3,7 +3,12 @@
  * recorded replies vs the patched pipeline's replies over the same contexts.
  */
 import { describe, expect, it } from 'vitest';
-import { decideContextReplayVerdict, forkEvaluationSchema, replyNovelty, successorForkInputSchema } from '../../core/fork.js';
+import {
+  decideContextReplayVerdict,
+  forkEvaluationSchema,
+  replyNovelty,
+  successorForkInputSchema,
+} from '../../core/fork.js';
 
 const side = (novelty: number, tokens: number, rating?: number) => ({ novelty, tokens, rating });
 
@@ -32,13 +37,19 @@ describe('context replay verdict', () => {
   });
 
   it('needs revision with too few contexts, a small gain, or a gain that costs tokens', () => {
-    expect(decideContextReplayVerdict({ parent: side(40, 100), candidate: side(90, 100), samples: 2 }).verdict).toBe('NEEDS_REVISION');
+    expect(decideContextReplayVerdict({ parent: side(40, 100), candidate: side(90, 100), samples: 2 }).verdict).toBe(
+      'NEEDS_REVISION',
+    );
     const small = decideContextReplayVerdict({ parent: side(40, 100), candidate: side(44, 100), samples: 5 });
     expect(small.verdict).toBe('NEEDS_REVISION');
     expect(small.summary).toContain('no clear gain');
-    expect(decideContextReplayVerdict({ parent: side(40, 100), candidate: side(60, 120), samples: 5 }).verdict).toBe('NEEDS_REVISION');
+    expect(decideContextReplayVerdict({ parent: side(40, 100), candidate: side(60, 120), samples: 5 }).verdict).toBe(
+      'NEEDS_REVISION',
+    );
     // rating 0.5 worse blocks an APPROVE without being a REJECT
-    expect(decideContextReplayVerdict({ parent: side(40, 100, 1), candidate: side(60, 100, 0.5), samples: 5 }).verdict).toBe('NEEDS_REVISION');
+    expect(
+      decideContextReplayVerdict({ parent: side(40, 100, 1), candidate: side(60, 100, 0.5), samples: 5 }).verdict,
+    ).toBe('NEEDS_REVISION');
   });
 
   it('marks the rating n/a with a caveat when the agent has no validator', () => {
@@ -59,6 +70,12 @@ describe('context replay verdict', () => {
     expect(forkEvaluationSchema.parse({ kind: 'context_replay' })).toEqual({ kind: 'context_replay', lastN: 5 });
     expect(forkEvaluationSchema.safeParse({ kind: 'context_replay', lastN: 51 }).success).toBe(false);
     expect(forkEvaluationSchema.safeParse({ kind: 'context_replay', lastN: 0 }).success).toBe(false);
-    expect(successorForkInputSchema.safeParse({ agentId: 'a1', patch: { kind: 'prompt', content: 'Be varied.' }, evaluation: { kind: 'context_replay' } }).success).toBe(true);
+    expect(
+      successorForkInputSchema.safeParse({
+        agentId: 'a1',
+        patch: { kind: 'prompt', content: 'Be varied.' },
+        evaluation: { kind: 'context_replay' },
+      }).success,
+    ).toBe(true);
   });
 });

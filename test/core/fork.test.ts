@@ -5,7 +5,13 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { keywordClusterDigest, makeAbstractDraft, measureAbstract, recencyDigest, type AbstractQuality } from '../../core/abstracts.js';
+import {
+  keywordClusterDigest,
+  makeAbstractDraft,
+  measureAbstract,
+  recencyDigest,
+  type AbstractQuality,
+} from '../../core/abstracts.js';
 import { configKeys, validateConfigValue } from '../../core/catalogue.js';
 import {
   budgetVerdict,
@@ -21,26 +27,53 @@ import {
 import { agentIdSchema } from '../../core/ids.js';
 import { replyFor } from '../helpers/fork-fixture.js';
 
-const q = (over: Partial<AbstractQuality> = {}): AbstractQuality => ({ coverage: 0.4, compressionRatio: 0.3, novelty: 0.9, tokens: 150, ...over });
+const q = (over: Partial<AbstractQuality> = {}): AbstractQuality => ({
+  coverage: 0.4,
+  compressionRatio: 0.3,
+  novelty: 0.9,
+  tokens: 150,
+  ...over,
+});
 
 describe('successor fork input', () => {
   it('fills the default budgets (1 h, $5, 10 GB, 2 CPUs, 24 h gate)', () => {
-    const p = successorForkInputSchema.parse({ agentId: 'a1', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay' } });
+    const p = successorForkInputSchema.parse({
+      agentId: 'a1',
+      patch: { kind: 'strategy', strategy: 'keyword_cluster' },
+      evaluation: { kind: 'abstracts_replay' },
+    });
     expect(p.budget).toEqual({ wallMs: 3_600_000, costUsd: 5, diskBytes: 10 * 1024 ** 3, cpus: 2 });
     expect(p.approvalDeadlineMs).toBe(24 * 3_600_000);
     expect(p.evaluation).toEqual({ kind: 'abstracts_replay', lastN: 60, window: 10, judge: false });
   });
 
   it('names every bad field', () => {
-    const r = successorForkInputSchema.safeParse({ agentId: 'no/slash', patch: { kind: 'strategy', strategy: 'zip' }, evaluation: { kind: 'vibes' }, budget: { wallMs: -1 } });
+    const r = successorForkInputSchema.safeParse({
+      agentId: 'no/slash',
+      patch: { kind: 'strategy', strategy: 'zip' },
+      evaluation: { kind: 'vibes' },
+      budget: { wallMs: -1 },
+    });
     expect(r.success).toBe(false);
     const paths = r.error!.issues.map((i) => i.path.join('.'));
     expect(paths).toEqual(expect.arrayContaining(['agentId', 'patch.strategy', 'evaluation.kind', 'budget.wallMs']));
   });
 
   it('rejects unknown patch kinds and extra keys', () => {
-    expect(successorForkInputSchema.safeParse({ agentId: 'a', patch: { kind: 'module', code: 'x' }, evaluation: { kind: 'tool_tests' } }).success).toBe(false);
-    expect(successorForkInputSchema.safeParse({ agentId: 'a', patch: { kind: 'prompt', content: 'x', extra: 1 }, evaluation: { kind: 'abstracts_replay' } }).success).toBe(false);
+    expect(
+      successorForkInputSchema.safeParse({
+        agentId: 'a',
+        patch: { kind: 'module', code: 'x' },
+        evaluation: { kind: 'tool_tests' },
+      }).success,
+    ).toBe(false);
+    expect(
+      successorForkInputSchema.safeParse({
+        agentId: 'a',
+        patch: { kind: 'prompt', content: 'x', extra: 1 },
+        evaluation: { kind: 'abstracts_replay' },
+      }).success,
+    ).toBe(false);
   });
 
   it('takes an optional CPU-time budget (whole seconds ≥ 1)', () => {
@@ -57,9 +90,13 @@ describe('successor fork input', () => {
 
 describe('canonicalJson', () => {
   it('sorts keys at every level, so equal patches hash equally', () => {
-    expect(canonicalJson({ b: 1, a: { d: [2, { z: 1, y: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[2,{"y":2,"z":1}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [2, { z: 1, y: 2 }], c: null } })).toBe(
+      '{"a":{"c":null,"d":[2,{"y":2,"z":1}]},"b":1}',
+    );
     const h = (x: unknown) => createHash('sha256').update(canonicalJson(x)).digest('hex');
-    expect(h({ kind: 'strategy', strategy: 'keyword_cluster', target: 'abstracts' })).toBe(h({ target: 'abstracts', strategy: 'keyword_cluster', kind: 'strategy' }));
+    expect(h({ kind: 'strategy', strategy: 'keyword_cluster', target: 'abstracts' })).toBe(
+      h({ target: 'abstracts', strategy: 'keyword_cluster', kind: 'strategy' }),
+    );
   });
 
   it('round-trips: parsing the canonical form gives the same value (property)', () => {
@@ -75,24 +112,48 @@ describe('verdict rules', () => {
     expect(d.confidence).toBeLessThanOrEqual(0.95);
   });
   it('REJECT: coverage down ≥ 5 pts, or tokens ×1.5', () => {
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.3 }), samples: 5 }).verdict).toBe('REJECT');
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, tokens: 300 }), samples: 5 }).verdict).toBe('REJECT');
+    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.3 }), samples: 5 }).verdict).toBe(
+      'REJECT',
+    );
+    expect(
+      decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, tokens: 300 }), samples: 5 }).verdict,
+    ).toBe('REJECT');
   });
   it('NEEDS_REVISION: no clear gain, more tokens than 1.1×, or too few windows', () => {
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.42 }), samples: 5 }).verdict).toBe('NEEDS_REVISION');
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, tokens: 200 }), samples: 5 }).verdict).toBe('NEEDS_REVISION');
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9 }), samples: 2 }).verdict).toBe('NEEDS_REVISION');
-    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, novelty: 0.5 }), samples: 5 }).verdict).toBe('NEEDS_REVISION');
+    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.42 }), samples: 5 }).verdict).toBe(
+      'NEEDS_REVISION',
+    );
+    expect(
+      decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, tokens: 200 }), samples: 5 }).verdict,
+    ).toBe('NEEDS_REVISION');
+    expect(decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9 }), samples: 2 }).verdict).toBe(
+      'NEEDS_REVISION',
+    );
+    expect(
+      decideAbstractsVerdict({ baseline: q(), candidate: q({ coverage: 0.9, novelty: 0.5 }), samples: 5 }).verdict,
+    ).toBe('NEEDS_REVISION');
   });
   it('a budget breach is a REJECT naming the budget', () => {
-    expect(budgetVerdict('cost', '$6 > $5')).toMatchObject({ verdict: 'REJECT', confidence: 1, summary: 'budget_exceeded: cost ($6 > $5)' });
+    expect(budgetVerdict('cost', '$6 > $5')).toMatchObject({
+      verdict: 'REJECT',
+      confidence: 1,
+      summary: 'budget_exceeded: cost ($6 > $5)',
+    });
   });
   it('tool tests: pass → APPROVE, failure → REJECT with stderr, budget → REJECT naming it', () => {
     expect(decideToolVerdict({ status: 'ok', exitCode: 0, stderr: '', durationMs: 5 }).verdict).toBe('APPROVE');
-    const fail = decideToolVerdict({ status: 'error', exitCode: 1, stderr: 'AssertionError: 2 !== 3\n', durationMs: 5 });
+    const fail = decideToolVerdict({
+      status: 'error',
+      exitCode: 1,
+      stderr: 'AssertionError: 2 !== 3\n',
+      durationMs: 5,
+    });
     expect(fail).toMatchObject({ verdict: 'REJECT' });
     expect(fail.summary).toContain('AssertionError: 2 !== 3');
-    expect(decideToolVerdict({ status: 'budget_exceeded', exceeded: 'memory', exitCode: null, stderr: '', durationMs: 5 }).summary).toMatch(/^budget_exceeded: memory/);
+    expect(
+      decideToolVerdict({ status: 'budget_exceeded', exceeded: 'memory', exitCode: null, stderr: '', durationMs: 5 })
+        .summary,
+    ).toMatch(/^budget_exceeded: memory/);
   });
 });
 
@@ -103,13 +164,22 @@ describe('toolRunBudget (the sandbox budget of a tool_tests run)', () => {
   });
 
   it('defaults the CPU time to the run wall seconds × cpus', () => {
-    expect(toolRunBudget(forkBudgetSchema.parse({ wallMs: 60_000, diskBytes: 64 << 20, cpus: 1.5 })).budget.cpuSeconds).toBe(90);
-    expect(toolRunBudget(forkBudgetSchema.parse({ wallMs: 100, diskBytes: 64 << 20, cpus: 0.1 })).budget.cpuSeconds).toBe(1);
+    expect(
+      toolRunBudget(forkBudgetSchema.parse({ wallMs: 60_000, diskBytes: 64 << 20, cpus: 1.5 })).budget.cpuSeconds,
+    ).toBe(90);
+    expect(
+      toolRunBudget(forkBudgetSchema.parse({ wallMs: 100, diskBytes: 64 << 20, cpus: 0.1 })).budget.cpuSeconds,
+    ).toBe(1);
   });
 
   it('caps wall time and disk for one sandbox run, and says so in a caveat', () => {
     const r = toolRunBudget(forkBudgetSchema.parse(undefined));
-    expect(r.budget).toEqual({ wallMs: toolRunCaps.wallMs, cpus: 2, diskBytes: toolRunCaps.diskBytes, cpuSeconds: 1200 });
+    expect(r.budget).toEqual({
+      wallMs: toolRunCaps.wallMs,
+      cpus: 2,
+      diskBytes: toolRunCaps.diskBytes,
+      cpuSeconds: 1200,
+    });
     expect(r.caveats).toEqual([
       "sandbox cap: the tool tests ran with 600 s of wall time, not the budget's 3600 s",
       "sandbox cap: the tool tests had 256 MiB of disk, not the budget's 10 GiB",
@@ -150,7 +220,10 @@ describe('abstracts strategies', () => {
 
   it('abstracts_strategy is a config key with a valid default', () => {
     expect(configKeys.abstracts_strategy.default).toBe('recency');
-    expect(validateConfigValue('abstracts_strategy', 'keyword_cluster')).toEqual({ ok: true, value: 'keyword_cluster' });
+    expect(validateConfigValue('abstracts_strategy', 'keyword_cluster')).toEqual({
+      ok: true,
+      value: 'keyword_cluster',
+    });
     expect(validateConfigValue('abstracts_strategy', 'zip').ok).toBe(false);
   });
 });

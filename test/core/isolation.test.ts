@@ -27,13 +27,21 @@ describe('reachability', () => {
   it('a local peer is reachable while its loop runs, thinks and was seen recently', () => {
     expect(isReachable(running('a'), now)).toBe(true);
     expect(isReachable(running('a', 0.5, peerSeenWithinMs + 1), now)).toBe(false); // silent too long
-    expect(isReachable({ ...running('a'), local: { status: 'stopped', mode: 'normal', seenAt: now } }, now)).toBe(false);
+    expect(isReachable({ ...running('a'), local: { status: 'stopped', mode: 'normal', seenAt: now } }, now)).toBe(
+      false,
+    );
     expect(isReachable({ ...running('a'), local: { status: 'failed', mode: 'normal', seenAt: now } }, now)).toBe(false);
     // In Core Outage the peer cannot think, so it cannot answer.
-    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'core_outage', seenAt: now } }, now)).toBe(false);
+    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'core_outage', seenAt: now } }, now)).toBe(
+      false,
+    );
     // Isolated itself, it still answers.
-    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'isolated', seenAt: now } }, now)).toBe(true);
-    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'normal', seenAt: null } }, now)).toBe(false);
+    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'isolated', seenAt: now } }, now)).toBe(
+      true,
+    );
+    expect(isReachable({ ...running('a'), local: { status: 'running', mode: 'normal', seenAt: null } }, now)).toBe(
+      false,
+    );
   });
 
   it('a peer elsewhere is reachable when heard from over its link recently; a blocked link never is', () => {
@@ -100,12 +108,23 @@ describe('the Isolated mode', () => {
     }
     const isolated = nextIsolation(s, none(1), 'y', 11);
     expect(isolated.change).toBe('enter'); // isolation_ticks 1: the first unreachable tick
-    expect(nextIsolation(isolated.state, { known: 0, reachable: 0, reachableIds: [], isolationTicks: 1 }, 'z', 12).change).toBe('leave');
+    expect(
+      nextIsolation(isolated.state, { known: 0, reachable: 0, reachableIds: [], isolationTicks: 1 }, 'z', 12).change,
+    ).toBe('leave');
   });
 
   it('carry-overs from before the mode existed parse to the not-isolated state', () => {
-    expect(isolationStateSchema.parse(undefined)).toEqual({ unreachableTicks: 0, since: null, sinceTick: null, known: 0, reachable: [] });
-    expect(isolationStateSchema.parse({ since: '2025-01-01T00:00:00Z' })).toMatchObject({ since: '2025-01-01T00:00:00Z', unreachableTicks: 0 });
+    expect(isolationStateSchema.parse(undefined)).toEqual({
+      unreachableTicks: 0,
+      since: null,
+      sinceTick: null,
+      known: 0,
+      reachable: [],
+    });
+    expect(isolationStateSchema.parse({ since: '2025-01-01T00:00:00Z' })).toMatchObject({
+      since: '2025-01-01T00:00:00Z',
+      unreachableTicks: 0,
+    });
   });
 });
 
@@ -121,7 +140,12 @@ describe('which peers the reflexes turn to', () => {
 
   it('asks the most trusted peer it can reach and deliver to (an active link, a peer of this deployment)', () => {
     expect(peerToAsk(peers, now)?.peerAgentId).toBe('also'); // equal trust: by id
-    expect(peerToAsk(peers.filter((p) => p.trust < 0.5), now)?.peerAgentId).toBe('doubted');
+    expect(
+      peerToAsk(
+        peers.filter((p) => p.trust < 0.5),
+        now,
+      )?.peerAgentId,
+    ).toBe('doubted');
     expect(peerToAsk([peers[3]!, peers[4]!, peers[5]!], now)).toBeNull();
   });
 

@@ -23,18 +23,31 @@ import {
   validateLearning,
 } from '../../core/learnings.js';
 
-
 describe('guard', () => {
   it('accepts the allow-listed predicates with typed args and refuses everything else, naming the problem', () => {
     expect(validateLearning('avoid_pattern', { action: 'shell.exec', pattern: 'rm -rf' })).toMatchObject({ ok: true });
     expect(validateLearning('generated_tool', { name: 'yaml', capability: 'parse yaml' })).toMatchObject({ ok: true });
-    expect(validateLearning('rm_rf', {})).toEqual({ ok: false, reason: expect.stringMatching(/^unknown learning predicate 'rm_rf' \(allowed: avoid_pattern, style_preference/) });
+    expect(validateLearning('rm_rf', {})).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/^unknown learning predicate 'rm_rf' \(allowed: avoid_pattern, style_preference/),
+    });
     expect(validateLearning('__proto__', {})).toMatchObject({ ok: false });
     expect(validateLearning('toString', {})).toMatchObject({ ok: false });
-    expect(validateLearning('avoid_pattern', ['unwrap'])).toMatchObject({ ok: false, reason: expect.stringContaining("bad args for 'avoid_pattern'") });
-    expect(validateLearning('avoid_pattern', { action: 'Shell Exec', pattern: 'x' })).toMatchObject({ ok: false, reason: expect.stringContaining('action:') });
-    expect(validateLearning('style_preference', { style: 'concise', stance: 'prefer', admin: true })).toMatchObject({ ok: false });
-    expect(validateLearning('language_hint', { language: 'go', hint: 'x'.repeat(201) })).toMatchObject({ ok: false, reason: expect.stringContaining('hint') });
+    expect(validateLearning('avoid_pattern', ['unwrap'])).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining("bad args for 'avoid_pattern'"),
+    });
+    expect(validateLearning('avoid_pattern', { action: 'Shell Exec', pattern: 'x' })).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('action:'),
+    });
+    expect(validateLearning('style_preference', { style: 'concise', stance: 'prefer', admin: true })).toMatchObject({
+      ok: false,
+    });
+    expect(validateLearning('language_hint', { language: 'go', hint: 'x'.repeat(201) })).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('hint'),
+    });
   });
 
   it('property: no predicate outside the allow-list is ever accepted', () => {
@@ -60,7 +73,7 @@ describe('reinforcement and decay', () => {
     );
   });
 
-  it("the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 … deleted once below 0.1 (day 29)", () => {
+  it('the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 … deleted once below 0.1 (day 29)', () => {
     const curve = decayCurve(30);
     expect(curve.slice(0, 7)).toEqual([1, 1, 1, 1, 1, 1, 1]);
     expect(curve[7]).toBeCloseTo(0.9, 10);
@@ -92,25 +105,40 @@ describe('reinforcement and decay', () => {
 });
 
 describe('pattern keys', () => {
-  it("keys are `action:reason` (rejections) and `action` (acceptances)", () => {
+  it('keys are `action:reason` (rejections) and `action` (acceptances)', () => {
     expect(patternKey({ kind: 'reject', action: 'code.edit', reason: ' Uses  UNWRAP ' })).toBe('code.edit:uses unwrap');
     expect(patternKey({ kind: 'accept', action: 'code.edit', reason: 'nice' })).toBe('code.edit');
     expect(patternKey({ kind: 'reject', action: 'code.edit' })).toBe('code.edit');
-    expect(outcomeFeedback('shell.exec', 'exit code 127:\n  not found')).toEqual({ kind: 'reject', action: 'command:shell.exec', reason: 'exit code N: not found' });
-    expect(parsePatternKey('command:shell.exec:exit code n: not found')).toEqual({ action: 'command:shell.exec', reason: 'exit code n: not found' });
+    expect(outcomeFeedback('shell.exec', 'exit code 127:\n  not found')).toEqual({
+      kind: 'reject',
+      action: 'command:shell.exec',
+      reason: 'exit code N: not found',
+    });
+    expect(parsePatternKey('command:shell.exec:exit code n: not found')).toEqual({
+      action: 'command:shell.exec',
+      reason: 'exit code n: not found',
+    });
   });
 
   it('property: parsePatternKey inverts patternKey', () => {
-    const action = fc.oneof(fc.stringMatching(/^[a-z0-9][a-z0-9_.-]{0,20}$/), fc.stringMatching(/^command:[a-z0-9][a-z0-9_.-]{0,20}$/));
+    const action = fc.oneof(
+      fc.stringMatching(/^[a-z0-9][a-z0-9_.-]{0,20}$/),
+      fc.stringMatching(/^command:[a-z0-9][a-z0-9_.-]{0,20}$/),
+    );
     fc.assert(
-      fc.property(fc.constantFrom('accept', 'reject') as fc.Arbitrary<'accept' | 'reject'>, action, fc.option(fc.string({ maxLength: 300 }), { nil: undefined }), (kind, a, reason) => {
-        const key = patternKey({ kind, action: a, reason });
-        const back = parsePatternKey(key);
-        expect(back.action).toBe(a);
-        const r = reason === undefined ? '' : normaliseReason(reason);
-        if (kind === 'reject' && r) expect(back.reason).toBe(r);
-        else expect(back.reason).toBeUndefined();
-      }),
+      fc.property(
+        fc.constantFrom('accept', 'reject') as fc.Arbitrary<'accept' | 'reject'>,
+        action,
+        fc.option(fc.string({ maxLength: 300 }), { nil: undefined }),
+        (kind, a, reason) => {
+          const key = patternKey({ kind, action: a, reason });
+          const back = parsePatternKey(key);
+          expect(back.action).toBe(a);
+          const r = reason === undefined ? '' : normaliseReason(reason);
+          if (kind === 'reject' && r) expect(back.reason).toBe(r);
+          else expect(back.reason).toBeUndefined();
+        },
+      ),
     );
   });
 });
@@ -124,12 +152,29 @@ describe('rule table', () => {
       derivation: { rule: 'avoid-pattern', count: 3, threshold: 3 },
     });
     expect(derive({ kind: 'reject', pattern: 'code.edit:unwrap', count: 4 }, 5)).toBeNull();
-    expect(derive({ kind: 'accept', pattern: 'style.concise', count: 3 })).toMatchObject({ predicate: 'style_preference', args: { style: 'concise', stance: 'prefer' } });
-    expect(derive({ kind: 'reject', pattern: 'style.verbose', count: 3 })).toMatchObject({ predicate: 'style_preference', args: { style: 'verbose', stance: 'avoid' } });
-    expect(derive({ kind: 'accept', pattern: 'tool.manual_review', count: 3 })).toMatchObject({ predicate: 'tool_preference', args: { tool: 'manual_review', stance: 'prefer' } });
-    expect(derive({ kind: 'reject', pattern: 'tool.web_search:too slow', count: 3 })).toMatchObject({ predicate: 'tool_preference', args: { tool: 'web_search', stance: 'avoid', reason: 'too slow' } });
-    expect(derive({ kind: 'reject', pattern: 'tool.web_search', count: 3 })).toMatchObject({ args: { tool: 'web_search', stance: 'avoid' } });
-    expect(derive({ kind: 'reject', pattern: 'lang.go:error_handling', count: 3 })).toMatchObject({ predicate: 'language_hint', args: { language: 'go', hint: 'error_handling' } });
+    expect(derive({ kind: 'accept', pattern: 'style.concise', count: 3 })).toMatchObject({
+      predicate: 'style_preference',
+      args: { style: 'concise', stance: 'prefer' },
+    });
+    expect(derive({ kind: 'reject', pattern: 'style.verbose', count: 3 })).toMatchObject({
+      predicate: 'style_preference',
+      args: { style: 'verbose', stance: 'avoid' },
+    });
+    expect(derive({ kind: 'accept', pattern: 'tool.manual_review', count: 3 })).toMatchObject({
+      predicate: 'tool_preference',
+      args: { tool: 'manual_review', stance: 'prefer' },
+    });
+    expect(derive({ kind: 'reject', pattern: 'tool.web_search:too slow', count: 3 })).toMatchObject({
+      predicate: 'tool_preference',
+      args: { tool: 'web_search', stance: 'avoid', reason: 'too slow' },
+    });
+    expect(derive({ kind: 'reject', pattern: 'tool.web_search', count: 3 })).toMatchObject({
+      args: { tool: 'web_search', stance: 'avoid' },
+    });
+    expect(derive({ kind: 'reject', pattern: 'lang.go:error_handling', count: 3 })).toMatchObject({
+      predicate: 'language_hint',
+      args: { language: 'go', hint: 'error_handling' },
+    });
     expect(derive({ kind: 'reject', pattern: 'command:shell.exec:exit code n', count: 3 })).toMatchObject({
       predicate: 'avoid_error',
       args: { task_type: 'command:shell.exec', error: 'exit code n' },
@@ -142,21 +187,30 @@ describe('rule table', () => {
 
   it('property: deterministic, and every derived learning passes the guard', () => {
     const key = fc.oneof(
-      fc.tuple(fc.constantFrom('style.', 'tool.', 'lang.', 'command:', ''), fc.stringMatching(/^[a-z0-9][a-z0-9_.-]{0,10}$/), fc.option(fc.string({ maxLength: 50 }), { nil: undefined })).map(
-        ([p, a, r]) => patternKey({ kind: 'reject', action: `${p}${a}`, reason: r }),
-      ),
+      fc
+        .tuple(
+          fc.constantFrom('style.', 'tool.', 'lang.', 'command:', ''),
+          fc.stringMatching(/^[a-z0-9][a-z0-9_.-]{0,10}$/),
+          fc.option(fc.string({ maxLength: 50 }), { nil: undefined }),
+        )
+        .map(([p, a, r]) => patternKey({ kind: 'reject', action: `${p}${a}`, reason: r })),
       fc.string({ maxLength: 60 }),
     );
     fc.assert(
-      fc.property(fc.constantFrom('accept', 'reject') as fc.Arbitrary<'accept' | 'reject'>, key, fc.integer({ min: 0, max: 10 }), (kind, pattern, count) => {
-        const a = derive({ kind, pattern, count });
-        expect(derive({ kind, pattern, count })).toEqual(a);
-        if (a) {
-          expect(count).toBeGreaterThanOrEqual(3);
-          expect(validateLearning(a.predicate, a.args)).toMatchObject({ ok: true });
-          expect(preferenceRules.map((r) => r.id)).toContain(a.derivation.rule);
-        }
-      }),
+      fc.property(
+        fc.constantFrom('accept', 'reject') as fc.Arbitrary<'accept' | 'reject'>,
+        key,
+        fc.integer({ min: 0, max: 10 }),
+        (kind, pattern, count) => {
+          const a = derive({ kind, pattern, count });
+          expect(derive({ kind, pattern, count })).toEqual(a);
+          if (a) {
+            expect(count).toBeGreaterThanOrEqual(3);
+            expect(validateLearning(a.predicate, a.args)).toMatchObject({ ok: true });
+            expect(preferenceRules.map((r) => r.id)).toContain(a.derivation.rule);
+          }
+        },
+      ),
     );
   });
 });
@@ -168,14 +222,26 @@ describe('rehydration', () => {
     { id: 3, predicate: 'style_preference', args: { style: 'concise', stance: 'prefer' }, confidence: 0.9 },
   ];
   it('flags a command whose action and text match a learned avoid_pattern', () => {
-    expect(avoidPatternViolations({ type: 'shell.exec', args: { cmd: 'RM -RF /tmp/x' } }, learned).map((l) => l.id)).toEqual([1]);
+    expect(
+      avoidPatternViolations({ type: 'shell.exec', args: { cmd: 'RM -RF /tmp/x' } }, learned).map((l) => l.id),
+    ).toEqual([1]);
     expect(avoidPatternViolations({ type: 'shell.exec', args: { cmd: 'ls' } }, learned)).toEqual([]);
-    expect(avoidPatternViolations({ type: 'diary.add', args: { title: 't', content: 'my Password is' } }, learned).map((l) => l.id)).toEqual([2]);
+    expect(
+      avoidPatternViolations({ type: 'diary.add', args: { title: 't', content: 'my Password is' } }, learned).map(
+        (l) => l.id,
+      ),
+    ).toEqual([2]);
     expect(avoidPatternViolations({ type: 'diaryx.add', args: { content: 'password' } }, learned)).toEqual([]);
     expect(avoidPatternViolations({ type: 'notes.send', args: { text: 'rm -rf' } }, learned)).toEqual([]);
-    expect(avoidPatternViolations({ type: 'notes.send', args: {} }, [{ id: 9, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 }])).toEqual([]);
     expect(
-      avoidPatternViolations({ type: 'notes.send', args: {}, description: 'share the SECRET' }, [{ id: 9, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 }]).length,
+      avoidPatternViolations({ type: 'notes.send', args: {} }, [
+        { id: 9, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 },
+      ]),
+    ).toEqual([]);
+    expect(
+      avoidPatternViolations({ type: 'notes.send', args: {}, description: 'share the SECRET' }, [
+        { id: 9, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 },
+      ]).length,
     ).toBe(1);
   });
   it('flags a reply whose own text uses a learned avoid_pattern of action reply or *', () => {
@@ -184,11 +250,17 @@ describe('rehydration', () => {
       { id: 4, predicate: 'avoid_pattern', args: { action: 'reply', pattern: 'as an ai' }, confidence: 0.9 },
       { id: 5, predicate: 'avoid_pattern', args: { action: '*', pattern: 'secret' }, confidence: 1 },
     ];
-    expect(replyAvoidPatternViolations('Well, AS  AN\nAI I cannot; the Secret stays.', replyLearned).map((l) => l.id)).toEqual([4, 5]);
+    expect(
+      replyAvoidPatternViolations('Well, AS  AN\nAI I cannot; the Secret stays.', replyLearned).map((l) => l.id),
+    ).toEqual([4, 5]);
     // Action-scoped patterns are about commands of that action, not the prose.
     expect(replyAvoidPatternViolations('I will note the password and run rm -rf', replyLearned)).toEqual([]);
     expect(replyAvoidPatternViolations('', replyLearned)).toEqual([]);
-    expect(replyAvoidPatternViolations('secret', [{ id: 6, predicate: 'style_preference', args: { action: '*', pattern: 'secret' }, confidence: 1 }])).toEqual([]);
+    expect(
+      replyAvoidPatternViolations('secret', [
+        { id: 6, predicate: 'style_preference', args: { action: '*', pattern: 'secret' }, confidence: 1 },
+      ]),
+    ).toEqual([]);
     expect(learningLine(replyLearned[3]!)).toContain('avoid "as an ai" in your replies');
     expect(learningLine(replyLearned[4]!)).toContain('avoid "secret" in any reply or command');
   });
@@ -203,11 +275,28 @@ describe('rehydration', () => {
 
 describe('feedback in a note', () => {
   it('parses accept/reject <action> [reason] and refuses anything else with the reason', () => {
-    expect(parseFeedbackNote('reject shell.exec: rm -rf')).toEqual({ ok: true, feedback: { kind: 'reject', action: 'shell.exec', reason: 'rm -rf' } });
-    expect(parseFeedbackNote('Reject diary.add because it has a password')).toEqual({ ok: true, feedback: { kind: 'reject', action: 'diary.add', reason: 'it has a password' } });
-    expect(parseFeedbackNote('reject tool.web_search --reason too slow')).toMatchObject({ feedback: { action: 'tool.web_search', reason: 'too slow' } });
-    expect(parseFeedbackNote('accept style.concise')).toEqual({ ok: true, feedback: { kind: 'accept', action: 'style.concise' } });
-    expect(parseFeedbackNote('hello there')).toEqual({ ok: false, reason: 'expected "accept <action>" or "reject <action> [reason]"' });
-    expect(parseFeedbackNote('reject Bad!Action x')).toMatchObject({ ok: false, reason: expect.stringContaining('action') });
+    expect(parseFeedbackNote('reject shell.exec: rm -rf')).toEqual({
+      ok: true,
+      feedback: { kind: 'reject', action: 'shell.exec', reason: 'rm -rf' },
+    });
+    expect(parseFeedbackNote('Reject diary.add because it has a password')).toEqual({
+      ok: true,
+      feedback: { kind: 'reject', action: 'diary.add', reason: 'it has a password' },
+    });
+    expect(parseFeedbackNote('reject tool.web_search --reason too slow')).toMatchObject({
+      feedback: { action: 'tool.web_search', reason: 'too slow' },
+    });
+    expect(parseFeedbackNote('accept style.concise')).toEqual({
+      ok: true,
+      feedback: { kind: 'accept', action: 'style.concise' },
+    });
+    expect(parseFeedbackNote('hello there')).toEqual({
+      ok: false,
+      reason: 'expected "accept <action>" or "reject <action> [reason]"',
+    });
+    expect(parseFeedbackNote('reject Bad!Action x')).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('action'),
+    });
   });
 });

@@ -34,7 +34,9 @@ describe('prices', () => {
     const price = { costPer1kInput: 0.001, costPer1kOutput: 0.002 };
     // 2000 in + 500 out: $0.003 → 3 LF, plus 2.5k tokens × 1 LF.
     expect(llmCost(defaultPrices, price, { promptTokens: 2000, completionTokens: 500 })).toBe(5.5);
-    expect(llmCost(defaultPrices, { costPer1kInput: 0, costPer1kOutput: 0 }, { promptTokens: 1, completionTokens: 0 })).toBe(0.001);
+    expect(
+      llmCost(defaultPrices, { costPer1kInput: 0, costPer1kOutput: 0 }, { promptTokens: 1, completionTokens: 0 }),
+    ).toBe(0.001);
   });
 
   it('bounds the prompt by its bytes, so the worst case covers any tokenizer', () => {
@@ -44,7 +46,9 @@ describe('prices', () => {
     const worst = llmWorstCase(defaultPrices, price, messages, 50);
     expect(worst).toBeGreaterThanOrEqual(llmCost(defaultPrices, price, { promptTokens: 100, completionTokens: 50 }));
     // No maxTokens: the table's default output cap is the worst case.
-    expect(llmWorstCase(defaultPrices, price, messages, undefined)).toBe(llmWorstCase(defaultPrices, price, messages, defaultPrices.defaultMaxOutputTokens));
+    expect(llmWorstCase(defaultPrices, price, messages, undefined)).toBe(
+      llmWorstCase(defaultPrices, price, messages, defaultPrices.defaultMaxOutputTokens),
+    );
   });
 
   it('charges a sandbox run wall seconds × CPUs', () => {
@@ -109,7 +113,11 @@ describe('a budget', () => {
     const amount = fc.integer({ min: 0, max: 4000 }).map((x) => x / 100);
     const op: fc.Arbitrary<Op> = fc.oneof(
       fc.record({ op: fc.constant('reserve' as const), key: fc.nat(6), amount, dt: fc.nat(2 * hour) }),
-      fc.record({ op: fc.constant('settle' as const), key: fc.nat(6), actual: fc.integer({ min: 0, max: 6000 }).map((x) => x / 100) }),
+      fc.record({
+        op: fc.constant('settle' as const),
+        key: fc.nat(6),
+        actual: fc.integer({ min: 0, max: 6000 }).map((x) => x / 100),
+      }),
       fc.record({ op: fc.constant('release' as const), key: fc.nat(6) }),
       fc.record({ op: fc.constant('grant' as const), amount }),
       fc.record({ op: fc.constant('wait' as const), dt: fc.nat(30 * hour) }),
@@ -172,7 +180,14 @@ describe('what a budget needs to go on', () => {
       regenPerHour: fc.integer({ min: 0, max: 20 }),
       dailyLimit: fc.option(fc.integer({ min: 0, max: 150 }), { nil: null }),
       monthlyLimit: fc.option(fc.integer({ min: 0, max: 400 }), { nil: null }),
-      ops: fc.array(fc.tuple(fc.constantFrom('reserve', 'settle', 'grant', 'wait'), fc.integer({ min: 0, max: 6000 }).map((x) => x / 100), fc.nat(30 * hour)), { maxLength: 20 }),
+      ops: fc.array(
+        fc.tuple(
+          fc.constantFrom('reserve', 'settle', 'grant', 'wait'),
+          fc.integer({ min: 0, max: 6000 }).map((x) => x / 100),
+          fc.nat(30 * hour),
+        ),
+        { maxLength: 20 },
+      ),
     })
     .map(({ ops, ...settings }) => {
       let at = t0;
@@ -199,32 +214,60 @@ describe('what a budget needs to go on', () => {
 
   it('names the smallest grant and limits that let an operation through, and nothing less does', () => {
     fc.assert(
-      fc.property(budgets, fc.integer({ min: 0, max: 8000 }).map((x) => x / 100), ({ b, at }, need) => {
-        const n = lifeforceNeeds(b, need, at);
-        expect(needsMet(n)).toBe(reserve(b, need, at).ok);
-        // The grant and the limits it names: the reservation passes.
-        const given = lift(grant(regenerate(b, at), n.grant), n.daily, n.monthly);
-        expect(reserve(given, need, at).ok).toBe(true);
-        // A ten-thousandth of an LF less (the ledger's scale) is refused for the balance.
-        if (n.grant > 0) expect(reserve(lift(grant(regenerate(b, at), n.grant - 0.0001), n.daily, n.monthly), need, at)).toMatchObject({ ok: false, reason: 'balance' });
-        // Under a capacity below `n.capacity`, a balance short of the need stays short whatever the wait.
-        if (n.capacity !== null && n.grant > 0) expect(msUntilAvailable(b, need, at)).toBeNull();
-      }),
+      fc.property(
+        budgets,
+        fc.integer({ min: 0, max: 8000 }).map((x) => x / 100),
+        ({ b, at }, need) => {
+          const n = lifeforceNeeds(b, need, at);
+          expect(needsMet(n)).toBe(reserve(b, need, at).ok);
+          // The grant and the limits it names: the reservation passes.
+          const given = lift(grant(regenerate(b, at), n.grant), n.daily, n.monthly);
+          expect(reserve(given, need, at).ok).toBe(true);
+          // A ten-thousandth of an LF less (the ledger's scale) is refused for the balance.
+          if (n.grant > 0)
+            expect(
+              reserve(lift(grant(regenerate(b, at), n.grant - 0.0001), n.daily, n.monthly), need, at),
+            ).toMatchObject({ ok: false, reason: 'balance' });
+          // Under a capacity below `n.capacity`, a balance short of the need stays short whatever the wait.
+          if (n.capacity !== null && n.grant > 0) expect(msUntilAvailable(b, need, at)).toBeNull();
+        },
+      ),
       { numRuns: 1000 },
     );
   });
 
   it('says when a capacity is below the need, and when a limit is', () => {
-    expect(lifeforceNeeds(newBudget({ capacity: 12 }, t0), 15.2, t0)).toEqual({ need: 15.2, grant: 3.2, capacity: 15.2, daily: null, monthly: null, closed: false });
-    expect(lifeforceNeeds(newBudget({ capacity: 20 }, t0), 15.2, t0)).toEqual({ need: 15.2, grant: 0, capacity: null, daily: null, monthly: null, closed: false });
-    expect(lifeforceNeeds(newBudget({ capacity: null, dailyLimit: 10 }, t0), 15.2, t0)).toMatchObject({ grant: 0, capacity: null, daily: 15.2, monthly: null });
+    expect(lifeforceNeeds(newBudget({ capacity: 12 }, t0), 15.2, t0)).toEqual({
+      need: 15.2,
+      grant: 3.2,
+      capacity: 15.2,
+      daily: null,
+      monthly: null,
+      closed: false,
+    });
+    expect(lifeforceNeeds(newBudget({ capacity: 20 }, t0), 15.2, t0)).toEqual({
+      need: 15.2,
+      grant: 0,
+      capacity: null,
+      daily: null,
+      monthly: null,
+      closed: false,
+    });
+    expect(lifeforceNeeds(newBudget({ capacity: null, dailyLimit: 10 }, t0), 15.2, t0)).toMatchObject({
+      grant: 0,
+      capacity: null,
+      daily: 15.2,
+      monthly: null,
+    });
     expect(needsMet(lifeforceNeeds(newBudget({ capacity: null }, t0), 1e6, t0))).toBe(true);
   });
 
   it("a think's reservation is the router's worst case for its first model, prompt and output cap", () => {
     const model = { costPer1kInput: 0.002, costPer1kOutput: 0.004 };
     const prompt = [{ content: 'system text' }, { content: 'the tick' }];
-    expect(thinkReservation(defaultPrices, { model, maxTokens: 300, prompt })).toBe(llmWorstCase(defaultPrices, model, prompt, 300));
+    expect(thinkReservation(defaultPrices, { model, maxTokens: 300, prompt })).toBe(
+      llmWorstCase(defaultPrices, model, prompt, 300),
+    );
     expect(thinkReservation(defaultPrices, { model: null, maxTokens: 300, prompt })).toBeNull();
     // A stored prompt cut to its row's cap counts the missing characters at 3 bytes each.
     expect(promptTokenBound([{ content: 'abc', chars: 10 }])).toBe(promptTokenBound([{ content: 'abc' }]) + 21);

@@ -28,8 +28,15 @@ describe('periodOf', () => {
     });
     expect(periodOf('process-log-cleanup', t('2026-11-24T23:59:59.999Z')).key).toBe('2026-11-24');
     expect(periodOf('process-log-cleanup', t('2026-11-25T00:00:00Z')).key).toBe('2026-11-25');
-    expect(periodOf('abstracts-digest', t('2026-11-24T13:05:00Z'))).toMatchObject({ key: '2026-11-24T13', start: '2026-11-24T13:00:00.000Z', end: '2026-11-24T14:00:00.000Z' });
-    expect(periodOf('memory-pruning', t('2026-11-24T17:59:00Z'))).toMatchObject({ key: '2026-11-24T12', end: '2026-11-24T18:00:00.000Z' });
+    expect(periodOf('abstracts-digest', t('2026-11-24T13:05:00Z'))).toMatchObject({
+      key: '2026-11-24T13',
+      start: '2026-11-24T13:00:00.000Z',
+      end: '2026-11-24T14:00:00.000Z',
+    });
+    expect(periodOf('memory-pruning', t('2026-11-24T17:59:00Z'))).toMatchObject({
+      key: '2026-11-24T12',
+      end: '2026-11-24T18:00:00.000Z',
+    });
     expect(periodOf('memory-pruning', t('2026-11-24T18:20:00Z')).key).toBe('2026-11-24T18');
     // A time in another offset is the same instant.
     expect(periodOf('learning-decay', t('2026-11-24T23:30:00-02:00')).key).toBe('2026-11-25');
@@ -38,19 +45,23 @@ describe('periodOf', () => {
 
   it('property: the bucket holds the instant, has the job length, and its key names it back', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...maintenanceJobNames), fc.integer({ min: 0, max: 4_102_444_800_000 }), (job, ms) => {
-        const p = periodOf(job, new Date(ms));
-        const start = Date.parse(p.start);
-        const end = Date.parse(p.end);
-        expect(start).toBeLessThanOrEqual(ms);
-        expect(ms).toBeLessThan(end);
-        expect(end - start).toBe(maintenanceJobs[job].periodMs);
-        expect(periodFromKey(job, p.key)).toEqual(p);
-        // Two instants share a period exactly when they share a key.
-        const other = periodOf(job, new Date(ms + maintenanceJobs[job].periodMs));
-        expect(other.key).not.toBe(p.key);
-        expect(other.start).toBe(p.end);
-      }),
+      fc.property(
+        fc.constantFrom(...maintenanceJobNames),
+        fc.integer({ min: 0, max: 4_102_444_800_000 }),
+        (job, ms) => {
+          const p = periodOf(job, new Date(ms));
+          const start = Date.parse(p.start);
+          const end = Date.parse(p.end);
+          expect(start).toBeLessThanOrEqual(ms);
+          expect(ms).toBeLessThan(end);
+          expect(end - start).toBe(maintenanceJobs[job].periodMs);
+          expect(periodFromKey(job, p.key)).toEqual(p);
+          // Two instants share a period exactly when they share a key.
+          const other = periodOf(job, new Date(ms + maintenanceJobs[job].periodMs));
+          expect(other.key).not.toBe(p.key);
+          expect(other.start).toBe(p.end);
+        },
+      ),
     );
   });
 });
@@ -70,7 +81,9 @@ describe('periodFromKey', () => {
 
 describe('nominal time', () => {
   it('reads the time a schedule appends to its workflow ids', () => {
-    expect(nominalTimeFromWorkflowId('maintenance/learning-decay-2026-11-24T03:00:00Z')).toEqual(t('2026-11-24T03:00:00Z'));
+    expect(nominalTimeFromWorkflowId('maintenance/learning-decay-2026-11-24T03:00:00Z')).toEqual(
+      t('2026-11-24T03:00:00Z'),
+    );
     expect(nominalTimeFromWorkflowId('maintenance/learning-decay')).toBeUndefined();
     expect(nominalTimeFromWorkflowId('maintenance/learning-decay-2026-11-24')).toBeUndefined();
     expect(nominalTimeFromWorkflowId('x-2026-02-31T03:00:00Z')).toBeUndefined();
@@ -80,14 +93,27 @@ describe('nominal time', () => {
   it('prefers the search attribute, then the workflow id, then the start time', () => {
     const startTime = t('2026-11-30T12:00:00Z');
     const workflowId = 'maintenance/learning-decay-2026-11-24T03:00:00Z';
-    expect(nominalTime({ scheduledStartTime: t('2026-11-20T03:00:00Z'), workflowId, startTime })).toEqual({ at: t('2026-11-20T03:00:00Z'), source: 'schedule' });
-    expect(nominalTime({ scheduledStartTime: undefined, workflowId, startTime })).toEqual({ at: t('2026-11-24T03:00:00Z'), source: 'workflow-id' });
-    expect(nominalTime({ scheduledStartTime: null, workflowId: 'maintenance/learning-decay', startTime })).toEqual({ at: startTime, source: 'start' });
-    expect(nominalTime({ scheduledStartTime: new Date(Number.NaN), workflowId: 'by-hand', startTime }).source).toBe('start');
+    expect(nominalTime({ scheduledStartTime: t('2026-11-20T03:00:00Z'), workflowId, startTime })).toEqual({
+      at: t('2026-11-20T03:00:00Z'),
+      source: 'schedule',
+    });
+    expect(nominalTime({ scheduledStartTime: undefined, workflowId, startTime })).toEqual({
+      at: t('2026-11-24T03:00:00Z'),
+      source: 'workflow-id',
+    });
+    expect(nominalTime({ scheduledStartTime: null, workflowId: 'maintenance/learning-decay', startTime })).toEqual({
+      at: startTime,
+      source: 'start',
+    });
+    expect(nominalTime({ scheduledStartTime: new Date(Number.NaN), workflowId: 'by-hand', startTime }).source).toBe(
+      'start',
+    );
   });
 
   it('says what a repeat did', () => {
-    expect(repeatNote('learning-decay', '2026-11-24', '2026-11-24T03:00:01.000Z')).toBe('learning-decay for 2026-11-24 already done at 2026-11-24T03:00:01.000Z: nothing changed');
+    expect(repeatNote('learning-decay', '2026-11-24', '2026-11-24T03:00:01.000Z')).toBe(
+      'learning-decay for 2026-11-24 already done at 2026-11-24T03:00:01.000Z: nothing changed',
+    );
   });
 });
 
@@ -95,9 +121,23 @@ describe('the schedules and the periods agree', () => {
   it('each maintenance schedule runs its job once per period, its offset inside the period', () => {
     const ms = (every: string) => {
       const [n, unit] = every.split(' ');
-      return Number(n) * ({ minute: 60_000, minutes: 60_000, hour: 3_600_000, hours: 3_600_000, day: 86_400_000, days: 86_400_000 } as Record<string, number>)[unit!]!;
+      return (
+        Number(n) *
+        (
+          {
+            minute: 60_000,
+            minutes: 60_000,
+            hour: 3_600_000,
+            hours: 3_600_000,
+            day: 86_400_000,
+            days: 86_400_000,
+          } as Record<string, number>
+        )[unit!]!
+      );
     };
-    expect(maintenanceSchedules.map((s) => s.workflowType).sort()).toEqual(maintenanceJobNames.map((j) => maintenanceJobs[j].workflowType).sort());
+    expect(maintenanceSchedules.map((s) => s.workflowType).sort()).toEqual(
+      maintenanceJobNames.map((j) => maintenanceJobs[j].workflowType).sort(),
+    );
     for (const job of maintenanceJobNames) {
       const s = maintenanceSchedules.find((x) => x.workflowType === maintenanceJobs[job].workflowType)!;
       expect(ms(s.every), job).toBe(maintenanceJobs[job].periodMs);

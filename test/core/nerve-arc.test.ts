@@ -7,9 +7,34 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { affordable, arcCost, decideOnTable, defaultArcSize, demotes, flushDue, leaseCostPerDecision, leaseSize, maxArcSize, wantsArc, type Arc, type ArcDecision } from '../../core/nerves/arc.js';
+import {
+  affordable,
+  arcCost,
+  decideOnTable,
+  defaultArcSize,
+  demotes,
+  flushDue,
+  leaseCostPerDecision,
+  leaseSize,
+  maxArcSize,
+  wantsArc,
+  type Arc,
+  type ArcDecision,
+} from '../../core/nerves/arc.js';
 import { collisionBuckets, collisionMachine, collisionNerve, collisionPolicy } from '../../core/nerves/collision.js';
-import { choose, compileTable, emptyLearner, learn, modeOf, ruleKey, type DecidedBy, type Learner, type LearningConfig, type ModeSetting, type NerveMode } from '../../core/nerves/modes.js';
+import {
+  choose,
+  compileTable,
+  emptyLearner,
+  learn,
+  modeOf,
+  ruleKey,
+  type DecidedBy,
+  type Learner,
+  type LearningConfig,
+  type ModeSetting,
+  type NerveMode,
+} from '../../core/nerves/modes.js';
 import { judge, type NerveDef, type Observation, type Outcome } from '../../core/nerves/nerve.js';
 import { scenario } from '../../core/nerves/scenario.js';
 import { transition, validActions } from '../../core/state-machines.js';
@@ -20,7 +45,13 @@ const cases = states.flatMap((state) => collisionBuckets.map((bucket) => ({ stat
 const cfg: LearningConfig = { promoteAfter: 3, agreement: 0.95, coverage: 0.95, window: 100 };
 const at = Date.UTC(2026, 10, 24);
 
-const reading = (distanceM: number, closingSpeedMps: number, bearingDeg = 0, obstacle = true): Observation => ({ t: 0, distanceM, closingSpeedMps, bearingDeg, obstacle });
+const reading = (distanceM: number, closingSpeedMps: number, bearingDeg = 0, obstacle = true): Observation => ({
+  t: 0,
+  distanceM,
+  closingSpeedMps,
+  bearingDeg,
+  obstacle,
+});
 /** A learner whose rules are the given actions (each promoted on 5 agreeing choices). */
 function ruled(rules: Record<string, string>, recent: string[] = Object.keys(rules)): Learner {
   const keys: Learner['keys'] = {};
@@ -30,7 +61,8 @@ function ruled(rules: Record<string, string>, recent: string[] = Object.keys(rul
   }
   return { keys, recent };
 }
-const groundTruth = (): Record<string, string> => Object.fromEntries(cases.map((c) => [ruleKey(c.state, c.bucket), collisionPolicy(c.state, c.bucket)]));
+const groundTruth = (): Record<string, string> =>
+  Object.fromEntries(cases.map((c) => [ruleKey(c.state, c.bucket), collisionPolicy(c.state, c.bucket)]));
 
 describe('the reflex arc: sizes and costs', () => {
   it('leases K decisions, capped by the steps left in the run and by the most one flush carries', () => {
@@ -77,20 +109,58 @@ describe('the reflex arc: deciding on the table', () => {
 
   it("decides by the case's rule: the action, where it leads, the outcome and the state's cost", () => {
     const r = decideOnTable(def, table, 'reflex', 'EVALUATE', reading(12, 6), 'k/3', at);
-    expect(r).toEqual({ kind: 'decided', decision: { key: 'k/3', state: 'EVALUATE', bucket: 'near_fast', action: 'evade', to: 'EVADE', outcome: 'ok', lf: 0.03, at } });
+    expect(r).toEqual({
+      kind: 'decided',
+      decision: {
+        key: 'k/3',
+        state: 'EVALUATE',
+        bucket: 'near_fast',
+        action: 'evade',
+        to: 'EVADE',
+        outcome: 'ok',
+        lf: 0.03,
+        at,
+      },
+    });
     // A wrong rule decides too, and is judged bad.
-    expect(decideOnTable(def, table, 'auto', 'IDLE', reading(30, 6), 'k/4', at)).toMatchObject({ kind: 'decided', decision: { action: 'stay', to: 'IDLE', outcome: 'bad', lf: 0.01 } });
+    expect(decideOnTable(def, table, 'auto', 'IDLE', reading(30, 6), 'k/4', at)).toMatchObject({
+      kind: 'decided',
+      decision: { action: 'stay', to: 'IDLE', outcome: 'bad', lf: 0.01 },
+    });
   });
 
   it("takes the state's fallback in a forced reflex, and asks in auto, where no rule covers the case", () => {
-    expect(decideOnTable(def, table, 'reflex', 'IDLE', reading(100, 0, 0, false), 'k', at)).toMatchObject({ kind: 'decided', decision: { bucket: 'none', action: 'detect', to: 'DETECT', outcome: 'bad' } });
+    expect(decideOnTable(def, table, 'reflex', 'IDLE', reading(100, 0, 0, false), 'k', at)).toMatchObject({
+      kind: 'decided',
+      decision: { bucket: 'none', action: 'detect', to: 'DETECT', outcome: 'bad' },
+    });
     expect(decideOnTable(def, table, 'auto', 'IDLE', reading(100, 0, 0, false), 'k', at)).toEqual({ kind: 'ask' });
     const noFallback = { ...def, fallback: {} };
-    expect(decideOnTable(noFallback, compileTable(emptyLearner(), noFallback), 'reflex', 'IDLE', reading(100, 0, 0, false), 'k', at)).toEqual({ kind: 'ask' });
+    expect(
+      decideOnTable(
+        noFallback,
+        compileTable(emptyLearner(), noFallback),
+        'reflex',
+        'IDLE',
+        reading(100, 0, 0, false),
+        'k',
+        at,
+      ),
+    ).toEqual({ kind: 'ask' });
   });
 
   it('flushes when the lease is used up, and at once after a bad decision of a rule, not of a fallback', () => {
-    const d = (over: Partial<ArcDecision>): ArcDecision => ({ key: 'k', state: 'EVALUATE', bucket: 'near_fast', action: 'evade', to: 'EVADE', outcome: 'ok', lf: 0.03, at, ...over });
+    const d = (over: Partial<ArcDecision>): ArcDecision => ({
+      key: 'k',
+      state: 'EVALUATE',
+      bucket: 'near_fast',
+      action: 'evade',
+      to: 'EVADE',
+      outcome: 'ok',
+      lf: 0.03,
+      at,
+      ...over,
+    });
     const arc = (buffer: ArcDecision[], decisions = 3): Arc => ({ leaseKey: 'lease', decisions, table, buffer });
     expect(flushDue(arc([d({})]))).toBeNull();
     expect(flushDue(arc([d({}), d({}), d({})]))).toBe('full');
@@ -122,7 +192,13 @@ function moved(nerve: NerveDef, state: string, action: string | null): string {
 }
 
 /** Every reading decided on its own (`choose`, as nerveDecide does), learning after each. */
-function oneByOne(nerve: NerveDef, start: Learner, stream: Observation[], setting: ModeSetting, model: Model): { made: Made[]; learner: Learner } {
+function oneByOne(
+  nerve: NerveDef,
+  start: Learner,
+  stream: Observation[],
+  setting: ModeSetting,
+  model: Model,
+): { made: Made[]; learner: Learner } {
   let learner = start;
   let state = nerve.machine.initial;
   const made: Made[] = [];
@@ -133,17 +209,36 @@ function oneByOne(nerve: NerveDef, start: Learner, stream: Observation[], settin
 }
 
 /** One reading decided as `nerveDecide` decides it (chosen, asked if need be, learned from), recorded in `made`. */
-function decideOne(nerve: NerveDef, learner: Learner, state: string, o: Observation, step: number, setting: ModeSetting, model: Model, made: Made[]): { learner: Learner; state: string } {
+function decideOne(
+  nerve: NerveDef,
+  learner: Learner,
+  state: string,
+  o: Observation,
+  step: number,
+  setting: ModeSetting,
+  model: Model,
+  made: Made[],
+): { learner: Learner; state: string } {
   const bucket = nerve.bucket(o);
   const c = choose(setting, learner, cfg, nerve, state, bucket);
   const action = c.by === 'llm' ? model(state, bucket) : c.action;
   const outcome = judge(nerve, state, o, action);
   made.push({ step, state, bucket, action, decidedBy: c.by, mode: c.mode, outcome });
-  return { learner: learn(learner, { state, bucket, action, decidedBy: c.by, outcome, at: step }, cfg).learner, state: moved(nerve, state, action) };
+  return {
+    learner: learn(learner, { state, bucket, action, decidedBy: c.by, outcome, at: step }, cfg).learner,
+    state: moved(nerve, state, action),
+  };
 }
 
 /** The same readings as the nerve workflow takes them on reflex arcs: armed, buffered, flushed when due. */
-function onArcs(nerve: NerveDef, start: Learner, stream: Observation[], setting: ModeSetting, model: Model, size: number) {
+function onArcs(
+  nerve: NerveDef,
+  start: Learner,
+  stream: Observation[],
+  setting: ModeSetting,
+  model: Model,
+  size: number,
+) {
   let learner = start;
   let state = nerve.machine.initial;
   let arc: Arc | null = null;
@@ -151,13 +246,30 @@ function onArcs(nerve: NerveDef, start: Learner, stream: Observation[], setting:
   const leases: number[] = [];
   let flushes = 0;
   const flush = (a: Arc) => {
-    for (const d of a.buffer) learner = learn(learner, { state: d.state, bucket: d.bucket, action: d.action, decidedBy: 'table', outcome: d.outcome, at: Number(d.key) }, cfg).learner;
+    for (const d of a.buffer)
+      learner = learn(
+        learner,
+        {
+          state: d.state,
+          bucket: d.bucket,
+          action: d.action,
+          decidedBy: 'table',
+          outcome: d.outcome,
+          at: Number(d.key),
+        },
+        cfg,
+      ).learner;
     flushes++;
     return null;
   };
   stream.forEach((o, step) => {
     if (!arc && wantsArc(setting, modeOf(learner, cfg))) {
-      arc = { leaseKey: `lease/${step}`, decisions: leaseSize(stream.length - step, size), table: compileTable(learner, nerve), buffer: [] };
+      arc = {
+        leaseKey: `lease/${step}`,
+        decisions: leaseSize(stream.length - step, size),
+        table: compileTable(learner, nerve),
+        buffer: [],
+      };
       leases.push(arc.decisions);
     }
     if (arc) {
@@ -165,7 +277,15 @@ function onArcs(nerve: NerveDef, start: Learner, stream: Observation[], setting:
       if (next.kind === 'decided') {
         const d = next.decision;
         arc.buffer.push(d);
-        made.push({ step, state: d.state, bucket: d.bucket, action: d.action, decidedBy: 'table', mode: 'reflex', outcome: d.outcome });
+        made.push({
+          step,
+          state: d.state,
+          bucket: d.bucket,
+          action: d.action,
+          decidedBy: 'table',
+          mode: 'reflex',
+          outcome: d.outcome,
+        });
         state = d.to;
         if (flushDue(arc)) arc = flush(arc);
         return;
@@ -182,7 +302,9 @@ const caseArb = fc.constantFrom(...cases);
 /** Rules on some cases (right or not), counted choices without a rule on others, a recent window. */
 const learnerArb: fc.Arbitrary<Learner> = fc
   .record({
-    entries: fc.array(fc.record({ c: caseArb, pick: fc.nat(), right: fc.boolean(), rule: fc.boolean() }), { maxLength: 70 }),
+    entries: fc.array(fc.record({ c: caseArb, pick: fc.nat(), right: fc.boolean(), rule: fc.boolean() }), {
+      maxLength: 70,
+    }),
     recent: fc.array(caseArb, { maxLength: 100 }),
   })
   .map(({ entries, recent }) => {
@@ -190,18 +312,30 @@ const learnerArb: fc.Arbitrary<Learner> = fc
     for (const { c, pick, right, rule } of entries) {
       const valid = validActions(collisionMachine, c.state);
       const action = right ? collisionPolicy(c.state, c.bucket) : valid[pick % valid.length]!;
-      keys[ruleKey(c.state, c.bucket)] = { ...c, counts: { [action]: 2 }, rule: rule ? { action, support: 2, agreement: 1, promotedAt: 0 } : null };
+      keys[ruleKey(c.state, c.bucket)] = {
+        ...c,
+        counts: { [action]: 2 },
+        rule: rule ? { action, support: 2, agreement: 1, promotedAt: 0 } : null,
+      };
     }
     return { keys, recent: recent.map((c) => ruleKey(c.state, c.bucket)) };
   });
 /** A model that answers the ground truth except in some cases, where it names another valid action. */
-const modelArb: fc.Arbitrary<Model> = fc.dictionary(fc.constantFrom(...cases.map((c) => ruleKey(c.state, c.bucket))), fc.nat()).map((wrong) => (state, bucket) => {
-  const n = wrong[ruleKey(state, bucket)];
-  const valid = validActions(collisionMachine, state);
-  return n === undefined ? collisionPolicy(state, bucket) : valid[n % valid.length]!;
-});
+const modelArb: fc.Arbitrary<Model> = fc
+  .dictionary(fc.constantFrom(...cases.map((c) => ruleKey(c.state, c.bucket))), fc.nat())
+  .map((wrong) => (state, bucket) => {
+    const n = wrong[ruleKey(state, bucket)];
+    const valid = validActions(collisionMachine, state);
+    return n === undefined ? collisionPolicy(state, bucket) : valid[n % valid.length]!;
+  });
 /** The collision nerve, or one whose table lacks the fallback of some states (a forced reflex asks there). */
-const nerveArb: fc.Arbitrary<NerveDef> = fc.subarray(states).map((kept) => (kept.length === states.length ? def : { ...def, fallback: Object.fromEntries(kept.map((s) => [s, def.fallback[s]!])) }));
+const nerveArb: fc.Arbitrary<NerveDef> = fc
+  .subarray(states)
+  .map((kept) =>
+    kept.length === states.length
+      ? def
+      : { ...def, fallback: Object.fromEntries(kept.map((s) => [s, def.fallback[s]!])) },
+  );
 
 describe('the reflex arc: the same decisions as one by one', () => {
   it('makes every decision, and leaves the learning, exactly as deciding each reading on its own would', () => {
@@ -232,9 +366,16 @@ describe('the reflex arc: the same decisions as one by one', () => {
 
   it('decides a forced reflex on a right table in leases of K: 3 arms and 3 flushes for 120 readings', () => {
     const stream = scenario(5, 120, 'repetitive');
-    const r = onArcs(def, ruled(groundTruth()), stream, 'reflex', () => {
-      throw new Error('the LLM must not be asked');
-    }, 50);
+    const r = onArcs(
+      def,
+      ruled(groundTruth()),
+      stream,
+      'reflex',
+      () => {
+        throw new Error('the LLM must not be asked');
+      },
+      50,
+    );
     expect(r.leases).toEqual([50, 50, 20]);
     expect(r.flushes).toBe(3);
     expect(r.made.every((m) => m.decidedBy === 'table' && m.outcome === 'ok')).toBe(true);
@@ -248,7 +389,13 @@ describe('the reflex arc: the same decisions as one by one', () => {
     const bad = r.made.findIndex((m) => m.outcome === 'bad');
     expect(r.made[bad]).toMatchObject({ state: 'IDLE', bucket: 'mid_fast', action: 'stay', decidedBy: 'table' });
     // The demotion took effect at once: the next reading is the same case (the nerve stayed IDLE), and the fallback takes it.
-    expect(r.made[bad + 1]).toMatchObject({ state: 'IDLE', bucket: 'mid_fast', action: 'detect', decidedBy: 'table', outcome: 'ok' });
+    expect(r.made[bad + 1]).toMatchObject({
+      state: 'IDLE',
+      bucket: 'mid_fast',
+      action: 'detect',
+      decidedBy: 'table',
+      outcome: 'ok',
+    });
     expect(r.made.filter((m) => m.outcome === 'bad')).toHaveLength(1);
     // The first lease was cut short there (flushed after bad + 1 decisions); the rest are leased anew.
     const rest: number[] = [];

@@ -7,7 +7,14 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { collisionBucket, collisionBuckets, collisionMachine, collisionNerve, collisionPolicy, threatOf } from '../../core/nerves/collision.js';
+import {
+  collisionBucket,
+  collisionBuckets,
+  collisionMachine,
+  collisionNerve,
+  collisionPolicy,
+  threatOf,
+} from '../../core/nerves/collision.js';
 import {
   choose,
   compileTable,
@@ -25,7 +32,14 @@ import {
   type LearningConfig,
   type NerveEvent,
 } from '../../core/nerves/modes.js';
-import { actionSchema, judge, nervePrompt, observationSchema, parseAction, type Observation } from '../../core/nerves/nerve.js';
+import {
+  actionSchema,
+  judge,
+  nervePrompt,
+  observationSchema,
+  parseAction,
+  type Observation,
+} from '../../core/nerves/nerve.js';
 import { mulberry32, scenario, scenarioSlice } from '../../core/nerves/scenario.js';
 import { addDecision, emptyTally } from '../../core/nerves/tally.js';
 import { transition, validActions } from '../../core/state-machines.js';
@@ -61,15 +75,29 @@ describe('the collision nerve', () => {
         expect(collisionBuckets).toContain(bucket);
         const right = collisionPolicy(state, bucket);
         expect(judge(collisionNerve, state, o, right)).toBe('ok');
-        for (const a of validActions(collisionMachine, state).filter((x) => x !== right)) expect(judge(collisionNerve, state, o, a)).toBe('bad');
+        for (const a of validActions(collisionMachine, state).filter((x) => x !== right))
+          expect(judge(collisionNerve, state, o, a)).toBe('bad');
         expect(judge(collisionNerve, state, o, null)).toBe('bad');
       }),
     );
   });
 
   it('follows the episode IDLE → DETECT → EVALUATE → EVADE → RESUME → IDLE on a head-on approach', () => {
-    const reading = (distanceM: number, closingSpeedMps: number, bearingDeg = 0, obstacle = true): Observation => ({ t: 0, distanceM, closingSpeedMps, bearingDeg, obstacle });
-    const path = [reading(40, 6), reading(30, 6), reading(12, 6), reading(6, 6), reading(6, -6, 120), reading(100, 0, 0, false)];
+    const reading = (distanceM: number, closingSpeedMps: number, bearingDeg = 0, obstacle = true): Observation => ({
+      t: 0,
+      distanceM,
+      closingSpeedMps,
+      bearingDeg,
+      obstacle,
+    });
+    const path = [
+      reading(40, 6),
+      reading(30, 6),
+      reading(12, 6),
+      reading(6, 6),
+      reading(6, -6, 120),
+      reading(100, 0, 0, false),
+    ];
     let state = 'IDLE';
     const visited = [state];
     for (const o of path) {
@@ -84,7 +112,13 @@ describe('the collision nerve', () => {
   });
 
   it('asks with the state, its valid actions and the reading, and reads the action back', () => {
-    const [system, user] = nervePrompt(collisionNerve, 'EVALUATE', { t: 1.5, distanceM: 12.34, closingSpeedMps: 4.06, bearingDeg: 9.6, obstacle: true });
+    const [system, user] = nervePrompt(collisionNerve, 'EVALUATE', {
+      t: 1.5,
+      distanceM: 12.34,
+      closingSpeedMps: 4.06,
+      bearingDeg: 9.6,
+      obstacle: true,
+    });
     expect(system!.content).toMatch(/its name only/);
     expect(user!.content).toContain('Current state: EVALUATE');
     expect(user!.content).toMatch(/- evade\(\) → EVADE/);
@@ -96,27 +130,37 @@ describe('the collision nerve', () => {
     expect(parseAction(collisionNerve, 'EVALUATE', '')).toBeNull();
     expect(parseAction(collisionNerve, 'EVALUATE', '{"action": "evade"}')).toBe('evade');
     expect(parseAction(collisionNerve, 'EVALUATE', '{"action":"resume"}')).toBeNull();
-    expect(actionSchema(collisionNerve, 'EVADE')).toMatchObject({ properties: { action: { enum: ['stay', 'clear'] } }, required: ['action'] });
+    expect(actionSchema(collisionNerve, 'EVADE')).toMatchObject({
+      properties: { action: { enum: ['stay', 'clear'] } },
+      required: ['action'],
+    });
   });
 });
 
 describe('the scenario', () => {
   it('is the same stream for the same seed, and any slice of it is the same readings', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 60 }), fc.constantFrom('mixed' as const, 'repetitive' as const), (seed, a, b, kind) => {
-        const [from, to] = a <= b ? [a, b] : [b, a];
-        const whole = scenario(seed, to + 5, kind);
-        expect(scenario(seed, to + 5, kind)).toEqual(whole);
-        expect(scenarioSlice(seed, from, to, kind)).toEqual(whole.slice(from, to));
-        for (const o of whole) expect(observationSchema.safeParse(o).success).toBe(true);
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+        fc.integer({ min: 0, max: 60 }),
+        fc.integer({ min: 0, max: 60 }),
+        fc.constantFrom('mixed' as const, 'repetitive' as const),
+        (seed, a, b, kind) => {
+          const [from, to] = a <= b ? [a, b] : [b, a];
+          const whole = scenario(seed, to + 5, kind);
+          expect(scenario(seed, to + 5, kind)).toEqual(whole);
+          expect(scenarioSlice(seed, from, to, kind)).toEqual(whole.slice(from, to));
+          for (const o of whole) expect(observationSchema.safeParse(o).success).toBe(true);
+        },
+      ),
     );
   });
 
   it('has episodes: quiet, approaches that reach the danger zone, readings moving away', () => {
     const s = scenario(7, 2000);
     const buckets = new Set(s.map(collisionBucket));
-    for (const b of ['none', 'behind', 'close_fast', 'near_fast', 'mid_fast', 'mid_away']) expect(buckets, b).toContain(b);
+    for (const b of ['none', 'behind', 'close_fast', 'near_fast', 'mid_fast', 'mid_away'])
+      expect(buckets, b).toContain(b);
     expect(s.map((o) => o.t).every((t, i) => i === 0 || t > s[i - 1]!.t)).toBe(true);
     expect(scenario(8, 200)).not.toEqual(scenario(7, 200));
   });
@@ -124,7 +168,9 @@ describe('the scenario', () => {
   it('repeats one episode exactly in the repetitive kind', () => {
     const s = scenario(3, 400, 'repetitive');
     const keyOf = (o: Observation) => JSON.stringify({ ...o, t: 0 });
-    const period = s.findIndex((o, i) => i > 0 && keyOf(o) === keyOf(s[0]!) && s.slice(i, i + 10).every((x, j) => keyOf(x) === keyOf(s[j]!)));
+    const period = s.findIndex(
+      (o, i) => i > 0 && keyOf(o) === keyOf(s[0]!) && s.slice(i, i + 10).every((x, j) => keyOf(x) === keyOf(s[j]!)),
+    );
     expect(period).toBeGreaterThan(5);
     expect(keyOf(s[period * 2]!)).toBe(keyOf(s[0]!));
   });
@@ -157,7 +203,14 @@ const factArb: fc.Arbitrary<DecisionFact> = fc.record({
   at: fc.integer({ min: 0, max: 1e9 }),
 });
 
-function replay(facts: DecisionFact[], cfg: LearningConfig): { learner: Learner; events: NerveEvent[]; steps: Array<{ before: Learner; fact: DecisionFact; after: Learner; events: NerveEvent[] }> } {
+function replay(
+  facts: DecisionFact[],
+  cfg: LearningConfig,
+): {
+  learner: Learner;
+  events: NerveEvent[];
+  steps: Array<{ before: Learner; fact: DecisionFact; after: Learner; events: NerveEvent[] }>;
+} {
   let learner = emptyLearner();
   const events: NerveEvent[] = [];
   const steps = [];
@@ -195,21 +248,51 @@ describe('learning: deliberate → hybrid → reflex', () => {
 
   it('always removes a rule whose decision went bad, and resets its counters', () => {
     fc.assert(
-      fc.property(cfgArb, fc.array(factArb, { maxLength: 60 }), fc.constantFrom('rule' as const, 'table' as const), fc.integer({ min: 0, max: 1e9 }), (cfg, facts, by, at) => {
-        const { learner } = replay(facts, { ...cfg, promoteAfter: 1, agreement: 0.51 });
-        for (const [key, stats] of Object.entries(learner.keys)) {
-          if (!stats.rule) continue;
-          const r = learn(learner, { state: stats.state, bucket: stats.bucket, action: stats.rule.action, decidedBy: by, outcome: 'bad', at }, cfg);
-          expect(r.learner.keys[key]!.rule).toBeNull();
-          expect(r.learner.keys[key]!.counts).toEqual({});
-          expect(r.events).toEqual([{ kind: 'demote', state: stats.state, bucket: stats.bucket, action: stats.rule.action, support: stats.rule.support, agreement: stats.rule.agreement, at, removed: { rule: stats.rule, counts: stats.counts } }]);
-          // Other cases are untouched.
-          for (const [k, s] of Object.entries(learner.keys)) if (k !== key) expect(r.learner.keys[k]).toBe(s);
-          // Its mode can only step back.
-          const rank = { deliberate: 0, hybrid: 1, reflex: 2 };
-          expect(rank[modeOf(r.learner, cfg)]).toBeLessThanOrEqual(rank[modeOf({ ...r.learner, keys: learner.keys }, cfg)]);
-        }
-      }),
+      fc.property(
+        cfgArb,
+        fc.array(factArb, { maxLength: 60 }),
+        fc.constantFrom('rule' as const, 'table' as const),
+        fc.integer({ min: 0, max: 1e9 }),
+        (cfg, facts, by, at) => {
+          const { learner } = replay(facts, { ...cfg, promoteAfter: 1, agreement: 0.51 });
+          for (const [key, stats] of Object.entries(learner.keys)) {
+            if (!stats.rule) continue;
+            const r = learn(
+              learner,
+              {
+                state: stats.state,
+                bucket: stats.bucket,
+                action: stats.rule.action,
+                decidedBy: by,
+                outcome: 'bad',
+                at,
+              },
+              cfg,
+            );
+            expect(r.learner.keys[key]!.rule).toBeNull();
+            expect(r.learner.keys[key]!.counts).toEqual({});
+            expect(r.events).toEqual([
+              {
+                kind: 'demote',
+                state: stats.state,
+                bucket: stats.bucket,
+                action: stats.rule.action,
+                support: stats.rule.support,
+                agreement: stats.rule.agreement,
+                at,
+                removed: { rule: stats.rule, counts: stats.counts },
+              },
+            ]);
+            // Other cases are untouched.
+            for (const [k, s] of Object.entries(learner.keys)) if (k !== key) expect(r.learner.keys[k]).toBe(s);
+            // Its mode can only step back.
+            const rank = { deliberate: 0, hybrid: 1, reflex: 2 };
+            expect(rank[modeOf(r.learner, cfg)]).toBeLessThanOrEqual(
+              rank[modeOf({ ...r.learner, keys: learner.keys }, cfg)],
+            );
+          }
+        },
+      ),
     );
   });
 
@@ -250,7 +333,11 @@ describe('learning: deliberate → hybrid → reflex', () => {
             expect(c).toEqual({ mode: 'reflex', by: 'table', action: lookup(table, state, bucket) });
           }
         }
-        expect(Object.keys(table.entries).sort()).toEqual(Object.keys(learner.keys).filter((k) => learner.keys[k]!.rule).sort());
+        expect(Object.keys(table.entries).sort()).toEqual(
+          Object.keys(learner.keys)
+            .filter((k) => learner.keys[k]!.rule)
+            .sort(),
+        );
       }),
     );
   });
@@ -289,7 +376,11 @@ describe('learning: deliberate → hybrid → reflex', () => {
       const bucket = collisionBucket(o);
       const c = choose('auto', learner, cfg, collisionNerve, state, bucket);
       const action = c.by === 'llm' ? collisionPolicy(state, bucket) : c.action;
-      learner = learn(learner, { state, bucket, action, decidedBy: c.by, outcome: judge(collisionNerve, state, o, action), at: i }, cfg).learner;
+      learner = learn(
+        learner,
+        { state, bucket, action, decidedBy: c.by, outcome: judge(collisionNerve, state, o, action), at: i },
+        cfg,
+      ).learner;
       if (modes.at(-1) !== c.mode) modes.push(c.mode);
       const r = transition(collisionMachine, state, action);
       if (!r.ok) throw new Error(r.error);
@@ -299,8 +390,23 @@ describe('learning: deliberate → hybrid → reflex', () => {
   });
 
   it('tallies decisions per mode and decider, LF, promotions and demotions', () => {
-    const promote: NerveEvent = { kind: 'promote', state: 'IDLE', bucket: 'none', action: 'stay', support: 20, agreement: 1, at: 1 };
-    let t = addDecision(emptyTally(), { mode: 'deliberate', decidedBy: 'llm', outcome: 'ok', action: 'stay', lf: 0.1234, events: [promote] });
+    const promote: NerveEvent = {
+      kind: 'promote',
+      state: 'IDLE',
+      bucket: 'none',
+      action: 'stay',
+      support: 20,
+      agreement: 1,
+      at: 1,
+    };
+    let t = addDecision(emptyTally(), {
+      mode: 'deliberate',
+      decidedBy: 'llm',
+      outcome: 'ok',
+      action: 'stay',
+      lf: 0.1234,
+      events: [promote],
+    });
     t = addDecision(t, { mode: 'reflex', decidedBy: 'table', outcome: 'bad', action: null, lf: 0.01, events: [] });
     expect(t).toEqual({
       decisions: 2,

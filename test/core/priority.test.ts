@@ -52,10 +52,17 @@ describe('priorityKeyFor', () => {
       }),
     );
     fc.assert(
-      fc.property(fc.double({ min: 0, max: 1e9, noNaN: true }), fc.double({ min: 0, max: 1e9, noNaN: true }), fc.double({ min: 0.001, max: 1e9, noNaN: true }), (a, b, capacity) => {
-        const [less, more] = a <= b ? [a, b] : [b, a];
-        expect(priorityKeyFor({ available: more, capacity })).toBeLessThanOrEqual(priorityKeyFor({ available: less, capacity }));
-      }),
+      fc.property(
+        fc.double({ min: 0, max: 1e9, noNaN: true }),
+        fc.double({ min: 0, max: 1e9, noNaN: true }),
+        fc.double({ min: 0.001, max: 1e9, noNaN: true }),
+        (a, b, capacity) => {
+          const [less, more] = a <= b ? [a, b] : [b, a];
+          expect(priorityKeyFor({ available: more, capacity })).toBeLessThanOrEqual(
+            priorityKeyFor({ available: less, capacity }),
+          );
+        },
+      ),
     );
   });
 });
@@ -64,6 +71,8 @@ describe('priorityFor', () => {
   it('is the SDK Priority shape as plain data', () => {
     const priority = priorityFor({ available: 80, capacity: 100 });
     expect(priority).toEqual({ priorityKey: 1 });
-    expect(JSON.parse(JSON.stringify(priorityFor({ available: 1, capacity: 100, explicit: 3 })))).toEqual({ priorityKey: 3 });
+    expect(JSON.parse(JSON.stringify(priorityFor({ available: 1, capacity: 100, explicit: 3 })))).toEqual({
+      priorityKey: 3,
+    });
   });
 });

@@ -41,7 +41,9 @@ describe('command blocks', () => {
   });
 
   it('accepts a ```json fence inside the markers, and a block wrapped in a fence', () => {
-    const inner = parseReply(`${COMMANDS_START}\n\`\`\`json\n[{"cmd_id":"a","type":"help","args":{}}]\n\`\`\`\n${COMMANDS_END}`);
+    const inner = parseReply(
+      `${COMMANDS_START}\n\`\`\`json\n[{"cmd_id":"a","type":"help","args":{}}]\n\`\`\`\n${COMMANDS_END}`,
+    );
     expect(inner.commands).toHaveLength(1);
     expect(inner.errors).toEqual([]);
     const outer = parseReply(`Thinking.\n\`\`\`json\n${block('[{"cmd_id":"a","type":"help"}]')}\n\`\`\``);
@@ -55,7 +57,9 @@ describe('command blocks', () => {
   });
 
   it('accepts several blocks; a duplicate cmd_id across them is rejected', () => {
-    const r = parseReply(`one ${block('[{"cmd_id":"a","type":"help"}]')} two ${block('[{"cmd_id":"a","type":"diary.list"},{"cmd_id":"b","type":"diary.list"}]')} three`);
+    const r = parseReply(
+      `one ${block('[{"cmd_id":"a","type":"help"}]')} two ${block('[{"cmd_id":"a","type":"diary.list"},{"cmd_id":"b","type":"diary.list"}]')} three`,
+    );
     expect(r.commands.map((c) => c.cmdId)).toEqual(['a', 'b']);
     expect(r.rejected).toHaveLength(1);
     expect(r.rejected[0]).toMatchObject({ cmdId: 'a', type: 'diary.list' });
@@ -106,7 +110,9 @@ describe('command blocks', () => {
     const many = Array.from({ length: 10_000 }, (_, i) => ({ cmd_id: `c${i}`, type: 'help' }));
     const r = parseReply(block(JSON.stringify(many)));
     expect(r.commands).toHaveLength(maxCommandsPerReply);
-    expect(r.rejected).toEqual([{ raw: '', reason: `${10_000 - maxCommandsPerReply} more commands dropped: at most 50 commands in one reply` }]);
+    expect(r.rejected).toEqual([
+      { raw: '', reason: `${10_000 - maxCommandsPerReply} more commands dropped: at most 50 commands in one reply` },
+    ]);
   });
 
   it('reports invalid JSON precisely: trailing comma, with its line and column in the reply', () => {
@@ -122,7 +128,10 @@ describe('command blocks', () => {
     ["[{'cmd_id': 'a'}]", "expected a double-quoted property name, found ' (strings need double quotes)"],
     ['[{"cmd_id": "a"} {"cmd_id": "b"}]', "expected ',' or ']' after array element, found '{'"],
     ['[{"cmd_id" "a"}]', "expected ':' after property name, found '\"'"],
-    ['[{"cmd_id": "a", // comment\n}]', 'expected a double-quoted property name, found comment (comments are not allowed in JSON)'],
+    [
+      '[{"cmd_id": "a", // comment\n}]',
+      'expected a double-quoted property name, found comment (comments are not allowed in JSON)',
+    ],
     ['[{"cmd_id": "a\nb"}]', 'line break inside a string (write \\n)'],
     ['[{"cmd_id": "a"', "expected ',' or '}' after property value, found end of input"],
     ['[{"cmd_id": tru}]', "expected a value, found 'tru'"],
@@ -140,12 +149,16 @@ describe('command blocks', () => {
   it('reports an unterminated block and applies none of it', () => {
     const r = parseReply(`Thinking\n${COMMANDS_START}\n[{"cmd_id":"a","type":"help"}]`);
     expect(r.commands).toEqual([]);
-    expect(r.errors).toEqual([`commands block 1 (line 2, column 1): missing ${COMMANDS_END} end marker; its content was ignored`]);
+    expect(r.errors).toEqual([
+      `commands block 1 (line 2, column 1): missing ${COMMANDS_END} end marker; its content was ignored`,
+    ]);
     expect(r.body).toBe('Thinking');
   });
 
   it('reports a block cut short by the next start marker, and still reads the next block', () => {
-    const r = parseReply(`${COMMANDS_START}\n[{"cmd_id":"a","type":"help"}\n${block('[{"cmd_id":"b","type":"help"}]')}`);
+    const r = parseReply(
+      `${COMMANDS_START}\n[{"cmd_id":"a","type":"help"}\n${block('[{"cmd_id":"b","type":"help"}]')}`,
+    );
     expect(r.commands.map((c) => c.cmdId)).toEqual(['b']);
     expect(r.errors[0]).toMatch(/missing COMMANDS>>> end marker before the next <<<COMMANDS/);
   });
@@ -166,7 +179,9 @@ describe('command blocks', () => {
 
 describe('confidence tags and line', () => {
   it('extracts [confidence=x]…[/confidence] spans, keeping them in the body', () => {
-    const r = parseReply('The sky is [confidence=0.9]blue[/confidence] and [CONFIDENCE = 60%] maybe green [/confidence].');
+    const r = parseReply(
+      'The sky is [confidence=0.9]blue[/confidence] and [CONFIDENCE = 60%] maybe green [/confidence].',
+    );
     expect(r.confidenceTags).toEqual([
       { confidence: 0.9, text: 'blue' },
       { confidence: 0.6, text: 'maybe green' },
@@ -176,7 +191,9 @@ describe('confidence tags and line', () => {
   });
 
   it('ignores out-of-range or non-numeric tags with an error, and reports an unclosed tag', () => {
-    const r = parseReply('[confidence=1.5]too sure[/confidence] [confidence=high]x[/confidence] [confidence=0.3]ok[/confidence] [confidence=0.2]open');
+    const r = parseReply(
+      '[confidence=1.5]too sure[/confidence] [confidence=high]x[/confidence] [confidence=0.3]ok[/confidence] [confidence=0.2]open',
+    );
     expect(r.confidenceTags).toEqual([{ confidence: 0.3, text: 'ok' }]);
     expect(r.errors).toEqual([
       '[confidence=1.5] ignored: confidence must be between 0 and 1',
@@ -213,14 +230,18 @@ describe('confidence tags and line', () => {
   });
 
   it('does not read confidences inside command or facts blocks', () => {
-    const r = parseReply(`${FACTS_START}\n[{"fact":"x","confidence":0.4}]\n${FACTS_END}\n${block('[{"cmd_id":"a","type":"help","description":"Confidence: 0.1"}]')}`);
+    const r = parseReply(
+      `${FACTS_START}\n[{"fact":"x","confidence":0.4}]\n${FACTS_END}\n${block('[{"cmd_id":"a","type":"help","description":"Confidence: 0.1"}]')}`,
+    );
     expect(r.confidence).toBeNull();
   });
 });
 
 describe('unverified facts', () => {
   it('reads the primary marker form', () => {
-    const r = parseReply(`Claim.\n${FACTS_START}\n[{"fact":"Water boils at 90C at sea level","confidence":0.3,"source":"memory"},{"fact":"Paris is in France","confidence":0.95}]\n${FACTS_END}\nConfidence: 0.6`);
+    const r = parseReply(
+      `Claim.\n${FACTS_START}\n[{"fact":"Water boils at 90C at sea level","confidence":0.3,"source":"memory"},{"fact":"Paris is in France","confidence":0.95}]\n${FACTS_END}\nConfidence: 0.6`,
+    );
     expect(r.unverifiedFacts).toEqual([
       { fact: 'Water boils at 90C at sea level', confidence: 0.3, source: 'memory' },
       { fact: 'Paris is in France', confidence: 0.95 },
@@ -233,14 +254,18 @@ describe('unverified facts', () => {
     const plain = parseReply('Text.\nUnverifiedFacts: [{"fact": "a]b", "confidence": 0.5}]\nAfter.');
     expect(plain.unverifiedFacts).toEqual([{ fact: 'a]b', confidence: 0.5 }]);
     expect(plain.body).toBe('Text.\n\nAfter.');
-    const fenced = parseReply('Text.\n**UnverifiedFacts:**\n```json\n[\n  {"fact": "x", "confidence": 0.2}\n]\n```\nAfter.');
+    const fenced = parseReply(
+      'Text.\n**UnverifiedFacts:**\n```json\n[\n  {"fact": "x", "confidence": 0.2}\n]\n```\nAfter.',
+    );
     expect(fenced.unverifiedFacts).toEqual([{ fact: 'x', confidence: 0.2 }]);
     expect(fenced.body).toBe('Text.\n\nAfter.');
     expect(fenced.errors).toEqual([]);
   });
 
   it('reports bad items and keeps the good ones', () => {
-    const r = parseReply(`${FACTS_START}[{"fact":"","confidence":0.5},{"fact":"x","confidence":2},{"fact":"y","confidence":"0.5"},{"fact":"z","confidence":0.5,"source":3},"w",{"fact":"ok","confidence":0.1}]${FACTS_END}`);
+    const r = parseReply(
+      `${FACTS_START}[{"fact":"","confidence":0.5},{"fact":"x","confidence":2},{"fact":"y","confidence":"0.5"},{"fact":"z","confidence":0.5,"source":3},"w",{"fact":"ok","confidence":0.1}]${FACTS_END}`,
+    );
     expect(r.unverifiedFacts).toEqual([{ fact: 'ok', confidence: 0.1 }]);
     expect(r.errors).toEqual([
       'facts block 1 item 1: fact must be a non-empty string',
@@ -252,9 +277,13 @@ describe('unverified facts', () => {
   });
 
   it('reports malformed facts JSON, an unclosed array, a missing array, and an unterminated block', () => {
-    expect(parseReply(`${FACTS_START}[{"fact":"x","confidence":0.5},]${FACTS_END}`).errors[0]).toMatch(/facts block 1: invalid JSON at line 1, column \d+: trailing comma/);
+    expect(parseReply(`${FACTS_START}[{"fact":"x","confidence":0.5},]${FACTS_END}`).errors[0]).toMatch(
+      /facts block 1: invalid JSON at line 1, column \d+: trailing comma/,
+    );
     expect(parseReply('UnverifiedFacts: [{"fact": "x"').errors[0]).toMatch(/UnverifiedFacts 1 .*not closed/);
-    expect(parseReply('UnverifiedFacts: I am not sure').errors[0]).toBe('UnverifiedFacts 1: expected a JSON array after UnverifiedFacts:');
+    expect(parseReply('UnverifiedFacts: I am not sure').errors[0]).toBe(
+      'UnverifiedFacts 1: expected a JSON array after UnverifiedFacts:',
+    );
     expect(parseReply('UnverifiedFacts: none').errors).toEqual([]);
     expect(parseReply(`${FACTS_START}[]`).errors[0]).toMatch(/missing UNVERIFIED_FACTS>>> end marker/);
   });
@@ -267,7 +296,18 @@ describe('unverified facts', () => {
 
 describe('hostile input', () => {
   it('parses a megabyte of marker soup in linear time and caps the error list', () => {
-    const pieces = [COMMANDS_START, COMMANDS_END, 'UnverifiedFacts: [', '[confidence=0.5]', 'Confidence: x\n', '[{"cmd_id":"a","type":"help"}]', 'lorem ', '\n', FACTS_START, '"'];
+    const pieces = [
+      COMMANDS_START,
+      COMMANDS_END,
+      'UnverifiedFacts: [',
+      '[confidence=0.5]',
+      'Confidence: x\n',
+      '[{"cmd_id":"a","type":"help"}]',
+      'lorem ',
+      '\n',
+      FACTS_START,
+      '"',
+    ];
     let text = '';
     for (let i = 0; text.length < 1_000_000; i++) text += pieces[(i * 7919) % pieces.length];
     const started = performance.now();
@@ -282,7 +322,8 @@ describe('hostile input', () => {
 
 describe('format instructions', () => {
   it('name every marker, and their example parses', () => {
-    for (const m of [COMMANDS_START, COMMANDS_END, FACTS_START, FACTS_END, '[confidence=', 'Confidence:']) expect(replyFormatInstructions).toContain(m);
+    for (const m of [COMMANDS_START, COMMANDS_END, FACTS_START, FACTS_END, '[confidence=', 'Confidence:'])
+      expect(replyFormatInstructions).toContain(m);
     const r = parseReply(replyFormatInstructions);
     expect(r.commands.map((c) => c.type)).toEqual(['diary.add', 'tasks.list']);
   });
@@ -290,14 +331,15 @@ describe('format instructions', () => {
 
 // --- properties -----------------------------------------------------------------------------------
 
-
 /** JSON values as they survive a JSON round trip (no -0). */
 const jsonValue = fc.jsonValue().map((v) => JSON.parse(JSON.stringify(v)) as unknown);
 
 const commandArb: fc.Arbitrary<ParsedCommand> = fc.record(
   {
     cmdId: fc.string({ minLength: 1, maxLength: 64 }).filter((s) => s.trim() === s && s.length > 0),
-    type: fc.tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.stringMatching(/^[a-z_]{1,12}$/)).map(([f, a]) => `${f}.${a}`),
+    type: fc
+      .tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.stringMatching(/^[a-z_]{1,12}$/))
+      .map(([f, a]) => `${f}.${a}`),
     args: fc.dictionary(fc.string({ maxLength: 10 }), jsonValue, { maxKeys: 5 }),
     description: fc.string({ maxLength: 40 }),
   },
@@ -310,20 +352,35 @@ describe('properties', () => {
   it('never throws, whatever the string, and keeps its invariants', () => {
     const pieces = fc.oneof(
       fc.string(),
-      fc.constantFrom(COMMANDS_START, COMMANDS_END, FACTS_START, FACTS_END, 'UnverifiedFacts:', 'Confidence: ', '[confidence=0.5]', '[/confidence]', '```json', '```'),
+      fc.constantFrom(
+        COMMANDS_START,
+        COMMANDS_END,
+        FACTS_START,
+        FACTS_END,
+        'UnverifiedFacts:',
+        'Confidence: ',
+        '[confidence=0.5]',
+        '[/confidence]',
+        '```json',
+        '```',
+      ),
       fc.constantFrom('{', '}', '[', ']', '"', ',', ':', '\n', '"cmd_id"', '"type"', '"args"', '0.7', '80%', '\\'),
       jsonValue.map((v) => JSON.stringify(v)),
     );
     fc.assert(
-      fc.property(fc.array(pieces, { maxLength: 30 }).map((xs) => xs.join('')), (text) => {
-        const r = parseReply(text);
-        expect(typeof r.body).toBe('string');
-        expect(new Set(r.commands.map((c) => c.cmdId)).size).toBe(r.commands.length);
-        for (const c of r.commands) expect(typeof c.args === 'object' && c.args !== null && !Array.isArray(c.args)).toBe(true);
-        for (const t of r.confidenceTags) expect(t.confidence >= 0 && t.confidence <= 1).toBe(true);
-        for (const f of r.unverifiedFacts) expect(f.confidence >= 0 && f.confidence <= 1).toBe(true);
-        if (r.confidence !== null) expect(r.confidence >= 0 && r.confidence <= 1).toBe(true);
-      }),
+      fc.property(
+        fc.array(pieces, { maxLength: 30 }).map((xs) => xs.join('')),
+        (text) => {
+          const r = parseReply(text);
+          expect(typeof r.body).toBe('string');
+          expect(new Set(r.commands.map((c) => c.cmdId)).size).toBe(r.commands.length);
+          for (const c of r.commands)
+            expect(typeof c.args === 'object' && c.args !== null && !Array.isArray(c.args)).toBe(true);
+          for (const t of r.confidenceTags) expect(t.confidence >= 0 && t.confidence <= 1).toBe(true);
+          for (const f of r.unverifiedFacts) expect(f.confidence >= 0 && f.confidence <= 1).toBe(true);
+          if (r.confidence !== null) expect(r.confidence >= 0 && r.confidence <= 1).toBe(true);
+        },
+      ),
     );
   });
 

@@ -11,7 +11,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CommandRejection, ParsedCommand } from '../../core/loop-types.js';
 import { boundForHistory, capCommands, capRejections, historyCaps } from '../../core/payload-caps.js';
 import { appendToolCalls, parseReply, renderCommandBlock } from '../../core/reply-parser.js';
-import { clipText, defaultMaxReplyBytes, jsonBytes, sanitizeAnswer, sanitizeJson, sanitizeText, truncateUtf8, utf8Bytes, type ModelToolCall } from '../../core/sanitize.js';
+import {
+  clipText,
+  defaultMaxReplyBytes,
+  jsonBytes,
+  sanitizeAnswer,
+  sanitizeJson,
+  sanitizeText,
+  truncateUtf8,
+  utf8Bytes,
+  type ModelToolCall,
+} from '../../core/sanitize.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 
 const controls = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u0080-\u009F]/;
@@ -34,28 +44,80 @@ function unsafeStrings(value: unknown, out: string[] = []): string[] {
 
 /** One character a hostile model might write: NUL, C1, lone surrogates, markers' pieces, any code unit or point. */
 const hostileChar = fc.oneof(
-  fc.constantFrom('\u0000', '\ud800', '\udfff', '\u0085', '\u009f', '\u001b', '\u2028', '\n', '\r', '\t', '"', '\\', '<', '>', '{', '['),
+  fc.constantFrom(
+    '\u0000',
+    '\ud800',
+    '\udfff',
+    '\u0085',
+    '\u009f',
+    '\u001b',
+    '\u2028',
+    '\n',
+    '\r',
+    '\t',
+    '"',
+    '\\',
+    '<',
+    '>',
+    '{',
+    '[',
+  ),
   fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
   fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
 );
 const hostileString = fc.string({ unit: hostileChar, maxLength: 120 });
 const hostileJson = fc.letrec((tie) => ({
-  value: fc.oneof({ depthSize: 'small' }, hostileString, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(tie('value'), { maxLength: 4 }), tie('object')),
+  value: fc.oneof(
+    { depthSize: 'small' },
+    hostileString,
+    fc.integer(),
+    fc.double(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie('value'), { maxLength: 4 }),
+    tie('object'),
+  ),
   object: fc.dictionary(hostileString, tie('value'), { maxKeys: 4 }),
 })).object as fc.Arbitrary<Record<string, unknown>>;
 
 /** A reply as a hostile model might write it: prose, a command block (JSON escapes included), native tool calls. */
 const hostileReply = fc.record({
   prose: hostileString,
-  commands: fc.array(fc.record({ cmdId: hostileString, type: fc.oneof(fc.constant('diary.add'), hostileString), args: hostileJson, big: fc.oneof(fc.constant(0), fc.nat({ max: 10_000 })) }), { maxLength: 60 }),
+  commands: fc.array(
+    fc.record({
+      cmdId: hostileString,
+      type: fc.oneof(fc.constant('diary.add'), hostileString),
+      args: hostileJson,
+      big: fc.oneof(fc.constant(0), fc.nat({ max: 10_000 })),
+    }),
+    { maxLength: 60 },
+  ),
   raw: fc.oneof(fc.constant(''), hostileString),
-  calls: fc.array(fc.record({ id: hostileString, name: hostileString, args: hostileJson, rawArgs: fc.option(hostileString, { nil: undefined }) }), { maxLength: 60 }),
+  calls: fc.array(
+    fc.record({
+      id: hostileString,
+      name: hostileString,
+      args: hostileJson,
+      rawArgs: fc.option(hostileString, { nil: undefined }),
+    }),
+    { maxLength: 60 },
+  ),
 });
 
-function replyText(r: { prose: string; commands: Array<{ cmdId: string; type: string; args: Record<string, unknown>; big: number }>; raw: string }): string {
+function replyText(r: {
+  prose: string;
+  commands: Array<{ cmdId: string; type: string; args: Record<string, unknown>; big: number }>;
+  raw: string;
+}): string {
   // renderCommandBlock writes JSON.stringify's escapes (\u0000, \ud800): they become characters
   // again only when the parser reads the block, after the text itself was sanitised.
-  const block = renderCommandBlock(r.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.big ? { ...c.args, big: 'x'.repeat(c.big) } : c.args })));
+  const block = renderCommandBlock(
+    r.commands.map((c) => ({
+      cmdId: c.cmdId,
+      type: c.type,
+      args: c.big ? { ...c.args, big: 'x'.repeat(c.big) } : c.args,
+    })),
+  );
   return `${r.prose}\n${block}\n${r.raw}`;
 }
 
@@ -119,7 +181,12 @@ describe('UTF-8 sizes and cuts', () => {
 
 describe('sanitizeJson', () => {
   it('sanitises strings and keys at every depth', () => {
-    expect(sanitizeJson({ 'k\u0000': ['x\ud800', { 'y\u0085': 'z\u0000' }], n: 1, b: true, z: null })).toEqual({ k: ['x\uFFFD', { y: 'z' }], n: 1, b: true, z: null });
+    expect(sanitizeJson({ 'k\u0000': ['x\ud800', { 'y\u0085': 'z\u0000' }], n: 1, b: true, z: null })).toEqual({
+      k: ['x\uFFFD', { y: 'z' }],
+      n: 1,
+      b: true,
+      z: null,
+    });
   });
 
   it('keeps "__proto__" as a plain key', () => {
@@ -156,14 +223,24 @@ describe('sanitizeAnswer', () => {
   });
 
   it('sanitises tool-call names, ids and arguments (keys too)', () => {
-    const out = sanitizeAnswer({ text: '', toolCalls: [{ id: 'c\u0000', name: 'db\ud800', args: { 'ti\u0000tle': 'x\ud800' } }] });
+    const out = sanitizeAnswer({
+      text: '',
+      toolCalls: [{ id: 'c\u0000', name: 'db\ud800', args: { 'ti\u0000tle': 'x\ud800' } }],
+    });
     expect(out.toolCalls).toEqual([{ id: 'c', name: 'db\uFFFD', args: { title: 'x\uFFFD' } }]);
   });
 
   it('replaces the arguments of a tool call that no longer fits with an error', () => {
-    const out = sanitizeAnswer({ text: 'hi', toolCalls: [{ id: 't1', name: 'nope', args: { blob: 'x'.repeat(1_000_000) } }] }, 64 * 1024);
+    const out = sanitizeAnswer(
+      { text: 'hi', toolCalls: [{ id: 't1', name: 'nope', args: { blob: 'x'.repeat(1_000_000) } }] },
+      64 * 1024,
+    );
     expect(out.toolCalls).toHaveLength(1);
-    expect(out.toolCalls[0]).toMatchObject({ id: 't1', name: 'nope', error: expect.stringMatching(/^arguments of \d+ bytes dropped/) });
+    expect(out.toolCalls[0]).toMatchObject({
+      id: 't1',
+      name: 'nope',
+      error: expect.stringMatching(/^arguments of \d+ bytes dropped/),
+    });
     expect(out.toolCalls[0]!.args).toBeUndefined();
     expect(out.toolCalls[0]!.rawArgs!.length).toBeLessThanOrEqual(500);
     expect(out.truncated?.originalBytes).toBeGreaterThan(1_000_000);
@@ -172,10 +249,17 @@ describe('sanitizeAnswer', () => {
 });
 
 describe('caps on what rides through history', () => {
-  const cmd = (i: number, args: Record<string, unknown> = {}): ParsedCommand => ({ cmdId: `c${i}`, type: 'diary.add', args });
+  const cmd = (i: number, args: Record<string, unknown> = {}): ParsedCommand => ({
+    cmdId: `c${i}`,
+    type: 'diary.add',
+    args,
+  });
 
   it('keeps 50 commands of 10 000 and reports the rest in ONE rejection', () => {
-    const out = capCommands(Array.from({ length: 10_000 }, (_, i) => cmd(i)), []);
+    const out = capCommands(
+      Array.from({ length: 10_000 }, (_, i) => cmd(i)),
+      [],
+    );
     expect(out.commands).toHaveLength(historyCaps.maxCommands);
     expect(out.rejected).toEqual([{ raw: '', reason: '9950 more commands dropped: at most 50 commands in one reply' }]);
   });
@@ -184,16 +268,31 @@ describe('caps on what rides through history', () => {
     const out = capCommands([cmd(1, { content: 'x'.repeat(9000) }), cmd(2, { content: 'ok' })], []);
     expect(out.commands.map((c) => c.cmdId)).toEqual(['c2']);
     expect(out.rejected).toHaveLength(1);
-    expect(out.rejected[0]).toMatchObject({ cmdId: 'c1', type: 'diary.add', reason: expect.stringMatching(/^args of 90\d\d bytes: at most 8192 bytes a command$/) });
+    expect(out.rejected[0]).toMatchObject({
+      cmdId: 'c1',
+      type: 'diary.add',
+      reason: expect.stringMatching(/^args of 90\d\d bytes: at most 8192 bytes a command$/),
+    });
     expect(out.rejected[0]!.raw.length).toBeLessThanOrEqual(historyCaps.maxRawChars);
   });
 
   it('keeps at most 20 rejections, texts cut, the last one counting the rest', () => {
-    const many = Array.from({ length: 1000 }, (_, i) => ({ cmdId: `r${i}`, raw: 'r'.repeat(5000), reason: 'why '.repeat(500) }));
+    const many = Array.from({ length: 1000 }, (_, i) => ({
+      cmdId: `r${i}`,
+      raw: 'r'.repeat(5000),
+      reason: 'why '.repeat(500),
+    }));
     const out = capRejections(many);
     expect(out).toHaveLength(20);
-    expect(out.slice(0, 19).every((r) => r.raw.length <= historyCaps.maxRawChars && r.reason.length <= historyCaps.maxReasonChars)).toBe(true);
-    expect(out[19]).toEqual({ raw: '', reason: '981 more commands dropped: at most 20 rejections are reported per reply' });
+    expect(
+      out
+        .slice(0, 19)
+        .every((r) => r.raw.length <= historyCaps.maxRawChars && r.reason.length <= historyCaps.maxReasonChars),
+    ).toBe(true);
+    expect(out[19]).toEqual({
+      raw: '',
+      reason: '981 more commands dropped: at most 20 rejections are reported per reply',
+    });
     // A summary that is itself summarised is counted for what it stands for: of 19 + 1 + 5
     // entries, 2 are kept; the rest is 17 rejections, the 981 of the summary and 5 more.
     const again = capRejections([...out, ...many.slice(0, 5)], historyCaps, 3);
@@ -207,11 +306,19 @@ describe('caps on what rides through history', () => {
     expect(jsonBytes(out)).toBeLessThan(historyCaps.maxResultBytes);
     expect(out.commands.length).toBeGreaterThan(0);
     expect(out.commands.length).toBeLessThan(50);
-    expect(out.rejected.at(-1)!.reason).toBe(`${50 - out.commands.length} more commands dropped: a tick carries at most 49152 bytes of commands and rejections`);
+    expect(out.rejected.at(-1)!.reason).toBe(
+      `${50 - out.commands.length} more commands dropped: a tick carries at most 49152 bytes of commands and rejections`,
+    );
   });
 
   it('leaves a small result as it is', () => {
-    const small = { summary: 'hello', commands: [cmd(1, { title: 't' })], rejected: [], parseErrors: ['one'], extra: 7 };
+    const small = {
+      summary: 'hello',
+      commands: [cmd(1, { title: 't' })],
+      rejected: [],
+      parseErrors: ['one'],
+      extra: 7,
+    };
     expect(boundForHistory(small)).toEqual(small);
   });
 
@@ -227,7 +334,11 @@ describe('caps on what rides through history', () => {
   });
 
   it('keeps 10 000 native tool calls to 50 commands and one summary', () => {
-    const calls = Array.from({ length: 10_000 }, (_, i) => ({ id: `t${i}`, name: 'database', args: { action: 'query', args: { q: i } } }));
+    const calls = Array.from({ length: 10_000 }, (_, i) => ({
+      id: `t${i}`,
+      name: 'database',
+      args: { action: 'query', args: { q: i } },
+    }));
     const { result } = pipeline('', calls);
     expect(result.commands).toHaveLength(50);
     expect(result.rejected.length).toBe(1);
@@ -235,7 +346,10 @@ describe('caps on what rides through history', () => {
   });
 
   it('sanitises JSON escapes inside command args (the parser turns them into characters)', () => {
-    const { result } = pipeline(`x\n<<<COMMANDS\n[{"cmd_id":"a\\u0000","type":"diary.add","args":{"ti\\u0000tle":"x\\ud800","c":["\\u0085"]}}]\nCOMMANDS>>>`, []);
+    const { result } = pipeline(
+      `x\n<<<COMMANDS\n[{"cmd_id":"a\\u0000","type":"diary.add","args":{"ti\\u0000tle":"x\\ud800","c":["\\u0085"]}}]\nCOMMANDS>>>`,
+      [],
+    );
     expect(result.commands).toEqual([{ cmdId: 'a', type: 'diary.add', args: { title: 'x\uFFFD', c: [''] } }]);
   });
 });
@@ -243,36 +357,46 @@ describe('caps on what rides through history', () => {
 describe('properties (fast-check)', () => {
   it('sanitizeAnswer: no NUL, no control, no lone surrogate, JSON round trip, within the cap', () => {
     fc.assert(
-      fc.property(fc.string({ unit: hostileChar, maxLength: 400 }), fc.integer({ min: 1024, max: 4096 }), (text, cap) => {
-        const padded = text.repeat(1 + Math.floor(cap / 200)); // often over the cap
-        const out = sanitizeAnswer({ text: padded }, cap);
-        expect(out.text).not.toMatch(controls);
-        expect(out.text).not.toMatch(loneSurrogate);
-        expect(JSON.parse(JSON.stringify(out.text))).toBe(out.text);
-        expect(utf8Bytes(out.text)).toBeLessThanOrEqual(cap);
-        expect(new TextEncoder().encode(out.text).length).toBe(utf8Bytes(out.text));
-        // Nothing is lost but what the cap cuts: the kept text is a prefix of the sanitised one.
-        expect(sanitizeText(padded).startsWith(out.text)).toBe(true);
-        expect(out.truncated !== undefined).toBe(out.text !== sanitizeText(padded));
-      }),
+      fc.property(
+        fc.string({ unit: hostileChar, maxLength: 400 }),
+        fc.integer({ min: 1024, max: 4096 }),
+        (text, cap) => {
+          const padded = text.repeat(1 + Math.floor(cap / 200)); // often over the cap
+          const out = sanitizeAnswer({ text: padded }, cap);
+          expect(out.text).not.toMatch(controls);
+          expect(out.text).not.toMatch(loneSurrogate);
+          expect(JSON.parse(JSON.stringify(out.text))).toBe(out.text);
+          expect(utf8Bytes(out.text)).toBeLessThanOrEqual(cap);
+          expect(new TextEncoder().encode(out.text).length).toBe(utf8Bytes(out.text));
+          // Nothing is lost but what the cap cuts: the kept text is a prefix of the sanitised one.
+          expect(sanitizeText(padded).startsWith(out.text)).toBe(true);
+          expect(out.truncated !== undefined).toBe(out.text !== sanitizeText(padded));
+        },
+      ),
     );
   });
 
   it('parse/sanitise/cap never throws and gives payloads Temporal takes under 64 KB', () => {
     fc.assert(
-      fc.property(fc.oneof(hostileReply, hostileString.map((prose) => ({ prose, commands: [], raw: '', calls: [] }))), (r) => {
-        const { clean, recorded, result } = pipeline(replyText(r), r.calls);
-        expect(unsafeStrings(clean)).toEqual([]);
-        expect(unsafeStrings(result)).toEqual([]);
-        expect(recorded).not.toMatch(controls);
-        expect(jsonBytes(result)).toBeLessThan(historyCaps.maxResultBytes);
-        expect(result.commands.length).toBeLessThanOrEqual(historyCaps.maxCommands);
-        expect(result.rejected.length).toBeLessThanOrEqual(historyCaps.maxRejected);
-        for (const c of result.commands) expect(jsonBytes(c.args)).toBeLessThanOrEqual(historyCaps.maxArgsBytes);
-        const payload = defaultPayloadConverter.toPayload(result)!;
-        expect(payload.data!.length).toBeLessThan(64 * 1024);
-        expect(defaultPayloadConverter.fromPayload(payload)).toEqual(JSON.parse(JSON.stringify(result)));
-      }),
+      fc.property(
+        fc.oneof(
+          hostileReply,
+          hostileString.map((prose) => ({ prose, commands: [], raw: '', calls: [] })),
+        ),
+        (r) => {
+          const { clean, recorded, result } = pipeline(replyText(r), r.calls);
+          expect(unsafeStrings(clean)).toEqual([]);
+          expect(unsafeStrings(result)).toEqual([]);
+          expect(recorded).not.toMatch(controls);
+          expect(jsonBytes(result)).toBeLessThan(historyCaps.maxResultBytes);
+          expect(result.commands.length).toBeLessThanOrEqual(historyCaps.maxCommands);
+          expect(result.rejected.length).toBeLessThanOrEqual(historyCaps.maxRejected);
+          for (const c of result.commands) expect(jsonBytes(c.args)).toBeLessThanOrEqual(historyCaps.maxArgsBytes);
+          const payload = defaultPayloadConverter.toPayload(result)!;
+          expect(payload.data!.length).toBeLessThan(64 * 1024);
+          expect(defaultPayloadConverter.fromPayload(payload)).toEqual(JSON.parse(JSON.stringify(result)));
+        },
+      ),
     );
   });
 });
@@ -285,7 +409,9 @@ describe('sanitised values in the real Postgres (text and jsonb)', () => {
     drop = fresh.drop;
     client = new pg.Client({ connectionString: fresh.url });
     await client.connect();
-    await client.query('create temp table hostile (id serial primary key, reply text not null, result jsonb not null, args jsonb not null)');
+    await client.query(
+      'create temp table hostile (id serial primary key, reply text not null, result jsonb not null, args jsonb not null)',
+    );
   });
   afterAll(async () => {
     await client?.end();
@@ -293,9 +419,21 @@ describe('sanitised values in the real Postgres (text and jsonb)', () => {
   });
 
   it('the raw values fail where the sanitised ones go in (the test can tell them apart)', async () => {
-    await expect(client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', ['a\u0000b', '{}', '{}'])).rejects.toThrow();
-    await expect(client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', ['ok', JSON.stringify({ t: 'x\ud800' }), '{}'])).rejects.toThrow();
-    await client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', [sanitizeText('a\u0000b'), JSON.stringify(sanitizeJson({ t: 'x\ud800' })), '{}']);
+    await expect(
+      client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', ['a\u0000b', '{}', '{}']),
+    ).rejects.toThrow();
+    await expect(
+      client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', [
+        'ok',
+        JSON.stringify({ t: 'x\ud800' }),
+        '{}',
+      ]),
+    ).rejects.toThrow();
+    await client.query('insert into hostile (reply, result, args) values ($1, $2, $3)', [
+      sanitizeText('a\u0000b'),
+      JSON.stringify(sanitizeJson({ t: 'x\ud800' })),
+      '{}',
+    ]);
   });
 
   it('inserts every sanitised reply, result and command args, and reads them back unchanged', async () => {

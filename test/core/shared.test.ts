@@ -44,7 +44,11 @@ describe('sharedValue', () => {
     ['reflex state', () => reflexStateSchema.parse(undefined)],
     ['isolation state', () => isolationStateSchema.parse(undefined)],
     ['carry-over', () => carryOverSchema.parse(JSON.parse(JSON.stringify(initialState())))],
-    ['agent loop input', () => agentLoopInput.parse({ agentId: 'ada', settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 5000 } } })],
+    [
+      'agent loop input',
+      () =>
+        agentLoopInput.parse({ agentId: 'ada', settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 5000 } } }),
+    ],
     ['note', () => addNoteInput.parse({ text: 'hello' })],
     ['config', () => setConfigInput.parse({ idle: { on: true } })],
     ['budget settings', () => budgetSettingsSchema.parse({ capacity: 10 })],
@@ -60,7 +64,8 @@ describe('sharedValue', () => {
       for (const e of readdirSync(join(repoRoot, dir), { withFileTypes: true, recursive: true })) {
         if (!e.isFile() || !e.name.endsWith('.ts')) continue;
         const file = join(e.parentPath, e.name);
-        for (const m of readFileSync(file, 'utf8').matchAll(/sharedValue\('([^']+)'/g)) places.set(m[1]!, [...(places.get(m[1]!) ?? []), relative(repoRoot, file)]);
+        for (const m of readFileSync(file, 'utf8').matchAll(/sharedValue\('([^']+)'/g))
+          places.set(m[1]!, [...(places.get(m[1]!) ?? []), relative(repoRoot, file)]);
       }
     }
     expect(places.size).toBeGreaterThanOrEqual(7);

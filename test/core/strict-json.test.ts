@@ -3,7 +3,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { lineColumn, maxJsonDepth, parseStrictJson } from '../../core/strict-json.js';
 
-
 function jsonParse(s: string): { ok: true; value: unknown } | { ok: false } {
   try {
     return { ok: true, value: JSON.parse(s) as unknown };
@@ -24,15 +23,41 @@ describe('parseStrictJson', () => {
   });
 
   it('accepts exactly what JSON.parse accepts (shallow inputs)', () => {
-    const piece = fc.oneof(fc.constantFrom('{', '}', '[', ']', '"', ',', ':', ' ', '\n', 'true', 'nul', '-', '0', '1.5e3', '01', '\\', '\\u00e9', "'", '//'), fc.string({ maxLength: 4 }));
+    const piece = fc.oneof(
+      fc.constantFrom(
+        '{',
+        '}',
+        '[',
+        ']',
+        '"',
+        ',',
+        ':',
+        ' ',
+        '\n',
+        'true',
+        'nul',
+        '-',
+        '0',
+        '1.5e3',
+        '01',
+        '\\',
+        '\\u00e9',
+        "'",
+        '//',
+      ),
+      fc.string({ maxLength: 4 }),
+    );
     fc.assert(
-      fc.property(fc.array(piece, { maxLength: 20 }).map((xs) => xs.join('')), (text) => {
-        const mine = parseStrictJson(text);
-        const theirs = jsonParse(text);
-        expect(mine.ok).toBe(theirs.ok);
-        if (mine.ok && theirs.ok) expect(mine.value).toEqual(theirs.value);
-        if (!mine.ok) expect(mine.offset).toBeLessThanOrEqual(text.length);
-      }),
+      fc.property(
+        fc.array(piece, { maxLength: 20 }).map((xs) => xs.join('')),
+        (text) => {
+          const mine = parseStrictJson(text);
+          const theirs = jsonParse(text);
+          expect(mine.ok).toBe(theirs.ok);
+          if (mine.ok && theirs.ok) expect(mine.value).toEqual(theirs.value);
+          if (!mine.ok) expect(mine.offset).toBeLessThanOrEqual(text.length);
+        },
+      ),
     );
   });
 

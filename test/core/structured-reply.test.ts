@@ -5,7 +5,13 @@ import { structuredReplySchema, structuredReplyToText } from '../../core/structu
 describe('structured (JSON) replies of grammar-constrained models', () => {
   it('become the canonical text the parser reads', () => {
     const text = structuredReplyToText(
-      JSON.stringify({ thought: 'I should note this.', commands: [{ cmd_id: 'a', type: 'diary.add', args: { title: 't', content: 'c' } }, { type: 'help', args: {} }] }),
+      JSON.stringify({
+        thought: 'I should note this.',
+        commands: [
+          { cmd_id: 'a', type: 'diary.add', args: { title: 't', content: 'c' } },
+          { type: 'help', args: {} },
+        ],
+      }),
     );
     const parsed = parseReply(text!);
     expect(parsed.body).toBe('I should note this.');

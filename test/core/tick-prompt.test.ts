@@ -17,7 +17,10 @@ describe('promptForRecord', () => {
       { role: 'system' as const, content: 'who you are' },
       { role: 'user' as const, content: 'tick 4: «hello» 🌱' },
     ];
-    expect(promptForRecord(messages)).toEqual({ messages, chars: messages[0]!.content.length + messages[1]!.content.length });
+    expect(promptForRecord(messages)).toEqual({
+      messages,
+      chars: messages[0]!.content.length + messages[1]!.content.length,
+    });
   });
 
   it('over the cap: a short message stays whole, the long ones share the rest and say how long they were', () => {
@@ -44,21 +47,26 @@ describe('promptForRecord', () => {
 
   it('never stores more than the cap, each text a prefix of what was sent, cut on a character', () => {
     fc.assert(
-      fc.property(fc.array(fc.string({ unit: 'binary', maxLength: 3_000 }), { minLength: 1, maxLength: 5 }), fc.integer({ min: 16, max: 6_000 }), (texts, cap) => {
-        const clean = texts.map(sanitizeText);
-        const p = promptForRecord(
-          clean.map((content) => ({ role: 'user' as const, content })),
-          cap,
-        );
-        expect(stored(p)).toBeLessThanOrEqual(cap);
-        p.messages.forEach((m, i) => {
-          expect(clean[i]!.startsWith(m.content)).toBe(true);
-          expect(m.content).not.toMatch(/[\ud800-\udbff]$/);
-          expect(m.chars === undefined).toBe(m.content === clean[i]);
-          if (m.chars !== undefined) expect(m.chars).toBe(clean[i]!.length);
-        });
-        if (clean.reduce((n, t) => n + utf8Bytes(t), 0) <= cap) expect(p.messages.every((m) => m.chars === undefined)).toBe(true);
-      }),
+      fc.property(
+        fc.array(fc.string({ unit: 'binary', maxLength: 3_000 }), { minLength: 1, maxLength: 5 }),
+        fc.integer({ min: 16, max: 6_000 }),
+        (texts, cap) => {
+          const clean = texts.map(sanitizeText);
+          const p = promptForRecord(
+            clean.map((content) => ({ role: 'user' as const, content })),
+            cap,
+          );
+          expect(stored(p)).toBeLessThanOrEqual(cap);
+          p.messages.forEach((m, i) => {
+            expect(clean[i]!.startsWith(m.content)).toBe(true);
+            expect(m.content).not.toMatch(/[\ud800-\udbff]$/);
+            expect(m.chars === undefined).toBe(m.content === clean[i]);
+            if (m.chars !== undefined) expect(m.chars).toBe(clean[i]!.length);
+          });
+          if (clean.reduce((n, t) => n + utf8Bytes(t), 0) <= cap)
+            expect(p.messages.every((m) => m.chars === undefined)).toBe(true);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -176,7 +176,10 @@ describe('checkToolSource: refusals, each with its rule and position', () => {
 /** Split a word into 2–4 non-empty pieces. */
 const pieces = (word: string) =>
   fc
-    .uniqueArray(fc.integer({ min: 1, max: word.length - 1 }), { minLength: 1, maxLength: Math.min(3, word.length - 1) })
+    .uniqueArray(fc.integer({ min: 1, max: word.length - 1 }), {
+      minLength: 1,
+      maxLength: Math.min(3, word.length - 1),
+    })
     .map((cuts) => {
       const sorted = [...cuts].sort((a, b) => a - b);
       const out: string[] = [];
@@ -192,7 +195,10 @@ const pieces = (word: string) =>
 const spellings = (parts: string[]): string[] => [
   parts.map((p) => JSON.stringify(p)).join(' + '),
   `[${parts.map((p) => JSON.stringify(p)).join(', ')}].join('')`,
-  `${JSON.stringify(parts[0])}.concat(${parts.slice(1).map((p) => JSON.stringify(p)).join(', ')})`,
+  `${JSON.stringify(parts[0])}.concat(${parts
+    .slice(1)
+    .map((p) => JSON.stringify(p))
+    .join(', ')})`,
   `\`${parts[0]}\${${JSON.stringify(parts.slice(1).join(''))}}\``,
   `String.fromCharCode(${[...parts.join('')].map((c) => c.charCodeAt(0)).join(', ')})`,
 ];
@@ -203,16 +209,23 @@ describe('property: forbidden names spelled at run time are always refused', () 
 
   it('computed member access with an assembled name', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...targets), fc.constantFrom(...holders), fc.nat(4), fc.boolean(), (target, holder, how, viaVariable) =>
-        fc.assert(
-          fc.property(pieces(target), (parts) => {
-            const expr = spellings(parts)[how]!;
-            const src = `import fs from 'fs';\nconst obj = {};\n${viaVariable ? `const k = ${expr};\n${holder}[k]('x');` : `${holder}[${expr}]('x');`}`;
-            const r = checkToolSource(src);
-            return !r.ok && r.violations.some((v) => ['dynamic_member', 'fs_escape', 'global_escape'].includes(v.rule));
-          }),
-          { numRuns: 5 },
-        ),
+      fc.property(
+        fc.constantFrom(...targets),
+        fc.constantFrom(...holders),
+        fc.nat(4),
+        fc.boolean(),
+        (target, holder, how, viaVariable) =>
+          fc.assert(
+            fc.property(pieces(target), (parts) => {
+              const expr = spellings(parts)[how]!;
+              const src = `import fs from 'fs';\nconst obj = {};\n${viaVariable ? `const k = ${expr};\n${holder}[k]('x');` : `${holder}[${expr}]('x');`}`;
+              const r = checkToolSource(src);
+              return (
+                !r.ok && r.violations.some((v) => ['dynamic_member', 'fs_escape', 'global_escape'].includes(v.rule))
+              );
+            }),
+            { numRuns: 5 },
+          ),
       ),
       { numRuns: 60 },
     );
@@ -220,15 +233,19 @@ describe('property: forbidden names spelled at run time are always refused', () 
 
   it('require / import() of an assembled module name', () => {
     fc.assert(
-      fc.property(fc.constantFrom('child_process', 'net', 'vm', 'worker_threads', 'fs'), fc.nat(4), fc.boolean(), (mod, how, useImport) =>
-        fc.assert(
-          fc.property(pieces(mod), (parts) => {
-            const expr = spellings(parts)[how]!;
-            const r = checkToolSource(useImport ? `await import(${expr});` : `require(${expr});`);
-            return !r.ok && r.violations.some((v) => v.rule === (useImport ? 'dynamic_import' : 'dynamic_require'));
-          }),
-          { numRuns: 5 },
-        ),
+      fc.property(
+        fc.constantFrom('child_process', 'net', 'vm', 'worker_threads', 'fs'),
+        fc.nat(4),
+        fc.boolean(),
+        (mod, how, useImport) =>
+          fc.assert(
+            fc.property(pieces(mod), (parts) => {
+              const expr = spellings(parts)[how]!;
+              const r = checkToolSource(useImport ? `await import(${expr});` : `require(${expr});`);
+              return !r.ok && r.violations.some((v) => v.rule === (useImport ? 'dynamic_import' : 'dynamic_require'));
+            }),
+            { numRuns: 5 },
+          ),
       ),
       { numRuns: 40 },
     );
@@ -236,13 +253,19 @@ describe('property: forbidden names spelled at run time are always refused', () 
 
   it('aliasing chains of any length still refuse eval, Function, process and globalThis', () => {
     fc.assert(
-      fc.property(fc.constantFrom('eval', 'Function', 'process', 'globalThis', 'require'), fc.integer({ min: 1, max: 5 }), (name, depth) => {
-        const lines = [`const a0 = ${name};`];
-        for (let i = 1; i <= depth; i++) lines.push(`const a${i} = a${i - 1};`);
-        lines.push(`a${depth}('x');`);
-        const r = checkToolSource(lines.join('\n'));
-        return !r.ok && r.violations.some((v) => ['forbidden_global', 'global_escape', 'require_alias'].includes(v.rule));
-      }),
+      fc.property(
+        fc.constantFrom('eval', 'Function', 'process', 'globalThis', 'require'),
+        fc.integer({ min: 1, max: 5 }),
+        (name, depth) => {
+          const lines = [`const a0 = ${name};`];
+          for (let i = 1; i <= depth; i++) lines.push(`const a${i} = a${i - 1};`);
+          lines.push(`a${depth}('x');`);
+          const r = checkToolSource(lines.join('\n'));
+          return (
+            !r.ok && r.violations.some((v) => ['forbidden_global', 'global_escape', 'require_alias'].includes(v.rule))
+          );
+        },
+      ),
     );
   });
 });

@@ -32,7 +32,9 @@ describe('statements on a busy connection (real Postgres)', () => {
     // Across the pool: each statement has a connection of its own.
     await Promise.all([h.db.execute(sql`select 1 as pool_one`), h.db.execute(sql`select 2 as pool_two`)]);
     expect(overlaps).toEqual([]);
-    const both = await h.db.transaction(async (tx) => Promise.all([tx.execute(sql`select pg_sleep(0.05), 1 as first`), tx.execute(sql`select 2 as second`)]));
+    const both = await h.db.transaction(async (tx) =>
+      Promise.all([tx.execute(sql`select pg_sleep(0.05), 1 as first`), tx.execute(sql`select 2 as second`)]),
+    );
     expect(both.map((r) => r.rows.length)).toEqual([1, 1]);
     expect(overlaps).toEqual(['select 2 as second']);
   });
@@ -41,7 +43,10 @@ describe('statements on a busy connection (real Postgres)', () => {
     overlaps.length = 0;
     const [diag, archived] = await h.db.transaction(async (t) => {
       const tx = t as unknown as Db;
-      return [await diagnosisInput(tx, { agentId: 'ada', tick: 20, contextMode: 'standard' }, []), await manageMemory(tx, 'ada', 20, {})] as const;
+      return [
+        await diagnosisInput(tx, { agentId: 'ada', tick: 20, contextMode: 'standard' }, []),
+        await manageMemory(tx, 'ada', 20, {}),
+      ] as const;
     });
     expect(diag).toMatchObject({ newInputs: 0, sameModeTicks: 1, dataRichness: 0, ticksSinceRest: 20 });
     expect(Array.isArray(archived)).toBe(true);

@@ -48,12 +48,16 @@ async function reconcile(budgetId: string): Promise<void> {
   const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
   const problem = checkInvariant(stateOf(row!));
   if (problem) throw new Error(problem);
-  const [sums] = await db.execute<{ open: string; settled: string; dup: string }>(sql`
+  const [sums] = await db
+    .execute<{ open: string; settled: string; dup: string }>(
+      sql`
     select
       coalesce(sum(amount) filter (where kind = 'reserve' and not exists (select 1 from lifeforce_ledger c where c.reservation_key = l.idempotency_key)), 0) as open,
       coalesce(sum(amount) filter (where kind = 'settle'), 0) as settled,
       (select count(*) from lifeforce_ledger d where d.budget_id = ${budgetId} and d.reservation_key is not null group by d.reservation_key having count(*) > 1 limit 1) as dup
-    from lifeforce_ledger l where l.budget_id = ${budgetId}`).then((r) => r.rows);
+    from lifeforce_ledger l where l.budget_id = ${budgetId}`,
+    )
+    .then((r) => r.rows);
   expect(Number(sums!.open)).toBeCloseTo(row!.reserved, 4);
   expect(Number(sums!.settled)).toBeCloseTo(row!.spent, 4);
   expect(sums!.dup).toBeNull();
@@ -63,8 +67,22 @@ describe('the lifeforce ledger', () => {
   it('reserves once per key, closes once, and refunds the difference', async () => {
     const db = handle.db;
     await ensureBudget(db, { id: 'agent:lf', agentId: 'lf', scope: 'agent', settings: { capacity: 100 }, at: t0 });
-    const first = await reserve(db, { key: 'op-1', budgetId: 'agent:lf', amount: 30, operation: 'llm_call', ttlMs: 60_000, at: t0 });
-    const again = await reserve(db, { key: 'op-1', budgetId: 'agent:lf', amount: 30, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    const first = await reserve(db, {
+      key: 'op-1',
+      budgetId: 'agent:lf',
+      amount: 30,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
+    const again = await reserve(db, {
+      key: 'op-1',
+      budgetId: 'agent:lf',
+      amount: 30,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     expect(first).toMatchObject({ ok: true, replayed: false });
     expect(again).toMatchObject({ ok: true, replayed: true, closed: false });
     expect((await settle(db, 'op-1', 12)).charged).toBe(12);
@@ -77,13 +95,29 @@ describe('the lifeforce ledger', () => {
 
   it('refuses what the balance cannot cover, marks the budget exhausted, and a grant clears it', async () => {
     const db = handle.db;
-    const refused = await reserve(db, { key: 'op-big', budgetId: 'agent:lf', amount: 500, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    const refused = await reserve(db, {
+      key: 'op-big',
+      budgetId: 'agent:lf',
+      amount: 500,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     expect(refused).toMatchObject({ ok: false, reason: 'balance', needed: 500, available: 88 });
     const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:lf'));
     expect(row!.exhaustedAt).not.toBeNull();
     expect(await grantLifeforce(db, { budgetId: 'agent:lf', amount: 500, key: 'grant-1', reason: 'test' })).toBe(true);
     expect(await grantLifeforce(db, { budgetId: 'agent:lf', amount: 500, key: 'grant-1', reason: 'test' })).toBe(false);
-    expect(await reserve(db, { key: 'op-big', budgetId: 'agent:lf', amount: 500, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: true });
+    expect(
+      await reserve(db, {
+        key: 'op-big',
+        budgetId: 'agent:lf',
+        amount: 500,
+        operation: 'llm_call',
+        ttlMs: 60_000,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: true });
     await release(db, 'op-big', 'test');
     await reconcile('agent:lf');
   });
@@ -94,30 +128,96 @@ describe('the lifeforce ledger', () => {
     expect(await sweepReservations(db, t0 + 30_000)).toBe(0);
     expect(await sweepReservations(db, t0 + 61_000)).toBe(1);
     // The retry that comes after the sweep finds the reservation closed: it must reserve anew.
-    expect(await reserve(db, { key: 'op-dead', budgetId: 'agent:lf', amount: 5, operation: 'sandbox', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: true, replayed: true, closed: true });
+    expect(
+      await reserve(db, {
+        key: 'op-dead',
+        budgetId: 'agent:lf',
+        amount: 5,
+        operation: 'sandbox',
+        ttlMs: 60_000,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: true, replayed: true, closed: true });
     await reconcile('agent:lf');
   });
 
   it('carves a child out of what the parent has left, never more, and returns the rest on close', async () => {
     const db = handle.db;
     await ensureBudget(db, { id: 'agent:carver', agentId: 'lf', scope: 'agent', settings: { capacity: 50 }, at: t0 });
-    expect(await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/1', agentId: 'lf', scope: 'task', amount: 60, at: t0 })).toMatchObject({ ok: false, reason: 'balance' });
-    const child = await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/1', agentId: 'lf', scope: 'task', amount: 20, at: t0 });
+    expect(
+      await carveBudget(db, {
+        parentId: 'agent:carver',
+        id: 'task:lf/1',
+        agentId: 'lf',
+        scope: 'task',
+        amount: 60,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: false, reason: 'balance' });
+    const child = await carveBudget(db, {
+      parentId: 'agent:carver',
+      id: 'task:lf/1',
+      agentId: 'lf',
+      scope: 'task',
+      amount: 20,
+      at: t0,
+    });
     expect(child).toMatchObject({ ok: true, carved: 20 });
-    await reserve(db, { key: 'child-op', budgetId: 'task:lf/1', amount: 15, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await reserve(db, {
+      key: 'child-op',
+      budgetId: 'task:lf/1',
+      amount: 15,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     await settle(db, 'child-op', 7);
-    expect(await reserve(db, { key: 'child-op-2', budgetId: 'task:lf/1', amount: 14, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'balance', available: 13 });
+    expect(
+      await reserve(db, {
+        key: 'child-op-2',
+        budgetId: 'task:lf/1',
+        amount: 14,
+        operation: 'llm_call',
+        ttlMs: 60_000,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: false, reason: 'balance', available: 13 });
     // Without an amount, a limited parent gives a quarter of what it has available (30 → 7.5).
-    expect(await carveBudget(db, { parentId: 'agent:carver', id: 'task:lf/2', agentId: 'lf', scope: 'task', amount: null, at: t0 })).toMatchObject({ ok: true, carved: 7.5 });
+    expect(
+      await carveBudget(db, {
+        parentId: 'agent:carver',
+        id: 'task:lf/2',
+        agentId: 'lf',
+        scope: 'task',
+        amount: null,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: true, carved: 7.5 });
     // A call still running when its budget closes is charged its worst case, then and there.
-    const running = await reserve(db, { key: 'child-op-running', budgetId: 'task:lf/1', amount: 3, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    const running = await reserve(db, {
+      key: 'child-op-running',
+      budgetId: 'task:lf/1',
+      amount: 3,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     await closeBudget(db, 'task:lf/1', 'task done');
     await closeBudget(db, 'task:lf/1', 'task done');
     expect(running.ok && running.hold ? await settleHold(db, running.hold, 1) : null).toMatchObject({ replayed: true });
     const report = await budgetReport(db, 'agent:carver', { at: t0 });
     // 50 − 10 spent by the child (7 settled, 3 held at the close) − 7.5 held for the second child.
     expect(report).toMatchObject({ available: 32.5, budget: { spent: 10, reserved: 7.5 } });
-    expect(await reserve(db, { key: 'child-op-3', budgetId: 'task:lf/1', amount: 1, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'closed' });
+    expect(
+      await reserve(db, {
+        key: 'child-op-3',
+        budgetId: 'task:lf/1',
+        amount: 1,
+        operation: 'llm_call',
+        ttlMs: 60_000,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: false, reason: 'closed' });
     await reconcile('agent:carver');
     await reconcile('task:lf/1');
   });
@@ -125,35 +225,88 @@ describe('the lifeforce ledger', () => {
   it("a closing child gives back what it has, its unspent grants included; an unlimited child's spend reaches its parent", async () => {
     const db = handle.db;
     await ensureBudget(db, { id: 'agent:giver', agentId: 'lf', scope: 'agent', settings: { capacity: 100 }, at: t0 });
-    await carveBudget(db, { parentId: 'agent:giver', id: 'campaign:g1', agentId: 'lf', scope: 'campaign', amount: 10, at: t0 });
+    await carveBudget(db, {
+      parentId: 'agent:giver',
+      id: 'campaign:g1',
+      agentId: 'lf',
+      scope: 'campaign',
+      amount: 10,
+      at: t0,
+    });
     await grantLifeforce(db, { budgetId: 'campaign:g1', amount: 20, key: 'g1-grant', reason: 'test' });
-    await reserve(db, { key: 'g1-op', budgetId: 'campaign:g1', amount: 6, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await reserve(db, {
+      key: 'g1-op',
+      budgetId: 'campaign:g1',
+      amount: 6,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     await settle(db, 'g1-op', 5);
     await closeBudget(db, 'campaign:g1', 'done');
     // The child's 5 are the parent's spend; its 25 left (5 of the carve, the 20 granted) go back.
-    expect(await budgetReport(db, 'agent:giver', { at: t0 })).toMatchObject({ available: 115, budget: { spent: 5, reserved: 0 } });
+    expect(await budgetReport(db, 'agent:giver', { at: t0 })).toMatchObject({
+      available: 115,
+      budget: { spent: 5, reserved: 0 },
+    });
     await reconcile('agent:giver');
     await reconcile('campaign:g1');
 
     await ensureBudget(db, { id: 'agent:free', agentId: 'lf', scope: 'agent', settings: { capacity: null }, at: t0 });
-    await carveBudget(db, { parentId: 'agent:free', id: 'task:lf/9', agentId: 'lf', scope: 'task', amount: null, at: t0 });
-    await reserve(db, { key: 'free-op', budgetId: 'task:lf/9', amount: 3, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    await carveBudget(db, {
+      parentId: 'agent:free',
+      id: 'task:lf/9',
+      agentId: 'lf',
+      scope: 'task',
+      amount: null,
+      at: t0,
+    });
+    await reserve(db, {
+      key: 'free-op',
+      budgetId: 'task:lf/9',
+      amount: 3,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      at: t0,
+    });
     await settle(db, 'free-op', 4.5);
     await closeBudget(db, 'task:lf/9', 'done');
-    expect(await budgetReport(db, 'agent:free', { at: t0 })).toMatchObject({ available: null, budget: { spent: 4.5, reserved: 0 } });
+    expect(await budgetReport(db, 'agent:free', { at: t0 })).toMatchObject({
+      available: null,
+      budget: { spent: 4.5, reserved: 0 },
+    });
   });
 
   it('an operator sets the capacity (refilled to it), regeneration and envelopes', async () => {
     const db = handle.db;
-    const row = await configureBudget(db, 'lf', { capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' }, t0);
+    const row = await configureBudget(
+      db,
+      'lf',
+      { capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' },
+      t0,
+    );
     expect(row).toMatchObject({ capacity: 40, regenPerHour: 4, dailyLimit: 30, onExhausted: 'escalate' });
     expect(row.balance).toBe(40);
-    expect(await reserve(db, { key: 'cfg-1', budgetId: 'agent:lf', amount: 35, operation: 'llm_call', ttlMs: 60_000, at: t0 })).toMatchObject({ ok: false, reason: 'daily', available: 18 });
+    expect(
+      await reserve(db, {
+        key: 'cfg-1',
+        budgetId: 'agent:lf',
+        amount: 35,
+        operation: 'llm_call',
+        ttlMs: 60_000,
+        at: t0,
+      }),
+    ).toMatchObject({ ok: false, reason: 'daily', available: 18 });
     await reconcile('agent:lf');
     // A lower capacity takes the difference out of the funding, as a `withdraw` entry.
     const cut = await configureBudget(db, 'lf', { capacity: 25 }, t0);
     expect(cut).toMatchObject({ capacity: 25, balance: 25 });
-    const [last] = await db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, 'agent:lf')).orderBy(sql`${lifeforceLedger.id} desc`).limit(1);
+    const [last] = await db
+      .select()
+      .from(lifeforceLedger)
+      .where(eq(lifeforceLedger.budgetId, 'agent:lf'))
+      .orderBy(sql`${lifeforceLedger.id} desc`)
+      .limit(1);
     expect(last).toMatchObject({ kind: 'withdraw', amount: 15 });
     expect(cut.funded).toBe(row.funded - 15);
     await reconcile('agent:lf');
@@ -163,7 +316,8 @@ describe('the lifeforce ledger', () => {
     const [a, b] = [handle.db, other.db];
     await a.insert(agents).values({ id: 'two', name: 'two' });
     await ensureBudget(a, { id: 'agent:two', agentId: 'two', scope: 'agent', settings: { capacity: 10 }, at: t0 });
-    const held = (key: string, amount: number, db = a) => reserve(db, { key, budgetId: 'agent:two', amount, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    const held = (key: string, amount: number, db = a) =>
+      reserve(db, { key, budgetId: 'agent:two', amount, operation: 'llm_call', ttlMs: 60_000, at: t0 });
     expect(await held('two-1', 8)).toMatchObject({ ok: true, replayed: false });
     // The other process grants: what `a` wrote last says 2 LF are left; the row says 22.
     await grantLifeforce(b, { budgetId: 'agent:two', amount: 20, key: 'two-g', reason: 'test' });
@@ -187,44 +341,75 @@ describe('the lifeforce ledger', () => {
     // `elsewhere`: the operation comes from the other process, whose cached budget version is
     // stale whenever this one wrote last (and the other way round).
     const op = fc.oneof(
-      fc.record({ kind: fc.constant('reserve' as const), key: fc.nat(5), amount: fc.integer({ min: 0, max: 3000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
-      fc.record({ kind: fc.constant('settle' as const), key: fc.nat(5), actual: fc.integer({ min: 0, max: 4000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
+      fc.record({
+        kind: fc.constant('reserve' as const),
+        key: fc.nat(5),
+        amount: fc.integer({ min: 0, max: 3000 }).map((x) => x / 100),
+        elsewhere: fc.boolean(),
+      }),
+      fc.record({
+        kind: fc.constant('settle' as const),
+        key: fc.nat(5),
+        actual: fc.integer({ min: 0, max: 4000 }).map((x) => x / 100),
+        elsewhere: fc.boolean(),
+      }),
       fc.record({ kind: fc.constant('release' as const), key: fc.nat(5), elsewhere: fc.boolean() }),
-      fc.record({ kind: fc.constant('grant' as const), amount: fc.integer({ min: 0, max: 2000 }).map((x) => x / 100), elsewhere: fc.boolean() }),
+      fc.record({
+        kind: fc.constant('grant' as const),
+        amount: fc.integer({ min: 0, max: 2000 }).map((x) => x / 100),
+        elsewhere: fc.boolean(),
+      }),
     );
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 60 }), fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { maxLength: 4 }), async (capacity, batches) => {
-        const id = `agent:race-${run++}`;
-        await db.insert(agents).values({ id: id.slice(6), name: 'race' }).onConflictDoNothing();
-        await ensureBudget(db, { id, agentId: id.slice(6), scope: 'agent', settings: { capacity }, at: t0 });
-        let g = 0;
-        // A hold its reserve handed back settles in one statement (the owner's path); one not
-        // known here (its reserve still racing) by reading it — both paths, in the same races.
-        const holds = new Map<string, Hold>();
-        for (const batch of batches) {
-          // One batch runs at once: a retried attempt racing its first, a settle racing the sweep.
-          await Promise.all(
-            batch.map((o) => {
-              const db = o.elsewhere ? other.db : handle.db;
-              return o.kind === 'reserve'
-                ? reserve(db, { key: `${id}#${o.key}`, budgetId: id, amount: o.amount, operation: 'llm_call', ttlMs: 60_000, at: t0 }).then((r) => {
-                    if (r.ok && r.hold) holds.set(r.key, r.hold);
-                  })
-                : o.kind === 'settle'
-                  ? holds.has(`${id}#${o.key}`)
-                    ? settleHold(db, holds.get(`${id}#${o.key}`)!, o.actual)
-                    : settle(db, `${id}#${o.key}`, o.actual)
-                  : o.kind === 'release'
-                    ? release(db, `${id}#${o.key}`, 'test')
-                    : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' });
-            }),
-          );
-        }
-        await reconcile(id);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 60 }),
+        fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { maxLength: 4 }),
+        async (capacity, batches) => {
+          const id = `agent:race-${run++}`;
+          await db
+            .insert(agents)
+            .values({ id: id.slice(6), name: 'race' })
+            .onConflictDoNothing();
+          await ensureBudget(db, { id, agentId: id.slice(6), scope: 'agent', settings: { capacity }, at: t0 });
+          let g = 0;
+          // A hold its reserve handed back settles in one statement (the owner's path); one not
+          // known here (its reserve still racing) by reading it — both paths, in the same races.
+          const holds = new Map<string, Hold>();
+          for (const batch of batches) {
+            // One batch runs at once: a retried attempt racing its first, a settle racing the sweep.
+            await Promise.all(
+              batch.map((o) => {
+                const db = o.elsewhere ? other.db : handle.db;
+                return o.kind === 'reserve'
+                  ? reserve(db, {
+                      key: `${id}#${o.key}`,
+                      budgetId: id,
+                      amount: o.amount,
+                      operation: 'llm_call',
+                      ttlMs: 60_000,
+                      at: t0,
+                    }).then((r) => {
+                      if (r.ok && r.hold) holds.set(r.key, r.hold);
+                    })
+                  : o.kind === 'settle'
+                    ? holds.has(`${id}#${o.key}`)
+                      ? settleHold(db, holds.get(`${id}#${o.key}`)!, o.actual)
+                      : settle(db, `${id}#${o.key}`, o.actual)
+                    : o.kind === 'release'
+                      ? release(db, `${id}#${o.key}`, 'test')
+                      : grantLifeforce(db, { budgetId: id, amount: o.amount, key: `${id}:g${g++}`, reason: 'test' });
+              }),
+            );
+          }
+          await reconcile(id);
+        },
+      ),
       { numRuns: 1000 },
     );
-    const [open] = await db.select({ n: sql<number>`count(*)::int` }).from(lifeforceLedger).where(and(eq(lifeforceLedger.kind, 'reserve'), sql`budget_id like 'agent:race-%'`));
+    const [open] = await db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.kind, 'reserve'), sql`budget_id like 'agent:race-%'`));
     expect(open!.n).toBeGreaterThan(0);
   }, 600_000);
 });

@@ -24,24 +24,62 @@ function checks(backend: string, handle: () => DbHandle): void {
     const [q] = await db
       .insert(partnershipMessages)
       .values([
-        { agentId: 'talker', fromTier: 'agent', toTier: 'oversight', kind: 'question', body: 'help', escalationId: 'pm-1', idempotencyKey: 'pm-1:question' },
-        { agentId: 'talker', fromTier: 'oversight', toTier: 'agent', kind: 'answer', body: 'here', escalationId: 'pm-1', idempotencyKey: 'pm-1:answer' },
+        {
+          agentId: 'talker',
+          fromTier: 'agent',
+          toTier: 'oversight',
+          kind: 'question',
+          body: 'help',
+          escalationId: 'pm-1',
+          idempotencyKey: 'pm-1:question',
+        },
+        {
+          agentId: 'talker',
+          fromTier: 'oversight',
+          toTier: 'agent',
+          kind: 'answer',
+          body: 'here',
+          escalationId: 'pm-1',
+          idempotencyKey: 'pm-1:answer',
+        },
         { agentId: 'other', fromTier: 'human', toTier: 'agent', kind: 'info', body: 'hello' },
       ])
       .returning();
 
-    await expect(db.update(partnershipMessages).set({ body: 'rewritten' }).where(eq(partnershipMessages.id, q!.id))).rejects.toThrow();
-    await expect(pool.query(`update partnership_messages set body = 'rewritten'`)).rejects.toThrow(/partnership_messages is append-only: UPDATE refused/);
-    await expect(pool.query(`delete from partnership_messages where id = $1`, [q!.id])).rejects.toThrow(/partnership_messages is append-only: DELETE refused/);
-    await expect(pool.query('truncate partnership_messages')).rejects.toThrow(/partnership_messages is append-only: TRUNCATE refused/);
+    await expect(
+      db.update(partnershipMessages).set({ body: 'rewritten' }).where(eq(partnershipMessages.id, q!.id)),
+    ).rejects.toThrow();
+    await expect(pool.query(`update partnership_messages set body = 'rewritten'`)).rejects.toThrow(
+      /partnership_messages is append-only: UPDATE refused/,
+    );
+    await expect(pool.query(`delete from partnership_messages where id = $1`, [q!.id])).rejects.toThrow(
+      /partnership_messages is append-only: DELETE refused/,
+    );
+    await expect(pool.query('truncate partnership_messages')).rejects.toThrow(
+      /partnership_messages is append-only: TRUNCATE refused/,
+    );
     // The retry path of the writers still works: ON CONFLICT DO NOTHING updates nothing.
-    await db.insert(partnershipMessages).values({ agentId: 'talker', fromTier: 'agent', toTier: 'oversight', kind: 'question', body: 'again', idempotencyKey: 'pm-1:question' }).onConflictDoNothing({ target: partnershipMessages.idempotencyKey });
+    await db
+      .insert(partnershipMessages)
+      .values({
+        agentId: 'talker',
+        fromTier: 'agent',
+        toTier: 'oversight',
+        kind: 'question',
+        body: 'again',
+        idempotencyKey: 'pm-1:question',
+      })
+      .onConflictDoNothing({ target: partnershipMessages.idempotencyKey });
     const mine = await db.select().from(partnershipMessages).where(eq(partnershipMessages.agentId, 'talker'));
     expect(mine.map((m) => m.body).sort()).toEqual(['help', 'here']);
 
     // FK actions: an escalation's deletion detaches its messages, an agent's deletion removes its own.
     await db.delete(escalations).where(eq(escalations.id, 'pm-1'));
-    expect((await db.select().from(partnershipMessages).where(eq(partnershipMessages.agentId, 'talker'))).map((m) => m.escalationId)).toEqual([null, null]);
+    expect(
+      (await db.select().from(partnershipMessages).where(eq(partnershipMessages.agentId, 'talker'))).map(
+        (m) => m.escalationId,
+      ),
+    ).toEqual([null, null]);
     await db.delete(agents).where(eq(agents.id, 'talker'));
     expect((await db.select().from(partnershipMessages)).map((m) => m.agentId)).toEqual(['other']);
   });

@@ -13,7 +13,11 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../runtime/embe
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
 const probe = statements('test_probe', (db, name) => ({
-  agent: db.select({ id: agents.id }).from(agents).where(sql`${agents.id} = ${sql.placeholder('id')}`).prepare(name('agent')),
+  agent: db
+    .select({ id: agents.id })
+    .from(agents)
+    .where(sql`${agents.id} = ${sql.placeholder('id')}`)
+    .prepare(name('agent')),
 }));
 
 /** The names the pool's one connection has prepared. */

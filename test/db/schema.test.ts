@@ -253,7 +253,12 @@ describe('schema on PGlite over pglite-socket', () => {
 
 describe('zod insert schemas', () => {
   it('accepts a valid agent', () => {
-    const parsed = insertAgentSchema.parse({ id: 'demo', name: 'Demo', kind: 'root', identity: { persona: 'curious' } });
+    const parsed = insertAgentSchema.parse({
+      id: 'demo',
+      name: 'Demo',
+      kind: 'root',
+      identity: { persona: 'curious' },
+    });
     expect(parsed).toMatchObject({ id: 'demo', name: 'Demo', kind: 'root' });
   });
 

@@ -15,7 +15,10 @@ export const repoToolsDir = join(import.meta.dirname, '..', '..', '.tools');
 export function toolPath(name: ToolName): string {
   const path = resolveTool(name, {
     toolsDir: process.env.MINDLOOP_TOOLS_DIR ?? repoToolsDir,
-    envOverrides: { temporal: process.env.TEMPORAL_CLI_PATH, 'temporal-test-server': process.env.TEMPORAL_TEST_SERVER_PATH },
+    envOverrides: {
+      temporal: process.env.TEMPORAL_CLI_PATH,
+      'temporal-test-server': process.env.TEMPORAL_TEST_SERVER_PATH,
+    },
   });
   if (!path) throw new Error(`${name} is not installed: ${installHint}`);
   return path;
@@ -43,7 +46,10 @@ export function tempDir(prefix: string): { path: string; remove(): void } {
 /** A validated Env for tests (only the given variables, plus the repo's tools dir). */
 export function testEnv(vars: Record<string, string | number | undefined>): Env {
   const source = Object.fromEntries(
-    Object.entries({ MINDLOOP_TOOLS_DIR: repoToolsDir, ...vars }).map(([k, v]) => [k, v === undefined ? undefined : String(v)]),
+    Object.entries({ MINDLOOP_TOOLS_DIR: repoToolsDir, ...vars }).map(([k, v]) => [
+      k,
+      v === undefined ? undefined : String(v),
+    ]),
   );
   const parsed = parseEnv(source);
   if (!parsed.success) throw new Error(`bad test env: ${parsed.error.message}`);
@@ -92,7 +98,10 @@ export async function migratedDatabase(prefix: string, max = 4): Promise<Migrate
     async dispose() {
       await handle.close();
       await fresh.drop();
-      if (overlaps.size) throw new Error(`statements sent on a busy connection (run them one after another):\n${[...overlaps].join('\n')}`);
+      if (overlaps.size)
+        throw new Error(
+          `statements sent on a busy connection (run them one after another):\n${[...overlaps].join('\n')}`,
+        );
     },
   };
 }

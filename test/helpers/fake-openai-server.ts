@@ -26,7 +26,11 @@ export interface ChatCompletionFixture {
   choices: Array<{
     index: number;
     /** `content` is null when the model only called tools. */
-    message: { role: 'assistant'; content: string | null; tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> };
+    message: {
+      role: 'assistant';
+      content: string | null;
+      tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+    };
     finish_reason: string;
   }>;
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -38,7 +42,10 @@ export function loadLlmFixture<T = ChatCompletionFixture>(name: string): T {
 }
 
 /** A chat.completion body answering with this content (and these tool calls), as an endpoint sends it. */
-export function chatCompletion(content: string | null, toolCalls: Array<{ id: string; name: string; arguments: string }> = []): ChatCompletionFixture {
+export function chatCompletion(
+  content: string | null,
+  toolCalls: Array<{ id: string; name: string; arguments: string }> = [],
+): ChatCompletionFixture {
   return {
     id: 'chatcmpl-raw',
     object: 'chat.completion',
@@ -49,7 +56,15 @@ export function chatCompletion(content: string | null, toolCalls: Array<{ id: st
         message: {
           role: 'assistant',
           content,
-          ...(toolCalls.length ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+          ...(toolCalls.length
+            ? {
+                tool_calls: toolCalls.map((c) => ({
+                  id: c.id,
+                  type: 'function' as const,
+                  function: { name: c.name, arguments: c.arguments },
+                })),
+              }
+            : {}),
         },
         finish_reason: toolCalls.length ? 'tool_calls' : 'stop',
       },
@@ -81,13 +96,23 @@ export function capabilityAnswer(can: { json: boolean; tools: boolean }): Answer
   return (body) => {
     const tools = Array.isArray(body.tools) ? (body.tools as Array<{ function?: { name?: string } }>) : [];
     const tool = tools[0]?.function?.name;
-    if (tool !== undefined) return can.tools ? chatCompletion(null, [{ id: 'call_1', name: tool, arguments: '{}' }]) : chatCompletion('I cannot call tools.');
+    if (tool !== undefined)
+      return can.tools
+        ? chatCompletion(null, [{ id: 'call_1', name: tool, arguments: '{}' }])
+        : chatCompletion('I cannot call tools.');
     if (body.response_format !== undefined) return chatCompletion(can.json ? '{"ok":true}' : 'Sure! Here it is: ok.');
     return chatCompletion('pong');
   };
 }
 
-const modelNotFound = (id: string) => ({ error: { message: `The model \`${id}\` does not exist or you do not have access to it.`, type: 'invalid_request_error', param: null, code: 'model_not_found' } });
+const modelNotFound = (id: string) => ({
+  error: {
+    message: `The model \`${id}\` does not exist or you do not have access to it.`,
+    type: 'invalid_request_error',
+    param: null,
+    code: 'model_not_found',
+  },
+});
 
 export interface RecordedRequest {
   method: string;
@@ -120,8 +145,14 @@ export interface FakeOpenAiServer {
 }
 
 /** Start the fake on a free port (or `opts.port`), replaying `opts.fixtures` (default: openai-think). */
-export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: number; models?: FakeModel[]; answer?: AnswerFn } = {}): Promise<FakeOpenAiServer> {
-  const available = new Set(readdirSync(llmFixturesDir).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)));
+export async function startFakeOpenAiServer(
+  opts: { fixtures?: string[]; port?: number; models?: FakeModel[]; answer?: AnswerFn } = {},
+): Promise<FakeOpenAiServer> {
+  const available = new Set(
+    readdirSync(llmFixturesDir)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => f.slice(0, -5)),
+  );
   let queue = opts.fixtures ?? ['openai-think'];
   let mode: DownMode | 'up' = 'up';
   const rawQueue: RawReply[] = [];
@@ -142,10 +173,18 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
     try {
       body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
     } catch {
-      return sendJson(res, 400, { error: { message: 'invalid JSON body', type: 'invalid_request_error', param: null, code: null } });
+      return sendJson(res, 400, {
+        error: { message: 'invalid JSON body', type: 'invalid_request_error', param: null, code: null },
+      });
     }
     const path = (req.url ?? '/').split('?')[0]!;
-    requests.push({ method: req.method ?? 'GET', path, authorization: req.headers.authorization, headers: req.headers, body });
+    requests.push({
+      method: req.method ?? 'GET',
+      path,
+      authorization: req.headers.authorization,
+      headers: req.headers,
+      body,
+    });
 
     if (mode === 'hang') {
       hanging.add(res);
@@ -156,16 +195,28 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
 
     if (req.method === 'GET' && path === '/v1/models') {
       const data = opts.models ?? [{ id: 'gpt-4o-mini' }];
-      return sendJson(res, 200, { object: 'list', data: data.map((m) => ({ object: 'model', created: 1721172741, owned_by: 'system', ...m })) });
+      return sendJson(res, 200, {
+        object: 'list',
+        data: data.map((m) => ({ object: 'model', created: 1721172741, owned_by: 'system', ...m })),
+      });
     }
     const modelPath = /^\/v1\/models\/(.+)$/.exec(path);
     if (req.method === 'GET' && modelPath && opts.models) {
       const id = decodeURIComponent(modelPath[1]!);
       const found = opts.models.find((m) => m.id === id);
-      return found ? sendJson(res, 200, { object: 'model', created: 1721172741, owned_by: 'system', ...found }) : sendJson(res, 404, modelNotFound(id));
+      return found
+        ? sendJson(res, 200, { object: 'model', created: 1721172741, owned_by: 'system', ...found })
+        : sendJson(res, 404, modelNotFound(id));
     }
     if (req.method !== 'POST' || (path !== '/v1/chat/completions' && path !== '/v1/messages')) {
-      return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+      return sendJson(res, 404, {
+        error: {
+          message: `Unknown request URL: ${req.method} ${path}`,
+          type: 'invalid_request_error',
+          param: null,
+          code: 'unknown_url',
+        },
+      });
     }
     const next = rawQueue.shift();
     if (next) {
@@ -175,14 +226,24 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
         res.on('close', () => hanging.delete(res));
         return;
       }
-      const bytes = typeof next.body === 'string' ? Buffer.from(next.body, 'utf8') : next.body instanceof Uint8Array ? Buffer.from(next.body) : Buffer.from(JSON.stringify(next.body), 'utf8');
-      res.writeHead(next.status ?? 200, { 'content-type': next.contentType ?? 'application/json', 'content-length': bytes.length });
+      const bytes =
+        typeof next.body === 'string'
+          ? Buffer.from(next.body, 'utf8')
+          : next.body instanceof Uint8Array
+            ? Buffer.from(next.body)
+            : Buffer.from(JSON.stringify(next.body), 'utf8');
+      res.writeHead(next.status ?? 200, {
+        'content-type': next.contentType ?? 'application/json',
+        'content-length': bytes.length,
+      });
       res.end(bytes);
       return;
     }
-    if (opts.models && typeof body.model === 'string' && !opts.models.some((m) => m.id === body.model)) return sendJson(res, 404, modelNotFound(body.model));
+    if (opts.models && typeof body.model === 'string' && !opts.models.some((m) => m.id === body.model))
+      return sendJson(res, 404, modelNotFound(body.model));
     const computed = opts.answer?.(body);
-    if (computed) return sendJson(res, 200, { ...computed, model: typeof body.model === 'string' ? body.model : computed.model });
+    if (computed)
+      return sendJson(res, 200, { ...computed, model: typeof body.model === 'string' ? body.model : computed.model });
     const name = queue.length > 1 ? queue.shift()! : queue[0]!;
     // Replayed as recorded, except for the model: echo the requested one, as servers do.
     const fixture = loadLlmFixture<Record<string, unknown>>(name);
@@ -190,7 +251,9 @@ export async function startFakeOpenAiServer(opts: { fixtures?: string[]; port?: 
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error', param: null, code: null } }));
+    handle(req, res).catch((err: unknown) =>
+      sendJson(res, 500, { error: { message: String(err), type: 'server_error', param: null, code: null } }),
+    );
   });
 
   const listen = (port: number) =>

@@ -6,8 +6,10 @@
  */
 import fc from 'fast-check';
 
-const fromEnv = process.env.FC_SEED === undefined || process.env.FC_SEED.trim() === '' ? undefined : Number(process.env.FC_SEED);
-if (fromEnv !== undefined && !Number.isInteger(fromEnv)) throw new Error(`FC_SEED must be an integer, got "${process.env.FC_SEED}"`);
+const fromEnv =
+  process.env.FC_SEED === undefined || process.env.FC_SEED.trim() === '' ? undefined : Number(process.env.FC_SEED);
+if (fromEnv !== undefined && !Number.isInteger(fromEnv))
+  throw new Error(`FC_SEED must be an integer, got "${process.env.FC_SEED}"`);
 /** The seed every property of this file runs from (a 32-bit integer, as fast-check takes it). */
 export const fcSeed = fromEnv ?? Date.now() % 2 ** 31;
 export const fcRuns = Number(process.env.FC_RUNS ?? 1000);

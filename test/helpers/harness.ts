@@ -9,7 +9,12 @@ import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } fr
 import type { QueryDefinition } from '@temporalio/common';
 import { NativeConnection, Worker, type NativeConnectionOptions, type WorkerOptions } from '@temporalio/worker';
 import { workflowIds } from '../../core/ids.js';
-import { statusQuery, type AgentLoopInput, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import {
+  statusQuery,
+  type AgentLoopInput,
+  type AgentStatus,
+  type agentLoopWorkflow,
+} from '../../workflows/agent-loop/index.js';
 import { readUntil } from './wait.js';
 
 /**
@@ -17,7 +22,11 @@ import { readUntil } from './wait.js';
  * `startDevTemporal` (its `connection`), a connection, or connection options such as a stack's
  * `temporal.connection` (a connection is opened for the workers and closed after them).
  */
-export type WorkerHost = { nativeConnection: NativeConnection } | { connection: NativeConnection } | NativeConnection | NativeConnectionOptions;
+export type WorkerHost =
+  | { nativeConnection: NativeConnection }
+  | { connection: NativeConnection }
+  | NativeConnection
+  | NativeConnectionOptions;
 
 /** One worker: the SDK's options without the connection; `taskQueue` defaults to a queue of its own. */
 export type WorkerSpec = Omit<WorkerOptions, 'connection' | 'taskQueue'> & { taskQueue?: string };
@@ -27,12 +36,16 @@ let queueSeq = 0;
 async function connect(host: WorkerHost): Promise<{ connection: NativeConnection; close(): Promise<void> }> {
   if (host instanceof NativeConnection) return { connection: host, close: async () => {} };
   if ('nativeConnection' in host) return { connection: host.nativeConnection, close: async () => {} };
-  if ('connection' in host && host.connection instanceof NativeConnection) return { connection: host.connection, close: async () => {} };
+  if ('connection' in host && host.connection instanceof NativeConnection)
+    return { connection: host.connection, close: async () => {} };
   const connection = await NativeConnection.connect(host as NativeConnectionOptions);
   return { connection, close: () => connection.close() };
 }
 
-async function createWorkers(connection: NativeConnection, specs: readonly WorkerSpec[]): Promise<{ workers: Worker[]; queues: string[] }> {
+async function createWorkers(
+  connection: NativeConnection,
+  specs: readonly WorkerSpec[],
+): Promise<{ workers: Worker[]; queues: string[] }> {
   const workers: Worker[] = [];
   const queues: string[] = [];
   for (const { taskQueue = `test-queue-${++queueSeq}`, ...options } of specs) {
@@ -46,7 +59,11 @@ async function createWorkers(connection: NativeConnection, specs: readonly Worke
  * Run `fn` while the workers poll, and shut them down when it settles; `fn` is given the first
  * worker's task queue. A worker that fails fails the call.
  */
-export async function withWorker<T>(host: WorkerHost, spec: WorkerSpec | readonly WorkerSpec[], fn: (taskQueue: string) => Promise<T>): Promise<T> {
+export async function withWorker<T>(
+  host: WorkerHost,
+  spec: WorkerSpec | readonly WorkerSpec[],
+  fn: (taskQueue: string) => Promise<T>,
+): Promise<T> {
   const specs = Array.isArray(spec) ? (spec as readonly WorkerSpec[]) : [spec as WorkerSpec];
   const conn = await connect(host);
   try {
@@ -82,16 +99,34 @@ export async function startWorkers(host: WorkerHost, specs: readonly WorkerSpec[
 }
 
 /** Start an agent loop on `taskQueue`, by default under its business id `agent/<agentId>`. */
-export function startLoop(client: Client, taskQueue: string, input: AgentLoopInput, workflowId = workflowIds.agent(input.agentId)): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+export function startLoop(
+  client: Client,
+  taskQueue: string,
+  input: AgentLoopInput,
+  workflowId = workflowIds.agent(input.agentId),
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
   return client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId, args: [input] });
 }
 
 /** `query`'s answer once `pred` holds (every `pollMs`); the timeout names `what` and shows the last answer. */
-export function untilQuery<R>(handle: WorkflowHandle, query: QueryDefinition<R, []>, pred: (r: R) => boolean, what: string, timeoutMs = 30_000, pollMs = 100): Promise<R> {
+export function untilQuery<R>(
+  handle: WorkflowHandle,
+  query: QueryDefinition<R, []>,
+  pred: (r: R) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+  pollMs = 100,
+): Promise<R> {
   return readUntil(what, timeoutMs, () => handle.query(query), pred, pollMs);
 }
 
 /** The agent loop's status once `pred` holds. */
-export function untilStatus(handle: WorkflowHandle, pred: (s: AgentStatus) => boolean, what: string, timeoutMs = 30_000, pollMs = 100): Promise<AgentStatus> {
+export function untilStatus(
+  handle: WorkflowHandle,
+  pred: (s: AgentStatus) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+  pollMs = 100,
+): Promise<AgentStatus> {
   return untilQuery(handle, statusQuery, pred, what, timeoutMs, pollMs);
 }

@@ -58,7 +58,8 @@ export function laneOf(root: string, file: string, seen = new Set<string>()): { 
   for (const { module, names } of valueImports(source)) {
     const key = module.startsWith('.') ? relative(root, resolve(dirname(abs), module)).replace(/\.js$/, '.ts') : module;
     const rule = needsMore[key];
-    if (rule === '*' || (rule && names.some((n) => n === '*' || rule.includes(n)))) return { lane: 'suite', because: `${key} (${names.join(', ')})` };
+    if (rule === '*' || (rule && names.some((n) => n === '*' || rule.includes(n))))
+      return { lane: 'suite', because: `${key} (${names.join(', ')})` };
     if (!rule && key.startsWith('test/') && key.endsWith('.ts')) {
       const inner = laneOf(root, key, seen);
       if (inner.lane === 'suite') return { lane: 'suite', because: `${key} → ${inner.because}` };

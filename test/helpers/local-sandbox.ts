@@ -26,7 +26,12 @@ export class LocalProcessSandbox implements Sandbox {
       const [cmd, ...args] = req.command;
       // Its own process group, killed whole: `node --test` runs each test file in a child,
       // which a kill of the parent alone would leave running (a busy loop, for good).
-      const child = spawn(cmd === 'node' ? process.execPath : cmd!, args, { cwd: dir, env: { PATH: process.env.PATH ?? '', ...req.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const child = spawn(cmd === 'node' ? process.execPath : cmd!, args, {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', ...req.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
       const killGroup = () => {
         try {
           process.kill(-child.pid!, 'SIGKILL');

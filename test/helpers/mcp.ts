@@ -13,7 +13,19 @@ import { repoRoot } from './spawn.js';
 export const mindloopBin = join(repoRoot, 'bin', 'mindloop.mjs');
 
 /** The tools every bridge offers. */
-export const bridgeToolNames = ['agent_status', 'approve', 'heartbeat', 'list_agents', 'publish', 'recent_replies', 'reject', 'request', 'send_note', 'subscribe', 'unsubscribe'];
+export const bridgeToolNames = [
+  'agent_status',
+  'approve',
+  'heartbeat',
+  'list_agents',
+  'publish',
+  'recent_replies',
+  'reject',
+  'request',
+  'send_note',
+  'subscribe',
+  'unsubscribe',
+];
 
 export interface Connected {
   client: Client;
@@ -29,8 +41,14 @@ function track(client: Client): Error[] {
 }
 
 /** An SDK client on the bridge at `url` (a bearer token when given). */
-export async function httpClient(url: string, token?: string): Promise<Connected & { transport: StreamableHTTPClientTransport }> {
-  const transport = new StreamableHTTPClientTransport(new URL(url), token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined);
+export async function httpClient(
+  url: string,
+  token?: string,
+): Promise<Connected & { transport: StreamableHTTPClientTransport }> {
+  const transport = new StreamableHTTPClientTransport(
+    new URL(url),
+    token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined,
+  );
   const client = new Client({ name: 'mindloop-test', version: '1.0.0' });
   const errors = track(client);
   await client.connect(transport);
@@ -46,7 +64,10 @@ export async function httpClient(url: string, token?: string): Promise<Connected
 }
 
 /** An SDK client on `mindloop mcp <args>` spawned over stdio; its stderr is collected in `stderr()`. */
-export async function stdioClient(args: string[], env: Record<string, string>): Promise<Connected & { stderr: () => string; pid: () => number | null }> {
+export async function stdioClient(
+  args: string[],
+  env: Record<string, string>,
+): Promise<Connected & { stderr: () => string; pid: () => number | null }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [mindloopBin, 'mcp', ...args],

@@ -25,7 +25,15 @@ export function importsOf(file: string, options: GraphOptions = {}): string[] {
         if (clause?.isTypeOnly) continue;
         const named = clause?.namedBindings;
         // `import { type A, type B } from …` imports no value either.
-        if (clause && !clause.name && named && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly)) continue;
+        if (
+          clause &&
+          !clause.name &&
+          named &&
+          ts.isNamedImports(named) &&
+          named.elements.length > 0 &&
+          named.elements.every((e) => e.isTypeOnly)
+        )
+          continue;
       }
       specs.push((node.moduleSpecifier as ts.StringLiteral).text);
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && (options.types || !node.isTypeOnly)) {
@@ -68,7 +76,8 @@ export function cycles(entry: string, options: GraphOptions = {}): string[] {
     stack.push(file);
     for (const spec of importsOf(file, options)) {
       const next = target(file, spec);
-      if (state.get(next) === 'open') found.push([...stack.slice(stack.indexOf(next)), next].map((f) => relative(repoRoot, f)).join(' → '));
+      if (state.get(next) === 'open')
+        found.push([...stack.slice(stack.indexOf(next)), next].map((f) => relative(repoRoot, f)).join(' → '));
       else if (!state.has(next)) visit(next);
     }
     stack.pop();

@@ -18,10 +18,19 @@ export function testRoot(label: string): string {
  * A bus under `root` whose log lines are kept in `lines`. No NATS is a failure with the fix,
  * never a skip: CI has one, and a silently skipped bus suite would hide a broken bus.
  */
-export async function testBus(root: string, o: Omit<ConnectBusOptions, 'root' | 'url'> = {}): Promise<Bus & { lines: string[] }> {
+export async function testBus(
+  root: string,
+  o: Omit<ConnectBusOptions, 'root' | 'url'> = {},
+): Promise<Bus & { lines: string[] }> {
   const lines: string[] = [];
   try {
-    const bus = await connectBus({ url: testNatsUrl, root, name: `mindloop-test-${root}`, log: (l) => lines.push(l), ...o });
+    const bus = await connectBus({
+      url: testNatsUrl,
+      root,
+      name: `mindloop-test-${root}`,
+      log: (l) => lines.push(l),
+      ...o,
+    });
     return Object.assign(bus, { lines });
   } catch (err) {
     if (err instanceof BusUnavailableError) {

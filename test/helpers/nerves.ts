@@ -8,12 +8,20 @@ export function promptCase(text: string): { state: string; o: Observation; bucke
   const state = /Current state: ([A-Z_]+)/.exec(text)?.[1];
   const m = /obstacle: (yes|no); distance ([\d.]+) m; closing speed (-?[\d.]+) m\/s; bearing (-?\d+) deg/.exec(text);
   if (!state || !m) throw new Error(`not a nerve prompt: ${text}`);
-  const o = { t: 0, obstacle: m[1] === 'yes', distanceM: Number(m[2]), closingSpeedMps: Number(m[3]), bearingDeg: Number(m[4]) };
+  const o = {
+    t: 0,
+    obstacle: m[1] === 'yes',
+    distanceM: Number(m[2]),
+    closingSpeedMps: Number(m[3]),
+    bearingDeg: Number(m[4]),
+  };
   return { state, o, bucket: collisionBucket(o) };
 }
 
 /** A model that answers the ground truth, except where `wrong` answers first (a case → its action). */
-export function collisionModel(wrong: (state: string, bucket: string) => string | undefined = () => undefined): ScriptedReplyFn {
+export function collisionModel(
+  wrong: (state: string, bucket: string) => string | undefined = () => undefined,
+): ScriptedReplyFn {
   return ({ messages }) => {
     const { state, bucket } = promptCase(messages.at(-1)!.content);
     return wrong(state, bucket) ?? collisionPolicy(state, bucket);

@@ -24,7 +24,10 @@ export function postgresBinDir(): string {
   const root = '/usr/lib/postgresql';
   const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))) : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
-  if (!newest) throw new Error('no PostgreSQL server binaries (initdb) found under /usr/lib/postgresql: apt-get install postgresql, or set PG_BIN');
+  if (!newest)
+    throw new Error(
+      'no PostgreSQL server binaries (initdb) found under /usr/lib/postgresql: apt-get install postgresql, or set PG_BIN',
+    );
   return join(root, newest, 'bin');
 }
 
@@ -46,7 +49,9 @@ export async function startPrivatePostgres(name: string): Promise<PrivatePostgre
     chownSync(dir.path, user.uid, user.gid);
   }
   const as = (cmd: string, args: string[]) => {
-    const r = user ? spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { encoding: 'utf8' }) : spawnSync(cmd, args, { encoding: 'utf8' });
+    const r = user
+      ? spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { encoding: 'utf8' })
+      : spawnSync(cmd, args, { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.stdout}`);
   };
   as(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);

@@ -14,7 +14,9 @@ export const neutralReflexReplies: Record<string, string> = {
 };
 
 /** The script also gets the whole call (registry row, params) as its third argument. */
-export function thinkScript(script: (messages: ChatMessage[], thinkIndex: number, call: Parameters<ScriptedReplyFn>[0]) => string): ScriptedReplyFn {
+export function thinkScript(
+  script: (messages: ChatMessage[], thinkIndex: number, call: Parameters<ScriptedReplyFn>[0]) => string,
+): ScriptedReplyFn {
   let thinkIndex = 0;
   return (call) => {
     const { messages, purpose } = call;

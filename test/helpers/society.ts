@@ -6,7 +6,19 @@
 import { getTableName, sql } from 'drizzle-orm';
 import { agentShard } from '../../core/learnings.js';
 import type { Db } from '../../db/client.js';
-import { agentOwnedTables, agents, diaryEntries, ethicsPolicies, forks, learningEvents, learnings, peerRatings, spawns, tasks, verdicts } from '../../db/schema/index.js';
+import {
+  agentOwnedTables,
+  agents,
+  diaryEntries,
+  ethicsPolicies,
+  forks,
+  learningEvents,
+  learnings,
+  peerRatings,
+  spawns,
+  tasks,
+  verdicts,
+} from '../../db/schema/index.js';
 import { saveLearning } from '../../db/queries/learnings.js';
 import { linkPeers } from '../../db/queries/peers.js';
 import { seedForkableAgent } from './fork-fixture.js';
@@ -19,11 +31,28 @@ async function seedLearnings(db: Db, id: string): Promise<void> {
   const own = agentShard(id);
   const unlimited = { maxSavesPerMinute: Infinity };
   const saves = [
-    { shardType: own, agentId: id, predicate: 'avoid_pattern', args: { action: 'shell.exec', pattern: 'rm -rf' }, source: 'feedback' },
-    { shardType: own, agentId: id, predicate: 'avoid_pattern', args: { action: 'shell.exec', pattern: 'rm -rf' }, source: 'feedback' },
+    {
+      shardType: own,
+      agentId: id,
+      predicate: 'avoid_pattern',
+      args: { action: 'shell.exec', pattern: 'rm -rf' },
+      source: 'feedback',
+    },
+    {
+      shardType: own,
+      agentId: id,
+      predicate: 'avoid_pattern',
+      args: { action: 'shell.exec', pattern: 'rm -rf' },
+      source: 'feedback',
+    },
     { shardType: own, agentId: null, predicate: 'style_preference', args: { style: 'concise', stance: 'prefer' } },
     { shardType: own, agentId: id, predicate: 'tool_preference', args: { tool: 'grep', stance: 'prefer' } },
-    { shardType: 'coder', agentId: id, predicate: 'language_hint', args: { language: 'go', hint: `wrap errors (${id})` } },
+    {
+      shardType: 'coder',
+      agentId: id,
+      predicate: 'language_hint',
+      args: { language: 'go', hint: `wrap errors (${id})` },
+    },
   ];
   for (const l of saves) await saveLearning(db, l, unlimited);
 }
@@ -44,7 +73,9 @@ export async function seedParent(db: Db, id: string, opts: { filler?: number } =
     await linkPeers(tx, id, `${id}-older`, 'child');
     await linkPeers(tx, id, `${id}-friend`, 'peer');
     // A peer that is gone: a child may be born under its id.
-    await tx.execute(sql`insert into agent_peers (agent_id, peer_agent_id, relation, status) values (${id}, ${`${id}-ghost`}, 'peer', 'lost')`);
+    await tx.execute(
+      sql`insert into agent_peers (agent_id, peer_agent_id, relation, status) values (${id}, ${`${id}-ghost`}, 'peer', 'lost')`,
+    );
   });
   await db.insert(peerRatings).values({ agentId: id, peerAgentId: `${id}-friend`, score: 2, reason: 'helpful' });
   await db.insert(ethicsPolicies).values([
@@ -52,7 +83,9 @@ export async function seedParent(db: Db, id: string, opts: { filler?: number } =
     { agentId: id, scope: 'global', title: 'be kind', rule: 'be kind to peers', severity: 'warn' },
   ]);
   await db.insert(tasks).values({ agentId: id, title: 'watch the bees', replStatus: 'running' });
-  await db.insert(diaryEntries).values(Array.from({ length: 5 }, (_, i) => ({ agentId: id, title: `day ${i}`, content: `wrote about day ${i}` })));
+  await db
+    .insert(diaryEntries)
+    .values(Array.from({ length: 5 }, (_, i) => ({ agentId: id, title: `day ${i}`, content: `wrote about day ${i}` })));
   await seedLearnings(db, id);
 }
 
@@ -72,7 +105,9 @@ export async function rowCounts(db: Db, agentId: string): Promise<Record<string,
   }
   const scopes = learningScopes(agentId);
   for (const t of [learnings, learningEvents]) {
-    const r = await db.execute(sql`select count(*)::int as n from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]}`);
+    const r = await db.execute(
+      sql`select count(*)::int as n from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]}`,
+    );
     out[getTableName(t)] = Number((r.rows[0] as { n: number }).n);
   }
   return out;
@@ -85,19 +120,32 @@ export async function rowCounts(db: Db, agentId: string): Promise<Record<string,
  * about its spawns. (A spawn with a budget also debits its lifeforce: compare those without one.)
  */
 export async function parentSnapshot(db: Db, agentId: string, children: readonly string[]): Promise<string> {
-  const kids = children.length ? sql.join(children.map((c) => sql`${c}`), sql`, `) : sql`null`;
-  const out: Record<string, unknown> = { agents: (await db.execute(sql`select s::text as r from ${agents} s where s.id = ${agentId}`)).rows.map((x) => x.r) };
+  const kids = children.length
+    ? sql.join(
+        children.map((c) => sql`${c}`),
+        sql`, `,
+      )
+    : sql`null`;
+  const out: Record<string, unknown> = {
+    agents: (await db.execute(sql`select s::text as r from ${agents} s where s.id = ${agentId}`)).rows.map((x) => x.r),
+  };
   for (const t of agentOwnedTables) {
     if (t === spawns) continue;
     const name = getTableName(t);
     const own =
-      name === 'agent_peers' ? sql` and s.peer_agent_id not in (${kids})` : name === 'notes' ? sql` and coalesce(s.sender, '') not like 'spawn:%'` : sql``;
+      name === 'agent_peers'
+        ? sql` and s.peer_agent_id not in (${kids})`
+        : name === 'notes'
+          ? sql` and coalesce(s.sender, '') not like 'spawn:%'`
+          : sql``;
     const r = await db.execute(sql`select s::text as r from ${t} s where s.agent_id = ${agentId}${own} order by s.id`);
     out[name] = r.rows.map((x) => x.r);
   }
   const scopes = learningScopes(agentId);
   for (const t of [learnings, learningEvents]) {
-    const r = await db.execute(sql`select s::text as r from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]} order by s.id`);
+    const r = await db.execute(
+      sql`select s::text as r from ${t} s where ${scopes[getTableName(t) as keyof typeof scopes]} order by s.id`,
+    );
     out[getTableName(t)] = r.rows.map((x) => x.r);
   }
   return JSON.stringify(out);

@@ -12,7 +12,11 @@ export interface Ran {
 }
 
 /** Spawn `cmd args` in the repo root with `env` added to a minimal environment. */
-export function start(cmd: string, args: string[], env: Record<string, string> = {}): ChildProcess & { output: () => Ran } {
+export function start(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): ChildProcess & { output: () => Ran } {
   const child = spawn(cmd, args, {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
@@ -26,7 +30,12 @@ export function start(cmd: string, args: string[], env: Record<string, string> =
 }
 
 /** Spawn and wait for exit (killed after `timeoutMs`). */
-export async function run(cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<Ran> {
+export async function run(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+  timeoutMs = 60_000,
+): Promise<Ran> {
   const child = start(cmd, args, env);
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));

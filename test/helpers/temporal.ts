@@ -10,7 +10,15 @@ import { allSearchAttributes } from '../../workflows/lib/search-attributes.js';
 import { freePort, tempDir, toolPath } from './env.js';
 
 // temporal.api.enums.v1.IndexedValueType numbers.
-const indexedValueType: Record<string, number> = { TEXT: 1, KEYWORD: 2, INT: 3, DOUBLE: 4, BOOL: 5, DATETIME: 6, KEYWORD_LIST: 7 };
+const indexedValueType: Record<string, number> = {
+  TEXT: 1,
+  KEYWORD: 2,
+  INT: 3,
+  DOUBLE: 4,
+  BOOL: 5,
+  DATETIME: 6,
+  KEYWORD_LIST: 7,
+};
 
 /** The time-skipping test server, with the app's search attributes registered. */
 export async function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> {
@@ -30,7 +38,10 @@ const silent = { trace() {}, debug() {}, info() {}, warn() {}, error: console.er
  * A test file's time-skipping server and the product's workflow bundle: made before its tests,
  * the server torn down after them. Read `suite.env` / `suite.bundle` inside the tests.
  */
-export function timeSkippingSuite(): { readonly env: TestWorkflowEnvironment; readonly bundle: WorkflowBundleWithSourceMap } {
+export function timeSkippingSuite(): {
+  readonly env: TestWorkflowEnvironment;
+  readonly bundle: WorkflowBundleWithSourceMap;
+} {
   const suite = {} as { env: TestWorkflowEnvironment; bundle: WorkflowBundleWithSourceMap };
   beforeAll(async () => {
     [suite.env, suite.bundle] = await Promise.all([createTimeSkippingEnv(), bundle(productWorkflowsPath)]);
@@ -69,7 +80,14 @@ export async function startDevTemporal(label: string, workflows = productWorkflo
   const data = tempDir(label);
   let server: DevServer | undefined;
   try {
-    server = await startDevServer({ binary: toolPath('temporal'), dataDir: data.path, port: await freePort(), uiPort: 0, namespace: 'default', ui: false });
+    server = await startDevServer({
+      binary: toolPath('temporal'),
+      dataDir: data.path,
+      port: await freePort(),
+      uiPort: 0,
+      namespace: 'default',
+      ui: false,
+    });
     const address = server.address;
     const [client, connection, bundled] = await Promise.all([
       Connection.connect({ address }).then((c) => new Client({ connection: c })),

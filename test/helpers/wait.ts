@@ -7,7 +7,12 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
  * A probe that throws (a query while no worker is up; a read that is not there yet) is asked again;
  * the timeout names `what` and the last error.
  */
-export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined> | T | undefined, pollMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined> | T | undefined,
+  pollMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -24,12 +29,23 @@ export async function waitFor<T>(what: string, timeoutMs: number, probe: () => P
 }
 
 /** Wait until `pred` holds. */
-export async function until(pred: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000, pollMs = 25): Promise<void> {
+export async function until(
+  pred: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+  pollMs = 25,
+): Promise<void> {
   await waitFor(what, timeoutMs, async () => ((await pred()) ? true : undefined), pollMs);
 }
 
 /** Read until `ok(value)` holds, and return that value; the timeout shows the last value read. */
-export function readUntil<T>(what: string, timeoutMs: number, read: () => Promise<T>, ok: (v: T) => boolean, pollMs = 100): Promise<T> {
+export function readUntil<T>(
+  what: string,
+  timeoutMs: number,
+  read: () => Promise<T>,
+  ok: (v: T) => boolean,
+  pollMs = 100,
+): Promise<T> {
   return waitFor(
     what,
     timeoutMs,

@@ -29,7 +29,10 @@ export interface KillableStack {
 export async function startKillableStack(name: string): Promise<KillableStack> {
   const data = tempDir(name);
   const fresh = await freshPostgresDatabase(`mindloop_${name.replace(/-/g, '_')}`);
-  const stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  const stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }),
+    ui: false,
+  });
   const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
   // Built once: each restarted worker loads it instead of running webpack again.
   const bundlePath = (await writeWorkflowBundle(`${data.path}/workflow-bundle.js`)).path;

@@ -43,17 +43,38 @@ let theirs: NotebookServer;
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_cli_notebook');
   dropDb = fresh.drop;
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }),
+    ui: false,
+  });
   const db = stack.db.db;
   await db.insert(agents).values([
     { id: 'ada', name: 'Ada' },
     { id: 'bo', name: 'Bo' },
   ]);
-  await db.insert(llmRegistry).values(['ada', 'bo'].map((agentId) => ({ agentId, name: 'script', provider: 'scripted' as const, model: 'instant', role: 'agent' as const, priority: 1, params: { replies: ['A quiet thought.'] } })));
-  const [bundle, temporalClient] = await Promise.all([bundleWorkflows(), Connection.connect(stack.temporal.connection)]);
+  await db.insert(llmRegistry).values(
+    ['ada', 'bo'].map((agentId) => ({
+      agentId,
+      name: 'script',
+      provider: 'scripted' as const,
+      model: 'instant',
+      role: 'agent' as const,
+      priority: 1,
+      params: { replies: ['A quiet thought.'] },
+    })),
+  );
+  const [bundle, temporalClient] = await Promise.all([
+    bundleWorkflows(),
+    Connection.connect(stack.temporal.connection),
+  ]);
   client = new Client({ connection: temporalClient });
   connection = await NativeConnection.connect(stack.temporal.connection);
-  worker = await Worker.create({ connection, taskQueue: 'mindloop', workflowBundle: bundle, activities: createActivities({ db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir } }) });
+  worker = await Worker.create({
+    connection,
+    taskQueue: 'mindloop',
+    workflowBundle: bundle,
+    activities: createActivities({ db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir } }),
+  });
   workerRun = worker.run();
   const base = { db, client, feed: new TickFeed(), feedSource: 'in-process' as const, port: 0, log: () => undefined };
   ours = await startNotebook({ ...base, temporal: { address: stack.temporal.address, namespace: 'default' } });
@@ -66,28 +87,64 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([ours?.close(), theirs?.close()]);
-  await client?.workflow.getHandle('agent/ada').terminate('test over').catch(() => undefined);
-  await client?.workflow.getHandle('agent/bo').terminate('test over').catch(() => undefined);
-  await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
+  await client?.workflow
+    .getHandle('agent/ada')
+    .terminate('test over')
+    .catch(() => undefined);
+  await client?.workflow
+    .getHandle('agent/bo')
+    .terminate('test over')
+    .catch(() => undefined);
+  await stopStackTest({
+    workers: [worker],
+    runs: [workerRun],
+    connections: [connection, client?.connection],
+    stack,
+    dropDb,
+    data,
+  });
 }, 60_000);
 
 const ml = (notebook: NotebookServer | 'off', ...args: string[]) =>
-  run(process.execPath, [cli, ...args], { TEMPORAL_ADDRESS: stack.temporal.address, DATABASE_URL: stack.database.url, NATS_URL: 'off', MINDLOOP_NOTEBOOK_PORT: notebook === 'off' ? 'off' : String(notebook.port) });
+  run(process.execPath, [cli, ...args], {
+    TEMPORAL_ADDRESS: stack.temporal.address,
+    DATABASE_URL: stack.database.url,
+    NATS_URL: 'off',
+    MINDLOOP_NOTEBOOK_PORT: notebook === 'off' ? 'off' : String(notebook.port),
+  });
 
-async function statusJson(notebook: NotebookServer | 'off', ...flags: string[]): Promise<{ source: string; workflowId: string; execution: { status: string; runId: string }; status: { agentId: string } | null }> {
+async function statusJson(
+  notebook: NotebookServer | 'off',
+  ...flags: string[]
+): Promise<{
+  source: string;
+  workflowId: string;
+  execution: { status: string; runId: string };
+  status: { agentId: string } | null;
+}> {
   const r = await ml(notebook, 'status', 'ada', '--json', ...flags);
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout) as Awaited<ReturnType<typeof statusJson>>;
 }
 
-function post(port: number, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+function post(
+  port: number,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }));
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
@@ -109,10 +166,18 @@ describe('mindloop status and note beside a running notebook', () => {
 
   it('status: a notebook of another cluster refuses unread (421) and the command asks Temporal; so without a notebook', async () => {
     const refused = await new Promise<number>((resolve, reject) =>
-      request({ host: '127.0.0.1', port: theirs.port, path: '/api/agents/ada/loop', headers: { [temporalHeader]: `${stack.temporal.address}/default` } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      })
+      request(
+        {
+          host: '127.0.0.1',
+          port: theirs.port,
+          path: '/api/agents/ada/loop',
+          headers: { [temporalHeader]: `${stack.temporal.address}/default` },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      )
         .on('error', reject)
         .end(),
     );
@@ -120,13 +185,24 @@ describe('mindloop status and note beside a running notebook', () => {
     expect((await statusJson(theirs)).source).toBe('temporal');
     expect((await statusJson('off')).source).toBe('temporal');
     // Nothing listens on this port any more.
-    const gone = await startNotebook({ db: stack.db.db, client, feed: new TickFeed(), feedSource: 'in-process', port: 0, temporal: { address: stack.temporal.address, namespace: 'default' }, log: () => undefined });
+    const gone = await startNotebook({
+      db: stack.db.db,
+      client,
+      feed: new TickFeed(),
+      feedSource: 'in-process',
+      port: 0,
+      temporal: { address: stack.temporal.address, namespace: 'default' },
+      log: () => undefined,
+    });
     await gone.close();
     expect((await statusJson(gone)).execution.status).toBe('RUNNING');
   }, 60_000);
 
   it('status of an agent without a loop: the same one-line error through the notebook as from Temporal', async () => {
-    const [viaNotebook, direct] = await Promise.all([ml(ours, 'status', 'nobody'), ml(ours, 'status', 'nobody', '--direct')]);
+    const [viaNotebook, direct] = await Promise.all([
+      ml(ours, 'status', 'nobody'),
+      ml(ours, 'status', 'nobody', '--direct'),
+    ]);
     for (const r of [viaNotebook, direct]) {
       expect(r.code).toBe(1);
       expect(r.stderr).toContain('no loop for agent nobody: start it with `mindloop start nobody`');
@@ -148,8 +224,18 @@ describe('mindloop status and note beside a running notebook', () => {
     expect(`note #${rows[0]!.id} delivered to ada\n`).toBe(sent.stdout);
 
     const header = { [temporalHeader]: `${stack.temporal.address}/default` };
-    const first = await post(ours.port, '/api/agents/ada/notes', { text: 'once only', updateId: 'cli-note-test-1' }, header);
-    const again = await post(ours.port, '/api/agents/ada/notes', { text: 'once only', updateId: 'cli-note-test-1' }, header);
+    const first = await post(
+      ours.port,
+      '/api/agents/ada/notes',
+      { text: 'once only', updateId: 'cli-note-test-1' },
+      header,
+    );
+    const again = await post(
+      ours.port,
+      '/api/agents/ada/notes',
+      { text: 'once only', updateId: 'cli-note-test-1' },
+      header,
+    );
     expect(first.status).toBe(201);
     expect(again).toEqual(first);
     expect(await stack.db.db.select().from(notes).where(eq(notes.text, 'once only'))).toHaveLength(1);
@@ -186,12 +272,22 @@ describe('mindloop status and note beside a running notebook', () => {
       expect(text.code, text.stderr).toBe(0);
       expect(text.stdout).toContain(`EXHAUSTED    since ${x.since}: ${x.needed} LF refused (balance); ${said}`);
     }
-    const list = await new Promise<{ agents: Array<{ id: string; lifeforce: { exhausted: boolean; needs: unknown } | null }> }>((resolve, reject) =>
-      request({ host: '127.0.0.1', port: ours.port, path: '/api/agents', headers: { [temporalHeader]: `${stack.temporal.address}/default` } }, (res) => {
-        let body = '';
-        res.on('data', (d: Buffer) => (body += d.toString()));
-        res.on('end', () => resolve(JSON.parse(body) as never));
-      })
+    const list = await new Promise<{
+      agents: Array<{ id: string; lifeforce: { exhausted: boolean; needs: unknown } | null }>;
+    }>((resolve, reject) =>
+      request(
+        {
+          host: '127.0.0.1',
+          port: ours.port,
+          path: '/api/agents',
+          headers: { [temporalHeader]: `${stack.temporal.address}/default` },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve(JSON.parse(body) as never));
+        },
+      )
         .on('error', reject)
         .end(),
     );
@@ -202,7 +298,16 @@ describe('mindloop status and note beside a running notebook', () => {
     expect(granted.code, granted.stderr).toBe(0);
     expect(granted.stdout).toContain('woke agent/bo');
     await expect
-      .poll(async () => (await stack.db.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, 'bo'), eq(llmRecentResponses.tick, 1)))).length, { timeout: 30_000 })
+      .poll(
+        async () =>
+          (
+            await stack.db.db
+              .select({ tick: llmRecentResponses.tick })
+              .from(llmRecentResponses)
+              .where(and(eq(llmRecentResponses.agentId, 'bo'), eq(llmRecentResponses.tick, 1)))
+          ).length,
+        { timeout: 30_000 },
+      )
       .toBe(1);
   }, 90_000);
 });

@@ -67,7 +67,11 @@ function parseConfig(compose: Compose): Obj {
   const r = run(compose, ['config']);
   expect(r.status, r.stderr).toBe(0);
   // Compose v1 is Python and depends on PyYAML, so the interpreter beside it can parse YAML.
-  const toJson = sh('python3', ['-c', 'import json,sys,yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)'], r.stdout);
+  const toJson = sh(
+    'python3',
+    ['-c', 'import json,sys,yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)'],
+    r.stdout,
+  );
   expect(toJson.status, `python3 + PyYAML (a docker-compose v1 dependency): ${toJson.stderr}`).toBe(0);
   return JSON.parse(toJson.stdout) as Obj;
 }
@@ -106,7 +110,9 @@ function dependsOn(s: Obj): Record<string, string> {
   const d = s['depends_on'];
   if (Array.isArray(d)) return Object.fromEntries(d.map((n) => [String(n), 'service_started']));
   if (!isObj(d)) return {};
-  return Object.fromEntries(Object.entries(d).map(([k, v]) => [k, String(isObj(v) ? v['condition'] : 'service_started')]));
+  return Object.fromEntries(
+    Object.entries(d).map(([k, v]) => [k, String(isObj(v) ? v['condition'] : 'service_started')]),
+  );
 }
 
 const workers = {
@@ -119,7 +125,10 @@ const composes = findComposes();
 
 describe('docker-compose.yml', { timeout: 60_000 }, () => {
   it('has a Compose implementation to validate it with', () => {
-    expect(composes.map((c) => c.label), installHint).not.toEqual([]);
+    expect(
+      composes.map((c) => c.label),
+      installHint,
+    ).not.toEqual([]);
   });
 
   describe.each(composes.map((c) => [c.label, c] as const))('with %s', (_label, compose) => {
@@ -154,7 +163,10 @@ describe('docker-compose.yml', { timeout: 60_000 }, () => {
       expect(w['build'], `${name} is built from the Dockerfile`).toBeDefined();
       expect(w['command']).toEqual(['npx', 'tsx', 'workers/main.ts']);
       expect(dependsOn(w)).toMatchObject({ 'app-db': 'service_healthy' });
-      expect(Object.keys(dependsOn(w)).some((d) => d.startsWith('temporal')), `${name} waits for Temporal`).toBe(true);
+      expect(
+        Object.keys(dependsOn(w)).some((d) => d.startsWith('temporal')),
+        `${name} waits for Temporal`,
+      ).toBe(true);
     });
 
     it('mounts the Docker socket into the sandbox worker only', () => {

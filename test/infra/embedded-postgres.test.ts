@@ -29,7 +29,10 @@ it('keeps the main thread free while it runs a long statement', async () => {
     let beats = 0;
     const timer = setInterval(() => beats++, 10);
     const t0 = performance.now();
-    const [row] = await query<{ n: string }>(db.url, 'select count(*) as n from generate_series(1, 3000000) g join generate_series(1, 1) h on true');
+    const [row] = await query<{ n: string }>(
+      db.url,
+      'select count(*) as n from generate_series(1, 3000000) g join generate_series(1, 1) h on true',
+    );
     const ms = performance.now() - t0;
     clearInterval(timer);
     expect(row?.n).toBe('3000000');
@@ -47,12 +50,14 @@ it('says how to fix a port that is taken, and leaves the data dir to the next st
   await new Promise<void>((r) => squatter.listen(0, '127.0.0.1', r));
   const taken = (squatter.address() as { port: number }).port;
   try {
-    await expect(startEmbeddedPostgres({ dataDir: dir, port: taken })).rejects.toThrow(`port ${taken} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`);
+    await expect(startEmbeddedPostgres({ dataDir: dir, port: taken })).rejects.toThrow(
+      `port ${taken} is taken: set PGLITE_PORT to another port, or DATABASE_URL to use a real Postgres`,
+    );
   } finally {
     squatter.close();
   }
   const first = await startEmbeddedPostgres({ dataDir: dir, port: 0 });
-  await query(first.url, 'create table kept (v text); insert into kept values (\'still here\')');
+  await query(first.url, "create table kept (v text); insert into kept values ('still here')");
   await first.stop();
   const second = await startEmbeddedPostgres({ dataDir: dir, port: 0 });
   try {

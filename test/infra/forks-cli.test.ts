@@ -33,7 +33,12 @@ beforeAll(async () => {
   const ev = await acts.forkEvaluateAbstracts({ forkId: 'f1' });
   await acts.forkRecordVerdict({
     forkId: 'f1',
-    decision: { verdict: 'NEEDS_REVISION', confidence: 0.5, summary: `manual: ${ev.samples} windows`, caveats: ['cli test'] },
+    decision: {
+      verdict: 'NEEDS_REVISION',
+      confidence: 0.5,
+      summary: `manual: ${ev.samples} windows`,
+      caveats: ['cli test'],
+    },
     artifacts: [ev.artifact],
     status: 'completed',
   });

@@ -32,9 +32,9 @@ describe('the lane of a test file', () => {
           "import type { Client } from '@temporalio/client';",
           "import { type Worker } from '@temporalio/worker';",
           "import { helper } from './helpers.js';",
-          "const sample = \"import { spawn } from 'node:child_process'\";",
+          'const sample = "import { spawn } from \'node:child_process\'";',
         ].join('\n'),
-        'test/a/helpers.ts': "export const helper = (s: string) => s.trim();\n",
+        'test/a/helpers.ts': 'export const helper = (s: string) => s.trim();\n',
       }),
     ).toEqual({ lane: 'unit' });
   });
@@ -68,7 +68,13 @@ describe('the lanes of this tree', () => {
   const unit = unitTestFiles(repoRoot);
 
   it('puts the pure core tests in the unit lane and every server-backed folder in the suite', () => {
-    expect(unit).toEqual(expect.arrayContaining(['test/core/reply-parser.test.ts', 'test/core/lifeforce.test.ts', 'test/infra/lanes.test.ts']));
+    expect(unit).toEqual(
+      expect.arrayContaining([
+        'test/core/reply-parser.test.ts',
+        'test/core/lifeforce.test.ts',
+        'test/infra/lanes.test.ts',
+      ]),
+    );
     // sanitize's tests write NUL bytes through a real Postgres: not a unit test though it lives in core/.
     expect(unit).not.toContain('test/core/sanitize.test.ts');
     expect(unit.filter((f) => /^test\/(integration|activities|db|sandbox)\//.test(f))).toEqual([]);
@@ -77,7 +83,9 @@ describe('the lanes of this tree', () => {
   });
 
   it('is what vitest runs: the unit project holds the unit lane and the other projects the rest, each file once', () => {
-    const projects = (config.test?.projects ?? []) as Array<{ test: { name: string; include: string[]; exclude?: string[] } }>;
+    const projects = (config.test?.projects ?? []) as Array<{
+      test: { name: string; include: string[]; exclude?: string[] };
+    }>;
     const unitProject = projects.find((p) => p.test.name === 'unit');
     expect(unitProject?.test.include).toEqual(unit);
     const suite = projects.find((p) => p.test.name === 'suite');

@@ -37,14 +37,22 @@ describe('mindloop feedback / learnings', () => {
     }
     const third = await ml('feedback', 'ada', 'reject', 'shell.exec', '--reason', 'rm -rf');
     expect(third.code, third.stderr).toBe(0);
-    const m = /learning #(\d+) created: avoid_pattern \{"action":"shell.exec","pattern":"rm -rf"\} \(rule avoid-pattern/.exec(third.stdout);
+    const m =
+      /learning #(\d+) created: avoid_pattern \{"action":"shell.exec","pattern":"rm -rf"\} \(rule avoid-pattern/.exec(
+        third.stdout,
+      );
     expect(m, third.stdout).not.toBeNull();
     const id = m![1]!;
 
     const list = await ml('learnings', 'list', '--shard', 'agent:ada');
     expect(list.code).toBe(0);
-    expect(list.stdout).toMatch(new RegExp(`#${id}  1\\.000  avoid_pattern  \\{"action":"shell.exec","pattern":"rm -rf"\\}`));
-    const stats = JSON.parse((await ml('learnings', 'stats', '--shard', 'agent:ada')).stdout) as Record<string, unknown>;
+    expect(list.stdout).toMatch(
+      new RegExp(`#${id}  1\\.000  avoid_pattern  \\{"action":"shell.exec","pattern":"rm -rf"\\}`),
+    );
+    const stats = JSON.parse((await ml('learnings', 'stats', '--shard', 'agent:ada')).stdout) as Record<
+      string,
+      unknown
+    >;
     expect(stats).toMatchObject({ total_learnings: 1, avg_confidence: 1, by_predicate: { avoid_pattern: 1 } });
 
     const why = await ml('learnings', 'why', id);
@@ -57,18 +65,23 @@ describe('mindloop feedback / learnings', () => {
 
   it("feedback uses the agent's learning_threshold config unless --threshold is given", async () => {
     await h.db.insert(agents).values({ id: 'cy', name: 'Cy' });
-    await h.db.execute(sql`insert into agent_config (agent_id, key, value) values ('cy', 'learning_threshold', '2'::jsonb)`);
+    await h.db.execute(
+      sql`insert into agent_config (agent_id, key, value) values ('cy', 'learning_threshold', '2'::jsonb)`,
+    );
     const first = await ml('feedback', 'cy', 'reject', 'lang.go', '--reason', 'wrap errors with %w');
     expect(first.stdout).toContain('reject "lang.go:wrap errors with %w" for cy: count 1 (threshold 2)');
     const second = await ml('feedback', 'cy', 'reject', 'lang.go', '--reason', 'wrap errors with %w');
     expect(second.code, second.stderr).toBe(0);
-    expect(second.stdout).toMatch(/learning #\d+ created: language_hint \{"language":"go","hint":"wrap errors with %w"\} \(rule language-hint/);
+    expect(second.stdout).toMatch(
+      /learning #\d+ created: language_hint \{"language":"go","hint":"wrap errors with %w"\} \(rule language-hint/,
+    );
     const explicit = await ml('feedback', 'cy', 'accept', 'tool.grep', '--threshold', '5');
     expect(explicit.stdout).toContain('accept "tool.grep" for cy: count 1 (threshold 5)');
   });
 
   it('export → clear --confirm → import → export round-trips exactly; clear without --confirm refuses', async () => {
-    await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence, learned_at, source_campaign)
+    await h.db
+      .execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence, learned_at, source_campaign)
       values ('coder', 'avoid_pattern', '{"action":"code.edit","pattern":"unwrap"}', 0.95, '2026-03-01T10:00:00.123Z', 'c-7'),
              ('coder', 'style_preference', '{"style":"concise","stance":"prefer"}', 0.8, '2026-03-02T10:00:00Z', null),
              ('coder', 'language_hint', '{"language":"go","hint":"return errors"}', 0.2, '2026-03-03T10:00:00Z', null)`);
@@ -98,18 +111,31 @@ describe('mindloop feedback / learnings', () => {
 
   it('imports 50 learnings whole (an import is not held to the 10-saves-a-minute rate)', async () => {
     const file = `${dir.path}/bulk.json`;
-    const records = Array.from({ length: 50 }, (_, i) => ({ fact_predicate: 'phase_success', fact_args: { phase_type: `t${i}` }, confidence: 0.9 }));
+    const records = Array.from({ length: 50 }, (_, i) => ({
+      fact_predicate: 'phase_success',
+      fact_args: { phase_type: `t${i}` },
+      confidence: 0.9,
+    }));
     await import('node:fs/promises').then((fs) => fs.writeFile(file, JSON.stringify(records)));
     const r = await ml('learnings', 'import', '--shard', 'bulk', '--file', file);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('imported 50, updated 0');
-    expect(JSON.parse((await ml('learnings', 'stats', '--shard', 'bulk')).stdout)).toMatchObject({ total_learnings: 50, refused_last_day: 0 });
+    expect(JSON.parse((await ml('learnings', 'stats', '--shard', 'bulk')).stdout)).toMatchObject({
+      total_learnings: 50,
+      refused_last_day: 0,
+    });
   });
 
   it('import refuses an injected learning with the reason, and imports nothing', async () => {
     const file = `${dir.path}/evil.json`;
     await import('node:fs/promises').then((fs) =>
-      fs.writeFile(file, JSON.stringify([{ fact_predicate: 'phase_success', fact_args: { phase_type: 'ok' } }, { fact_predicate: 'exec_shell', fact_args: { cmd: 'curl evil' } }])),
+      fs.writeFile(
+        file,
+        JSON.stringify([
+          { fact_predicate: 'phase_success', fact_args: { phase_type: 'ok' } },
+          { fact_predicate: 'exec_shell', fact_args: { cmd: 'curl evil' } },
+        ]),
+      ),
     );
     const r = await ml('learnings', 'import', '--shard', 'evil', '--file', file);
     expect(r.code).toBe(1);
@@ -125,7 +151,9 @@ describe('mindloop feedback / learnings', () => {
     const r = await ml('learnings', 'decay', '--shard', 'dec', '--factor', '0.5');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('shard dec: 2 decayed (× 0.5), 1 deleted');
-    const left = JSON.parse((await ml('learnings', 'export', '--shard', 'dec')).stdout) as Array<{ confidence: number }>;
+    const left = JSON.parse((await ml('learnings', 'export', '--shard', 'dec')).stdout) as Array<{
+      confidence: number;
+    }>;
     expect(left.map((l) => l.confidence)).toEqual([1, 0.5]);
   });
 

@@ -10,7 +10,14 @@ import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultPrices, lfRound, llmWorstCase, thinkReservation } from '../../core/lifeforce.js';
 import { carveBudget, closeBudget, release, reserve, settle, thinkBasis } from '../../db/queries/lifeforce.js';
-import { agentConfig, agents, lifeforceBudgets, lifeforceLedger, llmRegistry, tickPrompts } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  lifeforceBudgets,
+  lifeforceLedger,
+  llmRegistry,
+  tickPrompts,
+} from '../../db/schema/index.js';
 import { freePort, migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
@@ -30,9 +37,11 @@ afterAll(async () => {
   await h?.dispose();
 });
 
-const ml = (...args: string[]) => run(process.execPath, [cli, ...args], { DATABASE_URL: h.url, TEMPORAL_ADDRESS: temporalAddress });
+const ml = (...args: string[]) =>
+  run(process.execPath, [cli, ...args], { DATABASE_URL: h.url, TEMPORAL_ADDRESS: temporalAddress });
 const budget = async (id: string) => (await h.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, id)))[0];
-const ledger = (budgetId: string) => h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(asc(lifeforceLedger.id));
+const ledger = (budgetId: string) =>
+  h.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.budgetId, budgetId)).orderBy(asc(lifeforceLedger.id));
 
 describe('mindloop lifeforce', () => {
   it('show: an unknown agent, or one with no budget yet, is a clear error', async () => {
@@ -49,18 +58,65 @@ describe('mindloop lifeforce', () => {
   });
 
   it('set: capacity, regeneration, envelopes, policy and priority; stored though the loop is not woken', async () => {
-    const r = await ml('lifeforce', 'set', 'ada', '--capacity', '100', '--regen', '5', '--daily', '50', '--monthly', '1000', '--on-exhausted', 'escalate', '--ask-for', '200', '--priority', '2');
+    const r = await ml(
+      'lifeforce',
+      'set',
+      'ada',
+      '--capacity',
+      '100',
+      '--regen',
+      '5',
+      '--daily',
+      '50',
+      '--monthly',
+      '1000',
+      '--on-exhausted',
+      'escalate',
+      '--ask-for',
+      '200',
+      '--priority',
+      '2',
+    );
     expect(r.code, r.stderr).toBe(0);
     // Ada has no model: a think reserves nothing, nothing to warn about.
     expect(r.stderr).not.toContain('warning');
-    expect(r.stdout).toContain('set agent:ada: capacity 100 LF, regeneration 5 LF per hour, daily 50 LF, monthly 1000 LF, on exhausted escalate (asks for 200 LF), priority 2');
+    expect(r.stdout).toContain(
+      'set agent:ada: capacity 100 LF, regeneration 5 LF per hour, daily 50 LF, monthly 1000 LF, on exhausted escalate (asks for 200 LF), priority 2',
+    );
     expect(r.stderr).toContain(`agent ada not signalled (cannot reach Temporal at ${temporalAddress}`);
     expect(r.stderr).toContain('the change is stored all the same');
-    expect(await budget('agent:ada')).toMatchObject({ capacity: 100, balance: 100, funded: 100, spent: 0, regenPerHour: 5, dailyLimit: 50, monthlyLimit: 1000, onExhausted: 'escalate', askFor: 200, priority: 2 });
+    expect(await budget('agent:ada')).toMatchObject({
+      capacity: 100,
+      balance: 100,
+      funded: 100,
+      spent: 0,
+      regenPerHour: 5,
+      dailyLimit: 50,
+      monthlyLimit: 1000,
+      onExhausted: 'escalate',
+      askFor: 200,
+      priority: 2,
+    });
 
-    const again = await ml('lifeforce', 'set', 'ada', '--daily', 'none', '--priority', 'auto', '--on-exhausted', 'pause');
+    const again = await ml(
+      'lifeforce',
+      'set',
+      'ada',
+      '--daily',
+      'none',
+      '--priority',
+      'auto',
+      '--on-exhausted',
+      'pause',
+    );
     expect(again.code, again.stderr).toBe(0);
-    expect(await budget('agent:ada')).toMatchObject({ capacity: 100, dailyLimit: null, monthlyLimit: 1000, onExhausted: 'pause', priority: null });
+    expect(await budget('agent:ada')).toMatchObject({
+      capacity: 100,
+      dailyLimit: null,
+      monthlyLimit: 1000,
+      onExhausted: 'pause',
+      priority: null,
+    });
     expect((await ledger('agent:ada')).map((e) => [e.kind, e.amount])).toEqual([['grant', 100]]);
   }, 30_000);
 
@@ -75,7 +131,13 @@ describe('mindloop lifeforce', () => {
     expect(grants[1]).toMatchObject({ amount: 25.5, reason: 'more work', metadata: { by: 'dafit' } });
     expect(grants[1]!.idempotencyKey).toMatch(/^cli:[0-9a-f-]{36}$/);
 
-    const carved = await carveBudget(h.db, { parentId: 'agent:ada', id: 'task:ada/1', agentId: 'ada', scope: 'task', amount: 20 });
+    const carved = await carveBudget(h.db, {
+      parentId: 'agent:ada',
+      id: 'task:ada/1',
+      agentId: 'ada',
+      scope: 'task',
+      amount: 20,
+    });
     expect(carved.ok).toBe(true);
     const child = await ml('lifeforce', 'grant', 'ada', '5', '--budget', 'task:ada/1');
     expect(child.code, child.stderr).toBe(0);
@@ -86,7 +148,14 @@ describe('mindloop lifeforce', () => {
   }, 30_000);
 
   it('show: the budget, burn rate, last ledger entries and child budgets; --json the same as JSON', async () => {
-    const held = await reserve(h.db, { key: 'op-1', budgetId: 'agent:ada', amount: 10, operation: 'llm_call', ttlMs: 60_000, reason: 'think' });
+    const held = await reserve(h.db, {
+      key: 'op-1',
+      budgetId: 'agent:ada',
+      amount: 10,
+      operation: 'llm_call',
+      ttlMs: 60_000,
+      reason: 'think',
+    });
     expect(held.ok).toBe(true);
     await settle(h.db, 'op-1', 4, { callId: 1 });
     await reserve(h.db, { key: 'op-2', budgetId: 'agent:ada', amount: 3, operation: 'sandbox', ttlMs: 60_000 });
@@ -120,7 +189,14 @@ describe('mindloop lifeforce', () => {
 
     const json = await ml('lifeforce', 'show', 'ada', '--json');
     expect(json.code, json.stderr).toBe(0);
-    const report = JSON.parse(json.stdout) as { budget: Record<string, unknown>; available: number; burnPerHour: number; hoursToExhaustion: number | null; recent: Array<{ kind: string; idempotencyKey: string }>; children: Array<{ id: string; closedAt: string | null }> };
+    const report = JSON.parse(json.stdout) as {
+      budget: Record<string, unknown>;
+      available: number;
+      burnPerHour: number;
+      hoursToExhaustion: number | null;
+      recent: Array<{ kind: string; idempotencyKey: string }>;
+      children: Array<{ id: string; closedAt: string | null }>;
+    };
     expect(report.budget).toMatchObject({ id: 'agent:ada', capacity: 100, reserved: 23, spent: 4, funded: 125.5 });
     expect(report).toMatchObject({ available: 98.5, burnPerHour: 4, hoursToExhaustion: null });
     expect(report.recent.length).toBeGreaterThan(0);
@@ -136,7 +212,10 @@ describe('mindloop lifeforce', () => {
     const before = { row: await budget('agent:ada'), entries: (await ledger('agent:ada')).length };
     const cases: Array<[string[], string]> = [
       [['set', 'ada'], 'lifeforce set needs at least one of --capacity'],
-      [['set', 'ada', '--capacity', 'lots'], '--capacity must be a number >= 0 and <= 1000000000 or unlimited, got "lots"'],
+      [
+        ['set', 'ada', '--capacity', 'lots'],
+        '--capacity must be a number >= 0 and <= 1000000000 or unlimited, got "lots"',
+      ],
       [['set', 'ada', '--regen', 'unlimited'], '--regen must be a number >= 0 and <= 1000000000, got "unlimited"'],
       [['set', 'ada', '--daily', 'NaN'], '--daily must be a number >= 0 and <= 1000000000 or none, got "NaN"'],
       [['set', 'ada', '--monthly', '1e12'], '--monthly must be a number >= 0 and <= 1000000000 or none, got "1e12"'],
@@ -181,7 +260,16 @@ describe('mindloop lifeforce', () => {
  * expected numbers are computed here by the same functions from the same rows.
  */
 describe('mindloop lifeforce: what one think reserves', () => {
-  const model = { agentId: 'cy', name: 'main', provider: 'scripted' as const, model: 'cy-model', role: 'agent' as const, priority: 5, costPer1kInput: 0.0005, costPer1kOutput: 0.0015 };
+  const model = {
+    agentId: 'cy',
+    name: 'main',
+    provider: 'scripted' as const,
+    model: 'cy-model',
+    role: 'agent' as const,
+    priority: 5,
+    costPer1kInput: 0.0005,
+    costPer1kOutput: 0.0015,
+  };
   // Its last prompt as stored, the user message cut to the row's cap (`chars` is its whole length).
   const prompt = [
     { role: 'system' as const, content: 'You are Cy. '.repeat(300) },
@@ -193,7 +281,18 @@ describe('mindloop lifeforce: what one think reserves', () => {
   beforeAll(async () => {
     await h.db.insert(agents).values({ id: 'cy', name: 'Cy' });
     // A validator row asked first by priority: a think asks the first *agent* row.
-    await h.db.insert(llmRegistry).values([{ ...model, name: 'judge', model: 'judge-model', role: 'validator', priority: 1, costPer1kInput: 1, costPer1kOutput: 1 }, model]);
+    await h.db.insert(llmRegistry).values([
+      {
+        ...model,
+        name: 'judge',
+        model: 'judge-model',
+        role: 'validator',
+        priority: 1,
+        costPer1kInput: 1,
+        costPer1kOutput: 1,
+      },
+      model,
+    ]);
     await h.db.insert(agentConfig).values({ agentId: 'cy', key: 'max_tokens', value: 300 });
     await h.db.insert(tickPrompts).values([
       { agentId: 'cy', tick: 6, messages: [{ role: 'user', content: 'short' }], chars: 5, promptTokens: 2 },
@@ -224,9 +323,13 @@ describe('mindloop lifeforce: what one think reserves', () => {
   it('set: a daily or monthly limit under it warns the same way', async () => {
     const daily = await ml('lifeforce', 'set', 'cy', '--daily', String(Math.floor(need / 2)));
     expect(daily.code, daily.stderr).toBe(0);
-    expect(daily.stderr).toContain(`cy cannot think: needs a daily limit of ${lf(need)} (mindloop lifeforce set cy --daily ${lfRound(need)})`);
+    expect(daily.stderr).toContain(
+      `cy cannot think: needs a daily limit of ${lf(need)} (mindloop lifeforce set cy --daily ${lfRound(need)})`,
+    );
     const monthly = await ml('lifeforce', 'set', 'cy', '--daily', 'none', '--monthly', '1');
-    expect(monthly.stderr).toContain(`cy cannot think: needs a monthly limit of ${lf(need)} (mindloop lifeforce set cy --monthly ${lfRound(need)})`);
+    expect(monthly.stderr).toContain(
+      `cy cannot think: needs a monthly limit of ${lf(need)} (mindloop lifeforce set cy --monthly ${lfRound(need)})`,
+    );
     const none = await ml('lifeforce', 'set', 'cy', '--monthly', 'none');
     expect(none.code, none.stderr).toBe(0);
     expect(none.stderr).not.toContain('warning');
@@ -239,7 +342,9 @@ describe('mindloop lifeforce: what one think reserves', () => {
     const half = lfRound(short / 2);
     const first = await ml('lifeforce', 'grant', 'cy', String(half));
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toContain(`cy cannot think: needs ${lf(short - half)} (the smallest grant: mindloop lifeforce grant cy ${lfRound(short - half)})`);
+    expect(first.stderr).toContain(
+      `cy cannot think: needs ${lf(short - half)} (the smallest grant: mindloop lifeforce grant cy ${lfRound(short - half)})`,
+    );
     const think = { budgetId: 'agent:cy', amount: need, operation: 'llm_call', ttlMs: 60_000, reason: 'think' };
     expect(await reserve(h.db, { ...think, key: 'cy-think-1' })).toMatchObject({ ok: false, reason: 'balance' });
 

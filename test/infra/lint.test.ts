@@ -101,9 +101,7 @@ describe('eslint.config.js', { timeout: 60_000 }, () => {
   });
 
   it('reports a floating promise outside workflows too', async () => {
-    expect(await lintFixture('floating-promise', 'activities')).toEqual([
-      '@typescript-eslint/no-floating-promises',
-    ]);
+    expect(await lintFixture('floating-promise', 'activities')).toEqual(['@typescript-eslint/no-floating-promises']);
   });
 
   it('allows Node built-ins, process and value imports outside workflows', async () => {
@@ -120,7 +118,9 @@ describe('eslint.config.js', { timeout: 60_000 }, () => {
       return (result?.messages ?? []).map((m) => `${m.ruleId}: ${m.message}`);
     };
     // 3 lines of code per method, plus the class's first and last: 133 methods = 401 lines.
-    expect(await ids(classOf(133))).toEqual(["mindloop/max-class-lines: Class 'Big' has too many lines (401). Maximum allowed is 400."]);
+    expect(await ids(classOf(133))).toEqual([
+      "mindloop/max-class-lines: Class 'Big' has too many lines (401). Maximum allowed is 400.",
+    ]);
     // 132 methods: 398 lines of code, though with comments and blank lines the class spans over 900.
     expect(await ids(classOf(132))).toEqual([]);
   });

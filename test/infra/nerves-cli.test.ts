@@ -46,7 +46,12 @@ beforeAll(async () => {
   for (let i = 0; i < 3; i++) await recordDecision(h.db, decision({}), cfg);
   await recordDecision(h.db, decision({ decidedBy: 'rule', mode: 'hybrid', outcome: 'bad' }), cfg);
   // A second case promoted and kept.
-  for (let i = 0; i < 3; i++) await recordDecision(h.db, decision({ state: 'DETECT', bucket: 'near_fast', action: 'evaluate', toState: 'EVALUATE' }), cfg);
+  for (let i = 0; i < 3; i++)
+    await recordDecision(
+      h.db,
+      decision({ state: 'DETECT', bucket: 'near_fast', action: 'evaluate', toState: 'EVALUATE' }),
+      cfg,
+    );
 }, 60_000);
 afterAll(async () => {
   await h?.dispose();

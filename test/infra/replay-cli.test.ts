@@ -27,11 +27,23 @@ beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_replay_cli');
   dropDb = fresh.drop;
   stack = await startStack({
-    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url, LOG_LEVEL: 'WARN' }),
+    env: testEnv({
+      MINDLOOP_DATA_DIR: data.path,
+      TEMPORAL_PORT: await freePort(),
+      DATABASE_URL: fresh.url,
+      LOG_LEVEL: 'WARN',
+    }),
     ui: false,
   });
   await stack.db.db.insert(agents).values({ id: 'echo', name: 'Echo' });
-  await stack.db.db.insert(llmRegistry).values({ agentId: 'echo', name: 'script', provider: 'scripted', model: 'scripted-echo', role: 'agent', priority: 1 });
+  await stack.db.db.insert(llmRegistry).values({
+    agentId: 'echo',
+    name: 'script',
+    provider: 'scripted',
+    model: 'scripted-echo',
+    role: 'agent',
+    priority: 1,
+  });
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
 }, 120_000);
 afterAll(async () => {
@@ -41,7 +53,13 @@ afterAll(async () => {
   data.remove();
 });
 
-const replay = (...args: string[]) => run(process.execPath, [cli, 'replay', ...args], { TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: 'default' }, 120_000);
+const replay = (...args: string[]) =>
+  run(
+    process.execPath,
+    [cli, 'replay', ...args],
+    { TEMPORAL_ADDRESS: stack.temporal.address, TEMPORAL_NAMESPACE: 'default' },
+    120_000,
+  );
 
 describe('mindloop replay <workflow-id>', () => {
   it('replays the history of a running agent fetched from the server', async () => {
@@ -50,7 +68,14 @@ describe('mindloop replay <workflow-id>', () => {
       connection,
       taskQueue: 'replay-cli',
       workflowBundle: await bundleWorkflows(),
-      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Tick ${i + 1}: thinking quietly.`) } }),
+      activities: createActivities({
+        db: stack.db.db,
+        llm: {
+          env: {},
+          toolsDir: repoToolsDir,
+          scriptedReply: thinkScript((_m, i) => `Tick ${i + 1}: thinking quietly.`),
+        },
+      }),
     });
     try {
       await worker.runUntil(async () => {
@@ -59,7 +84,9 @@ describe('mindloop replay <workflow-id>', () => {
           workflowId: 'agent/echo',
           args: [{ agentId: 'echo', settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } } }],
         });
-        await expect.poll(async () => (await h.query<AgentStatus>('status')).tick, { timeout: 60_000, interval: 200 }).toBeGreaterThanOrEqual(3);
+        await expect
+          .poll(async () => (await h.query<AgentStatus>('status')).tick, { timeout: 60_000, interval: 200 })
+          .toBeGreaterThanOrEqual(3);
 
         const r = await replay('agent/echo');
         expect(r.code, r.stderr).toBe(0);
@@ -80,14 +107,18 @@ describe('mindloop replay <workflow-id>', () => {
     const file = 'test/replay/histories/agentLoopWorkflow-agent_loner-01a20f1d.json';
     const r = await replay('--verbose', file);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^replay ok: test\/replay\/histories\/agentLoopWorkflow-agent_loner-01a20f1d\.json, \d+ events, deterministic\n$/);
+    expect(r.stdout).toMatch(
+      /^replay ok: test\/replay\/histories\/agentLoopWorkflow-agent_loner-01a20f1d\.json, \d+ events, deterministic\n$/,
+    );
     expect(r.stderr).toMatch(/\[INFO\] Worker state changed/);
   }, 120_000);
 
   it('a workflow id that does not exist is a clear error with a non-zero exit', async () => {
     const r = await replay('agent/nobody-here');
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toBe('mindloop: no workflow agent/nobody-here in namespace default: check the id (`temporal workflow list`)');
+    expect(r.stderr.trim()).toBe(
+      'mindloop: no workflow agent/nobody-here in namespace default: check the id (`temporal workflow list`)',
+    );
     expect(r.stdout).toBe('');
   }, 60_000);
 });

@@ -18,13 +18,16 @@ const cli = `${repoRoot}/bin/mindloop.mjs`;
 let env: TestWorkflowEnvironment;
 
 beforeAll(async () => {
-  env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: toolPath('temporal') } } });
+  env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: toolPath('temporal') } },
+  });
 }, 120_000);
 afterAll(async () => {
   await env?.teardown();
 });
 
-const ml = (...args: string[]) => run(process.execPath, [cli, ...args], { TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: 'default' });
+const ml = (...args: string[]) =>
+  run(process.execPath, [cli, ...args], { TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: 'default' });
 
 describe('mindloop schedules', () => {
   it('apply creates, apply again updates (a paused schedule stays paused), list shows them, trigger runs one', async () => {
@@ -39,7 +42,12 @@ describe('mindloop schedules', () => {
 
     const list = await ml('schedules', 'list', '--json');
     expect(list.code, list.stderr).toBe(0);
-    const rows = JSON.parse(list.stdout) as Array<{ id: string; workflowType: string; paused: boolean; nextActionTimes: string[] }>;
+    const rows = JSON.parse(list.stdout) as Array<{
+      id: string;
+      workflowType: string;
+      paused: boolean;
+      nextActionTimes: string[];
+    }>;
     expect(rows.map((r) => [r.id, r.workflowType, r.paused])).toEqual([
       ['maintenance/learning-decay', 'learningDecayWorkflow', false],
       ['maintenance/abstracts-digest', 'abstractsDigestWorkflow', true],
@@ -55,7 +63,11 @@ describe('mindloop schedules', () => {
     expect(trig.code, trig.stderr).toBe(0);
     expect(trig.stdout).toContain('triggered maintenance/learning-decay');
     await expect
-      .poll(async () => (await env.client.schedule.getHandle('maintenance/learning-decay').describe()).info.recentActions.length, { timeout: 20_000, interval: 200 })
+      .poll(
+        async () =>
+          (await env.client.schedule.getHandle('maintenance/learning-decay').describe()).info.recentActions.length,
+        { timeout: 20_000, interval: 200 },
+      )
       .toBe(1);
     const d = await env.client.schedule.getHandle('maintenance/learning-decay').describe();
     const started = await env.client.workflow.getHandle(d.info.recentActions[0]!.action.workflow.workflowId).describe();
@@ -72,18 +84,27 @@ describe('mindloop schedules', () => {
   }, 60_000);
 
   it('a worker polling mindloop applies them at start, idempotently; other queues, --no-schedules and an unreachable server do not', async () => {
-    for (const sch of maintenanceSchedules) await env.client.schedule.getHandle(sch.id).delete().catch(() => undefined);
+    for (const sch of maintenanceSchedules)
+      await env.client.schedule
+        .getHandle(sch.id)
+        .delete()
+        .catch(() => undefined);
     const existing = async () => (await describeSchedules(env.client)).map((r) => r.id);
     const lines: string[] = [];
     const temporal = { connection: { address: env.address }, namespace: 'default' };
-    const atStart = (queues: string[], disabled = false) => applySchedulesAtStart(temporal, { queues, disabled, log: (l) => lines.push(l) });
+    const atStart = (queues: string[], disabled = false) =>
+      applySchedulesAtStart(temporal, { queues, disabled, log: (l) => lines.push(l) });
 
     expect(await atStart(['sandbox', 'speech-gpu'])).toBeNull();
     expect(await atStart(['mindloop'], true)).toBeNull();
-    expect(lines).toEqual(['schedules: not applied at start (--no-schedules); `npx mindloop schedules apply` applies them']);
+    expect(lines).toEqual([
+      'schedules: not applied at start (--no-schedules); `npx mindloop schedules apply` applies them',
+    ]);
     expect(await existing()).toEqual([]);
 
-    expect(await atStart(['sandbox', 'mindloop'])).toEqual(maintenanceSchedules.map((x) => ({ id: x.id, action: 'created' })));
+    expect(await atStart(['sandbox', 'mindloop'])).toEqual(
+      maintenanceSchedules.map((x) => ({ id: x.id, action: 'created' })),
+    );
     await env.client.schedule.getHandle('maintenance/memory-pruning').pause('paused in the UI');
     // A second worker (or a restart) converges them; the paused one stays paused.
     expect(await atStart(['mindloop'])).toEqual(maintenanceSchedules.map((x) => ({ id: x.id, action: 'updated' })));
@@ -93,7 +114,10 @@ describe('mindloop schedules', () => {
     expect(decay.action).toMatchObject({ workflowType: 'learningDecayWorkflow', taskQueue: 'mindloop' });
 
     // A server that cannot be reached: logged with how to retry, and the worker goes on.
-    const dead = await applySchedulesAtStart({ connection: { address: '127.0.0.1:1', connectTimeout: '2s' }, namespace: 'default' }, { queues: ['mindloop'], log: (l) => lines.push(l) });
+    const dead = await applySchedulesAtStart(
+      { connection: { address: '127.0.0.1:1', connectTimeout: '2s' }, namespace: 'default' },
+      { queues: ['mindloop'], log: (l) => lines.push(l) },
+    );
     expect(dead).toBeNull();
     expect(lines.at(-1)).toMatch(/^schedules not applied: .+ \(retry: npx mindloop schedules apply\)$/);
   }, 60_000);
@@ -113,7 +137,13 @@ describe('mindloop schedules', () => {
         });
         const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
         try {
-          await waitFor('the worker to poll', 60_000, async () => (child.output().stdout.includes('worker polling mindloop') ? true : child.exitCode !== null ? Promise.reject(new Error(child.output().stderr)) : undefined));
+          await waitFor('the worker to poll', 60_000, async () =>
+            child.output().stdout.includes('worker polling mindloop')
+              ? true
+              : child.exitCode !== null
+                ? Promise.reject(new Error(child.output().stderr))
+                : undefined,
+          );
         } finally {
           child.kill('SIGTERM');
           await exited;
@@ -122,7 +152,9 @@ describe('mindloop schedules', () => {
       };
       await env.client.schedule.getHandle('maintenance/abstracts-digest').delete();
       const first = await worker();
-      expect(first).toContain('schedules: maintenance/learning-decay (updated), maintenance/abstracts-digest (created), maintenance/memory-pruning (updated)');
+      expect(first).toContain(
+        'schedules: maintenance/learning-decay (updated), maintenance/abstracts-digest (created), maintenance/memory-pruning (updated)',
+      );
       const skipped = await worker('--no-schedules');
       expect(skipped).toContain('schedules: not applied at start (--no-schedules)');
       expect(skipped).not.toContain('(updated)');

@@ -62,14 +62,21 @@ beforeAll(async () => {
   writeFileSync(join(other.path, 'workers', 'dev.ts'), fakeWorker);
   const w = spawn(tsxBin, ['workers/dev.ts'], {
     cwd: other.path,
-    env: { PATH: process.env.PATH ?? '', MINDLOOP_PORTS: JSON.stringify([ports.pg, ports.notebook, ports.temporal]), LISTEN_CODE: listenCode },
+    env: {
+      PATH: process.env.PATH ?? '',
+      MINDLOOP_PORTS: JSON.stringify([ports.pg, ports.notebook, ports.temporal]),
+      LISTEN_CODE: listenCode,
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   started.push(w);
   const [, pid, temporalPid] = (await waitForLine(w, 'ready')).split(' ').map(Number);
   worker = { pid: pid!, temporalPid: temporalPid! };
   pids.push(worker.pid, worker.temporalPid);
-  const plain = spawn(process.execPath, ['-e', listenCode], { env: { HOLD_PORTS: JSON.stringify([ports.ui]) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const plain = spawn(process.execPath, ['-e', listenCode], {
+    env: { HOLD_PORTS: JSON.stringify([ports.ui]) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   started.push(plain);
   await waitForLine(plain, 'ready');
   plainPid = plain.pid!;
@@ -114,7 +121,10 @@ describe('npm start on taken ports', () => {
     expect(line).not.toContain('\n');
     expect(line!.startsWith('mindloop: cannot start: ')).toBe(true);
     for (const part of expectedParts()) expect(line).toContain(part);
-    const set = /Set PGLITE_PORT=(\d+) TEMPORAL_PORT=(\d+) TEMPORAL_UI_PORT=(\d+) MINDLOOP_NOTEBOOK_PORT=(\d+) \(free now\), or stop what holds them\.$/.exec(line!);
+    const set =
+      /Set PGLITE_PORT=(\d+) TEMPORAL_PORT=(\d+) TEMPORAL_UI_PORT=(\d+) MINDLOOP_NOTEBOOK_PORT=(\d+) \(free now\), or stop what holds them\.$/.exec(
+        line!,
+      );
     expect(set, line!).not.toBeNull();
     const suggested = set!.slice(1).map(Number);
     expect(new Set(suggested).size).toBe(4);
@@ -124,7 +134,12 @@ describe('npm start on taken ports', () => {
   it('the real start exits 1 with that line before it creates anything; no stack trace', async () => {
     const dataDir = join(ours.path, 'real');
     const env = Object.fromEntries(Object.entries(startEnv(dataDir)).map(([k, v]) => [k, String(v)]));
-    const r = await run(tsxBin, ['workers/dev.ts'], { ...env, MINDLOOP_TOOLS_DIR: repoToolsDir, MINDLOOP_QUEUES: 'mindloop', NATS_URL: 'off' }, 60_000);
+    const r = await run(
+      tsxBin,
+      ['workers/dev.ts'],
+      { ...env, MINDLOOP_TOOLS_DIR: repoToolsDir, MINDLOOP_QUEUES: 'mindloop', NATS_URL: 'off' },
+      60_000,
+    );
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     const lines = r.stderr.trim().split('\n');
@@ -139,15 +154,32 @@ describe('npm start on taken ports', () => {
     mkdirSync(mine, { recursive: true });
     const port = await freePort();
     // Started through a shell that exits at once: the server's parent is gone, as after a SIGKILLed start.
-    const sh = await run('sh', ['-c', `"${process.execPath}" -e "$LISTEN_CODE" server start-dev --db-filename "${mine}/temporal.sqlite" >/dev/null & echo $!`], { LISTEN_CODE: listenCode, HOLD_PORTS: JSON.stringify([port]) });
+    const sh = await run(
+      'sh',
+      [
+        '-c',
+        `"${process.execPath}" -e "$LISTEN_CODE" server start-dev --db-filename "${mine}/temporal.sqlite" >/dev/null & echo $!`,
+      ],
+      { LISTEN_CODE: listenCode, HOLD_PORTS: JSON.stringify([port]) },
+    );
     const orphan = Number(sh.stdout.trim());
     pids.push(orphan);
     writeFileSync(join(mine, 'temporal.pid'), String(orphan));
-    for (let i = 0; i < 100 && (await bindError('127.0.0.1', port)) === null; i++) await new Promise((r) => setTimeout(r, 50));
-    const free = { PGLITE_PORT: await freePort(), TEMPORAL_UI_PORT: await freePort(), MINDLOOP_NOTEBOOK_PORT: 'off', TEMPORAL_PORT: port };
+    for (let i = 0; i < 100 && (await bindError('127.0.0.1', port)) === null; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const free = {
+      PGLITE_PORT: await freePort(),
+      TEMPORAL_UI_PORT: await freePort(),
+      MINDLOOP_NOTEBOOK_PORT: 'off',
+      TEMPORAL_PORT: port,
+    };
     expect(await checkStartPorts(testEnv({ ...free, MINDLOOP_DATA_DIR: mine }), { root })).toBeNull();
     const elsewhere = await checkStartPorts(testEnv({ ...free, MINDLOOP_DATA_DIR: join(ours.path, 'b') }), { root });
-    expect(elsewhere).toMatch(new RegExp(`^mindloop: cannot start: port ${port} \\(TEMPORAL_PORT, Temporal dev server\\) is taken by a Temporal dev server left running by a Mindloop \\(data ${mine}, pid ${orphan}\\)\\. Set TEMPORAL_PORT=\\d+ \\(free now\\), or stop what holds it\\.$`));
+    expect(elsewhere).toMatch(
+      new RegExp(
+        `^mindloop: cannot start: port ${port} \\(TEMPORAL_PORT, Temporal dev server\\) is taken by a Temporal dev server left running by a Mindloop \\(data ${mine}, pid ${orphan}\\)\\. Set TEMPORAL_PORT=\\d+ \\(free now\\), or stop what holds it\\.$`,
+      ),
+    );
   });
 
   it('a data dir another live start holds, and two variables on one port, are said too', async () => {
@@ -155,10 +187,32 @@ describe('npm start on taken ports', () => {
     mkdirSync(join(dataDir, 'pglite'), { recursive: true });
     writeFileSync(join(dataDir, 'pglite', 'mindloop.lock'), String(worker.pid));
     const port = await freePort();
-    const line = await checkStartPorts(testEnv({ PGLITE_PORT: port, TEMPORAL_PORT: port, TEMPORAL_UI_PORT: await freePort(), MINDLOOP_NOTEBOOK_PORT: 'off', MINDLOOP_DATA_DIR: dataDir }), { root });
-    expect(line).toMatch(
-      new RegExp(`^mindloop: cannot start: PGLITE_PORT and TEMPORAL_PORT name the same port; the data dir ${dataDir} is in use by process ${worker.pid}\\. Set TEMPORAL_PORT=\\d+ \\(free now\\) and MINDLOOP_DATA_DIR=<another dir>, or stop what holds it\\.$`),
+    const line = await checkStartPorts(
+      testEnv({
+        PGLITE_PORT: port,
+        TEMPORAL_PORT: port,
+        TEMPORAL_UI_PORT: await freePort(),
+        MINDLOOP_NOTEBOOK_PORT: 'off',
+        MINDLOOP_DATA_DIR: dataDir,
+      }),
+      { root },
     );
-    expect(await checkStartPorts(testEnv({ PGLITE_PORT: port, TEMPORAL_PORT: await freePort(), TEMPORAL_UI_PORT: await freePort(), MINDLOOP_NOTEBOOK_PORT: 'off', MINDLOOP_DATA_DIR: join(ours.path, 'c') }), { root })).toBeNull();
+    expect(line).toMatch(
+      new RegExp(
+        `^mindloop: cannot start: PGLITE_PORT and TEMPORAL_PORT name the same port; the data dir ${dataDir} is in use by process ${worker.pid}\\. Set TEMPORAL_PORT=\\d+ \\(free now\\) and MINDLOOP_DATA_DIR=<another dir>, or stop what holds it\\.$`,
+      ),
+    );
+    expect(
+      await checkStartPorts(
+        testEnv({
+          PGLITE_PORT: port,
+          TEMPORAL_PORT: await freePort(),
+          TEMPORAL_UI_PORT: await freePort(),
+          MINDLOOP_NOTEBOOK_PORT: 'off',
+          MINDLOOP_DATA_DIR: join(ours.path, 'c'),
+        }),
+        { root },
+      ),
+    ).toBeNull();
   });
 });

@@ -10,7 +10,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, commandLog, diaryEntries, goals, llmCalls, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
+import {
+  agents,
+  commandLog,
+  diaryEntries,
+  goals,
+  llmCalls,
+  llmRecentResponses,
+  llmRegistry,
+  notes,
+} from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
@@ -50,7 +59,14 @@ beforeAll(async () => {
     ui: false,
   });
   await stack.db.db.insert(agents).values({ id: 'scribe', name: 'Scribe' });
-  await stack.db.db.insert(llmRegistry).values({ agentId: 'scribe', name: 'script', provider: 'scripted', model: 'scripted-scribe', role: 'agent', priority: 1 });
+  await stack.db.db.insert(llmRegistry).values({
+    agentId: 'scribe',
+    name: 'script',
+    provider: 'scripted',
+    model: 'scripted-scribe',
+    role: 'agent',
+    priority: 1,
+  });
   bundle = await bundleWorkflows();
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
 });
@@ -68,16 +84,32 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
       connection,
       taskQueue: 'loop-it',
       workflowBundle: bundle,
-      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script) } }),
+      activities: createActivities({
+        db: stack.db.db,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script) },
+      }),
     });
     await worker.runUntil(async () => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'loop-it',
         workflowId: 'agent/scribe',
-        args: [{ agentId: 'scribe', maxTicks: 4, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 2000 } } }],
+        args: [
+          {
+            agentId: 'scribe',
+            maxTicks: 4,
+            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 2000 } },
+          },
+        ],
       });
-      await readUntil('the first tick', 30_000, () => h.query<AgentStatus>('status'), (s) => s.tick >= 1);
-      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'Hello scribe, please say hi back', priority: 5 }] });
+      await readUntil(
+        'the first tick',
+        30_000,
+        () => h.query<AgentStatus>('status'),
+        (s) => s.tick >= 1,
+      );
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
+        args: [{ text: 'Hello scribe, please say hi back', priority: 5 }],
+      });
       expect(noteId).toBeGreaterThan(0);
       expect(await h.result()).toEqual({ agentId: 'scribe', ticks: 4, reason: 'max_ticks' });
       const status = await h.query<AgentStatus>('status');
@@ -92,8 +124,12 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
     expect(responses.map((r) => r.tick).sort()).toEqual([1, 2, 3, 4]);
     expect(responses.find((r) => r.tick === 1)?.confidence).toBeCloseTo(0.9);
 
-    expect((await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'scribe'))).map((d) => d.title)).toEqual(['Day one']);
-    expect((await db.select().from(goals).where(eq(goals.agentId, 'scribe'))).map((g) => g.title)).toEqual(['Understand my user']);
+    expect(
+      (await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'scribe'))).map((d) => d.title),
+    ).toEqual(['Day one']);
+    expect((await db.select().from(goals).where(eq(goals.agentId, 'scribe'))).map((g) => g.title)).toEqual([
+      'Understand my user',
+    ]);
 
     const log = await db.select().from(commandLog).where(eq(commandLog.agentId, 'scribe'));
     const unknown = log.find((c) => c.cmdId === 'x1');
@@ -101,13 +137,19 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
     expect(unknown?.reason).toMatch(/teleport/);
 
     // The note reached the context of the next tick, was marked read, and was answered.
-    const incoming = await db.select().from(notes).where(and(eq(notes.agentId, 'scribe'), eq(notes.direction, 'in')));
+    const incoming = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'scribe'), eq(notes.direction, 'in')));
     expect(incoming).toHaveLength(1);
     expect(incoming[0]!.readAt).not.toBeNull();
     const heard = prompts.findIndex((p) => p.some((m) => m.content.includes('please say hi back')));
     expect(heard).toBeGreaterThan(0);
     expect(incoming[0]!.tickSeen).toBe(heard + 1);
-    const outgoing = await db.select().from(notes).where(and(eq(notes.agentId, 'scribe'), eq(notes.direction, 'out')));
+    const outgoing = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'scribe'), eq(notes.direction, 'out')));
     expect(outgoing.map((n) => n.text)).toEqual(['Hi! I read your note.']);
 
     // Context 5 of tick 2 shows the results of tick 1's commands, including the unknown one.
@@ -117,9 +159,19 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
     // One think per tick; the reflexes ask the agent's own model for emotions every tick and
     // for a novelty comparison once there is a previous reply.
     const ok = calls.filter((c) => c.ok);
-    expect(ok.filter((c) => c.purpose === 'think').map((c) => c.tick).sort()).toEqual([1, 2, 3, 4]);
+    expect(
+      ok
+        .filter((c) => c.purpose === 'think')
+        .map((c) => c.tick)
+        .sort(),
+    ).toEqual([1, 2, 3, 4]);
     expect(ok.filter((c) => c.purpose === 'emotion')).toHaveLength(4);
-    expect(ok.filter((c) => c.purpose === 'novelty').map((c) => c.tick).sort()).toEqual([2, 3, 4]);
+    expect(
+      ok
+        .filter((c) => c.purpose === 'novelty')
+        .map((c) => c.tick)
+        .sort(),
+    ).toEqual([2, 3, 4]);
     expect(calls.every((c) => c.promptTokens > 0)).toBe(true);
   });
 });

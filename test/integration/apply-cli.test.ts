@@ -24,7 +24,12 @@ import { workflowIds } from '../../core/ids.js';
 import { agentFiles, agentPeers, agents, goals, llmCalls, llmRegistry } from '../../db/schema/index.js';
 import { statusQuery } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, tempDir, type MigratedDatabase } from '../helpers/env.js';
-import { capabilityAnswer, chatCompletion, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
+import {
+  capabilityAnswer,
+  chatCompletion,
+  startFakeOpenAiServer,
+  type FakeOpenAiServer,
+} from '../helpers/fake-openai-server.js';
 import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { repoRoot, run, type Ran } from '../helpers/spawn.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
@@ -45,7 +50,10 @@ let agentsTalking = false;
 /** The goal id drifter's next reply closes (once), set by the test. */
 let closeGoal: number | undefined;
 
-const promptOf = (body: Record<string, unknown>) => ((body.messages as Array<{ content?: unknown }> | undefined) ?? []).map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content))).join('\n');
+const promptOf = (body: Record<string, unknown>) =>
+  ((body.messages as Array<{ content?: unknown }> | undefined) ?? [])
+    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)))
+    .join('\n');
 
 /** The hosted models' replies: a validator's rating, the mini-prompts' answers, and each agent's thought. */
 function answer(body: Record<string, unknown>) {
@@ -53,11 +61,14 @@ function answer(body: Record<string, unknown>) {
   const prompt = promptOf(body);
   if (prompt.includes('Answer with ONE line: a rating')) return chatCompletion('+2 -- sourced and careful');
   if (prompt.includes('Name the emotions of the reply above')) return chatCompletion('calm:2 (steady work)');
-  if (prompt.includes('Compare the NEW reply')) return chatCompletion('{"novelty": 60, "new": ["runtimes"], "tags": ["research"]}');
+  if (prompt.includes('Compare the NEW reply'))
+    return chatCompletion('{"novelty": 60, "new": ["runtimes"], "tags": ["research"]}');
   if (prompt.includes('You are Drifter') && closeGoal !== undefined) {
     const id = closeGoal;
     closeGoal = undefined;
-    return chatCompletion(`Ship v1 is done; I close it.\n${renderCommandBlock([{ cmdId: 'close-ship', type: 'goals.status', args: { id, status: 'completed' } }])}`);
+    return chatCompletion(
+      `Ship v1 is done; I close it.\n${renderCommandBlock([{ cmdId: 'close-ship', type: 'goals.status', args: { id, status: 'completed' } }])}`,
+    );
   }
   return chatCompletion('I list the candidate runtimes and note where each claim comes from.');
 }
@@ -75,7 +86,9 @@ async function mindloop(...args: string[]): Promise<Ran> {
     MINDLOOP_NOTEBOOK_PORT: 'off',
     NATS_URL: 'off',
   });
-  transcript.push(`$ mindloop ${args.map((a) => a.replace(tmp.path, '$TMP')).join(' ')}\n${r.stdout}${r.stderr.slice(0, 2000)}(exit ${r.code})\n`);
+  transcript.push(
+    `$ mindloop ${args.map((a) => a.replace(tmp.path, '$TMP')).join(' ')}\n${r.stdout}${r.stderr.slice(0, 2000)}(exit ${r.code})\n`,
+  );
   return r;
 }
 
@@ -93,7 +106,13 @@ async function refused(...args: string[]): Promise<string> {
   return r.stderr;
 }
 
-const fileRows = async (agentId?: string) => (await database.db.select({ n: count() }).from(agentFiles).where(agentId ? eq(agentFiles.agentId, agentId) : undefined))[0]!.n;
+const fileRows = async (agentId?: string) =>
+  (
+    await database.db
+      .select({ n: count() })
+      .from(agentFiles)
+      .where(agentId ? eq(agentFiles.agentId, agentId) : undefined)
+  )[0]!.n;
 const agentRows = async () => (await database.db.select({ n: count() }).from(agents))[0]!.n;
 const loop = (id: string) => temporal.client.workflow.getHandle(workflowIds.agent(id));
 const status = (id: string) => loop(id).query(statusQuery);
@@ -122,7 +141,9 @@ afterAll(async () => {
   mkdirSync(artifacts, { recursive: true });
   writeFileSync(join(artifacts, 'transcript.txt'), transcript.join('\n'));
   // The loops stop first, so no activity is mid-flight when the worker goes.
-  await Promise.allSettled(['researcher', 'companion', 'ada', 'bo', 'drifter'].map((id) => loop(id).terminate('test over')));
+  await Promise.allSettled(
+    ['researcher', 'companion', 'ada', 'bo', 'drifter'].map((id) => loop(id).terminate('test over')),
+  );
   await workers?.stop();
   await temporal?.stop();
   await fake?.close();
@@ -132,9 +153,35 @@ afterAll(async () => {
 
 describe('mindloop apply on the real stack', () => {
   it('the researcher: its models added against the fake, then applied: created, validators assigned, ticking through the fake', async () => {
-    const main = await ok('models', 'add', 'research-main', '--provider', 'openai', '--base-url', fake.baseUrl, '--model', 'qwen2.5:7b');
-    expect(main).toMatch(/^added model research-main: openai qwen2\.5:7b at http:\/\/127\.0\.0\.1:\d+\/v1, role agent — ok in \d+ ms; JSON replies yes; tool calls yes; context 32768 tokens\n$/);
-    expect(await ok('models', 'add', 'research-check', '--provider', 'openai', '--base-url', fake.baseUrl, '--model', 'llama3.2:3b', '--role', 'validator')).toContain('added model research-check: openai llama3.2:3b');
+    const main = await ok(
+      'models',
+      'add',
+      'research-main',
+      '--provider',
+      'openai',
+      '--base-url',
+      fake.baseUrl,
+      '--model',
+      'qwen2.5:7b',
+    );
+    expect(main).toMatch(
+      /^added model research-main: openai qwen2\.5:7b at http:\/\/127\.0\.0\.1:\d+\/v1, role agent — ok in \d+ ms; JSON replies yes; tool calls yes; context 32768 tokens\n$/,
+    );
+    expect(
+      await ok(
+        'models',
+        'add',
+        'research-check',
+        '--provider',
+        'openai',
+        '--base-url',
+        fake.baseUrl,
+        '--model',
+        'llama3.2:3b',
+        '--role',
+        'validator',
+      ),
+    ).toContain('added model research-check: openai llama3.2:3b');
     agentsTalking = true;
 
     const applied = await ok('apply', '-f', 'examples/researcher.yaml');
@@ -149,17 +196,26 @@ describe('mindloop apply on the real stack', () => {
       ['local', 0.5],
       ['research-check', 1],
     ]);
-    expect(registry.find((r) => r.role === 'agent')).toMatchObject({ modelName: 'research-main', baseUrl: fake.baseUrl, model: 'qwen2.5:7b' });
+    expect(registry.find((r) => r.role === 'agent')).toMatchObject({
+      modelName: 'research-main',
+      baseUrl: fake.baseUrl,
+      model: 'qwen2.5:7b',
+    });
 
     // It thinks through the fake, and its validator there rates the reply.
     const calls = await waitFor('the researcher thinking and validated through the fake', 60_000, async () => {
-      const rows = await database.db.select({ purpose: llmCalls.purpose, model: llmCalls.model, ok: llmCalls.ok }).from(llmCalls).where(eq(llmCalls.agentId, 'researcher'));
+      const rows = await database.db
+        .select({ purpose: llmCalls.purpose, model: llmCalls.model, ok: llmCalls.ok })
+        .from(llmCalls)
+        .where(eq(llmCalls.agentId, 'researcher'));
       const think = rows.find((r) => r.purpose === 'think' && r.model === 'qwen2.5:7b' && r.ok);
       const check = rows.find((r) => r.purpose === 'validate' && r.model === 'llama3.2:3b' && r.ok);
       return think && check ? rows : undefined;
     });
     expect(calls.length).toBeGreaterThanOrEqual(2);
-    expect(fake.chatRequests().some((q) => q.body.model === 'qwen2.5:7b' && promptOf(q.body).includes('You are Researcher'))).toBe(true);
+    expect(
+      fake.chatRequests().some((q) => q.body.model === 'qwen2.5:7b' && promptOf(q.body).includes('You are Researcher')),
+    ).toBe(true);
 
     const shown = await ok('status', 'researcher', '--direct');
     expect(shown).toMatch(/^agent researcher — tick \d+, /);
@@ -169,28 +225,39 @@ describe('mindloop apply on the real stack', () => {
   it('the companion: created on the built-in local model, its loop running', async () => {
     const applied = await ok('apply', '-f', 'examples/companion.yaml');
     expect(applied).toContain('created; its loop runs as agent/companion');
-    const [row] = await database.db.select().from(llmRegistry).where(and(eq(llmRegistry.agentId, 'companion'), eq(llmRegistry.role, 'agent')));
+    const [row] = await database.db
+      .select()
+      .from(llmRegistry)
+      .where(and(eq(llmRegistry.agentId, 'companion'), eq(llmRegistry.role, 'agent')));
     expect(row).toMatchObject({ provider: 'local', modelName: 'local' });
     // The status query answers (a tick on the offline model is not waited for: it may take long on a busy CPU).
-    const s = await readUntil('the companion loop past its start', 30_000, () => status('companion'), (v) => v.phase !== 'starting');
+    const s = await readUntil(
+      'the companion loop past its start',
+      30_000,
+      () => status('companion'),
+      (v) => v.phase !== 'starting',
+    );
     expect(s.agentId).toBe('companion');
     // Idle mode from the file, read by the loop at its start.
     expect(s.settings).toMatchObject({ delayMs: 2000, idle: { on: true, wakeOn: ['note'] } });
     expect(await ok('status', 'companion', '--direct')).toMatch(/^agent companion — tick \d+, .*idle until note/s);
   }, 60_000);
 
-  it('the peers folder: both agents created, each the other\'s peer, both loops running', async () => {
+  it("the peers folder: both agents created, each the other's peer, both loops running", async () => {
     const applied = await ok('apply', '-f', 'examples/peers');
     expect(applied).toContain('examples/peers/ada.yaml:');
     expect(applied).toContain('examples/peers/bo.yaml:');
     expect(applied).toContain('created; its loop runs as agent/ada');
     expect(applied).toContain('created; its loop runs as agent/bo');
-    const links = await database.db.select({ from: agentPeers.agentId, to: agentPeers.peerAgentId, notes: agentPeers.notes }).from(agentPeers);
+    const links = await database.db
+      .select({ from: agentPeers.agentId, to: agentPeers.peerAgentId, notes: agentPeers.notes })
+      .from(agentPeers);
     expect(links.sort((a, b) => a.from.localeCompare(b.from))).toEqual([
       { from: 'ada', to: 'bo', notes: 'my reviewer' },
       { from: 'bo', to: 'ada', notes: 'the inventor I review for' },
     ]);
-    for (const id of ['ada', 'bo']) expect((await waitFor(`${id}'s loop answering`, 30_000, () => status(id))).agentId).toBe(id);
+    for (const id of ['ada', 'bo'])
+      expect((await waitFor(`${id}'s loop answering`, 30_000, () => status(id))).agentId).toBe(id);
   }, 60_000);
 
   it('the same file again changes nothing; a dry run of a changed file prints the diff and writes nothing; applied, the running loop takes it', async () => {
@@ -199,7 +266,12 @@ describe('mindloop apply on the real stack', () => {
     expect(again).toContain('unchanged');
     expect(await fileRows('researcher')).toBe(1);
 
-    const changed = write('researcher.yaml', readFileSync(join(examples, 'researcher.yaml'), 'utf8').replace('delayMs: 5000', 'delayMs: 7000').replace('priority: 3', 'priority: 4'));
+    const changed = write(
+      'researcher.yaml',
+      readFileSync(join(examples, 'researcher.yaml'), 'utf8')
+        .replace('delayMs: 5000', 'delayMs: 7000')
+        .replace('priority: 3', 'priority: 4'),
+    );
     const dry = await ok('apply', '-f', changed, '--dry-run');
     expect(dry).toContain('agent researcher: changes (2):');
     expect(dry).toContain('~ pace.delayMs: 5000 → 7000');
@@ -246,38 +318,55 @@ pace:
     const before = await fileRows('drifter');
 
     const old = await ok('apply', '-f', file);
-    expect(old).toContain('drift: the agent\'s own changes since the last apply, kept');
+    expect(old).toContain("drift: the agent's own changes since the last apply, kept");
     expect(old).toContain('~ goals["Ship v1"]: status: "active" → "completed"');
     expect((await database.db.select().from(goals).where(eq(goals.id, ship!.id)))[0]!.status).toBe('completed');
     // The same file as the last one applied: not even a row.
     expect(await fileRows('drifter')).toBe(before);
 
-    const edited = write('drifter-edited.yaml', readFileSync(file, 'utf8').replace('priority: 2', 'priority: 2\n    description: Ship it by Friday.'));
+    const edited = write(
+      'drifter-edited.yaml',
+      readFileSync(file, 'utf8').replace('priority: 2', 'priority: 2\n    description: Ship it by Friday.'),
+    );
     const conflict = await refused('apply', '-f', edited);
     expect(conflict).toContain('it changes what the agent changed itself since the last apply');
     expect(conflict).toContain('pass --overwrite-drift');
     expect(await fileRows('drifter')).toBe(before);
-    expect((await database.db.select().from(goals).where(eq(goals.id, ship!.id)))[0]).toMatchObject({ status: 'completed', description: null });
+    expect((await database.db.select().from(goals).where(eq(goals.id, ship!.id)))[0]).toMatchObject({
+      status: 'completed',
+      description: null,
+    });
 
     const overwritten = await ok('apply', '-f', edited, '--overwrite-drift');
     expect(overwritten).toMatch(/applied \(agent_files #\d+\)/);
-    expect(overwritten).toContain("the file wins (--overwrite-drift)");
+    expect(overwritten).toContain('the file wins (--overwrite-drift)');
     expect(await fileRows('drifter')).toBe(before + 1);
     // The file's goal as a whole: its description, and its status (active) back.
-    expect((await database.db.select().from(goals).where(eq(goals.id, ship!.id)))[0]).toMatchObject({ status: 'active', description: 'Ship it by Friday.' });
+    expect((await database.db.select().from(goals).where(eq(goals.id, ship!.id)))[0]).toMatchObject({
+      status: 'active',
+      description: 'Ship it by Friday.',
+    });
   }, 120_000);
 
   it('an exported agent applies back as nothing to change', async () => {
     for (const id of ['researcher', 'drifter']) {
       const out = join(tmp.path, `${id}-export.yaml`);
       expect(await ok('agents', 'export', id, '-o', out)).toBe(`agent ${id} written to ${out}\n`);
-      const [last] = await database.db.select({ id: agentFiles.id }).from(agentFiles).where(eq(agentFiles.agentId, id)).orderBy(desc(agentFiles.id)).limit(1);
+      const [last] = await database.db
+        .select({ id: agentFiles.id })
+        .from(agentFiles)
+        .where(eq(agentFiles.agentId, id))
+        .orderBy(desc(agentFiles.id))
+        .limit(1);
       const back = await ok('apply', '-f', out);
       expect(back).toContain(`agent ${id}: nothing to change`);
       expect(back).toContain('unchanged');
       // An export that differs from the last file applied (it states every field) is recorded,
       // with nothing written, as the base the next apply compares with; applied again, not even that.
-      const recorded = await database.db.select({ diff: agentFiles.diff }).from(agentFiles).where(and(eq(agentFiles.agentId, id), gt(agentFiles.id, last!.id)));
+      const recorded = await database.db
+        .select({ diff: agentFiles.diff })
+        .from(agentFiles)
+        .where(and(eq(agentFiles.agentId, id), gt(agentFiles.id, last!.id)));
       expect(recorded.length).toBeLessThanOrEqual(1);
       expect(recorded.flatMap((r) => r.diff)).toEqual([]);
       const settled = await fileRows(id);
@@ -292,15 +381,33 @@ pace:
     await database.db.insert(agents).values({ id: 'elsewhere', name: 'Elsewhere' });
     const [files, agentCount] = [await fileRows(), await agentRows()];
     const key = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
-    const bomb = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(',')}]`), 'id: bomb'].join('\n');
+    const bomb = [
+      'a: &a ["x","x","x","x","x","x","x","x","x","x"]',
+      ...Array.from(
+        { length: 8 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10)
+            .fill(`*${String.fromCharCode(97 + i)}`)
+            .join(',')}]`,
+      ),
+      'id: bomb',
+    ].join('\n');
     const cases: Array<[string, string | Buffer, RegExp | string]> = [
-      ['unknown-key.yaml', 'id: typo\nsytemPrompt:\n  short: hi\n', "sytemPrompt: unknown key (did you mean 'systemPrompt'?)"],
+      [
+        'unknown-key.yaml',
+        'id: typo\nsytemPrompt:\n  short: hi\n',
+        "sytemPrompt: unknown key (did you mean 'systemPrompt'?)",
+      ],
       ['wrong-type.yaml', 'id: typed\ngoals:\n  - title: A\n    priority: high\n', 'goals[0].priority'],
       ['unknown-model.yaml', 'id: modelless\nmodels:\n  agent: gpt-nowhere\n', 'gpt-nowhere'],
       ['secret.yaml', `id: leaky\ndescription: ${key}\n`, /secret|key/i],
       ['huge.yaml', Buffer.alloc(10 * 1024 * 1024, 'a'), 'an agent file may be at most'],
       ['bomb.yaml', bomb, /alias/i],
-      ['elsewhere.yaml', 'id: elsewhere\nname: Elsewhere\n', "agent elsewhere exists in the database but not in this deployment"],
+      [
+        'elsewhere.yaml',
+        'id: elsewhere\nname: Elsewhere\n',
+        'agent elsewhere exists in the database but not in this deployment',
+      ],
     ];
     for (const [name, text, message] of cases) {
       const err = await refused('apply', '-f', write(name, text));

@@ -34,14 +34,23 @@ afterAll(async () => {
   await ks?.stop();
 });
 
-const onBus = () => ks.spawnWorker({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.busRoot, MINDLOOP_DEPLOYMENT: 'kill' });
+const onBus = () =>
+  ks.spawnWorker({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus.busRoot, MINDLOOP_DEPLOYMENT: 'kill' });
 
 describe('bus commands survive a worker kill', () => {
   it('30 notes, the worker SIGKILLed after 10 and restarted after 20: each stored once', async () => {
     const db = handle.db;
     const agentId = 'listener';
     await db.insert(agents).values({ id: agentId, name: agentId });
-    await db.insert(llmRegistry).values({ agentId, name: 'mind', provider: 'scripted', model: 'scripted', role: 'agent', priority: 1, params: { replies: ['Noted.'] } });
+    await db.insert(llmRegistry).values({
+      agentId,
+      name: 'mind',
+      provider: 'scripted',
+      model: 'scripted',
+      role: 'agent',
+      priority: 1,
+      params: { replies: ['Noted.'] },
+    });
     // A short ack wait: a command the killed worker had applied but not acked comes back in 2 s, not 60.
     await ensureCommandStream(bus, { ackWaitMs: 2000 });
 
@@ -52,8 +61,16 @@ describe('bus commands survive a worker kill', () => {
         workflowId: `agent/${agentId}`,
         args: [{ agentId, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
       });
-      await waitFor('the first tick', 90_000, async () => ((await h.query<AgentStatus>('status')).tick >= 1 ? true : undefined));
-      const stored = async () => (await db.select({ text: notes.text }).from(notes).where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in')))).map((n) => n.text);
+      await waitFor('the first tick', 90_000, async () =>
+        (await h.query<AgentStatus>('status')).tick >= 1 ? true : undefined,
+      );
+      const stored = async () =>
+        (
+          await db
+            .select({ text: notes.text })
+            .from(notes)
+            .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in')))
+        ).map((n) => n.text);
 
       const sent: string[] = [];
       const send = async (i: number) => {

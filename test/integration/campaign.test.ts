@@ -54,11 +54,20 @@ describe('a campaign survives its worker being killed mid-phase', () => {
               tasks: [
                 { name: 'note', kind: 'activity', type: 'note', args: { text: 'campaign started' } },
                 { name: 'slow', kind: 'activity', type: 'wait', args: { ms: 4000 } },
-                { name: 'diary', kind: 'activity', type: 'diary.add', args: { title: 'Findings', content: 'Everything we gathered.' } },
+                {
+                  name: 'diary',
+                  kind: 'activity',
+                  type: 'diary.add',
+                  args: { title: 'Findings', content: 'Everything we gathered.' },
+                },
               ],
               checkpoint: { criteria: { expect: [{ task: 'slow', path: 'waitedMs', exists: true }] } },
             },
-            { name: 'report', type: 'report', tasks: [{ name: 'final', kind: 'activity', type: 'note', args: { text: 'campaign done' } }] },
+            {
+              name: 'report',
+              type: 'report',
+              tasks: [{ name: 'final', kind: 'activity', type: 'note', args: { text: 'campaign done' } }],
+            },
           ],
         },
       ],
@@ -74,11 +83,20 @@ describe('a campaign survives its worker being killed mid-phase', () => {
       await sleep(1000);
     } finally {
       first.kill('SIGKILL');
-      await new Promise((r) => (first.exitCode !== null || first.signalCode !== null ? r(null) : first.once('exit', r)));
+      await new Promise((r) =>
+        first.exitCode !== null || first.signalCode !== null ? r(null) : first.once('exit', r),
+      );
     }
-    expect(killedAt).toMatchObject({ status: 'running', phase: { index: 1, total: 2, name: 'gather' }, task: { index: 2, total: 3 } });
+    expect(killedAt).toMatchObject({
+      status: 'running',
+      phase: { index: 1, total: 2, name: 'gather' },
+      task: { index: 2, total: 3 },
+    });
     // While no worker runs, the campaign is still there, mid-phase.
-    expect((await stack.db.db.select().from(campaigns).where(eq(campaigns.id, 'kill-me')))[0]).toMatchObject({ status: 'running', currentPhase: 1 });
+    expect((await stack.db.db.select().from(campaigns).where(eq(campaigns.id, 'kill-me')))[0]).toMatchObject({
+      status: 'running',
+      currentPhase: 1,
+    });
 
     const second = spawnWorker();
     try {
@@ -89,19 +107,35 @@ describe('a campaign survives its worker being killed mid-phase', () => {
       second.kill('SIGKILL');
     }
     const db = stack.db.db;
-    expect((await db.select().from(campaigns).where(eq(campaigns.id, 'kill-me')))[0]).toMatchObject({ status: 'completed', currentPhase: 2, error: null });
-    const phases = await db.select().from(campaignPhases).where(eq(campaignPhases.campaignId, 'kill-me')).orderBy(asc(campaignPhases.ordinal));
+    expect((await db.select().from(campaigns).where(eq(campaigns.id, 'kill-me')))[0]).toMatchObject({
+      status: 'completed',
+      currentPhase: 2,
+      error: null,
+    });
+    const phases = await db
+      .select()
+      .from(campaignPhases)
+      .where(eq(campaignPhases.campaignId, 'kill-me'))
+      .orderBy(asc(campaignPhases.ordinal));
     expect(phases.map((p) => [p.name, p.status])).toEqual([
       ['gather', 'completed'],
       ['report', 'completed'],
     ]);
     expect(phases[0]!.finishedAt).toBeInstanceOf(Date);
     // Exactly once each, despite the kill and the retried `wait` task.
-    const campNotes = await db.select().from(notes).where(and(eq(notes.agentId, 'camper'), eq(notes.sender, 'campaign/kill-me'))).orderBy(asc(notes.id));
+    const campNotes = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'camper'), eq(notes.sender, 'campaign/kill-me')))
+      .orderBy(asc(notes.id));
     expect(campNotes.map((n) => n.text)).toEqual(['campaign started', 'campaign done']);
     expect(await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'camper'))).toHaveLength(1);
     // The worker process promoted into the learning store: one phase_success per phase type.
-    const learned = await db.select().from(learnings).where(eq(learnings.sourceCampaign, 'kill-me')).orderBy(asc(learnings.id));
+    const learned = await db
+      .select()
+      .from(learnings)
+      .where(eq(learnings.sourceCampaign, 'kill-me'))
+      .orderBy(asc(learnings.id));
     expect(learned.map((l) => [l.factPredicate, l.factArgs, l.shardType])).toEqual([
       ['phase_success', { phase_type: 'research' }, 'campaign'],
       ['phase_success', { phase_type: 'report' }, 'campaign'],
@@ -135,8 +169,24 @@ describe('failures become learnings; started work is compensated', () => {
               title: 'ask a model that is not there',
               shardType: 'research',
               phases: [
-                { name: 'prepare', type: 'prepare', tasks: [{ name: 'note', kind: 'activity', type: 'note', args: { text: 'preparing' } }, { name: 'diary', kind: 'activity', type: 'diary.add', args: { title: 'Plan', content: 'Ask the model.' } }] },
-                { name: 'ask', type: 'inquiry', tasks: [{ name: 'q', kind: 'activity', type: 'llm.ask', args: { prompt: 'What is 2 + 2?' } }] },
+                {
+                  name: 'prepare',
+                  type: 'prepare',
+                  tasks: [
+                    { name: 'note', kind: 'activity', type: 'note', args: { text: 'preparing' } },
+                    {
+                      name: 'diary',
+                      kind: 'activity',
+                      type: 'diary.add',
+                      args: { title: 'Plan', content: 'Ask the model.' },
+                    },
+                  ],
+                },
+                {
+                  name: 'ask',
+                  type: 'inquiry',
+                  tasks: [{ name: 'q', kind: 'activity', type: 'llm.ask', args: { prompt: 'What is 2 + 2?' } }],
+                },
               ],
             },
           ],
@@ -147,10 +197,16 @@ describe('failures become learnings; started work is compensated', () => {
         ),
     );
     expect(err?.name).toBe('WorkflowFailedError');
-    expect((err as Error & { cause?: Error }).cause?.message).toMatch(/campaign doomed failed: phase 'ask' checkpoint failed: 0 of 1 tasks succeeded/);
+    expect((err as Error & { cause?: Error }).cause?.message).toMatch(
+      /campaign doomed failed: phase 'ask' checkpoint failed: 0 of 1 tasks succeeded/,
+    );
 
     const db = stack.db.db;
-    const learned = await db.select().from(learnings).where(eq(learnings.sourceCampaign, 'doomed')).orderBy(asc(learnings.id));
+    const learned = await db
+      .select()
+      .from(learnings)
+      .where(eq(learnings.sourceCampaign, 'doomed'))
+      .orderBy(asc(learnings.id));
     expect(learned.map((l) => [l.factPredicate, l.shardType, l.agentId, l.confidence])).toEqual([
       ['phase_success', 'research', 'failer', 1],
       ['avoid_error', 'research', 'failer', 1],
@@ -158,8 +214,15 @@ describe('failures become learnings; started work is compensated', () => {
     expect(learned[0]!.factArgs).toEqual({ phase_type: 'prepare' });
     expect(learned[1]!.factArgs).toEqual({ task_type: 'llm.ask', error: expect.stringMatching(/^llm\.ask: /) });
 
-    expect((await db.select().from(campaigns).where(eq(campaigns.id, 'doomed')))[0]).toMatchObject({ status: 'failed', error: expect.stringContaining("phase 'ask'") });
-    const phases = await db.select().from(campaignPhases).where(eq(campaignPhases.campaignId, 'doomed')).orderBy(asc(campaignPhases.ordinal));
+    expect((await db.select().from(campaigns).where(eq(campaigns.id, 'doomed')))[0]).toMatchObject({
+      status: 'failed',
+      error: expect.stringContaining("phase 'ask'"),
+    });
+    const phases = await db
+      .select()
+      .from(campaignPhases)
+      .where(eq(campaignPhases.campaignId, 'doomed'))
+      .orderBy(asc(campaignPhases.ordinal));
     expect(phases.map((p) => p.status)).toEqual(['compensated', 'compensated']);
     // Compensation: the note is hidden, the diary entry archived.
     const [note] = await db.select().from(notes).where(eq(notes.agentId, 'failer'));

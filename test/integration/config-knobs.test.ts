@@ -54,9 +54,13 @@ const behaviours = new Map<number, { agentId: string; b: Behaviour; seen: Seen }
 const seenBy = new Map<string, Seen>();
 
 const text = (m: ChatMessage[]) => m.map((x) => x.content).join('\n');
-const words = 'river lantern orbit quartz meadow cipher harbor violet engine glacier whisper canyon ember prism falcon tundra mosaic comet anchor velvet'.split(' ');
+const words =
+  'river lantern orbit quartz meadow cipher harbor violet engine glacier whisper canyon ember prism falcon tundra mosaic comet anchor velvet'.split(
+    ' ',
+  );
 /** A reply that shares few words with the others (keeps novelty up), tagged with its tick. */
-const varied = (tick: number) => `marker-${tick}: thinking about the ${words[(tick * 7) % 20]} and the ${words[(tick * 3 + 5) % 20]}, count ${tick * 13}.`;
+const varied = (tick: number) =>
+  `marker-${tick}: thinking about the ${words[(tick * 7) % 20]} and the ${words[(tick * 3 + 5) % 20]}, count ${tick * 13}.`;
 
 function reply(call: Call): string {
   const entry = behaviours.get(call.registryId ?? -1);
@@ -70,7 +74,12 @@ function reply(call: Call): string {
   if (call.purpose === 'novelty') return '{"novelty": 80, "new": ["a fresh idea"], "tags": ["probe"]}';
   if (call.purpose !== undefined && call.purpose !== 'think') return neutralReflexReplies[call.purpose] ?? '+1 -- fine';
   const time = Date.parse(/tick \d+, time (\S+)/.exec(all)?.[1] ?? '');
-  entry.seen.thinks.push({ tick, user: call.messages.find((m) => m.role === 'user')?.content ?? '', maxTokens: call.params.maxTokens, time });
+  entry.seen.thinks.push({
+    tick,
+    user: call.messages.find((m) => m.role === 'user')?.content ?? '',
+    maxTokens: call.params.maxTokens,
+    time,
+  });
   return entry.b.think?.(tick, call.messages) ?? varied(tick);
 }
 
@@ -87,11 +96,23 @@ afterAll(async () => {
 /** An agent with its own scripted model and the given agent_config (as a human would set it). */
 async function addAgent(agentId: string, config: Record<string, unknown>, b: Behaviour = {}): Promise<number> {
   await database.db.insert(agents).values({ id: agentId, name: agentId });
-  const [row] = await database.db.insert(llmRegistry).values({ agentId, name: `${agentId}-mind`, provider: 'scripted', model: `${agentId}-mind`, role: 'agent', priority: 1 }).returning({ id: llmRegistry.id });
+  const [row] = await database.db
+    .insert(llmRegistry)
+    .values({
+      agentId,
+      name: `${agentId}-mind`,
+      provider: 'scripted',
+      model: `${agentId}-mind`,
+      role: 'agent',
+      priority: 1,
+    })
+    .returning({ id: llmRegistry.id });
   const seen: Seen = { thinks: [], emotionPrompts: [] };
   behaviours.set(row!.id, { agentId, b, seen });
   seenBy.set(agentId, seen);
-  await database.db.insert(agentConfig).values(Object.entries(config).map(([key, value]) => ({ agentId, key, value: value as object })));
+  await database.db
+    .insert(agentConfig)
+    .values(Object.entries(config).map(([key, value]) => ({ agentId, key, value: value as object })));
   return row!.id;
 }
 
@@ -99,9 +120,18 @@ let queue = 0;
 /** Run the agent loop for `maxTicks` ticks; `after` runs while the worker still polls (child workflows). */
 async function runLoop(agentId: string, maxTicks: number, after?: () => Promise<void>): Promise<void> {
   const taskQueue = `knobs-${++queue}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities,
+  });
   await worker.runUntil(async () => {
-    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: `agent/${agentId}`, args: [{ agentId, maxTicks }] });
+    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      taskQueue,
+      workflowId: `agent/${agentId}`,
+      args: [{ agentId, maxTicks }],
+    });
     await h.result();
     await after?.();
   });
@@ -109,33 +139,78 @@ async function runLoop(agentId: string, maxTicks: number, after?: () => Promise<
 
 const thinks = (agentId: string) => seenBy.get(agentId)!.thinks;
 /** Which earlier replies (by their marker) the prompt of tick `tick` showed. */
-const shownAt = (agentId: string, tick: number) => [...new Set([...(thinks(agentId).find((t) => t.tick === tick)?.user ?? '').matchAll(/marker-(\d+):/g)].map((m) => Number(m[1])))].sort((a, b) => a - b);
+const shownAt = (agentId: string, tick: number) =>
+  [
+    ...new Set(
+      [...(thinks(agentId).find((t) => t.tick === tick)?.user ?? '').matchAll(/marker-(\d+):/g)].map((m) =>
+        Number(m[1]),
+      ),
+    ),
+  ].sort((a, b) => a - b);
 const secondsBetween = (agentId: string, from: number, to: number) => {
   const at = (t: number) => thinks(agentId).find((x) => x.tick === t)!.time;
   return (at(to) - at(from)) / 1000;
 };
 
 /** The short tier's memory manager on seeded rows: which seeded ticks it archives at tick 30. */
-async function memoryArchives(agentId: string, rows: Array<{ tick: number; novelty: number; tags?: string[]; anxiety?: number }>, goalTags: string[] = []): Promise<number[]> {
+async function memoryArchives(
+  agentId: string,
+  rows: Array<{ tick: number; novelty: number; tags?: string[]; anxiety?: number }>,
+  goalTags: string[] = [],
+): Promise<number[]> {
   if (goalTags.length) await database.db.insert(goals).values({ agentId, title: 'the goal', tags: goalTags });
   await database.db.insert(llmRecentResponses).values(
-    rows.map((r) => ({ agentId, tick: r.tick, content: varied(r.tick), novelty: r.novelty, tags: r.tags ?? ['common'], emotions: r.anxiety ? [{ emotion: 'anxiety', strength: r.anxiety, reason: 'worry' }] : [] })),
+    rows.map((r) => ({
+      agentId,
+      tick: r.tick,
+      content: varied(r.tick),
+      novelty: r.novelty,
+      tags: r.tags ?? ['common'],
+      emotions: r.anxiety ? [{ emotion: 'anxiety', strength: r.anxiety, reason: 'worry' }] : [],
+    })),
   );
-  const [now] = await database.db.insert(llmRecentResponses).values({ agentId, tick: 30, content: varied(30) }).returning({ id: llmRecentResponses.id });
+  const [now] = await database.db
+    .insert(llmRecentResponses)
+    .values({ agentId, tick: 30, content: varied(30) })
+    .returning({ id: llmRecentResponses.id });
   const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
-  await activities.tickReflexes({ agentId, tick: 30, workflowId: `agent/${agentId}`, responseId: now!.id, commands: [], params, defaults: params, stagnation: { lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 }, contextMode: 'standard' });
-  const archived = await database.db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(and(eq(llmRecentResponses.agentId, agentId), isNotNull(llmRecentResponses.archivedAt)));
+  await activities.tickReflexes({
+    agentId,
+    tick: 30,
+    workflowId: `agent/${agentId}`,
+    responseId: now!.id,
+    commands: [],
+    params,
+    defaults: params,
+    stagnation: { lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0 },
+    contextMode: 'standard',
+  });
+  const archived = await database.db
+    .select({ tick: llmRecentResponses.tick })
+    .from(llmRecentResponses)
+    .where(and(eq(llmRecentResponses.agentId, agentId), isNotNull(llmRecentResponses.archivedAt)));
   return archived.map((r) => r.tick).sort((a, b) => a - b);
 }
 
 const reflexLites = async (agentId: string) =>
-  (await database.db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, agentId), eq(antiStagnationMetrics.action, 'reflex_lite')))).length;
+  (
+    await database.db
+      .select()
+      .from(antiStagnationMetrics)
+      .where(and(eq(antiStagnationMetrics.agentId, agentId), eq(antiStagnationMetrics.action, 'reflex_lite')))
+  ).length;
 
 /** Two children asked for in a row (the spawn's admission): whether the second is admitted or refused. */
 async function secondChild(agentId: string): Promise<string[]> {
   const statuses: string[] = [];
   for (const name of ['a', 'b']) {
-    const r = await activities.spawnBegin({ parentId: agentId, childId: `${agentId}-${name}`, type: 'newborn', goals: [], workflowId: workflowIds.spawn(agentId, `${agentId}-${name}`) });
+    const r = await activities.spawnBegin({
+      parentId: agentId,
+      childId: `${agentId}-${name}`,
+      type: 'newborn',
+      goals: [],
+      workflowId: workflowIds.spawn(agentId, `${agentId}-${name}`),
+    });
     statuses.push(r.status);
   }
   return statuses;
@@ -171,14 +246,21 @@ const probes: Record<string, Probe> = {
   notes_mode: {
     values: ['auto', 'manual'],
     observe: async (id) => {
-      await database.db.insert(notes).values({ agentId: id, direction: 'in', source: 'user', text: 'The secret word is heliotrope.', priority: 3 });
+      await database.db
+        .insert(notes)
+        .values({ agentId: id, direction: 'in', source: 'user', text: 'The secret word is heliotrope.', priority: 3 });
       await runLoop(id, 1);
       return thinks(id)[0]!.user.includes('heliotrope');
     },
   },
   idle_timeout_ms: {
     values: [5000, 120_000],
-    behaviour: { think: (tick) => (tick === 1 ? `Resting.\n${renderCommandBlock([{ cmdId: 'i', type: 'cycle.idle', args: { on: true, wake_on: ['timeout'] } }])}` : varied(tick)) },
+    behaviour: {
+      think: (tick) =>
+        tick === 1
+          ? `Resting.\n${renderCommandBlock([{ cmdId: 'i', type: 'cycle.idle', args: { on: true, wake_on: ['timeout'] } }])}`
+          : varied(tick),
+    },
     observe: async (id) => (await runLoop(id, 2), secondsBetween(id, 1, 2) >= 60),
   },
   emotions: {
@@ -191,7 +273,11 @@ const probes: Record<string, Probe> = {
   },
   novelty_threshold: {
     values: [0.35, 0.6],
-    observe: (id) => memoryArchives(id, [{ tick: 1, novelty: 50 }, { tick: 2, novelty: 90 }]),
+    observe: (id) =>
+      memoryArchives(id, [
+        { tick: 1, novelty: 50 },
+        { tick: 2, novelty: 90 },
+      ]),
   },
   anxiety_threshold: {
     values: [3, 4],
@@ -205,30 +291,62 @@ const probes: Record<string, Probe> = {
   },
   lru_limit: {
     values: [10, 500],
-    observe: (id) => memoryArchives(id, Array.from({ length: 14 }, (_, i) => ({ tick: i + 1, novelty: 90 }))),
+    observe: (id) =>
+      memoryArchives(
+        id,
+        Array.from({ length: 14 }, (_, i) => ({ tick: i + 1, novelty: 90 })),
+      ),
   },
   emotion_weight: {
     values: [0.6, 0],
     // A dull reply kept only for its strong emotion (retention 0.64 at weight 0.6, 0.1 at 0).
-    observe: (id) => memoryArchives(id, [{ tick: 1, novelty: 10, anxiety: 5 }, { tick: 2, novelty: 90 }]),
+    observe: (id) =>
+      memoryArchives(id, [
+        { tick: 1, novelty: 10, anxiety: 5 },
+        { tick: 2, novelty: 90 },
+      ]),
   },
   goal_focus: {
     values: [0.7, 0],
     // astronomy is on two rows, so it is not rare (the diversity boost stays out of it).
-    observe: (id) => memoryArchives(id, [{ tick: 1, novelty: 10, tags: ['astronomy', 'common'] }, { tick: 2, novelty: 90, tags: ['astronomy', 'common'] }], ['astronomy']),
+    observe: (id) =>
+      memoryArchives(
+        id,
+        [
+          { tick: 1, novelty: 10, tags: ['astronomy', 'common'] },
+          { tick: 2, novelty: 90, tags: ['astronomy', 'common'] },
+        ],
+        ['astronomy'],
+      ),
   },
   diversity_boost: {
     values: [0.8, 0],
-    observe: (id) => memoryArchives(id, [{ tick: 1, novelty: 10, tags: ['lonely', 'common'] }, { tick: 2, novelty: 90 }, { tick: 3, novelty: 90 }]),
+    observe: (id) =>
+      memoryArchives(id, [
+        { tick: 1, novelty: 10, tags: ['lonely', 'common'] },
+        { tick: 2, novelty: 90 },
+        { tick: 3, novelty: 90 },
+      ]),
   },
   abstract_every: {
     values: [0, 2],
-    observe: async (id) => (await runLoop(id, 4), (await database.db.select().from(abstracts).where(and(eq(abstracts.agentId, id), eq(abstracts.trigger, 'interval')))).map((a) => a.triggerKey)),
+    observe: async (id) => (
+      await runLoop(id, 4),
+      (
+        await database.db
+          .select()
+          .from(abstracts)
+          .where(and(eq(abstracts.agentId, id), eq(abstracts.trigger, 'interval')))
+      ).map((a) => a.triggerKey)
+    ),
   },
   abstracts_strategy: {
     values: ['recency', 'keyword_cluster'],
     extra: { abstract_every: 2 },
-    observe: async (id) => (await runLoop(id, 2), (await database.db.select().from(abstracts).where(eq(abstracts.agentId, id))).map((a) => a.strategy)),
+    observe: async (id) => (
+      await runLoop(id, 2),
+      (await database.db.select().from(abstracts).where(eq(abstracts.agentId, id))).map((a) => a.strategy)
+    ),
   },
   task_loop_max_ticks: {
     values: [1, 3],
@@ -239,7 +357,9 @@ const probes: Record<string, Probe> = {
         const all = text(messages);
         if (/auxiliary loop working only on task #(\d+)/.test(all)) {
           const taskId = Number(/auxiliary loop working only on task #(\d+)/.exec(all)![1]);
-          return tick >= 6 ? `Finished.\n${renderCommandBlock([{ cmdId: 'done', type: 'tasks.status', args: { id: taskId, status: 'done' } }])}` : `Task tick ${tick}: working.`;
+          return tick >= 6
+            ? `Finished.\n${renderCommandBlock([{ cmdId: 'done', type: 'tasks.status', args: { id: taskId, status: 'done' } }])}`
+            : `Task tick ${tick}: working.`;
         }
         return `Delegating.\n${renderCommandBlock([{ cmdId: 'l', type: 'llm_task.start', args: { title: 'count the stars' } }])}`;
       },
@@ -249,7 +369,12 @@ const probes: Record<string, Probe> = {
         const [task] = await database.db.select({ id: tasks.id }).from(tasks).where(eq(tasks.agentId, id));
         await env.client.workflow.getHandle(workflowIds.task(id, task!.id)).result();
       });
-      return (await database.db.select().from(processLog).where(and(eq(processLog.agentId, id), eq(processLog.kind, 'task_loop')))).length;
+      return (
+        await database.db
+          .select()
+          .from(processLog)
+          .where(and(eq(processLog.agentId, id), eq(processLog.kind, 'task_loop')))
+      ).length;
     },
   },
   max_tokens: {
@@ -261,7 +386,12 @@ const probes: Record<string, Probe> = {
     // Two identical rejections: a learning derived, or not yet.
     observe: async (id) => {
       await recordFeedback(database.db, { agentId: id, kind: 'reject', action: 'diary.add', reason: 'too long' });
-      const second = await recordFeedback(database.db, { agentId: id, kind: 'reject', action: 'diary.add', reason: 'too long' });
+      const second = await recordFeedback(database.db, {
+        agentId: id,
+        kind: 'reject',
+        action: 'diary.add',
+        reason: 'too long',
+      });
       return second.learning !== undefined;
     },
   },
@@ -269,7 +399,10 @@ const probes: Record<string, Probe> = {
     values: [false, true],
     // No validator: a delete is held for a human unless the human opted in.
     observe: async (id) => {
-      const [row] = await database.db.insert(llmRecentResponses).values({ agentId: id, tick: 1, content: varied(1) }).returning({ id: llmRecentResponses.id });
+      const [row] = await database.db
+        .insert(llmRecentResponses)
+        .values({ agentId: id, tick: 1, content: varied(1) })
+        .returning({ id: llmRecentResponses.id });
       const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
       const r = await activities.tickReflexes({
         agentId: id,
@@ -312,10 +445,23 @@ const probes: Record<string, Probe> = {
     observe: async (id) => {
       const peer = `${id}-peer`;
       await database.db.insert(agents).values({ id: peer, name: 'peer', status: 'running', lastSeenAt: new Date() });
-      const [model] = await database.db.insert(llmRegistry).values({ agentId: peer, name: `${peer}-mind`, provider: 'scripted', model: `${peer}-mind`, role: 'agent', priority: 1 }).returning({ id: llmRegistry.id });
+      const [model] = await database.db
+        .insert(llmRegistry)
+        .values({
+          agentId: peer,
+          name: `${peer}-mind`,
+          provider: 'scripted',
+          model: `${peer}-mind`,
+          role: 'agent',
+          priority: 1,
+        })
+        .returning({ id: llmRegistry.id });
       behaviours.set(model!.id, { agentId: peer, b: {}, seen: { thinks: [], emotionPrompts: [] } });
       await linkPeers(database.db, id, peer);
-      const [row] = await database.db.insert(llmRecentResponses).values({ agentId: id, tick: 1, content: varied(1) }).returning({ id: llmRecentResponses.id });
+      const [row] = await database.db
+        .insert(llmRecentResponses)
+        .values({ agentId: id, tick: 1, content: varied(1) })
+        .returning({ id: llmRecentResponses.id });
       const params = { temperature: 0.7, topP: 0.9, presencePenalty: 0, frequencyPenalty: 0 };
       const r = await activities.tickReflexes({
         agentId: id,
@@ -339,20 +485,30 @@ describe('every config key the catalogue advertises changes behaviour', () => {
     for (const key of configKeyNames) expect(help).toContain(`  ${key} (default `);
   });
 
-  it.each([...configKeyNames])('%s', async (key) => {
-    const probe = probes[key];
-    expect(probe, `config key '${key}' is advertised but no probe shows that it does anything: add one here, or remove the key`).toBeDefined();
-    const observed: unknown[] = [];
-    for (const [i, value] of probe!.values.entries()) {
-      expect(validateConfigValue(key, value)).toMatchObject({ ok: true });
-      const agentId = `${key.replace(/_/g, '-')}-${i}`;
-      await addAgent(agentId, { ...probe!.extra, [key]: value }, probe!.behaviour);
-      observed.push(await probe!.observe(agentId));
-    }
-    expect(observed[0], `${key}: ${JSON.stringify(probe!.values[0])} and ${JSON.stringify(probe!.values[1])} behaved the same`).not.toEqual(observed[1]);
-    // The default is one of the schema's values (what an unset key means).
-    expect(configKeys[key].schema.safeParse(configKeys[key].default).success).toBe(true);
-  }, 120_000);
+  it.each([...configKeyNames])(
+    '%s',
+    async (key) => {
+      const probe = probes[key];
+      expect(
+        probe,
+        `config key '${key}' is advertised but no probe shows that it does anything: add one here, or remove the key`,
+      ).toBeDefined();
+      const observed: unknown[] = [];
+      for (const [i, value] of probe!.values.entries()) {
+        expect(validateConfigValue(key, value)).toMatchObject({ ok: true });
+        const agentId = `${key.replace(/_/g, '-')}-${i}`;
+        await addAgent(agentId, { ...probe!.extra, [key]: value }, probe!.behaviour);
+        observed.push(await probe!.observe(agentId));
+      }
+      expect(
+        observed[0],
+        `${key}: ${JSON.stringify(probe!.values[0])} and ${JSON.stringify(probe!.values[1])} behaved the same`,
+      ).not.toEqual(observed[1]);
+      // The default is one of the schema's values (what an unset key means).
+      expect(configKeys[key].schema.safeParse(configKeys[key].default).success).toBe(true);
+    },
+    120_000,
+  );
 
   it('no probe is left for a key the catalogue no longer advertises', () => {
     expect(Object.keys(probes).filter((k) => !(configKeyNames as readonly string[]).includes(k))).toEqual([]);

@@ -36,11 +36,19 @@ const spec = (name: string) => ({
   initial: 'LOCKED',
   states: {
     LOCKED: { description: 'locked; pay to unlock', actions: { coin: { to: 'UNLOCKED', description: 'pay' } } },
-    UNLOCKED: { description: 'unlocked; push to pass', actions: { push: { to: 'LOCKED', description: 'pass through' }, coin: { description: 'pay again (stays unlocked)' } } },
+    UNLOCKED: {
+      description: 'unlocked; push to pass',
+      actions: {
+        push: { to: 'LOCKED', description: 'pass through' },
+        coin: { description: 'pay again (stays unlocked)' },
+      },
+    },
   },
 });
 /** v1 has the classic turnstile bug: a coin in UNLOCKED locks it again. */
-const impl = (buggy: boolean) => `const next = { LOCKED: { coin: 'UNLOCKED' }, UNLOCKED: { push: 'LOCKED', coin: ${buggy ? "'LOCKED'" : "'UNLOCKED'"} } };
+const impl = (
+  buggy: boolean,
+) => `const next = { LOCKED: { coin: 'UNLOCKED' }, UNLOCKED: { push: 'LOCKED', coin: ${buggy ? "'LOCKED'" : "'UNLOCKED'"} } };
 export function run(state, action) {
   const to = next[state]?.[action];
   if (!to) throw new Error(\`invalid action \${action} in \${state}; valid: \${Object.keys(next[state] ?? {}).join(', ')}\`);
@@ -60,7 +68,14 @@ test('runs in the sandbox: uid 65534, no network', async () => {
 });
 `;
 const designAnswer = (name: string, buggy: boolean) =>
-  JSON.stringify({ verdict: 'approve', solution: buggy ? 'v1' : 'v2', teaching_moment: 'a state machine makes invalid actions impossible', recommended_tools: [], needs_human: false, design: { spec: spec(name), implementation: impl(buggy), tests } });
+  JSON.stringify({
+    verdict: 'approve',
+    solution: buggy ? 'v1' : 'v2',
+    teaching_moment: 'a state machine makes invalid actions impossible',
+    recommended_tools: [],
+    needs_human: false,
+    design: { spec: spec(name), implementation: impl(buggy), tests },
+  });
 
 describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the Docker sandbox', () => {
   let run: (input: Omit<EscalationInput, 'category'>) => Promise<Awaited<ReturnType<typeof escalationWorkflow>>>;
@@ -70,13 +85,24 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
     [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
     await createToolActivities({ db: handle.db }).ensureBuiltinTools();
     await handle.db.insert(agents).values({ id: 'architect', name: 'architect' });
-    await handle.db.insert(llmRegistry).values({ agentId: 'architect', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 });
+    await handle.db.insert(llmRegistry).values({
+      agentId: 'architect',
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+    });
     const docker = await requireDocker();
     run = async (input) => {
       const taskQueue = `esc-design-${input.escalationId}`;
       const activities = createActivities({
         db: handle.db,
-        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages }) => (prompts.push(messages[1]!.content), oversight(messages[1]!.content)) },
+        llm: {
+          env: {},
+          toolsDir: repoToolsDir,
+          scriptedReply: ({ messages }) => (prompts.push(messages[1]!.content), oversight(messages[1]!.content)),
+        },
       });
       const workers = [
         { taskQueue, workflowBundle: bundle, activities },
@@ -99,34 +125,64 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
   it('v1 fails its tests in the sandbox, the feedback goes back, v2 passes and joins the catalogue', async () => {
     oversight = (p) => designAnswer('turnstile', !p.includes('failed its tests'));
     const r = await run({ escalationId: 'design-docker-1', agentId: 'architect', task: 'I need a turnstile tool' });
-    expect(r).toMatchObject({ outcome: 'approved', decidedBy: 'oversight', designRounds: 2, designedTool: { name: 'turnstile', rounds: 2 } });
+    expect(r).toMatchObject({
+      outcome: 'approved',
+      decidedBy: 'oversight',
+      designRounds: 2,
+      designedTool: { name: 'turnstile', rounds: 2 },
+    });
 
     // The v2 prompt carries the real failing test output from the container.
     const v2 = prompts.find((p) => p.includes('Design round 2'))!;
     expect(v2).toContain('not ok 2 - a second coin keeps it unlocked');
     expect(v2).toContain('exit 1');
-    const rounds = await handle.db.select().from(partnershipMessages).where(eq(partnershipMessages.escalationId, 'design-docker-1')).orderBy(asc(partnershipMessages.id));
+    const rounds = await handle.db
+      .select()
+      .from(partnershipMessages)
+      .where(eq(partnershipMessages.escalationId, 'design-docker-1'))
+      .orderBy(asc(partnershipMessages.id));
     expect(rounds.filter((m) => m.kind.startsWith('design_')).map((m) => [m.kind, m.metadata.round])).toEqual([
       ['design_failed', 1],
       ['design_passed', 2],
     ]);
 
     const [tool] = await handle.db.select().from(toolRegistry).where(eq(toolRegistry.name, 'turnstile'));
-    expect(tool).toMatchObject({ kind: 'designed', status: 'active', createdBy: 'oversight', implementation: impl(false), tests });
-    expect(tool!.spec).toMatchObject({ initial: 'LOCKED', design: { rounds: 2, firstTry: false, escalationId: 'design-docker-1' } });
-    const [d] = await handle.db.select().from(discoveredTools).where(and(eq(discoveredTools.agentId, 'architect'), eq(discoveredTools.toolId, tool!.id)));
+    expect(tool).toMatchObject({
+      kind: 'designed',
+      status: 'active',
+      createdBy: 'oversight',
+      implementation: impl(false),
+      tests,
+    });
+    expect(tool!.spec).toMatchObject({
+      initial: 'LOCKED',
+      design: { rounds: 2, firstTry: false, escalationId: 'design-docker-1' },
+    });
+    const [d] = await handle.db
+      .select()
+      .from(discoveredTools)
+      .where(and(eq(discoveredTools.agentId, 'architect'), eq(discoveredTools.toolId, tool!.id)));
     expect(d).toMatchObject({ via: 'design', escalationId: 'design-docker-1' });
 
     // The agent uses it as a state machine at once: an invalid action lists the valid ones.
     const tools = createToolActivities({ db: handle.db });
-    expect(await tools.callTool({ agentId: 'architect', tool: 'turnstile', action: 'push', key: 'architect/1' })).toMatchObject({ ok: false, refused: 'invalid_action', validActions: ['coin'] });
-    expect(await tools.callTool({ agentId: 'architect', tool: 'turnstile', action: 'coin', key: 'architect/2' })).toMatchObject({ ok: true, state: 'UNLOCKED' });
+    expect(
+      await tools.callTool({ agentId: 'architect', tool: 'turnstile', action: 'push', key: 'architect/1' }),
+    ).toMatchObject({ ok: false, refused: 'invalid_action', validActions: ['coin'] });
+    expect(
+      await tools.callTool({ agentId: 'architect', tool: 'turnstile', action: 'coin', key: 'architect/2' }),
+    ).toMatchObject({ ok: true, state: 'UNLOCKED' });
   }, 180_000);
 
   it('a design that never passes stops after maxDesignRounds and is not registered', async () => {
     prompts.length = 0;
     oversight = () => designAnswer('broken_turnstile', true);
-    const r = await run({ escalationId: 'design-docker-2', agentId: 'architect', task: 'another turnstile', maxDesignRounds: 2 });
+    const r = await run({
+      escalationId: 'design-docker-2',
+      agentId: 'architect',
+      task: 'another turnstile',
+      maxDesignRounds: 2,
+    });
     expect(r).toMatchObject({ outcome: 'denied', decidedBy: 'oversight', designRounds: 2 });
     expect(r.designedTool).toBeUndefined();
     expect(prompts).toHaveLength(2);

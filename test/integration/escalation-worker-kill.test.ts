@@ -33,8 +33,22 @@ describe('an escalation waiting for a human survives a worker kill', () => {
   it('SIGKILL in awaiting_human, restart, then the approval settles it; oversight asked once', async () => {
     const db = handle.db;
     await db.insert(agents).values({ id: 'kiki', name: 'kiki' });
-    const reply = JSON.stringify({ verdict: 'approve', solution: 'restart the service', teaching_moment: 'check the logs first', recommended_tools: [], needs_human: false });
-    await db.insert(llmRegistry).values({ agentId: 'kiki', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1, params: { replies: [reply] } });
+    const reply = JSON.stringify({
+      verdict: 'approve',
+      solution: 'restart the service',
+      teaching_moment: 'check the logs first',
+      recommended_tools: [],
+      needs_human: false,
+    });
+    await db.insert(llmRegistry).values({
+      agentId: 'kiki',
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+      params: { replies: [reply] },
+    });
     await createToolActivities({ db }).ensureBuiltinTools();
 
     let worker = spawnWorker();
@@ -42,9 +56,19 @@ describe('an escalation waiting for a human survives a worker kill', () => {
       const h = await client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'escalation/kill-1',
-        args: [{ escalationId: 'kill-1', agentId: 'kiki', task: 'restart the production database', humanRequired: true, deadlineMs: 3_600_000 }],
+        args: [
+          {
+            escalationId: 'kill-1',
+            agentId: 'kiki',
+            task: 'restart the production database',
+            humanRequired: true,
+            deadlineMs: 3_600_000,
+          },
+        ],
       });
-      await waitFor('awaiting_human', 90_000, async () => ((await h.query(escalationStatusQuery)).phase === 'awaiting_human' ? true : undefined));
+      await waitFor('awaiting_human', 90_000, async () =>
+        (await h.query(escalationStatusQuery)).phase === 'awaiting_human' ? true : undefined,
+      );
 
       const exited = new Promise((r) => worker.once('exit', r));
       worker.kill('SIGKILL');
@@ -52,7 +76,13 @@ describe('an escalation waiting for a human survives a worker kill', () => {
       worker = spawnWorker();
       // The new worker rebuilds the state by replay: still waiting, the oversight's answer known.
       const s = await waitFor('the state after restart', 90_000, async () => h.query(escalationStatusQuery));
-      expect(s).toMatchObject({ phase: 'awaiting_human', humanRequired: true, oversight: { verdict: 'approve', route: 'general' }, human: null, decision: null });
+      expect(s).toMatchObject({
+        phase: 'awaiting_human',
+        humanRequired: true,
+        oversight: { verdict: 'approve', route: 'general' },
+        human: null,
+        decision: null,
+      });
 
       const after = await h.executeUpdate(approveUpdate, { args: [{ by: 'dafit', comment: 'ok, during the window' }] });
       expect(after.human).toEqual({ verdict: 'approve', by: 'dafit' });
@@ -61,8 +91,16 @@ describe('an escalation waiting for a human survives a worker kill', () => {
       const [esc] = await db.select().from(escalations).where(eq(escalations.id, 'kill-1'));
       expect(esc).toMatchObject({ status: 'resolved', decidedBy: 'human', solution: 'restart the service' });
       const [d] = await db.select().from(decisionLog).where(eq(decisionLog.escalationId, 'kill-1'));
-      expect(d).toMatchObject({ oversightAnswer: 'approve', humanAnswer: 'approve', humanComment: 'ok, during the window', outcome: 'executed' });
-      const calls = await db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'kiki'), like(llmCalls.purpose, 'oversight:%')));
+      expect(d).toMatchObject({
+        oversightAnswer: 'approve',
+        humanAnswer: 'approve',
+        humanComment: 'ok, during the window',
+        outcome: 'executed',
+      });
+      const calls = await db
+        .select()
+        .from(llmCalls)
+        .where(and(eq(llmCalls.agentId, 'kiki'), like(llmCalls.purpose, 'oversight:%')));
       expect(calls).toHaveLength(1);
       expect(await db.select().from(notes).where(eq(notes.agentId, 'kiki'))).toHaveLength(1);
     } finally {

@@ -48,7 +48,10 @@ beforeAll(async () => {
   dbUrl = fresh.url;
   dropDb = fresh.drop;
   docker = await requireDocker();
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: dbUrl }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: dbUrl }),
+    ui: false,
+  });
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
   connection = await NativeConnection.connect(stack.temporal.connection);
   const workflowBundle = await bundleWorkflows(productWorkflowsPath);
@@ -57,9 +60,16 @@ beforeAll(async () => {
       connection,
       taskQueue: 'mindloop',
       workflowBundle,
-      activities: classifyActivityErrors({ ...createForkActivities({ db: stack.db.db, dataDir: data.path }), ...createLifeforceActivities({ db: stack.db.db, prices: defaultPrices }) }),
+      activities: classifyActivityErrors({
+        ...createForkActivities({ db: stack.db.db, dataDir: data.path }),
+        ...createLifeforceActivities({ db: stack.db.db, prices: defaultPrices }),
+      }),
     }),
-    await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox: new DockerSandbox(docker) }) }),
+    await Worker.create({
+      connection,
+      taskQueue: 'sandbox',
+      activities: createSandboxActivities({ docker, sandbox: new DockerSandbox(docker) }),
+    }),
   ];
   running = Promise.all(workers.map((w) => w.run()));
 }, 180_000);
@@ -68,16 +78,34 @@ afterAll(async () => {
 }, 60_000);
 
 const ml = (...args: string[]) =>
-  run(process.execPath, [`${repoRoot}/bin/mindloop.mjs`, ...args], { DATABASE_URL: dbUrl, TEMPORAL_ADDRESS: stack.temporal.address, MINDLOOP_DATA_DIR: data.path }, 150_000);
+  run(
+    process.execPath,
+    [`${repoRoot}/bin/mindloop.mjs`, ...args],
+    { DATABASE_URL: dbUrl, TEMPORAL_ADDRESS: stack.temporal.address, MINDLOOP_DATA_DIR: data.path },
+    150_000,
+  );
 
 async function strategyOf(agentId: string) {
-  const [r] = await stack.db.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
+  const [r] = await stack.db.db
+    .select()
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
   return r?.value;
 }
 async function forkGone(forkId: string) {
-  expect(await stack.db.db.select().from(agents).where(eq(agents.id, `fk.${forkId}`))).toEqual([]);
+  expect(
+    await stack.db.db
+      .select()
+      .from(agents)
+      .where(eq(agents.id, `fk.${forkId}`)),
+  ).toEqual([]);
   expect(await countRows(stack.db.db, `fk.${forkId}`)).toBe(0);
-  expect(await stack.db.db.select().from(forkToolRegistry).where(eq(forkToolRegistry.agentId, `fk.${forkId}`))).toEqual([]);
+  expect(
+    await stack.db.db
+      .select()
+      .from(forkToolRegistry)
+      .where(eq(forkToolRegistry.agentId, `fk.${forkId}`)),
+  ).toEqual([]);
   const [f] = await stack.db.db.select().from(forks).where(eq(forks.id, forkId));
   expect(f?.cleanedAt).toBeInstanceOf(Date);
 }
@@ -131,7 +159,11 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
     const reject = await ml('forks', 'reject', id, '--by', 'tester');
     expect(reject.code, reject.stderr).toBe(0);
     expect(reject.stdout.trim()).toBe(`fork ${id}: gate rejected; nothing applied`);
-    expect(await client.workflow.getHandle(`fork/${id}`).result()).toMatchObject({ verdict: 'APPROVE', gate: 'rejected', applied: null });
+    expect(await client.workflow.getHandle(`fork/${id}`).result()).toMatchObject({
+      verdict: 'APPROVE',
+      gate: 'rejected',
+      applied: null,
+    });
     expect(await snapshotAgent(stack.db.db, 'rej-parent')).toBe(before);
     const [v] = await stack.db.db.select().from(verdicts).where(eq(verdicts.forkId, id));
     expect(v?.appliedAt).toBeNull();
@@ -144,21 +176,40 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
 
   it('a tool swap runs its tests in the Docker sandbox: pass → APPROVE; filling the disk budget → REJECT budget_exceeded: disk', async () => {
     await seedForkableAgent(stack.db.db, 'tool-parent');
-    const tests = "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) process.exit(1);\nconsole.log('in sandbox as uid', process.getuid());\n";
+    const tests =
+      "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) process.exit(1);\nconsole.log('in sandbox as uid', process.getuid());\n";
     const start = (id: string, patch: Record<string, unknown>, budget?: Record<string, number>) =>
       client.workflow.execute<typeof successorForkWorkflow>('successorForkWorkflow', {
         taskQueue: 'mindloop',
         workflowId: `fork/${id}`,
-        args: [{ agentId: 'tool-parent', patch: patch as never, evaluation: { kind: 'tool_tests' }, budget, approvalDeadlineMs: 1000 }],
+        args: [
+          {
+            agentId: 'tool-parent',
+            patch: patch as never,
+            evaluation: { kind: 'tool_tests' },
+            budget,
+            approvalDeadlineMs: 1000,
+          },
+        ],
       });
-    const good = await start('e2e-tool-ok', { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests });
+    const good = await start('e2e-tool-ok', {
+      kind: 'tool',
+      tool: 'adder',
+      implementation: 'export const add = (a, b) => a + b;',
+      tests,
+    });
     expect(good).toMatchObject({ verdict: 'APPROVE', gate: 'expired', applied: null });
     expect(good.evaluationSummary).toMatch(/^tool tests passed in the sandbox in \d+ ms$/);
     const report = good.artifacts.find((a) => a.name === 'tool-tests.json');
     expect(report).toBeDefined();
 
-    const filler = "import { writeFileSync } from 'node:fs';\nwriteFileSync('big.bin', Buffer.alloc(8 << 20, 1));\nconsole.log('wrote 8 MiB');\n";
-    const full = await start('e2e-tool-disk', { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: filler }, { diskBytes: 4 << 20 });
+    const filler =
+      "import { writeFileSync } from 'node:fs';\nwriteFileSync('big.bin', Buffer.alloc(8 << 20, 1));\nconsole.log('wrote 8 MiB');\n";
+    const full = await start(
+      'e2e-tool-disk',
+      { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: filler },
+      { diskBytes: 4 << 20 },
+    );
     expect(full.verdict).toBe('REJECT');
     expect(full.evaluationSummary).toMatch(/^budget_exceeded: disk/);
     const [f] = await stack.db.db.select().from(forks).where(eq(forks.id, 'e2e-tool-disk'));
@@ -178,7 +229,12 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
       args: [
         {
           agentId: 'cpu-parent',
-          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: 'for (;;) {}\n' },
+          patch: {
+            kind: 'tool',
+            tool: 'adder',
+            implementation: 'export const add = (a, b) => a + b;',
+            tests: 'for (;;) {}\n',
+          },
           evaluation: { kind: 'tool_tests' },
           budget: { wallMs: 60_000, diskBytes: 64 << 20, cpus: 1, cpuSeconds: 1 },
         },
@@ -205,14 +261,24 @@ describe.skipIf(dockerSkipped)('successor forks on the real stack, through the C
       args: [
         {
           agentId: 'cancel-parent',
-          patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests: "console.log('testing');\nawait new Promise((r) => setTimeout(r, 120_000));\n" },
+          patch: {
+            kind: 'tool',
+            tool: 'adder',
+            implementation: 'export const add = (a, b) => a + b;',
+            tests: "console.log('testing');\nawait new Promise((r) => setTimeout(r, 120_000));\n",
+          },
           evaluation: { kind: 'tool_tests' },
           budget: { wallMs: 300_000, diskBytes: 64 << 20 },
         },
       ],
     });
     // Wait until the tests run in their container, with the copy in place.
-    await until(async () => (await containers()).some((c) => c.State === 'running'), `a running container labelled ${key}`, 60_000, 200);
+    await until(
+      async () => (await containers()).some((c) => c.State === 'running'),
+      `a running container labelled ${key}`,
+      60_000,
+      200,
+    );
     expect(await countRows(stack.db.db, `fk.${id}`)).toBeGreaterThan(50);
 
     await h.cancel();

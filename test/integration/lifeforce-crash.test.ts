@@ -75,7 +75,10 @@ async function openReservation(skip: ReadonlySet<string>): Promise<string | unde
 }
 
 async function isOpen(key: string): Promise<boolean> {
-  const [close] = await handle.db.select({ id: lifeforceLedger.id }).from(lifeforceLedger).where(eq(lifeforceLedger.idempotencyKey, `close:${key}`));
+  const [close] = await handle.db
+    .select({ id: lifeforceLedger.id })
+    .from(lifeforceLedger)
+    .where(eq(lifeforceLedger.idempotencyKey, `close:${key}`));
   return close === undefined;
 }
 
@@ -83,7 +86,10 @@ async function isOpen(key: string): Promise<boolean> {
 const requestKeyOf = (reservationKey: string) => reservationKey.slice('llm:'.length, reservationKey.lastIndexOf('@'));
 
 async function answered(reservationKey: string): Promise<boolean> {
-  const [row] = await handle.db.select({ id: llmCalls.id }).from(llmCalls).where(and(eq(llmCalls.requestKey, requestKeyOf(reservationKey)), eq(llmCalls.ok, true)));
+  const [row] = await handle.db
+    .select({ id: llmCalls.id })
+    .from(llmCalls)
+    .where(and(eq(llmCalls.requestKey, requestKeyOf(reservationKey)), eq(llmCalls.ok, true)));
   return row !== undefined;
 }
 
@@ -101,7 +107,12 @@ async function holdAt(w: Window, key: string): Promise<() => Promise<void>> {
   await conn.query('begin');
   if (w.at === 'answered') await conn.query('select 1 from lifeforce_budgets where id = $1 for update', [budgetId]);
   else await conn.query('select 1 from agents where id = $1 for no key update', [agentId]);
-  await waitFor(`${key} ${w.at}`, 30_000, async () => ((w.at === 'answered' ? await answered(key) : !(await isOpen(key))) ? true : undefined), 50);
+  await waitFor(
+    `${key} ${w.at}`,
+    30_000,
+    async () => ((w.at === 'answered' ? await answered(key) : !(await isOpen(key))) ? true : undefined),
+    50,
+  );
   return async () => {
     await conn.query('rollback');
     conn.release();
@@ -113,8 +124,11 @@ async function expedite(h: WorkflowHandle): Promise<void> {
   await client.workflowService.resetStickyTaskQueue({ namespace: 'default', execution: { workflowId: h.workflowId } });
   const d = await h.describe();
   for (const a of d.raw.pendingActivities ?? []) {
-    if (a.state !== temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED || !a.activityId) continue;
-    await client.activity.fail({ workflowId: h.workflowId, runId: d.runId, activityId: a.activityId }, new Error('worker killed')).catch(() => undefined);
+    if (a.state !== temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED || !a.activityId)
+      continue;
+    await client.activity
+      .fail({ workflowId: h.workflowId, runId: d.runId, activityId: a.activityId }, new Error('worker killed'))
+      .catch(() => undefined);
   }
 }
 
@@ -130,7 +144,11 @@ async function seedAgent(): Promise<void> {
     priority: 1,
     costPer1kInput: 0.002,
     costPer1kOutput: 0.004,
-    params: { replies: ['Thinking it over.', 'Still thinking.', 'One more thought.'], delayMs: callDelayMs, maxTokens: 64 },
+    params: {
+      replies: ['Thinking it over.', 'Still thinking.', 'One more thought.'],
+      delayMs: callDelayMs,
+      maxTokens: 64,
+    },
   });
   await ensureBudget(db, { id: budgetId, agentId, scope: 'agent', settings: { capacity } });
 }
@@ -145,7 +163,9 @@ async function checkLedger(killed: ReadonlySet<string>) {
   for (const b of budgets) {
     expect(checkInvariant(stateOf(b)), b.id).toBeNull();
     expect(b.spent, b.id).toBeLessThanOrEqual(b.funded);
-    const settled = ledger.filter((e) => e.budgetId === b.id && e.kind === 'settle').reduce((sum, e) => sum + e.amount, 0);
+    const settled = ledger
+      .filter((e) => e.budgetId === b.id && e.kind === 'settle')
+      .reduce((sum, e) => sum + e.amount, 0);
     expect(b.spent, b.id).toBeCloseTo(settled, 4);
     expect(b.reserved, b.id).toBe(0);
   }
@@ -156,7 +176,11 @@ async function checkLedger(killed: ReadonlySet<string>) {
   const reserves = ledger.filter((e) => e.kind === 'reserve');
   const closes = ledger.filter((e) => e.kind === 'settle' || e.kind === 'release');
   const reserveKeys = new Set(reserves.map((r) => r.idempotencyKey));
-  for (const r of reserves) expect(closes.filter((c) => c.reservationKey === r.idempotencyKey), r.idempotencyKey).toHaveLength(1);
+  for (const r of reserves)
+    expect(
+      closes.filter((c) => c.reservationKey === r.idempotencyKey),
+      r.idempotencyKey,
+    ).toHaveLength(1);
   for (const c of closes) {
     expect(reserveKeys.has(c.reservationKey ?? ''), `close of ${c.reservationKey}`).toBe(true);
     expect(c.idempotencyKey).toBe(`close:${c.reservationKey}`);
@@ -167,7 +191,10 @@ async function checkLedger(killed: ReadonlySet<string>) {
   const callIds = settles.map((c) => c.metadata?.callId);
   expect(callIds.every((id) => typeof id === 'number')).toBe(true);
   expect(new Set(callIds).size).toBe(callIds.length);
-  const okCalls = await db.select({ id: llmCalls.id, requestKey: llmCalls.requestKey }).from(llmCalls).where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true)));
+  const okCalls = await db
+    .select({ id: llmCalls.id, requestKey: llmCalls.requestKey })
+    .from(llmCalls)
+    .where(and(eq(llmCalls.agentId, agentId), eq(llmCalls.ok, true)));
   const okIds = new Set(okCalls.map((c) => c.id));
   for (const id of callIds) expect(okIds.has(id as number), `call #${String(id)} is an answered call`).toBe(true);
   const answers = okCalls.filter((c) => c.requestKey !== null);
@@ -225,12 +252,22 @@ describe('lifeforce under worker crashes', () => {
       const killPhaseS = Math.round((Date.now() - started) / 1000);
 
       // Run on until the budget refuses a call, or the tick cap completes the loop.
-      const end = await waitFor('the budget exhausted or the loop done', 120_000, async () => {
-        const [b] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
-        if (b?.exhaustedAt) return 'exhausted';
-        return (await h.describe()).status.name === 'COMPLETED' ? 'completed' : undefined;
-      }, 250);
-      const phase = end === 'exhausted' ? await waitFor('the exhausted phase', 30_000, async () => ((await h.query<AgentStatus>('status')).phase === 'exhausted' ? 'exhausted' : undefined)) : null;
+      const end = await waitFor(
+        'the budget exhausted or the loop done',
+        120_000,
+        async () => {
+          const [b] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, budgetId));
+          if (b?.exhaustedAt) return 'exhausted';
+          return (await h.describe()).status.name === 'COMPLETED' ? 'completed' : undefined;
+        },
+        250,
+      );
+      const phase =
+        end === 'exhausted'
+          ? await waitFor('the exhausted phase', 30_000, async () =>
+              (await h.query<AgentStatus>('status')).phase === 'exhausted' ? 'exhausted' : undefined,
+            )
+          : null;
       const execution = (await h.describe()).status.name;
       // No call may run while the sweep releases what is still open.
       const exited = new Promise((r) => worker.once('exit', r));
@@ -245,7 +282,18 @@ describe('lifeforce under worker crashes', () => {
       if (end === 'exhausted') expect(phase).toBe('exhausted');
 
       const { log, ...atKill } = kills;
-      const summary = { kills: killsAt.length, ...atKill, ...counts, openBeforeSweep, sweptNow, end, execution, killPhaseS, totalS: Math.round((Date.now() - started) / 1000), killLog: log };
+      const summary = {
+        kills: killsAt.length,
+        ...atKill,
+        ...counts,
+        openBeforeSweep,
+        sweptNow,
+        end,
+        execution,
+        killPhaseS,
+        totalS: Math.round((Date.now() - started) / 1000),
+        killLog: log,
+      };
       console.log(`lifeforce crash test: ${JSON.stringify(summary)}`);
       // Each window was hit: a reservation held at every kill but the `settled` ones, an answer recorded at the `answered` and `settled` ones.
       expect(kills.heldAtKill).toBe(killsAt.filter((w) => w.at !== 'settled').length);

@@ -32,7 +32,14 @@ beforeAll(async () => {
   client = ks.client;
   for (const id of ['poisoned', 'ended']) {
     await ks.stack.db.db.insert(agents).values({ id, name: id });
-    await ks.stack.db.db.insert(llmRegistry).values({ agentId: id, name: 'script', provider: 'scripted', model: `scripted-${id}`, role: 'agent', priority: 1 });
+    await ks.stack.db.db.insert(llmRegistry).values({
+      agentId: id,
+      name: 'script',
+      provider: 'scripted',
+      model: `scripted-${id}`,
+      role: 'agent',
+      priority: 1,
+    });
   }
 }, 240_000);
 afterAll(async () => {
@@ -58,7 +65,9 @@ describe('a tick that fails for a reason of its own', () => {
     const db = ks.stack.db.db;
     await withWorker(ks.stack.temporal.connection, scripted(), async () => {
       const h = await start('poisoned');
-      const before = await until('a first tick', async () => ((await status(h)).tick >= 2 ? (await status(h)).tick : undefined));
+      const before = await until('a first tick', async () =>
+        (await status(h)).tick >= 2 ? (await status(h)).tick : undefined,
+      );
       // The context read fails for the request itself (a missing table): not an outage, no retry.
       await db.execute(sql`alter table ethics_policies rename to ethics_policies_away`);
       try {
@@ -66,7 +75,10 @@ describe('a tick that fails for a reason of its own', () => {
           const s = await status(h);
           return s.counters.tickFailures >= 3 && s.operatingMode === 'core_outage' ? s : undefined;
         });
-        expect(failing.lastTickFailure).toMatchObject({ step: 'think', error: expect.stringMatching(/ethics_policies/) });
+        expect(failing.lastTickFailure).toMatchObject({
+          step: 'think',
+          error: expect.stringMatching(/ethics_policies/),
+        });
         expect(failing.tick).toBeGreaterThan(before);
         expect(failing.degraded).toBeNull();
         expect((await h.describe()).status.name).toBe('RUNNING');
@@ -82,10 +94,16 @@ describe('a tick that fails for a reason of its own', () => {
       await h.signal('stop');
       expect(await h.result()).toMatchObject({ reason: 'stopped' });
     });
-    const failures = await db.select().from(processLog).where(and(eq(processLog.agentId, 'poisoned'), eq(processLog.kind, 'tick_failure')));
+    const failures = await db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'poisoned'), eq(processLog.kind, 'tick_failure')));
     expect(failures.length).toBeGreaterThanOrEqual(3);
     expect(failures.every((f) => f.status === 'error' && /^think: .*ethics_policies/.test(f.message ?? ''))).toBe(true);
-    const outage = await db.select().from(processLog).where(and(eq(processLog.agentId, 'poisoned'), eq(processLog.kind, 'core_outage')));
+    const outage = await db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'poisoned'), eq(processLog.kind, 'core_outage')));
     expect(outage.map((o) => o.status)).toEqual(expect.arrayContaining(['offline', 'close']));
     expect((await db.select().from(agents).where(eq(agents.id, 'poisoned')))[0]!.status).toBe('stopped');
   }, 300_000);
@@ -105,33 +123,52 @@ describe('a loop that ends is visible, and a new start goes on from its last tic
       await h.terminate('pulled by the operator');
 
       const r = await agentLoopStatus(client, 'ended');
-      expect(r.execution).toMatchObject({ status: 'TERMINATED', reason: expect.stringMatching(/^terminated by .+: pulled by the operator$/) });
+      expect(r.execution).toMatchObject({
+        status: 'TERMINATED',
+        reason: expect.stringMatching(/^terminated by .+: pulled by the operator$/),
+      });
       // The last status still answers (by replay), beside how the run ended.
       expect(r.status?.tick).toBeGreaterThanOrEqual(reached);
-      expect(formatExecution(r)).toMatch(/^workflow agent\/ended is TERMINATED \(since .*\): terminated by .+: pulled by the operator\n {2}start it again with `mindloop start ended`/);
+      expect(formatExecution(r)).toMatch(
+        /^workflow agent\/ended is TERMINATED \(since .*\): terminated by .+: pulled by the operator\n {2}start it again with `mindloop start ended`/,
+      );
 
       // The row still claims to run: doctor's check finds it and records why.
       expect((await db.select().from(agents).where(eq(agents.id, 'ended')))[0]!.status).toBe('running');
       const bad = await unhealthyAgentLoops(client, db, { fix: true });
       expect(bad).toEqual([expect.objectContaining({ agentId: 'ended', workflowStatus: 'TERMINATED' })]);
       expect((await db.select().from(agents).where(eq(agents.id, 'ended')))[0]!.status).toBe('failed');
-      const logged = await db.select().from(processLog).where(and(eq(processLog.agentId, 'ended'), eq(processLog.kind, 'loop_not_running')));
+      const logged = await db
+        .select()
+        .from(processLog)
+        .where(and(eq(processLog.agentId, 'ended'), eq(processLog.kind, 'loop_not_running')));
       expect(logged).toHaveLength(1);
       expect(await unhealthyAgentLoops(client, db, { fix: true })).toEqual([]);
 
-      const lastTick = Number((await db.execute<{ t: string }>(sql`select max(tick) as t from llm_recent_responses where agent_id = 'ended'`)).rows[0]!.t);
+      const lastTick = Number(
+        (await db.execute<{ t: string }>(sql`select max(tick) as t from llm_recent_responses where agent_id = 'ended'`))
+          .rows[0]!.t,
+      );
       const again = await start('ended');
       const first = await until('a tick of the new run', async () => {
         const s = await status(again);
         return s.last ? s.tick : undefined;
       });
       expect(first).toBeGreaterThan(lastTick);
-      await until('two ticks of the new run', async () => ((await status(again)).tick >= lastTick + 2 ? true : undefined));
+      await until('two ticks of the new run', async () =>
+        (await status(again)).tick >= lastTick + 2 ? true : undefined,
+      );
       await again.signal('stop');
       await again.result();
     });
     // One reply per tick, numbered on: nothing was walked through again from tick 1.
-    const ticks = (await db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(eq(llmRecentResponses.agentId, 'ended')).orderBy(asc(llmRecentResponses.tick))).map((r) => r.tick);
+    const ticks = (
+      await db
+        .select({ tick: llmRecentResponses.tick })
+        .from(llmRecentResponses)
+        .where(eq(llmRecentResponses.agentId, 'ended'))
+        .orderBy(asc(llmRecentResponses.tick))
+    ).map((r) => r.tick);
     expect(ticks).toEqual(Array.from({ length: ticks.length }, (_, i) => i + 1));
     expect(await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'ended'))).toHaveLength(ticks.length);
   }, 300_000);

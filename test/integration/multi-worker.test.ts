@@ -70,7 +70,9 @@ const nameOf = (identity: string | undefined) => workers.find((w) => w.identity 
  * waits on the dead worker's sticky queue), so the bound is their sum, plus room for a busy machine.
  */
 function stallBound(workflowTaskTimeoutMs: number) {
-  const lostActivityMs = Math.max(ms(llmActivity.heartbeatTimeout), ms(dbActivity.startToCloseTimeout)) + Math.max(ms(llmActivity.retry?.initialInterval), ms(dbActivity.retry?.initialInterval));
+  const lostActivityMs =
+    Math.max(ms(llmActivity.heartbeatTimeout), ms(dbActivity.startToCloseTimeout)) +
+    Math.max(ms(llmActivity.retry?.initialInterval), ms(dbActivity.retry?.initialInterval));
   const lostWorkflowTaskMs = Math.max(stickyQueueScheduleToStartMs, workflowTaskTimeoutMs);
   return { lostActivityMs, lostWorkflowTaskMs, totalMs: lostActivityMs + lostWorkflowTaskMs + busyMachineMs };
 }
@@ -84,7 +86,12 @@ function startWorker(name: string): WorkerProc {
 }
 
 async function untilPolling(w: WorkerProc): Promise<void> {
-  const state = await waitFor(`${w.name} polling`, 150_000, async () => (!alive(w) ? 'exited' : w.child.output().stdout.includes('worker polling') ? 'polling' : undefined), 250);
+  const state = await waitFor(
+    `${w.name} polling`,
+    150_000,
+    async () => (!alive(w) ? 'exited' : w.child.output().stdout.includes('worker polling') ? 'polling' : undefined),
+    250,
+  );
   if (state === 'exited') throw new Error(`${w.name} exited: ${w.child.output().stderr}`);
 }
 
@@ -112,7 +119,8 @@ async function tickRows(): Promise<Map<string, TickRow[]>> {
   return byAgent;
 }
 
-const history = async (agentId: string) => (await client.workflow.getHandle(workflowIds.agent(agentId)).fetchHistory()).events ?? [];
+const history = async (agentId: string) =>
+  (await client.workflow.getHandle(workflowIds.agent(agentId)).fetchHistory()).events ?? [];
 
 /** The worker that completed the agent's last workflow task: it holds the loop in its cache, and the loop's next task is queued for it. */
 async function holderOf(agentId: string): Promise<string | undefined> {
@@ -127,23 +135,42 @@ async function holderOf(agentId: string): Promise<string | undefined> {
 /** What an agent's history shows since `since`: who ran its workflow tasks and activities, activities retried, workflow tasks timed out (queued, running). */
 async function historySince(agentId: string, since: number) {
   const events = (await history(agentId)).filter((e) => tsToMs(e.eventTime) > since);
-  const completedBy = new Set(events.flatMap((e) => (e.workflowTaskCompletedEventAttributes?.identity ? [e.workflowTaskCompletedEventAttributes.identity] : [])));
-  const activitiesBy = new Set(events.flatMap((e) => (e.activityTaskStartedEventAttributes?.identity ? [e.activityTaskStartedEventAttributes.identity] : [])));
-  const retried = events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED && (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1).length;
-  const timedOut = events.flatMap((e) => (e.workflowTaskTimedOutEventAttributes ? [e.workflowTaskTimedOutEventAttributes.timeoutType] : []));
+  const completedBy = new Set(
+    events.flatMap((e) =>
+      e.workflowTaskCompletedEventAttributes?.identity ? [e.workflowTaskCompletedEventAttributes.identity] : [],
+    ),
+  );
+  const activitiesBy = new Set(
+    events.flatMap((e) =>
+      e.activityTaskStartedEventAttributes?.identity ? [e.activityTaskStartedEventAttributes.identity] : [],
+    ),
+  );
+  const retried = events.filter(
+    (e) =>
+      e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED &&
+      (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1,
+  ).length;
+  const timedOut = events.flatMap((e) =>
+    e.workflowTaskTimedOutEventAttributes ? [e.workflowTaskTimedOutEventAttributes.timeoutType] : [],
+  );
   const stickyTimeouts = timedOut.filter((t) => t === TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START).length;
   return { completedBy, activitiesBy, retried, stickyTimeouts, runningTimeouts: timedOut.length - stickyTimeouts };
 }
 
 async function executionStatuses(): Promise<string[]> {
-  return Promise.all(agentIds.map(async (id) => (await client.workflow.getHandle(workflowIds.agent(id)).describe()).status.name));
+  return Promise.all(
+    agentIds.map(async (id) => (await client.workflow.getHandle(workflowIds.agent(id)).describe()).status.name),
+  );
 }
 
 /**
  * SIGKILL the live worker holding the most agents; every agent must tick again within the
  * bound and then `ticksPerPhase` times more, the workers left doing all of it. Prints a table.
  */
-async function loseBusiestWorker(label: string, boundMs: number): Promise<{ victim: WorkerProc; survivors: WorkerProc[] }> {
+async function loseBusiestWorker(
+  label: string,
+  boundMs: number,
+): Promise<{ victim: WorkerProc; survivors: WorkerProc[] }> {
   const live = workers.filter(alive);
   const holders = new Map(await Promise.all(agentIds.map(async (id) => [id, await holderOf(id)] as const)));
   const held = (w: WorkerProc) => agentIds.filter((id) => holders.get(id) === w.identity);
@@ -155,10 +182,15 @@ async function loseBusiestWorker(label: string, boundMs: number): Promise<{ vict
 
   // A reply whose statement was running as the worker died may still commit: it was recorded before the kill.
   const after = (rows: TickRow[]) => rows.filter((r) => r.at > killedAt);
-  await waitFor(`${label}: every agent ${ticksPerPhase} ticks past the kill`, boundMs + 60_000, async () => {
-    const rows = await tickRows();
-    return agentIds.every((id) => after(rows.get(id)!).length >= ticksPerPhase) ? true : undefined;
-  }, 250);
+  await waitFor(
+    `${label}: every agent ${ticksPerPhase} ticks past the kill`,
+    boundMs + 60_000,
+    async () => {
+      const rows = await tickRows();
+      return agentIds.every((id) => after(rows.get(id)!).length >= ticksPerPhase) ? true : undefined;
+    },
+    250,
+  );
   const rows = await tickRows();
   const table = await Promise.all(
     agentIds.map(async (id) => {
@@ -187,7 +219,10 @@ async function loseBusiestWorker(label: string, boundMs: number): Promise<{ vict
       `${label}: SIGKILLed ${victim.name} (pid ${victim.child.pid}), which held ${held(victim).length} of ${agentCount} agents; ${survivors.map((w) => w.name).join(' and ')} left. ` +
         `Since the kill: ${retried} activities retried on a worker left, ${sticky} workflow tasks timed out waiting on its sticky queue and ${running} handed to it and never answered; stall bound ${seconds(boundMs)}.`,
       `agent  held by  now on  ticks before  ticks after  resumed after  max gap around the kill`,
-      ...table.map((r) => `${r.id}  ${r.heldBy.padEnd(7)}  ${r.nowOn.padEnd(6)}  ${String(r.ticksBefore).padStart(12)}  ${String(r.ticksAfter).padStart(11)}  ${seconds(r.resumedMs).padStart(13)}  ${seconds(r.maxGapMs).padStart(23)}`),
+      ...table.map(
+        (r) =>
+          `${r.id}  ${r.heldBy.padEnd(7)}  ${r.nowOn.padEnd(6)}  ${String(r.ticksBefore).padStart(12)}  ${String(r.ticksAfter).padStart(11)}  ${seconds(r.resumedMs).padStart(13)}  ${seconds(r.maxGapMs).padStart(23)}`,
+      ),
     ].join('\n'),
   );
 
@@ -196,8 +231,14 @@ async function loseBusiestWorker(label: string, boundMs: number): Promise<{ vict
     expect(r.resumedMs, `${r.id} resumed after the kill`).toBeLessThanOrEqual(boundMs);
     expect(r.maxGapMs, `${r.id}'s longest gap between ticks around the kill`).toBeLessThanOrEqual(boundMs);
     // Only the workers left ran its workflow tasks and activities since.
-    expect([...r.completedBy].filter((i) => !survivorIds.has(i)), r.id).toEqual([]);
-    expect([...r.activitiesBy].filter((i) => !survivorIds.has(i)), r.id).toEqual([]);
+    expect(
+      [...r.completedBy].filter((i) => !survivorIds.has(i)),
+      r.id,
+    ).toEqual([]);
+    expect(
+      [...r.activitiesBy].filter((i) => !survivorIds.has(i)),
+      r.id,
+    ).toEqual([]);
   }
   expect(survivors.every(alive)).toBe(true);
   expect(await executionStatuses()).toEqual(agentIds.map(() => 'RUNNING'));
@@ -211,7 +252,15 @@ describe('several workers share the agents', () => {
       await db().insert(agents).values({ id, name: id });
       await db()
         .insert(llmRegistry)
-        .values({ agentId: id, name: 'mind', provider: 'scripted', model: 'scripted', role: 'agent', priority: 1, params: { replies: ['Thinking on.', 'One more thought.', 'Still here.'] } });
+        .values({
+          agentId: id,
+          name: 'mind',
+          provider: 'scripted',
+          model: 'scripted',
+          role: 'agent',
+          priority: 1,
+          params: { replies: ['Thinking on.', 'One more thought.', 'Still here.'] },
+        });
     }
     for (const name of ['w1', 'w2', 'w3']) startWorker(name);
     await Promise.all(workers.map(untilPolling));
@@ -230,10 +279,15 @@ describe('several workers share the agents', () => {
     const bound = stallBound(tsToMs(described.raw.executionConfig?.defaultWorkflowTaskTimeout));
     expect(bound.lostActivityMs).toBeGreaterThan(0);
     expect(bound.lostWorkflowTaskMs).toBeGreaterThan(0);
-    await waitFor(`every agent ${ticksPerPhase} ticks`, 90_000, async () => {
-      const rows = await tickRows();
-      return agentIds.every((id) => rows.get(id)!.length >= ticksPerPhase) ? true : undefined;
-    }, 250);
+    await waitFor(
+      `every agent ${ticksPerPhase} ticks`,
+      90_000,
+      async () => {
+        const rows = await tickRows();
+        return agentIds.every((id) => rows.get(id)!.length >= ticksPerPhase) ? true : undefined;
+      },
+      250,
+    );
 
     const first = await loseBusiestWorker('kill 1 of 2', bound.totalMs);
     expect(first.survivors).toHaveLength(2);
@@ -260,9 +314,13 @@ describe('several workers share the agents', () => {
         .select({ requestKey: llmCalls.requestKey })
         .from(llmCalls)
         .where(and(eq(llmCalls.agentId, id), eq(llmCalls.purpose, 'think'), eq(llmCalls.ok, true)));
-      const thoughtTicks = thinks.map((c) => Number(/:(\d+):think$/.exec(c.requestKey ?? '')?.[1])).sort((a, b) => a - b);
+      const thoughtTicks = thinks
+        .map((c) => Number(/:(\d+):think$/.exec(c.requestKey ?? '')?.[1]))
+        .sort((a, b) => a - b);
       expect(thoughtTicks, `${id}: answered think calls by tick`).toEqual(ticks);
     }
-    console.log(`multi-worker: workers up in ${workersUpS.toFixed(1)} s; ${results.reduce((n, r) => n + r.ticks, 0)} ticks in all; ${((Date.now() - started) / 1000).toFixed(1)} s in all; the last worker: ${last!.name}`);
+    console.log(
+      `multi-worker: workers up in ${workersUpS.toFixed(1)} s; ${results.reduce((n, r) => n + r.ticks, 0)} ticks in all; ${((Date.now() - started) / 1000).toFixed(1)} s in all; the last worker: ${last!.name}`,
+    );
   }, 300_000);
 });

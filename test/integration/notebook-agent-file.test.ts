@@ -49,12 +49,27 @@ let page: Page;
 const dialogs: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`);
+  if (!existsSync(chromiumPath))
+    throw new Error(
+      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
+    );
   mkdirSync(artifacts, { recursive: true });
   h = await migratedDatabase('mindloop_notebook_agent_file', 2);
-  await applyAgentFileTo(h.db, { agentId: 'ada', document: parse(agentFile) as unknown, appliedBy: 'test', source: 'ada.yaml' });
+  await applyAgentFileTo(h.db, {
+    agentId: 'ada',
+    document: parse(agentFile) as unknown,
+    appliedBy: 'test',
+    source: 'ada.yaml',
+  });
   // A client that never connects: the agent file is read from Postgres only.
-  notebook = await startNotebook({ db: h.db, client: new Client(), feed: new TickFeed(), feedSource: 'in-process', port: 0, log: () => undefined });
+  notebook = await startNotebook({
+    db: h.db,
+    client: new Client(),
+    feed: new TickFeed(),
+    feedSource: 'in-process',
+    port: 0,
+    log: () => undefined,
+  });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1400, height: 900 }, acceptDownloads: true });
   page.on('dialog', (d) => {
@@ -81,7 +96,9 @@ describe("the notebook's agent file", () => {
     expect(shown).toBe(await exported());
     expect(shown).toContain('name: Ada Lovelace');
     expect(shown).toContain('title: Write the first program');
-    expect(await page.locator('#agent-file-how').textContent()).toBe('The agent as it is now, as mindloop agents export ada writes it. Read-only here: to change it, edit the file, then mindloop apply -f ada.yaml.');
+    expect(await page.locator('#agent-file-how').textContent()).toBe(
+      'The agent as it is now, as mindloop agents export ada writes it. Read-only here: to change it, edit the file, then mindloop apply -f ada.yaml.',
+    );
     expect(await page.locator('#pane-file textarea, #pane-file input, #pane-file [contenteditable]').count()).toBe(0);
     await page.screenshot({ path: join(artifacts, 'agent-file.png'), fullPage: true });
   });
@@ -103,7 +120,10 @@ describe("the notebook's agent file", () => {
     expect(body).toBe(renderAgentFile(live, 'yaml'));
     const reparsed = parseAgentFile(body);
     expect(reparsed.ok && reparsed.document).toEqual(live);
-    expect((parse(body) as { goals: Array<{ title: string }> }).goals.map((g) => g.title).sort()).toEqual([hostile, 'Write the first program']);
+    expect((parse(body) as { goals: Array<{ title: string }> }).goals.map((g) => g.title).sort()).toEqual([
+      hostile,
+      'Write the first program',
+    ]);
   });
 
   it('answers YAML, or JSON with ?format=json; an unknown agent 404 with a message; a bad id or format 400 naming it', async () => {
@@ -122,16 +142,25 @@ describe("the notebook's agent file", () => {
 
     const ghost = await get('/api/agents/ghost/file');
     expect(ghost.status).toBe(404);
-    expect(await ghost.json()).toMatchObject({ error: 'no agent ghost: apply its file first (mindloop apply -f ghost.yaml)' });
+    expect(await ghost.json()).toMatchObject({
+      error: 'no agent ghost: apply its file first (mindloop apply -f ghost.yaml)',
+    });
 
     const badFormat = await get('/api/agents/ada/file?format=xml');
     expect(badFormat.status).toBe(400);
-    expect(((await badFormat.json()) as { fields: Array<{ field: string }> }).fields.map((f) => f.field)).toEqual(['format']);
+    expect(((await badFormat.json()) as { fields: Array<{ field: string }> }).fields.map((f) => f.field)).toEqual([
+      'format',
+    ]);
     expect((await get('/api/agents/..%2Fada/file')).status).toBe(400);
     // The guard holds here as on every route: a Host the loopback notebook does not serve is refused.
     const foreign = await new Promise<number>((resolve, reject) => {
       const u = new URL('/api/agents/ada/file', notebook.url);
-      request({ host: '127.0.0.1', port: u.port, path: u.pathname, headers: { host: 'evil.example' } }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject).end();
+      request(
+        { host: '127.0.0.1', port: u.port, path: u.pathname, headers: { host: 'evil.example' } },
+        (res) => (res.resume(), resolve(res.statusCode ?? 0)),
+      )
+        .on('error', reject)
+        .end();
     });
     expect(foreign).toBe(403);
   });
@@ -141,6 +170,8 @@ describe("the notebook's agent file", () => {
     await page.click('button[data-tab="agent file"]');
     const box = page.locator('#agent-file [role="alert"]');
     await box.waitFor();
-    expect(await box.textContent()).toBe('refused (404): no agent ghost: apply its file first (mindloop apply -f ghost.yaml)');
+    expect(await box.textContent()).toBe(
+      'refused (404): no agent ghost: apply its file first (mindloop apply -f ghost.yaml)',
+    );
   });
 });

@@ -36,14 +36,28 @@ let deadUrl: string;
 const dialogs: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`);
+  if (!existsSync(chromiumPath))
+    throw new Error(
+      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
+    );
   mkdirSync(artifacts, { recursive: true });
   h = await migratedDatabase('mindloop_notebook_models', 2);
   await h.db.insert(agents).values({ id: 'ada', name: 'Ada' });
-  server = await startFakeOpenAiServer({ models: [{ id: 'good-model', max_model_len: 8192 }], answer: capabilityAnswer({ json: true, tools: true }) });
+  server = await startFakeOpenAiServer({
+    models: [{ id: 'good-model', max_model_len: 8192 }],
+    answer: capabilityAnswer({ json: true, tools: true }),
+  });
   deadUrl = `http://127.0.0.1:${await freePort()}/v1`;
   // A client that never connects: the Models page does not talk to Temporal.
-  notebook = await startNotebook({ db: h.db, client: new Client(), feed: new TickFeed(), feedSource: 'in-process', port: 0, log: () => undefined, models: { env: { NB_TEST_KEY: 'sk-nb-test' } } });
+  notebook = await startNotebook({
+    db: h.db,
+    client: new Client(),
+    feed: new TickFeed(),
+    feedSource: 'in-process',
+    port: 0,
+    log: () => undefined,
+    models: { env: { NB_TEST_KEY: 'sk-nb-test' } },
+  });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on('dialog', (d) => {
@@ -62,7 +76,15 @@ afterAll(async () => {
 const modelRow = (name: string) => page.locator(`#models tr[data-model="${name}"]`);
 
 /** Fill the add form and submit it; returns the result box's text once it has settled. */
-async function add(fields: { name: string; model: string; baseUrl?: string; apiKeyEnv?: string; priceIn?: string; priceOut?: string; test?: boolean }): Promise<string> {
+async function add(fields: {
+  name: string;
+  model: string;
+  baseUrl?: string;
+  apiKeyEnv?: string;
+  priceIn?: string;
+  priceOut?: string;
+  test?: boolean;
+}): Promise<string> {
   await page.fill('#model-name', fields.name);
   await page.fill('#model-model', fields.model);
   await page.fill('#model-baseUrl', fields.baseUrl ?? '');
@@ -81,13 +103,26 @@ describe('the notebook Models page', () => {
     await page.goto(`${notebook.url}#/models`);
     await expect.poll(async () => page.locator('#models-note').textContent()).toBe('no models yet: add one below');
     expect(await page.locator('header nav a.current').textContent()).toBe('Models');
-    const text = await add({ name: 'nb-fast', model: 'good-model', baseUrl: server.baseUrl, apiKeyEnv: 'NB_TEST_KEY', priceIn: '0.5', priceOut: '1.5' });
+    const text = await add({
+      name: 'nb-fast',
+      model: 'good-model',
+      baseUrl: server.baseUrl,
+      apiKeyEnv: 'NB_TEST_KEY',
+      priceIn: '0.5',
+      priceOut: '1.5',
+    });
     expect(text).toMatch(/^added nb-fast: ok in \d+ ms · JSON yes · tools yes · context 8192$/);
     const row = modelRow('nb-fast');
     await row.waitFor();
     expect(await row.locator('td.test').textContent()).toMatch(/^ok in \d+ ms · JSON yes · tools yes · context 8192/);
     expect(await row.textContent()).toContain('key: $NB_TEST_KEY');
-    expect(await getModel(h.db, 'nb-fast')).toMatchObject({ priceInPer1m: 0.5, priceOutPer1m: 1.5, contextWindow: 8192, apiKeyEnv: 'NB_TEST_KEY', test: { ok: true } });
+    expect(await getModel(h.db, 'nb-fast')).toMatchObject({
+      priceInPer1m: 0.5,
+      priceOutPer1m: 1.5,
+      contextWindow: 8192,
+      apiKeyEnv: 'NB_TEST_KEY',
+      test: { ok: true },
+    });
     expect(server.chatRequests().every((r) => r.authorization === 'Bearer sk-nb-test')).toBe(true);
     await page.screenshot({ path: join(artifacts, 'models.png'), fullPage: true });
   });
@@ -95,9 +130,21 @@ describe('the notebook Models page', () => {
   it('refuses bad input with the reason shown and stores nothing', async () => {
     const cases: Array<[Parameters<typeof add>[0], RegExp, string]> = [
       [{ name: 'Bad Name', model: 'good-model', baseUrl: server.baseUrl }, /refused \(400\)/, 'name'],
-      [{ name: 'nb-nokey', model: 'good-model', baseUrl: server.baseUrl, apiKeyEnv: 'NB_UNSET_KEY' }, /environment variable NB_UNSET_KEY is not set in this process/, 'apiKeyEnv'],
-      [{ name: 'nb-lacks', model: 'gpt-9', baseUrl: server.baseUrl }, /does not serve model 'gpt-9' \(it serves: good-model\)/, 'model'],
-      [{ name: 'nb-dead', model: 'good-model', baseUrl: deadUrl }, /cannot reach http:\/\/127\.0\.0\.1:\d+\/v1: ECONNREFUSED/, 'baseUrl'],
+      [
+        { name: 'nb-nokey', model: 'good-model', baseUrl: server.baseUrl, apiKeyEnv: 'NB_UNSET_KEY' },
+        /environment variable NB_UNSET_KEY is not set in this process/,
+        'apiKeyEnv',
+      ],
+      [
+        { name: 'nb-lacks', model: 'gpt-9', baseUrl: server.baseUrl },
+        /does not serve model 'gpt-9' \(it serves: good-model\)/,
+        'model',
+      ],
+      [
+        { name: 'nb-dead', model: 'good-model', baseUrl: deadUrl },
+        /cannot reach http:\/\/127\.0\.0\.1:\d+\/v1: ECONNREFUSED/,
+        'baseUrl',
+      ],
       [{ name: 'nb-url', model: 'good-model', baseUrl: 'localhost:11434' }, /an http\(s\) URL/, 'baseUrl'],
     ];
     for (const [fields, message, field] of cases) {
@@ -113,8 +160,21 @@ describe('the notebook Models page', () => {
 
   it("shows the calls, failures, median latency, tokens and spend of the agents' llm_calls, and tests again on asking", async () => {
     const [reg] = await assignModel(h.db, { agentId: 'ada', role: 'agent', modelName: 'nb-fast' });
-    const call = (i: number, latencyMs: number, ok: boolean) => ({ agentId: 'ada', registryId: reg!.id, role: 'agent' as const, model: 'good-model', ok, latencyMs, promptTokens: ok ? 1000 : 0, completionTokens: ok ? 500 : 0, costUsd: ok ? 0.002 : 0, idempotencyKey: `nb-${i}` });
-    await h.db.insert(llmCalls).values([call(1, 100, true), call(2, 300, true), call(3, 200, true), call(4, 50, false)]);
+    const call = (i: number, latencyMs: number, ok: boolean) => ({
+      agentId: 'ada',
+      registryId: reg!.id,
+      role: 'agent' as const,
+      model: 'good-model',
+      ok,
+      latencyMs,
+      promptTokens: ok ? 1000 : 0,
+      completionTokens: ok ? 500 : 0,
+      costUsd: ok ? 0.002 : 0,
+      idempotencyKey: `nb-${i}`,
+    });
+    await h.db
+      .insert(llmCalls)
+      .values([call(1, 100, true), call(2, 300, true), call(3, 200, true), call(4, 50, false)]);
     await page.click('button:text-is("refresh")');
     const row = modelRow('nb-fast');
     await expect.poll(async () => row.locator('td.calls').textContent()).toBe('4');
@@ -127,13 +187,17 @@ describe('the notebook Models page', () => {
 
     const before = server.chatRequests().length;
     await row.locator('button[data-action="test"]').click();
-    await expect.poll(async () => modelRow('nb-fast').locator('td.result').textContent(), { timeout: 30_000 }).toMatch(/^ok in \d+ ms · JSON yes · tools yes · context 8192$/);
+    await expect
+      .poll(async () => modelRow('nb-fast').locator('td.result').textContent(), { timeout: 30_000 })
+      .toMatch(/^ok in \d+ ms · JSON yes · tools yes · context 8192$/);
     expect(server.chatRequests().length).toBe(before + 3);
 
     await server.down('refused');
     try {
       await modelRow('nb-fast').locator('button[data-action="test"]').click();
-      await expect.poll(async () => modelRow('nb-fast').locator('td.result').textContent(), { timeout: 30_000 }).toMatch(/^FAILED: cannot reach .*ECONNREFUSED$/);
+      await expect
+        .poll(async () => modelRow('nb-fast').locator('td.result').textContent(), { timeout: 30_000 })
+        .toMatch(/^FAILED: cannot reach .*ECONNREFUSED$/);
       expect(await modelRow('nb-fast').locator('td.test').textContent()).toMatch(/^FAILED: cannot reach/);
       expect((await getModel(h.db, 'nb-fast'))!.test).toMatchObject({ ok: false });
     } finally {
@@ -145,7 +209,9 @@ describe('the notebook Models page', () => {
     await modelRow('nb-fast').locator('button[data-action="remove"]').click();
     const result = modelRow('nb-fast').locator('td.result');
     await expect.poll(async () => result.textContent()).toMatch(/^refused \(409\): /);
-    expect(await result.textContent()).toContain("model 'nb-fast' is used by agent ada: name another model in its file (models:) and apply it first");
+    expect(await result.textContent()).toContain(
+      "model 'nb-fast' is used by agent ada: name another model in its file (models:) and apply it first",
+    );
     await page.screenshot({ path: join(artifacts, 'models-remove-refused.png'), fullPage: true });
     expect(await getModel(h.db, 'nb-fast')).not.toBeNull();
 
@@ -157,13 +223,28 @@ describe('the notebook Models page', () => {
 
   it('the API refuses what the form cannot send: unknown fields (a key itself among them), a bad test flag, a bad or unknown name', async () => {
     const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(new URL(path, notebook.url), { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(new URL(path, notebook.url), {
+        method,
+        headers: { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json()) as { error: string; fields?: Array<{ field: string }> } };
     };
-    const withKey = await call('POST', '/api/models', { name: 'nb-key', provider: 'openai', model: 'good-model', baseUrl: server.baseUrl, apiKey: 'sk-live-123' });
+    const withKey = await call('POST', '/api/models', {
+      name: 'nb-key',
+      provider: 'openai',
+      model: 'good-model',
+      baseUrl: server.baseUrl,
+      apiKey: 'sk-live-123',
+    });
     expect(withKey.status).toBe(400);
     expect(withKey.body.error).toBe("(input): unknown field 'apiKey'");
-    const badFlag = await call('POST', '/api/models', { name: 'nb-flag', provider: 'openai', model: 'good-model', test: 'yes' });
+    const badFlag = await call('POST', '/api/models', {
+      name: 'nb-flag',
+      provider: 'openai',
+      model: 'good-model',
+      test: 'yes',
+    });
     expect(badFlag.status).toBe(400);
     expect(badFlag.body.fields?.map((f) => f.field)).toEqual(['test']);
     const notObject = await call('POST', '/api/models', ['nb-x']);
@@ -171,7 +252,10 @@ describe('the notebook Models page', () => {
     expect(notObject.body.fields?.map((f) => f.field)).toEqual(['name', 'provider', 'model']);
     expect((await call('POST', '/api/models/Not%20A%20Slug/test', {})).status).toBe(400);
     const ghost = await call('POST', '/api/models/ghost/test', {});
-    expect(ghost).toMatchObject({ status: 404, body: { error: "no model 'ghost' in the catalogue (`mindloop models list` shows them)" } });
+    expect(ghost).toMatchObject({
+      status: 404,
+      body: { error: "no model 'ghost' in the catalogue (`mindloop models list` shows them)" },
+    });
     expect((await call('DELETE', '/api/models/ghost', {})).status).toBe(404);
     expect(await h.db.select().from(models)).toEqual([]);
   });

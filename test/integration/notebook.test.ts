@@ -77,7 +77,11 @@ const think = thinkScript((messages, i) => {
   prompts.push(messages.map((m) => ({ ...m })));
   if (i === 0) {
     return `Thinking about ${hostile} and the garden.\n${renderCommandBlock([
-      { cmdId: 'e1', type: 'escalate', args: { task: `may I publish the garden plan? ${hostile}`, category: 'general' } },
+      {
+        cmdId: 'e1',
+        type: 'escalate',
+        args: { task: `may I publish the garden plan? ${hostile}`, category: 'general' },
+      },
       { cmdId: 'd1', type: 'diary.add', args: { title: 'First entry', content: `a diary line with ${hostile}` } },
       // A danger zone (DELETE on a critical table): held for a human, not run.
       { cmdId: 's1', type: 'shell', args: { command: 'psql -c "delete from agents"' } },
@@ -86,13 +90,20 @@ const think = thinkScript((messages, i) => {
   return `Quiet tick ${i + 1}: tending the notes.`;
 });
 /** The oversight answers at once but asks for a human, so the escalation waits in the inbox. */
-const oversightAnswer = JSON.stringify({ verdict: 'approve', solution: 'publish it after a read-through', teaching_moment: 'ask early', recommended_tools: [], needs_human: true });
+const oversightAnswer = JSON.stringify({
+  verdict: 'approve',
+  solution: 'publish it after a read-through',
+  teaching_moment: 'ask early',
+  recommended_tools: [],
+  needs_human: true,
+});
 const reply: ScriptedReplyFn = (call) => {
   if (call.purpose?.startsWith('oversight:')) return oversightAnswer;
   // +2 lets every command through the validators, so the shell meets the danger rules.
   if (call.purpose === 'validate') return '+2 -- fine';
   // Upkeep the loop may ask for in a long run (an abstract, a fact check): a plain answer.
-  if (call.purpose !== undefined && call.purpose !== 'think' && !(call.purpose in neutralReflexReplies)) return 'Nothing to add.';
+  if (call.purpose !== undefined && call.purpose !== 'think' && !(call.purpose in neutralReflexReplies))
+    return 'Nothing to add.';
   return think(call);
 };
 
@@ -101,24 +112,64 @@ async function shot(name: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`);
+  if (!existsSync(chromiumPath))
+    throw new Error(
+      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
+    );
   mkdirSync(artifacts, { recursive: true });
   const fresh = await freshPostgresDatabase('mindloop_notebook');
   dropDb = fresh.drop;
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }),
+    ui: false,
+  });
   const db = stack.db.db;
   await db.insert(agents).values({ id: 'ticker', name: 'Ticker' });
   await db.insert(llmRegistry).values([
     { agentId: 'ticker', name: 'script', provider: 'scripted', model: 'scripted-ticker', role: 'agent', priority: 1 },
-    { agentId: 'ticker', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 },
-    { agentId: 'ticker', name: 'checker', provider: 'scripted', model: 'scripted-checker', role: 'validator', validator: true, priority: 10, trust: 1 },
+    {
+      agentId: 'ticker',
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+    },
+    {
+      agentId: 'ticker',
+      name: 'checker',
+      provider: 'scripted',
+      model: 'scripted-checker',
+      role: 'validator',
+      validator: true,
+      priority: 10,
+      trust: 1,
+    },
   ]);
   // A learning derived from three rejections, so the memory shows one with its reason.
-  for (let i = 0; i < 3; i++) await recordFeedback(db, { agentId: 'ticker', kind: 'reject', action: 'shell.exec', reason: 'rm -rf', source: 'test' });
+  for (let i = 0; i < 3; i++)
+    await recordFeedback(db, {
+      agentId: 'ticker',
+      kind: 'reject',
+      action: 'shell.exec',
+      reason: 'rm -rf',
+      source: 'test',
+    });
   await ensureDemoAgent(db, 'nb-forker');
   await db.insert(agents).values({ id: 'starved', name: 'Starved' });
-  await db.insert(llmRegistry).values({ agentId: 'starved', name: 'script', provider: 'scripted', model: 'scripted-starved', role: 'agent', priority: 1 });
-  const [bundle, temporalClient, native] = await Promise.all([bundleWorkflows(), Connection.connect(stack.temporal.connection), NativeConnection.connect(stack.temporal.connection)]);
+  await db.insert(llmRegistry).values({
+    agentId: 'starved',
+    name: 'script',
+    provider: 'scripted',
+    model: 'scripted-starved',
+    role: 'agent',
+    priority: 1,
+  });
+  const [bundle, temporalClient, native] = await Promise.all([
+    bundleWorkflows(),
+    Connection.connect(stack.temporal.connection),
+    NativeConnection.connect(stack.temporal.connection),
+  ]);
   client = new Client({ connection: temporalClient });
   connection = native;
   feed = new TickFeed();
@@ -126,14 +177,28 @@ beforeAll(async () => {
     connection,
     taskQueue: 'mindloop',
     workflowBundle: bundle,
-    activities: createActivities({ db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, events: feedSink(feed) }),
+    activities: createActivities({
+      db,
+      dataDir: data.path,
+      llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply },
+      events: feedSink(feed),
+    }),
   });
   workerRun = worker.run();
   notebook = await startNotebook({ db, client, feed, feedSource: 'in-process', port: 0, log: () => undefined });
   await startAgentLoop(client, { agentId: 'ticker', name: 'Ticker', delayMs: 700, lifeforce: { capacity: 100_000 } });
   // 1 LF: less than any think reserves, so its first think is refused and it waits.
   await startAgentLoop(client, { agentId: 'starved', name: 'Starved', delayMs: 60_000, lifeforce: { capacity: 1 } });
-  await startSuccessorFork(client, { agentId: 'nb-forker', forkId: 'nb-fork', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }, { from: 'recency' });
+  await startSuccessorFork(
+    client,
+    {
+      agentId: 'nb-forker',
+      forkId: 'nb-fork',
+      patch: { kind: 'strategy', strategy: 'keyword_cluster' },
+      evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 },
+    },
+    { from: 'recency' },
+  );
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on('dialog', (d) => {
@@ -145,10 +210,26 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await notebook?.close();
-  await client?.workflow.getHandle(workflowIds.agent('ticker')).terminate('test over').catch(() => undefined);
-  await client?.workflow.getHandle(workflowIds.agent('starved')).terminate('test over').catch(() => undefined);
-  await client?.workflow.getHandle(workflowIds.fork('nb-fork')).terminate('test over').catch(() => undefined);
-  await stopStackTest({ workers: [worker], runs: [workerRun], connections: [connection, client?.connection], stack, dropDb, data });
+  await client?.workflow
+    .getHandle(workflowIds.agent('ticker'))
+    .terminate('test over')
+    .catch(() => undefined);
+  await client?.workflow
+    .getHandle(workflowIds.agent('starved'))
+    .terminate('test over')
+    .catch(() => undefined);
+  await client?.workflow
+    .getHandle(workflowIds.fork('nb-fork'))
+    .terminate('test over')
+    .catch(() => undefined);
+  await stopStackTest({
+    workers: [worker],
+    runs: [workerRun],
+    connections: [connection, client?.connection],
+    stack,
+    dropDb,
+    data,
+  });
 }, 60_000);
 
 const url = (path = '') => `${notebook.url.replace('localhost', '127.0.0.1')}${path}`;
@@ -158,7 +239,9 @@ describe('the notebook page', () => {
     await page.goto(url());
     const row = page.locator('tr[data-agent="ticker"]');
     await row.waitFor();
-    await expect.poll(async () => Number(await row.locator('td.tick').textContent()), { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+    await expect
+      .poll(async () => Number(await row.locator('td.tick').textContent()), { timeout: 20_000 })
+      .toBeGreaterThanOrEqual(2);
     expect(await row.locator('td.phase').textContent()).toMatch(/^(starting|thinking|reflexes|executing|pacing|idle)/);
     expect(await row.locator('td.llm').textContent()).toContain('scripted');
     expect(await row.locator('td.lifeforce').textContent()).toMatch(/LF/);
@@ -171,14 +254,20 @@ describe('the notebook page', () => {
     // Two more ticks appear by themselves: the feed, not a reload.
     await page.locator(`#ticks li.tick[data-tick="${newest + 2}"]`).waitFor({ timeout: 20_000 });
     expect(await page.evaluate(() => (globalThis as { notReloaded?: boolean }).notReloaded)).toBe(true);
-    await expect.poll(async () => page.locator('#status dd[data-key="tick"]').textContent(), { timeout: 10_000 }).not.toBe(String(newest));
+    await expect
+      .poll(async () => page.locator('#status dd[data-key="tick"]').textContent(), { timeout: 10_000 })
+      .not.toBe(String(newest));
 
     // Tick 1: the prompt its model got, the hostile reply, its escalate and diary commands, the validator's vote.
     const first = page.locator('#ticks li.tick[data-tick="1"]');
     await first.locator('summary').first().click();
     await first.locator('.tick-detail').waitFor();
     const messages = first.locator('.prompt details.prompt-message');
-    expect(await messages.evaluateAll((els) => els.map((e) => ({ role: e.getAttribute('data-role'), open: e.hasAttribute('open') })))).toEqual([
+    expect(
+      await messages.evaluateAll((els) =>
+        els.map((e) => ({ role: e.getAttribute('data-role'), open: e.hasAttribute('open') })),
+      ),
+    ).toEqual([
       { role: 'system', open: false },
       { role: 'user', open: true },
     ]);
@@ -189,18 +278,26 @@ describe('the notebook page', () => {
     expect(await first.locator('pre.reply').textContent()).toContain(hostile);
     await expect.poll(async () => first.locator('tr.cmd').count()).toBe(3);
     expect(await first.locator('tr.cmd td.kind').allTextContents()).toEqual(['applied', 'applied', 'held']);
-    expect(await first.locator('tr.cmd.held').textContent()).toMatch(/held for human approval \(delete_critical_table\)/);
+    expect(await first.locator('tr.cmd.held').textContent()).toMatch(
+      /held for human approval \(delete_critical_table\)/,
+    );
     expect(await first.locator('table.votes').textContent()).toContain('checker');
     const detail = await first.locator('.tick-detail').textContent();
     expect(detail).toMatch(/calm:2 \(steady work\)/);
     expect(detail).toMatch(/novelty \d+/);
-    expect(await first.locator('.calls li').allTextContents()).toEqual(expect.arrayContaining([expect.stringMatching(/^think: scripted:scripted-ticker ok/), expect.stringMatching(/^validate: /)]));
+    expect(await first.locator('.calls li').allTextContents()).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^think: scripted:scripted-ticker ok/),
+        expect.stringMatching(/^validate: /),
+      ]),
+    );
     expect(await page.locator('main img').count()).toBe(0);
     await shot('agent-ticks');
 
     await page.locator('button[data-tab="pictures"]').click();
     await page.locator('#chart-novelty path.series').waitFor();
-    for (const id of ['chart-rating', 'chart-trust', 'chart-decay', 'chart-lifeforce']) expect(await page.locator(`#${id} > svg path.series`).count(), id).toBeGreaterThan(0);
+    for (const id of ['chart-rating', 'chart-trust', 'chart-decay', 'chart-lifeforce'])
+      expect(await page.locator(`#${id} > svg path.series`).count(), id).toBeGreaterThan(0);
     await shot('agent-pictures');
 
     await page.locator('button[data-tab="memory"]').click();
@@ -226,7 +323,10 @@ describe('the notebook page', () => {
     expect(noteId).toBeGreaterThan(0);
 
     const seenAt = await waitFor('the note read by a tick', 20_000, async () => {
-      const [n] = await stack.db.db.select({ tickSeen: notes.tickSeen }).from(notes).where(and(eq(notes.id, noteId), eq(notes.agentId, 'ticker')));
+      const [n] = await stack.db.db
+        .select({ tickSeen: notes.tickSeen })
+        .from(notes)
+        .where(and(eq(notes.id, noteId), eq(notes.agentId, 'ticker')));
       return n?.tickSeen ?? undefined;
     });
     expect(contexts.some((c) => c.includes(marker))).toBe(true);
@@ -267,10 +367,18 @@ describe('the notebook page', () => {
 
   it('the inbox: an escalation, a danger-zone hold and a fork gate count down; a veto needs a reason; approving reaches the agent as its answer; rejecting the gate applies nothing', async () => {
     const esc = client.workflow.getHandle(workflowIds.escalation(escalationId));
-    await waitFor('the escalation waiting for a human', 30_000, async () => ((await esc.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined));
-    await waitFor('the held shell waiting for a human', 30_000, async () => ((await inboxNow()).escalations.filter((e) => e.kind === 'danger_hold' && e.status === 'awaiting_human').length ? true : undefined));
+    await waitFor('the escalation waiting for a human', 30_000, async () =>
+      (await esc.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined,
+    );
+    await waitFor('the held shell waiting for a human', 30_000, async () =>
+      (await inboxNow()).escalations.filter((e) => e.kind === 'danger_hold' && e.status === 'awaiting_human').length
+        ? true
+        : undefined,
+    );
     const fork = client.workflow.getHandle(workflowIds.fork('nb-fork'));
-    await waitFor('the fork at its gate', 60_000, async () => ((await fork.query<ForkState>('forkState')).phase === 'awaiting_approval' ? true : undefined));
+    await waitFor('the fork at its gate', 60_000, async () =>
+      (await fork.query<ForkState>('forkState')).phase === 'awaiting_approval' ? true : undefined,
+    );
 
     await page.goto(url('#/inbox'));
     const card = page.locator(`article[data-escalation="${escalationId}"]`);
@@ -300,7 +408,10 @@ describe('the notebook page', () => {
     await hold.locator('textarea').fill('never delete the agents table');
     await hold.locator('button[data-answer="veto"]').click();
     await hold.locator('.ok').waitFor();
-    expect(await client.workflow.getHandle(workflowIds.escalation(holdId!)).result()).toMatchObject({ outcome: 'denied', decidedBy: 'human' });
+    expect(await client.workflow.getHandle(workflowIds.escalation(holdId!)).result()).toMatchObject({
+      outcome: 'denied',
+      decidedBy: 'human',
+    });
 
     const comment = `ship it <script>alert(2)</script> ${randomUUID()}`;
     await card.locator('textarea').fill(comment);
@@ -309,7 +420,9 @@ describe('the notebook page', () => {
     expect(await card.locator('.ok').textContent()).toMatch(/approve sent/);
     expect(await esc.result()).toMatchObject({ outcome: 'approved', decidedBy: 'human' });
     // The answer reaches the agent as a note, in its next context.
-    await waitFor('the answer in the agent’s context', 20_000, async () => (contexts.some((c) => c.includes(comment)) ? true : undefined));
+    await waitFor('the answer in the agent’s context', 20_000, async () =>
+      contexts.some((c) => c.includes(comment)) ? true : undefined,
+    );
 
     await gate.locator('button[data-answer="reject"]').click();
     // The answer or the refusal, whichever the page shows: a refusal fails here with its words.
@@ -327,14 +440,20 @@ describe('the notebook page', () => {
     await page.goto(url('#/agent/ticker'));
     await page.locator('#status').waitFor();
     await page.locator('button[data-action="pause"]').first().click();
-    await expect.poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 }).toMatch(/paused/);
+    await expect
+      .poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 })
+      .toMatch(/paused/);
     await page.locator('button[data-action="resume"]').first().click();
-    await expect.poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 }).not.toMatch(/paused/);
+    await expect
+      .poll(async () => page.locator('#status dd[data-key="loop"]').textContent(), { timeout: 15_000 })
+      .not.toMatch(/paused/);
   });
 
   it('an exhausted agent shows the smallest grant that lets it go on, in the list and on its page', async () => {
     const starved = client.workflow.getHandle(workflowIds.agent('starved'));
-    await expect.poll(async () => (await starved.query<AgentStatus>('status')).phase, { timeout: 30_000 }).toBe('exhausted');
+    await expect
+      .poll(async () => (await starved.query<AgentStatus>('status')).phase, { timeout: 30_000 })
+      .toBe('exhausted');
     const { needed } = (await starved.query<AgentStatus>('status')).lifeforce!.exhausted!;
     const [row] = await stack.db.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:starved'));
     const needs = lifeforceNeeds(stateOf(row!), needed, Date.now());
@@ -345,14 +464,18 @@ describe('the notebook page', () => {
     await cell.waitFor();
     expect(await cell.textContent()).toContain(said);
     await page.goto(url('#/agent/starved'));
-    await expect.poll(async () => page.locator('#status dd[data-key="lifeforce"]').textContent(), { timeout: 10_000 }).toContain(said);
+    await expect
+      .poll(async () => page.locator('#status dd[data-key="lifeforce"]').textContent(), { timeout: 10_000 })
+      .toContain(said);
     await shot('agent-exhausted');
   });
 });
 
 /** What the inbox API says now. */
 async function inboxNow(): Promise<{ escalations: Array<{ id: string; kind: string; status: string }> }> {
-  return (await (await fetch(url('api/inbox'))).json()) as { escalations: Array<{ id: string; kind: string; status: string }> };
+  return (await (await fetch(url('api/inbox'))).json()) as {
+    escalations: Array<{ id: string; kind: string; status: string }>;
+  };
 }
 
 type Answer = { error: string; fields: Array<{ field: string; message: string }> };
@@ -371,7 +494,11 @@ function statusWithHost(host: string): Promise<number> {
 
 describe('the notebook API', () => {
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(url(path), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    fetch(url(path), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
 
   it('refuses bad input with the fields named, forms from elsewhere, and other sites', async () => {
     const empty = await post('api/agents/ticker/notes', { text: '' });
@@ -388,7 +515,15 @@ describe('the notebook API', () => {
     expect((await fetch(url('api/agents/ticker/ticks/999999'))).status).toBe(404);
     const badStart = await post('api/agents', { agentId: '../x' });
     expect(((await badStart.json()) as Answer).fields).toEqual([expect.objectContaining({ field: 'agentId' })]);
-    expect((await fetch(url('api/agents/ticker/notes'), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'text=hi' })).status).toBe(415);
+    expect(
+      (
+        await fetch(url('api/agents/ticker/notes'), {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'text=hi',
+        })
+      ).status,
+    ).toBe(415);
     expect((await post('api/agents/ticker/pause', {}, { origin: 'http://evil.example' })).status).toBe(403);
     expect(await statusWithHost('evil.example')).toBe(403);
     expect(await statusWithHost(`localhost:${notebook.port}`)).toBe(200);
@@ -411,7 +546,14 @@ describe('the notebook API', () => {
   });
 
   it('binds another address only with a token, carried as a bearer or the cookie /?token= sets', async () => {
-    const base = { db: stack.db.db, client, feed: new TickFeed(), feedSource: 'in-process' as const, port: 0, log: () => undefined };
+    const base = {
+      db: stack.db.db,
+      client,
+      feed: new TickFeed(),
+      feedSource: 'in-process' as const,
+      port: 0,
+      log: () => undefined,
+    };
     await expect(startNotebook({ ...base, host: '0.0.0.0' })).rejects.toThrow(/without a token/);
     const token = 'a-long-enough-test-token-0123456789';
     const open = await startNotebook({ ...base, host: '0.0.0.0', token });
@@ -426,7 +568,9 @@ describe('the notebook API', () => {
       expect(cookie).toMatch(/HttpOnly/i);
       expect(cookie).toMatch(/SameSite=Strict/i);
       expect((await fetch(`${at}/api/inbox`, { headers: { cookie: cookie.split(';')[0]! } })).status).toBe(200);
-      expect((await fetch(`${at}/api/inbox`, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status).toBe(401);
+      expect(
+        (await fetch(`${at}/api/inbox`, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
+      ).toBe(401);
     } finally {
       await open.close();
     }

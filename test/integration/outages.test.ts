@@ -11,7 +11,15 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, commandLog, decisionLog, diaryEntries, llmRegistry, notes, processLog } from '../../db/schema/index.js';
+import {
+  agents,
+  commandLog,
+  decisionLog,
+  diaryEntries,
+  llmRegistry,
+  notes,
+  processLog,
+} from '../../db/schema/index.js';
 import { resolveTool } from '../../runtime/tools.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
@@ -40,22 +48,45 @@ const think = thinkScript(() => {
   const n = ++thinkCount;
   return `Thought number ${n}.\n${renderCommandBlock([{ cmdId: 'd1', type: 'diary.add', args: { title: `Entry ${n}`, content: `written at think ${n}` } }])}`;
 });
-const oversightAnswer = JSON.stringify({ verdict: 'approve', solution: 'go ahead', teaching_moment: 'ask first', recommended_tools: [], needs_human: false });
+const oversightAnswer = JSON.stringify({
+  verdict: 'approve',
+  solution: 'go ahead',
+  teaching_moment: 'ask first',
+  recommended_tools: [],
+  needs_human: false,
+});
 const script: typeof think = (call) => (call.purpose?.startsWith('oversight') ? oversightAnswer : think(call));
 
 beforeAll(async () => {
   pgs = await startPrivatePostgres('outages');
   data = tempDir('outages');
   temporalPort = await freePort();
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: temporalPort, DATABASE_URL: pgs.url }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: temporalPort, DATABASE_URL: pgs.url }),
+    ui: false,
+  });
   workflowBundle = await bundle(productWorkflowsPath);
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
   // The scripted model answers the agents' think calls and the oversight (which approves; the
   // escalation still waits for the human it requires).
   for (const id of ['alpha', 'beta']) {
     await stack.db.db.insert(agents).values({ id, name: id });
-    await stack.db.db.insert(llmRegistry).values({ agentId: id, name: 'script', provider: 'scripted', model: `scripted-${id}`, role: 'agent', priority: 1 });
-    await stack.db.db.insert(llmRegistry).values({ agentId: id, name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 });
+    await stack.db.db.insert(llmRegistry).values({
+      agentId: id,
+      name: 'script',
+      provider: 'scripted',
+      model: `scripted-${id}`,
+      role: 'agent',
+      priority: 1,
+    });
+    await stack.db.db.insert(llmRegistry).values({
+      agentId: id,
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+    });
   }
 }, 240_000);
 
@@ -84,8 +115,15 @@ async function ticked(h: WorkflowHandle, beyond: number, timeoutMs: number): Pro
       return s.tick > beyond && s.phase !== 'degraded' ? s.tick : undefined;
     });
   } catch (err) {
-    const pending = (await h.describe()).raw.pendingActivities?.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
-    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last && { tick: last.tick, phase: last.phase, degraded: last.degraded, outage: last.outage, lastTickFailure: last.lastTickFailure })}; pending: ${JSON.stringify(pending)}`);
+    const pending = (await h.describe()).raw.pendingActivities?.map((a) => ({
+      type: a.activityType?.name,
+      attempt: a.attempt,
+      state: a.state,
+      lastFailure: a.lastFailure?.message,
+    }));
+    throw new Error(
+      `${(err as Error).message}; last status: ${JSON.stringify(last && { tick: last.tick, phase: last.phase, degraded: last.degraded, outage: last.outage, lastTickFailure: last.lastTickFailure })}; pending: ${JSON.stringify(pending)}`,
+    );
   }
 }
 
@@ -107,7 +145,10 @@ async function startAgents(client: Client): Promise<WorkflowHandle[]> {
 /** Diary entries are exactly the applied diary.add commands: none missing, none twice. */
 async function expectEachCommandOnce(agentId: string): Promise<number> {
   const db = stack.db.db;
-  const entries = await db.select({ title: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, agentId));
+  const entries = await db
+    .select({ title: diaryEntries.title })
+    .from(diaryEntries)
+    .where(eq(diaryEntries.agentId, agentId));
   const applied = await db
     .select({ n: sql<number>`count(*)::int` })
     .from(commandLog)
@@ -139,10 +180,19 @@ async function rideOutDatabaseOutage(round: string, outageMs: number): Promise<v
               type: 'build',
               tasks: [
                 { name: 'slow', kind: 'activity', type: 'wait', args: { ms: 2_000 } },
-                { name: 'entry', kind: 'activity', type: 'diary.add', args: { title: `Campaign ${round}`, content: 'written by the campaign' } },
+                {
+                  name: 'entry',
+                  kind: 'activity',
+                  type: 'diary.add',
+                  args: { title: `Campaign ${round}`, content: 'written by the campaign' },
+                },
               ],
             },
-            { name: 'report', type: 'report', tasks: [{ name: 'done', kind: 'activity', type: 'note', args: { text: `campaign ${round} done` } }] },
+            {
+              name: 'report',
+              type: 'report',
+              tasks: [{ name: 'done', kind: 'activity', type: 'note', args: { text: `campaign ${round} done` } }],
+            },
           ],
         },
       ],
@@ -151,13 +201,25 @@ async function rideOutDatabaseOutage(round: string, outageMs: number): Promise<v
     const escalation = await client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
       taskQueue: 'mindloop',
       workflowId: `escalation/outage-${round}`,
-      args: [{ escalationId: `outage-${round}`, agentId: 'beta', task: 'May I reorganise the diary?', humanRequired: true }],
+      args: [
+        { escalationId: `outage-${round}`, agentId: 'beta', task: 'May I reorganise the diary?', humanRequired: true },
+      ],
     });
-    await waitFor('the escalation to wait for a human', 60_000, async () => ((await escalation.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined)).catch(async (err: Error) => {
-      const pending = (await escalation.describe()).raw.pendingActivities?.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, lastFailure: a.lastFailure?.message }));
-      throw new Error(`${err.message}; status ${JSON.stringify(await escalation.query<EscalationStatus>('status'))}; pending ${JSON.stringify(pending)}`);
+    await waitFor('the escalation to wait for a human', 60_000, async () =>
+      (await escalation.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined,
+    ).catch(async (err: Error) => {
+      const pending = (await escalation.describe()).raw.pendingActivities?.map((a) => ({
+        type: a.activityType?.name,
+        attempt: a.attempt,
+        lastFailure: a.lastFailure?.message,
+      }));
+      throw new Error(
+        `${err.message}; status ${JSON.stringify(await escalation.query<EscalationStatus>('status'))}; pending ${JSON.stringify(pending)}`,
+      );
     });
-    await waitFor('the campaign to be running its first task', 30_000, async () => ((await campaign.query<CampaignProgress>('progress')).task.index >= 1 ? true : undefined));
+    await waitFor('the campaign to be running its first task', 30_000, async () =>
+      (await campaign.query<CampaignProgress>('progress')).task.index >= 1 ? true : undefined,
+    );
 
     pgs.stop();
     const downAt = Date.now();
@@ -168,10 +230,18 @@ async function rideOutDatabaseOutage(round: string, outageMs: number): Promise<v
     });
     expect(seen.degraded!.lastError).toMatch(/ECONNREFUSED|connect|terminat/i);
     const noteText = `written during outage ${round}`;
-    const queued = await alpha!.executeUpdate<AddNoteResult, [unknown]>('addNote', { args: [{ text: noteText, priority: 5 }] });
-    expect(queued).toMatchObject({ noteId: null, queued: true, message: expect.stringMatching(/database is unavailable: note queued/) });
+    const queued = await alpha!.executeUpdate<AddNoteResult, [unknown]>('addNote', {
+      args: [{ text: noteText, priority: 5 }],
+    });
+    expect(queued).toMatchObject({
+      noteId: null,
+      queued: true,
+      message: expect.stringMatching(/database is unavailable: note queued/),
+    });
     expect((await status(alpha!)).queuedNotes).toBe(1);
-    const approval = escalation.executeUpdate('approve', { args: [{ by: 'operator', comment: `approved during outage ${round}` }] });
+    const approval = escalation.executeUpdate('approve', {
+      args: [{ by: 'operator', comment: `approved during outage ${round}` }],
+    });
     approval.catch(() => undefined);
     const progress = await campaign.query<CampaignProgress>('progress');
     expect(progress.status).toBe('running');
@@ -191,16 +261,30 @@ async function rideOutDatabaseOutage(round: string, outageMs: number): Promise<v
 
     const db = stack.db.db;
     // The queued note is stored, once, and the loop no longer holds it.
-    const stored = await db.select().from(notes).where(and(eq(notes.agentId, 'alpha'), eq(notes.text, noteText)));
+    const stored = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'alpha'), eq(notes.text, noteText)));
     expect(stored).toHaveLength(1);
     expect((await status(alpha!)).queuedNotes).toBe(0);
     // The recovery is in the process log.
-    const recovered = await db.select().from(processLog).where(and(eq(processLog.agentId, 'alpha'), eq(processLog.kind, 'infrastructure')));
+    const recovered = await db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'alpha'), eq(processLog.kind, 'infrastructure')));
     expect(recovered.some((r) => /^recovered: .* waited \d+ s/.test(r.message ?? ''))).toBe(true);
     expect((await status(alpha!)).counters.degraded).toBeGreaterThanOrEqual(1);
     // Nothing applied twice: one campaign entry, one human decision, each diary.add once.
-    expect(await db.select().from(diaryEntries).where(and(eq(diaryEntries.agentId, 'alpha'), eq(diaryEntries.title, `Campaign ${round}`)))).toHaveLength(1);
-    const decisions = await db.select().from(decisionLog).where(eq(decisionLog.escalationId, `outage-${round}`));
+    expect(
+      await db
+        .select()
+        .from(diaryEntries)
+        .where(and(eq(diaryEntries.agentId, 'alpha'), eq(diaryEntries.title, `Campaign ${round}`))),
+    ).toHaveLength(1);
+    const decisions = await db
+      .select()
+      .from(decisionLog)
+      .where(eq(decisionLog.escalationId, `outage-${round}`));
     expect(decisions.filter((d) => d.humanAnswer !== 'none')).toHaveLength(1);
     await expectEachCommandOnce('alpha');
     await expectEachCommandOnce('beta');
@@ -225,7 +309,14 @@ describe('a Temporal dev server restart does not end a workflow', () => {
       await stack.temporal.embedded!.stop();
       await sleep(5_000);
       const binary = resolveTool('temporal', { toolsDir: repoToolsDir, envOverrides: {} });
-      restarted = await startDevServer({ binary: binary!, dataDir: data.path, port: temporalPort, uiPort: 0, namespace: 'default', ui: false });
+      restarted = await startDevServer({
+        binary: binary!,
+        dataDir: data.path,
+        port: temporalPort,
+        uiPort: 0,
+        namespace: 'default',
+        ui: false,
+      });
       await ticked(alpha!, before.alpha + 2, 120_000);
       await ticked(beta!, before.beta + 2, 120_000);
       for (const h of [alpha!, beta!]) expect((await h.describe()).status.name).toBe('RUNNING');

@@ -15,7 +15,15 @@ import type { ChatMessage, ScriptedReplyFn } from '../../activities/llm/index.js
 import { defaultPrices } from '../../core/lifeforce.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { trustFromRatings } from '../../core/society/trust.js';
-import { agentPeers, agents, antiStagnationMetrics, llmCalls, llmRegistry, notes, peerRatings } from '../../db/schema/index.js';
+import {
+  agentPeers,
+  agents,
+  antiStagnationMetrics,
+  llmCalls,
+  llmRegistry,
+  notes,
+  peerRatings,
+} from '../../db/schema/index.js';
 import type { Bus, BusMessage } from '../../runtime/bus.js';
 import { agentEventSink } from '../../runtime/bus-agents.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
@@ -43,13 +51,23 @@ function ana(i: number): string {
     return `I will find a peer and learn who I am.\n${renderCommandBlock([
       { cmdId: 'p1', type: 'agents.add', args: { peer: 'ben' } },
       { cmdId: 'm1', type: 'messages.send', args: { to: 'ben', text: 'Hello Ben, Ana here: what do you see?' } },
-      { cmdId: 'i1', type: 'identity.set', args: { description: 'An explorer of questions.', values: ['curiosity', 'candour'] } },
-      { cmdId: 't1', type: 'thinking_methods.add', args: { name: 'socratic', prompt: 'Answer every claim with a question.' } },
+      {
+        cmdId: 'i1',
+        type: 'identity.set',
+        args: { description: 'An explorer of questions.', values: ['curiosity', 'candour'] },
+      },
+      {
+        cmdId: 't1',
+        type: 'thinking_methods.add',
+        args: { name: 'socratic', prompt: 'Answer every claim with a question.' },
+      },
       { cmdId: 't2', type: 'thinking_methods.use', args: { name: 'socratic' } },
     ])}`;
   }
-  if (i === 1) return `I ask a helper.\n${renderCommandBlock([{ cmdId: 'a1', type: 'llm_task.ask', args: { question: 'How many moons does Saturn have?' } }])}`;
-  if (i === 2) return `I shake up my thinking.\n${renderCommandBlock([{ cmdId: 's1', type: 'stagnation_strategies.use', args: { name: 'meta_analysis' } }])}`;
+  if (i === 1)
+    return `I ask a helper.\n${renderCommandBlock([{ cmdId: 'a1', type: 'llm_task.ask', args: { question: 'How many moons does Saturn have?' } }])}`;
+  if (i === 2)
+    return `I shake up my thinking.\n${renderCommandBlock([{ cmdId: 's1', type: 'stagnation_strategies.use', args: { name: 'meta_analysis' } }])}`;
   return `Ana, tick ${i + 1}: a new thought about tick ${i + 1}.`;
 }
 
@@ -79,7 +97,10 @@ const reply: ScriptedReplyFn = ({ messages, purpose }) => {
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_peers');
   dropDb = fresh.drop;
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }),
+    ui: false,
+  });
   const db = stack.db.db;
   await db.insert(agents).values([
     { id: 'ana', name: 'Ana' },
@@ -105,7 +126,9 @@ afterAll(async () => {
 /** The workflow's result, or a failure naming what it waited for. */
 async function within<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)));
+  const late = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)),
+  );
   try {
     return await Promise.race([p, late]);
   } finally {
@@ -127,7 +150,11 @@ describe('two agents on the scripted model', () => {
       connection,
       taskQueue: 'peers-it',
       workflowBundle: bundle,
-      activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: '', scriptedReply: reply, lifeforce: { enabled: false, prices: defaultPrices } }, events: agentEventSink(bus) }),
+      activities: createActivities({
+        db: stack.db.db,
+        llm: { env: {}, toolsDir: '', scriptedReply: reply, lifeforce: { enabled: false, prices: defaultPrices } },
+        events: agentEventSink(bus),
+      }),
     });
     await worker.runUntil(async () => {
       // Ben idles until a note comes: no timeout, so only a wake can start his second tick.
@@ -136,14 +163,27 @@ describe('two agents on the scripted model', () => {
         workflowId: 'agent/ben',
         args: [{ agentId: 'ben', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 60_000 } } }],
       });
-      await readUntil('ben idle after his first tick', 30_000, () => statusOf(benH), (s) => s.tick === 1 && s.phase === 'idle');
+      await readUntil(
+        'ben idle after his first tick',
+        30_000,
+        () => statusOf(benH),
+        (s) => s.tick === 1 && s.phase === 'idle',
+      );
       const anaH = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'peers-it',
         workflowId: 'agent/ana',
         args: [{ agentId: 'ana', maxTicks: 5, settings: { delayMs: 50 } }],
       });
-      expect(await within('ben to be woken and finish', benH.result(), 60_000)).toEqual<AgentLoopResult>({ agentId: 'ben', ticks: 2, reason: 'max_ticks' });
-      expect(await within('ana to finish', anaH.result(), 60_000)).toEqual<AgentLoopResult>({ agentId: 'ana', ticks: 5, reason: 'max_ticks' });
+      expect(await within('ben to be woken and finish', benH.result(), 60_000)).toEqual<AgentLoopResult>({
+        agentId: 'ben',
+        ticks: 2,
+        reason: 'max_ticks',
+      });
+      expect(await within('ana to finish', anaH.result(), 60_000)).toEqual<AgentLoopResult>({
+        agentId: 'ana',
+        ticks: 5,
+        reason: 'max_ticks',
+      });
     });
     await connection.close();
     const db = stack.db.db;
@@ -151,16 +191,29 @@ describe('two agents on the scripted model', () => {
     // Ben: his first context had no message; the second (after the wake) carries Ana's.
     expect(prompts.ben).toHaveLength(2);
     expect(userOf(prompts.ben[0]!)).not.toContain('Hello Ben');
-    expect(userOf(prompts.ben[1]!)).toMatch(/note #\d+ from peer ana \(priority 1\): Hello Ben, Ana here: what do you see\?/);
-    const benIn = await db.select().from(notes).where(and(eq(notes.agentId, 'ben'), eq(notes.direction, 'in')));
+    expect(userOf(prompts.ben[1]!)).toMatch(
+      /note #\d+ from peer ana \(priority 1\): Hello Ben, Ana here: what do you see\?/,
+    );
+    const benIn = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'ben'), eq(notes.direction, 'in')));
     expect(benIn.map((n) => [n.source, n.sender, n.tickSeen])).toEqual([['peer', 'ana', 2]]);
     // Ben's answer is stored on Ana, and his trust in her follows his rating.
-    const anaIn = await db.select().from(notes).where(and(eq(notes.agentId, 'ana'), eq(notes.source, 'peer')));
+    const anaIn = await db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'ana'), eq(notes.source, 'peer')));
     expect(anaIn.map((n) => [n.sender, n.text])).toEqual([['ben', 'Hi Ana, I see you.']]);
-    const [benSide] = await db.select().from(agentPeers).where(and(eq(agentPeers.agentId, 'ben'), eq(agentPeers.peerAgentId, 'ana')));
+    const [benSide] = await db
+      .select()
+      .from(agentPeers)
+      .where(and(eq(agentPeers.agentId, 'ben'), eq(agentPeers.peerAgentId, 'ana')));
     expect(benSide!.trust).toBeCloseTo(trustFromRatings([2]), 3);
     expect(benSide!.trust).toBeGreaterThan(0.5);
-    expect((await db.select().from(peerRatings)).map((r) => [r.agentId, r.peerAgentId, r.score, r.tick])).toEqual([['ben', 'ana', 2, 2]]);
+    expect((await db.select().from(peerRatings)).map((r) => [r.agentId, r.peerAgentId, r.score, r.tick])).toEqual([
+      ['ben', 'ana', 2, 2],
+    ]);
 
     // Ana's tick 2: her identity and the thinking method she made active are in context 0.
     const system2 = systemOf(prompts.ana[1]!);
@@ -168,12 +221,20 @@ describe('two agents on the scripted model', () => {
     expect(system2).toContain('Thinking method in use — socratic: Answer every claim with a question.');
     expect(systemOf(prompts.ana[0]!)).not.toContain('Thinking method in use');
     // Tick 3: the answer to her tick-2 question, from her task model, as an llm:task note.
-    expect(userOf(prompts.ana[2]!)).toMatch(/from llm:task scripted:scripted-helper \(priority 2, llm_task,answer\): Answer from scripted:scripted-helper to your question \(llm_task\.ask a1\) "How many moons does Saturn have\?":\nSaturn has 146 known moons\./);
-    const asks = await db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'ana'), eq(llmCalls.purpose, 'llm_task')));
+    expect(userOf(prompts.ana[2]!)).toMatch(
+      /from llm:task scripted:scripted-helper \(priority 2, llm_task,answer\): Answer from scripted:scripted-helper to your question \(llm_task\.ask a1\) "How many moons does Saturn have\?":\nSaturn has 146 known moons\./,
+    );
+    const asks = await db
+      .select()
+      .from(llmCalls)
+      .where(and(eq(llmCalls.agentId, 'ana'), eq(llmCalls.purpose, 'llm_task')));
     expect(asks.map((c) => [c.ok, c.model, c.tick])).toEqual([[true, 'scripted-helper', 2]]);
     // Tick 4: the strategy she applied at tick 3 steers the think; tick 5's reflexes measured it.
     expect(userOf(prompts.ana[3]!)).toContain('Focus for this tick: Anti-stagnation meta-analysis');
-    const [metric] = await db.select().from(antiStagnationMetrics).where(and(eq(antiStagnationMetrics.agentId, 'ana'), eq(antiStagnationMetrics.action, 'meta_analysis')));
+    const [metric] = await db
+      .select()
+      .from(antiStagnationMetrics)
+      .where(and(eq(antiStagnationMetrics.agentId, 'ana'), eq(antiStagnationMetrics.action, 'meta_analysis')));
     expect(metric).toMatchObject({ tick: 3, params: { source: 'command' } });
     expect(metric!.noveltyBefore).not.toBeNull();
     expect(metric!.noveltyAfter).not.toBeNull();
@@ -181,8 +242,13 @@ describe('two agents on the scripted model', () => {
     expect(metric!.effect).toBeCloseTo(metric!.noveltyAfter! - metric!.noveltyBefore!, 5);
 
     // Both messages went out on the bus as AgentMessage events of their senders.
-    await until(() => messages.filter((m) => m.header.message_type === 'AgentMessage').length === 2, 'two AgentMessage events');
-    const sent = messages.filter((m) => m.header.message_type === 'AgentMessage').map((m) => m.payload as { agent_id: string; to: string; text: string });
+    await until(
+      () => messages.filter((m) => m.header.message_type === 'AgentMessage').length === 2,
+      'two AgentMessage events',
+    );
+    const sent = messages
+      .filter((m) => m.header.message_type === 'AgentMessage')
+      .map((m) => m.payload as { agent_id: string; to: string; text: string });
     expect(sent.map((p) => [p.agent_id, p.to, p.text]).sort()).toEqual([
       ['ana', 'ben', 'Hello Ben, Ana here: what do you see?'],
       ['ben', 'ana', 'Hi Ana, I see you.'],

@@ -14,7 +14,11 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { priorityFor, type PriorityInput } from '../../core/priority.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
-import type { PriorityFixtureActivities, prioritizedActivityWorkflow, prioritizedChildWorkflow } from '../fixtures/workflows/index.js';
+import type {
+  PriorityFixtureActivities,
+  prioritizedActivityWorkflow,
+  prioritizedChildWorkflow,
+} from '../fixtures/workflows/index.js';
 import { freePort, tempDir, toolPath } from '../helpers/env.js';
 import { bundle, fixtureWorkflowsPath } from '../helpers/temporal.js';
 import { waitFor } from '../helpers/worker-process.js';
@@ -30,10 +34,21 @@ let workflowWorkerRun: Promise<void>;
 
 beforeAll(async () => {
   const port = await freePort();
-  server = await startDevServer({ binary: toolPath('temporal'), dataDir: data.path, port, uiPort: 0, namespace: 'default', ui: false });
+  server = await startDevServer({
+    binary: toolPath('temporal'),
+    dataDir: data.path,
+    port,
+    uiPort: 0,
+    namespace: 'default',
+    ui: false,
+  });
   client = new Client({ connection: await Connection.connect({ address: server.address }) });
   connection = await NativeConnection.connect({ address: server.address });
-  workflowWorker = await Worker.create({ connection, taskQueue: workflowQueue, workflowBundle: await bundle(fixtureWorkflowsPath) });
+  workflowWorker = await Worker.create({
+    connection,
+    taskQueue: workflowQueue,
+    workflowBundle: await bundle(fixtureWorkflowsPath),
+  });
   workflowWorkerRun = workflowWorker.run();
 });
 
@@ -70,7 +85,12 @@ async function backlogByKey(): Promise<Record<string, number>> {
     taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
     reportStats: true,
   });
-  return Object.fromEntries(Object.entries(res.statsByPriorityKey ?? {}).map(([key, stats]) => [key, Number(stats.approximateBacklogCount ?? 0)]));
+  return Object.fromEntries(
+    Object.entries(res.statsByPriorityKey ?? {}).map(([key, stats]) => [
+      key,
+      Number(stats.approximateBacklogCount ?? 0),
+    ]),
+  );
 }
 
 describe('task priority', () => {
@@ -90,14 +110,21 @@ describe('task priority', () => {
     }
     // Every activity is scheduled, and matching holds all of them in its backlog.
     for (const handle of handles) {
-      await waitFor(`${handle.workflowId}'s activity scheduled`, 30_000, async () => ((await handle.describe()).raw.pendingActivities?.length === 1 ? true : undefined));
+      await waitFor(`${handle.workflowId}'s activity scheduled`, 30_000, async () =>
+        (await handle.describe()).raw.pendingActivities?.length === 1 ? true : undefined,
+      );
     }
     const expectedBacklog: Record<string, number> = {};
     for (const key of keyOf.values()) expectedBacklog[key] = (expectedBacklog[key] ?? 0) + 1;
-    await waitFor('the backlog of every priority key', 30_000, async () => {
-      const backlog = await backlogByKey();
-      return JSON.stringify(backlog) === JSON.stringify(expectedBacklog) ? backlog : undefined;
-    }, 250);
+    await waitFor(
+      'the backlog of every priority key',
+      30_000,
+      async () => {
+        const backlog = await backlogByKey();
+        return JSON.stringify(backlog) === JSON.stringify(expectedBacklog) ? backlog : undefined;
+      },
+      250,
+    );
 
     const ran: string[] = [];
     const activities: PriorityFixtureActivities = {
@@ -119,7 +146,7 @@ describe('task priority', () => {
     expect(keys, `ran: ${ran.join(', ')}`).toEqual([...keys].sort((a, b) => a - b));
   }, 120_000);
 
-  it('a child workflow started with a priority reports it, over the parent\'s', async () => {
+  it("a child workflow started with a priority reports it, over the parent's", async () => {
     const childId = 'priority/child';
     const parent = await client.workflow.start<typeof prioritizedChildWorkflow>('prioritizedChildWorkflow', {
       taskQueue: workflowQueue,

@@ -11,7 +11,16 @@ import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agents, commandLog, diaryEntries, llmCalls, llmRecentResponses, llmRegistry, notes, processLog } from '../../db/schema/index.js';
+import {
+  agents,
+  commandLog,
+  diaryEntries,
+  llmCalls,
+  llmRecentResponses,
+  llmRegistry,
+  notes,
+  processLog,
+} from '../../db/schema/index.js';
 import type { Stack } from '../../runtime/stack.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
@@ -39,11 +48,20 @@ describe('the agent loop survives its worker being killed', () => {
     // Five different replies in turn, each with one diary.add: a tick applied twice would show
     // as one diary entry too many.
     const replies = ['North', 'East', 'South', 'West', 'Up'].map(
-      (w) => `Thinking about the ${w.toLowerCase()}.\n${renderCommandBlock([{ cmdId: 'd1', type: 'diary.add', args: { title: `Facing ${w}`, content: `I looked ${w.toLowerCase()}.` } }])}`,
+      (w) =>
+        `Thinking about the ${w.toLowerCase()}.\n${renderCommandBlock([{ cmdId: 'd1', type: 'diary.add', args: { title: `Facing ${w}`, content: `I looked ${w.toLowerCase()}.` } }])}`,
     );
     await stack.db.db.insert(agents).values({ id: 'crashy', name: 'Crashy' });
     // 400 ms of "thinking" per tick, so that a kill lands inside the think activity.
-    await stack.db.db.insert(llmRegistry).values({ agentId: 'crashy', name: 'slow-script', provider: 'scripted', model: 'scripted-crashy', role: 'agent', priority: 1, params: { replies, delayMs: 400 } });
+    await stack.db.db.insert(llmRegistry).values({
+      agentId: 'crashy',
+      name: 'slow-script',
+      provider: 'scripted',
+      model: 'scripted-crashy',
+      role: 'agent',
+      priority: 1,
+      params: { replies, delayMs: 400 },
+    });
 
     const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
       taskQueue: 'mindloop',
@@ -56,16 +74,24 @@ describe('the agent loop survives its worker being killed', () => {
       const worker = spawnWorker();
       try {
         const before = await waitFor('a query answer', 60_000, async () => (await status(h)).tick);
-        await waitFor(`a tick after ${before}`, 60_000, async () => ((await status(h)).tick > before ? true : undefined));
-        const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: `note ${round}`, priority: 5 }] });
+        await waitFor(`a tick after ${before}`, 60_000, async () =>
+          (await status(h)).tick > before ? true : undefined,
+        );
+        const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
+          args: [{ text: `note ${round}`, priority: 5 }],
+        });
         sentNotes.push(noteId);
         // Mid-tick: inside the think activity (the model takes 400 ms), at a varying point.
-        await waitFor('the thinking phase', 30_000, async () => ((await status(h)).phase === 'thinking' ? true : undefined));
+        await waitFor('the thinking phase', 30_000, async () =>
+          (await status(h)).phase === 'thinking' ? true : undefined,
+        );
         await sleep(round * 35);
         killedIn.push((await status(h)).phase);
       } finally {
         worker.kill('SIGKILL');
-        await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r)));
+        await new Promise((r) =>
+          worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r),
+        );
       }
     }
     console.log(`killed in phases: ${killedIn.join(', ')}`);
@@ -75,7 +101,10 @@ describe('the agent loop survives its worker being killed', () => {
     const worker = spawnWorker();
     try {
       await waitFor('all notes read', 120_000, async () => {
-        const unread = await stack.db.db.select().from(notes).where(and(eq(notes.agentId, 'crashy'), eq(notes.direction, 'in')));
+        const unread = await stack.db.db
+          .select()
+          .from(notes)
+          .where(and(eq(notes.agentId, 'crashy'), eq(notes.direction, 'in')));
         return unread.length === 10 && unread.every((n) => n.readAt) ? true : undefined;
       });
       await h.signal('stop');
@@ -84,23 +113,37 @@ describe('the agent loop survives its worker being killed', () => {
 
       const db = stack.db.db;
       const ticks = result.ticks;
-      const responses = await db.select({ tick: llmRecentResponses.tick }).from(llmRecentResponses).where(eq(llmRecentResponses.agentId, 'crashy')).orderBy(asc(llmRecentResponses.tick));
+      const responses = await db
+        .select({ tick: llmRecentResponses.tick })
+        .from(llmRecentResponses)
+        .where(eq(llmRecentResponses.agentId, 'crashy'))
+        .orderBy(asc(llmRecentResponses.tick));
       expect(responses.map((r) => r.tick)).toEqual(Array.from({ length: ticks }, (_, i) => i + 1));
 
-      const applied = await db.select().from(commandLog).where(and(eq(commandLog.agentId, 'crashy'), eq(commandLog.status, 'applied')));
+      const applied = await db
+        .select()
+        .from(commandLog)
+        .where(and(eq(commandLog.agentId, 'crashy'), eq(commandLog.status, 'applied')));
       expect(applied).toHaveLength(ticks);
       expect(new Set(applied.map((c) => c.tick)).size).toBe(ticks);
       expect(await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'crashy'))).toHaveLength(ticks);
 
       // One paid think per tick: a retried think found the first attempt's reply. The reflexes'
       // mini-prompts (emotion, novelty) are paid at most once per tick and purpose as well.
-      const paid = await db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'crashy'), eq(llmCalls.ok, true)));
+      const paid = await db
+        .select()
+        .from(llmCalls)
+        .where(and(eq(llmCalls.agentId, 'crashy'), eq(llmCalls.ok, true)));
       const thinks = paid.filter((c) => c.purpose === 'think');
       expect(new Set(thinks.map((c) => c.tick)).size).toBe(ticks);
       expect(thinks).toHaveLength(ticks);
       expect(new Set(paid.map((c) => `${c.tick}:${c.purpose}`)).size).toBe(paid.length);
 
-      const inbox = await db.select().from(notes).where(and(eq(notes.agentId, 'crashy'), eq(notes.direction, 'in'))).orderBy(asc(notes.id));
+      const inbox = await db
+        .select()
+        .from(notes)
+        .where(and(eq(notes.agentId, 'crashy'), eq(notes.direction, 'in')))
+        .orderBy(asc(notes.id));
       expect(inbox.map((n) => n.id)).toEqual(sentNotes);
       expect(inbox.map((n) => n.text)).toEqual(Array.from({ length: 10 }, (_, i) => `note ${i}`));
     } finally {
@@ -150,7 +193,9 @@ describe('Core Outage against a real endpoint', () => {
       });
       expect(inOutage.phase).toBe('outage');
       const tickAtOutage = inOutage.tick;
-      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'are you still there?' }] });
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
+        args: [{ text: 'are you still there?' }],
+      });
       expect(noteId).toBeGreaterThan(0);
       await sleep(3000);
       expect((await status(h)).tick).toBe(tickAtOutage);
@@ -171,10 +216,17 @@ describe('Core Outage against a real endpoint', () => {
     });
     await connection.close();
 
-    const log = await stack.db.db.select().from(processLog).where(and(eq(processLog.agentId, 'outage'), eq(processLog.processId, 'core-outage'))).orderBy(asc(processLog.id));
+    const log = await stack.db.db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'outage'), eq(processLog.processId, 'core-outage')))
+      .orderBy(asc(processLog.id));
     expect(log.map((l) => l.status)).toEqual(['offline', 'close']);
     expect(log[1]!.message).toMatch(/recovered: openai:gpt-fake/);
-    const failed = await stack.db.db.select().from(llmCalls).where(and(eq(llmCalls.agentId, 'outage'), eq(llmCalls.ok, false)));
+    const failed = await stack.db.db
+      .select()
+      .from(llmCalls)
+      .where(and(eq(llmCalls.agentId, 'outage'), eq(llmCalls.ok, false)));
     expect(failed.length).toBeGreaterThan(0);
   }, 180_000);
 });

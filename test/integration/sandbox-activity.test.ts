@@ -21,7 +21,9 @@ import { until } from '../helpers/wait.js';
 const runId = `${process.pid}-${Date.now()}`;
 
 async function containers(docker: Docker, key: string): Promise<Docker.ContainerInfo[]> {
-  return (await docker.listContainers({ all: true, filters: { label: [LABEL_KEY] } })).filter((c) => c.Labels[LABEL_KEY] === key);
+  return (await docker.listContainers({ all: true, filters: { label: [LABEL_KEY] } })).filter(
+    (c) => c.Labels[LABEL_KEY] === key,
+  );
 }
 
 describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
@@ -31,7 +33,9 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
   beforeAll(async () => {
     docker = await requireDocker();
     [env, bundle] = await Promise.all([
-      TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: toolPath('temporal') } } }),
+      TestWorkflowEnvironment.createLocal({
+        server: { executable: { type: 'existing-path', path: toolPath('temporal') } },
+      }),
       bundleWorkflows('../fixtures/sandbox/workflows.ts'),
     ]);
   });
@@ -53,7 +57,12 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
         workflowId: `sbx-cancel-${runId}`,
         args: [{ req: { key, command: ['sleep', '60'] }, heartbeatTimeoutMs: 5000, attempts: 1 }],
       });
-      await until(async () => (await containers(docker, key)).some((c) => c.State === 'running'), `a running container labelled ${key}`, 10_000, 100);
+      await until(
+        async () => (await containers(docker, key)).some((c) => c.State === 'running'),
+        `a running container labelled ${key}`,
+        10_000,
+        100,
+      );
       const t = Date.now();
       await h.cancel();
       const err = await h.result().catch((e: unknown) => e);
@@ -76,7 +85,10 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
       });
       const err = await h.result().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkflowFailedError);
-      expect(JSON.stringify((err as WorkflowFailedError).cause?.cause ?? {}) + String((err as WorkflowFailedError).cause?.cause)).toMatch(/heartbeat|HEARTBEAT/i);
+      expect(
+        JSON.stringify((err as WorkflowFailedError).cause?.cause ?? {}) +
+          String((err as WorkflowFailedError).cause?.cause),
+      ).toMatch(/heartbeat|HEARTBEAT/i);
       await until(async () => (await containers(docker, key)).length === 0, `no container labelled ${key}`, 8000, 100);
     });
   });

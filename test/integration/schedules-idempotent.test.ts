@@ -35,7 +35,9 @@ let running: Promise<void>;
 
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_sched_once', 6);
-  env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: toolPath('temporal') } } });
+  env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: toolPath('temporal') } },
+  });
   await applySchedules(env.client, { taskQueue });
   // Paused: only this test's triggers and backfills start runs (both work on a paused schedule).
   for (const s of maintenanceSchedules) await env.client.schedule.getHandle(s.id).pause('test drives it');
@@ -54,7 +56,8 @@ afterAll(async () => {
   await h?.dispose();
 });
 
-const scheduleOf = (job: MaintenanceJob) => maintenanceSchedules.find((s) => s.workflowType === maintenanceJobs[job].workflowType)!;
+const scheduleOf = (job: MaintenanceJob) =>
+  maintenanceSchedules.find((s) => s.workflowType === maintenanceJobs[job].workflowType)!;
 const everyMs = (job: MaintenanceJob) => maintenanceJobs[job].periodMs;
 const offsetMs = (job: MaintenanceJob) => {
   const [n, unit] = (scheduleOf(job).offset ?? '0 minutes').split(' ');
@@ -72,7 +75,10 @@ async function nextSecond(): Promise<void> {
   await new Promise((r) => setTimeout(r, 1_100 - (Date.now() % 1_000)));
 }
 
-const trigger = (job: MaintenanceJob) => awaitScheduledRun<Record<string, unknown>>(env.client, scheduleOf(job).id, () => env.client.schedule.getHandle(scheduleOf(job).id).trigger());
+const trigger = (job: MaintenanceJob) =>
+  awaitScheduledRun<Record<string, unknown>>(env.client, scheduleOf(job).id, () =>
+    env.client.schedule.getHandle(scheduleOf(job).id).trigger(),
+  );
 
 /** The previous period's nominal time (the schedule's interval and offset), and a backfill of just it. */
 function previousNominal(job: MaintenanceJob): Date {
@@ -81,40 +87,73 @@ function previousNominal(job: MaintenanceJob): Date {
 }
 const backfill = (job: MaintenanceJob, at: Date) =>
   awaitScheduledRun<Record<string, unknown>>(env.client, scheduleOf(job).id, () =>
-    env.client.schedule.getHandle(scheduleOf(job).id).backfill({ start: new Date(at.getTime() - 30_000), end: new Date(at.getTime() + 30_000), overlap: ScheduleOverlapPolicy.ALLOW_ALL }),
+    env.client.schedule.getHandle(scheduleOf(job).id).backfill({
+      start: new Date(at.getTime() - 30_000),
+      end: new Date(at.getTime() + 30_000),
+      overlap: ScheduleOverlapPolicy.ALLOW_ALL,
+    }),
   );
 
 const ledger = async (job: MaintenanceJob) =>
-  (await h.db.select().from(maintenanceRuns).where(eq(maintenanceRuns.job, job)).orderBy(maintenanceRuns.id)).map((r) => ({ period: r.periodKey, scope: r.scope, by: r.workflowId }));
+  (await h.db.select().from(maintenanceRuns).where(eq(maintenanceRuns.job, job)).orderBy(maintenanceRuns.id)).map(
+    (r) => ({ period: r.periodKey, scope: r.scope, by: r.workflowId }),
+  );
 
-const ml = (...args: string[]) => run(process.execPath, [`${repoRoot}/bin/mindloop.mjs`, ...args], { TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: 'default', DATABASE_URL: h.url });
+const ml = (...args: string[]) =>
+  run(process.execPath, [`${repoRoot}/bin/mindloop.mjs`, ...args], {
+    TEMPORAL_ADDRESS: env.address,
+    TEMPORAL_NAMESPACE: 'default',
+    DATABASE_URL: h.url,
+  });
 const rows = async (q: ReturnType<typeof sql>) => (await h.db.execute(q)).rows;
 
 describe('each maintenance job runs once per period (real Schedules, dev server)', () => {
   it('learning decay: a second trigger (CLI) the same day decays nothing; backfills run once for their own day', async () => {
     await h.db.insert(learnings).values([
-      { shardType: 'once', factPredicate: 'phase_success', factArgs: { phase_type: 'old' }, confidence: 1, learnedAt: new Date(Date.now() - 10 * 86_400_000) },
+      {
+        shardType: 'once',
+        factPredicate: 'phase_success',
+        factArgs: { phase_type: 'old' },
+        confidence: 1,
+        learnedAt: new Date(Date.now() - 10 * 86_400_000),
+      },
       { shardType: 'once', factPredicate: 'phase_success', factArgs: { phase_type: 'fresh' }, confidence: 1 },
     ]);
-    const snapshot = () => rows(sql`select fact_args->>'phase_type' as p, confidence, last_decayed_for from learnings where shard_type = 'once' order by id`);
+    const snapshot = () =>
+      rows(
+        sql`select fact_args->>'phase_type' as p, confidence, last_decayed_for from learnings where shard_type = 'once' order by id`,
+      );
     await awayFromPeriodEnd('learning-decay');
     const today = periodOf('learning-decay', new Date()).key;
 
     const first = await trigger('learning-decay');
     expect(first.result).toMatchObject({ decayed: 1, deleted: 0, period: today, repeat: false });
     const after = await snapshot();
-    expect(after.map((r) => [r.p, Number(r.confidence)])).toEqual([['old', expect.closeTo(0.9, 6)], ['fresh', 1]]);
+    expect(after.map((r) => [r.p, Number(r.confidence)])).toEqual([
+      ['old', expect.closeTo(0.9, 6)],
+      ['fresh', 1],
+    ]);
 
     // The CLI's trigger, as an operator would: the same day, so nothing changes, and it says so.
     await nextSecond();
     let cliOut = '';
-    const second = await awaitScheduledRun<Record<string, unknown>>(env.client, scheduleOf('learning-decay').id, async () => {
-      const r = await ml('schedules', 'trigger', 'learning-decay', '--wait');
-      expect(r.code, r.stderr).toBe(0);
-      cliOut = r.stdout;
-    });
+    const second = await awaitScheduledRun<Record<string, unknown>>(
+      env.client,
+      scheduleOf('learning-decay').id,
+      async () => {
+        const r = await ml('schedules', 'trigger', 'learning-decay', '--wait');
+        expect(r.code, r.stderr).toBe(0);
+        cliOut = r.stdout;
+      },
+    );
     expect(second.workflowId).not.toBe(first.workflowId);
-    expect(second.result).toMatchObject({ decayed: 0, deleted: 0, period: today, repeat: true, doneAt: first.result.doneAt });
+    expect(second.result).toMatchObject({
+      decayed: 0,
+      deleted: 0,
+      period: today,
+      repeat: true,
+      doneAt: first.result.doneAt,
+    });
     const repeated = `learning-decay for ${today} already done at ${first.result.doneAt as string}: nothing changed`;
     expect(second.result.note).toBe(repeated);
     expect(cliOut).toContain(`${second.workflowId}: ${repeated}`);
@@ -122,13 +161,28 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
 
     // Yesterday was never done: a backfill runs it, as of yesterday. A learning decayed today
     // is not decayed again for an earlier day; one never decayed is.
-    await h.db.insert(learnings).values({ shardType: 'once', factPredicate: 'phase_success', factArgs: { phase_type: 'late' }, confidence: 1, learnedAt: new Date(Date.now() - 30 * 86_400_000) });
+    await h.db.insert(learnings).values({
+      shardType: 'once',
+      factPredicate: 'phase_success',
+      factArgs: { phase_type: 'late' },
+      confidence: 1,
+      learnedAt: new Date(Date.now() - 30 * 86_400_000),
+    });
     const yesterday = previousNominal('learning-decay');
     const filled = await backfill('learning-decay', yesterday);
     expect(filled.workflowId).toBe(`${scheduleOf('learning-decay').id}-${yesterday.toISOString().slice(0, 19)}Z`);
-    expect(filled.result).toMatchObject({ decayed: 1, period: periodOf('learning-decay', yesterday).key, repeat: false, at: yesterday.toISOString() });
+    expect(filled.result).toMatchObject({
+      decayed: 1,
+      period: periodOf('learning-decay', yesterday).key,
+      repeat: false,
+      at: yesterday.toISOString(),
+    });
     const afterFill = await snapshot();
-    expect(afterFill.map((r) => [r.p, Number(r.confidence)])).toEqual([['old', expect.closeTo(0.9, 6)], ['fresh', 1], ['late', expect.closeTo(0.9, 6)]]);
+    expect(afterFill.map((r) => [r.p, Number(r.confidence)])).toEqual([
+      ['old', expect.closeTo(0.9, 6)],
+      ['fresh', 1],
+      ['late', expect.closeTo(0.9, 6)],
+    ]);
 
     // The same backfill again (or a catch-up of that day): a repeat.
     const refill = await backfill('learning-decay', yesterday);
@@ -140,7 +194,9 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
     ]);
     const listed = await ml('schedules', 'runs', '--job', 'learning-decay', '--json');
     expect(listed.code, listed.stderr).toBe(0);
-    expect((JSON.parse(listed.stdout) as Array<{ periodKey: string; result: unknown }>).map((r) => [r.periodKey, r.result])).toEqual([
+    expect(
+      (JSON.parse(listed.stdout) as Array<{ periodKey: string; result: unknown }>).map((r) => [r.periodKey, r.result]),
+    ).toEqual([
       [periodOf('learning-decay', yesterday).key, { decayed: 1, deleted: 0 }],
       [today, { decayed: 1, deleted: 0 }],
     ]);
@@ -150,29 +206,57 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
     await h.db.insert(agents).values([{ id: 'digest-a', name: 'A', status: 'running' }]);
     await h.db.insert(agentConfig).values({ agentId: 'digest-a', key: 'abstracts_strategy', value: 'recency' });
     const say = (from: number, n: number) =>
-      h.db.insert(llmRecentResponses).values(Array.from({ length: n }, (_, i) => ({ agentId: 'digest-a', tick: from + i, content: `thought ${from + i} about rivers` })));
+      h.db.insert(llmRecentResponses).values(
+        Array.from({ length: n }, (_, i) => ({
+          agentId: 'digest-a',
+          tick: from + i,
+          content: `thought ${from + i} about rivers`,
+        })),
+      );
     await say(1, 4);
-    const snapshot = () => rows(sql`select id, tick_from, tick_to, strategy, trigger from abstracts where agent_id = 'digest-a' order by id`);
+    const snapshot = () =>
+      rows(
+        sql`select id, tick_from, tick_to, strategy, trigger from abstracts where agent_id = 'digest-a' order by id`,
+      );
     await awayFromPeriodEnd('abstracts-digest');
     const hour = periodOf('abstracts-digest', new Date()).key;
 
     const first = await trigger('abstracts-digest');
-    expect(first.result).toMatchObject({ agents: 1, period: hour, repeat: false, results: [{ agentId: 'digest-a', ok: true, result: { created: true, responses: 4, repeat: false } }] });
+    expect(first.result).toMatchObject({
+      agents: 1,
+      period: hour,
+      repeat: false,
+      results: [{ agentId: 'digest-a', ok: true, result: { created: true, responses: 4, repeat: false } }],
+    });
     const after = await snapshot();
     expect(after).toHaveLength(1);
 
     await say(5, 3);
     await nextSecond();
     const second = await trigger('abstracts-digest');
-    expect(second.result).toMatchObject({ agents: 1, period: hour, repeat: true, results: [{ agentId: 'digest-a', ok: true, result: { created: false, responses: 0, repeat: true } }] });
-    expect(((second.result.results as Array<{ result: { note: string } }>)[0]!.result.note)).toMatch(new RegExp(`^abstracts-digest for ${hour} already done at .+: nothing changed$`));
+    expect(second.result).toMatchObject({
+      agents: 1,
+      period: hour,
+      repeat: true,
+      results: [{ agentId: 'digest-a', ok: true, result: { created: false, responses: 0, repeat: true } }],
+    });
+    expect((second.result.results as Array<{ result: { note: string } }>)[0]!.result.note).toMatch(
+      new RegExp(`^abstracts-digest for ${hour} already done at .+: nothing changed$`),
+    );
     expect(await snapshot()).toEqual(after);
 
     const previous = previousNominal('abstracts-digest');
     const filled = await backfill('abstracts-digest', previous);
-    expect(filled.result).toMatchObject({ period: periodOf('abstracts-digest', previous).key, repeat: false, results: [{ agentId: 'digest-a', ok: true, result: { created: true, responses: 3 } }] });
+    expect(filled.result).toMatchObject({
+      period: periodOf('abstracts-digest', previous).key,
+      repeat: false,
+      results: [{ agentId: 'digest-a', ok: true, result: { created: true, responses: 3 } }],
+    });
     const afterFill = await snapshot();
-    expect(afterFill.map((r) => [Number(r.tick_from), Number(r.tick_to)])).toEqual([[1, 4], [5, 7]]);
+    expect(afterFill.map((r) => [Number(r.tick_from), Number(r.tick_to)])).toEqual([
+      [1, 4],
+      [5, 7],
+    ]);
     await nextSecond();
     const refill = await backfill('abstracts-digest', previous);
     expect(refill.result).toMatchObject({ repeat: true });
@@ -187,31 +271,52 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
     await h.db.insert(agents).values({ id: 'prune-a', name: 'P', status: 'running' });
     await h.db.update(agents).set({ status: 'stopped' }).where(eq(agents.id, 'digest-a'));
     await h.db.insert(agentConfig).values({ agentId: 'prune-a', key: 'lru_limit', value: 10 });
-    const say = (from: number, n: number) => h.db.insert(llmRecentResponses).values(Array.from({ length: n }, (_, i) => ({ agentId: 'prune-a', tick: from + i, content: `r${from + i}` })));
+    const say = (from: number, n: number) =>
+      h.db
+        .insert(llmRecentResponses)
+        .values(Array.from({ length: n }, (_, i) => ({ agentId: 'prune-a', tick: from + i, content: `r${from + i}` })));
     await say(1, 13);
     const snapshot = async () => ({
-      archived: await rows(sql`select id, archived_at from llm_recent_responses where agent_id = 'prune-a' order by id`),
+      archived: await rows(
+        sql`select id, archived_at from llm_recent_responses where agent_id = 'prune-a' order by id`,
+      ),
       log: await rows(sql`select id, process_id, message from process_log where agent_id = 'prune-a' order by id`),
     });
     await awayFromPeriodEnd('memory-pruning');
     const now = periodOf('memory-pruning', new Date()).key;
 
     const first = await trigger('memory-pruning');
-    expect(first.result).toMatchObject({ agents: 1, period: now, repeat: false, results: [{ agentId: 'prune-a', ok: true, result: { archivedResponses: 3, limit: 10, repeat: false } }] });
+    expect(first.result).toMatchObject({
+      agents: 1,
+      period: now,
+      repeat: false,
+      results: [{ agentId: 'prune-a', ok: true, result: { archivedResponses: 3, limit: 10, repeat: false } }],
+    });
     await say(14, 4);
     const after = await snapshot();
     expect(after.log).toEqual([expect.objectContaining({ process_id: `schedule/prune/${now}` })]);
 
     await nextSecond();
     const second = await trigger('memory-pruning');
-    expect(second.result).toMatchObject({ period: now, repeat: true, results: [{ agentId: 'prune-a', ok: true, result: { archivedResponses: 0, archivedDiary: 0, repeat: true } }] });
+    expect(second.result).toMatchObject({
+      period: now,
+      repeat: true,
+      results: [{ agentId: 'prune-a', ok: true, result: { archivedResponses: 0, archivedDiary: 0, repeat: true } }],
+    });
     expect(await snapshot()).toEqual(after);
 
     const previous = previousNominal('memory-pruning');
     const filled = await backfill('memory-pruning', previous);
-    expect(filled.result).toMatchObject({ period: periodOf('memory-pruning', previous).key, repeat: false, results: [{ result: { archivedResponses: 4 } }] });
+    expect(filled.result).toMatchObject({
+      period: periodOf('memory-pruning', previous).key,
+      repeat: false,
+      results: [{ result: { archivedResponses: 4 } }],
+    });
     const afterFill = await snapshot();
-    expect(afterFill.log.map((r) => r.process_id)).toEqual([`schedule/prune/${now}`, `schedule/prune/${periodOf('memory-pruning', previous).key}`]);
+    expect(afterFill.log.map((r) => r.process_id)).toEqual([
+      `schedule/prune/${now}`,
+      `schedule/prune/${periodOf('memory-pruning', previous).key}`,
+    ]);
     await nextSecond();
     const refill = await backfill('memory-pruning', previous);
     expect(refill.result).toMatchObject({ repeat: true });
@@ -241,7 +346,11 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
     // Yesterday's run deletes what was over 30 days old yesterday: the entry closed 40 days ago.
     const yesterday = previousNominal('process-log-cleanup');
     const filled = await backfill('process-log-cleanup', yesterday);
-    expect(filled.result).toMatchObject({ deleted: 1, period: periodOf('process-log-cleanup', yesterday).key, repeat: false });
+    expect(filled.result).toMatchObject({
+      deleted: 1,
+      period: periodOf('process-log-cleanup', yesterday).key,
+      repeat: false,
+    });
     await closedAgo('older', 50);
     const afterFill = await snapshot();
     await nextSecond();
@@ -255,9 +364,18 @@ describe('each maintenance job runs once per period (real Schedules, dev server)
 describe('the run ledger on Postgres', () => {
   it('two runs of one period at the same time: the learning decays once, one run says it was a repeat', async () => {
     const acts = createLearningActivities({ db: h.db });
-    await h.db.insert(learnings).values({ shardType: 'race', factPredicate: 'phase_success', factArgs: { phase_type: 'r' }, confidence: 1, learnedAt: new Date(Date.now() - 10 * 86_400_000) });
+    await h.db.insert(learnings).values({
+      shardType: 'race',
+      factPredicate: 'phase_success',
+      factArgs: { phase_type: 'r' },
+      confidence: 1,
+      learnedAt: new Date(Date.now() - 10 * 86_400_000),
+    });
     const input = { shardType: 'race', period: '2030-01-02', now: '2030-01-02T03:00:00Z' };
-    const both = await Promise.all([acts.decayLearningsJob({ ...input, workflowId: 'one' }), acts.decayLearningsJob({ ...input, workflowId: 'two' })]);
+    const both = await Promise.all([
+      acts.decayLearningsJob({ ...input, workflowId: 'one' }),
+      acts.decayLearningsJob({ ...input, workflowId: 'two' }),
+    ]);
     expect(both.map((r) => r.repeat).sort()).toEqual([false, true]);
     expect(both.map((r) => r.decayed).sort()).toEqual([0, 1]);
     const [l] = await h.db.select().from(learnings).where(eq(learnings.shardType, 'race'));
@@ -272,9 +390,12 @@ describe('the run ledger on Postgres', () => {
   });
 
   it('a job that fails after its work leaves neither the work nor the ledger row; the retry applies once', async () => {
-    await h.db.insert(learnings).values({ shardType: 'crash', factPredicate: 'phase_success', factArgs: { phase_type: 'c' }, confidence: 1 });
+    await h.db
+      .insert(learnings)
+      .values({ shardType: 'crash', factPredicate: 'phase_success', factArgs: { phase_type: 'c' }, confidence: 1 });
     const key = { job: 'learning-decay', periodKey: '2030-02-01', scope: 'crash' } as const;
-    const bump = (tx: Tx) => tx.execute(sql`update learnings set confidence = confidence * 0.5 where shard_type = 'crash'`);
+    const bump = (tx: Tx) =>
+      tx.execute(sql`update learnings set confidence = confidence * 0.5 where shard_type = 'crash'`);
     await expect(
       runOncePerPeriod(h.db, key, async (tx) => {
         await bump(tx);
@@ -283,7 +404,12 @@ describe('the run ledger on Postgres', () => {
     ).rejects.toThrow('worker died');
     const crashed = await h.db.select().from(learnings).where(eq(learnings.shardType, 'crash'));
     expect(crashed[0]!.confidence).toBe(1);
-    expect(await h.db.select().from(maintenanceRuns).where(and(eq(maintenanceRuns.periodKey, '2030-02-01'), eq(maintenanceRuns.scope, 'crash')))).toEqual([]);
+    expect(
+      await h.db
+        .select()
+        .from(maintenanceRuns)
+        .where(and(eq(maintenanceRuns.periodKey, '2030-02-01'), eq(maintenanceRuns.scope, 'crash'))),
+    ).toEqual([]);
     const retried = await runOncePerPeriod(h.db, key, async (tx) => ({ rows: (await bump(tx)).rowCount }));
     expect(retried).toMatchObject({ repeat: false, result: { rows: 1 } });
     const repeated = await runOncePerPeriod(h.db, key, async (tx) => ({ rows: (await bump(tx)).rowCount }));

@@ -38,23 +38,50 @@ afterAll(async () => {
 });
 
 const db = () => ks.stack.db.db;
-const isTaskPrompt = (messages: ChatMessage[]) => messages.some((m) => m.content.includes('You are an auxiliary loop working only on task #'));
+const isTaskPrompt = (messages: ChatMessage[]) =>
+  messages.some((m) => m.content.includes('You are an auxiliary loop working only on task #'));
 
 /** An agent with one scripted `agent` row (params as the row stores them) and one open task. */
 async function seed(agentId: string, params: Record<string, unknown> = {}): Promise<number> {
   await db().insert(agents).values({ id: agentId, name: agentId });
-  await db().insert(llmRegistry).values({ agentId, name: 'script', provider: 'scripted', model: `scripted-${agentId}`, role: 'agent', priority: 1, params });
-  const [task] = await db().insert(tasks).values({ agentId, title: `research for ${agentId}` }).returning();
+  await db()
+    .insert(llmRegistry)
+    .values({
+      agentId,
+      name: 'script',
+      provider: 'scripted',
+      model: `scripted-${agentId}`,
+      role: 'agent',
+      priority: 1,
+      params,
+    });
+  const [task] = await db()
+    .insert(tasks)
+    .values({ agentId, title: `research for ${agentId}` })
+    .returning();
   return task!.id;
 }
 
 /** An in-process worker (on a queue of its own) with the real activities and a scripted reply function. */
 const scripted = (script: (messages: ChatMessage[], i: number) => string | Promise<string>): WorkerSpec => ({
   workflowBundle: { codePath: ks.bundlePath },
-  activities: createActivities({ db: db(), llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script as (m: ChatMessage[], i: number) => string) } }),
+  activities: createActivities({
+    db: db(),
+    llm: {
+      env: {},
+      toolsDir: repoToolsDir,
+      scriptedReply: thinkScript(script as (m: ChatMessage[], i: number) => string),
+    },
+  }),
 });
 
-function startTaskLoop(c: Client, taskQueue: string, agentId: string, taskId: number, extra: Partial<TaskLoopInput> = {}) {
+function startTaskLoop(
+  c: Client,
+  taskQueue: string,
+  agentId: string,
+  taskId: number,
+  extra: Partial<TaskLoopInput> = {},
+) {
   return c.workflow.start<typeof taskLoopWorkflow>('taskLoopWorkflow', {
     taskQueue,
     workflowId: workflowIds.task(agentId, taskId),
@@ -68,10 +95,21 @@ const taskTicks = async (agentId: string, taskId: number) =>
     await db()
       .select({ tick: processLog.tick })
       .from(processLog)
-      .where(and(eq(processLog.agentId, agentId), eq(processLog.processId, `task/${taskId}`), eq(processLog.kind, 'task_loop')))
+      .where(
+        and(
+          eq(processLog.agentId, agentId),
+          eq(processLog.processId, `task/${taskId}`),
+          eq(processLog.kind, 'task_loop'),
+        ),
+      )
       .orderBy(asc(processLog.id))
   ).map((r) => r.tick);
-const notesTo = (agentId: string) => db().select().from(notes).where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), eq(notes.source, 'system'))).orderBy(asc(notes.id));
+const notesTo = (agentId: string) =>
+  db()
+    .select()
+    .from(notes)
+    .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in'), eq(notes.source, 'system')))
+    .orderBy(asc(notes.id));
 
 describe('the tick cap', () => {
   it('stops after task_loop_max_ticks ticks with a clear status, and shows the default cap when none is set', async () => {
@@ -83,7 +121,12 @@ describe('the tick cap', () => {
       scripted(() => 'Still researching.'),
       async (q) => {
         const h = await startTaskLoop(client, q, 'capped', capped);
-        expect(await h.result()).toEqual({ taskId: capped, ticks: 3, replStatus: 'stopped', reason: 'tick cap reached: 3 of 3 ticks' });
+        expect(await h.result()).toEqual({
+          taskId: capped,
+          ticks: 3,
+          replStatus: 'stopped',
+          reason: 'tick cap reached: 3 of 3 ticks',
+        });
 
         // Neither the command nor the config: the catalogue's default (50).
         const u = await startTaskLoop(client, q, 'uncapped', uncapped, { delayMs: 60_000 });
@@ -104,10 +147,16 @@ describe('the tick cap', () => {
     const [note] = await notesTo('capped');
     expect(note?.tags).toEqual(['task-loop', 'tick-cap']);
     expect(note?.text).toMatch(/stopped before the task was done: tick cap reached: 3 of 3 ticks/);
-    const log = await db().select().from(processLog).where(and(eq(processLog.agentId, 'capped'), eq(processLog.kind, 'task_loop_status')));
+    const log = await db()
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'capped'), eq(processLog.kind, 'task_loop_status')));
     expect(log.map((l) => [l.status, l.message])).toEqual([['close', 'tick cap reached: 3 of 3 ticks']]);
     // Its tick rows are closed: no open process is left in the agent's context.
-    const open = await db().select().from(processLog).where(and(eq(processLog.agentId, 'capped'), eq(processLog.processId, `task/${capped}`)));
+    const open = await db()
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'capped'), eq(processLog.processId, `task/${capped}`)));
     expect(open.every((r) => r.closedAt !== null)).toBe(true);
   }, 120_000);
 });
@@ -123,15 +172,30 @@ describe('error → the task is frozen for review', () => {
     // drift): a request error, non-retryable, that no retry can cure.
     other = await migratedDatabase('mindloop_task_error');
     await other.db.insert(agents).values({ id: 'errant', name: 'errant' });
-    await other.db.insert(llmRegistry).values({ agentId: 'errant', name: 'script', provider: 'scripted', model: 'scripted-errant', role: 'agent', priority: 1 });
+    await other.db.insert(llmRegistry).values({
+      agentId: 'errant',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-errant',
+      role: 'agent',
+      priority: 1,
+    });
     const [task] = await other.db.insert(tasks).values({ agentId: 'errant', title: 'research' }).returning();
     await other.pool.query('alter table ethics_policies rename to ethics_policies_gone');
     const result = await withWorker(
       connection,
-      { workflowBundle: { codePath: ks.bundlePath }, activities: createActivities({ db: other.db, llm: { env: {}, toolsDir: repoToolsDir } }) },
+      {
+        workflowBundle: { codePath: ks.bundlePath },
+        activities: createActivities({ db: other.db, llm: { env: {}, toolsDir: repoToolsDir } }),
+      },
       (q) => startTaskLoop(client, q, 'errant', task!.id).then((h) => h.result()),
     );
-    expect(result).toEqual({ taskId: task!.id, ticks: 0, replStatus: 'error', reason: expect.stringMatching(/ethics_policies" does not exist/) });
+    expect(result).toEqual({
+      taskId: task!.id,
+      ticks: 0,
+      replStatus: 'error',
+      reason: expect.stringMatching(/ethics_policies" does not exist/),
+    });
 
     const [row] = await other.db.select().from(tasks).where(eq(tasks.id, task!.id));
     expect(row!.replStatus).toBe('error');
@@ -139,7 +203,9 @@ describe('error → the task is frozen for review', () => {
     expect(row!.lastError).toMatch(/ethics_policies" does not exist/);
     const [note] = await other.db.select().from(notes).where(eq(notes.agentId, 'errant'));
     expect(note?.tags).toEqual(['task-loop', 'error']);
-    expect(note?.text).toMatch(new RegExp(`Task loop for task #${task!.id} failed and the task is frozen for review: .*ethics_policies`));
+    expect(note?.text).toMatch(
+      new RegExp(`Task loop for task #${task!.id} failed and the task is frozen for review: .*ethics_policies`),
+    );
     // The model was never asked: the request failed before, once, and was not repeated.
     expect(await other.db.select().from(llmCalls)).toHaveLength(0);
   }, 120_000);
@@ -161,7 +227,10 @@ describe('an outage is waited out', () => {
         expect(waiting.tick).toBe(0);
         expect(waiting.waiting?.lastError).toMatch(/endpoint down/);
         expect((await taskRow(taskId)).frozen).toBe(false);
-        await db().update(llmRegistry).set({ params: {}, updatedAt: new Date() }).where(eq(llmRegistry.agentId, 'patient'));
+        await db()
+          .update(llmRegistry)
+          .set({ params: {}, updatedAt: new Date() })
+          .where(eq(llmRegistry.agentId, 'patient'));
         expect(await h.result()).toMatchObject({ ticks: 2, replStatus: 'stopped' });
       },
     );
@@ -184,7 +253,12 @@ describe('timeout → restart', () => {
       }),
       async (q) => {
         const handle = await startTaskLoop(client, q, 'slow', taskId, { maxTicks: 2, thinkTimeoutMs: 3_000 });
-        expect(await handle.result()).toEqual({ taskId, ticks: 2, replStatus: 'stopped', reason: 'tick cap reached: 2 of 2 ticks' });
+        expect(await handle.result()).toEqual({
+          taskId,
+          ticks: 2,
+          replStatus: 'stopped',
+          reason: 'tick cap reached: 2 of 2 ticks',
+        });
         return handle;
       },
     );
@@ -195,7 +269,11 @@ describe('timeout → restart', () => {
     expect(row.replRestarts).toBe(1);
     expect(row.replStatus).toBe('stopped');
     expect(row.frozen).toBe(false);
-    const log = await db().select().from(processLog).where(and(eq(processLog.agentId, 'slow'), eq(processLog.kind, 'task_loop_status'))).orderBy(asc(processLog.id));
+    const log = await db()
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'slow'), eq(processLog.kind, 'task_loop_status')))
+      .orderBy(asc(processLog.id));
     expect(log.map((l) => l.status)).toEqual(['timeout', 'close']);
     expect(log[0]!.message).toMatch(/restart after a timeout \(activity StartToClose timeout\)/i);
     expect(await taskTicks('slow', taskId)).toEqual([1, 2]);
@@ -208,15 +286,27 @@ describe('crash → stop and notify the main loop', () => {
     let worker = ks.spawnWorker();
     try {
       // The parent idles between ticks until a note or a process wakes it.
-      const parent = await startLoop(client, 'mindloop', { agentId: 'crashy', reflexes: false, settings: { idle: { on: true, wakeOn: ['note', 'process'], timeoutMs: 600_000 } } });
+      const parent = await startLoop(client, 'mindloop', {
+        agentId: 'crashy',
+        reflexes: false,
+        settings: { idle: { on: true, wakeOn: ['note', 'process'], timeoutMs: 600_000 } },
+      });
       await untilStatus(parent, (s) => s.tick >= 1 && s.phase === 'idle', 'the parent idle after tick 1', 60_000);
       const h = await startTaskLoop(client, 'mindloop', 'crashy', taskId);
       await waitFor("the task loop's think in flight", 60_000, async () => {
         const d = await h.describe();
-        return d.raw.pendingActivities?.some((a) => a.activityType?.name === 'think' && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED) ? true : undefined;
+        return d.raw.pendingActivities?.some(
+          (a) =>
+            a.activityType?.name === 'think' &&
+            a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+        )
+          ? true
+          : undefined;
       });
       worker.kill('SIGKILL');
-      await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r)));
+      await new Promise((r) =>
+        worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r),
+      );
       await sleep(500);
       worker = ks.spawnWorker();
 
@@ -247,7 +337,14 @@ describe('crash → stop and notify the main loop', () => {
 describe('interrupted loops resume when the parent starts', () => {
   it('the parent terminated and started anew: a loop still running is attached, an interrupted one runs again and ticks on', async () => {
     await db().insert(agents).values({ id: 'resumer', name: 'resumer' });
-    await db().insert(llmRegistry).values({ agentId: 'resumer', name: 'script', provider: 'scripted', model: 'scripted-resumer', role: 'agent', priority: 1 });
+    await db().insert(llmRegistry).values({
+      agentId: 'resumer',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-resumer',
+      role: 'agent',
+      priority: 1,
+    });
     let mainThinks = 0;
     const script = (messages: ChatMessage[]) => {
       if (isTaskPrompt(messages)) return 'Reading up on the task.';
@@ -255,16 +352,25 @@ describe('interrupted loops resume when the parent starts', () => {
         ? `I will have a helper research this.\n${renderCommandBlock([{ cmdId: 't1', type: 'llm_task.start', args: { title: 'research the almanac' } }])}`
         : 'Waiting for the research.';
     };
-    const startParent = (q: string) => startLoop(client, q, { agentId: 'resumer', reflexes: false, settings: { delayMs: 500 } });
+    const startParent = (q: string) =>
+      startLoop(client, q, { agentId: 'resumer', reflexes: false, settings: { delayMs: 500 } });
     await withWorker(connection, scripted(script), async (q) => {
       let parent = await startParent(q);
       const [task] = await waitFor('the task loop started', 30_000, async () => {
-        const rows = await db().select().from(tasks).where(and(eq(tasks.agentId, 'resumer'), eq(tasks.replStatus, 'running')));
+        const rows = await db()
+          .select()
+          .from(tasks)
+          .where(and(eq(tasks.agentId, 'resumer'), eq(tasks.replStatus, 'running')));
         return rows.length ? rows : undefined;
       });
       const taskId = task!.id;
-      const child: WorkflowHandle<typeof taskLoopWorkflow> = client.workflow.getHandle(workflowIds.task('resumer', taskId));
-      const ticked = (n: number) => waitFor(`task tick ${n}`, 30_000, async () => ((await taskTicks('resumer', taskId)).length >= n ? true : undefined));
+      const child: WorkflowHandle<typeof taskLoopWorkflow> = client.workflow.getHandle(
+        workflowIds.task('resumer', taskId),
+      );
+      const ticked = (n: number) =>
+        waitFor(`task tick ${n}`, 30_000, async () =>
+          (await taskTicks('resumer', taskId)).length >= n ? true : undefined,
+        );
       await ticked(2);
       const firstRun = (await child.describe()).runId;
 
@@ -295,7 +401,10 @@ describe('interrupted loops resume when the parent starts', () => {
       // The resumed loop went on from its last tick: no tick thought twice, every one a new think.
       const ticks = await taskTicks('resumer', taskId);
       expect(ticks).toEqual(Array.from({ length: ticks.length }, (_, i) => i + 1));
-      const thinks = await db().select().from(llmCalls).where(and(eq(llmCalls.agentId, 'resumer'), eq(llmCalls.purpose, 'think'), eq(llmCalls.ok, true)));
+      const thinks = await db()
+        .select()
+        .from(llmCalls)
+        .where(and(eq(llmCalls.agentId, 'resumer'), eq(llmCalls.purpose, 'think'), eq(llmCalls.ok, true)));
       const taskThinks = thinks.filter((c) => c.requestKey?.startsWith(workflowIds.task('resumer', taskId)));
       expect(taskThinks.length).toBe(ticks.length);
     });

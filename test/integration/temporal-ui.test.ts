@@ -40,7 +40,8 @@ let connection: NativeConnection;
 let bundle: WorkflowBundleWithSourceMap;
 let dropDb: () => Promise<void>;
 
-const isTaskPrompt = (messages: ChatMessage[]) => messages.some((m) => m.content.includes('You are an auxiliary loop working only on task #'));
+const isTaskPrompt = (messages: ChatMessage[]) =>
+  messages.some((m) => m.content.includes('You are an auxiliary loop working only on task #'));
 let mainThinks = 0;
 /** The agent's first reply starts a task loop and an escalation; after that it thinks quietly. */
 function script(messages: ChatMessage[]): string {
@@ -54,18 +55,34 @@ function script(messages: ChatMessage[]): string {
   return 'A quiet tick.';
 }
 /** The oversight answers at once but asks for a human, so the escalation waits for one. */
-const oversightAnswer = JSON.stringify({ verdict: 'approve', solution: 'it looks right', teaching_moment: 'test the edge cases', recommended_tools: [], needs_human: true });
+const oversightAnswer = JSON.stringify({
+  verdict: 'approve',
+  solution: 'it looks right',
+  teaching_moment: 'test the edge cases',
+  recommended_tools: [],
+  needs_human: true,
+});
 const think = thinkScript(script);
 const reply: ScriptedReplyFn = (call) => (call.purpose?.startsWith('oversight:') ? oversightAnswer : think(call));
 
 beforeAll(async () => {
   const fresh = await freshPostgresDatabase('mindloop_temporal_ui');
   dropDb = fresh.drop;
-  stack = await startStack({ env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }), ui: false });
+  stack = await startStack({
+    env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), DATABASE_URL: fresh.url }),
+    ui: false,
+  });
   await stack.db.db.insert(agents).values({ id: 'shown', name: 'Shown' });
   await stack.db.db.insert(llmRegistry).values([
     { agentId: 'shown', name: 'script', provider: 'scripted', model: 'scripted-shown', role: 'agent', priority: 1 },
-    { agentId: 'shown', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 },
+    {
+      agentId: 'shown',
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+    },
   ]);
   bundle = await bundleWorkflows();
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
@@ -83,7 +100,11 @@ afterAll(async () => {
 const worker = (): WorkerSpec => ({
   taskQueue: 'mindloop',
   workflowBundle: bundle,
-  activities: createActivities({ db: stack.db.db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply } }),
+  activities: createActivities({
+    db: stack.db.db,
+    dataDir: data.path,
+    llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply },
+  }),
 });
 
 /** The summaries of a workflow's TIMER_STARTED events, decoded. */
@@ -91,7 +112,9 @@ async function timerSummaries(handle: WorkflowHandle): Promise<string[]> {
   const { events } = await handle.fetchHistory();
   return (events ?? [])
     .filter((e) => e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_TIMER_STARTED)
-    .map((e) => (e.userMetadata?.summary ? defaultPayloadConverter.fromPayload<string>(e.userMetadata.summary) : '(none)'));
+    .map((e) =>
+      e.userMetadata?.summary ? defaultPayloadConverter.fromPayload<string>(e.userMetadata.summary) : '(none)',
+    );
 }
 
 type Interaction = { name?: string | null; description?: string | null };
@@ -99,7 +122,9 @@ type Interaction = { name?: string | null; description?: string | null };
 async function metadata(handle: WorkflowHandle) {
   const m = await handle.query<temporal.api.sdk.v1.IWorkflowMetadata>('__temporal_workflow_metadata');
   const described = (list: Interaction[] | null | undefined) =>
-    Object.fromEntries((list ?? []).filter((d) => !d.name?.startsWith('__')).map((d) => [d.name ?? '', d.description ?? '']));
+    Object.fromEntries(
+      (list ?? []).filter((d) => !d.name?.startsWith('__')).map((d) => [d.name ?? '', d.description ?? '']),
+    );
   return {
     queries: described(m.definition?.queryDefinitions),
     signals: described(m.definition?.signalDefinitions),
@@ -140,7 +165,10 @@ describe('the Temporal UI view of an agent and its children', () => {
 
       // The task loop the first reply started.
       const [task] = await waitFor('the task row', 30_000, async () => {
-        const rows = await stack.db.db.select().from(tasks).where(and(eq(tasks.agentId, 'shown'), eq(tasks.title, 'read the almanac')));
+        const rows = await stack.db.db
+          .select()
+          .from(tasks)
+          .where(and(eq(tasks.agentId, 'shown'), eq(tasks.title, 'read the almanac')));
         return rows.length ? rows : undefined;
       });
       const child = client.workflow.getHandle(workflowIds.task('shown', task!.id));
@@ -152,14 +180,18 @@ describe('the Temporal UI view of an agent and its children', () => {
       expect(Object.keys(cm.signals)).toEqual(['stopTask']);
       expect(allDescribed({ ...cm.queries, ...cm.signals })).toEqual([]);
       // Its second tick comes after its first pacing timer.
-      await waitFor('task tick 2', 30_000, async () => ((await child.query<{ tick: number }>('status')).tick >= 2 ? true : undefined));
+      await waitFor('task tick 2', 30_000, async () =>
+        (await child.query<{ tick: number }>('status')).tick >= 2 ? true : undefined,
+      );
       await child.signal('stopTask');
       await child.result();
       expect(await timerSummaries(child)).toContain('task pacing 1 s');
 
       // The escalation: the oversight asked for a human, so it waits for one.
       const esc = client.workflow.getHandle(workflowIds.escalation('shown.t1.e1'));
-      await waitFor('the escalation waiting for a human', 30_000, async () => ((await esc.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined));
+      await waitFor('the escalation waiting for a human', 30_000, async () =>
+        (await esc.query<EscalationStatus>('status')).phase === 'awaiting_human' ? true : undefined,
+      );
       const ed = await esc.describe();
       expect(await ed.staticSummary()).toBe('escalation shown.t1.e1 of shown: code');
       expect(await ed.staticDetails()).toContain('question: is my almanac parser right?');
@@ -179,7 +211,12 @@ describe('the Temporal UI view of an agent and its children', () => {
     await withWorker(connection, worker(), async () => {
       const fork = await startSuccessorFork(
         client,
-        { agentId: 'ui-forker', forkId: 'ui-demo', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } },
+        {
+          agentId: 'ui-forker',
+          forkId: 'ui-demo',
+          patch: { kind: 'strategy', strategy: 'keyword_cluster' },
+          evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 },
+        },
         { from: 'recency' },
       );
       const fd = await fork.describe();
@@ -217,7 +254,18 @@ describe('the Temporal UI view of an agent and its children', () => {
                     name: 'sub',
                     kind: 'workflow',
                     type: 'campaignWorkflow',
-                    args: { campaignId: 'ui-sub', agentId: 'shown', title: 'Jot a note', phases: [{ name: 'jot', type: 'build', tasks: [{ name: 'note', type: 'note', args: { text: 'from the sub-campaign' } }] }] },
+                    args: {
+                      campaignId: 'ui-sub',
+                      agentId: 'shown',
+                      title: 'Jot a note',
+                      phases: [
+                        {
+                          name: 'jot',
+                          type: 'build',
+                          tasks: [{ name: 'note', type: 'note', args: { text: 'from the sub-campaign' } }],
+                        },
+                      ],
+                    },
                   },
                 ],
               },

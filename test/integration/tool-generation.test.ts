@@ -13,7 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { createSandboxActivities } from '../../activities/sandbox.js';
 import type { GeneratedTool } from '../../core/tool-generation.js';
-import { agents, discoveredTools, generatedToolsAudit, learnings, llmRegistry, toolRegistry } from '../../db/schema/index.js';
+import {
+  agents,
+  discoveredTools,
+  generatedToolsAudit,
+  learnings,
+  llmRegistry,
+  toolRegistry,
+} from '../../db/schema/index.js';
 import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
@@ -39,7 +46,15 @@ describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router
   async function generate(agentId: string, reply: GeneratedTool, testTimeoutMs?: number) {
     const db = handle.db;
     await db.insert(agents).values({ id: agentId, name: agentId });
-    await db.insert(llmRegistry).values({ agentId, name: 'toolsmith', provider: 'scripted', model: 'scripted-toolsmith', role: 'agent', priority: 1, params: { replies: [JSON.stringify(reply)] } });
+    await db.insert(llmRegistry).values({
+      agentId,
+      name: 'toolsmith',
+      provider: 'scripted',
+      model: 'scripted-toolsmith',
+      role: 'agent',
+      priority: 1,
+      params: { replies: [JSON.stringify(reply)] },
+    });
     const docker = await requireDocker();
     const taskQueue = `toolgen-it-${agentId}`;
     const activities = createActivities({
@@ -63,24 +78,61 @@ describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router
 
   it('registers a tool whose tests pass in the sandbox, with its learning and full audit', async () => {
     const r = await generate('smith', wordFreqTool);
-    expect(r).toMatchObject({ ok: true, tool: { name: 'word_frequencies', capability: 'text.word_frequencies', version: 1 } });
+    expect(r).toMatchObject({
+      ok: true,
+      tool: { name: 'word_frequencies', capability: 'text.word_frequencies', version: 1 },
+    });
     if (!r.ok) throw new Error(r.message);
     const db = handle.db;
     const [tool] = await db.select().from(toolRegistry).where(eq(toolRegistry.name, 'word_frequencies'));
-    expect(tool).toMatchObject({ id: r.tool.id, kind: 'generated', status: 'active', capability: 'text.word_frequencies', implementation: wordFreqTool.module, tests: wordFreqTool.tests, createdBy: 'smith' });
-    expect(await db.select().from(discoveredTools).where(and(eq(discoveredTools.agentId, 'smith'), eq(discoveredTools.toolId, r.tool.id)))).toHaveLength(1);
+    expect(tool).toMatchObject({
+      id: r.tool.id,
+      kind: 'generated',
+      status: 'active',
+      capability: 'text.word_frequencies',
+      implementation: wordFreqTool.module,
+      tests: wordFreqTool.tests,
+      createdBy: 'smith',
+    });
+    expect(
+      await db
+        .select()
+        .from(discoveredTools)
+        .where(and(eq(discoveredTools.agentId, 'smith'), eq(discoveredTools.toolId, r.tool.id))),
+    ).toHaveLength(1);
     const [audit] = await db.select().from(generatedToolsAudit).where(eq(generatedToolsAudit.id, r.auditId));
-    expect(audit).toMatchObject({ agentId: 'smith', toolName: 'word_frequencies', toolId: r.tool.id, intent: 'text.word_frequencies', outcome: 'registered', mode: 'development', implementation: wordFreqTool.module, tests: wordFreqTool.tests });
+    expect(audit).toMatchObject({
+      agentId: 'smith',
+      toolName: 'word_frequencies',
+      toolId: r.tool.id,
+      intent: 'text.word_frequencies',
+      outcome: 'registered',
+      mode: 'development',
+      implementation: wordFreqTool.module,
+      tests: wordFreqTool.tests,
+    });
     expect(audit!.safetyCheck).toMatchObject({ ok: true, violations: [] });
     // The tests really ran in the sandbox image: node's test runner reported one pass.
     expect(audit!.testResult).toMatchObject({ status: 'ok', exitCode: 0, imageId: expect.stringMatching(/^sha256:/) });
     expect(String(audit!.testResult!.stdout)).toMatch(/# pass 1/);
     const learned = await db.select().from(learnings).where(eq(learnings.factPredicate, 'generated_tool'));
-    expect(learned.map((l) => [l.agentId, l.shardType, l.factArgs, l.sourceCampaign, l.confidence])).toEqual([['smith', 'tools', { name: 'word_frequencies', capability: 'text.word_frequencies' }, 'tool/smith/word_frequencies', 1]]);
+    expect(learned.map((l) => [l.agentId, l.shardType, l.factArgs, l.sourceCampaign, l.confidence])).toEqual([
+      [
+        'smith',
+        'tools',
+        { name: 'word_frequencies', capability: 'text.word_frequencies' },
+        'tool/smith/word_frequencies',
+        1,
+      ],
+    ]);
   }, 180_000);
 
   it('an unsafe tool is kept for audit only', async () => {
-    const evil = { ...wordFreqTool, name: 'evil_counter', module: `import { execSync } from 'node:child_process';\nexport async function run() { return String(execSync('id')); }\n` };
+    const evil = {
+      ...wordFreqTool,
+      name: 'evil_counter',
+      module: `import { execSync } from 'node:child_process';\nexport async function run() { return String(execSync('id')); }\n`,
+    };
     const r = await generate('trickster', evil);
     expect(r).toMatchObject({ ok: false, reason: 'unsafe_code' });
     const db = handle.db;
@@ -88,24 +140,47 @@ describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router
     const audits = await db.select().from(generatedToolsAudit).where(eq(generatedToolsAudit.agentId, 'trickster'));
     expect(audits).toHaveLength(1);
     expect(audits[0]).toMatchObject({ outcome: 'rejected_static', implementation: evil.module, testResult: null });
-    expect((audits[0]!.safetyCheck as { violations: Array<{ rule: string }> }).violations[0]!.rule).toBe('forbidden_module');
+    expect((audits[0]!.safetyCheck as { violations: Array<{ rule: string }> }).violations[0]!.rule).toBe(
+      'forbidden_module',
+    );
   }, 120_000);
 
   it('a tool whose tests fail in the sandbox is not registered', async () => {
     const broken = { ...wordFreqTool, name: 'broken_counter', module: wordFreqTool.module.replace('+ 1', '+ 2') };
     const r = await generate('clumsy', broken);
-    expect(r).toMatchObject({ ok: false, reason: 'tests_failed', message: expect.stringContaining("in 'counts words case-insensitively'") });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'tests_failed',
+      message: expect.stringContaining("in 'counts words case-insensitively'"),
+    });
     const db = handle.db;
     expect(await db.select().from(toolRegistry).where(eq(toolRegistry.name, 'broken_counter'))).toEqual([]);
     const [audit] = await db.select().from(generatedToolsAudit).where(eq(generatedToolsAudit.agentId, 'clumsy'));
-    expect(audit).toMatchObject({ outcome: 'failed_tests', testResult: expect.objectContaining({ status: 'error', exitCode: 1, reason: 'tests_failed' }) });
+    expect(audit).toMatchObject({
+      outcome: 'failed_tests',
+      testResult: expect.objectContaining({ status: 'error', exitCode: 1, reason: 'tests_failed' }),
+    });
   }, 180_000);
 
   it('tests that spin past their budget are killed in the sandbox: tests_timeout', async () => {
-    const spinner = { ...wordFreqTool, name: 'spinner', tests: `import { test } from 'node:test';\ntest('spins', () => { for (;;) {} });\n` };
+    const spinner = {
+      ...wordFreqTool,
+      name: 'spinner',
+      tests: `import { test } from 'node:test';\ntest('spins', () => { for (;;) {} });\n`,
+    };
     const r = await generate('spinner', spinner, 3000);
-    expect(r).toMatchObject({ ok: false, reason: 'tests_timeout', message: 'the tests ran past their 3000 ms budget and were killed' });
-    const [audit] = await handle.db.select().from(generatedToolsAudit).where(eq(generatedToolsAudit.agentId, 'spinner'));
-    expect(audit).toMatchObject({ outcome: 'failed_tests', testResult: expect.objectContaining({ status: 'budget_exceeded', exceeded: 'wall_time' }) });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'tests_timeout',
+      message: 'the tests ran past their 3000 ms budget and were killed',
+    });
+    const [audit] = await handle.db
+      .select()
+      .from(generatedToolsAudit)
+      .where(eq(generatedToolsAudit.agentId, 'spinner'));
+    expect(audit).toMatchObject({
+      outcome: 'failed_tests',
+      testResult: expect.objectContaining({ status: 'budget_exceeded', exceeded: 'wall_time' }),
+    });
   }, 180_000);
 });

@@ -55,25 +55,51 @@ async function install(name: 'a' | 'b'): Promise<Side> {
   const ks = await startKillableStack(`two-deployments-${name}`);
   const db = createDb(ks.dbUrl);
   await db.db.insert(agents).values({ id: agentId, name: `demo of ${name}` });
-  await db.db.insert(llmRegistry).values({ agentId, name: 'mind', provider: 'scripted', model: `install-${name}`, role: 'agent', priority: 1, params: { replies: [`Install ${name} here.`] } });
-  const env = { TEMPORAL_ADDRESS: ks.stack.temporal.address, DATABASE_URL: ks.dbUrl, NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: root, MINDLOOP_TOOLS_DIR: repoToolsDir, LOG_LEVEL: 'ERROR' };
+  await db.db.insert(llmRegistry).values({
+    agentId,
+    name: 'mind',
+    provider: 'scripted',
+    model: `install-${name}`,
+    role: 'agent',
+    priority: 1,
+    params: { replies: [`Install ${name} here.`] },
+  });
+  const env = {
+    TEMPORAL_ADDRESS: ks.stack.temporal.address,
+    DATABASE_URL: ks.dbUrl,
+    NATS_URL: testNatsUrl,
+    MINDLOOP_BUS_ROOT: root,
+    MINDLOOP_TOOLS_DIR: repoToolsDir,
+    LOG_LEVEL: 'ERROR',
+  };
   // Both workers join the same NATS under the same root: nothing but their Temporal tells them apart.
   const worker = ks.spawnWorker({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: root });
   const loop = await ks.client.workflow.start('agentLoopWorkflow', {
     taskQueue: 'mindloop',
     workflowId: `agent/${agentId}`,
-    args: [{ agentId, reflexes: false, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } } }],
+    args: [
+      { agentId, reflexes: false, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } } },
+    ],
   });
   const deployment = await resolveDeployment(testEnv({}), async () => ks.client);
   const bus = await testBus(root, { deployment: deployment.id });
   const port = await freePort();
-  const notebook = await startWorkerNotebook(testEnv({ MINDLOOP_NOTEBOOK_PORT: String(port) }), ks.stack, new TickFeed(), bus, () => undefined);
+  const notebook = await startWorkerNotebook(
+    testEnv({ MINDLOOP_NOTEBOOK_PORT: String(port) }),
+    ks.stack,
+    new TickFeed(),
+    bus,
+    () => undefined,
+  );
   const mcp = await stdioClient([], env);
   return { name, ks, db, worker, loop, deployment, bus, notebook, notebookUrl: `http://127.0.0.1:${port}`, mcp, env };
 }
 
 async function incoming(s: Side): Promise<string[]> {
-  const rows = await s.db.db.select({ text: notes.text }).from(notes).where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in')));
+  const rows = await s.db.db
+    .select({ text: notes.text })
+    .from(notes)
+    .where(and(eq(notes.agentId, agentId), eq(notes.direction, 'in')));
   return rows.map((r) => r.text).sort();
 }
 
@@ -97,7 +123,14 @@ async function liveBeats(s: Side, ms: number): Promise<FeedEvent[]> {
       text = blocks.pop() ?? '';
       for (const block of blocks) {
         if (!block.startsWith('event: beat')) continue;
-        beats.push(JSON.parse(block.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as FeedEvent);
+        beats.push(
+          JSON.parse(
+            block
+              .split('\n')
+              .find((l) => l.startsWith('data: '))!
+              .slice(6),
+          ) as FeedEvent,
+        );
       }
     }
   } catch (err) {
@@ -113,7 +146,10 @@ const cli = (s: Side, ...args: string[]) => run(process.execPath, [mindloopBin, 
 
 beforeAll(async () => {
   [a, b] = await Promise.all([install('a'), install('b')]);
-  for (const s of [a, b]) await waitFor(`install ${s.name}'s first tick`, 120_000, async () => ((await status(s)).tick >= 1 ? true : undefined));
+  for (const s of [a, b])
+    await waitFor(`install ${s.name}'s first tick`, 120_000, async () =>
+      (await status(s)).tick >= 1 ? true : undefined,
+    );
 }, 300_000);
 
 afterAll(async () => {
@@ -145,18 +181,37 @@ describe('two deployments on one NATS', () => {
         expect(r.code).toBe(0);
         expect(r.stdout).toMatch(new RegExp(`^note for demo: message [0-9a-f-]{36}, stored \\(#\\d+\\)\\n$`));
       }
-      const viaMcp = ok(await call(s.mcp.client, 'send_note', { agent_id: agentId, text: `mcp note for install ${s.name}` }));
-      expect(viaMcp).toMatchObject({ via: 'bus', subject: `${root}.${s.deployment.id}.command.agent.demo.note`, duplicate: false });
+      const viaMcp = ok(
+        await call(s.mcp.client, 'send_note', { agent_id: agentId, text: `mcp note for install ${s.name}` }),
+      );
+      expect(viaMcp).toMatchObject({
+        via: 'bus',
+        subject: `${root}.${s.deployment.id}.command.agent.demo.note`,
+        duplicate: false,
+      });
     }
-    const expected = (n: string) => [1, 2, 3].map((i) => `bus note ${i} for install ${n}`).concat(`mcp note for install ${n}`).sort();
-    for (const s of [a, b]) await waitFor(`install ${s.name}'s four notes`, 60_000, async () => ((await incoming(s)).length >= 4 ? true : undefined));
+    const expected = (n: string) =>
+      [1, 2, 3]
+        .map((i) => `bus note ${i} for install ${n}`)
+        .concat(`mcp note for install ${n}`)
+        .sort();
+    for (const s of [a, b])
+      await waitFor(`install ${s.name}'s four notes`, 60_000, async () =>
+        (await incoming(s)).length >= 4 ? true : undefined,
+      );
     // Anything crossing over would have arrived by now, with the rest of the other side's notes.
     expect(await incoming(a)).toEqual(expected('a'));
     expect(await incoming(b)).toEqual(expected('b'));
   });
 
   it('a pause and a resume over the bus reach only their own agent', async () => {
-    await sendCommand(a.bus, agentId, 'pause', { reason: 'pause install a' }, { check: async (id) => whyNotRunning(a.ks.client, id) });
+    await sendCommand(
+      a.bus,
+      agentId,
+      'pause',
+      { reason: 'pause install a' },
+      { check: async (id) => whyNotRunning(a.ks.client, id) },
+    );
     await waitFor('install a paused', 30_000, async () => ((await status(a)).paused ? true : undefined));
     const bTick = (await status(b)).tick;
     await waitFor('install b ticking on', 30_000, async () => ((await status(b)).tick > bTick + 1 ? true : undefined));
@@ -182,10 +237,13 @@ describe('two deployments on one NATS', () => {
     expect(new Set(beatsB.map((e) => (e as { model: string }).model))).toEqual(new Set(['scripted:install-b']));
     for (const s of [a, b]) {
       const hb = ok(await call(s.mcp.client, 'heartbeat'));
-      const models = new Set((hb.messages as Array<{ subject: string; payload: { model?: string } }>).map((m) => m.payload.model));
+      const models = new Set(
+        (hb.messages as Array<{ subject: string; payload: { model?: string } }>).map((m) => m.payload.model),
+      );
       expect(hb.messages.length).toBeGreaterThan(0);
       expect(models).toEqual(new Set([`scripted:install-${s.name}`]));
-      for (const m of hb.messages as Array<{ subject: string }>) expect(m.subject).toBe(`${root}.${s.deployment.id}.low.agent.demo`);
+      for (const m of hb.messages as Array<{ subject: string }>)
+        expect(m.subject).toBe(`${root}.${s.deployment.id}.low.agent.demo`);
     }
   });
 
@@ -203,7 +261,11 @@ describe('two deployments on one NATS', () => {
     expect(byMcp).toContain('no loop for agent ghost');
     expect(byMcp).toContain('nothing was sent');
 
-    const byNotebook = await fetch(`${a.notebookUrl}/api/agents/ghost/notes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'anyone there?' }) });
+    const byNotebook = await fetch(`${a.notebookUrl}/api/agents/ghost/notes`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'anyone there?' }),
+    });
     expect(byNotebook.status).toBe(404);
     expect(((await byNotebook.json()) as { error: string }).error).toContain('nothing was stored');
 
@@ -213,7 +275,13 @@ describe('two deployments on one NATS', () => {
 
     // An agent the other deployment runs is, here, an agent this deployment does not have.
     await b.db.db.insert(agents).values({ id: 'only-b', name: 'only in b' });
-    const err = await sendCommand(a.bus, 'only-b', 'pause', {}, { check: async (id) => whyNotRunning(a.ks.client, id) }).catch((e: unknown) => e);
+    const err = await sendCommand(
+      a.bus,
+      'only-b',
+      'pause',
+      {},
+      { check: async (id) => whyNotRunning(a.ks.client, id) },
+    ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CommandRefusedError);
     expect(await stored()).toBe(before);
   });
@@ -224,9 +292,17 @@ describe('two deployments on one NATS', () => {
     await sendCommand(intoB, agentId, 'note', { text: 'from install a, across' });
     // B's consumer takes commands in stream order: once B's own next note is stored, the foreign one was handled.
     await sendCommand(b.bus, agentId, 'note', { text: 'b after the foreign one' });
-    await waitFor("install b's own note", 60_000, async () => ((await incoming(b)).includes('b after the foreign one') ? true : undefined));
+    await waitFor("install b's own note", 60_000, async () =>
+      (await incoming(b)).includes('b after the foreign one') ? true : undefined,
+    );
     expect(await incoming(b)).not.toContain('from install a, across');
     expect(await incoming(a)).not.toContain('from install a, across');
-    await until(async () => (await jetstreamManager(b.bus.nc).then((m) => m.streams.info(commandStreamName(b.bus.root)))).state.messages === 0, 'b’s stream empty', 10_000);
+    await until(
+      async () =>
+        (await jetstreamManager(b.bus.nc).then((m) => m.streams.info(commandStreamName(b.bus.root)))).state.messages ===
+        0,
+      'b’s stream empty',
+      10_000,
+    );
   });
 });

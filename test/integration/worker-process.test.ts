@@ -51,41 +51,49 @@ describe('a worker process for chosen queues', () => {
       ...env,
     });
 
-  it.skipIf(!engine)('polls sandbox and speech-cpu (the speech engine, not mindloop) and stops both on SIGINT', async () => {
-    const child = spawnWorker();
-    try {
-      const deadline = Date.now() + 180_000;
-      while (Date.now() < deadline && !child.output().stdout.includes('worker polling')) {
-        if (child.exitCode !== null) throw new Error(`worker exited: ${child.output().stderr}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      expect(child.output().stdout).toMatch(/worker polling sandbox, speech-cpu \(speech engine, pid \d+, log .*speech-worker-cpu\.log\)/);
-      const enginePid = Number(/speech engine, pid (\d+)/.exec(child.output().stdout)![1]);
-      let sandbox = 0;
-      let speech = 0;
-      while (Date.now() < deadline && (sandbox === 0 || speech === 0)) {
-        [sandbox, speech] = await Promise.all([pollers('sandbox', 'ACTIVITY'), pollers('speech-cpu', 'ACTIVITY')]);
-        await new Promise((r) => setTimeout(r, 300));
-      }
-      expect(sandbox).toBeGreaterThan(0);
-      expect(speech).toBeGreaterThan(0);
-      expect(await pollers('speech-gpu', 'ACTIVITY')).toBe(0);
-      expect(await pollers('mindloop', 'WORKFLOW')).toBe(0);
+  it.skipIf(!engine)(
+    'polls sandbox and speech-cpu (the speech engine, not mindloop) and stops both on SIGINT',
+    async () => {
+      const child = spawnWorker();
+      try {
+        const deadline = Date.now() + 180_000;
+        while (Date.now() < deadline && !child.output().stdout.includes('worker polling')) {
+          if (child.exitCode !== null) throw new Error(`worker exited: ${child.output().stderr}`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        expect(child.output().stdout).toMatch(
+          /worker polling sandbox, speech-cpu \(speech engine, pid \d+, log .*speech-worker-cpu\.log\)/,
+        );
+        const enginePid = Number(/speech engine, pid (\d+)/.exec(child.output().stdout)![1]);
+        let sandbox = 0;
+        let speech = 0;
+        while (Date.now() < deadline && (sandbox === 0 || speech === 0)) {
+          [sandbox, speech] = await Promise.all([pollers('sandbox', 'ACTIVITY'), pollers('speech-cpu', 'ACTIVITY')]);
+          await new Promise((r) => setTimeout(r, 300));
+        }
+        expect(sandbox).toBeGreaterThan(0);
+        expect(speech).toBeGreaterThan(0);
+        expect(await pollers('speech-gpu', 'ACTIVITY')).toBe(0);
+        expect(await pollers('mindloop', 'WORKFLOW')).toBe(0);
 
-      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-      child.kill('SIGINT');
-      expect(await exited).toBe(0);
-      expect(pidAlive(enginePid)).toBe(false);
-    } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
-  }, 240_000);
+        const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+        child.kill('SIGINT');
+        expect(await exited).toBe(0);
+        expect(pidAlive(enginePid)).toBe(false);
+      } finally {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      }
+    },
+    240_000,
+  );
 
   it('without the speech engine, a speech queue is refused with how to install it', async () => {
     // A tools dir with no venv in it: no engine.
     const child = spawnWorker({ MINDLOOP_TOOLS_DIR: join(data.path, 'no-tools') });
     const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
     expect(code).toBe(1);
-    expect(child.output().stderr).toMatch(/speech \(speech-cpu\): the speech engine is not installed: run `npm run setup`/);
+    expect(child.output().stderr).toMatch(
+      /speech \(speech-cpu\): the speech engine is not installed: run `npm run setup`/,
+    );
   }, 120_000);
 });

@@ -32,7 +32,8 @@ describe('BoundedBuffer', () => {
   });
 
   it('refuses a capacity that is not a positive integer', () => {
-    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) expect(() => new BoundedBuffer(bad)).toThrow(/positive integer/);
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => new BoundedBuffer(bad)).toThrow(/positive integer/);
   });
 
   it('property: against a model, any pushes and drains give the same items and counts, and pushed = drained + held + dropped', () => {
@@ -57,7 +58,12 @@ describe('BoundedBuffer', () => {
             } else expect(out).toBeUndefined();
           } else {
             const d = b.drain();
-            expect(d).toEqual({ items: model, countBefore: model.length, droppedSinceLast: droppedSince, droppedTotal });
+            expect(d).toEqual({
+              items: model,
+              countBefore: model.length,
+              droppedSinceLast: droppedSince,
+              droppedTotal,
+            });
             drained += d.items.length;
             model = [];
             droppedSince = 0;

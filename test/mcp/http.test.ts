@@ -70,17 +70,37 @@ describe('MCP bridge over streamable HTTP', () => {
       expect(t.description?.length).toBeGreaterThan(40);
       expect(t.inputSchema.type).toBe('object');
     }
-    expect(tools.find((t) => t.name === 'publish')!.inputSchema.required).toEqual(['subject', 'message_type', 'payload']);
+    expect(tools.find((t) => t.name === 'publish')!.inputSchema.required).toEqual([
+      'subject',
+      'message_type',
+      'payload',
+    ]);
     expect(c.errors).toEqual([]);
   });
 
   it('publish: a subscriber on the bus gets the message, relative or absolute subject', async () => {
     const c = await connect();
     const w = await watch(`${root}.dev.request.*`, 'EchoRequest');
-    const a = ok(await call(c.client, 'publish', { subject: 'dev.request.mcp', message_type: 'EchoRequest', payload: { ping: 'relative' } }));
-    const b = ok(await call(c.client, 'publish', { subject: `${root}.dev.request.mcp`, message_type: 'EchoRequest', payload: { ping: 'absolute' } }));
+    const a = ok(
+      await call(c.client, 'publish', {
+        subject: 'dev.request.mcp',
+        message_type: 'EchoRequest',
+        payload: { ping: 'relative' },
+      }),
+    );
+    const b = ok(
+      await call(c.client, 'publish', {
+        subject: `${root}.dev.request.mcp`,
+        message_type: 'EchoRequest',
+        payload: { ping: 'absolute' },
+      }),
+    );
     expect(a.message_id).toBe(a.header.message_id);
-    expect(a).toMatchObject({ subject: `${root}.dev.request.mcp`, flushed: true, header: { message_type: 'EchoRequest', schema: { generation: 1, version: '1.0' } } });
+    expect(a).toMatchObject({
+      subject: `${root}.dev.request.mcp`,
+      flushed: true,
+      header: { message_type: 'EchoRequest', schema: { generation: 1, version: '1.0' } },
+    });
     await until(() => w.got.length === 2, 'both messages');
     expect(w.got.map((m) => m.payload)).toEqual([{ ping: 'relative' }, { ping: 'absolute' }]);
     expect(w.got.map((m) => m.header.message_id)).toEqual([a.header.message_id, b.header.message_id]);
@@ -89,47 +109,133 @@ describe('MCP bridge over streamable HTTP', () => {
 
   it('request: the echo agent answers; nobody listening is no_responders; silence is timeout', async () => {
     const c = await connect();
-    const r = ok(await call(c.client, 'request', { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'over mcp' }, expect: 'EchoResponse' }));
-    expect(r.answer).toMatchObject({ subject: `${root}.dev.request.echo`, payload: { pong: 'over mcp', agent: 'echo-v1' }, header: { message_type: 'EchoResponse', in_reply_to: expect.any(String) } });
-    expect(refused(await call(c.client, 'request', { subject: 'dev.request.nobody', message_type: 'EchoRequest', payload: { ping: 'x' }, expect: 'EchoResponse' }))).toMatch(/^request failed \(no_responders\): nobody answers on/);
+    const r = ok(
+      await call(c.client, 'request', {
+        subject: 'dev.request.echo',
+        message_type: 'EchoRequest',
+        payload: { ping: 'over mcp' },
+        expect: 'EchoResponse',
+      }),
+    );
+    expect(r.answer).toMatchObject({
+      subject: `${root}.dev.request.echo`,
+      payload: { pong: 'over mcp', agent: 'echo-v1' },
+      header: { message_type: 'EchoResponse', in_reply_to: expect.any(String) },
+    });
+    expect(
+      refused(
+        await call(c.client, 'request', {
+          subject: 'dev.request.nobody',
+          message_type: 'EchoRequest',
+          payload: { ping: 'x' },
+          expect: 'EchoResponse',
+        }),
+      ),
+    ).toMatch(/^request failed \(no_responders\): nobody answers on/);
     const mute = observer.nc.subscribe(`${root}.dev.request.mute`);
     await observer.flush();
     const started = Date.now();
-    expect(refused(await call(c.client, 'request', { subject: 'dev.request.mute', message_type: 'EchoRequest', payload: { ping: 'x' }, expect: 'EchoResponse', timeout_ms: 300 }))).toMatch(/^request failed \(timeout\): no answer .* within 300 ms/);
+    expect(
+      refused(
+        await call(c.client, 'request', {
+          subject: 'dev.request.mute',
+          message_type: 'EchoRequest',
+          payload: { ping: 'x' },
+          expect: 'EchoResponse',
+          timeout_ms: 300,
+        }),
+      ),
+    ).toMatch(/^request failed \(timeout\): no answer .* within 300 ms/);
     expect(Date.now() - started).toBeLessThan(5000);
     mute.unsubscribe();
-    expect(refused(await call(c.client, 'request', { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'x' }, expect: 'NoSuchType' }))).toMatch(/unknown_type.*NoSuchType/);
-    expect(refused(await call(c.client, 'request', { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { ping: 'x' }, expect: 'EchoResponse', timeout_ms: 60_001 }))).toMatch(/Input validation error/);
+    expect(
+      refused(
+        await call(c.client, 'request', {
+          subject: 'dev.request.echo',
+          message_type: 'EchoRequest',
+          payload: { ping: 'x' },
+          expect: 'NoSuchType',
+        }),
+      ),
+    ).toMatch(/unknown_type.*NoSuchType/);
+    expect(
+      refused(
+        await call(c.client, 'request', {
+          subject: 'dev.request.echo',
+          message_type: 'EchoRequest',
+          payload: { ping: 'x' },
+          expect: 'EchoResponse',
+          timeout_ms: 60_001,
+        }),
+      ),
+    ).toMatch(/Input validation error/);
   });
 
   it('subscribe → the heartbeat hands over what arrived (refused messages counted, not buffered); unsubscribe stops it', async () => {
     const c = await connect();
     const s = ok(await call(c.client, 'subscribe', { subject: 'high.agent.*.reply' }));
-    expect(s).toMatchObject({ subscription: 'sub-1', subject: `${root}.high.agent.*.reply`, already_subscribed: false });
-    expect(ok(await call(c.client, 'subscribe', { subject: `${root}.high.agent.*.reply` }))).toMatchObject({ subscription: 'sub-1', already_subscribed: true });
+    expect(s).toMatchObject({
+      subscription: 'sub-1',
+      subject: `${root}.high.agent.*.reply`,
+      already_subscribed: false,
+    });
+    expect(ok(await call(c.client, 'subscribe', { subject: `${root}.high.agent.*.reply` }))).toMatchObject({
+      subscription: 'sub-1',
+      already_subscribed: true,
+    });
     ok(await call(c.client, 'subscribe', { subject: 'dev.sentinel' }));
-    for (let tick = 1; tick <= 3; tick++) observer.publish(observer.subjects.agentEvent('a.1', 'reply'), 'AgentReply', { agent_id: 'a.1', tick, summary: `tick ${tick}`, commands: 0, confidence: null });
+    for (let tick = 1; tick <= 3; tick++)
+      observer.publish(observer.subjects.agentEvent('a.1', 'reply'), 'AgentReply', {
+        agent_id: 'a.1',
+        tick,
+        summary: `tick ${tick}`,
+        commands: 0,
+        confidence: null,
+      });
     observer.nc.publish(`${root}.high.agent.x.reply`, JSON.stringify({ header: { nope: true }, payload: {} }));
     await observer.flush();
     const got = await collect(c, 3);
     expect(got.map((m) => m.payload.tick)).toEqual([1, 2, 3]);
-    expect(got[0]).toMatchObject({ subject: `${root}.high.agent.a~2E1.reply`, header: { message_type: 'AgentReply' }, received_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+    expect(got[0]).toMatchObject({
+      subject: `${root}.high.agent.a~2E1.reply`,
+      header: { message_type: 'AgentReply' },
+      received_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
     const hb = ok(await call(c.client, 'heartbeat'));
-    expect(hb.bus).toMatchObject({ connected: true, root, rejections: { session: 1, session_by_reason: { bad_header: 1 } } });
+    expect(hb.bus).toMatchObject({
+      connected: true,
+      root,
+      rejections: { session: 1, session_by_reason: { bad_header: 1 } },
+    });
     expect(hb.subscriptions).toEqual([
       { id: 'sub-1', subject: `${root}.high.agent.*.reply` },
       { id: 'sub-2', subject: `${root}.dev.sentinel` },
     ]);
 
-    expect(ok(await call(c.client, 'unsubscribe', { subscription: 'sub-1' }))).toMatchObject({ unsubscribed: 'sub-1', subject: `${root}.high.agent.*.reply` });
-    observer.publish(observer.subjects.agentEvent('a.1', 'reply'), 'AgentReply', { agent_id: 'a.1', tick: 4, summary: 'unheard', commands: 0, confidence: null });
+    expect(ok(await call(c.client, 'unsubscribe', { subscription: 'sub-1' }))).toMatchObject({
+      unsubscribed: 'sub-1',
+      subject: `${root}.high.agent.*.reply`,
+    });
+    observer.publish(observer.subjects.agentEvent('a.1', 'reply'), 'AgentReply', {
+      agent_id: 'a.1',
+      tick: 4,
+      summary: 'unheard',
+      commands: 0,
+      confidence: null,
+    });
     observer.publish(`${root}.dev.sentinel`, 'EchoRequest', { ping: 'after' });
     const after = await collect(c, 1);
     // The sentinel was published after the reply, on the same connection: had the reply been heard, it would be here first.
     expect(after.map((m) => m.subject)).toEqual([`${root}.dev.sentinel`]);
-    expect(refused(await call(c.client, 'unsubscribe', {}))).toMatch(/name the subscription to stop: .*sub-2 \(.*dev\.sentinel\)/);
-    expect(ok(await call(c.client, 'unsubscribe', { subject: 'dev.sentinel' }))).toMatchObject({ unsubscribed: 'sub-2' });
-    expect(refused(await call(c.client, 'unsubscribe', { subscription: 'sub-1' }))).toMatch(/no subscription "sub-1" in this session; it holds: none/);
+    expect(refused(await call(c.client, 'unsubscribe', {}))).toMatch(
+      /name the subscription to stop: .*sub-2 \(.*dev\.sentinel\)/,
+    );
+    expect(ok(await call(c.client, 'unsubscribe', { subject: 'dev.sentinel' }))).toMatchObject({
+      unsubscribed: 'sub-2',
+    });
+    expect(refused(await call(c.client, 'unsubscribe', { subscription: 'sub-1' }))).toMatch(
+      /no subscription "sub-1" in this session; it holds: none/,
+    );
   });
 
   it('refusals name their reason and lose nothing: allow-list, schema registry, hostile subjects, bad arguments', async () => {
@@ -140,14 +246,51 @@ describe('MCP bridge over streamable HTTP', () => {
     const commands = await watch(`${root}.command.>`);
 
     const note = { subject: 'command.agent.x.note', message_type: 'AgentNote', payload: { text: 'sneaky' } };
-    expect(refused(await call(c.client, 'publish', note))).toMatch(/^refused: publishing to .*command\.agent\.x\.note is not allowed: .*allow-list \(dev\.>, low\.>, high\.>, staging\.>\)/);
+    expect(refused(await call(c.client, 'publish', note))).toMatch(
+      /^refused: publishing to .*command\.agent\.x\.note is not allowed: .*allow-list \(dev\.>, low\.>, high\.>, staging\.>\)/,
+    );
     expect(refused(await call(c.client, 'request', { ...note, expect: 'EchoResponse' }))).toMatch(/not allowed/);
-    expect(refused(await call(c.client, 'publish', { subject: 'meta.health.buffer_drop', message_type: 'BufferDrop', payload: { buffer: 'x', capacity: 1, dropped: 1, dropped_total: 1 } }))).toMatch(/not allowed/);
+    expect(
+      refused(
+        await call(c.client, 'publish', {
+          subject: 'meta.health.buffer_drop',
+          message_type: 'BufferDrop',
+          payload: { buffer: 'x', capacity: 1, dropped: 1, dropped_total: 1 },
+        }),
+      ),
+    ).toMatch(/not allowed/);
 
-    expect(refused(await call(c.client, 'publish', { subject: 'dev.request.echo', message_type: 'EchoRequest', payload: { pong: 1 } }))).toMatch(/^refused by the schema registry \(bad_payload\): EchoRequest 1\.0: /);
-    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'AgentReply', payload: { agent_id: 'a', tick: 1, summary: 's', commands: 0, confidence: null } }))).toMatch(/\(wrong_namespace\).*AgentReply travels in high, not dev/);
-    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'Nope', payload: {} }))).toMatch(/\(unknown_type\)/);
-    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'EchoRequest', payload: { ping: 'x' }, version: '1.1-alpha' }))).toMatch(/\(unknown_version\)/);
+    expect(
+      refused(
+        await call(c.client, 'publish', {
+          subject: 'dev.request.echo',
+          message_type: 'EchoRequest',
+          payload: { pong: 1 },
+        }),
+      ),
+    ).toMatch(/^refused by the schema registry \(bad_payload\): EchoRequest 1\.0: /);
+    expect(
+      refused(
+        await call(c.client, 'publish', {
+          subject: 'dev.x',
+          message_type: 'AgentReply',
+          payload: { agent_id: 'a', tick: 1, summary: 's', commands: 0, confidence: null },
+        }),
+      ),
+    ).toMatch(/\(wrong_namespace\).*AgentReply travels in high, not dev/);
+    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'Nope', payload: {} }))).toMatch(
+      /\(unknown_type\)/,
+    );
+    expect(
+      refused(
+        await call(c.client, 'publish', {
+          subject: 'dev.x',
+          message_type: 'EchoRequest',
+          payload: { ping: 'x' },
+          version: '1.1-alpha',
+        }),
+      ),
+    ).toMatch(/\(unknown_version\)/);
 
     for (const [subject, why] of [
       ['>', /wildcard/],
@@ -158,15 +301,23 @@ describe('MCP bridge over streamable HTTP', () => {
       ['$JS.API.INFO', /token "\$JS"/],
       ['other.root.dev.x', /outside the bus root/],
     ] as const) {
-      expect(refused(await call(c.client, 'publish', { subject, message_type: 'EchoRequest', payload: { ping: 'x' } }))).toMatch(why);
+      expect(
+        refused(await call(c.client, 'publish', { subject, message_type: 'EchoRequest', payload: { ping: 'x' } })),
+      ).toMatch(why);
     }
     expect(refused(await call(c.client, 'subscribe', { subject: '$SYS.>' }))).toMatch(/token "\$SYS"/);
     expect(refused(await call(c.client, 'subscribe', { subject: 'elsewhere.>' }))).toMatch(/outside the bus root/);
-    expect(refused(await call(c.client, 'subscribe', { subject: 'mindloop.command.>' }))).toMatch(/outside the bus root/);
+    expect(refused(await call(c.client, 'subscribe', { subject: 'mindloop.command.>' }))).toMatch(
+      /outside the bus root/,
+    );
     expect(refused(await call(c.client, 'subscribe', { subject: 'dev. x' }))).toMatch(/whitespace/);
 
-    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'EchoRequest' }))).toMatch(/Input validation error.*payload/s);
-    expect(refused(await call(c.client, 'publish', { subject: 42, message_type: 'EchoRequest', payload: {} }))).toMatch(/Input validation error/);
+    expect(refused(await call(c.client, 'publish', { subject: 'dev.x', message_type: 'EchoRequest' }))).toMatch(
+      /Input validation error.*payload/s,
+    );
+    expect(refused(await call(c.client, 'publish', { subject: 42, message_type: 'EchoRequest', payload: {} }))).toMatch(
+      /Input validation error/,
+    );
     expect(refused(await call(c.client, 'no_such_tool'))).toMatch(/Tool no_such_tool not found/);
 
     // Nothing refused went out, and what was buffered before is all still there.
@@ -187,18 +338,46 @@ describe('MCP bridge over streamable HTTP', () => {
     await until(() => session.state.buffer.droppedTotal === 150, 'all 250 at the bridge');
 
     const first = ok(await call(c.client, 'heartbeat'));
-    expect(first).toMatchObject({ buffer_capacity: 100, current_count: 100, messages_dropped_since_last_heartbeat: 150, messages_dropped_total: 150, buffer_drop_published: true });
-    expect(first.messages.map((m: { payload: { ping: string } }) => m.payload.ping)).toEqual(Array.from({ length: 100 }, (_, i) => String(150 + i)));
+    expect(first).toMatchObject({
+      buffer_capacity: 100,
+      current_count: 100,
+      messages_dropped_since_last_heartbeat: 150,
+      messages_dropped_total: 150,
+      buffer_drop_published: true,
+    });
+    expect(first.messages.map((m: { payload: { ping: string } }) => m.payload.ping)).toEqual(
+      Array.from({ length: 100 }, (_, i) => String(150 + i)),
+    );
     expect(first.oldest_message_age_ms).toBeGreaterThanOrEqual(0);
     await until(() => drops.got.length === 1, 'the BufferDrop');
-    expect(drops.got[0]!.payload).toEqual({ buffer: `mcp-bridge:${session.id}`, capacity: 100, dropped: 150, dropped_total: 150 });
+    expect(drops.got[0]!.payload).toEqual({
+      buffer: `mcp-bridge:${session.id}`,
+      capacity: 100,
+      dropped: 150,
+      dropped_total: 150,
+    });
 
     const second = ok(await call(c.client, 'heartbeat'));
-    expect(second).toMatchObject({ current_count: 0, messages_dropped_since_last_heartbeat: 0, messages_dropped_total: 150, oldest_message_age_ms: null, buffer_drop_published: false, messages: [] });
+    expect(second).toMatchObject({
+      current_count: 0,
+      messages_dropped_since_last_heartbeat: 0,
+      messages_dropped_total: 150,
+      oldest_message_age_ms: null,
+      buffer_drop_published: false,
+      messages: [],
+    });
     // A sentinel from the bridge's own connection, on the same subject: any second BufferDrop would arrive before it.
-    bridgeBus.publish(bridgeBus.subjects.bufferDrop(), 'BufferDrop', { buffer: 'sentinel', capacity: 1, dropped: 1, dropped_total: 1 });
+    bridgeBus.publish(bridgeBus.subjects.bufferDrop(), 'BufferDrop', {
+      buffer: 'sentinel',
+      capacity: 1,
+      dropped: 1,
+      dropped_total: 1,
+    });
     await until(() => drops.got.some((m) => (m.payload as { buffer: string }).buffer === 'sentinel'), 'the sentinel');
-    expect(drops.got.map((m) => (m.payload as { buffer: string }).buffer)).toEqual([`mcp-bridge:${session.id}`, 'sentinel']);
+    expect(drops.got.map((m) => (m.payload as { buffer: string }).buffer)).toEqual([
+      `mcp-bridge:${session.id}`,
+      'sentinel',
+    ]);
     drops.stop();
   });
 
@@ -216,7 +395,15 @@ describe('MCP bridge over streamable HTTP', () => {
     await until(() => !http.bridge.sessions.has(sa.id), 'the session gone');
     expect(sa.state.subscriptions).toEqual([]);
     // The closed session's id is not served any more.
-    const gone = await fetch(http.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sa.id }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+    const gone = await fetch(http.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': sa.id,
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
     expect(gone.status).toBe(404);
     observer.publish(`${root}.dev.shared`, 'EchoRequest', { ping: 'two' });
     expect((await collect(b, 1)).map((m) => m.payload.ping)).toEqual(['two']);
@@ -224,16 +411,32 @@ describe('MCP bridge over streamable HTTP', () => {
 });
 
 const token = 'tok-0123456789abcdef0123456789abcdef';
-const initialize = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+const initialize = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+});
 
 /** A raw HTTP POST (Host and Origin as given, which fetch would not let us set). */
-function rawPost(url: string, headers: Record<string, string>, body = initialize): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+function rawPost(
+  url: string,
+  headers: Record<string, string>,
+  body = initialize,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
-      let data = '';
-      res.on('data', (d: Buffer) => (data += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data, headers: res.headers }));
-    });
+    const req = httpRequest(
+      url,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      },
+      (res) => {
+        let data = '';
+        res.on('data', (d: Buffer) => (data += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data, headers: res.headers }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -241,8 +444,12 @@ function rawPost(url: string, headers: Record<string, string>, body = initialize
 
 describe('MCP bridge over HTTP: who may talk to it', () => {
   it('refuses to bind a non-loopback address without a token, and a token too short to be one', async () => {
-    await expect(startHttpBridge({ bus: bridgeBus, host: '0.0.0.0', port: 0 })).rejects.toThrow(/refusing to bind 0\.0\.0\.0 without a token/);
-    await expect(startHttpBridge({ bus: bridgeBus, host: '0.0.0.0', port: 0, token: 'short' })).rejects.toThrow(/at least 16 characters/);
+    await expect(startHttpBridge({ bus: bridgeBus, host: '0.0.0.0', port: 0 })).rejects.toThrow(
+      /refusing to bind 0\.0\.0\.0 without a token/,
+    );
+    await expect(startHttpBridge({ bus: bridgeBus, host: '0.0.0.0', port: 0, token: 'short' })).rejects.toThrow(
+      /at least 16 characters/,
+    );
   });
 
   it('bound to 0.0.0.0 with a token: 401 without it or with a wrong one, served with it', async () => {
@@ -254,7 +461,10 @@ describe('MCP bridge over HTTP: who may talk to it', () => {
       expect(none.headers['www-authenticate']).toBe('Bearer');
       expect((await rawPost(url, { authorization: `Bearer ${token}x` })).status).toBe(401);
       expect((await rawPost(url, { authorization: token })).status).toBe(401);
-      await expect(httpClient(url, 'wrong-token-0123456789')).rejects.toMatchObject({ code: 401, message: expect.stringMatching(/unauthorized/) });
+      await expect(httpClient(url, 'wrong-token-0123456789')).rejects.toMatchObject({
+        code: 401,
+        message: expect.stringMatching(/unauthorized/),
+      });
       await expect(httpClient(url)).rejects.toMatchObject({ code: 401 });
       const c = await httpClient(url, token);
       expect(ok(await call(c.client, 'heartbeat')).bus.connected).toBe(true);
@@ -288,7 +498,9 @@ describe('MCP bridge over HTTP: who may talk to it', () => {
     expect(fine.status).toBe(200);
     expect(fine.headers['mcp-session-id']).toEqual(expect.any(String));
     expect((await rawPost(http.url.replace('/mcp', '/other'), {})).status).toBe(404);
-    expect((await rawPost(http.url, {}, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }))).status).toBe(400);
+    expect((await rawPost(http.url, {}, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }))).status).toBe(
+      400,
+    );
     expect((await rawPost(http.url, {}, '{not json')).status).toBe(400);
     expect((await rawPost(http.url, { 'mcp-session-id': 'no-such-session' })).status).toBe(404);
   });

@@ -54,7 +54,24 @@ describe('resolveSubject', () => {
   });
 
   it('property: whatever it accepts lies under the root, in a namespace, with no whitespace', () => {
-    const token = fc.oneof(fc.constantFrom('dev', 'low', 'high', 'command', 'meta', 'staging', '*', '>', 'acme', 'mindloop', '', '$JS', 'a b'), fc.string({ maxLength: 6 }));
+    const token = fc.oneof(
+      fc.constantFrom(
+        'dev',
+        'low',
+        'high',
+        'command',
+        'meta',
+        'staging',
+        '*',
+        '>',
+        'acme',
+        'mindloop',
+        '',
+        '$JS',
+        'a b',
+      ),
+      fc.string({ maxLength: 6 }),
+    );
     fc.assert(
       fc.property(fc.array(token, { minLength: 1, maxLength: 6 }), fc.boolean(), (tokens, wildcards) => {
         const raw = tokens.join('.');
@@ -89,10 +106,15 @@ describe('subjectMatches', () => {
 
   it('property: agrees with a regular-expression reference', () => {
     const tok = fc.constantFrom('a', 'b', 'c');
-    const pat = fc.tuple(fc.array(fc.oneof(tok, fc.constant('*')), { maxLength: 4 }), fc.boolean()).map(([ts, tail]) => [...ts, ...(tail ? ['>'] : [])]).filter((ts) => ts.length > 0);
+    const pat = fc
+      .tuple(fc.array(fc.oneof(tok, fc.constant('*')), { maxLength: 4 }), fc.boolean())
+      .map(([ts, tail]) => [...ts, ...(tail ? ['>'] : [])])
+      .filter((ts) => ts.length > 0);
     fc.assert(
       fc.property(pat, fc.array(tok, { minLength: 1, maxLength: 5 }), (p, s) => {
-        const re = new RegExp(`^${p.map((t) => (t === '*' ? '[^.]+' : t === '>' ? '[^.]+(?:\\.[^.]+)*' : t)).join('\\.')}$`);
+        const re = new RegExp(
+          `^${p.map((t) => (t === '*' ? '[^.]+' : t === '>' ? '[^.]+(?:\\.[^.]+)*' : t)).join('\\.')}$`,
+        );
         expect(subjectMatches(p.join('.'), s.join('.'))).toBe(re.test(s.join('.')));
       }),
     );
@@ -102,10 +124,13 @@ describe('subjectMatches', () => {
 describe('PublishAllowList', () => {
   it('by default: dev, low, high and staging; never command or meta', () => {
     const allow = new PublishAllowList(root);
-    for (const ok of ['dev.request.echo', 'high.agent.x.reply', 'low.agent.x', 'staging.command.agent.x.note']) expect(allow.allows(send(ok))).toBe(true);
+    for (const ok of ['dev.request.echo', 'high.agent.x.reply', 'low.agent.x', 'staging.command.agent.x.note'])
+      expect(allow.allows(send(ok))).toBe(true);
     for (const no of ['command.agent.x.note', 'command.agent.x.pause', 'meta.health.buffer_drop', 'meta.attention.x']) {
       expect(allow.allows(send(no))).toBe(false);
-      expect(() => allow.check(send(no))).toThrow(/not allowed: .*allow-list \(dev\.>, low\.>, high\.>, staging\.>\).*--allow <pattern>.*send_note/);
+      expect(() => allow.check(send(no))).toThrow(
+        /not allowed: .*allow-list \(dev\.>, low\.>, high\.>, staging\.>\).*--allow <pattern>.*send_note/,
+      );
     }
   });
 

@@ -42,7 +42,16 @@ import { subAgentBriefs, type EscalationInput, type OversightAnswer } from '../.
 import type { CampaignInput } from '../../core/campaign.js';
 import type { SpawnResult } from '../../core/society/spawn.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
-import { agentConfig, agents, concepts, diaryEntries, learnings, llmRecentResponses, llmRegistry, processLog } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  concepts,
+  diaryEntries,
+  learnings,
+  llmRecentResponses,
+  llmRegistry,
+  processLog,
+} from '../../db/schema/index.js';
 import { ensureBudget } from '../../db/queries/lifeforce.js';
 import { linkPeers } from '../../db/queries/peers.js';
 import { eq } from 'drizzle-orm';
@@ -65,16 +74,34 @@ import { neutralReflexReplies } from '../helpers/scripted.js';
 import { readUntil, sleep } from '../helpers/wait.js';
 import { fakeEngine, writeWav } from '../speech-organ/helpers.js';
 
-const scenarios = ['agent', 'campaign', 'escalation', 'fork', 'decay', 'maintenance', 'nerve', 'peers', 'isolation', 'spawn', 'speech', 'toolgen'] as const;
+const scenarios = [
+  'agent',
+  'campaign',
+  'escalation',
+  'fork',
+  'decay',
+  'maintenance',
+  'nerve',
+  'peers',
+  'isolation',
+  'spawn',
+  'speech',
+  'toolgen',
+] as const;
 type Scenario = (typeof scenarios)[number];
 const asked = process.argv.slice(2);
-for (const a of asked) if (!(scenarios as readonly string[]).includes(a)) throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
+for (const a of asked)
+  if (!(scenarios as readonly string[]).includes(a))
+    throw new Error(`unknown scenario '${a}' (known: ${scenarios.join(', ')})`);
 const wanted = new Set<Scenario>(asked.length ? (asked as Scenario[]) : scenarios);
 
 const out = join(import.meta.dirname, 'histories');
 /** The peers scenario's agents: their thinks by call order (a message, an answer and ratings, a question). */
 const peerThinks = new Map<string, number>();
-function peerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined): string | undefined {
+function peerReply(
+  messages: Array<{ role: string; content: string }>,
+  purpose: string | undefined,
+): string | undefined {
   if (purpose === 'llm_task') return 'An answer from the helper model.';
   const who = /\(agent id (peer-[ab])\)/.exec(messages.find((m) => m.role === 'system')?.content ?? '')?.[1];
   if (!who) return undefined;
@@ -100,20 +127,36 @@ function peerReply(messages: Array<{ role: string; content: string }>, purpose: 
   ])}`;
 }
 /** The isolation scenario's agent: a diary entry each tick (so each tick applies a command). */
-function lonerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined): string | undefined {
+function lonerReply(
+  messages: Array<{ role: string; content: string }>,
+  purpose: string | undefined,
+): string | undefined {
   if (!/\(agent id loner\)/.test(messages.find((m) => m.role === 'system')?.content ?? '')) return undefined;
   if (purpose !== undefined && purpose !== 'think') return neutralReflexReplies[purpose] ?? 'calm:2 (steady)';
   const tick = /tick (\d+), time/.exec(messages.map((m) => m.content).join('\n'))?.[1] ?? '?';
   return `Alone or not, a note for tick ${tick}.\n${renderCommandBlock([{ cmdId: 'd', type: 'diary.add', args: { title: `tick ${tick}`, content: 'still here' } }])}`;
 }
 /** The spawn scenario's parent: it asks for a newborn at its first tick. */
-function spawnerReply(messages: Array<{ role: string; content: string }>, purpose: string | undefined, callIndex: number): string | undefined {
+function spawnerReply(
+  messages: Array<{ role: string; content: string }>,
+  purpose: string | undefined,
+  callIndex: number,
+): string | undefined {
   if (!/\(agent id spawner\)/.test(messages.find((m) => m.role === 'system')?.content ?? '')) return undefined;
   if (purpose !== undefined && purpose !== 'think') return neutralReflexReplies[purpose] ?? 'calm:2 (steady)';
-  return callIndex === 0 ? `Time for a child.\n${renderCommandBlock([{ cmdId: 's', type: 'spawn', args: { type: 'newborn', name: 'spawnling', goals: ['look around'] } }])}` : 'Waiting to hear from the child.';
+  return callIndex === 0
+    ? `Time for a child.\n${renderCommandBlock([{ cmdId: 's', type: 'spawn', args: { type: 'newborn', name: 'spawnling', goals: ['look around'] } }])}`
+    : 'Waiting to hear from the child.';
 }
 const oversightAnswer = (a: Partial<OversightAnswer>): string =>
-  JSON.stringify({ verdict: 'approve', solution: 'Use a t-test.', teaching_moment: 'Check the variances first.', recommended_tools: [], needs_human: false, ...a });
+  JSON.stringify({
+    verdict: 'approve',
+    solution: 'Use a t-test.',
+    teaching_moment: 'Check the variances first.',
+    recommended_tools: [],
+    needs_human: false,
+    ...a,
+  });
 const data = tempDir('record');
 const stack = await startStack({
   env: testEnv({ MINDLOOP_DATA_DIR: data.path, TEMPORAL_PORT: await freePort(), PGLITE_PORT: await freePort() }),
@@ -122,12 +165,26 @@ const stack = await startStack({
 try {
   const db = stack.db.db;
   await db.insert(agents).values({ id: 'recorder', name: 'Recorder' });
-  await db.insert(llmRegistry).values({ agentId: 'recorder', name: 'script', provider: 'scripted', model: 'scripted-recorder', role: 'agent', priority: 1 });
+  await db.insert(llmRegistry).values({
+    agentId: 'recorder',
+    name: 'script',
+    provider: 'scripted',
+    model: 'scripted-recorder',
+    role: 'agent',
+    priority: 1,
+  });
   if (wanted.has('campaign')) await db.insert(agents).values({ id: 'campaigner', name: 'Campaigner' });
   if (wanted.has('escalation')) {
     await createToolActivities({ db }).ensureBuiltinTools();
     await db.insert(agents).values({ id: 'escalator', name: 'Escalator' });
-    await db.insert(llmRegistry).values({ agentId: 'escalator', name: 'overseer', provider: 'scripted', model: 'scripted-oversight', role: 'oversight', priority: 1 });
+    await db.insert(llmRegistry).values({
+      agentId: 'escalator',
+      name: 'overseer',
+      provider: 'scripted',
+      model: 'scripted-oversight',
+      role: 'oversight',
+      priority: 1,
+    });
     await createToolActivities({ db }).grantStarterTools({ agentId: 'escalator' });
   }
   if (wanted.has('fork')) await ensureDemoAgent(db, 'fork-demo');
@@ -136,8 +193,22 @@ try {
     await db.insert(agents).values({ id: 'decayer', name: 'Decayer' });
     const stale = new Date(Date.now() - 30 * 86_400_000);
     await db.insert(learnings).values([
-      { agentId: 'decayer', shardType: 'agent:decayer', factPredicate: 'avoid_error', factArgs: { tool: 'a', error: 'old' }, learnedAt: stale, confidence: 0.8 },
-      { agentId: 'decayer', shardType: 'agent:decayer', factPredicate: 'avoid_error', factArgs: { tool: 'b', error: 'older' }, learnedAt: stale, confidence: 0.105 },
+      {
+        agentId: 'decayer',
+        shardType: 'agent:decayer',
+        factPredicate: 'avoid_error',
+        factArgs: { tool: 'a', error: 'old' },
+        learnedAt: stale,
+        confidence: 0.8,
+      },
+      {
+        agentId: 'decayer',
+        shardType: 'agent:decayer',
+        factPredicate: 'avoid_error',
+        factArgs: { tool: 'b', error: 'older' },
+        learnedAt: stale,
+        confidence: 0.105,
+      },
     ]);
   }
   if (wanted.has('nerve')) await db.insert(agents).values({ id: 'nerver', name: 'Nerver' });
@@ -157,13 +228,27 @@ try {
       { id: 'loner', name: 'Loner' },
       { id: 'gone', name: 'Gone', status: 'stopped', lastSeenAt: new Date() },
     ]);
-    await db.insert(llmRegistry).values({ agentId: 'loner', name: 'script', provider: 'scripted', model: 'scripted-loner', role: 'agent', priority: 1 });
+    await db.insert(llmRegistry).values({
+      agentId: 'loner',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-loner',
+      role: 'agent',
+      priority: 1,
+    });
     await db.insert(agentConfig).values({ agentId: 'loner', key: 'isolation_ticks', value: 2 });
     await linkPeers(db, 'loner', 'gone');
   }
   if (wanted.has('spawn')) {
     await db.insert(agents).values({ id: 'spawner', name: 'Spawner' });
-    await db.insert(llmRegistry).values({ agentId: 'spawner', name: 'script', provider: 'scripted', model: 'scripted-spawner', role: 'agent', priority: 1 });
+    await db.insert(llmRegistry).values({
+      agentId: 'spawner',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-spawner',
+      role: 'agent',
+      priority: 1,
+    });
     await db.insert(diaryEntries).values([
       { agentId: 'spawner', title: 'first', content: 'what a child should know' },
       { agentId: 'spawner', title: 'second', content: 'and this too' },
@@ -177,25 +262,68 @@ try {
       { agentId: 'keeper', key: 'abstracts_strategy', value: 'keyword_cluster' },
       { agentId: 'keeper', key: 'lru_limit', value: 10 },
     ]);
-    await db.insert(llmRecentResponses).values(Array.from({ length: 12 }, (_, i) => ({ agentId: 'keeper', tick: i + 1, content: `Compost needs worms and air. Turn the heap on day ${i + 1}.`, tags: ['soil'] })));
-    await db.insert(diaryEntries).values({ agentId: 'keeper', tick: 2, title: 'Compost plan', content: 'turn weekly', pinned: true, tags: ['compost'] });
+    await db.insert(llmRecentResponses).values(
+      Array.from({ length: 12 }, (_, i) => ({
+        agentId: 'keeper',
+        tick: i + 1,
+        content: `Compost needs worms and air. Turn the heap on day ${i + 1}.`,
+        tags: ['soil'],
+      })),
+    );
+    await db.insert(diaryEntries).values({
+      agentId: 'keeper',
+      tick: 2,
+      title: 'Compost plan',
+      content: 'turn weekly',
+      pinned: true,
+      tags: ['compost'],
+    });
     await db.insert(concepts).values({ agentId: 'keeper', name: 'soil' });
     const old = new Date(Date.now() - 40 * 86_400_000);
-    await db.insert(processLog).values({ agentId: 'keeper', processId: 'old', kind: 'schedule', status: 'close', closedAt: old, createdAt: old });
+    await db.insert(processLog).values({
+      agentId: 'keeper',
+      processId: 'old',
+      kind: 'schedule',
+      status: 'close',
+      closedAt: old,
+      createdAt: old,
+    });
   }
   if (wanted.has('speech')) {
     await db.insert(agents).values({ id: 'speaker', name: 'Speaker' });
-    await ensureBudget(db, { id: budgetIds.agent('speaker'), agentId: 'speaker', scope: 'agent', settings: { capacity: 500 } });
+    await ensureBudget(db, {
+      id: budgetIds.agent('speaker'),
+      agentId: 'speaker',
+      scope: 'agent',
+      settings: { capacity: 500 },
+    });
   }
   if (wanted.has('toolgen')) {
     await db.insert(agents).values({ id: 'toolsmith', name: 'Toolsmith' });
-    await db.insert(llmRegistry).values({ agentId: 'toolsmith', name: 'script', provider: 'scripted', model: 'scripted-toolsmith', role: 'agent', priority: 1 });
+    await db.insert(llmRegistry).values({
+      agentId: 'toolsmith',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-toolsmith',
+      role: 'agent',
+      priority: 1,
+    });
   }
   const connection = await NativeConnection.connect(stack.temporal.connection);
   // Stand-ins for the other processes' queues: the Python speech engine, the Docker sandbox.
   const helpers = [
-    ...(wanted.has('speech') ? [await fakeEngine({ connection, queue: 'speech-cpu', backend: 'recorder-cpu', speakSeconds: 1.5 })] : []),
-    ...(wanted.has('toolgen') ? [await Worker.create({ connection, taskQueue: 'sandbox', activities: createSandboxActivities({ docker: createDocker(), sandbox: new LocalProcessSandbox() }) })] : []),
+    ...(wanted.has('speech')
+      ? [await fakeEngine({ connection, queue: 'speech-cpu', backend: 'recorder-cpu', speakSeconds: 1.5 })]
+      : []),
+    ...(wanted.has('toolgen')
+      ? [
+          await Worker.create({
+            connection,
+            taskQueue: 'sandbox',
+            activities: createSandboxActivities({ docker: createDocker(), sandbox: new LocalProcessSandbox() }),
+          }),
+        ]
+      : []),
   ];
   const helpersRun = Promise.all(helpers.map((w) => w.run()));
   const worker = await Worker.create({
@@ -210,17 +338,24 @@ try {
         toolsDir: repoToolsDir,
         scriptedReply: ({ messages, callIndex, purpose }) => {
           if (purpose === 'tool_generation') return JSON.stringify(wordFreqTool);
-          const peer = peerReply(messages, purpose) ?? lonerReply(messages, purpose) ?? spawnerReply(messages, purpose, callIndex);
+          const peer =
+            peerReply(messages, purpose) ?? lonerReply(messages, purpose) ?? spawnerReply(messages, purpose, callIndex);
           if (peer !== undefined) return peer;
           const user = messages.find((m) => m.role === 'user')?.content ?? '';
           // The oversight graph's sub-agents (escalations): approve, or reject where a human decides.
           if (Object.values(subAgentBriefs).includes(messages[0]?.content ?? '')) {
-            return user.includes('human-gated') ? oversightAnswer({ verdict: 'reject', comment: 'too risky' }) : oversightAnswer({ verdict: 'approve' });
+            return user.includes('human-gated')
+              ? oversightAnswer({ verdict: 'reject', comment: 'too risky' })
+              : oversightAnswer({ verdict: 'approve' });
           }
           if (user.includes('auxiliary loop')) {
             return `Working on the task.\n${renderCommandBlock([
               { cmdId: 'p', type: 'notes.send', args: { text: 'proposal from the task loop' } },
-              { cmdId: 's', type: 'tasks.status', args: { id: Number(/task #(\d+)/.exec(user)?.[1] ?? 1), status: 'done' } },
+              {
+                cmdId: 's',
+                type: 'tasks.status',
+                args: { id: Number(/task #(\d+)/.exec(user)?.[1] ?? 1), status: 'done' },
+              },
             ])}`;
           }
           if (callIndex === 0) {
@@ -247,93 +382,201 @@ try {
       while ((await h.query<AgentStatus>('status')).tick < 1) await sleep(100);
       await h.executeUpdate('addNote', { args: [{ text: 'a note for the recording' }] });
       await h.result();
-      await client.workflow.getHandle('agent/recorder/task/1').result().catch(() => undefined);
-      await client.workflow.execute('provisionAgentWorkflow', { taskQueue: 'mindloop', workflowId: 'provision/recorded', args: [{ agentId: 'recorded', name: 'Recorded' }] });
+      await client.workflow
+        .getHandle('agent/recorder/task/1')
+        .result()
+        .catch(() => undefined);
+      await client.workflow.execute('provisionAgentWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'provision/recorded',
+        args: [{ agentId: 'recorded', name: 'Recorded' }],
+      });
       // Every run of the loop (it continues-as-new) and of its task loop.
-      const runs = client.workflow.list({ query: 'WorkflowId STARTS_WITH "agent/recorder" OR WorkflowId = "provision/recorded"' });
+      const runs = client.workflow.list({
+        query: 'WorkflowId STARTS_WITH "agent/recorder" OR WorkflowId = "provision/recorded"',
+      });
       for await (const run of runs) recorded.push({ workflowId: run.workflowId, runId: run.runId });
     }
     if (wanted.has('campaign')) {
-      const task = (name: string, type: string, args: Record<string, unknown>) => ({ name, kind: 'activity' as const, type, args });
+      const task = (name: string, type: string, args: Record<string, unknown>) => ({
+        name,
+        kind: 'activity' as const,
+        type,
+        args,
+      });
       const input = (campaignId: string, second: ReturnType<typeof task>[]): CampaignInput => ({
         campaignId,
         agentId: 'campaigner',
         title: `recorded campaign ${campaignId}`,
         phases: [
-          { name: 'prepare', type: 'research', tasks: [task('hello', 'note', { text: 'the campaign begins' }), task('plan', 'diary.add', { title: 'plan', content: 'two phases' })] },
+          {
+            name: 'prepare',
+            type: 'research',
+            tasks: [
+              task('hello', 'note', { text: 'the campaign begins' }),
+              task('plan', 'diary.add', { title: 'plan', content: 'two phases' }),
+            ],
+          },
           { name: 'record', type: 'build', tasks: second },
         ],
       });
       await client.workflow.execute('campaignWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'campaign/recorded-two-phases',
-        args: [input('recorded-two-phases', [task('entry', 'diary.add', { title: 'result', content: 'phase two ran' }), task('bye', 'note', { text: 'the campaign is done' })])],
+        args: [
+          input('recorded-two-phases', [
+            task('entry', 'diary.add', { title: 'result', content: 'phase two ran' }),
+            task('bye', 'note', { text: 'the campaign is done' }),
+          ]),
+        ],
       });
       recorded.push({ workflowId: 'campaign/recorded-two-phases' });
       const h = await client.workflow.start('campaignWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'campaign/recorded-cancelled',
-        args: [input('recorded-cancelled', [task('entry', 'diary.add', { title: 'result', content: 'phase two began' }), task('job', 'wait', { ms: 120_000 }), task('never', 'note', { text: 'not reached' })])],
+        args: [
+          input('recorded-cancelled', [
+            task('entry', 'diary.add', { title: 'result', content: 'phase two began' }),
+            task('job', 'wait', { ms: 120_000 }),
+            task('never', 'note', { text: 'not reached' }),
+          ]),
+        ],
       });
-      await readUntil('the wait task', 60_000, () => h.query<CampaignProgress>('progress'), (p) => p.phase.index === 2 && p.task.index === 2);
+      await readUntil(
+        'the wait task',
+        60_000,
+        () => h.query<CampaignProgress>('progress'),
+        (p) => p.phase.index === 2 && p.task.index === 2,
+      );
       await h.signal('cancel', { reason: 'recorded cancellation' });
       const r = (await h.result()) as { status: string; compensated: string[] };
-      if (r.status !== 'cancelled' || !r.compensated.length) throw new Error(`campaign not cancelled with compensation: ${JSON.stringify(r)}`);
+      if (r.status !== 'cancelled' || !r.compensated.length)
+        throw new Error(`campaign not cancelled with compensation: ${JSON.stringify(r)}`);
       recorded.push({ workflowId: 'campaign/recorded-cancelled' });
     }
     if (wanted.has('escalation')) {
       const start = (escalationId: string, extra: Partial<EscalationInput>) =>
-        client.workflow.start('escalationWorkflow', { taskQueue: 'mindloop', workflowId: `escalation/${escalationId}`, args: [{ escalationId, agentId: 'escalator', ...extra }] });
-      const byOversight = await start('recorded-oversight', { task: 'is the mean of these runs different?', category: 'statistics' });
+        client.workflow.start('escalationWorkflow', {
+          taskQueue: 'mindloop',
+          workflowId: `escalation/${escalationId}`,
+          args: [{ escalationId, agentId: 'escalator', ...extra }],
+        });
+      const byOversight = await start('recorded-oversight', {
+        task: 'is the mean of these runs different?',
+        category: 'statistics',
+      });
       const r1 = (await byOversight.result()) as { decidedBy: string };
-      if (r1.decidedBy !== 'oversight') throw new Error(`escalation not decided by the oversight: ${JSON.stringify(r1)}`);
+      if (r1.decidedBy !== 'oversight')
+        throw new Error(`escalation not decided by the oversight: ${JSON.stringify(r1)}`);
       recorded.push({ workflowId: 'escalation/recorded-oversight' });
       const byHuman = await start('recorded-human', { task: 'migrate the table (human-gated)', humanRequired: true });
-      await readUntil('awaiting_human', 60_000, () => byHuman.query<EscalationStatus>('status'), (s) => s.phase === 'awaiting_human');
+      await readUntil(
+        'awaiting_human',
+        60_000,
+        () => byHuman.query<EscalationStatus>('status'),
+        (s) => s.phase === 'awaiting_human',
+      );
       await byHuman.executeUpdate('approve', { args: [{ by: 'recorder', comment: 'checked it' }] });
       const r2 = (await byHuman.result()) as { decidedBy: string; outcome: string };
-      if (r2.decidedBy !== 'human' || r2.outcome !== 'approved') throw new Error(`escalation not approved by the human: ${JSON.stringify(r2)}`);
+      if (r2.decidedBy !== 'human' || r2.outcome !== 'approved')
+        throw new Error(`escalation not approved by the human: ${JSON.stringify(r2)}`);
       recorded.push({ workflowId: 'escalation/recorded-human' });
     }
     if (wanted.has('fork')) {
       const h = await client.workflow.start('successorForkWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'fork/recorded-demo',
-        args: [{ agentId: 'fork-demo', forkId: 'recorded-demo', patch: { kind: 'strategy', strategy: 'keyword_cluster' }, evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 } }],
+        args: [
+          {
+            agentId: 'fork-demo',
+            forkId: 'recorded-demo',
+            patch: { kind: 'strategy', strategy: 'keyword_cluster' },
+            evaluation: { kind: 'abstracts_replay', lastN: 60, window: 10 },
+          },
+        ],
       });
-      await readUntil('the fork gate', 60_000, () => h.query<ForkState>('forkState'), (s) => s.phase === 'awaiting_approval');
+      await readUntil(
+        'the fork gate',
+        60_000,
+        () => h.query<ForkState>('forkState'),
+        (s) => s.phase === 'awaiting_approval',
+      );
       await h.executeUpdate('rejectFork', { args: [{ by: 'recorder' }] });
       await h.result();
       recorded.push({ workflowId: 'fork/recorded-demo' });
     }
     if (wanted.has('decay')) {
-      await client.workflow.execute('learningDecayWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/learning-decay', args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }] });
+      await client.workflow.execute('learningDecayWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'maintenance/learning-decay',
+        args: [{ factor: 0.9, staleAfterDays: 7, deleteBelow: 0.1 }],
+      });
       recorded.push({ workflowId: 'maintenance/learning-decay' });
     }
     if (wanted.has('maintenance')) {
       // The digest and the pruning each list the running agents themselves (no agentIds).
-      const digest = await client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/abstracts-digest', args: [{}] });
-      const pruning = await client.workflow.execute('memoryPruningWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/memory-pruning', args: [{}] });
-      const cleanup = (await client.workflow.execute('processLogCleanupWorkflow', { taskQueue: 'mindloop', workflowId: 'maintenance/process-log-cleanup', args: [{ olderThanDays: 30 }] })) as { deleted: number };
-      const keeperOf = (r: unknown) => (r as { results: Array<{ agentId: string; ok: boolean }> }).results.find((x) => x.agentId === 'keeper');
-      if (!keeperOf(digest)?.ok || !keeperOf(pruning)?.ok || cleanup.deleted < 1) throw new Error(`maintenance jobs did not run for keeper: ${JSON.stringify({ digest, pruning, cleanup })}`);
-      recorded.push({ workflowId: 'maintenance/abstracts-digest' }, { workflowId: 'maintenance/memory-pruning' }, { workflowId: 'maintenance/process-log-cleanup' });
+      const digest = await client.workflow.execute('abstractsDigestWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'maintenance/abstracts-digest',
+        args: [{}],
+      });
+      const pruning = await client.workflow.execute('memoryPruningWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'maintenance/memory-pruning',
+        args: [{}],
+      });
+      const cleanup = (await client.workflow.execute('processLogCleanupWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'maintenance/process-log-cleanup',
+        args: [{ olderThanDays: 30 }],
+      })) as { deleted: number };
+      const keeperOf = (r: unknown) =>
+        (r as { results: Array<{ agentId: string; ok: boolean }> }).results.find((x) => x.agentId === 'keeper');
+      if (!keeperOf(digest)?.ok || !keeperOf(pruning)?.ok || cleanup.deleted < 1)
+        throw new Error(`maintenance jobs did not run for keeper: ${JSON.stringify({ digest, pruning, cleanup })}`);
+      recorded.push(
+        { workflowId: 'maintenance/abstracts-digest' },
+        { workflowId: 'maintenance/memory-pruning' },
+        { workflowId: 'maintenance/process-log-cleanup' },
+      );
     }
     if (wanted.has('speech')) {
       // The route sees the engine only once it polls: wait for it, so the job takes the normal path.
-      await readUntil('the speech-cpu engine polling', 60_000, () => queuePollers(client, 'default', 'speech-cpu'), (p) => p.length > 0);
+      await readUntil(
+        'the speech-cpu engine polling',
+        60_000,
+        () => queuePollers(client, 'default', 'speech-cpu'),
+        (p) => p.length > 0,
+      );
       const heard = (await client.workflow.execute('speechWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'speech/speaker/cli/recorded-heard',
-        args: [{ kind: 'transcribe', agentId: 'speaker', audioPath: writeWav(join(data.path, 'heard.wav'), 1), note: { tags: ['recorded'] } }],
+        args: [
+          {
+            kind: 'transcribe',
+            agentId: 'speaker',
+            audioPath: writeWav(join(data.path, 'heard.wav'), 1),
+            note: { tags: ['recorded'] },
+          },
+        ],
       })) as SpeechResult;
       const spoken = (await client.workflow.execute('speechWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'speech/speaker/cli/recorded-spoken',
         args: [{ kind: 'speak', agentId: 'speaker', text: 'Hello from the recorder.', lang: 'en' }],
       })) as SpeechResult;
-      if (heard.kind !== 'transcribe' || heard.queue !== 'speech-cpu' || !heard.charged || spoken.kind !== 'speak' || spoken.noteId === null) throw new Error(`speech jobs did not run: ${JSON.stringify({ heard, spoken })}`);
-      recorded.push({ workflowId: 'speech/speaker/cli/recorded-heard' }, { workflowId: 'speech/speaker/cli/recorded-spoken' });
+      if (
+        heard.kind !== 'transcribe' ||
+        heard.queue !== 'speech-cpu' ||
+        !heard.charged ||
+        spoken.kind !== 'speak' ||
+        spoken.noteId === null
+      )
+        throw new Error(`speech jobs did not run: ${JSON.stringify({ heard, spoken })}`);
+      recorded.push(
+        { workflowId: 'speech/speaker/cli/recorded-heard' },
+        { workflowId: 'speech/speaker/cli/recorded-spoken' },
+      );
     }
     if (wanted.has('toolgen')) {
       // Asked by a loop that is not running: the note waits for it, and the wake signal fails.
@@ -341,7 +584,15 @@ try {
       const r = (await client.workflow.execute('toolGenerationWorkflow', {
         taskQueue: 'mindloop',
         workflowId,
-        args: [{ agentId: 'toolsmith', capability: 'text.word_frequencies', description: 'count words in a text', adminOverride: true, requestedBy: { workflowId: 'agent/toolsmith', tick: 1, cmdId: 'g' } }],
+        args: [
+          {
+            agentId: 'toolsmith',
+            capability: 'text.word_frequencies',
+            description: 'count words in a text',
+            adminOverride: true,
+            requestedBy: { workflowId: 'agent/toolsmith', tick: 1, cmdId: 'g' },
+          },
+        ],
       })) as ToolGenerationResult;
       if (!r.ok) throw new Error(`the tool was not registered: ${JSON.stringify(r)}`);
       recorded.push({ workflowId });
@@ -349,36 +600,79 @@ try {
     if (wanted.has('peers')) {
       // Both idle until a note comes (no timeout): each second tick is started by the other's message.
       const idle = { idle: { on: true, wakeOn: ['note' as const], timeoutMs: 60_000 } };
-      const start = (agentId: string) => client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: `agent/${agentId}`, args: [{ agentId, maxTicks: 2, settings: idle }] });
+      const start = (agentId: string) =>
+        client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'mindloop',
+          workflowId: `agent/${agentId}`,
+          args: [{ agentId, maxTicks: 2, settings: idle }],
+        });
       const b = await start('peer-b');
-      await readUntil('peer-b idle', 60_000, () => b.query<AgentStatus>('status'), (s) => s.tick === 1 && s.phase === 'idle');
+      await readUntil(
+        'peer-b idle',
+        60_000,
+        () => b.query<AgentStatus>('status'),
+        (s) => s.tick === 1 && s.phase === 'idle',
+      );
       const a = await start('peer-a');
       await Promise.all([a.result(), b.result()]);
       recorded.push({ workflowId: 'agent/peer-a' }, { workflowId: 'agent/peer-b' });
     }
     if (wanted.has('isolation')) {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/loner', args: [{ agentId: 'loner', maxTicks: 5, settings: { delayMs: 1000 } }] });
-      await readUntil('loner isolated', 60_000, () => h.query<AgentStatus>('status'), (s) => s.operatingMode === 'isolated');
+      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'agent/loner',
+        args: [{ agentId: 'loner', maxTicks: 5, settings: { delayMs: 1000 } }],
+      });
+      await readUntil(
+        'loner isolated',
+        60_000,
+        () => h.query<AgentStatus>('status'),
+        (s) => s.operatingMode === 'isolated',
+      );
       await db.update(agents).set({ status: 'running', lastSeenAt: new Date() }).where(eq(agents.id, 'gone'));
       await h.result();
       const end = await h.query<AgentStatus>('status');
-      if (end.operatingMode !== 'normal' || end.isolation.sinceTick !== null) throw new Error(`loner did not leave isolation: ${JSON.stringify(end.isolation)}`);
+      if (end.operatingMode !== 'normal' || end.isolation.sinceTick !== null)
+        throw new Error(`loner did not leave isolation: ${JSON.stringify(end.isolation)}`);
       recorded.push({ workflowId: 'agent/loner' });
     }
     if (wanted.has('spawn')) {
-      const loop = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner', args: [{ agentId: 'spawner', maxTicks: 2, reflexes: false, settings: { delayMs: 50 } }] });
+      const loop = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'agent/spawner',
+        args: [{ agentId: 'spawner', maxTicks: 2, reflexes: false, settings: { delayMs: 50 } }],
+      });
       await loop.result();
       const fromLoop = (await client.workflow.getHandle('agent/spawner/spawn/spawnling').result()) as SpawnResult;
       if (fromLoop.status !== 'running') throw new Error(`the loop's spawn did not run: ${JSON.stringify(fromLoop)}`);
-      const trained = (await client.workflow.execute('spawnWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner/spawn/recorded-trained', args: [{ parentId: 'spawner', type: 'trained', name: 'recorded-trained', budget: 50 }] })) as SpawnResult;
-      if (trained.status !== 'running' || trained.rows !== 3) throw new Error(`the trained spawn did not run: ${JSON.stringify(trained)}`);
-      const refused = (await client.workflow.execute('spawnWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/spawner/spawn/spawner', args: [{ parentId: 'spawner', type: 'clone', name: 'spawner' }] })) as SpawnResult;
-      if (refused.status !== 'refused') throw new Error(`the spawn under the parent's name was not refused: ${JSON.stringify(refused)}`);
-      recorded.push({ workflowId: 'agent/spawner' }, { workflowId: 'agent/spawner/spawn/spawnling' }, { workflowId: 'agent/spawner/spawn/recorded-trained' }, { workflowId: 'agent/spawner/spawn/spawner' });
+      const trained = (await client.workflow.execute('spawnWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'agent/spawner/spawn/recorded-trained',
+        args: [{ parentId: 'spawner', type: 'trained', name: 'recorded-trained', budget: 50 }],
+      })) as SpawnResult;
+      if (trained.status !== 'running' || trained.rows !== 3)
+        throw new Error(`the trained spawn did not run: ${JSON.stringify(trained)}`);
+      const refused = (await client.workflow.execute('spawnWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'agent/spawner/spawn/spawner',
+        args: [{ parentId: 'spawner', type: 'clone', name: 'spawner' }],
+      })) as SpawnResult;
+      if (refused.status !== 'refused')
+        throw new Error(`the spawn under the parent's name was not refused: ${JSON.stringify(refused)}`);
+      recorded.push(
+        { workflowId: 'agent/spawner' },
+        { workflowId: 'agent/spawner/spawn/spawnling' },
+        { workflowId: 'agent/spawner/spawn/recorded-trained' },
+        { workflowId: 'agent/spawner/spawn/spawner' },
+      );
     }
     if (wanted.has('nerve')) {
       const workflowId = 'agent/nerver/nerve/collision';
-      await client.workflow.execute('nerveWorkflow', { taskQueue: 'mindloop', workflowId, args: [{ agentId: 'nerver', nerve: 'collision', seed: 5, steps: 20, scenario: 'repetitive', mode: 'reflex' }] });
+      await client.workflow.execute('nerveWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId,
+        args: [{ agentId: 'nerver', nerve: 'collision', seed: 5, steps: 20, scenario: 'repetitive', mode: 'reflex' }],
+      });
       recorded.push({ workflowId });
     }
   });
@@ -390,10 +684,14 @@ try {
     const desc = await client.workflow.getHandle(workflowId, known).describe();
     const run = { type: desc.type, workflowId, runId: desc.runId };
     // The CLI's export is the proto3 JSON that the Temporal UI downloads and `historyFromJSON` reads.
-    const shown = spawnSync(toolPath('temporal'), ['workflow', 'show', '--address', stack.temporal.address, '-w', run.workflowId, '-r', run.runId, '-o', 'json'], {
-      encoding: 'utf8',
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    const shown = spawnSync(
+      toolPath('temporal'),
+      ['workflow', 'show', '--address', stack.temporal.address, '-w', run.workflowId, '-r', run.runId, '-o', 'json'],
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
     if (shown.status !== 0) throw new Error(`temporal workflow show failed: ${shown.stderr}`);
     const file = `${run.type}-${run.workflowId.replace(/[^a-z0-9]+/gi, '_')}-${run.runId.slice(0, 8)}.json`;
     const history = JSON.parse(shown.stdout) as { events: unknown[] };

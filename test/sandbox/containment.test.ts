@@ -23,12 +23,20 @@ let gateway: string;
 let hostIps: string[];
 
 function summary(r: SandboxRunResult): string {
-  const lines = `${r.stdout}${r.stderr}`.replace(/[\x00-\x08\x0e-\x1f]/g, '').trim().split('\n');
+  const lines = `${r.stdout}${r.stderr}`
+    .replace(/[\x00-\x08\x0e-\x1f]/g, '')
+    .trim()
+    .split('\n');
   const shown = lines.length > 3 ? [...lines.slice(0, 2), `… (${lines.length} lines)`] : lines;
   return `${r.status}${r.exceeded ? `: ${r.exceeded}` : ''} exit=${r.exitCode} ${r.durationMs}ms | ${shown.join(' ; ').slice(0, 160)}`;
 }
 
-async function probe(name: string, expected: string, command: string[], budget: Partial<SandboxBudget> = {}): Promise<SandboxRunResult> {
+async function probe(
+  name: string,
+  expected: string,
+  command: string[],
+  budget: Partial<SandboxBudget> = {},
+): Promise<SandboxRunResult> {
   const r = await sandbox.run({ key: `containment/${runId}/${name}`, command, budget: { wallMs: 15_000, ...budget } });
   rows.push({ probe: name, expected, observed: summary(r) });
   return r;
@@ -103,11 +111,18 @@ describe.skipIf(dockerSkipped)('containment (real Docker engine)', () => {
 
   it("another process's /proc/<pid>/mem cannot be opened (a child after its exec, the parent, PID 1)", async () => {
     // Through a shell, so that the probe's parent is not PID 1 and both are tried.
-    const r = await probe('/proc/<pid>/mem', 'open refused (EACCES), exit 0', ['sh', '-c', 'mindloop-probe proc_mem; exit $?']);
+    const r = await probe('/proc/<pid>/mem', 'open refused (EACCES), exit 0', [
+      'sh',
+      '-c',
+      'mindloop-probe proc_mem; exit $?',
+    ]);
     expect(r.status, r.stdout + r.stderr).toBe('ok');
     expect(r.stdout).not.toMatch(/ ok /);
     for (const who of ['child', 'parent', 'init']) {
-      for (const mode of ['rdwr', 'wronly', 'rdonly']) expect(r.stdout).toMatch(new RegExp(`^proc_mem_${who}_${mode} denied (Permission denied|Operation not permitted)$`, 'm'));
+      for (const mode of ['rdwr', 'wronly', 'rdonly'])
+        expect(r.stdout).toMatch(
+          new RegExp(`^proc_mem_${who}_${mode} denied (Permission denied|Operation not permitted)$`, 'm'),
+        );
     }
     // The same from node, the usual workload: a spawned child's memory is not writable.
     const js = `const c = require('child_process').spawn('sleep', ['30']);
@@ -133,7 +148,25 @@ setTimeout(() => {
 
   it('the other syscalls the profile removes are answered by seccomp (EPERM before the kernel)', async () => {
     const r = await syscallProbe('seccomp extras', ['syscalls']);
-    for (const name of ['setns', 'umount2', 'pivot_root', 'chroot', 'personality', 'userfaultfd', 'perf_event_open', 'process_vm_readv', 'kexec_load', 'init_module', 'open_by_handle_at', 'name_to_handle_at', 'clock_settime', 'reboot', 'swapon', 'mq_open', 'mq_unlink']) {
+    for (const name of [
+      'setns',
+      'umount2',
+      'pivot_root',
+      'chroot',
+      'personality',
+      'userfaultfd',
+      'perf_event_open',
+      'process_vm_readv',
+      'kexec_load',
+      'init_module',
+      'open_by_handle_at',
+      'name_to_handle_at',
+      'clock_settime',
+      'reboot',
+      'swapon',
+      'mq_open',
+      'mq_unlink',
+    ]) {
       expect(r.stdout).toMatch(new RegExp(`^${name} denied Operation not permitted$`, 'm'));
     }
   });
@@ -159,17 +192,30 @@ setTimeout(() => {
     });
     expect(banner).toContain('hello from the host');
     for (const ip of ['127.0.0.1', gateway, ...hostIps, '1.1.1.1', '8.8.8.8']) {
-      await syscallProbe(`tcp ${ip}:${ip.startsWith('1.') || ip.startsWith('8.') ? 53 : hostPort}`, ['connect', ip, String(ip.startsWith('1.') || ip.startsWith('8.') ? 53 : hostPort)]);
+      await syscallProbe(`tcp ${ip}:${ip.startsWith('1.') || ip.startsWith('8.') ? 53 : hostPort}`, [
+        'connect',
+        ip,
+        String(ip.startsWith('1.') || ip.startsWith('8.') ? 53 : hostPort),
+      ]);
     }
     const ifaces = await probe('interfaces', 'loopback only', ['cat', '/proc/net/dev']);
-    const names = ifaces.stdout.split('\n').slice(2).map((l) => l.split(':')[0]!.trim()).filter(Boolean);
+    const names = ifaces.stdout
+      .split('\n')
+      .slice(2)
+      .map((l) => l.split(':')[0]!.trim())
+      .filter(Boolean);
     expect(names).toEqual(['lo']);
     const dns = await probe('dns lookup', 'fails', ['nslookup', 'example.com']);
     expect(dns.status).not.toBe('ok');
   });
 
   it('a fork bomb is stopped at the pids limit', async () => {
-    const r = await probe('fork bomb', 'budget_exceeded: pids', ['sh', '-c', 'bomb() { bomb | bomb & }; bomb; sleep 60'], { pids: 64, wallMs: 20_000 });
+    const r = await probe(
+      'fork bomb',
+      'budget_exceeded: pids',
+      ['sh', '-c', 'bomb() { bomb | bomb & }; bomb; sleep 60'],
+      { pids: 64, wallMs: 20_000 },
+    );
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('pids');
     // Ended by the limit, long before the wall clock.
@@ -177,7 +223,9 @@ setTimeout(() => {
   });
 
   it('a memory hog is OOM-killed and reported', async () => {
-    const r = await probe('memory hog', 'budget_exceeded: memory (OOM-killed)', ['mindloop-probe', 'memhog', '2048'], { memoryBytes: 64 << 20 });
+    const r = await probe('memory hog', 'budget_exceeded: memory (OOM-killed)', ['mindloop-probe', 'memhog', '2048'], {
+      memoryBytes: 64 << 20,
+    });
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('memory');
     expect(r.oomKilled).toBe(true);
@@ -185,24 +233,39 @@ setTimeout(() => {
   });
 
   it('filling the disk stops at the tmpfs size', async () => {
-    const r = await probe('disk fill', 'budget_exceeded: disk, file <= tmpfs size', ['sh', '-c', 'dd if=/dev/zero of=/work/fill bs=1M count=512; ls -l /work/fill; df -k /work'], {
-      diskBytes: 16 << 20,
-    });
+    const r = await probe(
+      'disk fill',
+      'budget_exceeded: disk, file <= tmpfs size',
+      ['sh', '-c', 'dd if=/dev/zero of=/work/fill bs=1M count=512; ls -l /work/fill; df -k /work'],
+      {
+        diskBytes: 16 << 20,
+      },
+    );
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('disk');
     const size = Number(/^\S+\s+\d+\s+\S+\s+\S+\s+(\d+)/m.exec(r.stdout)?.[1]);
     expect(size).toBeGreaterThan(0);
     expect(size).toBeLessThanOrEqual(diskShares(16 << 20).work); // 11 MiB of 16
     // /tmp is capped too (and not executable).
-    const t = await probe('disk fill /tmp', 'budget_exceeded: disk', ['sh', '-c', 'dd if=/dev/zero of=/tmp/fill bs=1M count=512'], { diskBytes: 16 << 20 });
+    const t = await probe(
+      'disk fill /tmp',
+      'budget_exceeded: disk',
+      ['sh', '-c', 'dd if=/dev/zero of=/tmp/fill bs=1M count=512'],
+      { diskBytes: 16 << 20 },
+    );
     expect(t.exceeded).toBe('disk');
   });
 
   it('/dev/shm is a share of the disk budget, not 64 MiB beside it', async () => {
     const budget = 16 << 20;
-    const r = await probe('shm fill 64 MiB', `budget_exceeded: disk, file <= ${diskShares(budget).shm} bytes`, ['sh', '-c', 'dd if=/dev/zero of=/dev/shm/fill bs=1M count=64; ls -l /dev/shm/fill'], {
-      diskBytes: budget,
-    });
+    const r = await probe(
+      'shm fill 64 MiB',
+      `budget_exceeded: disk, file <= ${diskShares(budget).shm} bytes`,
+      ['sh', '-c', 'dd if=/dev/zero of=/dev/shm/fill bs=1M count=64; ls -l /dev/shm/fill'],
+      {
+        diskBytes: budget,
+      },
+    );
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('disk');
     const size = Number(/^\S+\s+\d+\s+\S+\s+\S+\s+(\d+)/m.exec(r.stdout)?.[1]);
@@ -220,8 +283,14 @@ setTimeout(() => {
 
   it('the only writable mounts are /tmp, /work and /dev/shm, together no larger than the disk budget', async () => {
     const budget = 16 << 20;
-    const script = 'while read -r dev mp rest; do if touch "$mp/.w" 2>/dev/null; then rm -f "$mp/.w"; echo "writable $mp"; fi; done < /proc/mounts; df -k /tmp /work /dev/shm';
-    const r = await probe('writable mounts', `/dev/shm /tmp /work, <= ${budget >> 10} KiB in all`, ['sh', '-c', script], { diskBytes: budget });
+    const script =
+      'while read -r dev mp rest; do if touch "$mp/.w" 2>/dev/null; then rm -f "$mp/.w"; echo "writable $mp"; fi; done < /proc/mounts; df -k /tmp /work /dev/shm';
+    const r = await probe(
+      'writable mounts',
+      `/dev/shm /tmp /work, <= ${budget >> 10} KiB in all`,
+      ['sh', '-c', script],
+      { diskBytes: budget },
+    );
     expect(r.status, r.stderr).toBe('ok');
     const writable = [...r.stdout.matchAll(/^writable (\S+)$/gm)].map((m) => m[1]).sort();
     expect(writable).toEqual(['/dev/shm', '/tmp', '/work']);
@@ -237,7 +306,12 @@ setTimeout(() => {
   });
 
   it('an infinite loop is killed within timeout + 1 s', async () => {
-    const r = await probe('infinite loop', 'budget_exceeded: wall_time within 2 s + 1 s', ['sh', '-c', 'while :; do :; done'], { wallMs: 2000 });
+    const r = await probe(
+      'infinite loop',
+      'budget_exceeded: wall_time within 2 s + 1 s',
+      ['sh', '-c', 'while :; do :; done'],
+      { wallMs: 2000 },
+    );
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('wall_time');
     expect(r.durationMs).toBeGreaterThanOrEqual(2000);
@@ -246,7 +320,12 @@ setTimeout(() => {
 
   it('100 MB of stdout is capped', async () => {
     const cap = 1 << 20;
-    const r = await probe('100 MB stdout', `budget_exceeded: output, <= ${cap} bytes kept`, ['dd', 'if=/dev/zero', 'bs=1M', 'count=100'], { outputBytes: cap });
+    const r = await probe(
+      '100 MB stdout',
+      `budget_exceeded: output, <= ${cap} bytes kept`,
+      ['dd', 'if=/dev/zero', 'bs=1M', 'count=100'],
+      { outputBytes: cap },
+    );
     expect(r.status).toBe('budget_exceeded');
     expect(r.exceeded).toBe('output');
     expect(r.truncated).toBe(true);
@@ -255,7 +334,11 @@ setTimeout(() => {
   });
 
   it('runs as nobody with no capabilities and no new privileges', async () => {
-    const r = await probe('identity', 'uid 65534, CapEff 0, NoNewPrivs 1', ['sh', '-c', 'id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status']);
+    const r = await probe('identity', 'uid 65534, CapEff 0, NoNewPrivs 1', [
+      'sh',
+      '-c',
+      'id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status',
+    ]);
     expect(r.stdout).toMatch(/^65534$/m);
     expect(r.stdout).toMatch(/CapEff:\s+0000000000000000/);
     expect(r.stdout).toMatch(/CapBnd:\s+0000000000000000/);

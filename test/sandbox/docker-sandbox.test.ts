@@ -13,7 +13,18 @@ import type Docker from 'dockerode';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxActivities, reapOrphansAtStart } from '../../activities/sandbox.js';
 import { createDocker } from '../../sandbox/docker.js';
-import { classify, containerName, diskShares, DockerSandbox, LABEL, LABEL_DEADLINE, LABEL_KEY, LABEL_OWNER, resolveBudget, SandboxInputError } from '../../sandbox/docker-sandbox.js';
+import {
+  classify,
+  containerName,
+  diskShares,
+  DockerSandbox,
+  LABEL,
+  LABEL_DEADLINE,
+  LABEL_KEY,
+  LABEL_OWNER,
+  resolveBudget,
+  SandboxInputError,
+} from '../../sandbox/docker-sandbox.js';
 import { SANDBOX_INIT, SandboxUnavailableError } from '../../sandbox/image.js';
 import { safeRelativePath, tarFiles } from '../../sandbox/tar.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
@@ -30,12 +41,18 @@ async function containersWithKey(docker: Docker, k: string): Promise<Docker.Cont
 }
 
 /** Wait until no container carries key `k` (3 s). */
-const gone = (docker: Docker, k: string) => until(async () => (await containersWithKey(docker, k)).length === 0, `no container labelled ${k}`, 3000, 100);
+const gone = (docker: Docker, k: string) =>
+  until(async () => (await containersWithKey(docker, k)).length === 0, `no container labelled ${k}`, 3000, 100);
 
 describe('seccomp profile (sandbox/seccomp.json)', () => {
   const profile = JSON.parse(readFileSync(new URL('../../sandbox/seccomp.json', import.meta.url), 'utf8')) as {
     defaultAction: string;
-    syscalls: Array<{ names: string[]; action: string; args?: Array<{ index: number; value: number; op: string }>; errnoRet?: number }>;
+    syscalls: Array<{
+      names: string[];
+      action: string;
+      args?: Array<{ index: number; value: number; op: string }>;
+      errnoRet?: number;
+    }>;
   };
   const allowed = new Set(profile.syscalls.filter((s) => s.action === 'SCMP_ACT_ALLOW').flatMap((s) => s.names));
 
@@ -45,7 +62,58 @@ describe('seccomp profile (sandbox/seccomp.json)', () => {
   });
 
   it('names none of the syscalls our workloads never need', () => {
-    const forbidden = ['mount', 'umount', 'umount2', 'unshare', 'setns', 'keyctl', 'add_key', 'request_key', 'bpf', 'ptrace', 'process_vm_readv', 'process_vm_writev', 'perf_event_open', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'open_by_handle_at', 'name_to_handle_at', 'userfaultfd', 'clock_settime', 'clock_settime64', 'settimeofday', 'reboot', 'swapon', 'swapoff', 'pivot_root', 'chroot', 'io_uring_setup', 'kcmp', 'pidfd_getfd', 'fsopen', 'fsmount', 'move_mount', 'open_tree', 'clock_adjtime', 'adjtimex', 'modify_ldt', 'acct', 'quotactl', 'syslog', 'vhangup', 'lookup_dcookie', 'mq_open', 'mq_unlink', 'mq_timedsend', 'mq_timedreceive', 'mq_notify', 'mq_getsetattr'];
+    const forbidden = [
+      'mount',
+      'umount',
+      'umount2',
+      'unshare',
+      'setns',
+      'keyctl',
+      'add_key',
+      'request_key',
+      'bpf',
+      'ptrace',
+      'process_vm_readv',
+      'process_vm_writev',
+      'perf_event_open',
+      'kexec_load',
+      'kexec_file_load',
+      'init_module',
+      'finit_module',
+      'delete_module',
+      'open_by_handle_at',
+      'name_to_handle_at',
+      'userfaultfd',
+      'clock_settime',
+      'clock_settime64',
+      'settimeofday',
+      'reboot',
+      'swapon',
+      'swapoff',
+      'pivot_root',
+      'chroot',
+      'io_uring_setup',
+      'kcmp',
+      'pidfd_getfd',
+      'fsopen',
+      'fsmount',
+      'move_mount',
+      'open_tree',
+      'clock_adjtime',
+      'adjtimex',
+      'modify_ldt',
+      'acct',
+      'quotactl',
+      'syslog',
+      'vhangup',
+      'lookup_dcookie',
+      'mq_open',
+      'mq_unlink',
+      'mq_timedsend',
+      'mq_timedreceive',
+      'mq_notify',
+      'mq_getsetattr',
+    ];
     expect(forbidden.filter((s) => allowed.has(s))).toEqual([]);
   });
 
@@ -58,7 +126,10 @@ describe('seccomp profile (sandbox/seccomp.json)', () => {
     const clone = profile.syscalls.find((s) => s.names.includes('clone'))!;
     // CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET masked out.
     expect(clone.args).toEqual([expect.objectContaining({ index: 0, value: 0x7e020000, op: 'SCMP_CMP_MASKED_EQ' })]);
-    expect(profile.syscalls.find((s) => s.names.includes('clone3'))).toMatchObject({ action: 'SCMP_ACT_ERRNO', errnoRet: 38 });
+    expect(profile.syscalls.find((s) => s.names.includes('clone3'))).toMatchObject({
+      action: 'SCMP_ACT_ERRNO',
+      errnoRet: 38,
+    });
   });
 });
 
@@ -69,7 +140,14 @@ describe('pure parts', () => {
   });
 
   it('classify: the first cause wins over its consequences', () => {
-    const base = { wallTimedOut: false, outputCapped: false, oomKilled: false, pidsLimitHit: false, exitCode: 0, stderr: '' };
+    const base = {
+      wallTimedOut: false,
+      outputCapped: false,
+      oomKilled: false,
+      pidsLimitHit: false,
+      exitCode: 0,
+      stderr: '',
+    };
     expect(classify(base)).toEqual({});
     expect(classify({ ...base, pidsLimitHit: true, wallTimedOut: true }).exceeded).toBe('pids');
     expect(classify({ ...base, exitCode: 1, stderr: 'dd: No space left on device' }).exceeded).toBe('disk');
@@ -137,18 +215,33 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const r = await sandbox.run({
       key: key('files'),
       command: ['sh', '-c', 'node tool/main.mjs && cat notes/n.txt && echo "$GREETING" >&2 && exit 3'],
-      files: { 'tool/main.mjs': 'import { x } from "./lib.mjs"; console.log("x =", x, "cwd", process.cwd());', 'tool/lib.mjs': 'export const x = 41 + 1;', 'notes/n.txt': 'a note\n' },
+      files: {
+        'tool/main.mjs': 'import { x } from "./lib.mjs"; console.log("x =", x, "cwd", process.cwd());',
+        'tool/lib.mjs': 'export const x = 41 + 1;',
+        'notes/n.txt': 'a note\n',
+      },
       env: { GREETING: 'hello sandbox' },
     });
-    expect(r).toMatchObject({ status: 'error', exitCode: 3, stdout: 'x = 42 cwd /work\na note\n', stderr: 'hello sandbox\n', truncated: false, oomKilled: false });
+    expect(r).toMatchObject({
+      status: 'error',
+      exitCode: 3,
+      stdout: 'x = 42 cwd /work\na note\n',
+      stderr: 'hello sandbox\n',
+      truncated: false,
+      oomKilled: false,
+    });
     expect(r.imageId).toMatch(/^sha256:/);
     await gone(docker, r.key);
   });
 
   it('bad requests are refused before anything starts', async () => {
     await expect(sandbox.run({ key: key('bad'), command: [] })).rejects.toBeInstanceOf(SandboxInputError);
-    await expect(sandbox.run({ key: key('bad2'), command: ['true'], files: { '../x': 'y' } })).rejects.toThrow(/without "\.\."/);
-    await expect(sandbox.run({ key: key('bad3'), command: ['true'], budget: { memoryBytes: 1000 } })).rejects.toThrow(/memoryBytes/);
+    await expect(sandbox.run({ key: key('bad2'), command: ['true'], files: { '../x': 'y' } })).rejects.toThrow(
+      /without "\.\."/,
+    );
+    await expect(sandbox.run({ key: key('bad3'), command: ['true'], budget: { memoryBytes: 1000 } })).rejects.toThrow(
+      /memoryBytes/,
+    );
   });
 
   it('a missing image is a clear error naming `npm run sandbox:image`', async () => {
@@ -175,7 +268,11 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
   it('a retry after the first attempt exited picks up its output', async () => {
     const k = key('exited');
     // The first attempt's worker died after create+start: emulate with the same spec, started directly.
-    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'echo from the first attempt; exit 4'] }, resolveBudget(), await sandbox.image());
+    const spec = sandbox.containerSpec(
+      { key: k, command: ['sh', '-c', 'echo from the first attempt; exit 4'] },
+      resolveBudget(),
+      await sandbox.image(),
+    );
     const c = await docker.createContainer(spec);
     await c.start();
     await c.wait();
@@ -188,7 +285,11 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const k = key('backstop');
     // Nobody follows this one (as if its worker died right after start). The run first kills
     // every process it may signal: the backstop lives in PID 1, which it cannot kill.
-    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'kill -9 -1; trap "" TERM; while :; do :; done'] }, resolveBudget({ wallMs: 1000 }), await sandbox.image());
+    const spec = sandbox.containerSpec(
+      { key: k, command: ['sh', '-c', 'kill -9 -1; trap "" TERM; while :; do :; done'] },
+      resolveBudget({ wallMs: 1000 }),
+      await sandbox.image(),
+    );
     const c = await docker.createContainer(spec);
     const t = Date.now();
     await c.start();
@@ -203,11 +304,15 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     await gone(docker, k);
   });
 
-  it('PID 1 is mindloop-init: not dumpable (its /proc files are root\'s), it reaps orphans, and it passes the exit status on', async () => {
+  it("PID 1 is mindloop-init: not dumpable (its /proc files are root's), it reaps orphans, and it passes the exit status on", async () => {
     const r = await sandbox.run({
       key: key('init'),
       // Two orphans re-parented to PID 1 that exit at once; then count zombies.
-      command: ['sh', '-c', 'cat /proc/1/cmdline | tr "\\0" " "; echo; stat -c "%u %a" /proc/1/mem; (true &); (true &); sleep 0.5; grep -l "^State:.*Z" /proc/[0-9]*/status | wc -l; exit 7'],
+      command: [
+        'sh',
+        '-c',
+        'cat /proc/1/cmdline | tr "\\0" " "; echo; stat -c "%u %a" /proc/1/mem; (true &); (true &); sleep 0.5; grep -l "^State:.*Z" /proc/[0-9]*/status | wc -l; exit 7',
+      ],
     });
     expect(r.exitCode).toBe(7);
     const [cmdline, mem, zombies] = r.stdout.trim().split('\n');
@@ -233,12 +338,23 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     const image = await sandbox.image();
     const host = (await import('node:os')).hostname();
     const mk = async (name: string, labels: Record<string, string>) =>
-      docker.createContainer({ Image: image, Cmd: ['sleep', '60'], Labels: { [LABEL]: '1', [LABEL_KEY]: key(name), ...labels }, HostConfig: { NetworkMode: 'none' } });
+      docker.createContainer({
+        Image: image,
+        Cmd: ['sleep', '60'],
+        Labels: { [LABEL]: '1', [LABEL_KEY]: key(name), ...labels },
+        HostConfig: { NetworkMode: 'none' },
+      });
     // A pid that cannot be alive (above pid_max on Linux).
     await mk('orphan-dead-owner-no-deadline', { [LABEL_OWNER]: `${host}:99999999` });
     await mk('orphan-past-deadline', { [LABEL_OWNER]: `other-host:1`, [LABEL_DEADLINE]: String(Date.now() - 1000) });
-    const adoptable = await mk('dead-owner-within-deadline', { [LABEL_OWNER]: `${host}:99999999`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
-    const live = await mk('live', { [LABEL_OWNER]: `${host}:${process.pid}`, [LABEL_DEADLINE]: String(Date.now() + 3_600_000) });
+    const adoptable = await mk('dead-owner-within-deadline', {
+      [LABEL_OWNER]: `${host}:99999999`,
+      [LABEL_DEADLINE]: String(Date.now() + 3_600_000),
+    });
+    const live = await mk('live', {
+      [LABEL_OWNER]: `${host}:${process.pid}`,
+      [LABEL_DEADLINE]: String(Date.now() + 3_600_000),
+    });
     const n = await sandbox.reapOrphans();
     expect(n).toBeGreaterThanOrEqual(2);
     expect(await containersWithKey(docker, key('orphan-dead-owner-no-deadline'))).toHaveLength(0);
@@ -250,10 +366,14 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     await adoptable.remove({ force: true });
   });
 
-  it("a worker restarted after a crash does not reap its running container: the retry adopts it, the command runs once", async () => {
+  it('a worker restarted after a crash does not reap its running container: the retry adopts it, the command runs once', async () => {
     const k = key('crash-adopt');
     // The crashed worker's attempt: created and started under an owner pid that is dead now.
-    const spec = sandbox.containerSpec({ key: k, command: ['sh', '-c', 'echo run $$; sleep 1; echo done'] }, resolveBudget(), await sandbox.image());
+    const spec = sandbox.containerSpec(
+      { key: k, command: ['sh', '-c', 'echo run $$; sleep 1; echo done'] },
+      resolveBudget(),
+      await sandbox.image(),
+    );
     spec.Labels = { ...spec.Labels, [LABEL_OWNER]: `${(await import('node:os')).hostname()}:99999999` };
     const c = await docker.createContainer(spec);
     await c.start();
@@ -270,38 +390,54 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     // cgroup v1 or v2, whichever the engine uses.
     const limits = await sandbox.run({
       key: key('limits'),
-      command: ['sh', '-c', 'cd /sys/fs/cgroup; cat cpu/cpu.cfs_quota_us cpu.max memory/memory.limit_in_bytes memory.max pids/pids.max pids.max 2>/dev/null; true'],
+      command: [
+        'sh',
+        '-c',
+        'cd /sys/fs/cgroup; cat cpu/cpu.cfs_quota_us cpu.max memory/memory.limit_in_bytes memory.max pids/pids.max pids.max 2>/dev/null; true',
+      ],
       budget: { cpus: 0.5, memoryBytes: 100 << 20, pids: 50 },
     });
     const values = limits.stdout.trim().split(/\s+/);
     expect(values).toContain(String(100 << 20));
     expect(values).toContain('50');
     expect(values.some((v) => v === '50000')).toBe(true); // 0.5 CPU of a 100 000 µs period
-    const hog = await sandbox.run({ key: key('cpu-hog'), command: ['node', '-e', 'for (;;) {}'], budget: { cpuSeconds: 1, wallMs: 15_000 } });
+    const hog = await sandbox.run({
+      key: key('cpu-hog'),
+      command: ['node', '-e', 'for (;;) {}'],
+      budget: { cpuSeconds: 1, wallMs: 15_000 },
+    });
     expect(hog).toMatchObject({ status: 'budget_exceeded', exceeded: 'cpu', exitCode: 152 });
     expect(hog.durationMs).toBeLessThan(15_000);
   });
 
-  it('the image is built locally and reproducibly: same inputs → no-op, a forced rebuild gives the same root file system layer', { timeout: 180_000 }, async () => {
-    const tools = mkdtempSync(join(tmpdir(), 'mindloop-image-'));
-    try {
-      const first = buildSandboxImage({ toolsDir: tools });
-      expect(first.image).toBe(`mindloop-sandbox:${first.inputs.slice(0, 16)}`);
-      expect(JSON.parse(readFileSync(join(tools, 'sandbox-image.json'), 'utf8'))).toMatchObject({ image: first.image, id: first.id, inputs: first.inputs });
-      expect((await docker.getImage('mindloop-sandbox:latest').inspect()).Id).toBe(first.id);
-      const again = buildSandboxImage({ toolsDir: tools });
-      expect(again.id).toBe(first.id);
-      const layers = async (id: string) => (await docker.getImage(id).inspect()).RootFS.Layers;
-      const before = await layers(first.id);
-      const rebuilt = buildSandboxImage({ toolsDir: tools, force: true });
-      // docker import stamps a creation time into the image config, so ids differ; the file
-      // system layer (sorted names, mtime 0, uid 0) is byte for byte the same.
-      expect(rebuilt.inputs).toBe(first.inputs);
-      expect(await layers(rebuilt.id)).toEqual(before);
-    } finally {
-      rmSync(tools, { recursive: true, force: true });
-    }
-  });
+  it(
+    'the image is built locally and reproducibly: same inputs → no-op, a forced rebuild gives the same root file system layer',
+    { timeout: 180_000 },
+    async () => {
+      const tools = mkdtempSync(join(tmpdir(), 'mindloop-image-'));
+      try {
+        const first = buildSandboxImage({ toolsDir: tools });
+        expect(first.image).toBe(`mindloop-sandbox:${first.inputs.slice(0, 16)}`);
+        expect(JSON.parse(readFileSync(join(tools, 'sandbox-image.json'), 'utf8'))).toMatchObject({
+          image: first.image,
+          id: first.id,
+          inputs: first.inputs,
+        });
+        expect((await docker.getImage('mindloop-sandbox:latest').inspect()).Id).toBe(first.id);
+        const again = buildSandboxImage({ toolsDir: tools });
+        expect(again.id).toBe(first.id);
+        const layers = async (id: string) => (await docker.getImage(id).inspect()).RootFS.Layers;
+        const before = await layers(first.id);
+        const rebuilt = buildSandboxImage({ toolsDir: tools, force: true });
+        // docker import stamps a creation time into the image config, so ids differ; the file
+        // system layer (sorted names, mtime 0, uid 0) is byte for byte the same.
+        expect(rebuilt.inputs).toBe(first.inputs);
+        expect(await layers(rebuilt.id)).toEqual(before);
+      } finally {
+        rmSync(tools, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('doctor names the engine and the sandbox image', async () => {
     const check = await checkDocker(testEnv({ DOCKER_HOST: process.env.DOCKER_HOST }));
@@ -329,7 +465,11 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
 
     it('a budget breach is a result, not a failure', async () => {
       const acts = createSandboxActivities({ docker, sandbox });
-      const r = await new MockActivityEnvironment().run(acts.sandboxRun, { key: key('act-wall'), command: ['sleep', '10'], budget: { wallMs: 500 } });
+      const r = await new MockActivityEnvironment().run(acts.sandboxRun, {
+        key: key('act-wall'),
+        command: ['sleep', '10'],
+        budget: { wallMs: 500 },
+      });
       expect(r).toMatchObject({ status: 'budget_exceeded', exceeded: 'wall_time' });
     });
 
@@ -348,7 +488,12 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
     it('bad input is a non-retryable InvalidInput naming the field', async () => {
       const acts = createSandboxActivities({ docker, sandbox });
       const err = await new MockActivityEnvironment()
-        .run(acts.sandboxRun, { key: key('act-bad'), command: ['true'], env: { 'BAD-NAME': 'x' }, budget: { pids: -1 } })
+        .run(acts.sandboxRun, {
+          key: key('act-bad'),
+          command: ['true'],
+          env: { 'BAD-NAME': 'x' },
+          budget: { pids: -1 },
+        })
         .catch((e: unknown) => e);
       expect(err).toMatchObject({ type: 'InvalidInput', nonRetryable: true });
       expect((err as Error).message).toMatch(/env\.BAD-NAME.*budget\.pids|budget\.pids.*env/);
@@ -356,7 +501,9 @@ describe.skipIf(dockerSkipped)('DockerSandbox on the real engine', () => {
 
     it('sandboxHealth reports the engine and the image', async () => {
       const acts = createSandboxActivities({ docker, sandbox });
-      const h = (await new MockActivityEnvironment().run(acts.sandboxHealth)) as Awaited<ReturnType<typeof acts.sandboxHealth>>;
+      const h = (await new MockActivityEnvironment().run(acts.sandboxHealth)) as Awaited<
+        ReturnType<typeof acts.sandboxHealth>
+      >;
       expect(h).toMatchObject({ available: true });
       expect(h.imageId).toMatch(/^sha256:/);
     });

@@ -11,7 +11,14 @@ import { defaultPrices, speechCost } from '../../core/lifeforce.js';
 import { priorityKeyFor } from '../../core/priority.js';
 import type { SpeechStatus, speechWorkflow } from '../../workflows/speech.js';
 import { waitFor } from '../helpers/worker-process.js';
-import { agentWithLifeforce, fakeEngine, speechLedger, speechTestStack, writeWav, type SpeechTestStack } from './helpers.js';
+import {
+  agentWithLifeforce,
+  fakeEngine,
+  speechLedger,
+  speechTestStack,
+  writeWav,
+  type SpeechTestStack,
+} from './helpers.js';
 
 let s: SpeechTestStack;
 let engine: Worker | undefined;
@@ -43,7 +50,12 @@ async function backlogByKey(): Promise<Record<string, number>> {
     taskQueueType: 2,
     reportStats: true,
   });
-  return Object.fromEntries(Object.entries(res.statsByPriorityKey ?? {}).map(([key, stats]) => [key, Number(stats.approximateBacklogCount ?? 0)]));
+  return Object.fromEntries(
+    Object.entries(res.statsByPriorityKey ?? {}).map(([key, stats]) => [
+      key,
+      Number(stats.approximateBacklogCount ?? 0),
+    ]),
+  );
 }
 
 describe('a speech backlog is taken by lifeforce priority, then arrival', () => {
@@ -61,10 +73,21 @@ describe('a speech backlog is taken by lifeforce priority, then arrival', () => 
         }),
       );
       // Arrival order is start order: each job is on the queue before the next starts.
-      await waitFor(`${a.id}'s job on the queue`, 30_000, async () => ((await handles.at(-1)!.describe()).raw.pendingActivities?.length === 1 ? true : undefined));
+      await waitFor(`${a.id}'s job on the queue`, 30_000, async () =>
+        (await handles.at(-1)!.describe()).raw.pendingActivities?.length === 1 ? true : undefined,
+      );
     }
     // The hold is taken before the route: what each budget has left then sets its key.
-    const keyOf = new Map(agents.map((a) => [a.id, priorityKeyFor(a.lifeforce ? { available: a.lifeforce.available - speechCost(defaultPrices, 2), capacity: a.lifeforce.capacity } : { available: null, capacity: null })]));
+    const keyOf = new Map(
+      agents.map((a) => [
+        a.id,
+        priorityKeyFor(
+          a.lifeforce
+            ? { available: a.lifeforce.available - speechCost(defaultPrices, 2), capacity: a.lifeforce.capacity }
+            : { available: null, capacity: null },
+        ),
+      ]),
+    );
     expect(new Set(keyOf.values()).size).toBeGreaterThanOrEqual(4);
 
     for (const h of handles) {
@@ -72,25 +95,52 @@ describe('a speech backlog is taken by lifeforce priority, then arrival', () => 
       expect(st.phase).toBe('waiting');
       expect(st.route).toMatchObject({ state: 'none', queue: 'speech-cpu' });
       expect(st.waiting!.reason).toMatch(/no speech worker polls speech-gpu or speech-cpu/);
-      expect(st.lifeforce).toMatchObject({ seconds: 2, held: speechCost(defaultPrices, 2), charged: null, priorityKey: keyOf.get(st.agentId) });
+      expect(st.lifeforce).toMatchObject({
+        seconds: 2,
+        held: speechCost(defaultPrices, 2),
+        charged: null,
+        priorityKey: keyOf.get(st.agentId),
+      });
     }
     const expected: Record<string, number> = {};
     for (const key of keyOf.values()) expected[key] = (expected[key] ?? 0) + 1;
-    await waitFor('the backlog by priority key', 30_000, async () => {
-      const backlog = await backlogByKey();
-      return JSON.stringify(backlog) === JSON.stringify(expected) ? backlog : undefined;
-    }, 250);
+    await waitFor(
+      'the backlog by priority key',
+      30_000,
+      async () => {
+        const backlog = await backlogByKey();
+        return JSON.stringify(backlog) === JSON.stringify(expected) ? backlog : undefined;
+      },
+      250,
+    );
 
     const ran: string[] = [];
-    engine = await fakeEngine({ connection: s.temporal.connection, queue: 'speech-cpu', backend: 'fake-cpu', ran, oneAtATime: true, transcribe: () => ({ duration_s: 2 }) });
+    engine = await fakeEngine({
+      connection: s.temporal.connection,
+      queue: 'speech-cpu',
+      backend: 'fake-cpu',
+      ran,
+      oneAtATime: true,
+      transcribe: () => ({ duration_s: 2 }),
+    });
     const results = await engine.runUntil(Promise.all(handles.map((h) => h.result())));
 
     const order = ran.map((id) => id.split('/')[1]!);
-    const byPriorityThenArrival = [...agents.map((a) => a.id)].sort((a, b) => keyOf.get(a)! - keyOf.get(b)! || agents.findIndex((x) => x.id === a) - agents.findIndex((x) => x.id === b));
+    const byPriorityThenArrival = [...agents.map((a) => a.id)].sort(
+      (a, b) =>
+        keyOf.get(a)! - keyOf.get(b)! || agents.findIndex((x) => x.id === a) - agents.findIndex((x) => x.id === b),
+    );
     expect(order).toEqual(byPriorityThenArrival);
     expect(order.indexOf('unlimited-a')).toBeLessThan(order.indexOf('unlimited-b'));
 
-    for (const r of results) expect(r).toMatchObject({ kind: 'transcribe', queue: 'speech-cpu', backend: 'fake-cpu', delivered: 'stored', charged: speechCost(defaultPrices, 2) });
+    for (const r of results)
+      expect(r).toMatchObject({
+        kind: 'transcribe',
+        queue: 'speech-cpu',
+        backend: 'fake-cpu',
+        delivered: 'stored',
+        charged: speechCost(defaultPrices, 2),
+      });
     for (const a of agents) {
       const ledger = await speechLedger(s.db, a.id);
       expect(ledger.map((e) => [e.kind, e.amount])).toEqual([
@@ -107,13 +157,25 @@ describe('a speech backlog is taken by lifeforce priority, then arrival', () => 
       taskQueue: 'mindloop',
       workflowId: 'speech/patient/long-wait',
       // No worker polls now: every round gives up after a second; two rounds a run.
-      args: [{ kind: 'transcribe', agentId: 'patient', audioPath, timing: { queuedMs: 1000, parkedMs: 1000, roundsPerRun: 2 } }],
+      args: [
+        {
+          kind: 'transcribe',
+          agentId: 'patient',
+          audioPath,
+          timing: { queuedMs: 1000, parkedMs: 1000, roundsPerRun: 2 },
+        },
+      ],
     });
     const firstRun = h.firstExecutionRunId;
-    const later = await waitFor('a run after continue-as-new', 60_000, async () => {
-      const d = await s.temporal.client.workflow.getHandle(h.workflowId).describe();
-      return d.runId !== firstRun ? d : undefined;
-    }, 250);
+    const later = await waitFor(
+      'a run after continue-as-new',
+      60_000,
+      async () => {
+        const d = await s.temporal.client.workflow.getHandle(h.workflowId).describe();
+        return d.runId !== firstRun ? d : undefined;
+      },
+      250,
+    );
     expect(later.status.name).toBe('RUNNING');
     const st = await s.temporal.client.workflow.getHandle(h.workflowId).query<SpeechStatus>('status');
     expect(st.waiting!.attempts).toBeGreaterThanOrEqual(2);

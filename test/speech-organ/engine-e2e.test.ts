@@ -27,15 +27,40 @@ let worker: SpeechWorker;
 let loop: WorkflowHandle<typeof agentLoopWorkflow>;
 
 /** Lower-case words, no punctuation. */
-const words = (text: string) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, ' ').split(/\s+/).filter(Boolean);
+const words = (text: string) =>
+  text
+    .toLowerCase()
+    .replace(/[^a-z0-9' ]+/g, ' ')
+    .split(/\s+/)
+    .filter(Boolean);
 
 describe.skipIf(!engine)('the real speech engine', () => {
   beforeAll(async () => {
-    s = await speechTestStack('speech-e2e', thinkScript((_m, i) => `Tick ${i + 1}: listening.`));
+    s = await speechTestStack(
+      'speech-e2e',
+      thinkScript((_m, i) => `Tick ${i + 1}: listening.`),
+    );
     await agentWithLifeforce(s.db, 'demo', { capacity: 1000, available: 1000 });
-    await s.db.db.insert(llmRegistry).values({ agentId: 'demo', name: 'script', provider: 'scripted', model: 'scripted-e2e', role: 'agent', priority: 1 });
-    worker = await startSpeechWorker({ engine: engine!, address: s.temporal.server.address, namespace: 'default', dataDir: s.dataDir, args: ['--concurrency', '1'] });
-    loop = await s.temporal.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue: 'mindloop', workflowId: 'agent/demo', args: [{ agentId: 'demo', settings: { delayMs: 500 } }] });
+    await s.db.db.insert(llmRegistry).values({
+      agentId: 'demo',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-e2e',
+      role: 'agent',
+      priority: 1,
+    });
+    worker = await startSpeechWorker({
+      engine: engine!,
+      address: s.temporal.server.address,
+      namespace: 'default',
+      dataDir: s.dataDir,
+      args: ['--concurrency', '1'],
+    });
+    loop = await s.temporal.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      taskQueue: 'mindloop',
+      workflowId: 'agent/demo',
+      args: [{ agentId: 'demo', settings: { delayMs: 500 } }],
+    });
   }, 300_000);
 
   afterAll(async () => {
@@ -53,14 +78,27 @@ describe.skipIf(!engine)('the real speech engine', () => {
 
   it('`mindloop note demo --audio <a WAV the engine spoke>` stores the words, the backend and the charge', async () => {
     const sentence = 'The quick brown fox jumps over the lazy dog.';
-    const spoken = await s.temporal.client.workflow.execute<typeof speechWorkflow>('speechWorkflow', { taskQueue: 'mindloop', workflowId: 'speech/demo/e2e-speak', args: [{ kind: 'speak', agentId: 'demo', text: sentence, lang: 'en' }] });
+    const spoken = await s.temporal.client.workflow.execute<typeof speechWorkflow>('speechWorkflow', {
+      taskQueue: 'mindloop',
+      workflowId: 'speech/demo/e2e-speak',
+      args: [{ kind: 'speak', agentId: 'demo', text: sentence, lang: 'en' }],
+    });
     if (spoken.kind !== 'speak') throw new Error('not a speak result');
     expect(spoken.queue).toBe(worker.queue);
     expect(spoken.durationS).toBeGreaterThan(1);
     expect(existsSync(spoken.audioPath)).toBe(true);
 
-    const env = { TEMPORAL_ADDRESS: s.temporal.server.address, MINDLOOP_DATA_DIR: s.dataDir, MINDLOOP_TOOLS_DIR: repoToolsDir };
-    const r = await run(process.execPath, [join(repoRoot, 'bin/mindloop.mjs'), 'note', 'demo', '--audio', spoken.audioPath, '--lang', 'en', '--wait'], env, 240_000);
+    const env = {
+      TEMPORAL_ADDRESS: s.temporal.server.address,
+      MINDLOOP_DATA_DIR: s.dataDir,
+      MINDLOOP_TOOLS_DIR: repoToolsDir,
+    };
+    const r = await run(
+      process.execPath,
+      [join(repoRoot, 'bin/mindloop.mjs'), 'note', 'demo', '--audio', spoken.audioPath, '--lang', 'en', '--wait'],
+      env,
+      240_000,
+    );
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const workflowId = /as workflow (speech\/demo\/cli\/[0-9a-f-]+)/.exec(r.stdout)?.[1];
@@ -69,12 +107,21 @@ describe.skipIf(!engine)('the real speech engine', () => {
     if (heard.kind !== 'transcribe') throw new Error('not a transcription');
     expect(heard.delivered).toBe('loop');
 
-    const [note] = await s.db.db.select().from(notes).where(and(eq(notes.agentId, 'demo'), eq(notes.id, heard.noteId!)));
+    const [note] = await s.db.db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'demo'), eq(notes.id, heard.noteId!)));
     const got = words(note!.text);
     const want = words(sentence);
     const hits = want.filter((w) => got.includes(w)).length;
     expect(hits / want.length, `heard: ${note!.text}`).toBeGreaterThanOrEqual(0.7);
-    expect(note!.audio).toMatchObject({ kind: 'heard', language: 'en', backend: heard.backend, device: heard.device, workflowId });
+    expect(note!.audio).toMatchObject({
+      kind: 'heard',
+      language: 'en',
+      backend: heard.backend,
+      device: heard.device,
+      workflowId,
+    });
     expect(note!.audio!.backend).not.toMatch(/fake/);
     expect(r.stdout).toContain(note!.text.trim().split('\n')[0]!);
 

@@ -12,7 +12,12 @@ import { and, eq } from 'drizzle-orm';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/index.js';
 import { pcm16WavHeader } from '../../core/speech/wav.js';
-import type { EngineSpeakInput, EngineSpeakResult, EngineTranscribeInput, EngineTranscribeResult } from '../../core/speech/engine.js';
+import type {
+  EngineSpeakInput,
+  EngineSpeakResult,
+  EngineTranscribeInput,
+  EngineTranscribeResult,
+} from '../../core/speech/engine.js';
 import type { SpeechQueue } from '../../core/speech/route.js';
 import { budgetIds } from '../../core/lifeforce.js';
 import { ensureBudget, reserve, settle } from '../../db/queries/lifeforce.js';
@@ -73,13 +78,28 @@ export async function speechTestStack(label: string, scriptedReply?: ScriptedRep
 }
 
 /** An agent row, with a budget of `capacity` of which `available` is left (null: unlimited). */
-export async function agentWithLifeforce(db: MigratedDatabase, agentId: string, lifeforce: { capacity: number; available: number } | null = null): Promise<void> {
+export async function agentWithLifeforce(
+  db: MigratedDatabase,
+  agentId: string,
+  lifeforce: { capacity: number; available: number } | null = null,
+): Promise<void> {
   await db.db.insert(agents).values({ id: agentId, name: agentId }).onConflictDoNothing();
   const budgetId = budgetIds.agent(agentId);
-  await ensureBudget(db.db, { id: budgetId, agentId, scope: 'agent', settings: { capacity: lifeforce ? lifeforce.capacity : null } });
+  await ensureBudget(db.db, {
+    id: budgetId,
+    agentId,
+    scope: 'agent',
+    settings: { capacity: lifeforce ? lifeforce.capacity : null },
+  });
   if (lifeforce && lifeforce.available < lifeforce.capacity) {
     const spend = lifeforce.capacity - lifeforce.available;
-    const held = await reserve(db.db, { key: `test-spend:${agentId}`, budgetId, amount: spend, operation: 'test', ttlMs: null });
+    const held = await reserve(db.db, {
+      key: `test-spend:${agentId}`,
+      budgetId,
+      amount: spend,
+      operation: 'test',
+      ttlMs: null,
+    });
     if (!held.ok) throw new Error(`could not spend ${spend} of ${agentId}'s budget`);
     await settle(db.db, `test-spend:${agentId}`, spend);
   }
@@ -88,7 +108,13 @@ export async function agentWithLifeforce(db: MigratedDatabase, agentId: string, 
 /** The agent's speech entries in the ledger, oldest first. */
 export async function speechLedger(db: MigratedDatabase, agentId: string) {
   return db.db
-    .select({ kind: lifeforceLedger.kind, amount: lifeforceLedger.amount, key: lifeforceLedger.idempotencyKey, reservationKey: lifeforceLedger.reservationKey, metadata: lifeforceLedger.metadata })
+    .select({
+      kind: lifeforceLedger.kind,
+      amount: lifeforceLedger.amount,
+      key: lifeforceLedger.idempotencyKey,
+      reservationKey: lifeforceLedger.reservationKey,
+      metadata: lifeforceLedger.metadata,
+    })
     .from(lifeforceLedger)
     .where(and(eq(lifeforceLedger.agentId, agentId), eq(lifeforceLedger.operation, 'speech')))
     .orderBy(lifeforceLedger.id);
@@ -102,7 +128,9 @@ export interface FakeEngineOptions {
   ran?: string[];
   /** One job at a time, one poll: the order it takes a backlog in is the order matching hands it out. */
   oneAtATime?: boolean;
-  transcribe?: (input: EngineTranscribeInput) => Partial<EngineTranscribeResult> | Promise<Partial<EngineTranscribeResult>>;
+  transcribe?: (
+    input: EngineTranscribeInput,
+  ) => Partial<EngineTranscribeResult> | Promise<Partial<EngineTranscribeResult>>;
   /** The seconds a speak's audio lasts (default: 1.2). */
   speakSeconds?: number;
 }
@@ -114,13 +142,36 @@ export function fakeEngine(o: FakeEngineOptions): Promise<Worker> {
     async transcribe(input: EngineTranscribeInput): Promise<EngineTranscribeResult> {
       o.ran?.push(Context.current().info.workflowExecution?.workflowId ?? '(no workflow)');
       const extra = (await o.transcribe?.(input)) ?? {};
-      return { text: `heard ${input.audio_path.split('/').pop()}`, language: 'en', language_probability: 0.97, duration_s: 1, words: [], confidence: 0.9, backend: o.backend, device, model: 'fake-whisper', elapsed_ms: 5, rtf: 0.01, ...extra };
+      return {
+        text: `heard ${input.audio_path.split('/').pop()}`,
+        language: 'en',
+        language_probability: 0.97,
+        duration_s: 1,
+        words: [],
+        confidence: 0.9,
+        backend: o.backend,
+        device,
+        model: 'fake-whisper',
+        elapsed_ms: 5,
+        rtf: 0.01,
+        ...extra,
+      };
     },
     async speak(input: EngineSpeakInput): Promise<EngineSpeakResult> {
       o.ran?.push(Context.current().info.workflowExecution?.workflowId ?? '(no workflow)');
       const seconds = o.speakSeconds ?? 1.2;
       writeWav(input.out_path, seconds, 22_050);
-      return { audio_path: input.out_path, duration_s: seconds, sample_rate: 22_050, lang: input.lang ?? 'en', voice: 'fake-voice', backend: o.backend, device, elapsed_ms: 5, rtf: 0.01 };
+      return {
+        audio_path: input.out_path,
+        duration_s: seconds,
+        sample_rate: 22_050,
+        lang: input.lang ?? 'en',
+        voice: 'fake-voice',
+        backend: o.backend,
+        device,
+        elapsed_ms: 5,
+        rtf: 0.01,
+      };
     },
   };
   return Worker.create({

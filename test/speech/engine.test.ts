@@ -16,8 +16,16 @@ import { corpusWordErrorRate, wordErrorRate, type WerLanguage } from '../../core
 import type { speechCallWorkflow, speechRoundTripWorkflow } from '../fixtures/workflows/speech.js';
 import { tempDir } from '../helpers/env.js';
 import { fixtureWorkflowsPath, startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
-import { engineMissing, readWav, startEngine, toNoisyMp3, tone, writeSparseSilentWav, writeWav, type EngineProcess } from './engine-helpers.js';
-
+import {
+  engineMissing,
+  readWav,
+  startEngine,
+  toNoisyMp3,
+  tone,
+  writeSparseSilentWav,
+  writeWav,
+  type EngineProcess,
+} from './engine-helpers.js';
 
 const english = [...everydaySentences.en];
 const german = everydaySentences.de.slice(0, 10);
@@ -38,11 +46,23 @@ let workflowWorkerRun: Promise<void>;
 let engine: EngineProcess;
 let dir: { path: string; remove(): void };
 
-async function call(activity: 'speak' | 'transcribe' | 'speech_health', payload?: unknown, queue = 'speech-cpu', heartbeatTimeout?: string) {
+async function call(
+  activity: 'speak' | 'transcribe' | 'speech_health',
+  payload?: unknown,
+  queue = 'speech-cpu',
+  heartbeatTimeout?: string,
+) {
   return dev.client.workflow.execute<typeof speechCallWorkflow>('speechCallWorkflow', {
     taskQueue: workflowQueue,
     workflowId: `speech-call-${activity}-${Math.random().toString(36).slice(2)}`,
-    args: [{ queue, activity, ...(payload === undefined ? {} : { payload }), ...(heartbeatTimeout ? { heartbeatTimeout } : {}) }],
+    args: [
+      {
+        queue,
+        activity,
+        ...(payload === undefined ? {} : { payload }),
+        ...(heartbeatTimeout ? { heartbeatTimeout } : {}),
+      },
+    ],
   }) as Promise<Record<string, unknown>>;
 }
 
@@ -73,9 +93,22 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
     if (missing) throw new Error(missing);
     dir = tempDir('speech-engine');
     dev = await startDevTemporal('speech-engine', fixtureWorkflowsPath);
-    workflowWorker = await Worker.create({ connection: dev.connection, taskQueue: workflowQueue, workflowBundle: dev.bundle });
+    workflowWorker = await Worker.create({
+      connection: dev.connection,
+      taskQueue: workflowQueue,
+      workflowBundle: dev.bundle,
+    });
     workflowWorkerRun = workflowWorker.run();
-    engine = await startEngine(dev.server.address, ['--queue', 'speech-cpu', '--device', 'cpu', '--concurrency', '2', '--allow-dir', dir.path]);
+    engine = await startEngine(dev.server.address, [
+      '--queue',
+      'speech-cpu',
+      '--device',
+      'cpu',
+      '--concurrency',
+      '2',
+      '--allow-dir',
+      dir.path,
+    ]);
   }, 300_000);
 
   afterAll(async () => {
@@ -87,19 +120,44 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
   });
 
   it('says it is ready on its queue, with its engines, and reports them', async () => {
-    expect(engine.readyLine).toBe(`speech worker polling speech-cpu on ${dev.server.address} (stt faster-whisper, tts piper,pico,espeak-ng)`);
+    expect(engine.readyLine).toBe(
+      `speech worker polling speech-cpu on ${dev.server.address} (stt faster-whisper, tts piper,pico,espeak-ng)`,
+    );
     const health = await call('speech_health');
-    expect(health).toMatchObject({ queue: 'speech-cpu', device: 'cpu', stt: ['faster-whisper'], tts: ['piper', 'pico', 'espeak-ng'] });
+    expect(health).toMatchObject({
+      queue: 'speech-cpu',
+      device: 'cpu',
+      stt: ['faster-whisper'],
+      tts: ['piper', 'pico', 'espeak-ng'],
+    });
     // piper where a neural voice is packaged, Pico for its five languages, espeak-ng for the rest.
     expect(health.voices).toMatchObject({ en: 'en_US-joe-medium', de: 'de-DE', fr: 'fr-FR', nl: 'nl', ru: 'ru' });
   });
 
   it('picks the voice by language: piper, then Pico, then espeak-ng; an explicit voice wins', async () => {
-    const say = async (name: string, payload: Record<string, unknown>) => call('speak', { ...payload, out_path: join(dir.path, `${name}.wav`) });
-    expect(await say('pick-en', { text: 'Good morning.', lang: 'en' })).toMatchObject({ backend: 'piper', voice: 'en_US-joe-medium', sample_rate: 22050 });
-    expect(await say('pick-de', { text: 'Guten Morgen.', lang: 'de-AT' })).toMatchObject({ backend: 'pico', voice: 'de-DE', lang: 'de', sample_rate: 16000 });
-    expect(await say('pick-nl', { text: 'Goedemorgen, hoe gaat het?', lang: 'nl' })).toMatchObject({ backend: 'espeak-ng', voice: 'nl', lang: 'nl' });
-    expect(await say('pick-gb', { text: 'Good morning.', voice: 'en-GB' })).toMatchObject({ backend: 'pico', voice: 'en-GB', lang: 'en' });
+    const say = async (name: string, payload: Record<string, unknown>) =>
+      call('speak', { ...payload, out_path: join(dir.path, `${name}.wav`) });
+    expect(await say('pick-en', { text: 'Good morning.', lang: 'en' })).toMatchObject({
+      backend: 'piper',
+      voice: 'en_US-joe-medium',
+      sample_rate: 22050,
+    });
+    expect(await say('pick-de', { text: 'Guten Morgen.', lang: 'de-AT' })).toMatchObject({
+      backend: 'pico',
+      voice: 'de-DE',
+      lang: 'de',
+      sample_rate: 16000,
+    });
+    expect(await say('pick-nl', { text: 'Goedemorgen, hoe gaat het?', lang: 'nl' })).toMatchObject({
+      backend: 'espeak-ng',
+      voice: 'nl',
+      lang: 'nl',
+    });
+    expect(await say('pick-gb', { text: 'Good morning.', voice: 'en-GB' })).toMatchObject({
+      backend: 'pico',
+      voice: 'en-GB',
+      lang: 'en',
+    });
   });
 
   it(`hears back what it says: ${english.length} English and ${german.length} German sentences, WER ≤ ${maxWer} each`, async () => {
@@ -117,7 +175,11 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
       ['en', en, 'piper'],
       ['de', de, 'pico'],
     ] as const) {
-      const rows = results.map((r) => ({ sentence: r.sentence, heard: `[${r.heard.language}] ${r.heard.text}`, wer: wordErrorRate(r.sentence, r.heard.text, lang as WerLanguage).wer }));
+      const rows = results.map((r) => ({
+        sentence: r.sentence,
+        heard: `[${r.heard.language}] ${r.heard.text}`,
+        wer: wordErrorRate(r.sentence, r.heard.text, lang as WerLanguage).wer,
+      }));
       const total = corpusWordErrorRate(
         results.map((r) => ({ reference: r.sentence, hypothesis: r.heard.text })),
         lang as WerLanguage,
@@ -131,7 +193,12 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
       checks.push(() => {
         for (const r of results) {
           // speak guessed the language from the text and picked that language's backend.
-          expect(r.spoken, r.sentence).toMatchObject({ lang, backend, device: 'cpu', sample_rate: backend === 'piper' ? 22050 : 16000 });
+          expect(r.spoken, r.sentence).toMatchObject({
+            lang,
+            backend,
+            device: 'cpu',
+            sample_rate: backend === 'piper' ? 22050 : 16000,
+          });
           expect(r.heard.duration_s).toBeCloseTo(r.spoken.duration_s, 1);
         }
         // Detection hears one short sentence at a time; allow one miss in ten.
@@ -171,17 +238,28 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
     expect(wordErrorRate(paragraph, heard.text as string).wer, heard.text as string).toBeLessThanOrEqual(maxWer);
   }, 300_000);
 
-  it('transcribes recorded human speech (alsa-utils\' channel announcements) with word timings; noise is no speech', async () => {
+  it("transcribes recorded human speech (alsa-utils' channel announcements) with word timings; noise is no speech", async () => {
     // A man's voice recorded at 48 kHz, shipped by Debian's alsa-utils for speaker tests.
     const samples = '/usr/share/sounds/alsa';
-    const expected: Record<string, string> = { Front_Center: 'front center', Front_Left: 'front left', Front_Right: 'front right', Rear_Center: 'rear center', Rear_Left: 'rear left', Rear_Right: 'rear right', Side_Left: 'side left', Side_Right: 'side right' };
+    const expected: Record<string, string> = {
+      Front_Center: 'front center',
+      Front_Left: 'front left',
+      Front_Right: 'front right',
+      Rear_Center: 'rear center',
+      Rear_Left: 'rear left',
+      Rear_Right: 'rear right',
+      Side_Left: 'side left',
+      Side_Right: 'side right',
+    };
     const rows: string[] = [];
     for (const [name, words] of Object.entries(expected)) {
       const file = join(dir.path, `${name}.wav`);
       copyFileSync(join(samples, `${name}.wav`), file);
       const heard = await call('transcribe', { audio_path: file, language: 'auto', word_timestamps: true });
       const timed = heard.words as { word: string; start: number; end: number }[];
-      rows.push(`${name.padEnd(13)} ${String(heard.text).padEnd(16)} ${timed.map((w) => `${w.word}@${w.start.toFixed(2)}–${w.end.toFixed(2)}`).join(' ')}`);
+      rows.push(
+        `${name.padEnd(13)} ${String(heard.text).padEnd(16)} ${timed.map((w) => `${w.word}@${w.start.toFixed(2)}–${w.end.toFixed(2)}`).join(' ')}`,
+      );
       expect(heard, name).toMatchObject({ language: 'en' });
       expect(wordErrorRate(words, heard.text as string).wer, `${name}: ${heard.text as string}`).toBe(0);
       expect(timed.length).toBe(2);
@@ -199,7 +277,12 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
   }, 300_000);
 
   describe('refuses bad input at once, non-retryable, and keeps serving', () => {
-    const cases: { name: string; make: () => [activity: 'speak' | 'transcribe', payload: unknown]; type: string; message: RegExp }[] = [
+    const cases: {
+      name: string;
+      make: () => [activity: 'speak' | 'transcribe', payload: unknown];
+      type: string;
+      message: RegExp;
+    }[] = [
       {
         name: 'a text file renamed .wav',
         make: () => {
@@ -324,7 +407,14 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
     const handle = await dev.client.workflow.start<typeof speechCallWorkflow>('speechCallWorkflow', {
       taskQueue: workflowQueue,
       workflowId: 'speech-cancel-long',
-      args: [{ queue: 'speech-cpu', activity: 'transcribe', payload: { audio_path: long, language: 'en' }, heartbeatTimeout: '4 seconds' }],
+      args: [
+        {
+          queue: 'speech-cpu',
+          activity: 'transcribe',
+          payload: { audio_path: long, language: 'en' },
+          heartbeatTimeout: '4 seconds',
+        },
+      ],
     });
     // Wait for a heartbeat from the transcribing stage that has got somewhere into the audio.
     let details: { stage?: string; position_s?: number; duration_s?: number } = {};
@@ -348,7 +438,11 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
     const cancelLatency = Date.now() - cancelledAt;
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause;
-    expect(cause instanceof CancelledFailure || (cause instanceof ActivityFailure && cause.cause instanceof CancelledFailure), String(cause)).toBe(true);
+    expect(
+      cause instanceof CancelledFailure ||
+        (cause instanceof ActivityFailure && cause.cause instanceof CancelledFailure),
+      String(cause),
+    ).toBe(true);
     // The workflow waits for the activity to confirm the cancel, and the activity confirms only
     // once its thread has stopped: after the 30 s window it is on (a few seconds, more when the
     // decoder falls back to sampling), far sooner than the minutes eight minutes of audio take.
@@ -358,13 +452,26 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
   }, 300_000);
 
   it('polls speech-gpu when told to (a GPU host simulated on the CPU) and serves there', async () => {
-    const gpu = await startEngine(dev.server.address, ['--queue', 'speech-gpu', '--device', 'cpu', '--concurrency', '1', '--allow-dir', dir.path]);
+    const gpu = await startEngine(dev.server.address, [
+      '--queue',
+      'speech-gpu',
+      '--device',
+      'cpu',
+      '--concurrency',
+      '1',
+      '--allow-dir',
+      dir.path,
+    ]);
     try {
       expect(gpu.readyLine).toMatch(/^speech worker polling speech-gpu on /);
       const health = await call('speech_health', undefined, 'speech-gpu');
       expect(health).toMatchObject({ queue: 'speech-gpu', device: 'cpu' });
       mkdirSync(join(dir.path, 'gpu'), { recursive: true });
-      const spoken = await call('speak', { text: 'Routed to the other queue.', out_path: join(dir.path, 'gpu', 'x.wav') }, 'speech-gpu');
+      const spoken = await call(
+        'speak',
+        { text: 'Routed to the other queue.', out_path: join(dir.path, 'gpu', 'x.wav') },
+        'speech-gpu',
+      );
       expect(spoken).toMatchObject({ backend: 'piper', lang: 'en' });
       expect(gpu.log()).not.toMatch(/Traceback/);
     } finally {

@@ -12,7 +12,16 @@ describe('normaliseForWer', () => {
   });
 
   it('spells English numbers', () => {
-    expect(normaliseForWer('I have 3 cats and 100 dogs')).toEqual(['i', 'have', 'three', 'cats', 'and', 'one', 'hundred', 'dogs']);
+    expect(normaliseForWer('I have 3 cats and 100 dogs')).toEqual([
+      'i',
+      'have',
+      'three',
+      'cats',
+      'and',
+      'one',
+      'hundred',
+      'dogs',
+    ]);
     expect(normaliseForWer('2024')).toEqual(['two', 'thousand', 'twenty', 'four']);
     expect(normaliseForWer('at 7:30')).toEqual(['at', 'seven', 'thirty']);
     expect(normaliseForWer('the 3rd of May')).toEqual(['the', 'three', 'rd', 'of', 'may']);
@@ -22,7 +31,11 @@ describe('normaliseForWer', () => {
   it('spells German numbers as one word, and folds ß', () => {
     expect(normaliseForWer('Er ist 21 Jahre alt', 'de')).toEqual(['er', 'ist', 'einundzwanzig', 'jahre', 'alt']);
     expect(normaliseForWer('seit 3 Jahren, Straße', 'de')).toEqual(['seit', 'drei', 'jahren', 'strasse']);
-    expect(normaliseForWer('30 101 1999', 'de')).toEqual(['dreissig', 'einhunderteins', 'eintausendneunhundertneunundneunzig']);
+    expect(normaliseForWer('30 101 1999', 'de')).toEqual([
+      'dreissig',
+      'einhunderteins',
+      'eintausendneunhundertneunundneunzig',
+    ]);
     expect(normaliseForWer('Dreißig', 'de')).toEqual(['dreissig']);
   });
 
@@ -57,9 +70,17 @@ describe('wordErrorRate', () => {
   });
 
   it('alignWords finds the minimal edit', () => {
-    expect(alignWords(['a', 'b', 'c', 'd'], ['a', 'c', 'd'])).toMatchObject({ substitutions: 0, deletions: 1, insertions: 0 });
+    expect(alignWords(['a', 'b', 'c', 'd'], ['a', 'c', 'd'])).toMatchObject({
+      substitutions: 0,
+      deletions: 1,
+      insertions: 0,
+    });
     expect(alignWords(['a', 'b'], ['x', 'a', 'b'])).toMatchObject({ substitutions: 0, deletions: 0, insertions: 1 });
-    expect(alignWords(['a', 'b', 'c'], ['c', 'b', 'a'])).toMatchObject({ substitutions: 2, deletions: 0, insertions: 0 });
+    expect(alignWords(['a', 'b', 'c'], ['c', 'b', 'a'])).toMatchObject({
+      substitutions: 2,
+      deletions: 0,
+      insertions: 0,
+    });
   });
 });
 

@@ -27,7 +27,9 @@ let handle: MigratedDatabase;
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_agent_file_loop');
   // A model of the catalogue that answers from a script: what `mindloop models add` stores.
-  await handle.db.insert(models).values({ name: 'scripted-test', provider: 'scripted', model: 'scripted', role: 'agent' });
+  await handle.db
+    .insert(models)
+    .values({ name: 'scripted-test', provider: 'scripted', model: 'scripted', role: 'agent' });
 }, 120_000);
 afterAll(async () => {
   await handle?.dispose();
@@ -36,7 +38,10 @@ afterAll(async () => {
 const worker = (taskQueue: string): WorkerSpec => ({
   taskQueue,
   workflowBundle: suite.bundle,
-  activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) } }),
+  activities: createActivities({
+    db: handle.db,
+    llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) },
+  }),
 });
 
 /** A document as a person writes it (and as the Temporal UI's start form takes it, in JSON). */
@@ -53,7 +58,11 @@ const documentOf = (id: string, over: Record<string, unknown> = {}) => ({
 /** Start the loop the way the Temporal UI does: the workflow type by name, the document as its one argument. */
 function startWithDocument(taskQueue: string, document: unknown) {
   const id = (document as { id: string }).id;
-  return suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: workflowIds.agent(id), args: [document as never] });
+  return suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    taskQueue,
+    workflowId: workflowIds.agent(id),
+    args: [document as never],
+  });
 }
 
 describe('an agent file as the input of agentLoopWorkflow', () => {
@@ -65,8 +74,15 @@ describe('an agent file as the input of agentLoopWorkflow', () => {
       expect(status.llm).toBe('scripted:scripted');
       const [agent] = await handle.db.select().from(agents).where(eq(agents.id, 'scout'));
       expect(agent!.name).toBe('Scout');
-      expect((await handle.db.select().from(goals).where(eq(goals.agentId, 'scout'))).map((g) => g.title)).toEqual(['Map the garden']);
-      expect((await handle.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, 'scout'))).map((r) => [r.role, r.modelName])).toEqual([['agent', 'scripted-test']]);
+      expect((await handle.db.select().from(goals).where(eq(goals.agentId, 'scout'))).map((g) => g.title)).toEqual([
+        'Map the garden',
+      ]);
+      expect(
+        (await handle.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, 'scout'))).map((r) => [
+          r.role,
+          r.modelName,
+        ]),
+      ).toEqual([['agent', 'scripted-test']]);
       const applies = await handle.db.select().from(agentFiles).where(eq(agentFiles.agentId, 'scout'));
       expect(applies.map((a) => a.appliedBy)).toEqual(['temporal-ui']);
       await h.terminate('test over');
@@ -89,8 +105,12 @@ describe('an agent file as the input of agentLoopWorkflow', () => {
 });
 
 describe('an agent written from its file, then started (the way `mindloop apply` creates one)', () => {
-  it('starts with the file\'s pace and idle mode in force, read from what the file wrote', async () => {
-    await applyAgentFileTo(handle.db, { agentId: 'sleeper', document: documentOf('sleeper', { pace: { delayMs: 7000 }, idle: { on: true, wakeOn: ['note'] } }), appliedBy: 'tester' });
+  it("starts with the file's pace and idle mode in force, read from what the file wrote", async () => {
+    await applyAgentFileTo(handle.db, {
+      agentId: 'sleeper',
+      document: documentOf('sleeper', { pace: { delayMs: 7000 }, idle: { on: true, wakeOn: ['note'] } }),
+      appliedBy: 'tester',
+    });
     await withWorker(suite.env, worker('file-written'), async (q) => {
       const h = await startLoop(suite.env.client, q, { agentId: 'sleeper' });
       const status = await untilStatus(h, (s) => s.tick >= 1 && s.phase === 'idle', 'idle after the first tick');
@@ -106,18 +126,30 @@ describe('the applyAgentFile update', () => {
     await withWorker(suite.env, worker('file-update'), async (q) => {
       const h = await startWithDocument(q, documentOf('rover'));
       await untilStatus(h, (s) => s.tick >= 1, 'the first tick');
-      const changed = documentOf('rover', { pace: { delayMs: 60_000 }, goals: [{ title: 'Map the garden', priority: 2 }, { title: 'Count the trees', priority: 3 }] });
+      const changed = documentOf('rover', {
+        pace: { delayMs: 60_000 },
+        goals: [
+          { title: 'Map the garden', priority: 2 },
+          { title: 'Count the trees', priority: 3 },
+        ],
+      });
 
-      const dry = await h.executeUpdate(applyAgentFileUpdate, { args: [{ document: changed, appliedBy: 'tester', dryRun: true }] });
+      const dry = await h.executeUpdate(applyAgentFileUpdate, {
+        args: [{ document: changed, appliedBy: 'tester', dryRun: true }],
+      });
       expect(dry).toMatchObject({ changed: true, applied: false, fileId: null });
       expect(dry.text).toContain('Count the trees');
       expect((await h.query(statusQuery)).settings.delayMs).toBe(5000);
       expect(await handle.db.select().from(goals).where(eq(goals.agentId, 'rover'))).toHaveLength(1);
 
-      const applied = await h.executeUpdate(applyAgentFileUpdate, { args: [{ document: changed, appliedBy: 'tester' }] });
+      const applied = await h.executeUpdate(applyAgentFileUpdate, {
+        args: [{ document: changed, appliedBy: 'tester' }],
+      });
       expect(applied).toMatchObject({ changed: true, applied: true });
       expect((await h.query(statusQuery)).settings.delayMs).toBe(60_000);
-      expect((await handle.db.select().from(goals).where(eq(goals.agentId, 'rover'))).map((g) => g.title).sort()).toEqual(['Count the trees', 'Map the garden']);
+      expect(
+        (await handle.db.select().from(goals).where(eq(goals.agentId, 'rover'))).map((g) => g.title).sort(),
+      ).toEqual(['Count the trees', 'Map the garden']);
       const applies = await handle.db.select().from(agentFiles).where(eq(agentFiles.agentId, 'rover'));
       expect(applies.map((a) => a.appliedBy)).toEqual(['temporal-ui', 'tester']);
 
@@ -125,9 +157,13 @@ describe('the applyAgentFile update', () => {
       expect(again).toMatchObject({ changed: false, applied: false });
       expect(await handle.db.select().from(agentFiles).where(eq(agentFiles.agentId, 'rover'))).toHaveLength(2);
 
-      const foreign = await h.executeUpdate(applyAgentFileUpdate, { args: [{ document: documentOf('scout') }] }).catch((e: unknown) => e);
+      const foreign = await h
+        .executeUpdate(applyAgentFileUpdate, { args: [{ document: documentOf('scout') }] })
+        .catch((e: unknown) => e);
       expect(foreign).toBeInstanceOf(WorkflowUpdateFailedError);
-      expect(String((foreign as WorkflowUpdateFailedError).cause?.message)).toContain("the file is for agent 'scout', this is 'rover'");
+      expect(String((foreign as WorkflowUpdateFailedError).cause?.message)).toContain(
+        "the file is for agent 'scout', this is 'rover'",
+      );
       await h.terminate('test over');
     });
   });

@@ -40,13 +40,15 @@ interface Fake {
 }
 
 /** Scriptable fakes: `reply(input)` decides each think; `effects(cmd)` what a command does to the loop. */
-function fakes(opts: {
-  reply?: (input: ThinkInput, n: number) => Partial<ThinkResult> | Error;
-  effects?: (cmd: ParsedCommand) => CommandOutcome['effects'];
-  probe?: (n: number) => boolean;
-  /** What agent_config holds (loopStarted returns it). */
-  config?: Record<string, unknown>;
-} = {}): Fake {
+function fakes(
+  opts: {
+    reply?: (input: ThinkInput, n: number) => Partial<ThinkResult> | Error;
+    effects?: (cmd: ParsedCommand) => CommandOutcome['effects'];
+    probe?: (n: number) => boolean;
+    /** What agent_config holds (loopStarted returns it). */
+    config?: Record<string, unknown>;
+  } = {},
+): Fake {
   const f: Fake = { thinks: [], applied: [], notes: [], processLog: [], taskStatus: [], activities: {} };
   let probes = 0;
   f.activities = {
@@ -81,7 +83,9 @@ function fakes(opts: {
     },
     async probeLlm() {
       probes++;
-      return (opts.probe ?? (() => true))(probes) ? { ok: true, model: 'scripted:fake' } : { ok: false, error: 'still down' };
+      return (opts.probe ?? (() => true))(probes)
+        ? { ok: true, model: 'scripted:fake' }
+        : { ok: false, error: 'still down' };
     },
     async setTaskLoopStatus(input) {
       f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
@@ -113,16 +117,25 @@ function fakes(opts: {
 
 let queueSeq = 0;
 /** A worker on a queue of its own with the fakes' activities. */
-const fakeWorker = (f: Fake): WorkerSpec => ({ taskQueue: `loop-${++queueSeq}`, workflowBundle: bundle, activities: f.activities });
+const fakeWorker = (f: Fake): WorkerSpec => ({
+  taskQueue: `loop-${++queueSeq}`,
+  workflowBundle: bundle,
+  activities: f.activities,
+});
 
-function start(taskQueue: string, input: Parameters<typeof agentLoopWorkflow>[0]): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
+function start(
+  taskQueue: string,
+  input: Parameters<typeof agentLoopWorkflow>[0],
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
   return startLoop(env.client, taskQueue, input, `agent/${input.agentId}-${queueSeq}`);
 }
 
 describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('ticks at delay_ms pace and completes after maxTicks', async () => {
     const f = fakes();
-    const result = await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result());
+    const result = await withWorker(env, fakeWorker(f), async (q) =>
+      (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result(),
+    );
     expect(result).toEqual({ agentId: 'ticker', ticks: 5, reason: 'max_ticks' });
     expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5]);
     const gaps = f.thinks.slice(1).map((t, i) => Date.parse(t.now) - Date.parse(f.thinks[i]!.now));
@@ -132,9 +145,15 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('idles until a note arrives, and wakes by itself at the idle timeout', async () => {
     const f = fakes();
     await withWorker(env, fakeWorker(f), async (q) => {
-      const h = await start(q, { agentId: 'idler', maxTicks: 3, settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: hour } } });
+      const h = await start(q, {
+        agentId: 'idler',
+        maxTicks: 3,
+        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: hour } },
+      });
       await untilStatus(h, (s) => s.tick === 1 && s.phase === 'idle', 'first tick', 20_000, 50);
-      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'hello there' }] });
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
+        args: [{ text: 'hello there' }],
+      });
       expect(noteId).toBe(1);
       await untilStatus(h, (s) => s.tick === 2, 'tick woken by the note', 20_000, 50);
       // Nobody writes now: the third tick comes from the idle timeout (time skips an hour).
@@ -182,7 +201,11 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('rejects a malformed note with a clear update error and keeps running', async () => {
     const f = fakes();
     await withWorker(env, fakeWorker(f), async (q) => {
-      const h = await start(q, { agentId: 'noter', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: hour } } });
+      const h = await start(q, {
+        agentId: 'noter',
+        maxTicks: 2,
+        settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: hour } },
+      });
       await untilStatus(h, (s) => s.tick === 1, 'first tick', 20_000, 50);
       const err = await h.executeUpdate('addNote', { args: [{ text: '', priority: 99 }] }).catch((e: unknown) => e);
       expect(String((err as Error & { cause?: Error }).cause?.message)).toMatch(/invalid note: .*text.*priority/s);
@@ -204,7 +227,9 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
       const bad = await h.executeUpdate('setConfig', { args: [{ delayMs: -5, bogus: 1 }] }).catch((e: unknown) => e);
       expect(String((bad as Error & { cause?: Error }).cause?.message)).toMatch(/invalid config: .*delayMs/);
-      const settings = await h.executeUpdate<AgentStatus['settings'], [unknown]>('setConfig', { args: [{ delayMs: 500, recentK: 9 }] });
+      const settings = await h.executeUpdate<AgentStatus['settings'], [unknown]>('setConfig', {
+        args: [{ delayMs: 500, recentK: 9 }],
+      });
       expect(settings).toMatchObject({ delayMs: 500, recentK: 9 });
 
       await h.signal('resume');
@@ -213,8 +238,12 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   });
 
   it('a fresh start resumes the saved agent_config; input settings win over it', async () => {
-    const f = fakes({ config: { delay_ms: 7000, recent_responses: 9, context_mode: 'meditation', max_tokens: 'lots' } });
-    await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result());
+    const f = fakes({
+      config: { delay_ms: 7000, recent_responses: 9, context_mode: 'meditation', max_tokens: 'lots' },
+    });
+    await withWorker(env, fakeWorker(f), async (q) =>
+      (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result(),
+    );
     // delay_ms and context_mode from the saved config, recentK from the input, a bad value ignored.
     expect(Date.parse(f.thinks[1]!.now) - Date.parse(f.thinks[0]!.now)).toBeGreaterThanOrEqual(7000);
     expect(f.thinks[0]!.loop).toMatchObject({ recentK: 3, contextMode: 'meditation' });
@@ -224,7 +253,12 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('continues-as-new under the tick cap, carrying settings and counters', async () => {
     const f = fakes({ reply: (i) => ({ commands: [{ cmdId: `c${i.tick}`, type: 'diary.add', args: {} }] }) });
     await withWorker(env, fakeWorker(f), async (q) => {
-      const h = await start(q, { agentId: 'carrier', maxTicks: 7, ticksPerRun: 3, settings: { delayMs: 10, recentK: 11 } });
+      const h = await start(q, {
+        agentId: 'carrier',
+        maxTicks: 7,
+        ticksPerRun: 3,
+        settings: { delayMs: 10, recentK: 11 },
+      });
       const result = await h.result();
       expect(result).toMatchObject({ ticks: 7 });
       const last = await env.client.workflow.getHandle(h.workflowId).describe();
@@ -238,7 +272,12 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('applies a pause/resume command once per command id, also when it comes again after continue-as-new', async () => {
     const f = fakes();
     await withWorker(env, fakeWorker(f), async (q) => {
-      const first = await start(q, { agentId: 'commanded', maxTicks: 6, ticksPerRun: 2, settings: { delayMs: 10_000 } });
+      const first = await start(q, {
+        agentId: 'commanded',
+        maxTicks: 6,
+        ticksPerRun: 2,
+        settings: { delayMs: 10_000 },
+      });
       const h = env.client.workflow.getHandle(first.workflowId);
       await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause', { commandId: 'cmd-pause-1' });
@@ -273,7 +312,11 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes();
     const err = await withWorker(env, fakeWorker(f), async (q) =>
       env.client.workflow
-        .execute('agentLoopWorkflow', { taskQueue: q, workflowId: 'agent/bad', args: [{ agentId: 'no/slash', settings: { delayMs: 'soon' } }] })
+        .execute('agentLoopWorkflow', {
+          taskQueue: q,
+          workflowId: 'agent/bad',
+          args: [{ agentId: 'no/slash', settings: { delayMs: 'soon' } }],
+        })
         .catch((e: unknown) => e),
     );
     expect(err).toBeInstanceOf(WorkflowFailedError);
@@ -286,13 +329,19 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   });
 
   it('enters Core Outage when no LLM answers, keeps taking notes, and recovers by itself', async () => {
-    const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 2 candidates failed' });
+    const down = ApplicationFailure.create({
+      type: 'LlmUnavailable',
+      nonRetryable: true,
+      message: 'all 2 candidates failed',
+    });
     const f = fakes({ reply: (_i, n) => (n === 2 || n === 3 ? down : {}), probe: (n) => n >= 3 });
     await withWorker(env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'outage', maxTicks: 3, settings: { delayMs: 1000 } });
       const s = await untilStatus(h, (x) => x.operatingMode === 'core_outage', 'core outage', 20_000, 50);
       expect(s.outage?.lastError).toContain('all 2 candidates failed');
-      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'are you there?' }] });
+      const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
+        args: [{ text: 'are you there?' }],
+      });
       expect(noteId).toBeGreaterThan(0);
       expect(await h.result()).toMatchObject({ ticks: 3 });
       const end = await h.query<AgentStatus>('status');
@@ -307,17 +356,36 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('applies loop effects of commands (responses, context mode, pause)', async () => {
     const f = fakes({
-      reply: (i) => (i.tick === 1 ? { commands: [{ cmdId: 'a', type: 'cycle.responses', args: { n: 7 } }, { cmdId: 'b', type: 'cycle.meditation', args: { on: true } }] } : {}),
-      effects: (c) => (c.type === 'cycle.responses' ? [{ kind: 'setResponses', n: 7 }] : c.type === 'cycle.meditation' ? [{ kind: 'setContextMode', mode: 'meditation' }] : []),
+      reply: (i) =>
+        i.tick === 1
+          ? {
+              commands: [
+                { cmdId: 'a', type: 'cycle.responses', args: { n: 7 } },
+                { cmdId: 'b', type: 'cycle.meditation', args: { on: true } },
+              ],
+            }
+          : {},
+      effects: (c) =>
+        c.type === 'cycle.responses'
+          ? [{ kind: 'setResponses', n: 7 }]
+          : c.type === 'cycle.meditation'
+            ? [{ kind: 'setContextMode', mode: 'meditation' }]
+            : [],
     });
-    await withWorker(env, fakeWorker(f), async (q) => (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result());
+    await withWorker(env, fakeWorker(f), async (q) =>
+      (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result(),
+    );
     expect(f.thinks[1]!.loop).toMatchObject({ recentK: 7, contextMode: 'meditation' });
   });
 
   it('starts an auxiliary task loop as a child that runs read-only and stops when its task is done', async () => {
     const f = fakes({
       reply: (i) => {
-        if (i.mode === 'task') return { commands: [{ cmdId: 'n', type: 'notes.send', args: { text: 'proposal' } }], taskStatus: i.tick >= 2 ? 'done' : 'open' };
+        if (i.mode === 'task')
+          return {
+            commands: [{ cmdId: 'n', type: 'notes.send', args: { text: 'proposal' } }],
+            taskStatus: i.tick >= 2 ? 'done' : 'open',
+          };
         return i.tick === 1 ? { commands: [{ cmdId: 't', type: 'llm_task.start', args: { title: 'research' } }] } : {};
       },
       effects: (c) => (c.type === 'llm_task.start' ? [{ kind: 'startTaskLoop', taskId: 42, title: 'research' }] : []),

@@ -39,7 +39,11 @@ beforeAll(async () => {
   handle = await migratedDatabase('mindloop_campaign_lf', 10);
   [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   workers = await startWorkers(env, [
-    { taskQueue, workflowBundle: bundle, activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: '' }, learn: async () => ({ id: 1 }) }) },
+    {
+      taskQueue,
+      workflowBundle: bundle,
+      activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: '' }, learn: async () => ({ id: 1 }) }),
+    },
   ]);
 }, 120_000);
 afterAll(async () => {
@@ -51,18 +55,36 @@ afterAll(async () => {
 /** An agent with a limited budget and one priced, scripted `task` model. */
 async function seedAgent(agentId: string, capacity: number): Promise<void> {
   await handle.db.insert(agents).values({ id: agentId, name: agentId });
-  await handle.db.insert(llmRegistry).values({ agentId, name: 'priced', provider: 'scripted', model: 'priced', role: 'task', ...price, params: { replies: [answer] } });
+  await handle.db.insert(llmRegistry).values({
+    agentId,
+    name: 'priced',
+    provider: 'scripted',
+    model: 'priced',
+    role: 'task',
+    ...price,
+    params: { replies: [answer] },
+  });
   await configureBudget(handle.db, agentId, { capacity });
 }
 
-const ask = (name: string, prompt: string) => ({ name, kind: 'activity' as const, type: 'llm.ask', args: { prompt, maxTokens: 8 } });
+const ask = (name: string, prompt: string) => ({
+  name,
+  kind: 'activity' as const,
+  type: 'llm.ask',
+  args: { prompt, maxTokens: 8 },
+});
 
 function start(input: CampaignInput & { campaignId: string }): Promise<WorkflowHandle<typeof campaignWorkflow>> {
-  return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', { taskQueue, workflowId: `campaign/${input.campaignId}`, args: [input] });
+  return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', {
+    taskQueue,
+    workflowId: `campaign/${input.campaignId}`,
+    args: [input],
+  });
 }
 
 /** `h`'s progress once `pred` holds (30 s, every 50 ms). */
-const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) => readUntil(what, 30_000, () => h.query<CampaignProgress>('progress'), pred, 50);
+const untilProgress = (h: WorkflowHandle, pred: (p: CampaignProgress) => boolean, what: string) =>
+  readUntil(what, 30_000, () => h.query<CampaignProgress>('progress'), pred, 50);
 
 async function budget(id: string) {
   const [row] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, id));
@@ -95,13 +117,28 @@ describe('campaign lifeforce budget', () => {
       title: 'ask until the lifeforce runs out',
       budget: { lifeforce },
       phases: [
-        { name: 'ask', type: 'inquiry', tasks: [ask('first', 'one'), ask('second', 'two'), { name: 'note', kind: 'activity', type: 'note', args: { text: 'asked twice' } }] },
+        {
+          name: 'ask',
+          type: 'inquiry',
+          tasks: [
+            ask('first', 'one'),
+            ask('second', 'two'),
+            { name: 'note', kind: 'activity', type: 'note', args: { text: 'asked twice' } },
+          ],
+        },
         { name: 'more', type: 'inquiry', tasks: [ask('third', 'six')] },
       ],
     });
     const paused = await untilProgress(h, (p) => p.status === 'paused', 'the lifeforce pause');
-    expect(paused).toMatchObject({ phase: { index: 1, name: 'ask' }, task: { index: 2, name: 'second' }, lifeforce: { budgetId, carved: lifeforce, unlimited: false }, failedTasks: [] });
-    expect(paused.pauseReason).toContain(`task second): budget ${budgetId} cannot cover ${worst} LF (balance; available ${lfRound(lifeforce - actual)} LF)`);
+    expect(paused).toMatchObject({
+      phase: { index: 1, name: 'ask' },
+      task: { index: 2, name: 'second' },
+      lifeforce: { budgetId, carved: lifeforce, unlimited: false },
+      failedTasks: [],
+    });
+    expect(paused.pauseReason).toContain(
+      `task second): budget ${budgetId} cannot cover ${worst} LF (balance; available ${lfRound(lifeforce - actual)} LF)`,
+    );
     expect(paused.pauseReason).toContain(`mindloop lifeforce grant spender <LF> --budget ${budgetId}`);
     const [row] = await handle.db.select().from(campaigns).where(eq(campaigns.id, id));
     expect(row).toMatchObject({ status: 'paused', error: paused.pauseReason, budget: { lifeforce } });
@@ -109,13 +146,29 @@ describe('campaign lifeforce budget', () => {
     expect(await budget(budgetId)).toMatchObject({ spent: actual, reserved: 0, funded: lifeforce });
     expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'spender'))).toHaveLength(1);
 
-    expect(await grantLifeforce(handle.db, { budgetId, amount: 20, key: `test-grant:${id}`, reason: 'test: more for the campaign' })).toBe(true);
+    expect(
+      await grantLifeforce(handle.db, {
+        budgetId,
+        amount: 20,
+        key: `test-grant:${id}`,
+        reason: 'test: more for the campaign',
+      }),
+    ).toBe(true);
     await h.signal('resume');
     const result: CampaignResult = await h.result();
-    expect(result).toMatchObject({ status: 'completed', phases: [{ name: 'ask', verdict: { pass: true } }, { name: 'more', verdict: { pass: true } }] });
+    expect(result).toMatchObject({
+      status: 'completed',
+      phases: [
+        { name: 'ask', verdict: { pass: true } },
+        { name: 'more', verdict: { pass: true } },
+      ],
+    });
     const done = await h.query<CampaignProgress>('progress');
     expect(done).toMatchObject({ status: 'completed', pauseReason: null, failedTasks: [] });
-    expect((await handle.db.select().from(campaigns).where(eq(campaigns.id, id)))[0]).toMatchObject({ status: 'completed', error: null });
+    expect((await handle.db.select().from(campaigns).where(eq(campaigns.id, id)))[0]).toMatchObject({
+      status: 'completed',
+      error: null,
+    });
     expect(await handle.db.select().from(llmCalls).where(eq(llmCalls.agentId, 'spender'))).toHaveLength(3);
 
     // The ledger: the three asks were charged to the campaign, each reservation closed, the budget
@@ -123,12 +176,21 @@ describe('campaign lifeforce budget', () => {
     // most what was carved; the rest was paid from the grant).
     const spent = lfRound(3 * actual);
     const child = await budget(budgetId);
-    expect(child).toMatchObject({ spent, reserved: 0, balance: 0, parentId: budgetIds.agent('spender'), closedAt: expect.any(Date) });
+    expect(child).toMatchObject({
+      spent,
+      reserved: 0,
+      balance: 0,
+      parentId: budgetIds.agent('spender'),
+      closedAt: expect.any(Date),
+    });
     expect(child.spent).toBeLessThanOrEqual(child.funded);
     expect(await openReservations(budgetId)).toEqual([]);
     const agentBudget = budgetIds.agent('spender');
     expect(await openReservations(agentBudget)).toEqual([]);
-    const [carveSettle] = await handle.db.select().from(lifeforceLedger).where(and(eq(lifeforceLedger.reservationKey, `carve:${budgetId}`)));
+    const [carveSettle] = await handle.db
+      .select()
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.reservationKey, `carve:${budgetId}`)));
     const used = Math.min(lifeforce, spent);
     expect(carveSettle).toMatchObject({ kind: 'settle', amount: used });
     // What the campaign had left — the rest of the carve and of the grant — went back to the agent.
@@ -138,19 +200,34 @@ describe('campaign lifeforce budget', () => {
   it('an agent that cannot afford the carve: paused until a grant to the agent and resume, then it runs', async () => {
     await seedAgent('poor', 5);
     const id = 'lf-carve';
-    const h = await start({ campaignId: id, agentId: 'poor', title: 'too dear', budget: { costUsd: 0.05 }, phases: [{ name: 'ask', type: 'inquiry', tasks: [ask('only', 'one')] }] });
+    const h = await start({
+      campaignId: id,
+      agentId: 'poor',
+      title: 'too dear',
+      budget: { costUsd: 0.05 },
+      phases: [{ name: 'ask', type: 'inquiry', tasks: [ask('only', 'one')] }],
+    });
     const paused = await untilProgress(h, (p) => p.status === 'paused', 'the carve pause');
     // $0.05 at 1 000 LF per dollar.
-    expect(paused.pauseReason).toContain(`carving ${budgetIds.campaign(id)}): budget agent:poor cannot cover 50 LF (balance; available 5 LF)`);
+    expect(paused.pauseReason).toContain(
+      `carving ${budgetIds.campaign(id)}): budget agent:poor cannot cover 50 LF (balance; available 5 LF)`,
+    );
     expect(paused).toMatchObject({ phase: { index: 0 }, lifeforce: null });
-    expect((await handle.db.select().from(campaigns).where(eq(campaigns.id, id)))[0]).toMatchObject({ status: 'paused', budget: { costUsd: 0.05 } });
+    expect((await handle.db.select().from(campaigns).where(eq(campaigns.id, id)))[0]).toMatchObject({
+      status: 'paused',
+      budget: { costUsd: 0.05 },
+    });
 
     await grantLifeforce(handle.db, { budgetId: 'agent:poor', amount: 100, key: `test-grant:${id}`, reason: 'test' });
     await h.signal('resume');
     expect(await h.result()).toMatchObject({ status: 'completed' });
     const child = await budget(budgetIds.campaign(id));
     expect(child).toMatchObject({ capacity: 50, closedAt: expect.any(Date), reserved: 0 });
-    expect(await budget('agent:poor')).toMatchObject({ reserved: 0, spent: child.spent, balance: lfRound(105 - child.spent) });
+    expect(await budget('agent:poor')).toMatchObject({
+      reserved: 0,
+      spent: child.spent,
+      balance: lfRound(105 - child.spent),
+    });
     expect(await openReservations('agent:poor')).toEqual([]);
   }, 120_000);
 });

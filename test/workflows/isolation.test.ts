@@ -26,11 +26,24 @@ interface Seen {
   statuses: AgentStatus[];
 }
 
-const unreachable = (known = 2, isolationTicks = 3): PeerObservation => ({ known, reachable: 0, reachableIds: [], isolationTicks });
-const reachable = (ids: string[] = ['peer-b'], isolationTicks = 3): PeerObservation => ({ known: 2, reachable: ids.length, reachableIds: ids, isolationTicks });
+const unreachable = (known = 2, isolationTicks = 3): PeerObservation => ({
+  known,
+  reachable: 0,
+  reachableIds: [],
+  isolationTicks,
+});
+const reachable = (ids: string[] = ['peer-b'], isolationTicks = 3): PeerObservation => ({
+  known: 2,
+  reachable: ids.length,
+  reachableIds: ids,
+  isolationTicks,
+});
 
 /** Fakes whose think reports `peers(n)` on its n-th call (or throws what it returns). */
-function fakes(peers: (n: number) => PeerObservation | Error | undefined): { seen: Seen; activities: Partial<Activities> } {
+function fakes(peers: (n: number) => PeerObservation | Error | undefined): {
+  seen: Seen;
+  activities: Partial<Activities>;
+} {
   const seen: Seen = { thinks: [], applied: [], log: [], statuses: [] };
   let probes = 0;
   const activities: Partial<Activities> = {
@@ -51,10 +64,23 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): { see
     },
     async applyCommands(input) {
       seen.applied.push({ tick: input.tick, tags: input.tags });
-      return input.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, status: 'applied' as const, message: 'ok', duplicate: false, effects: [] }));
+      return input.commands.map((c) => ({
+        cmdId: c.cmdId,
+        type: c.type,
+        status: 'applied' as const,
+        message: 'ok',
+        duplicate: false,
+        effects: [],
+      }));
     },
     async logProcess(input) {
-      seen.log.push({ kind: input.kind, status: input.status, message: input.message, mode: input.mode, tick: input.tick });
+      seen.log.push({
+        kind: input.kind,
+        status: input.status,
+        message: input.message,
+        mode: input.mode,
+        tick: input.tick,
+      });
     },
     async probeLlm() {
       probes++;
@@ -84,10 +110,18 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): { see
 }
 
 let seq = 0;
-async function run(f: ReturnType<typeof fakes>, input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>, watch?: (s: AgentStatus) => void) {
+async function run(
+  f: ReturnType<typeof fakes>,
+  input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>,
+  watch?: (s: AgentStatus) => void,
+) {
   const taskQueue = `isolation-${++seq}`;
   return withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities: f.activities }, async () => {
-    const h = await startLoop(suite.env.client, taskQueue, { agentId: `isolated-${seq}`, settings: { delayMs: 1000 }, ...input });
+    const h = await startLoop(suite.env.client, taskQueue, {
+      agentId: `isolated-${seq}`,
+      settings: { delayMs: 1000 },
+      ...input,
+    });
     const result = await h.result();
     const status = await h.query<AgentStatus>('status');
     watch?.(status);
@@ -113,10 +147,20 @@ describe('Isolated mode (time-skipping, fakes)', () => {
       [3, 'warning', 'isolated'],
       [6, 'close', 'normal'],
     ]);
-    expect(f.seen.log[0]!.message).toBe('isolated: none of 2 known peer(s) reachable for 3 tick(s); going on alone, applied commands tagged emergency_consensus');
-    expect(f.seen.log[1]!.message).toBe('no longer isolated: 1 peer(s) reachable again (peer-b); isolated since tick 3');
+    expect(f.seen.log[0]!.message).toBe(
+      'isolated: none of 2 known peer(s) reachable for 3 tick(s); going on alone, applied commands tagged emergency_consensus',
+    );
+    expect(f.seen.log[1]!.message).toBe(
+      'no longer isolated: 1 peer(s) reachable again (peer-b); isolated since tick 3',
+    );
     expect(status.operatingMode).toBe('normal');
-    expect(status.isolation).toEqual({ unreachableTicks: 0, since: null, sinceTick: null, known: 2, reachable: ['peer-b'] });
+    expect(status.isolation).toEqual({
+      unreachableTicks: 0,
+      since: null,
+      sinceTick: null,
+      known: 2,
+      reachable: ['peer-b'],
+    });
   });
 
   it('the status query shows the mode while isolated; an agent without peers, or with peers in reach, is never isolated', async () => {
@@ -147,7 +191,11 @@ describe('Isolated mode (time-skipping, fakes)', () => {
   });
 
   it('Core Outage takes precedence: an isolated agent whose LLM fails is in outage, and isolated again after it', async () => {
-    const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 1 candidates failed' });
+    const down = ApplicationFailure.create({
+      type: 'LlmUnavailable',
+      nonRetryable: true,
+      message: 'all 1 candidates failed',
+    });
     // Think calls: 1, 2 unreachable (isolated at tick 2); 3 fails (outage); 4 = tick 3 again, still alone; 5 = tick 4, peer back.
     const f = fakes((n) => (n === 3 ? down : n <= 4 ? unreachable(1, 2) : reachable()));
     const { status } = await run(f, { maxTicks: 4 });

@@ -14,7 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { checkInvariant } from '../../core/lifeforce.js';
 import { stateOf } from '../../db/queries/lifeforce.js';
-import { agents, escalations, lifeforceBudgets, lifeforceLedger, llmRegistry, processLog } from '../../db/schema/index.js';
+import {
+  agents,
+  escalations,
+  lifeforceBudgets,
+  lifeforceLedger,
+  llmRegistry,
+  processLog,
+} from '../../db/schema/index.js';
 import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
 import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.js';
@@ -42,7 +49,16 @@ afterAll(async () => {
 /** A scripted model that costs: $0.1 per 1k tokens each way, so one tick holds and spends real LF. */
 async function pricedAgent(id: string): Promise<void> {
   await handle.db.insert(agents).values({ id, name: id });
-  await handle.db.insert(llmRegistry).values({ agentId: id, name: 'agent', provider: 'scripted', model: 'priced', role: 'agent', priority: 1, costPer1kInput: 0.1, costPer1kOutput: 0.1 });
+  await handle.db.insert(llmRegistry).values({
+    agentId: id,
+    name: 'agent',
+    provider: 'scripted',
+    model: 'priced',
+    role: 'agent',
+    priority: 1,
+    costPer1kInput: 0.1,
+    costPer1kOutput: 0.1,
+  });
 }
 
 function worker(taskQueue: string) {
@@ -50,7 +66,10 @@ function worker(taskQueue: string) {
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle,
-    activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) } }),
+    activities: createActivities({
+      db: handle.db,
+      llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) },
+    }),
   });
 }
 
@@ -67,7 +86,8 @@ async function ledgerBalances(agentId: string): Promise<void> {
     expect(Number(settled!.total)).toBeCloseTo(row.spent, 4);
     expect(row.spent).toBeLessThanOrEqual(row.funded);
   }
-  const open = await handle.db.execute(sql`select idempotency_key from lifeforce_ledger r where r.agent_id = ${agentId} and r.kind = 'reserve' and r.operation <> 'carve'
+  const open = await handle.db
+    .execute(sql`select idempotency_key from lifeforce_ledger r where r.agent_id = ${agentId} and r.kind = 'reserve' and r.operation <> 'carve'
     and not exists (select 1 from lifeforce_ledger c where c.reservation_key = r.idempotency_key)`);
   expect(open.rows).toEqual([]);
 }
@@ -84,7 +104,11 @@ describe('a nerve started by its agent', () => {
         llm: {
           env: {},
           toolsDir: repoToolsDir,
-          scriptedReply: thinkScript((_m, i) => (i === 0 ? `Reflexes next.\n${renderCommandBlock([{ cmdId: 'n1', type: 'nerve.start', args: { name: 'collision', steps: 30, seed: 3, mode: 'reflex' } }])}` : 'Watching.')),
+          scriptedReply: thinkScript((_m, i) =>
+            i === 0
+              ? `Reflexes next.\n${renderCommandBlock([{ cmdId: 'n1', type: 'nerve.start', args: { name: 'collision', steps: 30, seed: 3, mode: 'reflex' } }])}`
+              : 'Watching.',
+          ),
         },
       }),
     });
@@ -92,16 +116,33 @@ describe('a nerve started by its agent', () => {
       const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'lf-nerve',
         workflowId: 'agent/reflexer',
-        args: [{ agentId: 'reflexer', maxTicks: 2, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 100_000 } }],
+        args: [
+          {
+            agentId: 'reflexer',
+            maxTicks: 2,
+            reflexes: false,
+            settings: { delayMs: 1000, maxTokens: 200 },
+            lifeforce: { capacity: 100_000 },
+          },
+        ],
       });
       await h.result();
       const nerve = env.client.workflow.getHandle<typeof nerveWorkflow>('agent/reflexer/nerve/collision');
       const done = await nerve.result();
-      expect(done).toMatchObject({ agentId: 'reflexer', nerve: 'collision', phase: 'done', step: 30, setting: 'reflex' });
+      expect(done).toMatchObject({
+        agentId: 'reflexer',
+        nerve: 'collision',
+        phase: 'done',
+        step: 30,
+        setting: 'reflex',
+      });
       expect(done.tally.byDecider.llm).toBe(0);
       expect((await nerve.describe()).raw.workflowExecutionInfo?.parentExecution?.workflowId).toBe('agent/reflexer');
     });
-    const [budget] = await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'nerve:reflexer/collision'));
+    const [budget] = await handle.db
+      .select()
+      .from(lifeforceBudgets)
+      .where(eq(lifeforceBudgets.id, 'nerve:reflexer/collision'));
     expect(budget).toMatchObject({ parentId: 'agent:reflexer', scope: 'nerve' });
     expect(budget!.spent).toBeGreaterThan(0);
     await ledgerBalances('reflexer');
@@ -119,7 +160,15 @@ describe('an agent out of lifeforce', () => {
       const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'lf-pause',
         workflowId: 'agent/frugal',
-        args: [{ agentId: 'frugal', maxTicks: 6, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 2400, regenPerHour: 10 } }],
+        args: [
+          {
+            agentId: 'frugal',
+            maxTicks: 6,
+            reflexes: false,
+            settings: { delayMs: 1000, maxTokens: 200 },
+            lifeforce: { capacity: 2400, regenPerHour: 10 },
+          },
+        ],
       });
       const startedAt = Date.now();
       await h.result();
@@ -133,7 +182,10 @@ describe('an agent out of lifeforce', () => {
       expect(Date.now() - startedAt).toBeLessThan(60_000);
       expect(describe.searchAttributes[lifeforceSearchAttribute.name]).toEqual(['ok']);
     });
-    const log = await handle.db.select().from(processLog).where(and(eq(processLog.agentId, 'frugal'), eq(processLog.kind, 'lifeforce')));
+    const log = await handle.db
+      .select()
+      .from(processLog)
+      .where(and(eq(processLog.agentId, 'frugal'), eq(processLog.kind, 'lifeforce')));
     expect(log.filter((r) => r.status === 'warning').length).toBeGreaterThanOrEqual(1);
     expect(log.some((r) => /cannot cover .* LF \(balance/.test(r.message ?? ''))).toBe(true);
     await ledgerBalances('frugal');
@@ -146,25 +198,50 @@ describe('an agent out of lifeforce', () => {
       const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'lf-escalate',
         workflowId: 'agent/needy',
-        args: [{ agentId: 'needy', maxTicks: 4, reflexes: false, settings: { delayMs: 1000, maxTokens: 200 }, lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 } }],
+        args: [
+          {
+            agentId: 'needy',
+            maxTicks: 4,
+            reflexes: false,
+            settings: { delayMs: 1000, maxTokens: 200 },
+            lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 },
+          },
+        ],
       });
       // Exhausted after a tick or two: phase, search attribute and the escalation it started.
-      const exhausted = await readUntil<AgentStatus>('the exhausted phase', 60_000, () => h.query(statusQuery), (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId));
+      const exhausted = await readUntil<AgentStatus>(
+        'the exhausted phase',
+        60_000,
+        () => h.query(statusQuery),
+        (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId),
+      );
       const escalationId = exhausted.lifeforce!.exhausted!.escalationId!;
       expect(exhausted.lifeforce!.exhausted).toMatchObject({ reason: 'balance', waitMs: null });
       expect((await h.describe()).searchAttributes[lifeforceSearchAttribute.name]).toEqual(['exhausted']);
       const esc = env.client.workflow.getHandle(`escalation/${escalationId}`);
-      const escStatus = await readUntil('the escalation to wait for a human', 60_000, () => esc.query(escalationStatusQuery), (s) => s.phase === 'awaiting_human');
+      const escStatus = await readUntil(
+        'the escalation to wait for a human',
+        60_000,
+        () => esc.query(escalationStatusQuery),
+        (s) => s.phase === 'awaiting_human',
+      );
       // No model decides a grant: the oversight was not asked.
       expect(escStatus.oversight).toBeNull();
       await esc.executeUpdate(approveUpdate, { args: [{ by: 'ops', comment: 'top up' }] });
-      expect(await esc.result()).toMatchObject({ outcome: 'approved', decidedBy: 'human', proposalOutcome: 'executed' });
+      expect(await esc.result()).toMatchObject({
+        outcome: 'approved',
+        decidedBy: 'human',
+        proposalOutcome: 'executed',
+      });
       await h.result();
       expect((await h.query(statusQuery)).tick).toBe(4);
     });
     const [row] = await handle.db.select().from(escalations).where(eq(escalations.agentId, 'needy'));
     expect(row).toMatchObject({ status: 'resolved', decidedBy: 'human' });
-    const grants = await handle.db.select().from(lifeforceLedger).where(and(eq(lifeforceLedger.budgetId, 'agent:needy'), eq(lifeforceLedger.kind, 'grant')));
+    const grants = await handle.db
+      .select()
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.budgetId, 'agent:needy'), eq(lifeforceLedger.kind, 'grant')));
     expect(grants.map((g) => g.amount)).toEqual(expect.arrayContaining([1000, 5000]));
     await ledgerBalances('needy');
   }, 120_000);

@@ -12,7 +12,13 @@ import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
-import { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import {
+  localHoldMaxMs,
+  localThinkMaxModelMs,
+  localThinksInARow,
+  type AgentStatus,
+  type agentLoopWorkflow,
+} from '../../workflows/agent-loop/index.js';
 import { startLoop, withWorker } from '../helpers/harness.js';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
@@ -29,7 +35,10 @@ interface Run {
 }
 
 let seq = 0;
-async function run(input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>, reply: (i: ThinkInput, n: number) => Partial<ThinkResult> | Error): Promise<Run> {
+async function run(
+  input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>,
+  reply: (i: ThinkInput, n: number) => Partial<ThinkResult> | Error,
+): Promise<Run> {
   const taskQueue = `local-think-${++seq}`;
   const thinks: ThinkInput[] = [];
   const processLog: string[] = [];
@@ -95,14 +104,22 @@ describe('the think as a local activity', () => {
 
   it('a model slower than localThinkMaxModelMs keeps the activity', async () => {
     let n = 0;
-    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 0 } }, () => ({ modelMs: ++n === 3 ? 5 : localThinkMaxModelMs + 1 }));
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 0 } }, () => ({
+      modelMs: ++n === 3 ? 5 : localThinkMaxModelMs + 1,
+    }));
     // Only the tick after the one fast answer thinks locally.
     expect(r.kinds).toEqual(['activity', 'activity', 'activity', 'local', 'activity', 'activity']);
   });
 
   it('a local think that finds no LLM enters Core Outage; the retry goes through the activity', async () => {
-    const down = ApplicationFailure.create({ type: 'LlmUnavailable', nonRetryable: true, message: 'all 1 candidates failed' });
-    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 4 ? down : fast));
+    const down = ApplicationFailure.create({
+      type: 'LlmUnavailable',
+      nonRetryable: true,
+      message: 'all 1 candidates failed',
+    });
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) =>
+      n === 4 ? down : fast,
+    );
     expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 4, 5, 6]);
     expect(r.status.counters.outages).toBe(1);
     expect(r.status.operatingMode).toBe('normal');
@@ -115,8 +132,14 @@ describe('the think as a local activity', () => {
   it('a local think cut by its worker shutting down is the same tick again, through the activity, not a failed tick', async () => {
     // What the SDK gives the workflow for a local activity still running when its worker shuts
     // down (it is not retried: the worker that would retry it is going).
-    const shutdown = ApplicationFailure.create({ type: 'WorkerShutdown', nonRetryable: true, message: 'Worker is shutting down and this activity did not complete in time' });
-    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 4 ? shutdown : fast));
+    const shutdown = ApplicationFailure.create({
+      type: 'WorkerShutdown',
+      nonRetryable: true,
+      message: 'Worker is shutting down and this activity did not complete in time',
+    });
+    const r = await run({ maxTicks: 6, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) =>
+      n === 4 ? shutdown : fast,
+    );
     expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 4, 5, 6]);
     // No tick_failure ('error'): only the note that the step waited and went on ('close').
     expect(r.processLog).toEqual(['close']);
@@ -125,9 +148,15 @@ describe('the think as a local activity', () => {
     expect(r.kinds).toEqual(['activity', 'local', 'local', 'local', 'activity', 'local', 'local']);
   });
 
-  it('so is a think activity whose last attempt its worker\'s shutdown cut (a slow model, restarted workers)', async () => {
-    const shutdown = ApplicationFailure.create({ type: 'WorkerShutdown', nonRetryable: true, message: 'Worker is shutting down and this activity did not complete in time' });
-    const r = await run({ maxTicks: 4, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) => (n === 2 ? shutdown : { modelMs: localThinkMaxModelMs + 1 }));
+  it("so is a think activity whose last attempt its worker's shutdown cut (a slow model, restarted workers)", async () => {
+    const shutdown = ApplicationFailure.create({
+      type: 'WorkerShutdown',
+      nonRetryable: true,
+      message: 'Worker is shutting down and this activity did not complete in time',
+    });
+    const r = await run({ maxTicks: 4, reflexes: false, settings: { delayMs: 1000 } }, (_i, n) =>
+      n === 2 ? shutdown : { modelMs: localThinkMaxModelMs + 1 },
+    );
     expect(r.thinks.map((t) => t.tick)).toEqual([1, 2, 2, 3, 4]);
     expect(r.processLog).toEqual(['close']);
     expect(r.kinds).toEqual(['activity', 'activity', 'activity', 'activity', 'activity']);

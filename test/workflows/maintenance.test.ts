@@ -46,11 +46,15 @@ function activities() {
     ...createLearningActivities({ db: h.db }),
     async stampLearnings({ shardType, at }: { shardType: string; at: string }) {
       // Learned an hour before the first daily run.
-      const r = await h.db.execute(sql`update learnings set learned_at = ${at}::timestamptz - interval '1 hour' where shard_type = ${shardType}`);
+      const r = await h.db.execute(
+        sql`update learnings set learned_at = ${at}::timestamptz - interval '1 hour' where shard_type = ${shardType}`,
+      );
       return r.rowCount ?? 0;
     },
     async readConfidences({ shardType }: { shardType: string }) {
-      const r = await h.db.execute<{ p: string; c: number }>(sql`select fact_args->>'phase_type' as p, confidence as c from learnings where shard_type = ${shardType}`);
+      const r = await h.db.execute<{ p: string; c: number }>(
+        sql`select fact_args->>'phase_type' as p, confidence as c from learnings where shard_type = ${shardType}`,
+      );
       return Object.fromEntries(r.rows.map((x) => [x.p, Number(x.c)]));
     },
   };
@@ -65,14 +69,23 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     await env?.teardown();
   });
 
-  it("follows the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 …, deleted once below 0.1", async () => {
+  it('follows the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 …, deleted once below 0.1', async () => {
     await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence)
       values ('clock', 'phase_success', '{"phase_type":"full"}', 1.0), ('clock', 'phase_success', '{"phase_type":"half"}', 0.5)`);
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'decay-clock', workflowBundle: bundle, activities: activities() });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'decay-clock',
+      workflowBundle: bundle,
+      activities: activities(),
+    });
     const t0 = Date.now();
-    const days = await worker.runUntil(
-      env.client.workflow.execute('decayClockWorkflow', { taskQueue: 'decay-clock', workflowId: 'decay-clock', args: [{ shardType: 'clock', days: 30 }] }),
-    ) as Array<{ day: number; decayed: number; deleted: number; confidences: Record<string, number> }>;
+    const days = (await worker.runUntil(
+      env.client.workflow.execute('decayClockWorkflow', {
+        taskQueue: 'decay-clock',
+        workflowId: 'decay-clock',
+        args: [{ shardType: 'clock', days: 30 }],
+      }),
+    )) as Array<{ day: number; decayed: number; deleted: number; confidences: Record<string, number> }>;
     const wallMs = Date.now() - t0;
 
     const expected = (start: number, day: number): number | undefined => {
@@ -80,9 +93,14 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
       return c < 0.1 ? undefined : c;
     };
     const curve = days.map((d) => d.confidences.full ?? null);
-    console.log(`decay curve (30 simulated days in ${wallMs} ms): ${curve.map((c) => (c === null ? '—' : c.toFixed(3))).join(' ')}`);
+    console.log(
+      `decay curve (30 simulated days in ${wallMs} ms): ${curve.map((c) => (c === null ? '—' : c.toFixed(3))).join(' ')}`,
+    );
     for (const d of days) {
-      for (const [name, start] of [['full', 1], ['half', 0.5]] as const) {
+      for (const [name, start] of [
+        ['full', 1],
+        ['half', 0.5],
+      ] as const) {
         const want = expected(start, d.day);
         if (want === undefined) expect(d.confidences[name], `${name} day ${d.day}`).toBeUndefined();
         else expect(d.confidences[name], `${name} day ${d.day}`).toBeCloseTo(want, 5);
@@ -106,39 +124,79 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     await h.db.insert(agents).values({ id: 'digester', name: 'Digester', status: 'running' });
     await h.db.insert(agentConfig).values({ agentId: 'digester', key: 'abstracts_strategy', value: 'keyword_cluster' });
     await h.db.insert(llmRecentResponses).values(
-      [1, 2, 3, 4, 5, 6].map((tick) => ({ agentId: 'digester', tick, content: `Compost needs worms and air. Turn the heap on day ${tick}.`, tags: ['soil'] })),
+      [1, 2, 3, 4, 5, 6].map((tick) => ({
+        agentId: 'digester',
+        tick,
+        content: `Compost needs worms and air. Turn the heap on day ${tick}.`,
+        tags: ['soil'],
+      })),
     );
     const diary = await h.db
       .insert(diaryEntries)
       .values([
-        { agentId: 'digester', tick: 2, title: 'Compost plan', content: 'turn weekly', pinned: true, tags: ['compost'] },
+        {
+          agentId: 'digester',
+          tick: 2,
+          title: 'Compost plan',
+          content: 'turn weekly',
+          pinned: true,
+          tags: ['compost'],
+        },
         { agentId: 'digester', tick: 4, title: 'Worm count', content: '40 worms', priority: 2 },
         { agentId: 'digester', tick: 40, title: 'Outside the span', content: 'later' },
       ])
       .returning({ id: diaryEntries.id });
     const graph = await h.db
       .insert(concepts)
-      .values([{ agentId: 'digester', name: 'soil' }, { agentId: 'digester', name: 'rain', tags: ['weather'] }])
+      .values([
+        { agentId: 'digester', name: 'soil' },
+        { agentId: 'digester', name: 'rain', tags: ['weather'] },
+      ])
       .returning({ id: concepts.id });
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'digest', workflowBundle: bundle, activities: activities() });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'digest',
+      workflowBundle: bundle,
+      activities: activities(),
+    });
     // A second run in the same hour is a repeat; a run the next hour finds nothing new: one
     // abstract per span. The hour is the nominal time in the ids (as a schedule names its runs),
     // not the time-skipping server's clock, which may leap between runs.
-    const digest = (workflowId: string, args: unknown) => env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId, args: [args] });
+    const digest = (workflowId: string, args: unknown) =>
+      env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId, args: [args] });
     const [r, sameHour, nextHour] = await worker.runUntil(async () => [
       await digest('digest-2030-05-01T10:05:00Z', {}),
       await digest('digest-again-2030-05-01T10:59:59Z', { agentIds: ['digester'] }),
       await digest('digest-2030-05-01T11:05:00Z', { agentIds: ['digester'] }),
     ]);
-    const period = { period: '2030-05-01T10', repeat: false, doneAt: expect.any(String), note: 'abstracts-digest for 2030-05-01T10: done' };
+    const period = {
+      period: '2030-05-01T10',
+      repeat: false,
+      doneAt: expect.any(String),
+      note: 'abstracts-digest for 2030-05-01T10: done',
+    };
     expect(r).toEqual({
       agents: 2,
       period: '2030-05-01T10',
       repeat: false,
       note: 'abstracts-digest for 2030-05-01T10: 2 agents done, 0 already done before, 0 failed',
       results: [
-        { agentId: 'digester', ok: true, result: { abstractId: expect.any(Number), created: true, strategy: 'keyword_cluster', responses: 6, ...period } },
-        { agentId: 'runner', ok: true, result: { abstractId: null, created: false, strategy: 'recency', responses: 0, ...period } },
+        {
+          agentId: 'digester',
+          ok: true,
+          result: {
+            abstractId: expect.any(Number),
+            created: true,
+            strategy: 'keyword_cluster',
+            responses: 6,
+            ...period,
+          },
+        },
+        {
+          agentId: 'runner',
+          ok: true,
+          result: { abstractId: null, created: false, strategy: 'recency', responses: 0, ...period },
+        },
       ],
     });
     const [a] = await h.db.select().from(abstracts).where(eq(abstracts.agentId, 'digester'));
@@ -152,8 +210,23 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     expect(a!.summary).toContain(`Diary: "Compost plan" (#${diary[0]!.id}), "Worm count" (#${diary[1]!.id}).`);
     expect(a!.summary).toContain(`Concepts: soil (#${graph[0]!.id}).`);
     expect(a!.tags).toEqual(expect.arrayContaining(['soil', 'compost']));
-    expect(sameHour).toMatchObject({ agents: 1, period: '2030-05-01T10', repeat: true, note: 'abstracts-digest for 2030-05-01T10 already done for all 1 agents: nothing changed', results: [{ agentId: 'digester', ok: true, result: { abstractId: a!.id, created: false, responses: 0, repeat: true } }] });
-    expect(nextHour).toMatchObject({ agents: 1, period: '2030-05-01T11', repeat: false, results: [{ agentId: 'digester', ok: true, result: { abstractId: null, created: false, responses: 0, repeat: false } }] });
+    expect(sameHour).toMatchObject({
+      agents: 1,
+      period: '2030-05-01T10',
+      repeat: true,
+      note: 'abstracts-digest for 2030-05-01T10 already done for all 1 agents: nothing changed',
+      results: [
+        { agentId: 'digester', ok: true, result: { abstractId: a!.id, created: false, responses: 0, repeat: true } },
+      ],
+    });
+    expect(nextHour).toMatchObject({
+      agents: 1,
+      period: '2030-05-01T11',
+      repeat: false,
+      results: [
+        { agentId: 'digester', ok: true, result: { abstractId: null, created: false, responses: 0, repeat: false } },
+      ],
+    });
     expect(await h.db.select().from(abstracts).where(eq(abstracts.agentId, 'digester'))).toHaveLength(1);
     await h.db.update(agents).set({ status: 'stopped' }).where(eq(agents.id, 'digester'));
   });
@@ -161,30 +234,76 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
   it('memory pruning and process-log cleanup run as workflows on their clock', async () => {
     await h.db.insert(agents).values({ id: 'pruned', name: 'Pruned', status: 'stopped' });
     await h.db.insert(agentConfig).values({ agentId: 'pruned', key: 'lru_limit', value: 10 });
-    await h.db.insert(llmRecentResponses).values(Array.from({ length: 12 }, (_, i) => ({ agentId: 'pruned', tick: i + 1, content: `reply ${i}` })));
-    await h.db.insert(diaryEntries).values(Array.from({ length: 13 }, (_, i) => ({ agentId: 'pruned', title: `e${i}`, content: 'x', pinned: i === 0 })));
+    await h.db
+      .insert(llmRecentResponses)
+      .values(Array.from({ length: 12 }, (_, i) => ({ agentId: 'pruned', tick: i + 1, content: `reply ${i}` })));
+    await h.db
+      .insert(diaryEntries)
+      .values(
+        Array.from({ length: 13 }, (_, i) => ({ agentId: 'pruned', title: `e${i}`, content: 'x', pinned: i === 0 })),
+      );
     await h.db.execute(sql`insert into process_log (agent_id, process_id, kind, status, closed_at, created_at)
       values ('pruned', 'ancient', 'x', 'close', now() - interval '40 days', now() - interval '40 days'),
              ('pruned', 'still-open', 'x', 'ok', null, now() - interval '40 days')`);
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'prune', workflowBundle: bundle, activities: activities() });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'prune',
+      workflowBundle: bundle,
+      activities: activities(),
+    });
     const [pruned, cleaned, bad] = await worker.runUntil(async () => [
-      await env.client.workflow.execute('memoryPruningWorkflow', { taskQueue: 'prune', workflowId: 'prune-1', args: [{ agentIds: ['pruned'] }] }),
-      await env.client.workflow.execute('processLogCleanupWorkflow', { taskQueue: 'prune', workflowId: 'cleanup-1', args: [{ olderThanDays: 30 }] }),
-      await env.client.workflow.execute('memoryPruningWorkflow', { taskQueue: 'prune', workflowId: 'prune-bad', args: [{ agentIds: 'pruned' }] }).catch((e: unknown) => e),
+      await env.client.workflow.execute('memoryPruningWorkflow', {
+        taskQueue: 'prune',
+        workflowId: 'prune-1',
+        args: [{ agentIds: ['pruned'] }],
+      }),
+      await env.client.workflow.execute('processLogCleanupWorkflow', {
+        taskQueue: 'prune',
+        workflowId: 'cleanup-1',
+        args: [{ olderThanDays: 30 }],
+      }),
+      await env.client.workflow
+        .execute('memoryPruningWorkflow', {
+          taskQueue: 'prune',
+          workflowId: 'prune-bad',
+          args: [{ agentIds: 'pruned' }],
+        })
+        .catch((e: unknown) => e),
     ]);
     // The pinned diary entry is never archived: 13 entries, 12 unpinned, 10 kept → 2 archived.
-    expect(pruned).toMatchObject({ agents: 1, repeat: false, results: [{ agentId: 'pruned', ok: true, result: { archivedResponses: 2, archivedDiary: 2, limit: 10, repeat: false } }] });
+    expect(pruned).toMatchObject({
+      agents: 1,
+      repeat: false,
+      results: [
+        { agentId: 'pruned', ok: true, result: { archivedResponses: 2, archivedDiary: 2, limit: 10, repeat: false } },
+      ],
+    });
     expect((cleaned as { deleted: number }).deleted).toBeGreaterThanOrEqual(1);
-    const left = await h.db.execute<{ p: string }>(sql`select process_id as p from process_log where agent_id = 'pruned' and kind = 'x'`);
+    const left = await h.db.execute<{ p: string }>(
+      sql`select process_id as p from process_log where agent_id = 'pruned' and kind = 'x'`,
+    );
     expect(left.rows.map((r) => r.p)).toEqual(['still-open']);
     expect(bad).toBeInstanceOf(WorkflowFailedError);
-    expect(((bad as WorkflowFailedError).cause as Error).message).toMatch(/memoryPruningWorkflow: invalid input — .*agentIds/);
+    expect(((bad as WorkflowFailedError).cause as Error).message).toMatch(
+      /memoryPruningWorkflow: invalid input — .*agentIds/,
+    );
   });
 
   it('bad input from the UI fails at once, naming the field', async () => {
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'decay-bad', workflowBundle: bundle, activities: activities() });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'decay-bad',
+      workflowBundle: bundle,
+      activities: activities(),
+    });
     const err = await worker
-      .runUntil(env.client.workflow.execute('learningDecayWorkflow', { taskQueue: 'decay-bad', workflowId: 'decay-bad', args: [{ factor: 3, colour: 'red' }] }))
+      .runUntil(
+        env.client.workflow.execute('learningDecayWorkflow', {
+          taskQueue: 'decay-bad',
+          workflowId: 'decay-bad',
+          args: [{ factor: 3, colour: 'red' }],
+        }),
+      )
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause as Error;
@@ -196,7 +315,9 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
 describe('Temporal Schedules (dev server)', () => {
   let env: TestWorkflowEnvironment;
   beforeAll(async () => {
-    env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: toolPath('temporal') } } });
+    env = await TestWorkflowEnvironment.createLocal({
+      server: { executable: { type: 'existing-path', path: toolPath('temporal') } },
+    });
   });
   afterAll(async () => {
     await env?.teardown();
@@ -223,13 +344,22 @@ describe('Temporal Schedules (dev server)', () => {
     await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence, learned_at)
       values ('sched', 'phase_success', '{"phase_type":"old"}', 1.0, now() - interval '8 days'),
              ('sched', 'phase_success', '{"phase_type":"gone"}', 0.105, now() - interval '8 days')`);
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'maint', workflowBundle: bundle, activities: activities() });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: 'maint',
+      workflowBundle: bundle,
+      activities: activities(),
+    });
     const { result } = await worker.runUntil(
-      awaitScheduledRun<{ decayed: number; deleted: number }>(env.client, 'maintenance/learning-decay', () => env.client.schedule.getHandle('maintenance/learning-decay').trigger()),
+      awaitScheduledRun<{ decayed: number; deleted: number }>(env.client, 'maintenance/learning-decay', () =>
+        env.client.schedule.getHandle('maintenance/learning-decay').trigger(),
+      ),
     );
     expect(result.decayed).toBeGreaterThanOrEqual(2);
     expect(result.deleted).toBeGreaterThanOrEqual(1);
-    const left = await h.db.execute<{ p: string; c: number }>(sql`select fact_args->>'phase_type' as p, confidence as c from learnings where shard_type = 'sched'`);
+    const left = await h.db.execute<{ p: string; c: number }>(
+      sql`select fact_args->>'phase_type' as p, confidence as c from learnings where shard_type = 'sched'`,
+    );
     expect(left.rows.map((r) => [r.p, Number(r.c)])).toEqual([['old', expect.closeTo(0.9, 6)]]);
   });
 });
@@ -238,12 +368,16 @@ describe('the other jobs', () => {
   it('memory pruning archives beyond lru_limit (logged), cleanup deletes old closed process-log rows, active agents are the running ones', async () => {
     const acts = createLearningActivities({ db: h.db });
     expect(await acts.listActiveAgents()).toEqual(['runner']);
-    await h.db.execute(sql`insert into agent_config (agent_id, key, value) values ('runner', 'lru_limit', '10'::jsonb)`);
+    await h.db.execute(
+      sql`insert into agent_config (agent_id, key, value) values ('runner', 'lru_limit', '10'::jsonb)`,
+    );
     await h.db.execute(sql`insert into llm_recent_responses (agent_id, tick, content)
       select 'runner', g, 'reply ' || g from generate_series(1, 15) g`);
     const r = await acts.pruneMemory({ agentId: 'runner' });
     expect(r).toMatchObject({ archivedResponses: 5, limit: 10 });
-    const { rows } = await h.db.execute<{ message: string }>(sql`select message from process_log where agent_id = 'runner' and kind = 'schedule'`);
+    const { rows } = await h.db.execute<{ message: string }>(
+      sql`select message from process_log where agent_id = 'runner' and kind = 'schedule'`,
+    );
     expect(rows[0]!.message).toContain('archived 5 responses');
     await h.db.execute(sql`insert into process_log (agent_id, process_id, kind, status, closed_at, created_at)
       values ('runner', 'old', 'x', 'close', now() - interval '40 days', now() - interval '40 days'),

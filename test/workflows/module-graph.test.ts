@@ -19,8 +19,17 @@ describe('the agent loop module graph', () => {
     // The walk itself works: the loop's own helpers are found.
     expect(modules).toContain('workflows/lib/infra.ts');
     expect(modules).toContain('workflows/lib/task-signals.ts');
-    const forbidden = [/^workflows\/(task-loop|nerve|campaign|successor-fork|escalation|tool-generation)\.ts$/, /^core\/catalogue(\.ts$|\/)/, /^core\/nerves\//, /^core\/lifeforce\.ts$/, /^activities\//, /^db\//];
-    const offending = modules.filter((m) => forbidden.some((re) => re.test(m))).map((m) => chain(seen, resolve(repoRoot, m)));
+    const forbidden = [
+      /^workflows\/(task-loop|nerve|campaign|successor-fork|escalation|tool-generation)\.ts$/,
+      /^core\/catalogue(\.ts$|\/)/,
+      /^core\/nerves\//,
+      /^core\/lifeforce\.ts$/,
+      /^activities\//,
+      /^db\//,
+    ];
+    const offending = modules
+      .filter((m) => forbidden.some((re) => re.test(m)))
+      .map((m) => chain(seen, resolve(repoRoot, m)));
     expect(offending).toEqual([]);
   });
 

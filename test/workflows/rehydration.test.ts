@@ -53,17 +53,38 @@ function script({ messages, registryId }: { messages: ChatMessage[]; registryId?
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_rehydration', 6);
   await h.db.insert(agents).values({ id: 'lina', name: 'Lina' });
-  await h.db.insert(llmRegistry).values({ agentId: 'lina', name: 'script', provider: 'scripted', model: 'scripted-lina', role: 'agent', priority: 1 });
+  await h.db.insert(llmRegistry).values({
+    agentId: 'lina',
+    name: 'script',
+    provider: 'scripted',
+    model: 'scripted-lina',
+    role: 'agent',
+    priority: 1,
+  });
   await h.db.insert(agents).values({ id: 'rhea', name: 'Rhea' });
   const [rhea] = await h.db
     .insert(llmRegistry)
-    .values({ agentId: 'rhea', name: 'script', provider: 'scripted', model: 'scripted-rhea', role: 'agent', priority: 1 })
+    .values({
+      agentId: 'rhea',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-rhea',
+      role: 'agent',
+      priority: 1,
+    })
     .returning({ id: llmRegistry.id });
   rheaRegistryId = rhea!.id;
   const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   env = e;
   workers = await startWorkers(env, [
-    { taskQueue, workflowBundle: bundle, activities: createActivities({ db: h.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) } }) },
+    {
+      taskQueue,
+      workflowBundle: bundle,
+      activities: createActivities({
+        db: h.db,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) },
+      }),
+    },
   ]);
 }, 180_000);
 afterAll(async () => {
@@ -81,7 +102,10 @@ async function startLoop(agentId = 'lina') {
   });
 }
 
-const diaryTitles = async (agentId = 'lina') => (await h.db.select({ t: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, agentId))).map((r) => r.t).sort();
+const diaryTitles = async (agentId = 'lina') =>
+  (await h.db.select({ t: diaryEntries.title }).from(diaryEntries).where(eq(diaryEntries.agentId, agentId)))
+    .map((r) => r.t)
+    .sort();
 
 describe('rehydration: behaviour change after three rejections', () => {
   it('a learned avoid_pattern holds the matching command for clarification instead of running it', async () => {
@@ -96,7 +120,10 @@ describe('rehydration: behaviour change after three rejections', () => {
     expect((await recordFeedback(h.db, fb)).learning).toBeUndefined();
     expect((await recordFeedback(h.db, fb)).learning).toBeUndefined();
     const third = await recordFeedback(h.db, fb);
-    expect(third.learning).toMatchObject({ predicate: 'avoid_pattern', args: { action: 'diary.add', pattern: 'password' } });
+    expect(third.learning).toMatchObject({
+      predicate: 'avoid_pattern',
+      args: { action: 'diary.add', pattern: 'password' },
+    });
 
     // After: the run after continue-as-new rehydrates the learning into context 2 and its checks.
     const before = prompts.length;
@@ -107,16 +134,27 @@ describe('rehydration: behaviour change after three rejections', () => {
     expect(prompt).toContain(`#${third.learning!.id} avoid "password" in diary.add commands`);
 
     expect(await diaryTitles('lina')).toEqual(['Login 1', 'Weather 1', 'Weather 2']);
-    const [held] = await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, 'lina'), eq(commandLog.cmdId, 'secret2')));
+    const [held] = await h.db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, 'lina'), eq(commandLog.cmdId, 'secret2')));
     expect(held).toMatchObject({ status: 'rejected' });
-    expect(held!.reason).toMatch(/^needs clarification: diary\.add matches what you learned to avoid: "password" \(learning #\d+, confidence 1\.00\)/);
-    const asks = await h.db.select().from(notes).where(and(eq(notes.agentId, 'lina'), eq(notes.direction, 'out')));
+    expect(held!.reason).toMatch(
+      /^needs clarification: diary\.add matches what you learned to avoid: "password" \(learning #\d+, confidence 1\.00\)/,
+    );
+    const asks = await h.db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'lina'), eq(notes.direction, 'out')));
     expect(asks).toHaveLength(1);
     expect(asks[0]).toMatchObject({ recipient: 'user', tags: ['clarification', 'learning'] });
     expect(asks[0]!.text).toContain('Before I run diary.add (secret2)');
 
     // Outcome feedback: the failing diary.read counted once per run as a command rejection.
-    const outcome = await h.db.select().from(preferenceCounts).where(and(eq(preferenceCounts.agentId, 'lina'), eq(preferenceCounts.kind, 'reject')));
+    const outcome = await h.db
+      .select()
+      .from(preferenceCounts)
+      .where(and(eq(preferenceCounts.agentId, 'lina'), eq(preferenceCounts.kind, 'reject')));
     const failures = outcome.find((p) => p.pattern.startsWith('command:diary.read:'));
     expect(failures).toMatchObject({ count: 2, shard: 'agent:lina' });
     expect(before).toBe(1);
@@ -131,15 +169,26 @@ describe('rehydration: behaviour change after three rejections', () => {
     await recordFeedback(h.db, fb);
     await recordFeedback(h.db, fb);
     const third = await recordFeedback(h.db, fb);
-    expect(third.learning).toMatchObject({ predicate: 'avoid_pattern', args: { action: 'reply', pattern: 'as an ai' } });
+    expect(third.learning).toMatchObject({
+      predicate: 'avoid_pattern',
+      args: { action: 'reply', pattern: 'as an ai' },
+    });
 
     expect(await loop.result()).toMatchObject({ ticks: 2 });
     // The command is harmless; the reply's prose is what was learned against.
     expect(await diaryTitles('rhea')).toEqual(['Tidy 1']);
-    const [held] = await h.db.select().from(commandLog).where(and(eq(commandLog.agentId, 'rhea'), eq(commandLog.cmdId, 'tidy2')));
+    const [held] = await h.db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, 'rhea'), eq(commandLog.cmdId, 'tidy2')));
     expect(held).toMatchObject({ status: 'rejected' });
-    expect(held!.reason).toMatch(/^needs clarification: the reply behind diary\.add uses what you learned to avoid: "as an ai" \(learning #\d+/);
-    const asks = await h.db.select().from(notes).where(and(eq(notes.agentId, 'rhea'), eq(notes.direction, 'out')));
+    expect(held!.reason).toMatch(
+      /^needs clarification: the reply behind diary\.add uses what you learned to avoid: "as an ai" \(learning #\d+/,
+    );
+    const asks = await h.db
+      .select()
+      .from(notes)
+      .where(and(eq(notes.agentId, 'rhea'), eq(notes.direction, 'out')));
     expect(asks).toHaveLength(1);
     expect(asks[0]).toMatchObject({ recipient: 'user', tags: ['clarification', 'learning'] });
     expect(asks[0]!.text).toContain('Before I run diary.add (tidy2): my reply uses what I learned to avoid');

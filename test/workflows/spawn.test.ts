@@ -39,7 +39,12 @@ interface Fake {
   activities: Activities;
 }
 
-const unavailable = () => ApplicationFailure.create({ type: 'Unavailable', message: 'connect ECONNREFUSED 127.0.0.1:5432', nonRetryable: false });
+const unavailable = () =>
+  ApplicationFailure.create({
+    type: 'Unavailable',
+    message: 'connect ECONNREFUSED 127.0.0.1:5432',
+    nonRetryable: false,
+  });
 
 function fakes(o: { begun?: SpawnBegun; funded?: SpawnFunded; copy?: () => Promise<void> } = {}): Fake {
   const f: Fake = { calls: [], finished: [], activities: {} as Activities };
@@ -68,52 +73,104 @@ function fakes(o: { begun?: SpawnBegun; funded?: SpawnFunded; copy?: () => Promi
 
 let seq = 0;
 /** Run the spawn on a fresh queue (with the parent's stand-in loop running) and hand its handle to `during`. */
-async function run<T>(f: Fake, input: Partial<SpawnInput>, during: (h: Awaited<ReturnType<typeof startSpawn>>, parent: string) => Promise<T>, o: { childRunning?: boolean } = {}): Promise<T> {
+async function run<T>(
+  f: Fake,
+  input: Partial<SpawnInput>,
+  during: (h: Awaited<ReturnType<typeof startSpawn>>, parent: string) => Promise<T>,
+  o: { childRunning?: boolean } = {},
+): Promise<T> {
   const taskQueue = `spawn-${++seq}`;
   const parentId = input.parentId ?? `parent-${seq}`;
   const name = `child-${seq}`;
   return withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
-    await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: workflowIds.agent(parentId), args: [{ agentId: parentId }] });
+    await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      taskQueue,
+      workflowId: workflowIds.agent(parentId),
+      args: [{ agentId: parentId }],
+    });
     // The child's loop from an earlier run of the spawn.
-    if (o.childRunning) await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', { taskQueue, workflowId: workflowIds.agent(name), args: [{ agentId: name, first: true }] });
+    if (o.childRunning)
+      await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        taskQueue,
+        workflowId: workflowIds.agent(name),
+        args: [{ agentId: name, first: true }],
+      });
     const h = await startSpawn(taskQueue, { parentId, type: 'trained', name, ...input });
     try {
       return await during(h, parentId);
     } finally {
-      for (const id of [parentId, h.childId]) await env.client.workflow.getHandle(workflowIds.agent(id)).terminate('test over').catch(() => undefined);
+      for (const id of [parentId, h.childId])
+        await env.client.workflow
+          .getHandle(workflowIds.agent(id))
+          .terminate('test over')
+          .catch(() => undefined);
     }
   });
 }
 
 async function startSpawn(taskQueue: string, input: SpawnInput & { parentId: string }) {
-  const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', { taskQueue, workflowId: workflowIds.spawn(input.parentId, String(input.name)), args: [input] });
+  const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
+    taskQueue,
+    workflowId: workflowIds.spawn(input.parentId, String(input.name)),
+    args: [input],
+  });
   return Object.assign(h, { childId: String(input.name) });
 }
 
 describe('spawnWorkflow', () => {
   it('admits, copies, funds, starts the child’s own loop, tells and wakes the parent', async () => {
     const f = fakes();
-    await run(f, { goals: ['map the garden'], budget: 100, requestedBy: { workflowId: 'agent/x', tick: 3, cmdId: 's' } }, async (h, parentId) => {
-      const r = await h.result();
-      expect(r).toEqual<SpawnResult>({ parentId, childId: h.childId, type: 'trained', status: 'running', generation: 1, copied: { diary_entries: 3, ethics_policies: 1 }, rows: 4, spawnMs: 12, budget: 100 });
-      expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:running']);
-      expect(f.finished[0]).toMatchObject({ parentId, childId: h.childId, workflowId: h.workflowId, admitted: true, outcome: 'running' });
-      expect(f.finished[0]!.note).toMatch(/trained descendant child-\d+ \(generation 1\) is born .* 4 rows inherited, 100 LF carved from yours/);
-      const child = env.client.workflow.getHandle(workflowIds.agent(h.childId));
-      expect(await child.query(loopInputQuery)).toEqual({ agentId: h.childId, name: h.childId });
-      // Started as the spawn's child, abandoned to outlive it (that it runs on: test/integration/spawn.test.ts).
-      const described = await child.describe();
-      expect(described.type).toBe('agentLoopWorkflow');
-      expect(described.parentExecution?.workflowId).toBe(h.workflowId);
-      const started = (await h.fetchHistory()).events?.find((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)?.startChildWorkflowExecutionInitiatedEventAttributes;
-      expect(started?.parentClosePolicy).toBe(2); // PARENT_CLOSE_POLICY_ABANDON
-      expect(await env.client.workflow.getHandle(workflowIds.agent(parentId)).query(wakesQuery)).toBe(1);
-      expect((await h.query<SpawnState>('spawnState')).phase).toBe('done');
-    });
+    await run(
+      f,
+      { goals: ['map the garden'], budget: 100, requestedBy: { workflowId: 'agent/x', tick: 3, cmdId: 's' } },
+      async (h, parentId) => {
+        const r = await h.result();
+        expect(r).toEqual<SpawnResult>({
+          parentId,
+          childId: h.childId,
+          type: 'trained',
+          status: 'running',
+          generation: 1,
+          copied: { diary_entries: 3, ethics_policies: 1 },
+          rows: 4,
+          spawnMs: 12,
+          budget: 100,
+        });
+        expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:running']);
+        expect(f.finished[0]).toMatchObject({
+          parentId,
+          childId: h.childId,
+          workflowId: h.workflowId,
+          admitted: true,
+          outcome: 'running',
+        });
+        expect(f.finished[0]!.note).toMatch(
+          /trained descendant child-\d+ \(generation 1\) is born .* 4 rows inherited, 100 LF carved from yours/,
+        );
+        const child = env.client.workflow.getHandle(workflowIds.agent(h.childId));
+        expect(await child.query(loopInputQuery)).toEqual({ agentId: h.childId, name: h.childId });
+        // Started as the spawn's child, abandoned to outlive it (that it runs on: test/integration/spawn.test.ts).
+        const described = await child.describe();
+        expect(described.type).toBe('agentLoopWorkflow');
+        expect(described.parentExecution?.workflowId).toBe(h.workflowId);
+        const started = (await h.fetchHistory()).events?.find(
+          (e) => e.startChildWorkflowExecutionInitiatedEventAttributes,
+        )?.startChildWorkflowExecutionInitiatedEventAttributes;
+        expect(started?.parentClosePolicy).toBe(2); // PARENT_CLOSE_POLICY_ABANDON
+        expect(await env.client.workflow.getHandle(workflowIds.agent(parentId)).query(wakesQuery)).toBe(1);
+        expect((await h.query<SpawnState>('spawnState')).phase).toBe('done');
+      },
+    );
   });
 
   it('a refusal completes the workflow as refused, copies nothing, and tells the parent why', async () => {
-    const f = fakes({ begun: { status: 'refused', reason: 'limit: p has 5 descendants and may have at most 5 (config max_descendants)', generation: 1 } });
+    const f = fakes({
+      begun: {
+        status: 'refused',
+        reason: 'limit: p has 5 descendants and may have at most 5 (config max_descendants)',
+        generation: 1,
+      },
+    });
     await run(f, {}, async (h) => {
       const r = await h.result();
       expect(r).toMatchObject({ status: 'refused', reason: expect.stringMatching(/^limit: /), generation: 1 });
@@ -129,7 +186,11 @@ describe('spawnWorkflow', () => {
   it('a budget the parent cannot give undoes the copied child: refused, no loop', async () => {
     const f = fakes({ funded: { ok: false, reason: 'lifeforce: p cannot give 500 LF (exhausted; 20 available)' } });
     await run(f, { budget: 500 }, async (h) => {
-      expect(await h.result()).toMatchObject({ status: 'refused', reason: expect.stringMatching(/^lifeforce: /), rows: 4 });
+      expect(await h.result()).toMatchObject({
+        status: 'refused',
+        reason: expect.stringMatching(/^lifeforce: /),
+        rows: 4,
+      });
       expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:refused']);
       await expect(env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
     });
@@ -138,7 +199,11 @@ describe('spawnWorkflow', () => {
   it('a copy that fails for a reason of its own is rolled back with that reason', async () => {
     const f = fakes({
       copy: async () => {
-        throw ApplicationFailure.create({ type: 'InvalidRequest', message: 'duplicate key value violates unique constraint "agents_pkey"', nonRetryable: true });
+        throw ApplicationFailure.create({
+          type: 'InvalidRequest',
+          message: 'duplicate key value violates unique constraint "agents_pkey"',
+          nonRetryable: true,
+        });
       },
     });
     await run(f, {}, async (h) => {
@@ -202,7 +267,10 @@ describe('spawnWorkflow', () => {
       async (h) => {
         expect(await h.result()).toMatchObject({ status: 'running', generation: 2 });
         expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:running']);
-        expect(await env.client.workflow.getHandle(workflowIds.agent(h.childId)).query(loopInputQuery)).toEqual({ agentId: h.childId, first: true });
+        expect(await env.client.workflow.getHandle(workflowIds.agent(h.childId)).query(loopInputQuery)).toEqual({
+          agentId: h.childId,
+          first: true,
+        });
       },
       { childRunning: true },
     );
@@ -212,7 +280,11 @@ describe('spawnWorkflow', () => {
     const f = fakes();
     const taskQueue = `spawn-bad-${++seq}`;
     await withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
-      const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', { taskQueue, workflowId: 'spawn-bad', args: [{ parentId: 'p', type: 'twin', name: 'a b', budget: -5 } as unknown as SpawnInput] });
+      const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
+        taskQueue,
+        workflowId: 'spawn-bad',
+        args: [{ parentId: 'p', type: 'twin', name: 'a b', budget: -5 } as unknown as SpawnInput],
+      });
       const err = await h.result().then(
         () => undefined,
         (e: unknown) => e,
@@ -220,7 +292,9 @@ describe('spawnWorkflow', () => {
       expect(err).toBeInstanceOf(WorkflowFailedError);
       const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
       expect(cause.type).toBe('InvalidInput');
-      expect(cause.message).toMatch(/^spawnWorkflow: invalid input — type: .*; name: a name that becomes the child's id.*; budget: a positive amount of LF/);
+      expect(cause.message).toMatch(
+        /^spawnWorkflow: invalid input — type: .*; name: a name that becomes the child's id.*; budget: a positive amount of LF/,
+      );
     });
     expect(f.calls).toEqual([]);
   });

@@ -22,7 +22,17 @@ import { createSandboxActivities } from '../../activities/sandbox.js';
 import { canonicalJson, forkPatchSchema, type SuccessorForkInput } from '../../core/fork.js';
 import { defaultPrices } from '../../core/lifeforce.js';
 import { configureBudget } from '../../db/queries/lifeforce.js';
-import { agentConfig, agents, forks, forkToolRegistry, lifeforceBudgets, lifeforceLedger, llmCalls, toolRegistry, verdicts } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  forks,
+  forkToolRegistry,
+  lifeforceBudgets,
+  lifeforceLedger,
+  llmCalls,
+  toolRegistry,
+  verdicts,
+} from '../../db/schema/index.js';
 import {
   approveForkUpdate,
   forkStateQuery,
@@ -58,13 +68,18 @@ afterAll(async () => {
 });
 
 function forkActivities() {
-  const real = createForkActivities({ db: handle.db, llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '' }), dataDir: data.path });
+  const real = createForkActivities({
+    db: handle.db,
+    llm: createLlmRouter({ db: handle.db, env: {}, toolsDir: '' }),
+    dataDir: data.path,
+  });
   // Classified as the worker classifies them: a budget that cannot cover a call is `LifeforceExhausted`.
   return classifyActivityErrors({
     ...real,
     ...createLifeforceActivities({ db: handle.db, prices: defaultPrices }),
     async forkEvaluateAbstracts(input: { forkId: string; budgetId?: string }) {
-      if (hooks.failEvaluation) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'evaluation blew up' });
+      if (hooks.failEvaluation)
+        throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'evaluation blew up' });
       if (hooks.blockEvaluation) {
         hooks.evaluationBlocked = true;
         const ctx = Context.current();
@@ -79,7 +94,8 @@ function forkActivities() {
       return real.forkEvaluateAbstracts(input);
     },
     async forkRecordVerdict(input: Parameters<typeof real.forkRecordVerdict>[0]) {
-      if (hooks.failRecord) throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'verdict store down' });
+      if (hooks.failRecord)
+        throw ApplicationFailure.create({ type: 'TestBoom', nonRetryable: true, message: 'verdict store down' });
       return real.forkRecordVerdict(input);
     },
   });
@@ -105,7 +121,11 @@ const strategyPatch = { kind: 'strategy', strategy: 'keyword_cluster' } as const
 const replay = { kind: 'abstracts_replay', lastN: 30, window: 10 } as const;
 
 function start(id: string, input: SuccessorForkInput): Promise<WorkflowHandle<typeof successorForkWorkflow>> {
-  return env.client.workflow.start('successorForkWorkflow', { taskQueue: 'mindloop', workflowId: `fork/${id}`, args: [input] });
+  return env.client.workflow.start('successorForkWorkflow', {
+    taskQueue: 'mindloop',
+    workflowId: `fork/${id}`,
+    args: [input],
+  });
 }
 
 /** The workflow's result once it has closed, waited for without unlocking time skipping. */
@@ -137,9 +157,19 @@ async function forkRow(forkId: string) {
   return f!;
 }
 async function forkGone(forkId: string) {
-  expect(await handle.db.select().from(agents).where(eq(agents.id, `fk.${forkId}`))).toEqual([]);
+  expect(
+    await handle.db
+      .select()
+      .from(agents)
+      .where(eq(agents.id, `fk.${forkId}`)),
+  ).toEqual([]);
   expect(await countRows(handle.db, `fk.${forkId}`)).toBe(0);
-  expect(await handle.db.select().from(forkToolRegistry).where(eq(forkToolRegistry.agentId, `fk.${forkId}`))).toEqual([]);
+  expect(
+    await handle.db
+      .select()
+      .from(forkToolRegistry)
+      .where(eq(forkToolRegistry.agentId, `fk.${forkId}`)),
+  ).toEqual([]);
   expect((await forkRow(forkId)).cleanedAt).toBeInstanceOf(Date);
 }
 async function lfBudget(id: string) {
@@ -153,7 +183,10 @@ async function openReservations(budgetId: string): Promise<string[]> {
   return entries.filter((e) => e.kind === 'reserve' && !closed.has(e.idempotencyKey)).map((e) => e.idempotencyKey);
 }
 async function strategyOf(agentId: string) {
-  const [r] = await handle.db.select().from(agentConfig).where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
+  const [r] = await handle.db
+    .select()
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'abstracts_strategy')));
   return r?.value;
 }
 
@@ -172,7 +205,14 @@ describe('successorForkWorkflow', () => {
       env.client.workflow.execute('successorForkWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'fork/bad-1',
-        args: [{ agentId: 'has space', patch: { kind: 'strategy', strategy: 'zip' }, evaluation: { kind: 'abstracts_replay' }, budget: { costUsd: -1 } }],
+        args: [
+          {
+            agentId: 'has space',
+            patch: { kind: 'strategy', strategy: 'zip' },
+            evaluation: { kind: 'abstracts_replay' },
+            budget: { costUsd: -1 },
+          },
+        ],
       }),
     );
     expect(bad).toBeInstanceOf(ApplicationFailure);
@@ -193,7 +233,9 @@ describe('successorForkWorkflow', () => {
     // and skipped time can time out an activity still running on a loaded machine; the test
     // server then keeps a time-skipping lock for it forever and the later tests' timers never
     // fire. This fork fails in its first activity, so it needs no skipped time.
-    const missing = await failureOf(start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then(closedResult));
+    const missing = await failureOf(
+      start('bad-3', { agentId: 'nobody', patch: strategyPatch, evaluation: replay }).then(closedResult),
+    );
     expect((missing.cause as Error | undefined)?.message ?? missing.message).toContain('agent nobody does not exist');
     expect(await handle.db.select().from(agents).where(eq(agents.id, 'fk.bad-3'))).toEqual([]);
   });
@@ -211,7 +253,12 @@ describe('successorForkWorkflow', () => {
     const v = (await verdictOf('demo-1'))!;
     const canonical = canonicalJson(forkPatchSchema.parse(strategyPatch));
     expect(canonical).toBe('{"kind":"strategy","strategy":"keyword_cluster","target":"abstracts"}');
-    expect(v).toMatchObject({ verdict: 'APPROVE', agentId: 'p-demo', patchHash: createHash('sha256').update(canonical).digest('hex'), appliedAt: null });
+    expect(v).toMatchObject({
+      verdict: 'APPROVE',
+      agentId: 'p-demo',
+      patchHash: createHash('sha256').update(canonical).digest('hex'),
+      appliedAt: null,
+    });
     expect(v.confidence).toBeGreaterThan(0.5);
     expect(v.evaluationSummary).toMatch(/^3 windows; parent: coverage .*patched: coverage/);
     expect(v.artifacts.map((a) => a.name)).toEqual(['evaluation.json', 'verdict.json']);
@@ -219,19 +266,38 @@ describe('successorForkWorkflow', () => {
       const text = readFileSync(fileURLToPath(a.uri!), 'utf8');
       expect(createHash('sha256').update(text).digest('hex')).toBe(a.sha256);
     }
-    const report = JSON.parse(readFileSync(fileURLToPath(v.artifacts[0]!.uri!), 'utf8')) as { baselineStrategy: string; candidateStrategy: string; windows: unknown[] };
-    expect([report.baselineStrategy, report.candidateStrategy, report.windows.length]).toEqual(['recency', 'keyword_cluster', 3]);
+    const report = JSON.parse(readFileSync(fileURLToPath(v.artifacts[0]!.uri!), 'utf8')) as {
+      baselineStrategy: string;
+      candidateStrategy: string;
+      windows: unknown[];
+    };
+    expect([report.baselineStrategy, report.candidateStrategy, report.windows.length]).toEqual([
+      'recency',
+      'keyword_cluster',
+      3,
+    ]);
 
     await forkGone('demo-1');
     expect((await forkRow('demo-1')).status).toBe('completed');
     // Its lifeforce: the evaluation's fixed cost (no judge), charged to its own budget, closed at
     // cleanup; the parent (unlimited until configured) paid exactly that through its carve.
     expect((await forkRow('demo-1')).usage).toMatchObject({ lifeforce: defaultPrices.lfPerForkEvaluation });
-    expect(await lfBudget('fork:demo-1')).toMatchObject({ spent: defaultPrices.lfPerForkEvaluation, reserved: 0, closedAt: expect.any(Date) });
-    expect(await lfBudget('agent:p-demo')).toMatchObject({ capacity: null, spent: defaultPrices.lfPerForkEvaluation, reserved: 0 });
+    expect(await lfBudget('fork:demo-1')).toMatchObject({
+      spent: defaultPrices.lfPerForkEvaluation,
+      reserved: 0,
+      closedAt: expect.any(Date),
+    });
+    expect(await lfBudget('agent:p-demo')).toMatchObject({
+      capacity: null,
+      spent: defaultPrices.lfPerForkEvaluation,
+      reserved: 0,
+    });
     expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
 
-    expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({ gate: 'rejected', applied: null });
+    expect(await h.executeUpdate(rejectForkUpdate, { args: [{ by: 'bob' }] })).toEqual({
+      gate: 'rejected',
+      applied: null,
+    });
     const r = await h.result();
     expect(r).toMatchObject({ verdict: 'APPROVE', gate: 'rejected', applied: null });
     expect(await snapshotAgent(handle.db, 'p-demo')).toBe(before);
@@ -243,11 +309,31 @@ describe('successorForkWorkflow', () => {
   it('copies every row with references remapped inside the copy', async () => {
     await seedForkableAgent(handle.db, 'p-copy');
     const acts = createForkActivities({ db: handle.db, dataDir: data.path });
-    const r = await acts.forkSpawn({ forkId: 'copy-1', workflowId: 'fork/copy-1', agentId: 'p-copy', patch: strategyPatch as never, evaluation: replay as never, budget: {} as never, startedAtMs: Date.now() });
+    const r = await acts.forkSpawn({
+      forkId: 'copy-1',
+      workflowId: 'fork/copy-1',
+      agentId: 'p-copy',
+      patch: strategyPatch as never,
+      evaluation: replay as never,
+      budget: {} as never,
+      startedAtMs: Date.now(),
+    });
     expect(r.rows).toBe(await countRows(handle.db, 'p-copy'));
     expect(await countRows(handle.db, 'fk.copy-1')).toBe(r.rows);
     // A retry finds the first attempt's copy.
-    expect((await acts.forkSpawn({ forkId: 'copy-1', workflowId: 'fork/copy-1', agentId: 'p-copy', patch: strategyPatch as never, evaluation: replay as never, budget: {} as never, startedAtMs: Date.now() })).rows).toBe(r.rows);
+    expect(
+      (
+        await acts.forkSpawn({
+          forkId: 'copy-1',
+          workflowId: 'fork/copy-1',
+          agentId: 'p-copy',
+          patch: strategyPatch as never,
+          evaluation: replay as never,
+          budget: {} as never,
+          startedAtMs: Date.now(),
+        })
+      ).rows,
+    ).toBe(r.rows);
     const { rows } = await handle.pool.query<{ bad: number }>(
       `select
         (select count(*) from goal_links l join goals g on g.id = l.parent_goal_id where l.agent_id = 'fk.copy-1' and g.agent_id <> 'fk.copy-1') +
@@ -261,7 +347,9 @@ describe('successorForkWorkflow', () => {
         as bad`,
     );
     expect(Number(rows[0]!.bad)).toBe(0);
-    const copied = await handle.pool.query<{ n: number }>(`select count(*)::int as n from abstracts a, jsonb_array_elements_text(a.sources->'responses') s(id) where a.agent_id = 'fk.copy-1'`);
+    const copied = await handle.pool.query<{ n: number }>(
+      `select count(*)::int as n from abstracts a, jsonb_array_elements_text(a.sources->'responses') s(id) where a.agent_id = 'fk.copy-1'`,
+    );
     expect(copied.rows[0]!.n).toBe(3);
     expect((await acts.forkCleanup({ forkId: 'copy-1' })).removedAgent).toBe(true);
     expect((await acts.forkCleanup({ forkId: 'copy-1' })).removedAgent).toBe(false);
@@ -274,15 +362,26 @@ describe('successorForkWorkflow', () => {
     const h = await start('appr-1', { agentId: 'p-appr', patch: strategyPatch, evaluation: replay });
     await phase(h, 'awaiting_approval');
     expect(await strategyOf('p-appr')).toBe('recency');
-    expect(await h.executeUpdate(approveForkUpdate, { args: [{ by: 'alice' }] })).toEqual({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
+    expect(await h.executeUpdate(approveForkUpdate, { args: [{ by: 'alice' }] })).toEqual({
+      gate: 'approved',
+      applied: 'abstracts_strategy = keyword_cluster',
+    });
     expect(await h.result()).toMatchObject({ gate: 'approved', applied: 'abstracts_strategy = keyword_cluster' });
     expect(await strategyOf('p-appr')).toBe('keyword_cluster');
     expect(await verdictOf('appr-1')).toMatchObject({ appliedBy: 'alice', appliedAt: expect.any(Date) });
     // Re-running the gate activity (a retry) does not apply twice.
     const acts = createForkActivities({ db: handle.db, dataDir: data.path });
-    expect(await acts.forkGate({ forkId: 'appr-1', decision: 'approved', by: 'alice' })).toEqual({ gate: 'approved', applied: 'alice' });
+    expect(await acts.forkGate({ forkId: 'appr-1', decision: 'approved', by: 'alice' })).toEqual({
+      gate: 'approved',
+      applied: 'alice',
+    });
 
-    const late = await start('late-1', { agentId: 'p-late', patch: strategyPatch, evaluation: replay, approvalDeadlineMs: 3_600_000 });
+    const late = await start('late-1', {
+      agentId: 'p-late',
+      patch: strategyPatch,
+      evaluation: replay,
+      approvalDeadlineMs: 3_600_000,
+    });
     expect(await late.result()).toMatchObject({ verdict: 'APPROVE', gate: 'expired', applied: null });
     expect(await strategyOf('p-late')).toBe('recency');
     expect(await forkRow('late-1')).toMatchObject({ gate: 'expired', gateBy: 'deadline' });
@@ -293,14 +392,27 @@ describe('successorForkWorkflow', () => {
     await seedForkableAgent(handle.db, 'p-wall');
     hooks.blockEvaluation = true;
     try {
-      const h = await start('wall-1', { agentId: 'p-wall', patch: strategyPatch, evaluation: replay, budget: { wallMs: 3000 } });
+      const h = await start('wall-1', {
+        agentId: 'p-wall',
+        patch: strategyPatch,
+        evaluation: replay,
+        budget: { wallMs: 3000 },
+      });
       const r = await h.result();
-      expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
+      expect(r).toMatchObject({
+        verdict: 'REJECT',
+        confidence: 1,
+        gate: 'not_applicable',
+        evaluationSummary: 'budget_exceeded: wall_time (3000 ms)',
+      });
     } finally {
       hooks.blockEvaluation = false;
       hooks.evaluationBlocked = false;
     }
-    expect(await verdictOf('wall-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: 'budget_exceeded: wall_time (3000 ms)' });
+    expect(await verdictOf('wall-1')).toMatchObject({
+      verdict: 'REJECT',
+      evaluationSummary: 'budget_exceeded: wall_time (3000 ms)',
+    });
     expect((await forkRow('wall-1')).status).toBe('budget_exceeded');
     await forkGone('wall-1');
   });
@@ -308,7 +420,14 @@ describe('successorForkWorkflow', () => {
   it('model-cost budget: the judge spends on the fork until the budget runs out → REJECT', async () => {
     await seedForkableAgent(handle.db, 'p-cost', { validatorCostPer1k: 1 });
     // Lifeforce far above the dollar budget: the model-cost check is what stops it.
-    const r = await (await start('cost-1', { agentId: 'p-cost', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { costUsd: 0.01, lifeforce: 1_000_000 } })).result();
+    const r = await (
+      await start('cost-1', {
+        agentId: 'p-cost',
+        patch: strategyPatch,
+        evaluation: { ...replay, judge: true },
+        budget: { costUsd: 0.01, lifeforce: 1_000_000 },
+      })
+    ).result();
     expect(r.verdict).toBe('REJECT');
     expect(r.evaluationSummary).toMatch(/^budget_exceeded: cost \(spent \$0\.\d+ > \$0\.01\)$/);
     const f = await forkRow('cost-1');
@@ -352,8 +471,14 @@ describe('successorForkWorkflow', () => {
     const before = await snapshotAgent(handle.db, 'p-fail');
     try {
       hooks.failEvaluation = true;
-      const r = await (await start('fail-eval-1', { agentId: 'p-fail', patch: strategyPatch, evaluation: replay })).result();
-      expect(r).toMatchObject({ verdict: 'REJECT', gate: 'not_applicable', evaluationSummary: 'evaluation failed: evaluation blew up' });
+      const r = await (
+        await start('fail-eval-1', { agentId: 'p-fail', patch: strategyPatch, evaluation: replay })
+      ).result();
+      expect(r).toMatchObject({
+        verdict: 'REJECT',
+        gate: 'not_applicable',
+        evaluationSummary: 'evaluation failed: evaluation blew up',
+      });
       expect((await forkRow('fail-eval-1')).status).toBe('failed');
       await forkGone('fail-eval-1');
       hooks.failEvaluation = false;
@@ -361,7 +486,7 @@ describe('successorForkWorkflow', () => {
       hooks.failRecord = true;
       const h = await start('fail-rec-1', { agentId: 'p-fail', patch: strategyPatch, evaluation: replay });
       const err = await failureOf(h.result());
-      expect(((err.cause as Error | undefined)?.message ?? err.message)).toContain('verdict store down');
+      expect((err.cause as Error | undefined)?.message ?? err.message).toContain('verdict store down');
     } finally {
       hooks.failEvaluation = false;
       hooks.failRecord = false;
@@ -376,12 +501,32 @@ describe('successorForkWorkflow', () => {
 
   it('tool swap: tests run in the sandbox; pass → APPROVE (applied as the next registry version), fail → REJECT', async () => {
     await seedForkableAgent(handle.db, 'p-tool');
-    await handle.db.insert(toolRegistry).values({ name: 'adder', kind: 'generated', implementation: 'export const add = (a, b) => a - b;', tests: '', status: 'active' });
-    const tests = "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) { console.error('add(2, 3) = ' + add(2, 3)); process.exit(1); }\nconsole.log('ok');\n";
-    const good = await start('tool-1', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests }, evaluation: { kind: 'tool_tests' } });
+    await handle.db.insert(toolRegistry).values({
+      name: 'adder',
+      kind: 'generated',
+      implementation: 'export const add = (a, b) => a - b;',
+      tests: '',
+      status: 'active',
+    });
+    const tests =
+      "import { add } from './tool.mjs';\nif (add(2, 3) !== 5) { console.error('add(2, 3) = ' + add(2, 3)); process.exit(1); }\nconsole.log('ok');\n";
+    const good = await start('tool-1', {
+      agentId: 'p-tool',
+      patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a + b;', tests },
+      evaluation: { kind: 'tool_tests' },
+    });
     await phase(good, 'awaiting_approval');
-    expect(await good.executeUpdate(approveForkUpdate, { args: [{ by: 'carol' }] })).toEqual({ gate: 'approved', applied: 'tool adder v2' });
-    const bad = await (await start('tool-2', { agentId: 'p-tool', patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests }, evaluation: { kind: 'tool_tests' } })).result();
+    expect(await good.executeUpdate(approveForkUpdate, { args: [{ by: 'carol' }] })).toEqual({
+      gate: 'approved',
+      applied: 'tool adder v2',
+    });
+    const bad = await (
+      await start('tool-2', {
+        agentId: 'p-tool',
+        patch: { kind: 'tool', tool: 'adder', implementation: 'export const add = (a, b) => a * b;', tests },
+        evaluation: { kind: 'tool_tests' },
+      })
+    ).result();
     expect(bad.verdict).toBe('REJECT');
     expect(bad.evaluationSummary).toContain('add(2, 3) = 6');
     // The default budget (1 h, 10 GiB) is above the sandbox caps: the verdict says so.
@@ -399,8 +544,20 @@ describe('successorForkWorkflow', () => {
         approvalDeadlineMs: 1000,
       })
     ).result();
-    expect(cpu).toMatchObject({ verdict: 'APPROVE', gate: 'expired', caveats: ['only the tests shipped with the patch were run'] });
-    expect(sandbox.runs.map((r) => [r.key, r.command.join(' '), Object.keys(r.files ?? {}).sort().join(',')])).toEqual([
+    expect(cpu).toMatchObject({
+      verdict: 'APPROVE',
+      gate: 'expired',
+      caveats: ['only the tests shipped with the patch were run'],
+    });
+    expect(
+      sandbox.runs.map((r) => [
+        r.key,
+        r.command.join(' '),
+        Object.keys(r.files ?? {})
+          .sort()
+          .join(','),
+      ]),
+    ).toEqual([
       ['fork/tool-1/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
       ['fork/tool-2/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
       ['fork/tool-3/tool-tests', 'node tool.test.mjs', 'tool.mjs,tool.test.mjs'],
@@ -419,7 +576,13 @@ describe('successorForkWorkflow', () => {
 
   it('verifier: an independent second fork audits the first and the caveat says whether it agreed', async () => {
     await seedForkableAgent(handle.db, 'p-verify');
-    const h = await start('ver-1', { agentId: 'p-verify', patch: strategyPatch, evaluation: replay, verify: true, approvalDeadlineMs: 1000 });
+    const h = await start('ver-1', {
+      agentId: 'p-verify',
+      patch: strategyPatch,
+      evaluation: replay,
+      verify: true,
+      approvalDeadlineMs: 1000,
+    });
     const r: SuccessorForkResult = await h.result();
     expect(r.caveats).toContain('verifier: independent fork agreed (APPROVE)');
     expect(await forkRow('ver-1.vf')).toMatchObject({ auditsForkId: 'ver-1', status: 'completed', gate: null });
@@ -433,9 +596,18 @@ describe('successorForkWorkflow', () => {
     await configureBudget(handle.db, 'p-lf', { capacity: 1000 });
     const fixed = defaultPrices.lfPerForkEvaluation;
     // The fixed cost fits; the judge's first call (its worst case, at $1 per 1 000 prompt tokens) does not.
-    const r = await (await start('lf-1', { agentId: 'p-lf', patch: strategyPatch, evaluation: { ...replay, judge: true }, budget: { lifeforce: fixed + 5 } })).result();
+    const r = await (
+      await start('lf-1', {
+        agentId: 'p-lf',
+        patch: strategyPatch,
+        evaluation: { ...replay, judge: true },
+        budget: { lifeforce: fixed + 5 },
+      })
+    ).result();
     expect(r).toMatchObject({ verdict: 'REJECT', confidence: 1, gate: 'not_applicable' });
-    expect(r.evaluationSummary).toMatch(/^budget_exceeded: lifeforce \(budget fork:lf-1 cannot cover [\d.]+ LF \(balance; available 5 LF\)\)$/);
+    expect(r.evaluationSummary).toMatch(
+      /^budget_exceeded: lifeforce \(budget fork:lf-1 cannot cover [\d.]+ LF \(balance; available 5 LF\)\)$/,
+    );
     expect(await verdictOf('lf-1')).toMatchObject({ verdict: 'REJECT', evaluationSummary: r.evaluationSummary });
     const f = await forkRow('lf-1');
     expect(f.status).toBe('budget_exceeded');
@@ -443,9 +615,18 @@ describe('successorForkWorkflow', () => {
     await forkGone('lf-1');
 
     // The fork spent its fixed cost and nothing more; its budget is closed; the parent paid exactly that.
-    expect(await lfBudget('fork:lf-1')).toMatchObject({ spent: fixed, funded: fixed, reserved: 0, balance: 0, parentId: 'agent:p-lf', closedAt: expect.any(Date) });
+    expect(await lfBudget('fork:lf-1')).toMatchObject({
+      spent: fixed,
+      funded: fixed,
+      reserved: 0,
+      balance: 0,
+      parentId: 'agent:p-lf',
+      closedAt: expect.any(Date),
+    });
     expect(await lfBudget('agent:p-lf')).toMatchObject({ spent: fixed, reserved: 0, balance: 1000 - fixed });
-    expect(await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.reservationKey, 'carve:fork:lf-1'))).toMatchObject([{ kind: 'settle', amount: fixed }]);
+    expect(
+      await handle.db.select().from(lifeforceLedger).where(eq(lifeforceLedger.reservationKey, 'carve:fork:lf-1')),
+    ).toMatchObject([{ kind: 'settle', amount: fixed }]);
     expect(await openReservations('fork:lf-1')).toEqual([]);
     expect(await openReservations('agent:p-lf')).toEqual([]);
     // The refused judge call never reached the model.
@@ -458,11 +639,15 @@ describe('successorForkWorkflow', () => {
     // The default budget: $5 of model cost, 5 000 LF.
     const r = await (await start('lf-2', { agentId: 'p-lf-poor', patch: strategyPatch, evaluation: replay })).result();
     expect(r).toMatchObject({ verdict: 'REJECT', artifacts: [], caveats: ['the evaluation did not start'] });
-    expect(r.evaluationSummary).toBe('budget_exceeded: lifeforce (fork:lf-2 not carved: budget agent:p-lf-poor cannot cover 5000 LF (balance; available 5 LF))');
-    expect(await forkRow('lf-2')).toMatchObject({ status: 'budget_exceeded', usage: expect.not.objectContaining({ patchApplied: expect.anything() }) });
+    expect(r.evaluationSummary).toBe(
+      'budget_exceeded: lifeforce (fork:lf-2 not carved: budget agent:p-lf-poor cannot cover 5000 LF (balance; available 5 LF))',
+    );
+    expect(await forkRow('lf-2')).toMatchObject({
+      status: 'budget_exceeded',
+      usage: expect.not.objectContaining({ patchApplied: expect.anything() }),
+    });
     await forkGone('lf-2');
     expect(await handle.db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'fork:lf-2'))).toEqual([]);
     expect(await lfBudget('agent:p-lf-poor')).toMatchObject({ spent: 0, reserved: 0, balance: 5 });
   });
 });
-

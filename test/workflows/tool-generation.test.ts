@@ -24,10 +24,10 @@ import { startLoop, withWorker } from '../helpers/harness.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
-type Activities = ReturnType<typeof createToolGenerationActivities> & Pick<ReturnType<typeof createLifeforceActivities>, 'holdSandboxRun' | 'settleSandboxRun'>;
+type Activities = ReturnType<typeof createToolGenerationActivities> &
+  Pick<ReturnType<typeof createLifeforceActivities>, 'holdSandboxRun' | 'settleSandboxRun'>;
 
 const suite = timeSkippingSuite();
-
 
 interface Fake {
   notified: Array<{ agentId: string; text: string; ok: boolean }>;
@@ -40,15 +40,30 @@ interface Fake {
   activities: Activities;
 }
 
-function fakes(reply: GeneratedTool | string, policy: { mode: 'development' | 'production'; allowOverride: boolean } = { mode: 'development', allowOverride: false }): Fake {
-  const f: Fake = { notified: [], writes: 0, audits: [], registered: [], sandboxRuns: [], charge: [], activities: {} as Activities };
+function fakes(
+  reply: GeneratedTool | string,
+  policy: { mode: 'development' | 'production'; allowOverride: boolean } = {
+    mode: 'development',
+    allowOverride: false,
+  },
+): Fake {
+  const f: Fake = {
+    notified: [],
+    writes: 0,
+    audits: [],
+    registered: [],
+    sandboxRuns: [],
+    charge: [],
+    activities: {} as Activities,
+  };
   f.activities = {
     async toolGenerationPolicy() {
       return policy;
     },
     async writeTool() {
       f.writes++;
-      if (typeof reply === 'string') return { ok: false as const, message: `the answer is not JSON: ${reply.slice(0, 40)}`, raw: reply };
+      if (typeof reply === 'string')
+        return { ok: false as const, message: `the answer is not JSON: ${reply.slice(0, 40)}`, raw: reply };
       return { ok: true as const, tool: reply, model: 'scripted:fake' };
     },
     async checkToolSafety(input) {
@@ -63,7 +78,15 @@ function fakes(reply: GeneratedTool | string, policy: { mode: 'development' | 'p
     },
     async registerGeneratedTool(input) {
       f.registered.push({ name: input.tool.name, mode: input.mode, approvedBy: input.approvedBy });
-      f.audits.push({ agentId: input.agentId, toolName: input.tool.name, capability: input.capability, implementation: input.tool.module, outcome: 'registered', mode: input.mode, key: input.key });
+      f.audits.push({
+        agentId: input.agentId,
+        toolName: input.tool.name,
+        capability: input.capability,
+        implementation: input.tool.module,
+        outcome: 'registered',
+        mode: input.mode,
+        key: input.key,
+      });
       return { toolId: 42, version: 1, auditId: f.audits.length, learningId: 7 };
     },
     async findToolForCapability() {
@@ -86,14 +109,19 @@ function fakes(reply: GeneratedTool | string, policy: { mode: 'development' | 'p
 }
 
 let seq = 0;
-async function generate(f: Fake, input: Omit<ToolGenerationInput, 'agentId'> & { agentId?: string }, opts: { sandboxDown?: boolean } = {}): Promise<ToolGenerationResult> {
+async function generate(
+  f: Fake,
+  input: Omit<ToolGenerationInput, 'agentId'> & { agentId?: string },
+  opts: { sandboxDown?: boolean } = {},
+): Promise<ToolGenerationResult> {
   const taskQueue = `toolgen-${++seq}`;
   const sandbox = new LocalProcessSandbox();
   const sandboxActivities = {
     async sandboxRun(req: SandboxRunRequest) {
       f.sandboxRuns.push(req);
       f.charge.push('run');
-      if (opts.sandboxDown) throw ApplicationFailure.nonRetryable('docker: connect ENOENT /var/run/docker.sock', 'Unavailable');
+      if (opts.sandboxDown)
+        throw ApplicationFailure.nonRetryable('docker: connect ENOENT /var/run/docker.sock', 'Unavailable');
       return sandbox.run(req);
     },
   };
@@ -116,9 +144,23 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
   it('development mode: writes, checks, tests in the sandbox and registers the tool', async () => {
     const f = fakes(wordFreqTool);
     const r = await generate(f, { ...ask, mode: 'development' });
-    expect(r).toEqual({ ok: true, tool: { id: 42, name: 'word_frequencies', capability: 'text.word_frequencies', description: wordFreqTool.description, version: 1 }, auditId: 1 });
+    expect(r).toEqual({
+      ok: true,
+      tool: {
+        id: 42,
+        name: 'word_frequencies',
+        capability: 'text.word_frequencies',
+        description: wordFreqTool.description,
+        version: 1,
+      },
+      auditId: 1,
+    });
     expect(f.sandboxRuns).toHaveLength(1);
-    expect(f.sandboxRuns[0]).toMatchObject({ command: ['node', '--test', 'tool.test.mjs'], files: { 'tool.mjs': wordFreqTool.module, 'tool.test.mjs': wordFreqTool.tests }, budget: { wallMs: 60_000 } });
+    expect(f.sandboxRuns[0]).toMatchObject({
+      command: ['node', '--test', 'tool.test.mjs'],
+      files: { 'tool.mjs': wordFreqTool.module, 'tool.test.mjs': wordFreqTool.tests },
+      budget: { wallMs: 60_000 },
+    });
     expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'development', approvedBy: null }]);
     // The run is charged to the agent: its wall budget held before, what it took settled after.
     expect(f.charge).toEqual(['hold agent:ada 60000', 'run', 'settle ran']);
@@ -127,11 +169,17 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
   it('production mode refuses without the admin override, before any LLM call', async () => {
     const f = fakes(wordFreqTool);
     const r = await generate(f, { ...ask, mode: 'production' });
-    expect(r).toMatchObject({ ok: false, reason: 'policy_refused', message: expect.stringContaining('production mode without an admin override') });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'policy_refused',
+      message: expect.stringContaining('production mode without an admin override'),
+    });
     expect(f.writes).toBe(0);
     expect(f.sandboxRuns).toEqual([]);
     expect(f.charge).toEqual([]);
-    expect(f.audits).toEqual([expect.objectContaining({ outcome: 'rejected_policy', mode: 'production', toolName: 'text.word_frequencies' })]);
+    expect(f.audits).toEqual([
+      expect.objectContaining({ outcome: 'rejected_policy', mode: 'production', toolName: 'text.word_frequencies' }),
+    ]);
   });
 
   it('production mode with the admin override generates, recording who approved', async () => {
@@ -141,7 +189,7 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'production', approvedBy: 'admin-override' }]);
   });
 
-  it("a production worker (MINDLOOP_MODE) refuses even when the input asks for development", async () => {
+  it('a production worker (MINDLOOP_MODE) refuses even when the input asks for development', async () => {
     const f = fakes(wordFreqTool, { mode: 'production', allowOverride: false });
     const r = await generate(f, { ...ask, mode: 'development' });
     expect(r).toMatchObject({ ok: false, reason: 'policy_refused' });
@@ -152,26 +200,36 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     const f = fakes(wordFreqTool, { mode: 'production', allowOverride: true });
     const r = await generate(f, { ...ask });
     expect(r.ok).toBe(true);
-    expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'production', approvedBy: 'MINDLOOP_ALLOW_TOOLGEN' }]);
+    expect(f.registered).toEqual([
+      { name: 'word_frequencies', mode: 'production', approvedBy: 'MINDLOOP_ALLOW_TOOLGEN' },
+    ]);
   });
 
   it('a malformed LLM answer ends as malformed_reply', async () => {
     const f = fakes('Sure! Here is your tool: function run() {}');
     const r = await generate(f, { ...ask, mode: 'development' });
     expect(r).toMatchObject({ ok: false, reason: 'malformed_reply', message: expect.stringContaining('not JSON') });
-    expect(f.audits[0]).toMatchObject({ outcome: 'error', implementation: 'Sure! Here is your tool: function run() {}' });
+    expect(f.audits[0]).toMatchObject({
+      outcome: 'error',
+      implementation: 'Sure! Here is your tool: function run() {}',
+    });
     expect(f.sandboxRuns).toEqual([]);
   });
 
   it('unsafe code ends as unsafe_code with the violations, and never reaches the sandbox', async () => {
-    const f = fakes({ ...wordFreqTool, module: `import { execSync } from 'node:child_process';\nexport async function run() { return String(globalThis['ev' + 'al']('1')); }\n` });
+    const f = fakes({
+      ...wordFreqTool,
+      module: `import { execSync } from 'node:child_process';\nexport async function run() { return String(globalThis['ev' + 'al']('1')); }\n`,
+    });
     const r = await generate(f, { ...ask, mode: 'development' });
     expect(r).toMatchObject({ ok: false, reason: 'unsafe_code' });
     if (r.ok) throw new Error('unreachable');
     expect(r.message).toContain('unsafe code in tool.mjs');
     expect((r.details as Array<{ rule: string }>).map((v) => v.rule)).toEqual(['forbidden_module', 'dynamic_member']);
     expect(f.sandboxRuns).toEqual([]);
-    expect(f.audits).toEqual([expect.objectContaining({ outcome: 'rejected_static', implementation: expect.stringContaining('child_process') })]);
+    expect(f.audits).toEqual([
+      expect.objectContaining({ outcome: 'rejected_static', implementation: expect.stringContaining('child_process') }),
+    ]);
   });
 
   it('unsafe tests are refused too (they run next to the tool)', async () => {
@@ -187,21 +245,40 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
     if (r.ok) throw new Error('unreachable');
     expect(r.message).toMatch(/the tests failed \(exit 1\)/);
     expect(r.message).toContain('counts words case-insensitively');
-    expect(f.audits).toEqual([expect.objectContaining({ outcome: 'failed_tests', testResult: expect.objectContaining({ status: 'error', exitCode: 1, reason: 'tests_failed' }) })]);
+    expect(f.audits).toEqual([
+      expect.objectContaining({
+        outcome: 'failed_tests',
+        testResult: expect.objectContaining({ status: 'error', exitCode: 1, reason: 'tests_failed' }),
+      }),
+    ]);
     expect(f.registered).toEqual([]);
   });
 
   it('tests that run past their budget end as tests_timeout', async () => {
-    const f = fakes({ ...wordFreqTool, tests: `import { test } from 'node:test';\ntest('spins', () => { for (;;) {} });\n` });
+    const f = fakes({
+      ...wordFreqTool,
+      tests: `import { test } from 'node:test';\ntest('spins', () => { for (;;) {} });\n`,
+    });
     const r = await generate(f, { ...ask, mode: 'development', testTimeoutMs: 1500 });
-    expect(r).toMatchObject({ ok: false, reason: 'tests_timeout', message: 'the tests ran past their 1500 ms budget and were killed' });
-    expect(f.audits[0]).toMatchObject({ outcome: 'failed_tests', testResult: expect.objectContaining({ status: 'budget_exceeded', exceeded: 'wall_time' }) });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'tests_timeout',
+      message: 'the tests ran past their 1500 ms budget and were killed',
+    });
+    expect(f.audits[0]).toMatchObject({
+      outcome: 'failed_tests',
+      testResult: expect.objectContaining({ status: 'budget_exceeded', exceeded: 'wall_time' }),
+    });
   });
 
   it('a sandbox that cannot run ends as sandbox_error', async () => {
     const f = fakes(wordFreqTool);
     const r = await generate(f, { ...ask, mode: 'development' }, { sandboxDown: true });
-    expect(r).toMatchObject({ ok: false, reason: 'sandbox_error', message: expect.stringContaining('docker: connect ENOENT') });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'sandbox_error',
+      message: expect.stringContaining('docker: connect ENOENT'),
+    });
     expect(f.registered).toEqual([]);
     // What never ran gives its hold back.
     expect(f.charge).toEqual(['hold agent:ada 60000', 'run', 'settle not run']);
@@ -210,17 +287,29 @@ describe('toolGenerationWorkflow (time-skipping; real safety check, tests really
   it('a budget that cannot cover the tests runs nothing and says so', async () => {
     const f = fakes(wordFreqTool);
     f.activities.holdSandboxRun = async () => {
-      throw ApplicationFailure.create({ type: 'LifeforceExhausted', nonRetryable: true, message: 'lifeforce exhausted: budget agent:ada cannot cover 60 LF (balance; available 12 LF)' });
+      throw ApplicationFailure.create({
+        type: 'LifeforceExhausted',
+        nonRetryable: true,
+        message: 'lifeforce exhausted: budget agent:ada cannot cover 60 LF (balance; available 12 LF)',
+      });
     };
     const r = await generate(f, { ...ask, mode: 'development' });
-    expect(r).toMatchObject({ ok: false, reason: 'sandbox_error', message: expect.stringContaining('lifeforce exhausted: budget agent:ada cannot cover 60 LF') });
+    expect(r).toMatchObject({
+      ok: false,
+      reason: 'sandbox_error',
+      message: expect.stringContaining('lifeforce exhausted: budget agent:ada cannot cover 60 LF'),
+    });
     expect(f.sandboxRuns).toEqual([]);
     expect(f.registered).toEqual([]);
   });
 
   it('refuses bad input at once, naming the fields', async () => {
     const f = fakes(wordFreqTool);
-    const err = await generate(f, { capability: 'Bad Capability!', description: '', mode: 'staging' as 'production' }).then(
+    const err = await generate(f, {
+      capability: 'Bad Capability!',
+      description: '',
+      mode: 'staging' as 'production',
+    }).then(
       () => null,
       (e: unknown) => e,
     );
@@ -251,8 +340,30 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
       async loopStopped() {},
       async think(input) {
         thinks.push(input.tick);
-        const commands: ParsedCommand[] = input.tick === 1 ? [{ cmdId: 'c1', type: 'tools.generate', args: { capability: 'text.word_frequencies', description: 'count words' } }] : [];
-        return { responseId: input.tick, summary: `t${input.tick}`, provider: 'scripted', model: 'fake', commands, rejected: [], parseErrors: [], confidence: null, unverifiedFacts: 0, notesShown: 0, promptChars: 10, replayed: false };
+        const commands: ParsedCommand[] =
+          input.tick === 1
+            ? [
+                {
+                  cmdId: 'c1',
+                  type: 'tools.generate',
+                  args: { capability: 'text.word_frequencies', description: 'count words' },
+                },
+              ]
+            : [];
+        return {
+          responseId: input.tick,
+          summary: `t${input.tick}`,
+          provider: 'scripted',
+          model: 'fake',
+          commands,
+          rejected: [],
+          parseErrors: [],
+          confidence: null,
+          unverifiedFacts: 0,
+          notesShown: 0,
+          promptChars: 10,
+          replayed: false,
+        };
       },
       async applyCommands(input) {
         return input.commands.map((c) => ({
@@ -261,7 +372,17 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
           status: 'applied' as const,
           message: 'generating',
           duplicate: false,
-          effects: c.type === 'tools.generate' ? [{ kind: 'generateTool' as const, capability: String(c.args.capability), description: String(c.args.description), cmdId: c.cmdId }] : [],
+          effects:
+            c.type === 'tools.generate'
+              ? [
+                  {
+                    kind: 'generateTool' as const,
+                    capability: String(c.args.capability),
+                    description: String(c.args.description),
+                    cmdId: c.cmdId,
+                  },
+                ]
+              : [],
         }));
       },
       async logProcess() {},
@@ -278,7 +399,12 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
       const h = await startLoop(
         suite.env.client,
         taskQueue,
-        { agentId: 'toolsmith', maxTicks: 2, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } },
+        {
+          agentId: 'toolsmith',
+          maxTicks: 2,
+          reflexes: false,
+          settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } },
+        },
         `agent/toolsmith-${seq}`,
       );
       await h.result();
@@ -288,7 +414,13 @@ describe('the agent loop asks for a tool (tools.generate) and proceeds when it i
     expect(thinks).toEqual([1, 2]);
     expect(sandbox.runs).toHaveLength(1);
     expect(f.registered).toEqual([{ name: 'word_frequencies', mode: 'development', approvedBy: null }]);
-    expect(f.notified).toEqual([{ agentId: 'toolsmith', ok: true, text: expect.stringMatching(/^Tool word_frequencies \(#42, v1\) is ready for text\.word_frequencies/) }]);
+    expect(f.notified).toEqual([
+      {
+        agentId: 'toolsmith',
+        ok: true,
+        text: expect.stringMatching(/^Tool word_frequencies \(#42, v1\) is ready for text\.word_frequencies/),
+      },
+    ]);
     const child = await suite.env.client.workflow.getHandle('tool/toolsmith/text.word_frequencies').describe();
     expect(child.status.name).toBe('COMPLETED');
   });

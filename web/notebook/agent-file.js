@@ -32,8 +32,22 @@ export function agentFilePane(agentId) {
   const el = h(
     'section',
     { id: 'pane-file' },
-    h('p', { class: 'agent-file-bar' }, h('a', { class: 'button', id: 'agent-file-download', href: path, download: name }, `download ${name}`), ' ', button('reload', load)),
-    h('p', { class: 'muted', id: 'agent-file-how' }, 'The agent as it is now, as ', h('code', {}, `mindloop agents export ${agentId}`), ' writes it. Read-only here: to change it, edit the file, then ', h('code', {}, `mindloop apply -f ${name}`), '.'),
+    h(
+      'p',
+      { class: 'agent-file-bar' },
+      h('a', { class: 'button', id: 'agent-file-download', href: path, download: name }, `download ${name}`),
+      ' ',
+      button('reload', load),
+    ),
+    h(
+      'p',
+      { class: 'muted', id: 'agent-file-how' },
+      'The agent as it is now, as ',
+      h('code', {}, `mindloop agents export ${agentId}`),
+      ' writes it. Read-only here: to change it, edit the file, then ',
+      h('code', {}, `mindloop apply -f ${name}`),
+      '.',
+    ),
     box,
   );
   return { el, onShow: load };

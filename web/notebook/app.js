@@ -22,7 +22,8 @@ function route() {
   const main = document.getElementById('main');
   fill(main);
   const hash = decodeURIComponent(location.hash.replace(/^#/, '')) || '/';
-  for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('current', a.getAttribute('href') === (hash.startsWith('/agent/') ? '#/' : `#${hash}`));
+  for (const a of document.querySelectorAll('header nav a'))
+    a.classList.toggle('current', a.getAttribute('href') === (hash.startsWith('/agent/') ? '#/' : `#${hash}`));
   const agent = /^\/agent\/(.+)$/.exec(hash);
   if (agent) leave = agentView(main, agent[1]);
   else if (hash === '/inbox') leave = inboxView(main, refreshInboxCount);
@@ -38,7 +39,14 @@ function start() {
   route();
   void refreshInboxCount();
   // The header's count follows escalations as they open; fork gates and decisions on the next one.
-  listen(undefined, { escalation: () => void refreshInboxCount(), ready: (r) => fill(document.getElementById('feed-source'), r.feedSource === 'bus' ? 'live from the bus' : 'live from this process') });
+  listen(undefined, {
+    escalation: () => void refreshInboxCount(),
+    ready: (r) =>
+      fill(
+        document.getElementById('feed-source'),
+        r.feedSource === 'bus' ? 'live from the bus' : 'live from this process',
+      ),
+  });
   setInterval(refreshInboxCount, 60_000);
 }
 

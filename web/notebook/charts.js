@@ -11,15 +11,30 @@ const palette = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#db2777
  * A line chart: `series` = [{label, points: [{x, y}]}] (a null y breaks the line); `refLines`
  * = [{y, label}] drawn dashed; `xFormat` shows an x value. Empty series say so instead.
  */
-export function lineChart({ title, caption, series, yMin, yMax, refLines = [], xFormat = (x) => String(x), width = 620, height = 190, id }) {
+export function lineChart({
+  title,
+  caption,
+  series,
+  yMin,
+  yMax,
+  refLines = [],
+  xFormat = (x) => String(x),
+  width = 620,
+  height = 190,
+  id,
+}) {
   const pad = { l: 44, r: 12, t: 10, b: 24 };
   const all = series.flatMap((se) => se.points.filter((p) => p.y !== null && p.y !== undefined));
-  const figure = h('figure', { class: 'chart', ...(id ? { id } : {}) }, h('figcaption', {}, h('strong', {}, title), caption ? ` — ${caption}` : ''));
-  if (!all.length) return figure.appendChild(h('p', { class: 'muted' }, 'nothing to draw yet')), figure;
+  const figure = h(
+    'figure',
+    { class: 'chart', ...(id ? { id } : {}) },
+    h('figcaption', {}, h('strong', {}, title), caption ? ` — ${caption}` : ''),
+  );
+  if (!all.length) return (figure.appendChild(h('p', { class: 'muted' }, 'nothing to draw yet')), figure);
   const xs = all.map((p) => p.x);
   let x0 = Math.min(...xs);
   let x1 = Math.max(...xs);
-  if (x0 === x1) (x0 -= 1), (x1 += 1);
+  if (x0 === x1) ((x0 -= 1), (x1 += 1));
   const lo = yMin ?? Math.min(...all.map((p) => p.y), ...refLines.map((r) => r.y));
   let hi = yMax ?? Math.max(...all.map((p) => p.y), ...refLines.map((r) => r.y));
   if (hi === lo) hi = lo + 1;
@@ -36,7 +51,10 @@ export function lineChart({ title, caption, series, yMin, yMax, refLines = [], x
   );
   if (lo < 0 && hi > 0) svg.append(s('line', { x1: pad.l, y1: Y(0), x2: width - pad.r, y2: Y(0), stroke: '#e5e7eb' }));
   for (const r of refLines) {
-    svg.append(s('line', { x1: pad.l, y1: Y(r.y), x2: width - pad.r, y2: Y(r.y), stroke: '#6b7280', 'stroke-dasharray': '4 3' }), s('text', { x: width - pad.r - 2, y: Y(r.y) - 3, 'text-anchor': 'end', class: 'axis' }, r.label));
+    svg.append(
+      s('line', { x1: pad.l, y1: Y(r.y), x2: width - pad.r, y2: Y(r.y), stroke: '#6b7280', 'stroke-dasharray': '4 3' }),
+      s('text', { x: width - pad.r - 2, y: Y(r.y) - 3, 'text-anchor': 'end', class: 'axis' }, r.label),
+    );
   }
   series.forEach((se, i) => {
     const colour = palette[i % palette.length];
@@ -50,11 +68,42 @@ export function lineChart({ title, caption, series, yMin, yMax, refLines = [], x
       d += `${pen ? 'L' : 'M'}${X(p.x).toFixed(1)} ${Y(p.y).toFixed(1)} `;
       pen = true;
     }
-    svg.append(s('path', { d: d.trim(), fill: 'none', stroke: colour, 'stroke-width': 2, class: 'series', 'data-series': se.label }));
+    svg.append(
+      s('path', {
+        d: d.trim(),
+        fill: 'none',
+        stroke: colour,
+        'stroke-width': 2,
+        class: 'series',
+        'data-series': se.label,
+      }),
+    );
     if (se.points.length <= 120) {
-      for (const p of se.points) if (p.y !== null && p.y !== undefined) svg.append(s('circle', { cx: X(p.x), cy: Y(p.y), r: 2.5, fill: colour }, s('title', {}, `${se.label}: ${num(p.y)} at ${xFormat(p.x)}`)));
+      for (const p of se.points)
+        if (p.y !== null && p.y !== undefined)
+          svg.append(
+            s(
+              'circle',
+              { cx: X(p.x), cy: Y(p.y), r: 2.5, fill: colour },
+              s('title', {}, `${se.label}: ${num(p.y)} at ${xFormat(p.x)}`),
+            ),
+          );
     }
   });
-  figure.append(svg, h('div', { class: 'legend' }, series.map((se, i) => h('span', { class: 'key' }, s('svg', { width: 12, height: 12 }, s('rect', { width: 12, height: 12, fill: palette[i % palette.length] })), ` ${se.label}`))));
+  figure.append(
+    svg,
+    h(
+      'div',
+      { class: 'legend' },
+      series.map((se, i) =>
+        h(
+          'span',
+          { class: 'key' },
+          s('svg', { width: 12, height: 12 }, s('rect', { width: 12, height: 12, fill: palette[i % palette.length] })),
+          ` ${se.label}`,
+        ),
+      ),
+    ),
+  );
   return figure;
 }

@@ -16,7 +16,8 @@ function append(el, children) {
 function setAttrs(el, attrs) {
   for (const [k, v] of Object.entries(attrs ?? {})) {
     if (v === null || v === undefined || v === false) continue;
-    if (/^on/i.test(k)) throw new Error(`event handlers are attached with .addEventListener, not as the attribute ${k}`);
+    if (/^on/i.test(k))
+      throw new Error(`event handlers are attached with .addEventListener, not as the attribute ${k}`);
     if (k === 'dataset') Object.assign(el.dataset, v);
     else el.setAttribute(k, v === true ? '' : String(v));
   }
@@ -92,7 +93,15 @@ export function errorView(err) {
     { class: 'error', role: 'alert' },
     h('strong', {}, err instanceof ApiError ? `refused (${err.status})` : 'failed'),
     fields.length ? null : `: ${err.message}`,
-    fields.length ? h('ul', {}, fields.map((f) => h('li', { class: 'field-error', 'data-field': f.field }, h('code', {}, f.field), ': ', f.message))) : null,
+    fields.length
+      ? h(
+          'ul',
+          {},
+          fields.map((f) =>
+            h('li', { class: 'field-error', 'data-field': f.field }, h('code', {}, f.field), ': ', f.message),
+          ),
+        )
+      : null,
   );
 }
 

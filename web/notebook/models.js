@@ -20,11 +20,19 @@ const usd = (x) => `$${x > 0 && x < 0.01 ? x.toPrecision(2) : x.toFixed(2)}`;
 function addForm(after) {
   const field = (name, attrs) => h('input', { name, id: `model-${name}`, autocomplete: 'off', ...attrs });
   const name = field('name', { placeholder: 'name (a slug)', size: 14, required: true });
-  const provider = h('select', { name: 'provider', id: 'model-provider' }, ['openai', 'anthropic'].map((p) => h('option', { value: p }, p)));
+  const provider = h(
+    'select',
+    { name: 'provider', id: 'model-provider' },
+    ['openai', 'anthropic'].map((p) => h('option', { value: p }, p)),
+  );
   const model = field('model', { placeholder: 'model id on the server', size: 20, required: true });
   const baseUrl = field('baseUrl', { placeholder: 'base URL (default: the provider’s API)', size: 32 });
   const keyEnv = field('apiKeyEnv', { placeholder: 'key variable NAME, e.g. OPENAI_API_KEY', size: 26 });
-  const role = h('select', { name: 'role', id: 'model-role' }, roles.map((r) => h('option', { value: r }, r === 'mini' ? 'mini (emotion + novelty)' : r)));
+  const role = h(
+    'select',
+    { name: 'role', id: 'model-role' },
+    roles.map((r) => h('option', { value: r }, r === 'mini' ? 'mini (emotion + novelty)' : r)),
+  );
   const priceIn = field('priceInPer1m', { type: 'number', min: 0, step: 'any', placeholder: '$ / 1M in', size: 8 });
   const priceOut = field('priceOutPer1m', { type: 'number', min: 0, step: 'any', placeholder: '$ / 1M out', size: 8 });
   const test = h('input', { type: 'checkbox', name: 'test', id: 'model-test', checked: true });
@@ -35,8 +43,22 @@ function addForm(after) {
     h('h2', {}, 'Add a model'),
     h('div', {}, name, ' ', provider, ' ', model, ' ', role),
     h('div', {}, baseUrl, ' ', keyEnv),
-    h('div', {}, priceIn, ' ', priceOut, ' ', h('label', {}, test, ' test it first'), ' ', h('button', { type: 'submit', id: 'model-add' }, 'add')),
-    h('p', { class: 'muted' }, 'The key itself is never stored: name the environment variable that holds it in the process serving this page.'),
+    h(
+      'div',
+      {},
+      priceIn,
+      ' ',
+      priceOut,
+      ' ',
+      h('label', {}, test, ' test it first'),
+      ' ',
+      h('button', { type: 'submit', id: 'model-add' }, 'add'),
+    ),
+    h(
+      'p',
+      { class: 'muted' },
+      'The key itself is never stored: name the environment variable that holds it in the process serving this page.',
+    ),
     result,
   );
   form.addEventListener('submit', async (e) => {
@@ -75,7 +97,10 @@ export function modelsView(root) {
     try {
       const { models } = await api('/api/models');
       fill(body, models.map(row));
-      fill(note, models.length ? `${models.length} model${models.length === 1 ? '' : 's'}` : 'no models yet: add one below');
+      fill(
+        note,
+        models.length ? `${models.length} model${models.length === 1 ? '' : 's'}` : 'no models yet: add one below',
+      );
     } catch (err) {
       fill(note, errorView(err));
     }
@@ -108,7 +133,13 @@ export function modelsView(root) {
       'tr',
       { 'data-model': m.name },
       h('td', {}, h('strong', {}, m.name)),
-      h('td', {}, `${m.provider} ${m.model}`, m.baseUrl ? h('div', { class: 'muted' }, m.baseUrl) : null, m.apiKeyEnv ? h('div', { class: 'muted' }, `key: $${m.apiKeyEnv}`) : null),
+      h(
+        'td',
+        {},
+        `${m.provider} ${m.model}`,
+        m.baseUrl ? h('div', { class: 'muted' }, m.baseUrl) : null,
+        m.apiKeyEnv ? h('div', { class: 'muted' }, `key: $${m.apiKeyEnv}`) : null,
+      ),
       h('td', {}, m.role),
       h('td', {}, `${m.priceInPer1m} / ${m.priceOutPer1m}`),
       h('td', {}, m.contextWindow ?? '-'),
@@ -119,7 +150,13 @@ export function modelsView(root) {
       h('td', { class: 'tokens' }, tokens(m.promptTokens + m.completionTokens)),
       h('td', { class: 'spend' }, usd(m.spendUsd)),
       h('td', { class: 'agents' }, m.agents.join(', ') || '-'),
-      h('td', {}, button('test', test, { 'data-action': 'test' }), ' ', button('remove', remove, { 'data-action': 'remove' })),
+      h(
+        'td',
+        {},
+        button('test', test, { 'data-action': 'test' }),
+        ' ',
+        button('remove', remove, { 'data-action': 'remove' }),
+      ),
       result,
     );
   }
@@ -128,7 +165,35 @@ export function modelsView(root) {
     h('h1', {}, 'Models'),
     h('p', { class: 'muted' }, 'Models added once by name; agents get them by name (their registry rows say which).'),
     note,
-    h('table', { class: 'models', id: 'models' }, h('thead', {}, h('tr', {}, ['model', 'provider and id', 'role', '$ / 1M in / out', 'context', 'last test', 'calls', 'failed', 'p50', 'tokens', 'spend', 'agents', '', ''].map((t) => h('th', {}, t)))), body),
+    h(
+      'table',
+      { class: 'models', id: 'models' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          [
+            'model',
+            'provider and id',
+            'role',
+            '$ / 1M in / out',
+            'context',
+            'last test',
+            'calls',
+            'failed',
+            'p50',
+            'tokens',
+            'spend',
+            'agents',
+            '',
+            '',
+          ].map((t) => h('th', {}, t)),
+        ),
+      ),
+      body,
+    ),
     h('p', {}, button('refresh', load)),
     addForm(load),
   );

@@ -21,7 +21,10 @@ function needsText(n) {
 
 function lifeforceText(lf) {
   if (!lf) return '-';
-  const left = lf.available === null ? 'unlimited' : `${num(lf.available, 1)}${lf.capacity !== null ? ` / ${num(lf.capacity, 0)}` : ''} LF`;
+  const left =
+    lf.available === null
+      ? 'unlimited'
+      : `${num(lf.available, 1)}${lf.capacity !== null ? ` / ${num(lf.capacity, 0)}` : ''} LF`;
   return `${left}${lf.lastCharge !== null && lf.lastCharge !== undefined ? ` (last tick ${num(lf.lastCharge, 2)})` : ''}${lf.exhausted ? ` EXHAUSTED${needsText(lf.needs)}` : ''}`;
 }
 
@@ -36,18 +39,36 @@ function loopControls(agentId, after) {
       fill(result, errorView(err));
     }
   };
-  return h('span', { class: 'controls' }, ['pause', 'resume', 'stop'].map((s) => button(s, send(s), { class: `btn-${s}`, 'data-action': s })), result);
+  return h(
+    'span',
+    { class: 'controls' },
+    ['pause', 'resume', 'stop'].map((s) => button(s, send(s), { class: `btn-${s}`, 'data-action': s })),
+    result,
+  );
 }
 
 function startForm(after) {
   const id = h('input', { name: 'agentId', placeholder: 'agent id', size: 14, required: true });
   const name = h('input', { name: 'name', placeholder: 'display name (optional)', size: 20 });
   const result = h('div', { class: 'result' });
-  const form = h('form', { class: 'start', id: 'start-form' }, h('strong', {}, 'Start an agent '), id, ' ', name, ' ', h('button', { type: 'submit' }, 'start'), result);
+  const form = h(
+    'form',
+    { class: 'start', id: 'start-form' },
+    h('strong', {}, 'Start an agent '),
+    id,
+    ' ',
+    name,
+    ' ',
+    h('button', { type: 'submit' }, 'start'),
+    result,
+  );
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     try {
-      const r = await api('/api/agents', { method: 'POST', body: { agentId: id.value.trim(), ...(name.value.trim() ? { name: name.value.trim() } : {}) } });
+      const r = await api('/api/agents', {
+        method: 'POST',
+        body: { agentId: id.value.trim(), ...(name.value.trim() ? { name: name.value.trim() } : {}) },
+      });
       fill(result, `running as ${r.workflowId}`);
       after();
     } catch (err) {
@@ -66,15 +87,25 @@ export function agentsView(root) {
     try {
       const { agents } = await api('/api/agents');
       cells.clear();
-      fill(body, agents.map((a) => row(a)));
-      fill(note, agents.length ? `${agents.length} agent${agents.length === 1 ? '' : 's'}` : 'no agents yet: start one below');
+      fill(
+        body,
+        agents.map((a) => row(a)),
+      );
+      fill(
+        note,
+        agents.length ? `${agents.length} agent${agents.length === 1 ? '' : 's'}` : 'no agents yet: start one below',
+      );
     } catch (err) {
       fill(note, errorView(err));
     }
   }
   function row(a) {
     const c = {
-      phase: h('td', { class: 'phase' }, a.execution === 'RUNNING' ? `${a.phase ?? '?'}${a.paused ? ' (paused)' : ''}` : a.execution.toLowerCase()),
+      phase: h(
+        'td',
+        { class: 'phase' },
+        a.execution === 'RUNNING' ? `${a.phase ?? '?'}${a.paused ? ' (paused)' : ''}` : a.execution.toLowerCase(),
+      ),
       tick: h('td', { class: 'tick' }, String(a.tick)),
       llm: h('td', { class: 'llm' }, a.llm ?? '-'),
       lf: h('td', { class: 'lifeforce' }, lifeforceText(a.lifeforce)),
@@ -82,7 +113,22 @@ export function agentsView(root) {
       capacity: a.lifeforce?.capacity ?? null,
     };
     cells.set(a.id, c);
-    return h('tr', { 'data-agent': a.id }, h('td', {}, h('a', { href: agentHref(a.id) }, a.name), h('div', { class: 'muted' }, a.id)), c.phase, h('td', {}, a.mode), c.tick, c.llm, c.lf, c.last, h('td', {}, loopControls(a.id, () => setTimeout(load, 800))));
+    return h(
+      'tr',
+      { 'data-agent': a.id },
+      h('td', {}, h('a', { href: agentHref(a.id) }, a.name), h('div', { class: 'muted' }, a.id)),
+      c.phase,
+      h('td', {}, a.mode),
+      c.tick,
+      c.llm,
+      c.lf,
+      c.last,
+      h(
+        'td',
+        {},
+        loopControls(a.id, () => setTimeout(load, 800)),
+      ),
+    );
   }
   const stop = listen(undefined, {
     beat(e) {
@@ -90,7 +136,11 @@ export function agentsView(root) {
       if (!c || e.loop !== 'main') return;
       fill(c.tick, String(e.tick));
       if (e.model) fill(c.llm, e.model);
-      if (e.lifeforce) fill(c.lf, lifeforceText({ available: e.lifeforce.available, capacity: c.capacity, lastCharge: e.lifeforce.charged }));
+      if (e.lifeforce)
+        fill(
+          c.lf,
+          lifeforceText({ available: e.lifeforce.available, capacity: c.capacity, lastCharge: e.lifeforce.charged }),
+        );
     },
     reply(e) {
       const c = cells.get(e.agentId);
@@ -101,7 +151,20 @@ export function agentsView(root) {
     root,
     h('h1', {}, 'Agents'),
     note,
-    h('table', { class: 'agents', id: 'agents' }, h('thead', {}, h('tr', {}, ['agent', 'phase', 'mode', 'tick', 'LLM', 'lifeforce', 'last reply', ''].map((t) => h('th', {}, t)))), body),
+    h(
+      'table',
+      { class: 'agents', id: 'agents' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ['agent', 'phase', 'mode', 'tick', 'LLM', 'lifeforce', 'last reply', ''].map((t) => h('th', {}, t)),
+        ),
+      ),
+      body,
+    ),
     h('p', {}, button('refresh', load)),
     startForm(load),
   );
@@ -113,7 +176,12 @@ export function agentsView(root) {
 
 function statusLine(r) {
   const s = r.loop?.status;
-  if (!s) return h('p', { class: 'status' }, r.loop?.error ?? `loop ${r.loop?.execution?.status ?? 'unknown'}: ${r.loop?.queryError ?? ''}`);
+  if (!s)
+    return h(
+      'p',
+      { class: 'status' },
+      r.loop?.error ?? `loop ${r.loop?.execution?.status ?? 'unknown'}: ${r.loop?.queryError ?? ''}`,
+    );
   const x = r.loop.execution;
   return h(
     'dl',
@@ -123,26 +191,74 @@ function statusLine(r) {
       ['tick', String(s.tick)],
       ['mode', s.operatingMode],
       ['LLM', s.llm ?? '-'],
-      ['lifeforce', lifeforceText(s.lifeforce ? { ...s.lifeforce, exhausted: s.lifeforce.exhausted !== null, needs: s.lifeforce.exhausted?.needs } : null)],
+      [
+        'lifeforce',
+        lifeforceText(
+          s.lifeforce
+            ? { ...s.lifeforce, exhausted: s.lifeforce.exhausted !== null, needs: s.lifeforce.exhausted?.needs }
+            : null,
+        ),
+      ],
       ['last reply', s.last ? s.last.summary : '-'],
-      ['validation', s.lastVerdict ? `${s.lastVerdict.validationMode}${s.lastVerdict.rating === null ? '' : ` rating ${num(s.lastVerdict.rating)}`}` : '-'],
-      ['commands', `${s.counters.commandsApplied} applied, ${s.counters.commandsUnvalidated} unvalidated, ${s.counters.commandsRejected} rejected`],
+      [
+        'validation',
+        s.lastVerdict
+          ? `${s.lastVerdict.validationMode}${s.lastVerdict.rating === null ? '' : ` rating ${num(s.lastVerdict.rating)}`}`
+          : '-',
+      ],
+      [
+        'commands',
+        `${s.counters.commandsApplied} applied, ${s.counters.commandsUnvalidated} unvalidated, ${s.counters.commandsRejected} rejected`,
+      ],
     ].map(([k, v]) => [h('dt', {}, k), h('dd', { 'data-key': k }, v)]),
   );
 }
 
 function noteBox(agentId) {
-  const text = h('textarea', { id: 'note-text', name: 'text', rows: 3, placeholder: 'a note for the agent: it reads it at its next tick' });
+  const text = h('textarea', {
+    id: 'note-text',
+    name: 'text',
+    rows: 3,
+    placeholder: 'a note for the agent: it reads it at its next tick',
+  });
   const priority = h('input', { id: 'note-priority', name: 'priority', type: 'number', value: '1', size: 3 });
   const tags = h('input', { id: 'note-tags', name: 'tags', placeholder: 'tags, comma separated', size: 20 });
   const result = h('div', { class: 'result', id: 'note-result', 'aria-live': 'polite' });
-  const form = h('form', { id: 'note-form', class: 'note' }, text, h('div', {}, h('label', {}, 'priority ', priority), ' ', tags, ' ', h('button', { type: 'submit', id: 'note-send' }, 'send note')), result);
+  const form = h(
+    'form',
+    { id: 'note-form', class: 'note' },
+    text,
+    h(
+      'div',
+      {},
+      h('label', {}, 'priority ', priority),
+      ' ',
+      tags,
+      ' ',
+      h('button', { type: 'submit', id: 'note-send' }, 'send note'),
+    ),
+    result,
+  );
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    const body = { text: text.value, priority: priority.value === '' ? undefined : Number(priority.value), tags: tags.value.split(',').map((t) => t.trim()).filter(Boolean) };
+    const body = {
+      text: text.value,
+      priority: priority.value === '' ? undefined : Number(priority.value),
+      tags: tags.value
+        .split(',')
+        .map((t) => t.trim())
+        .filter(Boolean),
+    };
     try {
       const r = await api(`/api/agents/${encodeURIComponent(agentId)}/notes`, { method: 'POST', body });
-      fill(result, h('span', { class: 'ok', 'data-note-id': r.noteId ?? '' }, r.queued ? `queued: ${r.message}` : r.noteId !== null ? `note #${r.noteId} delivered` : 'note taken'));
+      fill(
+        result,
+        h(
+          'span',
+          { class: 'ok', 'data-note-id': r.noteId ?? '' },
+          r.queued ? `queued: ${r.message}` : r.noteId !== null ? `note #${r.noteId} delivered` : 'note taken',
+        ),
+      );
       text.value = '';
     } catch (err) {
       fill(result, errorView(err));
@@ -151,15 +267,28 @@ function noteBox(agentId) {
   return form;
 }
 
-const kindLabel = { applied: 'applied', unvalidated: 'unvalidated', held: 'held', rejected: 'rejected', error: 'error' };
+const kindLabel = {
+  applied: 'applied',
+  unvalidated: 'unvalidated',
+  held: 'held',
+  rejected: 'rejected',
+  error: 'error',
+};
 
 function tickSummary(t) {
-  const counts = Object.entries(t.commands).filter(([, n]) => n > 0).map(([k, n]) => `${n} ${kindLabel[k]}`).join(', ');
+  const counts = Object.entries(t.commands)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${n} ${kindLabel[k]}`)
+    .join(', ');
   return h(
     'summary',
     {},
     h('span', { class: 'tick-no' }, `tick ${t.tick}`),
-    h('span', { class: 'chip' }, t.rating === null ? (t.validationMode ?? 'no verdict yet') : `rating ${t.rating > 0 ? '+' : ''}${num(t.rating)}`),
+    h(
+      'span',
+      { class: 'chip' },
+      t.rating === null ? (t.validationMode ?? 'no verdict yet') : `rating ${t.rating > 0 ? '+' : ''}${num(t.rating)}`,
+    ),
     h('span', { class: 'chip' }, `novelty ${num(t.novelty, 0)}`),
     counts ? h('span', { class: 'chip' }, counts) : null,
     t.stagnation ? h('span', { class: 'chip warn' }, 'stagnating') : null,
@@ -175,33 +304,104 @@ function commandsTable(rows, empty) {
   return h(
     'table',
     { class: 'commands' },
-    h('thead', {}, h('tr', {}, ['cmd', 'type', 'outcome', 'why', 'rating', 'args'].map((x) => h('th', {}, x)))),
-    h('tbody', {}, rows.map((c) => h('tr', { class: `cmd ${c.kind}` }, h('td', {}, c.cmdId), h('td', {}, c.type), h('td', { class: 'kind' }, c.kind), h('td', {}, c.reason ?? ''), h('td', {}, c.rating === null || c.rating === undefined ? '' : `${num(c.rating)} / ≥ ${num(c.threshold)}`), h('td', {}, json(c.args))))),
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        ['cmd', 'type', 'outcome', 'why', 'rating', 'args'].map((x) => h('th', {}, x)),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      rows.map((c) =>
+        h(
+          'tr',
+          { class: `cmd ${c.kind}` },
+          h('td', {}, c.cmdId),
+          h('td', {}, c.type),
+          h('td', { class: 'kind' }, c.kind),
+          h('td', {}, c.reason ?? ''),
+          h('td', {}, c.rating === null || c.rating === undefined ? '' : `${num(c.rating)} / ≥ ${num(c.threshold)}`),
+          h('td', {}, json(c.args)),
+        ),
+      ),
+    ),
   );
 }
 
 /** One message of a tick's prompt, folded open but for the system message (the long, stable part). */
 function promptMessage(m) {
-  const size = m.chars === undefined ? `${m.content.length} characters` : `first ${m.content.length} of ${m.chars} characters (the rest was not stored)`;
-  return h('details', { class: 'prompt-message', 'data-role': m.role, open: m.role !== 'system' }, h('summary', {}, h('span', { class: 'role' }, m.role), h('span', { class: 'muted' }, ` — ${size}`)), h('pre', { class: 'prompt-text' }, m.content));
+  const size =
+    m.chars === undefined
+      ? `${m.content.length} characters`
+      : `first ${m.content.length} of ${m.chars} characters (the rest was not stored)`;
+  return h(
+    'details',
+    { class: 'prompt-message', 'data-role': m.role, open: m.role !== 'system' },
+    h('summary', {}, h('span', { class: 'role' }, m.role), h('span', { class: 'muted' }, ` — ${size}`)),
+    h('pre', { class: 'prompt-text' }, m.content),
+  );
 }
 
 /** What the tick's model was given: the exact messages when they were stored, else what the records show of them. */
 function contextView(d) {
   const p = d.context.prompt;
   const shown = p
-    ? [h('h4', {}, 'Prompt (the messages the model was sent)'), h('p', { class: 'muted' }, `${p.chars} characters, ${p.promptTokens} prompt tokens as the model counted them`), h('div', { class: 'prompt' }, p.messages.map(promptMessage))]
+    ? [
+        h('h4', {}, 'Prompt (the messages the model was sent)'),
+        h('p', { class: 'muted' }, `${p.chars} characters, ${p.promptTokens} prompt tokens as the model counted them`),
+        h('div', { class: 'prompt' }, p.messages.map(promptMessage)),
+      ]
     : [
         h('h4', {}, 'Context (as the records show it)'),
-        h('p', { class: 'muted' }, 'This tick’s prompt was not stored, so what it carried is rebuilt from the rows that record it.'),
+        h(
+          'p',
+          { class: 'muted' },
+          'This tick’s prompt was not stored, so what it carried is rebuilt from the rows that record it.',
+        ),
         h('h5', {}, `notes read at this tick (${d.context.notes.length})`),
-        d.context.notes.length ? h('ul', { class: 'notes-read' }, d.context.notes.map((n) => h('li', { 'data-note': n.id }, h('span', { class: 'muted' }, `#${n.id} ${n.source}${n.sender ? ` (${n.sender})` : ''} p${n.priority}: `), h('span', { class: 'note-text' }, n.text)))) : h('p', { class: 'muted' }, 'none'),
+        d.context.notes.length
+          ? h(
+              'ul',
+              { class: 'notes-read' },
+              d.context.notes.map((n) =>
+                h(
+                  'li',
+                  { 'data-note': n.id },
+                  h(
+                    'span',
+                    { class: 'muted' },
+                    `#${n.id} ${n.source}${n.sender ? ` (${n.sender})` : ''} p${n.priority}: `,
+                  ),
+                  h('span', { class: 'note-text' }, n.text),
+                ),
+              ),
+            )
+          : h('p', { class: 'muted' }, 'none'),
         h('h5', {}, `results of tick ${d.context.previousTick}'s commands`),
         commandsTable(d.context.previousResults, 'none'),
       ];
-  return h('section', { class: 'context' }, shown,
+  return h(
+    'section',
+    { class: 'context' },
+    shown,
     h('h5', {}, 'model calls'),
-    d.calls.length ? h('ul', { class: 'calls' }, d.calls.map((c) => h('li', {}, `${c.purpose ?? '?'}: ${c.provider ?? ''}:${c.model} ${c.ok ? 'ok' : `failed (${c.error ?? ''})`}, ${c.promptTokens} → ${c.completionTokens} tokens${c.latencyMs !== null ? `, ${c.latencyMs} ms` : ''}`))) : h('p', { class: 'muted' }, 'none recorded'),
+    d.calls.length
+      ? h(
+          'ul',
+          { class: 'calls' },
+          d.calls.map((c) =>
+            h(
+              'li',
+              {},
+              `${c.purpose ?? '?'}: ${c.provider ?? ''}:${c.model} ${c.ok ? 'ok' : `failed (${c.error ?? ''})`}, ${c.promptTokens} → ${c.completionTokens} tokens${c.latencyMs !== null ? `, ${c.latencyMs} ms` : ''}`,
+            ),
+          ),
+        )
+      : h('p', { class: 'muted' }, 'none recorded'),
   );
 }
 
@@ -212,16 +412,70 @@ function tickDetail(d) {
     'div',
     { class: 'tick-detail' },
     contextView(d),
-    h('section', {}, h('h4', {}, 'Reply'), h('pre', { class: 'reply' }, r.content), r.reflection ? h('p', {}, h('em', {}, 'reflection: '), r.reflection) : null, r.parseError ? h('p', { class: 'error' }, `parse error: ${r.parseError}`) : null),
-    h('section', {}, h('h4', {}, 'Commands'), commandsTable(d.commands, 'no commands')),
-    h('section', {}, h('h4', {}, `Validators — ${r.validationMode ?? 'no verdict'}${r.rating === null ? '' : `, rating ${num(r.rating)}`}`),
-      votes.length ? h('table', { class: 'votes' }, h('tbody', {}, votes.map((v) => h('tr', {}, h('td', {}, v.name, v.self ? ' (self)' : ''), h('td', {}, v.rating === undefined ? (v.status ?? '-') : num(v.rating)), h('td', {}, `trust ${num(v.trust)}`), h('td', {}, v.comment ?? ''))))) : h('p', { class: 'muted' }, 'no validator votes'),
+    h(
+      'section',
+      {},
+      h('h4', {}, 'Reply'),
+      h('pre', { class: 'reply' }, r.content),
+      r.reflection ? h('p', {}, h('em', {}, 'reflection: '), r.reflection) : null,
+      r.parseError ? h('p', { class: 'error' }, `parse error: ${r.parseError}`) : null,
     ),
-    h('section', {}, h('h4', {}, 'Emotions and novelty'),
-      h('p', {}, (r.emotions ?? []).length ? r.emotions.map((e) => `${e.emotion}:${e.strength}${e.reason ? ` (${e.reason})` : ''}`).join(' · ') : 'no emotions recorded'),
-      h('p', {}, `novelty ${num(r.novelty, 0)}; confidence ${num(r.confidence)}; context ${r.contextMode}; tags ${(r.tags ?? []).join(', ') || '-'}`),
-      r.ideas ? h('p', {}, `ideas: new ${r.ideas.new.join('; ') || '-'} · refined ${r.ideas.refined.join('; ') || '-'} · discarded ${r.ideas.discarded.join('; ') || '-'}`) : null,
-      r.stagnation ? h('p', { class: 'warn' }, `stagnation: ${r.stagnationReason ?? ''} ${(r.stagnationActions ?? []).join(', ')}`) : null,
+    h('section', {}, h('h4', {}, 'Commands'), commandsTable(d.commands, 'no commands')),
+    h(
+      'section',
+      {},
+      h(
+        'h4',
+        {},
+        `Validators — ${r.validationMode ?? 'no verdict'}${r.rating === null ? '' : `, rating ${num(r.rating)}`}`,
+      ),
+      votes.length
+        ? h(
+            'table',
+            { class: 'votes' },
+            h(
+              'tbody',
+              {},
+              votes.map((v) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, v.name, v.self ? ' (self)' : ''),
+                  h('td', {}, v.rating === undefined ? (v.status ?? '-') : num(v.rating)),
+                  h('td', {}, `trust ${num(v.trust)}`),
+                  h('td', {}, v.comment ?? ''),
+                ),
+              ),
+            ),
+          )
+        : h('p', { class: 'muted' }, 'no validator votes'),
+    ),
+    h(
+      'section',
+      {},
+      h('h4', {}, 'Emotions and novelty'),
+      h(
+        'p',
+        {},
+        (r.emotions ?? []).length
+          ? r.emotions.map((e) => `${e.emotion}:${e.strength}${e.reason ? ` (${e.reason})` : ''}`).join(' · ')
+          : 'no emotions recorded',
+      ),
+      h(
+        'p',
+        {},
+        `novelty ${num(r.novelty, 0)}; confidence ${num(r.confidence)}; context ${r.contextMode}; tags ${(r.tags ?? []).join(', ') || '-'}`,
+      ),
+      r.ideas
+        ? h(
+            'p',
+            {},
+            `ideas: new ${r.ideas.new.join('; ') || '-'} · refined ${r.ideas.refined.join('; ') || '-'} · discarded ${r.ideas.discarded.join('; ') || '-'}`,
+          )
+        : null,
+      r.stagnation
+        ? h('p', { class: 'warn' }, `stagnation: ${r.stagnationReason ?? ''} ${(r.stagnationActions ?? []).join(', ')}`)
+        : null,
     ),
   );
 }
@@ -246,7 +500,7 @@ function tickList(agentId) {
     if (li) {
       const wasOpen = li.querySelector('details').open;
       fill(li, details);
-      if (wasOpen) (details.open = true);
+      if (wasOpen) details.open = true;
       return;
     }
     li = h('li', { class: 'tick', 'data-tick': t.tick }, details);
@@ -281,17 +535,49 @@ function picturesView(series) {
   return h(
     'div',
     { class: 'pictures' },
-    lineChart({ id: 'chart-novelty', title: 'Novelty over ticks', caption: '0–100, how new each reply was', series: [{ label: 'novelty', points: t.map((p) => ({ x: p.tick, y: p.novelty })) }], yMin: 0, yMax: 100, xFormat: (x) => `tick ${x}` }),
-    lineChart({ id: 'chart-rating', title: 'Validator rating over ticks', caption: '−3…+3, trust-weighted', series: [{ label: 'rating', points: t.map((p) => ({ x: p.tick, y: p.rating })) }], yMin: -3, yMax: 3, xFormat: (x) => `tick ${x}` }),
-    lineChart({ id: 'chart-trust', title: 'Validator trust over time', caption: 'each validator’s trust at the ticks it voted', series: Object.entries(series.trust).map(([name, pts]) => ({ label: name, points: pts.map((p) => ({ x: p.tick, y: p.trust })) })), yMin: 0, xFormat: (x) => `tick ${x}` }),
+    lineChart({
+      id: 'chart-novelty',
+      title: 'Novelty over ticks',
+      caption: '0–100, how new each reply was',
+      series: [{ label: 'novelty', points: t.map((p) => ({ x: p.tick, y: p.novelty })) }],
+      yMin: 0,
+      yMax: 100,
+      xFormat: (x) => `tick ${x}`,
+    }),
+    lineChart({
+      id: 'chart-rating',
+      title: 'Validator rating over ticks',
+      caption: '−3…+3, trust-weighted',
+      series: [{ label: 'rating', points: t.map((p) => ({ x: p.tick, y: p.rating })) }],
+      yMin: -3,
+      yMax: 3,
+      xFormat: (x) => `tick ${x}`,
+    }),
+    lineChart({
+      id: 'chart-trust',
+      title: 'Validator trust over time',
+      caption: 'each validator’s trust at the ticks it voted',
+      series: Object.entries(series.trust).map(([name, pts]) => ({
+        label: name,
+        points: pts.map((p) => ({ x: p.tick, y: p.trust })),
+      })),
+      yMin: 0,
+      xFormat: (x) => `tick ${x}`,
+    }),
     lineChart({
       id: 'chart-decay',
       title: 'Learning confidence decay',
       caption: `projected: × 0.9 a day once not reinforced for 7 days; below ${series.decay.loadAbove} it leaves the context, below ${series.decay.deleteBelow} it is deleted`,
-      series: series.decay.learnings.map((l) => ({ label: l.label, points: l.points.map((p) => ({ x: p.day, y: p.confidence })) })),
+      series: series.decay.learnings.map((l) => ({
+        label: l.label,
+        points: l.points.map((p) => ({ x: p.day, y: p.confidence })),
+      })),
       yMin: 0,
       yMax: 1,
-      refLines: [{ y: series.decay.loadAbove, label: 'leaves the context' }, { y: series.decay.deleteBelow, label: 'deleted' }],
+      refLines: [
+        { y: series.decay.loadAbove, label: 'leaves the context' },
+        { y: series.decay.deleteBelow, label: 'deleted' },
+      ],
       xFormat: (x) => (x === 0 ? 'today' : `in ${x} d`),
     }),
     lf
@@ -302,7 +588,10 @@ function picturesView(series) {
             ? 'unlimited budget: cumulative spend (LF) from the ledger'
             : 'LF not spent yet (available + held for running work), from the ledger; regeneration is not drawn',
           series: [{ label: lf.measure, points: lf.points.map((p) => ({ x: new Date(p.at).getTime(), y: p.value })) }],
-          refLines: [...(lf.capacity !== null ? [{ y: lf.capacity, label: 'capacity' }] : []), ...(lf.available !== null ? [{ y: lf.available, label: `available now ${num(lf.available, 1)}` }] : [])],
+          refLines: [
+            ...(lf.capacity !== null ? [{ y: lf.capacity, label: 'capacity' }] : []),
+            ...(lf.available !== null ? [{ y: lf.available, label: `available now ${num(lf.available, 1)}` }] : []),
+          ],
           xFormat: (x) => new Date(x).toLocaleTimeString(),
         })
       : h('p', { class: 'muted' }, 'no lifeforce budget yet'),
@@ -310,19 +599,60 @@ function picturesView(series) {
 }
 
 function list(title, items, item) {
-  return h('section', { class: 'memory-part' }, h('h3', {}, `${title} (${items.length})`), items.length ? h('ul', {}, items.map((x) => h('li', {}, item(x)))) : h('p', { class: 'muted' }, 'none'));
+  return h(
+    'section',
+    { class: 'memory-part' },
+    h('h3', {}, `${title} (${items.length})`),
+    items.length
+      ? h(
+          'ul',
+          {},
+          items.map((x) => h('li', {}, item(x))),
+        )
+      : h('p', { class: 'muted' }, 'none'),
+  );
 }
 
 function memoryView(m) {
   return h(
     'div',
     { class: 'memory' },
-    list('Diary', m.diary, (d) => [h('strong', {}, d.title), ` (${d.source}${d.tick !== null ? `, tick ${d.tick}` : ''}) `, h('div', { class: 'text' }, d.content)]),
-    list('Goals', m.goals, (g) => [h('strong', {}, g.title), ` — ${g.status}, priority ${g.priority}`, g.failureReason ? ` (${g.failureReason})` : '', g.description ? h('div', { class: 'text' }, g.description) : null]),
-    list('Tasks', m.tasks, (t) => [`#${t.id} `, h('strong', {}, t.title), ` — ${t.status}${t.replStatus ? `, loop ${t.replStatus}` : ''}`, t.lastError ? ` (${t.lastError})` : '']),
-    list('Learnings', m.learnings, (l) => [`#${l.id} `, h('strong', {}, l.predicate), ` ${JSON.stringify(l.args)} — confidence ${num(l.confidence)}, reinforced ${l.reinforcements}×`, h('div', { class: 'why' }, 'why: ', l.why)]),
-    list('Facts', m.facts, (f) => [h('span', { class: 'text' }, f.fact), ` — ${f.status}, confidence ${num(f.confidence)}${f.sourceTick !== null ? `, tick ${f.sourceTick}` : ''}`, f.resolution ? ` (${f.resolution})` : '']),
-    list('Notes', m.notes, (n) => [h('span', { class: 'muted' }, `#${n.id} ${n.direction === 'in' ? `from ${n.source}` : `to ${n.recipient ?? '?'}`}${n.tickSeen !== null ? `, read at tick ${n.tickSeen}` : ''}: `), h('span', { class: 'text' }, n.text)]),
+    list('Diary', m.diary, (d) => [
+      h('strong', {}, d.title),
+      ` (${d.source}${d.tick !== null ? `, tick ${d.tick}` : ''}) `,
+      h('div', { class: 'text' }, d.content),
+    ]),
+    list('Goals', m.goals, (g) => [
+      h('strong', {}, g.title),
+      ` — ${g.status}, priority ${g.priority}`,
+      g.failureReason ? ` (${g.failureReason})` : '',
+      g.description ? h('div', { class: 'text' }, g.description) : null,
+    ]),
+    list('Tasks', m.tasks, (t) => [
+      `#${t.id} `,
+      h('strong', {}, t.title),
+      ` — ${t.status}${t.replStatus ? `, loop ${t.replStatus}` : ''}`,
+      t.lastError ? ` (${t.lastError})` : '',
+    ]),
+    list('Learnings', m.learnings, (l) => [
+      `#${l.id} `,
+      h('strong', {}, l.predicate),
+      ` ${JSON.stringify(l.args)} — confidence ${num(l.confidence)}, reinforced ${l.reinforcements}×`,
+      h('div', { class: 'why' }, 'why: ', l.why),
+    ]),
+    list('Facts', m.facts, (f) => [
+      h('span', { class: 'text' }, f.fact),
+      ` — ${f.status}, confidence ${num(f.confidence)}${f.sourceTick !== null ? `, tick ${f.sourceTick}` : ''}`,
+      f.resolution ? ` (${f.resolution})` : '',
+    ]),
+    list('Notes', m.notes, (n) => [
+      h(
+        'span',
+        { class: 'muted' },
+        `#${n.id} ${n.direction === 'in' ? `from ${n.source}` : `to ${n.recipient ?? '?'}`}${n.tickSeen !== null ? `, read at tick ${n.tickSeen}` : ''}: `,
+      ),
+      h('span', { class: 'text' }, n.text),
+    ]),
   );
 }
 
@@ -375,14 +705,29 @@ export function agentView(root, agentId) {
   };
   const pane = {
     ticks: { el: h('section', { id: 'pane-ticks' }, ticks.list) },
-    pictures: { el: h('section', { id: 'pane-pictures' }, button('redraw', () => loadPictures(true)), pictures), onShow: () => loadPictures(true) },
+    pictures: {
+      el: h(
+        'section',
+        { id: 'pane-pictures' },
+        button('redraw', () => loadPictures(true)),
+        pictures,
+      ),
+      onShow: () => loadPictures(true),
+    },
     memory: { el: h('section', { id: 'pane-memory' }, button('reload', loadMemory), memory), onShow: loadMemory },
     'agent file': agentFilePane(agentId),
   };
   const t = tabs(pane);
   // After a pause or stop no tick tells us the loop's new state: look twice.
   const afterControl = () => [1000, 4000].forEach((ms) => setTimeout(loadStatus, ms));
-  fill(root, h('h1', {}, `Agent ${agentId}`), h('p', {}, loopControls(agentId, afterControl)), status, noteBox(agentId), t.el);
+  fill(
+    root,
+    h('h1', {}, `Agent ${agentId}`),
+    h('p', {}, loopControls(agentId, afterControl)),
+    status,
+    noteBox(agentId),
+    t.el,
+  );
   t.show('ticks');
   void loadStatus();
   ticks.load().catch((err) => ticks.list.replaceWith(errorView(err)));

@@ -4,11 +4,25 @@
  * continue-as-new and a stop of the loop, and reports back by a note and a wake. A child already
  * running under its id (a retried tick, a restart) is that child going on, not a failure.
  */
-import { ParentClosePolicy, getExternalWorkflowHandle, log, startChild, type ChildWorkflowOptions } from '@temporalio/workflow';
+import {
+  ParentClosePolicy,
+  getExternalWorkflowHandle,
+  log,
+  startChild,
+  type ChildWorkflowOptions,
+} from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError, type Workflow } from '@temporalio/common';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { workflowIds } from '../../core/ids.js';
-import { escalationInputText, nerveText, spawnText, speechText, taskLoopText, toolGenerationText, type StartText } from '../lib/ui-text.js';
+import {
+  escalationInputText,
+  nerveText,
+  spawnText,
+  speechText,
+  taskLoopText,
+  toolGenerationText,
+  type StartText,
+} from '../lib/ui-text.js';
 import { failureMessage } from '../lib/infra.js';
 import { taskStopSignal } from '../lib/task-signals.js';
 import type { Loop } from './loop.js';
@@ -36,7 +50,11 @@ export async function startDetached<W extends Workflow>(
   context: Record<string, unknown>,
 ): Promise<unknown> {
   try {
-    const childOptions: ChildWorkflowOptions = { ...options, parentClosePolicy: ParentClosePolicy.ABANDON, ...loop.childPriority() };
+    const childOptions: ChildWorkflowOptions = {
+      ...options,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      ...loop.childPriority(),
+    };
     await startChild(type, childOptions);
     return null;
   } catch (err) {
@@ -50,9 +68,19 @@ export async function startDetached<W extends Workflow>(
 export async function startTaskLoop(loop: Loop, taskId: number, title: string, maxTicks?: number): Promise<void> {
   const { agentId } = loop;
   const workflowId = workflowIds.task(agentId, taskId);
-  const args: Parameters<typeof taskLoopWorkflow> = [{ agentId, taskId, title, parentWorkflowId: loop.selfId, maxTicks }];
+  const args: Parameters<typeof taskLoopWorkflow> = [
+    { agentId, taskId, title, parentWorkflowId: loop.selfId, maxTicks },
+  ];
   const text = taskLoopText({ agentId, taskId, title, maxTicks });
-  if ((await startDetached<typeof taskLoopWorkflow>(loop, 'taskLoopWorkflow', { workflowId, args, ...text }, 'task loop', { taskId })) === null) {
+  if (
+    (await startDetached<typeof taskLoopWorkflow>(
+      loop,
+      'taskLoopWorkflow',
+      { workflowId, args, ...text },
+      'task loop',
+      { taskId },
+    )) === null
+  ) {
     loop.state.taskLoops[String(taskId)] = workflowId;
   }
 }
@@ -65,7 +93,9 @@ export async function stopTaskLoop(loop: Loop, taskId: number): Promise<void> {
   } catch (err) {
     // Already finished: record the stop so it is not resumed at the next start.
     log.info('task loop already closed', { taskId, error: String(err) });
-    await loop.rideOut('setTaskLoopStatus', () => records.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' }));
+    await loop.rideOut('setTaskLoopStatus', () =>
+      records.setTaskLoopStatus({ agentId, taskId, replStatus: 'stopped', reason: 'stopped by the main loop' }),
+    );
   }
   delete state.taskLoops[String(taskId)];
 }
@@ -73,30 +103,79 @@ export async function stopTaskLoop(loop: Loop, taskId: number): Promise<void> {
 /** The nerve `agent/<id>/nerve/<name>`: one run at a time, so one already running goes on. */
 export async function startNerve(loop: Loop, e: EffectOf<'startNerve'>): Promise<void> {
   const { agentId } = loop;
-  const args: Parameters<typeof nerveWorkflow> = [{ agentId, nerve: e.nerve as NerveWorkflowInput['nerve'], steps: e.steps, seed: e.seed, mode: e.mode as NerveWorkflowInput['mode'] }];
-  await startDetached<typeof nerveWorkflow>(loop, 'nerveWorkflow', { workflowId: workflowIds.nerve(agentId, e.nerve), args, ...nerveText({ agentId, nerve: e.nerve, steps: e.steps }) }, 'nerve', { nerve: e.nerve });
+  const args: Parameters<typeof nerveWorkflow> = [
+    {
+      agentId,
+      nerve: e.nerve as NerveWorkflowInput['nerve'],
+      steps: e.steps,
+      seed: e.seed,
+      mode: e.mode as NerveWorkflowInput['mode'],
+    },
+  ];
+  await startDetached<typeof nerveWorkflow>(
+    loop,
+    'nerveWorkflow',
+    {
+      workflowId: workflowIds.nerve(agentId, e.nerve),
+      args,
+      ...nerveText({ agentId, nerve: e.nerve, steps: e.steps }),
+    },
+    'nerve',
+    { nerve: e.nerve },
+  );
 }
 
 /** The agent's `speak`: `speech/<id>/<tick>/<cmdId>`, which holds the lifeforce and writes the outcome onto the command's log row. */
 export async function startSpeech(loop: Loop, e: EffectOf<'speak'>, tick: number): Promise<void> {
   const { agentId } = loop;
   const requestedBy = { workflowId: loop.selfId, tick, cmdId: e.cmdId };
-  const args: Parameters<typeof speechWorkflow> = [{ kind: 'speak', agentId, text: e.text, ...(e.lang ? { lang: e.lang } : {}), requestedBy }];
-  await startDetached<typeof speechWorkflow>(loop, 'speechWorkflow', { workflowId: workflowIds.speech(agentId, tick, e.cmdId), args, ...speechText({ agentId, kind: 'speak', text: e.text, requestedBy }) }, 'speech', { cmdId: e.cmdId });
+  const args: Parameters<typeof speechWorkflow> = [
+    { kind: 'speak', agentId, text: e.text, ...(e.lang ? { lang: e.lang } : {}), requestedBy },
+  ];
+  await startDetached<typeof speechWorkflow>(
+    loop,
+    'speechWorkflow',
+    {
+      workflowId: workflowIds.speech(agentId, tick, e.cmdId),
+      args,
+      ...speechText({ agentId, kind: 'speak', text: e.text, requestedBy }),
+    },
+    'speech',
+    { cmdId: e.cmdId },
+  );
 }
 
 /** The agent's `spawn`: `agent/<id>/spawn/<name>`; the descendant runs its own loop, the outcome comes back as a note. */
 export async function startSpawn(loop: Loop, e: EffectOf<'spawn'>, tick: number): Promise<void> {
   const { agentId } = loop;
   const requestedBy = { workflowId: loop.selfId, tick, cmdId: e.cmdId };
-  const input = { parentId: agentId, type: e.type, name: e.name, ...(e.goals ? { goals: e.goals } : {}), ...(e.budget !== undefined ? { budget: e.budget } : {}), requestedBy };
-  await startDetached<typeof spawnWorkflow>(loop, 'spawnWorkflow', { workflowId: workflowIds.spawn(agentId, e.name), args: [input], ...spawnText(input) }, 'spawn', { name: e.name });
+  const input = {
+    parentId: agentId,
+    type: e.type,
+    name: e.name,
+    ...(e.goals ? { goals: e.goals } : {}),
+    ...(e.budget !== undefined ? { budget: e.budget } : {}),
+    requestedBy,
+  };
+  await startDetached<typeof spawnWorkflow>(
+    loop,
+    'spawnWorkflow',
+    { workflowId: workflowIds.spawn(agentId, e.name), args: [input], ...spawnText(input) },
+    'spawn',
+    { name: e.name },
+  );
 }
 
 /** `escalation/<id>`: its answer comes back as a note and a wake. */
 export async function startEscalation(loop: Loop, e: EffectOf<'escalate'>): Promise<void> {
   const args: Parameters<typeof escalationWorkflow> = [e.input as Parameters<typeof escalationWorkflow>[0]];
-  await startDetached<typeof escalationWorkflow>(loop, 'escalationWorkflow', { workflowId: workflowIds.escalation(e.escalationId), args, ...escalationInputText(e.escalationId, e.input) }, 'escalation', { escalationId: e.escalationId });
+  await startDetached<typeof escalationWorkflow>(
+    loop,
+    'escalationWorkflow',
+    { workflowId: workflowIds.escalation(e.escalationId), args, ...escalationInputText(e.escalationId, e.input) },
+    'escalation',
+    { escalationId: e.escalationId },
+  );
 }
 
 /** Tool generation for a capability: one at a time per capability, so one already generating goes on. */
@@ -104,5 +183,11 @@ export async function startToolGeneration(loop: Loop, e: EffectOf<'generateTool'
   const { agentId } = loop;
   const requestedBy = { workflowId: loop.selfId, tick, cmdId: e.cmdId };
   const input = { agentId, capability: e.capability, description: e.description, requestedBy };
-  await startDetached<typeof toolGenerationWorkflow>(loop, 'toolGenerationWorkflow', { workflowId: workflowIds.tool(agentId, e.capability), args: [input], ...toolGenerationText(input) }, 'tool generation', { capability: e.capability });
+  await startDetached<typeof toolGenerationWorkflow>(
+    loop,
+    'toolGenerationWorkflow',
+    { workflowId: workflowIds.tool(agentId, e.capability), args: [input], ...toolGenerationText(input) },
+    'tool generation',
+    { capability: e.capability },
+  );
 }

@@ -15,7 +15,16 @@ import { ActivityFailure, deprecatePatch, log } from '@temporalio/workflow';
 import type { CommandOutcome, LoopEffect } from '../../core/loop-types.js';
 import { applyConfigValues, countOutcomes, type CarryOver } from '../lib/loop-state.js';
 import { failureMessage } from '../lib/infra.js';
-import { startEscalation, startNerve, startSpawn, startSpeech, startTaskLoop, startToolGeneration, stopTaskLoop, type EffectOf } from './children.js';
+import {
+  startEscalation,
+  startNerve,
+  startSpawn,
+  startSpeech,
+  startTaskLoop,
+  startToolGeneration,
+  stopTaskLoop,
+  type EffectOf,
+} from './children.js';
 import type { Loop } from './loop.js';
 import { wakeAgents } from './peers.js';
 import { modelsAt, records, sandbox } from './proxies.js';
@@ -50,7 +59,11 @@ export const effectHandlers: { [K in Kind]: Handler<K> } = {
   pause: { now: (s, e) => void (s.pauseTicks = Math.max(0, e.ticks)) },
   idle: {
     now(s, e) {
-      s.settings.idle = { on: e.on, wakeOn: e.wakeOn ?? s.settings.idle.wakeOn, timeoutMs: e.timeoutMs ?? s.settings.idle.timeoutMs };
+      s.settings.idle = {
+        on: e.on,
+        wakeOn: e.wakeOn ?? s.settings.idle.wakeOn,
+        timeoutMs: e.timeoutMs ?? s.settings.idle.timeoutMs,
+      };
     },
   },
   // config.set wrote agent_config; the keys that drive the loop itself take effect now.
@@ -60,7 +73,12 @@ export const effectHandlers: { [K in Kind]: Handler<K> } = {
       // A strategy the agent applied itself is measured like an automatic one; one measurement
       // at a time (the command refuses while another is pending, so this only guards a race).
       if (s.reflexState.pending === null && e.noveltyBefore !== null) {
-        s.reflexState.pending = { strategyId: e.strategyId, metricId: e.metricId, tick: e.tick, noveltyBefore: e.noveltyBefore };
+        s.reflexState.pending = {
+          strategyId: e.strategyId,
+          metricId: e.metricId,
+          tick: e.tick,
+          noveltyBefore: e.noveltyBefore,
+        };
         s.reflexState.lastStrategyTick = e.tick;
       }
       if (e.focus) s.reflexState.focus = e.focus;
@@ -70,7 +88,10 @@ export const effectHandlers: { [K in Kind]: Handler<K> } = {
   stopTaskLoop: { follow: async (loop, es) => each(es, (e) => stopTaskLoop(loop, e.taskId)) },
   shell: { patch: 'shell-v1', follow: async (loop, es, tick) => each(es, (e) => runShell(loop, e, tick)) },
   // tools.generate (Ouroboros): one child per capability; its result comes back as a note + wake.
-  generateTool: { patch: 'toolgen-v1', follow: async (loop, es, tick) => each(es, (e) => startToolGeneration(loop, e, tick)) },
+  generateTool: {
+    patch: 'toolgen-v1',
+    follow: async (loop, es, tick) => each(es, (e) => startToolGeneration(loop, e, tick)),
+  },
   // `escalate`, and held danger-zone commands (their rejected outcomes carry the effect).
   escalate: { patch: 'escalate-v1', of: 'all', follow: async (loop, es) => each(es, (e) => startEscalation(loop, e)) },
   startNerve: { patch: 'nerve-v1', follow: async (loop, es) => each(es, (e) => startNerve(loop, e)) },
@@ -99,7 +120,13 @@ export function applyStateEffects(state: CarryOver, effects: readonly LoopEffect
 }
 
 /** The `follow` effects, kind by kind in the table's order. */
-async function followEffects(loop: Loop, applied: readonly LoopEffect[], all: readonly LoopEffect[], tick: number, only?: ReadonlySet<Kind>): Promise<void> {
+async function followEffects(
+  loop: Loop,
+  applied: readonly LoopEffect[],
+  all: readonly LoopEffect[],
+  tick: number,
+  only?: ReadonlySet<Kind>,
+): Promise<void> {
   for (const [kind, h] of Object.entries(effectHandlers) as Array<[Kind, Handler<Kind>]>) {
     if (isNow(h) || (only && !only.has(kind))) continue;
     const effects = (h.of === 'all' ? all : applied).filter((e) => e.kind === kind);
@@ -114,7 +141,12 @@ export async function followOutcomes(loop: Loop, outcomes: CommandOutcome[], tic
   countOutcomes(loop.state.counters, outcomes);
   const applied = outcomes.filter((o) => o.status === 'applied').flatMap((o) => o.effects);
   applyStateEffects(loop.state, applied);
-  await followEffects(loop, applied, outcomes.flatMap((o) => o.effects), tick);
+  await followEffects(
+    loop,
+    applied,
+    outcomes.flatMap((o) => o.effects),
+    tick,
+  );
 }
 
 /** What the reflexes asked of the loop: their state changes, and waking the peers they wrote to. */
@@ -129,12 +161,27 @@ async function runShell(loop: Loop, e: EffectOf<'shell'>, tick: number): Promise
   let error: string | undefined;
   try {
     // Same activity, same order as for a plain `shell`: only its input differs (replay-safe).
-    result = await sandbox.sandboxRun({ key: e.key, command: e.argv ?? ['sh', '-c', e.command], ...(e.files ? { files: e.files } : {}), budget: { wallMs: e.timeoutMs ?? 30_000 } });
+    result = await sandbox.sandboxRun({
+      key: e.key,
+      command: e.argv ?? ['sh', '-c', e.command],
+      ...(e.files ? { files: e.files } : {}),
+      budget: { wallMs: e.timeoutMs ?? 30_000 },
+    });
   } catch (err) {
     // Infrastructure (no engine, no image, no sandbox worker): the agent reads why; the loop goes on.
     error = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
   }
-  await loop.rideOut('recordShellResult', () => records.recordShellResult({ agentId: loop.agentId, tick, cmdId: e.cmdId, processId: e.processId, command: e.command, result, ...(error ? { error } : {}) }));
+  await loop.rideOut('recordShellResult', () =>
+    records.recordShellResult({
+      agentId: loop.agentId,
+      tick,
+      cmdId: e.cmdId,
+      processId: e.processId,
+      command: e.command,
+      result,
+      ...(error ? { error } : {}),
+    }),
+  );
 }
 
 /**
@@ -145,7 +192,17 @@ async function runShell(loop: Loop, e: EffectOf<'shell'>, tick: number): Promise
 async function askLlm(loop: Loop, e: EffectOf<'askLlm'>, tick: number): Promise<void> {
   try {
     const r = await loop.rideOut('askLlmOnce', () =>
-      modelsAt(loop.lifeforce?.priorityKey).askLlmOnce({ agentId: loop.agentId, tick, workflowId: loop.selfId, cmdId: e.cmdId, key: e.key, question: e.question, role: e.role, ...(e.registryId !== undefined ? { registryId: e.registryId } : {}), ...(e.model ? { model: e.model } : {}) }),
+      modelsAt(loop.lifeforce?.priorityKey).askLlmOnce({
+        agentId: loop.agentId,
+        tick,
+        workflowId: loop.selfId,
+        cmdId: e.cmdId,
+        key: e.key,
+        question: e.question,
+        role: e.role,
+        ...(e.registryId !== undefined ? { registryId: e.registryId } : {}),
+        ...(e.model ? { model: e.model } : {}),
+      }),
     );
     loop.state.pendingWake = true;
     log.info('llm_task.ask answered', { cmdId: e.cmdId, noteId: r.noteId, answered: r.answered });

@@ -6,7 +6,20 @@ import { handlerText } from '../lib/ui-text.js';
 import type { Loop } from './loop.js';
 import { failureMessage, isInfraFailure } from '../lib/infra.js';
 import { records } from './proxies.js';
-import { addNoteInput, addNoteUpdate, applyAgentFileUpdate, commandIdOf, type ApplyAgentFileRequest, pauseSignal, resumeSignal, setConfigInput, setConfigUpdate, statusQuery, stopSignal, wakeSignal } from './messages.js';
+import {
+  addNoteInput,
+  addNoteUpdate,
+  applyAgentFileUpdate,
+  commandIdOf,
+  type ApplyAgentFileRequest,
+  pauseSignal,
+  resumeSignal,
+  setConfigInput,
+  setConfigUpdate,
+  statusQuery,
+  stopSignal,
+  wakeSignal,
+} from './messages.js';
 import { addNote } from './notes.js';
 
 export function registerHandlers(loop: Loop): void {
@@ -20,36 +33,50 @@ export function registerHandlers(loop: Loop): void {
       if (!r.success) throw new Error(`invalid note: ${formatIssues(r.error, 'note')}`);
     },
   });
-  setHandler(wakeSignal, () => {
-    state.pendingWake = true;
-  }, { description: text.wake });
-  // A bus command's pause or resume is applied once per agent (its id is remembered).
-  setHandler(pauseSignal, (arg) => {
-    if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = true;
-  }, { description: text.pause });
-  setHandler(resumeSignal, (arg) => {
-    if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = false;
-  }, { description: text.resume });
-  setHandler(stopSignal, () => {
-    loop.stopRequested = true;
-  }, { description: text.stop });
   setHandler(
-    setConfigUpdate,
-    (patch) => loop.applySettings(setConfigInput.parse(patch)),
-    {
-      description: text.setConfig,
-      validator: (patch) => {
-        const r = setConfigInput.strict().safeParse(patch);
-        if (!r.success) throw new Error(`invalid config: ${formatIssues(r.error, 'config')}`);
-      },
+    wakeSignal,
+    () => {
+      state.pendingWake = true;
     },
+    { description: text.wake },
   );
+  // A bus command's pause or resume is applied once per agent (its id is remembered).
+  setHandler(
+    pauseSignal,
+    (arg) => {
+      if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = true;
+    },
+    { description: text.pause },
+  );
+  setHandler(
+    resumeSignal,
+    (arg) => {
+      if (firstApplication(state.appliedCommands, commandIdOf(arg))) state.paused = false;
+    },
+    { description: text.resume },
+  );
+  setHandler(
+    stopSignal,
+    () => {
+      loop.stopRequested = true;
+    },
+    { description: text.stop },
+  );
+  setHandler(setConfigUpdate, (patch) => loop.applySettings(setConfigInput.parse(patch)), {
+    description: text.setConfig,
+    validator: (patch) => {
+      const r = setConfigInput.strict().safeParse(patch);
+      if (!r.success) throw new Error(`invalid config: ${formatIssues(r.error, 'config')}`);
+    },
+  });
   setHandler(applyAgentFileUpdate, (req) => applyAgentFile(loop, req), {
     description: text.applyAgentFile,
     validator: (req) => {
       const doc = (req as Partial<ApplyAgentFileRequest> | null)?.document;
-      if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new Error('invalid request: `document` is the agent file (an object)');
-      if (doc.id !== loop.agentId) throw new Error(`invalid request: the file is for agent '${String(doc.id)}', this is '${loop.agentId}'`);
+      if (doc === null || typeof doc !== 'object' || Array.isArray(doc))
+        throw new Error('invalid request: `document` is the agent file (an object)');
+      if (doc.id !== loop.agentId)
+        throw new Error(`invalid request: the file is for agent '${String(doc.id)}', this is '${loop.agentId}'`);
     },
   });
 }
@@ -80,7 +107,9 @@ async function applyAgentFile(loop: Loop, req: ApplyAgentFileRequest) {
     }
     return r;
   } catch (err) {
-    const why = isInfraFailure(err) ? `the database is unavailable (${failureMessage(err)}); nothing was applied, send it again later` : failureMessage(err);
+    const why = isInfraFailure(err)
+      ? `the database is unavailable (${failureMessage(err)}); nothing was applied, send it again later`
+      : failureMessage(err);
     throw ApplicationFailure.create({ type: 'AgentFileRefused', message: why, nonRetryable: true });
   }
 }

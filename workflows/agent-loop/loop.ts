@@ -99,7 +99,11 @@ export class Loop {
     const { settings } = this.state;
     const { idle, ...rest } = patch;
     Object.assign(settings, Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)));
-    if (idle) settings.idle = { ...settings.idle, ...Object.fromEntries(Object.entries(idle).filter(([, v]) => v !== undefined)) };
+    if (idle)
+      settings.idle = {
+        ...settings.idle,
+        ...Object.fromEntries(Object.entries(idle).filter(([, v]) => v !== undefined)),
+      };
     return settings;
   }
 
@@ -125,7 +129,14 @@ export class Loop {
         this.phase = before ?? this.phase;
         const message = `recovered: ${d.step} waited ${Math.round(ms / 1000)} s over ${d.attempts} attempt(s) for an unavailable dependency (last error: ${d.lastError})`;
         try {
-          await records.logProcess({ agentId: this.agentId, processId: 'degraded', kind: 'infrastructure', status: 'close', message: sanitizeAndClip(message), tick: this.state.tick });
+          await records.logProcess({
+            agentId: this.agentId,
+            processId: 'degraded',
+            kind: 'infrastructure',
+            status: 'close',
+            message: sanitizeAndClip(message),
+            tick: this.state.tick,
+          });
         } catch (err) {
           log.warn('recovery not logged', { error: failureMessage(err) });
         }
@@ -144,7 +155,16 @@ export class Loop {
     this.lastTickFailure = { tick, step, error };
     log.warn('tick failed', { agentId, tick, step, error });
     try {
-      await this.rideOut('logProcess', () => records.logProcess({ agentId, processId: `tick-${tick}`, kind: 'tick_failure', status: 'error', message: `${step}: ${error}`, tick }));
+      await this.rideOut('logProcess', () =>
+        records.logProcess({
+          agentId,
+          processId: `tick-${tick}`,
+          kind: 'tick_failure',
+          status: 'error',
+          message: `${step}: ${error}`,
+          tick,
+        }),
+      );
     } catch (logErr) {
       log.warn('tick failure not logged', { error: failureMessage(logErr) });
     }

@@ -24,8 +24,18 @@ export const addNoteInput = sharedValue('agent-loop/addNoteInput', () =>
        */
       audio: z
         .strictObject({
-          path: z.string().trim().min(1).max(4096).refine((p) => p.startsWith('/'), 'an absolute path to a WAV file'),
-          language: z.string().trim().toLowerCase().regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")').optional(),
+          path: z
+            .string()
+            .trim()
+            .min(1)
+            .max(4096)
+            .refine((p) => p.startsWith('/'), 'an absolute path to a WAV file'),
+          language: z
+            .string()
+            .trim()
+            .toLowerCase()
+            .regex(/^(auto|[a-z]{2,3})$/, 'a language code like "en" or "de" (or "auto")')
+            .optional(),
         })
         .optional(),
       /** The audio this note's text was transcribed from (the speech workflow sends it with the text). */
@@ -36,8 +46,14 @@ export const addNoteInput = sharedValue('agent-loop/addNoteInput', () =>
       sender: z.string().max(200).optional(),
       taskId: z.number().int().positive().optional(),
     })
-    .refine((n) => (n.text === undefined) !== (n.audio === undefined), { message: 'give either text, or audio {path} to transcribe (not both)', path: ['text'] })
-    .refine((n) => n.audio === undefined || n.transcribedFrom === undefined, { message: 'audio to transcribe comes without a transcription', path: ['transcribedFrom'] }),
+    .refine((n) => (n.text === undefined) !== (n.audio === undefined), {
+      message: 'give either text, or audio {path} to transcribe (not both)',
+      path: ['text'],
+    })
+    .refine((n) => n.audio === undefined || n.transcribedFrom === undefined, {
+      message: 'audio to transcribe comes without a transcription',
+      path: ['transcribedFrom'],
+    }),
 );
 export type AddNoteInput = z.input<typeof addNoteInput>;
 
@@ -66,7 +82,12 @@ export const resumeSignal = defineSignal<[LoopCommandArg?]>('resume');
 /** Finish the current tick, then complete the workflow. */
 export const stopSignal = defineSignal<[{ reason?: string }?]>('stop');
 /** Loop settings as a start or `setConfig` gives them: any field, and any field of idle. */
-export const setConfigInput = sharedValue('agent-loop/setConfigInput', () => loopSettingsSchema.omit({ idle: true }).partial().extend({ idle: loopSettingsSchema.shape.idle.partial().optional() }));
+export const setConfigInput = sharedValue('agent-loop/setConfigInput', () =>
+  loopSettingsSchema
+    .omit({ idle: true })
+    .partial()
+    .extend({ idle: loopSettingsSchema.shape.idle.partial().optional() }),
+);
 /** Change loop settings (validated); returns the settings now in force. */
 export const setConfigUpdate = defineUpdate<CarryOver['settings'], [z.input<typeof setConfigInput>]>('setConfig');
 
@@ -97,7 +118,18 @@ export const applyAgentFileUpdate = defineUpdate<ApplyAgentFileResult, [ApplyAge
 export interface AgentStatus {
   agentId: string;
   tick: number;
-  phase: 'starting' | 'thinking' | 'reflexes' | 'executing' | 'pacing' | 'idle' | 'paused' | 'outage' | 'degraded' | 'exhausted' | 'stopping';
+  phase:
+    | 'starting'
+    | 'thinking'
+    | 'reflexes'
+    | 'executing'
+    | 'pacing'
+    | 'idle'
+    | 'paused'
+    | 'outage'
+    | 'degraded'
+    | 'exhausted'
+    | 'stopping';
   operatingMode: CarryOver['operatingMode'];
   paused: boolean;
   pauseTicks: number;
@@ -139,7 +171,14 @@ export interface LifeforceStatus {
    * Set while exhausted: what was refused, since when, how long the wait, the escalation asking
    * for more, and what lets it go on (`needs.grant`: the smallest grant).
    */
-  exhausted: { since: string; needed: number; reason: string; waitMs: number | null; needs?: LifeforceNeeds; escalationId?: string } | null;
+  exhausted: {
+    since: string;
+    needed: number;
+    reason: string;
+    waitMs: number | null;
+    needs?: LifeforceNeeds;
+    escalationId?: string;
+  } | null;
 }
 /** Tick, mode, pause state, last reply summary, LLM in use, counters. */
 export const statusQuery = defineQuery<AgentStatus>('status');

@@ -3,7 +3,15 @@
  * history) while the database is away and stored once, in order, when it returns; audio notes
  * transcribed by a speech child whose text comes back as a note.
  */
-import { ApplicationFailure, condition, currentUpdateInfo, deprecatePatch, log, patched, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  condition,
+  currentUpdateInfo,
+  deprecatePatch,
+  log,
+  patched,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { workflowIds } from '../../core/ids.js';
 import { maxQueuedNotes, type QueuedNote } from '../lib/loop-state.js';
 import { failureMessage, isInfraFailure } from '../lib/infra.js';
@@ -20,10 +28,16 @@ export async function addNote(loop: Loop, note: AddNoteInput): Promise<AddNoteRe
   const { audio, transcribedFrom, text, ...parsed } = addNoteInput.parse(note);
   // The update id makes the write idempotent: a retried activity finds the first note.
   const updateId = currentUpdateInfo()?.id ?? `${workflowInfo().runId}:${state.counters.notesReceived}`;
-  const queued: QueuedNote = { ...parsed, text: text ?? '', ...(transcribedFrom ? { audio: transcribedFrom } : {}), idempotencyKey: `${loop.selfId}:note:${updateId}` };
+  const queued: QueuedNote = {
+    ...parsed,
+    text: text ?? '',
+    ...(transcribedFrom ? { audio: transcribedFrom } : {}),
+    idempotencyKey: `${loop.selfId}:note:${updateId}`,
+  };
   // A note sent as a new agent starts waits for loopStarted, which writes the agent's row (the
   // note's row needs it); while the database is away at the start it is queued as below.
-  if (!loop.started && !loop.input.carryOver && patched('note-after-start-v1')) await condition(() => loop.started || loop.degraded !== null);
+  if (!loop.started && !loop.input.carryOver && patched('note-after-start-v1'))
+    await condition(() => loop.started || loop.degraded !== null);
   if (audio) {
     // speech-v1 (retired): histories from before it never carry audio (the validator refused it).
     deprecatePatch('speech-v1');
@@ -41,11 +55,17 @@ export async function addNote(loop: Loop, note: AddNoteInput): Promise<AddNoteRe
     }
   }
   if (state.pendingNotes.length >= maxQueuedNotes) {
-    throw refused(`note not stored: the database is unavailable and ${maxQueuedNotes} notes already wait for it; send it again later`);
+    throw refused(
+      `note not stored: the database is unavailable and ${maxQueuedNotes} notes already wait for it; send it again later`,
+    );
   }
   state.pendingNotes.push(queued);
   state.counters.notesReceived++;
-  return { noteId: null, queued: true, message: `the database is unavailable: note queued (${state.pendingNotes.length} waiting); it is stored when the database returns` };
+  return {
+    noteId: null,
+    queued: true,
+    message: `the database is unavailable: note queued (${state.pendingNotes.length} waiting); it is stored when the database returns`,
+  };
 }
 
 /** Store the notes taken while the database was away, in order, each once (by its key). */
@@ -72,20 +92,40 @@ function refused(message: string): ApplicationFailure {
  * the problem, when it is not), then start its transcription as a detached child. Its text
  * comes back through `addNote`, which stores it and wakes the loop.
  */
-async function transcribeNote(loop: Loop, audio: { path: string; language?: string }, note: Pick<QueuedNote, 'priority' | 'tags' | 'source' | 'sender'>, updateId: string): Promise<AddNoteResult> {
+async function transcribeNote(
+  loop: Loop,
+  audio: { path: string; language?: string },
+  note: Pick<QueuedNote, 'priority' | 'tags' | 'source' | 'sender'>,
+  updateId: string,
+): Promise<AddNoteResult> {
   const { agentId } = loop;
   try {
     await records.speechCheckAudio({ path: audio.path });
   } catch (err) {
-    const why = isInfraFailure(err) ? `the audio cannot be checked now (${failureMessage(err)}); send it again later` : failureMessage(err);
+    const why = isInfraFailure(err)
+      ? `the audio cannot be checked now (${failureMessage(err)}); send it again later`
+      : failureMessage(err);
     throw refused(`audio note not taken: ${why}`);
   }
   const workflowId = workflowIds.speech(agentId, 'note', updateId);
   const tags = note.tags.filter((t) => t !== 'audio').slice(0, 19);
   const args: Parameters<typeof speechWorkflow> = [
-    { kind: 'transcribe', agentId, audioPath: audio.path, ...(audio.language ? { language: audio.language } : {}), note: { priority: note.priority, tags, source: note.source, ...(note.sender ? { sender: note.sender } : {}) } },
+    {
+      kind: 'transcribe',
+      agentId,
+      audioPath: audio.path,
+      ...(audio.language ? { language: audio.language } : {}),
+      note: { priority: note.priority, tags, source: note.source, ...(note.sender ? { sender: note.sender } : {}) },
+    },
   ];
-  const failed = await startDetached<typeof speechWorkflow>(loop, 'speechWorkflow', { workflowId, args, ...speechText({ agentId, kind: 'transcribe', audioPath: audio.path }) }, 'transcription', { workflowId });
-  if (failed !== null) throw refused(`audio note not taken: the transcription did not start (${failureMessage(failed)})`);
+  const failed = await startDetached<typeof speechWorkflow>(
+    loop,
+    'speechWorkflow',
+    { workflowId, args, ...speechText({ agentId, kind: 'transcribe', audioPath: audio.path }) },
+    'transcription',
+    { workflowId },
+  );
+  if (failed !== null)
+    throw refused(`audio note not taken: the transcription did not start (${failureMessage(failed)})`);
   return { noteId: null, transcribing: { workflowId } };
 }

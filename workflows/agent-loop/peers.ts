@@ -15,7 +15,9 @@ import { records } from './proxies.js';
  * reads the note when it next starts. peers-v1 (retired): older histories have no wakeAgent effects.
  */
 export async function wakeAgents(loop: Loop, effects: readonly LoopEffect[]): Promise<void> {
-  const targets = [...new Set(effects.flatMap((e) => (e.kind === 'wakeAgent' && e.agentId !== loop.agentId ? [e.agentId] : [])))];
+  const targets = [
+    ...new Set(effects.flatMap((e) => (e.kind === 'wakeAgent' && e.agentId !== loop.agentId ? [e.agentId] : []))),
+  ];
   if (targets.length === 0) return;
   deprecatePatch('peers-v1');
   for (const id of targets) {
@@ -53,5 +55,15 @@ export async function followPeers(loop: Loop, peers: PeerObservation | undefined
     : peers.known === 0
       ? `no longer isolated: no known peers any more (isolated since tick ${was.sinceTick ?? '?'})`
       : `no longer isolated: ${peers.reachable} peer(s) reachable again (${peers.reachableIds.join(', ')}); isolated since tick ${was.sinceTick ?? '?'}`;
-  await loop.rideOut('logProcess', () => records.logProcess({ agentId, processId: 'isolation', kind: 'isolation', status: entering ? 'warning' : 'close', message: sanitizeAndClip(message), tick, mode }));
+  await loop.rideOut('logProcess', () =>
+    records.logProcess({
+      agentId,
+      processId: 'isolation',
+      kind: 'isolation',
+      status: entering ? 'warning' : 'close',
+      message: sanitizeAndClip(message),
+      tick,
+      mode,
+    }),
+  );
 }

@@ -6,7 +6,14 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { createActivities } from '../../activities/index.js';
 import type { createSandboxActivities } from '../../activities/sandbox.js';
-import { dbActivity, fewAttempts, llmActivity, localLlmActivity, sandboxActivity, withPriority } from '../lib/activity-options.js';
+import {
+  dbActivity,
+  fewAttempts,
+  llmActivity,
+  localLlmActivity,
+  sandboxActivity,
+  withPriority,
+} from '../lib/activity-options.js';
 import { reflexActivity } from '../lib/reflexes.js';
 
 export type Activities = ReturnType<typeof createActivities>;
@@ -18,7 +25,10 @@ export const models = proxyActivities<Activities>(fewAttempts(llmActivity));
 /** The tick's reflexes (emotions, novelty, validation) in one activity. */
 export const reflexSteps = proxyActivities<Activities>(reflexActivity);
 /** The agent's `shell`, on the sandbox queue only; no sandbox worker within 2 min = not run. */
-export const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({ ...sandboxActivity, scheduleToStartTimeout: '2 minutes' });
+export const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities>>({
+  ...sandboxActivity,
+  scheduleToStartTimeout: '2 minutes',
+});
 /** The think as a local activity: for a model that answered fast the last time (think.ts). */
 export const localModels = proxyLocalActivities<Activities>(localLlmActivity);
 
@@ -27,6 +37,10 @@ const modelsByPriority = new Map<number, Activities>();
 export function modelsAt(priorityKey: number | undefined): Activities {
   if (priorityKey === undefined) return models;
   let proxy = modelsByPriority.get(priorityKey);
-  if (!proxy) modelsByPriority.set(priorityKey, (proxy = proxyActivities<Activities>(withPriority(fewAttempts(llmActivity), { priorityKey }))));
+  if (!proxy)
+    modelsByPriority.set(
+      priorityKey,
+      (proxy = proxyActivities<Activities>(withPriority(fewAttempts(llmActivity), { priorityKey }))),
+    );
   return proxy;
 }

@@ -5,7 +5,18 @@
  * then paces. Every step's input and result pass in the open; the steps run in a fixed order,
  * since the commands a run issues, and their order, are what its recorded history replays against.
  */
-import { ApplicationFailure, ContinueAsNew, allHandlersFinished, condition, continueAsNew, isCancellation, log, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  ContinueAsNew,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  isCancellation,
+  log,
+  patched,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { CommandOutcome } from '../../core/loop-types.js';
 import { priorityKeyFor } from '../../core/priority.js';
 import { emergencyConsensusTag } from '../../core/society/isolation.js';
@@ -58,7 +69,8 @@ async function run(loop: Loop): Promise<void> {
   const startTick = state.tick;
   const capped = () => input.maxTicks !== undefined && state.tick >= input.maxTicks;
   while (!loop.stopRequested && !capped()) {
-    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested) return await continueAsNewWithState(loop);
+    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested)
+      return await continueAsNewWithState(loop);
     if (await waitWhilePaused(loop)) continue;
     if (!(await tick(loop))) continue;
     if (capped()) break;
@@ -112,9 +124,19 @@ function recordThought(loop: Loop, thought: Thought, tick: number): void {
   if (loop.lifeforce && thought.lifeforce) {
     const { available, charged } = thought.lifeforce;
     const { capacity, explicitPriority } = loop.lifeforce;
-    loop.lifeforce = { ...loop.lifeforce, available, lastCharge: charged, priorityKey: priorityKeyFor({ available, capacity, ...(explicitPriority ? { explicit: explicitPriority } : {}) }) };
+    loop.lifeforce = {
+      ...loop.lifeforce,
+      available,
+      lastCharge: charged,
+      priorityKey: priorityKeyFor({ available, capacity, ...(explicitPriority ? { explicit: explicitPriority } : {}) }),
+    };
   }
-  state.last = { summary: thought.summary, model: loop.llmInUse, at: new Date().toISOString(), responseId: thought.responseId };
+  state.last = {
+    summary: thought.summary,
+    model: loop.llmInUse,
+    at: new Date().toISOString(),
+    responseId: thought.responseId,
+  };
 }
 
 /** The tick's reflexes: emotions, novelty/anti-stagnation and validation. */
@@ -153,7 +175,12 @@ async function reflexes(loop: Loop, thought: Thought, tick: number): Promise<Ref
 }
 
 /** Apply the tick's commands (what the reflexes allowed); null when the tick failed there. */
-async function applyCommands(loop: Loop, thought: Thought, verdict: ReflexVerdict, tick: number): Promise<CommandOutcome[] | null> {
+async function applyCommands(
+  loop: Loop,
+  thought: Thought,
+  verdict: ReflexVerdict,
+  tick: number,
+): Promise<CommandOutcome[] | null> {
   try {
     return await loop.rideOut('applyCommands', () =>
       records.applyCommands({
@@ -183,12 +210,18 @@ async function pace(loop: Loop): Promise<void> {
   if (state.settings.idle.on) {
     loop.phase = 'idle';
     const { wakeOn, timeoutMs } = state.settings.idle;
-    const wake = () => loop.stopRequested || state.paused || ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake);
+    const wake = () =>
+      loop.stopRequested ||
+      state.paused ||
+      ((wakeOn.includes('note') || wakeOn.includes('process')) && state.pendingWake);
     if (!wakeOn.includes('timeout')) await condition(wake);
-    else if (!(await condition(wake, timeoutMs, { summary: timerText.idle(timeoutMs, wakeOn) }))) log.info('idle timeout', { agentId: loop.agentId, tick: state.tick });
+    else if (!(await condition(wake, timeoutMs, { summary: timerText.idle(timeoutMs, wakeOn) })))
+      log.info('idle timeout', { agentId: loop.agentId, tick: state.tick });
   } else if (!state.pendingWake && state.settings.delayMs > 0) {
     loop.phase = 'pacing';
-    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.pacing(state.settings.delayMs) });
+    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, {
+      summary: timerText.pacing(state.settings.delayMs),
+    });
   }
 }
 
@@ -204,7 +237,9 @@ async function waitWhilePaused(loop: Loop): Promise<boolean> {
     // `cycle pause N`: sit out N ticks of delay without thinking.
     state.pauseTicks--;
     loop.phase = 'pacing';
-    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, { summary: timerText.cyclePause(state.settings.delayMs, state.pauseTicks) });
+    await condition(() => loop.stopRequested || state.paused, state.settings.delayMs, {
+      summary: timerText.cyclePause(state.settings.delayMs, state.pauseTicks),
+    });
     return true;
   }
   return false;
@@ -214,13 +249,26 @@ async function waitWhilePaused(loop: Loop): Promise<boolean> {
 async function begin(loop: Loop): Promise<void> {
   const { agentId, state, input } = loop;
   const fileSettings = input.agentFile && !input.carryOver ? await applyFileAtStart(loop, input.agentFile) : undefined;
-  const started = await loop.rideOut('loopStarted', () => records.loopStarted({ agentId, name: input.name ?? agentId, workflowId: loop.selfId }));
+  const started = await loop.rideOut('loopStarted', () =>
+    records.loopStarted({ agentId, name: input.name ?? agentId, workflowId: loop.selfId }),
+  );
   loop.started = true;
   // lifeforce-v1: the agent's budget (created unlimited unless the input sets it); older histories have none.
   if (patched('lifeforce-v1')) {
     const at = new Date().toISOString();
-    const v = await loop.rideOut('ensureAgentBudget', () => records.ensureAgentBudget({ agentId, ...(input.lifeforce ? { settings: input.lifeforce } : {}), at }));
-    loop.lifeforce = { budgetId: v.budgetId, available: v.available, capacity: v.capacity, lastCharge: null, priorityKey: v.priorityKey, explicitPriority: v.explicitPriority, onExhausted: v.onExhausted, exhausted: null };
+    const v = await loop.rideOut('ensureAgentBudget', () =>
+      records.ensureAgentBudget({ agentId, ...(input.lifeforce ? { settings: input.lifeforce } : {}), at }),
+    );
+    loop.lifeforce = {
+      budgetId: v.budgetId,
+      available: v.available,
+      capacity: v.capacity,
+      lastCharge: null,
+      priorityKey: v.priorityKey,
+      explicitPriority: v.explicitPriority,
+      onExhausted: v.onExhausted,
+      exhausted: null,
+    };
   }
   if (!input.carryOver) {
     // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
@@ -243,10 +291,22 @@ async function begin(loop: Loop): Promise<void> {
 async function applyFileAtStart(loop: Loop, document: Record<string, unknown>): Promise<LoopSettingsPatch> {
   try {
     const requestKey = `${loop.selfId}:file:${workflowInfo().firstExecutionRunId}`;
-    const r = await loop.rideOut('applyAgentFile', () => records.applyAgentFile({ agentId: loop.agentId, document, requestKey, appliedBy: 'temporal-ui', source: 'agentLoopWorkflow input' }));
+    const r = await loop.rideOut('applyAgentFile', () =>
+      records.applyAgentFile({
+        agentId: loop.agentId,
+        document,
+        requestKey,
+        appliedBy: 'temporal-ui',
+        source: 'agentLoopWorkflow input',
+      }),
+    );
     return r.loopSettings;
   } catch (err) {
-    throw ApplicationFailure.create({ type: InvalidInputError, nonRetryable: true, message: `agentLoopWorkflow: invalid input — ${failureMessage(err)}` });
+    throw ApplicationFailure.create({
+      type: InvalidInputError,
+      nonRetryable: true,
+      message: `agentLoopWorkflow: invalid input — ${failureMessage(err)}`,
+    });
   }
 }
 

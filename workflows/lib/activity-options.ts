@@ -6,7 +6,16 @@ import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow
 
 // Errors of the request itself (activities/errors.ts): retrying would repeat them. Everything
 // else — above all `Unavailable`, a database or endpoint that is away — is retried.
-const nonRetryableErrorTypes = ['InvalidInput', 'InvalidRequest', 'Unexpected', 'NotFound', 'Forbidden', 'BudgetExceeded', 'LlmUnavailable', 'LifeforceExhausted'];
+const nonRetryableErrorTypes = [
+  'InvalidInput',
+  'InvalidRequest',
+  'Unexpected',
+  'NotFound',
+  'Forbidden',
+  'BudgetExceeded',
+  'LlmUnavailable',
+  'LifeforceExhausted',
+];
 
 /**
  * Short, idempotent database reads and writes. No attempt limit: a database that is away for
@@ -15,7 +24,12 @@ const nonRetryableErrorTypes = ['InvalidInput', 'InvalidRequest', 'Unexpected', 
  */
 export const dbActivity: ActivityOptions = {
   startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds', nonRetryableErrorTypes },
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '30 seconds',
+    nonRetryableErrorTypes,
+  },
 };
 
 /**
@@ -92,13 +106,25 @@ export const sandboxActivity: ActivityOptions = {
  * route again); input it refuses is never retried. The engine heartbeats every 2 s, so a worker
  * that died mid-job is noticed within the heartbeat timeout.
  */
-export function speechEngineActivity(o: { queue: string; scheduleToStartMs: number; runMs: number; priorityKey: number; inputErrors: readonly string[] }): ActivityOptions {
+export function speechEngineActivity(o: {
+  queue: string;
+  scheduleToStartMs: number;
+  runMs: number;
+  priorityKey: number;
+  inputErrors: readonly string[];
+}): ActivityOptions {
   return {
     taskQueue: o.queue,
     scheduleToStartTimeout: o.scheduleToStartMs,
     startToCloseTimeout: o.runMs,
     heartbeatTimeout: '30 seconds',
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 3, nonRetryableErrorTypes: [...o.inputErrors] },
+    retry: {
+      initialInterval: '1 second',
+      backoffCoefficient: 2,
+      maximumInterval: '30 seconds',
+      maximumAttempts: 3,
+      nonRetryableErrorTypes: [...o.inputErrors],
+    },
     priority: { priorityKey: o.priorityKey },
   };
 }
@@ -107,5 +133,11 @@ export function speechEngineActivity(o: { queue: string; scheduleToStartMs: numb
 export const campaignTaskActivity: ActivityOptions = {
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 3, nonRetryableErrorTypes },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '30 seconds',
+    maximumAttempts: 3,
+    nonRetryableErrorTypes,
+  },
 };

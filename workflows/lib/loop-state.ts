@@ -57,7 +57,11 @@ const schemas = sharedValue('workflows/lib/loop-state', () => {
     idle: z.object({
       on: z.boolean(),
       wakeOn: z.array(z.enum(['note', 'process', 'timeout'])),
-      timeoutMs: z.number().int().min(1000).max(7 * 24 * 3_600_000),
+      timeoutMs: z
+        .number()
+        .int()
+        .min(1000)
+        .max(7 * 24 * 3_600_000),
     }),
     maxTokens: z.number().int().min(16).max(8192),
   });
@@ -109,7 +113,6 @@ const schemas = sharedValue('workflows/lib/loop-state', () => {
     idempotencyKey: z.string(),
   });
 
-
   const carryOverSchema = z.object({
     tick: z.number().int().min(0),
     paused: z.boolean(),
@@ -135,10 +138,28 @@ const schemas = sharedValue('workflows/lib/loop-state', () => {
     /** Isolated mode: the unreachable-peers streak and since when the agent goes on alone. */
     isolation: isolationStateSchema,
   });
-  return { tagFilterSchema, notesFilterSchema, reflexParamsSchema, loopSettingsSchema, countersSchema, noteAudioSchema, queuedNoteSchema, carryOverSchema };
+  return {
+    tagFilterSchema,
+    notesFilterSchema,
+    reflexParamsSchema,
+    loopSettingsSchema,
+    countersSchema,
+    noteAudioSchema,
+    queuedNoteSchema,
+    carryOverSchema,
+  };
 });
 
-export const { tagFilterSchema, notesFilterSchema, reflexParamsSchema, loopSettingsSchema, countersSchema, noteAudioSchema, queuedNoteSchema, carryOverSchema } = schemas;
+export const {
+  tagFilterSchema,
+  notesFilterSchema,
+  reflexParamsSchema,
+  loopSettingsSchema,
+  countersSchema,
+  noteAudioSchema,
+  queuedNoteSchema,
+  carryOverSchema,
+} = schemas;
 type ReflexParams = z.infer<typeof reflexParamsSchema>;
 type LoopSettings = z.infer<typeof loopSettingsSchema>;
 type Counters = z.infer<typeof countersSchema>;
@@ -196,7 +217,8 @@ export function initialState(settings: LoopSettingsPatch = {}): CarryOver {
  * Values were validated when written; anything of the wrong shape is ignored.
  */
 export function applyConfigValues(settings: LoopSettings, values: Record<string, unknown>): void {
-  const int = (v: unknown, min: number, max: number) => (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined);
+  const int = (v: unknown, min: number, max: number) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined;
   const delay = int(values.delay_ms, 0, 3_600_000);
   if (delay !== undefined) settings.delayMs = delay;
   const timeout = int(values.idle_timeout_ms, 1000, 7 * 24 * 3_600_000);

@@ -35,7 +35,10 @@ export const reflexStateSchema = sharedValue('workflows/lib/reflexes/reflexState
     .object({
       lowStreak: z.number().int().min(0).default(0),
       anxietyStreak: z.number().int().min(0).default(0),
-      pending: z.object({ strategyId: z.number(), metricId: z.number(), tick: z.number(), noveltyBefore: z.number() }).nullable().default(null),
+      pending: z
+        .object({ strategyId: z.number(), metricId: z.number(), tick: z.number(), noveltyBefore: z.number() })
+        .nullable()
+        .default(null),
       lastStrategyTick: z.number().int().min(0).default(0),
       /** Text for the next think (Reflex-lite rephrase, flashback…), used once. */
       focus: z.string().max(4000).nullable().default(null),
@@ -47,7 +50,18 @@ export const reflexStateSchema = sharedValue('workflows/lib/reflexes/reflexState
       held: z.record(z.string(), z.string()).default({}),
     })
     // A function: zod copies a default value only one level deep, and `held` must be new each time.
-    .default(() => ({ lowStreak: 0, anxietyStreak: 0, pending: null, lastStrategyTick: 0, focus: null, lastNovelty: null, validatorTimeouts: 0, reflexLiteFired: 0, strategiesFired: 0, held: {} })),
+    .default(() => ({
+      lowStreak: 0,
+      anxietyStreak: 0,
+      pending: null,
+      lastStrategyTick: 0,
+      focus: null,
+      lastNovelty: null,
+      validatorTimeouts: 0,
+      reflexLiteFired: 0,
+      strategiesFired: 0,
+      held: {},
+    })),
 );
 type ReflexState = z.infer<typeof reflexStateSchema>;
 
@@ -55,7 +69,13 @@ type ReflexState = z.infer<typeof reflexStateSchema>;
 export const reflexActivity: ActivityOptions = {
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidInput', 'NotFound', 'LifeforceExhausted'] },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '10 seconds',
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: ['InvalidInput', 'NotFound', 'LifeforceExhausted'],
+  },
 };
 
 type TickReflexes = (input: TickReflexesInput) => Promise<TickReflexesResult>;
@@ -76,7 +96,11 @@ export async function runTickReflexes(
   } catch (err) {
     const why = `reflexes failed: ${failureMessage(err, 280)}`;
     const held = Object.fromEntries(input.commands.map((c) => [c.cmdId, why]));
-    return { verdict: { validationMode: 'normal', rating: null, allowedCmdIds: [], held, notes: [why] }, result: null, state: { ...rs, focus: null, held } };
+    return {
+      verdict: { validationMode: 'normal', rating: null, allowedCmdIds: [], held, notes: [why] },
+      result: null,
+      state: { ...rs, focus: null, held },
+    };
   }
   const state: ReflexState = {
     ...rs,

@@ -26,10 +26,24 @@ const sandboxDefaults = { wallMs: 30_000, cpus: 1 };
  * Hold, run, settle. A budget that cannot cover the run fails the hold with `LifeforceExhausted`
  * and nothing runs; a run that failed to start (no engine, no image, bad request) is released.
  */
-export async function chargedSandboxRun(ledger: Ledger, run: (req: SandboxRunRequest) => Promise<SandboxRunResult>, req: SandboxRunRequest, payer: SandboxPayer): Promise<SandboxRunResult> {
+export async function chargedSandboxRun(
+  ledger: Ledger,
+  run: (req: SandboxRunRequest) => Promise<SandboxRunResult>,
+  req: SandboxRunRequest,
+  payer: SandboxPayer,
+): Promise<SandboxRunResult> {
   const cpus = req.budget?.cpus ?? sandboxDefaults.cpus;
   const wallMs = req.budget?.wallMs ?? sandboxDefaults.wallMs;
-  await ledger.holdSandboxRun({ runKey: req.key, agentId: payer.agentId, budgetId: payer.budgetId, wallMs, cpus, ...(payer.tick !== undefined ? { tick: payer.tick } : {}), reason: payer.reason, at: new Date().toISOString() });
+  await ledger.holdSandboxRun({
+    runKey: req.key,
+    agentId: payer.agentId,
+    budgetId: payer.budgetId,
+    wallMs,
+    cpus,
+    ...(payer.tick !== undefined ? { tick: payer.tick } : {}),
+    reason: payer.reason,
+    at: new Date().toISOString(),
+  });
   let result: SandboxRunResult;
   try {
     result = await run(req);
@@ -39,6 +53,10 @@ export async function chargedSandboxRun(ledger: Ledger, run: (req: SandboxRunReq
     if (!isCancellation(err)) await ledger.settleSandboxRun({ runKey: req.key, cpus, error: failureMessage(err, 500) });
     throw err;
   }
-  await ledger.settleSandboxRun({ runKey: req.key, cpus, ran: { durationMs: result.durationMs, status: result.status } });
+  await ledger.settleSandboxRun({
+    runKey: req.key,
+    cpus,
+    ran: { durationMs: result.durationMs, status: result.status },
+  });
   return result;
 }

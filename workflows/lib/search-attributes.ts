@@ -11,7 +11,12 @@ export const kindSearchAttribute = defineSearchAttributeKey('MindloopKind', Sear
 /** An agent's lifeforce: `ok` or `exhausted` (the UI lists exhausted agents with `MindloopLifeforce="exhausted"`). */
 export const lifeforceSearchAttribute = defineSearchAttributeKey('MindloopLifeforce', SearchAttributeType.KEYWORD);
 
-export const allSearchAttributes = [agentIdSearchAttribute, campaignIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute] as const;
+export const allSearchAttributes = [
+  agentIdSearchAttribute,
+  campaignIdSearchAttribute,
+  kindSearchAttribute,
+  lifeforceSearchAttribute,
+] as const;
 
 /** The CLI's `--search-attribute NAME=Type` spelling. */
 export function cliSearchAttributeType(type: string): string {

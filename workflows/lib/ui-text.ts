@@ -33,7 +33,8 @@ export function formatDuration(ms: number): string {
 }
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
-const lines = (...rows: Array<string | false | null | undefined>) => rows.filter((r): r is string => typeof r === 'string' && r !== '').join('\n');
+const lines = (...rows: Array<string | false | null | undefined>) =>
+  rows.filter((r): r is string => typeof r === 'string' && r !== '').join('\n');
 
 /** Static summary and details of one workflow start. */
 export interface StartText {
@@ -46,7 +47,10 @@ export interface StartText {
 export function agentLoopText(o: { agentId: string; name?: string; delayMs?: number; maxTicks?: number }): StartText {
   const id = o.agentId;
   const named = o.name && o.name !== id ? ` (${oneLine(o.name, 60)})` : '';
-  const started = [o.delayMs !== undefined && `delay ${formatDuration(o.delayMs)} between ticks`, o.maxTicks !== undefined && `completes after ${plural(o.maxTicks, 'tick')}`].filter(Boolean);
+  const started = [
+    o.delayMs !== undefined && `delay ${formatDuration(o.delayMs)} between ticks`,
+    o.maxTicks !== undefined && `completes after ${plural(o.maxTicks, 'tick')}`,
+  ].filter(Boolean);
   return {
     staticSummary: `agent ${id}${named} — thinking loop`,
     staticDetails: lines(
@@ -63,7 +67,15 @@ export function agentLoopText(o: { agentId: string; name?: string; delayMs?: num
 }
 
 /** The agent loop's current details: `tick 12 · thinking · llm scripted:x`. */
-export function agentLoopCurrentDetails(s: { tick: number; phase: string; llm: string | null; mode: string; degradedStep?: string | null; queuedNotes?: number; lifeforce?: number | null }): string {
+export function agentLoopCurrentDetails(s: {
+  tick: number;
+  phase: string;
+  llm: string | null;
+  mode: string;
+  degradedStep?: string | null;
+  queuedNotes?: number;
+  lifeforce?: number | null;
+}): string {
   return [
     `tick ${s.tick}`,
     s.phase === 'degraded' && s.degradedStep ? `degraded: ${s.degradedStep} waits for a dependency` : s.phase,
@@ -90,8 +102,17 @@ export function nerveText(o: { agentId: string; nerve: string; steps: number }):
 }
 
 /** A speech job: a transcription into a note, or a text the agent says. */
-export function speechText(o: { agentId: string; kind: 'transcribe' | 'speak'; audioPath?: string; text?: string; requestedBy?: { tick: number; cmdId: string } }): StartText {
-  const what = o.kind === 'transcribe' ? `transcribe ${oneLine((o.audioPath ?? '').split('/').pop() ?? '', 60)}` : `speak "${oneLine(o.text ?? '', 60)}"`;
+export function speechText(o: {
+  agentId: string;
+  kind: 'transcribe' | 'speak';
+  audioPath?: string;
+  text?: string;
+  requestedBy?: { tick: number; cmdId: string };
+}): StartText {
+  const what =
+    o.kind === 'transcribe'
+      ? `transcribe ${oneLine((o.audioPath ?? '').split('/').pop() ?? '', 60)}`
+      : `speak "${oneLine(o.text ?? '', 60)}"`;
   return {
     staticSummary: `speech of ${o.agentId}: ${what}`,
     staticDetails: lines(
@@ -118,18 +139,32 @@ export function taskLoopText(o: { agentId: string; taskId: number; title?: strin
   };
 }
 
-export function toolGenerationText(o: { agentId: string; capability: string; description?: string; requestedBy?: { workflowId: string; tick: number; cmdId: string } }): StartText {
+export function toolGenerationText(o: {
+  agentId: string;
+  capability: string;
+  description?: string;
+  requestedBy?: { workflowId: string; tick: number; cmdId: string };
+}): StartText {
   return {
     staticSummary: `tool generation for ${o.agentId}: ${oneLine(o.capability, 80)}`,
     staticDetails: lines(
       `**A tool for capability \`${o.capability}\`** of agent \`${o.agentId}\`: the LLM writes it, a static check and its tests in the sandbox decide, then it is registered.`,
       o.description && `- asked for: ${oneLine(o.description, 300)}`,
-      o.requestedBy && `- requested by \`${o.requestedBy.workflowId}\` at tick ${o.requestedBy.tick} (command ${o.requestedBy.cmdId}); the result comes back as a note`,
+      o.requestedBy &&
+        `- requested by \`${o.requestedBy.workflowId}\` at tick ${o.requestedBy.tick} (command ${o.requestedBy.cmdId}); the result comes back as a note`,
     ),
   };
 }
 
-function escalationText(o: { escalationId: string; agentId: string; category?: string; task?: string; proposal?: { kind: string; name: string }; humanRequired?: boolean; deadlineMs?: number }): StartText {
+function escalationText(o: {
+  escalationId: string;
+  agentId: string;
+  category?: string;
+  task?: string;
+  proposal?: { kind: string; name: string };
+  humanRequired?: boolean;
+  deadlineMs?: number;
+}): StartText {
   const id = o.escalationId;
   const holds = o.proposal ? ` — holds ${o.proposal.kind} ${oneLine(o.proposal.name, 60)}` : '';
   return {
@@ -137,7 +172,8 @@ function escalationText(o: { escalationId: string; agentId: string; category?: s
     staticDetails: lines(
       `**Escalation \`${id}\`** of agent \`${o.agentId}\`: the oversight answers, a human may approve, reject, nudge or veto; the answer reaches the agent as a note.`,
       o.task && `- question: ${oneLine(o.task, 300)}`,
-      o.humanRequired && `- a human must answer${o.deadlineMs !== undefined ? ` within ${formatDuration(o.deadlineMs)}` : ''}`,
+      o.humanRequired &&
+        `- a human must answer${o.deadlineMs !== undefined ? ` within ${formatDuration(o.deadlineMs)}` : ''}`,
       `- status: query \`status\` · \`mindloop escalations show ${id}\``,
       `- the human: updates \`approve\`, \`reject\`, \`nudge\`, \`veto\` · \`mindloop escalations approve ${id}\` (or reject, nudge, veto)`,
     ),
@@ -153,7 +189,8 @@ export function escalationInputText(escalationId: string, input: Record<string, 
     agentId: str(input.agentId) ?? '?',
     category: str(input.category),
     task: str(input.task),
-    proposal: p && typeof p.kind === 'string' && typeof p.name === 'string' ? { kind: p.kind, name: p.name } : undefined,
+    proposal:
+      p && typeof p.kind === 'string' && typeof p.name === 'string' ? { kind: p.kind, name: p.name } : undefined,
     humanRequired: input.humanRequired === true || (Array.isArray(input.dangerFlags) && input.dangerFlags.length > 0),
     deadlineMs: typeof input.deadlineMs === 'number' ? input.deadlineMs : undefined,
   });
@@ -161,15 +198,21 @@ export function escalationInputText(escalationId: string, input: Record<string, 
 
 /** What an escalation waits for, as its current details. */
 export function escalationCurrentDetails(s: { phase: string; until?: string; designRound?: number }): string {
-  if (s.phase === 'awaiting_human') return `awaiting a human answer until ${s.until ?? 'the deadline'} · \`mindloop escalations approve|reject|nudge|veto\``;
-  if (s.phase === 'waiting') return `deadline passed: waiting through the grace period until ${s.until ?? 'its end'}, then denied`;
+  if (s.phase === 'awaiting_human')
+    return `awaiting a human answer until ${s.until ?? 'the deadline'} · \`mindloop escalations approve|reject|nudge|veto\``;
+  if (s.phase === 'waiting')
+    return `deadline passed: waiting through the grace period until ${s.until ?? 'its end'}, then denied`;
   if (s.phase === 'designing') return `design round ${s.designRound ?? 1}: tests run in the sandbox`;
   return s.phase;
 }
 
 // ---- successor forks ----------------------------------------------------------------------------
 
-type PatchLike = { kind: 'strategy'; strategy: string } | { kind: 'config'; values: Record<string, unknown> } | { kind: 'prompt'; promptKind?: string } | { kind: 'tool'; tool: string };
+type PatchLike =
+  | { kind: 'strategy'; strategy: string }
+  | { kind: 'config'; values: Record<string, unknown> }
+  | { kind: 'prompt'; promptKind?: string }
+  | { kind: 'tool'; tool: string };
 
 /** What a patch changes, in a few words: `abstracts strategy → keyword_cluster`, `config delayMs, recentK`. */
 function patchText(patch: PatchLike, from?: string): string {
@@ -185,28 +228,47 @@ function patchText(patch: PatchLike, from?: string): string {
   }
 }
 
-export function forkText(o: { forkId: string; agentId: string; patch: PatchLike; evaluation: { kind: string }; from?: string; wallMs?: number; auditsForkId?: string }): StartText {
+export function forkText(o: {
+  forkId: string;
+  agentId: string;
+  patch: PatchLike;
+  evaluation: { kind: string };
+  from?: string;
+  wallMs?: number;
+  auditsForkId?: string;
+}): StartText {
   const what = patchText(o.patch, o.from);
   return {
-    staticSummary: o.auditsForkId ? `verifier of fork ${o.auditsForkId} (agent ${o.agentId}): ${what}` : `fork of ${o.agentId}: ${what}`,
+    staticSummary: o.auditsForkId
+      ? `verifier of fork ${o.auditsForkId} (agent ${o.agentId}): ${what}`
+      : `fork of ${o.agentId}: ${what}`,
     staticDetails: lines(
       `**Successor fork \`${o.forkId}\`** of agent \`${o.agentId}\`: an isolated copy gets the patch (${what}), is evaluated by ${o.evaluation.kind.replace(/_/g, ' ')}, and gets a verdict; the copy is destroyed.`,
       o.wallMs !== undefined && `- wall budget ${formatDuration(o.wallMs)}`,
       `- state: query \`forkState\` · \`mindloop forks show ${o.forkId}\``,
-      !o.auditsForkId && `- an APPROVE waits at the human gate: updates \`approveFork\`, \`rejectFork\` · \`mindloop forks approve ${o.forkId}\` / \`mindloop forks reject ${o.forkId}\``,
+      !o.auditsForkId &&
+        `- an APPROVE waits at the human gate: updates \`approveFork\`, \`rejectFork\` · \`mindloop forks approve ${o.forkId}\` / \`mindloop forks reject ${o.forkId}\``,
     ),
   };
 }
 
 export function forkCurrentDetails(s: { phase: string; verdict?: string; gateUntil?: string }): string {
-  if (s.phase === 'awaiting_approval') return `verdict ${s.verdict ?? '?'}: awaiting the human gate${s.gateUntil ? ` until ${s.gateUntil}` : ''} · \`mindloop forks approve|reject\``;
+  if (s.phase === 'awaiting_approval')
+    return `verdict ${s.verdict ?? '?'}: awaiting the human gate${s.gateUntil ? ` until ${s.gateUntil}` : ''} · \`mindloop forks approve|reject\``;
   return s.verdict ? `${s.phase} · verdict ${s.verdict}` : s.phase;
 }
 
 // ---- descendants -------------------------------------------------------------------------------
 
 /** A spawn: a descendant of an agent is born (`agent/<parent>/spawn/<name>`). */
-export function spawnText(o: { parentId: string; type: string; name: string; goals?: readonly string[]; budget?: number; requestedBy?: { tick: number; cmdId: string } }): StartText {
+export function spawnText(o: {
+  parentId: string;
+  type: string;
+  name: string;
+  goals?: readonly string[];
+  budget?: number;
+  requestedBy?: { tick: number; cmdId: string };
+}): StartText {
   return {
     staticSummary: `spawn of ${o.parentId}: ${o.type} ${o.name}`,
     staticDetails: lines(
@@ -221,7 +283,12 @@ export function spawnText(o: { parentId: string; type: string; name: string; goa
 
 // ---- campaigns ----------------------------------------------------------------------------------
 
-function campaignText(o: { campaignId: string; agentId: string; title: string; phases: ReadonlyArray<{ name: string; tasks: readonly unknown[] }> }): StartText {
+function campaignText(o: {
+  campaignId: string;
+  agentId: string;
+  title: string;
+  phases: ReadonlyArray<{ name: string; tasks: readonly unknown[] }>;
+}): StartText {
   return {
     staticSummary: `campaign ${o.campaignId} of agent ${o.agentId}: ${plural(o.phases.length, 'phase')} — ${oneLine(o.title, 80)}`,
     staticDetails: lines(
@@ -248,19 +315,29 @@ export function campaignTaskText(o: {
   const a = o.args;
   const where = `task ${o.task.index}/${o.task.total} (${oneLine(o.task.name, 40)}) of phase ${o.phase.index}/${o.phase.total} (${oneLine(o.phase.name, 40)}) of campaign \`${o.campaignId}\``;
   if (o.type === 'campaignWorkflow' && typeof a.title === 'string' && Array.isArray(a.phases)) {
-    const phases = (a.phases as Array<{ name?: unknown; tasks?: unknown } | null>).map((p) => ({ name: String(p?.name ?? '?'), tasks: Array.isArray(p?.tasks) ? p.tasks : [] }));
+    const phases = (a.phases as Array<{ name?: unknown; tasks?: unknown } | null>).map((p) => ({
+      name: String(p?.name ?? '?'),
+      tasks: Array.isArray(p?.tasks) ? p.tasks : [],
+    }));
     const campaignId = typeof a.campaignId === 'string' ? a.campaignId : o.workflowId.replace(/^campaign\//, '');
     const agentId = typeof a.agentId === 'string' ? a.agentId : o.agentId;
     const own = campaignText({ campaignId, agentId, title: a.title, phases });
     return { staticSummary: own.staticSummary, staticDetails: lines(own.staticDetails, `- runs as ${where}`) };
   }
   if (o.type === 'toolGenerationWorkflow' && typeof a.capability === 'string') {
-    const own = toolGenerationText({ agentId: typeof a.agentId === 'string' ? a.agentId : o.agentId, capability: a.capability, description: typeof a.description === 'string' ? a.description : undefined });
+    const own = toolGenerationText({
+      agentId: typeof a.agentId === 'string' ? a.agentId : o.agentId,
+      capability: a.capability,
+      description: typeof a.description === 'string' ? a.description : undefined,
+    });
     return { staticSummary: own.staticSummary, staticDetails: lines(own.staticDetails, `- runs as ${where}`) };
   }
   return {
     staticSummary: `campaign ${o.campaignId} task ${oneLine(o.phase.name, 40)}/${oneLine(o.task.name, 40)}: ${o.type}`,
-    staticDetails: lines(`**\`${o.type}\`** for agent \`${o.agentId}\`, run as ${where}.`, `- its result feeds the phase's checkpoint; the campaign's query \`progress\` shows where it is`),
+    staticDetails: lines(
+      `**\`${o.type}\`** for agent \`${o.agentId}\`, run as ${where}.`,
+      `- its result feeds the phase's checkpoint; the campaign's query \`progress\` shows where it is`,
+    ),
   };
 }
 
@@ -271,19 +348,42 @@ export function campaignCurrentDetails(p: {
   degradedStep?: string | null;
   pauseReason?: string | null;
 }): string {
-  const at = p.phase.index === 0 ? 'starting' : `phase ${p.phase.index}/${p.phase.total} ${p.phase.name ?? ''}`.trim() + (p.task.index ? ` · task ${p.task.index}/${p.task.total} ${p.task.name ?? ''}`.trimEnd() : '');
-  return [p.status, at, p.degradedStep ? `degraded: ${p.degradedStep} waits for a dependency` : null, p.status === 'paused' && p.pauseReason ? oneLine(p.pauseReason, 300) : null].filter(Boolean).join(' · ');
+  const at =
+    p.phase.index === 0
+      ? 'starting'
+      : `phase ${p.phase.index}/${p.phase.total} ${p.phase.name ?? ''}`.trim() +
+        (p.task.index ? ` · task ${p.task.index}/${p.task.total} ${p.task.name ?? ''}`.trimEnd() : '');
+  return [
+    p.status,
+    at,
+    p.degradedStep ? `degraded: ${p.degradedStep} waits for a dependency` : null,
+    p.status === 'paused' && p.pauseReason ? oneLine(p.pauseReason, 300) : null,
+  ]
+    .filter(Boolean)
+    .join(' · ');
 }
 
 /** What a refused reservation or carve lacked: the budget, what was needed, what it has. */
-export function lifeforceShortfallText(s: { budgetId: string; reason: string; needed: number; available: number | null }): string {
+export function lifeforceShortfallText(s: {
+  budgetId: string;
+  reason: string;
+  needed: number;
+  available: number | null;
+}): string {
   return `budget ${s.budgetId} cannot cover ${s.needed} LF (${s.reason}; available ${s.available ?? 'unlimited'} LF)`;
 }
 
 /** Why a campaign paused itself for lifeforce, and what a human does about it. */
-export function campaignLifeforcePause(o: { agentId: string; campaignId: string; step: string; shortfall: { budgetId: string; reason: string; needed: number; available: number | null } }): string {
+export function campaignLifeforcePause(o: {
+  agentId: string;
+  campaignId: string;
+  step: string;
+  shortfall: { budgetId: string; reason: string; needed: number; available: number | null };
+}): string {
   const b = o.shortfall.budgetId;
-  const grant = b.startsWith('agent:') ? `mindloop lifeforce grant ${o.agentId} <LF>` : `mindloop lifeforce grant ${o.agentId} <LF> --budget ${b}`;
+  const grant = b.startsWith('agent:')
+    ? `mindloop lifeforce grant ${o.agentId} <LF>`
+    : `mindloop lifeforce grant ${o.agentId} <LF> --budget ${b}`;
   return `lifeforce exhausted (${o.step}): ${lifeforceShortfallText(o.shortfall)}; grant more (\`${grant}\`), then resume the campaign (signal \`resume\` to campaign/${o.campaignId})`;
 }
 
@@ -307,8 +407,11 @@ export function maintenanceScheduleText(o: { id: string; every: string; note: st
 export const timerText = {
   pacing: (ms: number) => `pacing ${formatDuration(ms)}`,
   exhausted: (ms: number | null, budgetId: string) =>
-    ms === null ? `lifeforce exhausted (${budgetId}): waiting for a grant` : `lifeforce exhausted (${budgetId}): waiting ${formatDuration(ms)} for regeneration or a grant`,
-  cyclePause: (ms: number, left: number) => `cycle pause ${formatDuration(ms)} (${plural(left, 'tick')} left to sit out)`,
+    ms === null
+      ? `lifeforce exhausted (${budgetId}): waiting for a grant`
+      : `lifeforce exhausted (${budgetId}): waiting ${formatDuration(ms)} for regeneration or a grant`,
+  cyclePause: (ms: number, left: number) =>
+    `cycle pause ${formatDuration(ms)} (${plural(left, 'tick')} left to sit out)`,
   idle: (ms: number, wakeOn: readonly string[]) => {
     const on = wakeOn.filter((w) => w !== 'timeout').map((w) => (w === 'note' ? 'a note' : 'a process'));
     return on.length ? `idle until ${on.join(' or ')} (timeout ${formatDuration(ms)})` : `idle ${formatDuration(ms)}`;
@@ -321,9 +424,12 @@ export const timerText = {
   forkWallBudget: (ms: number) => `fork wall budget ${formatDuration(ms)}`,
   forkGate: (ms: number) => `human gate: the APPROVE lapses in ${formatDuration(ms)}`,
   /** `ms`: the escalation's deadline (from its start) or grace period, as configured. */
-  speechWait: (ms: number, attempt: number) => `speech: no worker answered, asking again in ${formatDuration(ms)} (attempt ${attempt})`,
+  speechWait: (ms: number, attempt: number) =>
+    `speech: no worker answered, asking again in ${formatDuration(ms)} (attempt ${attempt})`,
   humanDeadline: (phase: 'before_deadline' | 'grace' | 'expired', ms: number) =>
-    phase === 'before_deadline' ? `human deadline (${formatDuration(ms)} from the start)` : `grace period ${formatDuration(ms)}, then denied`,
+    phase === 'before_deadline'
+      ? `human deadline (${formatDuration(ms)} from the start)`
+      : `grace period ${formatDuration(ms)}, then denied`,
 } as const;
 
 // ---- query, signal and update descriptions ------------------------------------------------------
@@ -331,14 +437,18 @@ export const timerText = {
 /** Descriptions of each workflow's handlers (the UI lists them through `__temporal_workflow_metadata`). */
 export const handlerText = {
   agent: {
-    status: 'Tick, phase, mode, LLM in use, last reply, counters, outage or degraded state (`mindloop status <agent>`).',
-    addNote: 'A note to the agent, read in its next ticks; returns the note id, or says it is queued while the database is away (`mindloop note <agent> "…"`). With `audio: {path, language?}` instead of text it starts a transcription, whose text arrives as the note (`mindloop note <agent> --audio file.wav`).',
+    status:
+      'Tick, phase, mode, LLM in use, last reply, counters, outage or degraded state (`mindloop status <agent>`).',
+    addNote:
+      'A note to the agent, read in its next ticks; returns the note id, or says it is queued while the database is away (`mindloop note <agent> "…"`). With `audio: {path, language?}` instead of text it starts a transcription, whose text arrives as the note (`mindloop note <agent> --audio file.wav`).',
     wake: 'Wake an idle loop: something it waits for happened (a note from a task loop, a process finished, a lifeforce grant).',
     pause: 'Pause the loop after the current tick (`mindloop pause <agent>`).',
     resume: 'Resume a paused loop (`mindloop resume <agent>`).',
     stop: 'Finish the current tick, then complete the workflow (`mindloop stop <agent>`).',
-    setConfig: 'Change loop settings (delayMs, idle, contextMode, recentK, notes…), validated; returns the settings in force.',
-    applyAgentFile: "Apply an agent file (its document): checked, compared with the last file and the agent's own changes (kept as drift), written with who and when, its loop settings put in force; dryRun answers the diff only.",
+    setConfig:
+      'Change loop settings (delayMs, idle, contextMode, recentK, notes…), validated; returns the settings in force.',
+    applyAgentFile:
+      "Apply an agent file (its document): checked, compared with the last file and the agent's own changes (kept as drift), written with who and when, its loop settings put in force; dryRun answers the diff only.",
   },
   task: {
     status: 'Tick, repl status, last summary, tick cap, stop reason, outage wait.',
@@ -351,21 +461,25 @@ export const handlerText = {
     cancel: 'Stop, undo started work in reverse order, and complete as cancelled.',
   },
   escalation: {
-    status: 'Phase, oversight and human answers so far, the decision once made, the deadline (`mindloop escalations show <id>`).',
+    status:
+      'Phase, oversight and human answers so far, the decision once made, the deadline (`mindloop escalations show <id>`).',
     approve: 'A human approves (beats the oversight answer) (`mindloop escalations approve <id>`).',
     reject: 'A human rejects, with a reason (`mindloop escalations reject <id>`).',
     nudge: 'A human gives guidance instead of an approval (`mindloop escalations nudge <id>`).',
     veto: 'A human veto: beats everything, an oversight approval included (`mindloop escalations veto <id>`).',
   },
   nerve: {
-    status: 'Phase, step, state, the mode earned, decisions per mode and per decider, LF spent, promotions and demotions.',
+    status:
+      'Phase, step, state, the mode earned, decisions per mode and per decider, LF spent, promotions and demotions.',
     resume: 'Resume a nerve paused because its lifeforce budget ran out (after a grant or regeneration).',
   },
   speech: {
-    status: 'Phase (holding, queued, waiting for a speech worker, recording, done, failed), the route (GPU or CPU queue), the lifeforce held and charged, the result or the error.',
+    status:
+      'Phase (holding, queued, waiting for a speech worker, recording, done, failed), the route (GPU or CPU queue), the lifeforce held and charged, the result or the error.',
   },
   spawn: {
-    spawnState: 'Phase (admitting, copying, funding, starting, rolling back, done), the outcome once known and any dependency it waits for (`mindloop agents tree <parent>`).',
+    spawnState:
+      'Phase (admitting, copying, funding, starting, rolling back, done), the outcome once known and any dependency it waits for (`mindloop agents tree <parent>`).',
   },
   fork: {
     forkState: 'Phase, spawn time, copied rows, verdict and gate of the fork (`mindloop forks show <id>`).',

@@ -16,7 +16,8 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
     id: `anthropic:${row.model}@${baseUrl}`,
     async invoke(messages, params, signal, meta) {
       const apiKey = resolveApiKey(row, env);
-      if (!apiKey) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id} (anthropic) names no api_key_env`);
+      if (!apiKey)
+        throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id} (anthropic) names no api_key_env`);
       const model = new ChatAnthropic({
         model: row.model,
         apiKey,
@@ -31,7 +32,9 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
       // Native tool calling (tool_use blocks come back as ChatReply.toolCalls).
       const tools = bindableTools(meta?.tools);
       const runnable = tools.length > 0 ? model.bindTools(tools) : model;
-      const reply = await runnable.invoke(toLangChainMessages(anthropicMessages(messages, params.jsonSchema)), { signal });
+      const reply = await runnable.invoke(toLangChainMessages(anthropicMessages(messages, params.jsonSchema)), {
+        signal,
+      });
       return fromLangChainReply(reply);
     },
   };
@@ -43,7 +46,8 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
  */
 function anthropicMessages(messages: ChatMessage[], jsonSchema: Record<string, unknown> | undefined): ChatMessage[] {
   const system = messages.filter((m) => m.role === 'system').map((m) => m.content);
-  if (jsonSchema) system.push(`Reply with one JSON value only, matching this JSON schema:\n${JSON.stringify(jsonSchema)}`);
+  if (jsonSchema)
+    system.push(`Reply with one JSON value only, matching this JSON schema:\n${JSON.stringify(jsonSchema)}`);
   const rest = messages.filter((m) => m.role !== 'system');
   return system.length > 0 ? [{ role: 'system', content: system.join('\n\n') }, ...rest] : rest;
 }

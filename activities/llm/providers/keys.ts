@@ -11,6 +11,10 @@ export type EnvSource = Readonly<Record<string, string | undefined>>;
 export function resolveApiKey(row: LlmRegistryEntry, env: EnvSource): string | undefined {
   if (!row.apiKeyEnv) return undefined;
   const key = env[row.apiKeyEnv];
-  if (!key) throw nonRetryable(ErrorType.InvalidInput, `environment variable ${row.apiKeyEnv} (api_key_env of llm_registry #${row.id}) is not set`);
+  if (!key)
+    throw nonRetryable(
+      ErrorType.InvalidInput,
+      `environment variable ${row.apiKeyEnv} (api_key_env of llm_registry #${row.id}) is not set`,
+    );
   return key;
 }

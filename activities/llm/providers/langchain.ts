@@ -1,11 +1,21 @@
 /** Conversions shared by the LangChain-backed providers (OpenAI-compatible, Anthropic). */
-import { AIMessage, HumanMessage, SystemMessage, type AIMessageChunk, type BaseMessage } from '@langchain/core/messages';
+import {
+  AIMessage,
+  HumanMessage,
+  SystemMessage,
+  type AIMessageChunk,
+  type BaseMessage,
+} from '@langchain/core/messages';
 import { isPlainObject } from '../../../core/values.js';
 import type { ChatMessage, ChatReply, ChatToolCall, ChatToolDef } from '../types.js';
 
 export function toLangChainMessages(messages: ChatMessage[]): BaseMessage[] {
   return messages.map((m) =>
-    m.role === 'system' ? new SystemMessage(m.content) : m.role === 'user' ? new HumanMessage(m.content) : new AIMessage(m.content),
+    m.role === 'system'
+      ? new SystemMessage(m.content)
+      : m.role === 'user'
+        ? new HumanMessage(m.content)
+        : new AIMessage(m.content),
   );
 }
 
@@ -20,7 +30,6 @@ export function fromLangChainReply(reply: AIMessageChunk | AIMessage): ChatReply
   };
 }
 
-
 /**
  * The reply's tool calls as plain data, in the order the model made them: parsed ones with
  * their arguments, ones whose arguments were not JSON (LangChain's `invalid_tool_calls`, or
@@ -32,16 +41,29 @@ function toolCallsOf(reply: AIMessageChunk | AIMessage): ChatToolCall[] {
     const id = c.id ? { id: c.id } : {};
     const args: unknown = c.args;
     if (isPlainObject(args)) out.push({ ...id, name: c.name, args });
-    else out.push({ ...id, name: c.name, rawArgs: JSON.stringify(args) ?? String(args), error: 'the arguments are not a JSON object' });
+    else
+      out.push({
+        ...id,
+        name: c.name,
+        rawArgs: JSON.stringify(args) ?? String(args),
+        error: 'the arguments are not a JSON object',
+      });
   }
   for (const c of reply.invalid_tool_calls ?? []) {
-    out.push({ ...(c.id ? { id: c.id } : {}), name: c.name ?? '', rawArgs: c.args ?? '', error: jsonError(c.args ?? '') ?? firstLine(c.error) });
+    out.push({
+      ...(c.id ? { id: c.id } : {}),
+      name: c.name ?? '',
+      rawArgs: c.args ?? '',
+      error: jsonError(c.args ?? '') ?? firstLine(c.error),
+    });
   }
   // LangChain lists the parsed calls, then the invalid ones: restore the model's order where the
   // raw OpenAI calls are kept (additional_kwargs.tool_calls), so cmd_ids and commands follow it.
   const raw: unknown = reply.additional_kwargs?.tool_calls;
   if (Array.isArray(raw) && out.length > 1) {
-    const order = new Map(raw.map((r: unknown, i) => [isPlainObject(r) && typeof r.id === 'string' ? r.id : undefined, i] as const));
+    const order = new Map(
+      raw.map((r: unknown, i) => [isPlainObject(r) && typeof r.id === 'string' ? r.id : undefined, i] as const),
+    );
     const at = (c: ChatToolCall) => (c.id !== undefined ? (order.get(c.id) ?? raw.length) : raw.length);
     out.sort((a, b) => at(a) - at(b));
   }
@@ -68,6 +90,13 @@ const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/;
  * it). A name the APIs would refuse is left out rather than failing the whole call: the model
  * still sees that tool described in its prompt and can call it with a `tool.call` command.
  */
-export function bindableTools(tools: readonly ChatToolDef[] | undefined): Array<{ type: 'function'; function: ChatToolDef }> {
-  return (tools ?? []).filter((t) => toolNamePattern.test(t.name)).map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+export function bindableTools(
+  tools: readonly ChatToolDef[] | undefined,
+): Array<{ type: 'function'; function: ChatToolDef }> {
+  return (tools ?? [])
+    .filter((t) => toolNamePattern.test(t.name))
+    .map((t) => ({
+      type: 'function',
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
 }

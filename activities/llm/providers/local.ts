@@ -9,8 +9,24 @@
  */
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import type { ChatHistoryItem, GbnfJsonSchema, Llama, LlamaContextSequence, LlamaGrammar, LlamaModel } from 'node-llama-cpp';
-import { estimateTokens, localAuxSequences, localTimeoutMs, pickAuxSequence, sequenceFor, updateSpeed, type LocalCallStats, type LocalSpeed } from '../../../core/local-speed.js';
+import type {
+  ChatHistoryItem,
+  GbnfJsonSchema,
+  Llama,
+  LlamaContextSequence,
+  LlamaGrammar,
+  LlamaModel,
+} from 'node-llama-cpp';
+import {
+  estimateTokens,
+  localAuxSequences,
+  localTimeoutMs,
+  pickAuxSequence,
+  sequenceFor,
+  updateSpeed,
+  type LocalCallStats,
+  type LocalSpeed,
+} from '../../../core/local-speed.js';
 import { formatIssues } from '../../../core/zod-issues.js';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import { installHint, resolveLocalModel } from '../../../runtime/tools.js';
@@ -43,7 +59,8 @@ const defaultContextSize = 8192;
 const auxContextSize = 3072;
 
 /** The model file is not there: a person installs it (`npm run setup`), so no retry helps. */
-const notInstalled = (toolsDir: string) => nonRetryable(ErrorType.Unavailable, `the local model is not installed in ${toolsDir}: ${installHint}`);
+const notInstalled = (toolsDir: string) =>
+  nonRetryable(ErrorType.Unavailable, `the local model is not installed in ${toolsDir}: ${installHint}`);
 /** A small model left without a limit can ramble until its context is full. */
 const defaultMaxTokens = 512;
 
@@ -94,17 +111,35 @@ async function loadModel(opts: Required<LocalModelOptions>): Promise<LoadedModel
   const model = await llama.loadModel({ modelPath: opts.modelPath });
   // Two contexts: think's, and a smaller one for the mini-prompts' sequences (`contextSize` is
   // per sequence). SmolLM2-135M's KV cache is ~23 KB a token: 8192 + 2 × 3072 tokens ≈ 330 MB.
-  const thinkContext = await model.createContext({ contextSize: opts.contextSize, threads: opts.threads, sequences: 1 });
-  const auxContext = await model.createContext({ contextSize: Math.min(opts.contextSize, auxContextSize), threads: opts.threads, sequences: localAuxSequences });
+  const thinkContext = await model.createContext({
+    contextSize: opts.contextSize,
+    threads: opts.threads,
+    sequences: 1,
+  });
+  const auxContext = await model.createContext({
+    contextSize: Math.min(opts.contextSize, auxContextSize),
+    threads: opts.threads,
+    sequences: localAuxSequences,
+  });
   const slot = (sequence: LlamaContextSequence): SequenceSlot => ({ sequence, tail: Promise.resolve(), pending: 0 });
-  return { llama, model, think: slot(thinkContext.getSequence()), aux: Array.from({ length: localAuxSequences }, () => slot(auxContext.getSequence())), grammars: new Map() };
+  return {
+    llama,
+    model,
+    think: slot(thinkContext.getSequence()),
+    aux: Array.from({ length: localAuxSequences }, () => slot(auxContext.getSequence())),
+    grammars: new Map(),
+  };
 }
 
 /** The process-wide instance for these options, loading it on first use. */
 function getLocalModel(opts: LocalModelOptions): Promise<LoadedModel> {
   // Not a spread: an explicit `threads: undefined` must still get the default (node-llama-cpp's
   // own default is max(cores, 4), which oversubscribes a small machine).
-  const full = { modelPath: opts.modelPath, threads: opts.threads ?? defaultLocalThreads(), contextSize: opts.contextSize ?? defaultContextSize };
+  const full = {
+    modelPath: opts.modelPath,
+    threads: opts.threads ?? defaultLocalThreads(),
+    contextSize: opts.contextSize ?? defaultContextSize,
+  };
   const key = JSON.stringify([full.modelPath, full.threads, full.contextSize]);
   let entry = loaded.get(key);
   if (!entry) {
@@ -120,7 +155,12 @@ function getLocalModel(opts: LocalModelOptions): Promise<LoadedModel> {
  * Load the default local model now (a worker at start-up), so the first tick does not pay
  * for it. Returns where it came from and how long loading took; throws when it is missing.
  */
-export async function preloadLocalModel(opts: { toolsDir: string; threads?: number; modelPath?: string; contextSize?: number }): Promise<{ modelPath: string; loadMs: number }> {
+export async function preloadLocalModel(opts: {
+  toolsDir: string;
+  threads?: number;
+  modelPath?: string;
+  contextSize?: number;
+}): Promise<{ modelPath: string; loadMs: number }> {
   const modelPath = opts.modelPath ?? resolveLocalModel(opts.toolsDir);
   if (!modelPath) throw notInstalled(opts.toolsDir);
   const started = performance.now();
@@ -172,17 +212,28 @@ function abortable(p: Promise<void>, signal: AbortSignal | undefined): Promise<v
 /** node-llama-cpp's chat history for everything before the last user message. */
 function toLlamaHistory(messages: ChatMessage[]): { history: ChatHistoryItem[]; prompt: string } {
   const last = messages.at(-1);
-  if (!last || last.role !== 'user') throw nonRetryable(ErrorType.InvalidInput, 'local model: the last message must be from the user');
-  const history: ChatHistoryItem[] = messages.slice(0, -1).map((m) =>
-    m.role === 'system' ? { type: 'system', text: m.content } : m.role === 'user' ? { type: 'user', text: m.content } : { type: 'model', response: [m.content] },
-  );
+  if (!last || last.role !== 'user')
+    throw nonRetryable(ErrorType.InvalidInput, 'local model: the last message must be from the user');
+  const history: ChatHistoryItem[] = messages
+    .slice(0, -1)
+    .map((m) =>
+      m.role === 'system'
+        ? { type: 'system', text: m.content }
+        : m.role === 'user'
+          ? { type: 'user', text: m.content }
+          : { type: 'model', response: [m.content] },
+    );
   return { history, prompt: last.content };
 }
 
 /** A ChatModel over the local GGUF model; `toolsDir` locates the default model file. */
 export function createLocalChatModel(row: LlmRegistryEntry, deps: { toolsDir: string; threads?: number }): ChatModel {
   const parsed = localParams.safeParse(row.params);
-  if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad local params: ${formatIssues(parsed.error, 'params')}`);
+  if (!parsed.success)
+    throw nonRetryable(
+      ErrorType.InvalidInput,
+      `llm_registry #${row.id}: bad local params: ${formatIssues(parsed.error, 'params')}`,
+    );
   const { modelPath: explicitPath, threads, contextSize } = parsed.data;
   const modelPath = explicitPath ?? resolveLocalModel(deps.toolsDir);
   const options = (): LocalModelOptions => ({ modelPath: modelPath!, threads: threads ?? deps.threads, contextSize });
@@ -192,14 +243,19 @@ export function createLocalChatModel(row: LlmRegistryEntry, deps: { toolsDir: st
     id: `local:${row.model}${modelPath ? `@${modelPath}` : ''}`,
     timeoutMs(messages, params) {
       const chars = messages.reduce((n, msg) => n + msg.content.length, 0);
-      return localTimeoutMs({ promptTokens: estimateTokens(chars), maxTokens: params.maxTokens ?? defaultMaxTokens, speed: model?.speed });
+      return localTimeoutMs({
+        promptTokens: estimateTokens(chars),
+        maxTokens: params.maxTokens ?? defaultMaxTokens,
+        speed: model?.speed,
+      });
     },
     async invoke(messages, params, signal, meta) {
       if (!modelPath) throw notInstalled(deps.toolsDir);
       const { history, prompt } = toLlamaHistory(messages);
       const m = await getLocalModel(options());
       model = m;
-      const slot = sequenceFor(meta?.purpose) === 'think' ? m.think : m.aux[pickAuxSequence(m.aux.map((a) => a.pending))]!;
+      const slot =
+        sequenceFor(meta?.purpose) === 'think' ? m.think : m.aux[pickAuxSequence(m.aux.map((a) => a.pending))]!;
       return exclusive(slot, signal, async () => {
         const grammar = params.jsonSchema ? await grammarFor(m, params.jsonSchema) : undefined;
         const reply = await promptOnce(slot.sequence, history, prompt, params, grammar, signal);
@@ -215,7 +271,14 @@ export function createLocalChatModel(row: LlmRegistryEntry, deps: { toolsDir: st
  * new prompt shares with what the sequence holds and evaluates the rest. Times the prompt
  * evaluation (until the first generated token) apart from the generation.
  */
-async function promptOnce(sequence: LlamaContextSequence, history: ChatHistoryItem[], prompt: string, params: ChatParams, grammar: LlamaGrammar | undefined, signal: AbortSignal | undefined): Promise<ChatReply & { local: LocalCallStats }> {
+async function promptOnce(
+  sequence: LlamaContextSequence,
+  history: ChatHistoryItem[],
+  prompt: string,
+  params: ChatParams,
+  grammar: LlamaGrammar | undefined,
+  signal: AbortSignal | undefined,
+): Promise<ChatReply & { local: LocalCallStats }> {
   const { LlamaChatSession } = await import('node-llama-cpp');
   const session = new LlamaChatSession({ contextSequence: sequence, autoDisposeSequence: false });
   try {
@@ -232,7 +295,9 @@ async function promptOnce(sequence: LlamaContextSequence, history: ChatHistoryIt
       customStopTriggers: params.stop,
       grammar,
       onToken: () => (firstTokenAt ??= performance.now()),
-      ...(penalties ? { repeatPenalty: { presencePenalty: params.presencePenalty, frequencyPenalty: params.frequencyPenalty } } : {}),
+      ...(penalties
+        ? { repeatPenalty: { presencePenalty: params.presencePenalty, frequencyPenalty: params.frequencyPenalty } }
+        : {}),
     });
     const ended = performance.now();
     const used = sequence.tokenMeter.diff(before);

@@ -55,19 +55,35 @@ export class ScriptedChatModel implements ChatModel {
   /** A scripted model configured by an `llm_registry` row (`params.replies`, `delayMs`, `error`). */
   static fromRow(row: LlmRegistryEntry, reply?: ScriptedReplyFn): ScriptedChatModel {
     const parsed = scriptedParams.safeParse(row.params);
-    if (!parsed.success) throw nonRetryable(ErrorType.InvalidInput, `llm_registry #${row.id}: bad scripted params: ${formatIssues(parsed.error, 'params')}`);
+    if (!parsed.success)
+      throw nonRetryable(
+        ErrorType.InvalidInput,
+        `llm_registry #${row.id}: bad scripted params: ${formatIssues(parsed.error, 'params')}`,
+      );
     return new ScriptedChatModel({ ...parsed.data, reply, registryId: row.id, name: row.model });
   }
 
-  async invoke(messages: ChatMessage[], params: ChatParams, signal?: AbortSignal, meta?: ChatMeta): Promise<{ text: string; usage: TokenUsage }> {
+  async invoke(
+    messages: ChatMessage[],
+    params: ChatParams,
+    signal?: AbortSignal,
+    meta?: ChatMeta,
+  ): Promise<{ text: string; usage: TokenUsage }> {
     signal?.throwIfAborted();
     if (this.opts.delayMs) await sleep(this.opts.delayMs, undefined, { signal });
     // A scripted outage: the endpoint is away, as a real provider's connection error says.
-    if (this.opts.error) throw ApplicationFailure.create({ type: ErrorType.Unavailable, message: this.opts.error, nonRetryable: false });
+    if (this.opts.error)
+      throw ApplicationFailure.create({ type: ErrorType.Unavailable, message: this.opts.error, nonRetryable: false });
     const callIndex = this.callIndex++;
     let text: string;
     if (this.opts.reply) {
-      text = await this.opts.reply({ messages, params, callIndex, registryId: this.opts.registryId, ...(meta?.purpose ? { purpose: meta.purpose } : {}) });
+      text = await this.opts.reply({
+        messages,
+        params,
+        callIndex,
+        registryId: this.opts.registryId,
+        ...(meta?.purpose ? { purpose: meta.purpose } : {}),
+      });
     } else {
       const replies = this.opts.replies ?? [];
       text = replies.length > 0 ? replies[callIndex % replies.length]! : `Scripted reply ${callIndex + 1}.`;
