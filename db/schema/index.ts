@@ -20,6 +20,7 @@ import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
 import { llmCalls, llmRegistry, tickPrompts } from './llm.js';
 import { maintenanceRuns } from './maintenance.js';
+import { mcpCalls, mcpServers, mcpTools } from './mcp.js';
 import { models } from './models.js';
 import { nerveDecisions, nerveRuleEvents, nerveRules } from './nerves.js';
 import {
@@ -46,6 +47,7 @@ export * from './goals.js';
 export * from './lifeforce.js';
 export * from './llm.js';
 export * from './maintenance.js';
+export * from './mcp.js';
 export * from './memory.js';
 export * from './models.js';
 export * from './nerves.js';
@@ -61,8 +63,9 @@ export type AgentOwnedTable = PgTable & { agentId: PgColumn };
 /**
  * Every table that belongs to one agent, in foreign-key order (a table comes after the
  * tables it references), so fork/clone copies can insert in this order and delete in reverse.
- * Not listed: `agents` itself, the shared `tool_registry`, and `learnings` (its agent_id is
- * nullable: learnings may belong to a shard).
+ * Not listed: `agents` itself, the shared `tool_registry`, `learnings` (its agent_id is
+ * nullable: learnings may belong to a shard), and the MCP tables (a server's processes and its
+ * recorded calls belong to the agent that was granted it; a fork or clone starts without them).
  */
 export const agentOwnedTables = [
   agentConfig,
@@ -121,6 +124,9 @@ export const allTables = [
   ...agentOwnedTables,
   forkToolRegistry,
   maintenanceRuns,
+  mcpServers,
+  mcpTools,
+  mcpCalls,
 ] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
