@@ -6,11 +6,9 @@
  * since the commands a run issues, and their order, are what its recorded history replays against.
  */
 import {
-  ApplicationFailure,
   ContinueAsNew,
   allHandlersFinished,
   condition,
-  continueAsNew,
   isCancellation,
   log,
   patched,
@@ -20,15 +18,13 @@ import {
 import type { CommandOutcome } from '../../core/loop-types.js';
 import { priorityKeyFor } from '../../core/priority.js';
 import { emergencyConsensusTag } from '../../core/society/isolation.js';
-import type { LoopSettingsPatch } from '../../core/agent-file/render.js';
-import { failureMessage } from '../lib/infra.js';
-import { InvalidInputError, parseWorkflowInput } from '../lib/input.js';
-import { applyConfigValues, defaultReflex } from '../lib/loop-state.js';
+import { parseWorkflowInput } from '../lib/input.js';
+import { defaultReflex } from '../lib/loop-state.js';
 import { autoPassVerdict, runTickReflexes, type ReflexVerdict } from '../lib/reflexes.js';
 import { agentIdSearchAttribute, kindSearchAttribute, lifeforceSearchAttribute } from '../lib/search-attributes.js';
 import { timerText } from '../lib/ui-text.js';
-import { startTaskLoop } from './children.js';
 import { followOutcomes, followReflexEffects } from './effects.js';
+import { begin, continueAsNewWithState } from './lifecycle.js';
 import { registerHandlers } from './handlers.js';
 import { Loop } from './loop.js';
 import { agentLoopInput, loopInputOf, type AgentLoopInput, type AgentLoopResult } from './messages.js';
@@ -243,78 +239,4 @@ async function waitWhilePaused(loop: Loop): Promise<boolean> {
     return true;
   }
   return false;
-}
-
-/** Loop start (and every continue-as-new): identity row, lifeforce budget, interrupted task loops. */
-async function begin(loop: Loop): Promise<void> {
-  const { agentId, state, input } = loop;
-  const fileSettings = input.agentFile && !input.carryOver ? await applyFileAtStart(loop, input.agentFile) : undefined;
-  const started = await loop.rideOut('loopStarted', () =>
-    records.loopStarted({ agentId, name: input.name ?? agentId, workflowId: loop.selfId }),
-  );
-  loop.started = true;
-  // lifeforce-v1: the agent's budget (created unlimited unless the input sets it); older histories have none.
-  if (patched('lifeforce-v1')) {
-    const at = new Date().toISOString();
-    const v = await loop.rideOut('ensureAgentBudget', () =>
-      records.ensureAgentBudget({ agentId, ...(input.lifeforce ? { settings: input.lifeforce } : {}), at }),
-    );
-    loop.lifeforce = {
-      budgetId: v.budgetId,
-      available: v.available,
-      capacity: v.capacity,
-      lastCharge: null,
-      priorityKey: v.priorityKey,
-      explicitPriority: v.explicitPriority,
-      onExhausted: v.onExhausted,
-      exhausted: null,
-    };
-  }
-  if (!input.carryOver) {
-    // A loop started anew (after `stop`, a failure or a termination) goes on from the agent's
-    // last recorded tick, not from tick 1. (Histories from before lastTick replay with 0.)
-    if (started.lastTick) state.tick = started.lastTick;
-    // A fresh start (a new agent, or one restarted after `stop`) resumes the configuration the
-    // agent saved with config.set; settings given in the input still win. (Histories recorded
-    // before loopStarted returned `config` replay with nothing to apply.)
-    applyConfigValues(state.settings, started.config ?? {});
-    if (input.settings) loop.applySettings(input.settings);
-    if (fileSettings) loop.applySettings(fileSettings);
-  }
-  for (const t of started.interruptedTaskLoops) await startTaskLoop(loop, t.taskId, t.title);
-}
-
-/**
- * The agent file the loop was started with (from the Temporal UI, say): checked and written like
- * `mindloop apply`, before the first tick. A file refused fails the start at once, naming why.
- */
-async function applyFileAtStart(loop: Loop, document: Record<string, unknown>): Promise<LoopSettingsPatch> {
-  try {
-    const requestKey = `${loop.selfId}:file:${workflowInfo().firstExecutionRunId}`;
-    const r = await loop.rideOut('applyAgentFile', () =>
-      records.applyAgentFile({
-        agentId: loop.agentId,
-        document,
-        requestKey,
-        appliedBy: 'temporal-ui',
-        source: 'agentLoopWorkflow input',
-      }),
-    );
-    return r.loopSettings;
-  } catch (err) {
-    throw ApplicationFailure.create({
-      type: InvalidInputError,
-      nonRetryable: true,
-      message: `agentLoopWorkflow: invalid input — ${failureMessage(err)}`,
-    });
-  }
-}
-
-/** Let the handlers finish, then continue as new with the state carried over (an agent file given at the start is applied: dropped). */
-async function continueAsNewWithState(loop: Loop): Promise<never> {
-  loop.phase = 'stopping';
-  await condition(allHandlersFinished);
-  loop.state.counters.continuedAsNew++;
-  const { agentFile: _applied, ...input } = loop.input;
-  return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: loop.state });
 }
