@@ -193,8 +193,8 @@ describe('mindloop apply on the real stack', () => {
     const registry = await database.db.select().from(llmRegistry).where(eq(llmRegistry.agentId, 'researcher'));
     const validators = registry.filter((r) => r.validator).map((r) => [r.modelName, r.trust]);
     expect(validators.sort()).toEqual([
-      ['local', 0.5],
       ['research-check', 1],
+      ['research-main', 0.5],
     ]);
     expect(registry.find((r) => r.role === 'agent')).toMatchObject({
       modelName: 'research-main',
