@@ -40,6 +40,8 @@ import { createSpeechActivities, type SpeechActivityDeps } from './speech.js';
 import { createSpawnActivities } from './society/spawn.js';
 import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';
+import { createMcpActivities, createMcpPool } from './mcp/index.js';
+import type { McpPool } from './mcp/pool.js';
 
 interface MindloopActivityDeps {
   db: Db;
@@ -67,6 +69,8 @@ interface MindloopActivityDeps {
   events?: AgentEventSink;
   /** The speech activities' Temporal client (default the worker's) and routing knobs. */
   speech?: Pick<SpeechActivityDeps, 'client' | 'routeCacheMs' | 'pollerFreshMs'>;
+  /** The worker's MCP clients, which it closes when it stops (default: a pool of these activities' own). */
+  mcp?: McpPool;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
@@ -123,5 +127,11 @@ export function createActivities(deps: MindloopActivityDeps) {
       ...deps.speech,
     }),
     ...createSpawnActivities({ db: deps.db, ledger: ledger.enabled }),
+    ...createMcpActivities({
+      db: deps.db,
+      pool: deps.mcp ?? createMcpPool(deps.db),
+      prices: ledger.prices,
+      ledger: ledger.enabled,
+    }),
   });
 }

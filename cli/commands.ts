@@ -39,6 +39,7 @@ export const commandModules: readonly CommandModule[] = [
   { commands: ['mcp'], load: async () => (await import('./mcp.js')).registerMcpCommand },
   { commands: ['apply'], load: async () => (await import('./apply.js')).registerApplyCommand },
   { commands: ['models'], load: async () => (await import('./models.js')).registerModelCommands },
+  { commands: ['tools'], load: async () => (await import('./tools.js')).registerToolCommands },
 ];
 
 /** The modules a command line needs: the one of its command, or all of them. */

@@ -37,6 +37,10 @@ export const priceTableSchema = z.strictObject({
   lfPerSandboxCpuSecond: z.number().min(0).default(1),
   /** One second of audio transcribed or spoken. */
   lfPerSpeechSecond: z.number().min(0).default(0.5),
+  /** One call of an MCP server's tool, whatever it takes. */
+  lfPerMcpCall: z.number().min(0).default(1),
+  /** Each second an MCP tool call runs, besides its price per call. */
+  lfPerMcpSecond: z.number().min(0).default(0),
   /** A fork evaluation's fixed cost, besides the LLM calls and sandbox runs it makes. */
   lfPerForkEvaluation: z.number().min(0).default(10),
   /** A call that names no maxTokens is capped at this many output tokens, so its worst case is known. */
@@ -66,6 +70,11 @@ export function llmCost(prices: PriceTable, price: LlmPrice, usage: TokenCount):
   const completion = Math.max(0, usage.completionTokens);
   const usd = (prompt / 1000) * price.costPer1kInput + (completion / 1000) * price.costPer1kOutput;
   return lfCeil(usd * prices.lfPerUsd + ((prompt + completion) / 1000) * prices.lfPer1kTokens);
+}
+
+/** The LF of an MCP tool call that ran `ms` (its worst case: the call's timeout). */
+export function mcpCost(prices: PriceTable, ms: number): number {
+  return lfCeil(prices.lfPerMcpCall + (Math.max(0, ms) / 1000) * prices.lfPerMcpSecond);
 }
 
 /** UTF-8 length of a string (no Buffer: workflows import this module too). */

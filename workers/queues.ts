@@ -12,6 +12,7 @@ import {
 } from '@temporalio/worker';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
+import type { McpPool } from '../activities/mcp/pool.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
 import { sweepLifeforceEvery } from '../activities/lifeforce.js';
 import type { DangerRule } from '../core/danger-zones.js';
@@ -48,6 +49,8 @@ interface QueueWorkerDeps {
   dataDir?: string;
   /** MINDLOOP_WORKFLOW_CACHE: workflows kept in memory between their tasks (the SDK's default when absent). */
   maxCachedWorkflows?: number;
+  /** The worker's MCP clients (activities/mcp/pool.ts); its owner closes them when the worker stops. */
+  mcp?: McpPool;
 }
 
 /** The queues TypeScript workers poll. */
@@ -99,6 +102,7 @@ export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDep
           ...(deps.dataDir ? { dataDir: deps.dataDir } : {}),
           ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}),
           ...(deps.events ? { events: deps.events } : {}),
+          ...(deps.mcp ? { mcp: deps.mcp } : {}),
         }),
       });
     case 'sandbox': {

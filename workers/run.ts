@@ -19,6 +19,7 @@ import { parseDangerConfig, type DangerRule } from '../core/danger-zones.js';
 import type { Stack } from '../runtime/stack.js';
 import type { AgentEventSink } from '../activities/agent-events.js';
 import { disposeLocalModels } from '../activities/llm/index.js';
+import { createMcpPool } from '../activities/mcp/index.js';
 import { createQueueWorker, tsQueues, type TsQueueName } from './queues.js';
 import {
   findSpeechEngine,
@@ -118,6 +119,8 @@ export async function startWorkers(
 ): Promise<RunningWorkers> {
   const connection = await NativeConnection.connect(stack.temporal.connection);
   const workers = new Map<TsQueueName, Worker>();
+  // MCP servers are the worker's: started on first use, stopped with it.
+  const mcp = createMcpPool(stack.db.db, { env: secretSource() });
   const speechSetting = queues.find(isSpeechQueueSetting);
   let speech: SpeechStart = { state: 'off' };
   try {
@@ -145,11 +148,13 @@ export async function startWorkers(
           ...(opts.events ? { events: opts.events } : {}),
           dataDir: env.MINDLOOP_DATA_DIR,
           maxCachedWorkflows: env.MINDLOOP_WORKFLOW_CACHE,
+          mcp,
         }),
       );
     }
     if (speechSetting) speech = await startSpeech(env, stack, speechSetting);
   } catch (err) {
+    await mcp.close();
     await connection.close();
     throw err;
   }
@@ -161,6 +166,7 @@ export async function startWorkers(
       for (const w of workers.values()) if (w.getState() === 'RUNNING') w.shutdown();
       if (speech.state === 'running') await speech.worker.stop();
       await done.catch(() => undefined);
+      await mcp.close();
       await connection.close();
       await disposeLocalModels();
     })());

@@ -1,0 +1,294 @@
+/**
+ * The MCP activities: `mcpCall`, one durable call of a tool of one of the agent's MCP servers.
+ *
+ * Done once: the call's row (`mcp_calls`, keyed by the tick's idempotency key) is written
+ * `started` before the server is asked and finished before the activity completes. A retry that
+ * finds it finished returns what was recorded; one that finds it still `started` (the worker
+ * died mid-call) calls again only a tool its server marks read-only or idempotent, and records
+ * any other as an unknown outcome, which the agent reads and a person sees, rather than repeat it.
+ *
+ * Paid for: the call's worst case (its price per call plus its timeout's seconds) is held on the
+ * agent's budget under `mcp:<key>` before it runs and settled with the seconds it took.
+ *
+ * Never fails the loop for the server's sake: a server that is down, refuses, hangs or answers
+ * garbage becomes the text the agent reads.
+ */
+import { and, eq, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/lifeforce.js';
+import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
+import type { Db } from '../../db/client.js';
+import { mcpToolOf, replaceMcpTools } from '../../db/queries/mcp.js';
+import { release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { commandLog, mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
+import { maxResultText } from '../commands/shared.js';
+import { parseInput } from '../errors.js';
+import { withHeartbeat } from '../heartbeat.js';
+import { McpPool, type McpPoolOptions, type McpServerSpec } from './pool.js';
+
+/** Structured content bigger than this (as JSON) is not kept; its text still is, capped. */
+const maxStructuredBytes = 16 * 1024;
+/** How long one tool call may run unless the deps say otherwise. */
+const defaultCallTimeoutMs = 60_000;
+
+const mcpCallInput = z.strictObject({
+  agentId: z.string().min(1),
+  /** The tick's idempotency key: workflow id + tick + cmd id. */
+  key: z.string().min(1).max(500),
+  server: z.string().min(1).max(100),
+  tool: z.string().min(1).max(128),
+  args: z.record(z.string(), z.unknown()).default({}),
+  /** Where the agent reads the result: its command's command_log row and process-log entry. */
+  tick: z.number().int().min(0).optional(),
+  cmdId: z.string().min(1).optional(),
+  processId: z.string().min(1).optional(),
+});
+export type McpCallInput = z.input<typeof mcpCallInput>;
+
+/** What the agent reads of one call. */
+export interface McpCallResult {
+  status: McpCall['status'];
+  /** The text the agent reads (sanitised, at most 8 KB). */
+  text: string;
+  structured: Record<string, unknown> | null;
+  /** A retry found the call recorded and did not call again. */
+  recorded: boolean;
+}
+
+export interface McpActivityDeps {
+  db: Db;
+  pool: McpPool;
+  prices?: PriceTable;
+  callTimeoutMs?: number;
+  /** Whether calls go through the lifeforce ledger (default on). */
+  ledger?: boolean;
+}
+
+/** The worker's pool, which records a server's new list of tools when it says they changed. */
+export function createMcpPool(db: Db, opts: Omit<McpPoolOptions, 'onToolsChanged'> = {}): McpPool {
+  return new McpPool({
+    ...opts,
+    onToolsChanged: (agentId, server, tools) => {
+      replaceMcpTools(db, agentId, server, tools).catch((err: unknown) =>
+        process.stderr.write(`mcp: the new tools of ${agentId}/${server} were not recorded: ${String(err)}\n`),
+      );
+    },
+  });
+}
+
+/** The ledger key of one call's hold. */
+export function mcpChargeKey(key: string): string {
+  return `mcp:${key}`;
+}
+
+/** How a row of mcp_servers is reached. */
+export function specOf(row: McpServer): McpServerSpec {
+  return {
+    name: row.name,
+    transport: row.transport,
+    command: row.command,
+    args: row.args,
+    url: row.url,
+    envNames: row.envNames,
+    headerEnv: row.headerEnv,
+  };
+}
+
+interface ToolContent {
+  type: string;
+  text?: string;
+  mimeType?: string;
+  data?: string;
+  uri?: string;
+  resource?: { uri?: string; text?: string; mimeType?: string };
+}
+
+/** The text of a result's content blocks; binary blocks are named, not kept. */
+function contentText(content: readonly ToolContent[]): string {
+  return content
+    .map((c) => {
+      if (c.type === 'text') return String(c.text ?? '');
+      if (c.type === 'resource')
+        return c.resource?.text !== undefined
+          ? `[resource ${c.resource.uri ?? ''}]\n${c.resource.text}`
+          : `[resource ${c.resource?.uri ?? ''}]`;
+      if (c.type === 'resource_link') return `[resource link ${c.uri ?? ''}]`;
+      return `[${c.type} ${c.mimeType ?? ''}, ${c.data?.length ?? 0} characters of base64 not shown]`;
+    })
+    .join('\n');
+}
+
+/** A server's answer made safe to store and show, as a model's reply is: no NUL, no lone surrogate, capped. */
+export function sanitizeToolResult(result: { content?: unknown; structuredContent?: unknown }): {
+  text: string;
+  structured: Record<string, unknown> | null;
+} {
+  const content = Array.isArray(result.content) ? (result.content as ToolContent[]) : [];
+  const text = clipText(sanitizeText(contentText(content)), maxResultText);
+  const raw = result.structuredContent;
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return { text, structured: null };
+  const structured = sanitizeJson(raw) as Record<string, unknown>;
+  if (jsonBytes(structured) > maxStructuredBytes) return { text, structured: null };
+  return { text, structured };
+}
+
+function headline(server: string, tool: string, status: McpCall['status'], ms: number | null): string {
+  const how = status === 'ok' ? 'ok' : status === 'unknown' ? 'outcome unknown' : 'error';
+  return `mcp ${server}.${tool}: ${how}${ms !== null ? ` in ${ms} ms` : ''}`;
+}
+
+type Outcome = { status: McpCall['status']; text: string; structured: Record<string, unknown> | null; ms: number };
+
+export function createMcpActivities(deps: McpActivityDeps) {
+  const { db, pool } = deps;
+  const prices = deps.prices ?? defaultPrices;
+  const callTimeoutMs = deps.callTimeoutMs ?? defaultCallTimeoutMs;
+  const ledger = deps.ledger ?? true;
+
+  /** Write the call's outcome, and the agent's view of it, in one transaction. */
+  async function finish(input: z.output<typeof mcpCallInput>, o: Outcome): Promise<void> {
+    const text = clipText(`${headline(input.server, input.tool, o.status, o.ms)}\n${o.text}`, maxResultText);
+    await db.transaction(async (tx) => {
+      await tx
+        .update(mcpCalls)
+        .set({ status: o.status, text, structured: o.structured, isError: o.status !== 'ok', finishedAt: new Date() })
+        .where(eq(mcpCalls.key, input.key));
+      if (input.tick === undefined || !input.cmdId) return;
+      const patch = { message: clipText(headline(input.server, input.tool, o.status, o.ms), 200), text };
+      await tx
+        .update(commandLog)
+        // Merge: the stored effects stay (a retried applyCommands returns them).
+        .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
+        .where(
+          and(
+            eq(commandLog.agentId, input.agentId),
+            eq(commandLog.tick, input.tick),
+            eq(commandLog.cmdId, input.cmdId),
+          ),
+        );
+      if (input.processId)
+        await tx
+          .update(processLog)
+          .set({
+            status: o.status === 'ok' ? 'close' : 'error',
+            message: clipText(headline(input.server, input.tool, o.status, o.ms), 500),
+            payload: { server: input.server, tool: input.tool, status: o.status, durationMs: o.ms },
+          })
+          .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId)));
+    });
+  }
+
+  /** Ask the server; every way it can fail becomes an outcome. */
+  async function ask(input: z.output<typeof mcpCallInput>, server: McpServer, safeToRepeat: boolean): Promise<Outcome> {
+    const t0 = Date.now();
+    let client;
+    try {
+      client = await pool.client(input.agentId, specOf(server));
+    } catch (err) {
+      // Never sent: the agent may simply try again later.
+      return { status: 'error', text: clipText((err as Error).message, 1000), structured: null, ms: Date.now() - t0 };
+    }
+    try {
+      const result = await withHeartbeat(
+        (signal) =>
+          client.callTool({ name: input.tool, arguments: input.args }, undefined, {
+            timeout: callTimeoutMs,
+            ...(signal ? { signal } : {}),
+          }),
+        { details: { server: input.server, tool: input.tool } },
+      );
+      const answer = result as { content?: unknown; structuredContent?: unknown; isError?: unknown };
+      const clean = sanitizeToolResult(answer);
+      return { status: answer.isError === true ? 'error' : 'ok', ...clean, ms: Date.now() - t0 };
+    } catch (err) {
+      // Sent, and no answer: a tool that may not run twice has an unknown outcome.
+      const why = clipText(sanitizeText((err as Error).message), 1000);
+      return safeToRepeat
+        ? { status: 'error', text: `the call failed: ${why}`, structured: null, ms: Date.now() - t0 }
+        : {
+            status: 'unknown',
+            text: `the call was sent and did not answer (${why}); whether it took effect is unknown, and it is not repeated`,
+            structured: null,
+            ms: Date.now() - t0,
+          };
+    }
+  }
+
+  return {
+    /** Call one tool of one of the agent's MCP servers, once (see the module comment). */
+    async mcpCall(raw: McpCallInput): Promise<McpCallResult> {
+      const input = parseInput('mcpCall', mcpCallInput, raw);
+      const found = await mcpToolOf(db, input.agentId, input.server, input.tool);
+      const a = found.tool?.annotations ?? {};
+      const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
+      const [fresh] = await db
+        .insert(mcpCalls)
+        .values({
+          agentId: input.agentId,
+          key: input.key,
+          server: input.server,
+          tool: input.tool,
+          args: sanitizeJson(input.args) as Record<string, unknown>,
+          status: 'started',
+        })
+        .onConflictDoNothing()
+        .returning();
+      if (!fresh) {
+        const [before] = await db.select().from(mcpCalls).where(eq(mcpCalls.key, input.key));
+        if (before && before.status !== 'started') {
+          // Recorded before the worker died: the hold it left is settled now (a no-op once closed).
+          if (ledger) await settle(db, mcpChargeKey(input.key), mcpCost(prices, 0), { status: before.status });
+          return { status: before.status, text: before.text ?? '', structured: before.structured, recorded: true };
+        }
+        if (!safeToRepeat) {
+          // The attempt before this one died after it asked the server (or may have).
+          const outcome: Outcome = {
+            status: 'unknown',
+            text: 'the worker stopped during the call; whether it took effect is unknown, and it is not repeated',
+            structured: null,
+            ms: 0,
+          };
+          await finish(input, outcome);
+          if (ledger) await release(db, mcpChargeKey(input.key), 'outcome unknown');
+          return done(input.key);
+        }
+      }
+      if (!found.server || !found.tool) {
+        const text = found.server
+          ? `server ${input.server} has no tool ${input.tool}`
+          : `the agent has no enabled MCP server named ${input.server}`;
+        await finish(input, { status: 'error', text, structured: null, ms: 0 });
+        return done(input.key);
+      }
+      if (ledger) {
+        const held = await reserve(db, {
+          key: mcpChargeKey(input.key),
+          budgetId: budgetIds.agent(input.agentId),
+          amount: mcpCost(prices, callTimeoutMs),
+          operation: 'mcp_call',
+          ttlMs: callTimeoutMs + prices.reservationTtlMs,
+          ...(input.tick !== undefined ? { tick: input.tick } : {}),
+          reason: clipText(`${input.server}.${input.tool}`, 200),
+        });
+        if (!held.ok) {
+          const text = `lifeforce exhausted: the call's ${held.needed} LF exceeds what the budget has (${held.available ?? 'unlimited'} LF, ${held.reason}); not called`;
+          await finish(input, { status: 'error', text, structured: null, ms: 0 });
+          return done(input.key);
+        }
+      }
+      const outcome = await ask(input, found.server, safeToRepeat);
+      await finish(input, outcome);
+      if (ledger)
+        await settle(db, mcpChargeKey(input.key), mcpCost(prices, outcome.ms), {
+          durationMs: outcome.ms,
+          status: outcome.status,
+        });
+      return done(input.key, false);
+    },
+  };
+
+  async function done(key: string, recorded = false): Promise<McpCallResult> {
+    const [row] = await db.select().from(mcpCalls).where(eq(mcpCalls.key, key));
+    return { status: row?.status ?? 'error', text: row?.text ?? '', structured: row?.structured ?? null, recorded };
+  }
+}

@@ -1,0 +1,444 @@
+/**
+ * The worker's MCP clients: one client per (agent, server), connected on first use and shared
+ * by every call of that agent to that server. A server whose process dies (or whose connection
+ * closes) is marked down and started again on its next use, no sooner than a backoff that
+ * doubles with each failure in a row up to a cap; a success resets it. `close()` stops every
+ * server (the worker calls it when it shuts down).
+ *
+ * Not an activity: the MCP activities and the CLI's `tools mcp add` use it.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { clipText, sanitizeText } from '../../core/sanitize.js';
+import type { McpToolAnnotations } from '../../db/schema/mcp.js';
+
+/** How to reach one server: what its `mcp_servers` row holds. */
+export interface McpServerSpec {
+  name: string;
+  transport: 'stdio' | 'http';
+  command?: string | null;
+  args?: readonly string[];
+  url?: string | null;
+  /** The worker's environment variables a stdio server receives, by name (PATH always). */
+  envNames?: readonly string[];
+  /** http: header name → the worker's environment variable holding its value. */
+  headerEnv?: Record<string, string>;
+}
+
+/** A tool as the server listed it, checked. */
+export interface McpListedTool {
+  name: string;
+  description: string | null;
+  inputSchema: Record<string, unknown>;
+  annotations: McpToolAnnotations;
+}
+
+/** Why a server could not be used: it did not start, is not MCP, listed a bad tool, or did not answer in time. */
+export class McpServerError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'start' | 'protocol' | 'schema' | 'timeout' | 'down',
+  ) {
+    super(message);
+    this.name = 'McpServerError';
+  }
+}
+
+export interface McpTimeouts {
+  /** Start the process (or reach the URL) and finish MCP's initialize handshake. */
+  connectMs: number;
+  /** One tools/list page. */
+  listMs: number;
+}
+
+export const defaultMcpTimeouts: McpTimeouts = { connectMs: 20_000, listMs: 10_000 };
+
+/** Backoff before a dead server is started again: base × 2^(failures−1), at most max. */
+export interface McpBackoff {
+  baseMs: number;
+  maxMs: number;
+}
+
+const defaultBackoff: McpBackoff = { baseMs: 500, maxMs: 60_000 };
+
+/** Tool names MCP clients can pass on to models (the providers' common rule). */
+const toolNamePattern = /^[A-Za-z0-9_.-]{1,128}$/;
+const maxToolsPerServer = 500;
+const maxDescriptionChars = 2000;
+const maxSchemaBytes = 32 * 1024;
+/** The largest single message a stdio server may send. */
+const maxMessageBytes = 32 * 1024 * 1024;
+/** How long a failed handshake waits to see whether the process exited (then it did not start). */
+const exitGraceMs = 300;
+/** The last bytes of a stdio server's stderr, kept to say why it did not start. */
+const stderrTailChars = 2000;
+
+/**
+ * The program and arguments that start a stdio server with only the variables its entry names
+ * (and PATH): `env -i` clears the rest, since the SDK's transport would otherwise add HOME, USER,
+ * SHELL and others of the worker's own.
+ */
+export function stdioLaunch(
+  spec: McpServerSpec,
+  env: Record<string, string | undefined>,
+): { command: string; args: string[] } {
+  if (!spec.command) throw new McpServerError(`server ${spec.name}: a stdio server needs a command`, 'start');
+  const pairs = [`PATH=${env.PATH ?? ''}`];
+  for (const name of spec.envNames ?? []) {
+    const value = env[name];
+    if (name !== 'PATH' && value !== undefined) pairs.push(`${name}=${value}`);
+  }
+  return { command: 'env', args: ['-i', ...pairs, spec.command, ...(spec.args ?? [])] };
+}
+
+function headersOf(spec: McpServerSpec, env: Record<string, string | undefined>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [header, variable] of Object.entries(spec.headerEnv ?? {})) {
+    const value = env[variable];
+    if (value === undefined)
+      throw new McpServerError(
+        `server ${spec.name}: header ${header} comes from ${variable}, which is not set in the worker's environment`,
+        'start',
+      );
+    headers[header] = value;
+  }
+  return headers;
+}
+
+/** Reject after `ms` with a timeout error naming `what`; the timer never holds the process open. */
+async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new McpServerError(`${what}: no answer within ${ms} ms`, 'timeout')), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A connected client and what is known of its process. */
+interface Connection {
+  client: Client;
+  transport: Transport;
+  stderr: () => string;
+}
+
+interface ConnectOptions {
+  env?: Record<string, string | undefined>;
+  timeouts?: McpTimeouts;
+  /** Called (once) when the connection closes after it was up: the process died or the server hung up. */
+  onClose?: () => void;
+  /** Called with the new list when the server says its tools changed (`notifications/tools/list_changed`). */
+  onToolsChanged?: (tools: McpListedTool[]) => void;
+}
+
+/**
+ * Start (or reach) one server and finish MCP's handshake. A process that does not start, exits
+ * at once, or writes something other than MCP's JSON-RPC is an McpServerError with its stderr's
+ * tail; nothing is left running.
+ */
+export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {}): Promise<Connection> {
+  const env = opts.env ?? process.env;
+  const timeouts = opts.timeouts ?? defaultMcpTimeouts;
+  let tail = '';
+  let transport: Transport;
+  if (spec.transport === 'stdio') {
+    // Room for a big answer (it is capped after it is read); one over this closes the connection.
+    const stdio = new StdioClientTransport({
+      ...stdioLaunch(spec, env),
+      stderr: 'pipe',
+      maxBufferSize: maxMessageBytes,
+    });
+    stdio.stderr?.on('data', (chunk: Buffer) => void (tail = (tail + chunk.toString('utf8')).slice(-stderrTailChars)));
+    transport = stdio;
+  } else {
+    if (!spec.url) throw new McpServerError(`server ${spec.name}: an http server needs a url`, 'start');
+    let url: URL;
+    try {
+      url = new URL(spec.url);
+    } catch {
+      throw new McpServerError(`server ${spec.name}: ${spec.url} is not a URL`, 'start');
+    }
+    transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: headersOf(spec, env) } });
+  }
+  let protocolError: string | undefined;
+  let up = false;
+  let closed = false;
+  const client = new Client(
+    { name: 'mindloop', version: '1' },
+    opts.onToolsChanged
+      ? {
+          listChanged: {
+            tools: {
+              autoRefresh: false,
+              onChanged: () => {
+                void listMcpTools(client, spec.name, timeouts.listMs).then(opts.onToolsChanged, () => undefined);
+              },
+            },
+          },
+        }
+      : {},
+  );
+  // Before the handshake, the first thing that is not JSON-RPC ends the wait: it is not MCP.
+  let notMcp: (err: Error) => void = () => undefined;
+  const garbled = new Promise<never>((_, reject) => (notMcp = reject));
+  garbled.catch(() => undefined);
+  client.onerror = (err) => {
+    protocolError ??= err.message;
+    if (!up) notMcp(err);
+  };
+  let exitedNow: () => void = () => undefined;
+  const exit = new Promise<void>((resolve) => (exitedNow = resolve));
+  client.onclose = () => {
+    closed = true;
+    exitedNow();
+    if (up) opts.onClose?.();
+  };
+  const stderr = () => clipText(sanitizeText(tail.trim()), stderrTailChars);
+  try {
+    await within(
+      timeouts.connectMs,
+      `server ${spec.name} did not finish MCP's handshake`,
+      Promise.race([client.connect(transport, { timeout: timeouts.connectMs }), garbled]),
+    );
+  } catch (err) {
+    // A write that failed (EPIPE) comes before the exit of a process that never started.
+    if (!closed) await within(exitGraceMs, 'exit', exit).catch(() => undefined);
+    const exited = closed;
+    await client.close().catch(() => undefined);
+    const said = stderr();
+    // A process that is gone did not start; one still running that wrote non-JSON-RPC is not MCP.
+    const [why, reason]: [string, McpServerError['reason']] = exited
+      ? [`server ${spec.name} exited before MCP's handshake finished`, 'start']
+      : protocolError
+        ? [`server ${spec.name} does not speak MCP (${clipText(protocolError, 300)})`, 'protocol']
+        : err instanceof McpServerError
+          ? [err.message, err.reason]
+          : [
+              `server ${spec.name} did not finish MCP's handshake: ${clipText((err as Error).message, 300)}`,
+              'protocol',
+            ];
+    throw new McpServerError(said ? `${why}; its stderr: ${clipText(said, 500)}` : why, reason);
+  }
+  up = true;
+  return { client, transport, stderr };
+}
+
+/** The server's tools, every page, each checked: a tool with a bad name or input schema refuses the list. */
+export async function listMcpTools(client: Client, server: string, timeoutMs: number): Promise<McpListedTool[]> {
+  const tools: McpListedTool[] = [];
+  let cursor: string | undefined;
+  do {
+    let page: Awaited<ReturnType<Client['listTools']>>;
+    try {
+      page = await within(
+        timeoutMs,
+        `server ${server} did not list its tools`,
+        client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs }),
+      );
+    } catch (err) {
+      if (err instanceof McpServerError) throw err;
+      throw new McpServerError(
+        `server ${server} listed its tools in a form MCP does not allow: ${clipText((err as Error).message, 500)}`,
+        'schema',
+      );
+    }
+    for (const t of page.tools) tools.push(checkTool(server, t));
+    if (tools.length > maxToolsPerServer)
+      throw new McpServerError(`server ${server} lists more than ${maxToolsPerServer} tools`, 'schema');
+    cursor = page.nextCursor;
+  } while (cursor);
+  return tools;
+}
+
+function checkTool(
+  server: string,
+  t: { name: string; description?: string; inputSchema: unknown; annotations?: McpToolAnnotations },
+): McpListedTool {
+  if (!toolNamePattern.test(t.name))
+    throw new McpServerError(
+      `server ${server}: tool name ${JSON.stringify(clipText(sanitizeText(t.name), 80))} is not 1–128 of A-Z a-z 0-9 _ . -`,
+      'schema',
+    );
+  const schema = t.inputSchema as Record<string, unknown> | null;
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema) || schema.type !== 'object')
+    throw new McpServerError(`server ${server}: tool ${t.name}'s input schema is not a JSON Schema object`, 'schema');
+  const text = JSON.stringify(schema);
+  if (Buffer.byteLength(text, 'utf8') > maxSchemaBytes)
+    throw new McpServerError(
+      `server ${server}: tool ${t.name}'s input schema is over ${maxSchemaBytes} bytes`,
+      'schema',
+    );
+  const a = t.annotations ?? {};
+  const annotations: McpToolAnnotations = {};
+  if (typeof a.title === 'string') annotations.title = clipText(sanitizeText(a.title), 200);
+  for (const k of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'] as const)
+    if (typeof a[k] === 'boolean') annotations[k] = a[k];
+  return {
+    name: t.name,
+    description: t.description ? clipText(sanitizeText(t.description), maxDescriptionChars) : null,
+    inputSchema: JSON.parse(sanitizeText(text)) as Record<string, unknown>,
+    annotations,
+  };
+}
+
+/** What `mindloop doctor` and `tools mcp list` show of one server of the pool. */
+export interface McpServerHealth {
+  agentId: string;
+  server: string;
+  state: 'connecting' | 'up' | 'down';
+  /** Times it was started again after it died or failed to start. */
+  restarts: number;
+  lastError: string | null;
+  /** When a server that is down may be started again (ms since the epoch). */
+  retryAt: number | null;
+}
+
+interface Entry {
+  spec: McpServerSpec;
+  connecting?: Promise<Connection>;
+  live?: Connection;
+  failures: number;
+  restarts: number;
+  lastError: string | null;
+  retryAt: number | null;
+}
+
+export interface McpPoolOptions {
+  env?: Record<string, string | undefined>;
+  timeouts?: McpTimeouts;
+  backoff?: McpBackoff;
+  now?: () => number;
+  /** A server's tools changed: the pool's owner records the new list. */
+  onToolsChanged?: (agentId: string, server: string, tools: McpListedTool[]) => void;
+}
+
+const sameSpec = (a: McpServerSpec, b: McpServerSpec) => JSON.stringify(a) === JSON.stringify(b);
+
+/** The worker's MCP clients (see the module comment). */
+export class McpPool {
+  private readonly entries = new Map<string, Entry>();
+  private closing = false;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: McpPoolOptions = {}) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  get timeouts(): McpTimeouts {
+    return this.opts.timeouts ?? defaultMcpTimeouts;
+  }
+
+  /** The shared client of (agent, server), started now if it is not running. */
+  async client(agentId: string, spec: McpServerSpec): Promise<Client> {
+    if (this.closing) throw new McpServerError('the worker is stopping; MCP servers are closed', 'down');
+    const key = `${agentId}\u0000${spec.name}`;
+    let entry = this.entries.get(key);
+    if (entry && !sameSpec(entry.spec, spec)) {
+      // The entry was changed (removed and added again): the old process goes.
+      await this.evict(agentId, spec.name);
+      entry = undefined;
+    }
+    if (!entry) {
+      entry = { spec, failures: 0, restarts: 0, lastError: null, retryAt: null };
+      this.entries.set(key, entry);
+    }
+    if (entry.live) return entry.live.client;
+    if (!entry.connecting) {
+      if (entry.retryAt !== null && this.now() < entry.retryAt)
+        throw new McpServerError(
+          `server ${spec.name} is down (${entry.lastError ?? 'it stopped'}); it is started again in ${Math.ceil((entry.retryAt - this.now()) / 1000)} s`,
+          'down',
+        );
+      if (entry.failures > 0) entry.restarts++;
+      entry.connecting = this.start(agentId, entry);
+    }
+    return (await entry.connecting).client;
+  }
+
+  private async start(agentId: string, entry: Entry): Promise<Connection> {
+    const name = entry.spec.name;
+    try {
+      const live = await connectMcp(entry.spec, {
+        env: this.opts.env,
+        timeouts: this.timeouts,
+        onClose: () => {
+          if (entry.live !== live) return;
+          entry.live = undefined;
+          this.failed(entry, `server ${name} stopped${live.stderr() ? `: ${clipText(live.stderr(), 300)}` : ''}`);
+        },
+        ...(this.opts.onToolsChanged
+          ? { onToolsChanged: (tools: McpListedTool[]) => this.opts.onToolsChanged?.(agentId, name, tools) }
+          : {}),
+      });
+      entry.live = live;
+      entry.failures = 0;
+      entry.retryAt = null;
+      entry.lastError = null;
+      if (this.closing) await live.client.close().catch(() => undefined);
+      return live;
+    } catch (err) {
+      this.failed(entry, (err as Error).message);
+      throw err;
+    } finally {
+      entry.connecting = undefined;
+    }
+  }
+
+  private failed(entry: Entry, why: string): void {
+    entry.failures++;
+    entry.lastError = why;
+    const { baseMs, maxMs } = this.opts.backoff ?? defaultBackoff;
+    entry.retryAt = this.now() + Math.min(maxMs, baseMs * 2 ** (entry.failures - 1));
+  }
+
+  /** Stop one server of one agent (its entry was removed or changed). */
+  async evict(agentId: string, server: string): Promise<void> {
+    const key = `${agentId}\u0000${server}`;
+    const entry = this.entries.get(key);
+    this.entries.delete(key);
+    const live = entry?.live ?? (await entry?.connecting?.catch(() => undefined));
+    if (entry) entry.live = undefined;
+    await live?.client.close().catch(() => undefined);
+  }
+
+  health(): McpServerHealth[] {
+    return [...this.entries.entries()].map(([key, e]) => ({
+      agentId: key.split('\u0000')[0] ?? '',
+      server: e.spec.name,
+      state: e.live ? 'up' : e.connecting ? 'connecting' : 'down',
+      restarts: e.restarts,
+      lastError: e.lastError,
+      retryAt: e.live ? null : e.retryAt,
+    }));
+  }
+
+  /** Stop every server; later uses are refused. */
+  async close(): Promise<void> {
+    this.closing = true;
+    const lives = await Promise.all(
+      [...this.entries.values()].map(async (e) => e.live ?? (await e.connecting?.catch(() => undefined))),
+    );
+    this.entries.clear();
+    await Promise.all(lives.map((l) => l?.client.close().catch(() => undefined)));
+  }
+}
+
+/** Start a server once, list its tools and stop it: what `tools mcp add` checks before it stores anything. */
+export async function probeMcpServer(
+  spec: McpServerSpec,
+  opts: { env?: Record<string, string | undefined>; timeouts?: McpTimeouts } = {},
+): Promise<McpListedTool[]> {
+  const timeouts = opts.timeouts ?? defaultMcpTimeouts;
+  const live = await connectMcp(spec, { ...opts, timeouts });
+  try {
+    return await listMcpTools(live.client, spec.name, timeouts.listMs);
+  } finally {
+    await live.client.close().catch(() => undefined);
+  }
+}

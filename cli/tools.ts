@@ -1,0 +1,142 @@
+/**
+ * `mindloop tools mcp add|list|remove`: the MCP servers a person grants an agent. `add` starts the
+ * server once, lists its tools and stores them only when it answered as MCP; a server that does not
+ * start, exits at once, speaks something else or lists a tool with an invalid schema is refused and
+ * nothing is stored. Values of environment variables are never stored: only their names.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { z } from 'zod';
+import { oneLine } from '../core/sanitize.js';
+import { secretSource } from '../env.js';
+import { agentIdArg, schemaArg } from './args.js';
+import { requireAgent, withDb } from './client.js';
+import { table } from './table.js';
+
+const out = (s: string): void => {
+  process.stdout.write(`${s}\n`);
+};
+
+export const mcpServerNameSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a server name: a-z, 0-9, _ and -, at most 64 characters');
+const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** `--env VAR`, repeatable: the NAME of a variable the server receives. */
+function collectEnv(value: string, previous: string[] = []): string[] {
+  if (!envName.test(value))
+    throw new InvalidArgumentError(`--env ${value}: the NAME of an environment variable (letters, digits, _)`);
+  return [...previous, value];
+}
+
+/** `--header-env Header=VAR`, repeatable. */
+function collectHeader(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const m = /^([A-Za-z0-9-]{1,100})=([A-Za-z_][A-Za-z0-9_]*)$/.exec(value);
+  if (!m) throw new InvalidArgumentError(`--header-env ${value}: Header=VAR, VAR the NAME of an environment variable`);
+  return { ...previous, [m[1]!]: m[2]! };
+}
+
+interface AddOptions {
+  url?: string;
+  env: string[];
+  headerEnv: Record<string, string>;
+  json?: boolean;
+}
+
+export function registerToolCommands(program: Command): void {
+  const tools = program.command('tools').description("an agent's tools from outside: MCP servers (tools mcp …)");
+  const mcp = tools.command('mcp').description("the agent's MCP servers: add, list, remove");
+
+  mcp
+    .command('add')
+    .description('grant an agent an MCP server, after starting it once and listing its tools')
+    .argument('<agent>', 'the agent', agentIdArg)
+    .argument('<name>', 'the server name the agent calls it by', schemaArg('server name', mcpServerNameSchema))
+    .argument('[command...]', 'stdio: the program and its arguments, after --')
+    .option('--url <url>', 'streamable HTTP: the endpoint (instead of a command)')
+    .option('--env <VAR>', 'a variable the stdio server receives, by NAME (repeatable; PATH always)', collectEnv, [])
+    .option(
+      '--header-env <Header=VAR>',
+      'http: a header whose value is the variable VAR (repeatable)',
+      collectHeader,
+      {},
+    )
+    .option('--json', 'print JSON')
+    .action(async function (this: Command, agentId: string, name: string, command: string[], o: AddOptions) {
+      if (command.length > 0 === (o.url !== undefined))
+        this.error('mindloop tools mcp add: give either -- <command…> (stdio) or --url <url> (http)', { exitCode: 2 });
+      if (o.url !== undefined && !/^https?:\/\/[^\s]+$/.test(o.url))
+        this.error(`mindloop tools mcp add: --url ${o.url} is not an http(s) URL`, { exitCode: 2 });
+      if (o.url === undefined && Object.keys(o.headerEnv).length > 0)
+        this.error('mindloop tools mcp add: --header-env is for an http server', { exitCode: 2 });
+      const { probeMcpServer } = await import('../activities/mcp/pool.js');
+      const { insertMcpServer } = await import('../db/queries/mcp.js');
+      const entry = o.url
+        ? { name, transport: 'http' as const, url: o.url, headerEnv: o.headerEnv }
+        : { name, transport: 'stdio' as const, command: command[0]!, args: command.slice(1), envNames: o.env };
+      const row = await withDb(async (db) => {
+        await requireAgent(db, agentId);
+        // Started once here, stopped at once: the worker starts its own on first use.
+        const listed = await probeMcpServer(entry, { env: secretSource() });
+        return { server: await insertMcpServer(db, { agentId, source: 'person', ...entry }, listed), listed };
+      });
+      if (o.json) return out(JSON.stringify({ ...row.server, tools: row.listed }, null, 2));
+      out(`added MCP server ${name} to ${agentId}: ${row.listed.length} tools`);
+      for (const t of row.listed) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);
+    });
+
+  mcp
+    .command('list')
+    .description("the agent's MCP servers and their tools")
+    .argument('<agent>', 'the agent', agentIdArg)
+    .option('--json', 'print JSON')
+    .action(async (agentId: string, o: { json?: boolean }) => {
+      const { mcpServersOf } = await import('../db/queries/mcp.js');
+      const servers = await withDb(async (db) => {
+        await requireAgent(db, agentId);
+        return mcpServersOf(db, agentId);
+      });
+      if (o.json) return out(JSON.stringify(servers, null, 2));
+      if (servers.length === 0) return out(`${agentId} has no MCP servers (tools mcp add)`);
+      const rows = servers.map((s) => [
+        s.name,
+        s.transport,
+        s.enabled ? 'enabled' : 'disabled',
+        s.source,
+        String(s.tools.length),
+        oneLine(s.transport === 'stdio' ? [s.command ?? '', ...s.args].join(' ') : (s.url ?? ''), 80),
+      ]);
+      out(table(['server', 'transport', 'state', 'source', 'tools', 'runs'], rows, '').join('\n'));
+      for (const s of servers) {
+        out(`\n${s.name}:`);
+        for (const t of s.tools) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);
+      }
+    });
+
+  mcp
+    .command('remove')
+    .description('take an MCP server (and its tools) from an agent')
+    .argument('<agent>', 'the agent', agentIdArg)
+    .argument('<name>', 'the server', schemaArg('server name', mcpServerNameSchema))
+    .action(async (agentId: string, name: string) => {
+      const { deleteMcpServer } = await import('../db/queries/mcp.js');
+      const gone = await withDb((db) => deleteMcpServer(db, agentId, name));
+      if (!gone) throw new Error(`${agentId} has no MCP server named ${name}`);
+      out(`removed MCP server ${name} from ${agentId}`);
+    });
+}
+
+/** The annotations that drive policy, as a short tag list. */
+function flags(a: {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}) {
+  const f = [
+    a.readOnlyHint ? 'read-only' : '',
+    a.destructiveHint ? 'destructive' : '',
+    a.idempotentHint ? 'idempotent' : '',
+    a.openWorldHint ? 'open-world' : '',
+  ].filter(Boolean);
+  return f.length ? ` [${f.join(', ')}]` : '';
+}
