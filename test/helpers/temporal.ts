@@ -35,16 +35,17 @@ export async function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> 
 const silent = { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} };
 
 /**
- * A test file's time-skipping server and the product's workflow bundle: made before its tests,
- * the server torn down after them. Read `suite.env` / `suite.bundle` inside the tests.
+ * A test file's time-skipping server and a workflow bundle (the product's unless `workflows`, a
+ * path relative to this folder, names another): made before its tests, the server torn down after
+ * them. Read `suite.env` / `suite.bundle` inside the tests.
  */
-export function timeSkippingSuite(): {
+export function timeSkippingSuite(workflows = productWorkflowsPath): {
   readonly env: TestWorkflowEnvironment;
   readonly bundle: WorkflowBundleWithSourceMap;
 } {
   const suite = {} as { env: TestWorkflowEnvironment; bundle: WorkflowBundleWithSourceMap };
   beforeAll(async () => {
-    [suite.env, suite.bundle] = await Promise.all([createTimeSkippingEnv(), bundle(productWorkflowsPath)]);
+    [suite.env, suite.bundle] = await Promise.all([createTimeSkippingEnv(), bundle(workflows)]);
   });
   afterAll(async () => {
     await suite.env?.teardown();

@@ -1,35 +1,29 @@
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, fixtureWorkflowsPath } from '../helpers/temporal.js';
+import { withWorker } from '../helpers/harness.js';
+import { fixtureWorkflowsPath, timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
+const suite = timeSkippingSuite(fixtureWorkflowsPath);
 
-beforeAll(async () => {
-  env = await createTimeSkippingEnv();
-  bundle = await bundleWorkflows(fixtureWorkflowsPath);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
-
-function worker(taskQueue: string, activities: Partial<Activities> = {}) {
-  return Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities });
+/** Run `fn` while a worker for the fixture workflows polls `taskQueue`. */
+function withFixtureWorker<T>(taskQueue: string, activities: Partial<Activities>, fn: () => Promise<T>): Promise<T> {
+  return withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities }, fn);
 }
 
 describe('time-skipping test server (.tools binary)', () => {
   it('sleeps a simulated day without waiting a day', async () => {
-    const w = await worker('ts-sleep');
     const day = 24 * 60 * 60 * 1000;
     const wallStart = performance.now();
-    const result = await w.runUntil(
-      env.client.workflow.execute('sleepWorkflow', { taskQueue: 'ts-sleep', workflowId: 'sleep-a-day', args: [day] }),
+    const result = await withFixtureWorker('ts-sleep', {}, () =>
+      suite.env.client.workflow.execute('sleepWorkflow', {
+        taskQueue: 'ts-sleep',
+        workflowId: 'sleep-a-day',
+        args: [day],
+      }),
     );
     const wallMs = performance.now() - wallStart;
     expect(result.after - result.before).toBeGreaterThanOrEqual(day);
@@ -40,14 +34,14 @@ describe('time-skipping test server (.tools binary)', () => {
 
   it('provisions an agent through a typed activity fake', async () => {
     const calls: unknown[] = [];
-    const w = await worker('ts-provision', {
+    const activities: Partial<Activities> = {
       async ensureAgent(input) {
         calls.push(input);
         return { agentId: input.agentId, name: input.name, created: true, createdAt: new Date(0).toISOString() };
       },
-    });
-    const out = await w.runUntil(
-      env.client.workflow.execute('provisionAgentWorkflow', {
+    };
+    const out = await withFixtureWorker('ts-provision', activities, () =>
+      suite.env.client.workflow.execute('provisionAgentWorkflow', {
         taskQueue: 'ts-provision',
         workflowId: 'provision/fake',
         args: [{ agentId: 'fake', name: '  Fake  ' }],
@@ -58,16 +52,13 @@ describe('time-skipping test server (.tools binary)', () => {
   });
 
   it('rejects a malformed input at once, non-retryable, naming every bad field', async () => {
-    const w = await worker('ts-bad-input');
-    const err = await w
-      .runUntil(
-        env.client.workflow.execute('provisionAgentWorkflow', {
-          taskQueue: 'ts-bad-input',
-          workflowId: 'provision/bad',
-          args: [{ agentId: 'Not Valid!', name: 42 }],
-        }),
-      )
-      .catch((e: unknown) => e);
+    const err = await withFixtureWorker('ts-bad-input', {}, () =>
+      suite.env.client.workflow.execute('provisionAgentWorkflow', {
+        taskQueue: 'ts-bad-input',
+        workflowId: 'provision/bad',
+        args: [{ agentId: 'Not Valid!', name: 42 }],
+      }),
+    ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause;
     expect(cause).toBeInstanceOf(ApplicationFailure);
