@@ -17,17 +17,18 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLearningActivities } from '../../activities/learnings.js';
 import { abstracts, agentConfig, agents, concepts, diaryEntries, llmRecentResponses } from '../../db/schema/index.js';
 import { applySchedules, awaitScheduledRun, describeSchedules, maintenanceSchedules } from '../../workers/schedules.js';
 import { migratedDatabase, type MigratedDatabase, toolPath } from '../helpers/env.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv } from '../helpers/temporal.js';
+import { withWorker } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 let h: MigratedDatabase;
-let bundle: WorkflowBundleWithSourceMap;
+// The time-skipping server and the decay-clock driver's bundle, which the dev-server tests run too.
+const suite = timeSkippingSuite('../fixtures/workflows/decay-clock.ts');
 
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_maintenance', 4);
@@ -35,7 +36,6 @@ beforeAll(async () => {
     { id: 'runner', name: 'Runner', status: 'running' },
     { id: 'sleeper', name: 'Sleeper', status: 'stopped' },
   ]);
-  bundle = await bundleWorkflows('../fixtures/workflows/decay-clock.ts');
 });
 afterAll(async () => {
   await h?.dispose();
@@ -61,26 +61,16 @@ function activities() {
 }
 
 describe('learning decay over 30 simulated days (time-skipping)', () => {
-  let env: TestWorkflowEnvironment;
-  beforeAll(async () => {
-    env = await createTimeSkippingEnv();
-  });
-  afterAll(async () => {
-    await env?.teardown();
-  });
+  /** Run `fn` while a worker with the maintenance activities polls `taskQueue` on the time-skipping server. */
+  const withMaintenanceWorker = <T>(taskQueue: string, fn: () => Promise<T>): Promise<T> =>
+    withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities: activities() }, fn);
 
   it('follows the decay curve: 1.0 for 7 days, then 0.9, 0.81, 0.729 …, deleted once below 0.1', async () => {
     await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence)
       values ('clock', 'phase_success', '{"phase_type":"full"}', 1.0), ('clock', 'phase_success', '{"phase_type":"half"}', 0.5)`);
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'decay-clock',
-      workflowBundle: bundle,
-      activities: activities(),
-    });
     const t0 = Date.now();
-    const days = (await worker.runUntil(
-      env.client.workflow.execute('decayClockWorkflow', {
+    const days = (await withMaintenanceWorker('decay-clock', () =>
+      suite.env.client.workflow.execute('decayClockWorkflow', {
         taskQueue: 'decay-clock',
         workflowId: 'decay-clock',
         args: [{ shardType: 'clock', days: 30 }],
@@ -153,18 +143,12 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
         { agentId: 'digester', name: 'rain', tags: ['weather'] },
       ])
       .returning({ id: concepts.id });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'digest',
-      workflowBundle: bundle,
-      activities: activities(),
-    });
     // A second run in the same hour is a repeat; a run the next hour finds nothing new: one
     // abstract per span. The hour is the nominal time in the ids (as a schedule names its runs),
     // not the time-skipping server's clock, which may leap between runs.
     const digest = (workflowId: string, args: unknown) =>
-      env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId, args: [args] });
-    const [r, sameHour, nextHour] = await worker.runUntil(async () => [
+      suite.env.client.workflow.execute('abstractsDigestWorkflow', { taskQueue: 'digest', workflowId, args: [args] });
+    const [r, sameHour, nextHour] = await withMaintenanceWorker('digest', async () => [
       await digest('digest-2030-05-01T10:05:00Z', {}),
       await digest('digest-again-2030-05-01T10:59:59Z', { agentIds: ['digester'] }),
       await digest('digest-2030-05-01T11:05:00Z', { agentIds: ['digester'] }),
@@ -245,24 +229,18 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
     await h.db.execute(sql`insert into process_log (agent_id, process_id, kind, status, closed_at, created_at)
       values ('pruned', 'ancient', 'x', 'close', now() - interval '40 days', now() - interval '40 days'),
              ('pruned', 'still-open', 'x', 'ok', null, now() - interval '40 days')`);
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'prune',
-      workflowBundle: bundle,
-      activities: activities(),
-    });
-    const [pruned, cleaned, bad] = await worker.runUntil(async () => [
-      await env.client.workflow.execute('memoryPruningWorkflow', {
+    const [pruned, cleaned, bad] = await withMaintenanceWorker('prune', async () => [
+      await suite.env.client.workflow.execute('memoryPruningWorkflow', {
         taskQueue: 'prune',
         workflowId: 'prune-1',
         args: [{ agentIds: ['pruned'] }],
       }),
-      await env.client.workflow.execute('processLogCleanupWorkflow', {
+      await suite.env.client.workflow.execute('processLogCleanupWorkflow', {
         taskQueue: 'prune',
         workflowId: 'cleanup-1',
         args: [{ olderThanDays: 30 }],
       }),
-      await env.client.workflow
+      await suite.env.client.workflow
         .execute('memoryPruningWorkflow', {
           taskQueue: 'prune',
           workflowId: 'prune-bad',
@@ -290,21 +268,13 @@ describe('learning decay over 30 simulated days (time-skipping)', () => {
   });
 
   it('bad input from the UI fails at once, naming the field', async () => {
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'decay-bad',
-      workflowBundle: bundle,
-      activities: activities(),
-    });
-    const err = await worker
-      .runUntil(
-        env.client.workflow.execute('learningDecayWorkflow', {
-          taskQueue: 'decay-bad',
-          workflowId: 'decay-bad',
-          args: [{ factor: 3, colour: 'red' }],
-        }),
-      )
-      .catch((e: unknown) => e);
+    const err = await withMaintenanceWorker('decay-bad', () =>
+      suite.env.client.workflow.execute('learningDecayWorkflow', {
+        taskQueue: 'decay-bad',
+        workflowId: 'decay-bad',
+        args: [{ factor: 3, colour: 'red' }],
+      }),
+    ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause as Error;
     expect(cause.message).toMatch(/learningDecayWorkflow: invalid input — .*factor/);
@@ -344,16 +314,13 @@ describe('Temporal Schedules (dev server)', () => {
     await h.db.execute(sql`insert into learnings (shard_type, fact_predicate, fact_args, confidence, learned_at)
       values ('sched', 'phase_success', '{"phase_type":"old"}', 1.0, now() - interval '8 days'),
              ('sched', 'phase_success', '{"phase_type":"gone"}', 0.105, now() - interval '8 days')`);
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'maint',
-      workflowBundle: bundle,
-      activities: activities(),
-    });
-    const { result } = await worker.runUntil(
-      awaitScheduledRun<{ decayed: number; deleted: number }>(env.client, 'maintenance/learning-decay', () =>
-        env.client.schedule.getHandle('maintenance/learning-decay').trigger(),
-      ),
+    const { result } = await withWorker(
+      env,
+      { taskQueue: 'maint', workflowBundle: suite.bundle, activities: activities() },
+      () =>
+        awaitScheduledRun<{ decayed: number; deleted: number }>(env.client, 'maintenance/learning-decay', () =>
+          env.client.schedule.getHandle('maintenance/learning-decay').trigger(),
+        ),
     );
     expect(result.decayed).toBeGreaterThanOrEqual(2);
     expect(result.deleted).toBeGreaterThanOrEqual(1);
