@@ -4,7 +4,7 @@
  * context, commands change the agent's memory, everything lands in Postgres.
  */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -22,10 +22,10 @@ import {
 } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
-import { readUntil } from '../helpers/wait.js';
 
 const data = tempDir('loop');
 let stack: Stack;
@@ -79,34 +79,21 @@ afterAll(async () => {
 
 describe('agent loop on real Temporal + Postgres with the scripted model', () => {
   it('thinks, applies commands, hears a note and answers it', async () => {
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue: 'loop-it',
       workflowBundle: bundle,
       activities: createActivities({
         db: stack.db.db,
         llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(script) },
       }),
-    });
-    await worker.runUntil(async () => {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'loop-it',
-        workflowId: 'agent/scribe',
-        args: [
-          {
-            agentId: 'scribe',
-            maxTicks: 4,
-            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 2000 } },
-          },
-        ],
+    };
+    await withWorker(stack.temporal.connection, spec, async (taskQueue) => {
+      const h = await startLoop(client, taskQueue, {
+        agentId: 'scribe',
+        maxTicks: 4,
+        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 2000 } },
       });
-      await readUntil(
-        'the first tick',
-        30_000,
-        () => h.query<AgentStatus>('status'),
-        (s) => s.tick >= 1,
-      );
+      await untilStatus(h, (s) => s.tick >= 1, 'the first tick', 30_000);
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
         args: [{ text: 'Hello scribe, please say hi back', priority: 5 }],
       });
@@ -117,7 +104,6 @@ describe('agent loop on real Temporal + Postgres with the scripted model', () =>
       expect(status.counters.commandsApplied).toBe(3);
       expect(status.counters.commandsRejected).toBe(1);
     });
-    await connection.close();
 
     const db = stack.db.db;
     const responses = await db.select().from(llmRecentResponses).where(eq(llmRecentResponses.agentId, 'scribe'));
