@@ -7,8 +7,6 @@
  *   lifeforce and the loop goes on at once.
  * In both, the ledger never lets the spend pass what the budget was given, and every hold is closed.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -22,27 +20,23 @@ import {
   llmRegistry,
   processLog,
 } from '../../db/schema/index.js';
-import { statusQuery, type AgentStatus, type agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { statusQuery } from '../../workflows/agent-loop/index.js';
 import { approveUpdate, escalationStatusQuery } from '../../workflows/escalation.js';
 import { lifeforceSearchAttribute } from '../../workflows/lib/search-attributes.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { startLoop, untilQuery, untilStatus, withWorker } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 import { thinkScript } from '../helpers/scripted.js';
-import { readUntil } from '../helpers/wait.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import type { nerveWorkflow } from '../../workflows/nerve.js';
 
-let env: TestWorkflowEnvironment;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
-let workflowBundle: WorkflowBundleWithSourceMap;
 
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_lifeforce_wf', 10);
-  env = await createTimeSkippingEnv();
-  workflowBundle = await bundleWorkflows(productWorkflowsPath);
 }, 120_000);
 afterAll(async () => {
-  await env?.teardown();
   await handle?.dispose();
 });
 
@@ -61,16 +55,11 @@ async function pricedAgent(id: string): Promise<void> {
   });
 }
 
-function worker(taskQueue: string) {
-  return Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle,
-    activities: createActivities({
-      db: handle.db,
-      llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript((_m, i) => `Thought ${i + 1}: steady.`) },
-    }),
-  });
+/** Run `fn` while a worker with the real activities and a steady scripted model polls `taskQueue`. */
+function withSteadyWorker<T>(taskQueue: string, fn: (taskQueue: string) => Promise<T>): Promise<T> {
+  const scriptedReply = thinkScript((_m, i) => `Thought ${i + 1}: steady.`);
+  const activities = createActivities({ db: handle.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply } });
+  return withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities }, fn);
 }
 
 /** Every budget of the agent keeps its invariant, agrees with its ledger, and has no hold open. */
@@ -95,10 +84,9 @@ async function ledgerBalances(agentId: string): Promise<void> {
 describe('a nerve started by its agent', () => {
   it("nerve.start runs the nerve as the agent's child agent/<id>/nerve/<name>, on a budget carved from the agent's", async () => {
     await pricedAgent('reflexer');
-    const w = await Worker.create({
-      connection: env.nativeConnection,
+    const spec = {
       taskQueue: 'lf-nerve',
-      workflowBundle,
+      workflowBundle: suite.bundle,
       activities: createActivities({
         db: handle.db,
         llm: {
@@ -111,23 +99,17 @@ describe('a nerve started by its agent', () => {
           ),
         },
       }),
-    });
-    await w.runUntil(async () => {
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'lf-nerve',
-        workflowId: 'agent/reflexer',
-        args: [
-          {
-            agentId: 'reflexer',
-            maxTicks: 2,
-            reflexes: false,
-            settings: { delayMs: 1000, maxTokens: 200 },
-            lifeforce: { capacity: 100_000 },
-          },
-        ],
+    };
+    await withWorker(suite.env, spec, async (taskQueue) => {
+      const h = await startLoop(suite.env.client, taskQueue, {
+        agentId: 'reflexer',
+        maxTicks: 2,
+        reflexes: false,
+        settings: { delayMs: 1000, maxTokens: 200 },
+        lifeforce: { capacity: 100_000 },
       });
       await h.result();
-      const nerve = env.client.workflow.getHandle<typeof nerveWorkflow>('agent/reflexer/nerve/collision');
+      const nerve = suite.env.client.workflow.getHandle<typeof nerveWorkflow>('agent/reflexer/nerve/collision');
       const done = await nerve.result();
       expect(done).toMatchObject({
         agentId: 'reflexer',
@@ -152,23 +134,16 @@ describe('a nerve started by its agent', () => {
 describe('an agent out of lifeforce', () => {
   it('pauses, visibly, until regeneration covers the next tick — days later — and never overspends', async () => {
     await pricedAgent('frugal');
-    const w = await worker('lf-pause');
-    await w.runUntil(async () => {
+    await withSteadyWorker('lf-pause', async (taskQueue) => {
       // Each tick holds ~1.3 k LF (its prompt bound, the whole command catalogue included, + the
       // 200-token cap) and spends less: 2 400 LF covers the first ticks, then 10 LF an hour needs
       // most of a day per tick. A hold above the capacity would wait for a grant, never for time.
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'lf-pause',
-        workflowId: 'agent/frugal',
-        args: [
-          {
-            agentId: 'frugal',
-            maxTicks: 6,
-            reflexes: false,
-            settings: { delayMs: 1000, maxTokens: 200 },
-            lifeforce: { capacity: 2400, regenPerHour: 10 },
-          },
-        ],
+      const h = await startLoop(suite.env.client, taskQueue, {
+        agentId: 'frugal',
+        maxTicks: 6,
+        reflexes: false,
+        settings: { delayMs: 1000, maxTokens: 200 },
+        lifeforce: { capacity: 2400, regenPerHour: 10 },
       });
       const startedAt = Date.now();
       await h.result();
@@ -193,37 +168,31 @@ describe('an agent out of lifeforce', () => {
 
   it('escalates for a grant; a human approves, the grant lands, the loop goes on', async () => {
     await pricedAgent('needy');
-    const w = await worker('lf-escalate');
-    await w.runUntil(async () => {
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'lf-escalate',
-        workflowId: 'agent/needy',
-        args: [
-          {
-            agentId: 'needy',
-            maxTicks: 4,
-            reflexes: false,
-            settings: { delayMs: 1000, maxTokens: 200 },
-            lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 },
-          },
-        ],
+    await withSteadyWorker('lf-escalate', async (taskQueue) => {
+      const h = await startLoop(suite.env.client, taskQueue, {
+        agentId: 'needy',
+        maxTicks: 4,
+        reflexes: false,
+        settings: { delayMs: 1000, maxTokens: 200 },
+        lifeforce: { capacity: 1000, onExhausted: 'escalate', askFor: 5000 },
       });
       // Exhausted after a tick or two: phase, search attribute and the escalation it started.
-      const exhausted = await readUntil<AgentStatus>(
+      const exhausted = await untilStatus(
+        h,
+        (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId),
         'the exhausted phase',
         60_000,
-        () => h.query(statusQuery),
-        (s) => s.phase === 'exhausted' && Boolean(s.lifeforce?.exhausted?.escalationId),
       );
       const escalationId = exhausted.lifeforce!.exhausted!.escalationId!;
       expect(exhausted.lifeforce!.exhausted).toMatchObject({ reason: 'balance', waitMs: null });
       expect((await h.describe()).searchAttributes[lifeforceSearchAttribute.name]).toEqual(['exhausted']);
-      const esc = env.client.workflow.getHandle(`escalation/${escalationId}`);
-      const escStatus = await readUntil(
+      const esc = suite.env.client.workflow.getHandle(`escalation/${escalationId}`);
+      const escStatus = await untilQuery(
+        esc,
+        escalationStatusQuery,
+        (s) => s.phase === 'awaiting_human',
         'the escalation to wait for a human',
         60_000,
-        () => esc.query(escalationStatusQuery),
-        (s) => s.phase === 'awaiting_human',
       );
       // No model decides a grant: the oversight was not asked.
       expect(escStatus.oversight).toBeNull();
