@@ -114,6 +114,19 @@ export type LoopEffect =
       tick: number;
       noveltyBefore: number | null;
       focus?: string;
+    }
+  /**
+   * `tools.mcp`: after the command committed, the loop calls the tool once (`mcpCall`, keyed by
+   * `key`) and the result lands on the command's row and process entry for the next context.
+   */
+  | {
+      kind: 'mcpCall';
+      cmdId: string;
+      processId: string;
+      key: string;
+      server: string;
+      tool: string;
+      args: Record<string, unknown>;
     };
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */

@@ -5,9 +5,11 @@
  */
 import { and, eq } from 'drizzle-orm';
 import { toolRegistry } from '../../db/schema/index.js';
+import { mcpHandlers } from './mcp.js';
 import type { FamilyTypes, HandlerMap } from './shared.js';
 
 export const toolHandlers: HandlerMap<FamilyTypes<'tools'>> = {
+  ...mcpHandlers,
   async 'tools.generate'(ctx, a) {
     const [existing] = await ctx.tx
       .select({ id: toolRegistry.id, name: toolRegistry.name, version: toolRegistry.version })

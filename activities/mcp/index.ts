@@ -183,7 +183,10 @@ export function createMcpActivities(deps: McpActivityDeps) {
     const t0 = Date.now();
     let client;
     try {
-      client = await pool.client(input.agentId, specOf(server));
+      // Heartbeating while the server starts: a slow start must not look like a dead worker.
+      client = await withHeartbeat(() => pool.client(input.agentId, specOf(server)), {
+        details: { server: input.server, starting: true },
+      });
     } catch (err) {
       // Never sent: the agent may simply try again later.
       return { status: 'error', text: clipText((err as Error).message, 1000), structured: null, ms: Date.now() - t0 };

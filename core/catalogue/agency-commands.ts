@@ -360,6 +360,19 @@ export const agencyCommands = {
     usage: '{tool, action, args?}',
   }),
 
+  // MCP: a tool of one of the agent's MCP servers; the call runs after the command committed,
+  // once, and its result comes with the next context.
+  'tools.mcp': def({
+    args: z.strictObject({
+      server: text(64),
+      tool: text(128),
+      args: z.record(z.string(), z.unknown()).optional(),
+    }),
+    help: "call a tool of one of your MCP servers with its input schema's args; a destructive tool waits for a human; the result comes with the next context",
+    writes: true,
+    usage: '{server, tool, args?}',
+  }),
+
   'tools.generate': def({
     args: z.strictObject({
       capability: z

@@ -5,15 +5,35 @@
  * their tools once per key, records the result before it completes, and never repeats a call
  * whose outcome is unknown; the worker's pool restarts a server that died.
  */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, eq, like } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMcpActivities, specOf } from '../../activities/mcp/index.js';
+import { createActivities } from '../../activities/index.js';
+import type { ChatMessage } from '../../activities/llm/index.js';
+import { createMcpActivities, createMcpPool, specOf } from '../../activities/mcp/index.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import { startStack } from '../../runtime/stack.js';
+import { bundleWorkflows } from '../../workers/queues.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { McpPool, stdioLaunch } from '../../activities/mcp/pool.js';
-import { agents, lifeforceLedger, mcpCalls, mcpServers, mcpTools } from '../../db/schema/index.js';
-import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
+import {
+  agentConfig,
+  agents,
+  commandLog,
+  escalations,
+  lifeforceLedger,
+  llmRegistry,
+  mcpCalls,
+  mcpServers,
+  mcpTools,
+  processLog,
+} from '../../db/schema/index.js';
+import { freePort, migratedDatabase, repoToolsDir, tempDir, testEnv, type MigratedDatabase } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run, type Ran } from '../helpers/spawn.js';
 
 const cli = join(repoRoot, 'bin', 'mindloop.mjs');
@@ -379,4 +399,104 @@ describe('the pool', () => {
     const seen = JSON.parse(execFileSync(real.command, real.args, { encoding: 'utf8' })) as Record<string, string>;
     expect(Object.keys(seen).sort()).toEqual(['PATH', 'WANTED']);
   });
+});
+
+describe('the agent calls MCP tools with tools.mcp', () => {
+  it('creates an entity, lists and reads files, holds a destructive write; the results are in the next context', async () => {
+    const stack = await startStack({
+      env: testEnv({
+        MINDLOOP_DATA_DIR: join(tmp.path, 'data'),
+        TEMPORAL_PORT: await freePort(),
+        DATABASE_URL: database.url,
+      }),
+      ui: false,
+    });
+    const db = database.db;
+    const prompts: ChatMessage[][] = [];
+    const reply = thinkScript((messages, i) => {
+      prompts.push(messages);
+      if (i > 0) return `Tick ${i + 1}: I read what my tools answered.`;
+      return `I note what I know and look at my files.\n${renderCommandBlock([
+        {
+          cmdId: 'm1',
+          type: 'tools.mcp',
+          args: {
+            server: 'memory',
+            tool: 'create_entities',
+            args: { entities: [{ name: 'Loopy', entityType: 'agent', observations: ['likes files'] }] },
+          },
+        },
+        { cmdId: 'm2', type: 'tools.mcp', args: { server: 'files', tool: 'list_directory', args: { path: files } } },
+        {
+          cmdId: 'm3',
+          type: 'tools.mcp',
+          args: { server: 'files', tool: 'read_file', args: { path: join(files, 'hello.txt') } },
+        },
+        {
+          cmdId: 'm4',
+          type: 'tools.mcp',
+          args: { server: 'files', tool: 'write_file', args: { path: join(files, 'new.txt'), content: 'x' } },
+        },
+        { cmdId: 'm5', type: 'tools.mcp', args: { server: 'memory', tool: 'no_such_tool' } },
+      ])}`;
+    });
+    await db.insert(llmRegistry).values({
+      agentId: 'ada',
+      name: 'script',
+      provider: 'scripted',
+      model: 'scripted-mcp',
+      role: 'agent',
+      priority: 1,
+    });
+    await db.insert(agentConfig).values({ agentId: 'ada', key: 'auto_pass_destructive', value: true });
+    const mcp = createMcpPool(db, { env: { PATH: process.env.PATH, MEMORY_FILE_PATH: memoryFile } });
+    const connection = await NativeConnection.connect(stack.temporal.connection);
+    const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+    try {
+      const worker = await Worker.create({
+        connection,
+        taskQueue: 'mcp-it',
+        workflowBundle: await bundleWorkflows(),
+        activities: createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp }),
+      });
+      await worker.runUntil(async () => {
+        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'mcp-it',
+          workflowId: 'agent/ada',
+          args: [{ agentId: 'ada', maxTicks: 2, settings: { delayMs: 0 } }],
+        });
+        expect(await h.result()).toEqual({ agentId: 'ada', ticks: 2, reason: 'max_ticks' });
+      });
+    } finally {
+      await mcp.close();
+      await client.connection.close();
+      await connection.close();
+      await stack.stop();
+    }
+
+    const rows = await db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, 'ada'), eq(commandLog.tick, 1)));
+    const byCmd = Object.fromEntries(rows.map((r) => [r.cmdId, r]));
+    expect(byCmd.m1).toMatchObject({ status: 'applied' });
+    expect(byCmd.m1!.result).toMatchObject({ text: expect.stringMatching(/^mcp memory\.create_entities: ok/) });
+    expect(byCmd.m3!.result).toMatchObject({ text: expect.stringContaining('hello from a file') });
+    // The destructive write was held for a human and never called.
+    expect(byCmd.m4!.result).toMatchObject({ message: expect.stringMatching(/destructive: held for a human/) });
+    expect(await db.select().from(mcpCalls).where(like(mcpCalls.key, '%:m4'))).toEqual([]);
+    const [held] = await db.select().from(escalations).where(eq(escalations.agentId, 'ada'));
+    expect(held).toBeDefined();
+    expect(byCmd.m5).toMatchObject({ status: 'error' });
+    const [proc] = await db.select().from(processLog).where(eq(processLog.processId, 'mcp.t1.m2'));
+    expect(proc).toMatchObject({ kind: 'mcp', status: 'close' });
+
+    // The next think read the results.
+    const next = prompts[1]!
+      .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)))
+      .join('\n');
+    expect(next).toContain('mcp memory.create_entities: ok');
+    expect(next).toContain('hello from a file');
+    expect(next).toMatch(/\[FILE\] hello\.txt/);
+  }, 240_000);
 });

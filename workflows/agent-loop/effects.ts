@@ -27,7 +27,7 @@ import {
 } from './children.js';
 import type { Loop } from './loop.js';
 import { wakeAgents } from './peers.js';
-import { modelsAt, records, sandbox } from './proxies.js';
+import { mcpTools, modelsAt, records, sandbox } from './proxies.js';
 
 type Kind = LoopEffect['kind'];
 interface Now<K extends Kind> {
@@ -101,6 +101,8 @@ export const effectHandlers: { [K in Kind]: Handler<K> } = {
   askLlm: { patch: 'llm-task-ask-v1', follow: async (loop, es, tick) => each(es, (e) => askLlm(loop, e, tick)) },
   // Its marker (peers-v1) is taken only when another agent is to be woken (wakeAgents).
   wakeAgent: { follow: async (loop, es) => wakeAgents(loop, es) },
+  // `tools.mcp`: last, so that histories recorded before it replay the kinds above unchanged.
+  mcpCall: { follow: async (loop, es, tick) => each(es, (e) => callMcpTool(loop, e, tick)) },
 };
 
 async function each<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
@@ -208,5 +210,29 @@ async function askLlm(loop: Loop, e: EffectOf<'askLlm'>, tick: number): Promise<
     log.info('llm_task.ask answered', { cmdId: e.cmdId, noteId: r.noteId, answered: r.answered });
   } catch (err) {
     log.warn('llm_task.ask not answered', { cmdId: e.cmdId, error: failureMessage(err) });
+  }
+}
+
+/**
+ * `tools.mcp`: the tool called once; the activity writes the result on the command's row before
+ * it completes, so the next think reads it. A server that misbehaves is already text there; what
+ * is left (the database away) is ridden out, and a call that still fails is logged, never fatal.
+ */
+async function callMcpTool(loop: Loop, e: EffectOf<'mcpCall'>, tick: number): Promise<void> {
+  try {
+    await loop.rideOut('mcpCall', () =>
+      mcpTools.mcpCall({
+        agentId: loop.agentId,
+        key: e.key,
+        server: e.server,
+        tool: e.tool,
+        args: e.args,
+        tick,
+        cmdId: e.cmdId,
+        processId: e.processId,
+      }),
+    );
+  } catch (err) {
+    log.warn('tools.mcp not recorded', { cmdId: e.cmdId, error: failureMessage(err) });
   }
 }

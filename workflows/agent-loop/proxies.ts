@@ -11,6 +11,7 @@ import {
   fewAttempts,
   llmActivity,
   localLlmActivity,
+  mcpActivity,
   sandboxActivity,
   withPriority,
 } from '../lib/activity-options.js';
@@ -22,6 +23,8 @@ export type Activities = ReturnType<typeof createActivities>;
 export const records = proxyActivities<Activities>(fewAttempts(dbActivity));
 /** The models: the think, the outage probe, one-off questions. */
 export const models = proxyActivities<Activities>(fewAttempts(llmActivity));
+/** The agent's MCP tool calls (each one durable and done once: activities/mcp/). */
+export const mcpTools = proxyActivities<Activities>(fewAttempts(mcpActivity));
 /** The tick's reflexes (emotions, novelty, validation) in one activity. */
 export const reflexSteps = proxyActivities<Activities>(reflexActivity);
 /** The agent's `shell`, on the sandbox queue only; no sandbox worker within 2 min = not run. */

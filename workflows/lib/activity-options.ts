@@ -46,6 +46,17 @@ export const llmActivity: ActivityOptions = {
 };
 
 /**
+ * One call of an MCP server's tool: the server may take a while to start (20 s) and the call up
+ * to a minute. It heartbeats throughout, so a killed worker's call is taken up elsewhere after
+ * 10 s; the retry finds the call's row and never repeats a call whose outcome is unknown.
+ */
+export const mcpActivity: ActivityOptions = {
+  startToCloseTimeout: '3 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes },
+};
+
+/**
  * The tick's think when its model answered fast the last time: a local activity, run by the
  * worker that holds the workflow task, inside that task (no activity task, no second workflow
  * task: the result is recorded as a marker when the task completes). The llm preset's timeout

@@ -1,0 +1,76 @@
+/**
+ * `tools.mcp`: the command never calls the server here. The handler checks that the agent has the
+ * server and the tool, holds a destructive tool for a human (an escalation, as a danger-zone
+ * command is held), registers a process-log entry and returns an `mcpCall` loop effect; the agent
+ * loop then runs the `mcpCall` activity once, keyed by this command, and the result reaches the
+ * next context on this command's row.
+ */
+import { clipText } from '../../core/sanitize.js';
+import type { McpToolAnnotations } from '../../db/schema/index.js';
+import { processLog } from '../../db/schema/index.js';
+import { mcpToolOf } from '../../db/queries/mcp.js';
+import { heldCommandEscalation } from './escalations.js';
+import { CommandError, type HandlerMap } from './shared.js';
+
+/**
+ * Destructive unless the server says otherwise: MCP's defaults are readOnlyHint false and
+ * destructiveHint true, so a tool without annotations is held too.
+ */
+export function isDestructive(a: McpToolAnnotations): boolean {
+  return a.readOnlyHint !== true && a.destructiveHint !== false;
+}
+
+/** The loop's idempotency key of one `tools.mcp`: workflow + tick + command. */
+export function mcpCallKey(workflowId: string | undefined, agentId: string, tick: number, logCmdId: string): string {
+  return `${workflowId ?? `agent/${agentId}`}:mcp:${tick}:${logCmdId}`;
+}
+
+export const mcpHandlers: HandlerMap<'tools.mcp'> = {
+  async 'tools.mcp'(ctx, a) {
+    const { agentId, tick, logCmdId } = ctx;
+    const found = await mcpToolOf(ctx.tx, agentId, a.server, a.tool);
+    if (!found.server) throw new CommandError(`you have no MCP server named ${a.server}`);
+    if (!found.tool) throw new CommandError(`MCP server ${a.server} has no tool ${a.tool}`);
+    const args = a.args ?? {};
+    if (isDestructive(found.tool.annotations)) {
+      const e = heldCommandEscalation({ agentId, tick }, logCmdId, { cmdId: logCmdId, type: 'tools.mcp', args: a }, [
+        'mcp_destructive_tool',
+      ]);
+      return {
+        message: clipText(
+          `${a.server}.${a.tool} is destructive: held for a human (escalation ${e.escalationId}); not called`,
+          200,
+        ),
+        effects: [e],
+      };
+    }
+    const processId = `mcp.t${tick}.${logCmdId}`;
+    await ctx.tx.insert(processLog).values({
+      agentId,
+      processId,
+      kind: 'mcp',
+      name: clipText(`${a.server}.${a.tool}`, 200),
+      status: 'ok',
+      message: 'queued: the call runs after this tick',
+      payload: { server: a.server, tool: a.tool },
+      tick,
+    });
+    return {
+      message: clipText(
+        `${a.server}.${a.tool} called as process '${processId}'; its result comes with the next context`,
+        200,
+      ),
+      effects: [
+        {
+          kind: 'mcpCall',
+          cmdId: logCmdId,
+          processId,
+          key: mcpCallKey(ctx.workflowId, agentId, tick, logCmdId),
+          server: a.server,
+          tool: a.tool,
+          args,
+        },
+      ],
+    };
+  },
+};
