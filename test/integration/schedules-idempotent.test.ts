@@ -15,7 +15,6 @@
  */
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLearningActivities } from '../../activities/learnings.js';
@@ -24,14 +23,14 @@ import { runOncePerPeriod, type Tx } from '../../db/queries/maintenance-runs.js'
 import { agentConfig, agents, learnings, llmRecentResponses, maintenanceRuns } from '../../db/schema/index.js';
 import { applySchedules, awaitScheduledRun, maintenanceSchedules } from '../../workers/schedules.js';
 import { migratedDatabase, type MigratedDatabase, toolPath } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 import { bundle } from '../helpers/temporal.js';
 
 const taskQueue = 'maint-once';
 let h: MigratedDatabase;
 let env: TestWorkflowEnvironment;
-let worker: Worker;
-let running: Promise<void>;
+let worker: RunningWorkers;
 
 beforeAll(async () => {
   h = await migratedDatabase('mindloop_sched_once', 6);
@@ -41,17 +40,16 @@ beforeAll(async () => {
   await applySchedules(env.client, { taskQueue });
   // Paused: only this test's triggers and backfills start runs (both work on a paused schedule).
   for (const s of maintenanceSchedules) await env.client.schedule.getHandle(s.id).pause('test drives it');
-  worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: await bundle('../../workflows/maintenance.ts'),
-    activities: createLearningActivities({ db: h.db }),
-  });
-  running = worker.run();
+  worker = await startWorkers(env, [
+    {
+      taskQueue,
+      workflowBundle: await bundle('../../workflows/maintenance.ts'),
+      activities: createLearningActivities({ db: h.db }),
+    },
+  ]);
 }, 120_000);
 afterAll(async () => {
-  worker?.shutdown();
-  await running;
+  await worker?.stop();
   await env?.teardown();
   await h?.dispose();
 });
