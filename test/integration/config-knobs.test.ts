@@ -6,8 +6,6 @@
  * a real migrated Postgres, with the key at two values, and observes something other than
  * the value itself (the prompt also lists the config, so no probe looks at that section).
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq, isNotNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -30,10 +28,10 @@ import {
   processLog,
   tasks,
 } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Call = Parameters<ScriptedReplyFn>[0];
 interface Behaviour {
@@ -46,8 +44,7 @@ interface Seen {
   emotionPrompts: string[];
 }
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
+const suite = timeSkippingSuite();
 let database: MigratedDatabase;
 let activities: ReturnType<typeof createActivities>;
 const behaviours = new Map<number, { agentId: string; b: Behaviour; seen: Seen }>();
@@ -85,11 +82,9 @@ function reply(call: Call): string {
 
 beforeAll(async () => {
   database = await migratedDatabase('mindloop_config_knobs', 6);
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   activities = createActivities({ db: database.db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply } });
 }, 120_000);
 afterAll(async () => {
-  await env?.teardown();
   await database?.dispose();
 });
 
@@ -120,18 +115,8 @@ let queue = 0;
 /** Run the agent loop for `maxTicks` ticks; `after` runs while the worker still polls (child workflows). */
 async function runLoop(agentId: string, maxTicks: number, after?: () => Promise<void>): Promise<void> {
   const taskQueue = `knobs-${++queue}`;
-  const worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: bundle,
-    activities,
-  });
-  await worker.runUntil(async () => {
-    const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-      taskQueue,
-      workflowId: `agent/${agentId}`,
-      args: [{ agentId, maxTicks }],
-    });
+  await withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities }, async () => {
+    const h = await startLoop(suite.env.client, taskQueue, { agentId, maxTicks });
     await h.result();
     await after?.();
   });
@@ -367,7 +352,7 @@ const probes: Record<string, Probe> = {
     observe: async (id) => {
       await runLoop(id, 1, async () => {
         const [task] = await database.db.select({ id: tasks.id }).from(tasks).where(eq(tasks.agentId, id));
-        await env.client.workflow.getHandle(workflowIds.task(id, task!.id)).result();
+        await suite.env.client.workflow.getHandle(workflowIds.task(id, task!.id)).result();
       });
       return (
         await database.db
