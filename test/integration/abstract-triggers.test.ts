@@ -5,8 +5,6 @@
  * tick and trigger, so a retried activity makes none twice. The last test runs them all through
  * the agent loop on the time-skipping server.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -22,10 +20,10 @@ import {
   llmRegistry,
   tasks,
 } from '../../db/schema/index.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { thinkScript } from '../helpers/scripted.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 let database: MigratedDatabase;
 let activities: ReturnType<typeof createActivities>;
@@ -251,14 +249,7 @@ describe('abstracts the loop makes by itself (real Postgres)', () => {
 });
 
 describe('through the agent loop (time-skipping server, scripted model)', () => {
-  let env: TestWorkflowEnvironment;
-  let bundle: WorkflowBundleWithSourceMap;
-  beforeAll(async () => {
-    [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-  }, 120_000);
-  afterAll(async () => {
-    await env?.teardown();
-  });
+  const suite = timeSkippingSuite();
 
   it('every 2 ticks, on a goal closing and on a mode change, each once, in order', async () => {
     const mind = await addAgent('looper', { abstract_every: 2 });
@@ -273,18 +264,9 @@ describe('through the agent loop (time-skipping server, scripted model)', () => 
         return `Time to wander.\n${renderCommandBlock([{ cmdId: 'm', type: 'cycle.meditation', args: { on: true } }])}`;
       return `Tick ${tick}: thinking about ember and prism, idea ${tick * 11}.`;
     });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'abstract-triggers',
-      workflowBundle: bundle,
-      activities,
-    });
-    await worker.runUntil(async () => {
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'abstract-triggers',
-        workflowId: 'agent/looper',
-        args: [{ agentId: 'looper', maxTicks: 6 }],
-      });
+    const spec = { taskQueue: 'abstract-triggers', workflowBundle: suite.bundle, activities };
+    await withWorker(suite.env, spec, async (taskQueue) => {
+      const h = await startLoop(suite.env.client, taskQueue, { agentId: 'looper', maxTicks: 6 });
       expect(await h.result()).toMatchObject({ ticks: 6, reason: 'max_ticks' });
     });
     expect((await database.db.select().from(goals).where(eq(goals.id, goal!.id)))[0]?.status).toBe('completed');
