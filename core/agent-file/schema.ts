@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { configKeyNames, configKeys, validateConfigValue } from '../catalogue.js';
+import { languageCode } from '../catalogue/args.js';
 import { policyRuleSchema } from '../ethics.js';
 import { agentIdSchema } from '../ids.js';
 import { budgetSettingsSchema } from '../lifeforce-settings.js';
@@ -73,15 +74,7 @@ const schemas = sharedValue('core/agent-file/schema', () => {
   const identitySchema = z.strictObject({
     persona: optionalText(4000),
     values: z.array(title(200)).max(20).optional(),
-    languages: z
-      .array(
-        z
-          .string()
-          .trim()
-          .regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"'),
-      )
-      .max(10)
-      .optional(),
+    languages: z.array(languageCode).max(10).optional(),
   });
 
   const systemPromptSchema = z.strictObject({

@@ -7,6 +7,7 @@ import { childNameSchema, spawnBudgetSchema, spawnGoalsSchema, spawnTypes } from
 import { agentIdSchema } from '../ids.js';
 import { stagnationClasses } from '../stagnation.js';
 import {
+  languageCode,
   id,
   text,
   tagList,
@@ -223,15 +224,7 @@ export const agencyCommands = {
         description: z.string().trim().max(2000).optional(),
         persona: z.string().trim().max(4000).optional(),
         values: z.array(text(200)).max(20).optional(),
-        languages: z
-          .array(
-            z
-              .string()
-              .trim()
-              .regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"'),
-          )
-          .max(10)
-          .optional(),
+        languages: z.array(languageCode).max(10).optional(),
       })
       .refine(atLeastOne(identityFields), atLeastOneMessage(identityFields)),
     help: 'change your identity (context 0 shows it): name, description, persona, values, languages',

@@ -15,6 +15,11 @@ export const tagList = z.array(z.string().trim().min(1).max(64)).max(20);
 export const limit = z.number().int().min(1).max(50).optional();
 export const offset = z.number().int().min(0).max(100_000).optional();
 export const priority = z.number().int().min(-100).max(100);
+/** A language the agent speaks: a code like "en" or "de". */
+export const languageCode = z
+  .string()
+  .trim()
+  .regex(/^[a-z]{2,3}$/, 'a language code like "en" or "de"');
 /** `true`/`false` or `"on"`/`"off"`. */
 export const onOff = z.union([z.boolean(), z.enum(['on', 'off']).transform((v) => v === 'on')]);
 export const emotionReading = z.strictObject({
