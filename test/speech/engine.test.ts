@@ -9,12 +9,12 @@ import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ActivityFailure, ApplicationFailure, CancelledFailure, RetryState } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { everydaySentences } from '../../core/speech/sentences.js';
 import { corpusWordErrorRate, wordErrorRate, type WerLanguage } from '../../core/speech/wer.js';
 import type { speechCallWorkflow, speechRoundTripWorkflow } from '../fixtures/workflows/speech.js';
 import { tempDir } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { fixtureWorkflowsPath, startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
 import {
   engineMissing,
@@ -41,8 +41,7 @@ const workflowQueue = 'speech-engine-test';
 
 const missing = engineMissing();
 let dev: DevTemporal;
-let workflowWorker: Worker;
-let workflowWorkerRun: Promise<void>;
+let workflowWorker: RunningWorkers;
 let engine: EngineProcess;
 let dir: { path: string; remove(): void };
 
@@ -93,12 +92,7 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
     if (missing) throw new Error(missing);
     dir = tempDir('speech-engine');
     dev = await startDevTemporal('speech-engine', fixtureWorkflowsPath);
-    workflowWorker = await Worker.create({
-      connection: dev.connection,
-      taskQueue: workflowQueue,
-      workflowBundle: dev.bundle,
-    });
-    workflowWorkerRun = workflowWorker.run();
+    workflowWorker = await startWorkers(dev, [{ taskQueue: workflowQueue, workflowBundle: dev.bundle }]);
     engine = await startEngine(dev.server.address, [
       '--queue',
       'speech-cpu',
@@ -113,8 +107,7 @@ describe('the speech engine (Python worker, real models, CPU)', () => {
 
   afterAll(async () => {
     await engine?.stop();
-    workflowWorker?.shutdown();
-    await workflowWorkerRun?.catch(() => undefined);
+    await workflowWorker?.stop();
     await dev?.stop();
     dir?.remove();
   });
