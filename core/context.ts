@@ -29,6 +29,8 @@ export interface ContextInput {
   /** Context 2: the command catalogue text and the agent's discovered tools. */
   catalogue: string;
   tools: Array<{ name: string; description: string }>;
+  /** Context 2: the tools of the agent's MCP servers (`server.tool [flags]`), called with `tools.mcp`. */
+  mcpTools?: Array<{ name: string; description: string }>;
   learnings: string[];
   /** Context 3 inputs: candidates, newest first; `selectResponses` picks from them. */
   responses: ContextResponse[];
@@ -129,6 +131,12 @@ export function assembleContext(input: ContextInput): AssembledContext {
         ? [
             'Tools you have discovered (call one with tool.call {tool, action, args?}; only these are callable):',
             ...input.tools.map((t) => `- ${t.name}: ${t.description}`),
+          ]
+        : []),
+      ...(input.mcpTools?.length
+        ? [
+            'Tools of your MCP servers (call one with tools.mcp {server, tool, args}; the result comes with the next context):',
+            ...input.mcpTools.map((t) => `- ${t.name}: ${t.description}`),
           ]
         : []),
       ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),

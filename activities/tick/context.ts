@@ -13,6 +13,7 @@ import {
 } from '../../core/context.js';
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
+import { clipText, oneLine } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
 import {
@@ -20,11 +21,14 @@ import {
   commandLog,
   goals,
   llmMemory,
+  mcpServers,
+  mcpTools,
   notes,
   processLog,
   systemPrompts,
   tasks,
   thinkingMethods,
+  type McpToolAnnotations,
 } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -191,8 +195,51 @@ const contextStatements = statements('context', (db, name) => {
       )
       .limit(1)
       .prepare(name('method')),
+    // The tools of the agent's enabled MCP servers: what `tools.mcp` may call.
+    mcpTools: db
+      .select({
+        server: mcpServers.name,
+        name: mcpTools.name,
+        description: mcpTools.description,
+        inputSchema: mcpTools.inputSchema,
+        annotations: mcpTools.annotations,
+      })
+      .from(mcpTools)
+      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
+      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true)))
+      .orderBy(asc(mcpServers.name), asc(mcpTools.name))
+      .limit(mcpToolsShown)
+      .prepare(name('mcp_tools')),
   };
 });
+
+/** At most this many MCP tools are listed in context 2 (the first by server and name). */
+const mcpToolsShown = 50;
+
+/** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
+function mcpToolLine(t: {
+  server: string;
+  name: string;
+  description: string | null;
+  inputSchema: Record<string, unknown>;
+  annotations: McpToolAnnotations;
+}): { name: string; description: string } {
+  const props = (t.inputSchema.properties ?? {}) as Record<string, { type?: unknown }>;
+  const required = new Set(Array.isArray(t.inputSchema.required) ? (t.inputSchema.required as string[]) : []);
+  const args = Object.entries(props)
+    .map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${typeof v?.type === 'string' ? v.type : 'any'}`)
+    .join(', ');
+  const flags = [
+    t.annotations.readOnlyHint ? 'read-only' : '',
+    t.annotations.readOnlyHint !== true && t.annotations.destructiveHint !== false
+      ? 'destructive: held for a human'
+      : '',
+  ].filter(Boolean);
+  return {
+    name: `${t.server}.${t.name}${flags.length ? ` [${flags.join(', ')}]` : ''}`,
+    description: clipText(`${oneLine(t.description ?? '', 200)} — args {${args}}`, 500),
+  };
+}
 
 /** The rows of this tick's context beyond the snapshot, in one batch with it. */
 function readContextRows(deps: ContextDeps, input: ThinkInput) {
@@ -230,6 +277,7 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     llm.previousCalls([thinkKey(input)]),
     // The thinking method the agent made active (thinking_methods.use): its prompt is in context 0.
     q.method.execute({ agentId }),
+    q.mcpTools.execute({ agentId }),
   ]);
 }
 
@@ -249,6 +297,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     toolDefs,
     previousCalls,
     [method],
+    mcpToolRows,
   ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
@@ -271,6 +320,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     ethics: snapshot.ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
     catalogue: helpText(),
     tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
+    mcpTools: mcpToolRows.map(mcpToolLine),
     // Rehydration: the agent's learnings above the load threshold, at every tick's context —
     // so at loop start and after continue-as-new too.
     learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),

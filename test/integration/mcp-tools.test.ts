@@ -491,6 +491,15 @@ describe('the agent calls MCP tools with tools.mcp', () => {
     const [proc] = await db.select().from(processLog).where(eq(processLog.processId, 'mcp.t1.m2'));
     expect(proc).toMatchObject({ kind: 'mcp', status: 'close' });
 
+    // Every think lists the granted tools in context 2, with their args and the destructive ones marked.
+    const first = prompts[0]!.map((m) => (typeof m.content === 'string' ? m.content : '')).join('\n');
+    expect(first).toMatch(/Tools of your MCP servers \(call one with tools\.mcp/);
+    expect(first).toMatch(/- memory\.create_entities: .* — args \{entities: array\}/);
+    expect(first).toMatch(/- files\.write_file \[destructive: held for a human\]: /);
+    expect(first).toMatch(
+      /- files\.read_text_file \[read-only\]: .*args \{head\?: number, path: string, tail\?: number\}/,
+    );
+
     // The next think read the results.
     const next = prompts[1]!
       .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)))
