@@ -8,9 +8,9 @@
  * a worker with one activity slot start, so the order it runs them in is the order matching hands
  * them out, not the order they arrived.
  */
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { priorityFor, type PriorityInput } from '../../core/priority.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
@@ -20,6 +20,7 @@ import type {
   prioritizedChildWorkflow,
 } from '../fixtures/workflows/index.js';
 import { freePort, tempDir, toolPath } from '../helpers/env.js';
+import { startWorkers, withWorker, type RunningWorkers } from '../helpers/harness.js';
 import { bundle, fixtureWorkflowsPath } from '../helpers/temporal.js';
 import { waitFor } from '../helpers/worker-process.js';
 
@@ -29,8 +30,7 @@ const activityQueue = 'priority-activities';
 let server: DevServer;
 let client: Client;
 let connection: NativeConnection;
-let workflowWorker: Worker;
-let workflowWorkerRun: Promise<void>;
+let workflowWorker: RunningWorkers;
 
 beforeAll(async () => {
   const port = await freePort();
@@ -44,17 +44,13 @@ beforeAll(async () => {
   });
   client = new Client({ connection: await Connection.connect({ address: server.address }) });
   connection = await NativeConnection.connect({ address: server.address });
-  workflowWorker = await Worker.create({
-    connection,
-    taskQueue: workflowQueue,
-    workflowBundle: await bundle(fixtureWorkflowsPath),
-  });
-  workflowWorkerRun = workflowWorker.run();
+  workflowWorker = await startWorkers(connection, [
+    { taskQueue: workflowQueue, workflowBundle: await bundle(fixtureWorkflowsPath) },
+  ]);
 });
 
 afterAll(async () => {
-  if (workflowWorker?.getState() === 'RUNNING') workflowWorker.shutdown();
-  await workflowWorkerRun;
+  await workflowWorker?.stop();
   await connection?.close();
   await client?.connection.close();
   await server?.stop();
@@ -98,7 +94,7 @@ describe('task priority', () => {
     const keyOf = new Map(agents.map((a) => [a.label, priorityFor(a.lifeforce).priorityKey]));
     // Every band is present, and the agents start worst first: FIFO would run them backwards.
     expect(new Set(keyOf.values())).toEqual(new Set([1, 2, 3, 4, 5]));
-    const handles = [];
+    const handles: WorkflowHandle<typeof prioritizedActivityWorkflow>[] = [];
     for (const agent of agents) {
       handles.push(
         await client.workflow.start<typeof prioritizedActivityWorkflow>('prioritizedActivityWorkflow', {
@@ -132,14 +128,15 @@ describe('task priority', () => {
         ran.push(label);
       },
     };
-    const activityWorker = await Worker.create({
-      connection,
+    // One activity slot and one poller: the worker takes the backlog one task at a time, in the
+    // order matching hands it out.
+    const activityWorker = {
       taskQueue: activityQueue,
       activities,
       maxConcurrentActivityTaskExecutions: 1,
       maxConcurrentActivityTaskPolls: 1,
-    });
-    await activityWorker.runUntil(Promise.all(handles.map((h) => h.result())));
+    };
+    await withWorker(connection, activityWorker, () => Promise.all(handles.map((h) => h.result())));
 
     expect(ran).toHaveLength(agents.length);
     const keys = ran.map((label) => keyOf.get(label)!);
