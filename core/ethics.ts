@@ -148,7 +148,11 @@ const targetTables = {
 } as const;
 export type TargetTable = (typeof targetTables)[keyof typeof targetTables];
 
-/** The row a command acts on, when its family has one and its `id` arg names it. */
+/**
+ * The row a command acts on, when its family has one and its `id` arg names it. The think
+ * activity validates args (an id given as "12" arrives as 12), but a loop that replays a think
+ * result recorded before it did passes the model's raw args, so a digit string counts too.
+ */
 export function targetOf(type: string, args: Record<string, unknown>): { table: TargetTable; id: number } | null {
   const family = type.split('.')[0] ?? '';
   if (!Object.hasOwn(targetTables, family)) return null;

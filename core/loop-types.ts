@@ -19,6 +19,18 @@ export interface CommandRejection {
   reason: string;
 }
 
+/**
+ * A parsed command the catalogue refused (the think activity validates each command once):
+ * applyCommands records it as a refused command, under its own cmd_id, with its args, its
+ * status ('unknown' type or 'rejected' args) and the reason.
+ */
+export interface InvalidCommand extends ParsedCommand {
+  status: 'unknown' | 'rejected';
+  reason: string;
+  /** How many of the tick's valid commands come before it in the reply: the reply's order is kept. */
+  at: number;
+}
+
 /** Everything the parser extracts from one LLM reply. */
 export interface ParsedReply {
   /** The reply with the command block removed. */

@@ -70,6 +70,24 @@ export function parseReply(text: string): ParsedReply {
 }
 
 /**
+ * A tick's valid commands and the ones the catalogue refused, back in the reply's order: each
+ * refused one goes before the valid command at its `at` (the count of valid ones before it).
+ */
+export function inReplyOrder<C, I extends { at: number }>(
+  commands: readonly C[],
+  invalid: readonly I[] = [],
+): Array<{ command: C; invalid?: undefined } | { command?: undefined; invalid: I }> {
+  const out: Array<{ command: C; invalid?: undefined } | { command?: undefined; invalid: I }> = [];
+  let j = 0;
+  commands.forEach((command, k) => {
+    while (j < invalid.length && invalid[j]!.at <= k) out.push({ invalid: invalid[j++]! });
+    out.push({ command });
+  });
+  while (j < invalid.length) out.push({ invalid: invalid[j++]! });
+  return out;
+}
+
+/**
  * Render commands as a block that parseReply reads back unchanged. `<` and `>` inside JSON
  * strings are written as \u003c / \u003e so no argument text can close the block early.
  */

@@ -239,7 +239,7 @@ async function runTicks(run: TaskRun): Promise<TaskLoopResult | 'continue' | und
     if (!thought) break; // stopped while waiting
     run.tick = next;
     run.lastSummary = thought.summary;
-    if (thought.commands.length || thought.rejected.length) {
+    if (thought.commands.length || thought.invalid?.length || thought.rejected.length) {
       const outcomes = await db.applyCommands({
         agentId: input.agentId,
         tick: run.tick,
@@ -248,6 +248,7 @@ async function runTicks(run: TaskRun): Promise<TaskLoopResult | 'continue' | und
         taskId: input.taskId,
         // applyCommands keys a task loop's commands as `task<id>.<cmd_id>` in command_log.
         commands: thought.commands,
+        ...(thought.validated ? { validated: true, invalid: thought.invalid ?? [] } : {}),
         rejected: thought.rejected,
       });
       if (outcomes.some((o) => o.type === 'notes.send' && o.status === 'applied' && !o.duplicate)) {

@@ -25,11 +25,12 @@ import type {
   CommandLogResult,
   CommandOutcome,
   CommandRejection,
+  InvalidCommand,
   LoopEffect,
   ParsedCommand,
 } from '../../core/loop-types.js';
 import { placeholderTick } from '../../core/novelty.js';
-import { parseReply } from '../../core/reply-parser.js';
+import { inReplyOrder, parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { commandLog, llmRecentResponses, notes, processLog } from '../../db/schema/index.js';
 import { loadLearnings, recordFeedback } from '../../db/queries/learnings.js';
@@ -69,6 +70,15 @@ export interface ApplyCommandsInput {
   /** The auxiliary loop's own task (mode 'task'). */
   taskId?: number;
   commands: ParsedCommand[];
+  /**
+   * The think activity checked `commands` against the catalogue (their args are the validated
+   * ones) and the parser refused duplicate cmd_ids: neither is checked again. Without it (a think
+   * result recorded before commands were validated there, an escalation's approved command, a
+   * human's re-run) each command is validated and checked for a repeated cmd_id here.
+   */
+  validated?: boolean;
+  /** The commands the think activity found invalid: recorded with their status and reason, in the reply's order. */
+  invalid?: InvalidCommand[];
   /** Parser rejections: recorded with their reason, never applied. */
   rejected?: CommandRejection[];
   /** cmd_ids the validators let through; undefined = all (auto_pass). */
@@ -227,16 +237,21 @@ async function counted(deps: CommandDeps, input: ApplyCommandsInput, outcome: Co
   return outcome;
 }
 
-async function applyOne(
+/** A command the catalogue refused: recorded with its status and reason, counted as a rejected edit. */
+async function refuse(
   deps: CommandDeps,
   input: ApplyCommandsInput,
-  cmd: ParsedCommand,
-  seen: Set<string>,
-  learned: LoadedLearning[] = [],
-  replyHits: LoadedLearning[] = [],
+  values: LogValues,
+  status: 'unknown' | 'rejected',
+  reason: string,
+  outcomeId: string,
 ): Promise<CommandOutcome> {
-  const key = logCmdId(input, cmd.cmdId);
-  const values: LogValues = {
+  return counted(deps, input, await record(deps, values, status, reason, outcomeId));
+}
+
+/** The command_log row of one command (status and reason are set when it is recorded). */
+function logValues(input: ApplyCommandsInput, cmd: ParsedCommand, key: string): LogValues {
+  return {
     agentId: input.agentId,
     tick: input.tick,
     cmdId: key,
@@ -247,7 +262,19 @@ async function applyOne(
     rating: input.rating ?? null,
     workflowId: input.workflowId ?? null,
   };
-  if (seen.has(key)) {
+}
+
+async function applyOne(
+  deps: CommandDeps,
+  input: ApplyCommandsInput,
+  cmd: ParsedCommand,
+  seen: Set<string>,
+  learned: LoadedLearning[] = [],
+  replyHits: LoadedLearning[] = [],
+): Promise<CommandOutcome> {
+  const key = logCmdId(input, cmd.cmdId);
+  const values = logValues(input, cmd, key);
+  if (!input.validated && seen.has(key)) {
     // Cannot share the first one's command_log key; reported, not recorded.
     return {
       cmdId: cmd.cmdId,
@@ -260,13 +287,12 @@ async function applyOne(
   }
   seen.add(key);
 
-  const v = validateCommand(cmd);
-  if (!v.ok)
-    return counted(
-      deps,
-      input,
-      await record(deps, values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId),
-    );
+  // A type this worker's catalogue lacks (validated by a worker with another catalogue) is validated, and refused, here.
+  const v =
+    input.validated && Object.hasOwn(catalogue, cmd.type)
+      ? { ok: true as const, command: cmd as unknown as ValidatedCommand }
+      : validateCommand(cmd);
+  if (!v.ok) return refuse(deps, input, values, v.code === 'unknown' ? 'unknown' : 'rejected', v.reason, cmd.cmdId);
   const command = v.command;
   const spec = catalogue[command.type];
   values.threshold = spec.minRating;
@@ -444,8 +470,18 @@ export async function applyCommands(deps: CommandDeps, input: ApplyCommandsInput
       ? replyAvoidPatternViolations(held?.reply ? held.reply.parsed.body : await replyBody(deps, input), replyLearned)
       : [];
   // Sequential on purpose: later commands may read what earlier ones wrote (add, then link).
-  for (const cmd of input.commands) {
-    const outcome = await applyOne(deps, input, cmd, seen, learned, replyHits);
+  // Those the think found invalid are recorded in their place in the reply.
+  for (const e of inReplyOrder(input.commands, input.invalid)) {
+    const outcome = e.invalid
+      ? await refuse(
+          deps,
+          input,
+          logValues(input, e.invalid, logCmdId(input, e.invalid.cmdId)),
+          e.invalid.status,
+          e.invalid.reason,
+          e.invalid.cmdId,
+        )
+      : await applyOne(deps, input, e.command, seen, learned, replyHits);
     await countFailure(deps, input, outcome);
     outcomes.push(outcome);
   }

@@ -5,12 +5,12 @@
 import { and, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
 import type { AssembledContext } from '../../core/context.js';
-import type { CommandRejection, ParsedCommand, ParsedReply } from '../../core/loop-types.js';
-import { boundForHistory } from '../../core/payload-caps.js';
-import { configKeys } from '../../core/catalogue.js';
+import type { CommandRejection, InvalidCommand, ParsedCommand, ParsedReply } from '../../core/loop-types.js';
+import { boundForHistory, historyCaps } from '../../core/payload-caps.js';
+import { configKeys, validateCommand } from '../../core/catalogue.js';
 import { observePeers, type PeerObservation } from '../../core/society/isolation.js';
 import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
-import { clipText } from '../../core/sanitize.js';
+import { clipText, jsonBytes } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
@@ -40,8 +40,13 @@ export interface ThinkResult {
   summary: string;
   provider: string;
   model: string;
+  /** The reply's commands; when `validated`, only the valid ones, with their validated args. */
   commands: ParsedCommand[];
   rejected: CommandRejection[];
+  /** Set when each command was checked against the catalogue here: applyCommands does not check them again. */
+  validated?: true;
+  /** The commands the catalogue refused (with `validated`), each as applyCommands records it. */
+  invalid?: InvalidCommand[];
   parseErrors: string[];
   confidence: number | null;
   unverifiedFacts: number;
@@ -64,21 +69,51 @@ type ThinkDeps = ContextDeps;
 
 const summarize = (text: string) => clipText(text.replace(/\s+/g, ' ').trim(), 240);
 
+/** The longest reason command_log keeps for a refused command. */
+const maxRefusalReason = 2000;
+
+/**
+ * Each command checked against the catalogue, once, here: a valid one keeps its validated args
+ * (ids as numbers, defaults filled); a refused one becomes an `invalid` entry with the status and
+ * reason applyCommands records for it. Duplicate cmd_ids were refused by the parser already.
+ * When the validated result would not fit the history bound, the unvalidated one goes as it is
+ * (no `validated` mark: applyCommands then validates each command itself).
+ */
+function validated(result: ThinkResult): ThinkResult {
+  const commands: ParsedCommand[] = [];
+  const invalid: InvalidCommand[] = [];
+  for (const cmd of result.commands) {
+    const v = validateCommand(cmd);
+    if (v.ok) commands.push(v.command as unknown as ParsedCommand);
+    else
+      invalid.push({
+        ...cmd,
+        status: v.code === 'unknown' ? 'unknown' : 'rejected',
+        reason: clipText(v.reason, maxRefusalReason),
+        at: commands.length,
+      });
+  }
+  const out: ThinkResult = { ...result, commands, validated: true, ...(invalid.length ? { invalid } : {}) };
+  return jsonBytes(out) < historyCaps.maxResultBytes ? out : result;
+}
+
 /** What a tick's reply becomes in history (everything derived from the model is capped there). */
 function thinkResult(
   parsed: ParsedReply,
   fallback: string,
   fields: Omit<ThinkResult, 'summary' | 'commands' | 'rejected' | 'parseErrors' | 'confidence' | 'unverifiedFacts'>,
 ): ThinkResult {
-  return boundForHistory({
-    ...fields,
-    summary: summarize(parsed.body || fallback),
-    commands: parsed.commands,
-    rejected: parsed.rejected,
-    parseErrors: parsed.errors,
-    confidence: parsed.confidence,
-    unverifiedFacts: parsed.unverifiedFacts.length,
-  });
+  return validated(
+    boundForHistory({
+      ...fields,
+      summary: summarize(parsed.body || fallback),
+      commands: parsed.commands,
+      rejected: parsed.rejected,
+      parseErrors: parsed.errors,
+      confidence: parsed.confidence,
+      unverifiedFacts: parsed.unverifiedFacts.length,
+    }),
+  );
 }
 
 /**

@@ -17,6 +17,7 @@ import {
 } from '@temporalio/workflow';
 import type { CommandOutcome } from '../../core/loop-types.js';
 import { priorityKeyFor } from '../../core/priority.js';
+import { inReplyOrder } from '../../core/reply-parser.js';
 import { emergencyConsensusTag } from '../../core/society/isolation.js';
 import { parseWorkflowInput } from '../lib/input.js';
 import { defaultReflex } from '../lib/loop-state.js';
@@ -101,7 +102,7 @@ async function tick(loop: Loop): Promise<boolean> {
   const verdict = await reflexes(loop, thought, tick);
   loop.lastVerdict = { validationMode: verdict.validationMode, rating: verdict.rating, notes: verdict.notes };
 
-  if (thought.commands.length || thought.rejected.length) {
+  if (thought.commands.length || thought.invalid?.length || thought.rejected.length) {
     loop.phase = 'executing';
     const outcomes = await applyCommands(loop, thought, verdict, tick);
     if (outcomes) await followOutcomes(loop, outcomes, tick);
@@ -152,9 +153,13 @@ async function reflexes(loop: Loop, thought: Thought, tick: number): Promise<Ref
       tick,
       workflowId: loop.selfId,
       responseId: thought.responseId,
-      // Args too: ethics rules read them. An activity's input is not part of what replay
-      // compares, so this needs no patch marker.
-      commands: thought.commands.map((c) => ({ cmdId: c.cmdId, type: c.type, args: c.args })),
+      // Args too: ethics rules read them (the validated ones, when think validated them). The
+      // commands think found invalid too, in the reply's order: the verdict lists every command.
+      // An activity's input is not part of what replay compares, so this needs no patch marker.
+      commands: inReplyOrder(thought.commands, thought.invalid).map((e) => {
+        const c = e.command ?? e.invalid;
+        return { cmdId: c.cmdId, type: c.type, args: c.args };
+      }),
       params: state.reflex,
       defaults: defaultReflex,
       stagnation: state.reflexState,
@@ -185,6 +190,7 @@ async function applyCommands(
         workflowId: loop.selfId,
         mode: 'main',
         commands: thought.commands,
+        ...(thought.validated ? { validated: true, invalid: thought.invalid ?? [] } : {}),
         rejected: thought.rejected,
         allowedCmdIds: verdict.allowedCmdIds,
         ...(verdict.held ? { heldReasons: verdict.held } : {}),
