@@ -6,27 +6,18 @@
  */
 import { WorkflowFailedError, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { startLoop, untilStatus, withWorker, type WorkerSpec } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite();
 
 const hour = 3_600_000;
 
@@ -119,7 +110,7 @@ let queueSeq = 0;
 /** A worker on a queue of its own with the fakes' activities. */
 const fakeWorker = (f: Fake): WorkerSpec => ({
   taskQueue: `loop-${++queueSeq}`,
-  workflowBundle: bundle,
+  workflowBundle: suite.bundle,
   activities: f.activities,
 });
 
@@ -127,13 +118,13 @@ function start(
   taskQueue: string,
   input: Parameters<typeof agentLoopWorkflow>[0],
 ): Promise<WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>> {
-  return startLoop(env.client, taskQueue, input, `agent/${input.agentId}-${queueSeq}`);
+  return startLoop(suite.env.client, taskQueue, input, `agent/${input.agentId}-${queueSeq}`);
 }
 
 describe('agentLoopWorkflow (time-skipping, fakes)', () => {
   it('ticks at delay_ms pace and completes after maxTicks', async () => {
     const f = fakes();
-    const result = await withWorker(env, fakeWorker(f), async (q) =>
+    const result = await withWorker(suite.env, fakeWorker(f), async (q) =>
       (await start(q, { agentId: 'ticker', maxTicks: 5, settings: { delayMs: 1000 } })).result(),
     );
     expect(result).toEqual({ agentId: 'ticker', ticks: 5, reason: 'max_ticks' });
@@ -144,7 +135,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('idles until a note arrives, and wakes by itself at the idle timeout', async () => {
     const f = fakes();
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         agentId: 'idler',
         maxTicks: 3,
@@ -183,7 +174,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       startedAt.push(startedDone);
       return recordNote(i);
     };
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'newcomer', maxTicks: 1 });
       const note = h.executeUpdate<{ noteId: number }, [unknown]>('addNote', { args: [{ text: 'welcome' }] });
       try {
@@ -200,7 +191,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('rejects a malformed note with a clear update error and keeps running', async () => {
     const f = fakes();
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         agentId: 'noter',
         maxTicks: 2,
@@ -217,12 +208,12 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('pauses and resumes; setConfig validates and applies', async () => {
     const f = fakes();
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'pauser', maxTicks: 4, settings: { delayMs: 10_000 } });
       await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause');
       const paused = await untilStatus(h, (s) => s.phase === 'paused', 'paused', 20_000, 50);
-      await env.sleep(10 * 60_000);
+      await suite.env.sleep(10 * 60_000);
       expect((await h.query<AgentStatus>('status')).tick).toBe(paused.tick);
 
       const bad = await h.executeUpdate('setConfig', { args: [{ delayMs: -5, bogus: 1 }] }).catch((e: unknown) => e);
@@ -241,7 +232,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const f = fakes({
       config: { delay_ms: 7000, recent_responses: 9, context_mode: 'meditation', max_tokens: 'lots' },
     });
-    await withWorker(env, fakeWorker(f), async (q) =>
+    await withWorker(suite.env, fakeWorker(f), async (q) =>
       (await start(q, { agentId: 'configured', maxTicks: 2, settings: { recentK: 3 } })).result(),
     );
     // delay_ms and context_mode from the saved config, recentK from the input, a bad value ignored.
@@ -252,7 +243,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('continues-as-new under the tick cap, carrying settings and counters', async () => {
     const f = fakes({ reply: (i) => ({ commands: [{ cmdId: `c${i.tick}`, type: 'diary.add', args: {} }] }) });
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, {
         agentId: 'carrier',
         maxTicks: 7,
@@ -261,7 +252,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       });
       const result = await h.result();
       expect(result).toMatchObject({ ticks: 7 });
-      const last = await env.client.workflow.getHandle(h.workflowId).describe();
+      const last = await suite.env.client.workflow.getHandle(h.workflowId).describe();
       expect(last.runId).not.toBe(h.firstExecutionRunId);
     });
     expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
@@ -271,24 +262,24 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('applies a pause/resume command once per command id, also when it comes again after continue-as-new', async () => {
     const f = fakes();
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const first = await start(q, {
         agentId: 'commanded',
         maxTicks: 6,
         ticksPerRun: 2,
         settings: { delayMs: 10_000 },
       });
-      const h = env.client.workflow.getHandle(first.workflowId);
+      const h = suite.env.client.workflow.getHandle(first.workflowId);
       await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause', { commandId: 'cmd-pause-1' });
       await untilStatus(h, (s) => s.phase === 'paused', 'paused', 20_000, 50);
       await h.signal('resume', { commandId: 'cmd-resume-1' });
-      await env.sleep(30_000);
+      await suite.env.sleep(30_000);
       const later = await untilStatus(h, (s) => s.tick >= 3, 'a tick of the next run', 20_000, 50);
       expect((await h.describe()).runId).not.toBe(first.firstExecutionRunId);
       // The bus delivers the pause again (its ack was lost) after the loop continued as new.
       await h.signal('pause', { commandId: 'cmd-pause-1' });
-      await env.sleep(30_000);
+      await suite.env.sleep(30_000);
       const after = await untilStatus(h, (s) => s.tick > later.tick, 'ticks after the repeated pause', 20_000, 50);
       expect(after.paused).toBe(false);
       expect(await h.result()).toMatchObject({ ticks: 6 });
@@ -298,7 +289,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('a pause signal whose argument is not a command id still pauses', async () => {
     const f = fakes();
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'ui-paused', maxTicks: 3, settings: { delayMs: 10_000 } });
       await untilStatus(h, (s) => s.tick >= 1, 'first tick', 20_000, 50);
       await h.signal('pause', { commandId: 42 } as never);
@@ -310,8 +301,8 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
 
   it('rejects a malformed input at once, non-retryable, naming the fields', async () => {
     const f = fakes();
-    const err = await withWorker(env, fakeWorker(f), async (q) =>
-      env.client.workflow
+    const err = await withWorker(suite.env, fakeWorker(f), async (q) =>
+      suite.env.client.workflow
         .execute('agentLoopWorkflow', {
           taskQueue: q,
           workflowId: 'agent/bad',
@@ -335,7 +326,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       message: 'all 2 candidates failed',
     });
     const f = fakes({ reply: (_i, n) => (n === 2 || n === 3 ? down : {}), probe: (n) => n >= 3 });
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'outage', maxTicks: 3, settings: { delayMs: 1000 } });
       const s = await untilStatus(h, (x) => x.operatingMode === 'core_outage', 'core outage', 20_000, 50);
       expect(s.outage?.lastError).toContain('all 2 candidates failed');
@@ -372,7 +363,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
             ? [{ kind: 'setContextMode', mode: 'meditation' }]
             : [],
     });
-    await withWorker(env, fakeWorker(f), async (q) =>
+    await withWorker(suite.env, fakeWorker(f), async (q) =>
       (await start(q, { agentId: 'effects', maxTicks: 2, settings: { delayMs: 10 } })).result(),
     );
     expect(f.thinks[1]!.loop).toMatchObject({ recentK: 7, contextMode: 'meditation' });
@@ -390,10 +381,10 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
       },
       effects: (c) => (c.type === 'llm_task.start' ? [{ kind: 'startTaskLoop', taskId: 42, title: 'research' }] : []),
     });
-    await withWorker(env, fakeWorker(f), async (q) => {
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
       const h = await start(q, { agentId: 'parent', maxTicks: 3, settings: { delayMs: 1000 } });
       await h.result();
-      const child = env.client.workflow.getHandle('agent/parent/task/42');
+      const child = suite.env.client.workflow.getHandle('agent/parent/task/42');
       expect(await child.result()).toMatchObject({ taskId: 42, ticks: 2, replStatus: 'stopped' });
     });
     const task = f.applied.filter((a) => a.mode === 'task');
