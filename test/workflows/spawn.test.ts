@@ -9,9 +9,7 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { createSpawnActivities, SpawnBegun, SpawnFunded } from '../../activities/society/spawn.js';
 import { workflowIds } from '../../core/ids.js';
 import type { SpawnInput, SpawnResult } from '../../core/society/spawn.js';
@@ -19,19 +17,12 @@ import type { agentLoopWorkflow } from '../fixtures/workflows/spawn.js';
 import { loopInputQuery, wakesQuery } from '../fixtures/workflows/spawn.js';
 import type { SpawnState, spawnWorkflow } from '../../workflows/spawn.js';
 import { withWorker } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createSpawnActivities>;
 type FinishInput = Parameters<Activities['spawnFinish']>[0];
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
-beforeAll(async () => {
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows('../fixtures/workflows/spawn.ts')]);
-});
-afterAll(async () => {
-  await env?.teardown();
-});
+const suite = timeSkippingSuite('../fixtures/workflows/spawn.ts');
 
 interface Fake {
   calls: string[];
@@ -82,15 +73,15 @@ async function run<T>(
   const taskQueue = `spawn-${++seq}`;
   const parentId = input.parentId ?? `parent-${seq}`;
   const name = `child-${seq}`;
-  return withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
-    await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+  return withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities: f.activities }, async () => {
+    await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
       taskQueue,
       workflowId: workflowIds.agent(parentId),
       args: [{ agentId: parentId }],
     });
     // The child's loop from an earlier run of the spawn.
     if (o.childRunning)
-      await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue,
         workflowId: workflowIds.agent(name),
         args: [{ agentId: name, first: true }],
@@ -100,7 +91,7 @@ async function run<T>(
       return await during(h, parentId);
     } finally {
       for (const id of [parentId, h.childId])
-        await env.client.workflow
+        await suite.env.client.workflow
           .getHandle(workflowIds.agent(id))
           .terminate('test over')
           .catch(() => undefined);
@@ -109,7 +100,7 @@ async function run<T>(
 }
 
 async function startSpawn(taskQueue: string, input: SpawnInput & { parentId: string }) {
-  const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
+  const h = await suite.env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
     taskQueue,
     workflowId: workflowIds.spawn(input.parentId, String(input.name)),
     args: [input],
@@ -147,7 +138,7 @@ describe('spawnWorkflow', () => {
         expect(f.finished[0]!.note).toMatch(
           /trained descendant child-\d+ \(generation 1\) is born .* 4 rows inherited, 100 LF carved from yours/,
         );
-        const child = env.client.workflow.getHandle(workflowIds.agent(h.childId));
+        const child = suite.env.client.workflow.getHandle(workflowIds.agent(h.childId));
         expect(await child.query(loopInputQuery)).toEqual({ agentId: h.childId, name: h.childId });
         // Started as the spawn's child, abandoned to outlive it (that it runs on: test/integration/spawn.test.ts).
         const described = await child.describe();
@@ -157,7 +148,7 @@ describe('spawnWorkflow', () => {
           (e) => e.startChildWorkflowExecutionInitiatedEventAttributes,
         )?.startChildWorkflowExecutionInitiatedEventAttributes;
         expect(started?.parentClosePolicy).toBe(2); // PARENT_CLOSE_POLICY_ABANDON
-        expect(await env.client.workflow.getHandle(workflowIds.agent(parentId)).query(wakesQuery)).toBe(1);
+        expect(await suite.env.client.workflow.getHandle(workflowIds.agent(parentId)).query(wakesQuery)).toBe(1);
         expect((await h.query<SpawnState>('spawnState')).phase).toBe('done');
       },
     );
@@ -179,7 +170,7 @@ describe('spawnWorkflow', () => {
       // The admission recorded the refusal: the end only tells the parent.
       expect(f.finished[0]!.admitted).toBe(false);
       expect((await h.describe()).status.name).toBe('COMPLETED');
-      await expect(env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
+      await expect(suite.env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
     });
   });
 
@@ -192,7 +183,7 @@ describe('spawnWorkflow', () => {
         rows: 4,
       });
       expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:refused']);
-      await expect(env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
+      await expect(suite.env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
     });
   });
 
@@ -255,7 +246,7 @@ describe('spawnWorkflow', () => {
       expect((await h.describe()).status.name).toBe('CANCELLED');
       expect(f.calls).toEqual(['begin', 'copy', 'finish:rolled_back']);
       expect(f.finished[0]).toMatchObject({ outcome: 'rolled_back', reason: 'the spawn was cancelled' });
-      await expect(env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
+      await expect(suite.env.client.workflow.getHandle(workflowIds.agent(h.childId)).describe()).rejects.toThrow();
     });
   });
 
@@ -267,7 +258,7 @@ describe('spawnWorkflow', () => {
       async (h) => {
         expect(await h.result()).toMatchObject({ status: 'running', generation: 2 });
         expect(f.calls).toEqual(['begin', 'copy', 'fund', 'finish:running']);
-        expect(await env.client.workflow.getHandle(workflowIds.agent(h.childId)).query(loopInputQuery)).toEqual({
+        expect(await suite.env.client.workflow.getHandle(workflowIds.agent(h.childId)).query(loopInputQuery)).toEqual({
           agentId: h.childId,
           first: true,
         });
@@ -279,8 +270,8 @@ describe('spawnWorkflow', () => {
   it('bad input fails at once, naming every bad field', async () => {
     const f = fakes();
     const taskQueue = `spawn-bad-${++seq}`;
-    await withWorker(env, { taskQueue, workflowBundle: bundle, activities: f.activities }, async () => {
-      const h = await env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
+    await withWorker(suite.env, { taskQueue, workflowBundle: suite.bundle, activities: f.activities }, async () => {
+      const h = await suite.env.client.workflow.start<typeof spawnWorkflow>('spawnWorkflow', {
         taskQueue,
         workflowId: 'spawn-bad',
         args: [{ parentId: 'p', type: 'twin', name: 'a b', budget: -5 } as unknown as SpawnInput],
