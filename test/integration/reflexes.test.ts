@@ -12,8 +12,6 @@
  * (new words score), so the lexical similarity and the texts decide, not a constant.
  */
 import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq, isNotNull, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Command } from 'commander';
@@ -44,12 +42,11 @@ import {
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { startLoop, withWorker } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Behaviour = (messages: ChatMessage[], params: { temperature?: number }) => string;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
 let dbUrl: string;
 let activities: ReturnType<typeof createActivities>;
@@ -58,7 +55,6 @@ const behaviours = new Map<number, Behaviour>();
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_reflexes', 6);
   dbUrl = handle.url;
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   activities = createActivities({
     db: handle.db,
     llm: {
@@ -74,7 +70,6 @@ beforeAll(async () => {
   });
 }, 120_000);
 afterAll(async () => {
-  await env?.teardown();
   await handle?.dispose();
 });
 
@@ -158,8 +153,8 @@ async function runLoop(
     onHandle?: (h: WorkflowHandleWithFirstExecutionRunId<typeof agentLoopWorkflow>) => Promise<void>;
   } = {},
 ): Promise<AgentStatus> {
-  return withWorker(env, { workflowBundle: bundle, activities }, async (taskQueue) => {
-    const h = await startLoop(env.client, taskQueue, {
+  return withWorker(suite.env, { workflowBundle: suite.bundle, activities }, async (taskQueue) => {
+    const h = await startLoop(suite.env.client, taskQueue, {
       agentId,
       maxTicks,
       ...(o.ticksPerRun ? { ticksPerRun: o.ticksPerRun } : {}),
