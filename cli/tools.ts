@@ -103,9 +103,10 @@ export function registerToolCommands(program: Command): void {
         s.enabled ? 'enabled' : 'disabled',
         s.source,
         String(s.tools.length),
+        healthText(s),
         oneLine(s.transport === 'stdio' ? [s.command ?? '', ...s.args].join(' ') : (s.url ?? ''), 80),
       ]);
-      out(table(['server', 'transport', 'state', 'source', 'tools', 'runs'], rows, '').join('\n'));
+      out(table(['server', 'transport', 'state', 'source', 'tools', 'health', 'runs'], rows, '').join('\n'));
       for (const s of servers) {
         out(`\n${s.name}:`);
         for (const t of s.tools) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);
@@ -123,6 +124,13 @@ export function registerToolCommands(program: Command): void {
       if (!gone) throw new Error(`${agentId} has no MCP server named ${name}`);
       out(`removed MCP server ${name} from ${agentId}`);
     });
+}
+
+/** What the workers last saw of the server's process. */
+function healthText(s: { health: string | null; restarts: number; lastError: string | null }): string {
+  if (s.health === null) return 'not started';
+  const restarts = s.restarts ? ` (restarted ${s.restarts}×)` : '';
+  return s.health === 'up' ? `up${restarts}` : `down${restarts}: ${oneLine(s.lastError ?? '', 60)}`;
 }
 
 /** The annotations that drive policy, as a short tag list. */

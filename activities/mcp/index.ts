@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/lifeforce.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
-import { mcpToolOf, replaceMcpTools } from '../../db/queries/mcp.js';
+import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
 import { release, reserve, settle } from '../../db/queries/lifeforce.js';
 import { commandLog, mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
 import { maxResultText } from '../commands/shared.js';
@@ -64,10 +64,17 @@ export interface McpActivityDeps {
   ledger?: boolean;
 }
 
-/** The worker's pool, which records a server's new list of tools when it says they changed. */
-export function createMcpPool(db: Db, opts: Omit<McpPoolOptions, 'onToolsChanged'> = {}): McpPool {
+/** The worker's pool, which records a server's health, and its new list of tools when it says they changed. */
+export function createMcpPool(db: Db, opts: Omit<McpPoolOptions, 'onToolsChanged' | 'onHealth'> = {}): McpPool {
   return new McpPool({
     ...opts,
+    onHealth: (health) => {
+      recordMcpHealth(db, health).catch((err: unknown) =>
+        process.stderr.write(
+          `mcp: the health of ${health.agentId}/${health.server} was not recorded: ${String(err)}\n`,
+        ),
+      );
+    },
     onToolsChanged: (agentId, server, tools) => {
       replaceMcpTools(db, agentId, server, tools).catch((err: unknown) =>
         process.stderr.write(`mcp: the new tools of ${agentId}/${server} were not recorded: ${String(err)}\n`),

@@ -316,6 +316,8 @@ export interface McpPoolOptions {
   now?: () => number;
   /** A server's tools changed: the pool's owner records the new list. */
   onToolsChanged?: (agentId: string, server: string, tools: McpListedTool[]) => void;
+  /** A server came up or went down: the pool's owner records it where a person sees it. */
+  onHealth?: (health: McpServerHealth) => void;
 }
 
 const sameSpec = (a: McpServerSpec, b: McpServerSpec) => JSON.stringify(a) === JSON.stringify(b);
@@ -371,6 +373,7 @@ export class McpPool {
           if (entry.live !== live) return;
           entry.live = undefined;
           this.failed(entry, `server ${name} stopped${live.stderr() ? `: ${clipText(live.stderr(), 300)}` : ''}`);
+          this.opts.onHealth?.(this.healthOf(agentId, entry));
         },
         ...(this.opts.onToolsChanged
           ? { onToolsChanged: (tools: McpListedTool[]) => this.opts.onToolsChanged?.(agentId, name, tools) }
@@ -380,10 +383,12 @@ export class McpPool {
       entry.failures = 0;
       entry.retryAt = null;
       entry.lastError = null;
+      this.opts.onHealth?.(this.healthOf(agentId, entry));
       if (this.closing) await live.client.close().catch(() => undefined);
       return live;
     } catch (err) {
       this.failed(entry, (err as Error).message);
+      this.opts.onHealth?.(this.healthOf(agentId, entry));
       throw err;
     } finally {
       entry.connecting = undefined;
@@ -408,14 +413,18 @@ export class McpPool {
   }
 
   health(): McpServerHealth[] {
-    return [...this.entries.entries()].map(([key, e]) => ({
-      agentId: key.split('\u0000')[0] ?? '',
+    return [...this.entries.entries()].map(([key, e]) => this.healthOf(key.split('\u0000')[0] ?? '', e));
+  }
+
+  private healthOf(agentId: string, e: Entry): McpServerHealth {
+    return {
+      agentId,
       server: e.spec.name,
-      state: e.live ? 'up' : e.connecting ? 'connecting' : 'down',
+      state: e.live ? 'up' : e.connecting && e.failures === 0 ? 'connecting' : 'down',
       restarts: e.restarts,
       lastError: e.lastError,
       retryAt: e.live ? null : e.retryAt,
-    }));
+    };
   }
 
   /** Stop every server; later uses are refused. */

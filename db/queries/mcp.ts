@@ -107,3 +107,19 @@ export async function deleteMcpServer(db: Db, agentId: string, name: string): Pr
     .returning({ id: mcpServers.id });
   return gone.length > 0;
 }
+
+/** What a worker saw of a server's process, for `tools mcp list` (the last report wins). */
+export async function recordMcpHealth(
+  db: Db,
+  h: { agentId: string; server: string; state: string; restarts: number; lastError: string | null },
+): Promise<void> {
+  await db
+    .update(mcpServers)
+    .set({
+      health: h.state === 'up' ? 'up' : 'down',
+      healthAt: new Date(),
+      lastError: h.lastError,
+      restarts: h.restarts,
+    })
+    .where(and(eq(mcpServers.agentId, h.agentId), eq(mcpServers.name, h.server)));
+}

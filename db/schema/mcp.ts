@@ -5,12 +5,13 @@
  * (two agents' servers may both list `read_file`), and a server's list is replaced whenever it
  * is listed again.
  */
-import { boolean, check, index, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, check, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { agentId } from './agents.js';
 import { bigintRef, jsonbOf, oneOf, rowId, textArray, timestamps, tstz } from './_columns.js';
 
 export const mcpTransports = ['stdio', 'http'] as const;
 export const mcpServerSources = ['file', 'person'] as const;
+export const mcpServerHealths = ['up', 'down'] as const;
 export const mcpCallStatuses = ['started', 'ok', 'error', 'unknown'] as const;
 
 /** The MCP annotations of a tool that drive policy (absent: the protocol's defaults). */
@@ -42,12 +43,20 @@ export const mcpServers = pgTable(
     source: text('source', { enum: mcpServerSources }).notNull(),
     /** When the tools were last listed. */
     listedAt: tstz('listed_at'),
+    /** The worker's view of its process: `up` or `down` (null: not started since it was added). */
+    health: text('health', { enum: mcpServerHealths }),
+    healthAt: tstz('health_at'),
+    /** Why it last failed to start or stopped. */
+    lastError: text('last_error'),
+    /** Times a worker started it again after it died or failed to start. */
+    restarts: integer('restarts').notNull().default(0),
     ...timestamps,
   },
   (t) => [
     uniqueIndex('mcp_servers_agent_id_name_uq').on(t.agentId, t.name),
     check('mcp_servers_transport_check', oneOf(t.transport, mcpTransports)),
     check('mcp_servers_source_check', oneOf(t.source, mcpServerSources)),
+    check('mcp_servers_health_check', oneOf(t.health, mcpServerHealths)),
   ],
 );
 

@@ -19,7 +19,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { startStack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
-import { McpPool, stdioLaunch } from '../../activities/mcp/pool.js';
+import { stdioLaunch, type McpPool } from '../../activities/mcp/pool.js';
 import {
   agentConfig,
   agents,
@@ -73,7 +73,7 @@ beforeAll(async () => {
     { id: 'ada', name: 'Ada' },
     { id: 'bob', name: 'Bob' },
   ]);
-  pool = new McpPool({
+  pool = createMcpPool(database.db, {
     env: { PATH: process.env.PATH, MEMORY_FILE_PATH: memoryFile },
     backoff: { baseMs: 200, maxMs: 400 },
   });
@@ -377,6 +377,36 @@ describe('the pool', () => {
       restarts: 1,
       lastError: null,
     });
+    // What a person sees: the worker's last report, in tools mcp list.
+    await expect
+      .poll(async () => (await mindloop('tools', 'mcp', 'list', 'ada')).stdout, { timeout: 10_000 })
+      .toMatch(/^memory\s+stdio\s+enabled\s+person\s+9\s+up \(restarted 1×\)/m);
+  }, 60_000);
+
+  it('records a server that would not start as down, with why', async () => {
+    const broken = createMcpPool(database.db, { backoff: { baseMs: 60_000, maxMs: 60_000 } });
+    try {
+      await database.db
+        .insert(mcpServers)
+        .values({ agentId: 'bob', name: 'gone', transport: 'stdio', command: '/no/such/program', source: 'person' });
+      const r = await createMcpActivities({ db: database.db, pool: broken }).mcpCall({
+        agentId: 'bob',
+        key: 'agent/bob:mcp:1:c1',
+        server: 'gone',
+        tool: 'x',
+        args: {},
+      });
+      // No such tool is listed, so nothing is started: the call is refused before the server.
+      expect(r.text).toMatch(/server gone has no tool x/);
+      await expect(
+        broken.client('bob', { name: 'gone', transport: 'stdio', command: '/no/such/program' }),
+      ).rejects.toThrow(/exited before MCP's handshake finished/);
+      await expect
+        .poll(async () => (await mindloop('tools', 'mcp', 'list', 'bob')).stdout, { timeout: 10_000 })
+        .toMatch(/^gone\s+stdio\s+enabled\s+person\s+0\s+down: server gone exited before MCP's handshake/m);
+    } finally {
+      await broken.close();
+    }
   }, 60_000);
 
   it('gives a stdio server only the variables its entry names, and PATH', () => {
