@@ -14,7 +14,6 @@
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmRouter, type ScriptedReplyFn } from '../../activities/llm/index.js';
@@ -41,12 +40,11 @@ import {
   type nerveWorkflow,
 } from '../../workflows/nerve.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
-import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
+import { startWorkers, untilQuery, type RunningWorkers } from '../helpers/harness.js';
 import { collisionModel } from '../helpers/nerves.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
-import { readUntil } from '../helpers/wait.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
+const suite = timeSkippingSuite();
 let h: MigratedDatabase;
 let workers: RunningWorkers | undefined;
 /** The model of the current test. */
@@ -56,12 +54,7 @@ let flushFailsOnce: (input: NerveFlushReflexInput) => boolean = () => false;
 const taskQueue = 'nerve-test';
 
 beforeAll(async () => {
-  let bundle;
-  [h, env, bundle] = await Promise.all([
-    migratedDatabase('mindloop_nerve_wf', 4),
-    createTimeSkippingEnv(),
-    bundleWorkflows(productWorkflowsPath),
-  ]);
+  h = await migratedDatabase('mindloop_nerve_wf', 4);
   const llm = createLlmRouter({ db: h.db, env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) });
   // Classified as the worker classifies them: a budget that cannot cover a decision is `LifeforceExhausted`.
   const real = classifyActivityErrors(createNerveActivities({ db: h.db, llm }));
@@ -74,11 +67,10 @@ beforeAll(async () => {
       return r;
     },
   };
-  workers = await startWorkers(env, [{ taskQueue, workflowBundle: bundle, activities }]);
+  workers = await startWorkers(suite.env, [{ taskQueue, workflowBundle: suite.bundle, activities }]);
 }, 180_000);
 afterAll(async () => {
   await workers?.stop();
-  await env?.teardown();
   await h?.dispose();
 });
 
@@ -178,7 +170,7 @@ async function expectLeasesSettled(agentId: string, tallyLf: number): Promise<{ 
 }
 
 const start = (input: NerveWorkflowInput) =>
-  env.client.workflow.start<typeof nerveWorkflow>('nerveWorkflow', {
+  suite.env.client.workflow.start<typeof nerveWorkflow>('nerveWorkflow', {
     taskQueue,
     workflowId: workflowIds.nerve(input.agentId, input.nerve),
     args: [input],
@@ -228,7 +220,9 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     expect(lfRound(budget!.spent)).toBe(s.tally.lf);
     expect(budget!.reserved).toBe(0);
     // It continued as new under its step cap (runs of 100, 100 and 40 steps).
-    const firstRun = await env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).fetchHistory();
+    const firstRun = await suite.env.client.workflow
+      .getHandle(handle.workflowId, handle.firstExecutionRunId)
+      .fetchHistory();
     expect(firstRun.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
   });
 
@@ -293,11 +287,12 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
     script = collisionModel();
     await seedAgent('frugal', 1);
     const handle = await start({ agentId: 'frugal', nerve: 'collision', seed: 11, steps: 30 });
-    const status = await readUntil(
+    const status = await untilQuery(
+      handle,
+      nerveStatusQuery,
+      (s) => s.phase === 'exhausted',
       'the exhausted phase',
       10_000,
-      () => handle.query(nerveStatusQuery),
-      (s) => s.phase === 'exhausted',
       50,
     );
     expect(status).toMatchObject({ phase: 'exhausted', pauses: 1 });
@@ -437,11 +432,12 @@ describe('nerveWorkflow (time-skipping, Postgres, scripted model)', () => {
       scenario: 'repetitive',
       mode: 'reflex',
     });
-    const status = await readUntil(
+    const status = await untilQuery(
+      handle,
+      nerveStatusQuery,
+      (s) => s.phase === 'exhausted',
       'the exhausted phase',
       10_000,
-      () => handle.query(nerveStatusQuery),
-      (s) => s.phase === 'exhausted',
       50,
     );
     expect(status).toMatchObject({ phase: 'exhausted', pauses: 1, exhausted: { needed: 0.05 } });
