@@ -9,8 +9,6 @@
  *   and the agent's carve settled at what the campaign spent.
  */
 import type { WorkflowHandle } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -21,11 +19,10 @@ import { agents, campaigns, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegi
 import type { CampaignProgress, CampaignResult, campaignWorkflow } from '../../workflows/campaign.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 import { readUntil } from '../helpers/wait.js';
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
 let workers: RunningWorkers | undefined;
 const taskQueue = 'campaign-lifeforce';
@@ -37,18 +34,16 @@ const price = { costPer1kInput: 0, costPer1kOutput: 1 };
 
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_campaign_lf', 10);
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-  workers = await startWorkers(env, [
+  workers = await startWorkers(suite.env, [
     {
       taskQueue,
-      workflowBundle: bundle,
+      workflowBundle: suite.bundle,
       activities: createActivities({ db: handle.db, llm: { env: {}, toolsDir: '' }, learn: async () => ({ id: 1 }) }),
     },
   ]);
 }, 120_000);
 afterAll(async () => {
   await workers?.stop();
-  await env?.teardown();
   await handle?.dispose();
 });
 
@@ -75,7 +70,7 @@ const ask = (name: string, prompt: string) => ({
 });
 
 function start(input: CampaignInput & { campaignId: string }): Promise<WorkflowHandle<typeof campaignWorkflow>> {
-  return env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', {
+  return suite.env.client.workflow.start<typeof campaignWorkflow>('campaignWorkflow', {
     taskQueue,
     workflowId: `campaign/${input.campaignId}`,
     args: [input],
