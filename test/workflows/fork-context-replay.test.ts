@@ -7,8 +7,6 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { classifyActivityErrors } from '../../activities/errors.js';
@@ -22,10 +20,9 @@ import type { SuccessorForkResult } from '../../workflows/successor-fork.js';
 import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
 const data = tempDir('fork-replay');
 /** Every scripted call: purpose, the tick it names and the system prompt it saw. */
@@ -54,7 +51,6 @@ const reply: ScriptedReplyFn = ({ messages, purpose, params }) => {
 
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_fork_replay', 10);
-  [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
 }, 120_000);
 
 let workers: RunningWorkers | undefined;
@@ -67,11 +63,10 @@ beforeAll(async () => {
     }),
     ...createLifeforceActivities({ db: handle.db, prices: defaultPrices }),
   });
-  workers = await startWorkers(env, [{ taskQueue: 'mindloop', workflowBundle: bundle, activities }]);
+  workers = await startWorkers(suite.env, [{ taskQueue: 'mindloop', workflowBundle: suite.bundle, activities }]);
 }, 60_000);
 afterAll(async () => {
   await workers?.stop();
-  await env?.teardown();
   await handle?.dispose();
   data.remove();
 });
@@ -91,7 +86,7 @@ async function seedParent(agentId: string, costPer1k = 0): Promise<void> {
 }
 
 async function run(id: string, input: SuccessorForkInput): Promise<SuccessorForkResult> {
-  return env.client.workflow.execute('successorForkWorkflow', {
+  return suite.env.client.workflow.execute('successorForkWorkflow', {
     taskQueue: 'mindloop',
     workflowId: `fork/${id}`,
     args: [input],
