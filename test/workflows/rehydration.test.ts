@@ -10,7 +10,6 @@
  * - a learned avoid_pattern of action `reply` flags the reply itself: the next reply that uses
  *   the pattern has its (harmless) commands held for clarification, with a note asking.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -21,9 +20,9 @@ import { agents, commandLog, diaryEntries, llmRegistry, notes, preferenceCounts 
 import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { migratedDatabase, type MigratedDatabase, repoToolsDir } from '../helpers/env.js';
 import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
+const suite = timeSkippingSuite();
 let h: MigratedDatabase;
 let workers: RunningWorkers | undefined;
 const prompts: ChatMessage[][] = [];
@@ -74,12 +73,10 @@ beforeAll(async () => {
     })
     .returning({ id: llmRegistry.id });
   rheaRegistryId = rhea!.id;
-  const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-  env = e;
-  workers = await startWorkers(env, [
+  workers = await startWorkers(suite.env, [
     {
       taskQueue,
-      workflowBundle: bundle,
+      workflowBundle: suite.bundle,
       activities: createActivities({
         db: h.db,
         llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: (i) => script(i) },
@@ -89,13 +86,12 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await workers?.stop();
-  await env?.teardown();
   await h?.dispose();
 });
 
 /** One loop: tick 1, then a 1-hour pacing pause (no time skipping until the test awaits the result), continue-as-new, tick 2. */
 async function startLoop(agentId = 'lina') {
-  return env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+  return suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
     taskQueue,
     workflowId: `agent/${agentId}`,
     args: [{ agentId, maxTicks: 2, ticksPerRun: 1, settings: { delayMs: 3_600_000 } }],
