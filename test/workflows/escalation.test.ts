@@ -7,8 +7,6 @@
  * a tool granted through an escalation, a design round that fails then passes, bad input.
  */
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -47,13 +45,13 @@ import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
 import { migratedDatabase, repoToolsDir, toolPath, type MigratedDatabase } from '../helpers/env.js';
 import { run, tsxBin } from '../helpers/spawn.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { startWorkers, untilQuery, type RunningWorkers } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
 let dbUrl: string;
-let workers: Promise<void>;
-let shutdown: () => void;
+let workers: RunningWorkers;
 const sandboxRuns: SandboxRunRequest[] = [];
 /** The oversight model of the current test. */
 let script: ScriptedReplyFn = () => 'no script';
@@ -65,8 +63,6 @@ let holdOpen: Promise<void> = Promise.resolve();
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_escalation', 10);
   dbUrl = handle.url;
-  const [e, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
-  env = e;
   await createToolActivities({ db: handle.db }).ensureBuiltinTools();
   const acts = createActivities({
     db: handle.db,
@@ -77,28 +73,17 @@ beforeAll(async () => {
     await holdOpen;
     return acts.openEscalation(i);
   };
-  const worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: bundle,
-    activities: { ...acts, openEscalation },
-  });
   const local = new LocalProcessSandbox();
-  const sandboxWorker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue: 'sandbox',
-    activities: { sandboxRun: async (req: SandboxRunRequest) => (sandboxRuns.push(req), local.run(req)) },
-  });
-  workers = Promise.all([worker.run(), sandboxWorker.run()]).then(() => undefined);
-  shutdown = () => {
-    worker.shutdown();
-    sandboxWorker.shutdown();
-  };
+  workers = await startWorkers(suite.env, [
+    { taskQueue, workflowBundle: suite.bundle, activities: { ...acts, openEscalation } },
+    {
+      taskQueue: 'sandbox',
+      activities: { sandboxRun: async (req: SandboxRunRequest) => (sandboxRuns.push(req), local.run(req)) },
+    },
+  ]);
 }, 120_000);
 afterAll(async () => {
-  shutdown?.();
-  await workers;
-  await env?.teardown();
+  await workers?.stop();
   await handle?.dispose();
 });
 
@@ -128,7 +113,7 @@ const answer = (a: Partial<OversightAnswer> = {}): string =>
 let seq = 0;
 function start(input: Omit<EscalationInput, 'escalationId'> & { escalationId?: string }) {
   const escalationId = input.escalationId ?? `esc-${++seq}`;
-  return env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
+  return suite.env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
     taskQueue,
     workflowId: `escalation/${escalationId}`,
     args: [{ ...input, escalationId }],
@@ -195,7 +180,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     await seedAgent('veto');
     script = () => answer({ verdict: 'approve' });
     const h = await start({ agentId: 'veto', task: 'drop the cache', humanRequired: true, escalationId: 'veto-1' });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).oversight?.verdict).toBe('approve');
+    await untilQuery(h, escalationStatusQuery, (s) => s.oversight?.verdict === 'approve', "the oversight's approval");
     const s = await h.executeUpdate(vetoUpdate, { args: [{ by: 'dafit', reason: 'not on a Friday' }] });
     expect(s.human).toEqual({ verdict: 'veto', by: 'dafit' });
     expect(await h.result()).toMatchObject({
@@ -218,7 +203,12 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     await seedAgent('appr');
     script = () => answer({ verdict: 'reject', comment: 'too risky' });
     const h = await start({ agentId: 'appr', task: 'migrate the table', humanRequired: true, escalationId: 'appr-1' });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     await h.executeUpdate(approveUpdate, { args: [{ by: 'dafit', comment: 'I checked it' }] });
     expect(await h.result()).toMatchObject({
       outcome: 'approved',
@@ -236,11 +226,21 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     await seedAgent('rn');
     script = () => answer({ verdict: 'approve' });
     const r1 = await start({ agentId: 'rn', task: 'a', humanRequired: true, escalationId: 'rn-1' });
-    await expect.poll(async () => (await r1.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      r1,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     await r1.executeUpdate(rejectUpdate, { args: [{ by: 'dafit', reason: 'wrong goal' }] });
     expect(await r1.result()).toMatchObject({ outcome: 'denied', decidedBy: 'human' });
     const r2 = await start({ agentId: 'rn', task: 'b', humanRequired: true, escalationId: 'rn-2' });
-    await expect.poll(async () => (await r2.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      r2,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     await r2.executeUpdate(nudgeUpdate, { args: [{ by: 'dafit', text: 'try the median first' }] });
     const res = await r2.result();
     expect(res).toMatchObject({ outcome: 'nudged', decidedBy: 'human' });
@@ -313,8 +313,13 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       graceMs: 30_000,
       escalationId: 'silent-1',
     });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
-    await env.sleep(65_000);
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
+    await suite.env.sleep(65_000);
     expect((await h.query(escalationStatusQuery)).phase).toBe('waiting');
     expect((await h.query(escalationStatusQuery)).decision).toBeNull();
     expect(await h.result()).toMatchObject({ outcome: 'denied', decidedBy: 'default' });
@@ -338,7 +343,12 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       graceMs: 0,
       escalationId: 'asks-1',
     });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     const startedAt = (await h.describe()).startTime.getTime();
     await expect
       .poll(async () =>
@@ -387,8 +397,13 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       dangerFlags: held.ok ? [] : held.dangerFlags!,
       escalationId: 'danger-1',
     });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
-    await env.sleep(3_600_000); // an hour later, still blocked: the oversight's approval is not enough
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
+    await suite.env.sleep(3_600_000); // an hour later, still blocked: the oversight's approval is not enough
     expect((await h.query(escalationStatusQuery)).decision).toBeNull();
     expect(
       await db
@@ -423,7 +438,12 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       dangerFlags: ['privileged_container'],
       escalationId: 'danger-2',
     });
-    await expect.poll(async () => (await h2.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      h2,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     await h2.executeUpdate(rejectUpdate, { args: [{ by: 'dafit', reason: 'no' }] });
     expect(await h2.result()).toMatchObject({ outcome: 'denied', proposalOutcome: 'blocked' });
     expect(
@@ -469,13 +489,18 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
 
     script = () => answer({ verdict: 'approve', solution: 'a backup check is fine' });
     const runsBefore = sandboxRuns.length;
-    const h = await env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
+    const h = await suite.env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
       taskQueue,
       workflowId: 'escalation/sheller.t4.c1',
       args: [escalate.input as EscalationInput],
     });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
-    await env.sleep(7_200_000); // the oversight approved; without a human it stays held
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
+    await suite.env.sleep(7_200_000); // the oversight approved; without a human it stays held
     expect((await h.query(escalationStatusQuery)).decision).toBeNull();
     expect(sandboxRuns.length).toBe(runsBefore);
     await h.executeUpdate(approveUpdate, { args: [{ by: 'dafit', comment: 'the NAS is ours' }] });
@@ -570,7 +595,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       answer({ solution: 'sorted is fine' })
     );
     for (const e of [esc, designEsc]) {
-      const h = await env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
+      const h = await suite.env.client.workflow.start<typeof escalationWorkflow>('escalationWorkflow', {
         taskQueue,
         workflowId: `escalation/${e.escalationId}`,
         args: [e.input as EscalationInput],
@@ -766,7 +791,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
         'workflow',
         'start',
         '--address',
-        env.address,
+        suite.env.address,
         '--task-queue',
         taskQueue,
         '--type',
@@ -781,7 +806,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       JSON.stringify({ escalationId: 'ui-1', agentId: 'valid', task: 'started from the UI', category: 'code' }),
     );
     expect(started.code, started.stderr).toBe(0);
-    expect(await env.client.workflow.getHandle('escalation/ui-1').result()).toMatchObject({
+    expect(await suite.env.client.workflow.getHandle('escalation/ui-1').result()).toMatchObject({
       escalationId: 'ui-1',
       outcome: 'approved',
       decidedBy: 'oversight',
@@ -791,7 +816,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
       JSON.stringify({ escalationId: 'ui-2', agentId: 'valid', task: 'x', deadlineMs: 5, extra: 1 }),
     );
     expect(badJson.code, badJson.stderr).toBe(0);
-    const uiErr = await env.client.workflow
+    const uiErr = await suite.env.client.workflow
       .getHandle('escalation/ui-2')
       .result()
       .catch((e: unknown) => e);
@@ -854,7 +879,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
   });
 
   it('CLI: metrics, escalations list/show from Postgres, approve through the Temporal update; bad flags are clear errors', async () => {
-    const vars = { DATABASE_URL: dbUrl, TEMPORAL_ADDRESS: env.address };
+    const vars = { DATABASE_URL: dbUrl, TEMPORAL_ADDRESS: suite.env.address };
     const metrics = await run(tsxBin, ['cli/main.ts', 'metrics', 'designer', '--json'], vars);
     expect(metrics.code, metrics.stderr).toBe(0);
     expect(JSON.parse(metrics.stdout).designedTools).toEqual({ total: 1, firstTry: 0, firstTryRate: 0 });
@@ -889,7 +914,12 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     await seedAgent('clihuman');
     script = () => answer({ verdict: 'reject' });
     const h = await start({ agentId: 'clihuman', task: 'needs a person', humanRequired: true, escalationId: 'cli-1' });
-    await expect.poll(async () => (await h.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      h,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     const ok = await run(
       tsxBin,
       ['cli/main.ts', 'escalations', 'approve', 'cli-1', '--by', 'dafit', '--comment', 'go'],
@@ -905,7 +935,12 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     // reject (a reason is required) and nudge (the text is the rest of the line).
     const h2 = await start({ agentId: 'clihuman', task: 'second', humanRequired: true, escalationId: 'cli-2' });
     const h3 = await start({ agentId: 'clihuman', task: 'third', humanRequired: true, escalationId: 'cli-3' });
-    await expect.poll(async () => (await h3.query(escalationStatusQuery)).phase).toBe('awaiting_human');
+    await untilQuery(
+      h3,
+      escalationStatusQuery,
+      (s) => s.phase === 'awaiting_human',
+      'the escalation to wait for a human',
+    );
     const noReason = await run(tsxBin, ['cli/main.ts', 'escalations', 'reject', 'cli-2'], vars);
     expect(noReason.code).toBe(2);
     expect(noReason.stderr).toContain("required option '--reason <text>' not specified");
