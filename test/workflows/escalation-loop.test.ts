@@ -5,8 +5,6 @@
  * next tick sees, granting the database tool; a danger-zone command (`shell` with SSH host
  * checks off) is held — not run — and its escalation waits for a human, who rejects it.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -30,9 +28,10 @@ import {
 import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { escalationStatusQuery, rejectUpdate } from '../../workflows/escalation.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { withWorker } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
+const suite = timeSkippingSuite();
 let handle: MigratedDatabase;
 const agentPrompts: ChatMessage[][] = [];
 /** Set while the keeper test runs (its emotion/tag calls carry no agent id). */
@@ -81,10 +80,8 @@ function reply(messages: ChatMessage[]): string {
 
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_esc_loop', 10);
-  env = await createTimeSkippingEnv();
 }, 60_000);
 afterAll(async () => {
-  await env?.teardown();
   await handle?.dispose();
 });
 
@@ -108,17 +105,16 @@ describe('escalations from the agent loop', () => {
     const tools = createToolActivities({ db });
     await tools.ensureBuiltinTools();
     await tools.grantStarterTools({ agentId: 'esca' });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
+    const spec = {
       taskQueue: 'mindloop',
-      workflowBundle: await bundleWorkflows(productWorkflowsPath),
+      workflowBundle: suite.bundle,
       activities: createActivities({
         db,
         llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages }) => reply(messages) },
       }),
-    });
-    await worker.runUntil(async () => {
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    };
+    await withWorker(suite.env, spec, async () => {
+      const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'mindloop',
         workflowId: 'agent/esca',
         args: [{ agentId: 'esca', maxTicks: 3, settings: { delayMs: 5_000 } }],
@@ -130,7 +126,7 @@ describe('escalations from the agent loop', () => {
         .from(escalations)
         .where(and(eq(escalations.agentId, 'esca'), eq(escalations.category, 'general')));
       expect(held).toBeDefined();
-      const eh = env.client.workflow.getHandle(`escalation/${held!.id}`);
+      const eh = suite.env.client.workflow.getHandle(`escalation/${held!.id}`);
       // Time skips while the loop runs, possibly past the 24 h deadline: still WAIT (grace),
       // undecided. The test server keeps skipping until the client locks it again after the
       // loop's result, so on a busy machine the grace may be over too: then it was denied by
@@ -219,26 +215,25 @@ describe('escalations from the agent loop', () => {
     const tools = createToolActivities({ db });
     await tools.ensureBuiltinTools();
     await tools.grantStarterTools({ agentId: 'keeper', tools: ['database'] });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
+    const spec = {
       taskQueue: 'mindloop-keeper',
-      workflowBundle: await bundleWorkflows(productWorkflowsPath),
+      workflowBundle: suite.bundle,
       activities: createActivities({
         db,
         llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: ({ messages }) => reply(messages) },
       }),
-    });
+    };
     let firstRunId = '';
-    await worker.runUntil(async () => {
+    await withWorker(suite.env, spec, async () => {
       // One tick per run: every tick after the first starts in a new run (continue-as-new).
-      const h = await env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      const h = await suite.env.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'mindloop-keeper',
         workflowId: 'agent/keeper',
         args: [{ agentId: 'keeper', maxTicks: 3, ticksPerRun: 1, settings: { delayMs: 1_000 } }],
       });
       firstRunId = h.firstExecutionRunId;
       await h.result();
-      expect((await env.client.workflow.getHandle('agent/keeper', firstRunId).describe()).status.name).toBe(
+      expect((await suite.env.client.workflow.getHandle('agent/keeper', firstRunId).describe()).status.name).toBe(
         'CONTINUED_AS_NEW',
       );
     });
@@ -269,10 +264,9 @@ describe('escalations from the agent loop', () => {
       priority: 1,
     });
     const seen: string[] = [];
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
+    const spec = {
       taskQueue: 'mindloop-newbie',
-      workflowBundle: await bundleWorkflows(productWorkflowsPath),
+      workflowBundle: suite.bundle,
       activities: createActivities({
         db,
         llm: {
@@ -284,9 +278,9 @@ describe('escalations from the agent loop', () => {
           ),
         },
       }),
-    });
-    await worker.runUntil(
-      env.client.workflow.execute<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+    };
+    await withWorker(suite.env, spec, () =>
+      suite.env.client.workflow.execute<typeof agentLoopWorkflow>('agentLoopWorkflow', {
         taskQueue: 'mindloop-newbie',
         workflowId: 'agent/newbie',
         args: [{ agentId: 'newbie', maxTicks: 1 }],
