@@ -47,7 +47,8 @@ import { seedForkableAgent } from '../helpers/fork-fixture.js';
 import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { collisionModel } from '../helpers/nerves.js';
 import { neutralReflexReplies, thinkInput as scriptedThinkInput } from '../helpers/scripted.js';
-import { bundle, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { startWorkers, untilQuery, type RunningWorkers } from '../helpers/harness.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
 // ---- the paths, read from the code ------------------------------------------------------------
 
@@ -144,6 +145,7 @@ function scanPaths(): Site[] {
 
 let h: MigratedDatabase;
 let acts: ReturnType<typeof createActivities>;
+// The time-skipping server and the product's bundle of the describe that runs the paths.
 let env: TestWorkflowEnvironment;
 let workflowBundle: WorkflowBundleWithSourceMap;
 const taskQueue = 'charged-paths';
@@ -404,9 +406,13 @@ const approvedShell = once(async () => {
           },
         ],
       });
-      await expect
-        .poll(async () => (await handle!.query(escalationStatusQuery)).phase, { timeout: 30_000 })
-        .toBe('awaiting_human');
+      await untilQuery(
+        handle,
+        escalationStatusQuery,
+        (s) => s.phase === 'awaiting_human',
+        'awaiting the human',
+        30_000,
+      );
       await handle.executeUpdate(approveUpdate, { args: [{ by: 'carol' }] });
       expect(await handle.result()).toMatchObject({ outcome: 'approved', proposalOutcome: 'executed' });
     },
@@ -747,32 +753,21 @@ describe('the paths that run the sandbox or call a model', () => {
 });
 
 describe('each path moves the ledger once (real Postgres; workflows on the time-skipping server)', () => {
-  let workers: Promise<void> | undefined;
-  let stop = () => undefined as void;
+  const suite = timeSkippingSuite();
+  let workers: RunningWorkers | undefined;
   beforeAll(async () => {
-    [env, workflowBundle] = await Promise.all([createTimeSkippingEnv(), bundle(productWorkflowsPath)]);
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle,
-      activities: acts,
-    });
-    // The sandbox queue's own activity, on the local stand-in of the engine (Docker is not the point here).
-    const sandboxWorker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: 'sandbox',
-      activities: createSandboxActivities({ docker: {} as never, sandbox: new LocalProcessSandbox() }),
-    });
-    workers = Promise.all([worker.run(), sandboxWorker.run()]).then(() => undefined);
-    stop = () => {
-      worker.shutdown();
-      sandboxWorker.shutdown();
-    };
+    [env, workflowBundle] = [suite.env, suite.bundle];
+    workers = await startWorkers(env, [
+      { taskQueue, workflowBundle, activities: acts },
+      // The sandbox queue's own activity, on the local stand-in of the engine (Docker is not the point here).
+      {
+        taskQueue: 'sandbox',
+        activities: createSandboxActivities({ docker: {} as never, sandbox: new LocalProcessSandbox() }),
+      },
+    ]);
   }, 180_000);
   afterAll(async () => {
-    stop();
-    await workers;
-    await env?.teardown();
+    await workers?.stop();
   });
 
   it.each(Object.keys(paths))(
