@@ -8,7 +8,7 @@
  * and reject answer escalations and fork gates as the human tier, and the workflows decide.
  */
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -21,11 +21,11 @@ import { offBusSource } from '../../runtime/mcp/bus-link.js';
 import { startHttpBridge, type HttpBridge } from '../../runtime/mcp/http.js';
 import { startDevServer, type DevServer } from '../../runtime/temporal-dev-server.js';
 import { startSuccessorFork } from '../../runtime/workflow-starts.js';
-import type { AgentStatus } from '../../workflows/agent-loop/index.js';
-import type { EscalationResult, EscalationStatus } from '../../workflows/escalation.js';
-import type { ForkState } from '../../workflows/successor-fork.js';
+import { escalationStatusQuery, type EscalationResult, type EscalationStatus } from '../../workflows/escalation.js';
+import { forkStateQuery } from '../../workflows/successor-fork.js';
 import { freePort, migratedDatabase, repoToolsDir, tempDir, toolPath, type MigratedDatabase } from '../helpers/env.js';
 import { seedForkableAgent } from '../helpers/fork-fixture.js';
+import { startLoop, startWorkers, untilQuery, untilStatus, type RunningWorkers } from '../helpers/harness.js';
 import { call, httpClient, ok, refused, type Connected } from '../helpers/mcp.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { thinkScript } from '../helpers/scripted.js';
@@ -37,8 +37,7 @@ let db: MigratedDatabase;
 let server: DevServer;
 let client: Client;
 let native: NativeConnection;
-let worker: Worker;
-let running: Promise<void>;
+let workers: RunningWorkers;
 let bridgeBus: Bus;
 let consumerBus: Bus;
 let consumer: CommandConsumer;
@@ -102,40 +101,33 @@ beforeAll(async () => {
   await createToolActivities({ db: db.db }).grantStarterTools({ agentId: 'esc.agent' });
   await seedForkableAgent(db.db, 'fk-a');
   await seedForkableAgent(db.db, 'fk-b');
-  worker = await Worker.create({
-    connection: native,
-    taskQueue: 'mindloop',
-    workflowBundle: bundle,
-    activities: createActivities({
-      db: db.db,
-      llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: scripted },
-      dataDir: data.path,
-    }),
-  });
-  running = worker.run();
+  workers = await startWorkers(native, [
+    {
+      taskQueue: 'mindloop',
+      workflowBundle: bundle,
+      activities: createActivities({
+        db: db.db,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: scripted },
+        dataDir: data.path,
+      }),
+    },
+  ]);
   consumer = await startCommandConsumer(consumerBus, temporalCommandTarget(client), { log: () => undefined });
   http = await startHttpBridge({ bus: bridgeBus, db: db.db, temporal: client, port: 0, log: () => undefined });
   mcp = await httpClient(http.url);
-  loop = await client.workflow.start('agentLoopWorkflow', {
-    taskQueue: 'mindloop',
-    workflowId: `agent/${agentId}`,
-    args: [
-      {
-        agentId,
-        maxTicks: 10_000,
-        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
-      },
-    ],
+  loop = await startLoop(client, 'mindloop', {
+    agentId,
+    maxTicks: 10_000,
+    settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
   });
-  await until(async () => (await loop.query<AgentStatus>('status')).tick >= 1, 'the first tick', 60_000);
+  await untilStatus(loop, (s) => s.tick >= 1, 'the first tick', 60_000);
 }, 180_000);
 afterAll(async () => {
   await mcp?.close();
   await http?.close();
   await consumer?.stop();
   await loop?.terminate('test over').catch(() => undefined);
-  worker?.shutdown();
-  await running?.catch(() => undefined);
+  await workers?.stop();
   await native?.close();
   await client?.connection.close();
   await server?.stop();
@@ -265,11 +257,7 @@ describe('Mindloop tools over MCP (dev server, Postgres, NATS)', () => {
       ok(await call(c.client, 'send_note', { agent_id: agentId, text: 'hello over MCP', message_id: 'mcp-note-1' }));
       await until(async () => (await incoming('mcp-note-2')).length === 1, 'the note', 30_000);
       // Let the loop take anything else it was given before counting.
-      await until(
-        async () => (await loop.query<AgentStatus>('status')).counters.notesReceived === 3,
-        'the loop counted three notes',
-        30_000,
-      );
+      await untilStatus(loop, (s) => s.counters.notesReceived === 3, 'the loop counted three notes', 30_000);
       expect(await incoming('mcp-note-2')).toHaveLength(1);
       expect(await incoming('mcp-note-1')).toHaveLength(1);
       expect(await incoming()).toHaveLength(3);
@@ -290,11 +278,7 @@ describe('Mindloop tools over MCP (dev server, Postgres, NATS)', () => {
         args: [{ escalationId: id, agentId: 'esc.agent', task: `decide ${id}`, humanRequired: true }],
       });
     const waiting = async (h: WorkflowHandle) =>
-      until(
-        async () => (await h.query<EscalationStatus>('status')).phase === 'awaiting_human',
-        'awaiting the human',
-        60_000,
-      );
+      untilQuery(h, escalationStatusQuery, (s) => s.phase === 'awaiting_human', 'awaiting the human', 60_000);
     const h1 = await start('mcp-esc-1');
     const h2 = await start('mcp-esc-2');
     await Promise.all([waiting(h1), waiting(h2)]);
@@ -351,8 +335,10 @@ describe('Mindloop tools over MCP (dev server, Postgres, NATS)', () => {
       });
     const [fa, fb] = await Promise.all([fork('fk-a', 'mcp-fork-a'), fork('fk-b', 'mcp-fork-b')]);
     for (const h of [fa, fb])
-      await until(
-        async () => (await h.query<ForkState>('forkState')).phase === 'awaiting_approval',
+      await untilQuery(
+        h,
+        forkStateQuery,
+        (s) => s.phase === 'awaiting_approval',
         `${h.workflowId} at the gate`,
         90_000,
       );
