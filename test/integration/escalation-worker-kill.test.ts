@@ -11,7 +11,8 @@ import { createToolActivities } from '../../activities/tools.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { agents, decisionLog, escalations, llmCalls, llmRegistry, notes } from '../../db/schema/index.js';
 import { approveUpdate, escalationStatusQuery, type escalationWorkflow } from '../../workflows/escalation.js';
-import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
+import { untilQuery } from '../helpers/harness.js';
+import { startKillableStack, type KillableStack } from '../helpers/worker-process.js';
 
 let ks: KillableStack;
 let client: Client;
@@ -66,16 +67,14 @@ describe('an escalation waiting for a human survives a worker kill', () => {
           },
         ],
       });
-      await waitFor('awaiting_human', 90_000, async () =>
-        (await h.query(escalationStatusQuery)).phase === 'awaiting_human' ? true : undefined,
-      );
+      await untilQuery(h, escalationStatusQuery, (s) => s.phase === 'awaiting_human', 'awaiting_human', 90_000);
 
       const exited = new Promise((r) => worker.once('exit', r));
       worker.kill('SIGKILL');
       await exited;
       worker = spawnWorker();
       // The new worker rebuilds the state by replay: still waiting, the oversight's answer known.
-      const s = await waitFor('the state after restart', 90_000, async () => h.query(escalationStatusQuery));
+      const s = await untilQuery(h, escalationStatusQuery, () => true, 'the state after restart', 90_000);
       expect(s).toMatchObject({
         phase: 'awaiting_human',
         humanRequired: true,
