@@ -6,7 +6,6 @@
  *   agent keeps taking notes and logging, and resumes by itself when the endpoint is back.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -22,9 +21,10 @@ import {
   processLog,
 } from '../../db/schema/index.js';
 import type { Stack } from '../../runtime/stack.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 import { repoToolsDir } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 let ks: KillableStack;
@@ -63,28 +63,20 @@ describe('the agent loop survives its worker being killed', () => {
       params: { replies, delayMs: 400 },
     });
 
-    const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-      taskQueue: 'mindloop',
-      workflowId: 'agent/crashy',
-      args: [{ agentId: 'crashy', settings: { delayMs: 100 } }],
-    });
+    const h = await startLoop(client, 'mindloop', { agentId: 'crashy', settings: { delayMs: 100 } });
     const sentNotes: number[] = [];
     const killedIn: string[] = [];
     for (let round = 0; round < 10; round++) {
       const worker = spawnWorker();
       try {
-        const before = await waitFor('a query answer', 60_000, async () => (await status(h)).tick);
-        await waitFor(`a tick after ${before}`, 60_000, async () =>
-          (await status(h)).tick > before ? true : undefined,
-        );
+        const before = (await untilStatus(h, () => true, 'a query answer', 60_000)).tick;
+        await untilStatus(h, (s) => s.tick > before, `a tick after ${before}`, 60_000);
         const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
           args: [{ text: `note ${round}`, priority: 5 }],
         });
         sentNotes.push(noteId);
         // Mid-tick: inside the think activity (the model takes 400 ms), at a varying point.
-        await waitFor('the thinking phase', 30_000, async () =>
-          (await status(h)).phase === 'thinking' ? true : undefined,
-        );
+        await untilStatus(h, (s) => s.phase === 'thinking', 'the thinking phase', 30_000);
         await sleep(round * 35);
         killedIn.push((await status(h)).phase);
       } finally {
@@ -171,26 +163,17 @@ describe('Core Outage against a real endpoint', () => {
       baseUrl: llm.baseUrl,
       params: { timeoutMs: 2000 },
     });
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue: 'outage-it',
       workflowBundle: { codePath: ks.bundlePath },
       activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: repoToolsDir } }),
-    });
-    await worker.runUntil(async () => {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'outage-it',
-        workflowId: 'agent/outage',
-        args: [{ agentId: 'outage', settings: { delayMs: 200 } }],
-      });
-      await waitFor('first tick', 30_000, async () => ((await status(h)).tick >= 1 ? true : undefined));
+    };
+    await withWorker(stack.temporal.connection, spec, async (taskQueue) => {
+      const h = await startLoop(client, taskQueue, { agentId: 'outage', settings: { delayMs: 200 } });
+      await untilStatus(h, (s) => s.tick >= 1, 'first tick', 30_000);
 
       await llm.down('refused');
-      const inOutage = await waitFor('core outage', 30_000, async () => {
-        const s = await status(h);
-        return s.operatingMode === 'core_outage' ? s : undefined;
-      });
+      const inOutage = await untilStatus(h, (s) => s.operatingMode === 'core_outage', 'core outage', 30_000);
       expect(inOutage.phase).toBe('outage');
       const tickAtOutage = inOutage.tick;
       const { noteId } = await h.executeUpdate<{ noteId: number }, [unknown]>('addNote', {
@@ -201,10 +184,12 @@ describe('Core Outage against a real endpoint', () => {
       expect((await status(h)).tick).toBe(tickAtOutage);
 
       await llm.up();
-      const recovered = await waitFor('recovery', 60_000, async () => {
-        const s = await status(h);
-        return s.operatingMode === 'normal' && s.tick > tickAtOutage ? s : undefined;
-      });
+      const recovered = await untilStatus(
+        h,
+        (s) => s.operatingMode === 'normal' && s.tick > tickAtOutage,
+        'recovery',
+        60_000,
+      );
       expect(recovered.counters.outages).toBe(1);
       expect(recovered.llm).toBe('openai:gpt-fake');
       await waitFor('the note read', 30_000, async () => {
@@ -214,7 +199,6 @@ describe('Core Outage against a real endpoint', () => {
       await h.signal('stop');
       await h.result();
     });
-    await connection.close();
 
     const log = await stack.db.db
       .select()
