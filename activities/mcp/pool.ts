@@ -213,16 +213,27 @@ export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {})
     await client.close().catch(() => undefined);
     const said = stderr();
     // A process that is gone did not start; one still running that wrote non-JSON-RPC is not MCP.
-    const [why, reason]: [string, McpServerError['reason']] = exited
-      ? [`server ${spec.name} exited before MCP's handshake finished`, 'start']
-      : protocolError
-        ? [`server ${spec.name} does not speak MCP (${clipText(protocolError, 300)})`, 'protocol']
-        : err instanceof McpServerError
-          ? [err.message, err.reason]
-          : [
-              `server ${spec.name} did not finish MCP's handshake: ${clipText((err as Error).message, 300)}`,
-              'protocol',
-            ];
+    // Over HTTP there is no process: the request's own error says what happened.
+    const httpWhy = () => {
+      const said = (err as Error).message;
+      return sanitizeText(protocolError && protocolError !== said ? `${said} (${protocolError})` : said);
+    };
+    const [why, reason]: [string, McpServerError['reason']] =
+      spec.transport === 'http' && !(err instanceof McpServerError)
+        ? [
+            `server ${spec.name} at ${spec.url ?? ''} did not finish MCP's handshake: ${clipText(httpWhy(), 300)}`,
+            'start',
+          ]
+        : exited
+          ? [`server ${spec.name} exited before MCP's handshake finished`, 'start']
+          : protocolError
+            ? [`server ${spec.name} does not speak MCP (${clipText(protocolError, 300)})`, 'protocol']
+            : err instanceof McpServerError
+              ? [err.message, err.reason]
+              : [
+                  `server ${spec.name} did not finish MCP's handshake: ${clipText((err as Error).message, 300)}`,
+                  'protocol',
+                ];
     throw new McpServerError(said ? `${why}; its stderr: ${clipText(said, 500)}` : why, reason);
   }
   up = true;
