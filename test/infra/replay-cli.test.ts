@@ -6,14 +6,13 @@
  * SDK's log only with --verbose.
  */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { agents, llmRegistry } from '../../db/schema/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
@@ -63,9 +62,7 @@ const replay = (...args: string[]) =>
 
 describe('mindloop replay <workflow-id>', () => {
   it('replays the history of a running agent fetched from the server', async () => {
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue: 'replay-cli',
       workflowBundle: await bundleWorkflows(),
       activities: createActivities({
@@ -76,31 +73,24 @@ describe('mindloop replay <workflow-id>', () => {
           scriptedReply: thinkScript((_m, i) => `Tick ${i + 1}: thinking quietly.`),
         },
       }),
-    });
-    try {
-      await worker.runUntil(async () => {
-        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          taskQueue: 'replay-cli',
-          workflowId: 'agent/echo',
-          args: [{ agentId: 'echo', settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } } }],
-        });
-        await expect
-          .poll(async () => (await h.query<AgentStatus>('status')).tick, { timeout: 60_000, interval: 200 })
-          .toBeGreaterThanOrEqual(3);
-
-        const r = await replay('agent/echo');
-        expect(r.code, r.stderr).toBe(0);
-        // The answer is the whole output: the replaying Worker's own log (its state changes) stays out.
-        const m = /^replay ok: agent\/echo, (\d+) events, deterministic\n$/.exec(r.stdout);
-        expect(m, r.stdout).not.toBeNull();
-        expect(r.stderr).not.toMatch(/\[(?:INFO|DEBUG|TRACE)\]/);
-        // Three ticks are far more than the start events: the whole fetched history was replayed.
-        expect(Number(m![1])).toBeGreaterThan(20);
-        await h.terminate('test over');
+    };
+    await withWorker(stack.temporal.connection, spec, async (taskQueue) => {
+      const h = await startLoop(client, taskQueue, {
+        agentId: 'echo',
+        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 1000 } },
       });
-    } finally {
-      await connection.close();
-    }
+      await untilStatus(h, (s) => s.tick >= 3, 'the third tick', 60_000, 200);
+
+      const r = await replay('agent/echo');
+      expect(r.code, r.stderr).toBe(0);
+      // The answer is the whole output: the replaying Worker's own log (its state changes) stays out.
+      const m = /^replay ok: agent\/echo, (\d+) events, deterministic\n$/.exec(r.stdout);
+      expect(m, r.stdout).not.toBeNull();
+      expect(r.stderr).not.toMatch(/\[(?:INFO|DEBUG|TRACE)\]/);
+      // Three ticks are far more than the start events: the whole fetched history was replayed.
+      expect(Number(m![1])).toBeGreaterThan(20);
+      await h.terminate('test over');
+    });
   }, 180_000);
 
   it('--verbose brings the SDK log back beside the same answer', async () => {
