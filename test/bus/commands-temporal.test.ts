@@ -11,7 +11,7 @@
  */
 import { jetstream } from '@nats-io/jetstream';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { NativeConnection, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { createActivities } from '../../activities/index.js';
 import { BusRequestError, type Bus, type BusMessage } from '../../runtime/bus.js';
@@ -21,10 +21,11 @@ import {
   startCommandConsumer,
   temporalCommandTarget,
 } from '../../runtime/bus-commands.js';
-import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { resolveDeployment } from '../../runtime/deployment.js';
 import { startWorkerBus } from '../../workers/bus.js';
 import { testEnv } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
 import { unlimitedLifeforce } from '../helpers/scripted.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
@@ -122,27 +123,16 @@ async function replay(subject: string, body: string): Promise<void> {
 describe('bus commands into agentLoopWorkflow (dev server)', () => {
   it('notes and pause/resume arrive exactly once per message id', async () => {
     const f = fakes();
-    const worker = await Worker.create({
-      connection,
-      taskQueue: 'bus-commands',
-      workflowBundle: bundle,
-      activities: f.activities,
-    });
-    await worker.runUntil(async () => {
+    const spec = { taskQueue: 'bus-commands', workflowBundle: bundle, activities: f.activities };
+    await withWorker(connection, spec, async (taskQueue) => {
       // A dotted agent id: its subject escapes the dot, its workflow id keeps it.
       const agentId = 'bus.agent';
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'bus-commands',
-        workflowId: `agent/${agentId}`,
-        args: [
-          {
-            agentId,
-            maxTicks: 10_000,
-            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
-          },
-        ],
+      const h = await startLoop(client, taskQueue, {
+        agentId,
+        maxTicks: 10_000,
+        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
       });
-      await until(async () => (await status(h)).tick >= 1, 'the first tick', 30_000);
+      await untilStatus(h, (s) => s.tick >= 1, 'the first tick', 30_000);
 
       // Sent while no consumer runs (the stream and its durable consumer exist, nobody pulls).
       await ensureCommandStream(bus);
@@ -161,14 +151,14 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
       const consumer = await startCommandConsumer(bus, temporalCommandTarget(client));
       try {
         await until(() => consumer.stats.accepted === 7, 'seven commands accepted', 30_000);
-        await until(async () => f.notes.length === 5 && (await status(h)).paused, 'five notes and the pause', 30_000);
+        await untilStatus(h, (s) => f.notes.length === 5 && s.paused, 'five notes and the pause', 30_000);
         expect(f.notes.map((n) => n.text)).toEqual(['note 0', 'note 1', 'note 2', 'note 3', 'note 4']);
         // The update id is the message id: the note's idempotency key carries it.
         expect(f.notes.map((n) => n.idempotencyKey)).toEqual(notes.map((n) => `agent/${agentId}:note:${n.messageId}`));
         expect(f.notes[0]!.priority).toBe(3);
 
         await sendCommand(bus, agentId, 'resume', {});
-        await until(async () => !(await status(h)).paused, 'resumed', 30_000);
+        await untilStatus(h, (s) => !s.paused, 'resumed', 30_000);
         // The old pause comes again (same message id): the server knows its request id, so the loop stays resumed.
         await replay(
           pauseSubject,
@@ -211,24 +201,13 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
 
   it('a worker with NATS_URL takes commands, answers echo and sends heartbeats and events; stopped, it does none of these', async () => {
     const f = fakes();
-    const worker = await Worker.create({
-      connection,
-      taskQueue: 'bus-worker',
-      workflowBundle: bundle,
-      activities: f.activities,
-    });
+    const spec = { taskQueue: 'bus-worker', workflowBundle: bundle, activities: f.activities };
     const bus0 = bus;
-    await worker.runUntil(async () => {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'bus-worker',
-        workflowId: 'agent/wb',
-        args: [
-          {
-            agentId: 'wb',
-            maxTicks: 10_000,
-            settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
-          },
-        ],
+    await withWorker(connection, spec, async (taskQueue) => {
+      const h = await startLoop(client, taskQueue, {
+        agentId: 'wb',
+        maxTicks: 10_000,
+        settings: { idle: { on: true, wakeOn: ['note', 'timeout'], timeoutMs: 3_600_000 } },
       });
       const lines: string[] = [];
       const env = testEnv({ NATS_URL: testNatsUrl, MINDLOOP_BUS_ROOT: bus0.root });
