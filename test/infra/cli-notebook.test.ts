@@ -12,7 +12,7 @@
  */
 import { request } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -26,6 +26,7 @@ import { startAgentLoop } from '../../runtime/workflow-starts.js';
 import { temporalHeader } from '../../runtime/temporal-connection.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 import { stopStackTest } from '../helpers/temporal.js';
 
@@ -35,8 +36,7 @@ let stack: Stack;
 let dropDb: (() => Promise<void>) | undefined;
 let client: Client;
 let connection: NativeConnection;
-let worker: Worker;
-let workerRun: Promise<void>;
+let workers: RunningWorkers | undefined;
 let ours: NotebookServer;
 let theirs: NotebookServer;
 
@@ -69,13 +69,13 @@ beforeAll(async () => {
   ]);
   client = new Client({ connection: temporalClient });
   connection = await NativeConnection.connect(stack.temporal.connection);
-  worker = await Worker.create({
-    connection,
-    taskQueue: 'mindloop',
-    workflowBundle: bundle,
-    activities: createActivities({ db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir } }),
-  });
-  workerRun = worker.run();
+  workers = await startWorkers(connection, [
+    {
+      taskQueue: 'mindloop',
+      workflowBundle: bundle,
+      activities: createActivities({ db, dataDir: data.path, llm: { env: {}, toolsDir: repoToolsDir } }),
+    },
+  ]);
   const base = { db, client, feed: new TickFeed(), feedSource: 'in-process' as const, port: 0, log: () => undefined };
   ours = await startNotebook({ ...base, temporal: { address: stack.temporal.address, namespace: 'default' } });
   theirs = await startNotebook({ ...base, temporal: { address: 'elsewhere.example:7233', namespace: 'default' } });
@@ -96,8 +96,7 @@ afterAll(async () => {
     .terminate('test over')
     .catch(() => undefined);
   await stopStackTest({
-    workers: [worker],
-    runs: [workerRun],
+    runs: [workers?.stop()],
     connections: [connection, client?.connection],
     stack,
     dropDb,
