@@ -22,7 +22,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,6 +44,7 @@ import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import type { EscalationStatus } from '../../workflows/escalation.js';
 import type { ForkState } from '../../workflows/successor-fork.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { neutralReflexReplies, thinkScript } from '../helpers/scripted.js';
 import { stopStackTest } from '../helpers/temporal.js';
 import { waitFor } from '../helpers/worker-process.js';
@@ -57,8 +58,7 @@ const data = tempDir('notebook');
 let stack: Stack;
 let client: Client;
 let connection: NativeConnection;
-let worker: Worker;
-let workerRun: Promise<void>;
+let workers: RunningWorkers | undefined;
 let notebook: NotebookServer;
 let feed: TickFeed;
 let browser: Browser;
@@ -173,18 +173,18 @@ beforeAll(async () => {
   client = new Client({ connection: temporalClient });
   connection = native;
   feed = new TickFeed();
-  worker = await Worker.create({
-    connection,
-    taskQueue: 'mindloop',
-    workflowBundle: bundle,
-    activities: createActivities({
-      db,
-      dataDir: data.path,
-      llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply },
-      events: feedSink(feed),
-    }),
-  });
-  workerRun = worker.run();
+  workers = await startWorkers(connection, [
+    {
+      taskQueue: 'mindloop',
+      workflowBundle: bundle,
+      activities: createActivities({
+        db,
+        dataDir: data.path,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply },
+        events: feedSink(feed),
+      }),
+    },
+  ]);
   notebook = await startNotebook({ db, client, feed, feedSource: 'in-process', port: 0, log: () => undefined });
   await startAgentLoop(client, { agentId: 'ticker', name: 'Ticker', delayMs: 700, lifeforce: { capacity: 100_000 } });
   // 1 LF: less than any think reserves, so its first think is refused and it waits.
@@ -223,8 +223,7 @@ afterAll(async () => {
     .terminate('test over')
     .catch(() => undefined);
   await stopStackTest({
-    workers: [worker],
-    runs: [workerRun],
+    runs: [workers?.stop()],
     connections: [connection, client?.connection],
     stack,
     dropDb,
