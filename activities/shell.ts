@@ -3,9 +3,10 @@
  * result goes to the command's command_log row (its `text` is shown in the next tick's
  * context 5) and to its process-log entry (context 4). Idempotent: it overwrites the same rows.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { mergeCommandResult } from '../db/queries/command-log.js';
+import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { commandLog, processLog } from '../db/schema/index.js';
+import { processLog } from '../db/schema/index.js';
 import type { SandboxRunResult } from '../sandbox/sandbox.js';
 import { clipText } from '../core/sanitize.js';
 import { maxResultText } from './commands/shared.js';
@@ -63,17 +64,7 @@ export function createShellActivities({ db, prices = defaultPrices }: { db: Db; 
         ...(text.length >= maxResultText ? { truncated: true } : {}),
       };
       await db.transaction(async (tx) => {
-        await tx
-          .update(commandLog)
-          // Merge: the stored effects stay (a retried applyCommands returns them).
-          .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
-          .where(
-            and(
-              eq(commandLog.agentId, input.agentId),
-              eq(commandLog.tick, input.tick),
-              eq(commandLog.cmdId, input.cmdId),
-            ),
-          );
+        await mergeCommandResult(tx, input, patch);
         await tx
           .update(processLog)
           .set({

@@ -9,11 +9,12 @@
  * an outgoing note with its WAV (`speechRecordSpeak`). No TypeScript worker polls the speech
  * queues any more.
  */
+import { mergeCommandResult } from '../db/queries/command-log.js';
 import { mkdir, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { and, eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { budgetIds, speechCost, type PriceTable } from '../core/lifeforce.js';
 import { priorityKeyFor, unlimitedPriorityKey } from '../core/priority.js';
 import { clipText } from '../core/sanitize.js';
@@ -31,7 +32,7 @@ import { workflowIds } from '../core/ids.js';
 import type { Db } from '../db/client.js';
 import { budgetReport, release, reserve, settle, type ReserveRequest } from '../db/queries/lifeforce.js';
 import { addNoteOnce } from '../db/queries/notes.js';
-import { agents, commandLog, type IncomingNoteSource, type NoteAudio } from '../db/schema/index.js';
+import { agents, type IncomingNoteSource, type NoteAudio } from '../db/schema/index.js';
 import { activityContext } from './heartbeat.js';
 import { maxResultText } from './commands/shared.js';
 import { ErrorType, nonRetryable, retryable } from './errors.js';
@@ -441,17 +442,7 @@ function speechRecordActivities(deps: SpeechActivityDeps, clientOf: () => Client
           message: clipText(`speak: ${outcome}`, 200),
           text: clipText(`speak (${input.workflowId}): ${outcome}`, maxResultText),
         };
-        await db
-          .update(commandLog)
-          // Merge: the stored effects stay (a retried applyCommands returns them).
-          .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
-          .where(
-            and(
-              eq(commandLog.agentId, input.agentId),
-              eq(commandLog.tick, input.requestedBy.tick),
-              eq(commandLog.cmdId, input.requestedBy.cmdId),
-            ),
-          );
+        await mergeCommandResult(db, { agentId: input.agentId, ...input.requestedBy }, patch);
       }
       return { noteId };
     },

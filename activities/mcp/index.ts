@@ -13,14 +13,15 @@
  * Never fails the loop for the server's sake: a server that is down, refuses, hangs or answers
  * garbage becomes the text the agent reads.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { mergeCommandResult } from '../../db/queries/command-log.js';
+import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/lifeforce.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
 import { release, reserve, settle } from '../../db/queries/lifeforce.js';
-import { commandLog, mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
+import { mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
 import { maxResultText } from '../commands/shared.js';
 import { parseInput } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
@@ -162,17 +163,7 @@ export function createMcpActivities(deps: McpActivityDeps) {
         .where(eq(mcpCalls.key, input.key));
       if (input.tick === undefined || !input.cmdId) return;
       const patch = { message: clipText(headline(input.server, input.tool, o.status, o.ms), 200), text };
-      await tx
-        .update(commandLog)
-        // Merge: the stored effects stay (a retried applyCommands returns them).
-        .set({ result: sql`coalesce(${commandLog.result}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb` })
-        .where(
-          and(
-            eq(commandLog.agentId, input.agentId),
-            eq(commandLog.tick, input.tick),
-            eq(commandLog.cmdId, input.cmdId),
-          ),
-        );
+      await mergeCommandResult(tx, { agentId: input.agentId, tick: input.tick, cmdId: input.cmdId }, patch);
       if (input.processId)
         await tx
           .update(processLog)
