@@ -6,8 +6,8 @@
  * by her task model as a note before her next tick; a strategy she applies herself is measured
  * two ticks later like an automatic one. The messages are on the bus as AgentMessage events.
  */
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Client, Connection } from '@temporalio/client';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -28,11 +28,11 @@ import type { Bus, BusMessage } from '../../runtime/bus.js';
 import { agentEventSink } from '../../runtime/bus-agents.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import type { AgentLoopResult } from '../../workflows/agent-loop/index.js';
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
+import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
-import { readUntil } from '../helpers/wait.js';
 
 const data = tempDir('peers');
 let stack: Stack;
@@ -136,18 +136,12 @@ async function within<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
   }
 }
 
-async function statusOf(h: WorkflowHandle): Promise<AgentStatus> {
-  return h.query<AgentStatus>('status');
-}
-
 describe('two agents on the scripted model', () => {
   it('Ana writes to an idle Ben, who wakes, reads it, answers and rates her; her identity, method, question and strategy take effect', async () => {
     const messages: BusMessage[] = [];
     const sub = bus.subscribe(bus.subjects.agentEvents(), (m) => void messages.push(m));
     await bus.flush();
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue: 'peers-it',
       workflowBundle: bundle,
       activities: createActivities({
@@ -155,25 +149,16 @@ describe('two agents on the scripted model', () => {
         llm: { env: {}, toolsDir: '', scriptedReply: reply, lifeforce: { enabled: false, prices: defaultPrices } },
         events: agentEventSink(bus),
       }),
-    });
-    await worker.runUntil(async () => {
+    };
+    await withWorker(stack.temporal.connection, spec, async (taskQueue) => {
       // Ben idles until a note comes: no timeout, so only a wake can start his second tick.
-      const benH = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'peers-it',
-        workflowId: 'agent/ben',
-        args: [{ agentId: 'ben', maxTicks: 2, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 60_000 } } }],
+      const benH = await startLoop(client, taskQueue, {
+        agentId: 'ben',
+        maxTicks: 2,
+        settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 60_000 } },
       });
-      await readUntil(
-        'ben idle after his first tick',
-        30_000,
-        () => statusOf(benH),
-        (s) => s.tick === 1 && s.phase === 'idle',
-      );
-      const anaH = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'peers-it',
-        workflowId: 'agent/ana',
-        args: [{ agentId: 'ana', maxTicks: 5, settings: { delayMs: 50 } }],
-      });
+      await untilStatus(benH, (s) => s.tick === 1 && s.phase === 'idle', 'ben idle after his first tick', 30_000);
+      const anaH = await startLoop(client, taskQueue, { agentId: 'ana', maxTicks: 5, settings: { delayMs: 50 } });
       expect(await within('ben to be woken and finish', benH.result(), 60_000)).toEqual<AgentLoopResult>({
         agentId: 'ben',
         ticks: 2,
@@ -185,7 +170,6 @@ describe('two agents on the scripted model', () => {
         reason: 'max_ticks',
       });
     });
-    await connection.close();
     const db = stack.db.db;
 
     // Ben: his first context had no message; the second (after the wake) carries Ana's.
