@@ -8,7 +8,6 @@
  *   compensated in the database.
  */
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -16,6 +15,7 @@ import { agents, campaignPhases, campaigns, diaryEntries, learnings, notes } fro
 import type { Stack } from '../../runtime/stack.js';
 import type { CampaignProgress, campaignWorkflow } from '../../workflows/campaign.js';
 import { repoToolsDir } from '../helpers/env.js';
+import { withWorker } from '../helpers/harness.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 let ks: KillableStack;
@@ -145,9 +145,7 @@ describe('a campaign survives its worker being killed mid-phase', () => {
 
 describe('failures become learnings; started work is compensated', () => {
   it('records avoid_error for the failed task, phase_success for the phase before, and undoes the earlier tasks', async () => {
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue: 'campaign-it',
       workflowBundle: { codePath: ks.bundlePath },
       activities: createActivities({
@@ -156,11 +154,11 @@ describe('failures become learnings; started work is compensated', () => {
         llm: { env: {}, toolsDir: repoToolsDir },
         // No sink injected: learnings go to the real learning store (activities/learnings.ts).
       }),
-    });
-    const err = await worker.runUntil(
+    };
+    const err = await withWorker(stack.temporal.connection, spec, (taskQueue) =>
       client.workflow
         .execute<typeof campaignWorkflow>('campaignWorkflow', {
-          taskQueue: 'campaign-it',
+          taskQueue,
           workflowId: 'campaign/doomed',
           args: [
             {
@@ -229,6 +227,5 @@ describe('failures become learnings; started work is compensated', () => {
     expect(note).toMatchObject({ text: 'preparing', hidden: true });
     const [entry] = await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'failer'));
     expect(entry!.archivedAt).toBeInstanceOf(Date);
-    await connection.close();
   }, 180_000);
 });
