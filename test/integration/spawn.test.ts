@@ -10,7 +10,7 @@
  *   bad flags are usage errors naming the flag.
  */
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { and, eq, like } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,8 +20,8 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { spawnCopyTables } from '../../db/queries/spawns.js';
 import { agentConfig, agents, llmRegistry, notes, spawns } from '../../db/schema/index.js';
 import { startSpawn } from '../../runtime/workflow-starts.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { repoToolsDir } from '../helpers/env.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { rowCounts, seedParent } from '../helpers/society.js';
 import { repoRoot, run } from '../helpers/spawn.js';
@@ -81,18 +81,13 @@ describe('the spawn command in a running agent loop', () => {
       call.registryId === row!.id && i === 0 ? spawnReply : 'Thinking quietly.',
     );
     const taskQueue = 'spawn-loop';
-    const worker = await Worker.create({
-      connection,
+    const spec = {
       taskQueue,
       workflowBundle: { codePath: ks.bundlePath },
       activities: createActivities({ db: db(), llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: script } }),
-    });
-    await worker.runUntil(async () => {
-      const mother = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue,
-        workflowId: workflowIds.agent('mother'),
-        args: [{ agentId: 'mother', reflexes: false }],
-      });
+    };
+    await withWorker(connection, spec, async () => {
+      const mother = await startLoop(client, taskQueue, { agentId: 'mother', reflexes: false });
       const spawn = client.workflow.getHandle(workflowIds.spawn('mother', 'daughter'));
       const result = await waitFor('the spawn workflow', 60_000, async () => spawn.result());
       expect(result).toMatchObject({
