@@ -6,8 +6,6 @@
  * the real learning store);
  * an unsafe one and one whose tests fail are kept for audit only.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -25,20 +23,17 @@ import type { toolGenerationWorkflow } from '../../workflows/tool-generation.js'
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { withWorker } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 import { wordFreqTool } from '../fixtures/tools/word-frequencies.js';
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
 let handle: MigratedDatabase;
 
 describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router and the Docker sandbox', () => {
+  const suite = timeSkippingSuite();
   beforeAll(async () => {
     handle = await migratedDatabase('mindloop_toolgen', 10);
-    [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
   });
   afterAll(async () => {
-    await env?.teardown();
     await handle?.dispose();
   });
 
@@ -64,11 +59,11 @@ describe.skipIf(dockerSkipped)('toolGenerationWorkflow with Postgres, the router
       // No sink injected: the generated_tool learning goes to the real learning store.
     });
     const workers = [
-      { taskQueue, workflowBundle: bundle, activities },
+      { taskQueue, workflowBundle: suite.bundle, activities },
       { taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) },
     ];
-    return withWorker(env, workers, () =>
-      env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
+    return withWorker(suite.env, workers, () =>
+      suite.env.client.workflow.execute<typeof toolGenerationWorkflow>('toolGenerationWorkflow', {
         taskQueue,
         workflowId: `tool/${agentId}/text.word_frequencies`,
         args: [{ agentId, capability: 'text.word_frequencies', description: 'count words in a text', testTimeoutMs }],
