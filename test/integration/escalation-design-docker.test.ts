@@ -7,8 +7,6 @@
  * output goes back as feedback, v2 passes and joins the catalogue; a design that never passes
  * stops after `maxDesignRounds` and is not registered; the first-try validation rate follows.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escalationMetrics } from '../../db/queries/escalation-metrics.js';
@@ -21,10 +19,8 @@ import type { escalationWorkflow } from '../../workflows/escalation.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { withWorker } from '../helpers/harness.js';
-import { bundle as bundleWorkflows, createTimeSkippingEnv, productWorkflowsPath } from '../helpers/temporal.js';
+import { timeSkippingSuite } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundleWithSourceMap;
 let handle: MigratedDatabase;
 /** What the scripted oversight model answers to a user prompt. */
 let oversight: (prompt: string) => string = () => 'no script';
@@ -78,11 +74,11 @@ const designAnswer = (name: string, buggy: boolean) =>
   });
 
 describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the Docker sandbox', () => {
+  const suite = timeSkippingSuite();
   let run: (input: Omit<EscalationInput, 'category'>) => Promise<Awaited<ReturnType<typeof escalationWorkflow>>>;
 
   beforeAll(async () => {
     handle = await migratedDatabase('mindloop_esc_design', 10);
-    [env, bundle] = await Promise.all([createTimeSkippingEnv(), bundleWorkflows(productWorkflowsPath)]);
     await createToolActivities({ db: handle.db }).ensureBuiltinTools();
     await handle.db.insert(agents).values({ id: 'architect', name: 'architect' });
     await handle.db.insert(llmRegistry).values({
@@ -105,11 +101,11 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
         },
       });
       const workers = [
-        { taskQueue, workflowBundle: bundle, activities },
+        { taskQueue, workflowBundle: suite.bundle, activities },
         { taskQueue: 'sandbox', activities: createSandboxActivities({ docker }) },
       ];
-      return withWorker(env, workers, () =>
-        env.client.workflow.execute<typeof escalationWorkflow>('escalationWorkflow', {
+      return withWorker(suite.env, workers, () =>
+        suite.env.client.workflow.execute<typeof escalationWorkflow>('escalationWorkflow', {
           taskQueue,
           workflowId: `escalation/${input.escalationId}`,
           args: [{ ...input, category: 'state_machine_designer' }],
@@ -118,7 +114,6 @@ describe.skipIf(dockerSkipped)('collaborative tool design with the tests in the 
     };
   }, 180_000);
   afterAll(async () => {
-    await env?.teardown();
     await handle?.dispose();
   });
 
