@@ -6,7 +6,7 @@
  * sandbox that cannot run (image missing) is reported to the agent instead of failing the loop.
  */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,9 +27,9 @@ import {
 import { startStack, type Stack } from '../../runtime/stack.js';
 import { DockerSandbox } from '../../sandbox/docker-sandbox.js';
 import { bundleWorkflows } from '../../workers/queues.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from '../helpers/env.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 
 const data = tempDir('shell');
@@ -71,33 +71,19 @@ async function runAgent(
     .insert(agentConfig)
     .values({ agentId, key: 'auto_pass_destructive', value: true })
     .onConflictDoNothing();
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const taskQueue = `shell-it-${agentId}`;
-  const loopWorker = await Worker.create({
-    connection,
-    taskQueue,
+  const loop = {
+    taskQueue: `shell-it-${agentId}`,
     workflowBundle: bundle,
     activities: createActivities({
       db: stack.db.db,
       llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply(prompts) },
     }),
+  };
+  const sandboxQueue = { taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) };
+  await withWorker(stack.temporal.connection, [loop, sandboxQueue], async (taskQueue) => {
+    const h = await startLoop(client, taskQueue, { agentId, maxTicks: 2, settings: { delayMs: 0 } });
+    expect(await h.result()).toEqual({ agentId, ticks: 2, reason: 'max_ticks' });
   });
-  const sandboxWorker = await Worker.create({
-    connection,
-    taskQueue: 'sandbox',
-    activities: createSandboxActivities({ docker, sandbox }),
-  });
-  await sandboxWorker.runUntil(
-    loopWorker.runUntil(async () => {
-      const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue,
-        workflowId: `agent/${agentId}`,
-        args: [{ agentId, maxTicks: 2, settings: { delayMs: 0 } }],
-      });
-      expect(await h.result()).toEqual({ agentId, ticks: 2, reason: 'max_ticks' });
-    }),
-  );
-  await connection.close();
 }
 
 describe.skipIf(dockerSkipped)('the agent shell command runs in the sandbox', () => {
