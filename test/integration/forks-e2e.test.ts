@@ -13,7 +13,7 @@
  */
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,7 @@ import { DockerSandbox, LABEL_KEY } from '../../sandbox/docker-sandbox.js';
 import type { SuccessorForkResult, successorForkWorkflow } from '../../workflows/successor-fork.js';
 import { dockerSkipped, requireDocker } from '../helpers/docker.js';
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
+import { startWorkers, type RunningWorkers } from '../helpers/harness.js';
 import { countRows, seedForkableAgent, snapshotAgent } from '../helpers/fork-fixture.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 import { bundle as bundleWorkflows, productWorkflowsPath, stopStackTest } from '../helpers/temporal.js';
@@ -39,8 +40,7 @@ let client: Client;
 let dbUrl: string;
 let dropDb: () => Promise<void>;
 let docker: Docker;
-let workers: Worker[] = [];
-let running: Promise<unknown>;
+let workers: RunningWorkers | undefined;
 let connection: NativeConnection;
 
 beforeAll(async () => {
@@ -55,26 +55,20 @@ beforeAll(async () => {
   client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
   connection = await NativeConnection.connect(stack.temporal.connection);
   const workflowBundle = await bundleWorkflows(productWorkflowsPath);
-  workers = [
-    await Worker.create({
-      connection,
+  workers = await startWorkers(connection, [
+    {
       taskQueue: 'mindloop',
       workflowBundle,
       activities: classifyActivityErrors({
         ...createForkActivities({ db: stack.db.db, dataDir: data.path }),
         ...createLifeforceActivities({ db: stack.db.db, prices: defaultPrices }),
       }),
-    }),
-    await Worker.create({
-      connection,
-      taskQueue: 'sandbox',
-      activities: createSandboxActivities({ docker, sandbox: new DockerSandbox(docker) }),
-    }),
-  ];
-  running = Promise.all(workers.map((w) => w.run()));
+    },
+    { taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox: new DockerSandbox(docker) }) },
+  ]);
 }, 180_000);
 afterAll(async () => {
-  await stopStackTest({ workers, runs: [running], connections: [connection, client?.connection], stack, dropDb, data });
+  await stopStackTest({ runs: [workers?.stop()], connections: [connection, client?.connection], stack, dropDb, data });
 }, 60_000);
 
 const ml = (...args: string[]) =>
