@@ -14,6 +14,7 @@ import type { Bus } from '../../runtime/bus.js';
 import { ensureCommandStream, sendCommand } from '../../runtime/bus-commands.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot } from '../helpers/nats.js';
+import { untilStatus } from '../helpers/harness.js';
 import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 let ks: KillableStack;
@@ -61,9 +62,7 @@ describe('bus commands survive a worker kill', () => {
         workflowId: `agent/${agentId}`,
         args: [{ agentId, reflexes: false, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
       });
-      await waitFor('the first tick', 90_000, async () =>
-        (await h.query<AgentStatus>('status')).tick >= 1 ? true : undefined,
-      );
+      await untilStatus(h, (s) => s.tick >= 1, 'the first tick', 90_000);
       const stored = async () =>
         (
           await db
