@@ -40,7 +40,8 @@ export function observeThink<A extends { think: (input: ThinkInput) => Promise<T
             tick: input.tick,
             summary: result.summary,
             model,
-            commands: result.commands.length,
+            // The commands the reply held, those the catalogue refused included.
+            commands: result.commands.length + (result.invalid?.length ?? 0),
             confidence: result.confidence,
           });
       } catch (err) {

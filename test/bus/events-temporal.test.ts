@@ -5,7 +5,6 @@
  * made is one heartbeat, one reply and one verdict, matching what Postgres recorded for that
  * tick; the command a tick got wrong becomes a learning (threshold 1), published too.
  */
-import { Worker } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
@@ -13,7 +12,7 @@ import { renderCommandBlock } from '../../core/reply-parser.js';
 import { agentConfig, agents, learnings, llmRecentResponses, llmRegistry } from '../../db/schema/index.js';
 import type { Bus, BusMessage } from '../../runtime/bus.js';
 import { agentEventSink } from '../../runtime/bus-agents.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { startLoop, withWorker } from '../helpers/harness.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { cleanupBus, testBus, testRoot, until } from '../helpers/nats.js';
 import { thinkScript } from '../helpers/scripted.js';
@@ -80,18 +79,9 @@ describe('a ticking agent publishes its heartbeats and events (dev server, real 
     ];
     await bus.flush();
 
-    const worker = await Worker.create({
-      connection: temporal.connection,
-      taskQueue: 'bus-events',
-      workflowBundle: temporal.bundle,
-      activities,
-    });
-    const result = await worker.runUntil(async () => {
-      const h = await temporal.client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'bus-events',
-        workflowId: `agent/${agentId}`,
-        args: [{ agentId, maxTicks: 3, settings: { delayMs: 0 } }],
-      });
+    const spec = { taskQueue: 'bus-events', workflowBundle: temporal.bundle, activities };
+    const result = await withWorker(temporal, spec, async (taskQueue) => {
+      const h = await startLoop(temporal.client, taskQueue, { agentId, maxTicks: 3, settings: { delayMs: 0 } });
       return h.result();
     });
     expect(result).toEqual({ agentId, ticks: 3, reason: 'max_ticks' });
