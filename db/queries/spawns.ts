@@ -56,6 +56,9 @@ export const cloneLeavesOut: Readonly<Record<string, string>> = {
   tick_prompts: 'what the parent’s model was shown at each tick (up to 64 KB a tick), which no context is built from',
   fork_tool_registry: 'a successor fork’s own copy of the tool registry; a spawned child uses the shared one',
   agent_files: 'the files applied to the parent; a file applied to the child starts its own history',
+  mcp_servers: 'the MCP servers a person granted the parent: a person grants the child its own',
+  mcp_tools: 'the tools of the parent’s MCP servers, listed from those servers',
+  mcp_calls: 'the parent’s MCP tool calls and their results, keyed by the parent’s ticks',
 };
 
 /** Copied by their own rule (`copyLearnings`): an agent's learnings are its shard's, not only rows with its id. */

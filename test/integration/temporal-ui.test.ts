@@ -153,7 +153,7 @@ describe('the Temporal UI view of an agent and its children', () => {
       const m = await metadata(h);
       expect(Object.keys(m.queries)).toEqual(['status']);
       expect(Object.keys(m.signals).sort()).toEqual(['pause', 'resume', 'stop', 'wake']);
-      expect(Object.keys(m.updates).sort()).toEqual(['addNote', 'setConfig']);
+      expect(Object.keys(m.updates).sort()).toEqual(['addNote', 'applyAgentFile', 'setConfig']);
       expect(allDescribed({ ...m.queries, ...m.signals, ...m.updates })).toEqual([]);
       expect(m.updates.addNote).toMatch(/mindloop note/);
       expect(m.currentDetails).toMatch(/^tick \d+ · \w+ · llm /);
