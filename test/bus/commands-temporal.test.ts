@@ -27,7 +27,7 @@ import { startWorkerBus } from '../../workers/bus.js';
 import { testEnv } from '../helpers/env.js';
 import { startLoop, untilStatus, withWorker } from '../helpers/harness.js';
 import { cleanupBus, testBus, testNatsUrl, testRoot, until } from '../helpers/nats.js';
-import { unlimitedLifeforce } from '../helpers/scripted.js';
+import { autoPassReflexes, unlimitedLifeforce } from '../helpers/scripted.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -88,25 +88,7 @@ function fakes() {
     async probeLlm() {
       return { ok: true, model: 'fake' };
     },
-    async tickReflexes(input) {
-      return {
-        validationMode: 'auto_pass' as const,
-        rating: null,
-        held: {},
-        notes: [],
-        novelty: 100,
-        identical: false,
-        emotions: [],
-        params: input.params,
-        focus: null,
-        stagnation: { ...input.stagnation, lowStreak: 0 },
-        effects: [],
-        actions: [],
-        validatorTimeouts: 0,
-        validatorFailures: 0,
-        malformed: [],
-      };
-    },
+    tickReflexes: autoPassReflexes,
   };
   return { notes, activities };
 }

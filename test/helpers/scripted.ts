@@ -6,6 +6,7 @@
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
+import type { TickReflexesInput, TickReflexesResult } from '../../activities/reflexes/types.js';
 
 export const neutralReflexReplies: Record<string, string> = {
   emotion: 'calm:2 (steady work)',
@@ -78,6 +79,27 @@ export function fakeThought(input: ThinkInput, extra: Partial<ThinkResult> = {})
     promptChars: 100,
     replayed: false,
     ...extra,
+  };
+}
+
+/** What a fake tickReflexes answers: no validators (auto_pass), nothing stagnant, the tick left as it is. */
+export async function autoPassReflexes(input: TickReflexesInput): Promise<TickReflexesResult> {
+  return {
+    validationMode: 'auto_pass',
+    rating: null,
+    held: {},
+    notes: [],
+    novelty: 100,
+    identical: false,
+    emotions: [],
+    params: input.params,
+    focus: null,
+    stagnation: { ...input.stagnation, lowStreak: 0 },
+    effects: [],
+    actions: [],
+    validatorTimeouts: 0,
+    validatorFailures: 0,
+    malformed: [],
   };
 }
 

@@ -7,7 +7,7 @@
 import { WorkflowFailedError, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { autoPassReflexes, fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { CommandOutcome, ParsedCommand } from '../../core/loop-types.js';
@@ -82,26 +82,7 @@ function fakes(
       f.taskStatus.push({ taskId: input.taskId, replStatus: input.replStatus });
       return { lastTick: 0, maxTicks: null };
     },
-    // No validators (auto_pass), nothing stagnant: the reflexes leave the tick as it is.
-    async tickReflexes(input) {
-      return {
-        validationMode: 'auto_pass' as const,
-        rating: null,
-        held: {},
-        notes: [],
-        novelty: 100,
-        identical: false,
-        emotions: [],
-        params: input.params,
-        focus: null,
-        stagnation: { ...input.stagnation, lowStreak: 0 },
-        effects: [],
-        actions: [],
-        validatorTimeouts: 0,
-        validatorFailures: 0,
-        malformed: [],
-      };
-    },
+    tickReflexes: autoPassReflexes,
   };
   return f;
 }

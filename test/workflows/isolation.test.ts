@@ -12,7 +12,7 @@ import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import type { PeerObservation } from '../../core/society/isolation.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { startLoop, withWorker } from '../helpers/harness.js';
-import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { autoPassReflexes, fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -86,25 +86,7 @@ function fakes(peers: (n: number) => PeerObservation | Error | undefined): {
       probes++;
       return { ok: true, model: 'scripted:fake' };
     },
-    async tickReflexes(input) {
-      return {
-        validationMode: 'auto_pass' as const,
-        rating: null,
-        held: {},
-        notes: [],
-        novelty: 100,
-        identical: false,
-        emotions: [],
-        params: input.params,
-        focus: null,
-        stagnation: { ...input.stagnation, lowStreak: 0 },
-        effects: [],
-        actions: [],
-        validatorTimeouts: 0,
-        validatorFailures: 0,
-        malformed: [],
-      };
-    },
+    tickReflexes: autoPassReflexes,
   };
   return { seen, activities };
 }
