@@ -32,7 +32,7 @@ export const mcpHandlers: HandlerMap<'tools.mcp'> = {
     if (!found.server) throw new CommandError(`you have no MCP server named ${a.server}`);
     if (!found.tool) throw new CommandError(`MCP server ${a.server} has no tool ${a.tool}`);
     const args = a.args ?? {};
-    if (isDestructive(found.tool.annotations)) {
+    if (!ctx.approvedBy && isDestructive(found.tool.annotations)) {
       const e = heldCommandEscalation({ agentId, tick }, logCmdId, { cmdId: logCmdId, type: 'tools.mcp', args: a }, [
         'mcp_destructive_tool',
       ]);

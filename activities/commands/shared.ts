@@ -27,6 +27,8 @@ export interface HandlerContext {
   dangerRules?: readonly DangerRule[];
   /** Lifeforce prices (`shell` holds its sandbox run's worst case). */
   prices: PriceTable;
+  /** The escalation whose human approved this command: what it held runs now instead of being held again. */
+  approvedBy?: string;
   /** Told of what a command did (a peer message) once its transaction committed; see `HandlerResult.committed`. */
   events?: AgentEventSink;
 }

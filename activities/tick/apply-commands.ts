@@ -361,6 +361,7 @@ async function applyOne(
         ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
         ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
         ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
+        ...(input.approvedBy ? { approvedBy: input.approvedBy } : {}),
       };
       const handler = handlers[command.type] as (c: HandlerContext, a: unknown) => Promise<HandlerResult>;
       const out = await handler(ctx, command.args);

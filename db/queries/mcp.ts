@@ -58,7 +58,7 @@ export async function replaceMcpTools(
   });
 }
 
-async function replaceTools(tx: Tx, server: McpServer, tools: readonly McpToolRow[]): Promise<void> {
+export async function replaceTools(tx: Tx, server: McpServer, tools: readonly McpToolRow[]): Promise<void> {
   await tx.delete(mcpTools).where(eq(mcpTools.serverId, server.id));
   if (tools.length === 0) return;
   await tx.insert(mcpTools).values(

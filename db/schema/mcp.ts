@@ -23,6 +23,31 @@ export interface McpToolAnnotations {
   openWorldHint?: boolean;
 }
 
+/**
+ * What an agent may do with one server's tools, beyond what the server's annotations say: from
+ * the agent file's entry or a person's flags. Absent keys: the defaults (nothing destructive
+ * allowed, no argument allow-lists, the deployment's prices, every tool granted).
+ */
+export interface McpServerPolicy {
+  /** Destructive tools that run without a human: `true` for all, or the tools by name. */
+  allowDestructive?: boolean | string[];
+  /** Path arguments must lie under one of these directories (absolute, or relative to the worker's directory). */
+  allowPaths?: string[];
+  /** URL arguments must start with one of these prefixes (`https://api.example.org/`). */
+  allowUrls?: string[];
+  /** Tools listed in the agent's context from the start (`all`, or by name); the rest are found by search. */
+  grant?: 'all' | string[];
+  /** Lifeforce per call and per second of a call (absent: the deployment's prices). */
+  pricePerCall?: number;
+  pricePerSecond?: number;
+}
+
+/** A server run inside the sandbox container instead of as the worker's child. */
+export interface McpServerSandbox {
+  /** Whether the container may reach the network (default: no). */
+  network?: boolean;
+}
+
 export const mcpServers = pgTable(
   'mcp_servers',
   {
@@ -40,6 +65,9 @@ export const mcpServers = pgTable(
     /** http: `Header=VAR` pairs, the header's value read from the worker's variable VAR. */
     headerEnv: jsonbOf<Record<string, string>>('header_env', {}),
     enabled: boolean('enabled').notNull().default(true),
+    policy: jsonbOf<McpServerPolicy>('policy', {}),
+    /** Run inside the sandbox container (null: the worker's own child process). */
+    sandbox: jsonb('sandbox').$type<McpServerSandbox>(),
     source: text('source', { enum: mcpServerSources }).notNull(),
     /** When the tools were last listed. */
     listedAt: tstz('listed_at'),
@@ -72,6 +100,8 @@ export const mcpTools = pgTable(
     description: text('description'),
     inputSchema: jsonbOf<Record<string, unknown>>('input_schema', {}),
     annotations: jsonbOf<McpToolAnnotations>('annotations', {}),
+    /** When the agent came to know the tool (granted, or found by search); null: not in its context. */
+    discoveredAt: tstz('discovered_at'),
     ...timestamps,
   },
   (t) => [
