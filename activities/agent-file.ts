@@ -41,7 +41,17 @@ import {
   thinkingMethods,
 } from '../db/schema/index.js';
 import { assignModel } from '../runtime/models.js';
+import {
+  mcpItemName,
+  probeMcpChanges,
+  probeWithWorkerEnv,
+  readMcpEntries,
+  writeMcpItem,
+  type McpProbe,
+} from './agent-file-mcp.js';
 import { ErrorType, nonRetryable } from './errors.js';
+import type { McpListedTool } from './mcp/pool.js';
+import type { McpServerEntry } from '../core/mcp-policy.js';
 import { defaultLocalModelName } from './llm/registry.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -140,6 +150,7 @@ export async function readLiveDocument(q: Conn, agentId: string): Promise<AgentD
     .where(eq(lifeforceBudgets.id, budgetIds.agent(agentId)));
   const config = await q.select().from(agentConfig).where(eq(agentConfig.agentId, agentId));
   const peers = await q.select().from(agentPeers).where(eq(agentPeers.agentId, agentId)).orderBy(asc(agentPeers.id));
+  const mcp = await readMcpEntries(q, agentId);
   // Titles key goals, tasks and policies: a second row with a title already seen is not the file's.
   const firstBy = <T>(rows: T[], key: (r: T) => string) =>
     rows.filter((r, i) => rows.findIndex((x) => key(x) === key(r)) === i);
@@ -190,6 +201,7 @@ export async function readLiveDocument(q: Conn, agentId: string): Promise<AgentD
       rules: p.rules,
     })),
     models,
+    tools: { mcp },
     lifeforce: budget[0]
       ? {
           capacity: budget[0].capacity,
@@ -434,6 +446,7 @@ async function writeItem(
   d: ItemDifference,
   budget: BudgetConfig,
   idle: Record<string, unknown>,
+  listed: ReadonlyMap<string, McpListedTool[]>,
 ): Promise<void> {
   const m = /^([A-Za-z.]+)(?:\[(".*")\])?$/.exec(d.key);
   const [path, id] = [m?.[1] ?? d.key, m?.[2] === undefined ? undefined : (JSON.parse(m[2]) as string)];
@@ -554,6 +567,11 @@ async function writeItem(
         });
       return;
     }
+    case 'tools': {
+      const name = mcpItemName(d.key);
+      if (name !== null) return writeMcpItem(tx, agentId, name, v as McpServerEntry | undefined, listed.get(name));
+      throw nonRetryable(ErrorType.Unexpected, `agent file: no writer for ${d.key}`);
+    }
     default:
       throw nonRetryable(ErrorType.Unexpected, `agent file: no writer for ${d.key}`);
   }
@@ -570,10 +588,16 @@ async function orderValidators(tx: Tx, agentId: string, doc: AgentDocument): Pro
   }
 }
 
-async function writeDifferences(tx: Tx, agentId: string, doc: AgentDocument, list: ItemDifference[]): Promise<void> {
+async function writeDifferences(
+  tx: Tx,
+  agentId: string,
+  doc: AgentDocument,
+  list: ItemDifference[],
+  listed: ReadonlyMap<string, McpListedTool[]>,
+): Promise<void> {
   const budget: BudgetConfig = {};
   const idle: Record<string, unknown> = {};
-  for (const d of list) await writeItem(tx, agentId, d, budget, idle);
+  for (const d of list) await writeItem(tx, agentId, d, budget, idle, listed);
   if (Object.keys(idle).length) {
     const [row] = await tx
       .select({ value: agentConfig.value })
@@ -633,7 +657,11 @@ function recorded(
 }
 
 /** Check, compare and (unless a dry run) write one agent file. Throws, writing nothing, when it is refused. */
-export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Promise<ApplyAgentFileResult> {
+export async function applyAgentFileTo(
+  db: Db,
+  input: ApplyAgentFileInput,
+  opts: { probeMcp?: McpProbe } = {},
+): Promise<ApplyAgentFileResult> {
   const checked = checkAgentDocument(input.document);
   if (!checked.ok)
     throw nonRetryable(
@@ -698,8 +726,16 @@ export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Prom
     }
     const sameFile = base !== null && canonicalJson(base.document) === canonicalJson(file);
     if (toWrite.length === 0 && existing && sameFile) return result({ applied: false, fileId: null, after: live });
+    // A server the file adds or reaches differently is started and listed first: one that fails refuses the file.
+    const mcp = await probeMcpChanges(toWrite, opts.probeMcp ?? probeWithWorkerEnv);
+    if (mcp.problems.length)
+      throw nonRetryable(
+        ErrorType.InvalidInput,
+        `agent file for ${file.id} refused (nothing was written):\n  ${mcp.problems.join('\n  ')}`,
+        mcp.problems,
+      );
     if (!existing) await tx.insert(agents).values({ id: file.id, name: file.name ?? file.id });
-    await writeDifferences(tx, file.id, file, toWrite);
+    await writeDifferences(tx, file.id, file, toWrite, mcp.listed);
     // A file that writes nothing but differs from the last one (it took the agent's own changes
     // in, or it is an export) is recorded too: it is the base the next apply compares with.
     const [row] = await tx
@@ -720,11 +756,11 @@ export async function applyAgentFileTo(db: Db, input: ApplyAgentFileInput): Prom
 }
 
 /** The agent-file activities (`applyAgentFile` for the agent loop's update, `exportAgentFile` for the CLI). */
-export function createAgentFileActivities({ db }: { db: Db }) {
+export function createAgentFileActivities({ db, probeMcp }: { db: Db; probeMcp?: McpProbe }) {
   return {
     /** Apply an agent file: validated, compared three ways, written in one transaction and recorded (or only compared: `dryRun`). */
     async applyAgentFile(input: ApplyAgentFileInput): Promise<ApplyAgentFileResult> {
-      return applyAgentFileTo(db, input);
+      return applyAgentFileTo(db, input, probeMcp ? { probeMcp } : {});
     },
     /** The agent's live state as an agent document (null when there is no such agent). */
     async exportAgentFile(input: { agentId: string }): Promise<AgentDocument | null> {

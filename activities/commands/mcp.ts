@@ -1,24 +1,16 @@
 /**
  * `tools.mcp`: the command never calls the server here. The handler checks that the agent has the
- * server and the tool, holds a destructive tool for a human (an escalation, as a danger-zone
- * command is held), registers a process-log entry and returns an `mcpCall` loop effect; the agent
+ * server and the tool and that the arguments keep to the server's allow-lists, holds a destructive
+ * tool its entry does not allow for a human (an escalation, as a danger-zone command is held), registers a process-log entry and returns an `mcpCall` loop effect; the agent
  * loop then runs the `mcpCall` activity once, keyed by this command, and the result reaches the
  * next context on this command's row.
  */
 import { clipText } from '../../core/sanitize.js';
-import type { McpToolAnnotations } from '../../db/schema/index.js';
+import { argumentViolation, heldForHuman } from '../../core/mcp-policy.js';
 import { processLog } from '../../db/schema/index.js';
 import { mcpToolOf } from '../../db/queries/mcp.js';
 import { heldCommandEscalation } from './escalations.js';
 import { CommandError, type HandlerMap } from './shared.js';
-
-/**
- * Destructive unless the server says otherwise: MCP's defaults are readOnlyHint false and
- * destructiveHint true, so a tool without annotations is held too.
- */
-export function isDestructive(a: McpToolAnnotations): boolean {
-  return a.readOnlyHint !== true && a.destructiveHint !== false;
-}
 
 /** The loop's idempotency key of one `tools.mcp`: workflow + tick + command. */
 export function mcpCallKey(workflowId: string | undefined, agentId: string, tick: number, logCmdId: string): string {
@@ -32,7 +24,10 @@ export const mcpHandlers: HandlerMap<'tools.mcp'> = {
     if (!found.server) throw new CommandError(`you have no MCP server named ${a.server}`);
     if (!found.tool) throw new CommandError(`MCP server ${a.server} has no tool ${a.tool}`);
     const args = a.args ?? {};
-    if (!ctx.approvedBy && isDestructive(found.tool.annotations)) {
+    // The entry's allow-lists are hard rules: a call outside them is refused, not held.
+    const outside = argumentViolation(found.server.policy, args, process.cwd());
+    if (outside) throw new CommandError(`${a.server}.${a.tool} refused: ${outside}`);
+    if (!ctx.approvedBy && heldForHuman(a.tool, found.tool.annotations, found.server.policy)) {
       const e = heldCommandEscalation({ agentId, tick }, logCmdId, { cmdId: logCmdId, type: 'tools.mcp', args: a }, [
         'mcp_destructive_tool',
       ]);

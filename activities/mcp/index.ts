@@ -17,6 +17,7 @@ import { mergeCommandResult } from '../../db/queries/command-log.js';
 import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/lifeforce.js';
+import { serverPrices } from '../../core/mcp-policy.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
@@ -99,6 +100,7 @@ export function specOf(row: McpServer): McpServerSpec {
     url: row.url,
     envNames: row.envNames,
     headerEnv: row.headerEnv,
+    sandbox: row.sandbox,
   };
 }
 
@@ -238,7 +240,10 @@ export function createMcpActivities(deps: McpActivityDeps) {
         const [before] = await db.select().from(mcpCalls).where(eq(mcpCalls.key, input.key));
         if (before && before.status !== 'started') {
           // Recorded before the worker died: the hold it left is settled now (a no-op once closed).
-          if (ledger) await settle(db, mcpChargeKey(input.key), mcpCost(prices, 0), { status: before.status });
+          if (ledger)
+            await settle(db, mcpChargeKey(input.key), mcpCost(serverPrices(prices, found.server?.policy ?? {}), 0), {
+              status: before.status,
+            });
           return { status: before.status, text: before.text ?? '', structured: before.structured, recorded: true };
         }
         if (!safeToRepeat) {
@@ -261,11 +266,13 @@ export function createMcpActivities(deps: McpActivityDeps) {
         await finish(input, { status: 'error', text, structured: null, ms: 0 });
         return done(input.key);
       }
+      // The server's entry may name its own prices.
+      const price = serverPrices(prices, found.server.policy);
       if (ledger) {
         const held = await reserve(db, {
           key: mcpChargeKey(input.key),
           budgetId: budgetIds.agent(input.agentId),
-          amount: mcpCost(prices, callTimeoutMs),
+          amount: mcpCost(price, callTimeoutMs),
           operation: 'mcp_call',
           ttlMs: callTimeoutMs + prices.reservationTtlMs,
           ...(input.tick !== undefined ? { tick: input.tick } : {}),
@@ -280,7 +287,7 @@ export function createMcpActivities(deps: McpActivityDeps) {
       const outcome = await ask(input, found.server, safeToRepeat);
       await finish(input, outcome);
       if (ledger)
-        await settle(db, mcpChargeKey(input.key), mcpCost(prices, outcome.ms), {
+        await settle(db, mcpChargeKey(input.key), mcpCost(price, outcome.ms), {
           durationMs: outcome.ms,
           status: outcome.status,
         });

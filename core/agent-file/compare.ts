@@ -2,7 +2,7 @@
  * Comparing agent files item by item, three ways. An item is one thing a person reads as one:
  * the name, one identity field, one system prompt, the thinking method, one goal (by title), one
  * pinned task (by title), one ethics policy (by title), one config key, one role's models, one
- * validator (by model), one lifeforce, pace or idle setting, one peer (by id).
+ * validator (by model), one MCP server (by name), one lifeforce, pace or idle setting, one peer (by id).
  *
  * Three documents meet: the base (the file as last applied), the live agent (read back from the
  * database) and the file being applied. For each item the file manages:
@@ -13,7 +13,7 @@
  *   all three differ               a conflict: refused unless the caller overwrites drift
  *
  * A file manages the fields it states; in a list it states (goals, tasks, ethics, peers,
- * config, validators) it manages every entry, so an entry it drops is removed — unless the file
+ * config, validators, MCP servers) it manages every entry, so an entry it drops is removed — unless the file
  * never had it: then it is the agent's own (drift, kept). With no base for an item (the first
  * apply, or a key the file states for the first time), the file's value wins over the agent's.
  */
@@ -23,7 +23,7 @@ import type { AgentDocument } from './schema.js';
 /** An item's key in the document, as a person reads it: `goals["Ship v1"]`, `identity.persona`. */
 export type ItemKey = string;
 
-const keyed = ['goals', 'tasks', 'ethics', 'peers', 'config', 'models.validators'] as const;
+const keyed = ['goals', 'tasks', 'ethics', 'peers', 'config', 'models.validators', 'tools.mcp'] as const;
 
 /** The canonical JSON of a value: undefined fields dropped, object keys sorted. */
 export function canonicalJson(value: unknown): string {
@@ -70,6 +70,7 @@ export function itemsOf(doc: AgentDocument): { values: Map<ItemKey, unknown>; ma
   const { validators, ...roles } = doc.models ?? {};
   for (const [role, names] of Object.entries(roles)) put(`models.${role}`, names);
   list('models.validators', validators, (v) => v.model);
+  list('tools.mcp', doc.tools?.mcp, (e) => e.name);
   for (const [k, v] of Object.entries(doc.lifeforce ?? {})) put(`lifeforce.${k}`, v);
   for (const [k, v] of Object.entries(doc.pace ?? {})) put(`pace.${k}`, v);
   for (const [k, v] of Object.entries(doc.idle ?? {})) put(`idle.${k}`, v);
@@ -141,6 +142,7 @@ const sectionOrder = [
   'tasks',
   'ethics',
   'models',
+  'tools',
   'lifeforce',
   'pace',
   'idle',

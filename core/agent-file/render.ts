@@ -37,7 +37,10 @@ export function compactDocument(doc: AgentDocument): Record<string, unknown> {
     tasks: doc.tasks?.map((t) => drop(t, { priority: 0, status: 'open' })),
     ethics: doc.ethics?.map((e) => drop(e, { severity: 'block', scope: 'agent', forbids: [], rules: [] })),
     models,
-    tools: doc.tools,
+    tools: doc.tools && {
+      ...doc.tools,
+      ...(doc.tools.mcp ? { mcp: doc.tools.mcp.map((e) => drop(e, { enabled: true })) } : {}),
+    },
     lifeforce: doc.lifeforce,
     pace: doc.pace,
     idle: doc.idle,

@@ -10,6 +10,7 @@ import { configKeyNames, configKeys, validateConfigValue } from '../catalogue.js
 import { languageCode } from '../catalogue/args.js';
 import { policyRuleSchema } from '../ethics.js';
 import { agentIdSchema } from '../ids.js';
+import { mcpServerEntrySchema } from '../mcp-policy.js';
 import { budgetSettingsSchema } from '../lifeforce-settings.js';
 import { sharedValue } from '../shared.js';
 
@@ -146,10 +147,11 @@ const schemas = sharedValue('core/agent-file/schema', () => {
   });
 
   const toolsSchema = z.strictObject({
-    /** MCP servers the agent may use: not yet read; a file that names any is refused. */
+    /** The agent's MCP servers, by name: their tools become the agent's (`tools.mcp`). */
     mcp: z
-      .array(z.unknown())
-      .max(0, 'MCP servers in the agent file are not supported yet: leave tools.mcp empty')
+      .array(mcpServerEntrySchema)
+      .max(50)
+      .superRefine(uniqueBy((e) => e.name, 'MCP server'))
       .optional(),
   });
 

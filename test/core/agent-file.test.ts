@@ -126,7 +126,7 @@ describe('refusing bad files', () => {
     ]);
     expect(errorsOf('{"id": "a",}', 'a.json')[0]).toMatch(/^JSON: /);
     expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(
-      /^tools\.mcp: MCP servers in the agent file are not supported yet/,
+      /^tools\.mcp\[0\]\.name: /,
     );
   });
 });

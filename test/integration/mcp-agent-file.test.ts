@@ -1,0 +1,281 @@
+/**
+ * MCP servers from an agent file (`tools.mcp`), with the real @modelcontextprotocol/server-
+ * filesystem from npm: applying the file starts the server once, lists its tools and stores them
+ * with the entry's policy; the same file again, or its export, changes nothing; a server that
+ * does not start refuses the whole file; a policy-only change starts nothing. Then a scripted
+ * agent made by that file works on files: it lists a directory and reads a file, writes a diary
+ * entry from what it read, creates a directory its file allows without a human, is refused a
+ * path outside its allow-list, and waits for a human to write a file; each call is paid at the
+ * entry's price.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { and, eq, like } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyAgentFileTo, readLiveDocument } from '../../activities/agent-file.js';
+import { probeWithWorkerEnv, type McpProbe } from '../../activities/agent-file-mcp.js';
+import { createActivities } from '../../activities/index.js';
+import type { ChatMessage } from '../../activities/llm/index.js';
+import { createMcpPool } from '../../activities/mcp/index.js';
+import { parseAgentFile, renderAgentFile } from '../../core/agent-file/index.js';
+import { renderCommandBlock } from '../../core/reply-parser.js';
+import {
+  agents,
+  commandLog,
+  diaryEntries,
+  escalations,
+  lifeforceLedger,
+  mcpCalls,
+  mcpServers,
+  mcpTools,
+  models,
+} from '../../db/schema/index.js';
+import { startStack } from '../../runtime/stack.js';
+import { bundleWorkflows } from '../../workers/queues.js';
+import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
+import { freePort, migratedDatabase, repoToolsDir, tempDir, testEnv, type MigratedDatabase } from '../helpers/env.js';
+import { thinkScript } from '../helpers/scripted.js';
+import { repoRoot } from '../helpers/spawn.js';
+
+const filesystemBin = join(repoRoot, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+const notesLine = 'The lighthouse keeper logs the tide at dawn.';
+
+let database: MigratedDatabase;
+let tmp: { path: string; remove(): void };
+let work: string;
+
+const fileOf = (extra = '', id = 'scribe') => `id: ${id}
+name: Scribe
+models:
+  agent: tiny
+config:
+  auto_pass_destructive: true
+tools:
+  mcp:
+    - name: files
+      command: [${process.execPath}, ${filesystemBin}, ${work}]
+      allowPaths: [${work}]
+      allowDestructive: [create_directory]
+      price: { perCall: 3 }
+${extra}`;
+
+function documentOf(yaml: string) {
+  const r = parseAgentFile(yaml);
+  if (!r.ok) throw new Error(r.errors.join('\n'));
+  return r.document;
+}
+
+/** The real probe, counted. */
+function countingProbe(): McpProbe & { calls: string[] } {
+  const calls: string[] = [];
+  const probe = (async (spec) => {
+    calls.push(spec.name);
+    return probeWithWorkerEnv(spec);
+  }) as McpProbe & { calls: string[] };
+  probe.calls = calls;
+  return probe;
+}
+
+const apply = (yaml: string, probe?: McpProbe) =>
+  applyAgentFileTo(
+    database.db,
+    { agentId: documentOf(yaml).id, document: documentOf(yaml), appliedBy: 'test' },
+    probe ? { probeMcp: probe } : {},
+  );
+
+beforeAll(async () => {
+  database = await migratedDatabase('mcp_agent_file');
+  tmp = tempDir('mcp-agent-file-');
+  work = join(tmp.path, 'work');
+  mkdirSync(work);
+  writeFileSync(join(work, 'notes.txt'), `${notesLine}\n`);
+  await database.db.insert(models).values({ name: 'tiny', provider: 'scripted', model: 'scripted', role: 'agent' });
+}, 60_000);
+
+afterAll(async () => {
+  await database?.dispose();
+  tmp?.remove();
+});
+
+describe('tools.mcp in an agent file', () => {
+  it('starts the server once, stores it with its tools and policy; the file again and its export change nothing', async () => {
+    const probe = countingProbe();
+    const first = await apply(fileOf(), probe);
+    expect(first).toMatchObject({ created: true, applied: true });
+    expect(first.text).toContain('+ tools.mcp["files"]');
+    expect(probe.calls).toEqual(['files']);
+    const [server] = await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'scribe'));
+    expect(server).toMatchObject({
+      source: 'file',
+      transport: 'stdio',
+      command: process.execPath,
+      policy: { allowPaths: [work], allowDestructive: ['create_directory'], pricePerCall: 3 },
+      sandbox: null,
+    });
+    const tools = await database.db.select().from(mcpTools).where(eq(mcpTools.serverId, server!.id));
+    expect(tools.map((t) => t.name)).toEqual(
+      expect.arrayContaining(['list_directory', 'read_text_file', 'write_file']),
+    );
+
+    expect(await apply(fileOf(), probe)).toMatchObject({ applied: false, changed: false });
+    const live = await readLiveDocument(database.db, 'scribe');
+    const exported = renderAgentFile(live!);
+    expect(exported).toContain('allowDestructive');
+    expect(await apply(exported, probe)).toMatchObject({ applied: false, changed: false });
+    expect(probe.calls).toEqual(['files']);
+
+    // A policy-only change is written without starting the server again.
+    const wider = fileOf().replace('price: { perCall: 3 }', 'price: { perCall: 3, perSecond: 1 }');
+    expect(await apply(wider, probe)).toMatchObject({ applied: true });
+    expect(probe.calls).toEqual(['files']);
+    const [after] = await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'scribe'));
+    expect(after!.policy).toMatchObject({ pricePerSecond: 1 });
+    await apply(fileOf(), probe);
+  }, 60_000);
+
+  it('refuses the whole file when a server does not start or is not MCP, writing nothing', async () => {
+    const broken = `    - name: broken
+      command: [${process.execPath}, -e, "process.stderr.write('no config here'); process.exit(3)"]
+`;
+    await expect(apply(fileOf(broken, 'newcomer'))).rejects.toThrow(
+      /refused \(nothing was written\):\n {2}tools\.mcp\["broken"\]: .*no config here/s,
+    );
+    expect(await database.db.select().from(agents).where(eq(agents.id, 'newcomer'))).toEqual([]);
+    expect(await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'newcomer'))).toEqual([]);
+
+    const notMcp = `    - name: chatty
+      command: [${process.execPath}, -e, "console.log('hello, I am not MCP'); setTimeout(() => {}, 60000)"]
+`;
+    await expect(apply(fileOf(notMcp))).rejects.toThrow(/tools\.mcp\["chatty"\]/);
+    const names = (await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'scribe'))).map(
+      (s) => s.name,
+    );
+    expect(names).toEqual(['files']);
+  }, 90_000);
+
+  it('removes a server the file drops, and keeps one a person granted', async () => {
+    await database.db.insert(agents).values({ id: 'dropper', name: 'Dropper' });
+    await database.db.insert(mcpServers).values({
+      agentId: 'dropper',
+      name: 'persons',
+      transport: 'stdio',
+      command: 'true',
+      source: 'person',
+    });
+    await apply(fileOf('', 'dropper'));
+    const withFiles = await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'dropper'));
+    expect(withFiles.map((s) => s.name).sort()).toEqual(['files', 'persons']);
+    const dropped = fileOf('', 'dropper').replace(/tools:\n {2}mcp:\n[\s\S]*$/, 'tools:\n  mcp: []\n');
+    const r = await apply(dropped);
+    expect(r.text).toContain('- tools.mcp["files"]');
+    const left = await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'dropper'));
+    expect(left.map((s) => s.name)).toEqual(['persons']);
+  }, 60_000);
+});
+
+describe('an agent made by its file works on files', () => {
+  it('lists and reads, writes a diary entry from what it read, keeps to its allow-lists, pays the entry price', async () => {
+    const db = database.db;
+    const stack = await startStack({
+      env: testEnv({
+        MINDLOOP_DATA_DIR: join(tmp.path, 'data'),
+        TEMPORAL_PORT: await freePort(),
+        DATABASE_URL: database.url,
+      }),
+      ui: false,
+    });
+    const prompts: string[] = [];
+    const reply = thinkScript((messages: ChatMessage[], i) => {
+      const text = messages.map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
+      prompts.push(text.join('\n'));
+      if (i === 0)
+        return `I look at my work folder.\n${renderCommandBlock([
+          { cmdId: 'ls', type: 'tools.mcp', args: { server: 'files', tool: 'list_directory', args: { path: work } } },
+          {
+            cmdId: 'read',
+            type: 'tools.mcp',
+            args: { server: 'files', tool: 'read_text_file', args: { path: join(work, 'notes.txt') } },
+          },
+          {
+            cmdId: 'peek',
+            type: 'tools.mcp',
+            args: { server: 'files', tool: 'read_text_file', args: { path: '/etc/passwd' } },
+          },
+          {
+            cmdId: 'mkdir',
+            type: 'tools.mcp',
+            args: { server: 'files', tool: 'create_directory', args: { path: join(work, 'out') } },
+          },
+          {
+            cmdId: 'write',
+            type: 'tools.mcp',
+            args: { server: 'files', tool: 'write_file', args: { path: join(work, 'out', 'a.txt'), content: 'x' } },
+          },
+        ])}`;
+      if (i === 1) {
+        // What the agent writes comes from what it read: the line is in this context, or not.
+        const line = prompts[1]!.includes(notesLine) ? notesLine : 'I could not read my notes.';
+        return `I keep what I read.\n${renderCommandBlock([
+          { cmdId: 'd1', type: 'diary.add', args: { title: 'From my notes', content: `My notes say: ${line}` } },
+        ])}`;
+      }
+      return 'Done for now.';
+    });
+    await apply(fileOf());
+    const mcp = createMcpPool(db, { env: { PATH: process.env.PATH } });
+    const connection = await NativeConnection.connect(stack.temporal.connection);
+    const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
+    try {
+      const worker = await Worker.create({
+        connection,
+        taskQueue: 'mcp-file-it',
+        workflowBundle: await bundleWorkflows(),
+        activities: createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp }),
+      });
+      await worker.runUntil(async () => {
+        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'mcp-file-it',
+          workflowId: 'agent/scribe',
+          args: [{ agentId: 'scribe', maxTicks: 2, settings: { delayMs: 0 } }],
+        });
+        expect(await h.result()).toMatchObject({ agentId: 'scribe', ticks: 2 });
+      });
+    } finally {
+      await mcp.close();
+      await client.connection.close();
+      await connection.close();
+      await stack.stop();
+    }
+
+    const rows = await db
+      .select()
+      .from(commandLog)
+      .where(and(eq(commandLog.agentId, 'scribe'), eq(commandLog.tick, 1)));
+    const byCmd = Object.fromEntries(rows.map((r) => [r.cmdId, r]));
+    expect(byCmd.ls!.result).toMatchObject({ text: expect.stringContaining('[FILE] notes.txt') });
+    expect(byCmd.read!.result).toMatchObject({ text: expect.stringContaining(notesLine) });
+    // Outside the allow-list: refused before any call.
+    expect(byCmd.peek).toMatchObject({ status: 'error' });
+    expect(byCmd.peek!.result).toMatchObject({ message: expect.stringMatching(/outside the allowed paths/) });
+    expect(await db.select().from(mcpCalls).where(like(mcpCalls.key, '%:peek'))).toEqual([]);
+    // Allowed by the file: ran without a human.
+    expect(byCmd.mkdir!.result).toMatchObject({ text: expect.stringMatching(/^mcp files\.create_directory: ok/) });
+    expect(existsSync(join(work, 'out'))).toBe(true);
+    // Not allowed: held.
+    expect(byCmd.write!.result).toMatchObject({ message: expect.stringMatching(/held for a human/) });
+    expect(existsSync(join(work, 'out', 'a.txt'))).toBe(false);
+    expect(await db.select().from(escalations).where(eq(escalations.agentId, 'scribe'))).toHaveLength(1);
+
+    const [entry] = await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'scribe'));
+    expect(entry!.content).toBe(`My notes say: ${notesLine}`);
+
+    // Each of the three calls settled at the entry's price of 3 LF.
+    const settled = await db
+      .select()
+      .from(lifeforceLedger)
+      .where(and(like(lifeforceLedger.reservationKey, 'mcp:%'), eq(lifeforceLedger.kind, 'settle')));
+    expect(settled.map((s) => s.amount)).toEqual([3, 3, 3]);
+  }, 240_000);
+});
