@@ -8,7 +8,10 @@ import { promisify } from 'node:util';
 import type { Command } from 'commander';
 import pg from 'pg';
 import { Client, Connection } from '@temporalio/client';
-import { createDb } from '../db/client.js';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { createDb, type Db } from '../db/client.js';
+import { mcpCalls, mcpServers } from '../db/schema/index.js';
+import { oneLine } from '../core/sanitize.js';
 import { unhealthyAgentLoops } from '../runtime/agent-loops.js';
 import { temporalConnectionOptions } from '../runtime/temporal-connection.js';
 import { loadEnvOrExit, type Env } from '../env.js';
@@ -526,6 +529,140 @@ async function checkAgentLoops(env: Env): Promise<Check> {
   }
 }
 
+/** One agent's MCP server as the workers last reported it, with its calls of unknown outcome in the last 24 h. */
+export interface McpServerReport {
+  agentId: string;
+  name: string;
+  transport: string;
+  enabled: boolean;
+  health: 'up' | 'down' | null;
+  healthAt: Date | null;
+  lastError: string | null;
+  restarts: number;
+  unknownCalls: number;
+  /** No longer granted: only its calls of unknown outcome are left. */
+  removed?: boolean;
+}
+
+/** How long ago `at` was, and the instant itself. */
+function ago(at: Date, now: Date): string {
+  const s = Math.max(0, Math.round((now.getTime() - at.getTime()) / 1000));
+  const text =
+    s < 90
+      ? `${s} s`
+      : s < 5400
+        ? `${Math.round(s / 60)} min`
+        : s < 172_800
+          ? `${Math.round(s / 3600)} h`
+          : `${Math.round(s / 86_400)} d`;
+  return `${text} ago (${at.toISOString()})`;
+}
+
+const unknownFix =
+  "a call of unknown outcome may or may not have happened, and is never made again by itself: see on the server's side whether it did, then tell the agent (the notebook's agent page, tab 'mcp', marks these calls)";
+
+/**
+ * One check per server (`mcp <agent>/<server>`): its transport, whether the workers saw it up,
+ * down (with the last error on one line) or not started yet, its restarts, when it was last
+ * reported, and its calls of unknown outcome in the last 24 h. A server down and a call of
+ * unknown outcome are warnings; nothing here fails the doctor.
+ */
+export function mcpChecks(servers: readonly McpServerReport[], now = new Date()): Check[] {
+  if (servers.length === 0)
+    return [{ name: 'mcp', status: 'ok', detail: 'no agent has an MCP server (mindloop tools mcp add)' }];
+  return servers.map((s) => {
+    const state = s.removed
+      ? 'removed'
+      : !s.enabled
+        ? 'disabled'
+        : s.health === null
+          ? 'not started (no worker has used it since it was added)'
+          : s.health === 'up'
+            ? 'up'
+            : `DOWN: ${oneLine(s.lastError ?? 'no error recorded', 200)}`;
+    const detail = [
+      `agent ${s.agentId}, server ${s.name}${s.removed ? '' : `, ${s.transport}`}: ${state}`,
+      ...(s.removed ? [] : [`restarts ${s.restarts}`]),
+      ...(s.healthAt && !s.removed ? [`last seen ${ago(s.healthAt, now)}`] : []),
+      `${s.unknownCalls} call(s) of unknown outcome in the last 24 h`,
+    ].join('; ');
+    const down = !s.removed && s.enabled && s.health === 'down';
+    const fixes = [
+      down &&
+        `a worker starts it again on its next use, after a backoff; if the error stays, fix the server or take it away (mindloop tools mcp remove ${s.agentId} ${s.name})`,
+      s.unknownCalls > 0 && unknownFix,
+    ].filter((f): f is string => typeof f === 'string');
+    return {
+      name: `mcp ${s.agentId}/${s.name}`,
+      status: fixes.length > 0 ? 'warn' : 'ok',
+      detail,
+      ...(fixes.length > 0 ? { fix: fixes.join('; and ') } : {}),
+    };
+  });
+}
+
+/** Every agent's MCP servers by agent and name, and the servers since removed that left calls of unknown outcome. */
+export async function mcpServerReports(db: Db): Promise<McpServerReport[]> {
+  const servers = await db
+    .select({
+      agentId: mcpServers.agentId,
+      name: mcpServers.name,
+      transport: mcpServers.transport,
+      enabled: mcpServers.enabled,
+      health: mcpServers.health,
+      healthAt: mcpServers.healthAt,
+      lastError: mcpServers.lastError,
+      restarts: mcpServers.restarts,
+    })
+    .from(mcpServers)
+    .orderBy(asc(mcpServers.agentId), asc(mcpServers.name));
+  const unknown = await db
+    .select({ agentId: mcpCalls.agentId, server: mcpCalls.server, n: count() })
+    .from(mcpCalls)
+    .where(
+      and(
+        eq(mcpCalls.status, 'unknown'),
+        sql`coalesce(${mcpCalls.finishedAt}, ${mcpCalls.createdAt}) > now() - interval '24 hours'`,
+      ),
+    )
+    .groupBy(mcpCalls.agentId, mcpCalls.server);
+  const key = (agentId: string, server: string) => `${agentId}\u0000${server}`;
+  const counts = new Map(unknown.map((u) => [key(u.agentId, u.server), u.n]));
+  const reports: McpServerReport[] = servers.map((s) => ({
+    ...s,
+    unknownCalls: counts.get(key(s.agentId, s.name)) ?? 0,
+  }));
+  const granted = new Set(servers.map((s) => key(s.agentId, s.name)));
+  for (const u of unknown)
+    if (!granted.has(key(u.agentId, u.server)))
+      reports.push({
+        agentId: u.agentId,
+        name: u.server,
+        transport: '-',
+        enabled: false,
+        health: null,
+        healthAt: null,
+        lastError: null,
+        restarts: 0,
+        unknownCalls: u.n,
+        removed: true,
+      });
+  return reports.sort((a, b) => a.agentId.localeCompare(b.agentId) || a.name.localeCompare(b.name));
+}
+
+/** The MCP servers' health as the workers recorded it in Postgres. */
+async function checkMcp(env: Env): Promise<Check[]> {
+  const url = env.DATABASE_URL ?? `postgres://postgres@127.0.0.1:${env.PGLITE_PORT}/postgres?sslmode=disable`;
+  const h = createDb(url, { max: 1 });
+  try {
+    return mcpChecks(await mcpServerReports(h.db));
+  } catch (err) {
+    return [{ name: 'mcp', status: 'warn', detail: `not checked: ${(err as Error).message.split('\n')[0]}` }];
+  } finally {
+    await h.close().catch(() => undefined);
+  }
+}
+
 /** Run every check; none throws. */
 async function runDoctor(env: Env): Promise<Check[]> {
   const [temporal, postgres, docker, bus, speech] = await Promise.all([
@@ -535,15 +672,14 @@ async function runDoctor(env: Env): Promise<Check[]> {
     checkBus(env),
     checkSpeech(env),
   ]);
-  // The loops can be checked only where both Temporal and the database answer.
-  const loops =
-    temporal[0]?.status === 'ok' &&
-    !temporal[0].detail.includes('not running') &&
-    postgres.status === 'ok' &&
-    !postgres.detail.includes('not running')
-      ? [await checkAgentLoops(env)]
-      : [];
-  return [...temporal, postgres, docker, bus, checkLocalModel(env), ...speech, ...loops];
+  // The loops can be checked only where both Temporal and the database answer; the MCP servers where the database does.
+  const database = postgres.status === 'ok' && !postgres.detail.includes('not running');
+  const temporalUp = temporal[0]?.status === 'ok' && !temporal[0].detail.includes('not running');
+  const [loops, mcp] = await Promise.all([
+    database && temporalUp ? checkAgentLoops(env).then((c) => [c]) : [],
+    database ? checkMcp(env) : [],
+  ]);
+  return [...temporal, postgres, docker, bus, checkLocalModel(env), ...speech, ...loops, ...mcp];
 }
 
 /** Human-readable report: one line per check, with the fix indented under it. */
@@ -562,7 +698,7 @@ export function registerDoctorCommand(program: Command): void {
   program
     .command('doctor')
     .description(
-      'check Temporal, Postgres, Docker, the bus (NATS), the local model and the speech engine; print what is missing and how to fix it',
+      "check Temporal, Postgres, Docker, the bus (NATS), the local model, the speech engine and the agents' MCP servers; print what is missing and how to fix it",
     )
     .option('--json', 'print the checks as JSON')
     .action(async (opts: { json?: boolean }) => {

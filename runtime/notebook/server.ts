@@ -39,6 +39,7 @@ import {
 import { agentFileRoutes } from './agent-file.js';
 import type { FeedEvent, TickFeed } from './feed.js';
 import { guard, type GuardOptions } from './guard.js';
+import { mcpRoutes } from './mcp.js';
 import { modelRoutes, type NotebookModelDeps } from './models.js';
 
 export const defaultNotebookPort = 8234;
@@ -66,6 +67,7 @@ const pageFiles: Record<string, string> = {
   'inbox.js': 'text/javascript; charset=utf-8',
   'models.js': 'text/javascript; charset=utf-8',
   'agent-file.js': 'text/javascript; charset=utf-8',
+  'mcp.js': 'text/javascript; charset=utf-8',
   'charts.js': 'text/javascript; charset=utf-8',
   'dom.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
@@ -288,6 +290,7 @@ export function notebookApp(d: NotebookDeps, g: GuardOptions): Hono {
   pageRoutes(app);
   agentReads(app, d);
   agentFileRoutes(app, d);
+  mcpRoutes(app, d);
   agentChanges(app, d);
   inboxRoutes(app, d);
   modelRoutes(app, d, jsonBody);

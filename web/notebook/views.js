@@ -1,6 +1,7 @@
 // The agents list and one agent's page: its status and controls, the note box, its ticks (live,
-// each expandable), its pictures, its memory and its agent file.
+// each expandable), its pictures, its memory, its agent file and its MCP servers.
 import { agentFilePane } from './agent-file.js';
+import { mcpPane } from './mcp.js';
 import { lineChart } from './charts.js';
 import { api, button, errorView, fill, h, listen, num, when } from './dom.js';
 
@@ -669,7 +670,7 @@ function tabs(panes) {
   return { el: h('div', {}, bar, holder), show };
 }
 
-/** One agent: status and controls, the note box, live ticks, pictures, memory and its agent file. */
+/** One agent: status and controls, the note box, live ticks, pictures, memory, its agent file and its MCP servers. */
 export function agentView(root, agentId) {
   const base = `/api/agents/${encodeURIComponent(agentId)}`;
   const status = h('div', { id: 'status-box' }, 'loading…');
@@ -716,6 +717,7 @@ export function agentView(root, agentId) {
     },
     memory: { el: h('section', { id: 'pane-memory' }, button('reload', loadMemory), memory), onShow: loadMemory },
     'agent file': agentFilePane(agentId),
+    mcp: mcpPane(agentId),
   };
   const t = tabs(pane);
   // After a pause or stop no tick tells us the loop's new state: look twice.
