@@ -31,6 +31,7 @@ import { cliSizes, measureCli } from './cli.js';
 import { measureLocalTick } from './local-tick.js';
 import { measurePeers, peersSizes } from './peers.js';
 import { measureSoak, soakSizes } from './soak.js';
+import { mcpToolsSizes, runMcpTools } from './mcp-tools.js';
 
 const hzRounds = (rounds: HzRound[], what: string) =>
   rounds
@@ -177,6 +178,11 @@ const benchmarks: Record<string, () => Promise<void>> = {
     } finally {
       await stop();
     }
+  },
+  /** `npm run bench -- mcp-tools`: an MCP tool called through the agent's mcpCall activity vs a bare MCP client. */
+  async 'mcp-tools'() {
+    const { metrics, notes } = await runMcpTools(smoke ? mcpToolsSizes.smoke : mcpToolsSizes.full);
+    write('mcp-tools', metrics, notes);
   },
   /** `npm run bench -- local-tick [--ticks=n]`: the demo agent's tick on the offline local model (CPU). */
   async 'local-tick'() {
