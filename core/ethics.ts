@@ -112,6 +112,12 @@ export interface EthicsPolicy {
 /** Facts the activity looked up for one command. `target` is null when the row does not exist. */
 export interface CommandFacts {
   target?: Partial<Record<TargetFact, unknown>> | null;
+  /**
+   * A `tools.mcp` call of an open-world tool (MCP's `openWorldHint`, true unless the server says
+   * false): it reaches hosts its arguments need not name, so a host rule that applies to it
+   * blocks it unless its arguments name only allowed hosts.
+   */
+  openWorld?: boolean;
 }
 
 /** Parse stored rules (jsonb); the error names the field. */
@@ -133,6 +139,33 @@ export function typeMatches(pattern: string, type: string): boolean {
       .join('[^]*')}$`,
   );
   return re.test(type);
+}
+
+/**
+ * The types a command answers to: its own, and for a `tools.mcp` call `mcp.<server>.<tool>` too,
+ * so a policy may forbid one MCP tool (`mcp.files.write_file`) or a whole server (`mcp.files.*`).
+ */
+export function typesOf(cmd: { type: string; args?: Record<string, unknown> }): string[] {
+  const a = cmd.args ?? {};
+  return cmd.type === 'tools.mcp' && typeof a.server === 'string' && typeof a.tool === 'string'
+    ? [cmd.type, `mcp.${a.server}.${a.tool}`.toLowerCase()]
+    : [cmd.type];
+}
+
+const matchesAny = (patterns: readonly string[], types: readonly string[]) =>
+  patterns.find((p) => types.some((t) => typeMatches(p, t)));
+
+/** Whether a policy has a host rule that applies to a command of these types: the activity then looks up `openWorld`. */
+export function hostRuleApplies(
+  policies: readonly EthicsPolicy[],
+  cmd: { type: string; args?: Record<string, unknown> },
+) {
+  const types = typesOf(cmd);
+  return policies.some(
+    (p) =>
+      p.severity === 'block' &&
+      (p.rules ?? []).some((r) => r.hostsOutside !== undefined && matchesAny(r.types, types) !== undefined),
+  );
 }
 
 const conditionsOf = (r: PolicyRule): RuleCondition[] => r.when ?? [];
@@ -301,13 +334,18 @@ export function ruleViolation(
   cmd: { type: string; args?: Record<string, unknown> },
   facts: CommandFacts = {},
 ): string | null {
-  if (!rule.types.some((t) => typeMatches(t, cmd.type))) return null;
+  if (matchesAny(rule.types, typesOf(cmd)) === undefined) return null;
   const args = cmd.args ?? {};
   const conditions = conditionsOf(rule);
   if (!conditions.every((c) => holds(c, args, facts))) return null;
   const why = conditions.map(describeCondition);
   if (rule.hostsOutside !== undefined) {
-    const outside = networkHosts(cmd.type, args).filter((h) => !allowed(h, rule.hostsOutside!));
+    const named = networkHosts(cmd.type, args);
+    if (named.length === 0 && facts.openWorld) {
+      why.push(`is an open-world tool that names no host (only ${rule.hostsOutside.join(', ') || 'no host'} allowed)`);
+      return why.join(' and ');
+    }
+    const outside = named.filter((h) => !allowed(h, rule.hostsOutside!));
     if (outside.length === 0) return null;
     why.push(
       `reaches ${outside.slice(0, 3).join(', ')} (not in ${rule.hostsOutside.join(', ') || 'the empty allow-list'})`,
@@ -330,7 +368,7 @@ export function ethicsViolation(
     if (p.severity !== 'block') continue;
     if (p.invalid)
       return { policy: p, why: `its rules do not parse (${p.invalid}): every command is held until they are fixed` };
-    const pattern = p.forbids.find((f) => typeMatches(f, cmd.type));
+    const pattern = matchesAny(p.forbids, typesOf(cmd));
     if (pattern !== undefined) return { policy: p, why: `forbids ${pattern}` };
     for (const r of p.rules ?? []) {
       const why = ruleViolation(r, cmd, facts);

@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { and, eq, inArray } from 'drizzle-orm';
 import { isDestructive, minRatingFor } from '../../core/catalogue.js';
 import {
+  hostRuleApplies,
   parsePolicyRules,
   targetsNeeded,
   type CommandFacts,
@@ -52,6 +53,8 @@ import {
   goals,
   links,
   llmMemory,
+  mcpServers,
+  mcpTools,
   tasks,
   type EthicsPolicy as EthicsPolicyRow,
   type LlmRegistryEntry,
@@ -269,6 +272,30 @@ async function askAll(
   return { emo, nov, records, validatorRows };
 }
 
+/**
+ * Whether each `tools.mcp` call a host rule applies to is of an open-world tool (MCP's
+ * `openWorldHint`, true unless the server says false; a tool the agent does not have counts as
+ * open-world: its handler refuses it anyway). One query, only when such a rule exists.
+ */
+async function openWorldFacts(
+  db: Db,
+  agentId: string,
+  commands: ReadonlyArray<{ cmdId: string; type: string; args?: Record<string, unknown> }>,
+  policies: readonly EthicsPolicy[],
+): Promise<Record<string, CommandFacts>> {
+  const calls = commands.filter((c) => c.type === 'tools.mcp' && hostRuleApplies(policies, c));
+  if (calls.length === 0) return {};
+  const rows = await db
+    .select({ server: mcpServers.name, tool: mcpTools.name, annotations: mcpTools.annotations })
+    .from(mcpTools)
+    .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
+    .where(eq(mcpTools.agentId, agentId));
+  const closed = new Set(rows.filter((r) => r.annotations.openWorldHint === false).map((r) => `${r.server}.${r.tool}`));
+  return Object.fromEntries(
+    calls.map((c) => [c.cmdId, { openWorld: !closed.has(`${String(c.args?.server)}.${String(c.args?.tool)}`) }]),
+  );
+}
+
 /** The facts of the rows some commands act on, by cmd_id; a row that is not there (or not the agent's) is `target: null`. */
 async function targetFacts(
   db: Db,
@@ -342,6 +369,8 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
   const agg = aggregate(answered.map((r) => ({ id: r.registryId, rating: r.rating!, trust: r.trust, self: r.self })));
   // Rules that read the row a command acts on (was this entry the user's?) get its facts first.
   const facts = await targetFacts(deps.db, input.agentId, targetsNeeded(input.commands, view.policies));
+  for (const [cmdId, f] of Object.entries(await openWorldFacts(deps.db, input.agentId, input.commands, view.policies)))
+    facts[cmdId] = { ...facts[cmdId], ...f };
   const gate = gateCommands(
     input.commands,
     { mode, rating: mode === 'auto_pass' ? null : agg.rating, blocked: agg.blocked },

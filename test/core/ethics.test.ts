@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { catalogue, commandTypes, helpText, isDestructive, validateCommand } from '../../core/catalogue.js';
 import {
   ethicsViolation,
+  hostRuleApplies,
   networkHosts,
   parsePolicyRules,
   policyRuleSchema,
@@ -125,6 +126,34 @@ describe('the rule language', () => {
     );
     expect(shell('nc $HOST 80')).toMatch(/reaches \(unresolved\)/);
     expect(shell('ls -la')).toBeNull();
+  });
+
+  it('an MCP tool answers to mcp.<server>.<tool>; an open-world one that names no host breaks a host rule', () => {
+    const call = (tool: string, args: Record<string, unknown> = {}) => ({
+      type: 'tools.mcp',
+      args: { server: 'web', tool, args },
+    });
+    const noWrites: EthicsPolicy = { id: 7, title: 'no writes', severity: 'block', forbids: ['mcp.files.*'] };
+    expect(
+      ethicsViolation({ type: 'tools.mcp', args: { server: 'files', tool: 'write_file' } }, [noWrites]),
+    ).toMatchObject({ why: 'forbids mcp.files.*' });
+    expect(ethicsViolation(call('search'), [noWrites])).toBeNull();
+    const hosts = rule({ types: ['mcp.web.*'], hostsOutside: ['docs.example.org'] });
+    expect(ruleViolation(hosts, call('fetch', { url: 'https://docs.example.org/a' }), { openWorld: true })).toBeNull();
+    expect(ruleViolation(hosts, call('fetch', { url: 'https://evil.example.net/' }), { openWorld: true })).toMatch(
+      /reaches evil\.example\.net/,
+    );
+    expect(ruleViolation(hosts, call('search', { q: 'tides' }), { openWorld: true })).toMatch(
+      /open-world tool that names no host/,
+    );
+    // A closed-world tool naming no host reaches none.
+    expect(ruleViolation(hosts, call('search', { q: 'tides' }), { openWorld: false })).toBeNull();
+    expect(hostRuleApplies([{ id: 8, title: 'h', severity: 'block', forbids: [], rules: [hosts] }], call('x'))).toBe(
+      true,
+    );
+    expect(hostRuleApplies([{ id: 8, title: 'h', severity: 'warn', forbids: [], rules: [hosts] }], call('x'))).toBe(
+      false,
+    );
   });
 
   it('the first blocking policy wins; forbids patterns, warn/info never block, unparsable rules fail closed', () => {

@@ -6,7 +6,8 @@
  * agent made by that file works on files: it lists a directory and reads a file, writes a diary
  * entry from what it read, creates a directory its file allows without a human, is refused a
  * path outside its allow-list, and waits for a human to write a file; each call is paid at the
- * entry's price.
+ * entry's price. An ethics rule on hosts stops an open-world tool of server-everything (also from
+ * npm) unless its arguments name only allowed hosts.
  */
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -40,6 +41,7 @@ import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot } from '../helpers/spawn.js';
 
 const filesystemBin = join(repoRoot, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+const everythingBin = join(repoRoot, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 const notesLine = 'The lighthouse keeper logs the tide at dawn.';
 
 let database: MigratedDatabase;
@@ -213,6 +215,18 @@ describe('an agent made by its file works on files', () => {
             type: 'tools.mcp',
             args: { server: 'files', tool: 'write_file', args: { path: join(work, 'out', 'a.txt'), content: 'x' } },
           },
+          { cmdId: 'echo', type: 'tools.mcp', args: { server: 'everything', tool: 'echo', args: { message: 'hi' } } },
+          ...(
+            [
+              ['gzEvil', 'https://evil.example.net/x'],
+              ['gzNone', 'data:text/plain;base64,aGk='],
+              ['gzLocal', 'http://127.0.0.1:9/x'],
+            ] as const
+          ).map(([cmdId, data]) => ({
+            cmdId,
+            type: 'tools.mcp',
+            args: { server: 'everything', tool: 'gzip-file-as-resource', args: { data } },
+          })),
         ])}`;
       if (i === 1) {
         // What the agent writes comes from what it read: the line is in this context, or not.
@@ -223,7 +237,17 @@ describe('an agent made by its file works on files', () => {
       }
       return 'Done for now.';
     });
-    await apply(fileOf());
+    // A second server, nobody here's, with an open-world tool, and an ethics rule on the hosts its tools reach.
+    await apply(
+      fileOf(`    - name: everything
+      command: [${process.execPath}, ${everythingBin}, stdio]
+ethics:
+  - title: Stay on this machine
+    rules:
+      - types: ['mcp.everything.*']
+        hostsOutside: [localhost, 127.0.0.1]
+`),
+    );
     const mcp = createMcpPool(db, { env: { PATH: process.env.PATH } });
     const connection = await NativeConnection.connect(stack.temporal.connection);
     const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
@@ -271,11 +295,24 @@ describe('an agent made by its file works on files', () => {
     const [entry] = await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'scribe'));
     expect(entry!.content).toBe(`My notes say: ${notesLine}`);
 
-    // Each of the three calls settled at the entry's price of 3 LF.
+    // Each of the three calls of the files server settled at its entry's price of 3 LF.
     const settled = await db
       .select()
       .from(lifeforceLedger)
       .where(and(like(lifeforceLedger.reservationKey, 'mcp:%'), eq(lifeforceLedger.kind, 'settle')));
-    expect(settled.map((s) => s.amount)).toEqual([3, 3, 3]);
+    const filesCalls = settled.filter((s) => /:(ls|read|mkdir)$/.test(s.reservationKey ?? ''));
+    expect(filesCalls.map((s) => s.amount)).toEqual([3, 3, 3]);
+
+    // The ethics rule on hosts: a closed-world tool runs; the open-world one runs only toward an allowed host.
+    expect(byCmd.echo!.result).toMatchObject({ text: expect.stringMatching(/^mcp everything\.echo: ok[\s\S]*hi/) });
+    expect(byCmd.gzEvil).toMatchObject({ status: 'unvalidated' });
+    expect(byCmd.gzEvil!.result).toMatchObject({
+      message: expect.stringMatching(/Stay on this machine.*evil\.example\.net/),
+    });
+    expect(byCmd.gzNone!.result).toMatchObject({
+      message: expect.stringMatching(/open-world tool that names no host/),
+    });
+    const gz = await db.select().from(mcpCalls).where(like(mcpCalls.key, '%:gz%'));
+    expect(gz.map((c) => c.key.split(':').pop())).toEqual(['gzLocal']);
   }, 240_000);
 });
