@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAgentFile, type AgentDocument } from '../../core/agent-file/index.js';
 
 const root = join(import.meta.dirname, '..', '..', 'examples');
-const files = ['companion.yaml', 'researcher.yaml', 'peers/ada.yaml', 'peers/bo.yaml'];
+const files = ['companion.yaml', 'librarian.yaml', 'researcher.yaml', 'peers/ada.yaml', 'peers/bo.yaml'];
 
 function load(name: string): AgentDocument {
   const r = parseAgentFile(readFileSync(join(root, name), 'utf8'), name);
@@ -18,7 +18,7 @@ function load(name: string): AgentDocument {
 }
 
 describe('examples/', () => {
-  it('holds the three examples and nothing else', () => {
+  it('holds the four examples and nothing else', () => {
     expect(
       [
         ...readdirSync(root).filter((n) => n.endsWith('.yaml')),
@@ -48,6 +48,24 @@ describe('examples/', () => {
     for (const n of names(load('researcher.yaml')).filter((n) => n !== 'local'))
       expect(researcher).toContain(`mindloop models add ${n} `);
     expect(load('researcher.yaml').models?.validators?.length).toBe(2);
+  });
+
+  it('the librarian works on ./workspace through the filesystem server, the model its comment adds', () => {
+    const doc = load('librarian.yaml');
+    const text = readFileSync(join(root, 'librarian.yaml'), 'utf8');
+    expect(text).toContain(`mindloop models add ${doc.models!.agent![0]} `);
+    const [files] = doc.tools!.mcp!;
+    expect(files!.command).toEqual([
+      'node',
+      './node_modules/@modelcontextprotocol/server-filesystem/dist/index.js',
+      './workspace',
+    ]);
+    // The server the example starts is installed with the project.
+    expect(
+      readdirSync(join(root, '..', 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist')),
+    ).toContain('index.js');
+    expect(files!.allowPaths).toEqual(['./workspace']);
+    expect(files!.allowDestructive).toEqual(['create_directory']);
   });
 
   it('the two peers name each other', () => {
