@@ -2,7 +2,9 @@
  * `mindloop tools mcp add|list|remove`: the MCP servers a person grants an agent. `add` starts the
  * server once, lists its tools and stores them only when it answered as MCP; a server that does not
  * start, exits at once, speaks something else or lists a tool with an invalid schema is refused and
- * nothing is stored. Values of environment variables are never stored: only their names.
+ * nothing is stored. Values of environment variables are never stored: only their names. A stdio
+ * server added with `--sandbox` runs in a container of the sandbox image (without network unless
+ * `--network`); it is probed there, as the worker will run it.
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
@@ -39,6 +41,8 @@ interface AddOptions {
   url?: string;
   env: string[];
   headerEnv: Record<string, string>;
+  sandbox?: boolean;
+  network?: boolean;
   json?: boolean;
 }
 
@@ -60,6 +64,8 @@ export function registerToolCommands(program: Command): void {
       collectHeader,
       {},
     )
+    .option('--sandbox', "stdio: run the server in a container of the sandbox image, not as the worker's child")
+    .option('--network', 'with --sandbox: the container may reach the network (default: none)')
     .option('--json', 'print JSON')
     .action(async function (this: Command, agentId: string, name: string, command: string[], o: AddOptions) {
       if (command.length > 0 === (o.url !== undefined))
@@ -68,19 +74,37 @@ export function registerToolCommands(program: Command): void {
         this.error(`mindloop tools mcp add: --url ${o.url} is not an http(s) URL`, { exitCode: 2 });
       if (o.url === undefined && Object.keys(o.headerEnv).length > 0)
         this.error('mindloop tools mcp add: --header-env is for an http server', { exitCode: 2 });
-      const { probeMcpServer } = await import('../activities/mcp/pool.js');
+      if (o.sandbox && o.url !== undefined)
+        this.error(
+          'mindloop tools mcp add: --sandbox runs a stdio server (a command) in a container; ' +
+            'an http server runs elsewhere and is reached at its URL',
+          { exitCode: 2 },
+        );
+      if (o.network && !o.sandbox)
+        this.error('mindloop tools mcp add: --network is for a --sandbox server', { exitCode: 2 });
+      const { checkMcpSandbox, probeMcpServer } = await import('../activities/mcp/pool.js');
       const { insertMcpServer } = await import('../db/queries/mcp.js');
       const entry = o.url
         ? { name, transport: 'http' as const, url: o.url, headerEnv: o.headerEnv }
-        : { name, transport: 'stdio' as const, command: command[0]!, args: command.slice(1), envNames: o.env };
+        : {
+            name,
+            transport: 'stdio' as const,
+            command: command[0]!,
+            args: command.slice(1),
+            envNames: o.env,
+            sandbox: o.sandbox ? { network: o.network === true } : null,
+          };
       const row = await withDb(async (db) => {
         await requireAgent(db, agentId);
+        // Docker first: without an engine and the image a sandboxed server cannot start, and the reason is plain.
+        if (o.sandbox) await checkMcpSandbox(secretSource());
         // Started once here, stopped at once: the worker starts its own on first use.
-        const listed = await probeMcpServer(entry, { env: secretSource() });
+        const listed = await probeMcpServer(entry, { env: secretSource(), agentId });
         return { server: await insertMcpServer(db, { agentId, source: 'person', ...entry }, listed), listed };
       });
       if (o.json) return out(JSON.stringify({ ...row.server, tools: row.listed }, null, 2));
-      out(`added MCP server ${name} to ${agentId}: ${row.listed.length} tools`);
+      const where = o.sandbox ? ` (in the sandbox, ${o.network ? 'with' : 'without'} network)` : '';
+      out(`added MCP server ${name} to ${agentId}${where}: ${row.listed.length} tools`);
       for (const t of row.listed) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);
     });
 
@@ -104,9 +128,10 @@ export function registerToolCommands(program: Command): void {
         s.source,
         String(s.tools.length),
         healthText(s),
+        s.sandbox ? (s.sandbox.network ? 'with network' : 'no network') : '-',
         oneLine(s.transport === 'stdio' ? [s.command ?? '', ...s.args].join(' ') : (s.url ?? ''), 80),
       ]);
-      out(table(['server', 'transport', 'state', 'source', 'tools', 'health', 'runs'], rows, '').join('\n'));
+      out(table(['server', 'transport', 'state', 'source', 'tools', 'health', 'sandbox', 'runs'], rows, '').join('\n'));
       for (const s of servers) {
         out(`\n${s.name}:`);
         for (const t of s.tools) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);

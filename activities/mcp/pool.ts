@@ -3,16 +3,25 @@
  * by every call of that agent to that server. A server whose process dies (or whose connection
  * closes) is marked down and started again on its next use, no sooner than a backoff that
  * doubles with each failure in a row up to a cap; a success resets it. `close()` stops every
- * server (the worker calls it when it shuts down).
+ * server (the worker calls it when it shuts down). A stdio server whose entry has `sandbox` runs
+ * in a container of the sandbox image instead of as the worker's child (see sandboxLaunch).
  *
  * Not an activity: the MCP activities and the CLI's `tools mcp add` use it.
  */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chown, mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { clipText, sanitizeText } from '../../core/sanitize.js';
-import type { McpToolAnnotations } from '../../db/schema/mcp.js';
+import type { McpServerSandbox, McpToolAnnotations } from '../../db/schema/mcp.js';
+import { diskShares, resolveBudget } from '../../sandbox/docker-sandbox.js';
+import { SANDBOX_IMAGE, SANDBOX_INIT } from '../../sandbox/image.js';
 
 /** How to reach one server: what its `mcp_servers` row holds. */
 export interface McpServerSpec {
@@ -25,6 +34,8 @@ export interface McpServerSpec {
   envNames?: readonly string[];
   /** http: header name → the worker's environment variable holding its value. */
   headerEnv?: Record<string, string>;
+  /** stdio: run in a container of the sandbox image (null or absent: the worker's own child). */
+  sandbox?: McpServerSandbox | null;
 }
 
 /** A tool as the server listed it, checked. */
@@ -93,6 +104,224 @@ export function stdioLaunch(
   return { command: 'env', args: ['-i', ...pairs, spec.command, ...(spec.args ?? [])] };
 }
 
+/** Where a sandboxed server runs: its container's name and its own work directory on the host. */
+export interface McpSandboxPlace {
+  agentId: string;
+  container: string;
+  workdir: string;
+}
+
+/** The label every sandboxed server's container carries (and `<label>.agent`, `<label>.server`). */
+export const MCP_SANDBOX_LABEL = 'mindloop.mcp';
+/**
+ * In the container: /app holds the project's node_modules (read-only) and is the working
+ * directory; /work is the server's own work directory.
+ */
+export const MCP_SANDBOX_APP_DIR = '/app';
+export const MCP_SANDBOX_WORK_DIR = '/work';
+/** The container's PID 1 is the sandbox's init; a server runs as long as it is used, so its backstop is ten years. */
+const serverBackstopSeconds = 10 * 365 * 24 * 3600;
+/** The uid:gid a server runs as when the worker is root (nobody); otherwise the worker's own. */
+const nobody = 65534;
+/** What the docker CLI needs of the worker's environment to reach its engine (never passed into the container). */
+const dockerClientEnv = [
+  'PATH',
+  'HOME',
+  'DOCKER_HOST',
+  'DOCKER_CONTEXT',
+  'DOCKER_CONFIG',
+  'DOCKER_CERT_PATH',
+  'DOCKER_TLS_VERIFY',
+];
+const seccompPath = fileURLToPath(new URL('../../sandbox/seccomp.json', import.meta.url));
+
+/** The project's node_modules: the nearest one above this file. */
+function projectNodeModules(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'node_modules'))) return join(dir, 'node_modules');
+    const up = dirname(dir);
+    if (up === dir)
+      throw new McpServerError("a sandboxed MCP server needs the project's node_modules, and none was found", 'start');
+    dir = up;
+  }
+}
+
+/**
+ * The container and work directory of one agent's server. The name is the same for every start,
+ * so a restarted worker removes what a dead one left running before it starts its own; a probe
+ * (`tools mcp add`) gets a name of its own and never touches a worker's container. The work
+ * directory is `<MINDLOOP_DATA_DIR>/mcp/<agent>/<server>` and outlives the container.
+ */
+export function sandboxPlace(
+  agentId: string,
+  server: string,
+  env: Record<string, string | undefined>,
+  probe = false,
+): McpSandboxPlace {
+  const hash = createHash('sha256').update(`${agentId}\u0000${server}`).digest('hex').slice(0, 12);
+  const container = `mindloop-mcp-${agentId}-${server}-${hash}${probe ? `-probe-${process.pid}` : ''}`;
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(container))
+    throw new McpServerError(`server ${server}: agent ${agentId} cannot name a container`, 'start');
+  return { agentId, container, workdir: resolve(env.MINDLOOP_DATA_DIR || '.data', 'mcp', agentId, server) };
+}
+
+/** The docker CLI with only what it needs to reach the engine, and the variables the server is given. */
+function dockerEnv(env: Record<string, string | undefined>, names: readonly string[] = []): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of [...dockerClientEnv, ...names]) {
+    const value = env[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+/**
+ * The `docker run` that starts a stdio server in the sandbox image, with the sandbox's own
+ * containment: read-only root, every capability dropped, no-new-privileges, the sandbox's seccomp
+ * profile, the default budget's memory (memory+swap), CPUs and pids, size-limited tmpfs for /tmp
+ * and /dev/shm, and no network unless the entry allows it (then Docker's default bridge). The
+ * image is never pulled. Mounts:
+ *  - the project's node_modules at /app/node_modules, read-only, and /app is the working
+ *    directory: `node ./node_modules/<package>/…` starts an installed server;
+ *  - the server's own work directory (sandboxPlace) at /work, writable: its data lives there
+ *    across restarts, and nothing else of the host is reachable.
+ * Named variables go in as `-e NAME`: the docker CLI reads their values from its own environment,
+ * so no value is ever on a command line; PATH is the image's.
+ */
+export function sandboxLaunch(
+  spec: McpServerSpec,
+  env: Record<string, string | undefined>,
+  place: McpSandboxPlace,
+): { command: string; args: string[]; env: Record<string, string> } {
+  if (!spec.command) throw new McpServerError(`server ${spec.name}: a stdio server needs a command`, 'start');
+  const nodeModules = projectNodeModules();
+  for (const path of [nodeModules, place.workdir])
+    if (/[,"\n]/.test(path))
+      throw new McpServerError(`server ${spec.name}: ${path} cannot be mounted (a comma or quote in it)`, 'start');
+  const budget = resolveBudget();
+  const disk = diskShares(budget.diskBytes);
+  const named = (spec.envNames ?? []).filter((n) => n !== 'PATH' && env[n] !== undefined);
+  const uid = process.getuid?.() ?? nobody;
+  const user = uid === 0 ? `${nobody}:${nobody}` : `${uid}:${process.getgid?.() ?? nobody}`;
+  const args = [
+    'run',
+    '-i',
+    '--rm',
+    '--pull',
+    'never',
+    '--name',
+    place.container,
+    '--label',
+    `${MCP_SANDBOX_LABEL}=1`,
+    '--label',
+    `${MCP_SANDBOX_LABEL}.agent=${place.agentId}`,
+    '--label',
+    `${MCP_SANDBOX_LABEL}.server=${spec.name}`,
+    ...(spec.sandbox?.network === true ? [] : ['--network', 'none']),
+    '--read-only',
+    '--cap-drop',
+    'ALL',
+    '--security-opt',
+    'no-new-privileges',
+    '--security-opt',
+    `seccomp=${seccompPath}`,
+    '--memory',
+    String(budget.memoryBytes),
+    '--memory-swap',
+    String(budget.memoryBytes),
+    '--cpus',
+    String(budget.cpus),
+    '--pids-limit',
+    String(budget.pids),
+    '--ulimit',
+    'nofile=1024:1024',
+    '--ulimit',
+    'msgqueue=0:0',
+    '--tmpfs',
+    `/tmp:rw,nosuid,nodev,noexec,size=${disk.tmp},mode=1777`,
+    '--tmpfs',
+    '/dev/mqueue:ro,nosuid,nodev,noexec,size=4096,mode=0555',
+    '--shm-size',
+    String(disk.shm),
+    '--user',
+    user,
+    '--mount',
+    `type=bind,source=${nodeModules},target=${MCP_SANDBOX_APP_DIR}/node_modules,readonly`,
+    '--mount',
+    `type=bind,source=${place.workdir},target=${MCP_SANDBOX_WORK_DIR}`,
+    '--workdir',
+    MCP_SANDBOX_APP_DIR,
+    // The server's stderr reaches the worker through the attached stream; nothing is kept by Docker.
+    '--log-driver',
+    'none',
+    ...named.flatMap((n) => ['-e', n]),
+    SANDBOX_IMAGE,
+    SANDBOX_INIT,
+    String(serverBackstopSeconds),
+    spec.command,
+    ...(spec.args ?? []),
+  ];
+  return { command: 'docker', args, env: dockerEnv(env, named) };
+}
+
+/** Run the docker CLI; its trimmed stdout, or an error carrying its stderr. */
+function dockerCli(args: string[], env: Record<string, string | undefined>, timeoutMs = 30_000): Promise<string> {
+  return new Promise((done, fail) => {
+    execFile('docker', args, { env: dockerEnv(env), timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (!err) return done(stdout.trim());
+      const code = (err as NodeJS.ErrnoException).code;
+      fail(
+        Object.assign(new Error(code === 'ENOENT' ? 'the docker CLI is not installed' : stderr.trim() || err.message), {
+          code,
+        }),
+      );
+    });
+  });
+}
+
+/** Remove a server's container, running or not; one that is not there is no error. */
+export async function removeSandboxContainer(
+  place: McpSandboxPlace,
+  env: Record<string, string | undefined>,
+): Promise<void> {
+  await dockerCli(['rm', '-f', place.container], env).catch((err: Error) => {
+    if (!/No such container/i.test(err.message)) throw err;
+  });
+}
+
+/** Before a start: the work directory exists (owned by the uid the server runs as) and no container holds the name. */
+async function prepareSandbox(spec: McpServerSpec, place: McpSandboxPlace, env: Record<string, string | undefined>) {
+  try {
+    await mkdir(place.workdir, { recursive: true });
+    if (process.getuid?.() === 0) await chown(place.workdir, nobody, nobody);
+    await removeSandboxContainer(place, env);
+  } catch (err) {
+    throw new McpServerError(
+      `server ${spec.name}: its sandbox could not be prepared: ${clipText((err as Error).message, 300)}`,
+      'start',
+    );
+  }
+}
+
+/**
+ * Whether a sandboxed server can start here: the docker CLI is installed, its engine answers and
+ * has the sandbox image. An McpServerError that says how to fix what is missing.
+ */
+export async function checkMcpSandbox(env: Record<string, string | undefined> = process.env): Promise<void> {
+  try {
+    await dockerCli(['image', 'inspect', '--format', '{{.Id}}', SANDBOX_IMAGE], env, 15_000);
+  } catch (err) {
+    const why = clipText(sanitizeText((err as Error).message), 300);
+    const fix = /no such image/i.test(why)
+      ? `the sandbox image ${SANDBOX_IMAGE} is not built: build it with \`npm run sandbox:image\``
+      : (err as NodeJS.ErrnoException).code === 'ENOENT'
+        ? 'the docker CLI is not installed (Debian: apt-get install -y docker.io)'
+        : `the Docker engine does not answer (${why}): start one or point DOCKER_HOST at one`;
+    throw new McpServerError(`a sandboxed MCP server runs in a Docker container, and ${fix}`, 'start');
+  }
+}
+
 function headersOf(spec: McpServerSpec, env: Record<string, string | undefined>): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [header, variable] of Object.entries(spec.headerEnv ?? {})) {
@@ -126,6 +355,8 @@ interface Connection {
   client: Client;
   transport: Transport;
   stderr: () => string;
+  /** Stop the server: close the client and, for a sandboxed one, remove its container. */
+  close: () => Promise<void>;
 }
 
 interface ConnectOptions {
@@ -135,6 +366,8 @@ interface ConnectOptions {
   onClose?: () => void;
   /** Called with the new list when the server says its tools changed (`notifications/tools/list_changed`). */
   onToolsChanged?: (tools: McpListedTool[]) => void;
+  /** Where a sandboxed server runs (required when the spec has `sandbox`). */
+  place?: McpSandboxPlace;
 }
 
 /**
@@ -147,10 +380,17 @@ export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {})
   const timeouts = opts.timeouts ?? defaultMcpTimeouts;
   let tail = '';
   let transport: Transport;
+  const place = spec.transport === 'stdio' && spec.sandbox ? opts.place : undefined;
+  if (spec.transport === 'stdio' && spec.sandbox && !place)
+    throw new McpServerError(`server ${spec.name}: a sandboxed server needs its agent's place`, 'start');
+  if (place) await prepareSandbox(spec, place, env);
+  const removeContainer = async () => {
+    if (place) await removeSandboxContainer(place, env).catch(() => undefined);
+  };
   if (spec.transport === 'stdio') {
     // Room for a big answer (it is capped after it is read); one over this closes the connection.
     const stdio = new StdioClientTransport({
-      ...stdioLaunch(spec, env),
+      ...(place ? sandboxLaunch(spec, env, place) : stdioLaunch(spec, env)),
       stderr: 'pipe',
       maxBufferSize: maxMessageBytes,
     });
@@ -211,6 +451,7 @@ export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {})
     if (!closed) await within(exitGraceMs, 'exit', exit).catch(() => undefined);
     const exited = closed;
     await client.close().catch(() => undefined);
+    await removeContainer();
     const said = stderr();
     // A process that is gone did not start; one still running that wrote non-JSON-RPC is not MCP.
     // Over HTTP there is no process: the request's own error says what happened.
@@ -237,7 +478,12 @@ export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {})
     throw new McpServerError(said ? `${why}; its stderr: ${clipText(said, 500)}` : why, reason);
   }
   up = true;
-  return { client, transport, stderr };
+  // A container goes first: the docker CLI then exits at once, instead of waiting for the end of its stdin.
+  const close = async () => {
+    await removeContainer();
+    await client.close().catch(() => undefined);
+  };
+  return { client, transport, stderr, close };
 }
 
 /** The server's tools, every page, each checked: a tool with a bad name or input schema refuses the list. */
@@ -377,9 +623,11 @@ export class McpPool {
   private async start(agentId: string, entry: Entry): Promise<Connection> {
     const name = entry.spec.name;
     try {
+      const env = this.opts.env ?? process.env;
       const live = await connectMcp(entry.spec, {
-        env: this.opts.env,
+        env,
         timeouts: this.timeouts,
+        ...(entry.spec.sandbox ? { place: sandboxPlace(agentId, name, env) } : {}),
         onClose: () => {
           if (entry.live !== live) return;
           entry.live = undefined;
@@ -395,7 +643,7 @@ export class McpPool {
       entry.retryAt = null;
       entry.lastError = null;
       this.opts.onHealth?.(this.healthOf(agentId, entry));
-      if (this.closing) await live.client.close().catch(() => undefined);
+      if (this.closing) await live.close();
       return live;
     } catch (err) {
       this.failed(entry, (err as Error).message);
@@ -420,7 +668,7 @@ export class McpPool {
     this.entries.delete(key);
     const live = entry?.live ?? (await entry?.connecting?.catch(() => undefined));
     if (entry) entry.live = undefined;
-    await live?.client.close().catch(() => undefined);
+    await live?.close();
   }
 
   health(): McpServerHealth[] {
@@ -445,20 +693,30 @@ export class McpPool {
       [...this.entries.values()].map(async (e) => e.live ?? (await e.connecting?.catch(() => undefined))),
     );
     this.entries.clear();
-    await Promise.all(lives.map((l) => l?.client.close().catch(() => undefined)));
+    await Promise.all(lives.map((l) => l?.close()));
   }
 }
 
-/** Start a server once, list its tools and stop it: what `tools mcp add` checks before it stores anything. */
+/**
+ * Start a server once, list its tools and stop it: what `tools mcp add` checks before it stores
+ * anything. A sandboxed server is started as the pool would start it for `agentId`, in a container
+ * of its own name.
+ */
 export async function probeMcpServer(
   spec: McpServerSpec,
-  opts: { env?: Record<string, string | undefined>; timeouts?: McpTimeouts } = {},
+  opts: { env?: Record<string, string | undefined>; timeouts?: McpTimeouts; agentId?: string } = {},
 ): Promise<McpListedTool[]> {
   const timeouts = opts.timeouts ?? defaultMcpTimeouts;
-  const live = await connectMcp(spec, { ...opts, timeouts });
+  const env = opts.env ?? process.env;
+  if (spec.sandbox && spec.transport !== 'stdio')
+    throw new McpServerError(`server ${spec.name}: only a stdio server runs in the sandbox`, 'start');
+  if (spec.sandbox && !opts.agentId)
+    throw new McpServerError(`server ${spec.name}: a sandboxed server is probed for an agent`, 'start');
+  const place = spec.sandbox && opts.agentId ? sandboxPlace(opts.agentId, spec.name, env, true) : undefined;
+  const live = await connectMcp(spec, { env, timeouts, ...(place ? { place } : {}) });
   try {
     return await listMcpTools(live.client, spec.name, timeouts.listMs);
   } finally {
-    await live.client.close().catch(() => undefined);
+    await live.close();
   }
 }
