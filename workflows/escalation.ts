@@ -30,6 +30,7 @@ import type { createToolActivities } from '../activities/tools.js';
 import type { createCommandActivities } from '../activities/tick/apply-commands.js';
 import type { createLifeforceActivities } from '../activities/lifeforce.js';
 import type { createShellActivities } from '../activities/shell.js';
+import type { createMcpActivities } from '../activities/mcp/index.js';
 import type { LoopEffect } from '../core/loop-types.js';
 import {
   decide,
@@ -53,9 +54,9 @@ import {
 } from '../core/escalation.js';
 import { budgetIds } from '../core/lifeforce.js';
 import { formatIssues } from '../core/zod-issues.js';
-import { tailText } from '../core/sanitize.js';
+import { clipText, tailText } from '../core/sanitize.js';
 import type { SandboxRunRequest, SandboxRunResult } from '../sandbox/sandbox.js';
-import { dbActivity, llmActivity, sandboxActivity } from './lib/activity-options.js';
+import { dbActivity, llmActivity, mcpActivity, sandboxActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { chargedSandboxRun } from './lib/sandbox-charge.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
@@ -65,8 +66,10 @@ type Activities = ReturnType<typeof createOversightActivities> &
   ReturnType<typeof createToolActivities> &
   ReturnType<typeof createCommandActivities> &
   ReturnType<typeof createShellActivities> &
-  ReturnType<typeof createLifeforceActivities>;
+  ReturnType<typeof createLifeforceActivities> &
+  ReturnType<typeof createMcpActivities>;
 type ShellEffect = Extract<LoopEffect, { kind: 'shell' }>;
+type McpEffect = Extract<LoopEffect, { kind: 'mcpCall' }>;
 interface SandboxActivities {
   sandboxRun(req: SandboxRunRequest): Promise<SandboxRunResult>;
 }
@@ -82,6 +85,9 @@ const oversight = proxyActivities<Activities>({
   },
 });
 const sandbox = proxyActivities<SandboxActivities>({ ...sandboxActivity, scheduleToStartTimeout: '5 minutes' });
+// An approved MCP call: done once by its key (the activity records it in mcp_calls before it
+// completes, and a retry returns that record), retried while the database is away.
+const mcpTools = proxyActivities<Activities>(mcpActivity);
 
 export interface EscalationStatus {
   escalationId: string;
@@ -476,32 +482,7 @@ class EscalationRun {
     const { input, agentId, escalationId } = this;
     if (!input.proposal) return {};
     if (decision.outcome !== 'approved') return { proposalOutcome: 'blocked' };
-    if (input.proposal.kind === 'command') {
-      // The approved command runs through the ordinary command path (validation, command_log,
-      // idempotency by cmd id), marked approved so the danger check does not hold it again.
-      const [o] = await db.applyCommands({
-        agentId,
-        tick: input.tick ?? 0,
-        workflowId: this.info.workflowId,
-        mode: 'main',
-        commands: [
-          { cmdId: `approved.${escalationId}`.slice(0, 120), type: input.proposal.name, args: input.proposal.args },
-        ],
-        approvedBy: escalationId,
-      });
-      let proposalOutcome: EscalationResult['proposalOutcome'] = o?.status === 'applied' ? 'executed' : 'failed';
-      const shells = o?.status === 'applied' ? o.effects.filter((e): e is ShellEffect => e.kind === 'shell') : [];
-      // approved-shell-v1: an approved `shell` command (the typical danger zone) really runs now,
-      // in the sandbox like the agent loop's own; escalations started before this ran none.
-      const ran =
-        shells.length > 0 && patched('approved-shell-v1')
-          ? await Promise.all(shells.map((e) => this.runApprovedShell(e, input.tick ?? 0)))
-          : [];
-      const rest = o?.effects.filter((e) => !(ran.length && e.kind === 'shell')) ?? [];
-      const proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
-      if (ran.length && ran.some((r) => !r.startsWith('exit 0'))) proposalOutcome = 'failed';
-      return { proposalOutcome, proposalResult };
-    }
+    if (input.proposal.kind === 'command') return this.runApprovedCommand(input.proposal.name, input.proposal.args);
     if (input.proposal.kind === 'lifeforce') {
       const grant = lifeforceGrantArgs.safeParse(input.proposal.args);
       if (!grant.success)
@@ -532,6 +513,45 @@ class EscalationRun {
     };
   }
 
+  /**
+   * An approved command, through the ordinary command path (validation, command_log, idempotency
+   * by cmd id), marked approved so that neither the danger check nor a destructive MCP tool holds
+   * it again; the work it leaves to the loop (a `shell`, an MCP call) runs here, once.
+   */
+  private async runApprovedCommand(
+    name: string,
+    args: Record<string, unknown>,
+  ): Promise<{ proposalOutcome: EscalationResult['proposalOutcome']; proposalResult: string }> {
+    const { input, agentId, escalationId } = this;
+    const tick = input.tick ?? 0;
+    const [o] = await db.applyCommands({
+      agentId,
+      tick,
+      workflowId: this.info.workflowId,
+      mode: 'main',
+      commands: [{ cmdId: `approved.${escalationId}`.slice(0, 120), type: name, args }],
+      approvedBy: escalationId,
+    });
+    let proposalOutcome: EscalationResult['proposalOutcome'] = o?.status === 'applied' ? 'executed' : 'failed';
+    const applied = o?.status === 'applied' ? o.effects : [];
+    const shells = applied.filter((e): e is ShellEffect => e.kind === 'shell');
+    // approved-shell-v1: an approved `shell` command (the typical danger zone) really runs now,
+    // in the sandbox like the agent loop's own; escalations started before this ran none.
+    const ran =
+      shells.length > 0 && patched('approved-shell-v1')
+        ? await Promise.all(shells.map((e) => this.runApprovedShell(e, tick)))
+        : [];
+    if (ran.some((r) => !r.startsWith('exit 0'))) proposalOutcome = 'failed';
+    const mcps = applied.filter((e): e is McpEffect => e.kind === 'mcpCall');
+    // approved-mcp-v1: an approved `tools.mcp` calls its tool now, once; escalations started before called none.
+    const called = mcps.length > 0 && patched('approved-mcp-v1') ? await runApprovedMcp(this.agentId, mcps, tick) : [];
+    if (called.some((c) => !c.ok)) proposalOutcome = 'failed';
+    const rest =
+      o?.effects.filter((e) => !(ran.length && e.kind === 'shell') && !(called.length && e.kind === 'mcpCall')) ?? [];
+    const proposalResult = `${o?.message ?? 'no outcome'}${ran.length ? `\n${ran.join('\n')}` : ''}${called.length ? `\n${called.map((c) => c.text).join('\n')}` : ''}${rest.length ? ` (loop effects not run here: ${rest.map((e) => e.kind).join(', ')})` : ''}`;
+    return { proposalOutcome, proposalResult };
+  }
+
   /** An approved `shell` command: the sandbox runs it, its output goes to its command_log row; returns a summary line and the output. */
   private async runApprovedShell(e: ShellEffect, tick: number): Promise<string> {
     let result: SandboxRunResult | null = null;
@@ -556,4 +576,35 @@ class EscalationRun {
     });
     return `${summary}${result?.stdout ? `\n${tailText(result.stdout, 1500)}` : ''}${result?.stderr ? `\n${tailText(result.stderr, 500)}` : ''}`;
   }
+}
+
+/**
+ * Approved MCP calls, one after another, each by the `mcpCall` activity under the effect's key:
+ * the result lands on the approved command's command_log row and process entry; returns whether
+ * each call's status is ok, and its headline and text.
+ */
+async function runApprovedMcp(
+  agentId: string,
+  effects: McpEffect[],
+  tick: number,
+): Promise<Array<{ ok: boolean; text: string }>> {
+  const out: Array<{ ok: boolean; text: string }> = [];
+  for (const e of effects) {
+    try {
+      const r = await mcpTools.mcpCall({
+        agentId,
+        key: e.key,
+        server: e.server,
+        tool: e.tool,
+        args: e.args,
+        tick,
+        cmdId: e.cmdId,
+        processId: e.processId,
+      });
+      out.push({ ok: r.status === 'ok', text: clipText(r.text || `mcp ${e.server}.${e.tool}: ${r.status}`, 2000) });
+    } catch (err) {
+      out.push({ ok: false, text: `mcp ${e.server}.${e.tool}: no result recorded (${causeMessage(err)})` });
+    }
+  }
+  return out;
 }
