@@ -37,6 +37,10 @@ import {
 } from '../db/schema/index.js';
 import { ErrorType, nonRetryable } from './errors.js';
 import { formatIssues } from '../core/zod-issues.js';
+import { mcpNativeToolName } from '../core/reply-parser.js';
+import { clipText, oneLine } from '../core/sanitize.js';
+import { discoveredMcpTools, markMcpToolsDiscovered, searchMcpTools } from '../db/queries/mcp.js';
+import type { McpToolAnnotations } from '../db/schema/index.js';
 import type { ChatToolDef } from './llm/types.js';
 
 export interface ToolDeps {
@@ -73,6 +77,9 @@ export type ToolCallResult =
       validActions?: string[];
       dangerFlags?: string[];
     };
+
+/** MCP tools one `discover_tools search` returns (and discovers) at most. */
+const mcpSearchLimit = 10;
 
 /** Tools every agent starts with (discovered via teaching); the database tool must be granted. */
 const starterTools = ['discover_tools', 'escalate', 'request_state_machine_design'] as const;
@@ -179,8 +186,13 @@ async function effect(
       };
     case 'database.query':
       return runQuery(deps, agentId, args);
-    case 'discover_tools.list':
-      return { discovered: await discovered(deps.db, agentId) };
+    case 'discover_tools.list': {
+      const mcp = await discoveredMcpTools(deps.db, agentId);
+      return {
+        discovered: await discovered(deps.db, agentId),
+        ...(mcp.length ? { mcp: mcp.map((t) => mcpToolLabel(t.server, t.name, t.annotations)) } : {}),
+      };
+    }
     case 'discover_tools.search': {
       const a = searchArgs.safeParse(args);
       if (!a.success) throw new ToolActionError(issues('discover_tools.search', a.error));
@@ -200,9 +212,27 @@ async function effect(
           ),
         )
         .limit(20);
+      const mcp = await searchMcpTools(deps.db, agentId, a.data.query, mcpSearchLimit);
+      // A search result is what discovers an MCP tool: the next context lists it, and binds it natively.
+      await markMcpToolsDiscovered(
+        deps.db,
+        agentId,
+        mcp.filter((t) => t.discoveredAt === null).map((t) => t.id),
+      );
       return {
         matches: rows.map((r) => ({ ...r, discovered: mine.has(r.name) })),
         hint: 'a tool you have not discovered is granted through an escalation',
+        ...(mcp.length
+          ? {
+              mcp: mcp.map((t) => ({
+                tool: mcpToolLabel(t.server, t.name, t.annotations),
+                description: oneLine(t.description ?? '', 200),
+                newly: t.discoveredAt === null,
+              })),
+              mcpHint:
+                'these MCP tools are in your context from the next tick: call one with tools.mcp {server, tool, args}',
+            }
+          : {}),
       };
     }
     case 'escalate.list': {
@@ -545,5 +575,53 @@ export function toolDefinitions(tools: readonly StructuredToolInterface[]): Chat
       unknown
     >;
     return { name: fn.name, description: fn.description ?? t.description, parameters };
+  });
+}
+
+/** An MCP tool as the context and native binding see it (a row of context 2). */
+export interface McpContextTool {
+  server: string;
+  name: string;
+  description: string | null;
+  inputSchema: Record<string, unknown>;
+  annotations: McpToolAnnotations;
+}
+
+/**
+ * The flags an MCP tool shows the agent: read-only, or destructive (the protocol's default when the
+ * server says neither: such a call is held for a human).
+ */
+export function mcpToolFlags(a: McpToolAnnotations): string[] {
+  if (a.readOnlyHint === true) return ['read-only'];
+  return a.destructiveHint !== false ? ['destructive: held for a human'] : [];
+}
+
+/** `server.tool [flags]`, as context 2 and discover_tools show an MCP tool. */
+export function mcpToolLabel(server: string, tool: string, a: McpToolAnnotations): string {
+  const flags = mcpToolFlags(a);
+  return `${server}.${tool}${flags.length ? ` [${flags.join(', ')}]` : ''}`;
+}
+
+/** An MCP input schema as tool-calling APIs take it: an object schema, without `$schema`. */
+export function mcpToolParameters(schema: Record<string, unknown>): Record<string, unknown> {
+  const { $schema: _, ...rest } = schema;
+  if (rest.type !== 'object') return { type: 'object', properties: {} };
+  const props = rest.properties;
+  return { ...rest, properties: props && typeof props === 'object' && !Array.isArray(props) ? props : {} };
+}
+
+/**
+ * The agent's discovered MCP tools as native tool definitions, named `mcp__<server>__<tool>`; a
+ * tool whose name does not fit a tool name is left out (the `tools.mcp` command still calls it).
+ */
+export function mcpToolDefinitions(tools: readonly McpContextTool[]): ChatToolDef[] {
+  return tools.flatMap((t) => {
+    const name = mcpNativeToolName(t.server, t.name);
+    if (!name) return [];
+    const description = clipText(
+      `${mcpToolLabel(t.server, t.name, t.annotations)}: ${oneLine(t.description ?? '', 800)}`,
+      1000,
+    );
+    return [{ name, description, parameters: mcpToolParameters(t.inputSchema) }];
   });
 }

@@ -13,6 +13,7 @@ import { secretSource } from '../env.js';
 import { agentIdArg, schemaArg } from './args.js';
 import { requireAgent, withDb } from './client.js';
 import { table } from './table.js';
+import { registerMcpGrantCommands } from './tools-grant.js';
 
 const out = (s: string): void => {
   process.stdout.write(`${s}\n`);
@@ -149,6 +150,7 @@ export function registerToolCommands(program: Command): void {
       if (!gone) throw new Error(`${agentId} has no MCP server named ${name}`);
       out(`removed MCP server ${name} from ${agentId}`);
     });
+  registerMcpGrantCommands(mcp);
 }
 
 /** What the workers last saw of the server's process. */

@@ -29,8 +29,10 @@ export interface ContextInput {
   /** Context 2: the command catalogue text and the agent's discovered tools. */
   catalogue: string;
   tools: Array<{ name: string; description: string }>;
-  /** Context 2: the tools of the agent's MCP servers (`server.tool [flags]`), called with `tools.mcp`. */
+  /** Context 2: the discovered tools of the agent's MCP servers (`server.tool [flags]`), called with `tools.mcp`. */
   mcpTools?: Array<{ name: string; description: string }>;
+  /** Context 2: per MCP server, how many of its tools are not discovered yet (discover_tools search finds them). */
+  mcpHidden?: Array<{ server: string; count: number }>;
   learnings: string[];
   /** Context 3 inputs: candidates, newest first; `selectResponses` picks from them. */
   responses: ContextResponse[];
@@ -111,6 +113,26 @@ function identityLines(agent: ContextInput['agent'], method: ContextInput['think
   ];
 }
 
+/**
+ * Context 2's MCP tools: the discovered ones, then one line per server with tools not discovered
+ * yet (a discover_tools search finds them, and what it finds is listed from the next tick).
+ */
+const findThem =
+  'find them with discover_tools search <words> (tool.call {tool: discover_tools, action: search, args: {query}})';
+
+function mcpToolLines(
+  tools: NonNullable<ContextInput['mcpTools']>,
+  hidden: NonNullable<ContextInput['mcpHidden']>,
+): string[] {
+  const more = hidden.filter((h) => h.count > 0);
+  if (tools.length === 0 && more.length === 0) return [];
+  return [
+    'Tools of your MCP servers (call one with tools.mcp {server, tool, args}; the result comes with the next context):',
+    ...tools.map((t) => `- ${t.name}: ${t.description}`),
+    ...more.map((h) => `- server ${h.server}: ${h.count} more ${h.count === 1 ? 'tool' : 'tools'}; ${findThem}`),
+  ];
+}
+
 function section(n: number, title: string, body: string[]): string {
   return `## Context ${n} — ${title}\n${body.length ? body.join('\n') : '(none)'}`;
 }
@@ -133,12 +155,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
             ...input.tools.map((t) => `- ${t.name}: ${t.description}`),
           ]
         : []),
-      ...(input.mcpTools?.length
-        ? [
-            'Tools of your MCP servers (call one with tools.mcp {server, tool, args}; the result comes with the next context):',
-            ...input.mcpTools.map((t) => `- ${t.name}: ${t.description}`),
-          ]
-        : []),
+      ...mcpToolLines(input.mcpTools ?? [], input.mcpHidden ?? []),
       ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),
     ]),
   ].join('\n\n');

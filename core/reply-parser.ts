@@ -564,7 +564,7 @@ function errorMessage(err: unknown): string {
  * A provider with native tool calling (OpenAI-compatible, Anthropic) answers with tool calls
  * beside the text. appendToolCalls records them in the reply text as one more command block,
  * `{"source": "native_tool_calls", "commands": [...], "rejected": [...]}`, so that:
- *  - parseReply reads their `tool.call` commands and leaves the block out of the body
+ *  - parseReply reads their `tool.call` and `tools.mcp` commands and leaves the block out of the body
  *    (everything that reads a stored reply sees an ordinary command block);
  *  - it also restores the rejections (malformed arguments), so a retried tick that re-parses
  *    the recorded text gets exactly the same commands and rejections.
@@ -608,11 +608,37 @@ function toolCallCmdId(id: string | undefined, index: number): string {
   return clean || `tool${index + 1}`;
 }
 
+/** The name prefix of an MCP tool bound natively: `mcp__<server>__<tool>`. */
+export const mcpNativeToolPrefix = 'mcp__';
+
+const nativeToolName = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** The MCP server and tool a native tool name stands for; null unless it is `mcp__<server>__<tool>`. */
+export function parseMcpNativeToolName(name: string): { server: string; tool: string } | null {
+  if (!name.startsWith(mcpNativeToolPrefix) || !nativeToolName.test(name)) return null;
+  const rest = name.slice(mcpNativeToolPrefix.length);
+  const at = rest.indexOf('__');
+  if (at <= 0 || at + 2 >= rest.length) return null;
+  return { server: rest.slice(0, at), tool: rest.slice(at + 2) };
+}
+
 /**
- * Native tool calls as `tool.call` commands ({tool, action, args?}; arguments are the bound
- * tool's schema {action, args?}, other top-level keys are folded into args). A call whose
- * arguments are malformed becomes a rejection with the reason. cmd_ids come from the call ids,
- * made unique against `taken` (the text's own commands).
+ * The native tool name of an MCP tool, or null when none fits: the name must be a valid tool name
+ * and read back as the same server and tool (a server name holding `__` or ending in `_` does not).
+ */
+export function mcpNativeToolName(server: string, tool: string): string | null {
+  const name = `${mcpNativeToolPrefix}${server}__${tool}`;
+  const back = parseMcpNativeToolName(name);
+  return back && back.server === server && back.tool === tool ? name : null;
+}
+
+/**
+ * Native tool calls as commands. A call of `mcp__<server>__<tool>` is a `tools.mcp` command
+ * ({server, tool, args}: the call's arguments are the tool's input); any other is a `tool.call`
+ * ({tool, action, args?}; arguments are the bound tool's schema {action, args?}, other top-level
+ * keys are folded into args). A call whose name or arguments are malformed becomes a rejection
+ * with the reason. cmd_ids come from the call ids, made unique against `taken` (the text's own
+ * commands).
  */
 export function toolCallsToCommands(
   calls: readonly ReplyToolCall[],
@@ -631,8 +657,19 @@ export function toolCallsToCommands(
     const name = typeof call.name === 'string' ? call.name : '';
     const label = `tool call ${call.id ?? i + 1}${name ? ` (${name})` : ''}`;
     const raw = truncate(call.rawArgs ?? safeStringify(call.args ?? {}), maxRawLength);
-    const reject = (reason: string) => rejected.push({ cmdId, type: 'tool.call', raw, reason: `${label}: ${reason}` });
+    const mcp = name.startsWith(mcpNativeToolPrefix);
+    const reject = (reason: string) =>
+      rejected.push({ cmdId, type: mcp ? 'tools.mcp' : 'tool.call', raw, reason: `${label}: ${reason}` });
     if (!name) return reject('no tool name');
+    if (mcp) {
+      const target = parseMcpNativeToolName(name);
+      if (!target) return reject(`not an MCP tool name: expected ${mcpNativeToolPrefix}<server>__<tool>`);
+      if (call.error !== undefined || !isPlainObject(call.args))
+        return reject(`malformed arguments (${call.error ?? 'not a JSON object'}); expected the tool's input object`);
+      if (commands.length >= room) return void overflow++;
+      commands.push({ cmdId, type: 'tools.mcp', args: { server: target.server, tool: target.tool, args: call.args } });
+      return;
+    }
     if (call.error !== undefined || !isPlainObject(call.args))
       return reject(
         `malformed arguments (${call.error ?? 'not a JSON object'}); expected {"action": "...", "args": {...}}`,

@@ -150,7 +150,9 @@ export const databaseTool: StateMachineDef = stateMachineSchema.parse({
 /** What the agent knows of the catalogue: its discovered tools, and a search of the rest. */
 const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
   name: 'discover_tools',
-  description: 'See the tools you have discovered; search the catalogue for others (escalate to be granted one).',
+  description:
+    'See the tools you have discovered; search the catalogue for others (escalate to be granted one) ' +
+    "and your MCP servers' tools (found ones join your context).",
   initial: 'READY',
   states: {
     READY: {
@@ -158,8 +160,10 @@ const discoverToolsTool: StateMachineDef = stateMachineSchema.parse({
       actions: {
         list: { description: 'your discovered tools' },
         search: {
-          description: 'catalogue tools matching a word (not usable until granted)',
-          args: { query: 'a word' },
+          description:
+            'catalogue tools matching a word (not usable until granted), ' +
+            'and MCP tools matching the words (usable from the next tick)',
+          args: { query: 'a word or a few' },
         },
       },
     },

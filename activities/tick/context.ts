@@ -3,7 +3,20 @@
  * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
  * processes, last tick's command results, notes, memory, tools), all in one batch.
  */
-import { and, asc, desc, eq, inArray, isNull, or, sql, type Placeholder, type SQL } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  count,
+  desc,
+  eq,
+  inArray,
+  isNotNull,
+  isNull,
+  or,
+  sql,
+  type Placeholder,
+  type SQL,
+} from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
 import {
   assembleContext,
@@ -28,12 +41,11 @@ import {
   systemPrompts,
   tasks,
   thinkingMethods,
-  type McpToolAnnotations,
 } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
-import { langChainTools, type ToolDeps } from '../tools.js';
+import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from '../tools.js';
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 
@@ -73,6 +85,8 @@ export interface LoadedContext {
   taskStatus: string | undefined;
   preloaded: NonNullable<ChatRequest['preloaded']>;
   toolDefs: Awaited<ReturnType<typeof langChainTools>>;
+  /** The discovered MCP tools context 2 lists, with their input schemas: a native think binds them. */
+  mcpTools: McpContextTool[];
   abstractEvery: number;
 }
 
@@ -195,7 +209,7 @@ const contextStatements = statements('context', (db, name) => {
       )
       .limit(1)
       .prepare(name('method')),
-    // The tools of the agent's enabled MCP servers: what `tools.mcp` may call.
+    // The discovered tools of the agent's enabled MCP servers: what context 2 lists and a native think binds.
     mcpTools: db
       .select({
         server: mcpServers.name,
@@ -206,10 +220,19 @@ const contextStatements = statements('context', (db, name) => {
       })
       .from(mcpTools)
       .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
-      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true)))
+      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNotNull(mcpTools.discoveredAt)))
       .orderBy(asc(mcpServers.name), asc(mcpTools.name))
       .limit(mcpToolsShown)
       .prepare(name('mcp_tools')),
+    // Per enabled server, how many of its tools the agent has not discovered (a search finds them).
+    mcpHidden: db
+      .select({ server: mcpServers.name, count: count() })
+      .from(mcpTools)
+      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
+      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNull(mcpTools.discoveredAt)))
+      .groupBy(mcpServers.name)
+      .orderBy(asc(mcpServers.name))
+      .prepare(name('mcp_hidden')),
   };
 });
 
@@ -217,26 +240,14 @@ const contextStatements = statements('context', (db, name) => {
 const mcpToolsShown = 50;
 
 /** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
-function mcpToolLine(t: {
-  server: string;
-  name: string;
-  description: string | null;
-  inputSchema: Record<string, unknown>;
-  annotations: McpToolAnnotations;
-}): { name: string; description: string } {
+function mcpToolLine(t: McpContextTool): { name: string; description: string } {
   const props = (t.inputSchema.properties ?? {}) as Record<string, { type?: unknown }>;
   const required = new Set(Array.isArray(t.inputSchema.required) ? (t.inputSchema.required as string[]) : []);
   const args = Object.entries(props)
     .map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${typeof v?.type === 'string' ? v.type : 'any'}`)
     .join(', ');
-  const flags = [
-    t.annotations.readOnlyHint ? 'read-only' : '',
-    t.annotations.readOnlyHint !== true && t.annotations.destructiveHint !== false
-      ? 'destructive: held for a human'
-      : '',
-  ].filter(Boolean);
   return {
-    name: `${t.server}.${t.name}${flags.length ? ` [${flags.join(', ')}]` : ''}`,
+    name: mcpToolLabel(t.server, t.name, t.annotations),
     description: clipText(`${oneLine(t.description ?? '', 200)} — args {${args}}`, 500),
   };
 }
@@ -278,6 +289,7 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     // The thinking method the agent made active (thinking_methods.use): its prompt is in context 0.
     q.method.execute({ agentId }),
     q.mcpTools.execute({ agentId }),
+    q.mcpHidden.execute({ agentId }),
   ]);
 }
 
@@ -298,6 +310,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     previousCalls,
     [method],
     mcpToolRows,
+    mcpHiddenRows,
   ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
@@ -321,6 +334,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     catalogue: helpText(),
     tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
     mcpTools: mcpToolRows.map(mcpToolLine),
+    mcpHidden: mcpHiddenRows.map((r) => ({ server: r.server, count: Number(r.count) })),
     // Rehydration: the agent's learnings above the load threshold, at every tick's context —
     // so at loop start and after continue-as-new too.
     learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),
@@ -372,6 +386,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     taskStatus: ownTask?.status,
     preloaded: { registry: snapshot.registry, previous: previousCalls },
     toolDefs,
+    mcpTools: mcpToolRows,
     abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
   };
 }

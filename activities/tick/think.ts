@@ -28,7 +28,7 @@ import {
   type ChatResult,
   type LlmRouter,
 } from '../llm/index.js';
-import { toolDefinitions } from '../tools.js';
+import { mcpToolDefinitions, toolDefinitions } from '../tools.js';
 import { loadContext, loopOf, thinkKey, type ContextDeps, type LoadedContext, type ThinkInput } from './context.js';
 import { tickReplyOf, type TickReply } from './snapshot.js';
 
@@ -159,8 +159,11 @@ async function askModel(
   const candidates = rowsFor(loaded.preloaded.registry, 'agent');
   const structured = candidates[0]?.provider === 'local';
   // A model with native tool calling gets the discovered tools bound as tools (descriptions
-  // show the current state and valid actions); the others read them in the prompt.
-  const tools = candidates.some((r) => nativeToolProviders.has(r.provider)) ? toolDefinitions(loaded.toolDefs) : [];
+  // show the current state and valid actions), and the discovered MCP tools as `mcp__<server>__<tool>`
+  // with their input schemas; the others read them in the prompt.
+  const tools = candidates.some((r) => nativeToolProviders.has(r.provider))
+    ? [...toolDefinitions(loaded.toolDefs), ...mcpToolDefinitions(loaded.mcpTools)]
+    : [];
   try {
     const reply = await withHeartbeat((signal) =>
       llm.chat({
@@ -393,7 +396,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   const { reply, structured } = await askModel(deps.llm, input, loaded);
   const modelMs = Math.round(performance.now() - asked);
   await touched;
-  // Native tool calls become tool.call commands in a command block appended to the reply, so
+  // Native tool calls become tool.call (tools.mcp) commands in a command block appended to the reply, so
   // the recorded text alone gives the same commands on a retry (and reads like a text reply).
   const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, reply.toolCalls ?? []);
   const parsed = parseReply(text);
