@@ -21,7 +21,7 @@ import { serverPrices } from '../../core/mcp-policy.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
-import { release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { release, reserve, settle, settleHold } from '../../db/queries/lifeforce.js';
 import { mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
 import { maxResultText } from '../commands/shared.js';
 import { parseInput } from '../errors.js';
@@ -147,7 +147,66 @@ function headline(server: string, tool: string, status: McpCall['status'], ms: n
   return `mcp ${server}.${tool}: ${how}${ms !== null ? ` in ${ms} ms` : ''}`;
 }
 
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
 type Outcome = { status: McpCall['status']; text: string; structured: Record<string, unknown> | null; ms: number };
+
+/**
+ * Before the server is asked: the tool looked up, then side by side its worst case held on the
+ * agent's budget (one statement when this process wrote the budget last) and the call's row
+ * written `started` — or the row an earlier attempt left read back. Both are committed before the call; a hold whose
+ * call never started is released by the sweep, and a retry finds it under the same key.
+ */
+async function beginCall(
+  db: Db,
+  o: { prices: PriceTable; ledger: boolean; callTimeoutMs: number },
+  input: z.output<typeof mcpCallInput>,
+  chargeKey: string,
+) {
+  const { prices, ledger, callTimeoutMs } = o;
+  const found = await mcpToolOf(db, input.agentId, input.server, input.tool);
+  const a = found.tool?.annotations ?? {};
+  const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
+  const price = serverPrices(prices, found.server?.policy ?? {});
+  // The hold and the row are independent: written side by side, both committed before the call.
+  const [held, [fresh]] = await Promise.all([
+    ledger && found.server && found.tool
+      ? reserve(db, {
+          key: chargeKey,
+          budgetId: budgetIds.agent(input.agentId),
+          amount: mcpCost(price, callTimeoutMs),
+          operation: 'mcp_call',
+          ttlMs: callTimeoutMs + prices.reservationTtlMs,
+          ...(input.tick !== undefined ? { tick: input.tick } : {}),
+          reason: clipText(`${input.server}.${input.tool}`, 200),
+        })
+      : undefined,
+    db
+      .insert(mcpCalls)
+      .values({
+        agentId: input.agentId,
+        key: input.key,
+        server: input.server,
+        tool: input.tool,
+        args: sanitizeJson(input.args) as Record<string, unknown>,
+        status: 'started',
+      })
+      .onConflictDoNothing()
+      .returning({ id: mcpCalls.id }),
+  ]);
+  const before = fresh ? undefined : (await db.select().from(mcpCalls).where(eq(mcpCalls.key, input.key)))[0];
+  const step =
+    before?.status === 'started' && !safeToRepeat
+      ? ('died' as const)
+      : before && before.status !== 'started'
+        ? ('recorded' as const)
+        : !found.server || !found.tool
+          ? ('missing' as const)
+          : held && !held.ok
+            ? ('broke' as const)
+            : ('call' as const);
+  return { found, safeToRepeat, price, held, before, step };
+}
 
 export function createMcpActivities(deps: McpActivityDeps) {
   const { db, pool } = deps;
@@ -155,27 +214,41 @@ export function createMcpActivities(deps: McpActivityDeps) {
   const callTimeoutMs = deps.callTimeoutMs ?? defaultCallTimeoutMs;
   const ledger = deps.ledger ?? true;
 
-  /** Write the call's outcome, and the agent's view of it, in one transaction. */
-  async function finish(input: z.output<typeof mcpCallInput>, o: Outcome): Promise<void> {
-    const text = clipText(`${headline(input.server, input.tool, o.status, o.ms)}\n${o.text}`, maxResultText);
-    await db.transaction(async (tx) => {
+  /**
+   * Write the call's outcome and the agent's view of it (one transaction), and close its hold
+   * (`close`: settle or release) beside it. A worker that dies with only the first done leaves the
+   * hold to its retry, which finds the call recorded and settles the price of a call (or to the sweep).
+   */
+  async function finish(
+    input: z.output<typeof mcpCallInput>,
+    o: Outcome,
+    close?: () => Promise<unknown>,
+  ): Promise<McpCallResult> {
+    const line = headline(input.server, input.tool, o.status, o.ms);
+    const text = clipText(`${line}\n${o.text}`, maxResultText);
+    const write = async (tx: Db | Tx) => {
       await tx
         .update(mcpCalls)
         .set({ status: o.status, text, structured: o.structured, isError: o.status !== 'ok', finishedAt: new Date() })
         .where(eq(mcpCalls.key, input.key));
-      if (input.tick === undefined || !input.cmdId) return;
-      const patch = { message: clipText(headline(input.server, input.tool, o.status, o.ms), 200), text };
-      await mergeCommandResult(tx, { agentId: input.agentId, tick: input.tick, cmdId: input.cmdId }, patch);
-      if (input.processId)
-        await tx
-          .update(processLog)
-          .set({
-            status: o.status === 'ok' ? 'close' : 'error',
-            message: clipText(headline(input.server, input.tool, o.status, o.ms), 500),
-            payload: { server: input.server, tool: input.tool, status: o.status, durationMs: o.ms },
-          })
-          .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId)));
-    });
+      if (input.tick !== undefined && input.cmdId) {
+        const patch = { message: clipText(line, 200), text };
+        await mergeCommandResult(tx, { agentId: input.agentId, tick: input.tick, cmdId: input.cmdId }, patch);
+        if (input.processId)
+          await tx
+            .update(processLog)
+            .set({
+              status: o.status === 'ok' ? 'close' : 'error',
+              message: clipText(line, 500),
+              payload: { server: input.server, tool: input.tool, status: o.status, durationMs: o.ms },
+            })
+            .where(and(eq(processLog.agentId, input.agentId), eq(processLog.processId, input.processId)));
+      }
+    };
+    // One statement needs no transaction of its own (a call made outside a tick, as the bench's);
+    // the hold is closed side by side.
+    await Promise.all([input.tick !== undefined && input.cmdId ? db.transaction(write) : write(db), close?.()]);
+    return { status: o.status, text, structured: o.structured, recorded: false };
   }
 
   /** Ask the server; every way it can fail becomes an outcome. */
@@ -221,82 +294,47 @@ export function createMcpActivities(deps: McpActivityDeps) {
     /** Call one tool of one of the agent's MCP servers, once (see the module comment). */
     async mcpCall(raw: McpCallInput): Promise<McpCallResult> {
       const input = parseInput('mcpCall', mcpCallInput, raw);
-      const found = await mcpToolOf(db, input.agentId, input.server, input.tool);
-      const a = found.tool?.annotations ?? {};
-      const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
-      const [fresh] = await db
-        .insert(mcpCalls)
-        .values({
-          agentId: input.agentId,
-          key: input.key,
-          server: input.server,
-          tool: input.tool,
-          args: sanitizeJson(input.args) as Record<string, unknown>,
-          status: 'started',
-        })
-        .onConflictDoNothing()
-        .returning();
-      if (!fresh) {
-        const [before] = await db.select().from(mcpCalls).where(eq(mcpCalls.key, input.key));
-        if (before && before.status !== 'started') {
-          // Recorded before the worker died: the hold it left is settled now (a no-op once closed).
-          if (ledger)
-            await settle(db, mcpChargeKey(input.key), mcpCost(serverPrices(prices, found.server?.policy ?? {}), 0), {
-              status: before.status,
-            });
-          return { status: before.status, text: before.text ?? '', structured: before.structured, recorded: true };
-        }
-        if (!safeToRepeat) {
-          // The attempt before this one died after it asked the server (or may have).
-          const outcome: Outcome = {
-            status: 'unknown',
-            text: 'the worker stopped during the call; whether it took effect is unknown, and it is not repeated',
-            structured: null,
-            ms: 0,
-          };
-          await finish(input, outcome);
-          if (ledger) await release(db, mcpChargeKey(input.key), 'outcome unknown');
-          return done(input.key);
-        }
+      const chargeKey = mcpChargeKey(input.key);
+      const begun = await beginCall(db, { prices, ledger, callTimeoutMs }, input, chargeKey);
+      const { found, price } = begun;
+      if (begun.step === 'recorded') {
+        // Recorded before the worker died: the hold it left is settled now (a no-op once closed).
+        const b = begun.before!;
+        if (ledger) await settle(db, chargeKey, mcpCost(price, 0), { status: b.status });
+        return { status: b.status, text: b.text ?? '', structured: b.structured, recorded: true };
       }
-      if (!found.server || !found.tool) {
+      if (begun.step === 'died') {
+        // The attempt before this one died after it asked the server (or may have).
+        const outcome: Outcome = {
+          status: 'unknown',
+          text: 'the worker stopped during the call; whether it took effect is unknown, and it is not repeated',
+          structured: null,
+          ms: 0,
+        };
+        return finish(input, outcome, ledger ? () => release(db, chargeKey, 'outcome unknown') : undefined);
+      }
+      if (begun.step === 'missing') {
         const text = found.server
           ? `server ${input.server} has no tool ${input.tool}`
           : `the agent has no enabled MCP server named ${input.server}`;
-        await finish(input, { status: 'error', text, structured: null, ms: 0 });
-        return done(input.key);
+        return finish(input, { status: 'error', text, structured: null, ms: 0 });
       }
-      // The server's entry may name its own prices.
-      const price = serverPrices(prices, found.server.policy);
-      if (ledger) {
-        const held = await reserve(db, {
-          key: mcpChargeKey(input.key),
-          budgetId: budgetIds.agent(input.agentId),
-          amount: mcpCost(price, callTimeoutMs),
-          operation: 'mcp_call',
-          ttlMs: callTimeoutMs + prices.reservationTtlMs,
-          ...(input.tick !== undefined ? { tick: input.tick } : {}),
-          reason: clipText(`${input.server}.${input.tool}`, 200),
-        });
-        if (!held.ok) {
-          const text = `lifeforce exhausted: the call's ${held.needed} LF exceeds what the budget has (${held.available ?? 'unlimited'} LF, ${held.reason}); not called`;
-          await finish(input, { status: 'error', text, structured: null, ms: 0 });
-          return done(input.key);
-        }
+      if (begun.step === 'broke' && begun.held && !begun.held.ok) {
+        const h = begun.held;
+        const text = `lifeforce exhausted: the call's ${h.needed} LF exceeds what the budget has (${h.available ?? 'unlimited'} LF, ${h.reason}); not called`;
+        return finish(input, { status: 'error', text, structured: null, ms: 0 });
       }
-      const outcome = await ask(input, found.server, safeToRepeat);
-      await finish(input, outcome);
-      if (ledger)
-        await settle(db, mcpChargeKey(input.key), mcpCost(price, outcome.ms), {
-          durationMs: outcome.ms,
-          status: outcome.status,
-        });
-      return done(input.key, false);
+      const outcome = await ask(input, found.server!, begun.safeToRepeat);
+      const hold = begun.held?.ok ? begun.held : undefined;
+      const meta = { durationMs: outcome.ms, status: outcome.status };
+      const cost = mcpCost(price, outcome.ms);
+      return finish(
+        input,
+        outcome,
+        hold
+          ? () => (hold.hold ? settleHold(db, hold.hold, cost, meta) : settle(db, chargeKey, cost, meta))
+          : undefined,
+      );
     },
   };
-
-  async function done(key: string, recorded = false): Promise<McpCallResult> {
-    const [row] = await db.select().from(mcpCalls).where(eq(mcpCalls.key, key));
-    return { status: row?.status ?? 'error', text: row?.text ?? '', structured: row?.structured ?? null, recorded };
-  }
 }
