@@ -8,12 +8,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMcpActivities, createMcpPool } from '../../activities/mcp/index.js';
+import { createMcpActivities, createMcpPool, mcpChargeKey } from '../../activities/mcp/index.js';
+import { configureBudget } from '../../db/queries/lifeforce.js';
 import { probeMcpServer, type McpPool } from '../../activities/mcp/pool.js';
 import { insertMcpServer } from '../../db/queries/mcp.js';
-import { agents, mcpCalls } from '../../db/schema/index.js';
+import { agents, lifeforceLedger, mcpCalls } from '../../db/schema/index.js';
 import { migratedDatabase, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { repoRoot } from '../helpers/spawn.js';
 
@@ -115,4 +116,23 @@ describe('a server killed mid-call', () => {
     expect(pid2).not.toBe(pid);
     expect(pool.health().find((h) => h.server === 'memory')).toMatchObject({ state: 'up', restarts: 1 });
   }, 60_000);
+});
+
+describe('a budget that cannot cover the call', () => {
+  it('refuses it before the server is asked: an error the agent reads, recorded once, nothing held', async () => {
+    await configureBudget(database.db, 'ada', { capacity: 0.5 });
+    const acts = createMcpActivities({ db: database.db, pool, callTimeoutMs: 1500 });
+    const call = { agentId: 'ada', key: 'poor:1', server: 'memory', tool: 'read_graph', args: {} };
+    const r = await acts.mcpCall(call);
+    expect(r.status).toBe('error');
+    expect(r.text).toMatch(
+      /^mcp memory\.read_graph: error in 0 ms\nlifeforce exhausted: the call's 1 LF exceeds .*; not called/,
+    );
+    expect(await acts.mcpCall(call)).toMatchObject({ recorded: true, text: r.text });
+    const holds = await database.db
+      .select()
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.idempotencyKey, mcpChargeKey('poor:1')), eq(lifeforceLedger.kind, 'reserve')));
+    expect(holds).toEqual([]);
+  });
 });
