@@ -40,7 +40,8 @@ import { formatIssues } from '../core/zod-issues.js';
 import { mcpNativeToolName } from '../core/reply-parser.js';
 import { clipText, oneLine } from '../core/sanitize.js';
 import { discoveredMcpTools, markMcpToolsDiscovered, searchMcpTools } from '../db/queries/mcp.js';
-import type { McpToolAnnotations } from '../db/schema/index.js';
+import type { McpServerPolicy, McpToolAnnotations } from '../db/schema/index.js';
+import { heldForHuman, isDestructiveTool } from '../core/mcp-policy.js';
 import type { ChatToolDef } from './llm/types.js';
 
 export interface ToolDeps {
@@ -190,7 +191,7 @@ async function effect(
       const mcp = await discoveredMcpTools(deps.db, agentId);
       return {
         discovered: await discovered(deps.db, agentId),
-        ...(mcp.length ? { mcp: mcp.map((t) => mcpToolLabel(t.server, t.name, t.annotations)) } : {}),
+        ...(mcp.length ? { mcp: mcp.map((t) => mcpToolLabel(t.server, t.name, t.annotations, t.policy)) } : {}),
       };
     }
     case 'discover_tools.search': {
@@ -225,7 +226,7 @@ async function effect(
         ...(mcp.length
           ? {
               mcp: mcp.map((t) => ({
-                tool: mcpToolLabel(t.server, t.name, t.annotations),
+                tool: mcpToolLabel(t.server, t.name, t.annotations, t.policy),
                 description: oneLine(t.description ?? '', 200),
                 newly: t.discoveredAt === null,
               })),
@@ -585,20 +586,28 @@ export interface McpContextTool {
   description: string | null;
   inputSchema: Record<string, unknown>;
   annotations: McpToolAnnotations;
+  /** Its server's policy: what the agent's file allows of it. */
+  policy: McpServerPolicy;
 }
 
 /**
  * The flags an MCP tool shows the agent: read-only, or destructive (the protocol's default when the
- * server says neither: such a call is held for a human).
+ * server says neither), held for a human unless the agent's file allows it.
  */
-export function mcpToolFlags(a: McpToolAnnotations): string[] {
+export function mcpToolFlags(tool: string, a: McpToolAnnotations, policy: McpServerPolicy = {}): string[] {
   if (a.readOnlyHint === true) return ['read-only'];
-  return a.destructiveHint !== false ? ['destructive: held for a human'] : [];
+  if (!isDestructiveTool(a)) return [];
+  return [heldForHuman(tool, a, policy) ? 'destructive: held for a human' : 'destructive: allowed by your file'];
 }
 
 /** `server.tool [flags]`, as context 2 and discover_tools show an MCP tool. */
-export function mcpToolLabel(server: string, tool: string, a: McpToolAnnotations): string {
-  const flags = mcpToolFlags(a);
+export function mcpToolLabel(
+  server: string,
+  tool: string,
+  a: McpToolAnnotations,
+  policy: McpServerPolicy = {},
+): string {
+  const flags = mcpToolFlags(tool, a, policy);
   return `${server}.${tool}${flags.length ? ` [${flags.join(', ')}]` : ''}`;
 }
 
@@ -619,7 +628,7 @@ export function mcpToolDefinitions(tools: readonly McpContextTool[]): ChatToolDe
     const name = mcpNativeToolName(t.server, t.name);
     if (!name) return [];
     const description = clipText(
-      `${mcpToolLabel(t.server, t.name, t.annotations)}: ${oneLine(t.description ?? '', 800)}`,
+      `${mcpToolLabel(t.server, t.name, t.annotations, t.policy)}: ${oneLine(t.description ?? '', 800)}`,
       1000,
     );
     return [{ name, description, parameters: mcpToolParameters(t.inputSchema) }];

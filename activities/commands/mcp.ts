@@ -1,6 +1,6 @@
 /**
  * `tools.mcp`: the command never calls the server here. The handler checks that the agent has the
- * server and the tool and that the arguments keep to the server's allow-lists, holds a destructive
+ * server and the tool, that it has discovered the tool, and that the arguments keep to the server's allow-lists, holds a destructive
  * tool its entry does not allow for a human (an escalation, as a danger-zone command is held), registers a process-log entry and returns an `mcpCall` loop effect; the agent
  * loop then runs the `mcpCall` activity once, keyed by this command, and the result reaches the
  * next context on this command's row.
@@ -23,6 +23,11 @@ export const mcpHandlers: HandlerMap<'tools.mcp'> = {
     const found = await mcpToolOf(ctx.tx, agentId, a.server, a.tool);
     if (!found.server) throw new CommandError(`you have no MCP server named ${a.server}`);
     if (!found.tool) throw new CommandError(`MCP server ${a.server} has no tool ${a.tool}`);
+    // As with the house's tools, only what the agent has discovered (or was granted) is callable.
+    if (!ctx.approvedBy && found.tool.discoveredAt === null)
+      throw new CommandError(
+        `you have not discovered ${a.server}.${a.tool}: find it with discover_tools search (or escalate to be granted it)`,
+      );
     const args = a.args ?? {};
     // The entry's allow-lists are hard rules: a call outside them is refused, not held.
     const outside = argumentViolation(found.server.policy, args, process.cwd());

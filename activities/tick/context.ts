@@ -217,6 +217,7 @@ const contextStatements = statements('context', (db, name) => {
         description: mcpTools.description,
         inputSchema: mcpTools.inputSchema,
         annotations: mcpTools.annotations,
+        policy: mcpServers.policy,
       })
       .from(mcpTools)
       .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
@@ -240,6 +241,15 @@ const contextStatements = statements('context', (db, name) => {
 const mcpToolsShown = 50;
 
 /** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
+/** The allow-lists a tool's calls keep to, as the agent reads them. */
+function allowLists(p: McpContextTool['policy']): string {
+  const parts = [
+    p.allowPaths?.length ? `paths only under ${p.allowPaths.join(', ')}` : '',
+    p.allowUrls?.length ? `URLs only under ${p.allowUrls.join(', ')}` : '',
+  ].filter(Boolean);
+  return parts.length ? `; ${parts.join('; ')}` : '';
+}
+
 function mcpToolLine(t: McpContextTool): { name: string; description: string } {
   const props = (t.inputSchema.properties ?? {}) as Record<string, { type?: unknown }>;
   const required = new Set(Array.isArray(t.inputSchema.required) ? (t.inputSchema.required as string[]) : []);
@@ -247,8 +257,8 @@ function mcpToolLine(t: McpContextTool): { name: string; description: string } {
     .map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${typeof v?.type === 'string' ? v.type : 'any'}`)
     .join(', ');
   return {
-    name: mcpToolLabel(t.server, t.name, t.annotations),
-    description: clipText(`${oneLine(t.description ?? '', 200)} — args {${args}}`, 500),
+    name: mcpToolLabel(t.server, t.name, t.annotations, t.policy),
+    description: clipText(`${oneLine(t.description ?? '', 200)} — args {${args}}${allowLists(t.policy)}`, 500),
   };
 }
 

@@ -191,6 +191,8 @@ export interface McpToolFound {
   name: string;
   description: string | null;
   annotations: McpToolAnnotations;
+  /** Its server's policy (what the agent's file allows of it). */
+  policy: McpServerPolicy;
   discoveredAt: Date | null;
 }
 
@@ -200,6 +202,7 @@ const foundColumns = {
   name: mcpTools.name,
   description: mcpTools.description,
   annotations: mcpTools.annotations,
+  policy: mcpServers.policy,
   discoveredAt: mcpTools.discoveredAt,
 };
 

@@ -65,7 +65,7 @@ describe('examples/', () => {
       readdirSync(join(root, '..', 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist')),
     ).toContain('index.js');
     expect(files!.allowPaths).toEqual(['./workspace']);
-    expect(files!.allowDestructive).toEqual(['create_directory']);
+    expect(files!.allowDestructive).toEqual(['move_file']);
   });
 
   it('the two peers name each other', () => {

@@ -292,9 +292,24 @@ describe('native binding of MCP tools', () => {
           required: ['entities'],
         },
         annotations: {},
+        policy: {},
       },
-      { server: 'kb', name: 'read.graph', description: 'x', inputSchema: { type: 'object' }, annotations: {} },
-      { server: 'kb', name: 'peek', description: null, inputSchema: {}, annotations: { readOnlyHint: true } },
+      {
+        server: 'kb',
+        name: 'read.graph',
+        description: 'x',
+        inputSchema: { type: 'object' },
+        annotations: {},
+        policy: {},
+      },
+      {
+        server: 'kb',
+        name: 'peek',
+        description: null,
+        inputSchema: {},
+        annotations: { readOnlyHint: true },
+        policy: { allowDestructive: true },
+      },
     ]);
     expect(defs).toEqual([
       {

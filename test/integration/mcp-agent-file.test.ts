@@ -4,14 +4,15 @@
  * with the entry's policy; the same file again, or its export, changes nothing; a server that
  * does not start refuses the whole file; a policy-only change starts nothing. Then a scripted
  * agent made by that file works on files: it lists a directory and reads a file, writes a diary
- * entry from what it read, creates a directory its file allows without a human, is refused a
- * path outside its allow-list, and waits for a human to write a file; each call is paid at the
+ * entry from what it read, edits a file (destructive) its file allows without a human, is refused
+ * a path outside its allow-list and a tool it has not discovered, and waits for a human to write
+ * a file; each call is paid at the
  * entry's price. An ethics rule on hosts stops an open-world tool of server-everything (also from
  * npm) unless its arguments name only allowed hosts.
  */
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, eq, like } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -59,7 +60,8 @@ tools:
     - name: files
       command: [${process.execPath}, ${filesystemBin}, ${work}]
       allowPaths: [${work}]
-      allowDestructive: [create_directory]
+      allowDestructive: [edit_file]
+      grant: [list_directory, read_text_file, create_directory, write_file, edit_file]
       price: { perCall: 3 }
 ${extra}`;
 
@@ -93,6 +95,7 @@ beforeAll(async () => {
   work = join(tmp.path, 'work');
   mkdirSync(work);
   writeFileSync(join(work, 'notes.txt'), `${notesLine}\n`);
+  writeFileSync(join(work, 'todo.txt'), '- [ ] read the notes\n');
   await database.db.insert(models).values({ name: 'tiny', provider: 'scripted', model: 'scripted', role: 'agent' });
 }, 60_000);
 
@@ -113,7 +116,7 @@ describe('tools.mcp in an agent file', () => {
       source: 'file',
       transport: 'stdio',
       command: process.execPath,
-      policy: { allowPaths: [work], allowDestructive: ['create_directory'], pricePerCall: 3 },
+      policy: { allowPaths: [work], allowDestructive: ['edit_file'], pricePerCall: 3 },
       sandbox: null,
     });
     const tools = await database.db.select().from(mcpTools).where(eq(mcpTools.serverId, server!.id));
@@ -215,6 +218,16 @@ describe('an agent made by its file works on files', () => {
             type: 'tools.mcp',
             args: { server: 'files', tool: 'write_file', args: { path: join(work, 'out', 'a.txt'), content: 'x' } },
           },
+          {
+            cmdId: 'edit',
+            type: 'tools.mcp',
+            args: {
+              server: 'files',
+              tool: 'edit_file',
+              args: { path: join(work, 'todo.txt'), edits: [{ oldText: '- [ ]', newText: '- [x]' }] },
+            },
+          },
+          { cmdId: 'info', type: 'tools.mcp', args: { server: 'files', tool: 'get_file_info', args: { path: work } } },
           { cmdId: 'echo', type: 'tools.mcp', args: { server: 'everything', tool: 'echo', args: { message: 'hi' } } },
           ...(
             [
@@ -284,24 +297,36 @@ ethics:
     expect(byCmd.peek).toMatchObject({ status: 'error' });
     expect(byCmd.peek!.result).toMatchObject({ message: expect.stringMatching(/outside the allowed paths/) });
     expect(await db.select().from(mcpCalls).where(like(mcpCalls.key, '%:peek'))).toEqual([]);
-    // Allowed by the file: ran without a human.
+    // Not destructive (the server says so): ran.
     expect(byCmd.mkdir!.result).toMatchObject({ text: expect.stringMatching(/^mcp files\.create_directory: ok/) });
     expect(existsSync(join(work, 'out'))).toBe(true);
+    // Destructive, and allowed by the file: ran without a human.
+    expect(byCmd.edit!.result).toMatchObject({ text: expect.stringMatching(/^mcp files\.edit_file: ok/) });
+    expect(readFileSync(join(work, 'todo.txt'), 'utf8')).toBe('- [x] read the notes\n');
     // Not allowed: held.
     expect(byCmd.write!.result).toMatchObject({ message: expect.stringMatching(/held for a human/) });
     expect(existsSync(join(work, 'out', 'a.txt'))).toBe(false);
     expect(await db.select().from(escalations).where(eq(escalations.agentId, 'scribe'))).toHaveLength(1);
 
+    // Not granted by the file, not found by a search: not callable.
+    expect(byCmd.info).toMatchObject({ status: 'error' });
+    expect(byCmd.info!.result).toMatchObject({ message: expect.stringMatching(/not discovered files\.get_file_info/) });
+    // What the agent read of its tools: the file's grants, its allowances and its allow-list.
+    expect(prompts[0]).toMatch(/files\.edit_file \[destructive: allowed by your file\]: .*paths only under /);
+    expect(prompts[0]).toMatch(/files\.write_file \[destructive: held for a human\]/);
+    expect(prompts[0]).not.toMatch(/files\.get_file_info/);
+    expect(prompts[0]).toMatch(/server files: \d+ more tools/);
+
     const [entry] = await db.select().from(diaryEntries).where(eq(diaryEntries.agentId, 'scribe'));
     expect(entry!.content).toBe(`My notes say: ${notesLine}`);
 
-    // Each of the three calls of the files server settled at its entry's price of 3 LF.
+    // Each of the four calls of the files server settled at its entry's price of 3 LF.
     const settled = await db
       .select()
       .from(lifeforceLedger)
       .where(and(like(lifeforceLedger.reservationKey, 'mcp:%'), eq(lifeforceLedger.kind, 'settle')));
-    const filesCalls = settled.filter((s) => /:(ls|read|mkdir)$/.test(s.reservationKey ?? ''));
-    expect(filesCalls.map((s) => s.amount)).toEqual([3, 3, 3]);
+    const filesCalls = settled.filter((s) => /:(ls|read|mkdir|edit)$/.test(s.reservationKey ?? ''));
+    expect(filesCalls.map((s) => s.amount)).toEqual([3, 3, 3, 3]);
 
     // The ethics rule on hosts: a closed-world tool runs; the open-world one runs only toward an allowed host.
     expect(byCmd.echo!.result).toMatchObject({ text: expect.stringMatching(/^mcp everything\.echo: ok[\s\S]*hi/) });
