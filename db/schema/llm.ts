@@ -52,6 +52,8 @@ export const llmRegistry = pgTable(
     tier: text('tier', { enum: llmTiers }),
     costPer1kInput: numeric('cost_per_1k_input', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
     costPer1kOutput: numeric('cost_per_1k_output', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
+    /** USD per 1 000 prompt tokens read from the provider's prompt cache; null: `cost_per_1k_input`. */
+    costPer1kCachedInput: numeric('cost_per_1k_cached_input', { precision: 12, scale: 6, mode: 'number' }),
     contextWindow: integer('context_window'),
     enabled: boolean('enabled').notNull().default(true),
     params: jsonbOf<LlmParams>('params', {}),
@@ -93,6 +95,12 @@ export const llmCalls = pgTable(
     model: text('model').notNull(),
     promptTokens: integer('prompt_tokens').notNull().default(0),
     completionTokens: integer('completion_tokens').notNull().default(0),
+    /**
+     * Of `prompt_tokens`, those the provider read from its prompt cache and those it did not (a cache
+     * write counts as uncached); null when the provider does not say.
+     */
+    cachedPromptTokens: integer('cached_prompt_tokens'),
+    uncachedPromptTokens: integer('uncached_prompt_tokens'),
     costUsd: numeric('cost_usd', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
     latencyMs: integer('latency_ms'),
     ok: boolean('ok').notNull(),

@@ -35,6 +35,8 @@ export const models = pgTable(
     /** USD per million tokens. */
     priceInPer1m: numeric('price_in_per_1m', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
     priceOutPer1m: numeric('price_out_per_1m', { precision: 12, scale: 6, mode: 'number' }).notNull().default(0),
+    /** USD per million prompt tokens the provider read from its prompt cache; null: the input price. */
+    priceCachedInPer1m: numeric('price_cached_in_per_1m', { precision: 12, scale: 6, mode: 'number' }),
     contextWindow: integer('context_window'),
     params: jsonbOf<Record<string, unknown>>('params', {}),
     testedAt: tstz('tested_at'),
@@ -49,6 +51,7 @@ export const models = pgTable(
       'models_price_check',
       sql`${sql.identifier('price_in_per_1m')} >= 0 and ${sql.identifier('price_out_per_1m')} >= 0`,
     ),
+    check('models_price_cached_check', sql`${sql.identifier('price_cached_in_per_1m')} >= 0`),
   ],
 );
 
