@@ -74,6 +74,13 @@ const expected: Record<string, string[]> = {
     'bare_overhead_p50_after_before_ratio',
     'reflex_overhead_p50_after_before_ratio',
   ],
+  'mcp-tools': [
+    'agent_call_p50_ms',
+    'direct_call_p50_ms',
+    'overhead_p50_ms',
+    'activity_rt_p50_ms',
+    'calls_per_s_20_agents',
+  ],
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
 
