@@ -7,11 +7,13 @@
  * `--network`); it is probed there, as the worker will run it.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { z } from 'zod';
+import { mcpServerEntrySchema, mcpServerNameSchema, rowOfEntry } from '../core/mcp-policy.js';
+import { formatIssues } from '../core/zod-issues.js';
 import { oneLine } from '../core/sanitize.js';
 import { secretSource } from '../env.js';
 import { agentIdArg, schemaArg } from './args.js';
 import { requireAgent, withDb } from './client.js';
+import type { McpServerPolicy } from '../db/schema/index.js';
 import { table } from './table.js';
 import { registerMcpGrantCommands } from './tools-grant.js';
 
@@ -19,9 +21,6 @@ const out = (s: string): void => {
   process.stdout.write(`${s}\n`);
 };
 
-export const mcpServerNameSchema = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a server name: a-z, 0-9, _ and -, at most 64 characters');
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** `--env VAR`, repeatable: the NAME of a variable the server receives. */
@@ -44,7 +43,47 @@ interface AddOptions {
   headerEnv: Record<string, string>;
   sandbox?: boolean;
   network?: boolean;
+  allowDestructive: string[];
+  allowPath: string[];
+  allowUrl: string[];
+  grant: string[];
+  pricePerCall?: string;
+  pricePerSecond?: string;
   json?: boolean;
+}
+
+const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** The policy the flags state, checked as an agent file's entry is (so both refuse the same things). */
+function policyOf(name: string, o: AddOptions): { ok: true; policy: McpServerPolicy } | { ok: false; error: string } {
+  const lf = (flag: string, v: string | undefined) =>
+    v === undefined ? undefined : Number.isFinite(Number(v)) ? Number(v) : flag;
+  const perCall = lf('--price-per-call', o.pricePerCall);
+  const perSecond = lf('--price-per-second', o.pricePerSecond);
+  for (const [flag, v] of [
+    ['--price-per-call', perCall],
+    ['--price-per-second', perSecond],
+  ] as const)
+    if (typeof v === 'string')
+      return {
+        ok: false,
+        error: `${flag} ${flag === '--price-per-call' ? o.pricePerCall : o.pricePerSecond}: a number of LF`,
+      };
+  const entry = mcpServerEntrySchema.safeParse({
+    name,
+    command: ['(flags only)'],
+    ...(o.allowDestructive.length
+      ? { allowDestructive: o.allowDestructive.includes('all') ? true : o.allowDestructive }
+      : {}),
+    ...(o.allowPath.length ? { allowPaths: o.allowPath } : {}),
+    ...(o.allowUrl.length ? { allowUrls: o.allowUrl } : {}),
+    ...(o.grant.length ? { grant: o.grant.includes('all') ? 'all' : o.grant } : {}),
+    ...(perCall !== undefined || perSecond !== undefined
+      ? { price: { ...(perCall !== undefined ? { perCall } : {}), ...(perSecond !== undefined ? { perSecond } : {}) } }
+      : {}),
+  });
+  if (!entry.success) return { ok: false, error: formatIssues(entry.error, 'flags') };
+  return { ok: true, policy: rowOfEntry(entry.data).policy };
 }
 
 export function registerToolCommands(program: Command): void {
@@ -67,6 +106,22 @@ export function registerToolCommands(program: Command): void {
     )
     .option('--sandbox', "stdio: run the server in a container of the sandbox image, not as the worker's child")
     .option('--network', 'with --sandbox: the container may reach the network (default: none)')
+    .option(
+      '--allow-destructive <tool>',
+      'a destructive tool that runs without a human (repeatable; all: every one)',
+      collect,
+      [],
+    )
+    .option('--allow-path <dir>', 'path arguments must lie under one of these directories (repeatable)', collect, [])
+    .option('--allow-url <prefix>', 'URL arguments must start with one of these (repeatable)', collect, [])
+    .option(
+      '--grant <tool>',
+      "a tool in the agent's context from the start (repeatable; default all; the rest are found by search)",
+      collect,
+      [],
+    )
+    .option('--price-per-call <lf>', "lifeforce per call (default: the deployment's price)")
+    .option('--price-per-second <lf>', "lifeforce per second of a call (default: the deployment's price)")
     .option('--json', 'print JSON')
     .action(async function (this: Command, agentId: string, name: string, command: string[], o: AddOptions) {
       if (command.length > 0 === (o.url !== undefined))
@@ -83,6 +138,8 @@ export function registerToolCommands(program: Command): void {
         );
       if (o.network && !o.sandbox)
         this.error('mindloop tools mcp add: --network is for a --sandbox server', { exitCode: 2 });
+      const policy = policyOf(name, o);
+      if (!policy.ok) this.error(`mindloop tools mcp add: ${policy.error}`, { exitCode: 2 });
       const { checkMcpSandbox, probeMcpServer } = await import('../activities/mcp/pool.js');
       const { insertMcpServer } = await import('../db/queries/mcp.js');
       const entry = o.url
@@ -101,7 +158,12 @@ export function registerToolCommands(program: Command): void {
         if (o.sandbox) await checkMcpSandbox(secretSource());
         // Started once here, stopped at once: the worker starts its own on first use.
         const listed = await probeMcpServer(entry, { env: secretSource(), agentId });
-        return { server: await insertMcpServer(db, { agentId, source: 'person', ...entry }, listed), listed };
+        const server = await insertMcpServer(
+          db,
+          { agentId, source: 'person', policy: policy.policy, ...entry },
+          listed,
+        );
+        return { server, listed };
       });
       if (o.json) return out(JSON.stringify({ ...row.server, tools: row.listed }, null, 2));
       const where = o.sandbox ? ` (in the sandbox, ${o.network ? 'with' : 'without'} network)` : '';
@@ -134,7 +196,7 @@ export function registerToolCommands(program: Command): void {
       ]);
       out(table(['server', 'transport', 'state', 'source', 'tools', 'health', 'sandbox', 'runs'], rows, '').join('\n'));
       for (const s of servers) {
-        out(`\n${s.name}:`);
+        out(`\n${s.name}:${policyText(s.policy)}`);
         for (const t of s.tools) out(`  ${t.name}${flags(t.annotations)} — ${oneLine(t.description, 100)}`);
       }
     });
@@ -151,6 +213,20 @@ export function registerToolCommands(program: Command): void {
       out(`removed MCP server ${name} from ${agentId}`);
     });
   registerMcpGrantCommands(mcp);
+}
+
+/** What a server's entry allows beyond its annotations, in one line (empty: the defaults). */
+function policyText(p: McpServerPolicy): string {
+  const parts = [
+    p.allowDestructive === true ? 'every destructive tool runs without a human' : '',
+    Array.isArray(p.allowDestructive) ? `runs without a human: ${p.allowDestructive.join(', ')}` : '',
+    p.allowPaths ? `paths under ${p.allowPaths.join(', ')}` : '',
+    p.allowUrls ? `URLs under ${p.allowUrls.join(', ')}` : '',
+    Array.isArray(p.grant) ? `granted at start: ${p.grant.join(', ')}` : '',
+    p.pricePerCall !== undefined ? `${p.pricePerCall} LF a call` : '',
+    p.pricePerSecond !== undefined ? `${p.pricePerSecond} LF a second` : '',
+  ].filter(Boolean);
+  return parts.length ? ` (${parts.join('; ')})` : '';
 }
 
 /** What the workers last saw of the server's process. */

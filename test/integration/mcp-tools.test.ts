@@ -171,6 +171,65 @@ describe('tools mcp add / list / remove', () => {
     expect((await mindloop('tools', 'mcp', 'add', 'bob', 'x', '--env', 'A=B', '--', 'node')).code).toBe(2);
   }, 60_000);
 
+  it("stores a person's policy flags as an agent file's entry would, and refuses bad ones storing nothing", async () => {
+    const bad = [
+      ['--price-per-call', 'lots'],
+      ['--allow-url', 'ftp://files.example.org/'],
+      ['--grant', ''],
+    ];
+    for (const flag of bad) {
+      const r = await mindloop(
+        'tools',
+        'mcp',
+        'add',
+        'bob',
+        'files2',
+        ...flag,
+        '--',
+        process.execPath,
+        filesystemBin,
+        files,
+      );
+      expect(r.code, flag.join(' ')).toBe(2);
+    }
+    expect(await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'bob'))).toEqual([]);
+    const added = await mindloop(
+      'tools',
+      'mcp',
+      'add',
+      'bob',
+      'files2',
+      '--allow-destructive',
+      'write_file',
+      '--allow-path',
+      files,
+      '--grant',
+      'read_text_file',
+      '--price-per-call',
+      '2',
+      '--price-per-second',
+      '0.5',
+      '--',
+      process.execPath,
+      filesystemBin,
+      files,
+    );
+    expect(added.code, added.stderr).toBe(0);
+    const [row] = await database.db.select().from(mcpServers).where(eq(mcpServers.agentId, 'bob'));
+    expect(row!.policy).toEqual({
+      allowDestructive: ['write_file'],
+      allowPaths: [files],
+      grant: ['read_text_file'],
+      pricePerCall: 2,
+      pricePerSecond: 0.5,
+    });
+    const listed = await mindloop('tools', 'mcp', 'list', 'bob');
+    expect(listed.stdout).toContain(
+      `files2: (runs without a human: write_file; paths under ${files}; granted at start: read_text_file; 2 LF a call; 0.5 LF a second)`,
+    );
+    expect((await mindloop('tools', 'mcp', 'remove', 'bob', 'files2')).code).toBe(0);
+  }, 90_000);
+
   it('removes a server with its tools', async () => {
     const added = await mindloop('tools', 'mcp', 'add', 'bob', 'memory', '--', process.execPath, memoryBin);
     expect(added.code).toBe(0);
