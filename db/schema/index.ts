@@ -42,6 +42,7 @@ export * from './agents.js';
 export * from './agent-files.js';
 export * from './autopoiesis.js';
 export * from './campaigns.js';
+export * from './embeddings.js';
 export * from './forks.js';
 export * from './goals.js';
 export * from './lifeforce.js';
