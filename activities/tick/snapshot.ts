@@ -7,13 +7,14 @@
  * The snapshot is the tick's view of the agent as it began: what the tick's own commands write
  * is seen by the next tick. It lives in the worker's memory, so an activity that runs on
  * another worker, or after a restart, reads the same rows itself. Only the newest tick of each
- * loop is kept, and at most `maxAgents` loops.
+ * loop is kept, and at most `maxAgents` loops. The previous replies are the loop's own: the main
+ * loop's from llm_recent_responses, a task loop's (which counts its own ticks) from the process log.
  *
  * This module is the store's only writer: `snapshotOf` and `replyOf` read through it (keeping
  * what they read), `recordReply` keeps the reply think parsed. What they hand out is not changed
  * by anyone else.
  */
-import { and, asc, desc, eq, isNull, lt, notLike, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, isNotNull, isNull, lt, notLike, sql } from 'drizzle-orm';
 import type { LoadedLearning } from '../../core/learnings.js';
 import { placeholderLike } from '../../core/novelty.js';
 import type { ParsedReply } from '../../core/loop-types.js';
@@ -29,6 +30,7 @@ import {
   agents,
   ethicsPolicies,
   llmRecentResponses,
+  processLog,
   type Agent,
   type EthicsPolicy as EthicsPolicyRow,
 } from '../../db/schema/index.js';
@@ -70,7 +72,7 @@ export type AgentSnapshot = Readonly<{
   registry: LlmRegistryEntry[];
   /** Learnings above the load threshold, by confidence then recency (up to `learningLimit`). */
   learnings: LoadedLearning[];
-  /** Replies before this tick, newest first (see `previousRepliesQuery`). */
+  /** The loop's own replies before this tick, newest first (see `previousRepliesQuery`, `taskRepliesQuery`). */
   previous: PreviousReply[];
   /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
   peers: PeerPresence[];
@@ -84,14 +86,17 @@ export const reflexWindow = { recent: 30, real: 5 } as const;
 /**
  * The previous replies a tick needs, each row once: the newest `contextLimit` not archived (the
  * context), the newest 30 whatever their state (identical-reply check), and the newest 5 that
- * are not placeholders of a repeated reply (novelty). Three index scans, one round trip.
+ * are not placeholders of a repeated reply (novelty). Three index scans, one round trip. A task
+ * loop reads its own instead (`readTaskReplies`).
  */
 async function readPreviousReplies(
   db: Db,
-  agentId: string,
+  loop: LoopRef,
   tick: number,
   contextLimit: number,
 ): Promise<PreviousReply[]> {
+  const { agentId, taskId } = loop;
+  if (taskId !== undefined) return readTaskReplies(db, agentId, taskId, tick, contextLimit);
   const rows = await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit });
   return rows
     .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
@@ -136,6 +141,58 @@ function previousRepliesQuery(db: Queryable) {
   return live.union(recent).union(real);
 }
 
+/**
+ * A task loop's previous replies: the newest `contextLimit` its own earlier ticks recorded in the
+ * process log (`task/<id>`, kind `task_loop`, one row a tick). They are not the main loop's: the
+ * two loops count their ticks apart. The reflexes do not run on a task loop, so nothing else is read.
+ */
+async function readTaskReplies(
+  db: Db,
+  agentId: string,
+  taskId: number,
+  tick: number,
+  contextLimit: number,
+): Promise<PreviousReply[]> {
+  if (contextLimit <= 0) return [];
+  const rows = await snapshotStatements(db).taskPrevious.execute({
+    agentId,
+    processId: `task/${taskId}`,
+    tick,
+    contextLimit,
+  });
+  return rows.map((r) => ({
+    id: r.id,
+    tick: Number(r.tick),
+    content: r.content,
+    contentHash: null,
+    tags: [],
+    emotions: [],
+    contextMode: 'standard',
+    archived: false,
+  }));
+}
+
+function taskRepliesQuery(db: Queryable) {
+  return db
+    .select({
+      id: processLog.id,
+      tick: processLog.tick,
+      content: sql<string>`coalesce(${processLog.payload}->>'content', ${processLog.message}, '')`.as('content'),
+    })
+    .from(processLog)
+    .where(
+      and(
+        eq(processLog.agentId, sql.placeholder('agentId')),
+        eq(processLog.processId, sql.placeholder('processId')),
+        eq(processLog.kind, 'task_loop'),
+        isNotNull(processLog.tick),
+        lt(processLog.tick, sql.placeholder('tick')),
+      ),
+    )
+    .orderBy(desc(processLog.tick), desc(processLog.id))
+    .limit(sql.placeholder('contextLimit'));
+}
+
 /** The snapshot's statements, rendered once per database handle. */
 const snapshotStatements = statements('snapshot', (db, name) => {
   const agentId = sql.placeholder('agentId');
@@ -157,6 +214,7 @@ const snapshotStatements = statements('snapshot', (db, name) => {
       .orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id))
       .prepare(name('ethics')),
     previous: previousRepliesQuery(db).prepare(name('previous')),
+    taskPrevious: taskRepliesQuery(db).prepare(name('task_previous')),
   };
 });
 
@@ -164,10 +222,11 @@ const snapshotStatements = statements('snapshot', (db, name) => {
 async function readSnapshot(
   db: Db,
   llm: Pick<LlmRouter, 'registry'>,
-  agentId: string,
+  loop: LoopRef,
   tick: number,
   contextLimit: number,
 ): Promise<AgentSnapshot> {
+  const { agentId } = loop;
   const statements = snapshotStatements(db);
   const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
     statements.agent.execute({ agentId }),
@@ -175,7 +234,7 @@ async function readSnapshot(
     statements.ethics.execute({ agentId }),
     llm.registry(agentId),
     loadLearnings(db, { agentId, limit: learningLimit }),
-    readPreviousReplies(db, agentId, tick, contextLimit),
+    readPreviousReplies(db, loop, tick, contextLimit),
   ]);
   return {
     agentId,
@@ -257,7 +316,7 @@ export function createTickSnapshots(deps: {
   };
   function read(loop: LoopRef, tick: number, contextLimit: number): Entry {
     const key = loopKey(loop);
-    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop.agentId, tick, contextLimit) };
+    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop, tick, contextLimit) };
     // A failed read is not kept: the next activity (or the retry) reads again.
     fresh.snapshot.then(
       (s) => (fresh.value = s),
