@@ -14,6 +14,19 @@ export interface Ideas {
   discarded: string[];
 }
 
+/**
+ * A reply's reflection: what it brought, in one line a person reads ("new: …; refined: …;
+ * discarded: …"), at most `max` characters; null when the novelty check named no idea.
+ */
+export function reflectionOf(ideas: Ideas, max = 1000): string | null {
+  const part = (label: string, list: readonly string[]) => (list.length ? `${label}: ${list.join('; ')}` : '');
+  const text = [part('new', ideas.new), part('refined', ideas.refined), part('discarded', ideas.discarded)]
+    .filter(Boolean)
+    .join(' · ');
+  if (!text) return null;
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
 /** Lower-cased word tokens (letters and digits of any script). */
 function tokenize(text: string): string[] {
   return (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 0);

@@ -7,7 +7,7 @@
 import { and, asc, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
 import { mergeEmotionList } from '../../core/emotions.js';
 import type { LoopEffect } from '../../core/loop-types.js';
-import { identicalPlaceholder, type Ideas } from '../../core/novelty.js';
+import { identicalPlaceholder, reflectionOf, type Ideas } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
 import {
   chooseStrategy,
@@ -387,6 +387,7 @@ export async function recordReflexes(
         ...(reply.identicalTo !== null ? { content: identicalPlaceholder(reply.identicalTo) } : {}),
         novelty: verdict.novelty,
         ideas: reply.ideas,
+        reflection: reflectionOf(reply.ideas),
         tags: reply.tags,
         emotions: verdict.emotions,
         rating: out.rating,

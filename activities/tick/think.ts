@@ -16,7 +16,7 @@ import { structuredReplySchema, structuredReplyToText } from '../../core/structu
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
-import { agents, llmRecentResponses, notes, processLog, tickPrompts } from '../../db/schema/index.js';
+import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
@@ -219,7 +219,6 @@ async function recordMainReply(
       tick: input.tick,
       workflowRunId: input.workflowId,
       content: text,
-      reflection: `${reply.provider}:${reply.model}`,
       confidence: parsed.confidence,
       contextMode: input.loop.contextMode,
       llmRegistryId: reply.registryId,
@@ -348,11 +347,19 @@ async function recordedThought(
 ): Promise<ThinkResult> {
   await intervalAbstract(deps.db, input, loaded.abstractEvery);
   const { parsed } = keepReply(deps, input, tickReplyOf(row));
+  // The model that wrote it, by its registry row (the row may have gone since).
+  const [by] =
+    row.llmRegistryId === null
+      ? []
+      : await deps.db
+          .select({ provider: llmRegistry.provider, model: llmRegistry.model })
+          .from(llmRegistry)
+          .where(eq(llmRegistry.id, row.llmRegistryId));
   // The same caps as the first attempt's result: it rides through history too.
   return thinkResult(parsed, row.content, {
     responseId: row.id,
     provider: 'replay',
-    model: row.reflection ?? 'recorded',
+    model: by ? `${by.provider}:${by.model}` : 'recorded',
     notesShown: 0,
     promptChars: 0,
     ...peersSeen(input, loaded),

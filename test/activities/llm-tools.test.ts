@@ -162,6 +162,9 @@ describe('OpenAI-compatible think with native tools', () => {
     // A retried think: from the recorded reply (llm_recent_responses), no second model call.
     const again = await tick.think(thinkInput(agentId));
     expect(again).toMatchObject({ replayed: true, commands: res.commands, rejected: res.rejected });
+    // The model that wrote it comes from its registry row; the reflection is the reflexes' to write.
+    expect(again).toMatchObject({ provider: 'replay', model: expect.stringMatching(/^openai:./) });
+    expect(stored!.reflection).toBeNull();
     // And when only llm_calls has it: the router replays the answer by its key, tool calls included.
     await handle.db.delete(llmRecentResponses).where(eq(llmRecentResponses.agentId, agentId));
     const third = await tick.think(thinkInput(agentId));

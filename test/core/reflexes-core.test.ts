@@ -11,6 +11,7 @@ import {
   embeddingSimilarity,
   lexicalSimilarity,
   noveltyFromSimilarity,
+  reflectionOf,
   parseNoveltyAnswer,
 } from '../../core/novelty.js';
 import {
@@ -610,5 +611,18 @@ describe('memory manager', () => {
         },
       ),
     );
+  });
+});
+
+describe('reflectionOf', () => {
+  it('says what a reply brought, new, refined and discarded, capped; nothing when it named no idea', () => {
+    expect(reflectionOf({ new: ['tide tables', 'moon phases'], refined: ['the map'], discarded: [] })).toBe(
+      'new: tide tables; moon phases · refined: the map',
+    );
+    expect(reflectionOf({ new: [], refined: [], discarded: ['the old plan'] })).toBe('discarded: the old plan');
+    expect(reflectionOf({ new: [], refined: [], discarded: [] })).toBeNull();
+    const long = reflectionOf({ new: ['x'.repeat(2000)], refined: [], discarded: [] }, 100)!;
+    expect(long).toHaveLength(100);
+    expect(long.endsWith('…')).toBe(true);
   });
 });

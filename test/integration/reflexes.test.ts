@@ -19,7 +19,7 @@ import { createActivities } from '../../activities/index.js';
 import { formatStatus } from '../../cli/status.js';
 import { formatValidatorReport, registerValidatorCommands, validatorReport } from '../../cli/validators.js';
 import type { ChatMessage } from '../../activities/llm/index.js';
-import { combineNovelty, noveltyFromSimilarity } from '../../core/novelty.js';
+import { combineNovelty, noveltyFromSimilarity, reflectionOf } from '../../core/novelty.js';
 import { heldForHuman } from '../../core/validation.js';
 import { defaultStrategies } from '../../core/stagnation.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
@@ -242,6 +242,9 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
         Math.abs(r[t - 1]!.novelty! - combineNovelty(noveltyFromSimilarity(sim), llmSaid[t]!, sim)),
       ).toBeLessThanOrEqual(1);
       expect(r[t - 1]!.ideas.new.length).toBeGreaterThan(0); // every tick brought new ideas
+      // The reflection says what the reply brought, in words a person reads.
+      expect(r[t - 1]!.reflection).toBe(reflectionOf(r[t - 1]!.ideas));
+      expect(r[t - 1]!.reflection).toMatch(/^new: /);
     }
     const lexicalMean = sims.slice(1).reduce((a, x) => a + noveltyFromSimilarity(x), 0) / 29;
     expect(lexicalMean).toBeGreaterThan(35);
@@ -1123,6 +1126,7 @@ describe('reflexes on real Temporal + Postgres with scripted models', () => {
       expect(sims[x.tick]).toBeGreaterThan(0);
       expect(Math.abs(x.novelty! - noveltyFromSimilarity(sims[x.tick]!))).toBeLessThanOrEqual(1);
       expect(x.ideas).toEqual({ new: [], refined: [], discarded: [] });
+      expect(x.reflection).toBeNull();
     }
     const log = await handle.db.select().from(commandLog).where(eq(commandLog.agentId, 'garbled'));
     expect(log.map((l) => l.status)).toEqual(['applied', 'applied', 'applied']); // +2 from the one rating
