@@ -5,6 +5,7 @@
  * as `--direct` always does.
  */
 import type { Command } from 'commander';
+import { goalMetricsSummary, type GoalMetrics } from '../core/goal-metrics.js';
 import { loadEnvOrExit, type Env } from '../env.js';
 import type { AgentLoopStatus } from '../runtime/operator.js';
 import type { AgentStatus } from '../workflows/agent-loop/index.js';
@@ -78,8 +79,15 @@ export function formatStatus(s: AgentStatus): string {
   return lines.join('\n');
 }
 
-/** Render the execution state and, when the query answered, the status. */
-export function formatExecution(r: AgentLoopStatus): string {
+/** The goal metrics line: the figures, `none` without goals, or why the database could not say. */
+export function formatGoals(goals: GoalMetrics | Error): string {
+  if (goals instanceof Error) return `  goals        unavailable: ${goals.message.split('\n')[0]}`;
+  return `  goals        ${goals.total ? goalMetricsSummary(goals) : 'none'}`;
+}
+
+/** Render the execution state and, when the query answered, the status; then the goals, when read. */
+export function formatExecution(r: AgentLoopStatus, goals?: GoalMetrics | Error): string {
+  const goalLine = goals === undefined ? [] : [formatGoals(goals)];
   const head =
     r.execution.status === 'RUNNING'
       ? []
@@ -87,10 +95,11 @@ export function formatExecution(r: AgentLoopStatus): string {
           `workflow ${r.workflowId} is ${r.execution.status} (since ${r.execution.closeTime}): ${r.execution.reason}`,
           `  start it again with \`mindloop start ${r.workflowId.replace(/^agent\//, '')}\` (it goes on from its last tick)`,
         ];
-  if (!r.status) return [...head, `  status query: ${r.queryError ?? 'no answer'}`].join('\n');
+  if (!r.status) return [...head, `  status query: ${r.queryError ?? 'no answer'}`, ...goalLine].join('\n');
   return [
     ...head,
     r.execution.status === 'RUNNING' ? formatStatus(r.status) : `last status:\n${formatStatus(r.status)}`,
+    ...goalLine,
   ].join('\n');
 }
 
@@ -125,6 +134,19 @@ async function agentStatus(
   return { status: await withClient((client) => agentLoopStatus(client, agentId)), source: 'temporal' };
 }
 
+/** The agent's goal metrics from the database; an error in their place when it cannot be read. */
+async function goalsFromDb(agentId: string): Promise<GoalMetrics | Error> {
+  try {
+    const [{ withDb }, { agentGoalMetrics }] = await Promise.all([
+      import('./client.js'),
+      import('../db/queries/goal-metrics.js'),
+    ]);
+    return await withDb((db) => agentGoalMetrics(db, agentId));
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
@@ -135,9 +157,11 @@ export function registerStatusCommand(program: Command): void {
     .option('--json', 'print JSON (with `source`: notebook or temporal)')
     .option('--direct', 'ask Temporal directly, not the notebook')
     .action(async (id: string, opts: { json?: boolean; direct?: boolean }) => {
-      const { status, source } = await agentStatus(id, opts);
+      const [{ status, source }, goals] = await Promise.all([agentStatus(id, opts), goalsFromDb(id)]);
       process.stdout.write(
-        opts.json ? `${JSON.stringify({ ...status, source }, null, 2)}\n` : `${formatExecution(status)}\n`,
+        opts.json
+          ? `${JSON.stringify({ ...status, goals: goals instanceof Error ? null : goals, source }, null, 2)}\n`
+          : `${formatExecution(status, goals)}\n`,
       );
     });
 }

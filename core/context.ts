@@ -3,6 +3,7 @@
  * activity loads the rows, this module chooses and renders them, so the choice of what the
  * agent sees is unit-testable and the same on every retry.
  */
+import { goalMetricsSummary, type GoalMetrics } from './goal-metrics.js';
 import { clipText } from './sanitize.js';
 import type { ContextMode, NotesMode, TagFilter } from './loop-types.js';
 
@@ -37,6 +38,8 @@ export interface ContextInput {
   /** Context 3 inputs: candidates, newest first; `selectResponses` picks from them. */
   responses: ContextResponse[];
   goals: Array<{ id: number; title: string; priority: number; status: string }>;
+  /** Context 3: how the agent does with its goals, one line beside them (none without goals). */
+  goalMetrics?: GoalMetrics;
   pinnedTasks: Array<{ id: number; title: string; priority: number; status: string }>;
   abstracts: Array<{ id: number; title: string; summary: string }>;
   /** Context 4. */
@@ -178,6 +181,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
       ...(input.goals.length
         ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)]
         : []),
+      ...(input.goalMetrics?.total ? [`Your goal record: ${goalMetricsSummary(input.goalMetrics)}`] : []),
       ...(input.pinnedTasks.length
         ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)]
         : []),

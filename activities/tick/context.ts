@@ -24,11 +24,13 @@ import {
   type AssembledContext,
   type ContextResponse,
 } from '../../core/context.js';
+import { goalMetrics } from '../../core/goal-metrics.js';
 import { learningLine } from '../../core/learnings.js';
 import { replyFormatInstructions } from '../../core/reply-parser.js';
 import { clipText, oneLine } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
+import { goalMetricRows } from '../../db/queries/goal-metrics.js';
 import {
   abstracts,
   commandLog,
@@ -300,6 +302,8 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     q.method.execute({ agentId }),
     q.mcpTools.execute({ agentId }),
     q.mcpHidden.execute({ agentId }),
+    // Every goal with its task counts: the goal record line beside the active goals.
+    goalMetricRows(db, agentId),
   ]);
 }
 
@@ -321,6 +325,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     [method],
     mcpToolRows,
     mcpHiddenRows,
+    goalMetricRowsRead,
   ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
@@ -359,6 +364,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
         emotions: r.emotions,
       })),
     goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
+    goalMetrics: goalMetrics(goalMetricRowsRead),
     pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
     abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
     openProcesses: processes.map((p) => ({

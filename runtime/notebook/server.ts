@@ -16,7 +16,9 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
+import { goalMetricsSummary } from '../../core/goal-metrics.js';
 import type { Db } from '../../db/client.js';
+import { agentGoalMetrics } from '../../db/queries/goal-metrics.js';
 import { budgetReport } from '../../db/queries/lifeforce.js';
 import { agentMemory, agentRow, agentSeries, inbox, tickDetail, tickPage } from '../../db/queries/notebook.js';
 import { listAgents } from '../../db/queries/operator.js';
@@ -67,6 +69,7 @@ const pageFiles: Record<string, string> = {
   'inbox.js': 'text/javascript; charset=utf-8',
   'models.js': 'text/javascript; charset=utf-8',
   'agent-file.js': 'text/javascript; charset=utf-8',
+  'goals.js': 'text/javascript; charset=utf-8',
   'mcp.js': 'text/javascript; charset=utf-8',
   'charts.js': 'text/javascript; charset=utf-8',
   'dom.js': 'text/javascript; charset=utf-8',
@@ -137,13 +140,20 @@ function agentReads(app: Hono, d: NotebookDeps): void {
   });
   app.get('/api/agents/:id', async (c) => {
     const id = ids.agent(c.req.param('id'));
-    const [row, loop, budget] = await Promise.all([
+    const [row, loop, budget, goals] = await Promise.all([
       agentRow(d.db, id),
       agentLoopStatus(d.client, id).catch((err: unknown) => ({ error: (err as Error).message })),
       budgetReport(d.db, `agent:${id}`, { entries: 10 }),
+      agentGoalMetrics(d.db, id),
     ]);
     if (!row && 'error' in loop) throw new NotebookError(404, `no agent ${id}`);
-    return c.json({ agent: row ?? null, loop, lifeforce: budget ?? null });
+    // The goal metrics, with the line the CLI's status prints.
+    return c.json({
+      agent: row ?? null,
+      loop,
+      lifeforce: budget ?? null,
+      goals: { ...goals, summary: goals.total ? goalMetricsSummary(goals) : 'none' },
+    });
   });
   // The CLI's `status` (cli/status.ts): the loop's status as `mindloop status --json` prints it.
   app.get('/api/agents/:id/loop', async (c) => {

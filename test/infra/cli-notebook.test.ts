@@ -6,6 +6,7 @@
  *   Temporal itself; so does one that is off or not there;
  * - a note through the notebook is delivered once, and the same update id sent again (as after a
  *   notebook that stopped answering) is the same note;
+ * - the status carries the agent's goal metrics from the database (a `goals` line; `goals` in JSON);
  * - refusals (no such loop) come back as the same one-line errors as without the notebook;
  * - an agent whose budget cannot cover its think says, through either path and in the notebook's
  *   list, the smallest grant that lets it go on, and that grant lets it think.
@@ -18,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { lfRound, lifeforceNeeds } from '../../core/lifeforce.js';
 import { stateOf } from '../../db/queries/lifeforce.js';
-import { agents, lifeforceBudgets, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
+import { agents, goals, lifeforceBudgets, llmRecentResponses, llmRegistry, notes } from '../../db/schema/index.js';
 import type { AgentStatus } from '../../workflows/agent-loop/index.js';
 import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
 import { startStack, type Stack } from '../../runtime/stack.js';
@@ -51,6 +52,17 @@ beforeAll(async () => {
   await db.insert(agents).values([
     { id: 'ada', name: 'Ada' },
     { id: 'bo', name: 'Bo' },
+  ]);
+  const start = new Date(Date.UTC(2026, 10, 20, 9));
+  await db.insert(goals).values([
+    { agentId: 'ada', title: 'tend the garden' },
+    {
+      agentId: 'ada',
+      title: 'plant',
+      status: 'completed',
+      startedAt: start,
+      completedAt: new Date(+start + 90 * 60_000),
+    },
   ]);
   await db.insert(llmRegistry).values(
     ['ada', 'bo'].map((agentId) => ({
@@ -120,6 +132,7 @@ async function statusJson(
   workflowId: string;
   execution: { status: string; runId: string };
   status: { agentId: string } | null;
+  goals: { total: number; completed: number; meanMsToAchieve: number | null } | null;
 }> {
   const r = await ml(notebook, 'status', 'ada', '--json', ...flags);
   expect(r.stderr).toBe('');
@@ -158,9 +171,14 @@ describe('mindloop status and note beside a running notebook', () => {
     expect(viaNotebook.workflowId).toBe('agent/ada');
     expect(viaNotebook.execution).toEqual(direct.execution);
     expect(viaNotebook.status?.agentId).toBe('ada');
+    for (const r of [viaNotebook, direct])
+      expect(r.goals).toMatchObject({ total: 2, completed: 1, meanMsToAchieve: 90 * 60_000 });
     const text = await ml(ours, 'status', 'ada');
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^agent ada — tick \d+/);
+    expect(text.stdout).toContain(
+      '\n  goals        1 active, 1 achieved of 1 closed (100 %), mean 1h30m to achieve; 0 paused, 0 failed; 0 tasks/goal, 0 open per open goal\n',
+    );
   }, 60_000);
 
   it('status: a notebook of another cluster refuses unread (421) and the command asks Temporal; so without a notebook', async () => {

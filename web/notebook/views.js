@@ -1,6 +1,7 @@
 // The agents list and one agent's page: its status and controls, the note box, its ticks (live,
 // each expandable), its pictures, its memory, its agent file and its MCP servers.
 import { agentFilePane } from './agent-file.js';
+import { goalsView } from './goals.js';
 import { mcpPane } from './mcp.js';
 import { lineChart } from './charts.js';
 import { api, button, errorView, fill, h, listen, num, when } from './dom.js';
@@ -674,10 +675,12 @@ function tabs(panes) {
 export function agentView(root, agentId) {
   const base = `/api/agents/${encodeURIComponent(agentId)}`;
   const status = h('div', { id: 'status-box' }, 'loading…');
+  const goalsOpen = { value: false };
   let statusTimer;
   const loadStatus = async () => {
     try {
-      fill(status, statusLine(await api(base)));
+      const r = await api(base);
+      fill(status, statusLine(r), goalsView(r.goals, goalsOpen));
     } catch (err) {
       fill(status, errorView(err));
     }
