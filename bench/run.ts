@@ -32,6 +32,7 @@ import { measureLocalTick } from './local-tick.js';
 import { measurePeers, peersSizes } from './peers.js';
 import { measureSoak, soakSizes } from './soak.js';
 import { mcpToolsSizes, runMcpTools } from './mcp-tools.js';
+import { measureTokens, tokensSizes } from './tokens.js';
 
 const hzRounds = (rounds: HzRound[], what: string) =>
   rounds
@@ -183,6 +184,11 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async 'mcp-tools'() {
     const { metrics, notes } = await runMcpTools(smoke ? mcpToolsSizes.smoke : mcpToolsSizes.full);
     write('mcp-tools', metrics, notes);
+  },
+  /** `npm run bench -- tokens`: a tick's prompt tokens and LF with the providers' prompt caching, before and after. */
+  async tokens() {
+    const { metrics, notes } = await measureTokens(smoke ? tokensSizes.smoke : tokensSizes.full);
+    write('tokens', metrics, notes);
   },
   /** `npm run bench -- local-tick [--ticks=n]`: the demo agent's tick on the offline local model (CPU). */
   async 'local-tick'() {

@@ -43,6 +43,7 @@ interface AddOptions {
   role: ModelRole;
   priceIn: number;
   priceOut: number;
+  priceCachedIn?: number;
   contextWindow?: number;
   test: boolean;
   json?: boolean;
@@ -146,6 +147,11 @@ export function registerModelCommands(program: Command): void {
     .option('--price-in <usd>', 'USD per 1M prompt tokens', priceArg('--price-in'), 0)
     .option('--price-out <usd>', 'USD per 1M completion tokens', priceArg('--price-out'), 0)
     .option(
+      '--price-cached-in <usd>',
+      'USD per 1M prompt tokens the provider reads from its prompt cache (default: the --price-in price)',
+      priceArg('--price-cached-in'),
+    )
+    .option(
       '--context-window <tokens>',
       'its context length (default: what the server reports)',
       numberArg('--context-window', 1, 100_000_000),
@@ -162,6 +168,7 @@ export function registerModelCommands(program: Command): void {
         role: o.role,
         priceInPer1m: o.priceIn,
         priceOutPer1m: o.priceOut,
+        ...(o.priceCachedIn !== undefined ? { priceCachedInPer1m: o.priceCachedIn } : {}),
         contextWindow: o.contextWindow,
       };
       const m = await withCatalogue((deps) => addModel(deps, input, { test: o.test })).catch((err: unknown) =>

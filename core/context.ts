@@ -140,7 +140,12 @@ function section(n: number, title: string, body: string[]): string {
   return `## Context ${n} — ${title}\n${body.length ? body.join('\n') : '(none)'}`;
 }
 
-/** Render contexts 0–8 into a system message (stable parts) and a user message (this tick). */
+/**
+ * Render contexts 0–8 into two messages. The system message holds contexts 0–2 (who the agent is,
+ * its ethics, its commands and tools) and nothing else, so it is byte-identical from tick to tick
+ * while those do not change: providers serve it from their prompt cache. Everything that changes
+ * with the tick (learnings, contexts 3–8, the tick number and time, the focus) is the user message.
+ */
 export function assembleContext(input: ContextInput): AssembledContext {
   const responses = selectResponses(input.responses, input.contextMode, input.recentK, input.contextFilter);
   const system = [
@@ -159,7 +164,6 @@ export function assembleContext(input: ContextInput): AssembledContext {
           ]
         : []),
       ...mcpToolLines(input.mcpTools ?? [], input.mcpHidden ?? []),
-      ...(input.learnings.length ? ['What you have learned:', ...input.learnings.map((l) => `- ${l}`)] : []),
     ]),
   ].join('\n\n');
 
@@ -176,6 +180,8 @@ export function assembleContext(input: ContextInput): AssembledContext {
         );
 
   const user = [
+    // Learnings change with their confidence: they lead the per-tick message, not the stable one.
+    ...(input.learnings.length ? [['What you have learned:', ...input.learnings.map((l) => `- ${l}`)].join('\n')] : []),
     section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [
       ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clipText(r.content, 600)}`),
       ...(input.goals.length

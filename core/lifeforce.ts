@@ -58,18 +58,43 @@ export const defaultPrices: PriceTable = priceTableSchema.parse({});
 interface LlmPrice {
   costPer1kInput: number;
   costPer1kOutput: number;
+  /** USD per 1 000 prompt tokens read from the provider's prompt cache; absent or null: the input price. */
+  costPer1kCachedInput?: number | null;
 }
 interface TokenCount {
   promptTokens: number;
   completionTokens: number;
+  /** Of `promptTokens`, those read from the provider's prompt cache; absent or null: none. */
+  cachedPromptTokens?: number | null;
 }
 
-/** The LF of an LLM call: the row's USD price of the tokens plus their computation. */
+/**
+ * The share of an uncached prompt token's computation a cached one costs: the row's cached price
+ * over its input price, at most 1; 1 when the row gives no cached price or no input price.
+ */
+export function cachedInputShare(price: LlmPrice): number {
+  const cached = price.costPer1kCachedInput;
+  if (cached === undefined || cached === null || !(price.costPer1kInput > 0)) return 1;
+  return Math.min(1, Math.max(0, cached / price.costPer1kInput));
+}
+
+/**
+ * The LF of an LLM call: the row's USD price of the tokens plus their computation. A prompt token
+ * the provider read from its cache is priced at the row's cached price, and its computation at the
+ * same share of an uncached token's (the provider did not compute it again).
+ */
 export function llmCost(prices: PriceTable, price: LlmPrice, usage: TokenCount): number {
   const prompt = Math.max(0, usage.promptTokens);
   const completion = Math.max(0, usage.completionTokens);
-  const usd = (prompt / 1000) * price.costPer1kInput + (completion / 1000) * price.costPer1kOutput;
-  return lfCeil(usd * prices.lfPerUsd + ((prompt + completion) / 1000) * prices.lfPer1kTokens);
+  const cached = Math.min(prompt, Math.max(0, usage.cachedPromptTokens ?? 0));
+  const share = cachedInputShare(price);
+  const uncached = prompt - cached;
+  const usd =
+    (uncached / 1000) * price.costPer1kInput +
+    (cached / 1000) * (price.costPer1kCachedInput ?? price.costPer1kInput) +
+    (completion / 1000) * price.costPer1kOutput;
+  const tokens = uncached + cached * share + completion;
+  return lfCeil(usd * prices.lfPerUsd + (tokens / 1000) * prices.lfPer1kTokens);
 }
 
 /** The LF of an MCP tool call that ran `ms` (its worst case: the call's timeout). */

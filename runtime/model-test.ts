@@ -199,6 +199,7 @@ function registryRowOf(spec: ModelSpec): LlmRegistryEntry {
     tier: null,
     costPer1kInput: 0,
     costPer1kOutput: 0,
+    costPer1kCachedInput: null,
     contextWindow: null,
     enabled: true,
     params: spec.params,

@@ -82,6 +82,8 @@ export const modelInput = z.strictObject({
   role: z.enum(modelRoles).default('agent'),
   priceInPer1m: price.default(0),
   priceOutPer1m: price.default(0),
+  /** USD per million prompt tokens read from the provider's cache; absent: the input price. */
+  priceCachedInPer1m: price.nullish(),
   contextWindow: z.number().int().min(1).max(100_000_000).nullish(),
   params: z.record(z.string(), z.unknown()).default({}),
 });
@@ -168,6 +170,7 @@ export async function addModel(deps: CatalogueDeps, input: unknown, opts: { test
       role: storedRole(m.role),
       priceInPer1m: m.priceInPer1m,
       priceOutPer1m: m.priceOutPer1m,
+      priceCachedInPer1m: m.priceCachedInPer1m ?? null,
       contextWindow: m.contextWindow ?? test?.contextLength ?? null,
       test,
       testedAt: test ? new Date() : null,
@@ -350,6 +353,7 @@ export async function assignModel(db: Db, input: AssignModelInput): Promise<LlmR
       validator: input.validator ?? r === 'validator',
       costPer1kInput: per1k(model.priceInPer1m),
       costPer1kOutput: per1k(model.priceOutPer1m),
+      costPer1kCachedInput: model.priceCachedInPer1m === null ? null : per1k(model.priceCachedInPer1m),
       contextWindow: model.contextWindow,
       params: model.params,
     };

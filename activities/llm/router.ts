@@ -32,6 +32,7 @@ import type {
   ChatToolCall,
   ChatToolDef,
   LlmProvider,
+  TokenUsage,
 } from './types.js';
 
 export interface LlmRouterDeps {
@@ -144,11 +145,29 @@ function rowParams(row: LlmRegistryEntry): ChatParams & { timeoutMs?: number; ma
 }
 
 function costOf(
-  row: Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput'>,
-  usage: { promptTokens: number; completionTokens: number },
+  row: Pick<LlmRegistryEntry, 'costPer1kInput' | 'costPer1kOutput' | 'costPer1kCachedInput'>,
+  usage: TokenUsage,
 ): number {
-  const usd = (usage.promptTokens / 1000) * row.costPer1kInput + (usage.completionTokens / 1000) * row.costPer1kOutput;
+  const cached = Math.min(usage.promptTokens, Math.max(0, usage.cachedPromptTokens ?? 0));
+  const usd =
+    ((usage.promptTokens - cached) / 1000) * row.costPer1kInput +
+    (cached / 1000) * (row.costPer1kCachedInput ?? row.costPer1kInput) +
+    (usage.completionTokens / 1000) * row.costPer1kOutput;
   return Math.round(usd * 1e6) / 1e6; // the column's scale
+}
+
+/** The tokens a result is charged for: its usage and, where the provider said, the cached share of its prompt. */
+const chargedUsage = (r: Pick<ChatResult, 'usage' | 'cachedPromptTokens'>) => ({
+  ...r.usage,
+  cachedPromptTokens: r.cachedPromptTokens ?? null,
+});
+
+/** The `llm_calls` columns of a reply's prompt-cache split: both null when the provider did not say. */
+function cacheColumns(usage: TokenUsage): { cachedPromptTokens: number | null; uncachedPromptTokens: number | null } {
+  const cached = usage.cachedPromptTokens;
+  if (cached === undefined || cached === null) return { cachedPromptTokens: null, uncachedPromptTokens: null };
+  const kept = Math.min(usage.promptTokens, Math.max(0, cached));
+  return { cachedPromptTokens: kept, uncachedPromptTokens: usage.promptTokens - kept };
 }
 
 const toolCallSchema = z.object({
@@ -176,6 +195,7 @@ function resultFromRow(ok: LlmCall, failed: LlmCall[]): ChatResult {
     provider: ok.provider ?? 'scripted',
     model: ok.model,
     usage: { promptTokens: ok.promptTokens, completionTokens: ok.completionTokens },
+    ...(ok.cachedPromptTokens !== null ? { cachedPromptTokens: ok.cachedPromptTokens } : {}),
     costUsd: ok.costUsd,
     latencyMs: ok.latencyMs ?? 0,
     attempts: failed.map((r) => ({ registryId: r.registryId ?? 0, model: r.model, error: r.error ?? 'unknown error' })),
@@ -307,6 +327,7 @@ async function keepAnswer(
   const { db } = router.deps;
   const { model, answer } = answered;
   const { usage, params } = answer;
+  const cache = cacheColumns(usage);
   const { text, toolCalls, truncated } = sanitizeAnswer(
     { text: answer.text, toolCalls: answer.toolCalls },
     answer.maxReplyBytes,
@@ -317,6 +338,7 @@ async function keepAnswer(
     ...base,
     promptTokens: usage.promptTokens,
     completionTokens: usage.completionTokens,
+    ...cache,
     costUsd,
     latencyMs,
     ok: true,
@@ -329,6 +351,7 @@ async function keepAnswer(
       ...(toolCalls.length ? { toolCalls } : {}),
       ...(truncated ? { truncated } : {}),
       ...(answer.local ? { local: answer.local } : {}),
+      ...(usage.cacheWriteTokens ? { cacheWriteTokens: usage.cacheWriteTokens } : {}),
     },
   };
   // The partial unique index on (request_key) where ok decides which attempt answered first.
@@ -348,7 +371,8 @@ async function keepAnswer(
     registryId: row.id,
     provider: row.provider,
     model: row.model,
-    usage,
+    usage: { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens },
+    ...(cache.cachedPromptTokens !== null ? { cachedPromptTokens: cache.cachedPromptTokens } : {}),
     costUsd,
     latencyMs,
     attempts,
@@ -411,7 +435,7 @@ async function chat(router: Router, req: ChatRequest): Promise<ChatResult> {
     // trigger failover; it propagates and the activity is retried (the key finds the answer).
     const result = await keepAnswer(router, req, row, base, started, asked, attempts);
     if (!charge) return result;
-    const cost = llmCost(router.deps.lifeforce!.prices, row, result.usage);
+    const cost = llmCost(router.deps.lifeforce!.prices, row, chargedUsage(result));
     const meta = { callId: result.callId, model: row.model };
     // A hold this attempt took settles in one statement; one found from an earlier attempt, by reading it.
     const closed = charge.hold
@@ -504,10 +528,14 @@ async function closeRequestHolds(
     ...rowsFor(registry, req.role, req.registryId).map((r) => callChargeKey(requestKey, r.id)),
   ]);
   const open = await openHolds(db, [...candidates]);
-  const price = registry.find((r) => r.id === answer.registryId) ?? { costPer1kInput: 0, costPer1kOutput: 0 };
+  const price = registry.find((r) => r.id === answer.registryId) ?? {
+    costPer1kInput: 0,
+    costPer1kOutput: 0,
+    costPer1kCachedInput: null,
+  };
   for (const key of open) {
     if (key === answered)
-      await settle(db, key, llmCost(lifeforce!.prices, price, answer.usage), {
+      await settle(db, key, llmCost(lifeforce!.prices, price, chargedUsage(answer)), {
         callId: answer.callId,
         model: answer.model,
       });

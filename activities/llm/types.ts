@@ -19,6 +19,10 @@ export const chatRoles = [
 /** Providers that bind `ChatMeta.tools` natively; the others (local, scripted) keep the text path. */
 export const nativeToolProviders: ReadonlySet<LlmProvider> = new Set<LlmProvider>(['openai', 'anthropic']);
 
+/**
+ * One message of a prompt. A leading system message is the prompt's stable prefix (a tick's
+ * contexts 0–2): a provider with explicit prompt caching (Anthropic) marks it as a cache breakpoint.
+ */
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
   content: string;
@@ -39,6 +43,13 @@ export interface ChatParams {
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
+  /**
+   * Of `promptTokens`, those the provider read from its prompt cache (OpenAI: cached_tokens;
+   * Anthropic: cache_read_input_tokens); absent or null when the provider does not say.
+   */
+  cachedPromptTokens?: number | null;
+  /** Of `promptTokens`, those written to the provider's prompt cache (Anthropic: cache_creation_input_tokens). */
+  cacheWriteTokens?: number;
 }
 
 /** One provider endpoint, built from an `llm_registry` row. */
@@ -103,7 +114,9 @@ export interface ChatResult {
   registryId: number;
   provider: LlmProvider;
   model: string;
-  usage: TokenUsage;
+  usage: { promptTokens: number; completionTokens: number };
+  /** Of `usage.promptTokens`, those the provider read from its prompt cache; absent when it did not say. */
+  cachedPromptTokens?: number;
   costUsd: number;
   latencyMs: number;
   /** The candidates that failed before this one answered, in order. */

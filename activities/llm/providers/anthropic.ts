@@ -1,5 +1,6 @@
 /** Anthropic's Messages API through LangChain's ChatAnthropic. */
 import { ChatAnthropic } from '@langchain/anthropic';
+import { SystemMessage, type BaseMessage } from '@langchain/core/messages';
 import type { LlmRegistryEntry } from '../../../db/schema/llm.js';
 import { ErrorType, nonRetryable } from '../../errors.js';
 import type { ChatMessage, ChatModel } from '../types.js';
@@ -32,22 +33,36 @@ export function createAnthropicChatModel(row: LlmRegistryEntry, env: EnvSource):
       // Native tool calling (tool_use blocks come back as ChatReply.toolCalls).
       const tools = bindableTools(meta?.tools);
       const runnable = tools.length > 0 ? model.bindTools(tools) : model;
-      const reply = await runnable.invoke(toLangChainMessages(anthropicMessages(messages, params.jsonSchema)), {
-        signal,
-      });
+      const reply = await runnable.invoke(anthropicMessages(messages, params.jsonSchema), { signal });
       return fromLangChainReply(reply);
     },
   };
 }
 
+/** The cache breakpoint on the prompt's stable prefix: Anthropic caches the tools and the system text up to it. */
+export const anthropicCacheControl = { type: 'ephemeral' } as const;
+
 /**
- * Anthropic takes one system prompt, first: merge the system messages, and state the JSON
- * schema there (the Messages API has no response_format; the caller validates with zod).
+ * Anthropic takes the system prompt first, as text blocks. A leading system message is the
+ * prompt's stable prefix: its block carries the cache breakpoint, so a later call with the same
+ * tools and leading block reads them from the cache. The other system messages, and the JSON
+ * schema (the Messages API has no response_format; the caller validates with zod), follow in
+ * blocks of their own after the breakpoint.
  */
-function anthropicMessages(messages: ChatMessage[], jsonSchema: Record<string, unknown> | undefined): ChatMessage[] {
-  const system = messages.filter((m) => m.role === 'system').map((m) => m.content);
+export function anthropicMessages(
+  messages: ChatMessage[],
+  jsonSchema: Record<string, unknown> | undefined,
+): BaseMessage[] {
+  const [first] = messages;
+  const stable = first?.role === 'system' ? first.content : undefined;
+  const others = messages.slice(stable === undefined ? 0 : 1);
+  const system = others.filter((m) => m.role === 'system').map((m) => m.content);
   if (jsonSchema)
     system.push(`Reply with one JSON value only, matching this JSON schema:\n${JSON.stringify(jsonSchema)}`);
-  const rest = messages.filter((m) => m.role !== 'system');
-  return system.length > 0 ? [{ role: 'system', content: system.join('\n\n') }, ...rest] : rest;
+  const blocks = [
+    ...(stable !== undefined ? [{ type: 'text' as const, text: stable, cache_control: anthropicCacheControl }] : []),
+    ...(system.length > 0 ? [{ type: 'text' as const, text: system.join('\n\n') }] : []),
+  ];
+  const rest = toLangChainMessages(others.filter((m) => m.role !== 'system'));
+  return blocks.length > 0 ? [new SystemMessage({ content: blocks }), ...rest] : rest;
 }

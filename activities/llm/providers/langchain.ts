@@ -19,13 +19,25 @@ export function toLangChainMessages(messages: ChatMessage[]): BaseMessage[] {
   );
 }
 
-/** Reply text, the provider's own token counts (0 when the endpoint reports none) and its tool calls. */
+/**
+ * Reply text, the provider's own token counts (0 when the endpoint reports none; the cached ones
+ * null when it does not say) and its tool calls.
+ */
 export function fromLangChainReply(reply: AIMessageChunk | AIMessage): ChatReply {
   const usage = reply.usage_metadata;
+  const details = usage?.input_token_details;
+  const count = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) && n >= 0 ? Math.round(n) : undefined);
+  const cached = count(details?.cache_read);
+  const written = count(details?.cache_creation);
   const toolCalls = toolCallsOf(reply);
   return {
     text: reply.text,
-    usage: { promptTokens: usage?.input_tokens ?? 0, completionTokens: usage?.output_tokens ?? 0 },
+    usage: {
+      promptTokens: usage?.input_tokens ?? 0,
+      completionTokens: usage?.output_tokens ?? 0,
+      cachedPromptTokens: cached ?? null,
+      ...(written ? { cacheWriteTokens: written } : {}),
+    },
     ...(toolCalls.length > 0 ? { toolCalls } : {}),
   };
 }
