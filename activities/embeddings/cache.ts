@@ -1,0 +1,53 @@
+/**
+ * The embeddings cache (table `embeddings`): a text is embedded once per model. `embedTexts` looks
+ * every text up by the SHA-256 of its UTF-8 bytes, asks the embedder only for the missing ones
+ * (each distinct text once), stores them, and returns one vector per text in order.
+ */
+import { createHash } from 'node:crypto';
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.js';
+import { embeddings } from '../../db/schema/index.js';
+import { checkDimensions, type Embedder } from './types.js';
+
+export function textSha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+export async function embedTexts(db: Db, embedder: Embedder, texts: readonly string[]): Promise<Float32Array[]> {
+  if (texts.length === 0) return [];
+  const hashes = texts.map(textSha256);
+  const unique = [...new Set(hashes)];
+  const found = new Map<string, Float32Array>();
+  const rows = await db
+    .select({ hash: embeddings.textSha256, dimensions: embeddings.dimensions, vector: embeddings.vector })
+    .from(embeddings)
+    .where(and(eq(embeddings.model, embedder.model), inArray(embeddings.textSha256, unique)));
+  for (const r of rows) {
+    // A stored vector of another size (the model id now names another model) is computed again.
+    if (r.dimensions === embedder.dimensions) found.set(r.hash, Float32Array.from(r.vector));
+  }
+  const missing = unique.filter((h) => !found.has(h));
+  if (missing.length > 0) {
+    const textOf = new Map(hashes.map((h, i) => [h, texts[i]!]));
+    const vectors = await embedder.embed(missing.map((h) => textOf.get(h)!));
+    if (vectors.length !== missing.length) {
+      throw new Error(`embedder ${embedder.model} returned ${vectors.length} vectors for ${missing.length} texts`);
+    }
+    for (const v of vectors) checkDimensions(embedder.model, embedder.dimensions, v);
+    const values = missing.map((h, i) => ({
+      model: embedder.model,
+      dimensions: embedder.dimensions,
+      textSha256: h,
+      vector: Array.from(vectors[i]!),
+    }));
+    await db
+      .insert(embeddings)
+      .values(values)
+      .onConflictDoUpdate({
+        target: [embeddings.model, embeddings.textSha256],
+        set: { dimensions: sql`excluded.dimensions`, vector: sql`excluded.vector` },
+      });
+    missing.forEach((h, i) => found.set(h, vectors[i]!));
+  }
+  return hashes.map((h) => found.get(h)!);
+}

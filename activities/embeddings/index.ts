@@ -1,0 +1,6 @@
+export * from './types.js';
+export * from './cache.js';
+export * from './local.js';
+export * from './openai.js';
+export { ensureMinilmGguf, minilmPackage, resolveMinilmDir } from './gguf.js';
+export * from './catalogue.js';
