@@ -144,10 +144,16 @@ export function llmWorstCase(
   messages: readonly PromptText[],
   maxTokens: number | undefined,
 ): number {
-  return llmCost(prices, price, {
-    promptTokens: promptTokenBound(messages),
-    completionTokens: maxTokens ?? prices.defaultMaxOutputTokens,
-  });
+  // A cached price above the input price (a provider's cache write) must not make the bound too low.
+  const prompt = Math.max(price.costPer1kInput, price.costPer1kCachedInput ?? 0);
+  return llmCost(
+    prices,
+    { ...price, costPer1kInput: prompt },
+    {
+      promptTokens: promptTokenBound(messages),
+      completionTokens: maxTokens ?? prices.defaultMaxOutputTokens,
+    },
+  );
 }
 
 /** A sandbox run: wall seconds × CPUs. */

@@ -122,6 +122,17 @@ describe('cached prompt tokens in the ledger', () => {
     );
   });
 
+  it('the worst case covers a cached price above the input price', () => {
+    const dear = { ...price, costPer1kCachedInput: 0.00375 };
+    const messages = [{ content: 'x'.repeat(4000) }];
+    const bound = llmWorstCase(defaultPrices, dear, messages, 100);
+    const prompt = 4000 + 32;
+    expect(bound).toBeGreaterThanOrEqual(
+      llmCost(defaultPrices, dear, { promptTokens: prompt, completionTokens: 100, cachedPromptTokens: prompt }),
+    );
+    expect(bound).toBeGreaterThan(llmWorstCase(defaultPrices, price, messages, 100));
+  });
+
   it('the worst case held before a call still assumes nothing is cached', () => {
     const cachedPrice = { ...price, costPer1kCachedInput: 0.0003 };
     const messages = [{ content: 'x'.repeat(4000) }];
