@@ -9,6 +9,7 @@ import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } fr
 import type { QueryDefinition } from '@temporalio/common';
 import { NativeConnection, Worker, type NativeConnectionOptions, type WorkerOptions } from '@temporalio/worker';
 import { workflowIds } from '../../core/ids.js';
+import type { TemporalConnectionConfig } from '../../runtime/temporal-connection.js';
 import {
   statusQuery,
   type AgentLoopInput,
@@ -129,4 +130,30 @@ export function untilStatus(
   pollMs = 100,
 ): Promise<AgentStatus> {
   return untilQuery(handle, statusQuery, pred, what, timeoutMs, pollMs);
+}
+
+/**
+ * An agent loop run for `ticks` ticks on a stack's Temporal server, by a worker of its own with
+ * the given activities; the loop's result. The worker and the client are closed after it.
+ */
+export async function runTicks(
+  temporal: TemporalConnectionConfig,
+  activities: object,
+  input: { agentId: string; ticks: number },
+): Promise<Awaited<ReturnType<typeof agentLoopWorkflow>>> {
+  const { Connection, Client: TemporalClient } = await import('@temporalio/client');
+  const { bundleWorkflows } = await import('../../workers/queues.js');
+  const client = new TemporalClient({ connection: await Connection.connect(temporal) });
+  try {
+    return await withWorker(temporal, { workflowBundle: await bundleWorkflows(), activities }, async (queue) => {
+      const h = await startLoop(client, queue, {
+        agentId: input.agentId,
+        maxTicks: input.ticks,
+        settings: { delayMs: 0 },
+      });
+      return h.result();
+    });
+  } finally {
+    await client.connection.close();
+  }
 }

@@ -10,8 +10,6 @@
  * entry's price. An ethics rule on hosts stops an open-world tool of server-everything (also from
  * npm) unless its arguments name only allowed hosts.
  */
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, eq, like } from 'drizzle-orm';
@@ -35,9 +33,8 @@ import {
   models,
 } from '../../db/schema/index.js';
 import { startStack } from '../../runtime/stack.js';
-import { bundleWorkflows } from '../../workers/queues.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { freePort, migratedDatabase, repoToolsDir, tempDir, testEnv, type MigratedDatabase } from '../helpers/env.js';
+import { runTicks } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot } from '../helpers/spawn.js';
 
@@ -262,27 +259,14 @@ ethics:
 `),
     );
     const mcp = createMcpPool(db, { env: { PATH: process.env.PATH } });
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
     try {
-      const worker = await Worker.create({
-        connection,
-        taskQueue: 'mcp-file-it',
-        workflowBundle: await bundleWorkflows(),
-        activities: createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp }),
-      });
-      await worker.runUntil(async () => {
-        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          taskQueue: 'mcp-file-it',
-          workflowId: 'agent/scribe',
-          args: [{ agentId: 'scribe', maxTicks: 2, settings: { delayMs: 0 } }],
-        });
-        expect(await h.result()).toMatchObject({ agentId: 'scribe', ticks: 2 });
+      const activities = createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp });
+      expect(await runTicks(stack.temporal.connection, activities, { agentId: 'scribe', ticks: 2 })).toMatchObject({
+        agentId: 'scribe',
+        ticks: 2,
       });
     } finally {
       await mcp.close();
-      await client.connection.close();
-      await connection.close();
       await stack.stop();
     }
 

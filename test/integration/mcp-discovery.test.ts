@@ -6,8 +6,6 @@
  * it and binds it natively as mcp__memory__create_entities, the model calls it that way and the
  * call happens. A person's `tools mcp grant|revoke` sets and clears a tool's discovery.
  */
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { join } from 'node:path';
 import { and, asc, eq, isNotNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,11 +14,10 @@ import { createMcpPool } from '../../activities/mcp/index.js';
 import { probeMcpServer } from '../../activities/mcp/pool.js';
 import { replaceTools } from '../../db/queries/mcp.js';
 import { startStack } from '../../runtime/stack.js';
-import { bundleWorkflows } from '../../workers/queues.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { agents, commandLog, llmRegistry, mcpCalls, mcpServers, mcpTools } from '../../db/schema/index.js';
 import { freePort, migratedDatabase, repoToolsDir, tempDir, testEnv, type MigratedDatabase } from '../helpers/env.js';
 import { chatCompletion, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
+import { runTicks } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run } from '../helpers/spawn.js';
 
@@ -129,31 +126,19 @@ describe('MCP tools found by search, then called natively', () => {
     });
     const db = database.db;
     const mcp = createMcpPool(db, { env: { PATH: process.env.PATH, MEMORY_FILE_PATH: memoryFile } });
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
     try {
-      const worker = await Worker.create({
-        connection,
-        taskQueue: 'mcp-discovery-it',
-        workflowBundle: await bundleWorkflows(),
-        activities: createActivities({
-          db,
-          llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(() => 'unused') },
-          mcp,
-        }),
+      const activities = createActivities({
+        db,
+        llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: thinkScript(() => 'unused') },
+        mcp,
       });
-      await worker.runUntil(async () => {
-        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          taskQueue: 'mcp-discovery-it',
-          workflowId: 'agent/cy',
-          args: [{ agentId: 'cy', maxTicks: 3, settings: { delayMs: 0 } }],
-        });
-        expect(await h.result()).toEqual({ agentId: 'cy', ticks: 3, reason: 'max_ticks' });
+      expect(await runTicks(stack.temporal.connection, activities, { agentId: 'cy', ticks: 3 })).toEqual({
+        agentId: 'cy',
+        ticks: 3,
+        reason: 'max_ticks',
       });
     } finally {
       await mcp.close();
-      await client.connection.close();
-      await connection.close();
       await stack.stop();
     }
 

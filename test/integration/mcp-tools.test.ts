@@ -5,8 +5,6 @@
  * their tools once per key, records the result before it completes, and never repeats a call
  * whose outcome is unknown; the worker's pool restarts a server that died.
  */
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,8 +15,6 @@ import type { ChatMessage } from '../../activities/llm/index.js';
 import { createMcpActivities, createMcpPool, specOf } from '../../activities/mcp/index.js';
 import { renderCommandBlock } from '../../core/reply-parser.js';
 import { startStack } from '../../runtime/stack.js';
-import { bundleWorkflows } from '../../workers/queues.js';
-import type { agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { stdioLaunch, type McpPool } from '../../activities/mcp/pool.js';
 import {
   agentConfig,
@@ -33,6 +29,7 @@ import {
   processLog,
 } from '../../db/schema/index.js';
 import { freePort, migratedDatabase, repoToolsDir, tempDir, testEnv, type MigratedDatabase } from '../helpers/env.js';
+import { runTicks } from '../helpers/harness.js';
 import { thinkScript } from '../helpers/scripted.js';
 import { repoRoot, run, type Ran } from '../helpers/spawn.js';
 
@@ -539,27 +536,15 @@ describe('the agent calls MCP tools with tools.mcp', () => {
     });
     await db.insert(agentConfig).values({ agentId: 'ada', key: 'auto_pass_destructive', value: true });
     const mcp = createMcpPool(db, { env: { PATH: process.env.PATH, MEMORY_FILE_PATH: memoryFile } });
-    const connection = await NativeConnection.connect(stack.temporal.connection);
-    const client = new Client({ connection: await Connection.connect(stack.temporal.connection) });
     try {
-      const worker = await Worker.create({
-        connection,
-        taskQueue: 'mcp-it',
-        workflowBundle: await bundleWorkflows(),
-        activities: createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp }),
-      });
-      await worker.runUntil(async () => {
-        const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-          taskQueue: 'mcp-it',
-          workflowId: 'agent/ada',
-          args: [{ agentId: 'ada', maxTicks: 2, settings: { delayMs: 0 } }],
-        });
-        expect(await h.result()).toEqual({ agentId: 'ada', ticks: 2, reason: 'max_ticks' });
+      const activities = createActivities({ db, llm: { env: {}, toolsDir: repoToolsDir, scriptedReply: reply }, mcp });
+      expect(await runTicks(stack.temporal.connection, activities, { agentId: 'ada', ticks: 2 })).toEqual({
+        agentId: 'ada',
+        ticks: 2,
+        reason: 'max_ticks',
       });
     } finally {
       await mcp.close();
-      await client.connection.close();
-      await connection.close();
       await stack.stop();
     }
 
