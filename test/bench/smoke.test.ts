@@ -81,6 +81,13 @@ const expected: Record<string, string[]> = {
     'activity_rt_p50_ms',
     'calls_per_s_20_agents',
   ],
+  tokens: ['openai', 'anthropic'].flatMap((p) => [
+    `prompt_tokens_per_tick_${p}`,
+    `cached_share_${p}`,
+    `lf_per_tick_${p}`,
+    `lf_per_tick_before_${p}`,
+    `lf_per_tick_reduction_${p}`,
+  ]),
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
 
