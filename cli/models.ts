@@ -61,6 +61,9 @@ const yesNo = (v: boolean | null): string => (v === null ? 'unknown' : v ? 'yes'
 export function testLine(t: ModelTestResult | null): string {
   if (!t) return 'not tested';
   if (!t.ok) return `FAILED: ${t.error ?? 'no answer'}`;
+  // An embedder's test records the size of its vectors instead of chat capabilities.
+  const dimensions = (t as { dimensions?: unknown }).dimensions;
+  if (typeof dimensions === 'number') return `ok in ${t.latencyMs} ms; embeds ${dimensions} dimensions`;
   return `ok in ${t.latencyMs} ms; JSON replies ${yesNo(t.jsonReply)}; tool calls ${yesNo(t.toolCalls)}; context ${t.contextLength === null ? 'not reported' : `${t.contextLength} tokens`}`;
 }
 

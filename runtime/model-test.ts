@@ -11,8 +11,16 @@ import { isPlainObject } from '../core/values.js';
 import type { LlmRegistryEntry } from '../db/schema/llm.js';
 import type { Model, ModelTestResult } from '../db/schema/models.js';
 
-/** What a test needs to know of a model (a stored entry, or one about to be added). */
-export type ModelSpec = Pick<Model, 'name' | 'provider' | 'model' | 'baseUrl' | 'apiKeyEnv' | 'params'>;
+/**
+ * What a test needs to know of a model (a stored entry, or one about to be added). An `embedder`
+ * is tested by embedding one text instead of chatting.
+ */
+export type ModelSpec = Pick<Model, 'name' | 'provider' | 'model' | 'baseUrl' | 'apiKeyEnv' | 'params'> & {
+  role?: Model['role'];
+};
+
+/** An embedder's test also records the size of its vectors. */
+export type EmbedderTestResult = ModelTestResult & { dimensions: number | null };
 
 export interface ModelTestDeps {
   /** Where the key named by `api_key_env` is looked up (the process environment). */
@@ -96,6 +104,7 @@ export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promis
   const key = keyOf(spec, deps.env);
   if ('error' in key) return fail('key', key.error);
   const timeoutMs = deps.timeoutMs ?? defaultModelTestTimeoutMs;
+  if (spec.role === 'embedder') return runEmbedderTest(spec, deps, timeoutMs);
   const served = await servedModel(spec, key.key, timeoutMs);
   if (served.kind !== 'ok') return fail(served.kind, served.error);
 
@@ -133,6 +142,24 @@ export async function runModelTest(spec: ModelSpec, deps: ModelTestDeps): Promis
       )
     : null;
   return { result: { ok: true, latencyMs, toolCalls, jsonReply, contextLength: served.contextLength } };
+}
+
+/** An embedder's test: one text embedded through the code the agents would use; its vectors' size recorded. */
+async function runEmbedderTest(spec: ModelSpec, deps: ModelTestDeps, timeoutMs: number): Promise<ModelTestOutcome> {
+  const { testEmbedder } = await import('../activities/embeddings/catalogue.js');
+  const t = await testEmbedder(spec, { env: deps.env, toolsDir: deps.toolsDir, timeoutMs });
+  const base = { latencyMs: t.latencyMs, toolCalls: null, jsonReply: null, contextLength: null };
+  if (t.ok) {
+    const result: EmbedderTestResult = { ...base, ok: true, dimensions: t.dimensions };
+    return { result };
+  }
+  const result: EmbedderTestResult = {
+    ...base,
+    ok: false,
+    dimensions: null,
+    error: `the test embedding failed: ${t.error}`,
+  };
+  return { problem: classify(t.error), result };
 }
 
 /** A failed call's text, read for what went wrong. */

@@ -8,7 +8,6 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { embeddings } from '../../db/schema/index.js';
 import {
   EmbeddingSizeError,
   cosine,
@@ -26,6 +25,10 @@ import {
   textSha256,
   type Embedder,
 } from '../../activities/embeddings/index.js';
+import { testLine } from '../../cli/models.js';
+import { embeddings, models } from '../../db/schema/index.js';
+import { runModelTest } from '../../runtime/model-test.js';
+import { addModel, testModel } from '../../runtime/models.js';
 import { migratedDatabase, repoToolsDir, tempDir, type MigratedDatabase } from '../helpers/env.js';
 
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? repoToolsDir;
@@ -220,6 +223,35 @@ describe('OpenAI-compatible embedder', () => {
     expect(unset).toMatchObject({ ok: false, error: expect.stringMatching(/FAKE_EMBED_KEY is not set/) });
     const wrong = await testEmbedder({ ...spec, model: 'nope' }, { env: { FAKE_EMBED_KEY: 'sk-env' } });
     expect(wrong).toMatchObject({ ok: false, error: expect.stringMatching(/404/) });
+  });
+
+  it('is tested as an embedder by the model catalogue: one text embedded, its size recorded', async () => {
+    size = 12;
+    const spec = {
+      name: 'fake',
+      provider: 'openai',
+      model: 'fake-embed',
+      baseUrl,
+      apiKeyEnv: null,
+      params: {},
+    } as const;
+    const outcome = await runModelTest({ ...spec, role: 'embedder' }, { env: {} });
+    expect(outcome.result).toMatchObject({ ok: true, dimensions: 12, toolCalls: null, jsonReply: null });
+    expect(testLine(outcome.result)).toMatch(/^ok in \d+ ms; embeds 12 dimensions$/);
+    const missing = await runModelTest({ ...spec, model: 'nope', role: 'embedder' }, { env: {} });
+    expect(missing).toMatchObject({ problem: 'no-such-model', result: { ok: false, dimensions: null } });
+
+    const handle = await migratedDatabase('embedder_catalogue', 2);
+    try {
+      const deps = { db: handle.db, env: {} };
+      await addModel(deps, { ...spec, role: 'embedder' }, { test: false });
+      const tested = await testModel(deps, 'fake');
+      expect(tested.test).toMatchObject({ ok: true, dimensions: 12 });
+      const [row] = await handle.db.select().from(models);
+      expect(row!.test).toMatchObject({ dimensions: 12 });
+    } finally {
+      await handle.dispose();
+    }
   });
 
   it('reports what an unknown model answers', async () => {
