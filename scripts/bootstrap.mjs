@@ -85,6 +85,24 @@ function ensureTools() {
 }
 
 /**
+ * The offline embedder's GGUF file (.tools/embedder/), written once from the safetensors of the
+ * pinned wheel after checking their SHA-256 (activities/embeddings/gguf.ts). First use writes it
+ * too, so a failure here only delays that to then.
+ */
+function ensureEmbedderGguf() {
+  const converter = join(root, 'activities', 'embeddings', 'gguf.ts');
+  if (!existsSync(converter) || existsSync(join(toolsDir, 'embedder', 'all-MiniLM-L6-v2-f32.gguf'))) return;
+  say('writing the offline embedder (all-MiniLM-L6-v2 → .tools/embedder/, GGUF)…');
+  const [from, dir] = [converter, toolsDir].map((p) => JSON.stringify(p));
+  const script = `import(${from}).then((m) => { if (!m.ensureMinilmGguf(${dir})) process.exit(3); })`;
+  try {
+    run(join(root, 'node_modules', '.bin', 'tsx'), ['-e', script]);
+  } catch (err) {
+    say(`offline embedder not written: ${err.message}`);
+  }
+}
+
+/**
  * The sandbox image, when a Docker engine answers: built locally from busybox-static and this
  * host's node (`npm run sandbox:image`), a no-op when its inputs are unchanged. No engine (a
  * laptop) or a failed build is not fatal: everything but the sandbox queue runs, and
@@ -144,6 +162,7 @@ try {
     ensureNodeDeps();
     await ensureCliBuild();
     ensureTools();
+    ensureEmbedderGguf();
     waitForEngine();
     if (command !== 'bench') ensureSandboxImage();
   }

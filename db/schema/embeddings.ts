@@ -8,6 +8,8 @@ import { sql } from 'drizzle-orm';
 import { check, integer, pgTable, primaryKey, real, text } from 'drizzle-orm/pg-core';
 import { createdAt } from './_columns.js';
 
+const dimensions = sql.identifier('dimensions');
+
 export const embeddings = pgTable(
   'embeddings',
   {
@@ -24,7 +26,7 @@ export const embeddings = pgTable(
     check('embeddings_sha256_check', sql`${sql.identifier('text_sha256')} ~ '^[0-9a-f]{64}$'`),
     check(
       'embeddings_dimensions_check',
-      sql`${sql.identifier('dimensions')} > 0 and cardinality(${sql.identifier('vector')}) = ${sql.identifier('dimensions')}`,
+      sql`${dimensions} > 0 and cardinality(${sql.identifier('vector')}) = ${dimensions}`,
     ),
   ],
 );
