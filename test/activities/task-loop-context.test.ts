@@ -80,22 +80,20 @@ describe("a loop's context shows its own recent replies", () => {
     await handle.db
       .insert(llmRecentResponses)
       .values([1, 2, 3, 4, 5].map((tick) => ({ agentId, tick, content: `main thought ${tick}` })));
-    await handle.db
-      .insert(processLog)
-      .values([
-        taskReply(agentId, task, 1, 'task thought 1'),
-        taskReply(agentId, task, 2, 'task thought 2'),
-        taskReply(agentId, task, 3, 'task thought 3'),
-        taskReply(agentId, other, 1, 'other task thought 1'),
-        {
-          agentId,
-          processId: `task/${task}`,
-          kind: 'task_loop_status',
-          status: 'close' as const,
-          message: 'x',
-          tick: 2,
-        },
-      ]);
+    await handle.db.insert(processLog).values([
+      taskReply(agentId, task, 1, 'task thought 1'),
+      taskReply(agentId, task, 2, 'task thought 2'),
+      taskReply(agentId, task, 3, 'task thought 3'),
+      taskReply(agentId, other, 1, 'other task thought 1'),
+      {
+        agentId,
+        processId: `task/${task}`,
+        kind: 'task_loop_status',
+        status: 'close' as const,
+        message: 'x',
+        tick: 2,
+      },
+    ]);
     const snapshots = createTickSnapshots({ db: handle.db, llm: { registry: async () => [] } });
 
     const own = await snapshots.snapshotOf({ agentId, taskId: task }, 3, { contextLimit: 5 });

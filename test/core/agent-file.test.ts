@@ -125,9 +125,7 @@ describe('refusing bad files', () => {
       "goals[1]: goal 'x' appears twice (each must be unique)",
     ]);
     expect(errorsOf('{"id": "a",}', 'a.json')[0]).toMatch(/^JSON: /);
-    expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(
-      /^tools\.mcp\[0\]\.name: /,
-    );
+    expect(errorsOf('id: a\ntools:\n  mcp: [{command: x}]\n')[0]).toMatch(/^tools\.mcp\[0\]\.name: /);
   });
 });
 
