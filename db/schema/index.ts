@@ -15,6 +15,7 @@ import {
   toolRegistry,
 } from './autopoiesis.js';
 import { campaignPhases, campaigns } from './campaigns.js';
+import { embeddings } from './embeddings.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
@@ -128,6 +129,7 @@ export const allTables = [
   mcpServers,
   mcpTools,
   mcpCalls,
+  embeddings,
 ] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
