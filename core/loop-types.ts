@@ -139,7 +139,15 @@ export type LoopEffect =
       server: string;
       tool: string;
       args: Record<string, unknown>;
+      /** The server's own prices as the command found them (absent: the activity looks them up first). */
+      price?: McpCallPrice;
     };
+
+/** An MCP server's own prices, LF (absent: the deployment's). */
+export interface McpCallPrice {
+  perCall?: number;
+  perSecond?: number;
+}
 
 /** Result of applying one command. `duplicate` means an earlier attempt already applied it. */
 export interface CommandOutcome {

@@ -600,6 +600,7 @@ async function runApprovedMcp(
         tick,
         cmdId: e.cmdId,
         processId: e.processId,
+        ...(e.price ? { price: e.price } : {}),
       });
       out.push({ ok: r.status === 'ok', text: clipText(r.text || `mcp ${e.server}.${e.tool}: ${r.status}`, 2000) });
     } catch (err) {

@@ -69,6 +69,13 @@ export const mcpHandlers: HandlerMap<'tools.mcp'> = {
           server: a.server,
           tool: a.tool,
           args,
+          // Passed in the open, so the call holds its price without looking the server up first.
+          price: {
+            ...(found.server.policy.pricePerCall !== undefined ? { perCall: found.server.policy.pricePerCall } : {}),
+            ...(found.server.policy.pricePerSecond !== undefined
+              ? { perSecond: found.server.policy.pricePerSecond }
+              : {}),
+          },
         },
       ],
     };

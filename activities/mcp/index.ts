@@ -44,6 +44,8 @@ const mcpCallInput = z.strictObject({
   tick: z.number().int().min(0).optional(),
   cmdId: z.string().min(1).optional(),
   processId: z.string().min(1).optional(),
+  /** The server's own prices as the command found them: the hold is taken beside the lookup, not after it. */
+  price: z.strictObject({ perCall: z.number().min(0).optional(), perSecond: z.number().min(0).optional() }).optional(),
 });
 export type McpCallInput = z.input<typeof mcpCallInput>;
 
@@ -164,36 +166,41 @@ async function beginCall(
   chargeKey: string,
 ) {
   const { prices, ledger, callTimeoutMs } = o;
-  const found = await mcpToolOf(db, input.agentId, input.server, input.tool);
+  const hold = (price: PriceTable) =>
+    reserve(db, {
+      key: chargeKey,
+      budgetId: budgetIds.agent(input.agentId),
+      amount: mcpCost(price, callTimeoutMs),
+      operation: 'mcp_call',
+      ttlMs: callTimeoutMs + prices.reservationTtlMs,
+      ...(input.tick !== undefined ? { tick: input.tick } : {}),
+      reason: clipText(`${input.server}.${input.tool}`, 200),
+    });
+  const started = db
+    .insert(mcpCalls)
+    .values({
+      agentId: input.agentId,
+      key: input.key,
+      server: input.server,
+      tool: input.tool,
+      args: sanitizeJson(input.args) as Record<string, unknown>,
+      status: 'started',
+    })
+    .onConflictDoNothing()
+    .returning({ id: mcpCalls.id });
+  // The lookup, the hold and the row are independent when the command passed the server's prices:
+  // written side by side, all committed before the call. Otherwise the prices come from the lookup.
+  const given =
+    input.price && serverPrices(prices, { pricePerCall: input.price.perCall, pricePerSecond: input.price.perSecond });
+  const [found, givenHold, [fresh]] = await Promise.all([
+    mcpToolOf(db, input.agentId, input.server, input.tool),
+    ledger && given ? hold(given) : undefined,
+    started,
+  ]);
   const a = found.tool?.annotations ?? {};
   const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
-  const price = serverPrices(prices, found.server?.policy ?? {});
-  // The hold and the row are independent: written side by side, both committed before the call.
-  const [held, [fresh]] = await Promise.all([
-    ledger && found.server && found.tool
-      ? reserve(db, {
-          key: chargeKey,
-          budgetId: budgetIds.agent(input.agentId),
-          amount: mcpCost(price, callTimeoutMs),
-          operation: 'mcp_call',
-          ttlMs: callTimeoutMs + prices.reservationTtlMs,
-          ...(input.tick !== undefined ? { tick: input.tick } : {}),
-          reason: clipText(`${input.server}.${input.tool}`, 200),
-        })
-      : undefined,
-    db
-      .insert(mcpCalls)
-      .values({
-        agentId: input.agentId,
-        key: input.key,
-        server: input.server,
-        tool: input.tool,
-        args: sanitizeJson(input.args) as Record<string, unknown>,
-        status: 'started',
-      })
-      .onConflictDoNothing()
-      .returning({ id: mcpCalls.id }),
-  ]);
+  const price = given ?? serverPrices(prices, found.server?.policy ?? {});
+  const held = givenHold ?? (ledger && found.server && found.tool ? await hold(price) : undefined);
   const before = fresh ? undefined : (await db.select().from(mcpCalls).where(eq(mcpCalls.key, input.key)))[0];
   const step =
     before?.status === 'started' && !safeToRepeat
@@ -317,7 +324,12 @@ export function createMcpActivities(deps: McpActivityDeps) {
         const text = found.server
           ? `server ${input.server} has no tool ${input.tool}`
           : `the agent has no enabled MCP server named ${input.server}`;
-        return finish(input, { status: 'error', text, structured: null, ms: 0 });
+        const taken = begun.held?.ok === true;
+        return finish(
+          input,
+          { status: 'error', text, structured: null, ms: 0 },
+          taken ? () => release(db, chargeKey, 'not called') : undefined,
+        );
       }
       if (begun.step === 'broke' && begun.held && !begun.held.ok) {
         const h = begun.held;

@@ -118,6 +118,32 @@ describe('a server killed mid-call', () => {
   }, 60_000);
 });
 
+describe("a call that names its server's prices", () => {
+  it('holds them beside the lookup; a tool that is not there releases the hold, charging nothing', async () => {
+    const acts = createMcpActivities({ db: database.db, pool, callTimeoutMs: 1500 });
+    const key = 'priced:1';
+    const r = await acts.mcpCall({
+      agentId: 'ada',
+      key,
+      server: 'memory',
+      tool: 'no_such_tool',
+      args: {},
+      price: { perCall: 2 },
+    });
+    expect(r).toMatchObject({ status: 'error', text: expect.stringMatching(/server memory has no tool no_such_tool/) });
+    const entries = await database.db
+      .select()
+      .from(lifeforceLedger)
+      .where(eq(lifeforceLedger.reservationKey, mcpChargeKey(key)));
+    const hold = await database.db
+      .select()
+      .from(lifeforceLedger)
+      .where(eq(lifeforceLedger.idempotencyKey, mcpChargeKey(key)));
+    expect(hold.map((h) => [h.kind, h.amount])).toEqual([['reserve', 2]]);
+    expect(entries.map((e) => [e.kind, e.amount])).toEqual([['release', 0]]);
+  });
+});
+
 describe('a budget that cannot cover the call', () => {
   it('refuses it before the server is asked: an error the agent reads, recorded once, nothing held', async () => {
     await configureBudget(database.db, 'ada', { capacity: 0.5 });

@@ -230,6 +230,7 @@ async function callMcpTool(loop: Loop, e: EffectOf<'mcpCall'>, tick: number): Pr
         tick,
         cmdId: e.cmdId,
         processId: e.processId,
+        ...(e.price ? { price: e.price } : {}),
       }),
     );
   } catch (err) {
