@@ -226,7 +226,9 @@ export async function measureMcpTools(
   const pool: McpPool = createMcpPool(stack.db.db, { env });
   const mcp = createMcpActivities({ db: stack.db.db, pool });
   const tally: Tally = { bodyMs: [], failures: [], seq: 0 };
-  const call = (agentId: string, key: string) => mcp.mcpCall({ agentId, key, server: serverName, tool, args: {} });
+  // As the agent loop calls it: the command passed the server's prices (none of its own here).
+  const call = (agentId: string, key: string) =>
+    mcp.mcpCall({ agentId, key, server: serverName, tool, args: {}, price: {} });
   try {
     return await withWorker(stack, routedActivity(call, tally), async (client, taskQueue) => {
       const solo = ids[0]!;
