@@ -154,7 +154,8 @@ export async function addModel(deps: CatalogueDeps, input: unknown, opts: { test
   };
   let test: ModelTestResult | null = null;
   if (opts.test !== false) {
-    const outcome = await runModelTest(entry, deps);
+    // An embedder is tested by embedding a text, the others by chatting.
+    const outcome = await runModelTest({ ...entry, role: storedRole(m.role) }, deps);
     if (!outcome.result.ok)
       throw new ModelCatalogueError(
         outcome.problem ?? 'failed',

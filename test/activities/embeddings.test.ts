@@ -244,7 +244,9 @@ describe('OpenAI-compatible embedder', () => {
     const handle = await migratedDatabase('embedder_catalogue', 2);
     try {
       const deps = { db: handle.db, env: {} };
-      await addModel(deps, { ...spec, role: 'embedder' }, { test: false });
+      // Added with its test: an embedder is tested by embedding a text, not by chatting.
+      const added = await addModel(deps, { ...spec, role: 'embedder' });
+      expect(added.test).toMatchObject({ ok: true, dimensions: 12 });
       const tested = await testModel(deps, 'fake');
       expect(tested.test).toMatchObject({ ok: true, dimensions: 12 });
       const [row] = await handle.db.select().from(models);
