@@ -4,10 +4,18 @@
  * idempotent (keys, upserts, conflict-free inserts), so a retried activity repeats nothing.
  * Each takes the pool's handle or a transaction.
  */
-import { and, eq, inArray, like, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, like, or, sql } from 'drizzle-orm';
 import { grantAfterEscalations, type EscalationCategory, type ToolDesign } from '../../core/escalation.js';
 import type { Decider, HumanVerdict, Outcome } from '../../core/escalation-rules.js';
-import { decisionLog, discoveredTools, escalations, partnershipMessages, toolRegistry } from '../schema/index.js';
+import {
+  decisionLog,
+  discoveredTools,
+  escalations,
+  mcpServers,
+  mcpTools,
+  partnershipMessages,
+  toolRegistry,
+} from '../schema/index.js';
 import type { Queryable } from './abstracts.js';
 
 /** One message of the agent ↔ oversight ↔ human conversation, written once per key. */
@@ -132,6 +140,24 @@ export async function grantEscalationTools(
     grants.push(...fresh);
   }
   const newly: string[] = [];
+  // A recommended `server.tool` of the agent's MCP servers is put in its context.
+  const mcpNames = input.recommended.filter((n) => n.includes('.'));
+  if (mcpNames.length) {
+    const found = await q
+      .update(mcpTools)
+      .set({ discoveredAt: sql`now()`, updatedAt: sql`now()` })
+      .from(mcpServers)
+      .where(
+        and(
+          eq(mcpServers.id, mcpTools.serverId),
+          eq(mcpTools.agentId, agentId),
+          isNull(mcpTools.discoveredAt),
+          inArray(sql`${mcpServers.name} || '.' || ${mcpTools.name}`, mcpNames),
+        ),
+      )
+      .returning({ server: mcpServers.name, tool: mcpTools.name });
+    newly.push(...found.map((t) => `${t.server}.${t.tool}`));
+  }
   for (const t of grants) {
     const [row] = await q
       .insert(discoveredTools)
