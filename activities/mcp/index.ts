@@ -14,19 +14,63 @@
  * garbage becomes the text the agent reads.
  */
 import { mergeCommandResult } from '../../db/queries/command-log.js';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/lifeforce.js';
 import { serverPrices } from '../../core/mcp-policy.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
-import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
+import { recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
+import { statements } from '../../db/prepared.js';
 import { release, reserve, settle, settleHold } from '../../db/queries/lifeforce.js';
-import { mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
+import { mcpCalls, mcpServers, mcpTools, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
 import { maxResultText } from '../commands/shared.js';
 import { parseInput } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { McpPool, type McpPoolOptions, type McpServerSpec } from './pool.js';
+
+/** The three statements every call makes, rendered once per database handle. */
+const mcpStatements = statements('mcp', (db, name) => ({
+  /** The agent's enabled server of that name, and its tool of that name (null: none). */
+  toolOf: db
+    .select({ server: mcpServers, tool: mcpTools })
+    .from(mcpServers)
+    .leftJoin(mcpTools, and(eq(mcpTools.serverId, mcpServers.id), eq(mcpTools.name, sql.placeholder('tool'))))
+    .where(
+      and(
+        eq(mcpServers.agentId, sql.placeholder('agentId')),
+        eq(mcpServers.name, sql.placeholder('server')),
+        eq(mcpServers.enabled, true),
+      ),
+    )
+    .prepare(name('tool_of')),
+  /** The call's row, `started`, unless an earlier attempt wrote it. */
+  start: db
+    .insert(mcpCalls)
+    .values({
+      agentId: sql.placeholder('agentId'),
+      key: sql.placeholder('key'),
+      server: sql.placeholder('server'),
+      tool: sql.placeholder('tool'),
+      args: sql.placeholder('args'),
+      status: 'started',
+    })
+    .onConflictDoNothing()
+    .returning({ id: mcpCalls.id })
+    .prepare(name('start')),
+  /** The call's outcome. */
+  finish: db
+    .update(mcpCalls)
+    .set({
+      status: sql`${sql.placeholder('status')}`,
+      text: sql`${sql.placeholder('text')}`,
+      structured: sql`${sql.placeholder('structured')}::jsonb`,
+      isError: sql`${sql.placeholder('isError')}`,
+      finishedAt: sql`now()`,
+    })
+    .where(eq(mcpCalls.key, sql.placeholder('key')))
+    .prepare(name('finish')),
+}));
 
 /** Structured content bigger than this (as JSON) is not kept; its text still is, capped. */
 const maxStructuredBytes = 16 * 1024;
@@ -176,27 +220,24 @@ async function beginCall(
       ...(input.tick !== undefined ? { tick: input.tick } : {}),
       reason: clipText(`${input.server}.${input.tool}`, 200),
     });
-  const started = db
-    .insert(mcpCalls)
-    .values({
-      agentId: input.agentId,
-      key: input.key,
-      server: input.server,
-      tool: input.tool,
-      args: sanitizeJson(input.args) as Record<string, unknown>,
-      status: 'started',
-    })
-    .onConflictDoNothing()
-    .returning({ id: mcpCalls.id });
+  const q = mcpStatements(db);
+  const started = q.start.execute({
+    agentId: input.agentId,
+    key: input.key,
+    server: input.server,
+    tool: input.tool,
+    args: sanitizeJson(input.args),
+  });
   // The lookup, the hold and the row are independent when the command passed the server's prices:
   // written side by side, all committed before the call. Otherwise the prices come from the lookup.
   const given =
     input.price && serverPrices(prices, { pricePerCall: input.price.perCall, pricePerSecond: input.price.perSecond });
-  const [found, givenHold, [fresh]] = await Promise.all([
-    mcpToolOf(db, input.agentId, input.server, input.tool),
+  const [[row], givenHold, [fresh]] = await Promise.all([
+    q.toolOf.execute({ agentId: input.agentId, server: input.server, tool: input.tool }),
     ledger && given ? hold(given) : undefined,
     started,
   ]);
+  const found = { server: row?.server, tool: row?.tool ?? undefined };
   const a = found.tool?.annotations ?? {};
   const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
   const price = given ?? serverPrices(prices, found.server?.policy ?? {});
@@ -234,10 +275,13 @@ export function createMcpActivities(deps: McpActivityDeps) {
     const line = headline(input.server, input.tool, o.status, o.ms);
     const text = clipText(`${line}\n${o.text}`, maxResultText);
     const write = async (tx: Db | Tx) => {
-      await tx
-        .update(mcpCalls)
-        .set({ status: o.status, text, structured: o.structured, isError: o.status !== 'ok', finishedAt: new Date() })
-        .where(eq(mcpCalls.key, input.key));
+      await mcpStatements(tx).finish.execute({
+        key: input.key,
+        status: o.status,
+        text,
+        structured: o.structured === null ? null : JSON.stringify(o.structured),
+        isError: o.status !== 'ok',
+      });
       if (input.tick !== undefined && input.cmdId) {
         const patch = { message: clipText(line, 200), text };
         await mergeCommandResult(tx, { agentId: input.agentId, tick: input.tick, cmdId: input.cmdId }, patch);
