@@ -15,7 +15,7 @@ import {
   toolRegistry,
 } from './autopoiesis.js';
 import { campaignPhases, campaigns } from './campaigns.js';
-import { embeddings } from './embeddings.js';
+import { embeddings, memoryVectors } from './embeddings.js';
 import { forks, forkToolRegistry, verdicts } from './forks.js';
 import { goalLinks, goals, tasks } from './goals.js';
 import { lifeforceBudgets, lifeforceLedger } from './lifeforce.js';
@@ -114,6 +114,7 @@ export const agentOwnedTables = [
   nerveRuleEvents,
   spawns,
   agentFiles,
+  memoryVectors,
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
