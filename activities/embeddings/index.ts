@@ -4,3 +4,4 @@ export * from './local.js';
 export * from './openai.js';
 export { ensureMinilmGguf, minilmPackage, resolveMinilmDir } from './gguf.js';
 export * from './catalogue.js';
+export * from './agent-embedder.js';

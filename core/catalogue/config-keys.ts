@@ -61,6 +61,11 @@ export const configKeys = {
     default: 500,
     help: 'memory manager keeps at most this many entries',
   },
+  semantic_memory: {
+    schema: z.enum(['on', 'off']),
+    default: 'on',
+    help: 'on: novelty, recall and contexts by meaning when an embedder is at hand; off: by words',
+  },
   emotion_weight: { schema: unit, default: 0.6, help: 'memory manager: weight of emotions in retention' },
   goal_focus: { schema: unit, default: 0.7, help: 'memory manager: weight of goal relevance' },
   diversity_boost: { schema: unit, default: 0.8, help: 'memory manager: weight of diversity' },
