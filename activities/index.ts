@@ -42,6 +42,7 @@ import type { DangerRule } from '../core/danger-zones.js';
 import { classifyActivityErrors } from './errors.js';
 import { createMcpActivities, createMcpPool } from './mcp/index.js';
 import type { McpPool } from './mcp/pool.js';
+import type { AgentEmbedders } from './embeddings/agent-embedder.js';
 
 interface MindloopActivityDeps {
   db: Db;
@@ -71,6 +72,8 @@ interface MindloopActivityDeps {
   speech?: Pick<SpeechActivityDeps, 'client' | 'routeCacheMs' | 'pollerFreshMs'>;
   /** The worker's MCP clients, which it closes when it stops (default: a pool of these activities' own). */
   mcp?: McpPool;
+  /** The agents' embedders (memory by meaning); without them memory compares words only. */
+  embedders?: AgentEmbedders;
 }
 
 /** All `mindloop`-queue activities, built from their dependencies (no module state). */
@@ -85,7 +88,8 @@ export function createActivities(deps: MindloopActivityDeps) {
   // One read of an agent per tick, shared by think, the reflexes and applyCommands.
   const snapshots = createTickSnapshots({ db: deps.db, llm: router });
   const tools = { db: deps.db, ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}) };
-  const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, tools });
+  const embedders = deps.embedders ? { embedders: deps.embedders } : {};
+  const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, tools, ...embedders });
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createAgentFileActivities({ db: deps.db }),
@@ -94,7 +98,7 @@ export function createActivities(deps: MindloopActivityDeps) {
     ...(events ? observeThink(thinking, events) : thinking),
     ...createLoopEventActivities({ db: deps.db, events }),
     ...createTaskLoopActivities({ db: deps.db }),
-    ...createTickReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events }),
+    ...createTickReflexActivities({ db: deps.db, llm: router, snapshots, ...deps.reflexes, events, ...embedders }),
     ...createReflexActivities({ db: deps.db }),
     ...createShellActivities({ db: deps.db, prices: ledger.prices }),
     ...createCommandActivities({
@@ -104,8 +108,9 @@ export function createActivities(deps: MindloopActivityDeps) {
       snapshots,
       prices: ledger.prices,
       events,
+      ...embedders,
     }),
-    ...createLearningActivities({ db: deps.db, events }),
+    ...createLearningActivities({ db: deps.db, events, ...embedders }),
     ...createCampaignActivities({
       db: deps.db,
       llm: router,

@@ -4,6 +4,7 @@
  * process-log cleanup, each at most once per period when given one (the run ledger). Refusals by the store's guards are non-retryable `Forbidden` failures
  * whose message says which guard and why (the refusal is already in `learning_events`).
  */
+import type { AgentEmbedders } from './embeddings/agent-embedder.js';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { agentIdSchema } from '../core/ids.js';
@@ -28,6 +29,8 @@ import { tellFeedbackLearning, tellLearning, type AgentEventSink } from './agent
 
 interface LearningDeps {
   db: Db;
+  /** The agents' embedders (memory by meaning); without them memory compares words only. */
+  embedders?: AgentEmbedders;
   limits?: StoreLimits;
   /** Told of each learning saved in an agent's name, once it is stored. */
   events?: AgentEventSink;

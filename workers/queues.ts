@@ -12,6 +12,7 @@ import {
 } from '@temporalio/worker';
 import type { Db } from '../db/client.js';
 import { createActivities } from '../activities/index.js';
+import { createAgentEmbedders } from '../activities/embeddings/agent-embedder.js';
 import type { McpPool } from '../activities/mcp/pool.js';
 import type { LedgerSwitch } from '../activities/llm/index.js';
 import { sweepLifeforceEvery } from '../activities/lifeforce.js';
@@ -103,6 +104,8 @@ export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDep
           ...(deps.llm.lifeforce ? { lifeforce: deps.llm.lifeforce } : {}),
           ...(deps.events ? { events: deps.events } : {}),
           ...(deps.mcp ? { mcp: deps.mcp } : {}),
+          // Memory by meaning: the agents' embedders, the offline one from the tools folder.
+          embedders: createAgentEmbedders({ env: deps.llm.env, toolsDir: deps.llm.toolsDir }),
         }),
       });
     case 'sandbox': {

@@ -3,6 +3,7 @@
  * ask through (record.ts, peers.ts, stagnation.ts): their dependencies, input, result and the
  * view of the tick they decide on.
  */
+import type { AgentEmbedders } from '../embeddings/agent-embedder.js';
 import type { EthicsPolicy } from '../../core/ethics.js';
 import type { EmotionReading } from '../../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
@@ -26,6 +27,8 @@ export interface ReflexDeps {
   memoryEvery?: number;
   /** Told of each tick's verdict once it is recorded. */
   events?: AgentEventSink;
+  /** The agents' embedders (memory by meaning); without them memory compares words only. */
+  embedders?: AgentEmbedders;
 }
 
 export interface TickReflexesInput {

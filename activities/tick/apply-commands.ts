@@ -4,6 +4,7 @@
  * command_log row (agent_id, tick, cmd_id) with ON CONFLICT DO NOTHING: a retried activity
  * finds the row and returns the stored outcome instead of applying the command again.
  */
+import type { AgentEmbedders } from '../embeddings/agent-embedder.js';
 import { clipText } from '../../core/sanitize.js';
 import { and, desc, eq } from 'drizzle-orm';
 import { defaultPrices, type PriceTable } from '../../core/lifeforce.js';
@@ -48,6 +49,8 @@ export { commandResultText } from '../commands/shared.js';
 
 export interface CommandDeps {
   db: Db;
+  /** The agents' embedders (memory by meaning); without them memory compares words only. */
+  embedders?: AgentEmbedders;
   hooks?: {
     /** Called after a writing command's transaction commits (tests use it to simulate a crash there). */
     afterWrite?: (cmd: ParsedCommand) => void | Promise<void>;

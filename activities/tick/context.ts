@@ -50,6 +50,7 @@ import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from '../tools.js';
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
+import type { AgentEmbedders } from '../embeddings/agent-embedder.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -79,6 +80,8 @@ export interface ContextDeps {
   snapshots: TickSnapshots;
   /** How the context's tools call through (the danger rules in force). */
   tools: ToolDeps;
+  /** The agents' embedders (memory by meaning); without them memory compares words only. */
+  embedders?: AgentEmbedders;
 }
 
 export interface LoadedContext {
