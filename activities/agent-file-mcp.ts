@@ -7,19 +7,13 @@
  * (allow-lists, prices, grants, `enabled`) is not started again.
  */
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
-import {
-  entryOfRow,
-  grantedAtStart,
-  rowOfEntry,
-  sameConnection,
-  type McpServerEntry,
-  type McpServerRowValues,
-} from '../core/mcp-policy.js';
+import { entryOfRow, grantedAtStart, rowOfEntry, sameConnection, type McpServerEntry } from '../core/mcp-policy.js';
 import type { ItemDifference } from '../core/agent-file/index.js';
 import type { Db } from '../db/client.js';
 import { replaceTools, type McpToolRow } from '../db/queries/mcp.js';
 import { mcpServers, mcpTools } from '../db/schema/index.js';
 import { secretSource } from '../env.js';
+import { specOf } from './mcp/index.js';
 import { McpServerError, probeMcpServer, type McpListedTool, type McpServerSpec } from './mcp/pool.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -43,19 +37,6 @@ export async function readMcpEntries(q: Conn, agentId: string): Promise<McpServe
   return rows.map(entryOfRow);
 }
 
-function specOfValues(v: McpServerRowValues): McpServerSpec {
-  return {
-    name: v.name,
-    transport: v.transport,
-    command: v.command,
-    args: v.args,
-    url: v.url,
-    envNames: v.envNames,
-    headerEnv: v.headerEnv,
-    ...(v.sandbox ? { sandbox: v.sandbox } : {}),
-  };
-}
-
 /**
  * Start and list every server the differences add or reach differently, all at once; the tools
  * each listed, by server name. Throws one error naming every server that failed.
@@ -76,7 +57,7 @@ export async function probeMcpChanges(
   await Promise.all(
     todo.map(async (v) => {
       try {
-        listed.set(v.name, await probe(specOfValues(v)));
+        listed.set(v.name, await probe(specOf(v)));
       } catch (err) {
         const why = err instanceof McpServerError || err instanceof Error ? err.message : String(err);
         problems.push(`tools.mcp[${JSON.stringify(v.name)}]: ${why}`);

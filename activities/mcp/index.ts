@@ -20,30 +20,17 @@ import { budgetIds, defaultPrices, mcpCost, type PriceTable } from '../../core/l
 import { serverPrices } from '../../core/mcp-policy.js';
 import { clipText, jsonBytes, sanitizeJson, sanitizeText } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
-import { recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
+import { mcpToolOf, recordMcpHealth, replaceMcpTools } from '../../db/queries/mcp.js';
 import { statements } from '../../db/prepared.js';
 import { release, reserve, settle, settleHold } from '../../db/queries/lifeforce.js';
-import { mcpCalls, mcpServers, mcpTools, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
+import { mcpCalls, processLog, type McpCall, type McpServer } from '../../db/schema/index.js';
 import { maxResultText } from '../commands/shared.js';
 import { parseInput } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { McpPool, type McpPoolOptions, type McpServerSpec } from './pool.js';
 
-/** The three statements every call makes, rendered once per database handle. */
+/** The call's row, written and finished, rendered once per database handle (the lookup is mcpToolOf's). */
 const mcpStatements = statements('mcp', (db, name) => ({
-  /** The agent's enabled server of that name, and its tool of that name (null: none). */
-  toolOf: db
-    .select({ server: mcpServers, tool: mcpTools })
-    .from(mcpServers)
-    .leftJoin(mcpTools, and(eq(mcpTools.serverId, mcpServers.id), eq(mcpTools.name, sql.placeholder('tool'))))
-    .where(
-      and(
-        eq(mcpServers.agentId, sql.placeholder('agentId')),
-        eq(mcpServers.name, sql.placeholder('server')),
-        eq(mcpServers.enabled, true),
-      ),
-    )
-    .prepare(name('tool_of')),
   /** The call's row, `started`, unless an earlier attempt wrote it. */
   start: db
     .insert(mcpCalls)
@@ -136,8 +123,10 @@ export function mcpChargeKey(key: string): string {
   return `mcp:${key}`;
 }
 
-/** How a row of mcp_servers is reached. */
-export function specOf(row: McpServer): McpServerSpec {
+/** How a server is reached: its row in mcp_servers, or the values an agent file gives it. */
+export function specOf(
+  row: Pick<McpServer, 'name' | 'transport' | 'command' | 'args' | 'url' | 'envNames' | 'headerEnv' | 'sandbox'>,
+): McpServerSpec {
   return {
     name: row.name,
     transport: row.transport,
@@ -232,12 +221,11 @@ async function beginCall(
   // written side by side, all committed before the call. Otherwise the prices come from the lookup.
   const given =
     input.price && serverPrices(prices, { pricePerCall: input.price.perCall, pricePerSecond: input.price.perSecond });
-  const [[row], givenHold, [fresh]] = await Promise.all([
-    q.toolOf.execute({ agentId: input.agentId, server: input.server, tool: input.tool }),
+  const [found, givenHold, [fresh]] = await Promise.all([
+    mcpToolOf(db, input.agentId, input.server, input.tool),
     ledger && given ? hold(given) : undefined,
     started,
   ]);
-  const found = { server: row?.server, tool: row?.tool ?? undefined };
   const a = found.tool?.annotations ?? {};
   const safeToRepeat = a.readOnlyHint === true || a.idempotentHint === true;
   const price = given ?? serverPrices(prices, found.server?.policy ?? {});

@@ -4,6 +4,9 @@
  */
 import { and, asc, eq, ilike, inArray, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
+import { statements } from '../prepared.js';
+import { grantedAtStart } from '../../core/mcp-policy.js';
+import type { Queryable } from './abstracts.js';
 import {
   mcpServers,
   mcpTools,
@@ -70,12 +73,6 @@ export async function replaceMcpTools(
   });
 }
 
-/** Whether a server's policy puts the tool in the agent's context from the start (no `grant`: every tool). */
-export function grantedFromStart(policy: McpServerPolicy | null | undefined, tool: string): boolean {
-  const grant = policy?.grant;
-  return grant === undefined || grant === 'all' || grant.includes(tool);
-}
-
 /**
  * Replace a server's tools with the list it gave now (added, listed again, `list_changed`). A tool
  * the agent had discovered stays discovered (carried by name); a new one is discovered now when the
@@ -97,7 +94,7 @@ export async function replaceTools(tx: Tx, server: McpServer, tools: readonly Mc
       description: t.description,
       inputSchema: t.inputSchema,
       annotations: t.annotations,
-      discoveredAt: known.get(t.name) ?? (grantedFromStart(server.policy, t.name) ? now : null),
+      discoveredAt: known.get(t.name) ?? (grantedAtStart(server.policy ?? {}, t.name) ? now : null),
     })),
   );
 }
@@ -113,18 +110,29 @@ export async function mcpServersOf(db: Db, agentId: string): Promise<Array<McpSe
   return servers.map((s) => ({ ...s, tools: tools.filter((t) => t.serverId === s.id) }));
 }
 
-/** One enabled server of the agent and one of its tools (either may be missing). */
+const lookups = statements('mcp_lookup', (db, name) => ({
+  toolOf: db
+    .select({ server: mcpServers, tool: mcpTools })
+    .from(mcpServers)
+    .leftJoin(mcpTools, and(eq(mcpTools.serverId, mcpServers.id), eq(mcpTools.name, sql.placeholder('tool'))))
+    .where(
+      and(
+        eq(mcpServers.agentId, sql.placeholder('agentId')),
+        eq(mcpServers.name, sql.placeholder('server')),
+        eq(mcpServers.enabled, true),
+      ),
+    )
+    .prepare(name('tool_of')),
+}));
+
+/** One enabled server of the agent and one of its tools (either may be missing); every call makes it, so it is prepared. */
 export async function mcpToolOf(
-  db: Pick<Db, 'select'>,
+  db: Queryable,
   agentId: string,
   server: string,
   tool: string,
 ): Promise<{ server: McpServer | undefined; tool: McpTool | undefined }> {
-  const [row] = await db
-    .select({ server: mcpServers, tool: mcpTools })
-    .from(mcpServers)
-    .leftJoin(mcpTools, and(eq(mcpTools.serverId, mcpServers.id), eq(mcpTools.name, tool)))
-    .where(and(eq(mcpServers.agentId, agentId), eq(mcpServers.name, server), eq(mcpServers.enabled, true)));
+  const [row] = await lookups(db).toolOf.execute({ agentId, server, tool });
   return { server: row?.server, tool: row?.tool ?? undefined };
 }
 

@@ -16,13 +16,7 @@ import {
   parseReply,
   toolCallsToCommands,
 } from '../../core/reply-parser.js';
-import {
-  grantedFromStart,
-  replaceTools,
-  searchMcpTools,
-  setMcpToolDiscovered,
-  type McpToolRow,
-} from '../../db/queries/mcp.js';
+import { replaceTools, searchMcpTools, setMcpToolDiscovered, type McpToolRow } from '../../db/queries/mcp.js';
 import { agents, mcpServers, mcpTools, type McpServerPolicy } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
@@ -105,8 +99,6 @@ describe('replaceTools', () => {
     expect(Object.values(await discoveredOf(all.id)).every((d) => d instanceof Date)).toBe(true);
     const none = await addServer('ada', 'closed', { grant: [] }, [tool('a')]);
     expect(await discoveredOf(none.id)).toEqual({ a: null });
-    expect(grantedFromStart(undefined, 'x')).toBe(true);
-    expect(grantedFromStart({ grant: ['y'] }, 'x')).toBe(false);
   });
 
   it("a person's grant and revocation set and clear the discovery, and name what is missing", async () => {
