@@ -7,7 +7,7 @@
  * (allow-lists, prices, grants, `enabled`) is not started again.
  */
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
-import { entryOfRow, grantedAtStart, rowOfEntry, sameConnection, type McpServerEntry } from '../core/mcp-policy.js';
+import { entryOfRow, grantedNames, rowOfEntry, sameConnection, type McpServerEntry } from '../core/mcp-policy.js';
 import type { ItemDifference } from '../core/agent-file/index.js';
 import type { Db } from '../db/client.js';
 import { replaceTools, type McpToolRow } from '../db/queries/mcp.js';
@@ -90,13 +90,16 @@ export async function writeMcpItem(
     .returning();
   if (listed) await replaceTools(tx, row!, listed as McpToolRow[]);
   // A grant the entry widens reaches the tools already listed.
-  const granted = (
-    await tx
-      .select({ id: mcpTools.id, name: mcpTools.name })
-      .from(mcpTools)
-      .where(and(eq(mcpTools.serverId, row!.id), isNull(mcpTools.discoveredAt)))
-  )
-    .filter((t) => grantedAtStart(values.policy, t.name))
-    .map((t) => t.id);
-  if (granted.length) await tx.update(mcpTools).set({ discoveredAt: new Date() }).where(inArray(mcpTools.id, granted));
+  const names = grantedNames(values.policy);
+  if (names !== 'all' && names.length === 0) return;
+  await tx
+    .update(mcpTools)
+    .set({ discoveredAt: new Date() })
+    .where(
+      and(
+        eq(mcpTools.serverId, row!.id),
+        isNull(mcpTools.discoveredAt),
+        names === 'all' ? undefined : inArray(mcpTools.name, [...names]),
+      ),
+    );
 }

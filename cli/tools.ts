@@ -56,19 +56,15 @@ const collect = (value: string, previous: string[] = []): string[] => [...previo
 
 /** The policy the flags state, checked as an agent file's entry is (so both refuse the same things). */
 function policyOf(name: string, o: AddOptions): { ok: true; policy: McpServerPolicy } | { ok: false; error: string } {
-  const lf = (flag: string, v: string | undefined) =>
-    v === undefined ? undefined : Number.isFinite(Number(v)) ? Number(v) : flag;
-  const perCall = lf('--price-per-call', o.pricePerCall);
-  const perSecond = lf('--price-per-second', o.pricePerSecond);
-  for (const [flag, v] of [
-    ['--price-per-call', perCall],
-    ['--price-per-second', perSecond],
-  ] as const)
-    if (typeof v === 'string')
-      return {
-        ok: false,
-        error: `${flag} ${flag === '--price-per-call' ? o.pricePerCall : o.pricePerSecond}: a number of LF`,
-      };
+  const price: { perCall?: number; perSecond?: number } = {};
+  for (const [flag, key, v] of [
+    ['--price-per-call', 'perCall', o.pricePerCall],
+    ['--price-per-second', 'perSecond', o.pricePerSecond],
+  ] as const) {
+    if (v === undefined) continue;
+    if (v.trim() === '' || !Number.isFinite(Number(v))) return { ok: false, error: `${flag} ${v}: a number of LF` };
+    price[key] = Number(v);
+  }
   const entry = mcpServerEntrySchema.safeParse({
     name,
     command: ['(flags only)'],
@@ -78,9 +74,7 @@ function policyOf(name: string, o: AddOptions): { ok: true; policy: McpServerPol
     ...(o.allowPath.length ? { allowPaths: o.allowPath } : {}),
     ...(o.allowUrl.length ? { allowUrls: o.allowUrl } : {}),
     ...(o.grant.length ? { grant: o.grant.includes('all') ? 'all' : o.grant } : {}),
-    ...(perCall !== undefined || perSecond !== undefined
-      ? { price: { ...(perCall !== undefined ? { perCall } : {}), ...(perSecond !== undefined ? { perSecond } : {}) } }
-      : {}),
+    ...(Object.keys(price).length ? { price } : {}),
   });
   if (!entry.success) return { ok: false, error: formatIssues(entry.error, 'flags') };
   return { ok: true, policy: rowOfEntry(entry.data).policy };

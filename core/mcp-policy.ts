@@ -122,16 +122,19 @@ export function rowOfEntry(e: McpServerEntry): McpServerRowValues {
   };
 }
 
+/** A server's own prices as its entry states them (`{}`: the deployment's). */
+export function entryPrice(p: McpServerPolicy): { perCall?: number; perSecond?: number } {
+  return {
+    ...(p.pricePerCall !== undefined ? { perCall: p.pricePerCall } : {}),
+    ...(p.pricePerSecond !== undefined ? { perSecond: p.pricePerSecond } : {}),
+  };
+}
+
 /** A row as the entry that states it (the canonical form: what an export writes). */
 export function entryOfRow(r: McpServerRowValues): McpServerEntry {
   const p = r.policy;
-  const price =
-    p.pricePerCall !== undefined || p.pricePerSecond !== undefined
-      ? {
-          ...(p.pricePerCall !== undefined ? { perCall: p.pricePerCall } : {}),
-          ...(p.pricePerSecond !== undefined ? { perSecond: p.pricePerSecond } : {}),
-        }
-      : undefined;
+  const own = entryPrice(p);
+  const price = Object.keys(own).length ? own : undefined;
   const e: Record<string, unknown> = {
     name: r.name,
     command: r.transport === 'stdio' ? [r.command ?? '', ...r.args] : undefined,
@@ -252,7 +255,13 @@ export function serverPrices<T extends { lfPerMcpCall: number; lfPerMcpSecond: n
   };
 }
 
+/** The tools the server's entry grants from the start: `all` (no `grant`, or `grant: all`) or these names. */
+export function grantedNames(policy: McpServerPolicy): 'all' | readonly string[] {
+  return policy.grant === undefined ? 'all' : policy.grant;
+}
+
 /** Whether the server's entry grants this tool from the start (no `grant`: every tool). */
 export function grantedAtStart(policy: McpServerPolicy, tool: string): boolean {
-  return policy.grant === undefined || policy.grant === 'all' || policy.grant.includes(tool);
+  const names = grantedNames(policy);
+  return names === 'all' || names.includes(tool);
 }

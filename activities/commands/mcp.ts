@@ -6,7 +6,7 @@
  * next context on this command's row.
  */
 import { clipText } from '../../core/sanitize.js';
-import { argumentViolation, heldForHuman } from '../../core/mcp-policy.js';
+import { argumentViolation, entryPrice, heldForHuman } from '../../core/mcp-policy.js';
 import { processLog } from '../../db/schema/index.js';
 import { mcpToolOf } from '../../db/queries/mcp.js';
 import { heldCommandEscalation } from './escalations.js';
@@ -70,12 +70,7 @@ export const mcpHandlers: HandlerMap<'tools.mcp'> = {
           tool: a.tool,
           args,
           // Passed in the open, so the call holds its price without looking the server up first.
-          price: {
-            ...(found.server.policy.pricePerCall !== undefined ? { perCall: found.server.policy.pricePerCall } : {}),
-            ...(found.server.policy.pricePerSecond !== undefined
-              ? { perSecond: found.server.policy.pricePerSecond }
-              : {}),
-          },
+          price: entryPrice(found.server.policy),
         },
       ],
     };
