@@ -5,3 +5,4 @@ export * from './openai.js';
 export { ensureMinilmGguf, minilmPackage, resolveMinilmDir } from './gguf.js';
 export * from './catalogue.js';
 export * from './agent-embedder.js';
+export * from './memory-index.js';
