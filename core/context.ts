@@ -4,6 +4,16 @@
  * agent sees is unit-testable and the same on every retry.
  */
 import { goalMetricsSummary, type GoalMetrics } from './goal-metrics.js';
+import {
+  diverseOrder,
+  estimateTokens,
+  evenlySpaced,
+  fitBudget,
+  rankByRelevance,
+  relevance,
+  selectionDefaults,
+  type Vector,
+} from './relevance.js';
 import { clipText } from './sanitize.js';
 import type { ContextMode, NotesMode, TagFilter } from './loop-types.js';
 
@@ -13,6 +23,30 @@ export interface ContextResponse {
   content: string;
   tags: string[];
   emotions: Array<{ emotion: string; strength: number }>;
+  /** The embedding of `content` (unit length), when the context is chosen by meaning. */
+  vector?: Vector;
+}
+
+/**
+ * What the agent works toward, embedded: with it (and a vector on every candidate of a part),
+ * context 3's replies and abstracts and context 5's results are chosen by meaning; without it, by
+ * recency and exact tags as before.
+ */
+export interface SemanticQuery {
+  /** The active goals' titles and the pinned tasks' (or the task loop's own task). */
+  goals: Vector[];
+  /** A concentration filter's tags, as text. */
+  tags: Vector[];
+  /** A concentration filter's emotion names, as text. */
+  emotions: Vector[];
+}
+
+/** Token budgets of the parts chosen by meaning (defaults: `selectionDefaults`). */
+export interface ContextBudgets {
+  /** Context 3's own replies (default `recentK` × `selectionDefaults.replyTokens`). */
+  replies?: number;
+  abstracts?: number;
+  results?: number;
 }
 
 export interface ContextInput {
@@ -41,11 +75,12 @@ export interface ContextInput {
   /** Context 3: how the agent does with its goals, one line beside them (none without goals). */
   goalMetrics?: GoalMetrics;
   pinnedTasks: Array<{ id: number; title: string; priority: number; status: string }>;
-  abstracts: Array<{ id: number; title: string; summary: string }>;
+  /** Context 3's abstracts, newest first: the newest three, or chosen by meaning from these. */
+  abstracts: Array<{ id: number; title: string; summary: string; vector?: Vector }>;
   /** Context 4. */
   openProcesses: Array<{ processId: string; name: string | null; status: string; message: string | null }>;
   /** Context 5: results of the previous tick's commands (the entries the agent asked for). */
-  commandResults: Array<{ cmdId: string; type: string; status: string; text: string }>;
+  commandResults: Array<{ cmdId: string; type: string; status: string; text: string; vector?: Vector }>;
   /** Context 6. */
   notes: Array<{ id: number; source: string; sender?: string; priority: number; tags: string[]; text: string }>;
   notesMode: NotesMode;
@@ -59,6 +94,9 @@ export interface ContextInput {
   recentK: number;
   /** Extra instruction for this tick (a reflex's rephrasing, a task loop's focus). */
   focus?: string;
+  /** Set when the agent's embedder gave vectors: the parts are chosen by meaning. */
+  semantic?: SemanticQuery;
+  budgets?: ContextBudgets;
 }
 
 export interface AssembledContext {
@@ -79,11 +117,21 @@ function matchesFilter(r: ContextResponse, f: TagFilter | undefined): boolean {
 /**
  * Context 3's own responses by mode: `standard` the last K; `concentration` the last K that
  * match the tag/emotion filter; `meditation` K spread evenly across the whole history (the
- * most diverse sample a deterministic rule can give without embeddings).
+ * most diverse sample a deterministic rule can give without embeddings). With a semantic query
+ * and a vector on every candidate, `byMeaning` chooses instead. Returned newest first.
  */
-function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, filter?: TagFilter): ContextResponse[] {
+export function selectResponses(
+  all: ContextResponse[],
+  mode: ContextMode,
+  k: number,
+  filter?: TagFilter,
+  semantic?: SemanticQuery,
+  budget?: number,
+): ContextResponse[] {
   const newestFirst = [...all].sort((a, b) => b.tick - a.tick);
   if (k <= 0 || newestFirst.length === 0) return [];
+  if (semantic && newestFirst.every((r) => r.vector))
+    return byMeaning(newestFirst, mode, k, filter, semantic, budget ?? k * selectionDefaults.replyTokens);
   if (mode === 'concentration') return newestFirst.filter((r) => matchesFilter(r, filter)).slice(0, k);
   if (mode === 'meditation') {
     if (newestFirst.length <= k) return newestFirst;
@@ -93,6 +141,120 @@ function selectResponses(all: ContextResponse[], mode: ContextMode, k: number, f
     return [...picked].map((i) => newestFirst[i]!);
   }
   return newestFirst.slice(0, k);
+}
+
+/** The line context 3 shows for a reply. */
+const replyLine = (r: ContextResponse) => `- tick ${r.tick}: ${clipText(r.content, 600)}`;
+
+/**
+ * The replies a mode chooses among by meaning (what the activity embeds), newest first: all of
+ * them, but meditation's at most `selectionDefaults.meditationPool`, spread evenly over the history.
+ */
+export function semanticPool<T extends Pick<ContextResponse, 'tick' | 'id'>>(
+  all: readonly T[],
+  mode: ContextMode,
+): T[] {
+  const newestFirst = [...all].sort((a, b) => b.tick - a.tick || b.id - a.id);
+  if (mode !== 'meditation') return newestFirst;
+  return evenlySpaced(newestFirst.length, selectionDefaults.meditationPool).map((i) => newestFirst[i]!);
+}
+
+/**
+ * Concentration by meaning: a reply is about the focus when it carries one of the filter's tags or
+ * its text is within `minCosine` of one, when the evaluator read one of the filter's emotions in it
+ * at `minEmotionStrength` or more (combined by the filter's and/or), or, with no filter, when its
+ * text is within `minCosine` of an active goal or task (any reply, with neither).
+ */
+function aboutFocus(r: ContextResponse, filter: TagFilter | undefined, q: SemanticQuery): boolean {
+  const { minCosine, minEmotionStrength } = selectionDefaults;
+  const checks: boolean[] = [];
+  if (filter?.tags?.length)
+    checks.push(filter.tags.some((t) => r.tags.includes(t)) || relevance(r.vector!, q.tags) >= minCosine);
+  if (filter?.emotions?.length)
+    checks.push(r.emotions.some((e) => filter.emotions!.includes(e.emotion) && e.strength >= minEmotionStrength));
+  if (checks.length === 0) return q.goals.length === 0 || relevance(r.vector!, q.goals) >= minCosine;
+  return filter?.op === 'and' ? checks.every(Boolean) : checks.some(Boolean);
+}
+
+/**
+ * Context 3's replies by meaning, within `budget` tokens (fitBudget: the first of the ranking always
+ * kept). `meditation`: the K most diverse (farthest point from the newest on). `concentration`: the
+ * replies about the focus, most relevant to the goals, tags and emotions first, at most 2K.
+ * `standard`: the newest, then the others most relevant to the goals and tasks first (newest first
+ * with none), at most 2K. Returned newest first.
+ */
+function byMeaning(
+  newestFirst: ContextResponse[],
+  mode: ContextMode,
+  k: number,
+  filter: TagFilter | undefined,
+  q: SemanticQuery,
+  budget: number,
+): ContextResponse[] {
+  const vectorOf = (r: ContextResponse) => r.vector!;
+  const tokens = (r: ContextResponse) => estimateTokens(replyLine(r));
+  const max = k * selectionDefaults.maxRepliesFactor;
+  const ordered = [...newestFirst].sort((a, b) => b.tick - a.tick || b.id - a.id);
+  let ranked: ContextResponse[];
+  if (mode === 'meditation') {
+    ranked = diverseOrder(semanticPool(ordered, mode), vectorOf, k);
+  } else if (mode === 'concentration') {
+    const about = ordered.filter((r) => aboutFocus(r, filter, q));
+    ranked = rankByRelevance(about, vectorOf, [...q.goals, ...q.tags, ...q.emotions]);
+  } else {
+    const [newest, ...rest] = ordered;
+    ranked = [newest!, ...(q.goals.length ? rankByRelevance(rest, vectorOf, q.goals) : rest)];
+  }
+  const kept = new Set(fitBudget(ranked, tokens, budget, max).map((r) => r.id));
+  return ordered.filter((r) => kept.has(r.id));
+}
+
+type AbstractItem = ContextInput['abstracts'][number];
+const abstractLine = (a: AbstractItem) => `- #${a.id} ${a.title}: ${clipText(a.summary, 400)}`;
+
+/**
+ * Context 3's abstracts (given newest first): the newest three; by meaning, the most relevant to
+ * the goals and tasks first (newest first with none) within `budget` tokens, at most
+ * `selectionDefaults.maxAbstracts`. Returned newest first.
+ */
+export function selectAbstracts(
+  all: AbstractItem[],
+  semantic?: SemanticQuery,
+  budget: number = selectionDefaults.abstractTokens,
+): AbstractItem[] {
+  if (!semantic || !all.every((a) => a.vector)) return all.slice(0, 3);
+  const ordered = [...all].sort((a, b) => b.id - a.id);
+  const ranked = semantic.goals.length ? rankByRelevance(ordered, (a) => a.vector!, semantic.goals) : ordered;
+  const kept = new Set(
+    fitBudget(ranked, (a) => estimateTokens(abstractLine(a)), budget, selectionDefaults.maxAbstracts).map((a) => a.id),
+  );
+  return ordered.filter((a) => kept.has(a.id));
+}
+
+type ResultItem = ContextInput['commandResults'][number];
+const resultLine = (c: ResultItem) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clipText(c.text, 1500)}`;
+
+/**
+ * Context 5's lines: every result in full; by meaning, when they exceed `budget` tokens, those most
+ * relevant to the goals and tasks (in order, with none) fill it and the others are listed without
+ * their text. Always in the order the commands ran.
+ */
+export function commandResultLines(
+  all: ResultItem[],
+  semantic?: SemanticQuery,
+  budget: number = selectionDefaults.resultTokens,
+): string[] {
+  const full = all.map(resultLine);
+  const total = full.reduce((n, l) => n + estimateTokens(l), 0);
+  if (!semantic || !all.every((c) => c.vector) || total <= budget) return full;
+  const items = all.map((c, i) => ({ ...c, id: i }));
+  const ranked = semantic.goals.length ? rankByRelevance(items, (c) => c.vector!, semantic.goals) : items;
+  const kept = new Set(fitBudget(ranked, (c) => estimateTokens(full[c.id]!), budget).map((c) => c.id));
+  return all.map((c, i) =>
+    kept.has(i)
+      ? full[i]!
+      : `- ${c.cmdId} ${c.type} [${c.status}]: (text left out: context 5 holds ${budget} tokens of results, the most relevant to your goals first)`,
+  );
 }
 
 /** Context 0's lines about the agent itself; identity fields of the wrong shape are left out. */
@@ -147,7 +309,16 @@ function section(n: number, title: string, body: string[]): string {
  * with the tick (learnings, contexts 3–8, the tick number and time, the focus) is the user message.
  */
 export function assembleContext(input: ContextInput): AssembledContext {
-  const responses = selectResponses(input.responses, input.contextMode, input.recentK, input.contextFilter);
+  const responses = selectResponses(
+    input.responses,
+    input.contextMode,
+    input.recentK,
+    input.contextFilter,
+    input.semantic,
+    input.budgets?.replies,
+  );
+  const byMeaningShown = input.semantic !== undefined && input.responses.every((r) => r.vector);
+  const abstractsShown = selectAbstracts(input.abstracts, input.semantic, input.budgets?.abstracts);
   const system = [
     section(0, 'who you are', [input.systemPrompt, ...identityLines(input.agent, input.thinkingMethod)]),
     section(
@@ -182,19 +353,24 @@ export function assembleContext(input: ContextInput): AssembledContext {
   const user = [
     // Learnings change with their confidence: they lead the per-tick message, not the stable one.
     ...(input.learnings.length ? [['What you have learned:', ...input.learnings.map((l) => `- ${l}`)].join('\n')] : []),
-    section(3, `your recent thoughts (${input.contextMode}, ${responses.length})`, [
-      ...[...responses].reverse().map((r) => `- tick ${r.tick}: ${clipText(r.content, 600)}`),
-      ...(input.goals.length
-        ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)]
-        : []),
-      ...(input.goalMetrics?.total ? [`Your goal record: ${goalMetricsSummary(input.goalMetrics)}`] : []),
-      ...(input.pinnedTasks.length
-        ? ['Pinned tasks:', ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`)]
-        : []),
-      ...(input.abstracts.length
-        ? ['Abstracts:', ...input.abstracts.map((a) => `- #${a.id} ${a.title}: ${clipText(a.summary, 400)}`)]
-        : []),
-    ]),
+    section(
+      3,
+      `your recent thoughts (${input.contextMode}, ${responses.length}${byMeaningShown ? ', by meaning' : ''})`,
+      [
+        ...[...responses].reverse().map(replyLine),
+        ...(input.goals.length
+          ? ['Active goals:', ...input.goals.map((g) => `- goal #${g.id} [p${g.priority}] ${g.title}`)]
+          : []),
+        ...(input.goalMetrics?.total ? [`Your goal record: ${goalMetricsSummary(input.goalMetrics)}`] : []),
+        ...(input.pinnedTasks.length
+          ? [
+              'Pinned tasks:',
+              ...input.pinnedTasks.map((t) => `- task #${t.id} [p${t.priority}, ${t.status}] ${t.title}`),
+            ]
+          : []),
+        ...(abstractsShown.length ? ['Abstracts:', ...abstractsShown.map(abstractLine)] : []),
+      ],
+    ),
     section(
       4,
       'open processes',
@@ -203,7 +379,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
     section(
       5,
       'results of your last commands',
-      input.commandResults.map((c) => `- ${c.cmdId} ${c.type} [${c.status}]: ${clipText(c.text, 1500)}`),
+      commandResultLines(input.commandResults, input.semantic, input.budgets?.results),
     ),
     section(6, `incoming notes (${input.notesMode})`, notesBody),
     section(7, 'config and time', [
@@ -231,7 +407,7 @@ export function assembleContext(input: ContextInput): AssembledContext {
       responses: responses.map((r) => r.id),
       notes: input.notesMode === 'auto' ? input.notes.map((n) => n.id) : [],
       memory: input.memory.map((m) => m.id),
-      abstracts: input.abstracts.map((a) => a.id),
+      abstracts: abstractsShown.map((a) => a.id),
     },
     chars: system.length + user.length,
   };

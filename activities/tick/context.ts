@@ -21,8 +21,11 @@ import { configKeys, helpText } from '../../core/catalogue.js';
 import {
   assembleContext,
   defaultSystemPrompt,
+  semanticPool,
   type AssembledContext,
+  type ContextInput,
   type ContextResponse,
+  type SemanticQuery,
 } from '../../core/context.js';
 import { goalMetrics } from '../../core/goal-metrics.js';
 import { learningLine } from '../../core/learnings.js';
@@ -50,7 +53,8 @@ import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from '../tools.js';
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
-import type { AgentEmbedders } from '../embeddings/agent-embedder.js';
+import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
+import { embedTexts } from '../embeddings/cache.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -98,9 +102,16 @@ export interface LoadedContext {
 /** Learnings the context shows (the snapshot holds more, for the avoid-pattern checks). */
 const learningsShown = 20;
 
-/** Previous replies the context shows in each mode. */
-function contextLimit(loop: ThinkInput['loop']): number {
-  return loop.contextMode === 'meditation' ? 500 : loop.contextMode === 'concentration' ? 200 : loop.recentK;
+/** Standard mode chooses by meaning among this many of the newest replies (when the agent may have an embedder). */
+const standardPool = 50;
+/** Abstracts read: the newest three are shown, or those chosen by meaning among these. */
+const abstractPool = 20;
+
+/** Previous replies the context reads in each mode (the candidates it chooses among). */
+function contextLimit(loop: ThinkInput['loop'], semantic: boolean): number {
+  if (loop.contextMode === 'meditation') return 500;
+  if (loop.contextMode === 'concentration') return 200;
+  return semantic ? Math.max(loop.recentK, standardPool) : loop.recentK;
 }
 
 /** Whose tick this is, as the snapshots are keyed: the main loop, or a task loop with its own task. */
@@ -186,7 +197,7 @@ const contextStatements = statements('context', (db, name) => {
       .from(abstracts)
       .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt)))
       .orderBy(desc(abstracts.id))
-      .limit(3)
+      .limit(abstractPool)
       .prepare(name('abstracts')),
     processes: db
       .select()
@@ -276,7 +287,10 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const task = input.mode === 'task';
   return Promise.all([
     // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
-    deps.snapshots.snapshotOf(loopOf(input), tick, { contextLimit: contextLimit(input.loop), fresh: true }),
+    deps.snapshots.snapshotOf(loopOf(input), tick, {
+      contextLimit: contextLimit(input.loop, deps.embedders !== undefined),
+      fresh: true,
+    }),
     q.prompts.execute({ agentId }),
     q.goals.execute({ agentId }),
     // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).
@@ -313,6 +327,8 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
+  // The agent's embedder is looked up beside the batch; a lookup that fails counts as none.
+  const embedder = deps.embedders?.forAgent(deps.db, agentId).catch(() => undefined);
   const [
     snapshot,
     prompts,
@@ -336,7 +352,32 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
   const focus = ownTask
     ? `You are an auxiliary loop working only on task #${ownTask.id} "${ownTask.title}"${ownTask.description ? `: ${ownTask.description}` : ''}. You may read anything, write only notes (notes.send) and this task (tasks.update/tasks.status). Send proposals to the main loop as notes; set the task status to done when finished.`
     : input.focus;
-  const limit = contextLimit(input.loop);
+  const limit = contextLimit(input.loop, deps.embedders !== undefined);
+  const responses = snapshot.previous
+    .filter((r) => !r.archived)
+    .slice(0, limit)
+    .map((r): ContextResponse => ({
+      id: r.id,
+      tick: r.tick,
+      content: r.content,
+      tags: r.tags,
+      emotions: r.emotions,
+    }));
+  const candidates: Candidates = {
+    responses,
+    abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
+    commandResults: results.map((c) => ({
+      cmdId: c.cmdId,
+      type: c.type,
+      status: c.status,
+      text: commandResultText(c),
+    })),
+  };
+  const focusTexts = [
+    ...goalRows.map((g) => g.title),
+    ...taskRows.map((t) => (ownTask && t.description ? `${t.title}: ${t.description}` : t.title)),
+  ];
+  const chosen = (await embedCandidates(deps.db, await embedder, candidates, input.loop, focusTexts)) ?? candidates;
   const context = assembleContext({
     agent: {
       id: snapshot.agent.id,
@@ -356,32 +397,19 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     // Rehydration: the agent's learnings above the load threshold, at every tick's context —
     // so at loop start and after continue-as-new too.
     learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),
-    responses: snapshot.previous
-      .filter((r) => !r.archived)
-      .slice(0, limit)
-      .map((r): ContextResponse => ({
-        id: r.id,
-        tick: r.tick,
-        content: r.content,
-        tags: r.tags,
-        emotions: r.emotions,
-      })),
+    responses: chosen.responses,
     goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
     goalMetrics: goalMetrics(goalMetricRowsRead),
     pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
-    abstracts: abstractRows.map((a) => ({ id: a.id, title: a.title, summary: a.summary })),
+    abstracts: chosen.abstracts,
     openProcesses: processes.map((p) => ({
       processId: p.processId,
       name: p.name,
       status: p.status,
       message: p.message,
     })),
-    commandResults: results.map((c) => ({
-      cmdId: c.cmdId,
-      type: c.type,
-      status: c.status,
-      text: commandResultText(c),
-    })),
+    commandResults: chosen.commandResults,
+    ...(chosen.semantic ? { semantic: chosen.semantic } : {}),
     notes: noteRows.map((n) => ({
       id: n.id,
       source: n.source,
@@ -407,5 +435,64 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     toolDefs,
     mcpTools: mcpToolRows,
     abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
+  };
+}
+
+/** What contexts 3 and 5 choose among, with their vectors and the query when chosen by meaning. */
+interface Candidates {
+  responses: ContextResponse[];
+  abstracts: ContextInput['abstracts'];
+  commandResults: ContextInput['commandResults'];
+  semantic?: SemanticQuery;
+}
+
+/**
+ * The candidates with their vectors, and the query (the goals' and tasks' texts, a concentration's
+ * tags and emotions), through the embeddings cache: only texts never embedded by this model cost
+ * an embedding. Meditation's candidates are its evenly spread pool. Undefined, so the context
+ * chooses as without embeddings, when the agent has no embedder (none given, semantic_memory off,
+ * none to be had) or embedding fails: a tick never fails for it.
+ */
+async function embedCandidates(
+  db: Db,
+  choice: EmbedderChoice | undefined,
+  c: Candidates,
+  loop: ThinkInput['loop'],
+  focusTexts: string[],
+): Promise<Candidates | undefined> {
+  if (!choice?.ok) return undefined;
+  const responses = semanticPool(c.responses, loop.contextMode);
+  const concentration = loop.contextMode === 'concentration';
+  const tags = concentration ? (loop.contextFilter?.tags ?? []).map((t) => t.replace(/[_-]+/g, ' ')) : [];
+  const emotions = concentration ? (loop.contextFilter?.emotions ?? []) : [];
+  const texts = [
+    ...responses.map((r) => r.content),
+    ...c.abstracts.map((a) => `${a.title}: ${a.summary}`),
+    ...c.commandResults.map((r) => r.text || `${r.type} ${r.status}`),
+    ...focusTexts,
+    ...tags,
+    ...emotions,
+  ];
+  let vectors: Float32Array[];
+  try {
+    vectors = await embedTexts(db, choice.embedder, texts);
+  } catch {
+    return undefined;
+  }
+  let at = 0;
+  const next = (n: number) => vectors.slice(at, (at += n));
+  const [rv, av, cv, gv, tv, ev] = [
+    next(responses.length),
+    next(c.abstracts.length),
+    next(c.commandResults.length),
+    next(focusTexts.length),
+    next(tags.length),
+    next(emotions.length),
+  ];
+  return {
+    responses: responses.map((r, i) => ({ ...r, vector: rv[i]! })),
+    abstracts: c.abstracts.map((a, i) => ({ ...a, vector: av[i]! })),
+    commandResults: c.commandResults.map((r, i) => ({ ...r, vector: cv[i]! })),
+    semantic: { goals: gv, tags: tv, emotions: ev },
   };
 }
