@@ -25,6 +25,7 @@ import {
   type StoreLimits,
 } from '../db/queries/learnings.js';
 import type { LearningSink } from './learning-sink.js';
+import { pruneTiers, type TierCounts } from './reflexes/memory-manager.js';
 import { tellFeedbackLearning, tellLearning, type AgentEventSink } from './agent-events.js';
 
 interface LearningDeps {
@@ -247,8 +248,9 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
     },
 
     /**
-     * Memory pruning: per agent, archive the oldest unpinned recent responses and diary
-     * entries beyond its `lru_limit` (context 7 config, default 500); written to its process log.
+     * Memory pruning: per agent, the memory manager over every tier — replies, diary, notebook,
+     * concepts, links — each capped from its `lru_limit` (default 500) and ranked by use; each
+     * decision and a summary written to its process log.
      */
     async pruneMemory(input: {
       agentId: string;
@@ -264,7 +266,14 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
         o.agentId,
         o.workflowId,
         (tx) => pruneAgent(tx, o.agentId, `schedule/prune/${p.key}`),
-        (first) => ({ ...first, archivedResponses: 0, archivedDiary: 0 }),
+        (first) => ({
+          ...first,
+          archivedResponses: 0,
+          archivedDiary: 0,
+          archivedNotes: 0,
+          archivedConcepts: 0,
+          archivedLinks: 0,
+        }),
       );
       if (run.repeat) process.stdout.write(`${run.note} (${o.agentId})\n`);
       return run;
@@ -326,28 +335,20 @@ function learningMaintenanceActivities({ db }: LearningDeps) {
   };
 }
 
-interface PruneResult {
-  archivedResponses: number;
-  archivedDiary: number;
-  limit: number;
-}
+type PruneResult = TierCounts;
 
-/** Archive an agent's oldest unpinned responses and diary entries beyond its lru_limit; log it. */
+/**
+ * The scheduled memory manager for one agent: every tier by use (activities/reflexes/memory-manager.ts
+ * `pruneTiers`, each decision logged), then one summary row in its process log.
+ */
 async function pruneAgent(q: Db | Tx, agentId: string, processId: string): Promise<PruneResult> {
-  const cfg = await q.execute<{ value: unknown }>(
-    sql`select value from agent_config where agent_id = ${agentId} and key = 'lru_limit'`,
-  );
-  const raw = cfg.rows[0]?.value;
-  const limit = typeof raw === 'number' && Number.isInteger(raw) && raw >= 10 ? raw : 500;
-  const responses = await q.execute(sql`update llm_recent_responses set archived_at = now()
-    where id in (select id from llm_recent_responses where agent_id = ${agentId} and archived_at is null
-                 order by created_at desc, id desc offset ${limit})`);
-  const diary = await q.execute(sql`update diary_entries set archived_at = now()
-    where id in (select id from diary_entries where agent_id = ${agentId} and archived_at is null and not pinned
-                 order by created_at desc, id desc offset ${limit})`);
-  const out = { archivedResponses: responses.rowCount ?? 0, archivedDiary: diary.rowCount ?? 0, limit };
+  const out = await pruneTiers(q, agentId, { processId });
+  const message =
+    `archived ${out.archivedResponses} responses and ${out.archivedDiary} diary entries, ` +
+    `${out.archivedNotes} notebook entries, ${out.archivedConcepts} concepts and ${out.archivedLinks} links ` +
+    `(lru_limit ${out.limit}; by use, emotion, weight, goals and diversity)`;
   await q.execute(sql`insert into process_log (agent_id, process_id, kind, name, status, message, payload, closed_at)
     values (${agentId}, ${processId}, 'schedule', 'memory pruning', 'close',
-            ${`archived ${out.archivedResponses} responses and ${out.archivedDiary} diary entries beyond lru_limit ${limit}`}, ${JSON.stringify(out)}::jsonb, now())`);
+            ${message}, ${JSON.stringify(out)}::jsonb, now())`);
   return out;
 }

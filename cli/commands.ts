@@ -40,6 +40,7 @@ export const commandModules: readonly CommandModule[] = [
   { commands: ['apply'], load: async () => (await import('./apply.js')).registerApplyCommand },
   { commands: ['models'], load: async () => (await import('./models.js')).registerModelCommands },
   { commands: ['tools'], load: async () => (await import('./tools.js')).registerToolCommands },
+  { commands: ['memory'], load: async () => (await import('./memory.js')).registerMemoryCommands },
 ];
 
 /** The modules a command line needs: the one of its command, or all of them. */

@@ -1,8 +1,11 @@
 /**
- * The memory manager's policy for the short tier: five modes —
- * novelty pruning, LRU, emotion-weighted retention, goal focus, diversity boost — folded into
- * one retention score, then an LRU cap. Pure: the activity loads rows, applies the decisions
- * (archive, restorable) and logs each one in `process_log`.
+ * The memory manager's policy. The short tier (replies): five modes — novelty pruning, LRU,
+ * emotion-weighted retention, goal focus, diversity boost — folded into one retention score,
+ * then an LRU cap. The long-term tiers (diary, notebook, concepts, links) have no novelty: their
+ * retention comes from use (how often a read showed the row), emotion, the writer's own weight
+ * (priority, weight), goal focus and diversity, and what stays within a tier's cap is what has
+ * the highest keep score, retention decayed by the time since the row was last used. Pure: the
+ * activity loads rows, applies the decisions (archive, restorable) and logs each one in `process_log`.
  */
 import { clamp01 } from './values.js';
 
@@ -14,6 +17,8 @@ export interface MemoryPolicy {
   emotionWeight: number;
   goalFocus: number;
   diversityBoost: number;
+  /** Weight of use (a row read often) in retention. */
+  useWeight: number;
 }
 
 export const defaultMemoryPolicy: MemoryPolicy = {
@@ -22,6 +27,7 @@ export const defaultMemoryPolicy: MemoryPolicy = {
   emotionWeight: 0.6,
   goalFocus: 0.7,
   diversityBoost: 0.8,
+  useWeight: 0.6,
 };
 
 export interface MemoryEntry {
@@ -34,21 +40,34 @@ export interface MemoryEntry {
   pinned: boolean;
   /** Recency key: higher = used more recently (tick or epoch ms); for replies, the last tick a context showed them (else their own tick). */
   lastUsed: number;
+  /** Times a read command showed the row (`access_count`); replies have none. */
+  uses?: number;
+  /** 0–1: the writer's own weight (a notebook or diary entry's priority, a concept's or link's weight). */
+  weight?: number;
 }
 
-interface MemoryDecision {
+export interface MemoryDecision {
   id: number;
   action: 'keep' | 'archive';
-  reason: 'pinned' | 'retained' | 'low_retention' | 'lru';
+  /** `endpoint`: a link archived with one of its concepts. */
+  reason: 'pinned' | 'retained' | 'low_retention' | 'lru' | 'least_kept' | 'endpoint';
   retention: number;
+  /** Long-term tiers: retention decayed by the time since last use (what the cap ranks by). */
+  keepScore?: number;
+}
+
+/** 0–1 from an access count: 1 use ≈ 0.29, 2 = 0.5, 4 = 0.75; never 1. */
+export function useScore(uses: number): number {
+  return uses > 0 ? 1 - 2 ** (-uses / 2) : 0;
 }
 
 /**
- * Retention in [0, 1]: 1 − (1−n)(1−wₑ·e)(1−g·goal)(1−d·rare). Each mode can only raise it, so
- * more novelty, stronger emotion, a goal tag or a rare tag never turns a keep into an archive.
+ * Retention in [0, 1]: 1 − (1−n)(1−wₑ·e)(1−g·goal)(1−d·rare)(1−wᵤ·use)(1−weight). Each mode can
+ * only raise it, so more novelty, stronger emotion, a goal tag, a rare tag, more reads or more
+ * weight never turns a keep into an archive. A long-term row has no novelty: pass 0.
  */
 export function retention(
-  e: Pick<MemoryEntry, 'novelty' | 'emotion'>,
+  e: Pick<MemoryEntry, 'novelty' | 'emotion' | 'uses' | 'weight'>,
   goalMatch: boolean,
   rare: boolean,
   p: MemoryPolicy,
@@ -60,7 +79,9 @@ export function retention(
     (1 - n) *
       (1 - clamp01(p.emotionWeight) * em) *
       (1 - (goalMatch ? clamp01(p.goalFocus) : 0)) *
-      (1 - (rare ? clamp01(p.diversityBoost) : 0));
+      (1 - (rare ? clamp01(p.diversityBoost) : 0)) *
+      (1 - clamp01(p.useWeight ?? defaultMemoryPolicy.useWeight) * useScore(e.uses ?? 0)) *
+      (1 - clamp01(e.weight ?? 0));
   return Math.round(clamp01(r) * 10_000) / 10_000;
 }
 
@@ -97,4 +118,54 @@ export function planMemory(
     }),
   );
   return entries.map((e) => decisions.get(e.id)!);
+}
+
+/** How a long-term tier is capped: at most `cap` live rows, ranked by keep score at `now`. */
+export interface TierLimits {
+  cap: number;
+  /** Time since last use after which a row's keep score halves (same unit as `lastUsed`). */
+  halfLife: number;
+  now: number;
+}
+
+/** Keep score: (0.1 + 0.9·retention) · ½^(idle / halfLife), idle = now − lastUsed. */
+export function keepScore(r: number, lastUsed: number, t: Pick<TierLimits, 'halfLife' | 'now'>): number {
+  const idle = Math.max(0, t.now - lastUsed);
+  return Math.round((0.1 + 0.9 * clamp01(r)) * 2 ** (-idle / Math.max(1, t.halfLife)) * 1_000_000) / 1_000_000;
+}
+
+/**
+ * Decide a long-term tier: pinned rows kept (outside the cap); the others ranked by keep score
+ * (ties: the newer id first), the first `cap` kept, the rest archived as
+ * `least_kept`. No retention threshold: a row is only forgotten when the tier is full, and then
+ * the least used, least felt, least weighty and longest idle goes first.
+ */
+export function planTier(
+  entries: readonly MemoryEntry[],
+  goalTags: readonly string[],
+  p: MemoryPolicy,
+  t: TierLimits,
+): MemoryDecision[] {
+  const goals = new Set(goalTags.map((g) => g.toLowerCase()));
+  const tagCount = new Map<string, number>();
+  for (const e of entries) for (const g of new Set(e.tags)) tagCount.set(g, (tagCount.get(g) ?? 0) + 1);
+  const scored = entries.map((e) => {
+    const r = retention(
+      e,
+      e.tags.some((g) => goals.has(g.toLowerCase())),
+      e.tags.some((g) => tagCount.get(g) === 1),
+      p,
+    );
+    return { e, r, k: keepScore(r, e.lastUsed, t) };
+  });
+  const room = Math.max(0, t.cap);
+  const ranked = scored.filter((s) => !s.e.pinned).sort((a, b) => b.k - a.k || b.e.id - a.e.id);
+  const kept = new Set(ranked.slice(0, room).map((s) => s.e.id));
+  return scored.map(({ e, r, k }) => ({
+    id: e.id,
+    action: e.pinned || kept.has(e.id) ? ('keep' as const) : ('archive' as const),
+    reason: e.pinned ? ('pinned' as const) : kept.has(e.id) ? ('retained' as const) : ('least_kept' as const),
+    retention: r,
+    keepScore: k,
+  }));
 }

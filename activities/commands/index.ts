@@ -5,7 +5,14 @@
 import type { CommandType } from '../../core/catalogue.js';
 import { goalHandlers, llmTaskHandlers, taskHandlers } from './goals.js';
 import { configHandlers, cycleHandlers, helpHandlers } from './loop.js';
-import { abstractHandlers, conceptHandlers, diaryHandlers, linkHandlers, llmMemoryHandlers } from './memory.js';
+import {
+  abstractHandlers,
+  conceptHandlers,
+  diaryHandlers,
+  linkHandlers,
+  llmMemoryHandlers,
+  memoryHandlers,
+} from './memory.js';
 import { noteHandlers } from './notes.js';
 import { processHandlers } from './processes.js';
 import { shellHandlers } from './shell.js';
@@ -33,6 +40,7 @@ export const handlers: HandlerMap<CommandType> = {
   ...factHandlers,
   ...noteHandlers,
   ...llmMemoryHandlers,
+  ...memoryHandlers,
   ...configHandlers,
   ...cycleHandlers,
   ...abstractHandlers,

@@ -15,6 +15,7 @@ import {
   llmRecentResponses,
   type AbstractSources,
 } from '../../db/schema/index.js';
+import { kindTables, restoreArchived } from '../../db/queries/archive.js';
 import {
   CommandError,
   likePattern,
@@ -50,7 +51,8 @@ async function diarySet(ctx: HandlerContext, id: number, set: Partial<typeof dia
 }
 
 export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
-  async 'diary.list'({ tx, agentId }, a) {
+  async 'diary.list'(ctx, a) {
+    const { tx, agentId } = ctx;
     const rows = await tx
       .select()
       .from(diaryEntries)
@@ -64,6 +66,11 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.id))
       .limit(a.limit ?? 10)
       .offset(a.offset ?? 0);
+    await touch(
+      ctx,
+      diaryEntries,
+      rows.map((r) => r.id),
+    );
     return listResult(
       'diary entries',
       rows.map(
@@ -133,13 +140,22 @@ function snippet(content: string, query: string, width = 160): string {
   return `…${oneLine(content.slice(i - 40), width)}`;
 }
 
-/** Access bookkeeping for the memory manager's LRU; an auxiliary loop only reads. */
-async function touch(ctx: HandlerContext, table: typeof diaryEntries | typeof llmMemory, id: number): Promise<void> {
-  if (ctx.mode !== 'main') return;
+/**
+ * Access bookkeeping for the memory manager: every read command that shows a row counts one use
+ * (`access_count`, `last_accessed_at`), which is what keeps it when its tier is pruned. An
+ * auxiliary loop only reads.
+ */
+async function touch(
+  ctx: HandlerContext,
+  table: typeof diaryEntries | typeof llmMemory | typeof concepts | typeof links,
+  ids: number | readonly number[],
+): Promise<void> {
+  const list = typeof ids === 'number' ? [ids] : [...new Set(ids)];
+  if (ctx.mode !== 'main' || list.length === 0) return;
   await ctx.tx
     .update(table)
     .set({ accessCount: sql`${table.accessCount} + 1`, lastAccessedAt: now() })
-    .where(and(eq(table.agentId, ctx.agentId), eq(table.id, id)));
+    .where(and(eq(table.agentId, ctx.agentId), inArray(table.id, list)));
 }
 
 // --- concepts and links ------------------------------------------------------------------------
@@ -184,7 +200,8 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
       .returning({ id: concepts.id });
     return { message: `concept #${r!.id} '${clipText(a.name, 60)}' added` };
   },
-  async 'concepts.list'({ tx, agentId }, a) {
+  async 'concepts.list'(ctx, a) {
+    const { tx, agentId } = ctx;
     const rows = await tx
       .select()
       .from(concepts)
@@ -198,6 +215,11 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
       .orderBy(desc(concepts.weight), asc(concepts.name))
       .limit(a.limit ?? 20)
       .offset(a.offset ?? 0);
+    await touch(
+      ctx,
+      concepts,
+      rows.map((c) => c.id),
+    );
     return listResult(
       'concepts',
       rows.map(
@@ -206,9 +228,17 @@ export const conceptHandlers: HandlerMap<FamilyTypes<'concepts'>> = {
       ),
     );
   },
-  async 'concepts.read'({ tx, agentId }, a) {
+  async 'concepts.read'(ctx, a) {
+    const { tx, agentId } = ctx;
     const c = await resolveConcept(tx, agentId, a.concept);
     const edges = await linkRows(tx, agentId, c.id, undefined, 30);
+    // The concept, its links and the concepts at their other ends were all shown: each a use.
+    await touch(ctx, concepts, [c.id, ...edges.flatMap((l) => [l.fromId, l.toId])]);
+    await touch(
+      ctx,
+      links,
+      edges.map((l) => l.id),
+    );
     const lines = edges.map(renderLink);
     return {
       message: `concept #${c.id} '${clipText(c.name, 60)}' with ${edges.length} links`,
@@ -262,6 +292,9 @@ async function linkRows(
       and(
         eq(links.agentId, agentId),
         isNull(links.archivedAt),
+        // A link is shown between two live concepts only.
+        isNull(fromC.archivedAt),
+        isNull(toC.archivedAt),
         conceptId !== undefined ? or(eq(links.fromConceptId, conceptId), eq(links.toConceptId, conceptId)) : undefined,
         relation ? eq(links.relation, relation) : undefined,
       ),
@@ -295,9 +328,15 @@ export const linkHandlers: HandlerMap<FamilyTypes<'links'>> = {
       .returning({ id: links.id });
     return { message: `link #${r!.id}: ${clipText(from.name, 50)} -[${relation}]-> ${clipText(to.name, 50)}` };
   },
-  async 'links.list'({ tx, agentId }, a) {
+  async 'links.list'(ctx, a) {
+    const { tx, agentId } = ctx;
     const conceptId = a.concept !== undefined ? (await resolveConcept(tx, agentId, a.concept)).id : undefined;
     const rows = await linkRows(tx, agentId, conceptId, a.relation, a.limit ?? 20);
+    await touch(
+      ctx,
+      links,
+      rows.map((l) => l.id),
+    );
     return listResult('links', rows.map(renderLink));
   },
   async 'links.delete'({ tx, agentId }, a) {
@@ -345,7 +384,8 @@ export const llmMemoryHandlers: HandlerMap<FamilyTypes<'llm_memory'>> = {
       .returning({ id: llmMemory.id });
     return { message: `notebook entry #${r!.id} added` };
   },
-  async 'llm_memory.list'({ tx, agentId }, a) {
+  async 'llm_memory.list'(ctx, a) {
+    const { tx, agentId } = ctx;
     const rows = await tx
       .select()
       .from(llmMemory)
@@ -359,6 +399,11 @@ export const llmMemoryHandlers: HandlerMap<FamilyTypes<'llm_memory'>> = {
       .orderBy(desc(llmMemory.pinned), desc(llmMemory.priority), desc(llmMemory.id))
       .limit(a.limit ?? 10)
       .offset(a.offset ?? 0);
+    await touch(
+      ctx,
+      llmMemory,
+      rows.map((m) => m.id),
+    );
     return listResult(
       'notebook entries',
       rows.map(
@@ -513,6 +558,22 @@ export const abstractHandlers: HandlerMap<FamilyTypes<'abstracts'>> = {
         `#${r.id} ${r.title}${tagSuffix(r.tags)} (ticks ${r.tickFrom ?? '?'}–${r.tickTo ?? '?'}; sources: ${renderSources(r.sources) || 'none'})\n${r.summary}`,
         maxResultText,
       ),
+    };
+  },
+};
+
+// --- memory: restore ------------------------------------------------------------------------------
+
+export const memoryHandlers: HandlerMap<FamilyTypes<'memory'>> = {
+  async 'memory.restore'({ tx, agentId }, a) {
+    const table = kindTables[a.kind];
+    const r = await restoreArchived(tx, { agentId, table, id: a.id });
+    if (!r.restored)
+      throw new CommandError(
+        r.why === 'not archived' ? `${a.kind} #${a.id} is not archived` : `${a.kind} #${a.id} not found`,
+      );
+    return {
+      message: `${a.kind} #${a.id} restored${r.also?.length ? ` (with ${r.also.join(', ')})` : ''}`,
     };
   },
 };

@@ -21,6 +21,9 @@ import {
   listArgs,
 } from './args.js';
 
+/** What `memory.restore` brings back: a diary entry, a notebook entry, a reply, a concept, a link, an abstract. */
+export const restoreKinds = ['diary', 'note', 'reply', 'concept', 'link', 'abstract'] as const;
+
 export const memoryCommands = {
   help: def({
     args: z.strictObject({ family: z.string().trim().optional() }),
@@ -330,4 +333,13 @@ export const memoryCommands = {
   }),
   'llm_memory.pin': def({ args: z.strictObject({ id }), help: 'pin a notebook entry', writes: true }),
   'llm_memory.unpin': def({ args: z.strictObject({ id }), help: 'unpin a notebook entry', writes: true }),
+
+  // Forgetting is reversible: the memory manager archives the least used rows of each tier when
+  // it is full (as a delete command does), and a restore brings one back.
+  'memory.restore': def({
+    args: z.strictObject({ kind: z.enum(restoreKinds), id }),
+    help: 'bring back an archived row (forgotten by the memory manager or deleted); a link brings back its concepts',
+    writes: true,
+    usage: '{kind: diary|note|reply|concept|link|abstract, id}',
+  }),
 };

@@ -35,6 +35,7 @@ describe('catalogue shape', () => {
           'links',
           'llm_memory',
           'llm_task',
+          'memory',
           'notes',
           'process',
           'shell',
@@ -76,7 +77,8 @@ describe('catalogue shape', () => {
     expect(actions('llm_registry')).toEqual(['list', 'select']);
     expect(actions('thinking_methods')).toEqual(['list', 'add', 'use', 'stop']);
     expect(actions('stagnation_strategies')).toEqual(['list', 'add', 'use']);
-    expect(commandTypes.length).toBe(92);
+    expect(actions('memory')).toEqual(['restore']);
+    expect(commandTypes.length).toBe(93);
   });
 
   it('needs +2 for config.set, shell, spawn, identity.set and every delete, +1 otherwise; unknown types need +2', () => {
