@@ -1,8 +1,8 @@
 /**
- * Novelty maths: a similarity that needs no LLM (lexical n-gram cosine, or
- * embedding cosine where an embedder is configured), its novelty score 0–100, and the blend
- * with the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer
- * yields an error string and the lexical score alone.
+ * Novelty maths: a similarity that needs no LLM (lexical n-gram cosine, and where the agent has an
+ * embedder, a similarity by meaning blended with it), its novelty score 0–100, and the blend with
+ * the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer yields an
+ * error string and the word-or-meaning score alone.
  */
 import { clamp01 } from './values.js';
 import { formatIssues } from './zod-issues.js';
@@ -68,7 +68,7 @@ export function lexicalSimilarity(a: string, b: string): number {
 }
 
 /** Cosine similarity of two embeddings, mapped to [0, 1] (negative cosine counts as 0). */
-export function embeddingSimilarity(a: readonly number[], b: readonly number[]): number {
+export function embeddingSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length === 0 || a.length !== b.length) return 0;
   let dot = 0;
   let na = 0;
@@ -93,6 +93,65 @@ export function maxSimilarity(
   return best;
 }
 
+/**
+ * A reply cut into its clauses (at sentence and clause punctuation and at the conjunctions that
+ * join a second thought: so, because, but, instead, rather than, which, while, since, then), each
+ * of at least `minWords` words; the whole text when no piece is that long. A new idea usually
+ * arrives as one clause beside old words, so each clause is compared on its own.
+ */
+export function replyClauses(text: string, minWords = 3): string[] {
+  const pieces = text
+    .split(clauseBreak)
+    .map((s) => s.trim())
+    .filter((s) => tokenize(s).length >= minWords);
+  return pieces.length > 0 ? pieces : [text];
+}
+const clauseBreak =
+  /[.;:!?,()\u2014\u2013]+|\s(?:so|because|but|instead|rather than|and then|which|while|since|after all|then)\s/i;
+
+/**
+ * Similarity by meaning in [0, 1]: the LEAST explained clause of the reply, i.e. the minimum over
+ * the reply's clause vectors of each one's highest cosine to any previous vector (previous
+ * replies and their clauses). A paraphrase has every clause near something said before; a new
+ * idea in old words has one clause near nothing. 0 with no previous vector, 1 with no clause.
+ */
+export function clauseSimilarity(
+  clauses: ReadonlyArray<ArrayLike<number>>,
+  previous: ReadonlyArray<ArrayLike<number>>,
+): number {
+  if (previous.length === 0) return 0;
+  let least = 1;
+  for (const c of clauses) {
+    let best = 0;
+    for (const p of previous) best = Math.max(best, embeddingSimilarity(c, p));
+    least = Math.min(least, best);
+  }
+  return least;
+}
+
+/**
+ * How the two similarities are read as "the same thing again" (0..1), fitted on the labelled
+ * replies of test/fixtures/novelty-pairs.jsonl: a clause cosine of all-MiniLM-L6-v2 at or below
+ * `semantic.low` is unrelated and at or above `semantic.high` says the same; word overlap counts
+ * only from `lexical.low` (the same sentence with a detail changed) up to `lexical.high`.
+ */
+export const noveltyCalibration = {
+  semantic: { low: 0.1, high: 0.6 },
+  lexical: { low: 0.55, high: 0.8 },
+} as const;
+
+const ramp = (x: number, r: { low: number; high: number }) => clamp01((x - r.low) / (r.high - r.low));
+
+/**
+ * The blended similarity in [0, 1]: the larger of the calibrated meaning similarity
+ * (clauseSimilarity) and the calibrated word similarity. Meaning catches a paraphrase in other
+ * words; words catch the same sentence with a number changed, where one short clause of filler
+ * ("as I noted") would otherwise look new.
+ */
+export function blendSimilarity(semantic: number, lexical: number): number {
+  return Math.max(ramp(semantic, noveltyCalibration.semantic), ramp(lexical, noveltyCalibration.lexical));
+}
+
 /** Novelty 0–100 from a similarity 0–1 (100 = nothing alike). */
 export function noveltyFromSimilarity(similarity: number): number {
   return Math.round(100 * (1 - clamp01(similarity)));
@@ -102,9 +161,11 @@ export function noveltyFromSimilarity(similarity: number): number {
 export const identicalSimilarity = 0.999;
 
 /**
- * The tick's novelty: the LLM's score blended with the lexical one (weight `llmWeight` on the
- * LLM). An identical reply scores 0 whatever the LLM says; with no LLM score the lexical one
- * stands alone. Always an integer in [0, 100].
+ * The tick's novelty: the LLM's score blended with the one that needs no LLM (`lexical`: the
+ * novelty of blendSimilarity where the agent has an embedder, else of the lexical similarity),
+ * weight `llmWeight` on the LLM. An identical reply (lexical `similarity` ≥ identicalSimilarity)
+ * scores 0 whatever the LLM says; with no LLM score the other stands alone. Always an integer in
+ * [0, 100].
  */
 export function combineNovelty(lexical: number, llm: number | null, similarity: number, llmWeight = 0.5): number {
   if (similarity >= identicalSimilarity) return 0;
