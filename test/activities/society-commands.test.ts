@@ -36,6 +36,7 @@ import {
 import { initialState } from '../../workflows/lib/loop-state.js';
 import { applyStateEffects } from '../../workflows/agent-loop/effects.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { contextInput as baseInput } from '../helpers/context.js';
 
 let handle: MigratedDatabase;
 const told: Array<{ agentId: string; kind: string; event: unknown }> = [];
@@ -795,27 +796,12 @@ describe('llm_task.ask', () => {
 
 /** A minimal context input; the tests override the parts they look at. */
 function contextInput(over: Partial<ContextInput> = {}): ContextInput {
-  return {
+  return baseInput({
     agent: { id: 'x', name: 'X' },
     tick: 1,
     now: '2026-01-01T00:00:00.000Z',
-    systemPrompt: 'You think.',
-    ethics: [],
     catalogue: '',
-    tools: [],
-    learnings: [],
-    responses: [],
-    goals: [],
-    pinnedTasks: [],
-    abstracts: [],
-    openProcesses: [],
-    commandResults: [],
-    notes: [],
-    notesMode: 'auto',
-    config: {},
-    memory: [],
-    contextMode: 'standard',
     recentK: 3,
     ...over,
-  };
+  });
 }

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { assembleContext, type ContextInput } from '../../core/context.js';
 import { formatDuration, goalMetrics, goalMetricsSummary, type GoalMetricRow } from '../../core/goal-metrics.js';
+import { contextInput } from '../helpers/context.js';
 
 const t0 = Date.UTC(2026, 10, 1, 12);
 const at = (minutes: number) => new Date(t0 + minutes * 60_000);
@@ -134,28 +135,7 @@ describe('formatDuration', () => {
   });
 });
 
-const baseContext: ContextInput = {
-  agent: { id: 'ada', name: 'Ada' },
-  tick: 3,
-  now: '2026-11-27T18:00:00.000Z',
-  systemPrompt: 'You think.',
-  ethics: [],
-  catalogue: '(catalogue)',
-  tools: [],
-  learnings: [],
-  responses: [],
-  goals: [],
-  pinnedTasks: [],
-  abstracts: [],
-  openProcesses: [],
-  commandResults: [],
-  notes: [],
-  notesMode: 'auto',
-  config: {},
-  memory: [],
-  contextMode: 'standard',
-  recentK: 5,
-};
+const baseContext = contextInput();
 
 const userText = (input: ContextInput) => assembleContext(input).messages[1]!.content;
 

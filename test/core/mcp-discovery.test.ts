@@ -8,7 +8,7 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, createToolActivities, mcpToolDefinitions, mcpToolParameters } from '../../activities/tools.js';
-import { assembleContext, type ContextInput } from '../../core/context.js';
+import { assembleContext } from '../../core/context.js';
 import {
   appendToolCalls,
   mcpNativeToolName,
@@ -19,6 +19,7 @@ import {
 import { replaceTools, searchMcpTools, setMcpToolDiscovered, type McpToolRow } from '../../db/queries/mcp.js';
 import { agents, mcpServers, mcpTools, type McpServerPolicy } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { contextInput } from '../helpers/context.js';
 
 let handle: MigratedDatabase;
 
@@ -205,28 +206,7 @@ describe('discover_tools with MCP tools', () => {
   });
 });
 
-const baseContext: ContextInput = {
-  agent: { id: 'ada', name: 'Ada' },
-  tick: 3,
-  now: '2026-11-27T18:00:00.000Z',
-  systemPrompt: 'You think.',
-  ethics: [],
-  catalogue: '(catalogue)',
-  tools: [],
-  learnings: [],
-  responses: [],
-  goals: [],
-  pinnedTasks: [],
-  abstracts: [],
-  openProcesses: [],
-  commandResults: [],
-  notes: [],
-  notesMode: 'auto',
-  config: {},
-  memory: [],
-  contextMode: 'standard',
-  recentK: 5,
-};
+const baseContext = contextInput();
 
 const findThem =
   'find them with discover_tools search <words> (tool.call {tool: discover_tools, action: search, args: {query}})';
