@@ -10,11 +10,17 @@
  * loop is kept, and at most `maxAgents` loops. The previous replies are the loop's own: the main
  * loop's from llm_recent_responses, a task loop's (which counts its own ticks) from the process log.
  *
+ * What rarely changes (the agent's settings, ethics policies, usable LLM rows and learnings) is
+ * kept per agent beside a fingerprint of those rows, which the agent's row read returns on every
+ * tick (`rareVersionSql`): when it is the one kept, the four reads are skipped. Every write of
+ * those rows changes it (each writes new row versions), whoever writes them: commands, the CLI,
+ * agent files, forks, the maintenance jobs.
+ *
  * This module is the store's only writer: `snapshotOf` and `replyOf` read through it (keeping
  * what they read), `recordReply` keeps the reply think parsed. What they hand out is not changed
  * by anyone else.
  */
-import { and, asc, desc, eq, isNotNull, isNull, lt, notLike, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, isNotNull, isNull, lt, notLike, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { LoadedLearning } from '../../core/learnings.js';
 import { placeholderLike } from '../../core/novelty.js';
 import type { ParsedReply } from '../../core/loop-types.js';
@@ -193,12 +199,28 @@ function taskRepliesQuery(db: Queryable) {
     .limit(sql.placeholder('contextLimit'));
 }
 
+/**
+ * A fingerprint of the rows the rare part of a snapshot is read from (`RarePart`): per table, the
+ * number of the agent's rows and a 64-bit hash summed over their row versions (`xmin`, the
+ * transaction that wrote the version, and `ctid`, where it lies). An insert, update or delete
+ * writes or removes a row version, so it changes the fingerprint; so may a vacuum that moves rows
+ * (which only costs a read). Index scans on each table's agent column, a few rows each.
+ */
+function rareVersionSql(agentId: Placeholder) {
+  const of = (table: string, where: SQL) =>
+    sql`(select count(*)::text || '.' || coalesce(sum(hashtextextended(xmin::text || ctid::text, 0)), 0)::text from ${sql.identifier(table)} where ${where})`;
+  const agent = sql`${agentId}::text`;
+  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)}`.as(
+    'rare',
+  );
+}
+
 /** The snapshot's statements, rendered once per database handle. */
 const snapshotStatements = statements('snapshot', (db, name) => {
   const agentId = sql.placeholder('agentId');
   return {
     agent: db
-      .select({ agent: agents, peers: peerPresenceSql(agentId) })
+      .select({ agent: agents, peers: peerPresenceSql(agentId), rare: rareVersionSql(agentId) })
       .from(agents)
       .where(eq(agents.id, agentId))
       .prepare(name('agent')),
@@ -218,32 +240,64 @@ const snapshotStatements = statements('snapshot', (db, name) => {
   };
 });
 
-/** The tick's snapshot, read in one batch (what think would otherwise read piece by piece). */
+/** What a snapshot reads that rarely changes, as read at `version` (`rareVersionSql`). */
+interface RarePart {
+  version: string;
+  config: Record<string, unknown>;
+  ethics: EthicsPolicyRow[];
+  registry: LlmRegistryEntry[];
+  learnings: LoadedLearning[];
+}
+
+/** The rare part kept per agent (`maxAgents` at most, the least recently read dropped first). */
+type RareParts = Map<string, RarePart>;
+
+async function readRare(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, version: string): Promise<RarePart> {
+  const statements = snapshotStatements(db);
+  const [config, ethics, registry, learnings] = await Promise.all([
+    statements.config.execute({ agentId }),
+    statements.ethics.execute({ agentId }),
+    llm.registry(agentId),
+    loadLearnings(db, { agentId, limit: learningLimit }),
+  ]);
+  return { version, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings };
+}
+
+/**
+ * The tick's snapshot: the agent's row (with the rare part's fingerprint) and the previous
+ * replies in one batch; the rare part from `rare` when its fingerprint is the one just read,
+ * else read after it (so what is kept is never older than its fingerprint: a write between the
+ * two reads makes the next tick read again).
+ */
 async function readSnapshot(
   db: Db,
   llm: Pick<LlmRouter, 'registry'>,
+  rare: RareParts,
+  maxAgents: number,
   loop: LoopRef,
   tick: number,
   contextLimit: number,
 ): Promise<AgentSnapshot> {
   const { agentId } = loop;
-  const statements = snapshotStatements(db);
-  const [[row], config, ethics, registry, learnings, previous] = await Promise.all([
-    statements.agent.execute({ agentId }),
-    statements.config.execute({ agentId }),
-    statements.ethics.execute({ agentId }),
-    llm.registry(agentId),
-    loadLearnings(db, { agentId, limit: learningLimit }),
+  const [[row], previous] = await Promise.all([
+    snapshotStatements(db).agent.execute({ agentId }),
     readPreviousReplies(db, loop, tick, contextLimit),
   ]);
+  const version = row?.rare ?? '';
+  let part = rare.get(agentId);
+  rare.delete(agentId);
+  if (part?.version !== version) part = await readRare(db, llm, agentId, version);
+  rare.set(agentId, part);
+  if (rare.size > maxAgents) rare.delete(rare.keys().next().value!);
   return {
     agentId,
     tick,
     agent: row?.agent,
-    config: Object.fromEntries(config.map((c) => [c.key, c.value])),
-    ethics,
-    registry,
-    learnings,
+    // Copies: a tick's snapshot is its own, whatever a reader does with it.
+    config: { ...part.config },
+    ethics: [...part.ethics],
+    registry: [...part.registry],
+    learnings: [...part.learnings],
     previous,
     peers: row?.peers ?? [],
   };
@@ -310,13 +364,14 @@ export function createTickSnapshots(deps: {
 }): TickSnapshots {
   const maxAgents = deps.maxAgents ?? 1000;
   const held = new Map<string, Entry>();
+  const rare: RareParts = new Map();
   const entryOf = (loop: LoopRef, tick: number) => {
     const entry = held.get(loopKey(loop));
     return entry && entry.tick === tick ? entry : undefined;
   };
   function read(loop: LoopRef, tick: number, contextLimit: number): Entry {
     const key = loopKey(loop);
-    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, loop, tick, contextLimit) };
+    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, rare, maxAgents, loop, tick, contextLimit) };
     // A failed read is not kept: the next activity (or the retry) reads again.
     fresh.snapshot.then(
       (s) => (fresh.value = s),

@@ -112,9 +112,18 @@ async function tick(thinker: Acts, rest: Acts, agentId: string, n: number) {
   return { thought, verdict, outcomes: outcomes.map((o) => ({ cmdId: o.cmdId, status: o.status })) };
 }
 
-/** Statements that read `table` (a SELECT naming it in its FROM or a JOIN). */
+/**
+ * Statements that read `table` (a SELECT naming it in its FROM or a JOIN). The read of the
+ * agent's row names the settings', policies', LLM rows' and learnings' tables too, for their
+ * fingerprint only: it counts as a read of `agents` alone.
+ */
 const readsOf = (table: string) =>
-  statements.filter((s) => /^\s*\(*\s*select/i.test(s) && new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s));
+  statements.filter(
+    (s) =>
+      /^\s*\(*\s*select/i.test(s) &&
+      (table === 'agents' || !/^\s*select .* from "agents"/is.test(s)) &&
+      new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s),
+  );
 
 describe('one snapshot per tick', () => {
   it('think, reflexes and applyCommands read settings, ethics, registry and learnings once, and never read the reply back', async () => {
@@ -140,6 +149,16 @@ describe('one snapshot per tick', () => {
     const replyReads = readsOf('llm_recent_responses');
     expect(replyReads).toHaveLength(2);
     expect(replyReads.some((s) => /"id" = \$/.test(s))).toBe(false);
+
+    // The next tick, nothing of those rows changed since: the agent's row only, and the same decisions.
+    statements.length = 0;
+    recording = true;
+    const next = await tick(worker, worker, 'snap-a', 3);
+    recording = false;
+    expect(next.outcomes).toEqual(r.outcomes);
+    for (const table of ['agent_config', 'ethics_policies', 'llm_registry', 'learnings'])
+      expect(readsOf(table), table).toHaveLength(0);
+    expect(readsOf('agents')).toHaveLength(1);
   });
 
   it('on another worker the reflexes and applyCommands read for themselves and decide the same', async () => {
@@ -150,6 +169,8 @@ describe('one snapshot per tick', () => {
     await tick(one, one, 'snap-b', 1);
     await tick(one, other, 'snap-c', 1);
     const same = await tick(one, one, 'snap-b', 2);
+    // A setting written since: both workers read the rows again.
+    await handle.db.update(agentConfig).set({ value: 0.25 }).where(eq(agentConfig.agentId, 'snap-c'));
     statements.length = 0;
     recording = true;
     const split = await tick(one, other, 'snap-c', 2);
