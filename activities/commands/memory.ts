@@ -16,8 +16,11 @@ import {
   type AbstractSources,
 } from '../../db/schema/index.js';
 import { kindTables, restoreArchived } from '../../db/queries/archive.js';
+import { searchKinds } from '../../core/catalogue/memory-commands.js';
+import { searchByMeaning } from '../embeddings/memory-index.js';
 import {
   CommandError,
+  type HandlerResult,
   likePattern,
   listResult,
   maxResultText,
@@ -79,28 +82,14 @@ export const diaryHandlers: HandlerMap<FamilyTypes<'diary'>> = {
       ),
     );
   },
-  async 'diary.search'({ tx, agentId }, a) {
-    const pattern = likePattern(a.query);
-    const rows = await tx
-      .select()
-      .from(diaryEntries)
-      .where(
-        and(
-          diaryActive(agentId),
-          or(ilike(diaryEntries.title, pattern), ilike(diaryEntries.content, pattern)),
-          a.tags?.length ? arrayContains(diaryEntries.tags, a.tags) : undefined,
-        ),
-      )
-      .orderBy(desc(diaryEntries.pinned), desc(diaryEntries.id))
-      .limit(a.limit ?? 10);
-    return listResult(
-      `diary entries matching '${clipText(a.query, 40)}'`,
-      rows.map(
-        (r) =>
-          `#${r.id}${r.pinned ? ' [pinned]' : ''} ${oneLine(r.title, 100)}${tagSuffix(r.tags)} — ${snippet(r.content, a.query)}`,
-      ),
-    );
-  },
+  'diary.search': (ctx, a) =>
+    searchMemory(ctx, {
+      query: a.query,
+      kinds: ['diary'],
+      limit: a.limit ?? 10,
+      archived: a.archived ?? false,
+      tags: a.tags,
+    }),
   async 'diary.read'(ctx, a) {
     const [r] = await ctx.tx.select().from(diaryEntries).where(diaryActive(ctx.agentId, a.id));
     if (!r) notFound('diary entry', a.id);
@@ -576,4 +565,203 @@ export const memoryHandlers: HandlerMap<FamilyTypes<'memory'>> = {
       message: `${a.kind} #${a.id} restored${r.also?.length ? ` (with ${r.also.join(', ')})` : ''}`,
     };
   },
+  'memory.search': (ctx, a) =>
+    searchMemory(ctx, {
+      query: a.query,
+      kinds: a.kinds ?? searchKinds,
+      limit: a.limit ?? 10,
+      archived: a.archived ?? false,
+    }),
 };
+
+// --- search: by words and by meaning -------------------------------------------------------------
+
+type SearchKind = (typeof searchKinds)[number];
+
+/** Where each kind's rows are and the SQL of what is searched (alias `t`): constants, never input. */
+const searchSources: Record<SearchKind, { table: string; title: string; body: string; pinned: string }> = {
+  diary: { table: 'diary_entries', title: 't.title', body: 't.content', pinned: 't.pinned' },
+  note: { table: 'llm_memory', title: `coalesce(t.title, '')`, body: 't.content', pinned: 't.pinned' },
+  reply: { table: 'llm_recent_responses', title: `'tick ' || t.tick`, body: 't.content', pinned: 'false' },
+  concept: { table: 'concepts', title: 't.name', body: `coalesce(t.description, '')`, pinned: 'false' },
+  abstract: { table: 'abstracts', title: 't.title', body: 't.summary', pinned: 'false' },
+};
+
+/** What the agent calls each kind in a result, and how a list of them is named. */
+const kindLabel: Record<SearchKind, string> = {
+  diary: 'diary',
+  note: 'notebook',
+  reply: 'reply',
+  concept: 'concept',
+  abstract: 'abstract',
+};
+
+interface Found {
+  kind: SearchKind;
+  id: number;
+  title: string;
+  body: string;
+  tags: string[];
+  pinned: boolean;
+  archived: boolean;
+}
+
+interface SearchArgs {
+  query: string;
+  kinds: readonly SearchKind[];
+  limit: number;
+  archived: boolean;
+  /** Diary only: every one of these tags. */
+  tags?: readonly string[];
+}
+
+/** Reciprocal-rank fusion's constant: a row's score is the sum of 1 / (k + rank) over the lists it is in. */
+const rrfK = 60;
+/** Meaning hits below this cosine are not memories of the query. */
+const minMeaningScore = 0.3;
+
+const wordsWhere = (src: (typeof searchSources)[SearchKind], query: string) => {
+  const doc = sql.raw(`coalesce(${src.title}, '') || ' ' || coalesce(${src.body}, '')`);
+  return sql`(${sql.raw(src.title)} ilike ${likePattern(query)} or ${sql.raw(src.body)} ilike ${likePattern(query)}
+    or to_tsvector('simple', ${doc}) @@ plainto_tsquery('simple', ${query}))`;
+};
+
+const filters = (a: SearchArgs, kind: SearchKind) =>
+  sql.join(
+    [
+      a.archived ? sql`true` : sql`t.archived_at is null`,
+      kind === 'diary' && a.tags?.length ? sql`t.tags @> ${sql.param([...a.tags])}::text[]` : sql`true`,
+    ],
+    sql` and `,
+  );
+
+/** Rows whose words match: the whole query as a substring first, then all its words (any order), newest first. */
+async function byWords(tx: Tx, agentId: string, a: SearchArgs, kind: SearchKind, n: number): Promise<number[]> {
+  const src = searchSources[kind];
+  const doc = sql.raw(`coalesce(${src.title}, '') || ' ' || coalesce(${src.body}, '')`);
+  const r = await tx.execute<{ id: string | number }>(sql`
+    select t.id from ${sql.raw(src.table)} t
+    where t.agent_id = ${agentId} and ${filters(a, kind)} and ${wordsWhere(src, a.query)}
+    order by (${sql.raw(src.body)} ilike ${likePattern(a.query)} or ${sql.raw(src.title)} ilike ${likePattern(a.query)}) desc,
+      ts_rank(to_tsvector('simple', ${doc}), plainto_tsquery('simple', ${a.query})) desc, t.id desc
+    limit ${n}`);
+  return r.rows.map((x) => Number(x.id));
+}
+
+async function loadFound(tx: Tx, agentId: string, a: SearchArgs, kind: SearchKind, ids: number[]): Promise<Found[]> {
+  if (!ids.length) return [];
+  const src = searchSources[kind];
+  const r = await tx.execute<{
+    id: string | number;
+    title: string | null;
+    body: string | null;
+    tags: string[] | null;
+    pinned: boolean;
+    archived: boolean;
+  }>(sql`
+    select t.id, ${sql.raw(src.title)} as title, ${sql.raw(src.body)} as body, t.tags, ${sql.raw(src.pinned)} as pinned,
+      t.archived_at is not null as archived
+    from ${sql.raw(src.table)} t
+    where t.agent_id = ${agentId} and t.id = any(${sql.param(ids)}::bigint[]) and ${filters(a, kind)}`);
+  return r.rows.map((x) => ({
+    kind,
+    id: Number(x.id),
+    title: x.title ?? '',
+    body: x.body ?? '',
+    tags: x.tags ?? [],
+    pinned: x.pinned,
+    archived: x.archived,
+  }));
+}
+
+type Meaning =
+  { ok: true; hits: Array<{ kind: SearchKind; rowId: number; score: number }> } | { ok: false; why: string };
+
+/** The search by meaning, or why there is none (no embedder, semantic memory off, the embedder failed). */
+async function byMeaning(ctx: HandlerContext, a: SearchArgs, n: number): Promise<Meaning> {
+  if (!ctx.embedders || !ctx.db) return { ok: false, why: 'no embedder here' };
+  try {
+    const choice = await ctx.embedders.forAgent(ctx.db, ctx.agentId);
+    if (!choice.ok) return { ok: false, why: choice.reason };
+    const hits = await searchByMeaning(ctx.db, {
+      agentId: ctx.agentId,
+      kinds: a.kinds,
+      embedder: choice.embedder,
+      query: a.query,
+      k: n,
+      minScore: minMeaningScore,
+      includeArchived: a.archived,
+    });
+    if (!hits) return { ok: false, why: 'no embedder' };
+    return {
+      ok: true,
+      hits: hits.filter((h): h is typeof h & { kind: SearchKind } => a.kinds.includes(h.kind as SearchKind)),
+    };
+  } catch (err) {
+    return {
+      ok: false,
+      why: `the embedder failed (${clipText(err instanceof Error ? err.message : String(err), 120)})`,
+    };
+  }
+}
+
+/**
+ * Hybrid search over the agent's memory: by words (the query as a substring, or all its words)
+ * and by meaning (the agent's embedder, memory-index.ts), merged by reciprocal-rank fusion. Live
+ * rows only unless `archived`; an archived row is marked so, with how to restore it. Every live
+ * row shown counts as a use. Without an embedder the result says it compared words only.
+ */
+async function searchMemory(ctx: HandlerContext, a: SearchArgs): Promise<HandlerResult> {
+  const { tx, agentId } = ctx;
+  const pool = Math.min(200, a.limit * 3);
+  const words = new Map<string, number>();
+  for (const kind of a.kinds)
+    (await byWords(tx, agentId, a, kind, pool)).forEach((id, i) => words.set(`${kind}:${id}`, i));
+  const meaning = await byMeaning(ctx, a, pool);
+  const scores = new Map<string, { kind: SearchKind; id: number; rrf: number; words: boolean; cosine?: number }>();
+  // Word hits of several kinds are ranked within their kind: a rank is a rank in its own list.
+  for (const [key, rank] of words) {
+    const [kind, id] = key.split(':') as [SearchKind, string];
+    scores.set(key, { kind, id: Number(id), rrf: 1 / (rrfK + rank + 1), words: true });
+  }
+  if (meaning.ok)
+    meaning.hits.forEach((h, i) => {
+      const key = `${h.kind}:${h.rowId}`;
+      const cur = scores.get(key) ?? { kind: h.kind, id: h.rowId, rrf: 0, words: false };
+      scores.set(key, { ...cur, rrf: cur.rrf + 1 / (rrfK + i + 1), cosine: h.score });
+    });
+  const ranked = [...scores.values()].sort((x, y) => y.rrf - x.rrf || (y.cosine ?? 0) - (x.cosine ?? 0) || y.id - x.id);
+  const found = new Map<string, Found>();
+  for (const kind of a.kinds) {
+    const ids = ranked.filter((r) => r.kind === kind).map((r) => r.id);
+    for (const f of await loadFound(tx, agentId, a, kind, ids)) found.set(`${kind}:${f.id}`, f);
+  }
+  const shown = ranked.filter((r) => found.has(`${r.kind}:${r.id}`)).slice(0, a.limit);
+  const oneKind = a.kinds.length === 1 && a.kinds[0] === 'diary';
+  const lines = shown.map((r) => {
+    const f = found.get(`${r.kind}:${r.id}`)!;
+    const how = r.cosine !== undefined ? ` [${r.words ? 'words, ' : ''}meaning ${r.cosine.toFixed(2)}]` : '';
+    const archived = f.archived ? ` [archived: memory.restore {kind: ${r.kind}, id: ${r.id}}]` : '';
+    const head = `${oneKind ? '' : `${kindLabel[r.kind]} `}#${r.id}${f.pinned ? ' [pinned]' : ''}${archived}`;
+    return `${head} ${oneLine(f.title, 100)}${tagSuffix(f.tags)} — ${snippet(f.body, a.query)}${how}`;
+  });
+  const touchable: Record<string, typeof diaryEntries | typeof llmMemory | typeof concepts> = {
+    diary: diaryEntries,
+    note: llmMemory,
+    concept: concepts,
+  };
+  for (const [kind, table] of Object.entries(touchable))
+    await touch(
+      ctx,
+      table,
+      shown.filter((r) => r.kind === kind && !found.get(`${kind}:${r.id}`)!.archived).map((r) => r.id),
+    );
+  const what = oneKind ? 'diary entries' : 'memories';
+  const q = clipText(a.query, 40);
+  const note = meaning.ok ? '' : `(by words only: ${oneLine(meaning.why, 140)})`;
+  const body = lines.length ? lines.join('\n') : `(no ${what} matching '${q}')`;
+  return {
+    message: `${lines.length} ${what} matching '${q}'${meaning.ok ? '' : ' (by words only)'}`,
+    text: clipText(note ? `${body}\n${note}` : body, maxResultText),
+  };
+}

@@ -10,6 +10,7 @@ import type { CommandLogEntry } from '../../db/schema/index.js';
 import type { PriceTable } from '../../core/lifeforce.js';
 import type { DangerRule } from '../../core/danger-zones.js';
 import type { AgentEventSink } from '../agent-events.js';
+import type { AgentEmbedders } from '../embeddings/agent-embedder.js';
 
 /** The transaction a command is applied in (its command_log row is in the same one). */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -31,6 +32,12 @@ export interface HandlerContext {
   approvedBy?: string;
   /** Told of what a command did (a peer message) once its transaction committed; see `HandlerResult.committed`. */
   events?: AgentEventSink;
+  /**
+   * The agents' embedders and the database handle a search by meaning reads through (its vector
+   * index is kept per handle, outside the command's transaction); without them searches compare words.
+   */
+  embedders?: AgentEmbedders;
+  db?: Db;
 }
 
 export interface HandlerResult {

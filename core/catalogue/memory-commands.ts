@@ -24,6 +24,9 @@ import {
 /** What `memory.restore` brings back: a diary entry, a notebook entry, a reply, a concept, a link, an abstract. */
 export const restoreKinds = ['diary', 'note', 'reply', 'concept', 'link', 'abstract'] as const;
 
+/** What `memory.search` looks through: diary, notebook entries, replies, concepts, abstracts. */
+export const searchKinds = ['diary', 'note', 'reply', 'concept', 'abstract'] as const;
+
 export const memoryCommands = {
   help: def({
     args: z.strictObject({ family: z.string().trim().optional() }),
@@ -33,9 +36,10 @@ export const memoryCommands = {
 
   'diary.list': def({ args: listArgs, help: 'recent diary entries, pinned first', writes: false }),
   'diary.search': def({
-    args: z.strictObject({ query: text(200), tags: tagList.optional(), limit }),
-    help: 'diary entries whose title or content contains the query',
+    args: z.strictObject({ query: text(200), tags: tagList.optional(), limit, archived: z.boolean().optional() }),
+    help: 'diary entries by words and by meaning (other words for the same thing); archived: true also finds forgotten ones',
     writes: false,
+    usage: '{query, tags?, limit?, archived?: true to include archived entries}',
   }),
   'diary.read': def({ args: z.strictObject({ id }), help: 'one diary entry in full', writes: false }),
   'diary.add': def({
@@ -341,5 +345,16 @@ export const memoryCommands = {
     help: 'bring back an archived row (forgotten by the memory manager or deleted); a link brings back its concepts',
     writes: true,
     usage: '{kind: diary|note|reply|concept|link|abstract, id}',
+  }),
+  'memory.search': def({
+    args: z.strictObject({
+      query: text(200),
+      kinds: z.array(z.enum(searchKinds)).min(1).max(searchKinds.length).optional(),
+      limit,
+      archived: z.boolean().optional(),
+    }),
+    help: 'search all your memory by words and by meaning; archived: true also finds forgotten rows (restore them with memory.restore)',
+    writes: false,
+    usage: '{query, kinds?: [diary|note|reply|concept|abstract], limit?, archived?}',
   }),
 };

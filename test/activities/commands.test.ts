@@ -105,7 +105,8 @@ describe('diary', () => {
     const listText = await resultOf(list.tick, 'l');
     expect(listText.split('\n')[0]).toMatch(new RegExp(`^#${g} Groceries`));
     expect(await resultOf(list.tick, 's')).toMatch(new RegExp(`^#${q} Quantum notes \\{physics\\} — Entanglement`));
-    expect(list.outcomes[2]!.message).toBe("0 diary entries matching '100%'");
+    // No embedder here: the search compared words only, and says so.
+    expect(list.outcomes[2]!.message).toBe("0 diary entries matching '100%' (by words only)");
 
     const pin = await run([
       c('diary.pin', { id: q }),
@@ -116,8 +117,8 @@ describe('diary', () => {
     expect((await resultOf(pin.tick, 'l2')).split('\n')[0]).toMatch(new RegExp(`^#${q} \\[pinned\\] Quantum notes`));
     expect(await resultOf(pin.tick, 'r')).toContain('Entanglement is not signalling.');
     const [read] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, q!));
-    // Every read that showed it counts one use: the two lists and the read.
-    expect(read!.accessCount).toBe(3);
+    // Every read that showed it counts one use: the two lists, the search that found it and the read.
+    expect(read!.accessCount).toBe(4);
 
     const upd = await run([
       c('diary.update', { id: q, content: 'Revised.' }),

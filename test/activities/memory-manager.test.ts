@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLearningActivities } from '../../activities/learnings.js';
 import { createCommandActivities } from '../../activities/tick/apply-commands.js';
 import { registerMemoryCommands } from '../../cli/memory.js';
+import { createAgentEmbedders } from '../../activities/embeddings/agent-embedder.js';
 import type { ParsedCommand } from '../../core/loop-types.js';
 import {
   agentConfig,
@@ -20,10 +21,12 @@ import {
   llmMemory,
   processLog,
 } from '../../db/schema/index.js';
-import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 let handle: MigratedDatabase;
 let cmds: ReturnType<typeof createCommandActivities>;
+/** The same commands with the agents' embedders (the offline one): search by meaning. */
+let semantic: ReturnType<typeof createCommandActivities>;
 let jobs: ReturnType<typeof createLearningActivities>;
 const ticks = new Map<string, number>();
 const day = 24 * 3_600_000;
@@ -31,6 +34,10 @@ const day = 24 * 3_600_000;
 beforeAll(async () => {
   handle = await migratedDatabase('mindloop_memory_manager');
   cmds = createCommandActivities({ db: handle.db });
+  semantic = createCommandActivities({
+    db: handle.db,
+    embedders: createAgentEmbedders({ env: {}, toolsDir: repoToolsDir }),
+  });
   jobs = createLearningActivities({ db: handle.db });
 });
 
@@ -45,10 +52,18 @@ async function agent(id: string, lruLimit = 10) {
 
 /** Apply commands at the agent's next tick; returns the command_log rows (status, result text). */
 async function apply(agentId: string, ...commands: Array<[string, Record<string, unknown>]>) {
+  return applyWith(cmds, agentId, ...commands);
+}
+
+async function applyWith(
+  via: ReturnType<typeof createCommandActivities>,
+  agentId: string,
+  ...commands: Array<[string, Record<string, unknown>]>
+) {
   const tick = (ticks.get(agentId) ?? 0) + 1;
   ticks.set(agentId, tick);
   const parsed: ParsedCommand[] = commands.map(([type, args], i) => ({ cmdId: `c${i}`, type, args }));
-  const outcomes = await cmds.applyCommands({
+  const outcomes = await via.applyCommands({
     agentId,
     tick,
     workflowId: `agent/${agentId}`,
@@ -290,4 +305,74 @@ describe('the memory manager by use', () => {
       process.exitCode = 0;
     }
   });
+});
+
+describe('searching by words and by meaning', () => {
+  const walk = 'I took the dog for a stroll around the park after dinner.';
+  let walkId: number;
+  let taxId: number;
+
+  beforeAll(async () => {
+    await agent('searcher');
+    const [w] = await apply('searcher', ['diary.add', { title: 'Evening', content: walk }]);
+    const [t] = await apply('searcher', [
+      'diary.add',
+      { title: 'Paperwork', content: 'Filled in the quarterly tax return forms.' },
+    ]);
+    walkId = Number(/#(\d+)/.exec(w!.message)![1]);
+    taxId = Number(/#(\d+)/.exec(t!.message)![1]);
+  });
+
+  it('diary.search finds a paraphrase by meaning that the words miss; without an embedder it says words only', async () => {
+    const query = 'walking my puppy outdoors';
+    const [words] = await apply('searcher', ['diary.search', { query }]);
+    expect(words!.message).toBe(`0 diary entries matching '${query}' (by words only)`);
+    expect(words!.text).toBe(`(no diary entries matching '${query}')\n(by words only: no embedder here)`);
+
+    const [meaning] = await applyWith(semantic, 'searcher', ['diary.search', { query }]);
+    expect(meaning!.status).toBe('applied');
+    const first = meaning!.text.split('\n')[0]!;
+    expect(first).toMatch(new RegExp(`^#${walkId} Evening — I took the dog .* \\[meaning 0\\.\\d\\d\\]$`));
+    expect(meaning!.text).not.toContain('by words only');
+    // The exact words still come first when they match, and are marked found both ways.
+    const [both] = await applyWith(semantic, 'searcher', ['diary.search', { query: 'tax return' }]);
+    expect(both!.text.split('\n')[0]).toMatch(new RegExp(`^#${taxId} Paperwork — .*\\[words, meaning 0\\.\\d\\d\\]$`));
+    // A shown entry counts as a use.
+    const [row] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, walkId));
+    expect(row!.accessCount).toBeGreaterThanOrEqual(1);
+  }, 60_000);
+
+  it('archived entries are found only when asked, marked with how to restore them', async () => {
+    await apply('searcher', ['diary.delete', { id: walkId }]);
+    const query = 'walking my puppy outdoors';
+    const [live] = await applyWith(semantic, 'searcher', ['diary.search', { query }]);
+    expect(live!.text).not.toContain(`#${walkId} `);
+    const [all] = await applyWith(semantic, 'searcher', ['diary.search', { query, archived: true }]);
+    expect(all!.text.split('\n')[0]).toMatch(
+      new RegExp(`^#${walkId} \\[archived: memory\\.restore \\{kind: diary, id: ${walkId}\\}\\] Evening`),
+    );
+    const [words] = await apply('searcher', ['diary.search', { query: 'stroll', archived: true }]);
+    expect(words!.text.split('\n')[0]).toContain(`#${walkId} [archived`);
+    await apply('searcher', ['memory.restore', { kind: 'diary', id: walkId }]);
+  }, 60_000);
+
+  it('memory.search looks through the notebook, concepts and abstracts too, each marked with its kind', async () => {
+    await apply(
+      'searcher',
+      ['llm_memory.add', { title: 'Vet', content: 'The veterinarian said the dog needs more exercise.' }],
+      ['concepts.add', { name: 'canine companionship', description: 'why people keep dogs as pets' }],
+    );
+    const [r] = await applyWith(semantic, 'searcher', [
+      'memory.search',
+      { query: 'caring for my pet', kinds: ['note', 'concept'], limit: 5 },
+    ]);
+    const kinds = r!.text.split('\n').map((l) => l.split(' ')[0]);
+    expect(kinds.sort()).toEqual(['concept', 'notebook']);
+    const [off] = await apply('searcher', ['memory.search', { query: 'veterinarian' }]);
+    expect(off!.text).toMatch(/^notebook #\d+ Vet: |^notebook #\d+ Vet —/);
+    expect(off!.text).toContain('(by words only: no embedder here)');
+    await handle.db.insert(agentConfig).values({ agentId: 'searcher', key: 'semantic_memory', value: 'off' });
+    const [noMeaning] = await applyWith(semantic, 'searcher', ['memory.search', { query: 'caring for my pet' }]);
+    expect(noMeaning!.text).toMatch(/\(by words only: .+\)$/);
+  }, 60_000);
 });

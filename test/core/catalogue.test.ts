@@ -77,8 +77,8 @@ describe('catalogue shape', () => {
     expect(actions('llm_registry')).toEqual(['list', 'select']);
     expect(actions('thinking_methods')).toEqual(['list', 'add', 'use', 'stop']);
     expect(actions('stagnation_strategies')).toEqual(['list', 'add', 'use']);
-    expect(actions('memory')).toEqual(['restore']);
-    expect(commandTypes.length).toBe(93);
+    expect(actions('memory')).toEqual(['restore', 'search']);
+    expect(commandTypes.length).toBe(94);
   });
 
   it('needs +2 for config.set, shell, spawn, identity.set and every delete, +1 otherwise; unknown types need +2', () => {
