@@ -9,20 +9,18 @@
  * - agent text holding HTML (`<script>` in a goal title) is shown as those characters and never runs.
  * No Temporal: the file is read from Postgres only.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { Client } from '@temporalio/client';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { applyAgentFileTo, readLiveDocument } from '../../activities/agent-file.js';
 import { parseAgentFile, renderAgentFile } from '../../core/agent-file/index.js';
-import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
+import type { NotebookServer } from '../../runtime/notebook/index.js';
+import { browseNotebook, notebookArtifacts as artifacts, type BrowsedNotebook } from '../helpers/notebook.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
-const artifacts = join(import.meta.dirname, '..', 'artifacts', 'notebook');
 const hostile = '<script>window.__ran = 1</script><img src=x onerror=alert(1)>';
 
 const agentFile = `id: ada
@@ -44,16 +42,11 @@ config:
 
 let h: MigratedDatabase;
 let notebook: NotebookServer;
-let browser: Browser;
 let page: Page;
-const dialogs: string[] = [];
+let dialogs: string[];
+let nb: BrowsedNotebook;
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath))
-    throw new Error(
-      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
-    );
-  mkdirSync(artifacts, { recursive: true });
   h = await migratedDatabase('mindloop_notebook_agent_file', 2);
   await applyAgentFileTo(h.db, {
     agentId: 'ada',
@@ -61,26 +54,12 @@ beforeAll(async () => {
     appliedBy: 'test',
     source: 'ada.yaml',
   });
-  // A client that never connects: the agent file is read from Postgres only.
-  notebook = await startNotebook({
-    db: h.db,
-    client: new Client(),
-    feed: new TickFeed(),
-    feedSource: 'in-process',
-    port: 0,
-    log: () => undefined,
-  });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 }, acceptDownloads: true });
-  page.on('dialog', (d) => {
-    dialogs.push(d.message());
-    void d.dismiss();
-  });
+  nb = await browseNotebook({ db: h.db }, { acceptDownloads: true });
+  ({ notebook, page, dialogs } = nb);
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await notebook?.close();
+  await nb?.close();
   await h?.dispose();
 });
 

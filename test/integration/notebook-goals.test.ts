@@ -5,15 +5,14 @@
  * is shown as text and never runs; the table stays open across the status reloads. Postgres is
  * real; Temporal is absent (the page says so in the status box and shows the goals anyway).
  */
-import { existsSync } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents, goals, tasks } from '../../db/schema/index.js';
-import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
+import { TickFeed, type NotebookServer } from '../../runtime/notebook/index.js';
+import { browseNotebook, type BrowsedNotebook } from '../helpers/notebook.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
 const hostile = '<img src=x onerror=alert(1)>';
 const t0 = Date.UTC(2026, 10, 20, 9);
 const at = (minutes: number) => new Date(t0 + minutes * 60_000);
@@ -21,13 +20,11 @@ const at = (minutes: number) => new Date(t0 + minutes * 60_000);
 let handle: MigratedDatabase;
 let notebook: NotebookServer;
 const feed = new TickFeed();
-let browser: Browser;
 let page: Page;
-const dialogs: string[] = [];
+let dialogs: string[];
+let nb: BrowsedNotebook;
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath))
-    throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium, or set MINDLOOP_CHROMIUM`);
   handle = await migratedDatabase('notebook_goals');
   const db = handle.db;
   await db.insert(agents).values([
@@ -53,25 +50,12 @@ beforeAll(async () => {
       },
     },
   } as unknown as Client;
-  notebook = await startNotebook({
-    db,
-    client,
-    feed,
-    feedSource: 'in-process',
-    port: 0,
-    log: () => undefined,
-  });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.on('dialog', (d) => {
-    dialogs.push(d.message());
-    void d.dismiss();
-  });
+  nb = await browseNotebook({ db, client, feed }, { width: 1280 });
+  ({ notebook, page, dialogs } = nb);
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await notebook?.close();
+  await nb?.close();
   await handle?.dispose();
 });
 

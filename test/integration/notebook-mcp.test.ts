@@ -10,18 +10,15 @@
  * - tool descriptions, titles, errors and call texts holding HTML are shown as text and never run.
  * No Temporal: the servers are read from Postgres only.
  */
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@temporalio/client';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents, mcpCalls, mcpServers, mcpTools } from '../../db/schema/index.js';
-import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
+import type { NotebookServer } from '../../runtime/notebook/index.js';
 import type { NotebookMcpServer } from '../../runtime/notebook/mcp.js';
+import { browseNotebook, notebookArtifacts as artifacts, type BrowsedNotebook } from '../helpers/notebook.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 
-const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
-const artifacts = join(import.meta.dirname, '..', 'artifacts', 'notebook');
 const hostile = '<img src=x onerror=alert(1)>';
 const hostileScript = '<script>window.__ran = 1</script>';
 /** A call text over the page's 300 characters, on several lines, holding HTML. */
@@ -29,9 +26,9 @@ const longText = `line one ${hostile}\n\n  line two ${'x'.repeat(400)}`;
 
 let h: MigratedDatabase;
 let notebook: NotebookServer;
-let browser: Browser;
 let page: Page;
-const dialogs: string[] = [];
+let dialogs: string[];
+let nb: BrowsedNotebook;
 
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
 
@@ -109,33 +106,14 @@ async function seed(): Promise<void> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath))
-    throw new Error(
-      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
-    );
-  mkdirSync(artifacts, { recursive: true });
   h = await migratedDatabase('mindloop_notebook_mcp', 2);
   await seed();
-  // A client that never connects: the MCP servers are read from Postgres only.
-  notebook = await startNotebook({
-    db: h.db,
-    client: new Client(),
-    feed: new TickFeed(),
-    feedSource: 'in-process',
-    port: 0,
-    log: () => undefined,
-  });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  page.on('dialog', (d) => {
-    dialogs.push(d.message());
-    void d.dismiss();
-  });
+  nb = await browseNotebook({ db: h.db });
+  ({ notebook, page, dialogs } = nb);
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await notebook?.close();
+  await nb?.close();
   await h?.dispose();
 });
 

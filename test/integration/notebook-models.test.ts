@@ -11,36 +11,28 @@
  * - a hostile model id is shown as text and never runs.
  * No Temporal: the Models page talks to Postgres and the model servers only.
  */
-import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents, llmCalls, models } from '../../db/schema/index.js';
-import { TickFeed, startNotebook, type NotebookServer } from '../../runtime/notebook/index.js';
+import type { NotebookServer } from '../../runtime/notebook/index.js';
 import { assignModel, getModel, unassignModel } from '../../runtime/models.js';
+import { browseNotebook, notebookArtifacts as artifacts, type BrowsedNotebook } from '../helpers/notebook.js';
 import { freePort, migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
 import { capabilityAnswer, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
 
-const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
-const artifacts = join(import.meta.dirname, '..', 'artifacts', 'notebook');
 const hostile = '<img src=x onerror=alert(1)>';
 
 let h: MigratedDatabase;
 let server: FakeOpenAiServer;
 let notebook: NotebookServer;
-let browser: Browser;
 let page: Page;
 let deadUrl: string;
-const dialogs: string[] = [];
+let dialogs: string[];
+let nb: BrowsedNotebook;
 
 beforeAll(async () => {
-  if (!existsSync(chromiumPath))
-    throw new Error(
-      `no Chromium at ${chromiumPath}: \`npm test\` installs it (apt-get install -y chromium), or set MINDLOOP_CHROMIUM`,
-    );
-  mkdirSync(artifacts, { recursive: true });
   h = await migratedDatabase('mindloop_notebook_models', 2);
   await h.db.insert(agents).values({ id: 'ada', name: 'Ada' });
   server = await startFakeOpenAiServer({
@@ -48,27 +40,12 @@ beforeAll(async () => {
     answer: capabilityAnswer({ json: true, tools: true }),
   });
   deadUrl = `http://127.0.0.1:${await freePort()}/v1`;
-  // A client that never connects: the Models page does not talk to Temporal.
-  notebook = await startNotebook({
-    db: h.db,
-    client: new Client(),
-    feed: new TickFeed(),
-    feedSource: 'in-process',
-    port: 0,
-    log: () => undefined,
-    models: { env: { NB_TEST_KEY: 'sk-nb-test' } },
-  });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  page.on('dialog', (d) => {
-    dialogs.push(d.message());
-    void d.dismiss();
-  });
+  nb = await browseNotebook({ db: h.db, models: { env: { NB_TEST_KEY: 'sk-nb-test' } } });
+  ({ notebook, page, dialogs } = nb);
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await notebook?.close();
+  await nb?.close();
   await server?.close();
   await h?.dispose();
 });
