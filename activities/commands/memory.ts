@@ -18,6 +18,7 @@ import {
 import { kindTables, restoreArchived } from '../../db/queries/archive.js';
 import { searchKinds } from '../../core/catalogue/memory-commands.js';
 import { searchByMeaning } from '../embeddings/memory-index.js';
+import type { Db } from '../../db/client.js';
 import {
   CommandError,
   type HandlerResult,
@@ -679,11 +680,14 @@ type Meaning =
 
 /** The search by meaning, or why there is none (no embedder, semantic memory off, the embedder failed). */
 async function byMeaning(ctx: HandlerContext, a: SearchArgs, n: number): Promise<Meaning> {
-  if (!ctx.embedders || !ctx.db) return { ok: false, why: 'no embedder here' };
+  if (!ctx.embedders) return { ok: false, why: 'no embedder here' };
+  // Through the command's own transaction: one connection, never a second one waiting on it
+  // (PGlite serves every connection from one session).
+  const db = ctx.tx as unknown as Db;
   try {
-    const choice = await ctx.embedders.forAgent(ctx.db, ctx.agentId);
+    const choice = await ctx.embedders.forAgent(db, ctx.agentId);
     if (!choice.ok) return { ok: false, why: choice.reason };
-    const hits = await searchByMeaning(ctx.db, {
+    const hits = await searchByMeaning(db, {
       agentId: ctx.agentId,
       kinds: a.kinds,
       embedder: choice.embedder,

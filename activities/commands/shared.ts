@@ -32,12 +32,8 @@ export interface HandlerContext {
   approvedBy?: string;
   /** Told of what a command did (a peer message) once its transaction committed; see `HandlerResult.committed`. */
   events?: AgentEventSink;
-  /**
-   * The agents' embedders and the database handle a search by meaning reads through (its vector
-   * index is kept per handle, outside the command's transaction); without them searches compare words.
-   */
+  /** The agents' embedders (search by meaning); without them searches compare words. */
   embedders?: AgentEmbedders;
-  db?: Db;
 }
 
 export interface HandlerResult {

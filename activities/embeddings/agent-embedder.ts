@@ -63,30 +63,29 @@ export function createAgentEmbedders(deps: AgentEmbedderDeps): AgentEmbedders {
   };
   return {
     async forAgent(db, agentId) {
-      const [setting, rows] = await Promise.all([
-        db
-          .select({ value: agentConfig.value })
-          .from(agentConfig)
-          .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'semantic_memory'))),
-        db
-          .select({
-            name: llmRegistry.name,
-            provider: llmRegistry.provider,
-            model: llmRegistry.model,
-            baseUrl: llmRegistry.baseUrl,
-            apiKeyEnv: llmRegistry.apiKeyEnv,
-          })
-          .from(llmRegistry)
-          .where(
-            and(
-              eq(llmRegistry.agentId, agentId),
-              eq(llmRegistry.role, 'embedder'),
-              eq(llmRegistry.enabled, true),
-              eq(llmRegistry.excluded, false),
-            ),
-          )
-          .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id)),
-      ]);
+      // One after another: `db` may be a transaction (a command's), one connection.
+      const setting = await db
+        .select({ value: agentConfig.value })
+        .from(agentConfig)
+        .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'semantic_memory')));
+      const rows = await db
+        .select({
+          name: llmRegistry.name,
+          provider: llmRegistry.provider,
+          model: llmRegistry.model,
+          baseUrl: llmRegistry.baseUrl,
+          apiKeyEnv: llmRegistry.apiKeyEnv,
+        })
+        .from(llmRegistry)
+        .where(
+          and(
+            eq(llmRegistry.agentId, agentId),
+            eq(llmRegistry.role, 'embedder'),
+            eq(llmRegistry.enabled, true),
+            eq(llmRegistry.excluded, false),
+          ),
+        )
+        .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
       if (setting[0]?.value === 'off') return { ok: false, why: 'off', reason: 'semantic_memory is off' };
       const specs: EmbedderSpec[] = rows.length ? rows : deps.toolsDir ? [defaultEmbedderSpec] : [];
       if (specs.length === 0)

@@ -3,6 +3,8 @@
  * (replies, diary, notebook, concepts, links), each decision in the process log, and the
  * restores (the agent's `memory.restore`, the person's `mindloop memory restore`).
  */
+import { PGlite } from '@electric-sql/pglite';
+import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { and, eq, sql } from 'drizzle-orm';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -21,6 +23,8 @@ import {
   llmMemory,
   processLog,
 } from '../../db/schema/index.js';
+import { createDb, type DbHandle } from '../../db/client.js';
+import { runMigrations } from '../../db/migrate.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 let handle: MigratedDatabase;
@@ -374,5 +378,62 @@ describe('searching by words and by meaning', () => {
     await handle.db.insert(agentConfig).values({ agentId: 'searcher', key: 'semantic_memory', value: 'off' });
     const [noMeaning] = await applyWith(semantic, 'searcher', ['memory.search', { query: 'caring for my pet' }]);
     expect(noMeaning!.text).toMatch(/\(by words only: .+\)$/);
+  }, 60_000);
+});
+
+describe("searching on PGlite (one connection: the search runs in the command's transaction)", () => {
+  let pglite: PGlite | undefined;
+  let server: PGLiteSocketServer | undefined;
+  let lite: DbHandle | undefined;
+  beforeAll(async () => {
+    pglite = new PGlite();
+    server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 2 });
+    await server.start();
+    lite = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 1 });
+    await runMigrations(lite.pool);
+    await lite.db.insert(agents).values({ id: 'lite', name: 'lite' });
+  }, 60_000);
+  afterAll(async () => {
+    await lite?.close();
+    await server?.stop();
+    await pglite?.close();
+  });
+
+  it('words (substring, all words, tags, archived) and meaning both work', async () => {
+    const words = createCommandActivities({ db: lite!.db });
+    const meaning = createCommandActivities({
+      db: lite!.db,
+      embedders: createAgentEmbedders({ env: {}, toolsDir: repoToolsDir }),
+    });
+    let tick = 0;
+    const one = async (via: typeof words, type: string, args: Record<string, unknown>) => {
+      tick++;
+      const [o] = await via.applyCommands({
+        agentId: 'lite',
+        tick,
+        workflowId: 'agent/lite',
+        mode: 'main',
+        commands: [{ cmdId: 'c', type, args }],
+      });
+      const [row] = await lite!.db
+        .select()
+        .from(commandLog)
+        .where(and(eq(commandLog.agentId, 'lite'), eq(commandLog.tick, tick)));
+      return { ...o!, text: (row?.result as { text?: string } | null)?.text ?? '' };
+    };
+    await one(words, 'diary.add', {
+      title: 'Evening',
+      content: 'I took the dog for a stroll in the park.',
+      tags: ['pets'],
+    });
+    await one(words, 'diary.add', { title: 'Paperwork', content: 'Filled in the tax return forms.', tags: ['chores'] });
+    expect((await one(words, 'diary.search', { query: 'park stroll' })).text).toMatch(/^#1 Evening \{pets\} — /);
+    expect((await one(words, 'diary.search', { query: 'tax', tags: ['pets'] })).text).toMatch(/^\(no diary entries/);
+    await one(words, 'diary.delete', { id: 2 });
+    expect((await one(words, 'diary.search', { query: 'tax' })).text).toMatch(/^\(no diary entries/);
+    expect((await one(words, 'diary.search', { query: 'tax', archived: true })).text).toMatch(/^#2 \[archived: /);
+    const r = await one(meaning, 'diary.search', { query: 'walking my puppy outdoors' });
+    expect(r.status).toBe('applied');
+    expect(r.text).toMatch(/^#1 Evening \{pets\} — .*\[meaning 0\.\d\d\]$/);
   }, 60_000);
 });
