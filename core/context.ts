@@ -7,7 +7,6 @@ import { goalMetricsSummary, type GoalMetrics } from './goal-metrics.js';
 import {
   diverseOrder,
   estimateTokens,
-  evenlySpaced,
   fitBudget,
   rankByRelevance,
   relevance,
@@ -148,15 +147,23 @@ const replyLine = (r: ContextResponse) => `- tick ${r.tick}: ${clipText(r.conten
 
 /**
  * The replies a mode chooses among by meaning (what the activity embeds), newest first: all of
- * them, but meditation's at most `selectionDefaults.meditationPool`, spread evenly over the history.
+ * them; meditation's at most `selectionDefaults.meditationPool`, spread over the history by tick
+ * number — the newest, and those whose tick is a multiple of the smallest power of two that keeps
+ * the pool in size — so that from one tick to the next the pool barely changes and its texts stay
+ * in the embeddings cache.
  */
 export function semanticPool<T extends Pick<ContextResponse, 'tick' | 'id'>>(
   all: readonly T[],
   mode: ContextMode,
 ): T[] {
   const newestFirst = [...all].sort((a, b) => b.tick - a.tick || b.id - a.id);
-  if (mode !== 'meditation') return newestFirst;
-  return evenlySpaced(newestFirst.length, selectionDefaults.meditationPool).map((i) => newestFirst[i]!);
+  const size = selectionDefaults.meditationPool;
+  if (mode !== 'meditation' || newestFirst.length <= size) return newestFirst;
+  const [newest, ...older] = newestFirst;
+  let stride = 2;
+  const onStride = () => older.filter((r) => r.tick % stride === 0);
+  while (onStride().length > size - 1) stride *= 2;
+  return [newest!, ...onStride()];
 }
 
 /**

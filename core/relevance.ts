@@ -48,7 +48,7 @@ export const selectionDefaults = {
   maxAbstracts: 6,
   /** Context 5: tokens of command results in all; a result that does not fit is listed without its text. */
   resultTokens: 2000,
-  /** Meditation embeds at most this many of the old replies (spread evenly over the history). */
+  /** Meditation embeds at most this many of the old replies (spread over the history by tick number). */
   meditationPool: 200,
 } as const;
 
@@ -117,14 +117,4 @@ export function fitBudget<T>(ranked: readonly T[], tokensOf: (c: T) => number, b
     used += cost;
   }
   return kept;
-}
-
-/** `count` indices spread evenly over `length` items, first and last included (all of them when count ≥ length). */
-export function evenlySpaced(length: number, count: number): number[] {
-  if (count <= 0 || length <= 0) return [];
-  if (length <= count) return Array.from({ length }, (_, i) => i);
-  const step = (length - 1) / (count - 1 || 1);
-  const picked = new Set<number>();
-  for (let i = 0; i < count; i++) picked.add(Math.round(i * step));
-  return [...picked];
 }

@@ -55,6 +55,7 @@ import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
 import { embedTexts } from '../embeddings/cache.js';
+import type { Embedder } from '../embeddings/types.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -438,6 +439,29 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
   };
 }
 
+/** Vectors this worker has read or made, per embedder, by text: at most this many each. */
+const rememberedLimit = 5000;
+// Module-level by design (activities only): the embeddings cache's rows, kept by the worker so a
+// tick reads from the database only the texts it has not seen (a vector never changes for its text).
+const rememberedVectors = new WeakMap<Embedder, Map<string, Float32Array>>();
+
+/** `embedTexts`, for the texts this worker has not seen yet with this embedder. */
+async function remembered(db: Db, embedder: Embedder, texts: string[]): Promise<Float32Array[]> {
+  let memo = rememberedVectors.get(embedder);
+  if (!memo) rememberedVectors.set(embedder, (memo = new Map()));
+  const missing = [...new Set(texts.filter((t) => !memo.has(t)))];
+  const read = await embedTexts(db, embedder, missing);
+  missing.forEach((t, i) => memo.set(t, read[i]!));
+  const out = texts.map((t) => memo.get(t)!);
+  // Least recently used out: those used now go to the end.
+  for (const [i, t] of texts.entries()) memo.delete(t) && memo.set(t, out[i]!);
+  for (const t of memo.keys()) {
+    if (memo.size <= rememberedLimit) break;
+    memo.delete(t);
+  }
+  return out;
+}
+
 /** What contexts 3 and 5 choose among, with their vectors and the query when chosen by meaning. */
 interface Candidates {
   responses: ContextResponse[];
@@ -475,7 +499,7 @@ async function embedCandidates(
   ];
   let vectors: Float32Array[];
   try {
-    vectors = await embedTexts(db, choice.embedder, texts);
+    vectors = await remembered(db, choice.embedder, texts);
   } catch {
     return undefined;
   }

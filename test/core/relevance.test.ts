@@ -10,6 +10,7 @@ import {
   commandResultLines,
   selectAbstracts,
   selectResponses,
+  semanticPool,
   type ContextInput,
   type ContextResponse,
   type SemanticQuery,
@@ -17,7 +18,6 @@ import {
 import {
   diverseOrder,
   estimateTokens,
-  evenlySpaced,
   fitBudget,
   rankByRelevance,
   relevance,
@@ -77,12 +77,6 @@ describe('the rules', () => {
     expect(fitBudget(c, cost, 10).map((x) => x.id)).toEqual([1]);
     expect(fitBudget(c, cost, 1000, 2).map((x) => x.id)).toEqual([1, 2]);
     expect(fitBudget([], cost, 100)).toEqual([]);
-  });
-
-  it('spreads indices evenly, ends included', () => {
-    expect(evenlySpaced(10, 4)).toEqual([0, 3, 6, 9]);
-    expect(evenlySpaced(3, 5)).toEqual([0, 1, 2]);
-    expect(evenlySpaced(0, 5)).toEqual([]);
   });
 });
 
@@ -165,6 +159,20 @@ describe("context 3's replies by meaning", () => {
     expect(narrow.map((r) => r.id)).toEqual([12, 2, 1]);
     // No goals: the newest within the budget.
     expect(ids(selectResponses(topics, 'standard', 3, undefined, query([]), 2 * line))).toEqual([11, 12]);
+  });
+
+  it("meditation's pool: at most its size, the newest and every 2^n-th tick, the same as the history grows", () => {
+    const history = (n: number) => Array.from({ length: n }, (_, i) => reply(i + 1, 0));
+    const pool = semanticPool(history(500), 'meditation');
+    expect(pool.length).toBeLessThanOrEqual(selectionDefaults.meditationPool);
+    expect(pool[0]!.tick).toBe(500);
+    expect(pool.slice(1).every((r) => r.tick % 4 === 0)).toBe(true);
+    // One tick later, all but the newest are the same replies (so their vectors are cached).
+    const next = semanticPool(history(501), 'meditation');
+    const before = new Set(pool.map((r) => r.id));
+    expect(next.slice(1).filter((r) => !before.has(r.id))).toEqual([]);
+    expect(semanticPool(history(30), 'meditation')).toHaveLength(30);
+    expect(semanticPool(history(500), 'standard')).toHaveLength(500);
   });
 
   it('empty input and K = 0 show nothing', () => {
