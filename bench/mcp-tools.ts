@@ -29,18 +29,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Context } from '@temporalio/activity';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
 import { createMcpActivities, createMcpPool, type McpCallResult } from '../activities/mcp/index.js';
 import { probeMcpServer, stdioLaunch, type McpPool, type McpServerSpec } from '../activities/mcp/pool.js';
 import { insertMcpServer } from '../db/queries/mcp.js';
 import { agents } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import { benchStack, scratchDatabase, summarize } from './lib.js';
+import { withBaselineWorker } from './temporal-baseline.js';
 
 const memoryBin = join(
   import.meta.dirname,
@@ -102,35 +101,6 @@ function routedActivity(call: (agentId: string, key: string) => Promise<McpCallR
       if (r.status !== 'ok' || r.recorded) tally.failures.push(`${agentId}: ${r.status} ${r.text.slice(0, 200)}`);
     },
   };
-}
-
-/** A worker of bench/workflows.ts on its own queue with `activities`, and a client, while `fn` runs. */
-async function withWorker<T>(
-  stack: Stack,
-  activities: object,
-  fn: (client: Client, taskQueue: string) => Promise<T>,
-): Promise<T> {
-  const taskQueue = `bench-mcp-tools-${process.pid}`;
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const workflowBundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-  });
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue,
-    workflowBundle,
-    activities,
-  });
-  const clientConn = await Connection.connect(stack.temporal.connection);
-  const client = new Client({ connection: clientConn, namespace: stack.temporal.namespace });
-  try {
-    return await worker.runUntil(() => fn(client, taskQueue));
-  } finally {
-    await clientConn.close();
-    await connection.close();
-  }
 }
 
 /** A bare MCP client of its own server process, launched as the pool launches one. */
@@ -230,71 +200,76 @@ export async function measureMcpTools(
   const call = (agentId: string, key: string) =>
     mcp.mcpCall({ agentId, key, server: serverName, tool, args: {}, price: {} });
   try {
-    return await withWorker(stack, routedActivity(call, tally), async (client, taskQueue) => {
-      const solo = ids[0]!;
-      const directOnce = async () => {
+    return await withBaselineWorker(
+      stack,
+      async (client, taskQueue) => {
+        const solo = ids[0]!;
+        const directOnce = async () => {
+          const t0 = performance.now();
+          const r = await direct.callTool({ name: tool, arguments: {} });
+          const ms = performance.now() - t0;
+          if (r.isError) throw new Error(`direct ${tool} failed: ${JSON.stringify(r.content)}`);
+          return ms;
+        };
+        // Warm-up, uncounted: each kind's first calls pay for the pool's server start, bundle load, connections.
+        for (let i = 0; i < sizes.warmup; i++) await directOnce();
+        await workflowGaps(client, taskQueue, `noop/warm-${Date.now()}`, sizes.warmup);
+        await workflowGaps(client, taskQueue, `mcp/${solo}/warm-${Date.now()}`, sizes.warmup);
+        tally.bodyMs.length = 0;
+
+        const per = Math.max(1, Math.round(sizes.calls / sizes.blocks));
+        const xactsBefore = await committedTransactions(stack, sizes.statsWaitMs);
+        const directMs: number[] = [];
+        const agentMs: number[] = [];
+        const noopMs: number[] = [];
+        for (let b = 0; b < sizes.blocks; b++) {
+          for (let i = 0; i < per; i++) directMs.push(await directOnce());
+          noopMs.push(...(await workflowGaps(client, taskQueue, `noop/${b}-${Date.now()}`, per)));
+          agentMs.push(...(await workflowGaps(client, taskQueue, `mcp/${solo}/${b}-${Date.now()}`, per)));
+        }
+        const bodyMs = [...tally.bodyMs];
+        // The solo agent's calls were the database's only work in the blocks (one more: the count's own read).
+        const xactsPerCall =
+          ((await committedTransactions(stack, sizes.statsWaitMs)) - xactsBefore - 1) / bodyMs.length;
+        const commit = summarize(await commitMs(stack, Math.max(10, per)));
+
+        // Every agent's server started and warm before the clock runs.
+        await Promise.all(ids.map((id) => workflowGaps(client, taskQueue, `mcp/${id}/warm-many-${Date.now()}`, 2)));
+        const before = tally.bodyMs.length;
         const t0 = performance.now();
-        const r = await direct.callTool({ name: tool, arguments: {} });
-        const ms = performance.now() - t0;
-        if (r.isError) throw new Error(`direct ${tool} failed: ${JSON.stringify(r.content)}`);
-        return ms;
-      };
-      // Warm-up, uncounted: each kind's first calls pay for the pool's server start, bundle load, connections.
-      for (let i = 0; i < sizes.warmup; i++) await directOnce();
-      await workflowGaps(client, taskQueue, `noop/warm-${Date.now()}`, sizes.warmup);
-      await workflowGaps(client, taskQueue, `mcp/${solo}/warm-${Date.now()}`, sizes.warmup);
-      tally.bodyMs.length = 0;
+        await Promise.all(
+          ids.map((id) => workflowGaps(client, taskQueue, `mcp/${id}/many-${Date.now()}`, sizes.callsPerAgent)),
+        );
+        const seconds = (performance.now() - t0) / 1000;
+        const manyCalls = tally.bodyMs.length - before;
 
-      const per = Math.max(1, Math.round(sizes.calls / sizes.blocks));
-      const xactsBefore = await committedTransactions(stack, sizes.statsWaitMs);
-      const directMs: number[] = [];
-      const agentMs: number[] = [];
-      const noopMs: number[] = [];
-      for (let b = 0; b < sizes.blocks; b++) {
-        for (let i = 0; i < per; i++) directMs.push(await directOnce());
-        noopMs.push(...(await workflowGaps(client, taskQueue, `noop/${b}-${Date.now()}`, per)));
-        agentMs.push(...(await workflowGaps(client, taskQueue, `mcp/${solo}/${b}-${Date.now()}`, per)));
-      }
-      const bodyMs = [...tally.bodyMs];
-      // The solo agent's calls were the database's only work in the blocks (one more: the count's own read).
-      const xactsPerCall = ((await committedTransactions(stack, sizes.statsWaitMs)) - xactsBefore - 1) / bodyMs.length;
-      const commit = summarize(await commitMs(stack, Math.max(10, per)));
-
-      // Every agent's server started and warm before the clock runs.
-      await Promise.all(ids.map((id) => workflowGaps(client, taskQueue, `mcp/${id}/warm-many-${Date.now()}`, 2)));
-      const before = tally.bodyMs.length;
-      const t0 = performance.now();
-      await Promise.all(
-        ids.map((id) => workflowGaps(client, taskQueue, `mcp/${id}/many-${Date.now()}`, sizes.callsPerAgent)),
-      );
-      const seconds = (performance.now() - t0) / 1000;
-      const manyCalls = tally.bodyMs.length - before;
-
-      if (tally.failures.length)
-        throw new Error(`${tally.failures.length} mcpCall(s) were not ok: ${tally.failures.slice(0, 3).join('; ')}`);
-      const d = summarize(directMs);
-      const a = summarize(agentMs);
-      const n = summarize(noopMs);
-      const body = summarize(bodyMs);
-      return {
-        agent_call_p50_ms: a.p50,
-        agent_call_p99_ms: a.p99,
-        direct_call_p50_ms: d.p50,
-        direct_call_p99_ms: d.p99,
-        overhead_p50_ms: a.p50 - d.p50,
-        activity_rt_p50_ms: n.p50,
-        activity_rt_p99_ms: n.p99,
-        overhead_p50_ratio_to_activity_rt: (a.p50 - d.p50) / n.p50,
-        overhead_beyond_activity_rt_p50_ms: a.p50 - d.p50 - n.p50,
-        mcp_call_body_p50_ms: body.p50,
-        bookkeeping_p50_ms: body.p50 - d.p50,
-        db_transactions_per_call: xactsPerCall,
-        pg_commit_p50_ms: commit.p50,
-        calls_per_s_20_agents: manyCalls / seconds,
-        calls_20_agents: manyCalls,
-        calls_each: a.n,
-      };
-    });
+        if (tally.failures.length)
+          throw new Error(`${tally.failures.length} mcpCall(s) were not ok: ${tally.failures.slice(0, 3).join('; ')}`);
+        const d = summarize(directMs);
+        const a = summarize(agentMs);
+        const n = summarize(noopMs);
+        const body = summarize(bodyMs);
+        return {
+          agent_call_p50_ms: a.p50,
+          agent_call_p99_ms: a.p99,
+          direct_call_p50_ms: d.p50,
+          direct_call_p99_ms: d.p99,
+          overhead_p50_ms: a.p50 - d.p50,
+          activity_rt_p50_ms: n.p50,
+          activity_rt_p99_ms: n.p99,
+          overhead_p50_ratio_to_activity_rt: (a.p50 - d.p50) / n.p50,
+          overhead_beyond_activity_rt_p50_ms: a.p50 - d.p50 - n.p50,
+          mcp_call_body_p50_ms: body.p50,
+          bookkeeping_p50_ms: body.p50 - d.p50,
+          db_transactions_per_call: xactsPerCall,
+          pg_commit_p50_ms: commit.p50,
+          calls_per_s_20_agents: manyCalls / seconds,
+          calls_20_agents: manyCalls,
+          calls_each: a.n,
+        };
+      },
+      { activities: routedActivity(call, tally) },
+    );
   } finally {
     await pool.close();
     await direct.close().catch(() => undefined);

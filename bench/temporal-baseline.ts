@@ -20,11 +20,14 @@ export interface BaselineFigures {
   workflow_runs: number;
 }
 
-/** A worker for the benchmark workflows (bench/workflows.ts, a no-op activity) on its own task queue, while `fn` runs. */
+/**
+ * A worker for the benchmark workflows (bench/workflows.ts; by default a no-op activity) on its own
+ * task queue, while `fn` runs.
+ */
 export async function withBaselineWorker<T>(
   stack: Stack,
   fn: (client: Client, taskQueue: string) => Promise<T>,
-  o: { maxCachedWorkflows?: number } = {},
+  o: { maxCachedWorkflows?: number; activities?: object } = {},
 ): Promise<T> {
   const taskQueue = `bench-baseline-${process.pid}`;
   const connection = await NativeConnection.connect(stack.temporal.connection);
@@ -37,7 +40,7 @@ export async function withBaselineWorker<T>(
     namespace: stack.temporal.namespace,
     taskQueue,
     workflowBundle,
-    activities: { async noop() {} },
+    activities: o.activities ?? { async noop() {} },
     ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),
   });
   const clientConn = await Connection.connect(stack.temporal.connection);
