@@ -136,7 +136,7 @@ function snippet(content: string, query: string, width = 160): string {
  * auxiliary loop only reads.
  */
 async function touch(
-  ctx: HandlerContext,
+  ctx: SearchContext,
   table: typeof diaryEntries | typeof llmMemory | typeof concepts | typeof links,
   ids: number | readonly number[],
 ): Promise<void> {
@@ -577,7 +577,7 @@ export const memoryHandlers: HandlerMap<FamilyTypes<'memory'>> = {
 
 // --- search: by words and by meaning -------------------------------------------------------------
 
-type SearchKind = (typeof searchKinds)[number];
+export type SearchKind = (typeof searchKinds)[number];
 
 /** Where each kind's rows are and the SQL of what is searched (alias `t`): constants, never input. */
 const searchSources: Record<SearchKind, { table: string; title: string; body: string; pinned: string }> = {
@@ -607,7 +607,10 @@ interface Found {
   archived: boolean;
 }
 
-interface SearchArgs {
+/** What a search needs of a command's context (a person's search, `mindloop memory search`, reads as a task loop: no use counted). */
+export type SearchContext = Pick<HandlerContext, 'tx' | 'agentId' | 'mode' | 'embedders'>;
+
+export interface SearchArgs {
   query: string;
   kinds: readonly SearchKind[];
   limit: number;
@@ -679,7 +682,7 @@ type Meaning =
   { ok: true; hits: Array<{ kind: SearchKind; rowId: number; score: number }> } | { ok: false; why: string };
 
 /** The search by meaning, or why there is none (no embedder, semantic memory off, the embedder failed). */
-async function byMeaning(ctx: HandlerContext, a: SearchArgs, n: number): Promise<Meaning> {
+async function byMeaning(ctx: SearchContext, a: SearchArgs, n: number): Promise<Meaning> {
   if (!ctx.embedders) return { ok: false, why: 'no embedder here' };
   // Through the command's own transaction: one connection, never a second one waiting on it
   // (PGlite serves every connection from one session).
@@ -715,7 +718,7 @@ async function byMeaning(ctx: HandlerContext, a: SearchArgs, n: number): Promise
  * rows only unless `archived`; an archived row is marked so, with how to restore it. Every live
  * row shown counts as a use. Without an embedder the result says it compared words only.
  */
-async function searchMemory(ctx: HandlerContext, a: SearchArgs): Promise<HandlerResult> {
+export async function searchMemory(ctx: SearchContext, a: SearchArgs): Promise<HandlerResult> {
   const { tx, agentId } = ctx;
   const pool = Math.min(200, a.limit * 3);
   const words = new Map<string, number>();

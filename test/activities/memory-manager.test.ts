@@ -115,6 +115,26 @@ const archivedIds = async (
     .map((r) => r.id)
     .sort((a, b) => a - b);
 
+/** `mindloop <args>` against this file's database: what it printed. */
+async function cli(...args: string[]): Promise<string> {
+  const saved = process.env.DATABASE_URL;
+  process.env.DATABASE_URL = handle.url;
+  const out: string[] = [];
+  const write = vi
+    .spyOn(process.stdout, 'write')
+    .mockImplementation((chunk: string | Uint8Array) => (out.push(String(chunk)), true));
+  try {
+    const program = new Command().exitOverride();
+    registerMemoryCommands(program);
+    await program.parseAsync(args, { from: 'user' });
+    return out.join('');
+  } finally {
+    write.mockRestore();
+    if (saved === undefined) delete process.env.DATABASE_URL;
+    else process.env.DATABASE_URL = saved;
+  }
+}
+
 const decisions = async (agentId: string, table: string) =>
   (
     await handle.db
@@ -280,24 +300,6 @@ describe('the memory manager by use', () => {
       .insert(llmMemory)
       .values({ agentId: 'person', content: 'forgotten', archivedAt: new Date() })
       .returning({ id: llmMemory.id });
-    const cli = async (...args: string[]) => {
-      const saved = process.env.DATABASE_URL;
-      process.env.DATABASE_URL = handle.url;
-      const out: string[] = [];
-      const write = vi
-        .spyOn(process.stdout, 'write')
-        .mockImplementation((chunk: string | Uint8Array) => (out.push(String(chunk)), true));
-      try {
-        const program = new Command().exitOverride();
-        registerMemoryCommands(program);
-        await program.parseAsync(args, { from: 'user' });
-        return out.join('');
-      } finally {
-        write.mockRestore();
-        if (saved === undefined) delete process.env.DATABASE_URL;
-        else process.env.DATABASE_URL = saved;
-      }
-    };
     try {
       expect(await cli('memory', 'restore', 'person', 'note', String(n!.id))).toBe(`restored note #${n!.id}\n`);
       expect((await apply('person', ['llm_memory.list', {}]))[0]!.text).toContain(`#${n!.id} forgotten`);
@@ -358,6 +360,29 @@ describe('searching by words and by meaning', () => {
     const [words] = await apply('searcher', ['diary.search', { query: 'stroll', archived: true }]);
     expect(words!.text.split('\n')[0]).toContain(`#${walkId} [archived`);
     await apply('searcher', ['memory.restore', { kind: 'diary', id: walkId }]);
+  }, 60_000);
+
+  it('`mindloop memory search` prints what the agent would see, found by meaning', async () => {
+    const out = await cli(
+      'memory',
+      'search',
+      'searcher',
+      'walking',
+      'my',
+      'puppy',
+      'outdoors',
+      '--kinds',
+      'diary,note',
+    );
+    const lines = out.split('\n');
+    expect(lines[0]).toMatch(/^\d+ memories matching 'walking my puppy outdoors'$/);
+    expect(lines[1]).toMatch(new RegExp(`^diary #${walkId} Evening — I took the dog .*\\[meaning 0\\.\\d\\d\\]$`));
+    // A person's search is no use of the agent's rows.
+    const [row] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, walkId));
+    const before = row!.accessCount;
+    await cli('memory', 'search', 'searcher', 'stroll');
+    const [after] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, walkId));
+    expect(after!.accessCount).toBe(before);
   }, 60_000);
 
   it('memory.search looks through the notebook, concepts and abstracts too, each marked with its kind', async () => {
