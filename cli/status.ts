@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import { goalMetricsSummary, type GoalMetrics } from '../core/goal-metrics.js';
+import { embedderHealthLine, type EmbedderHealth } from '../db/queries/embedder-health.js';
 import { loadEnvOrExit, type Env } from '../env.js';
 import type { AgentLoopStatus } from '../runtime/operator.js';
 import type { AgentStatus } from '../workflows/agent-loop/index.js';
@@ -85,9 +86,21 @@ export function formatGoals(goals: GoalMetrics | Error): string {
   return `  goals        ${goals.total ? goalMetricsSummary(goals) : 'none'}`;
 }
 
-/** Render the execution state and, when the query answered, the status; then the goals, when read. */
-export function formatExecution(r: AgentLoopStatus, goals?: GoalMetrics | Error): string {
-  const goalLine = goals === undefined ? [] : [formatGoals(goals)];
+/** The embedder line: away since when and why, or back since when; nothing when it was never away. */
+export function formatEmbedder(health: EmbedderHealth | null | undefined): string[] {
+  return health ? [`  ${embedderHealthLine(health)}`] : [];
+}
+
+/**
+ * Render the execution state and, when the query answered, the status; then the goals and the
+ * embedder's health, when read.
+ */
+export function formatExecution(
+  r: AgentLoopStatus,
+  goals?: GoalMetrics | Error,
+  embedder?: EmbedderHealth | null,
+): string {
+  const goalLine = [...(goals === undefined ? [] : [formatGoals(goals)]), ...formatEmbedder(embedder)];
   const head =
     r.execution.status === 'RUNNING'
       ? []
@@ -134,6 +147,19 @@ async function agentStatus(
   return { status: await withClient((client) => agentLoopStatus(client, agentId)), source: 'temporal' };
 }
 
+/** The agent's embedder health from the database (null when never away, or when it cannot be read). */
+async function embedderFromDb(agentId: string): Promise<EmbedderHealth | null> {
+  try {
+    const [{ withDb }, { embedderHealth }] = await Promise.all([
+      import('./client.js'),
+      import('../db/queries/embedder-health.js'),
+    ]);
+    return await withDb((db) => embedderHealth(db, agentId));
+  } catch {
+    return null;
+  }
+}
+
 /** The agent's goal metrics from the database; an error in their place when it cannot be read. */
 async function goalsFromDb(agentId: string): Promise<GoalMetrics | Error> {
   try {
@@ -157,11 +183,15 @@ export function registerStatusCommand(program: Command): void {
     .option('--json', 'print JSON (with `source`: notebook or temporal)')
     .option('--direct', 'ask Temporal directly, not the notebook')
     .action(async (id: string, opts: { json?: boolean; direct?: boolean }) => {
-      const [{ status, source }, goals] = await Promise.all([agentStatus(id, opts), goalsFromDb(id)]);
+      const [{ status, source }, goals, embedder] = await Promise.all([
+        agentStatus(id, opts),
+        goalsFromDb(id),
+        embedderFromDb(id),
+      ]);
       process.stdout.write(
         opts.json
-          ? `${JSON.stringify({ ...status, goals: goals instanceof Error ? null : goals, source }, null, 2)}\n`
-          : `${formatExecution(status, goals)}\n`,
+          ? `${JSON.stringify({ ...status, goals: goals instanceof Error ? null : goals, embedder, source }, null, 2)}\n`
+          : `${formatExecution(status, goals, embedder)}\n`,
       );
     });
 }

@@ -20,6 +20,8 @@ import {
 } from '../../core/ethics.js';
 import { emotionFormatInstructions, nextAnxietyStreak, parseEmotions } from '../../core/emotions.js';
 import {
+  blendSimilarity,
+  clauseSimilarity,
   combineNovelty,
   identicalSimilarity,
   lexicalSimilarity,
@@ -28,6 +30,7 @@ import {
   noveltyFromSimilarity,
   parseNoveltyAnswer,
   placeholderTick,
+  replyClauses,
   type Ideas,
 } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
@@ -47,6 +50,7 @@ import {
   type ValidatorRecord,
 } from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
+import { markEmbedderAway, markEmbedderBack } from '../../db/queries/embedder-health.js';
 import {
   concepts,
   diaryEntries,
@@ -59,6 +63,7 @@ import {
   type EthicsPolicy as EthicsPolicyRow,
   type LlmRegistryEntry,
 } from '../../db/schema/index.js';
+import { embedTexts } from '../embeddings/cache.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type ChatResult } from '../llm/index.js';
@@ -137,6 +142,67 @@ function identity(view: ReflexView) {
     : view.real.find((p) => lexicalSimilarity(content, p.content) >= identicalSimilarity);
   const identicalTo = sameHash ? originalTick(sameHash) : sameText ? sameText.tick : null;
   return { hash, similarity, identicalTo };
+}
+
+/** Each text is cut to this many characters before it is embedded (as the novelty mini-prompt cuts the reply). */
+const meaningTextChars = 2000;
+/** An embedder slower than this is away for the tick. */
+const embedTimeoutMs = 15_000;
+
+type Meaning = { ok: true; similarity: number } | { ok: false; reason: string };
+
+/** Rejects after `ms` (the timer is cleared when the work settles first). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer in ${ms / 1000} s`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The reply's similarity by meaning to the real previous replies (core/novelty.ts
+ * clauseSimilarity), through the agent's embedder and the embeddings cache (each text embedded
+ * once); null where the worker has no embedders or the agent turned semantic memory off. Never
+ * throws: an embedder that is away, throws, hangs or returns vectors of the wrong size gives the
+ * reason, and its health entry is opened; one that answers closes it.
+ */
+async function meaningSimilarity(
+  deps: ReflexDeps,
+  input: TickReflexesInput,
+  view: ReflexView,
+): Promise<Meaning | null> {
+  if (!deps.embedders) return null;
+  const away = async (reason: string): Promise<Meaning> => {
+    await markEmbedderAway(deps.db, input.agentId, reason, new Date(), input.tick).catch(() => undefined);
+    return { ok: false, reason: `embedder away: ${reason}` };
+  };
+  let choice;
+  try {
+    choice = await deps.embedders.forAgent(deps.db, input.agentId);
+  } catch (err) {
+    return away(clipText((err as Error).message ?? String(err), 200));
+  }
+  if (!choice.ok) return choice.why === 'off' ? null : away(clipText(choice.reason, 200));
+  const reply = replyClauses(clipText(view.reply.content, meaningTextChars));
+  const previous = view.real.flatMap((p) => {
+    const text = clipText(p.content, meaningTextChars);
+    return [text, ...replyClauses(text)];
+  });
+  try {
+    const vectors = await within(embedTexts(deps.db, choice.embedder, [...reply, ...previous]), embedTimeoutMs);
+    const similarity = clauseSimilarity(vectors.slice(0, reply.length), vectors.slice(reply.length));
+    await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
+    return { ok: true, similarity };
+  } catch (err) {
+    return away(`${choice.name}: ${clipText((err as Error).message ?? String(err), 200)}`);
+  }
 }
 
 type Preloaded = NonNullable<ChatRequest['preloaded']>;
@@ -345,7 +411,11 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
   const identical = identicalTo !== null;
   const malformed: string[] = [];
   const reflexNotes: string[] = [];
-  const { emo, nov, records, validatorRows } = await askAll(deps, input, view, identical, malformed);
+  // The comparison by meaning runs beside the mini-prompts (none when nothing came before).
+  const [{ emo, nov, records, validatorRows }, meaning] = await Promise.all([
+    askAll(deps, input, view, identical, malformed),
+    identical || view.real.length === 0 ? null : meaningSimilarity(deps, input, view),
+  ]);
   const ownId = view.reply.llmRegistryId;
 
   // ---- emotions ----
@@ -354,7 +424,10 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
   const anxietyStreak = nextAnxietyStreak(input.stagnation.anxietyStreak, emotions, settings.anxietyThreshold);
 
   // ---- novelty ----
-  const lexical = view.real.length === 0 ? 100 : noveltyFromSimilarity(similarity);
+  // By meaning and words where the agent's embedder answered; else by words alone, as told.
+  const blended = meaning?.ok ? blendSimilarity(meaning.similarity, similarity) : null;
+  if (meaning && !meaning.ok) reflexNotes.push(`novelty by words only: ${meaning.reason}`);
+  const lexical = view.real.length === 0 ? 100 : noveltyFromSimilarity(blended ?? similarity);
   if (nov && !nov.ok) malformed.push(`novelty: ${nov.error}`);
   const novelty = identical ? 0 : combineNovelty(lexical, nov?.ok ? nov.novelty : null, similarity);
   const ideas: Ideas = nov?.ok ? nov.ideas : { new: [], refined: [], discarded: [] };
@@ -426,7 +499,7 @@ export async function tickReflexes(deps: ReflexDeps, input: TickReflexesInput): 
       validatorFailures,
       malformed,
     },
-    stagnation: { decision, policy, anxietyStreak, similarity },
+    stagnation: { decision, policy, anxietyStreak, similarity: blended ?? similarity },
     validation: { agg, records, answered },
     reply: { hash, identicalTo, ideas, tags: nov?.ok ? nov.tags : view.reply.tags, newEmotions: emo?.unknown ?? [] },
   });

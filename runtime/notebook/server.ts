@@ -18,6 +18,7 @@ import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { goalMetricsSummary } from '../../core/goal-metrics.js';
 import type { Db } from '../../db/client.js';
+import { embedderHealth, embedderHealthLine } from '../../db/queries/embedder-health.js';
 import { agentGoalMetrics } from '../../db/queries/goal-metrics.js';
 import { budgetReport } from '../../db/queries/lifeforce.js';
 import { agentMemory, agentRow, agentSeries, inbox, tickDetail, tickPage } from '../../db/queries/notebook.js';
@@ -140,11 +141,12 @@ function agentReads(app: Hono, d: NotebookDeps): void {
   });
   app.get('/api/agents/:id', async (c) => {
     const id = ids.agent(c.req.param('id'));
-    const [row, loop, budget, goals] = await Promise.all([
+    const [row, loop, budget, goals, embedder] = await Promise.all([
       agentRow(d.db, id),
       agentLoopStatus(d.client, id).catch((err: unknown) => ({ error: (err as Error).message })),
       budgetReport(d.db, `agent:${id}`, { entries: 10 }),
       agentGoalMetrics(d.db, id),
+      embedderHealth(d.db, id),
     ]);
     if (!row && 'error' in loop) throw new NotebookError(404, `no agent ${id}`);
     // The goal metrics, with the line the CLI's status prints.
@@ -153,6 +155,8 @@ function agentReads(app: Hono, d: NotebookDeps): void {
       loop,
       lifeforce: budget ?? null,
       goals: { ...goals, summary: goals.total ? goalMetricsSummary(goals) : 'none' },
+      // The embedder's health (away since when and why, or back), with the line the CLI's status prints.
+      embedder: embedder ? { ...embedder, line: embedderHealthLine(embedder) } : null,
     });
   });
   // The CLI's `status` (cli/status.ts): the loop's status as `mindloop status --json` prints it.

@@ -212,6 +212,8 @@ function statusLine(r) {
         'commands',
         `${s.counters.commandsApplied} applied, ${s.counters.commandsUnvalidated} unvalidated, ${s.counters.commandsRejected} rejected`,
       ],
+      // Only once the embedder was away: the line says since when and why, or since when it is back.
+      ...(r.embedder ? [['embedder', r.embedder.line]] : []),
     ].map(([k, v]) => [h('dt', {}, k), h('dd', { 'data-key': k }, v)]),
   );
 }
