@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { createAgentEmbedders } from '../../activities/embeddings/agent-embedder.js';
 import { disposeLocalEmbedders } from '../../activities/embeddings/local.js';
+import type { Embedder } from '../../activities/embeddings/types.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import type { ThinkInput } from '../../activities/tick/context.js';
 import {
@@ -223,5 +224,36 @@ describe('contexts chosen by meaning (offline embedder)', () => {
     await think(withoutEmbedder, 'broken-plain', 13, { contextMode: 'meditation', recentK: 3 });
     expect(thoughts('broken-emb').map((l) => Number(/tick (\d+)/.exec(l)![1]))).toEqual([1, 6, 12]);
     expect(contexts3to5('broken-emb')).toEqual(contexts3to5('broken-plain'));
+  }, 60_000);
+
+  it('after the first tick only new texts are embedded', async () => {
+    const real = createAgentEmbedders({ env: {}, toolsDir: repoToolsDir });
+    const asked: string[][] = [];
+    let counting: Embedder | undefined;
+    const acts = createActivities({
+      db: handle.db,
+      llm,
+      embedders: {
+        async forAgent(db, agentId) {
+          const choice = await real.forAgent(db, agentId);
+          if (!choice.ok) return choice;
+          counting ??= {
+            model: choice.embedder.model,
+            dimensions: choice.embedder.dimensions,
+            embed: async (texts) => (asked.push([...texts]), choice.embedder.embed(texts)),
+          };
+          return { ...choice, embedder: counting };
+        },
+      },
+    });
+    // Texts no other test embedded.
+    const own = history.map((t, i) => `Cost check ${i}: ${t}`);
+    await agent('cost', own, { goals: ['Cost check of the billing migration'] });
+    await think(acts, 'cost', 13, { contextMode: 'meditation', recentK: 3 });
+    expect(asked.flat()).toEqual(expect.arrayContaining(own));
+    asked.length = 0;
+    // Tick 13 stored its reply ('A thought.', embedded once by an earlier test or now): tick 14 asks for at most it.
+    await think(acts, 'cost', 14, { contextMode: 'meditation', recentK: 3 });
+    expect(asked.flat().filter((t) => t !== 'A thought.')).toEqual([]);
   }, 60_000);
 });
