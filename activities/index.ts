@@ -32,6 +32,7 @@ import { guardEvents, type AgentEventSink } from './agent-events.js';
 import { createReflexActivities } from './reflexes/index.js';
 import type { ReflexDeps } from './reflexes/types.js';
 import { createLearningActivities, createLearningSink } from './learnings.js';
+import { createEmbeddingActivities } from './embeddings/backfill.js';
 import { createNerveActivities } from './nerves.js';
 import { createShellActivities } from './shell.js';
 import { createOversightActivities } from './oversight/index.js';
@@ -111,6 +112,7 @@ export function createActivities(deps: MindloopActivityDeps) {
       ...embedders,
     }),
     ...createLearningActivities({ db: deps.db, events, ...embedders }),
+    ...createEmbeddingActivities({ db: deps.db, ...embedders }),
     ...createCampaignActivities({
       db: deps.db,
       llm: router,

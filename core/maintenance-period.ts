@@ -13,6 +13,7 @@ export const maintenanceJobs = {
   'abstracts-digest': { workflowType: 'abstractsDigestWorkflow', periodMs: hourMs },
   'memory-pruning': { workflowType: 'memoryPruningWorkflow', periodMs: 6 * hourMs },
   'process-log-cleanup': { workflowType: 'processLogCleanupWorkflow', periodMs: dayMs },
+  'embeddings-backfill': { workflowType: 'embeddingsBackfillWorkflow', periodMs: hourMs },
 } as const;
 export type MaintenanceJob = keyof typeof maintenanceJobs;
 export const maintenanceJobNames = Object.keys(maintenanceJobs) as MaintenanceJob[];

@@ -58,6 +58,14 @@ export const maintenanceSchedules: readonly MaintenanceSchedule[] = [
     args: [{ olderThanDays: 30 }],
     note: 'delete closed process-log entries older than 30 days',
   },
+  {
+    id: 'maintenance/embeddings-backfill',
+    workflowType: 'embeddingsBackfillWorkflow',
+    every: '1 hour',
+    offset: '35 minutes',
+    args: [{}],
+    note: "per running agent: embed the memory rows that have no vector under the agent's embedder",
+  },
 ];
 
 function options(s: MaintenanceSchedule, taskQueue: string): ScheduleOptions {

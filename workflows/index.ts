@@ -69,6 +69,10 @@ export const memoryPruningWorkflow = lazy(
   'memoryPruningWorkflow',
   () => (require('./maintenance.js') as typeof Maintenance).memoryPruningWorkflow,
 );
+export const embeddingsBackfillWorkflow = lazy(
+  'embeddingsBackfillWorkflow',
+  () => (require('./maintenance.js') as typeof Maintenance).embeddingsBackfillWorkflow,
+);
 export const processLogCleanupWorkflow = lazy(
   'processLogCleanupWorkflow',
   () => (require('./maintenance.js') as typeof Maintenance).processLogCleanupWorkflow,

@@ -2,7 +2,8 @@
  * The scheduled maintenance jobs, each a short workflow that a Temporal Schedule
  * starts (workers/schedules.ts): learning decay (daily), the abstracts digest (hourly, per
  * running agent, by the agent's configured strategy), memory pruning (per running agent, by
- * its lru_limit) and process-log cleanup. All visible, pausable and triggerable in the UI;
+ * its lru_limit), process-log cleanup and the embeddings backfill (hourly, per running agent).
+ * All visible, pausable and triggerable in the UI;
  * each also startable by hand with JSON input (zod-checked).
  *
  * Each job runs at most once per period (a day for decay and cleanup, an hour for the digest,
@@ -13,6 +14,7 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { log, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
+import type { createEmbeddingActivities } from '../activities/embeddings/backfill.js';
 import type { createLearningActivities } from '../activities/learnings.js';
 import {
   nominalTime,
@@ -21,7 +23,7 @@ import {
   type MaintenancePeriod,
   type NominalSource,
 } from '../core/maintenance-period.js';
-import { dbActivity } from './lib/activity-options.js';
+import { copyActivity, dbActivity } from './lib/activity-options.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { failureMessage } from './lib/infra.js';
 
@@ -35,6 +37,9 @@ interface AbstractActivity {
 type Activities = ReturnType<typeof createLearningActivities> & AbstractActivity;
 // Set-based SQL over the whole table: give the decay more than a point write's 10 s.
 const jobs = proxyActivities<Activities>({ ...dbActivity, startToCloseTimeout: '5 minutes' });
+// The backfill embeds for up to 20 minutes per agent, heartbeating after each batch (the long
+// copy's preset: a killed worker's run is taken up elsewhere within 10 s).
+const embedding = proxyActivities<ReturnType<typeof createEmbeddingActivities>>(copyActivity);
 
 /** Set by Temporal on every run a schedule starts: the run's nominal time. */
 const scheduledStartTime = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
@@ -207,4 +212,21 @@ export async function processLogCleanupWorkflow(
   const out = { deleted: r.deleted, ...periodResult(run, r) };
   logRun(run, out);
   return out;
+}
+
+/**
+ * Hourly: per running agent, embed the memory rows that have no vector under its embedder (or
+ * one of an older text), in batches. Once per hour and agent; an agent whose embedder is away is
+ * reported and its rows are left for the next hour.
+ */
+export async function embeddingsBackfillWorkflow(input?: z.input<typeof perAgentSchema>) {
+  const o = parseWorkflowInput('embeddingsBackfillWorkflow', perAgentSchema, input);
+  const run = runPeriod('embeddings-backfill');
+  const { workflowId } = workflowInfo();
+  return perAgentPeriod(
+    run,
+    await forEachAgent(o.agentIds, (agentId) =>
+      embedding.embeddingsBackfillJob({ agentId, period: run.period.key, workflowId }),
+    ),
+  );
 }

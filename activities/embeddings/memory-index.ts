@@ -113,6 +113,13 @@ interface LoadedIndex {
 }
 
 const loaded = new WeakMap<Db, Map<string, LoadedIndex>>();
+
+/**
+ * `memory_vectors.model = model`, written so that the planner uses the primary key (agent, kind,
+ * row id, model) for it and not the (model, kind) index, which would read every agent's vectors:
+ * PGlite keeps no statistics (it runs no autovacuum), and without them both look alike to it.
+ */
+const modelIs = (model: string, alias = '') => sql`${sql.raw(alias ? `${alias}.` : '')}model || '' = ${model}`;
 const indexKey = (agentId: string, model: string, kind: MemoryVectorKind) => JSON.stringify([agentId, model, kind]);
 
 /** How often a search also reads the vectors replaced or filled in below the newest it holds. */
@@ -158,7 +165,7 @@ async function currentIndex(db: Db, agentId: string, embedder: Embedder, kind: M
   const map = indexesOf(db);
   const key = indexKey(agentId, embedder.model, kind);
   let entry = map.get(key);
-  const mine = sql`agent_id = ${agentId} and kind = ${kind} and model = ${embedder.model}`;
+  const mine = sql`agent_id = ${agentId} and kind = ${kind} and ${modelIs(embedder.model)}`;
   if (!entry) {
     const fresh: LoadedIndex = { index: new VectorIndex(embedder.dimensions), seenAt: null, refreshedAt: Date.now() };
     fresh.loading = (async () => {
@@ -321,21 +328,32 @@ async function staleRows(
   kind: MemoryVectorKind,
   limit: number,
   fresh: boolean,
+  /** For `fresh`: the newest row id with a vector, when the caller knows it. */
+  known?: number,
 ): Promise<MemoryRowText[]> {
   const src = sources[kind];
   const table = sql.raw(src.table);
   const text = sql.raw(src.text);
   const skip = src.skip ? sql.raw(`and not (${src.skip})`) : sql``;
-  const vectorOf = sql`mv.agent_id = t.agent_id and mv.kind = ${kind} and mv.row_id = t.id and mv.model = ${embedder.model}`;
+  const vectorOf = sql`mv.agent_id = t.agent_id and mv.kind = ${kind} and mv.row_id = t.id and ${modelIs(embedder.model, 'mv')}`;
+  let after = known ?? 0;
+  if (fresh && known === undefined) {
+    // Read first, so that the rows after it are a range of the primary key, whatever the statistics.
+    const m = await db.execute<{ max: string | number | null }>(
+      sql`select max(row_id) as max from memory_vectors where agent_id = ${agentId} and kind = ${kind} and ${modelIs(embedder.model)}`,
+    );
+    after = Number(m.rows[0]?.max ?? 0);
+  }
   const stale = fresh
-    ? sql`t.id > coalesce((select max(row_id) from memory_vectors where agent_id = ${agentId} and kind = ${kind} and model = ${embedder.model}), 0)
-        and not exists (select 1 from memory_vectors mv where ${vectorOf})`
+    ? // A range of the primary key, newest first (the agent compared as text, so that no index of
+      // the agent's rows is read instead when the table has no statistics).
+      sql`t.id > ${after} and t.agent_id || '' = ${agentId} and not exists (select 1 from memory_vectors mv where ${vectorOf})`
     : sql`not exists (select 1 from memory_vectors mv where ${vectorOf}
           and mv.dimensions = ${embedder.dimensions}
           and mv.text_sha256 = encode(sha256(convert_to(${text}, 'UTF8')), 'hex'))`;
   const r = await db.execute<{ id: string | number; txt: string }>(sql`
     select t.id, ${text} as txt from ${table} t
-    where t.agent_id = ${agentId} ${skip} and ${stale}
+    where ${fresh ? sql`true` : sql`t.agent_id = ${agentId}`} ${skip} and ${stale}
     order by t.id desc limit ${limit}`);
   return r.rows.map((row) => ({ kind, rowId: Number(row.id), text: row.txt }));
 }
@@ -359,6 +377,24 @@ export interface SearchByMeaningOptions {
   catchUpLimit?: number;
 }
 
+/** The vectors of recent query texts, per embedder (a text's vector under one model does not change). */
+const recentQueries = new WeakMap<Embedder, Map<string, Float32Array>>();
+const recentQueriesKept = 256;
+
+async function queryVector(db: Db, embedder: Embedder, text: string): Promise<Float32Array> {
+  let m = recentQueries.get(embedder);
+  if (!m) recentQueries.set(embedder, (m = new Map()));
+  let v = m.get(text);
+  if (v) {
+    m.delete(text);
+  } else {
+    v = (await embedTexts(db, embedder, [text]))[0]!;
+    if (m.size >= recentQueriesKept) m.delete(m.keys().next().value!);
+  }
+  m.set(text, v);
+  return v;
+}
+
 /** Candidates scored exactly per hit asked: 4 per hit, at least 40, at most 200. */
 const candidateCount = (k: number) => Math.min(200, Math.max(40, 4 * k));
 
@@ -372,13 +408,18 @@ export async function searchByMeaning(db: Db, opts: SearchByMeaningOptions): Pro
   if (!embedder) return null;
   const kinds = [...new Set(opts.kinds)];
   if (kinds.length === 0 || opts.k <= 0) return [];
-  const query = typeof opts.query === 'string' ? (await embedTexts(db, embedder, [opts.query]))[0]! : opts.query;
+  const query = typeof opts.query === 'string' ? await queryVector(db, embedder, opts.query) : opts.query;
   checkDimensions(embedder.model, embedder.dimensions, query);
-  const catchUpLimit = opts.catchUpLimit ?? 16;
-  if (catchUpLimit > 0) await catchUp(db, agentId, embedder, kinds, catchUpLimit, { fresh: true });
+  let catchUpLeft = opts.catchUpLimit ?? 16;
   const hits: MemoryHit[] = [];
   for (const kind of kinds) {
     const index = await currentIndex(db, agentId, embedder, kind);
+    if (catchUpLeft > 0) {
+      // Rows newer than every vector the index holds (it has just read the newest): embedded now.
+      const fresh = await staleRows(db, agentId, embedder, kind, catchUpLeft, true, index.maxRowId);
+      catchUpLeft -= fresh.length;
+      await indexRows(db, agentId, embedder, fresh);
+    }
     const ids = index.candidates(query, candidateCount(opts.k));
     if (ids.length === 0) continue;
     hits.push(...(await rerank(db, opts, embedder, kind, index, query, ids)));
@@ -390,7 +431,38 @@ export async function searchByMeaning(db: Db, opts: SearchByMeaningOptions): Pro
     .slice(0, opts.k);
 }
 
-/** Scores the candidates with their full vectors, as their rows are now. */
+const pglite = new WeakMap<Db, Promise<boolean>>();
+
+/** Whether the database is the embedded PGlite (asked once per handle). */
+function isPglite(db: Db): Promise<boolean> {
+  let p = pglite.get(db);
+  if (!p) {
+    p = db.execute<{ v: string }>(sql`select version() as v`).then((r) => /pglite/i.test(r.rows[0]?.v ?? ''));
+    p.catch(() => pglite.delete(db));
+    pglite.set(db, p);
+  }
+  return p;
+}
+
+/**
+ * A one-dimensional `real[]` in the array binary format (`array_send`): a header of 20 bytes
+ * (dimensions, has-nulls, element type, length, lower bound), then per element its length (4)
+ * and its big-endian float4. Read so because the text form costs more to print and to parse.
+ */
+function float4Array(bytes: Uint8Array): Float32Array {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getInt32(0) !== 1) throw new Error(`expected a one-dimensional array, got ${view.getInt32(0)} dimensions`);
+  const n = view.getInt32(12);
+  const out = new Float32Array(n);
+  for (let i = 0, o = 20; i < n; i++, o += 8) out[i] = view.getFloat32(o + 4);
+  return out;
+}
+
+/**
+ * Scores the candidates with their full vectors, as their rows are now. The database checks each
+ * row's text against the hash its vector was made from; a row whose text changed comes back with
+ * its text, is embedded again here and scored by it.
+ */
 async function rerank(
   db: Db,
   opts: SearchByMeaningOptions,
@@ -402,30 +474,51 @@ async function rerank(
 ): Promise<MemoryHit[]> {
   const src = sources[kind];
   const skip = src.skip ? sql.raw(`and not (${src.skip})`) : sql``;
+  const text = sql.raw(src.text);
+  // The exact score: on PGlite computed by the database (its results are slow to read, so one
+  // number per row beats a vector); on Postgres from the vector, read in binary form.
+  const inDb = await isPglite(db);
+  let qn = 0;
+  for (let i = 0; i < query.length; i++) qn += query[i]! * query[i]!;
+  const score = inDb
+    ? sql`(select sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x)) * ${Math.sqrt(qn)}::float8, 0)
+           from unnest(c.vector, ${`{${Array.from(query).join(',')}}`}::float8[]) as u(x, y))`
+    : sql`array_send(c.vector)`;
   const r = await db.execute<{
     id: string | number;
-    txt: string;
     archived: boolean;
-    sha: string | null;
-    dimensions: number | null;
-    vector: number[] | null;
+    /** The row's text, only when its vector is not of that text (or of another size, or missing). */
+    txt: string | null;
+    /** The cosine (PGlite), or the full vector in the array binary format (array_send); only when of the row's text. */
+    scored: Uint8Array | number | string | null;
   }>(sql`
-    select t.id, ${sql.raw(src.text)} as txt, t.archived_at is not null as archived,
-           mv.text_sha256 as sha, e.dimensions, e.vector
-    from ${sql.raw(src.table)} t
-    left join memory_vectors mv
-      on mv.agent_id = t.agent_id and mv.kind = ${kind} and mv.row_id = t.id and mv.model = ${embedder.model}
-    left join embeddings e on e.model = mv.model and e.text_sha256 = mv.text_sha256
-    where t.id = any(${idList(ids)}::bigint[]) and t.agent_id = ${opts.agentId} ${skip}`);
+    select c.id, c.archived, case when c.current or not c.wanted then null else c.txt end as txt,
+           case when c.current and c.wanted then ${score} end as scored
+    from unnest(${idList(ids)}::bigint[]) as cand(id)
+    -- each candidate looked up by its keys on its own, whatever the tables' statistics say
+    cross join lateral (
+      select t.id, t.archived_at is not null as archived, t.txt, e.vector,
+             ${opts.includeArchived ? sql`true` : sql`t.archived_at is null`} as wanted,
+             coalesce(e.dimensions = ${embedder.dimensions}
+               and mv.text_sha256 = encode(sha256(convert_to(t.txt, 'UTF8')), 'hex'), false) as current
+      from (select t.id, t.archived_at, ${text} as txt from ${sql.raw(src.table)} t
+            where t.id = cand.id and t.agent_id = ${opts.agentId} ${skip}) t
+      left join memory_vectors mv
+        on mv.agent_id = ${opts.agentId} and mv.kind = ${kind} and mv.row_id = t.id and ${modelIs(embedder.model, 'mv')}
+      left join embeddings e on e.model = ${embedder.model} and e.text_sha256 = mv.text_sha256
+      offset 0
+    ) c`);
   const found = new Set(r.rows.map((row) => Number(row.id)));
+  // Rows gone from their table leave the index (an archived one stays: it is found when asked).
   for (const id of ids) if (!found.has(id)) index.remove(id);
-  const wanted = r.rows.filter((row) => opts.includeArchived || !row.archived);
   const hits: MemoryHit[] = [];
   const changed: MemoryRowText[] = [];
-  for (const row of wanted) {
+  for (const row of r.rows) {
     const rowId = Number(row.id);
-    if (row.vector && row.dimensions === embedder.dimensions && row.sha === textSha256(row.txt)) {
-      hits.push({ kind, rowId, score: cosine(query, row.vector) });
+    if (row.txt === null) {
+      if (row.scored === null) continue;
+      const score = typeof row.scored === 'object' ? cosine(query, float4Array(row.scored)) : Number(row.scored);
+      hits.push({ kind, rowId, score });
     } else changed.push({ kind, rowId, text: row.txt });
   }
   if (changed.length > 0) {

@@ -8,6 +8,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEmbeddingActivities } from '../../activities/embeddings/backfill.js';
 import {
   catchUp,
   cosine,
@@ -19,11 +20,13 @@ import {
   memoryText,
   searchByMeaning,
   textSha256,
+  type AgentEmbedders,
   type Embedder,
 } from '../../activities/embeddings/index.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agents, concepts, diaryEntries, llmMemory, memoryVectors } from '../../db/schema/index.js';
+import { periodOf } from '../../core/maintenance-period.js';
+import { agents, concepts, diaryEntries, llmMemory, maintenanceRuns, memoryVectors } from '../../db/schema/index.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? repoToolsDir;
@@ -163,6 +166,74 @@ function checks(backend: string, handle: () => DbHandle): void {
     expect(await db.select().from(memoryVectors).where(eq(memoryVectors.model, 'lying-8'))).toEqual([]);
   });
 }
+
+/** The embedders of a worker where the agent's embedder is `e` (or away, with the reason). */
+const embeddersOf = (e: Embedder | string): AgentEmbedders => ({
+  async forAgent() {
+    return typeof e === 'string' ? { ok: false, why: 'away', reason: e } : { ok: true, embedder: e, name: 'test' };
+  },
+});
+
+describe('the embeddings backfill job (Postgres)', () => {
+  let h: MigratedDatabase | undefined;
+  beforeAll(async () => {
+    h = await migratedDatabase('mindloop_memory_backfill', 2);
+  });
+  afterAll(async () => {
+    await h?.dispose();
+  });
+
+  it('embeds every row without a vector once per period; a second run changes nothing and says so; an away embedder leaves the rows', async () => {
+    const { db } = h!;
+    await db.insert(agents).values([
+      { id: 'bf', name: 'bf' },
+      { id: 'bf-away', name: 'bf-away' },
+    ]);
+    await db
+      .insert(diaryEntries)
+      .values(
+        Array.from({ length: 5 }, (_, i) => ({ agentId: 'bf', title: `day ${i}`, content: `I walked ${i} miles.` })),
+      );
+    await db.insert(llmMemory).values({ agentId: 'bf', content: 'Buy more coffee.' });
+    await db.insert(diaryEntries).values({ agentId: 'bf-away', title: 'x', content: 'kept for later' });
+    const period = periodOf('embeddings-backfill', new Date()).key;
+    const acts = createEmbeddingActivities({ db, embedders: embeddersOf(local) });
+
+    const first = await acts.embeddingsBackfillJob({ agentId: 'bf', period, batch: 2 });
+    expect(first).toMatchObject({ indexed: 6, more: false, repeat: false, skipped: null, model: local.model });
+    const count = async (agentId: string) =>
+      (await db.select().from(memoryVectors).where(eq(memoryVectors.agentId, agentId))).length;
+    expect(await count('bf')).toBe(6);
+
+    // A new row, then the same period again: a repeat, nothing embedded.
+    await db.insert(diaryEntries).values({ agentId: 'bf', title: 'later', content: 'after the first run' });
+    const second = await acts.embeddingsBackfillJob({ agentId: 'bf', period });
+    expect(second).toMatchObject({ indexed: 0, repeat: true });
+    expect(second.note).toMatch(/already done .*nothing changed/);
+    expect(await count('bf')).toBe(6);
+    // The next period embeds it.
+    const next = periodOf('embeddings-backfill', new Date(Date.now() + 3_600_000)).key;
+    expect(await acts.embeddingsBackfillJob({ agentId: 'bf', period: next })).toMatchObject({
+      indexed: 1,
+      repeat: false,
+    });
+
+    // Away: reported, nothing stored, the period recorded; the rows wait for the next one.
+    const away = createEmbeddingActivities({ db, embedders: embeddersOf('the endpoint is down') });
+    const r = await away.embeddingsBackfillJob({ agentId: 'bf-away', period });
+    expect(r).toMatchObject({ indexed: 0, repeat: false, skipped: 'away: the endpoint is down' });
+    expect(r.note).toMatch(/left for the next period/);
+    expect(await count('bf-away')).toBe(0);
+    const ledger = await db.select().from(maintenanceRuns).where(eq(maintenanceRuns.job, 'embeddings-backfill'));
+    expect(ledger.map((l) => [l.scope, l.periodKey]).sort()).toEqual(
+      [
+        ['bf', period],
+        ['bf', next],
+        ['bf-away', period],
+      ].sort(),
+    );
+  });
+});
 
 describe('search by meaning on Postgres', () => {
   let handle: MigratedDatabase | undefined;

@@ -1,0 +1,2 @@
+ALTER TABLE "maintenance_runs" DROP CONSTRAINT "maintenance_runs_job_check";--> statement-breakpoint
+ALTER TABLE "maintenance_runs" ADD CONSTRAINT "maintenance_runs_job_check" CHECK ("job" in ('learning-decay', 'abstracts-digest', 'memory-pruning', 'process-log-cleanup', 'embeddings-backfill'));
