@@ -19,12 +19,12 @@ export const configKeys = {
   recent_responses: {
     schema: z.number().int().min(1).max(50),
     default: 5,
-    help: 'K: own recent replies shown in context 3',
+    help: "K: own recent replies shown in context 3 (chosen by meaning: K replies' worth of tokens, at most 2K)",
   },
   context_mode: {
     schema: z.enum(['standard', 'concentration', 'meditation']),
     default: 'standard',
-    help: 'how context 3 picks replies',
+    help: 'how context 3 picks replies (standard: recent or relevant to your goals; concentration: about your goals or a tag/emotion filter; meditation: the most diverse)',
   },
   notes_mode: {
     schema: z.enum(['auto', 'manual']),
