@@ -5,3 +5,4 @@
 export { agentLoopWorkflow } from './workflow.js';
 export * from './messages.js';
 export { localHoldMaxMs, localThinkMaxModelMs, localThinksInARow } from './think.js';
+export { localReflexMaxMs } from './workflow.js';

@@ -33,6 +33,9 @@ export class Loop {
   /** Local thinks since the last think through the activity, and their time in all. */
   localThinks = 0;
   localHeldMs = 0;
+  /** How long the last reflexes through the activity took (workflow clock; null: none yet, or a local run failed), and local runs since. */
+  lastReflexMs: number | null = null;
+  localReflexes = 0;
   /** loopStarted is done (this run), so the agent's row exists: notes can be stored against it. */
   started = false;
   llmInUse: string | null;

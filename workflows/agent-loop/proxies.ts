@@ -34,6 +34,11 @@ export const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities
 });
 /** The think as a local activity: for a model that answered fast the last time (think.ts). */
 export const localModels = proxyLocalActivities<Activities>(localLlmActivity);
+/** The reflexes as a local activity: after a fast think, when they were fast the last time (workflow.ts). */
+export const localReflexSteps = proxyLocalActivities<Activities>({
+  startToCloseTimeout: reflexActivity.startToCloseTimeout!,
+  retry: { ...reflexActivity.retry, maximumAttempts: 2 },
+});
 
 const modelsByPriority = new Map<number, Activities>();
 /** The models at a task priority: under a backlog, agents with more lifeforce are served first. */

@@ -32,8 +32,8 @@ import { agentLoopInput, loopInputOf, type AgentLoopInput, type AgentLoopResult 
 import { flushNotes } from './notes.js';
 import { endOutage } from './outages.js';
 import { followPeers } from './peers.js';
-import { records, reflexSteps } from './proxies.js';
-import { think, type Thought } from './think.js';
+import { localReflexSteps, records, reflexSteps as reflexActivities, type Activities } from './proxies.js';
+import { localHoldMaxMs, localThinksInARow, think, type Thought } from './think.js';
 
 /**
  * Started with its input, or with an agent file's document in its place (the Temporal UI's start
@@ -147,7 +147,7 @@ async function reflexes(loop: Loop, thought: Thought, tick: number): Promise<Ref
     return Promise.resolve(autoPassVerdict());
   }
   const r = await runTickReflexes(
-    (i) => loop.rideOut('reflexes', () => reflexSteps.tickReflexes(i)),
+    (i) => reflexSteps(loop, i),
     {
       agentId,
       tick,
@@ -173,6 +173,47 @@ async function reflexes(loop: Loop, thought: Thought, tick: number): Promise<Ref
     await followReflexEffects(loop, r.result.effects, tick);
   }
   return r.verdict;
+}
+
+/**
+ * The reflexes run in the tick's workflow task (a local activity: no activity task, no second
+ * workflow task) when the tick's think did (its model answered fast) and their last run through
+ * the activity took at most `localReflexMaxMs` on the workflow clock (its queueing included: under
+ * load that alone is a few hundred ms, while a slow validator model takes seconds); at most
+ * `localThinksInARow` times in a row, then once through the activity again, which measures them
+ * anew (validators may be slower models than the agent's own). A local run that fails is run
+ * again through the activity: the verdict is never lost to a local attempt.
+ */
+export const localReflexMaxMs = localHoldMaxMs;
+
+async function reflexSteps(
+  loop: Loop,
+  input: Parameters<Activities['tickReflexes']>[0],
+): ReturnType<Activities['tickReflexes']> {
+  if (reflexLocally(loop)) {
+    try {
+      const result = await localReflexSteps.tickReflexes(input);
+      loop.localReflexes++;
+      return result;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      log.warn('local reflexes failed; through the activity', { agentId: loop.agentId, error: String(err) });
+    }
+  }
+  loop.localReflexes = 0;
+  loop.lastReflexMs = null;
+  const began = Date.now();
+  const result = await loop.rideOut('reflexes', () => reflexActivities.tickReflexes(input));
+  loop.lastReflexMs = Date.now() - began;
+  return result;
+}
+
+function reflexLocally(loop: Loop): boolean {
+  if (loop.localThinks === 0) return false; // this tick's think went through the activity
+  if (loop.lastReflexMs === null || loop.lastReflexMs > localReflexMaxMs) return false;
+  if (loop.localReflexes >= localThinksInARow) return false;
+  // local-reflexes-v1: histories from before it ran the reflexes through the activity at every tick.
+  return patched('local-reflexes-v1');
 }
 
 /** Apply the tick's commands (what the reflexes allowed); null when the tick failed there. */
