@@ -21,6 +21,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
+import { measureTickCost, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
 
 async function seed(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db
@@ -145,58 +146,98 @@ export const tickSizes = {
   },
 };
 
+/**
+ * One agent's tick overhead and 50 agents' ticks/s on `stack`; then, with `breakdown` (default:
+ * on the embedded PGlite; measureTicksOnPostgres measures its own), where a paced tick's cost
+ * goes there (measureCostBreakdown; keys without a suffix).
+ */
 export async function measureTicks(
   stack: Stack,
   toolsDir: string,
   load: TickLoad = tickSizes.full.ticks,
+  o: { breakdown?: boolean } = {},
 ): Promise<Record<string, number>> {
   const activities = createActivities({ db: stack.db.db, llm: { env: {}, toolsDir } });
-  return withBenchWorker(stack, { taskQueue: 'bench-tick', activities, maxCachedWorkflows: 1000 }, async (client) => {
-    const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
-      client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
-        taskQueue: 'bench-tick',
-        workflowId: `agent/${id}`,
-        args: [args],
-      });
-    // 1 agent, ticks back to back.
-    await seed(stack, ['solo']);
-    // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
-    await (
-      await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })
-    ).result();
-    const rows = await stack.db.db
-      .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
-      .from(llmRecentResponses)
-      .where(eq(llmRecentResponses.agentId, 'solo'))
-      .orderBy(asc(llmRecentResponses.tick));
-    const gaps = rows.slice(load.warmup + 1).map((r, i) => r.at.getTime() - rows[i + load.warmup]!.at.getTime());
-    const solo = summarize(gaps);
+  const figures = await withBenchWorker(
+    stack,
+    { taskQueue: 'bench-tick', activities, maxCachedWorkflows: 1000 },
+    async (client) => {
+      const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
+        client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          taskQueue: 'bench-tick',
+          workflowId: `agent/${id}`,
+          args: [args],
+        });
+      // 1 agent, ticks back to back.
+      await seed(stack, ['solo']);
+      // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
+      await (
+        await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })
+      ).result();
+      const rows = await stack.db.db
+        .select({ tick: llmRecentResponses.tick, at: llmRecentResponses.createdAt })
+        .from(llmRecentResponses)
+        .where(eq(llmRecentResponses.agentId, 'solo'))
+        .orderBy(asc(llmRecentResponses.tick));
+      const gaps = rows.slice(load.warmup + 1).map((r, i) => r.at.getTime() - rows[i + load.warmup]!.at.getTime());
+      const solo = summarize(gaps);
 
-    // Many agents at once.
-    const many = Array.from({ length: load.agents }, (_, i) => `many${i}`);
-    await seed(stack, many);
-    const t0 = performance.now();
-    await Promise.all(
-      (
-        await Promise.all(
-          many.map((id) =>
-            start(id, { agentId: id, maxTicks: load.agentTicks, reflexes: false, settings: { delayMs: 0 } }),
-          ),
-        )
-      ).map((h) => h.result()),
-    );
-    const seconds = (performance.now() - t0) / 1000;
-    const [{ n } = { n: 0 }] = await stack.db.db
-      .select({ n: sql<number>`count(*)::int` })
-      .from(llmRecentResponses)
-      .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
+      // Many agents at once.
+      const many = Array.from({ length: load.agents }, (_, i) => `many${i}`);
+      await seed(stack, many);
+      const t0 = performance.now();
+      await Promise.all(
+        (
+          await Promise.all(
+            many.map((id) =>
+              start(id, { agentId: id, maxTicks: load.agentTicks, reflexes: false, settings: { delayMs: 0 } }),
+            ),
+          )
+        ).map((h) => h.result()),
+      );
+      const seconds = (performance.now() - t0) / 1000;
+      const [{ n } = { n: 0 }] = await stack.db.db
+        .select({ n: sql<number>`count(*)::int` })
+        .from(llmRecentResponses)
+        .where(and(sql`${llmRecentResponses.agentId} like 'many%'`));
 
-    return {
-      overhead_p50_ms: solo.p50,
-      overhead_p99_ms: solo.p99,
-      ticks_per_s_50_agents: n / seconds,
-    };
+      return {
+        overhead_p50_ms: solo.p50,
+        overhead_p99_ms: solo.p99,
+        ticks_per_s_50_agents: n / seconds,
+      };
+    },
+  );
+  if (!(o.breakdown ?? !!stack.database.embedded)) return figures;
+  const title = stack.database.embedded ? 'embedded PGlite' : 'Postgres';
+  return {
+    ...figures,
+    ...(await measureCostBreakdown(stack, toolsDir, { suffix: '', title, smoke: load === tickSizes.smoke.ticks })),
+  };
+}
+
+/**
+ * Where a paced tick's cost goes on `stack`, beside the floor's step (bench/tick-cost.ts), printed
+ * as a table; its keys end in `suffix`. `smoke`: two agents, a few ticks.
+ */
+export async function measureCostBreakdown(
+  stack: Stack,
+  toolsDir: string,
+  o: { suffix: string; title: string; smoke?: boolean },
+): Promise<Record<string, number>> {
+  const sizes = o.smoke ? tickCostSizes.smoke : tickCostSizes.full;
+  const bare = await measureTickCost(stack, toolsDir, { ...sizes, label: `cost${o.suffix.replace(/_/g, '-')}` });
+  process.stdout.write(`${tickCostTable(bare, `${o.title}, reflexes off`)}\n`);
+  const reflexive = await measureTickCost(stack, toolsDir, {
+    ...sizes,
+    reflexes: true,
+    label: `costr${o.suffix.replace(/_/g, '-')}`,
   });
+  process.stdout.write(`${tickCostTable(reflexive, `${o.title}, reflexes on`)}\n`);
+  return {
+    ...tickCostMetrics(bare, o.suffix),
+    ...Object.fromEntries(Object.entries(tickCostMetrics(reflexive, o.suffix)).map(([k, v]) => [`reflex_${k}`, v])),
+  };
 }
 
 /**
@@ -211,8 +252,14 @@ export async function measureTicksOnPostgres(
   const { stack, stop } = await benchStack({ databaseUrl: scratch.url });
   try {
     const base = await measureBaseline(stack, sizes.baseline);
-    const t = await measureTicks(stack, toolsDir, sizes.ticks);
+    const t = await measureTicks(stack, toolsDir, sizes.ticks, { breakdown: false });
+    const cost = await measureCostBreakdown(stack, toolsDir, {
+      suffix: '_pg',
+      title: 'real Postgres',
+      smoke: sizes.ticks === tickSizes.smoke.ticks,
+    });
     return {
+      ...cost,
       overhead_p50_ms_pg: t.overhead_p50_ms!,
       overhead_p99_ms_pg: t.overhead_p99_ms!,
       ticks_per_s_50_agents_pg: t.ticks_per_s_50_agents!,
