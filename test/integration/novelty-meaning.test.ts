@@ -56,7 +56,19 @@ const replies = async (agentId: string) =>
  */
 const embedders: AgentEmbedders = {
   async forAgent(db, agentId) {
+    if (agentId.startsWith('none')) return { ok: false, why: 'away', reason: 'no embedder row can be had' };
     const choice = await real.forAgent(db, agentId);
+    if (choice.ok && agentId.startsWith('short'))
+      // Vectors of 3 numbers from an embedder that says 384.
+      return {
+        ok: true,
+        name: 'short',
+        embedder: {
+          model: 'short-vectors',
+          dimensions: 384,
+          embed: async (texts) => texts.map(() => new Float32Array(3)),
+        },
+      };
     if (!choice.ok || !(agentId.startsWith('down') || agentId.startsWith('flaky'))) return choice;
     const working = choice.embedder;
     return {
@@ -168,6 +180,25 @@ describe('novelty by meaning in the tick', () => {
     expect(printed).toMatch(
       new RegExp(`embedder away since \\d{4}-\\d\\d-\\d\\dT[^:]+:\\d\\d:\\d\\d\\.\\d+Z: remote: ${downReason}`),
     );
+  });
+
+  it('no embedder to be had, or vectors of the wrong size: words only, told, nothing cached', async () => {
+    await addAgent('none-1');
+    await addAgent('short-1');
+    await runLoop(withMeaning, 'none-1', 3);
+    await runLoop(withMeaning, 'short-1', 3);
+    const words = await verdicts('words-1');
+    for (const [agentId, reason] of [
+      ['none-1', 'no embedder row can be had'],
+      ['short-1', 'short: embedder short-vectors returned a vector of 3 dimensions, expected 384'],
+    ] as const) {
+      const v = await verdicts(agentId);
+      expect(v.size).toBe(3);
+      expect(v.get(3)!.novelty).toBe(words.get(3)!.novelty);
+      expect(v.get(3)!.notes).toContain(`novelty by words only: embedder away: ${reason}`);
+      expect(await embedderHealth(database.db, agentId)).toMatchObject({ state: 'away', reason });
+    }
+    expect(await database.db.select().from(embeddings).where(eq(embeddings.model, 'short-vectors'))).toHaveLength(0);
   });
 
   it('says when the embedder is back', async () => {
