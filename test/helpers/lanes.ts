@@ -43,8 +43,12 @@ export const needsMore: Readonly<Record<string, '*' | readonly string[]>> = {
   'runtime/bus.ts': ['connectBus'],
   'sandbox/docker.ts': '*',
   'workers/build-bundle.ts': '*',
-  // In-process but long: the type-aware lint builds a TypeScript program of the tree.
+  // In-process but long: the type-aware lint builds a TypeScript program of the tree; the offline
+  // embedder loads its model and runs it on the CPU.
   eslint: '*',
+  'activities/embeddings/index.ts': ['createLocalEmbedder', 'createAgentEmbedders'],
+  'activities/embeddings/local.ts': ['createLocalEmbedder'],
+  'activities/embeddings/agent-embedder.ts': ['createAgentEmbedders'],
 };
 
 export type Lane = 'unit' | 'suite';
