@@ -1,0 +1,43 @@
+/**
+ * The tick's figures against their targets: `node --import tsx bench/tick-targets.ts [tick.json]`
+ * (default bench/results/tick.json, what `npm run bench -- tick` wrote). A miss is printed as one.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resultsDir } from './lib.js';
+
+/** What each figure should be: at least (`min`) or at most (`max`). */
+export const tickTargets: Array<{ key: string; what: string; min?: number; max?: number }> = [
+  { key: 'agents_at_1hz_ratio_to_floor', what: 'agents at 1 Hz ÷ bare workflows at 1 Hz (same run)', min: 0.8 },
+  {
+    key: 'overhead_p50_ratio_to_activity_rt_pg',
+    what: 'tick overhead p50 ÷ no-op activity round trip, Postgres',
+    max: 1.2,
+  },
+  { key: 'overhead_p50_ratio_to_activity_rt', what: 'tick overhead p50 ÷ no-op activity round trip, PGlite', max: 2 },
+  { key: 'ticks_per_s_50_agents_pg', what: 'ticks/s with 50 agents, Postgres', min: 150 },
+  { key: 'ticks_per_s_50_agents', what: 'ticks/s with 50 agents, PGlite', min: 100 },
+  { key: 'reflex_overhead_ratio', what: 'tick p50 with the reflexes ÷ without', max: 2 },
+  { key: 'rss_mb_2000_idle_agents', what: 'worker RSS with 2 000 idle agents, MB', max: 1024 },
+  { key: 'ledger_overhead_p50_ms', what: 'the lifeforce ledger on − off, p50 ms', max: 2 },
+];
+
+export function tickTargetsTable(metrics: Record<string, number>): string {
+  const lines = [`  ${'figure'.padEnd(60)} ${'measured'.padStart(9)} ${'target'.padStart(9)}  verdict`];
+  for (const t of tickTargets) {
+    const v = metrics[t.key];
+    const target = t.min !== undefined ? `>= ${t.min}` : `<= ${t.max}`;
+    const met = v === undefined || Number.isNaN(v) ? undefined : t.min !== undefined ? v >= t.min : v <= t.max!;
+    const shown = v === undefined || Number.isNaN(v) ? '—' : v.toFixed(2);
+    lines.push(
+      `  ${t.what.padEnd(60)} ${shown.padStart(9)} ${target.padStart(9)}  ${met === undefined ? 'not measured' : met ? 'met' : 'MISSED'}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const file = process.argv[2] ?? join(resultsDir, 'tick.json');
+  const { metrics } = JSON.parse(readFileSync(file, 'utf8')) as { metrics: Record<string, number> };
+  process.stdout.write(`${file}\n${tickTargetsTable(metrics)}\n`);
+}
