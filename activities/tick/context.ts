@@ -55,6 +55,7 @@ import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
 import { embedTexts } from '../embeddings/cache.js';
+import { withHeartbeat } from '../heartbeat.js';
 import type { Embedder } from '../embeddings/types.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
@@ -439,6 +440,21 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
   };
 }
 
+/**
+ * The context waits this long for its vectors, then chooses as without them (the embedding goes on
+ * and is cached for the next tick).
+ */
+const embedTimeoutMs = 20_000;
+
+function withinTime<T>(work: Promise<T>, ms: number): Promise<T> {
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no vectors within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
 /** Vectors this worker has read or made, per embedder, by text: at most this many each. */
 const rememberedLimit = 5000;
 // Module-level by design (activities only): the embeddings cache's rows, kept by the worker so a
@@ -473,9 +489,9 @@ interface Candidates {
 /**
  * The candidates with their vectors, and the query (the goals' and tasks' texts, a concentration's
  * tags and emotions), through the embeddings cache: only texts never embedded by this model cost
- * an embedding. Meditation's candidates are its evenly spread pool. Undefined, so the context
+ * an embedding. Meditation's candidates are its pool (`semanticPool`). Undefined, so the context
  * chooses as without embeddings, when the agent has no embedder (none given, semantic_memory off,
- * none to be had) or embedding fails: a tick never fails for it.
+ * none to be had) or embedding fails or takes longer than `embedTimeoutMs`: a tick never fails for it.
  */
 async function embedCandidates(
   db: Db,
@@ -499,7 +515,8 @@ async function embedCandidates(
   ];
   let vectors: Float32Array[];
   try {
-    vectors = await remembered(db, choice.embedder, texts);
+    // Heartbeating: the first tick of a long history embeds up to a few hundred texts.
+    vectors = await withHeartbeat(() => withinTime(remembered(db, choice.embedder, texts), embedTimeoutMs));
   } catch {
     return undefined;
   }

@@ -256,4 +256,23 @@ describe('contexts chosen by meaning (offline embedder)', () => {
     await think(acts, 'cost', 14, { contextMode: 'meditation', recentK: 3 });
     expect(asked.flat().filter((t) => t !== 'A thought.')).toEqual([]);
   }, 60_000);
+
+  it('an embedder that hangs: the context is chosen as without one after 20 s', async () => {
+    const hanging = createActivities({
+      db: handle.db,
+      llm,
+      embedders: {
+        forAgent: async () => ({
+          ok: true,
+          name: 'hanging',
+          embedder: { model: 'hanging', dimensions: 3, embed: () => new Promise<never>(() => undefined) },
+        }),
+      },
+    });
+    await agent('hang', history);
+    const started = Date.now();
+    await think(hanging, 'hang', 13, { contextMode: 'meditation', recentK: 3 });
+    expect(Date.now() - started).toBeLessThan(40_000);
+    expect(thoughts('hang').map((l) => Number(/tick (\d+)/.exec(l)![1]))).toEqual([1, 6, 12]);
+  }, 60_000);
 });
