@@ -66,8 +66,10 @@ export type AgentOwnedTable = PgTable & { agentId: PgColumn };
  * Every table that belongs to one agent, in foreign-key order (a table comes after the
  * tables it references), so fork/clone copies can insert in this order and delete in reverse.
  * Not listed: `agents` itself, the shared `tool_registry`, `learnings` (its agent_id is
- * nullable: learnings may belong to a shard), and the MCP tables (a server's processes and its
- * recorded calls belong to the agent that was granted it; a fork or clone starts without them).
+ * nullable: learnings may belong to a shard), the MCP tables (a server's processes and its
+ * recorded calls belong to the agent that was granted it; a fork or clone starts without them), and
+ * `memory_vectors` (a copy's rows get new ids; its index is rebuilt from the shared embeddings cache
+ * by the catch-up of its first search or the backfill, without embedding anything again).
  */
 export const agentOwnedTables = [
   agentConfig,
@@ -114,7 +116,6 @@ export const agentOwnedTables = [
   nerveRuleEvents,
   spawns,
   agentFiles,
-  memoryVectors,
 ] as const satisfies readonly AgentOwnedTable[];
 
 /** Every table of the schema, in foreign-key order. */
@@ -131,6 +132,7 @@ export const allTables = [
   mcpTools,
   mcpCalls,
   embeddings,
+  memoryVectors,
 ] as const satisfies readonly Table[];
 
 /** SQL names of `allTables`. */
