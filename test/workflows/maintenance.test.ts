@@ -298,13 +298,14 @@ describe('Temporal Schedules (dev server)', () => {
     expect(first).toEqual(maintenanceSchedules.map((s) => ({ id: s.id, action: 'created' })));
     await env.client.schedule.getHandle('maintenance/memory-pruning').pause('paused from the UI');
     const second = await applySchedules(env.client, { taskQueue: 'maint' });
-    expect(second.map((s) => s.action)).toEqual(['updated', 'updated', 'updated', 'updated']);
+    expect(second.map((s) => s.action)).toEqual(maintenanceSchedules.map(() => 'updated'));
     const rows = await describeSchedules(env.client);
     expect(rows.map((r) => [r.id, r.workflowType, r.paused])).toEqual([
       ['maintenance/learning-decay', 'learningDecayWorkflow', false],
       ['maintenance/abstracts-digest', 'abstractsDigestWorkflow', false],
       ['maintenance/memory-pruning', 'memoryPruningWorkflow', true],
       ['maintenance/process-log-cleanup', 'processLogCleanupWorkflow', false],
+      ['maintenance/embeddings-backfill', 'embeddingsBackfillWorkflow', false],
     ]);
     const decay = rows.find((r) => r.id === 'maintenance/learning-decay')!;
     const next = new Date(decay.nextActionTimes[0]!).getTime() - Date.now();
