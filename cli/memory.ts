@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { agentIdArg, numberArg, oneOfArg } from './args.js';
 import { withDb } from './client.js';
+import { registerReembedCommand } from './memory-reembed.js';
 
 const names = ['diary', 'note', 'reply', 'concept', 'link', 'abstract'] as const;
 const searchable = ['diary', 'note', 'reply', 'concept', 'abstract'] as const;
@@ -76,4 +77,5 @@ export function registerMemoryCommands(program: Command): void {
         process.stdout.write(`${r.message}\n${r.text ?? ''}\n`);
       },
     );
+  registerReembedCommand(memory);
 }

@@ -535,3 +535,49 @@ async function rerank(
 }
 
 export const allMemoryKinds: readonly MemoryVectorKind[] = memoryVectorKinds;
+
+export interface ReembedResult {
+  model: string;
+  dimensions: number;
+  /** Vectors of the agent's that were dropped: of another size under this model, or of another model. */
+  dropped: Array<{ model: string; dimensions: number; count: number }>;
+  indexed: number;
+}
+
+/**
+ * Rebuilds the agent's vectors of those kinds with `embedder`: every stored vector of another
+ * model or of another size is dropped (reported with its size), then every row is embedded again
+ * (through the cache: a text already embedded at this size is not computed again), in batches.
+ */
+export async function reembed(
+  db: Db,
+  agentId: string,
+  embedder: Embedder,
+  kinds: readonly MemoryVectorKind[],
+  onProgress: (indexed: number) => void = () => {},
+): Promise<ReembedResult> {
+  const inKinds = sql`kind in (${sql.join(
+    kinds.map((k) => sql`${k}`),
+    sql`, `,
+  )})`;
+  const old = await db.execute<{ model: string; dimensions: number; count: string | number }>(sql`
+    delete from memory_vectors where agent_id = ${agentId} and ${inKinds}
+      and (model <> ${embedder.model} or dimensions <> ${embedder.dimensions})
+    returning model, dimensions, 1 as count`);
+  const dropped = new Map<string, { model: string; dimensions: number; count: number }>();
+  for (const r of old.rows) {
+    const key = `${r.model}\0${r.dimensions}`;
+    const d = dropped.get(key) ?? { model: r.model, dimensions: Number(r.dimensions), count: 0 };
+    d.count++;
+    dropped.set(key, d);
+  }
+  dropMemoryIndexes(db);
+  let indexed = 0;
+  for (;;) {
+    const r = await catchUp(db, agentId, embedder, kinds, 64);
+    indexed += r.indexed;
+    onProgress(indexed);
+    if (!r.more || r.indexed === 0) break;
+  }
+  return { model: embedder.model, dimensions: embedder.dimensions, dropped: [...dropped.values()], indexed };
+}

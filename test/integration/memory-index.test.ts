@@ -18,6 +18,7 @@ import {
   EmbeddingSizeError,
   indexRows,
   memoryText,
+  reembed,
   searchByMeaning,
   textSha256,
   type AgentEmbedders,
@@ -232,6 +233,64 @@ describe('the embeddings backfill job (Postgres)', () => {
         ['bf-away', period],
       ].sort(),
     );
+  });
+});
+
+/** An embedder of model `sized` whose vectors have `n` components (the same model id at another size). */
+const sized = (n: number): Embedder => ({
+  model: 'sized',
+  dimensions: n,
+  async embed(texts) {
+    return texts.map((t) =>
+      Float32Array.from({ length: n }, (_, i) => ((t.charCodeAt(i % t.length) * (i + 1)) % 17) - 8),
+    );
+  },
+});
+
+describe('reembed (Postgres)', () => {
+  let h: MigratedDatabase | undefined;
+  beforeAll(async () => {
+    h = await migratedDatabase('mindloop_memory_reembed', 2);
+  });
+  afterAll(async () => {
+    await h?.dispose();
+  });
+
+  it("rebuilds the agent's vectors with its embedder now: those of another size are reported with both sizes and replaced", async () => {
+    const { db } = h!;
+    await db.insert(agents).values({ id: 're', name: 're' });
+    await db.insert(diaryEntries).values([
+      { agentId: 're', title: 'one', content: 'first entry' },
+      { agentId: 're', title: 'two', content: 'second entry' },
+    ]);
+    await db.insert(concepts).values({ agentId: 're', name: 'idea' });
+    expect(await catchUp(db, 're', sized(6), ['diary', 'concept'], 10)).toEqual({ indexed: 3, more: false });
+    // The embedder changed size under the same model id: reembed rebuilds.
+    const progress: number[] = [];
+    const r = await reembed(db, 're', sized(4), ['diary', 'concept'], (n) => progress.push(n));
+    expect(r).toEqual({
+      model: 'sized',
+      dimensions: 4,
+      dropped: [{ model: 'sized', dimensions: 6, count: 3 }],
+      indexed: 3,
+    });
+    expect(progress.at(-1)).toBe(3);
+    const stored = await db.select().from(memoryVectors).where(eq(memoryVectors.agentId, 're'));
+    expect(stored.map((v) => `${v.kind} ${v.dimensions} ${v.q.length}`).sort()).toEqual([
+      'concept 4 4',
+      'diary 4 4',
+      'diary 4 4',
+    ]);
+    const hits = await searchByMeaning(db, {
+      agentId: 're',
+      kinds: ['diary'],
+      embedder: sized(4),
+      query: 'first entry',
+      k: 1,
+    });
+    expect(hits).toHaveLength(1);
+    // A second reembed finds nothing of another size and embeds nothing new (the cache has every text).
+    expect(await reembed(db, 're', sized(4), ['diary', 'concept'])).toMatchObject({ dropped: [], indexed: 0 });
   });
 });
 
