@@ -8,6 +8,7 @@
  */
 import { and, eq, isNotNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAgentEmbedders } from '../../activities/embeddings/agent-embedder.js';
 import { createActivities } from '../../activities/index.js';
 import { recordFeedback } from '../../db/queries/learnings.js';
 import { linkPeers } from '../../db/queries/peers.js';
@@ -255,6 +256,14 @@ const probes: Record<string, Probe> = {
     ],
     // The evaluator's prompt offers the configured names.
     observe: async (id) => (await runLoop(id, 1), seenBy.get(id)!.emotionPrompts[0]!.includes('zest')),
+  },
+  semantic_memory: {
+    values: ['on', 'off'],
+    // Which embedder a worker with the offline one gives the agent's memory: it, or none (words only).
+    observe: async (id) => {
+      const choice = await createAgentEmbedders({ env: {}, toolsDir: repoToolsDir }).forAgent(database.db, id);
+      return choice.ok ? `by meaning: ${choice.embedder.model}` : `by words: ${choice.why}`;
+    },
   },
   novelty_threshold: {
     values: [0.35, 0.6],
