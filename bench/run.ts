@@ -7,7 +7,7 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { benchStack, resultsDir, smokeResultsDir, writeResult, type ResultOptions } from './lib.js';
 import { baselineSizes, measureBaseline } from './temporal-baseline.js';
-import { defaultWorkflowCache } from '../env.js';
+import { defaultWorkflowCache, loadEnvOrExit } from '../env.js';
 import {
   type HzRound,
   maxLagMs,
@@ -33,6 +33,7 @@ import { measurePeers, peersSizes } from './peers.js';
 import { measureSoak, soakSizes } from './soak.js';
 import { mcpToolsSizes, runMcpTools } from './mcp-tools.js';
 import { measureTokens, tokensSizes } from './tokens.js';
+import { measureMemory, memorySizes } from './memory.js';
 
 const hzRounds = (rounds: HzRound[], what: string) =>
   rounds
@@ -189,6 +190,12 @@ const benchmarks: Record<string, () => Promise<void>> = {
   async tokens() {
     const { metrics, notes } = await measureTokens(smoke ? tokensSizes.smoke : tokensSizes.full);
     write('tokens', metrics, notes);
+  },
+  /** `npm run bench -- memory`: the offline embedder's speed and search by meaning over 100 000 diary rows, Postgres and PGlite. */
+  async memory() {
+    const { MINDLOOP_TOOLS_DIR } = loadEnvOrExit();
+    const { metrics, notes } = await measureMemory(MINDLOOP_TOOLS_DIR, smoke ? memorySizes.smoke : memorySizes.full);
+    write('memory', metrics, notes);
   },
   /** `npm run bench -- local-tick [--ticks=n]`: the demo agent's tick on the offline local model (CPU). */
   async 'local-tick'() {

@@ -88,6 +88,13 @@ const expected: Record<string, string[]> = {
     `lf_per_tick_before_${p}`,
     `lf_per_tick_reduction_${p}`,
   ]),
+  memory: [
+    'embed_texts_per_s',
+    'recall_p50_ms_100k_pg',
+    'recall_p99_ms_100k_pg',
+    'recall_p50_ms_100k_pglite',
+    'recall_p99_ms_100k_pglite',
+  ],
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
 
