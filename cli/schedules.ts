@@ -46,7 +46,11 @@ export function registerScheduleCommands(program: Command): void {
   schedules
     .command('trigger')
     .description("run a schedule now (as the UI's Trigger button)")
-    .argument('<schedule>', 'learning-decay | abstracts-digest | memory-pruning | process-log-cleanup', scheduleId)
+    .argument(
+      '<schedule>',
+      'learning-decay | abstracts-digest | memory-pruning | process-log-cleanup | embeddings-backfill',
+      scheduleId,
+    )
     .option('--wait', 'wait for the run and print what it did (a repeat for a period already done changes nothing)')
     .action(async (id: string, o: { wait?: boolean }) => {
       if (!o.wait) {

@@ -53,6 +53,7 @@ describe('mindloop schedules', () => {
       ['maintenance/abstracts-digest', 'abstractsDigestWorkflow', true],
       ['maintenance/memory-pruning', 'memoryPruningWorkflow', false],
       ['maintenance/process-log-cleanup', 'processLogCleanupWorkflow', false],
+      ['maintenance/embeddings-backfill', 'embeddingsBackfillWorkflow', false],
     ]);
     // Daily and hourly: the next decay within a day, the next pruning within 6 hours.
     const inMs = (id: string) => new Date(rows.find((r) => r.id === id)!.nextActionTimes[0]!).getTime() - Date.now();
