@@ -1,6 +1,6 @@
 /**
  * Records histories of real runs as replay fixtures (test/replay/histories/*.json):
- *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [maintenance] [nerve] [peers] [isolation] [spawn] [speech] [toolgen]
+ *   npx tsx test/replay/record.ts [agent] [campaign] [escalation] [fork] [decay] [maintenance] [embeddings] [nerve] [peers] [isolation] [spawn] [speech] [toolgen]
  * (the scenarios to record; default all). An embedded stack on a temp dir, the real activities
  * and the scripted model:
  * - agent: an agent loop that hears a note, applies commands, starts a task loop and
@@ -13,6 +13,7 @@
  * - decay: the maintenance learningDecayWorkflow.
  * - maintenance: the other maintenance jobs: the abstracts digest of the running agents, memory
  *   pruning beyond an agent's lru_limit, the process-log cleanup.
+ * - embeddings: the hourly embeddings backfill of the running agents.
  * - nerve: a nerve in forced reflex on its table's fallbacks (no LLM): on the reflex arc since
  *   `nerve-reflex-arc-v1`, one nerveDecide per reading before it (both fixtures are kept).
  * - peers: two agents idle until a note comes: peer-a makes peer-b a peer and writes to it
@@ -81,6 +82,7 @@ const scenarios = [
   'fork',
   'decay',
   'maintenance',
+  'embeddings',
   'nerve',
   'peers',
   'isolation',
@@ -539,6 +541,14 @@ try {
         { workflowId: 'maintenance/memory-pruning' },
         { workflowId: 'maintenance/process-log-cleanup' },
       );
+    }
+    if (wanted.has('embeddings')) {
+      await client.workflow.execute('embeddingsBackfillWorkflow', {
+        taskQueue: 'mindloop',
+        workflowId: 'maintenance/embeddings-backfill',
+        args: [{}],
+      });
+      recorded.push({ workflowId: 'maintenance/embeddings-backfill' });
     }
     if (wanted.has('speech')) {
       // The route sees the engine only once it polls: wait for it, so the job takes the normal path.
