@@ -51,3 +51,26 @@ export async function embedTexts(db: Db, embedder: Embedder, texts: readonly str
   }
   return hashes.map((h) => found.get(h)!);
 }
+
+/** Vectors a worker keeps per embedder, by text: at most this many each, the least recently used out first. */
+const keptLimit = 5000;
+// Module-level by design (activities only): a text's vector never changes for its model, so a worker
+// keeps those it read or made, and a tick reads from the database only the texts it has not seen.
+const kept = new WeakMap<Embedder, Map<string, Float32Array>>();
+
+/** `embedTexts`, asking the database (and the embedder) only for the texts this worker has not seen. */
+export async function vectorsOf(db: Db, embedder: Embedder, texts: readonly string[]): Promise<Float32Array[]> {
+  let memo = kept.get(embedder);
+  if (!memo) kept.set(embedder, (memo = new Map()));
+  const missing = [...new Set(texts.filter((t) => !memo.has(t)))];
+  const read = await embedTexts(db, embedder, missing);
+  missing.forEach((t, i) => memo.set(t, read[i]!));
+  const out = texts.map((t) => memo.get(t)!);
+  // Those used now go to the end of the order.
+  for (const [i, t] of texts.entries()) if (memo.delete(t)) memo.set(t, out[i]!);
+  for (const t of memo.keys()) {
+    if (memo.size <= keptLimit) break;
+    memo.delete(t);
+  }
+  return out;
+}

@@ -22,6 +22,7 @@ import { clipText, sanitizeText } from '../../core/sanitize.js';
 import type { McpServerSandbox, McpToolAnnotations } from '../../db/schema/mcp.js';
 import { diskShares, resolveBudget } from '../../sandbox/docker-sandbox.js';
 import { SANDBOX_IMAGE, SANDBOX_INIT } from '../../sandbox/image.js';
+import { within } from '../../core/within.js';
 
 /** How to reach one server: what its `mcp_servers` row holds. */
 export interface McpServerSpec {
@@ -56,6 +57,9 @@ export class McpServerError extends Error {
     this.name = 'McpServerError';
   }
 }
+
+/** The error of a step that did not answer within `ms`. */
+const timedOut = (what: string, ms: number) => new McpServerError(`${what}: no answer within ${ms} ms`, 'timeout');
 
 export interface McpTimeouts {
   /** Start the process (or reach the URL) and finish MCP's initialize handshake. */
@@ -336,20 +340,6 @@ function headersOf(spec: McpServerSpec, env: Record<string, string | undefined>)
   return headers;
 }
 
-/** Reject after `ms` with a timeout error naming `what`; the timer never holds the process open. */
-async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new McpServerError(`${what}: no answer within ${ms} ms`, 'timeout')), ms);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** A connected client and what is known of its process. */
 interface Connection {
   client: Client;
@@ -442,13 +432,13 @@ export async function connectMcp(spec: McpServerSpec, opts: ConnectOptions = {})
   const stderr = () => clipText(sanitizeText(tail.trim()), stderrTailChars);
   try {
     await within(
-      timeouts.connectMs,
-      `server ${spec.name} did not finish MCP's handshake`,
       Promise.race([client.connect(transport, { timeout: timeouts.connectMs }), garbled]),
+      timeouts.connectMs,
+      () => timedOut(`server ${spec.name} did not finish MCP's handshake`, timeouts.connectMs),
     );
   } catch (err) {
     // A write that failed (EPIPE) comes before the exit of a process that never started.
-    if (!closed) await within(exitGraceMs, 'exit', exit).catch(() => undefined);
+    if (!closed) await within(exit, exitGraceMs, () => timedOut('exit', exitGraceMs)).catch(() => undefined);
     const exited = closed;
     await client.close().catch(() => undefined);
     await removeContainer();
@@ -493,10 +483,8 @@ export async function listMcpTools(client: Client, server: string, timeoutMs: nu
   do {
     let page: Awaited<ReturnType<Client['listTools']>>;
     try {
-      page = await within(
-        timeoutMs,
-        `server ${server} did not list its tools`,
-        client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs }),
+      page = await within(client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs }), timeoutMs, () =>
+        timedOut(`server ${server} did not list its tools`, timeoutMs),
       );
     } catch (err) {
       if (err instanceof McpServerError) throw err;

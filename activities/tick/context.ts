@@ -54,9 +54,9 @@ import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
-import { embedTexts } from '../embeddings/cache.js';
+import { vectorsOf } from '../embeddings/cache.js';
+import { within } from '../../core/within.js';
 import { withHeartbeat } from '../heartbeat.js';
-import type { Embedder } from '../embeddings/types.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -446,38 +446,6 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
  */
 const embedTimeoutMs = 20_000;
 
-function withinTime<T>(work: Promise<T>, ms: number): Promise<T> {
-  work.catch(() => undefined);
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no vectors within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
-
-/** Vectors this worker has read or made, per embedder, by text: at most this many each. */
-const rememberedLimit = 5000;
-// Module-level by design (activities only): the embeddings cache's rows, kept by the worker so a
-// tick reads from the database only the texts it has not seen (a vector never changes for its text).
-const rememberedVectors = new WeakMap<Embedder, Map<string, Float32Array>>();
-
-/** `embedTexts`, for the texts this worker has not seen yet with this embedder. */
-async function remembered(db: Db, embedder: Embedder, texts: string[]): Promise<Float32Array[]> {
-  let memo = rememberedVectors.get(embedder);
-  if (!memo) rememberedVectors.set(embedder, (memo = new Map()));
-  const missing = [...new Set(texts.filter((t) => !memo.has(t)))];
-  const read = await embedTexts(db, embedder, missing);
-  missing.forEach((t, i) => memo.set(t, read[i]!));
-  const out = texts.map((t) => memo.get(t)!);
-  // Least recently used out: those used now go to the end.
-  for (const [i, t] of texts.entries()) memo.delete(t) && memo.set(t, out[i]!);
-  for (const t of memo.keys()) {
-    if (memo.size <= rememberedLimit) break;
-    memo.delete(t);
-  }
-  return out;
-}
-
 /** What contexts 3 and 5 choose among, with their vectors and the query when chosen by meaning. */
 interface Candidates {
   responses: ContextResponse[];
@@ -516,7 +484,13 @@ async function embedCandidates(
   let vectors: Float32Array[];
   try {
     // Heartbeating: the first tick of a long history embeds up to a few hundred texts.
-    vectors = await withHeartbeat(() => withinTime(remembered(db, choice.embedder, texts), embedTimeoutMs));
+    vectors = await withHeartbeat(() =>
+      within(
+        vectorsOf(db, choice.embedder, texts),
+        embedTimeoutMs,
+        () => new Error(`no vectors within ${embedTimeoutMs} ms`),
+      ),
+    );
   } catch {
     return undefined;
   }

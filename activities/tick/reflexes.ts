@@ -63,7 +63,8 @@ import {
   type EthicsPolicy as EthicsPolicyRow,
   type LlmRegistryEntry,
 } from '../../db/schema/index.js';
-import { embedTexts } from '../embeddings/cache.js';
+import { vectorsOf } from '../embeddings/cache.js';
+import { within } from '../../core/within.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type ChatResult } from '../llm/index.js';
@@ -151,21 +152,6 @@ const embedTimeoutMs = 15_000;
 
 type Meaning = { ok: true; similarity: number } | { ok: false; reason: string };
 
-/** Rejects after `ms` (the timer is cleared when the work settles first). */
-async function within<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      work,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer in ${ms / 1000} s`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * The reply's similarity by meaning to the real previous replies (core/novelty.ts
  * clauseSimilarity), through the agent's embedder and the embeddings cache (each text embedded
@@ -196,7 +182,11 @@ async function meaningSimilarity(
     return [text, ...replyClauses(text)];
   });
   try {
-    const vectors = await within(embedTexts(deps.db, choice.embedder, [...reply, ...previous]), embedTimeoutMs);
+    const vectors = await within(
+      vectorsOf(deps.db, choice.embedder, [...reply, ...previous]),
+      embedTimeoutMs,
+      () => new Error(`no answer in ${embedTimeoutMs / 1000} s`),
+    );
     const similarity = clauseSimilarity(vectors.slice(0, reply.length), vectors.slice(reply.length));
     await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
     return { ok: true, similarity };
