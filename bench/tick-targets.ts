@@ -25,7 +25,7 @@ export const tickTargets: Array<{ key: string; what: string; min?: number; max?:
 export function tickTargetsTable(metrics: Record<string, number>): string {
   const lines = [`  ${'figure'.padEnd(60)} ${'measured'.padStart(9)} ${'target'.padStart(9)}  verdict`];
   for (const t of tickTargets) {
-    const v = metrics[t.key];
+    const v = metrics[t.key] ?? undefined; // a figure not measured is written as null
     const target = t.min !== undefined ? `>= ${t.min}` : `<= ${t.max}`;
     const met = v === undefined || Number.isNaN(v) ? undefined : t.min !== undefined ? v >= t.min : v <= t.max!;
     const shown = v === undefined || Number.isNaN(v) ? '—' : v.toFixed(2);
