@@ -7,7 +7,7 @@
  */
 import { and, asc, eq } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
-import { agentConfig, llmRegistry } from '../../db/schema/index.js';
+import { agentConfig, llmRegistry, type LlmRegistryEntry } from '../../db/schema/index.js';
 import type { EnvSource } from '../llm/providers/keys.js';
 import { embedderOf, type EmbedderSpec } from './catalogue.js';
 import { localEmbedderModel } from './local.js';
@@ -28,9 +28,45 @@ export interface AgentEmbedderDeps {
   timeoutMs?: number;
 }
 
+/** What the choice reads: the agent's settings and registry, as a tick's snapshot holds them. */
+export interface EmbedderChoiceRows {
+  config: Record<string, unknown>;
+  registry: readonly Pick<
+    LlmRegistryEntry,
+    'id' | 'name' | 'provider' | 'model' | 'baseUrl' | 'apiKeyEnv' | 'role' | 'priority' | 'enabled' | 'excluded'
+  >[];
+}
+
 export interface AgentEmbedders {
-  /** The agent's embedder now, or why there is none. */
-  forAgent(db: Db, agentId: string): Promise<EmbedderChoice>;
+  /** The agent's embedder now, or why there is none; from `known` when the caller read them, else read now. */
+  forAgent(db: Db, agentId: string, known?: EmbedderChoiceRows): Promise<EmbedderChoice>;
+}
+
+/** The agent's semantic_memory setting and its usable embedder rows, by priority (one query after another: `db` may be a transaction, one connection). */
+async function readChoice(db: Db, agentId: string) {
+  const setting = await db
+    .select({ value: agentConfig.value })
+    .from(agentConfig)
+    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'semantic_memory')));
+  const rows = await db
+    .select({
+      name: llmRegistry.name,
+      provider: llmRegistry.provider,
+      model: llmRegistry.model,
+      baseUrl: llmRegistry.baseUrl,
+      apiKeyEnv: llmRegistry.apiKeyEnv,
+    })
+    .from(llmRegistry)
+    .where(
+      and(
+        eq(llmRegistry.agentId, agentId),
+        eq(llmRegistry.role, 'embedder'),
+        eq(llmRegistry.enabled, true),
+        eq(llmRegistry.excluded, false),
+      ),
+    )
+    .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
+  return { semanticMemory: setting[0]?.value, rows };
 }
 
 /** The deployment's default embedder: the offline one. */
@@ -62,31 +98,16 @@ export function createAgentEmbedders(deps: AgentEmbedderDeps): AgentEmbedders {
     return p;
   };
   return {
-    async forAgent(db, agentId) {
-      // One after another: `db` may be a transaction (a command's), one connection.
-      const setting = await db
-        .select({ value: agentConfig.value })
-        .from(agentConfig)
-        .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'semantic_memory')));
-      const rows = await db
-        .select({
-          name: llmRegistry.name,
-          provider: llmRegistry.provider,
-          model: llmRegistry.model,
-          baseUrl: llmRegistry.baseUrl,
-          apiKeyEnv: llmRegistry.apiKeyEnv,
-        })
-        .from(llmRegistry)
-        .where(
-          and(
-            eq(llmRegistry.agentId, agentId),
-            eq(llmRegistry.role, 'embedder'),
-            eq(llmRegistry.enabled, true),
-            eq(llmRegistry.excluded, false),
-          ),
-        )
-        .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id));
-      if (setting[0]?.value === 'off') return { ok: false, why: 'off', reason: 'semantic_memory is off' };
+    async forAgent(db, agentId, known) {
+      const { semanticMemory, rows } = known
+        ? {
+            semanticMemory: known.config.semantic_memory,
+            rows: known.registry
+              .filter((r) => r.role === 'embedder' && r.enabled && !r.excluded)
+              .sort((a, b) => a.priority - b.priority || a.id - b.id),
+          }
+        : await readChoice(db, agentId);
+      if (semanticMemory === 'off') return { ok: false, why: 'off', reason: 'semantic_memory is off' };
       const specs: EmbedderSpec[] = rows.length ? rows : deps.toolsDir ? [defaultEmbedderSpec] : [];
       if (specs.length === 0)
         return {

@@ -329,8 +329,6 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  // The agent's embedder is looked up beside the batch; a lookup that fails counts as none.
-  const embedder = deps.embedders?.forAgent(deps.db, agentId).catch(() => undefined);
   const [
     snapshot,
     prompts,
@@ -379,7 +377,9 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     ...goalRows.map((g) => g.title),
     ...taskRows.map((t) => (ownTask && t.description ? `${t.title}: ${t.description}` : t.title)),
   ];
-  const chosen = (await embedCandidates(deps.db, await embedder, candidates, input.loop, focusTexts)) ?? candidates;
+  // The agent's embedder, chosen from the snapshot's settings and registry; a failure counts as none.
+  const embedder = await deps.embedders?.forAgent(deps.db, agentId, snapshot).catch(() => undefined);
+  const chosen = (await embedCandidates(deps.db, embedder, candidates, input.loop, focusTexts)) ?? candidates;
   const context = assembleContext({
     agent: {
       id: snapshot.agent.id,

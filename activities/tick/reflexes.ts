@@ -171,7 +171,7 @@ async function meaningSimilarity(
   };
   let choice;
   try {
-    choice = await deps.embedders.forAgent(deps.db, input.agentId);
+    choice = await deps.embedders.forAgent(deps.db, input.agentId, view);
   } catch (err) {
     return away(clipText((err as Error).message ?? String(err), 200));
   }
