@@ -608,7 +608,7 @@ interface Found {
 }
 
 /** What a search needs of a command's context (a person's search, `mindloop memory search`, reads as a task loop: no use counted). */
-export type SearchContext = Pick<HandlerContext, 'tx' | 'agentId' | 'mode' | 'embedders'>;
+export type SearchContext = Pick<HandlerContext, 'tx' | 'agentId' | 'mode' | 'embedders' | 'searchIndexes'>;
 
 export interface SearchArgs {
   query: string;
@@ -698,6 +698,7 @@ async function byMeaning(ctx: SearchContext, a: SearchArgs, n: number): Promise<
       k: n,
       minScore: minMeaningScore,
       includeArchived: a.archived,
+      ...(ctx.searchIndexes ? { indexOwner: ctx.searchIndexes } : {}),
     });
     if (!hits) return { ok: false, why: 'no embedder' };
     return {

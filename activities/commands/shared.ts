@@ -34,6 +34,8 @@ export interface HandlerContext {
   events?: AgentEventSink;
   /** The agents' embedders (search by meaning); without them searches compare words. */
   embedders?: AgentEmbedders;
+  /** The worker's pool: a search by meaning keeps its in-memory indexes under it, across commands. */
+  searchIndexes?: Db;
 }
 
 export interface HandlerResult {

@@ -27,7 +27,7 @@ import type { Db } from '../../db/client.js';
 import { memoryVectors, memoryVectorKinds, type MemoryVectorKind } from '../../db/schema/index.js';
 import { placeholderLike } from '../../core/novelty.js';
 import { quantize, VectorIndex } from '../../core/vector-search.js';
-import { embedTexts, textSha256 } from './cache.js';
+import { embedTexts, textSha256, vectorsOf } from './cache.js';
 import { checkDimensions, cosine, type Embedder } from './types.js';
 
 export { memoryVectorKinds, type MemoryVectorKind };
@@ -161,8 +161,14 @@ const selectVectors = (where: SQL) => sql`
   from memory_vectors where ${where}`;
 
 /** The index of (agent, model, kind), loaded on first use and brought up to date with the table. */
-async function currentIndex(db: Db, agentId: string, embedder: Embedder, kind: MemoryVectorKind): Promise<VectorIndex> {
-  const map = indexesOf(db);
+async function currentIndex(
+  db: Db,
+  agentId: string,
+  embedder: Embedder,
+  kind: MemoryVectorKind,
+  owner: Db = db,
+): Promise<VectorIndex> {
+  const map = indexesOf(owner);
   const key = indexKey(agentId, embedder.model, kind);
   let entry = map.get(key);
   const mine = sql`agent_id = ${agentId} and kind = ${kind} and ${modelIs(embedder.model)}`;
@@ -185,7 +191,7 @@ async function currentIndex(db: Db, agentId: string, embedder: Embedder, kind: M
   if (entry.loading) await entry.loading;
   if (entry.index.dimensions !== embedder.dimensions) {
     map.delete(key);
-    return currentIndex(db, agentId, embedder, kind);
+    return currentIndex(db, agentId, embedder, kind, owner);
   }
   const now = Date.now();
   if (now - entry.refreshedAt >= refreshMs && entry.seenAt !== null) {
@@ -219,6 +225,8 @@ export async function indexRows(
   agentId: string,
   embedder: Embedder,
   rows: readonly MemoryRowText[],
+  /** The handle whose in-memory indexes learn of the new vectors (default `db`; see `indexOwner`). */
+  owner: Db = db,
 ): Promise<number> {
   if (rows.length === 0) return 0;
   const vectors = await embedTexts(
@@ -263,7 +271,7 @@ export async function indexRows(
     for (const d of done) {
       const v = byKey.get(`${d.kind}:${d.rowId}`)!;
       tellIndexes(
-        db,
+        owner,
         agentId,
         embedder.model,
         d.kind,
@@ -375,24 +383,11 @@ export interface SearchByMeaningOptions {
   includeArchived?: boolean;
   /** How many new rows a search embeds before it searches (default 16; 0: none). */
   catchUpLimit?: number;
-}
-
-/** The vectors of recent query texts, per embedder (a text's vector under one model does not change). */
-const recentQueries = new WeakMap<Embedder, Map<string, Float32Array>>();
-const recentQueriesKept = 256;
-
-async function queryVector(db: Db, embedder: Embedder, text: string): Promise<Float32Array> {
-  let m = recentQueries.get(embedder);
-  if (!m) recentQueries.set(embedder, (m = new Map()));
-  let v = m.get(text);
-  if (v) {
-    m.delete(text);
-  } else {
-    v = (await embedTexts(db, embedder, [text]))[0]!;
-    if (m.size >= recentQueriesKept) m.delete(m.keys().next().value!);
-  }
-  m.set(text, v);
-  return v;
+  /**
+   * The handle whose in-memory indexes the search keeps (default `db`): a search run inside a
+   * transaction names the pool, so its indexes outlive the transaction and are not loaded again.
+   */
+  indexOwner?: Db;
 }
 
 /** Candidates scored exactly per hit asked: 4 per hit, at least 40, at most 200. */
@@ -408,17 +403,17 @@ export async function searchByMeaning(db: Db, opts: SearchByMeaningOptions): Pro
   if (!embedder) return null;
   const kinds = [...new Set(opts.kinds)];
   if (kinds.length === 0 || opts.k <= 0) return [];
-  const query = typeof opts.query === 'string' ? await queryVector(db, embedder, opts.query) : opts.query;
+  const query = typeof opts.query === 'string' ? (await vectorsOf(db, embedder, [opts.query]))[0]! : opts.query;
   checkDimensions(embedder.model, embedder.dimensions, query);
   let catchUpLeft = opts.catchUpLimit ?? 16;
   const hits: MemoryHit[] = [];
   for (const kind of kinds) {
-    const index = await currentIndex(db, agentId, embedder, kind);
+    const index = await currentIndex(db, agentId, embedder, kind, opts.indexOwner ?? db);
     if (catchUpLeft > 0) {
       // Rows newer than every vector the index holds (it has just read the newest): embedded now.
       const fresh = await staleRows(db, agentId, embedder, kind, catchUpLeft, true, index.maxRowId);
       catchUpLeft -= fresh.length;
-      await indexRows(db, agentId, embedder, fresh);
+      await indexRows(db, agentId, embedder, fresh, opts.indexOwner ?? db);
     }
     const ids = index.candidates(query, candidateCount(opts.k));
     if (ids.length === 0) continue;

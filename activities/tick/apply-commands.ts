@@ -361,7 +361,7 @@ async function applyOne(
         logCmdId: key,
         prices: deps.prices ?? defaultPrices,
         ...(deps.events ? { events: deps.events } : {}),
-        ...(deps.embedders ? { embedders: deps.embedders } : {}),
+        ...(deps.embedders ? { embedders: deps.embedders, searchIndexes: deps.db } : {}),
         ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}),
         ...(input.taskId !== undefined ? { taskId: input.taskId } : {}),
         ...(input.workflowId !== undefined ? { workflowId: input.workflowId } : {}),
