@@ -94,6 +94,9 @@ const expected: Record<string, string[]> = {
     'recall_p99_ms_100k_pg',
     'recall_p50_ms_100k_pglite',
     'recall_p99_ms_100k_pglite',
+    'novelty_auc_today',
+    'novelty_auc_semantic',
+    'novelty_auc_blend',
   ],
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
