@@ -97,6 +97,7 @@ const expected: Record<string, string[]> = {
     'novelty_auc_today',
     'novelty_auc_semantic',
     'novelty_auc_blend',
+    'tick_overhead_ratio_semantic',
   ],
   soak: ['minutes', 'ticks', 'rss_drift_ratio', 'heap_drift_ratio', 'rows_per_tick', 'max_history_events', 'errors'],
 };
