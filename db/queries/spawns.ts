@@ -59,6 +59,8 @@ export const cloneLeavesOut: Readonly<Record<string, string>> = {
   mcp_servers: 'the MCP servers a person granted the parent: a person grants the child its own',
   mcp_tools: 'the tools of the parent’s MCP servers, listed from those servers',
   mcp_calls: 'the parent’s MCP tool calls and their results, keyed by the parent’s ticks',
+  memory_vectors:
+    'the parent’s vector index: a copy’s rows get new ids, and its first searches and the backfill rebuild it from the shared embeddings cache',
 };
 
 /** Copied by their own rule (`copyLearnings`): an agent's learnings are its shard's, not only rows with its id. */
