@@ -20,7 +20,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetIds, checkInvariant, defaultPrices } from '../../core/lifeforce.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { ensureBudget, stateOf, sweepReservations } from '../../db/queries/lifeforce.js';
-import { agents, lifeforceBudgets, lifeforceLedger, llmCalls, llmRegistry } from '../../db/schema/index.js';
+import {
+  agentConfig,
+  agents,
+  lifeforceBudgets,
+  lifeforceLedger,
+  llmCalls,
+  llmRegistry,
+} from '../../db/schema/index.js';
 import type { AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
 import { sleep, startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
@@ -46,8 +53,8 @@ const killsAt: Window[] = [
   { at: 'call', afterMs: 500 },
   { at: 'settled' },
 ];
-/** Enough for the kills and a few ticks more, then a call is refused (a tick costs ~7 LF and reserves ~30). */
-const capacity = 130;
+/** Enough for the kills and a few ticks more, then a call is refused (a tick costs ~7–9 LF and reserves ~30–40: the prompt grows with the catalogue). */
+const capacity = 180;
 const maxTicks = 60;
 
 let ks: KillableStack;
@@ -150,6 +157,8 @@ async function seedAgent(): Promise<void> {
       maxTokens: 64,
     },
   });
+  // The ledger is what is tested: memory compares words, so no kill lands in the embedder's load.
+  await db.insert(agentConfig).values({ agentId, key: 'semantic_memory', value: 'off' });
   await ensureBudget(db, { id: budgetId, agentId, scope: 'agent', settings: { capacity } });
 }
 
