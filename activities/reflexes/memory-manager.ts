@@ -170,6 +170,23 @@ const priorityWeight = (p: number) => Math.min(1, Math.max(0, p) / 100);
 /** A concept's or link's weight 0–100 (default 1) → 0–1: weight 10 and above is full. */
 const graphWeight = (w: number) => Math.min(1, Math.max(0, w) / 10);
 
+/** A long-term row as the plan reads it: last used when it was written or last read, its reads counted. */
+function usedEntry(
+  r: { id: number; tags: string[]; createdAt: Date; lastAccessedAt: Date | null; accessCount: number },
+  o: { emotion?: number; pinned?: boolean; weight: number },
+): MemoryEntry {
+  return {
+    id: r.id,
+    novelty: 0,
+    emotion: o.emotion ?? 0,
+    tags: r.tags,
+    pinned: o.pinned ?? false,
+    lastUsed: Math.max(ms(r.createdAt), ms(r.lastAccessedAt)),
+    uses: r.accessCount,
+    weight: o.weight,
+  };
+}
+
 /**
  * Every tier of one agent, by use. Replies: the newest `lru_limit` by last use (the last tick a
  * context showed them, else their own). Diary, notebook, concepts and links: each capped
@@ -226,16 +243,9 @@ export async function pruneTiers(q: Q, agentId: string, opts: { processId: strin
     .from(diaryEntries)
     .where(and(eq(diaryEntries.agentId, agentId), isNull(diaryEntries.archivedAt)));
   const diaryPlan = planTier(
-    diary.map((r): MemoryEntry => ({
-      id: r.id,
-      novelty: 0,
-      emotion: emotionIntensity(r.emotions),
-      tags: r.tags,
-      pinned: r.pinned,
-      lastUsed: Math.max(ms(r.createdAt), ms(r.lastAccessedAt)),
-      uses: r.accessCount,
-      weight: priorityWeight(r.priority),
-    })),
+    diary.map((r) =>
+      usedEntry(r, { emotion: emotionIntensity(r.emotions), pinned: r.pinned, weight: priorityWeight(r.priority) }),
+    ),
     goalTags,
     policy,
     limits(caps.diary),
@@ -249,16 +259,7 @@ export async function pruneTiers(q: Q, agentId: string, opts: { processId: strin
     .from(llmMemory)
     .where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt)));
   const notePlan = planTier(
-    notes.map((r): MemoryEntry => ({
-      id: r.id,
-      novelty: 0,
-      emotion: 0,
-      tags: r.tags,
-      pinned: r.pinned,
-      lastUsed: Math.max(ms(r.createdAt), ms(r.lastAccessedAt)),
-      uses: r.accessCount,
-      weight: priorityWeight(r.priority),
-    })),
+    notes.map((r) => usedEntry(r, { pinned: r.pinned, weight: priorityWeight(r.priority) })),
     goalTags,
     policy,
     limits(caps.note),
@@ -272,16 +273,7 @@ export async function pruneTiers(q: Q, agentId: string, opts: { processId: strin
     .from(concepts)
     .where(and(eq(concepts.agentId, agentId), isNull(concepts.archivedAt)));
   const conceptPlan = planTier(
-    conceptRows.map((r): MemoryEntry => ({
-      id: r.id,
-      novelty: 0,
-      emotion: 0,
-      tags: r.tags,
-      pinned: false,
-      lastUsed: Math.max(ms(r.createdAt), ms(r.lastAccessedAt)),
-      uses: r.accessCount,
-      weight: graphWeight(r.weight),
-    })),
+    conceptRows.map((r) => usedEntry(r, { weight: graphWeight(r.weight) })),
     goalTags,
     policy,
     limits(caps.concept),
@@ -299,16 +291,7 @@ export async function pruneTiers(q: Q, agentId: string, opts: { processId: strin
   const linkPlan = planTier(
     linkRows
       .filter((l) => !gone.has(l.fromConceptId) && !gone.has(l.toConceptId))
-      .map((r): MemoryEntry => ({
-        id: r.id,
-        novelty: 0,
-        emotion: 0,
-        tags: [],
-        pinned: false,
-        lastUsed: Math.max(ms(r.createdAt), ms(r.lastAccessedAt)),
-        uses: r.accessCount,
-        weight: graphWeight(r.weight),
-      })),
+      .map((r) => usedEntry({ ...r, tags: [] }, { weight: graphWeight(r.weight) })),
     goalTags,
     policy,
     limits(caps.link),
