@@ -11,7 +11,6 @@ import {
   selectAbstracts,
   selectResponses,
   semanticPool,
-  type ContextInput,
   type ContextResponse,
   type SemanticQuery,
 } from '../../core/context.js';
@@ -23,6 +22,7 @@ import {
   relevance,
   selectionDefaults,
 } from '../../core/relevance.js';
+import { contextInput } from '../helpers/context.js';
 
 /** A unit vector at `deg` degrees in the plane (cosine of two: the cosine of their angle). */
 const at = (deg: number) => [Math.cos((deg * Math.PI) / 180), Math.sin((deg * Math.PI) / 180)];
@@ -220,28 +220,13 @@ describe('abstracts and context 5 by meaning', () => {
 });
 
 describe('the assembled context', () => {
-  const base: ContextInput = {
-    agent: { id: 'ada', name: 'Ada' },
+  const base = contextInput({
     tick: 20,
-    now: '2026-11-27T18:00:00.000Z',
-    systemPrompt: 'You think.',
-    ethics: [],
-    catalogue: '(catalogue)',
-    tools: [],
-    learnings: [],
     responses: Array.from({ length: 12 }, (_, i) => reply(i + 1, Math.floor(i / 4) * 90 + (i % 4))),
     goals: [{ id: 1, title: 'the 90° topic', priority: 1, status: 'active' }],
-    pinnedTasks: [],
-    abstracts: [],
-    openProcesses: [],
-    commandResults: [],
-    notes: [],
-    notesMode: 'auto',
-    config: {},
-    memory: [],
     contextMode: 'concentration',
-    recentK: 5,
-  };
+  });
+
   const thoughts = (c: ReturnType<typeof assembleContext>) =>
     c.messages[1]!.content.split('## Context 3')[1]!.split('## Context 4')[0]!;
 
