@@ -171,7 +171,8 @@ async function measure(stack: Stack, steps: number, run: () => Promise<WorkflowH
   };
 }
 
-async function seed(stack: Stack, ids: string[]): Promise<void> {
+/** Agents whose model answers at once (a scripted `instant` model), each once. */
+export async function seedInstantAgents(stack: Stack, ids: string[]): Promise<void> {
   await stack.db.db
     .insert(agents)
     .values(ids.map((id) => ({ id, name: id })))
@@ -212,7 +213,7 @@ export async function measureTickCost(
     async (client) => {
       const go = async (prefix: string, ticks: number) => {
         const ids = Array.from({ length: o.agents }, (_, i) => `${label}-${prefix}${i}`);
-        await seed(stack, ids);
+        await seedInstantAgents(stack, ids);
         const handles = await Promise.all(
           ids.map((id) =>
             client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {

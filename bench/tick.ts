@@ -21,28 +21,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
-import { measureTickCost, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
-
-async function seed(stack: Stack, ids: string[]): Promise<void> {
-  await stack.db.db
-    .insert(agents)
-    .values(ids.map((id) => ({ id, name: id })))
-    .onConflictDoNothing();
-  await stack.db.db
-    .insert(llmRegistry)
-    .values(
-      ids.map((id) => ({
-        agentId: id,
-        name: 'instant',
-        provider: 'scripted' as const,
-        model: 'instant',
-        role: 'agent' as const,
-        priority: 1,
-        params: { replies: ['A quick thought.'] },
-      })),
-    )
-    .onConflictDoNothing();
-}
+import { measureTickCost, seedInstantAgents, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
 
 /** Resident set size of a process, from /proc (Linux). */
 function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
@@ -169,7 +148,7 @@ export async function measureTicks(
           args: [args],
         });
       // 1 agent, ticks back to back.
-      await seed(stack, ['solo']);
+      await seedInstantAgents(stack, ['solo']);
       // The loop's own cost: reflexes off (they are measured against it in measureReflexOverhead).
       await (
         await start('solo', { agentId: 'solo', maxTicks: load.soloTicks, reflexes: false, settings: { delayMs: 0 } })
@@ -184,7 +163,7 @@ export async function measureTicks(
 
       // Many agents at once.
       const many = Array.from({ length: load.agents }, (_, i) => `many${i}`);
-      await seed(stack, many);
+      await seedInstantAgents(stack, many);
       const t0 = performance.now();
       await Promise.all(
         (
@@ -454,7 +433,7 @@ export async function measureIdle(
         const handles: WorkflowHandle[] = [];
         for (const total of totals) {
           const idle = Array.from({ length: total - handles.length }, (_, i) => `idle${handles.length + i}`);
-          await seed(stack, idle);
+          await seedInstantAgents(stack, idle);
           for (let i = 0; i < idle.length; i += 100) {
             handles.push(
               ...(await Promise.all(
@@ -632,7 +611,7 @@ export async function measureAt1Hz(
     rounds = await withBenchWorker(stack, { taskQueue: 'bench-1hz', activities }, (client) =>
       climb(ladder, 'agents', async (n, r, start) => {
         const ids = Array.from({ length: n }, (_, i) => `hz${r}-${i}`);
-        await seed(stack, ids);
+        await seedInstantAgents(stack, ids);
         const handles = await start(ids, (id) =>
           client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
             taskQueue: 'bench-1hz',
