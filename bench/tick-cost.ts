@@ -11,16 +11,15 @@
  * too). The agents' figures less the floor's are the tick's own cost.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { withBenchWorker } from './lib.js';
+import { withBaselineWorker } from './temporal-baseline.js';
 
 /** Every statement this process's `pg` clients send, while `recording` is set: its text's first line, counted. */
 const sent = new Map<string, number>();
@@ -230,50 +229,28 @@ export async function measureTickCost(
       return measure(stack, o.agents * o.ticks, () => go('', o.ticks));
     },
   );
-  const floor = await withFloorWorker(stack, async (client, taskQueue) => {
-    const go = async (prefix: string, steps: number) => {
-      const handles = await Promise.all(
-        Array.from({ length: o.agents }, (_, i) =>
-          client.workflow.start('pacedLocalWorkflow', {
-            taskQueue,
-            workflowId: `${label}-floor-${prefix}${i}-${Date.now()}`,
-            args: [steps, 1],
-          }),
-        ),
-      );
-      await Promise.all(handles.map((h) => h.result()));
-      return handles;
-    };
-    await go('warm', 3);
-    return measure(stack, o.agents * o.ticks, () => go('', o.ticks));
-  });
+  const floor = await withBaselineWorker(
+    stack,
+    async (client, taskQueue) => {
+      const go = async (prefix: string, steps: number) => {
+        const handles = await Promise.all(
+          Array.from({ length: o.agents }, (_, i) =>
+            client.workflow.start('pacedLocalWorkflow', {
+              taskQueue,
+              workflowId: `${label}-floor-${prefix}${i}-${Date.now()}`,
+              args: [steps, 1],
+            }),
+          ),
+        );
+        await Promise.all(handles.map((h) => h.result()));
+        return handles;
+      };
+      await go('warm', 3);
+      return measure(stack, o.agents * o.ticks, () => go('', o.ticks));
+    },
+    { maxCachedWorkflows: 1000 },
+  );
   return { agents: agentsCost, floor };
-}
-
-/** A worker of the bare benchmark workflows (a no-op activity), like temporal-baseline's, with a big cache. */
-async function withFloorWorker<T>(stack: Stack, fn: (client: Client, taskQueue: string) => Promise<T>): Promise<T> {
-  const taskQueue = `bench-floor-${process.pid}-${Date.now()}`;
-  const connection = await NativeConnection.connect(stack.temporal.connection);
-  const workflowBundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-  });
-  const worker = await Worker.create({
-    connection,
-    namespace: stack.temporal.namespace,
-    taskQueue,
-    workflowBundle,
-    activities: { async noop() {} },
-    maxCachedWorkflows: 1000,
-  });
-  const clientConn = await Connection.connect(stack.temporal.connection);
-  const client = new Client({ connection: clientConn, namespace: stack.temporal.namespace });
-  try {
-    return await worker.runUntil(() => fn(client, taskQueue));
-  } finally {
-    await clientConn.close();
-    await connection.close();
-  }
 }
 
 /** The figures as bench keys: `<prefix>…` for the agents, `<prefix>floor_…` for the floor, and their ratios. */
