@@ -350,6 +350,10 @@ pace:
 
   it('an exported agent applies back as nothing to change', async () => {
     for (const id of ['researcher', 'drifter']) {
+      // A running loop keeps learning (a validator's trust moves with each rating): paused, the
+      // export is what the agent is when it is applied back.
+      expect(await ok('pause', id)).toContain('pause: sent');
+      await waitFor(`${id} paused`, 30_000, async () => ((await status(id)).phase === 'paused' ? true : undefined));
       const out = join(tmp.path, `${id}-export.yaml`);
       expect(await ok('agents', 'export', id, '-o', out)).toBe(`agent ${id} written to ${out}\n`);
       const [last] = await database.db
@@ -372,8 +376,9 @@ pace:
       const settled = await fileRows(id);
       expect(await ok('apply', '-f', out)).toContain(`agent ${id}: nothing to change`);
       expect(await fileRows(id)).toBe(settled);
+      await ok('resume', id);
     }
-  }, 60_000);
+  }, 90_000);
 
   it('bad files: each refused with exit 1 and a clear message, nothing written', async () => {
     // An agent in this database that no loop of this deployment runs and no file applied here:
