@@ -91,7 +91,7 @@ function ensureTools() {
  */
 function ensureEmbedderGguf() {
   const converter = join(root, 'activities', 'embeddings', 'gguf.ts');
-  if (!existsSync(converter) || existsSync(join(toolsDir, 'embedder', 'all-MiniLM-L6-v2-f32.gguf'))) return;
+  if (!existsSync(converter) || existsSync(join(toolsDir, 'embedder', 'all-MiniLM-L6-v2-q8_0.gguf'))) return;
   say('writing the offline embedder (all-MiniLM-L6-v2 → .tools/embedder/, GGUF)…');
   const [from, dir] = [converter, toolsDir].map((p) => JSON.stringify(p));
   const script = `import(${from}).then((m) => { if (!m.ensureMinilmGguf(${dir})) process.exit(3); })`;

@@ -181,13 +181,16 @@ async function meaningSimilarity(
     const text = clipText(p.content, meaningTextChars);
     return [text, ...replyClauses(text)];
   });
+  // The whole reply too, in the same batch (the contexts run side by side): the next tick's context
+  // and novelty read it as an earlier reply, and find it embedded.
+  const whole = view.reply.content;
   try {
     const vectors = await within(
-      vectorsOf(deps.db, choice.embedder, [...reply, ...previous]),
+      vectorsOf(deps.db, choice.embedder, [...reply, ...previous, whole]),
       embedTimeoutMs,
       () => new Error(`no answer in ${embedTimeoutMs / 1000} s`),
     );
-    const similarity = clauseSimilarity(vectors.slice(0, reply.length), vectors.slice(reply.length));
+    const similarity = clauseSimilarity(vectors.slice(0, reply.length), vectors.slice(reply.length, -1));
     await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
     return { ok: true, similarity };
   } catch (err) {
