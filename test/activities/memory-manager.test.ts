@@ -3,8 +3,6 @@
  * (replies, diary, notebook, concepts, links), each decision in the process log, and the
  * restores (the agent's `memory.restore`, the person's `mindloop memory restore`).
  */
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { and, eq, sql } from 'drizzle-orm';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -23,9 +21,7 @@ import {
   llmMemory,
   processLog,
 } from '../../db/schema/index.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
-import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { migratedDatabase, migratedPglite, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 let handle: MigratedDatabase;
 let cmds: ReturnType<typeof createCommandActivities>;
@@ -407,21 +403,13 @@ describe('searching by words and by meaning', () => {
 });
 
 describe("searching on PGlite (one connection: the search runs in the command's transaction)", () => {
-  let pglite: PGlite | undefined;
-  let server: PGLiteSocketServer | undefined;
-  let lite: DbHandle | undefined;
+  let lite: MigratedDatabase | undefined;
   beforeAll(async () => {
-    pglite = new PGlite();
-    server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 2 });
-    await server.start();
-    lite = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 1 });
-    await runMigrations(lite.pool);
+    lite = await migratedPglite();
     await lite.db.insert(agents).values({ id: 'lite', name: 'lite' });
   }, 60_000);
   afterAll(async () => {
-    await lite?.close();
-    await server?.stop();
-    await pglite?.close();
+    await lite?.dispose();
   });
 
   it('words (substring, all words, tags, archived) and meaning both work', async () => {

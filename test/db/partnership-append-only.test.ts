@@ -4,14 +4,11 @@
  * TRUNCATE is refused; the foreign keys' own actions still apply (deleting an escalation sets
  * escalation_id null, deleting an agent removes its messages).
  */
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
+import type { DbHandle } from '../../db/client.js';
 import { agents, escalations, partnershipMessages } from '../../db/schema/index.js';
-import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { migratedDatabase, migratedPglite, type MigratedDatabase } from '../helpers/env.js';
 
 function checks(backend: string, handle: () => DbHandle): void {
   it(`${backend}: inserts append; UPDATE, DELETE and TRUNCATE are refused; FK actions still apply`, async () => {
@@ -97,20 +94,12 @@ describe('partnership_messages append-only on Postgres', () => {
 });
 
 describe('partnership_messages append-only on PGlite', () => {
-  let pglite: PGlite | undefined;
-  let server: PGLiteSocketServer | undefined;
-  let handle: DbHandle | undefined;
+  let handle: MigratedDatabase | undefined;
   beforeAll(async () => {
-    pglite = new PGlite();
-    server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 2 });
-    await server.start();
-    handle = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 1 });
-    await runMigrations(handle.pool);
+    handle = await migratedPglite();
   });
   afterAll(async () => {
-    await handle?.close();
-    await server?.stop();
-    await pglite?.close();
+    await handle?.dispose();
   });
   checks('pglite', () => handle!);
 });

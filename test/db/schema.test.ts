@@ -5,11 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { eq, getTableName, sql } from 'drizzle-orm';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
+import { migratedPglite, type MigratedDatabase } from '../helpers/env.js';
 import {
   agentOwnedTables,
   agents,
@@ -228,24 +227,15 @@ describe('schema on Postgres', () => {
   schemaChecks('postgres', () => handle!);
 });
 
-describe('schema on PGlite over pglite-socket', () => {
-  let pglite: PGlite | undefined;
-  let server: PGLiteSocketServer | undefined;
-  let handle: DbHandle | undefined;
+describe('schema on the embedded PGlite (its thread, its socket)', () => {
+  let handle: MigratedDatabase | undefined;
 
   beforeAll(async () => {
-    pglite = new PGlite();
-    server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 8 });
-    await server.start();
-    // After start() the server reports the port the OS picked for port 0.
-    handle = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 4 });
-    await runMigrations(handle.pool);
+    handle = await migratedPglite(4);
   });
 
   afterAll(async () => {
-    await handle?.close();
-    await server?.stop();
-    await pglite?.close();
+    await handle?.dispose();
   });
 
   schemaChecks('pglite', () => handle!);

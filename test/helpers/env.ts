@@ -7,6 +7,7 @@ import pg from 'pg';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
 import { parseEnv, type Env } from '../../env.js';
+import { startEmbeddedPostgres } from '../../runtime/embedded-postgres.js';
 import { installHint, resolveTool, type ToolName } from '../../runtime/tools.js';
 
 export const repoToolsDir = join(import.meta.dirname, '..', '..', '.tools');
@@ -102,6 +103,30 @@ export async function migratedDatabase(prefix: string, max = 4): Promise<Migrate
         throw new Error(
           `statements sent on a busy connection (run them one after another):\n${[...overlaps].join('\n')}`,
         );
+    },
+  };
+}
+
+/**
+ * A fresh in-memory PGlite served as `npm start` serves the embedded database (its own thread, on
+ * a socket), with the migrations applied and a Drizzle handle of `max` connections.
+ */
+export async function migratedPglite(max = 1): Promise<MigratedDatabase> {
+  const embedded = await startEmbeddedPostgres({ dataDir: 'memory://', port: 0 });
+  const handle = createDb(embedded.url, { max });
+  try {
+    await runMigrations(handle.pool);
+  } catch (err) {
+    await handle.close();
+    await embedded.stop();
+    throw err;
+  }
+  return {
+    ...handle,
+    url: embedded.url,
+    async dispose() {
+      await handle.close();
+      await embedded.stop();
     },
   };
 }

@@ -4,8 +4,6 @@
  * index was loaded is found; archived rows only when asked; a deleted, archived or rewritten row
  * is never returned by its old vector; a vector of the wrong size is refused naming both sizes.
  */
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmbeddingActivities } from '../../activities/embeddings/backfill.js';
@@ -24,11 +22,10 @@ import {
   type AgentEmbedders,
   type Embedder,
 } from '../../activities/embeddings/index.js';
-import { createDb, type DbHandle } from '../../db/client.js';
-import { runMigrations } from '../../db/migrate.js';
+import type { DbHandle } from '../../db/client.js';
 import { periodOf } from '../../core/maintenance-period.js';
 import { agents, concepts, diaryEntries, llmMemory, maintenanceRuns, memoryVectors } from '../../db/schema/index.js';
-import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
+import { migratedDatabase, migratedPglite, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 
 const toolsDir = process.env.MINDLOOP_TOOLS_DIR ?? repoToolsDir;
 let local: Embedder;
@@ -306,20 +303,12 @@ describe('search by meaning on Postgres', () => {
 });
 
 describe('search by meaning on PGlite', () => {
-  let pglite: PGlite | undefined;
-  let server: PGLiteSocketServer | undefined;
-  let handle: DbHandle | undefined;
+  let handle: MigratedDatabase | undefined;
   beforeAll(async () => {
-    pglite = new PGlite();
-    server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 2 });
-    await server.start();
-    handle = createDb(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 1 });
-    await runMigrations(handle.pool);
+    handle = await migratedPglite();
   });
   afterAll(async () => {
-    await handle?.close();
-    await server?.stop();
-    await pglite?.close();
+    await handle?.dispose();
   });
   checks('pglite', () => handle!);
 });
