@@ -4,7 +4,6 @@
  * the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer yields an
  * error string and the word-or-meaning score alone.
  */
-import { clipText } from './sanitize.js';
 import { clamp01 } from './values.js';
 import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
@@ -107,18 +106,6 @@ export function replyClauses(text: string, minWords = 3): string[] {
     .filter((s) => tokenize(s).length >= minWords);
   return pieces.length > 0 ? pieces : [text];
 }
-/** The characters of a reply compared by meaning (its clauses are cut from these). */
-export const meaningTextChars = 2000;
-
-/**
- * What a reply is embedded as: its clauses (of its first `meaningTextChars` characters), which its
- * novelty compares, and the whole reply, which later ticks read as an earlier reply (their
- * contexts choose among replies by it).
- */
-export function replyMeaningTexts(content: string): { clauses: string[]; whole: string } {
-  return { clauses: replyClauses(clipText(content, meaningTextChars)), whole: content };
-}
-
 const clauseBreak =
   /[.;:!?,()\u2014\u2013]+|\s(?:so|because|but|instead|rather than|and then|which|while|since|after all|then)\s/i;
 

@@ -57,34 +57,15 @@ const keptLimit = 5000;
 // Module-level by design (activities only): a text's vector never changes for its model, so a worker
 // keeps those it read or made, and a tick reads from the database only the texts it has not seen.
 const kept = new WeakMap<Embedder, Map<string, Float32Array>>();
-// The texts being embedded now, per embedder: a second asker waits for the same vector.
-const pending = new WeakMap<Embedder, Map<string, Promise<Float32Array>>>();
 
-/**
- * `embedTexts`, asking the database (and the embedder) only for the texts this worker has not
- * seen, and waiting for those it is embedding already (prefetchVectors).
- */
+/** `embedTexts`, asking the database (and the embedder) only for the texts this worker has not seen. */
 export async function vectorsOf(db: Db, embedder: Embedder, texts: readonly string[]): Promise<Float32Array[]> {
   let memo = kept.get(embedder);
   if (!memo) kept.set(embedder, (memo = new Map()));
-  let flying = pending.get(embedder);
-  if (!flying) pending.set(embedder, (flying = new Map()));
-  const missing = [...new Set(texts.filter((t) => !memo.has(t) && !flying.has(t)))];
-  if (missing.length > 0) {
-    const batch = embedTexts(db, embedder, missing).then((read) => {
-      missing.forEach((t, i) => memo.set(t, read[i]!));
-      return read;
-    });
-    const done = () => missing.forEach((t) => flying.delete(t));
-    batch.then(done, done);
-    missing.forEach((t, i) =>
-      flying.set(
-        t,
-        batch.then((read) => read[i]!),
-      ),
-    );
-  }
-  const out = await Promise.all(texts.map((t) => memo.get(t) ?? flying.get(t)!));
+  const missing = [...new Set(texts.filter((t) => !memo.has(t)))];
+  const read = await embedTexts(db, embedder, missing);
+  missing.forEach((t, i) => memo.set(t, read[i]!));
+  const out = texts.map((t) => memo.get(t)!);
   // Those used now go to the end of the order.
   for (const [i, t] of texts.entries()) if (memo.delete(t)) memo.set(t, out[i]!);
   for (const t of memo.keys()) {
@@ -92,13 +73,4 @@ export async function vectorsOf(db: Db, embedder: Embedder, texts: readonly stri
     memo.delete(t);
   }
   return out;
-}
-
-/**
- * Starts embedding texts a later step of this worker will ask for (`vectorsOf` then waits for
- * them instead of embedding them again), without waiting: a failure here is the later step's
- * to meet, when it asks.
- */
-export function prefetchVectors(db: Db, embedder: Embedder, texts: readonly string[]): void {
-  vectorsOf(db, embedder, texts).catch(() => undefined);
 }

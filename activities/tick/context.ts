@@ -99,8 +99,6 @@ export interface LoadedContext {
   /** The discovered MCP tools context 2 lists, with their input schemas: a native think binds them. */
   mcpTools: McpContextTool[];
   abstractEvery: number;
-  /** The agent's embedder as chosen for this context (absent: none was given to the worker). */
-  embedder?: EmbedderChoice;
 }
 
 /** Learnings the context shows (the snapshot holds more, for the avoid-pattern checks). */
@@ -439,7 +437,6 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     toolDefs,
     mcpTools: mcpToolRows,
     abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
-    ...(embedder ? { embedder } : {}),
   };
 }
 

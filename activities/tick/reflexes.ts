@@ -30,9 +30,7 @@ import {
   noveltyFromSimilarity,
   parseNoveltyAnswer,
   placeholderTick,
-  meaningTextChars,
   replyClauses,
-  replyMeaningTexts,
   type Ideas,
 } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
@@ -147,6 +145,8 @@ function identity(view: ReflexView) {
   return { hash, similarity, identicalTo };
 }
 
+/** Each text is cut to this many characters before it is embedded (as the novelty mini-prompt cuts the reply). */
+const meaningTextChars = 2000;
 /** An embedder slower than this is away for the tick. */
 const embedTimeoutMs = 15_000;
 
@@ -176,13 +176,14 @@ async function meaningSimilarity(
     return away(clipText((err as Error).message ?? String(err), 200));
   }
   if (!choice.ok) return choice.why === 'off' ? null : away(clipText(choice.reason, 200));
-  // The whole reply too, in the same batch: the next tick's context and novelty read it as an
-  // earlier reply. The think embedding them already (prefetchReplyVectors) is waited for, not repeated.
-  const { clauses: reply, whole } = replyMeaningTexts(view.reply.content);
+  const reply = replyClauses(clipText(view.reply.content, meaningTextChars));
   const previous = view.real.flatMap((p) => {
     const text = clipText(p.content, meaningTextChars);
     return [text, ...replyClauses(text)];
   });
+  // The whole reply too, in the same batch (the contexts run side by side): the next tick's context
+  // and novelty read it as an earlier reply, and find it embedded.
+  const whole = view.reply.content;
   try {
     const vectors = await within(
       vectorsOf(deps.db, choice.embedder, [...reply, ...previous, whole]),

@@ -6,7 +6,6 @@ import { and, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
 import type { AssembledContext } from '../../core/context.js';
 import type { CommandRejection, InvalidCommand, ParsedCommand, ParsedReply } from '../../core/loop-types.js';
-import { replyMeaningTexts } from '../../core/novelty.js';
 import { boundForHistory, historyCaps } from '../../core/payload-caps.js';
 import { configKeys, validateCommand } from '../../core/catalogue.js';
 import { observePeers, type PeerObservation } from '../../core/society/isolation.js';
@@ -19,7 +18,6 @@ import { statements } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
-import { prefetchVectors } from '../embeddings/cache.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import { withHeartbeat } from '../heartbeat.js';
 import {
@@ -412,12 +410,6 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
 
   let responseId: number | null = null;
   if (input.mode === 'main') {
-    // The reflexes compare the reply by meaning next: its vectors are computed meanwhile, while the
-    // reply is recorded and the next activity is scheduled.
-    if (loaded.embedder?.ok) {
-      const { clauses, whole } = replyMeaningTexts(text);
-      prefetchVectors(db, loaded.embedder.embedder, [...clauses, whole]);
-    }
     // The messages as sent. A reply re-read from llm_calls (an earlier attempt's model answer)
     // answered that attempt's prompt, which this one may not repeat exactly: none is stored then.
     const prompt = reply.replayed ? null : promptForRecord(context.messages);

@@ -20,14 +20,12 @@ import {
   minilmPackage,
   ensureMinilmGguf,
   fromFloat16,
-  prefetchVectors,
   probeOpenAiEmbedder,
   quantizeQ8_0,
   toFloat16,
   testEmbedder,
   resolveMinilmDir,
   textSha256,
-  vectorsOf,
   type Embedder,
 } from '../../activities/embeddings/index.js';
 import { testLine } from '../../cli/models.js';
@@ -333,33 +331,6 @@ describe('embeddings cache', () => {
     );
     const rows = await handle.db.select().from(embeddings);
     expect(rows.filter((r) => r.model === 'liar-6')).toEqual([]);
-  });
-
-  it('a text being embedded (a prefetch) is waited for, not embedded again; a failed one is asked again', async () => {
-    const e = countingEmbedder(3);
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const slow: Embedder = { ...e, embed: async (t) => (await gate, e.embed(t)) };
-    prefetchVectors(handle.db, slow, ['the reply', 'its clause']);
-    const asked = vectorsOf(handle.db, slow, ['its clause', 'an older reply', 'the reply']);
-    // Both asked before the prefetch answered: the second embeds only the text the first did not.
-    await new Promise((r) => setTimeout(r, 50));
-    release();
-    const [clause, older, reply] = await asked;
-    expect(e.calls).toEqual([['the reply', 'its clause'], ['an older reply']]);
-    expect(Array.from(reply!)).toEqual(Array.from((await embedTexts(handle.db, e, ['the reply']))[0]!));
-    expect([clause, older].every((v) => v!.length === 3)).toBe(true);
-
-    const failing: Embedder = {
-      ...countingEmbedder(3),
-      model: 'flaky-3',
-      embed: () => Promise.reject(new Error('away')),
-    };
-    prefetchVectors(handle.db, failing, ['lost']);
-    await expect(vectorsOf(handle.db, failing, ['lost'])).rejects.toThrow('away');
-    const back = countingEmbedder(3);
-    const healed: Embedder = { ...back, model: 'flaky-3' };
-    expect(await vectorsOf(handle.db, healed, ['lost'])).toHaveLength(1);
   });
 
   it('caches the offline embedder by content', async () => {
