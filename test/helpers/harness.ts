@@ -7,7 +7,16 @@
  */
 import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
-import { NativeConnection, Worker, type NativeConnectionOptions, type WorkerOptions } from '@temporalio/worker';
+import type { temporal } from '@temporalio/proto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import {
+  NativeConnection,
+  Worker,
+  type NativeConnectionOptions,
+  type WorkerOptions,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import type { createActivities } from '../../activities/index.js';
 import { workflowIds } from '../../core/ids.js';
 import type { TemporalConnectionConfig } from '../../runtime/temporal-connection.js';
 import {
@@ -16,6 +25,7 @@ import {
   type AgentStatus,
   type agentLoopWorkflow,
 } from '../../workflows/agent-loop/index.js';
+import { unlimitedLifeforce } from './scripted.js';
 import { readUntil } from './wait.js';
 
 /**
@@ -156,4 +166,37 @@ export async function runTicks(
   } finally {
     await client.connection.close();
   }
+}
+
+/**
+ * An agent loop run to its end on a time-skipping server by a worker of its own (queue
+ * `<agentId>`), with `activities` over the plain ones a loop needs (unlimited lifeforce, its start
+ * and stop, its process log); its status then, and its history, replayed through today's code
+ * first (no nondeterminism).
+ */
+export async function runReplayedLoop(
+  suite: { readonly env: TestWorkflowEnvironment; readonly bundle: WorkflowBundleWithSourceMap },
+  input: AgentLoopInput,
+  activities: Partial<ReturnType<typeof createActivities>>,
+): Promise<{ status: AgentStatus; history: temporal.api.history.v1.IHistory }> {
+  const { env, bundle } = suite;
+  const all: Partial<ReturnType<typeof createActivities>> = {
+    ...unlimitedLifeforce,
+    async loopStarted() {
+      return { interruptedTaskLoops: [], config: {} };
+    },
+    async loopStopped() {},
+    async logProcess() {},
+    ...activities,
+  };
+  const taskQueue = input.agentId;
+  const [handle, status] = await withWorker(env, { taskQueue, workflowBundle: bundle, activities: all }, async () => {
+    const h = await startLoop(env.client, taskQueue, input);
+    await h.result();
+    // A closed workflow's query is answered by a worker replaying it: this one, still running.
+    return [h, await h.query(statusQuery)] as const;
+  });
+  const history = await handle.fetchHistory();
+  await Worker.runReplayHistory({ workflowBundle: bundle }, history, handle.workflowId);
+  return { status, history };
 }

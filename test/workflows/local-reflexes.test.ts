@@ -7,9 +7,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import type { createActivities } from '../../activities/index.js';
 import type { TickReflexesInput } from '../../activities/reflexes/types.js';
 import {
   localReflexMaxMs,
@@ -17,11 +15,10 @@ import {
   type AgentStatus,
   type agentLoopWorkflow,
 } from '../../workflows/agent-loop/index.js';
-import { startLoop, withWorker } from '../helpers/harness.js';
-import { autoPassReflexes, fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { runReplayedLoop } from '../helpers/harness.js';
+import { autoPassReflexes, fakeThought } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
-type Activities = ReturnType<typeof createActivities>;
 const suite = timeSkippingSuite();
 
 interface Run {
@@ -37,32 +34,21 @@ async function run(
   input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>,
   reflexes: (i: TickReflexesInput, n: number) => Promise<void>,
 ): Promise<Run> {
-  const taskQueue = `local-reflexes-${++seq}`;
   const calls: Run['reflexes'] = [];
-  const activities: Partial<Activities> = {
-    ...unlimitedLifeforce,
-    async loopStarted() {
-      return { interruptedTaskLoops: [], config: {} };
+  const { status, history } = await runReplayedLoop(
+    suite,
+    { agentId: `local-reflexes-${++seq}`, ...input },
+    {
+      async think(i) {
+        return fakeThought(i, { modelMs: 5 });
+      },
+      async tickReflexes(i) {
+        calls.push({ tick: i.tick, local: Context.current().info.isLocal });
+        await reflexes(i, calls.length);
+        return autoPassReflexes(i);
+      },
     },
-    async loopStopped() {},
-    async think(i) {
-      return fakeThought(i, { modelMs: 5 });
-    },
-    async tickReflexes(i) {
-      calls.push({ tick: i.tick, local: Context.current().info.isLocal });
-      await reflexes(i, calls.length);
-      return autoPassReflexes(i);
-    },
-    async logProcess() {},
-  };
-  const { env, bundle } = suite;
-  const [h, status] = await withWorker(env, { taskQueue, workflowBundle: bundle, activities }, async () => {
-    const handle = await startLoop(env.client, taskQueue, { agentId: `reflexes-${seq}`, ...input });
-    await handle.result();
-    return [handle, await handle.query<AgentStatus>('status')] as const;
-  });
-  const history = await h.fetchHistory();
-  await Worker.runReplayHistory({ workflowBundle: bundle }, history, h.workflowId);
+  );
   const scheduled = (history.events ?? []).filter(
     (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'tickReflexes',
   ).length;

@@ -8,9 +8,7 @@
  * by its worker's shutdown is the same tick again, not a failed one. Every history replays.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import type { createActivities } from '../../activities/index.js';
 import type { ThinkInput, ThinkResult } from '../../activities/tick/think.js';
 import {
   localHoldMaxMs,
@@ -19,11 +17,10 @@ import {
   type AgentStatus,
   type agentLoopWorkflow,
 } from '../../workflows/agent-loop/index.js';
-import { startLoop, withWorker } from '../helpers/harness.js';
-import { fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
+import { runReplayedLoop } from '../helpers/harness.js';
+import { fakeThought } from '../helpers/scripted.js';
 import { timeSkippingSuite } from '../helpers/temporal.js';
 
-type Activities = ReturnType<typeof createActivities>;
 const suite = timeSkippingSuite();
 
 interface Run {
@@ -39,38 +36,26 @@ async function run(
   input: Omit<Parameters<typeof agentLoopWorkflow>[0], 'agentId'>,
   reply: (i: ThinkInput, n: number) => Partial<ThinkResult> | Error,
 ): Promise<Run> {
-  const taskQueue = `local-think-${++seq}`;
   const thinks: ThinkInput[] = [];
   const processLog: string[] = [];
-  const activities: Partial<Activities> = {
-    ...unlimitedLifeforce,
-    async loopStarted() {
-      return { interruptedTaskLoops: [], config: {} };
+  const { status, history } = await runReplayedLoop(
+    suite,
+    { agentId: `local-think-${++seq}`, ...input },
+    {
+      async think(i) {
+        thinks.push(i);
+        const r = reply(i, thinks.length);
+        if (r instanceof Error) throw r;
+        return fakeThought(i, r);
+      },
+      async logProcess(i) {
+        processLog.push(i.status);
+      },
+      async probeLlm() {
+        return { ok: true, model: 'scripted:fake' };
+      },
     },
-    async loopStopped() {},
-    async think(i) {
-      thinks.push(i);
-      const r = reply(i, thinks.length);
-      if (r instanceof Error) throw r;
-      return fakeThought(i, r);
-    },
-    async logProcess(i) {
-      processLog.push(i.status);
-    },
-    async probeLlm() {
-      return { ok: true, model: 'scripted:fake' };
-    },
-  };
-  const { env, bundle } = suite;
-  const [h, status] = await withWorker(env, { taskQueue, workflowBundle: bundle, activities }, async () => {
-    const handle = await startLoop(env.client, taskQueue, { agentId: `local-${seq}`, ...input });
-    await handle.result();
-    // A closed workflow's query is answered by a worker replaying it: this one, still running.
-    return [handle, await handle.query<AgentStatus>('status')] as const;
-  });
-  const history = await h.fetchHistory();
-  // The same history through today's code: no nondeterminism.
-  await Worker.runReplayHistory({ workflowBundle: bundle }, history, h.workflowId);
+  );
   const kinds: Run['kinds'] = [];
   for (const e of history.events ?? []) {
     if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'think') kinds.push('activity');
