@@ -34,6 +34,7 @@ import { measureSoak, soakSizes } from './soak.js';
 import { mcpToolsSizes, runMcpTools } from './mcp-tools.js';
 import { measureTokens, tokensSizes } from './tokens.js';
 import { measureMemory, memorySizes } from './memory.js';
+import { tickTargetsNote, tickTargetsTable } from './tick-targets.js';
 
 const hzRounds = (rounds: HzRound[], what: string) =>
   rounds
@@ -82,33 +83,30 @@ const benchmarks: Record<string, () => Promise<void>> = {
       const idle = await measureIdle(sizes.idle);
       const hz = await measureAt1Hz(env.MINDLOOP_TOOLS_DIR, sizes.hz);
       const onPostgres = await measureTicksOnPostgres(env.MINDLOOP_TOOLS_DIR, sizes);
-      write(
-        'tick',
-        {
-          ...t,
-          ...idle,
-          ...reflexes,
-          ...ledger,
-          ...hz.metrics,
-          ...onPostgres,
-          overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
-          overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
-          activity_rt_p50_ms: base.activity_rt_p50_ms,
-        },
-        {
-          model: 'scripted, instant (no LLM time): what remains is the loop itself',
-          overhead: `wall time between consecutive recorded ticks of one agent, delay_ms 0, ${sizes.ticks.soloTicks - sizes.ticks.warmup - 1} ticks after warm-up; ticks_per_s_50_agents: ${sizes.ticks.agents} agents × ${sizes.ticks.agentTicks} ticks at once`,
-          stacks:
-            "overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack's own no-op activity round trip",
-          rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting ${sizes.idle.totals.map((n) => Math.max(1, Math.round(n / sizes.idle.divisor))).join(', then ')} idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded; target <= 1.5 GB at 2 000`,
-          at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (${sizes.hz.ticks} ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hzRounds(hz.rounds, 'agents')}`,
-          floor_1hz: `the same dev server, after the agents: N bare workflows, each step a no-op local activity then a 1 s timer (what a paced tick with a local think costs Temporal alone); lag = the step's workflow task completed − its timer's start − 1 s (history times), from the second step; floor_workflows_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms; agents_at_1hz_ratio_to_floor = agents_at_1hz / floor_workflows_at_1hz. Rounds: ${hzRounds(hz.floor, 'workflows')}`,
-          reflexes: `reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} ticks each, same run; target <= 2`,
-          ledger: `ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} bare ticks, same run; target <= 2 ms`,
-          targets:
-            'overhead p50 <= 1.5x the no-op activity round trip, >= 150 ticks/s with 50 agents, RSS <= 1.5 GB at 2 000 idle agents, agents_at_1hz 500 (compare floor_workflows_at_1hz: what Temporal alone holds here), reflex_overhead_ratio <= 2, ledger_overhead_p50_ms <= 2',
-        },
-      );
+      const metrics = {
+        ...t,
+        ...idle,
+        ...reflexes,
+        ...ledger,
+        ...hz.metrics,
+        ...onPostgres,
+        overhead_p50_ratio_to_activity_rt: t.overhead_p50_ms! / base.activity_rt_p50_ms,
+        overhead_p99_ratio_to_activity_rt: t.overhead_p99_ms! / base.activity_rt_p50_ms,
+        activity_rt_p50_ms: base.activity_rt_p50_ms,
+      };
+      process.stdout.write(`${tickTargetsTable(metrics)}\n`);
+      write('tick', metrics, {
+        model: 'scripted, instant (no LLM time): what remains is the loop itself',
+        overhead: `wall time between consecutive recorded ticks of one agent, delay_ms 0, ${sizes.ticks.soloTicks - sizes.ticks.warmup - 1} ticks after warm-up; ticks_per_s_50_agents: ${sizes.ticks.agents} agents × ${sizes.ticks.agentTicks} ticks at once`,
+        stacks:
+          "overhead_*, ticks_per_s_50_agents: the embedded stack (dev server + PGlite); the same keys ending in _pg: the dev server and the real Postgres (a scratch database), with that stack's own no-op activity round trip",
+        rss: `VmRSS of a separate \`npm run worker -- --queue mindloop\` process hosting ${sizes.idle.totals.map((n) => Math.max(1, Math.round(n / sizes.idle.divisor))).join(', then ')} idle agent workflows (real Postgres, a scratch database; its own dev server), its sticky cache at MINDLOOP_WORKFLOW_CACHE (default ${defaultWorkflowCache}): idle agents past it wait out of memory and are replayed when woken; idle_wake_*: a note to the first agent (evicted) and the last (cached) until its next tick is recorded`,
+        at_1hz: `real Postgres (scratch database) + dev server, one in-process worker with the product's defaults; rounds of N agents pacing 1 s between ticks (${sizes.hz.ticks} ticks each, instant model, reflexes off); lag = gap between an agent's consecutive recorded ticks − 1 s, from its third tick; agents_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms. Rounds: ${hzRounds(hz.rounds, 'agents')}`,
+        floor_1hz: `the same dev server, after the agents: N bare workflows, each step a no-op local activity then a 1 s timer (what a paced tick with a local think costs Temporal alone); lag = the step's workflow task completed − its timer's start − 1 s (history times), from the second step; floor_workflows_at_1hz = the largest N whose p99 lag <= ${maxLagMs} ms; agents_at_1hz_ratio_to_floor = agents_at_1hz / floor_workflows_at_1hz. Rounds: ${hzRounds(hz.floor, 'workflows')}`,
+        reflexes: `reflex_overhead_ratio = p50 tick overhead with the reflexes on (emotion + novelty mini-prompts, 3 scripted instant validators) / p50 with them off (bare_overhead_*), ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} ticks each, same run`,
+        ledger: `ledger_overhead_p50_ms = p50 tick overhead with every LLM call reserved and settled in the lifeforce ledger (a limited budget) − p50 with the ledger switched off, ${sizes.alternating.blocks} alternating blocks of ${sizes.alternating.ticksPerBlock} bare ticks, same run`,
+        targets: tickTargetsNote(metrics),
+      });
     } finally {
       await stop();
     }

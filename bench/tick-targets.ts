@@ -22,18 +22,34 @@ export const tickTargets: Array<{ key: string; what: string; min?: number; max?:
   { key: 'ledger_overhead_p50_ms', what: 'the lifeforce ledger on − off, p50 ms', max: 2 },
 ];
 
-export function tickTargetsTable(metrics: Record<string, number>): string {
-  const lines = [`  ${'figure'.padEnd(60)} ${'measured'.padStart(9)} ${'target'.padStart(9)}  verdict`];
-  for (const t of tickTargets) {
+/** Each target with the figure measured and whether it is met (undefined: not measured). */
+function verdicts(metrics: Record<string, number | null | undefined>) {
+  return tickTargets.map((t) => {
     const v = metrics[t.key] ?? undefined; // a figure not measured is written as null
+    const measured = v === undefined || Number.isNaN(v) ? undefined : v;
     const target = t.min !== undefined ? `>= ${t.min}` : `<= ${t.max}`;
-    const met = v === undefined || Number.isNaN(v) ? undefined : t.min !== undefined ? v >= t.min : v <= t.max!;
-    const shown = v === undefined || Number.isNaN(v) ? '—' : v.toFixed(2);
-    lines.push(
-      `  ${t.what.padEnd(60)} ${shown.padStart(9)} ${target.padStart(9)}  ${met === undefined ? 'not measured' : met ? 'met' : 'MISSED'}`,
-    );
+    const met = measured === undefined ? undefined : t.min !== undefined ? measured >= t.min : measured <= t.max!;
+    return { ...t, measured, target, verdict: met === undefined ? 'not measured' : met ? 'met' : 'MISSED' };
+  });
+}
+
+export function tickTargetsTable(metrics: Record<string, number | null | undefined>): string {
+  const lines = [`  ${'figure'.padEnd(60)} ${'measured'.padStart(9)} ${'target'.padStart(9)}  verdict`];
+  for (const t of verdicts(metrics)) {
+    const shown = t.measured === undefined ? '—' : t.measured.toFixed(2);
+    lines.push(`  ${t.what.padEnd(60)} ${shown.padStart(9)} ${t.target.padStart(9)}  ${t.verdict}`);
   }
   return lines.join('\n');
+}
+
+/** The targets as one line for the results file's notes: `key target: measured, verdict; …`. */
+export function tickTargetsNote(metrics: Record<string, number | null | undefined>): string {
+  return verdicts(metrics)
+    .map(
+      (t) =>
+        `${t.key} ${t.target}: ${t.measured === undefined ? '—' : +t.measured.toFixed(3)}, ${t.verdict.toLowerCase()}`,
+    )
+    .join('; ');
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

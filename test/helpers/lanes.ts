@@ -22,7 +22,7 @@ export const needsMore: Readonly<Record<string, '*' | readonly string[]>> = {
   'test/helpers/worker-process.ts': ['startKillableStack'],
   'test/helpers/postgres-server.ts': '*',
   'test/helpers/mcp.ts': '*',
-  'test/helpers/env.ts': ['migratedDatabase', 'freshPostgresDatabase', 'adminDatabaseUrl'],
+  'test/helpers/env.ts': ['migratedDatabase', 'migratedPglite', 'freshPostgresDatabase', 'adminDatabaseUrl'],
   'test/helpers/spawn.ts': ['run', 'start', 'tsxBin'],
   // Servers, databases and processes reached without a helper.
   '@temporalio/testing': ['TestWorkflowEnvironment'],
