@@ -43,9 +43,7 @@ import {
   mcpTools,
   notes,
   processLog,
-  systemPrompts,
   tasks,
-  thinkingMethods,
 } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -179,12 +177,6 @@ const contextStatements = statements('context', (db, name) => {
       .limit(20)
       .prepare(name(task ? 'task_notes' : 'main_notes'));
   return {
-    prompts: db
-      .select()
-      .from(systemPrompts)
-      .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true)))
-      .orderBy(desc(systemPrompts.version))
-      .prepare(name('prompts')),
     goals: db
       .select()
       .from(goals)
@@ -219,14 +211,6 @@ const contextStatements = statements('context', (db, name) => {
       .orderBy(desc(llmMemory.pinned), desc(llmMemory.id))
       .limit(10)
       .prepare(name('memory')),
-    method: db
-      .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
-      .from(thinkingMethods)
-      .where(
-        and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)),
-      )
-      .limit(1)
-      .prepare(name('method')),
     // The discovered tools of the agent's enabled MCP servers: what context 2 lists and a native think binds.
     mcpTools: db
       .select({
@@ -293,7 +277,6 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
       contextLimit: contextLimit(input.loop, deps.embedders !== undefined),
       fresh: true,
     }),
-    q.prompts.execute({ agentId }),
     q.goals.execute({ agentId }),
     // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).
     ownTask ? q.ownTask.execute({ agentId, taskId: input.taskId }) : q.pinnedTasks.execute({ agentId }),
@@ -317,8 +300,6 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
     // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
     llm.previousCalls([thinkKey(input)]),
-    // The thinking method the agent made active (thinking_methods.use): its prompt is in context 0.
-    q.method.execute({ agentId }),
     q.mcpTools.execute({ agentId }),
     q.mcpHidden.execute({ agentId }),
     // Every goal with its task counts: the goal record line beside the active goals.
@@ -331,7 +312,6 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
   const { agentId, tick } = input;
   const [
     snapshot,
-    prompts,
     goalRows,
     taskRows,
     abstractRows,
@@ -341,12 +321,13 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     memory,
     toolDefs,
     previousCalls,
-    [method],
     mcpToolRows,
     mcpHiddenRows,
     goalMetricRowsRead,
   ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
+  // The system prompt and the thinking method (its prompt is in context 0) come with the snapshot.
+  const { prompts, method } = snapshot;
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
   const ownTask = input.mode === 'task' && input.taskId !== undefined ? taskRows[0] : undefined;
   const focus = ownTask

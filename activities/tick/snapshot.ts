@@ -10,9 +10,10 @@
  * loop is kept, and at most `maxAgents` loops. The previous replies are the loop's own: the main
  * loop's from llm_recent_responses, a task loop's (which counts its own ticks) from the process log.
  *
- * What rarely changes (the agent's settings, ethics policies, usable LLM rows and learnings) is
- * kept per agent beside a fingerprint of those rows, which the agent's row read returns on every
- * tick (`rareVersionSql`): when it is the one kept, the four reads are skipped. Every write of
+ * What rarely changes (the agent's settings, ethics policies, usable LLM rows, learnings, active
+ * system prompts and thinking method) is kept per agent beside a fingerprint of those rows, which
+ * the agent's row read returns on every tick (`rareVersionSql`): when it is the one kept, the six
+ * reads are skipped. Every write of
  * those rows changes it (each writes new row versions), whoever writes them: commands, the CLI,
  * agent files, forks, the maintenance jobs.
  *
@@ -37,8 +38,11 @@ import {
   ethicsPolicies,
   llmRecentResponses,
   processLog,
+  systemPrompts,
+  thinkingMethods,
   type Agent,
   type EthicsPolicy as EthicsPolicyRow,
+  type SystemPrompt,
 } from '../../db/schema/index.js';
 import type { LlmRegistryEntry } from '../../db/schema/index.js';
 import type { LlmRouter } from '../llm/index.js';
@@ -78,6 +82,10 @@ export type AgentSnapshot = Readonly<{
   registry: LlmRegistryEntry[];
   /** Learnings above the load threshold, by confidence then recency (up to `learningLimit`). */
   learnings: LoadedLearning[];
+  /** Active system prompts, newest version first. */
+  prompts: SystemPrompt[];
+  /** The thinking method the agent made active and enabled (`thinking_methods.use`), if any. */
+  method: { name: string; prompt: string } | undefined;
   /** The loop's own replies before this tick, newest first (see `previousRepliesQuery`, `taskRepliesQuery`). */
   previous: PreviousReply[];
   /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
@@ -210,7 +218,7 @@ function rareVersionSql(agentId: Placeholder) {
   const of = (table: string, where: SQL) =>
     sql`(select count(*)::text || '.' || coalesce(sum(hashtextextended(xmin::text || ctid::text, 0)), 0)::text from ${sql.identifier(table)} where ${where})`;
   const agent = sql`${agentId}::text`;
-  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)}`.as(
+  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)} || '|' || ${of('system_prompts', sql`agent_id = ${agent}`)} || '|' || ${of('thinking_methods', sql`agent_id = ${agent}`)}`.as(
     'rare',
   );
 }
@@ -235,6 +243,20 @@ const snapshotStatements = statements('snapshot', (db, name) => {
       .where(and(eq(ethicsPolicies.agentId, agentId), eq(ethicsPolicies.active, true)))
       .orderBy(desc(ethicsPolicies.priority), asc(ethicsPolicies.id))
       .prepare(name('ethics')),
+    prompts: db
+      .select()
+      .from(systemPrompts)
+      .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true)))
+      .orderBy(desc(systemPrompts.version))
+      .prepare(name('prompts')),
+    method: db
+      .select({ name: thinkingMethods.name, prompt: thinkingMethods.prompt })
+      .from(thinkingMethods)
+      .where(
+        and(eq(thinkingMethods.agentId, agentId), eq(thinkingMethods.active, true), eq(thinkingMethods.enabled, true)),
+      )
+      .limit(1)
+      .prepare(name('method')),
     previous: previousRepliesQuery(db).prepare(name('previous')),
     taskPrevious: taskRepliesQuery(db).prepare(name('task_previous')),
   };
@@ -247,6 +269,8 @@ interface RarePart {
   ethics: EthicsPolicyRow[];
   registry: LlmRegistryEntry[];
   learnings: LoadedLearning[];
+  prompts: SystemPrompt[];
+  method: { name: string; prompt: string } | undefined;
 }
 
 /** The rare part kept per agent (`maxAgents` at most, the least recently read dropped first). */
@@ -254,13 +278,16 @@ type RareParts = Map<string, RarePart>;
 
 async function readRare(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, version: string): Promise<RarePart> {
   const statements = snapshotStatements(db);
-  const [config, ethics, registry, learnings] = await Promise.all([
+  const [config, ethics, registry, learnings, prompts, [method]] = await Promise.all([
     statements.config.execute({ agentId }),
     statements.ethics.execute({ agentId }),
     llm.registry(agentId),
     loadLearnings(db, { agentId, limit: learningLimit }),
+    statements.prompts.execute({ agentId }),
+    statements.method.execute({ agentId }),
   ]);
-  return { version, config: Object.fromEntries(config.map((c) => [c.key, c.value])), ethics, registry, learnings };
+  const settings = Object.fromEntries(config.map((c) => [c.key, c.value]));
+  return { version, config: settings, ethics, registry, learnings, prompts, method };
 }
 
 /**
@@ -298,6 +325,8 @@ async function readSnapshot(
     ethics: [...part.ethics],
     registry: [...part.registry],
     learnings: [...part.learnings],
+    prompts: [...part.prompts],
+    method: part.method,
     previous,
     peers: row?.peers ?? [],
   };

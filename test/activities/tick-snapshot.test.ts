@@ -27,6 +27,7 @@ import {
   llmRegistry,
   notes,
   systemPrompts,
+  thinkingMethods,
   tickPrompts,
 } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
@@ -125,6 +126,16 @@ const readsOf = (table: string) =>
       new RegExp(`(from|join)\\s+"${table}"`, 'i').test(s),
   );
 
+/** The rows a snapshot keeps per agent while their fingerprint holds. */
+const rareTables = [
+  'agent_config',
+  'ethics_policies',
+  'llm_registry',
+  'learnings',
+  'system_prompts',
+  'thinking_methods',
+];
+
 describe('one snapshot per tick', () => {
   it('think, reflexes and applyCommands read settings, ethics, registry and learnings once, and never read the reply back', async () => {
     await newAgent('snap-a');
@@ -140,10 +151,7 @@ describe('one snapshot per tick', () => {
       // The learned avoid_pattern (from the snapshot's learnings) holds the second one.
       { cmdId: 'c2', status: 'rejected' },
     ]);
-    expect(readsOf('agent_config')).toHaveLength(1);
-    expect(readsOf('ethics_policies')).toHaveLength(1);
-    expect(readsOf('llm_registry')).toHaveLength(1);
-    expect(readsOf('learnings')).toHaveLength(1);
+    for (const table of rareTables) expect(readsOf(table), table).toHaveLength(1);
     expect(readsOf('agents')).toHaveLength(1);
     // llm_recent_responses: think's retry check and the previous replies (one statement), nothing after.
     const replyReads = readsOf('llm_recent_responses');
@@ -156,9 +164,44 @@ describe('one snapshot per tick', () => {
     const next = await tick(worker, worker, 'snap-a', 3);
     recording = false;
     expect(next.outcomes).toEqual(r.outcomes);
-    for (const table of ['agent_config', 'ethics_policies', 'llm_registry', 'learnings'])
-      expect(readsOf(table), table).toHaveLength(0);
+    for (const table of rareTables) expect(readsOf(table), table).toHaveLength(0);
     expect(readsOf('agents')).toHaveLength(1);
+  });
+
+  it("a new system prompt, then a thinking method put in use, are each in the next tick's prompt, their rows read once", async () => {
+    await newAgent('snap-p');
+    const worker = activities();
+    await tick(worker, worker, 'snap-p', 1);
+    await tick(worker, worker, 'snap-p', 2);
+    /** Tick n's system message, and which of the kept rows it read. */
+    const run = async (n: number) => {
+      statements.length = 0;
+      recording = true;
+      await tick(worker, worker, 'snap-p', n);
+      recording = false;
+      const [stored] = await handle.db
+        .select({ messages: tickPrompts.messages })
+        .from(tickPrompts)
+        .where(and(eq(tickPrompts.agentId, 'snap-p'), eq(tickPrompts.tick, n)));
+      return { system: stored!.messages[0]!.content, read: rareTables.filter((t) => readsOf(t).length > 0) };
+    };
+    await handle.db
+      .insert(systemPrompts)
+      .values({ agentId: 'snap-p', kind: 'full', content: 'You are Pell, who counts herons.', version: 2 });
+    const third = await run(3);
+    expect(third.system).toContain('You are Pell, who counts herons.');
+    expect(third.read).toEqual(rareTables);
+    await handle.db
+      .insert(thinkingMethods)
+      .values({ agentId: 'snap-p', name: 'pros-cons', prompt: 'Weigh the pros and cons first.', active: true });
+    const fourth = await run(4);
+    expect(fourth.system).toContain('Weigh the pros and cons first.');
+    expect(fourth.read).toEqual(rareTables);
+    // Unchanged since: the next tick reads none of them again, and shows both.
+    const fifth = await run(5);
+    expect(fifth.read).toEqual([]);
+    expect(fifth.system).toContain('You are Pell, who counts herons.');
+    expect(fifth.system).toContain('Weigh the pros and cons first.');
   });
 
   it('on another worker the reflexes and applyCommands read for themselves and decide the same', async () => {
