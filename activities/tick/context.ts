@@ -3,20 +3,7 @@
  * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
  * processes, last tick's command results, notes, memory, tools), all in one batch.
  */
-import {
-  and,
-  asc,
-  count,
-  desc,
-  eq,
-  inArray,
-  isNotNull,
-  isNull,
-  or,
-  sql,
-  type Placeholder,
-  type SQL,
-} from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, or, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
 import {
   assembleContext,
@@ -34,17 +21,7 @@ import { clipText, oneLine } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
 import { goalMetricRows } from '../../db/queries/goal-metrics.js';
-import {
-  abstracts,
-  commandLog,
-  goals,
-  llmMemory,
-  mcpServers,
-  mcpTools,
-  notes,
-  processLog,
-  tasks,
-} from '../../db/schema/index.js';
+import { abstracts, commandLog, goals, llmMemory, notes, processLog, tasks } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
@@ -211,36 +188,8 @@ const contextStatements = statements('context', (db, name) => {
       .orderBy(desc(llmMemory.pinned), desc(llmMemory.id))
       .limit(10)
       .prepare(name('memory')),
-    // The discovered tools of the agent's enabled MCP servers: what context 2 lists and a native think binds.
-    mcpTools: db
-      .select({
-        server: mcpServers.name,
-        name: mcpTools.name,
-        description: mcpTools.description,
-        inputSchema: mcpTools.inputSchema,
-        annotations: mcpTools.annotations,
-        policy: mcpServers.policy,
-      })
-      .from(mcpTools)
-      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
-      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNotNull(mcpTools.discoveredAt)))
-      .orderBy(asc(mcpServers.name), asc(mcpTools.name))
-      .limit(mcpToolsShown)
-      .prepare(name('mcp_tools')),
-    // Per enabled server, how many of its tools the agent has not discovered (a search finds them).
-    mcpHidden: db
-      .select({ server: mcpServers.name, count: count() })
-      .from(mcpTools)
-      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
-      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNull(mcpTools.discoveredAt)))
-      .groupBy(mcpServers.name)
-      .orderBy(asc(mcpServers.name))
-      .prepare(name('mcp_hidden')),
   };
 });
-
-/** At most this many MCP tools are listed in context 2 (the first by server and name). */
-const mcpToolsShown = 50;
 
 /** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
 /** The allow-lists a tool's calls keep to, as the agent reads them. */
@@ -300,8 +249,6 @@ function readContextRows(deps: ContextDeps, input: ThinkInput) {
     langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
     // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
     llm.previousCalls([thinkKey(input)]),
-    q.mcpTools.execute({ agentId }),
-    q.mcpHidden.execute({ agentId }),
     // Every goal with its task counts: the goal record line beside the active goals.
     goalMetricRows(db, agentId),
   ]);
@@ -321,13 +268,12 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     memory,
     toolDefs,
     previousCalls,
-    mcpToolRows,
-    mcpHiddenRows,
     goalMetricRowsRead,
   ] = await readContextRows(deps, input);
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
-  // The system prompt and the thinking method (its prompt is in context 0) come with the snapshot.
-  const { prompts, method } = snapshot;
+  // The system prompt, the thinking method (its prompt is in context 0) and the MCP tools come
+  // with the snapshot.
+  const { prompts, method, mcpTools: mcpToolRows, mcpHidden: mcpHiddenRows } = snapshot;
   const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
   const ownTask = input.mode === 'task' && input.taskId !== undefined ? taskRows[0] : undefined;
   const focus = ownTask
@@ -376,7 +322,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     catalogue: helpText(),
     tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
     mcpTools: mcpToolRows.map(mcpToolLine),
-    mcpHidden: mcpHiddenRows.map((r) => ({ server: r.server, count: Number(r.count) })),
+    mcpHidden: mcpHiddenRows,
     // Rehydration: the agent's learnings above the load threshold, at every tick's context —
     // so at loop start and after continue-as-new too.
     learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),

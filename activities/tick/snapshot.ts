@@ -11,9 +11,9 @@
  * loop's from llm_recent_responses, a task loop's (which counts its own ticks) from the process log.
  *
  * What rarely changes (the agent's settings, ethics policies, usable LLM rows, learnings, active
- * system prompts and thinking method) is kept per agent beside a fingerprint of those rows, which
- * the agent's row read returns on every tick (`rareVersionSql`): when it is the one kept, the six
- * reads are skipped. Every write of
+ * system prompts and thinking method, MCP servers and tools) is kept per agent beside a
+ * fingerprint of those rows, which the agent's row read returns on every tick (`rareVersionSql`):
+ * when it is the one kept, the eight reads are skipped. Every write of
  * those rows changes it (each writes new row versions), whoever writes them: commands, the CLI,
  * agent files, forks, the maintenance jobs.
  *
@@ -21,8 +21,22 @@
  * what they read), `recordReply` keeps the reply think parsed. What they hand out is not changed
  * by anyone else.
  */
-import { and, asc, desc, eq, isNotNull, isNull, lt, notLike, sql, type Placeholder, type SQL } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  count,
+  desc,
+  eq,
+  isNotNull,
+  isNull,
+  lt,
+  notLike,
+  sql,
+  type Placeholder,
+  type SQL,
+} from 'drizzle-orm';
 import type { LoadedLearning } from '../../core/learnings.js';
+import type { McpContextTool } from '../tools.js';
 import { placeholderLike } from '../../core/novelty.js';
 import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
@@ -37,6 +51,8 @@ import {
   agents,
   ethicsPolicies,
   llmRecentResponses,
+  mcpServers,
+  mcpTools,
   processLog,
   systemPrompts,
   thinkingMethods,
@@ -86,11 +102,18 @@ export type AgentSnapshot = Readonly<{
   prompts: SystemPrompt[];
   /** The thinking method the agent made active and enabled (`thinking_methods.use`), if any. */
   method: { name: string; prompt: string } | undefined;
+  /** The discovered tools of the agent's enabled MCP servers (the first `mcpToolsShown` by server and name). */
+  mcpTools: McpContextTool[];
+  /** Per enabled server, how many of its tools the agent has not discovered (a search finds them). */
+  mcpHidden: Array<{ server: string; count: number }>;
   /** The loop's own replies before this tick, newest first (see `previousRepliesQuery`, `taskRepliesQuery`). */
   previous: PreviousReply[];
   /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
   peers: PeerPresence[];
 }>;
+
+/** At most this many MCP tools are listed in context 2 (the first by server and name). */
+export const mcpToolsShown = 50;
 
 /** Learnings a snapshot holds: the context shows the first few, applyCommands checks the avoid_patterns among all. */
 export const learningLimit = 200;
@@ -218,7 +241,7 @@ function rareVersionSql(agentId: Placeholder) {
   const of = (table: string, where: SQL) =>
     sql`(select count(*)::text || '.' || coalesce(sum(hashtextextended(xmin::text || ctid::text, 0)), 0)::text from ${sql.identifier(table)} where ${where})`;
   const agent = sql`${agentId}::text`;
-  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)} || '|' || ${of('system_prompts', sql`agent_id = ${agent}`)} || '|' || ${of('thinking_methods', sql`agent_id = ${agent}`)}`.as(
+  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)} || '|' || ${of('system_prompts', sql`agent_id = ${agent}`)} || '|' || ${of('thinking_methods', sql`agent_id = ${agent}`)} || '|' || ${of('mcp_servers', sql`agent_id = ${agent}`)} || '|' || ${of('mcp_tools', sql`agent_id = ${agent}`)}`.as(
     'rare',
   );
 }
@@ -257,6 +280,29 @@ const snapshotStatements = statements('snapshot', (db, name) => {
       )
       .limit(1)
       .prepare(name('method')),
+    mcpTools: db
+      .select({
+        server: mcpServers.name,
+        name: mcpTools.name,
+        description: mcpTools.description,
+        inputSchema: mcpTools.inputSchema,
+        annotations: mcpTools.annotations,
+        policy: mcpServers.policy,
+      })
+      .from(mcpTools)
+      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
+      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNotNull(mcpTools.discoveredAt)))
+      .orderBy(asc(mcpServers.name), asc(mcpTools.name))
+      .limit(mcpToolsShown)
+      .prepare(name('mcp_tools')),
+    mcpHidden: db
+      .select({ server: mcpServers.name, count: count() })
+      .from(mcpTools)
+      .innerJoin(mcpServers, eq(mcpServers.id, mcpTools.serverId))
+      .where(and(eq(mcpTools.agentId, agentId), eq(mcpServers.enabled, true), isNull(mcpTools.discoveredAt)))
+      .groupBy(mcpServers.name)
+      .orderBy(asc(mcpServers.name))
+      .prepare(name('mcp_hidden')),
     previous: previousRepliesQuery(db).prepare(name('previous')),
     taskPrevious: taskRepliesQuery(db).prepare(name('task_previous')),
   };
@@ -271,6 +317,8 @@ interface RarePart {
   learnings: LoadedLearning[];
   prompts: SystemPrompt[];
   method: { name: string; prompt: string } | undefined;
+  mcpTools: McpContextTool[];
+  mcpHidden: Array<{ server: string; count: number }>;
 }
 
 /** The rare part kept per agent (`maxAgents` at most, the least recently read dropped first). */
@@ -278,16 +326,19 @@ type RareParts = Map<string, RarePart>;
 
 async function readRare(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: string, version: string): Promise<RarePart> {
   const statements = snapshotStatements(db);
-  const [config, ethics, registry, learnings, prompts, [method]] = await Promise.all([
+  const [config, ethics, registry, learnings, prompts, [method], mcpTools, hidden] = await Promise.all([
     statements.config.execute({ agentId }),
     statements.ethics.execute({ agentId }),
     llm.registry(agentId),
     loadLearnings(db, { agentId, limit: learningLimit }),
     statements.prompts.execute({ agentId }),
     statements.method.execute({ agentId }),
+    statements.mcpTools.execute({ agentId }),
+    statements.mcpHidden.execute({ agentId }),
   ]);
   const settings = Object.fromEntries(config.map((c) => [c.key, c.value]));
-  return { version, config: settings, ethics, registry, learnings, prompts, method };
+  const mcpHidden = hidden.map((h) => ({ server: h.server, count: Number(h.count) }));
+  return { version, config: settings, ethics, registry, learnings, prompts, method, mcpTools, mcpHidden };
 }
 
 /**
@@ -327,6 +378,8 @@ async function readSnapshot(
     learnings: [...part.learnings],
     prompts: [...part.prompts],
     method: part.method,
+    mcpTools: [...part.mcpTools],
+    mcpHidden: [...part.mcpHidden],
     previous,
     peers: row?.peers ?? [],
   };

@@ -134,6 +134,7 @@ const rareTables = [
   'learnings',
   'system_prompts',
   'thinking_methods',
+  'mcp_tools',
 ];
 
 describe('one snapshot per tick', () => {
@@ -151,7 +152,8 @@ describe('one snapshot per tick', () => {
       // The learned avoid_pattern (from the snapshot's learnings) holds the second one.
       { cmdId: 'c2', status: 'rejected' },
     ]);
-    for (const table of rareTables) expect(readsOf(table), table).toHaveLength(1);
+    // Each table once (the MCP tools twice: those the agent discovered, and how many it has not).
+    for (const table of rareTables) expect(readsOf(table), table).toHaveLength(table === 'mcp_tools' ? 2 : 1);
     expect(readsOf('agents')).toHaveLength(1);
     // llm_recent_responses: think's retry check and the previous replies (one statement), nothing after.
     const replyReads = readsOf('llm_recent_responses');
