@@ -130,25 +130,6 @@ async function intervalAbstract(db: Db, input: ThinkInput, every: number): Promi
   });
 }
 
-/**
- * LRU key of the memory manager: the replies this context shows were used at this tick (main
- * loop ticks only: a task loop counts its own ticks). One batched UPDATE of a few rows, a no-op
- * on a retry; updated_at is left alone. Started next to the LLM call, so it costs no round trip.
- */
-function touchShownResponses(db: Db, input: ThinkInput, context: AssembledContext): Promise<void> {
-  if (input.mode !== 'main' || context.shown.responses.length === 0) return Promise.resolve();
-  return db
-    .update(llmRecentResponses)
-    .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
-    .where(
-      and(
-        inArray(llmRecentResponses.id, context.shown.responses),
-        or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`),
-      ),
-    )
-    .then(() => undefined);
-}
-
 /** Ask the agent's LLM, heartbeating meanwhile; no LLM answering is `LlmUnavailable` (the loop's Core Outage). */
 async function askModel(
   llm: LlmRouter,
@@ -199,9 +180,9 @@ async function askModel(
 /**
  * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply
  * (kept once per tick: a retry's insert does nothing and the select finds the first one), the
- * agent's heartbeat, the notes this context showed, and the prompt the model was sent (once per
- * tick too; the agent's prompts older than its last `keptTicks` ticks go). Returns the row id,
- * and whether this call inserted it.
+ * agent's heartbeat, the notes this context showed, the replies it showed (used at this tick, for
+ * the memory manager), and the prompt the model was sent (once per tick too; the agent's prompts
+ * older than its last `keptTicks` ticks go). Returns the row id, and whether this call inserted it.
  */
 async function recordMainReply(
   db: Db,
@@ -209,9 +190,10 @@ async function recordMainReply(
   text: string,
   parsed: ParsedReply,
   reply: ChatResult,
-  shownNotes: number[],
+  shown: AssembledContext['shown'],
   prompt: StoredPrompt | null,
 ): Promise<{ id: number | null; inserted: boolean }> {
+  const shownNotes = shown.notes;
   const insert = db
     .insert(llmRecentResponses)
     .values({
@@ -248,12 +230,25 @@ async function recordMainReply(
         })
         .onConflictDoNothing()
     : null;
+  // The memory manager's key: the replies this context showed were used at this tick (updated_at
+  // left alone; a no-op on a retry).
+  const touchShown = shown.responses.length
+    ? db
+        .update(llmRecentResponses)
+        .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
+        .where(
+          and(
+            inArray(llmRecentResponses.id, shown.responses),
+            or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`),
+          ),
+        )
+    : null;
   // One row a tick at most leaves the window, found through the (agent_id, tick) index.
   const prunePrompts = db
     .delete(tickPrompts)
     .where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
   const r = await db.execute<{ id: string | number; inserted: boolean }>(sql`
-    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}
+    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}${touchShown ? sql`, touched as (${touchShown.getSQL()})` : sql``}
     select id, true as inserted from ins
     union all
     select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
@@ -396,13 +391,9 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   if (recorded[0]) return recordedThought(deps, input, loaded, recorded[0]);
 
   const { context } = loaded;
-  const touched = touchShownResponses(db, input, context);
-  // Awaited after the LLM call; until then a failure must not count as unhandled.
-  touched.catch(() => undefined);
   const asked = performance.now();
   const { reply, structured } = await askModel(deps.llm, input, loaded);
   const modelMs = Math.round(performance.now() - asked);
-  await touched;
   // Native tool calls become tool.call (tools.mcp) commands in a command block appended to the reply, so
   // the recorded text alone gives the same commands on a retry (and reads like a text reply).
   const text = appendToolCalls((structured && structuredReplyToText(reply.text)) || reply.text, reply.toolCalls ?? []);
@@ -413,7 +404,7 @@ async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
     // The messages as sent. A reply re-read from llm_calls (an earlier attempt's model answer)
     // answered that attempt's prompt, which this one may not repeat exactly: none is stored then.
     const prompt = reply.replayed ? null : promptForRecord(context.messages);
-    const r = await recordMainReply(db, input, text, parsed, reply, context.shown.notes, prompt);
+    const r = await recordMainReply(db, input, text, parsed, reply, context.shown, prompt);
     responseId = r.id;
     // Kept only when this attempt inserted the row: one that lost the race reads the winner's.
     if (r.inserted && r.id !== null)
