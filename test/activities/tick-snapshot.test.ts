@@ -1,7 +1,8 @@
 /**
  * One read of an agent per tick: think, the reflexes and applyCommands, built by
  * createActivities as a worker builds them, read the agent's settings, ethics policies, LLM
- * registry and learnings once per tick, and the tick's reply is not read back (think hands it
+ * registry, learnings, system prompts, thinking method and MCP tools once per tick (and not at
+ * all while none of those rows changed), and the tick's reply is not read back (think hands it
  * on, parsed). On another worker (no snapshot there) the reflexes and applyCommands read the
  * rows themselves and decide the same. Think stores the messages its model got (tick_prompts)
  * in the statement that records the reply, once per tick: a retry neither adds nor changes it,
@@ -115,8 +116,8 @@ async function tick(thinker: Acts, rest: Acts, agentId: string, n: number) {
 
 /**
  * Statements that read `table` (a SELECT naming it in its FROM or a JOIN). The read of the
- * agent's row names the settings', policies', LLM rows' and learnings' tables too, for their
- * fingerprint only: it counts as a read of `agents` alone.
+ * agent's row names the kept rows' tables too, for their fingerprint only: it counts as a read of
+ * `agents` alone.
  */
 const readsOf = (table: string) =>
   statements.filter(
@@ -138,7 +139,7 @@ const rareTables = [
 ];
 
 describe('one snapshot per tick', () => {
-  it('think, reflexes and applyCommands read settings, ethics, registry and learnings once, and never read the reply back', async () => {
+  it('think, reflexes and applyCommands read the kept rows once, and never read the reply back', async () => {
     await newAgent('snap-a');
     const worker = activities();
     await tick(worker, worker, 'snap-a', 1); // warm-up: starter rows, first calls
