@@ -238,12 +238,21 @@ function taskRepliesQuery(db: Queryable) {
  * (which only costs a read). Index scans on each table's agent column, a few rows each.
  */
 function rareVersionSql(agentId: Placeholder) {
-  const of = (table: string, where: SQL) =>
-    sql`(select count(*)::text || '.' || coalesce(sum(hashtextextended(xmin::text || ctid::text, 0)), 0)::text from ${sql.identifier(table)} where ${where})`;
   const agent = sql`${agentId}::text`;
-  return sql<string>`${of('agent_config', sql`agent_id = ${agent}`)} || '|' || ${of('ethics_policies', sql`agent_id = ${agent}`)} || '|' || ${of('llm_registry', sql`agent_id = ${agent}`)} || '|' || ${of('learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`)} || '|' || ${of('system_prompts', sql`agent_id = ${agent}`)} || '|' || ${of('thinking_methods', sql`agent_id = ${agent}`)} || '|' || ${of('mcp_servers', sql`agent_id = ${agent}`)} || '|' || ${of('mcp_tools', sql`agent_id = ${agent}`)}`.as(
-    'rare',
-  );
+  const own = sql`agent_id = ${agent}`;
+  const kept: Array<[string, SQL]> = [
+    ['agent_config', own],
+    ['ethics_policies', own],
+    ['llm_registry', own],
+    ['learnings', sql`agent_id = ${agent} or shard_type = 'agent:' || ${agent}`],
+    ['system_prompts', own],
+    ['thinking_methods', own],
+    ['mcp_servers', own],
+    ['mcp_tools', own],
+  ];
+  const of = ([table, where]: [string, SQL]) =>
+    sql`(select count(*)::text || '.' || coalesce(sum(hashtextextended(xmin::text || ctid::text, 0)), 0)::text from ${sql.identifier(table)} where ${where})`;
+  return sql<string>`${sql.join(kept.map(of), sql` || '|' || `)}`.as('rare');
 }
 
 /** The snapshot's statements, rendered once per database handle. */
