@@ -1,7 +1,8 @@
 /**
- * What a tick shows the model: the agent's snapshot (settings, ethics, registry, learnings,
- * previous replies) plus the rows only the context reads (prompt, goals, tasks, abstracts, open
- * processes, last tick's command results, notes, memory, tools), all in one batch.
+ * What a tick shows the model: the agent's snapshot (settings, ethics, registry, learnings, system
+ * prompts, thinking method, MCP tools, previous replies) plus the rows only the context reads
+ * (goals, tasks, abstracts, open processes, last tick's command results, notes, memory, the
+ * discovered tools), all in one batch.
  */
 import { and, asc, desc, eq, inArray, isNull, or, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import { configKeys, helpText } from '../../core/catalogue.js';
