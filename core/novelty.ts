@@ -4,6 +4,7 @@
  * the LLM's own comparison. The comparison answer parser is tolerant: a malformed answer yields an
  * error string and the word-or-meaning score alone.
  */
+import { clipText } from './sanitize.js';
 import { clamp01 } from './values.js';
 import { formatIssues } from './zod-issues.js';
 import { z } from 'zod';
@@ -108,6 +109,23 @@ export function replyClauses(text: string, minWords = 3): string[] {
 }
 const clauseBreak =
   /[.;:!?,()\u2014\u2013]+|\s(?:so|because|but|instead|rather than|and then|which|while|since|after all|then)\s/i;
+
+/** A reply is cut to this many characters before its clauses are compared by meaning (as the novelty mini-prompt cuts it). */
+export const meaningTextChars = 2000;
+
+/**
+ * What the novelty reflex embeds of the tick's reply: its clauses (of its first `meaningTextChars`
+ * characters), and the whole reply, which the next ticks' contexts and novelty read as an earlier one.
+ */
+export function replyMeaningTexts(reply: string): { clauses: string[]; whole: string } {
+  return { clauses: replyClauses(clipText(reply, meaningTextChars)), whole: reply };
+}
+
+/** What an earlier reply is compared as: its first `meaningTextChars` characters, and their clauses. */
+export function earlierMeaningTexts(reply: string): string[] {
+  const text = clipText(reply, meaningTextChars);
+  return [text, ...replyClauses(text)];
+}
 
 /**
  * Similarity by meaning in [0, 1]: the LEAST explained clause of the reply, i.e. the minimum over

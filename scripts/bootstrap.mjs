@@ -85,16 +85,16 @@ function ensureTools() {
 }
 
 /**
- * The offline embedder's GGUF file (.tools/embedder/), written once from the safetensors of the
- * pinned wheel after checking their SHA-256 (activities/embeddings/gguf.ts). First use writes it
+ * The offline embedder's ONNX graph (.tools/embedder/), written once from the safetensors of the
+ * pinned wheel after checking their SHA-256 (activities/embeddings/onnx.ts). First use writes it
  * too, so a failure here only delays that to then.
  */
-function ensureEmbedderGguf() {
-  const converter = join(root, 'activities', 'embeddings', 'gguf.ts');
-  if (!existsSync(converter) || existsSync(join(toolsDir, 'embedder', 'all-MiniLM-L6-v2-q8_0.gguf'))) return;
-  say('writing the offline embedder (all-MiniLM-L6-v2 → .tools/embedder/, GGUF)…');
+function ensureEmbedderGraph() {
+  const converter = join(root, 'activities', 'embeddings', 'onnx.ts');
+  if (!existsSync(converter) || existsSync(join(toolsDir, 'embedder', 'all-MiniLM-L6-v2-int8.onnx'))) return;
+  say('writing the offline embedder (all-MiniLM-L6-v2 → .tools/embedder/, ONNX)…');
   const [from, dir] = [converter, toolsDir].map((p) => JSON.stringify(p));
-  const script = `import(${from}).then((m) => { if (!m.ensureMinilmGguf(${dir})) process.exit(3); })`;
+  const script = `import(${from}).then((m) => { if (!m.ensureMinilmOnnx(${dir})) process.exit(3); })`;
   try {
     run(join(root, 'node_modules', '.bin', 'tsx'), ['-e', script]);
   } catch (err) {
@@ -162,7 +162,7 @@ try {
     ensureNodeDeps();
     await ensureCliBuild();
     ensureTools();
-    ensureEmbedderGguf();
+    ensureEmbedderGraph();
     waitForEngine();
     if (command !== 'bench') ensureSandboxImage();
   }

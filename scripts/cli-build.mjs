@@ -104,6 +104,7 @@ const externalPackages = [
   '@temporalio/testing',
   '@swc/*',
   'node-llama-cpp',
+  'onnxruntime-node',
   'playwright-core',
   'esbuild',
   'tsx',

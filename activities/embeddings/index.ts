@@ -2,15 +2,9 @@ export * from './types.js';
 export * from './cache.js';
 export * from './local.js';
 export * from './openai.js';
-export {
-  ensureMinilmGguf,
-  fromFloat16,
-  minilmPackage,
-  quantizeQ8_0,
-  resolveMinilmDir,
-  toFloat16,
-  type MinilmWeights,
-} from './gguf.js';
+export { ensureMinilmOnnx, minilmOnnxName, quantizeRows, type MinilmWeights } from './onnx.js';
+export { minilmPackage, readMinilmVocab, resolveMinilmDir } from './minilm.js';
+export { createWordPiece, type WordPiece } from './wordpiece.js';
 export * from './catalogue.js';
 export * from './agent-embedder.js';
 export * from './memory-index.js';

@@ -79,4 +79,6 @@ export interface ReflexView {
   policies: EthicsPolicy[];
   /** Known peers and what tells whether they are reachable (peer validators, `ask_peers`). */
   peers: PeerPresence[];
+  /** Whether the agent's embedder was away when the tick read it: the novelty reflex closes that once it answers. */
+  embedderAway: boolean;
 }

@@ -30,7 +30,8 @@ import {
   noveltyFromSimilarity,
   parseNoveltyAnswer,
   placeholderTick,
-  replyClauses,
+  earlierMeaningTexts,
+  replyMeaningTexts,
   type Ideas,
 } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
@@ -120,6 +121,7 @@ async function readView(deps: ReflexDeps, input: TickReflexesInput): Promise<Ref
     registry: snapshot.registry,
     policies: snapshot.ethics.map(toPolicy),
     peers: snapshot.peers,
+    embedderAway: snapshot.embedderAway,
   };
 }
 
@@ -145,8 +147,6 @@ function identity(view: ReflexView) {
   return { hash, similarity, identicalTo };
 }
 
-/** Each text is cut to this many characters before it is embedded (as the novelty mini-prompt cuts the reply). */
-const meaningTextChars = 2000;
 /** An embedder slower than this is away for the tick. */
 const embedTimeoutMs = 15_000;
 
@@ -176,22 +176,18 @@ async function meaningSimilarity(
     return away(clipText((err as Error).message ?? String(err), 200));
   }
   if (!choice.ok) return choice.why === 'off' ? null : away(clipText(choice.reason, 200));
-  const reply = replyClauses(clipText(view.reply.content, meaningTextChars));
-  const previous = view.real.flatMap((p) => {
-    const text = clipText(p.content, meaningTextChars);
-    return [text, ...replyClauses(text)];
-  });
-  // The whole reply too, in the same batch (the contexts run side by side): the next tick's context
-  // and novelty read it as an earlier reply, and find it embedded.
-  const whole = view.reply.content;
+  // The whole reply is embedded too, in the same batch: the next tick's context and novelty read
+  // it as an earlier reply.
+  const { clauses, whole } = replyMeaningTexts(view.reply.content);
+  const previous = view.real.flatMap((p) => earlierMeaningTexts(p.content));
   try {
     const vectors = await within(
-      vectorsOf(deps.db, choice.embedder, [...reply, ...previous, whole]),
+      vectorsOf(deps.db, choice.embedder, [...clauses, whole, ...previous]),
       embedTimeoutMs,
       () => new Error(`no answer in ${embedTimeoutMs / 1000} s`),
     );
-    const similarity = clauseSimilarity(vectors.slice(0, reply.length), vectors.slice(reply.length, -1));
-    await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
+    const similarity = clauseSimilarity(vectors.slice(0, clauses.length), vectors.slice(clauses.length + 1));
+    if (view.embedderAway) await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
     return { ok: true, similarity };
   } catch (err) {
     return away(`${choice.name}: ${clipText((err as Error).message ?? String(err), 200)}`);

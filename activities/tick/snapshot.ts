@@ -45,6 +45,7 @@ import { statements } from '../../db/prepared.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
+import { embedderAwaySql } from '../../db/queries/embedder-health.js';
 import type { PeerPresence } from '../../core/society/isolation.js';
 import {
   agentConfig,
@@ -110,6 +111,8 @@ export type AgentSnapshot = Readonly<{
   previous: PreviousReply[];
   /** Known peers (not blocked), most trusted first, with what tells whether each is reachable (read with the agent row). */
   peers: PeerPresence[];
+  /** Whether the agent's embedder has an open away entry (read with the agent row): the reflexes close it once it answers. */
+  embedderAway: boolean;
 }>;
 
 /** At most this many MCP tools are listed in context 2 (the first by server and name). */
@@ -260,7 +263,12 @@ const snapshotStatements = statements('snapshot', (db, name) => {
   const agentId = sql.placeholder('agentId');
   return {
     agent: db
-      .select({ agent: agents, peers: peerPresenceSql(agentId), rare: rareVersionSql(agentId) })
+      .select({
+        agent: agents,
+        peers: peerPresenceSql(agentId),
+        embedderAway: embedderAwaySql(agentId).as('embedder_away'),
+        rare: rareVersionSql(agentId),
+      })
       .from(agents)
       .where(eq(agents.id, agentId))
       .prepare(name('agent')),
@@ -391,6 +399,7 @@ async function readSnapshot(
     mcpHidden: [...part.mcpHidden],
     previous,
     peers: row?.peers ?? [],
+    embedderAway: row?.embedderAway ?? false,
   };
 }
 

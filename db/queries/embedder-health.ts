@@ -5,7 +5,7 @@
  * (activities/tick/reflexes.ts); `mindloop status` and the notebook read the newest entry. The
  * entry carries no tick, so the anti-stagnation reflex does not count it as new data.
  */
-import { and, desc, eq, isNull } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { processLog } from '../schema/index.js';
 
@@ -22,6 +22,11 @@ interface AwayPayload {
 
 const open = (agentId: string) =>
   and(eq(processLog.agentId, agentId), eq(processLog.processId, embedderProcessId), isNull(processLog.closedAt));
+
+/** Whether the agent's embedder has an open away entry, as a column of a statement that reads the agent by id. */
+export function embedderAwaySql(agentId: string | Placeholder): SQL<boolean> {
+  return sql<boolean>`exists (select 1 from ${processLog} where ${processLog.agentId} = ${agentId} and ${processLog.processId} = ${embedderProcessId} and ${processLog.closedAt} is null)`;
+}
 
 /** Records the embedder as away (once: an entry already open keeps its first time and reason); true when it opened one. */
 export async function markEmbedderAway(
