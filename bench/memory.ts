@@ -41,7 +41,7 @@ import { startEmbeddedPostgres } from '../runtime/embedded-postgres.js';
 import { scratchDatabase, summarize } from './lib.js';
 
 export const memorySizes = {
-  full: { embedTexts: 256, baseTexts: 2_000, rows: 100_000, queries: 50, rounds: 4, noveltyPairs: Infinity, ticks: 30 },
+  full: { embedTexts: 256, baseTexts: 2_000, rows: 100_000, queries: 50, rounds: 4, noveltyPairs: Infinity, ticks: 60 },
   smoke: { embedTexts: 16, baseTexts: 32, rows: 1_000, queries: 4, rounds: 2, noveltyPairs: 24, ticks: 2 },
 };
 export type MemorySizes = (typeof memorySizes)['full'];
