@@ -1,8 +1,7 @@
 /**
  * The embeddings cache (table `embeddings`): a text is embedded once per model. `embedTexts` looks
  * every text up by the SHA-256 of its UTF-8 bytes, asks the embedder only for the missing ones
- * (each distinct text once), stores them, and returns one vector per text in order. A local
- * embedder asked for a few texts embeds them without the lookup and stores them all.
+ * (each distinct text once), stores them, and returns one vector per text in order.
  */
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, sql } from 'drizzle-orm';
@@ -14,22 +13,15 @@ export function textSha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** Up to this many texts, a local embedder embeds them without reading the cache first. */
-const embedRatherThanRead = 4;
-
 export async function embedTexts(db: Db, embedder: Embedder, texts: readonly string[]): Promise<Float32Array[]> {
   if (texts.length === 0) return [];
   const hashes = texts.map(textSha256);
   const unique = [...new Set(hashes)];
   const found = new Map<string, Float32Array>();
-  // A few texts for an embedder in this process cost less to embed than to look up.
-  const rows =
-    embedder.local && unique.length <= embedRatherThanRead
-      ? []
-      : await db
-          .select({ hash: embeddings.textSha256, dimensions: embeddings.dimensions, vector: embeddings.vector })
-          .from(embeddings)
-          .where(and(eq(embeddings.model, embedder.model), inArray(embeddings.textSha256, unique)));
+  const rows = await db
+    .select({ hash: embeddings.textSha256, dimensions: embeddings.dimensions, vector: embeddings.vector })
+    .from(embeddings)
+    .where(and(eq(embeddings.model, embedder.model), inArray(embeddings.textSha256, unique)));
   for (const r of rows) {
     // A stored vector of another size (the model id now names another model) is computed again.
     if (r.dimensions === embedder.dimensions) found.set(r.hash, Float32Array.from(r.vector));

@@ -2,7 +2,7 @@ export * from './types.js';
 export * from './cache.js';
 export * from './local.js';
 export * from './openai.js';
-export { ensureMinilmOnnx, minilmOnnxName, quantizeRows, type MinilmWeights } from './onnx.js';
+export { ensureMinilmOnnx, quantizeRows, type MinilmWeights } from './onnx.js';
 export { minilmPackage, readMinilmVocab, resolveMinilmDir } from './minilm.js';
 export { createWordPiece, type WordPiece } from './wordpiece.js';
 export * from './catalogue.js';

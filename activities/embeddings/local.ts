@@ -168,7 +168,6 @@ export async function createLocalEmbedder(opts: LocalEmbedderOptions): Promise<E
   return {
     model: localEmbedderModel,
     dimensions: localEmbedderDimensions,
-    local: true,
     async embed(texts) {
       const { tokenizer, workers } = await pool();
       const out = new Array<Float32Array>(texts.length);

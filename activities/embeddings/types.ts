@@ -9,11 +9,6 @@ export interface Embedder {
   readonly model: string;
   /** The length of every vector this embedder returns. */
   readonly dimensions: number;
-  /**
-   * Runs in this process, at no cost per call: a few texts are embedded rather than looked up in
-   * the cache first (a round trip saved; the cache is still written).
-   */
-  readonly local?: boolean;
   /** One vector per text, in order. */
   embed(texts: readonly string[]): Promise<Float32Array[]>;
 }

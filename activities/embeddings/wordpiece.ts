@@ -10,8 +10,6 @@
 export interface WordPiece {
   /** `[CLS] pieces… [SEP]` as token ids, the pieces cut so that the whole fits `maxTokens`. */
   encode(text: string, maxTokens: number): number[];
-  /** The pieces of a text, without [CLS] and [SEP] (for tests and diagnostics). */
-  pieces(text: string): string[];
 }
 
 const maxWordChars = 100;
@@ -112,7 +110,6 @@ export function createWordPiece(vocab: readonly string[]): WordPiece {
   };
 
   return {
-    pieces,
     encode(text, maxTokens) {
       const body = pieces(text)
         .slice(0, Math.max(0, maxTokens - 2))

@@ -20,12 +20,12 @@ interface AwayPayload {
   tick?: number;
 }
 
-const open = (agentId: string) =>
+const open = (agentId: string | Placeholder) =>
   and(eq(processLog.agentId, agentId), eq(processLog.processId, embedderProcessId), isNull(processLog.closedAt));
 
 /** Whether the agent's embedder has an open away entry, as a column of a statement that reads the agent by id. */
 export function embedderAwaySql(agentId: string | Placeholder): SQL<boolean> {
-  return sql<boolean>`exists (select 1 from ${processLog} where ${processLog.agentId} = ${agentId} and ${processLog.processId} = ${embedderProcessId} and ${processLog.closedAt} is null)`;
+  return sql<boolean>`exists (select 1 from ${processLog} where ${open(agentId)})`;
 }
 
 /** Records the embedder as away (once: an entry already open keeps its first time and reason); true when it opened one. */

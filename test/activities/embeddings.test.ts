@@ -9,7 +9,6 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   EmbeddingSizeError,
@@ -421,21 +420,14 @@ describe('embeddings cache', () => {
     expect(rows.filter((r) => r.model === 'liar-6')).toEqual([]);
   });
 
-  it('caches the offline embedder by content; a few texts it embeds rather than looks up', async () => {
+  it('caches the offline embedder by content', async () => {
     const local = await createLocalEmbedder({ toolsDir });
-    const asked: string[][] = [];
-    const counted: Embedder = { ...local, embed: (t) => (asked.push([...t]), local.embed(t)) };
-    const texts = ['remember the milk', 'water the plants', 'call the bank', 'fix the bike', 'book the trip'];
-    const first = await embedTexts(handle.db, counted, texts);
-    const [again] = await embedTexts(handle.db, counted, ['remember the milk']);
-    // Five texts: looked up, none found, all embedded and stored; one text: embedded again, not read.
-    expect(asked).toEqual([texts, ['remember the milk']]);
-    expect(cosine(first[0]!, again!)).toBeGreaterThan(0.99999);
-    const stored = await handle.db.select().from(embeddings).where(eq(embeddings.model, local.model));
-    expect(stored).toHaveLength(5);
-    // Six texts, five of them stored: read, and only the new one embedded.
-    await embedTexts(handle.db, counted, [...texts, 'plan the week']);
-    expect(asked.at(-1)).toEqual(['plan the week']);
+    let calls = 0;
+    const counted: Embedder = { ...local, embed: (t) => (calls++, local.embed(t)) };
+    const [a] = await embedTexts(handle.db, counted, ['remember the milk']);
+    const [b] = await embedTexts(handle.db, counted, ['remember the milk']);
+    expect(calls).toBe(1);
+    expect(cosine(a!, b!)).toBeGreaterThan(0.99999);
     await disposeLocalEmbedders();
   });
 });
