@@ -20,7 +20,7 @@ import type { Campaign, CampaignBudget, CampaignPhase } from '../db/schema/index
 import { bindActivities } from './bind.js';
 import { builtinTaskTypes, parseTaskArgs, type TaskContext, type TaskType } from './campaign-tasks.js';
 import { ErrorType, classifiedFailure, nonRetryable } from './errors.js';
-import { activityContext, withHeartbeat } from './heartbeat.js';
+import { activityContext, heartbeat, withHeartbeat } from './heartbeat.js';
 import type { LearningSink, PromotedLearning } from './learning-sink.js';
 import { LifeforceExhaustedError } from './llm/errors.js';
 import type { LlmRouter } from './llm/index.js';
@@ -101,7 +101,7 @@ function taskContext(
     key: input.key,
     ...(input.budgetId ? { lifeforce: { budgetId: input.budgetId } } : {}),
     signal: ctx?.cancellationSignal,
-    heartbeat: ctx ? (d) => ctx.heartbeat(d) : undefined,
+    heartbeat: ctx ? (d) => heartbeat(d, ctx) : undefined,
   };
 }
 

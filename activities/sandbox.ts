@@ -3,6 +3,7 @@
  */
 import { hostname } from 'node:os';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { heartbeat } from './heartbeat.js';
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import { DockerSandbox, SandboxInputError } from '../sandbox/docker-sandbox.js';
@@ -104,7 +105,7 @@ export function createSandboxActivities({ docker, sandbox = new DockerSandbox(do
       try {
         return await sandbox.run(request, {
           signal: ctx.cancellationSignal,
-          onProgress: (p) => ctx.heartbeat(p),
+          onProgress: (p) => heartbeat(p, ctx),
         });
       } catch (err) {
         // Cancelled (or the heartbeat timed out): the container is already gone; report as such.

@@ -15,6 +15,7 @@ import { startNotebook, TickFeed } from '../runtime/notebook/index.js';
 import type { Stack } from '../runtime/stack.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { summarize, withBenchWorker } from './lib.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 
 const repoRoot = join(import.meta.dirname, '..');
 
@@ -75,6 +76,7 @@ export async function measureCli(
   return withBenchWorker(stack, { taskQueue: 'mindloop', activities }, async (client) => {
     // A slow heartbeat: the agent is alive and answers, but its ticks do not load the machine.
     const handle = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+      ...workflowFailover,
       taskQueue: 'mindloop',
       workflowId: `agent/${agentId}`,
       args: [{ agentId, reflexes: false, settings: { delayMs: 60_000 } }],

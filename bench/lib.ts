@@ -9,6 +9,7 @@ import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@tem
 import { parseEnv, type Env } from '../env.js';
 import { bundleWorkflows } from '../workers/queues.js';
 import { startStack, type Stack } from '../runtime/stack.js';
+import { failoverWorkerOptions } from '../workers/failover.js';
 import pg from 'pg';
 
 export function percentile(sorted: number[], p: number): number {
@@ -134,6 +135,7 @@ export async function withBenchWorker<T>(
       connection,
       namespace: stack.temporal.namespace,
       taskQueue: o.taskQueue,
+      ...failoverWorkerOptions,
       workflowBundle: await benchBundle(),
       activities: o.activities,
       ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),

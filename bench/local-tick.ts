@@ -18,6 +18,7 @@ import { agents, llmCalls, llmRecentResponses } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { percentile, summarize, withBenchWorker } from './lib.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 
 interface LocalStats {
   evaluatedPromptTokens: number;
@@ -43,6 +44,7 @@ export async function measureLocalTick(
   try {
     await withBenchWorker(stack, { taskQueue: 'bench-local-tick', activities }, async (client) => {
       const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+        ...workflowFailover,
         taskQueue: 'bench-local-tick',
         workflowId: `agent/${agentId}`,
         // As the demo agent (default settings, reflexes on), without the pause between ticks.

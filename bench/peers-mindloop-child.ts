@@ -26,6 +26,8 @@ import { loadEnvOrExit, secretSource } from '../env.js';
 import { startStack } from '../runtime/stack.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { agentLoopText } from '../workflows/lib/ui-text.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
+import { failoverWorkerOptions } from '../workers/failover.js';
 import { installRuntime } from '../workers/run.js';
 
 /** The queue of the crash test's agents, apart from anything else on the bench's Temporal. */
@@ -58,6 +60,7 @@ const worker = await Worker.create({
   connection,
   namespace: stack.temporal.namespace,
   taskQueue: crashTaskQueue,
+  ...failoverWorkerOptions,
   workflowBundle: { codePath: env.MINDLOOP_WORKFLOW_BUNDLE },
   activities: createActivities({
     db: stack.db.db,
@@ -81,6 +84,8 @@ const worker = await Worker.create({
   }),
 });
 const running = worker.run();
+// The harness times the new worker's start from this line (bench/peers.ts).
+process.stdout.write('ready\n');
 const client = new Client({
   connection: await Connection.connect(stack.temporal.connection),
   namespace: stack.temporal.namespace,
@@ -94,6 +99,7 @@ const handle =
         taskQueue: crashTaskQueue,
         args: [{ agentId, maxTicks: start.maxTicks, settings: { delayMs: start.delayMs }, reflexes: false }],
         workflowIdConflictPolicy: 'USE_EXISTING',
+        ...workflowFailover,
         ...agentLoopText(start),
       })
     : client.workflow.getHandle<typeof agentLoopWorkflow>(workflowIds.agent(agentId));

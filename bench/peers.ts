@@ -164,6 +164,8 @@ interface CrashRun {
   resumed: boolean;
   /** From the kill to the first step the new process reports (its start included). */
   backS: number;
+  /** From the kill to the new process's `ready` line (its worker polling), where it prints one (Mindloop's). */
+  readyS: number;
   /** From the kill to the resumed loop's end. */
   doneS: number;
 }
@@ -205,7 +207,9 @@ async function crashOnce(p: LoopProcess, env: Record<string, string>, plan: Cras
   await first.exited;
   clearTimeout(limit);
   let backAt = Number.NaN;
+  let readyAt = Number.NaN;
   const second = runChild(p, ['resume', plan.loop, String(crashSteps)], env, (line) => {
+    if (Number.isNaN(readyAt) && line === 'ready') readyAt = performance.now();
     if (Number.isNaN(backAt) && line.startsWith('step ')) backAt = performance.now();
   });
   const timer = setTimeout(() => second.kill(), plan.resumeLimitMs);
@@ -232,6 +236,7 @@ async function crashOnce(p: LoopProcess, env: Record<string, string>, plan: Cras
     killed,
     resumed: second.lines.includes('done'),
     backS,
+    readyS: since(readyAt),
     doneS,
   };
 }
@@ -255,7 +260,7 @@ function crashFigures(
       [`${prefix}back_p50_s_${key}`]: summarize(runs.map((r) => r.backS).filter(Number.isFinite)).p50,
       [`${prefix}done_p50_s_${key}`]: summarize(runs.map((r) => r.doneS).filter(Number.isFinite)).p50,
     },
-    line: `  ${label}: crash ${runs.map((r, i) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${detail(r, i) ? ` ${detail(r, i)}` : ''} back ${r.backS.toFixed(1)} s done ${r.doneS.toFixed(1)} s${what(r)}`).join('; ')}\n`,
+    line: `  ${label}: crash ${runs.map((r, i) => `@${r.killedAt} dup ${r.duplicated} lost ${r.lost} extra ${r.extra}${detail(r, i) ? ` ${detail(r, i)}` : ''} ${Number.isFinite(r.readyS) ? `worker up ${r.readyS.toFixed(1)} s ` : ''}back ${r.backS.toFixed(1)} s done ${r.doneS.toFixed(1)} s${what(r)}`).join('; ')}\n`,
     note: runs
       .map(
         (r, i) =>

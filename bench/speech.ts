@@ -33,6 +33,7 @@ import { corpusWordErrorRate, type WerLanguage } from '../core/speech/wer.js';
 import { findSpeechEngine, speechInstallHint, startSpeechWorker, type SpeechWorker } from '../runtime/speech-worker.js';
 import type { speechCallWorkflow } from '../test/fixtures/workflows/speech.js';
 import { benchStack, summarize } from './lib.js';
+import { failoverWorkerOptions } from '../workers/failover.js';
 
 export type SpeechDevice = 'cpu' | 'cuda';
 
@@ -215,6 +216,7 @@ async function measureOn(
       connection,
       namespace: stack.temporal.namespace,
       taskQueue: workflowQueue,
+      ...failoverWorkerOptions,
       workflowBundle,
     });
     const startedAt = performance.now();

@@ -9,6 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import type { Stack } from '../runtime/stack.js';
 import { summarize } from './lib.js';
+import { failoverWorkerOptions } from '../workers/failover.js';
 
 export interface BaselineFigures {
   activity_rt_p50_ms: number;
@@ -39,6 +40,7 @@ export async function withBaselineWorker<T>(
     connection,
     namespace: stack.temporal.namespace,
     taskQueue,
+    ...failoverWorkerOptions,
     workflowBundle,
     activities: o.activities ?? { async noop() {} },
     ...(o.maxCachedWorkflows ? { maxCachedWorkflows: o.maxCachedWorkflows } : {}),

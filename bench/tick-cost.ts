@@ -20,6 +20,7 @@ import type { Stack } from '../runtime/stack.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { withBenchWorker } from './lib.js';
 import { withBaselineWorker } from './temporal-baseline.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 
 /** Every statement this process's `pg` clients send, while `recording` is set: its text's first line, counted. */
 const sent = new Map<string, number>();
@@ -216,6 +217,7 @@ export async function measureTickCost(
         const handles = await Promise.all(
           ids.map((id) =>
             client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+              ...workflowFailover,
               taskQueue: `bench-${label}`,
               workflowId: `agent/${id}`,
               args: [{ agentId: id, maxTicks: ticks, reflexes: o.reflexes ?? false, settings: { delayMs: 1 } }],

@@ -22,6 +22,7 @@ import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } from './lib.js';
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 import { measureTickCost, seedInstantAgents, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 
 /** Resident set size of a process, from /proc (Linux). */
 function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
@@ -143,6 +144,7 @@ export async function measureTicks(
     async (client) => {
       const start = (id: string, args: Parameters<typeof agentLoopWorkflow>[0]) =>
         client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          ...workflowFailover,
           taskQueue: 'bench-tick',
           workflowId: `agent/${id}`,
           args: [args],
@@ -328,6 +330,7 @@ async function measureAlternating(
         const agentId = `${name}-${b}`;
         kind.before?.();
         const h = await client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+          ...workflowFailover,
           taskQueue,
           workflowId: `agent/${agentId}`,
           args: [
@@ -439,6 +442,7 @@ export async function measureIdle(
               ...(await Promise.all(
                 idle.slice(i, i + 100).map((id) =>
                   client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+                    ...workflowFailover,
                     taskQueue: 'mindloop',
                     workflowId: `agent/${id}`,
                     args: [{ agentId: id, settings: { idle: { on: true, wakeOn: ['note'], timeoutMs: 3_600_000 } } }],
@@ -614,6 +618,7 @@ export async function measureAt1Hz(
         await seedInstantAgents(stack, ids);
         const handles = await start(ids, (id) =>
           client.workflow.start<typeof agentLoopWorkflow>('agentLoopWorkflow', {
+            ...workflowFailover,
             taskQueue: 'bench-1hz',
             workflowId: `agent/${id}`,
             args: [{ agentId: id, maxTicks: ticks, reflexes: false, settings: { delayMs: heartbeatMs } }],

@@ -10,6 +10,7 @@ import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@tempor
 import { workflowIds } from '../core/ids.js';
 import { parseWavHeader, wavHeadBytes, type WavInfo } from '../core/speech/wav.js';
 import { workflowTaskQueue } from '../runtime/workflow-starts.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 import type { SpeechResult, speechWorkflow } from '../workflows/speech.js';
 import { speechText } from '../workflows/lib/ui-text.js';
 import { rootMessage } from '../core/failure.js';
@@ -71,6 +72,7 @@ export async function startAudioNote(
   await client.workflow.start<typeof speechWorkflow>('speechWorkflow', {
     workflowId,
     taskQueue: o.taskQueue ?? workflowTaskQueue,
+    ...workflowFailover,
     args: [
       {
         kind: 'transcribe',

@@ -9,6 +9,7 @@ import { forkBudgetDefaults, type SuccessorForkInput } from '../core/fork.js';
 import type { BudgetSettingsInput } from '../core/lifeforce.js';
 import type { agentLoopWorkflow } from '../workflows/agent-loop/index.js';
 import { agentLoopText, forkText, spawnText } from '../workflows/lib/ui-text.js';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 import type { successorForkWorkflow } from '../workflows/successor-fork.js';
 import type { SpawnInput } from '../core/society/spawn.js';
 import type { spawnWorkflow } from '../workflows/spawn.js';
@@ -46,6 +47,7 @@ export function startAgentLoop(
       },
     ],
     workflowIdConflictPolicy: 'USE_EXISTING',
+    ...workflowFailover,
     ...agentLoopText(o),
   });
 }
@@ -63,6 +65,7 @@ export function startSuccessorFork(
     workflowId: workflowIds.fork(input.forkId),
     taskQueue: o.taskQueue ?? workflowTaskQueue,
     args: [input],
+    ...workflowFailover,
     ...forkText({ ...input, from: o.from, wallMs: input.budget?.wallMs ?? forkBudgetDefaults.wallMs }),
   });
 }
@@ -77,6 +80,7 @@ export function startSpawn(
     workflowId: workflowIds.spawn(input.parentId, input.name),
     taskQueue,
     args: [input],
+    ...workflowFailover,
     ...spawnText(input),
   });
 }

@@ -21,6 +21,7 @@ import type { AgentEventSink } from '../activities/agent-events.js';
 import { createSandboxActivities, reapOrphansAtStart, sweepOrphans } from '../activities/sandbox.js';
 import { createDocker } from '../sandbox/docker.js';
 import { DockerSandbox } from '../sandbox/docker-sandbox.js';
+import { failoverWorkerOptions } from './failover.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -76,23 +77,14 @@ const quietBundlerLogger = {
   error: (message: string) => process.stderr.write(`bundler: ${message}\n`),
 };
 
-/**
- * How long a workflow task waits on the sticky queue of the worker that holds the workflow in its
- * cache before any worker may take it (with a replay of the history): how soon the agents of a
- * worker that died move on to the others. (Set here rather than left to the SDK's default, so
- * that what the failover takes is this code's to say.)
- */
-export const stickyQueueScheduleToStartMs = 10_000;
-
 /** Create the Worker that polls `queue`. */
 export async function createQueueWorker(queue: TsQueueName, deps: QueueWorkerDeps): Promise<Worker> {
-  const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue };
+  const base = { connection: deps.connection, namespace: deps.namespace, taskQueue: queue, ...failoverWorkerOptions };
   switch (queue) {
     case 'mindloop':
       sweepLifeforceEvery(deps.db);
       return Worker.create({
         ...base,
-        stickyQueueScheduleToStartTimeout: stickyQueueScheduleToStartMs,
         ...(deps.maxCachedWorkflows ? { maxCachedWorkflows: deps.maxCachedWorkflows } : {}),
         workflowBundle: deps.workflowBundle ?? (await bundleWorkflows()),
         activities: createActivities({

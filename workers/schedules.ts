@@ -13,6 +13,7 @@ import {
   type ConnectionOptions,
   type ScheduleOptions,
 } from '@temporalio/client';
+import { workflowFailover } from '../workflows/lib/activity-options.js';
 import { maintenanceScheduleText } from '../workflows/lib/ui-text.js';
 
 interface MaintenanceSchedule {
@@ -79,6 +80,7 @@ function options(s: MaintenanceSchedule, taskQueue: string): ScheduleOptions {
       taskQueue,
       workflowId: s.id,
       workflowRunTimeout: '1 hour',
+      ...workflowFailover,
       ...maintenanceScheduleText(s),
     },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour', pauseOnFailure: false },

@@ -36,7 +36,7 @@ import {
   type ParsedCampaignInput,
   type TaskOutcome,
 } from '../core/campaign.js';
-import { campaignTaskActivity, dbActivity, llmActivity } from './lib/activity-options.js';
+import { campaignTaskActivity, dbActivity, llmActivity, workflowFailover } from './lib/activity-options.js';
 import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { lifeforceShortfallOf } from './lib/lifeforce.js';
@@ -415,6 +415,7 @@ class CampaignRun {
     return executeChild(task.type, {
       workflowId,
       args: [task.args],
+      ...workflowFailover,
       ...campaignTaskText({
         campaignId,
         agentId,

@@ -38,7 +38,7 @@ type Activities = ReturnType<typeof createLearningActivities> & AbstractActivity
 // Set-based SQL over the whole table: give the decay more than a point write's 10 s.
 const jobs = proxyActivities<Activities>({ ...dbActivity, startToCloseTimeout: '5 minutes' });
 // The backfill embeds for up to 20 minutes per agent, heartbeating after each batch (the long
-// copy's preset: a killed worker's run is taken up elsewhere within 10 s).
+// copy's preset: a killed worker's run is taken up elsewhere within the failover timeout).
 const embedding = proxyActivities<ReturnType<typeof createEmbeddingActivities>>(copyActivity);
 
 /** Set by Temporal on every run a schedule starts: the run's nominal time. */

@@ -11,7 +11,6 @@
 import {
   allHandlersFinished,
   condition,
-  continueAsNew,
   defineQuery,
   defineSignal,
   log,
@@ -21,6 +20,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { continueAsNewWithFailover } from './lib/continue-as-new.js';
 import { z } from 'zod';
 import type { createNerveActivities, NerveDecideResult } from '../activities/nerves.js';
 import { agentIdSchema } from '../core/ids.js';
@@ -175,7 +175,7 @@ export async function nerveWorkflow(raw: NerveWorkflowInput): Promise<NerveStatu
   if (arc) await flushArc(run, arc);
   if (s.step < input.steps) {
     await condition(allHandlersFinished);
-    return continueAsNew<typeof nerveWorkflow>({
+    return continueAsNewWithFailover<typeof nerveWorkflow>({
       ...raw,
       carryOver: { step: s.step, state: s.state, modeEarned: s.mode, tally: s.tally, pauses: s.pauses },
     });

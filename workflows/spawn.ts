@@ -34,7 +34,7 @@ import {
   type SpawnPhase,
   type SpawnResult,
 } from '../core/society/spawn.js';
-import { copyActivity, dbActivity, fewAttempts } from './lib/activity-options.js';
+import { copyActivity, dbActivity, fewAttempts, workflowFailover } from './lib/activity-options.js';
 import { failureMessage, rideOut, type Degraded } from './lib/infra.js';
 import { parseWorkflowInput } from './lib/input.js';
 import { agentIdSearchAttribute, kindSearchAttribute } from './lib/search-attributes.js';
@@ -165,6 +165,7 @@ class Spawning {
         workflowId: workflowIds.agent(childId),
         args: [{ agentId: childId, name: childId }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...workflowFailover,
         ...agentLoopText({ agentId: childId, name: childId }),
       });
     } catch (err) {

@@ -23,7 +23,6 @@ import {
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
-  continueAsNew,
   defineQuery,
   proxyActivities,
   setHandler,
@@ -32,6 +31,7 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
+import { continueAsNewWithFailover } from './lib/continue-as-new.js';
 import { z } from 'zod';
 import type { SpeechActivities, SpeechBegun } from '../activities/speech.js';
 import type { NoteAudio } from '../db/schema/memory.js';
@@ -264,7 +264,10 @@ class SpeechJob {
     let attempts = status.waiting?.attempts ?? 0;
     for (let round = 0; ; round++) {
       if (round >= this.timing.roundsPerRun || workflowInfo().continueAsNewSuggested) {
-        await continueAsNew<typeof speechWorkflow>({ ...input, carryOver: { begun, waiting: status.waiting } });
+        await continueAsNewWithFailover<typeof speechWorkflow>({
+          ...input,
+          carryOver: { begun, waiting: status.waiting },
+        });
       }
       status.phase = 'routing';
       const route = await rideOut('speechRoute', () => acts.speechRoute({}));

@@ -40,7 +40,7 @@ import {
   type VerdictKind,
 } from '../core/fork.js';
 import { budgetIds } from '../core/lifeforce.js';
-import { dbActivity, sandboxActivity } from './lib/activity-options.js';
+import { dbActivity, failoverTimeout, sandboxActivity, workflowFailover } from './lib/activity-options.js';
 import { InvalidInputError, parseWorkflowInput } from './lib/input.js';
 import { lifeforceShortfallOf } from './lib/lifeforce.js';
 import { chargedSandboxRun } from './lib/sandbox-charge.js';
@@ -52,10 +52,10 @@ type SandboxActivities = ReturnType<typeof createSandboxActivities>;
 
 const retry = dbActivity.retry;
 const db = proxyActivities<Activities>(dbActivity);
-// The copy and the evaluation may take a while on a big agent; they heartbeat per window.
+// The copy and the evaluation may take a while on a big agent (they heartbeat as every activity does).
 const long = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '1 minute',
+  heartbeatTimeout: failoverTimeout,
   retry,
 } satisfies ActivityOptions);
 // Cleanup must get through: more attempts, same idempotent activity.
@@ -273,6 +273,7 @@ async function evaluateCopy(run: ForkRun): Promise<ForkVerdict> {
     const audit = await executeChild(successorForkWorkflow, {
       workflowId: `fork/${forkId}.vf`,
       args: [verifier],
+      ...workflowFailover,
       ...forkText({ ...verifier, wallMs: input.budget.wallMs }),
     }).catch(() => undefined);
     outcome.decision = {

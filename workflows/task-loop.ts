@@ -4,7 +4,6 @@ import {
   ContinueAsNew,
   TimeoutFailure,
   condition,
-  continueAsNew,
   defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
@@ -15,6 +14,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { continueAsNewWithFailover } from './lib/continue-as-new.js';
 import { z } from 'zod';
 import { agentIdSchema } from '../core/ids.js';
 import { configKeys } from '../core/catalogue.js';
@@ -110,7 +110,7 @@ export async function taskLoopWorkflow(rawInput: TaskLoopInput): Promise<TaskLoo
   } catch (err) {
     return endOnFailure(run, err);
   }
-  if (ticked === 'continue') return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick: run.tick });
+  if (ticked === 'continue') return continueAsNewWithFailover<typeof taskLoopWorkflow>({ ...input, tick: run.tick });
   if (ticked) return ticked;
   if (run.stop) return finish(run, 'stopped', 'stop requested', null);
   const why = `tick cap reached: ${run.tick} of ${run.maxTicks} ticks`;
@@ -284,7 +284,7 @@ async function endOnFailure(run: TaskRun, err: unknown): Promise<TaskLoopResult>
         restarted: true,
         tick,
       });
-      return continueAsNew<typeof taskLoopWorkflow>({ ...input, tick, restarts: input.restarts + 1 });
+      return continueAsNewWithFailover<typeof taskLoopWorkflow>({ ...input, tick, restarts: input.restarts + 1 });
     }
     const why = `timed out ${maxRestarts + 1} times in a row (${message})`;
     return finish(run, 'error', why, {

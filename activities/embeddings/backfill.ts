@@ -13,7 +13,7 @@ import type { Db } from '../../db/client.js';
 import { runOncePerPeriod } from '../../db/queries/maintenance-runs.js';
 import { maintenanceRuns } from '../../db/schema/index.js';
 import { nonRetryable, ErrorType } from '../errors.js';
-import { activityContext } from '../heartbeat.js';
+import { heartbeat } from '../heartbeat.js';
 import type { AgentEmbedders } from './agent-embedder.js';
 import { catchUp, memoryVectorKinds } from './memory-index.js';
 
@@ -117,8 +117,6 @@ export function createEmbeddingActivities(deps: EmbeddingDeps) {
 
       // The embedding runs outside the ledger's transaction (minutes of it); it is idempotent, so
       // a run that races this one finds the rows done and the ledger row taken.
-      const ctx = activityContext();
-      const heartbeat = ctx && !ctx.info.isLocal ? (d: unknown) => ctx.heartbeat(d) : () => {};
       heartbeat({ indexed: 0 });
       const work = await backfillAgent(db, o.agentId, embedders, {
         batch: o.batch,

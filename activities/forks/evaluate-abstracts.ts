@@ -17,7 +17,7 @@ import { recentSources, strategyOf } from '../../db/queries/abstracts.js';
 import { forkSpentUsd } from '../../db/queries/forks.js';
 import { abstracts, type Fork, type ForkArtifact } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable, parseInput } from '../errors.js';
-import { activityContext } from '../heartbeat.js';
+import { heartbeat } from '../heartbeat.js';
 import { costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
 
 export interface AbstractsEvaluation {
@@ -128,7 +128,7 @@ export async function forkEvaluateAbstracts(
       ),
     );
   for (const [w, win] of windows.entries()) {
-    activityContext()?.heartbeat({ window: w });
+    heartbeat({ window: w });
     const old = makeAbstractDraft(baselineStrategy, win);
     const neu = makeAbstractDraft(candidateStrategy, win);
     const qo = measureAbstract(old, win);

@@ -19,7 +19,7 @@ import {
 } from '../../db/queries/forks.js';
 import { agents, type Fork, type ForkArtifact } from '../../db/schema/index.js';
 import { ErrorType, nonRetryable, parseInput } from '../errors.js';
-import { activityContext } from '../heartbeat.js';
+import { heartbeat } from '../heartbeat.js';
 import type { LlmRouter } from '../llm/index.js';
 import { costLimits, loadForkWithCopy, ratingOf, writeArtifact, type ForkEnv } from './shared.js';
 
@@ -186,7 +186,7 @@ async function replayTicks(
   const candidateTexts = [...inputs.before];
   const rows: ReplayRow[] = [];
   for (const src of inputs.replayed) {
-    activityContext()?.heartbeat({ tick: src.tick });
+    heartbeat({ tick: src.tick });
     const context = candidateTexts.slice(-contextSize);
     const messages = replayMessages(inputs, src.tick, context);
     const reply = await llm.chat({

@@ -6,7 +6,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { z } from 'zod';
 import { parseInput } from '../errors.js';
-import { activityContext, heartbeatEveryMs, withHeartbeat } from '../heartbeat.js';
+import { activityContext, withHeartbeat } from '../heartbeat.js';
 import { LlmUnavailable, LlmUnavailableError } from './errors.js';
 import { activityRequestKey, createLlmRouter, type ChatRequest, type LlmRouter, type LlmRouterDeps } from './router.js';
 import { chatRoles, type ChatResult } from './types.js';
@@ -41,17 +41,8 @@ export { defaultLocalThreads, disposeLocalModels, preloadLocalModel } from './pr
 export { chatRoles, nativeToolProviders } from './types.js';
 export type * from './types.js';
 
-/**
- * How often an activity heartbeats while a model thinks. The LLM preset's heartbeatTimeout
- * (10 s) is what a dead worker costs before the call is retried elsewhere; keep this well under it.
- */
-const llmHeartbeatMs = heartbeatEveryMs;
-
-/** A router to share, or what to build one from; plus the heartbeat period. */
-type LlmActivityDeps = ({ router: LlmRouter } | LlmRouterDeps) & {
-  /** How often `llmChat` heartbeats while waiting (default llmHeartbeatMs). */
-  heartbeatMs?: number;
-};
+/** A router to share, or what to build one from. */
+type LlmActivityDeps = { router: LlmRouter } | LlmRouterDeps;
 
 /** What a workflow passes to `llmChat`: plain JSON (no AbortSignal; cancellation comes from Temporal). */
 type LlmChatInput = Omit<ChatRequest, 'signal'>;
@@ -91,7 +82,6 @@ const llmChatInput = z.object({
 /** LLM activities for the `mindloop` queue, built from their dependencies. */
 export function createLlmActivities(deps: LlmActivityDeps) {
   const router = 'router' in deps ? deps.router : createLlmRouter(deps);
-  const heartbeatMs = deps.heartbeatMs ?? llmHeartbeatMs;
 
   return {
     /**
@@ -126,7 +116,7 @@ export function createLlmActivities(deps: LlmActivityDeps) {
             throw err;
           }
         },
-        { everyMs: heartbeatMs, details: { waitingFor: 'llm' } },
+        { details: { waitingFor: 'llm' } },
       );
     },
   };

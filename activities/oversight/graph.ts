@@ -27,8 +27,6 @@ export const OversightErrorType = { MalformedReply: 'MalformedOversightReply' } 
 export interface OversightDeps {
   db: Db;
   llm: LlmRouter;
-  /** Heartbeat period while the graph runs (default 2 s, under the LLM preset's 10 s). */
-  heartbeatMs?: number;
   /** Attempts per sub-agent at a well-formed answer before MalformedOversightReply. */
   attempts?: number;
   /** Told of each escalation opened and each learning its end saves, once stored. */
@@ -158,6 +156,6 @@ export async function runOversight(
         throw err;
       }
     },
-    { everyMs: deps.heartbeatMs, details: { round: input.round } },
+    { details: { round: input.round } },
   );
 }

@@ -32,7 +32,6 @@ import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
 import { vectorsOf } from '../embeddings/cache.js';
 import { within } from '../../core/within.js';
-import { withHeartbeat } from '../heartbeat.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -411,13 +410,10 @@ async function embedCandidates(
   ];
   let vectors: Float32Array[];
   try {
-    // Heartbeating: the first tick of a long history embeds up to a few hundred texts.
-    vectors = await withHeartbeat(() =>
-      within(
-        vectorsOf(db, choice.embedder, texts),
-        embedTimeoutMs,
-        () => new Error(`no vectors within ${embedTimeoutMs} ms`),
-      ),
+    vectors = await within(
+      vectorsOf(db, choice.embedder, texts),
+      embedTimeoutMs,
+      () => new Error(`no vectors within ${embedTimeoutMs} ms`),
     );
   } catch {
     return undefined;

@@ -67,7 +67,6 @@ import {
 import { vectorsOf } from '../embeddings/cache.js';
 import { within } from '../../core/within.js';
 import { ErrorType, nonRetryable } from '../errors.js';
-import { withHeartbeat } from '../heartbeat.js';
 import { rowsFor, type ChatRequest, type ChatResult } from '../llm/index.js';
 import { reflexWindow } from './snapshot.js';
 import { recordReflexes } from '../reflexes/record.js';
@@ -321,9 +320,7 @@ async function askAll(
       rate(peerValidatorBase(v), (signal) => askPeerValidator(llm, input, v, question, previous, signal)),
     ),
   ];
-  const [emo, nov, records] = await withHeartbeat(() =>
-    Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]),
-  );
+  const [emo, nov, records] = await Promise.all([emotionTask, noveltyTask, Promise.all(validatorTasks)]);
   return { emo, nov, records, validatorRows };
 }
 

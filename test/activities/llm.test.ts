@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { and, asc, eq } from 'drizzle-orm';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { heartbeatInterceptor } from '../../activities/heartbeat.js';
 import { agents, llmCalls, llmRegistry, type NewLlmRegistryEntry } from '../../db/schema/index.js';
 import {
   createLlmActivities,
@@ -577,8 +578,9 @@ describe('candidates', () => {
 
 describe('llmChat activity', () => {
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+  // As the worker runs them: with the heartbeat interceptor (every 20 ms here).
   const mockEnv = (info?: ConstructorParameters<typeof MockActivityEnvironment>[0]) =>
-    new MockActivityEnvironment(info, { logger: quiet });
+    new MockActivityEnvironment(info, { logger: quiet, interceptors: [heartbeatInterceptor(20)] });
   function activities(extra: Partial<Parameters<typeof createLlmActivities>[0]> = {}) {
     return createLlmActivities({ db: handle.db, env: {}, toolsDir: repoToolsDir, timeoutMs: 5_000, ...extra });
   }
@@ -612,7 +614,7 @@ describe('llmChat activity', () => {
     let beats = 0;
     env.on('heartbeat', () => beats++);
 
-    const res = (await env.run(activities({ heartbeatMs: 50 }).llmChat, {
+    const res = (await env.run(activities().llmChat, {
       agentId,
       role: 'agent' as const,
       messages,
@@ -634,7 +636,7 @@ describe('llmChat activity', () => {
     setTimeout(() => env.cancel(), 100);
 
     const err = await env
-      .run(activities({ heartbeatMs: 20 }).llmChat, { agentId, role: 'agent' as const, messages })
+      .run(activities().llmChat, { agentId, role: 'agent' as const, messages })
       .catch((e: unknown) => e);
 
     expect(err).toBeInstanceOf(CancelledFailure);

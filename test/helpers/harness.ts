@@ -19,6 +19,7 @@ import {
 import type { createActivities } from '../../activities/index.js';
 import { workflowIds } from '../../core/ids.js';
 import type { TemporalConnectionConfig } from '../../runtime/temporal-connection.js';
+import { failoverWorkerOptions } from '../../workers/failover.js';
 import {
   statusQuery,
   type AgentLoopInput,
@@ -60,7 +61,7 @@ async function createWorkers(
   const workers: Worker[] = [];
   const queues: string[] = [];
   for (const { taskQueue = `test-queue-${++queueSeq}`, ...options } of specs) {
-    workers.push(await Worker.create({ ...options, connection, taskQueue }));
+    workers.push(await Worker.create({ ...failoverWorkerOptions, ...options, connection, taskQueue }));
     queues.push(taskQueue);
   }
   return { workers, queues };

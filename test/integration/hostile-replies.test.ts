@@ -28,6 +28,7 @@ import {
   type RawReply,
 } from '../helpers/fake-openai-server.js';
 import { waitFor } from '../helpers/worker-process.js';
+import { failoverWorkerOptions } from '../../workers/failover.js';
 
 const agentId = 'hostile';
 const historyPayloadLimit = 64 * 1024;
@@ -176,6 +177,7 @@ beforeAll(async () => {
   worker = await Worker.create({
     connection,
     taskQueue: 'hostile-it',
+    ...failoverWorkerOptions,
     workflowBundle: await bundleWorkflows(),
     activities: createActivities({
       db: stack.db.db,

@@ -18,8 +18,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workflowIds } from '../../core/ids.js';
 import { agents, llmCalls, llmRecentResponses, llmRegistry } from '../../db/schema/index.js';
 import type { AgentLoopResult, AgentStatus, agentLoopWorkflow } from '../../workflows/agent-loop/index.js';
-import { dbActivity, llmActivity } from '../../workflows/lib/activity-options.js';
-import { stickyQueueScheduleToStartMs } from '../../workers/queues.js';
+import { dbActivity, llmActivity, workflowFailover } from '../../workflows/lib/activity-options.js';
+import { stickyQueueScheduleToStartMs } from '../../workers/failover.js';
 import { startKillableStack, waitFor, type KillableStack } from '../helpers/worker-process.js';
 
 const agentCount = 12;
@@ -59,19 +59,19 @@ const nameOf = (identity: string | undefined) => workers.find((w) => w.identity 
  * How long a lost worker can hold an agent up. The server does not watch workers: it finds
  * their work gone by timeouts.
  * - An activity running there (the tick's think, or a database step) fails after the think's
- *   heartbeat timeout (a database step's start-to-close), and its retry waits the first retry
+ *   heartbeat timeout (a database step's too: every activity heartbeats), and its retry waits the first retry
  *   interval before a worker left takes it.
  * - The loop's next workflow task is for the dead worker's sticky queue (it holds the loop in
  *   its cache). Waiting there, it goes to the shared queue after the sticky schedule-to-start
- *   timeout (workers/queues.ts sets it); handed to the dead worker (the server may not have dropped its polls
+ *   timeout (workers/failover.ts sets it); handed to the dead worker (the server may not have dropped its polls
  *   yet: the histories show both) or running there, it is
- *   given again after the workflow task timeout (the server's default, read from the execution).
+ *   given again after the workflow task timeout (read from the execution).
  * An agent can meet both in a row (its think retried on a worker left, whose completion then
  * waits on the dead worker's sticky queue), so the bound is their sum, plus room for a busy machine.
  */
 function stallBound(workflowTaskTimeoutMs: number) {
   const lostActivityMs =
-    Math.max(ms(llmActivity.heartbeatTimeout), ms(dbActivity.startToCloseTimeout)) +
+    Math.max(ms(llmActivity.heartbeatTimeout), ms(dbActivity.heartbeatTimeout)) +
     Math.max(ms(llmActivity.retry?.initialInterval), ms(dbActivity.retry?.initialInterval));
   const lostWorkflowTaskMs = Math.max(stickyQueueScheduleToStartMs, workflowTaskTimeoutMs);
   return { lostActivityMs, lostWorkflowTaskMs, totalMs: lostActivityMs + lostWorkflowTaskMs + busyMachineMs };
@@ -272,6 +272,7 @@ describe('several workers share the agents', () => {
           taskQueue: 'mindloop',
           workflowId: workflowIds.agent(agentId),
           args: [{ agentId, reflexes: false, settings: { delayMs: paceMs } }],
+          ...workflowFailover,
         }),
       ),
     );

@@ -14,6 +14,7 @@ import { startWorkers, type RunningWorkers } from '../../workers/run.js';
 import { bundleWorkflows } from '../../workers/queues.js';
 import { freePort, freshPostgresDatabase, tempDir, testEnv } from '../helpers/env.js';
 import { bundle, fixtureWorkflowsPath } from '../helpers/temporal.js';
+import { failoverWorkerOptions } from '../../workers/failover.js';
 
 let productBundle: WorkflowBundleWithSourceMap;
 let fixtureBundle: WorkflowBundleWithSourceMap;
@@ -65,6 +66,7 @@ describe.each([
       connection: workers.connection,
       namespace: stack.temporal.namespace,
       taskQueue: 'fixtures',
+      ...failoverWorkerOptions,
       workflowBundle: fixtureBundle,
       activities: createActivities({ db: stack.db.db, llm: { env: {}, toolsDir: env.MINDLOOP_TOOLS_DIR } }),
     });

@@ -74,6 +74,7 @@ import { LocalProcessSandbox } from '../helpers/local-sandbox.js';
 import { neutralReflexReplies } from '../helpers/scripted.js';
 import { readUntil, sleep } from '../helpers/wait.js';
 import { fakeEngine, writeWav } from '../speech-organ/helpers.js';
+import { failoverWorkerOptions } from '../../workers/failover.js';
 
 const scenarios = [
   'agent',
@@ -322,6 +323,7 @@ try {
           await Worker.create({
             connection,
             taskQueue: 'sandbox',
+            ...failoverWorkerOptions,
             activities: createSandboxActivities({ docker: createDocker(), sandbox: new LocalProcessSandbox() }),
           }),
         ]
@@ -331,6 +333,7 @@ try {
   const worker = await Worker.create({
     connection,
     taskQueue: 'mindloop',
+    ...failoverWorkerOptions,
     workflowBundle: await bundleWorkflows(),
     activities: createActivities({
       db,

@@ -24,6 +24,7 @@ import { ensureBudget, reserve, settle } from '../../db/queries/lifeforce.js';
 import { agents, lifeforceLedger } from '../../db/schema/index.js';
 import { migratedDatabase, repoToolsDir, tempDir, type MigratedDatabase } from '../helpers/env.js';
 import { startDevTemporal, type DevTemporal } from '../helpers/temporal.js';
+import { failoverWorkerOptions } from '../../workers/failover.js';
 
 /** A WAV of `seconds` of quiet noise at `rate`, 16-bit mono. */
 export function writeWav(path: string, seconds: number, rate = 16_000): string {
@@ -52,6 +53,7 @@ export async function speechTestStack(label: string, scriptedReply?: ScriptedRep
   const worker = await Worker.create({
     connection: temporal.connection,
     taskQueue: 'mindloop',
+    ...failoverWorkerOptions,
     workflowBundle: temporal.bundle,
     activities: createActivities({
       db: db.db,

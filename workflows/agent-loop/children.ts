@@ -23,6 +23,7 @@ import {
   toolGenerationText,
   type StartText,
 } from '../lib/ui-text.js';
+import { workflowFailover } from '../lib/activity-options.js';
 import { failureMessage } from '../lib/infra.js';
 import { taskStopSignal } from '../lib/task-signals.js';
 import type { Loop } from './loop.js';
@@ -52,6 +53,7 @@ export async function startDetached<W extends Workflow>(
   try {
     const childOptions: ChildWorkflowOptions = {
       ...options,
+      ...workflowFailover,
       parentClosePolicy: ParentClosePolicy.ABANDON,
       ...loop.childPriority(),
     };

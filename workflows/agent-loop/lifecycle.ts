@@ -3,14 +3,8 @@
  * agent file it was started with, the task loops a restart interrupted; and the state carried
  * into the next run.
  */
-import {
-  ApplicationFailure,
-  allHandlersFinished,
-  condition,
-  continueAsNew,
-  patched,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, patched, workflowInfo } from '@temporalio/workflow';
+import { continueAsNewWithFailover } from '../lib/continue-as-new.js';
 import type { LoopSettingsPatch } from '../../core/agent-file/render.js';
 import { failureMessage } from '../lib/infra.js';
 import { InvalidInputError } from '../lib/input.js';
@@ -91,5 +85,5 @@ export async function continueAsNewWithState(loop: Loop): Promise<never> {
   await condition(allHandlersFinished);
   loop.state.counters.continuedAsNew++;
   const { agentFile: _applied, ...input } = loop.input;
-  return continueAsNew<typeof agentLoopWorkflow>({ ...input, carryOver: loop.state });
+  return continueAsNewWithFailover<typeof agentLoopWorkflow>({ ...input, carryOver: loop.state });
 }

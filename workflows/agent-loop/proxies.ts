@@ -34,6 +34,11 @@ export const sandbox = proxyActivities<ReturnType<typeof createSandboxActivities
 });
 /** The think as a local activity: for a model that answered fast the last time (think.ts). */
 export const localModels = proxyLocalActivities<Activities>(localLlmActivity);
+/** The tick's commands as a local activity: after a local think (workflow.ts); a failure goes to `records`. */
+export const localRecords = proxyLocalActivities<Activities>({
+  startToCloseTimeout: dbActivity.startToCloseTimeout!,
+  retry: { ...dbActivity.retry, maximumAttempts: 2 },
+});
 /** The reflexes as a local activity: after a fast think, when they were fast the last time (workflow.ts). */
 export const localReflexSteps = proxyLocalActivities<Activities>({
   startToCloseTimeout: reflexActivity.startToCloseTimeout!,

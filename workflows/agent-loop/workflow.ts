@@ -32,7 +32,13 @@ import { agentLoopInput, loopInputOf, type AgentLoopInput, type AgentLoopResult 
 import { flushNotes } from './notes.js';
 import { endOutage } from './outages.js';
 import { followPeers } from './peers.js';
-import { localReflexSteps, records, reflexSteps as reflexActivities, type Activities } from './proxies.js';
+import {
+  localRecords,
+  localReflexSteps,
+  records,
+  reflexSteps as reflexActivities,
+  type Activities,
+} from './proxies.js';
 import { localHoldMaxMs, localThinksInARow, think, type Thought } from './think.js';
 
 /**
@@ -216,31 +222,45 @@ function reflexLocally(loop: Loop): boolean {
   return patched('local-reflexes-v1');
 }
 
-/** Apply the tick's commands (what the reflexes allowed); null when the tick failed there. */
+/**
+ * Apply the tick's commands (what the reflexes allowed); null when the tick failed there. In the
+ * tick's workflow task (a local activity) when the tick's think ran there: a tick of a fast model
+ * is then one workflow task from the think to its commands, and a worker that dies while it runs
+ * hands the whole tick over after the workflow task timeout. A local run that fails is run again
+ * through the activity (it is idempotent per command): the outcome is never lost to a local attempt.
+ */
 async function applyCommands(
   loop: Loop,
   thought: Thought,
   verdict: ReflexVerdict,
   tick: number,
 ): Promise<CommandOutcome[] | null> {
+  const input: Parameters<Activities['applyCommands']>[0] = {
+    agentId: loop.agentId,
+    tick,
+    workflowId: loop.selfId,
+    mode: 'main',
+    commands: thought.commands,
+    ...(thought.validated ? { validated: true, invalid: thought.invalid ?? [] } : {}),
+    rejected: thought.rejected,
+    allowedCmdIds: verdict.allowedCmdIds,
+    ...(verdict.held ? { heldReasons: verdict.held } : {}),
+    rating: verdict.rating,
+    // Decided with no peer to consult: marked for later review. (An activity's input is
+    // not part of what replay compares.)
+    ...(loop.state.operatingMode === 'isolated' ? { tags: [emergencyConsensusTag] } : {}),
+  };
+  // local-commands-v1: histories from before it applied them through the activity at every tick.
+  if (loop.localThinks > 0 && patched('local-commands-v1')) {
+    try {
+      return await localRecords.applyCommands(input);
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      log.warn('local commands failed; through the activity', { agentId: loop.agentId, error: String(err) });
+    }
+  }
   try {
-    return await loop.rideOut('applyCommands', () =>
-      records.applyCommands({
-        agentId: loop.agentId,
-        tick,
-        workflowId: loop.selfId,
-        mode: 'main',
-        commands: thought.commands,
-        ...(thought.validated ? { validated: true, invalid: thought.invalid ?? [] } : {}),
-        rejected: thought.rejected,
-        allowedCmdIds: verdict.allowedCmdIds,
-        ...(verdict.held ? { heldReasons: verdict.held } : {}),
-        rating: verdict.rating,
-        // Decided with no peer to consult: marked for later review. (An activity's input is
-        // not part of what replay compares.)
-        ...(loop.state.operatingMode === 'isolated' ? { tags: [emergencyConsensusTag] } : {}),
-      }),
-    );
+    return await loop.rideOut('applyCommands', () => records.applyCommands(input));
   } catch (err) {
     await loop.tickFailed(tick, 'applyCommands', err);
     return null;

@@ -18,12 +18,26 @@ const nonRetryableErrorTypes = [
 ];
 
 /**
+ * How long the work of a worker that died waits before another worker takes it over: the
+ * heartbeat timeout of every activity (each heartbeats every half second while it runs,
+ * activities/heartbeat.ts, so one that is slow but alive keeps its work) and the workflow task
+ * timeout of every workflow this code starts (a local activity running in a task extends it
+ * by itself). With the sticky queue's own timeout (workers/queues.ts), a dead worker's agents
+ * tick again on another within about three seconds.
+ */
+export const failoverTimeout = '2 seconds';
+
+/** What every workflow start and continue-as-new of this code passes: the failover's task timeout. */
+export const workflowFailover = { workflowTaskTimeout: failoverTimeout } as const;
+
+/**
  * Short, idempotent database reads and writes. No attempt limit: a database that is away for
  * an hour must not end a long-lived workflow; the backoff is capped so the work resumes within
  * 30 s of its return. Errors of the request are non-retryable, so they cannot loop here.
  */
 export const dbActivity: ActivityOptions = {
   startToCloseTimeout: '10 seconds',
+  heartbeatTimeout: failoverTimeout,
   retry: {
     initialInterval: '200 milliseconds',
     backoffCoefficient: 2,
@@ -39,20 +53,19 @@ export const dbActivity: ActivityOptions = {
  */
 export const llmActivity: ActivityOptions = {
   startToCloseTimeout: '10 minutes',
-  // The activities heartbeat every 2 s (llmHeartbeatMs): a killed worker's call is retried
-  // elsewhere after 10 s instead of waiting out the 10-minute start-to-close.
-  heartbeatTimeout: '10 seconds',
+  // A killed worker's call is retried elsewhere after the failover timeout, not the 10 minutes.
+  heartbeatTimeout: failoverTimeout,
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes },
 };
 
 /**
  * One call of an MCP server's tool: the server may take a while to start (20 s) and the call up
- * to a minute. It heartbeats throughout, so a killed worker's call is taken up elsewhere after
- * 10 s; the retry finds the call's row and never repeats a call whose outcome is unknown.
+ * to a minute. A killed worker's call is taken up elsewhere after the failover timeout; the
+ * retry finds the call's row and never repeats a call whose outcome is unknown.
  */
 export const mcpActivity: ActivityOptions = {
   startToCloseTimeout: '3 minutes',
-  heartbeatTimeout: '10 seconds',
+  heartbeatTimeout: failoverTimeout,
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes },
 };
 
@@ -72,13 +85,13 @@ export const localLlmActivity: LocalActivityOptions = {
 
 /**
  * Copying an agent's rows into a new agent (a spawned child): one transaction, long on a big
- * agent. It heartbeats every 2 s, so a worker killed mid-copy is noticed within 10 s and the
- * copy starts over on another (the killed one's transaction never commits). No attempt limit,
- * as for dbActivity.
+ * agent. A worker killed mid-copy is noticed within the failover timeout and the copy starts
+ * over on another (the killed one's transaction never commits). No attempt limit, as for
+ * dbActivity.
  */
 export const copyActivity: ActivityOptions = {
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '10 seconds',
+  heartbeatTimeout: failoverTimeout,
   retry: dbActivity.retry,
 };
 
@@ -140,10 +153,10 @@ export function speechEngineActivity(o: {
   };
 }
 
-/** A campaign task (activities/campaign-tasks.ts): may run long, heartbeats every 2 s, retried a few times before it counts as failed. */
+/** A campaign task (activities/campaign-tasks.ts): may run long, retried a few times before it counts as failed. */
 export const campaignTaskActivity: ActivityOptions = {
   startToCloseTimeout: '2 hours',
-  heartbeatTimeout: '10 seconds',
+  heartbeatTimeout: failoverTimeout,
   retry: {
     initialInterval: '1 second',
     backoffCoefficient: 2,

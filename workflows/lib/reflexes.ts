@@ -7,6 +7,7 @@
 import type { ActivityOptions } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { TickReflexesInput, TickReflexesResult } from '../../activities/tick/reflexes.js';
+import { failoverTimeout } from './activity-options.js';
 import { failureMessage } from './infra.js';
 import { sharedValue } from '../../core/shared.js';
 
@@ -68,7 +69,7 @@ type ReflexState = z.infer<typeof reflexStateSchema>;
 /** The reflex activity's preset: LLM-like (heartbeats), but a failing one gives up sooner. */
 export const reflexActivity: ActivityOptions = {
   startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '10 seconds',
+  heartbeatTimeout: failoverTimeout,
   retry: {
     initialInterval: '1 second',
     backoffCoefficient: 2,
