@@ -156,21 +156,9 @@ async function applyChosenStrategy(
     (s) => canAskPeer || (s.params as { action?: StrategyAction }).action !== 'ask_peers',
   );
   const diag = await diagnosisInput(tx, input, view.previous);
-  const evaluated = await tx
-    .select({ id: antiStagnationMetrics.strategyId, n: sql<number>`count(*)::int` })
-    .from(antiStagnationMetrics)
-    .where(
-      and(
-        eq(antiStagnationMetrics.agentId, input.agentId),
-        isNotNull(antiStagnationMetrics.strategyId),
-        isNotNull(antiStagnationMetrics.evaluatedAt),
-      ),
-    )
-    .groupBy(antiStagnationMetrics.strategyId);
   const diagnosis: StagnationClass = diagnose(diag);
-  const evaluations = new Map(evaluated.map((e) => [e.id, e.n]));
   const chosen = chooseStrategy(
-    candidates.map((s) => ({ ...s, evaluations: evaluations.get(s.id) ?? 0 })),
+    candidates.map((s) => ({ ...s, evaluations: diag.evaluations.get(s.id) ?? 0 })),
     diagnosis,
   );
   if (!chosen) return { diagnosis, pending: null, effects: [] };

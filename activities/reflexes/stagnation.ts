@@ -1,5 +1,5 @@
 /** Anti-stagnation's database side: what the diagnosis counts, and what a chosen strategy does. */
-import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { EmotionReading } from '../../core/emotions.js';
 import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
 import { clipText } from '../../core/sanitize.js';
@@ -22,50 +22,43 @@ import { readPeerPresence } from '../../db/queries/peer-presence.js';
 /** Emotions that read as tiredness (a radical pause helps). */
 const tiredEmotions = new Set(['boredom', 'fatigue', 'frustration', 'tiredness']);
 
-/** The counts the stagnation diagnosis reads: new inputs, time in one mode, data richness, tiredness, rest. */
+/**
+ * The counts the stagnation diagnosis reads (new inputs, data richness, the last rest) and how
+ * often each strategy was evaluated, in one statement.
+ */
 export async function diagnosisInput(
   tx: Db,
   input: Pick<TickReflexesInput, 'agentId' | 'tick' | 'contextMode'>,
   previous: Array<{ tick: number; emotions: EmotionReading[]; contextMode: string }>,
 ) {
   const since = input.tick - 10;
-  // One after another: `tx` is a transaction, one connection.
-  const [n] = await tx
-    .select({ n: sql<number>`count(*)::int` })
-    .from(notes)
-    .where(
-      and(
-        eq(notes.agentId, input.agentId),
-        eq(notes.direction, 'in'),
-        sql`coalesce(${notes.tickSeen}, ${input.tick}) > ${since}`,
-      ),
-    );
-  const [p] = await tx
-    .select({ n: sql<number>`count(*)::int` })
-    .from(processLog)
-    .where(
-      and(
-        eq(processLog.agentId, input.agentId),
-        gt(processLog.tick, since),
-        sql`${processLog.kind} not in ('emotions', 'memory_manager')`,
-      ),
-    );
-  const [d] = await tx
-    .select({ n: sql<number>`count(*)::int` })
-    .from(diaryEntries)
-    .where(and(eq(diaryEntries.agentId, input.agentId), isNull(diaryEntries.archivedAt)));
-  const [m] = await tx
-    .select({ n: sql<number>`count(*)::int` })
-    .from(llmMemory)
-    .where(and(eq(llmMemory.agentId, input.agentId), isNull(llmMemory.archivedAt)));
-  const [c] = await tx
-    .select({ n: sql<number>`count(*)::int` })
-    .from(concepts)
-    .where(and(eq(concepts.agentId, input.agentId), isNull(concepts.archivedAt)));
-  const [rest] = await tx
-    .select({ t: sql<number | null>`max(${antiStagnationMetrics.tick})` })
-    .from(antiStagnationMetrics)
-    .where(and(eq(antiStagnationMetrics.agentId, input.agentId), eq(antiStagnationMetrics.action, 'radical_pause')));
+  const agent = input.agentId;
+  const live = (t: typeof diaryEntries | typeof llmMemory | typeof concepts) =>
+    sql`(select count(*)::int from ${t} where ${t.agentId} = ${agent} and ${t.archivedAt} is null)`;
+  const r = await tx.execute<{
+    notes: number;
+    processes: number;
+    diary: number;
+    memory: number;
+    concepts: number;
+    rest: number | null;
+    evaluations: Array<{ id: number; n: number }> | null;
+  }>(sql`select
+    (select count(*)::int from ${notes} where ${notes.agentId} = ${agent} and ${notes.direction} = 'in'
+       and coalesce(${notes.tickSeen}, ${input.tick}) > ${since}) as notes,
+    (select count(*)::int from ${processLog} where ${processLog.agentId} = ${agent} and ${processLog.tick} > ${since}
+       and ${processLog.kind} not in ('emotions', 'memory_manager')) as processes,
+    ${live(diaryEntries)} as diary,
+    ${live(llmMemory)} as memory,
+    ${live(concepts)} as concepts,
+    (select max(${antiStagnationMetrics.tick}) from ${antiStagnationMetrics}
+       where ${antiStagnationMetrics.agentId} = ${agent} and ${antiStagnationMetrics.action} = 'radical_pause') as rest,
+    (select json_agg(json_build_object('id', e.strategy_id, 'n', e.n)) from (
+       select ${antiStagnationMetrics.strategyId} as strategy_id, count(*)::int as n from ${antiStagnationMetrics}
+       where ${antiStagnationMetrics.agentId} = ${agent} and ${antiStagnationMetrics.strategyId} is not null
+         and ${antiStagnationMetrics.evaluatedAt} is not null
+       group by ${antiStagnationMetrics.strategyId}) e) as evaluations`);
+  const c = r.rows[0]!;
   let sameModeTicks = 1;
   for (const r of previous) {
     if (r.contextMode !== input.contextMode) break;
@@ -75,11 +68,13 @@ export async function diagnosisInput(
     .slice(0, 5)
     .flatMap((r) => r.emotions.filter((e) => tiredEmotions.has(e.emotion)).map((e) => e.strength));
   return {
-    newInputs: (n?.n ?? 0) + (p?.n ?? 0),
+    newInputs: Number(c.notes) + Number(c.processes),
     sameModeTicks,
-    dataRichness: (d?.n ?? 0) + (m?.n ?? 0) + (c?.n ?? 0),
+    dataRichness: Number(c.diary) + Number(c.memory) + Number(c.concepts),
     tiredness: tired.length ? tired.reduce((a, b) => a + b, 0) / Math.max(5, tired.length) : 0,
-    ticksSinceRest: input.tick - (rest?.t ?? 0),
+    ticksSinceRest: input.tick - Number(c.rest ?? 0),
+    /** Evaluations per strategy id (strategies never evaluated are absent). */
+    evaluations: new Map((c.evaluations ?? []).map((e) => [Number(e.id), Number(e.n)])),
   };
 }
 

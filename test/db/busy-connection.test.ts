@@ -9,7 +9,7 @@ import { manageMemory } from '../../activities/reflexes/memory-manager.js';
 import { diagnosisInput } from '../../activities/reflexes/stagnation.js';
 import { createDb, type Db, type DbHandle } from '../../db/client.js';
 import { runMigrations } from '../../db/migrate.js';
-import { agents } from '../../db/schema/index.js';
+import { agents, diaryEntries, notes } from '../../db/schema/index.js';
 import { freshPostgresDatabase } from '../helpers/env.js';
 
 describe('statements on a busy connection (real Postgres)', () => {
@@ -51,5 +51,22 @@ describe('statements on a busy connection (real Postgres)', () => {
     expect(diag).toMatchObject({ newInputs: 0, sameModeTicks: 1, dataRichness: 0, ticksSinceRest: 20 });
     expect(Array.isArray(archived)).toBe(true);
     expect(overlaps).toEqual([]);
+  });
+
+  it('the diagnosis counts what it reads in one statement: live memories, new inputs, the last rest', async () => {
+    await h.db.insert(agents).values({ id: 'bea', name: 'bea' });
+    await h.db.insert(diaryEntries).values([
+      { agentId: 'bea', title: 'a', content: 'a' },
+      { agentId: 'bea', title: 'b', content: 'b' },
+      { agentId: 'bea', title: 'gone', content: 'gone', archivedAt: new Date() },
+    ]);
+    await h.db.insert(notes).values([
+      { agentId: 'bea', direction: 'in', source: 'user', text: 'new', tickSeen: 18 },
+      { agentId: 'bea', direction: 'in', source: 'user', text: 'old', tickSeen: 3 },
+      { agentId: 'bea', direction: 'out', source: 'agent', text: 'said' },
+    ]);
+    const diag = await diagnosisInput(h.db, { agentId: 'bea', tick: 20, contextMode: 'standard' }, []);
+    expect(diag).toMatchObject({ newInputs: 1, dataRichness: 2, ticksSinceRest: 20 });
+    expect(diag.evaluations.size).toBe(0);
   });
 });
