@@ -61,7 +61,7 @@ export const peersSizes = {
   smoke: { kills: 1, crashSteps: 30, smoke: true },
 };
 type PeersSizes = typeof peersSizes.full;
-/** A peer's resumed loop finishes in seconds; Mindloop's resume waits out the killed attempt's timeout (10 s) and starts the product's worker. */
+/** A peer's resumed loop finishes in seconds; Mindloop's resume waits out the killed attempt's timeout (2 s, failoverTimeout) and starts the product's worker. */
 const resumeLimitMs = { peer: 60_000, mindloop: 180_000 };
 /** A kill that never came (the step's line missed): the first process is ended anyway. */
 const killLimitMs = 300_000;
