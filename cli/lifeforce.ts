@@ -28,10 +28,10 @@ import {
   configureBudget,
   grantLifeforce,
   stateOf,
-  thinkBasis,
   type BudgetConfig,
   type BudgetReport,
 } from '../db/queries/lifeforce.js';
+import { thinkBasis } from '../db/queries/think-basis.js';
 import { lifeforceBudgets, type LifeforceBudget } from '../db/schema/index.js';
 import { formatDuration } from '../workflows/lib/ui-text.js';
 import { oneLine } from '../core/sanitize.js';

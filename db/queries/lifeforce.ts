@@ -34,22 +34,15 @@ import {
   type BudgetState,
   type DenyReason,
   type ExhaustedPolicy,
-  type ThinkBasis,
 } from '../../core/lifeforce.js';
-import { configKeys, helpText } from '../../core/catalogue.js';
-import { assembleContext, defaultSystemPrompt } from '../../core/context.js';
 import { sqlStateOf } from '../../core/failure.js';
-import { replyFormatInstructions } from '../../core/reply-parser.js';
 import type { Db } from '../client.js';
-import { agentConfig, agents, systemPrompts } from '../schema/agents.js';
 import {
   lifeforceBudgets,
   lifeforceLedger,
   type LifeforceBudget,
   type LifeforceLedgerEntry,
 } from '../schema/lifeforce.js';
-import { tickPrompts } from '../schema/llm.js';
-import { usableRegistry } from './llm.js';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
@@ -227,24 +220,34 @@ async function writeIfUnchanged(
   db: Db | Tx,
   read: Versioned,
   values: Partial<LifeforceBudget>,
-  entry: typeof lifeforceLedger.$inferInsert,
+  entries: ReadonlyArray<typeof lifeforceLedger.$inferInsert>,
 ): Promise<Versioned | null> {
   const sets = Object.entries(values).map(([prop, value]) => {
     const column = lifeforceBudgets[prop as keyof typeof lifeforceBudgets.$inferSelect];
     return sql`${sql.identifier(column.name)} = ${value instanceof Date ? value.toISOString() : value}`;
   });
+  const keys = entries.map((e) => e.idempotencyKey);
+  const rows = entries.map(
+    (
+      entry,
+    ) => sql`(${entry.agentId}::text, ${entry.budgetId ?? null}::text, ${entry.scope ?? 'agent'}::text, ${entry.scopeId ?? null}::text,
+      ${entry.idempotencyKey}::text, ${entry.kind}::text, ${entry.amount}::numeric, ${entry.reservationKey ?? null}::text,
+      ${entry.operation ?? null}::text, ${entry.reason ?? null}::text, ${entry.tick ?? null}::bigint,
+      ${entry.deadline ? entry.deadline.toISOString() : null}::timestamptz, ${entry.metadata ? JSON.stringify(entry.metadata) : null}::jsonb)`,
+  );
   const r = await db.execute(sql`
     with changed as (
       update lifeforce_budgets set ${sql.join(sets, sql`, `)}, updated_at = now()
       where id = ${read.row.id} and xmin = ${read.version}::text::xid
-        and not exists (select 1 from lifeforce_ledger where idempotency_key = ${entry.idempotencyKey})
+        and not exists (select 1 from lifeforce_ledger where idempotency_key in (${sql.join(
+          keys.map((k) => sql`${k}`),
+          sql`, `,
+        )}))
       returning id, xmin::text as version
     )
     insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
-    select ${entry.agentId}, ${entry.budgetId ?? null}, ${entry.scope ?? 'agent'}, ${entry.scopeId ?? null}, ${entry.idempotencyKey}, ${entry.kind}, ${entry.amount},
-      ${entry.reservationKey ?? null}, ${entry.operation ?? null}, ${entry.reason ?? null}, ${entry.tick ?? null}, ${entry.deadline ? entry.deadline.toISOString() : null}::timestamptz,
-      ${entry.metadata ? JSON.stringify(entry.metadata) : null}::jsonb
-    from changed
+    select e.* from (values ${sql.join(rows, sql`, `)}) as e(agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
+    where exists (select 1 from changed)
     returning (select version from changed)`);
   const version = (r.rows[0] as { version?: string } | undefined)?.version;
   return version === undefined ? null : { row: { ...read.row, ...values }, version };
@@ -267,10 +270,130 @@ async function readForChange(db: Db | Tx, budgetId: string, key: string) {
 /**
  * Hold `amount` on the budget for an operation about to run. A key seen before answers as
  * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
- * Two statements (a read, a compare-and-set write), no lock held between them.
+ * Two statements (a read, a compare-and-set write), no lock held between them; one (the write)
+ * on the version of the budget this process wrote last. Holds asked for one budget at once (the
+ * reflexes' model calls of a tick) wait for this turn of the event loop to end and go together,
+ * in one statement when they can (`reserveTogether`).
  */
 export function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
-  return serially(db, req.budgetId, () => reserveQueued(db, req));
+  if (inTransaction(db)) return reserveQueued(db, req);
+  return new Promise((resolve, reject) => {
+    let m = waitingReserves.get(db);
+    if (!m) waitingReserves.set(db, (m = new Map()));
+    const waiting = m.get(req.budgetId);
+    if (waiting) {
+      waiting.push({ req, resolve, reject });
+      return;
+    }
+    const batch: WaitingReserve[] = [{ req, resolve, reject }];
+    const queue = m;
+    queue.set(req.budgetId, batch);
+    void serially(db, req.budgetId, async () => {
+      await new Promise((r) => setImmediate(r));
+      if (queue.get(req.budgetId) === batch) queue.delete(req.budgetId);
+      await reserveBatch(db, batch);
+    });
+  });
+}
+
+interface WaitingReserve {
+  req: ReserveRequest;
+  resolve: (r: ReserveResult) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Per database handle: the holds of each budget waiting for their turn, taken together when it comes. */
+const waitingReserves = new WeakMap<object, Map<string, WaitingReserve[]>>();
+
+/** Settles every waiting hold: together when they can be, else one after another. */
+async function reserveBatch(db: Db | Tx, batch: WaitingReserve[]): Promise<void> {
+  if (batch.length > 1) {
+    const together = await afterDeadlocks(() =>
+      reserveTogether(
+        db,
+        batch.map((b) => b.req),
+      ),
+    ).catch(() => null);
+    if (together) {
+      batch.forEach((b, i) => b.resolve(together[i]!));
+      return;
+    }
+  }
+  for (const b of batch) {
+    try {
+      b.resolve(await afterDeadlocks(() => reserveQueued(db, b.req)));
+    } catch (err) {
+      b.reject(err);
+    }
+  }
+}
+
+/**
+ * Several holds on one budget in one statement, on the version of it this process wrote last;
+ * null when that cannot be (no such version, a key twice, a hold the budget refuses, the budget
+ * changed since): each is then reserved alone, the way that answers every case.
+ */
+async function reserveTogether(db: Db | Tx, reqs: readonly ReserveRequest[]): Promise<ReserveResult[] | null> {
+  const cached = cachedVersion(db, reqs[0]!.budgetId);
+  if (!cached || new Set(reqs.map((r) => r.key)).size < reqs.length) return null;
+  let state = stateOf(cached.row);
+  const holds: Array<{ req: ReserveRequest; at: number; amount: number; windows: { day: string; month: string } }> = [];
+  for (const req of reqs) {
+    const at = req.at ?? Date.now();
+    const amount = lfRound(req.amount);
+    const outcome = reserveState(state, amount, at);
+    if (!outcome.ok) return null;
+    state = outcome.budget;
+    holds.push({ req, at, amount, windows: outcome.windows });
+  }
+  const { row } = cached;
+  const written = await writeIfUnchanged(
+    db,
+    cached,
+    { ...columnsOf(state), exhaustedAt: null },
+    holds.map((h) => holdEntry(row, h)),
+  );
+  remember(db, written ?? undefined, row.id);
+  return written ? holds.map((h) => held(row, h)) : null;
+}
+
+/** A hold about to be written: what was asked, when, its amount and the windows it counts in. */
+interface NewHold {
+  req: ReserveRequest;
+  at: number;
+  amount: number;
+  windows: { day: string; month: string };
+}
+
+/** The ledger entry of a hold. */
+function holdEntry(row: LifeforceBudget, { req, at, amount, windows }: NewHold): typeof lifeforceLedger.$inferInsert {
+  return {
+    agentId: row.agentId,
+    budgetId: row.id,
+    scope: row.scope,
+    scopeId: row.id,
+    idempotencyKey: req.key,
+    kind: 'reserve',
+    amount,
+    operation: req.operation,
+    reason: req.reason ?? null,
+    tick: req.tick ?? null,
+    deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
+    metadata: { ...req.metadata, windows },
+  };
+}
+
+/** What a new hold answers. */
+function held(row: LifeforceBudget, { req, amount, windows }: NewHold): ReserveResult {
+  const hold = { key: req.key, budgetId: row.id, amount, windows, limited: row.balance !== null };
+  return {
+    ok: true,
+    key: req.key,
+    amount,
+    replayed: false,
+    closed: false,
+    hold: { ...hold, operation: req.operation, tick: req.tick ?? null },
+  };
 }
 
 async function reserveQueued(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
@@ -320,43 +443,13 @@ async function reserveOnce(
         .where(eq(lifeforceBudgets.id, row.id));
     return { ok: false, budgetId: row.id, reason: outcome.reason, needed: amount, available: outcome.available };
   }
-  const written = await writeIfUnchanged(
-    db,
-    read,
-    { ...columnsOf(outcome.budget), exhaustedAt: null },
-    {
-      agentId: row.agentId,
-      budgetId: row.id,
-      scope: row.scope,
-      scopeId: row.id,
-      idempotencyKey: req.key,
-      kind: 'reserve',
-      amount,
-      operation: req.operation,
-      reason: req.reason ?? null,
-      tick: req.tick ?? null,
-      deadline: req.ttlMs === null ? null : new Date(at + req.ttlMs),
-      metadata: { ...req.metadata, windows: outcome.windows },
-    },
-  );
+  const hold = { req, at, amount, windows: outcome.windows };
+  const written = await writeIfUnchanged(db, read, { ...columnsOf(outcome.budget), exhaustedAt: null }, [
+    holdEntry(row, hold),
+  ]);
   if (!written) return 'conflict';
   remember(db, written, row.id);
-  return {
-    ok: true,
-    key: req.key,
-    amount,
-    replayed: false,
-    closed: false,
-    hold: {
-      key: req.key,
-      budgetId: row.id,
-      amount,
-      windows: outcome.windows,
-      limited: row.balance !== null,
-      operation: req.operation,
-      tick: req.tick ?? null,
-    },
-  };
+  return held(row, hold);
 }
 
 /**
@@ -441,20 +534,22 @@ async function closeOnce(
     kind === 'release' ? 0 : actual,
     windowsOf(reservation),
   );
-  const written = await writeIfUnchanged(db, read, columnsOf(budget), {
-    agentId: read.row.agentId,
-    budgetId: read.row.id,
-    scope: read.row.scope,
-    scopeId: read.row.id,
-    idempotencyKey: closeKey(reservationKey),
-    kind,
-    amount: charged,
-    reservationKey,
-    operation: reservation.operation,
-    reason: details.reason ?? null,
-    tick: reservation.tick,
-    metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
-  });
+  const written = await writeIfUnchanged(db, read, columnsOf(budget), [
+    {
+      agentId: read.row.agentId,
+      budgetId: read.row.id,
+      scope: read.row.scope,
+      scopeId: read.row.id,
+      idempotencyKey: closeKey(reservationKey),
+      kind,
+      amount: charged,
+      reservationKey,
+      operation: reservation.operation,
+      reason: details.reason ?? null,
+      tick: reservation.tick,
+      metadata: { reserved: reservation.amount, ...(overrun > 0 ? { overrun } : {}), ...details.metadata },
+    },
+  ]);
   if (!written) return { conflict: read.row.id };
   remember(db, written, read.row.id);
   return {
@@ -897,83 +992,4 @@ export async function budgetReport(
     hoursToExhaustion,
     recent,
   };
-}
-
-/** An agent's next think as the database knows it: the basis of `thinkReservation`, and where its numbers come from. */
-interface AgentThinkBasis {
-  basis: ThinkBasis;
-  /** `provider:model` of the row a think asks first (null: none usable). */
-  model: string | null;
-  /** The tick whose stored prompt is the basis; null: no think stored yet, the prompt is a floor. */
-  promptTick: number | null;
-}
-
-/**
- * What the agent's next think will reserve is computed from: the first usable `agent` row of its
- * registry (the one a think asks first), its `max_tokens`, and its last stored prompt. Before any
- * think was stored, the prompt is the part every think's carries (its system prompt, the reply
- * format and the command catalogue), so the reservation computed from it is a floor.
- */
-export async function thinkBasis(db: Db, agentId: string): Promise<AgentThinkBasis> {
-  const registry = await usableRegistry(db, agentId);
-  const [config] = await db
-    .select({ value: agentConfig.value })
-    .from(agentConfig)
-    .where(and(eq(agentConfig.agentId, agentId), eq(agentConfig.key, 'max_tokens')));
-  const [last] = await db
-    .select({ tick: tickPrompts.tick, messages: tickPrompts.messages })
-    .from(tickPrompts)
-    .where(eq(tickPrompts.agentId, agentId))
-    .orderBy(desc(tickPrompts.tick))
-    .limit(1);
-  const row = registry.find((r) => r.role === 'agent');
-  const maxTokens = configKeys.max_tokens.schema.safeParse(config?.value);
-  return {
-    basis: {
-      model: row ?? null,
-      maxTokens: maxTokens.success ? maxTokens.data : configKeys.max_tokens.default,
-      prompt: last ? last.messages : await promptFloor(db, agentId),
-    },
-    model: row ? `${row.provider}:${row.model}` : null,
-    promptTick: last?.tick ?? null,
-  };
-}
-
-/** The messages of a think with nothing in its context but what is always there (activities/tick/context.ts builds the real one). */
-async function promptFloor(db: Db, agentId: string): Promise<ThinkBasis['prompt']> {
-  const [agent] = await db
-    .select({ id: agents.id, name: agents.name, description: agents.description })
-    .from(agents)
-    .where(eq(agents.id, agentId));
-  const prompts = await db
-    .select({ kind: systemPrompts.kind, content: systemPrompts.content })
-    .from(systemPrompts)
-    .where(and(eq(systemPrompts.agentId, agentId), eq(systemPrompts.active, true)))
-    .orderBy(desc(systemPrompts.version));
-  const prompt = prompts.find((p) => p.kind === 'full') ?? prompts[0];
-  const empty = {
-    ethics: [],
-    tools: [],
-    learnings: [],
-    responses: [],
-    goals: [],
-    pinnedTasks: [],
-    abstracts: [],
-    openProcesses: [],
-    commandResults: [],
-    notes: [],
-    config: {},
-    memory: [],
-  };
-  return assembleContext({
-    ...empty,
-    agent: { id: agentId, name: agent?.name ?? agentId, description: agent?.description ?? null },
-    tick: 0,
-    now: '',
-    systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
-    catalogue: helpText(),
-    notesMode: 'auto',
-    contextMode: 'standard',
-    recentK: 0,
-  }).messages;
 }

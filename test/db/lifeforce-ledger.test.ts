@@ -335,6 +335,35 @@ describe('the lifeforce ledger', () => {
     expect(row).toMatchObject({ funded: 30, reserved: 28, spent: 2, balance: 0 });
   });
 
+  it('holds asked for at once go in one statement, in the order asked; one the budget refuses leaves each to be decided alone', async () => {
+    const db = handle.db;
+    await db.insert(agents).values({ id: 'five', name: 'five' });
+    await ensureBudget(db, { id: 'agent:five', agentId: 'five', scope: 'agent', settings: { capacity: 10 }, at: t0 });
+    const hold = (key: string, amount: number) =>
+      reserve(db, { key, budgetId: 'agent:five', amount, operation: 'llm_call', ttlMs: 60_000, at: t0 });
+    // The first write leaves this process a version of the budget; the next holds go on it.
+    expect(await hold('five-0', 1)).toMatchObject({ ok: true });
+    const together = await Promise.all([1, 2, 3, 4].map((i) => hold(`five-${i}`, 1)));
+    expect(together.map((r) => r.ok && r.hold?.amount)).toEqual([1, 1, 1, 1]);
+    const rows = await db
+      .select({ key: lifeforceLedger.idempotencyKey, at: lifeforceLedger.createdAt })
+      .from(lifeforceLedger)
+      .where(
+        and(
+          eq(lifeforceLedger.budgetId, 'agent:five'),
+          sql`idempotency_key in ('five-1', 'five-2', 'five-3', 'five-4')`,
+        ),
+      );
+    // One statement: one transaction's now() for the four.
+    expect(rows).toHaveLength(4);
+    expect(new Set(rows.map((r) => r.at.getTime())).size).toBe(1);
+    // 5 LF left: three holds of 2 asked at once, the third refused, as one after another would be.
+    const more = await Promise.all([5, 6, 7].map((i) => hold(`five-${i}`, 2)));
+    expect(more.map((r) => r.ok)).toEqual([true, true, false]);
+    expect(more[2]).toMatchObject({ ok: false, reason: 'balance', available: 1 });
+    await reconcile('agent:five');
+  });
+
   it('keeps the row and the ledger in agreement under racing operations', async () => {
     const db = handle.db;
     let run = 0;

@@ -9,7 +9,8 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultPrices, lfRound, llmWorstCase, thinkReservation } from '../../core/lifeforce.js';
-import { carveBudget, closeBudget, release, reserve, settle, thinkBasis } from '../../db/queries/lifeforce.js';
+import { carveBudget, closeBudget, release, reserve, settle } from '../../db/queries/lifeforce.js';
+import { thinkBasis } from '../../db/queries/think-basis.js';
 import {
   agentConfig,
   agents,
