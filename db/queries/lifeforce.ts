@@ -35,7 +35,6 @@ import {
   type DenyReason,
   type ExhaustedPolicy,
 } from '../../core/lifeforce.js';
-import { sqlStateOf } from '../../core/failure.js';
 import type { Db } from '../client.js';
 import {
   lifeforceBudgets,
@@ -44,7 +43,7 @@ import {
   type LifeforceLedgerEntry,
 } from '../schema/lifeforce.js';
 
-type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+import { afterDeadlocks, answer, inTransaction, inTurn, type Tx, type Waiting } from './budget-queue.js';
 
 export interface ReserveRequest {
   /** The operation's idempotency key (workflow id + tick + purpose, …). */
@@ -124,9 +123,6 @@ interface Versioned {
   version: string;
 }
 
-/** A transaction handle (drizzle's has `rollback`): changes inside one are neither cached nor queued. */
-const inTransaction = (db: Db | Tx): boolean => 'rollback' in db;
-
 /** Per database handle: the last version of each budget this process wrote, by budget id. */
 const versions = new WeakMap<object, Map<string, Versioned>>();
 /** Bounds the cache: past it the versions are dropped (a miss only costs a read). */
@@ -146,48 +142,6 @@ function remember(db: Db | Tx, v: Versioned | undefined, budgetId: string): void
   }
   if (m.size >= maxCachedVersions && !m.has(budgetId)) m.clear();
   m.set(budgetId, v);
-}
-
-/**
- * Run a change again when Postgres broke a deadlock or a serialization conflict by aborting it
- * (40P01, 40001): two processes closing the same hold at once (a settle racing a retried
- * settle or the sweep) can each hold what the other waits for. Every change is keyed, so a
- * second attempt either does the work or finds it done.
- */
-async function afterDeadlocks<T>(fn: () => Promise<T>, attempts = 4): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await fn();
-    } catch (err) {
-      const code = sqlStateOf(err);
-      if (i >= attempts || (code !== '40P01' && code !== '40001')) throw err;
-    }
-  }
-}
-
-/** Per database handle: the tail of each budget's queue of changes. */
-const queues = new WeakMap<object, Map<string, Promise<unknown>>>();
-
-/**
- * Run `fn` after the changes of this budget already queued in this process (none inside a
- * transaction: its lock orders it, and queueing it could wait on a change that waits on that lock).
- */
-function serially<T>(db: Db | Tx, budgetId: string, fn: () => Promise<T>): Promise<T> {
-  if (inTransaction(db)) return fn();
-  let m = queues.get(db);
-  if (!m) queues.set(db, (m = new Map()));
-  const prev = m.get(budgetId) ?? Promise.resolve();
-  const attempt = () => afterDeadlocks(fn);
-  const run = prev.then(attempt, attempt);
-  const tail = run.then(
-    () => undefined,
-    () => undefined,
-  );
-  m.set(budgetId, tail);
-  void tail.then(() => {
-    if (m.get(budgetId) === tail) m.delete(budgetId);
-  });
-  return run;
 }
 
 /**
@@ -277,36 +231,11 @@ async function readForChange(db: Db | Tx, budgetId: string, key: string) {
  */
 export function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   if (inTransaction(db)) return reserveQueued(db, req);
-  return new Promise((resolve, reject) => {
-    let m = waitingReserves.get(db);
-    if (!m) waitingReserves.set(db, (m = new Map()));
-    const waiting = m.get(req.budgetId);
-    if (waiting) {
-      waiting.push({ req, resolve, reject });
-      return;
-    }
-    const batch: WaitingReserve[] = [{ req, resolve, reject }];
-    const queue = m;
-    queue.set(req.budgetId, batch);
-    void serially(db, req.budgetId, async () => {
-      await new Promise((r) => setImmediate(r));
-      if (queue.get(req.budgetId) === batch) queue.delete(req.budgetId);
-      await reserveBatch(db, batch);
-    });
-  });
+  return inTurn(db, 'reserve', req.budgetId, req, (batch) => reserveBatch(db, batch));
 }
 
-interface WaitingReserve {
-  req: ReserveRequest;
-  resolve: (r: ReserveResult) => void;
-  reject: (err: unknown) => void;
-}
-
-/** Per database handle: the holds of each budget waiting for their turn, taken together when it comes. */
-const waitingReserves = new WeakMap<object, Map<string, WaitingReserve[]>>();
-
-/** Settles every waiting hold: together when they can be, else one after another. */
-async function reserveBatch(db: Db | Tx, batch: WaitingReserve[]): Promise<void> {
+/** Every waiting hold: together when they can be, else one after another. */
+async function reserveBatch(db: Db | Tx, batch: Waiting<ReserveRequest, ReserveResult>[]): Promise<void> {
   if (batch.length > 1) {
     const together = await afterDeadlocks(() =>
       reserveTogether(
@@ -319,13 +248,7 @@ async function reserveBatch(db: Db | Tx, batch: WaitingReserve[]): Promise<void>
       return;
     }
   }
-  for (const b of batch) {
-    try {
-      b.resolve(await afterDeadlocks(() => reserveQueued(db, b.req)));
-    } catch (err) {
-      b.reject(err);
-    }
-  }
+  for (const b of batch) await answer([b], async () => [await reserveQueued(db, b.req)]);
 }
 
 /**
@@ -585,41 +508,76 @@ export function settleHold(
   actual: number,
   metadata?: Record<string, unknown>,
 ): Promise<CloseResult> {
-  return serially(db, hold.budgetId, () => settleHoldQueued(db, hold, actual, metadata));
+  return inTurn(db, 'settle', hold.budgetId, { hold, actual, metadata }, (batch) => settleBatch(db, batch));
 }
 
-async function settleHoldQueued(
-  db: Db,
-  hold: Hold,
-  actual: number,
-  metadata?: Record<string, unknown>,
-): Promise<CloseResult> {
-  const charged = lfRound(hold.limited ? Math.min(hold.amount, Math.max(0, actual)) : Math.max(0, actual));
-  const refund = lfRound(Math.max(0, hold.amount - charged));
-  const overrun = lfRound(Math.max(0, actual - charged));
-  const meta = { reserved: hold.amount, ...(overrun > 0 ? { overrun } : {}), ...metadata };
-  const r = await db.execute<Record<string, unknown> & { version: string }>(sql`
-    with closed as (
+interface HoldSettle {
+  hold: Hold;
+  actual: number;
+  metadata?: Record<string, unknown>;
+}
+
+/** The waiting settles of one budget in one statement; a hold settled twice in it, its second time after. */
+async function settleBatch(db: Db, batch: Waiting<HoldSettle, CloseResult>[]): Promise<void> {
+  const keys = new Set<string>();
+  const first = batch.filter((b) => !keys.has(b.req.hold.key) && keys.add(b.req.hold.key));
+  await answer(first, () =>
+    settleHolds(
+      db,
+      first.map((b) => b.req),
+    ),
+  );
+  for (const b of batch) if (!first.includes(b)) await answer([b], () => settleHolds(db, [b.req]));
+}
+
+/**
+ * Settle holds of one budget (distinct keys) in one statement: the close entries are inserted
+ * under their unique keys and the budget's counters move by the sums of what `settle` computes for
+ * each — only for those inserted, so each is charged once whoever else closes it. A hold closed
+ * before (the sweep, a retry) answers `replayed`.
+ */
+async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<CloseResult[]> {
+  const budgetId = settles[0]!.hold.budgetId;
+  const each = settles.map(({ hold, actual, metadata }) => {
+    const charged = lfRound(hold.limited ? Math.min(hold.amount, Math.max(0, actual)) : Math.max(0, actual));
+    const refund = lfRound(Math.max(0, hold.amount - charged));
+    const overrun = lfRound(Math.max(0, actual - charged));
+    const meta = { reserved: hold.amount, ...(overrun > 0 ? { overrun } : {}), ...metadata };
+    return { hold, charged, refund, overrun, meta };
+  });
+  const input = each.map(
+    ({ hold, charged, refund, meta }) =>
+      sql`(${hold.key}::text, ${closeKey(hold.key)}::text, ${charged}::numeric, ${refund}::numeric, ${hold.amount}::numeric, ${hold.windows.day}::text,
+        ${hold.windows.month}::text, ${hold.operation}::text, ${hold.tick}::bigint, ${JSON.stringify(meta)}::jsonb)`,
+  );
+  const r = await db.execute<Record<string, unknown> & { version: string; closed_keys: string[] }>(sql`
+    with input (key, close_key, charged, refund, amount, day, month, operation, tick, meta) as (values ${sql.join(input, sql`, `)}),
+    closed as (
       insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, tick, metadata)
-      select b.agent_id, b.id, b.scope, b.id, ${closeKey(hold.key)}, 'settle', ${charged}, ${hold.key}, ${hold.operation}, ${hold.tick}, ${JSON.stringify(meta)}::jsonb
-      from lifeforce_budgets b where b.id = ${hold.budgetId}
+      select b.agent_id, b.id, b.scope, b.id, i.close_key, 'settle', i.charged, i.key, i.operation, i.tick, i.meta
+      from input i cross join lifeforce_budgets b where b.id = ${budgetId}
       on conflict (idempotency_key) do nothing
-      returning amount
-    )
+      returning reservation_key
+    ),
+    done as (select i.* from input i where i.key in (select reservation_key from closed))
     update lifeforce_budgets set
-      reserved = greatest(0, reserved - ${hold.amount}),
-      spent = spent + ${charged},
-      balance = case when balance is null then null else balance + ${refund} end,
-      daily_used = case when daily_window = ${hold.windows.day} then greatest(0, daily_used - ${refund}) else daily_used end,
-      monthly_used = case when monthly_window = ${hold.windows.month} then greatest(0, monthly_used - ${refund}) else monthly_used end,
+      reserved = greatest(0, reserved - (select sum(amount) from done)),
+      spent = spent + (select sum(charged) from done),
+      balance = case when balance is null then null else balance + (select sum(refund) from done) end,
+      daily_used = greatest(0, daily_used - (select coalesce(sum(refund), 0) from done where day = daily_window)),
+      monthly_used = greatest(0, monthly_used - (select coalesce(sum(refund), 0) from done where month = monthly_window)),
       updated_at = now()
-    where id = ${hold.budgetId} and exists (select 1 from closed)
-    returning *, xmin::text as version`);
+    where id = ${budgetId} and exists (select 1 from done)
+    returning *, xmin::text as version, (select json_agg(reservation_key) from closed) as closed_keys`);
   const raw = r.rows[0];
-  if (!raw) return { charged: 0, refunded: 0, overrun: 0, replayed: true };
-  const row = budgetOf(raw);
-  remember(db, { row, version: raw.version }, row.id);
-  return { charged, refunded: refund, overrun, replayed: false, available: available(stateOf(row)) };
+  const row = raw ? budgetOf(raw) : undefined;
+  if (raw && row) remember(db, { row, version: raw.version }, row.id);
+  const closed = new Set(raw?.closed_keys ?? []);
+  return each.map(({ hold, charged, refund, overrun }) =>
+    row && closed.has(hold.key)
+      ? { charged, refunded: refund, overrun, replayed: false, available: available(stateOf(row)) }
+      : { charged: 0, refunded: 0, overrun: 0, replayed: true },
+  );
 }
 
 const budgetColumns = Object.entries(getTableColumns(lifeforceBudgets));

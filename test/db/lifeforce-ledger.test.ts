@@ -361,7 +361,21 @@ describe('the lifeforce ledger', () => {
     const more = await Promise.all([5, 6, 7].map((i) => hold(`five-${i}`, 2)));
     expect(more.map((r) => r.ok)).toEqual([true, true, false]);
     expect(more[2]).toMatchObject({ ok: false, reason: 'balance', available: 1 });
+    // Their settles at once: one statement too; the same hold twice is charged once.
+    const holds = together.map((r) => (r.ok ? r.hold! : undefined)!);
+    const settled = await Promise.all([...holds.map((h) => settleHold(db, h, 0.5)), settleHold(db, holds[0]!, 0.5)]);
+    expect(settled.map((r) => r.replayed)).toEqual([false, false, false, false, true]);
+    expect(settled.slice(0, 4).map((r) => [r.charged, r.refunded])).toEqual(Array(4).fill([0.5, 0.5]));
+    const closes = await db
+      .select({ at: lifeforceLedger.createdAt })
+      .from(lifeforceLedger)
+      .where(and(eq(lifeforceLedger.budgetId, 'agent:five'), eq(lifeforceLedger.kind, 'settle')));
+    expect(closes).toHaveLength(4);
+    expect(new Set(closes.map((r) => r.at.getTime())).size).toBe(1);
     await reconcile('agent:five');
+    const [row] = await db.select().from(lifeforceBudgets).where(eq(lifeforceBudgets.id, 'agent:five'));
+    // 10 funded: five-0 (1) and five-5, five-6 (2 each) held, the four settled at 0.5.
+    expect(row).toMatchObject({ reserved: 5, spent: 2, balance: 3 });
   });
 
   it('keeps the row and the ledger in agreement under racing operations', async () => {
