@@ -9,7 +9,13 @@ import { clipText, defaultMaxReplyBytes, sanitizeAnswer, sanitizeText } from '..
 import { formatIssues } from '../../core/zod-issues.js';
 import type { Db } from '../../db/client.js';
 import { budgetIds, defaultPrices, llmCost, llmWorstCase, type PriceTable } from '../../core/lifeforce.js';
-import { answeredCall, llmCallsByKeys, recordRowHealth, usableRegistry } from '../../db/queries/llm.js';
+import {
+  answeredCall,
+  insertAnsweredCall,
+  llmCallsByKeys,
+  recordRowHealth,
+  usableRegistry,
+} from '../../db/queries/llm.js';
 import { openHolds, release, reserveOpen, settle, settleHold, type Hold } from '../../db/queries/lifeforce.js';
 import { activityContext } from '../heartbeat.js';
 import { llmCalls, type LlmCall, type LlmRegistryEntry } from '../../db/schema/llm.js';
@@ -355,9 +361,9 @@ async function keepAnswer(
     },
   };
   // The partial unique index on (request_key) where ok decides which attempt answered first.
-  const [inserted] = await db.insert(llmCalls).values(okRow).onConflictDoNothing().returning({ id: llmCalls.id });
+  const insertedId = await insertAnsweredCall(db, okRow);
   await recordRowHealth(db, row, undefined);
-  if (!inserted) {
+  if (insertedId === null) {
     const requestKey = req.idempotencyKey;
     await db
       .insert(llmCalls)
@@ -377,7 +383,7 @@ async function keepAnswer(
     latencyMs,
     attempts,
     replayed: false,
-    callId: inserted.id,
+    callId: insertedId,
     ...(toolCalls.length ? { toolCalls } : {}),
     ...(truncated ? { truncated } : {}),
   };

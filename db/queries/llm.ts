@@ -4,7 +4,9 @@
  * table functions; the router and the CLI share them.
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry } from '../schema/llm.js';
+import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry, type NewLlmCall } from '../schema/llm.js';
+import { perTurn } from '../per-turn.js';
+import type { Db } from '../client.js';
 import { statements } from '../prepared.js';
 import type { Queryable } from './abstracts.js';
 
@@ -44,6 +46,30 @@ const llmStatements = statements('llm', (q, name) => ({
     .orderBy(asc(llmCalls.id))
     .prepare(name('calls_by_key')),
 }));
+
+const callInserts = new WeakMap<Db, (row: NewLlmCall) => Promise<number | null>>();
+
+/**
+ * Record a model call that answered: its row's id, or null when its request key is taken (another
+ * attempt of the same call answered first). Calls recorded in one turn of the event loop go in
+ * one statement (each row has a key of its own, `idempotency_key`, to find its id by).
+ */
+export function insertAnsweredCall(db: Db, row: NewLlmCall): Promise<number | null> {
+  let insert = callInserts.get(db);
+  if (!insert) {
+    insert = perTurn(async (rows: NewLlmCall[]) => {
+      const done = await db
+        .insert(llmCalls)
+        .values(rows)
+        .onConflictDoNothing()
+        .returning({ id: llmCalls.id, key: llmCalls.idempotencyKey });
+      const ids = new Map(done.map((d) => [d.key, d.id]));
+      return rows.map((r) => ids.get(r.idempotencyKey!) ?? null);
+    });
+    callInserts.set(db, insert);
+  }
+  return insert(row);
+}
 
 /** The answer recorded for an idempotency key (its one `ok` row), or undefined. */
 export async function answeredCall(q: Queryable, requestKey: string): Promise<LlmCall | undefined> {
