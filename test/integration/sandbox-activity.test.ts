@@ -43,10 +43,18 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
     await env?.teardown();
   });
 
-  /** The fixture workflows on `wf`, and the sandbox activities over `sandbox` on `sandbox`. */
-  const workers = (sandbox: DockerSandbox): WorkerSpec[] => [
+  /**
+   * The fixture workflows on `wf`, and the sandbox activities over `sandbox` on `sandbox`; with
+   * `ownBeatsOnly`, that worker has no heartbeat interceptor, so the run heartbeats only with its
+   * progress (what a worker whose heartbeats are late looks like to the server).
+   */
+  const workers = (sandbox: DockerSandbox, o: { ownBeatsOnly?: boolean } = {}): WorkerSpec[] => [
     { taskQueue: 'wf', workflowBundle: bundle },
-    { taskQueue: 'sandbox', activities: createSandboxActivities({ docker, sandbox }) },
+    {
+      taskQueue: 'sandbox',
+      activities: createSandboxActivities({ docker, sandbox }),
+      ...(o.ownBeatsOnly ? { interceptors: { activity: [] } } : {}),
+    },
   ];
 
   it('cancelling the workflow kills and removes the running container', async () => {
@@ -77,19 +85,28 @@ describe.skipIf(dockerSkipped)('sandboxRun on a real Temporal server', () => {
     const key = `sandbox-activity/${runId}/heartbeat`;
     // Heartbeats every 3 s against a 1 s heartbeat timeout: the server times the attempt out and
     // the next heartbeat tells the worker, which cancels the activity and so the container.
-    await withWorker(env, workers(new DockerSandbox(docker, { progressMs: 3000 })), async () => {
-      const h = await env.client.workflow.start<typeof sandboxRunWorkflow>('sandboxRunWorkflow', {
-        taskQueue: 'wf',
-        workflowId: `sbx-heartbeat-${runId}`,
-        args: [{ req: { key, command: ['sleep', '60'] }, heartbeatTimeoutMs: 1000, attempts: 1 }],
-      });
-      const err = await h.result().catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(WorkflowFailedError);
-      expect(
-        JSON.stringify((err as WorkflowFailedError).cause?.cause ?? {}) +
-          String((err as WorkflowFailedError).cause?.cause),
-      ).toMatch(/heartbeat|HEARTBEAT/i);
-      await until(async () => (await containers(docker, key)).length === 0, `no container labelled ${key}`, 8000, 100);
-    });
+    await withWorker(
+      env,
+      workers(new DockerSandbox(docker, { progressMs: 3000 }), { ownBeatsOnly: true }),
+      async () => {
+        const h = await env.client.workflow.start<typeof sandboxRunWorkflow>('sandboxRunWorkflow', {
+          taskQueue: 'wf',
+          workflowId: `sbx-heartbeat-${runId}`,
+          args: [{ req: { key, command: ['sleep', '60'] }, heartbeatTimeoutMs: 1000, attempts: 1 }],
+        });
+        const err = await h.result().catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(WorkflowFailedError);
+        expect(
+          JSON.stringify((err as WorkflowFailedError).cause?.cause ?? {}) +
+            String((err as WorkflowFailedError).cause?.cause),
+        ).toMatch(/heartbeat|HEARTBEAT/i);
+        await until(
+          async () => (await containers(docker, key)).length === 0,
+          `no container labelled ${key}`,
+          8000,
+          100,
+        );
+      },
+    );
   });
 });
