@@ -1,7 +1,7 @@
 /**
  * Each budget's changes, one after another per process: a change waits for those of its budget
- * queued before it (`serially`), and requests of one kind asked for at once go together when their
- * turn comes (`inTurn`: the holds and settles of a tick's model calls, one statement each).
+ * queued before it (`serially`), and requests of one kind made while they wait go together when
+ * their turn comes (`inTurn`: the holds and settles of a tick's model calls).
  * Changes inside a transaction are neither queued nor batched: its lock orders them.
  */
 import { sqlStateOf } from '../../core/failure.js';
@@ -65,9 +65,10 @@ export interface Waiting<Q, R> {
 const waiting = new WeakMap<object, Map<string, Waiting<never, never>[]>>();
 
 /**
- * Queue `req` on its budget (`serially`) with the requests of the same kind asked for before its
- * turn comes, at the earliest once this turn of the event loop has ended (so that what a step
- * asks for at once goes together); `run` gets them all and answers each.
+ * Queue `req` on its budget (`serially`) with the requests of the same kind made before its turn
+ * comes: a lone request waits for nothing but the changes queued before it, and requests made
+ * while one runs (the reflexes' model calls of a tick) go together after it; `run` gets them all
+ * and answers each.
  */
 export function inTurn<Q, R>(
   db: Db | Tx,
@@ -89,7 +90,6 @@ export function inTurn<Q, R>(
     const mine: Waiting<Q, R>[] = [{ req, resolve, reject }];
     queue.set(id, mine);
     void serially(db, budgetId, async () => {
-      await new Promise((r) => setImmediate(r));
       if (queue.get(id) === mine) queue.delete(id);
       await run(mine);
     });

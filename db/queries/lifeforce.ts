@@ -225,9 +225,9 @@ async function readForChange(db: Db | Tx, budgetId: string, key: string) {
  * Hold `amount` on the budget for an operation about to run. A key seen before answers as
  * before (held, or already closed); a budget that cannot cover it answers why and holds nothing.
  * Two statements (a read, a compare-and-set write), no lock held between them; one (the write)
- * on the version of the budget this process wrote last. Holds asked for one budget at once (the
- * reflexes' model calls of a tick) wait for this turn of the event loop to end and go together,
- * in one statement when they can (`reserveTogether`).
+ * on the version of the budget this process wrote last. Holds asked for one budget while another
+ * is being taken (the reflexes' model calls of a tick) go together after it, in one statement when
+ * they can (`reserveTogether`).
  */
 export function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult> {
   if (inTransaction(db)) return reserveQueued(db, req);

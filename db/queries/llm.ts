@@ -5,7 +5,7 @@
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry, type NewLlmCall } from '../schema/llm.js';
-import { perTurn } from '../per-turn.js';
+import { grouped } from '../grouped.js';
 import type { Db } from '../client.js';
 import { statements } from '../prepared.js';
 import type { Queryable } from './abstracts.js';
@@ -51,13 +51,14 @@ const callInserts = new WeakMap<Db, (row: NewLlmCall) => Promise<number | null>>
 
 /**
  * Record a model call that answered: its row's id, or null when its request key is taken (another
- * attempt of the same call answered first). Calls recorded in one turn of the event loop go in
- * one statement (each row has a key of its own, `idempotency_key`, to find its id by).
+ * attempt of the same call answered first). Calls recorded while another is being written go
+ * together after it, in one statement (each row has a key of its own, `idempotency_key`, to find
+ * its id by).
  */
 export function insertAnsweredCall(db: Db, row: NewLlmCall): Promise<number | null> {
   let insert = callInserts.get(db);
   if (!insert) {
-    insert = perTurn(async (rows: NewLlmCall[]) => {
+    insert = grouped(async (rows: NewLlmCall[]) => {
       const done = await db
         .insert(llmCalls)
         .values(rows)
