@@ -237,12 +237,8 @@ export function reserve(db: Db | Tx, req: ReserveRequest): Promise<ReserveResult
 /** Every waiting hold: together when they can be, else one after another. */
 async function reserveBatch(db: Db | Tx, batch: Waiting<ReserveRequest, ReserveResult>[]): Promise<void> {
   if (batch.length > 1) {
-    const together = await afterDeadlocks(() =>
-      reserveTogether(
-        db,
-        batch.map((b) => b.req),
-      ),
-    ).catch(() => null);
+    const reqs = batch.map((b) => b.req);
+    const together = await afterDeadlocks(() => reserveTogether(db, reqs)).catch(() => null);
     if (together) {
       batch.forEach((b, i) => b.resolve(together[i]!));
       return;
@@ -260,7 +256,7 @@ async function reserveTogether(db: Db | Tx, reqs: readonly ReserveRequest[]): Pr
   const cached = cachedVersion(db, reqs[0]!.budgetId);
   if (!cached || new Set(reqs.map((r) => r.key)).size < reqs.length) return null;
   let state = stateOf(cached.row);
-  const holds: Array<{ req: ReserveRequest; at: number; amount: number; windows: { day: string; month: string } }> = [];
+  const holds: NewHold[] = [];
   for (const req of reqs) {
     const at = req.at ?? Date.now();
     const amount = lfRound(req.amount);
