@@ -4,7 +4,11 @@
  * prefilter first — finding the entries nearest a query; removed entries are never returned.
  */
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { dequantize, fullScanBelow, quantize, topIndices, VectorIndex } from '../../core/vector-search.js';
+// @ts-expect-error -- a plain JavaScript build script, without types
+import { compileWat, kernelModule } from '../../scripts/build-kernels.mjs';
 
 function rng(seed: number): () => number {
   let a = seed >>> 0;
@@ -82,6 +86,30 @@ describe('VectorIndex', () => {
     });
   }
 
+  it('ranks by the int8 cosine exactly, in any size (rows padded to whole SIMD words), across growth', () => {
+    const r = rng(7);
+    for (const d of [1, 15, 100, 384]) {
+      const index = new VectorIndex(d);
+      // 1 000 entries: the index grows from 256 slots three times, copying what it holds.
+      const codes = Array.from({ length: 1_000 }, () => Int8Array.from({ length: d }, () => Math.round(r() * 254)));
+      codes.forEach((q, i) => index.upsert(i + 1, q));
+      const query = Float32Array.from({ length: d }, r);
+      const qq = quantize(query).q;
+      const score = (c: Int8Array) => {
+        let dot = 0;
+        let n = 0;
+        for (let i = 0; i < d; i++) ((dot += qq[i]! * c[i]!), (n += c[i]! * c[i]!));
+        return n === 0 ? -Infinity : dot / Math.sqrt(n);
+      };
+      const got = index.candidates(query, 50);
+      const want = codes
+        .map((c, i) => [score(c), i + 1] as const)
+        .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+        .slice(0, 50);
+      expect(got.map((id) => score(codes[id - 1]!))).toEqual(want.map(([s]) => s));
+    }
+  });
+
   it('an entry removed or replaced is ranked by what it is now', () => {
     const index = new VectorIndex(4);
     index.upsert(1, [127, 0, 0, 0]);
@@ -93,5 +121,13 @@ describe('VectorIndex', () => {
     index.upsert(3, [127, 10, 0, 0]);
     expect(index.candidates([1, 0, 0, 0], 2)).toEqual([3, 2]);
     expect(() => index.upsert(4, [1, 2])).toThrow(/4 dimensions given 2/);
+  });
+});
+
+describe('the WebAssembly kernels', () => {
+  it('the committed module is what vector-kernels.wat compiles to', async () => {
+    const dir = join(import.meta.dirname, '..', '..', 'core', 'kernels');
+    const wasm: Buffer = await compileWat(join(dir, 'vector-kernels.wat'));
+    expect(readFileSync(join(dir, 'vector-kernels.ts'), 'utf8')).toBe(kernelModule('vector-kernels', wasm));
   });
 });
