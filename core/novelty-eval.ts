@@ -2,8 +2,8 @@
  * How well a novelty score tells novel replies from repeated ones, on a labelled set of
  * (previous replies, new reply, novel or not) pairs: the area under the ROC curve of three
  * scores. `today`: the lexical novelty the tick uses without an embedder (the LLM mini-prompt's
- * score is not part of it: it needs a model); `semantic`: the whole reply's highest cosine to the
- * previous replies alone; `blend`: the tick's novelty with an embedder (blendSimilarity). The
+ * score is not part of it: it needs a model); `semantic`: the highest cosine of the reply's vector
+ * (the mean of its clauses') to the previous replies'; `blend`: the tick's novelty with an embedder (blendSimilarity). The
  * vectors come from an embed function the caller passes (the offline embedder in the tests and
  * the benchmark), so this file does no I/O.
  */
@@ -12,9 +12,11 @@ import {
   blendSimilarity,
   clauseSimilarity,
   embeddingSimilarity,
+  earlierMeaningVectors,
   maxSimilarity,
+  meaningClauses,
+  meanVector,
   noveltyFromSimilarity,
-  replyClauses,
 } from './novelty.js';
 
 /** Where the labelled set lives, from the repository root. */
@@ -65,11 +67,7 @@ export function rocAuc(scores: readonly number[], positive: readonly boolean[]):
 
 /** Every text the scores need a vector for: replies, previous replies, and their clauses. */
 export function noveltyTexts(pairs: readonly NoveltyPair[]): string[] {
-  return [
-    ...new Set(
-      pairs.flatMap((p) => [p.reply, ...replyClauses(p.reply), ...p.previous.flatMap((q) => [q, ...replyClauses(q)])]),
-    ),
-  ];
+  return [...new Set(pairs.flatMap((p) => [...meaningClauses(p.reply), ...p.previous.flatMap(meaningClauses)]))];
 }
 
 export interface NoveltyScores {
@@ -87,13 +85,11 @@ export function noveltyScores(
   const out: NoveltyScores = { today: [], semantic: [], blend: [] };
   for (const p of pairs) {
     const lexical = maxSimilarity(p.reply, p.previous);
-    const whole = vectorOf(p.reply);
-    const previous = p.previous.map(vectorOf);
-    const semantic = Math.max(...previous.map((v) => embeddingSimilarity(whole, v)));
-    const clauses = clauseSimilarity(
-      replyClauses(p.reply).map(vectorOf),
-      p.previous.flatMap((q) => [q, ...replyClauses(q)]).map(vectorOf),
-    );
+    const reply = meaningClauses(p.reply).map(vectorOf);
+    const previous = p.previous.map((q) => meaningClauses(q).map(vectorOf));
+    const whole = meanVector(reply);
+    const semantic = Math.max(...previous.map((q) => embeddingSimilarity(whole, meanVector(q))));
+    const clauses = clauseSimilarity(reply, previous.flatMap(earlierMeaningVectors));
     out.today.push(noveltyFromSimilarity(lexical));
     out.semantic.push(noveltyFromSimilarity(semantic));
     out.blend.push(noveltyFromSimilarity(blendSimilarity(clauses, lexical)));

@@ -113,18 +113,28 @@ const clauseBreak =
 /** A reply is cut to this many characters before its clauses are compared by meaning (as the novelty mini-prompt cuts it). */
 export const meaningTextChars = 2000;
 
-/**
- * What the novelty reflex embeds of the tick's reply: its clauses (of its first `meaningTextChars`
- * characters), and the whole reply, which the next ticks' contexts and novelty read as an earlier one.
- */
-export function replyMeaningTexts(reply: string): { clauses: string[]; whole: string } {
-  return { clauses: replyClauses(clipText(reply, meaningTextChars)), whole: reply };
+/** What is embedded of a reply: the clauses of its first `meaningTextChars` characters. */
+export function meaningClauses(reply: string): string[] {
+  return replyClauses(clipText(reply, meaningTextChars));
 }
 
-/** What an earlier reply is compared as: its first `meaningTextChars` characters, and their clauses. */
-export function earlierMeaningTexts(reply: string): string[] {
-  const text = clipText(reply, meaningTextChars);
-  return [text, ...replyClauses(text)];
+/**
+ * A reply's vector: the unit-length mean of its clauses' vectors (`meaningClauses`). It stands for
+ * the whole clipped reply, where the embedder itself reads only a text's first 256 tokens, and
+ * costs no embedding beyond the clauses the novelty check embeds anyway. Empty with no vector.
+ */
+export function meanVector(vectors: ReadonlyArray<ArrayLike<number>>): Float32Array {
+  const out = new Float32Array(vectors[0]?.length ?? 0);
+  for (const v of vectors) for (let i = 0; i < out.length; i++) out[i]! += v[i]!;
+  let norm = 0;
+  for (let i = 0; i < out.length; i++) norm += out[i]! * out[i]!;
+  if (norm > 0) for (let i = 0; i < out.length; i++) out[i]! /= Math.sqrt(norm);
+  return out;
+}
+
+/** What an earlier reply is compared with: its vector (`meanVector`) and its clauses' vectors. */
+export function earlierMeaningVectors(clauses: ReadonlyArray<ArrayLike<number>>): ArrayLike<number>[] {
+  return [meanVector(clauses), ...clauses];
 }
 
 /**

@@ -32,6 +32,7 @@ import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
 import { vectorsOf } from '../embeddings/cache.js';
 import { within } from '../../core/within.js';
+import { meaningClauses, meanVector } from '../../core/novelty.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -400,8 +401,10 @@ async function embedCandidates(
   const concentration = loop.contextMode === 'concentration';
   const tags = concentration ? (loop.contextFilter?.tags ?? []).map((t) => t.replace(/[_-]+/g, ' ')) : [];
   const emotions = concentration ? (loop.contextFilter?.emotions ?? []) : [];
+  // A reply is placed by its vector, the mean of its clauses' (embedded at its own tick's novelty check).
+  const clauses = responses.map((r) => meaningClauses(r.content));
   const texts = [
-    ...responses.map((r) => r.content),
+    ...clauses.flat(),
     ...c.abstracts.map((a) => `${a.title}: ${a.summary}`),
     ...c.commandResults.map((r) => r.text || `${r.type} ${r.status}`),
     ...focusTexts,
@@ -420,8 +423,8 @@ async function embedCandidates(
   }
   let at = 0;
   const next = (n: number) => vectors.slice(at, (at += n));
-  const [rv, av, cv, gv, tv, ev] = [
-    next(responses.length),
+  const rv = clauses.map((texts) => meanVector(next(texts.length)));
+  const [av, cv, gv, tv, ev] = [
     next(c.abstracts.length),
     next(c.commandResults.length),
     next(focusTexts.length),

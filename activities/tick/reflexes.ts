@@ -30,8 +30,8 @@ import {
   noveltyFromSimilarity,
   parseNoveltyAnswer,
   placeholderTick,
-  earlierMeaningTexts,
-  replyMeaningTexts,
+  earlierMeaningVectors,
+  meaningClauses,
   type Ideas,
 } from '../../core/novelty.js';
 import { clipText } from '../../core/sanitize.js';
@@ -175,17 +175,19 @@ async function meaningSimilarity(
     return away(clipText((err as Error).message ?? String(err), 200));
   }
   if (!choice.ok) return choice.why === 'off' ? null : away(clipText(choice.reason, 200));
-  // The whole reply is embedded too, in the same batch: the next tick's context and novelty read
-  // it as an earlier reply.
-  const { clauses, whole } = replyMeaningTexts(view.reply.content);
-  const previous = view.real.flatMap((p) => earlierMeaningTexts(p.content));
+  // The reply's clauses and the earlier replies' (cached: each was embedded at its own tick); an
+  // earlier reply is compared as its vector (the mean of its clauses') and its clauses.
+  const clauses = meaningClauses(view.reply.content);
+  const earlier = view.real.map((p) => meaningClauses(p.content));
   try {
     const vectors = await within(
-      vectorsOf(deps.db, choice.embedder, [...clauses, whole, ...previous]),
+      vectorsOf(deps.db, choice.embedder, [...clauses, ...earlier.flat()]),
       embedTimeoutMs,
       () => new Error(`no answer in ${embedTimeoutMs / 1000} s`),
     );
-    const similarity = clauseSimilarity(vectors.slice(0, clauses.length), vectors.slice(clauses.length + 1));
+    let at = clauses.length;
+    const previous = earlier.flatMap((texts) => earlierMeaningVectors(vectors.slice(at, (at += texts.length))));
+    const similarity = clauseSimilarity(vectors.slice(0, clauses.length), previous);
     if (view.embedderAway) await markEmbedderBack(deps.db, input.agentId, new Date()).catch(() => undefined);
     return { ok: true, similarity };
   } catch (err) {

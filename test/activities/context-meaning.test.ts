@@ -13,6 +13,7 @@ import { disposeLocalEmbedders } from '../../activities/embeddings/local.js';
 import type { Embedder } from '../../activities/embeddings/types.js';
 import type { ChatMessage } from '../../activities/llm/types.js';
 import type { ThinkInput } from '../../activities/tick/context.js';
+import { meaningClauses } from '../../core/novelty.js';
 import {
   abstracts,
   agentConfig,
@@ -248,9 +249,13 @@ describe('contexts chosen by meaning (offline embedder)', () => {
     });
     // Texts no other test embedded.
     const own = history.map((t, i) => `Cost check ${i}: ${t}`);
-    await agent('cost', own, { goals: ['Cost check of the billing migration'] });
+    const goalTexts = ['Cost check of the billing migration'];
+    await agent('cost', own, { goals: goalTexts });
     await think(acts, 'cost', 13, { contextMode: 'meditation', recentK: 3 });
-    expect(asked.flat()).toEqual(expect.arrayContaining(own));
+    // A reply is embedded as its clauses (its vector is their mean): those no earlier test embedded.
+    const clauses = own.flatMap(meaningClauses);
+    expect(asked.flat()).toEqual(expect.arrayContaining(clauses.filter((c) => c.startsWith('Cost check'))));
+    expect(asked.flat().filter((t) => !clauses.includes(t) && !goalTexts.includes(t))).toEqual([]);
     asked.length = 0;
     // Tick 13 stored its reply ('A thought.', embedded once by an earlier test or now): tick 14 asks for at most it.
     await think(acts, 'cost', 14, { contextMode: 'meditation', recentK: 3 });
