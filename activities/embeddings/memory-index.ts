@@ -426,19 +426,6 @@ export async function searchByMeaning(db: Db, opts: SearchByMeaningOptions): Pro
     .slice(0, opts.k);
 }
 
-const pglite = new WeakMap<Db, Promise<boolean>>();
-
-/** Whether the database is the embedded PGlite (asked once per handle). */
-function isPglite(db: Db): Promise<boolean> {
-  let p = pglite.get(db);
-  if (!p) {
-    p = db.execute<{ v: string }>(sql`select version() as v`).then((r) => /pglite/i.test(r.rows[0]?.v ?? ''));
-    p.catch(() => pglite.delete(db));
-    pglite.set(db, p);
-  }
-  return p;
-}
-
 /**
  * A one-dimensional `real[]` in the array binary format (`array_send`): a header of 20 bytes
  * (dimensions, has-nulls, element type, length, lower bound), then per element its length (4)
@@ -470,25 +457,16 @@ async function rerank(
   const src = sources[kind];
   const skip = src.skip ? sql.raw(`and not (${src.skip})`) : sql``;
   const text = sql.raw(src.text);
-  // The exact score: on PGlite computed by the database (its results are slow to read, so one
-  // number per row beats a vector); on Postgres from the vector, read in binary form.
-  const inDb = await isPglite(db);
-  let qn = 0;
-  for (let i = 0; i < query.length; i++) qn += query[i]! * query[i]!;
-  const score = inDb
-    ? sql`(select sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x)) * ${Math.sqrt(qn)}::float8, 0)
-           from unnest(c.vector, ${`{${Array.from(query).join(',')}}`}::float8[]) as u(x, y))`
-    : sql`array_send(c.vector)`;
   const r = await db.execute<{
     id: string | number;
     archived: boolean;
     /** The row's text, only when its vector is not of that text (or of another size, or missing). */
     txt: string | null;
-    /** The cosine (PGlite), or the full vector in the array binary format (array_send); only when of the row's text. */
-    scored: Uint8Array | number | string | null;
+    /** The full vector in the array binary format (array_send); only when of the row's text. */
+    vector: Uint8Array | null;
   }>(sql`
     select c.id, c.archived, case when c.current or not c.wanted then null else c.txt end as txt,
-           case when c.current and c.wanted then ${score} end as scored
+           case when c.current and c.wanted then array_send(c.vector) end as vector
     from unnest(${idList(ids)}::bigint[]) as cand(id)
     -- each candidate looked up by its keys on its own, whatever the tables' statistics say
     cross join lateral (
@@ -511,9 +489,7 @@ async function rerank(
   for (const row of r.rows) {
     const rowId = Number(row.id);
     if (row.txt === null) {
-      if (row.scored === null) continue;
-      const score = typeof row.scored === 'object' ? cosine(query, float4Array(row.scored)) : Number(row.scored);
-      hits.push({ kind, rowId, score });
+      if (row.vector !== null) hits.push({ kind, rowId, score: cosine(query, float4Array(row.vector)) });
     } else changed.push({ kind, rowId, text: row.txt });
   }
   if (changed.length > 0) {
