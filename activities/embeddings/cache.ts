@@ -8,6 +8,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
 import { embeddings } from '../../db/schema/index.js';
 import { checkDimensions, type Embedder } from './types.js';
+import { meaningClauses, meanVector } from '../../core/novelty.js';
 
 export function textSha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
@@ -57,20 +58,43 @@ const keptLimit = 5000;
 // Module-level by design (activities only): a text's vector never changes for its model, so a worker
 // keeps those it read or made, and a tick reads from the database only the texts it has not seen.
 const kept = new WeakMap<Embedder, Map<string, Float32Array>>();
+// The same for replies' vectors (the mean of their clauses'), which a tick's context reads for its
+// newest replies again and again.
+const keptReplies = new WeakMap<Embedder, Map<string, Float32Array>>();
+
+function memoOf(all: WeakMap<Embedder, Map<string, Float32Array>>, embedder: Embedder): Map<string, Float32Array> {
+  let memo = all.get(embedder);
+  if (!memo) all.set(embedder, (memo = new Map()));
+  return memo;
+}
+
+/** The kept vectors of `keys`, which go to the end of the order; the oldest beyond `keptLimit` leave. */
+function take(memo: Map<string, Float32Array>, keys: readonly string[]): Float32Array[] {
+  const out = keys.map((k) => memo.get(k)!);
+  for (const [i, k] of keys.entries()) if (memo.delete(k)) memo.set(k, out[i]!);
+  for (const k of memo.keys()) {
+    if (memo.size <= keptLimit) break;
+    memo.delete(k);
+  }
+  return out;
+}
 
 /** `embedTexts`, asking the database (and the embedder) only for the texts this worker has not seen. */
 export async function vectorsOf(db: Db, embedder: Embedder, texts: readonly string[]): Promise<Float32Array[]> {
-  let memo = kept.get(embedder);
-  if (!memo) kept.set(embedder, (memo = new Map()));
+  const memo = memoOf(kept, embedder);
   const missing = [...new Set(texts.filter((t) => !memo.has(t)))];
   const read = await embedTexts(db, embedder, missing);
   missing.forEach((t, i) => memo.set(t, read[i]!));
-  const out = texts.map((t) => memo.get(t)!);
-  // Those used now go to the end of the order.
-  for (const [i, t] of texts.entries()) if (memo.delete(t)) memo.set(t, out[i]!);
-  for (const t of memo.keys()) {
-    if (memo.size <= keptLimit) break;
-    memo.delete(t);
-  }
-  return out;
+  return take(memo, texts);
+}
+
+/** Each reply's vector: the unit mean of its clauses' vectors (core/novelty.ts `meanVector`). */
+export async function replyVectorsOf(db: Db, embedder: Embedder, replies: readonly string[]): Promise<Float32Array[]> {
+  const memo = memoOf(keptReplies, embedder);
+  const missing = [...new Set(replies.filter((r) => !memo.has(r)))];
+  const clauses = missing.map(meaningClauses);
+  const vectors = await vectorsOf(db, embedder, clauses.flat());
+  let at = 0;
+  missing.forEach((r, i) => memo.set(r, meanVector(vectors.slice(at, (at += clauses[i]!.length)))));
+  return take(memo, replies);
 }

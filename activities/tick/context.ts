@@ -30,9 +30,8 @@ import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
-import { vectorsOf } from '../embeddings/cache.js';
+import { replyVectorsOf, vectorsOf } from '../embeddings/cache.js';
 import { within } from '../../core/within.js';
-import { meaningClauses, meanVector } from '../../core/novelty.js';
 
 /** The think activity's input (activities/tick/think.ts): whose tick, and how its context is built. */
 export interface ThinkInput {
@@ -401,20 +400,26 @@ async function embedCandidates(
   const concentration = loop.contextMode === 'concentration';
   const tags = concentration ? (loop.contextFilter?.tags ?? []).map((t) => t.replace(/[_-]+/g, ' ')) : [];
   const emotions = concentration ? (loop.contextFilter?.emotions ?? []) : [];
-  // A reply is placed by its vector, the mean of its clauses' (embedded at its own tick's novelty check).
-  const clauses = responses.map((r) => meaningClauses(r.content));
   const texts = [
-    ...clauses.flat(),
     ...c.abstracts.map((a) => `${a.title}: ${a.summary}`),
     ...c.commandResults.map((r) => r.text || `${r.type} ${r.status}`),
     ...focusTexts,
     ...tags,
     ...emotions,
   ];
+  let rv: Float32Array[];
   let vectors: Float32Array[];
   try {
-    vectors = await within(
-      vectorsOf(db, choice.embedder, texts),
+    // A reply is placed by its vector, the mean of its clauses' (embedded at its own tick's novelty check).
+    [rv, vectors] = await within(
+      Promise.all([
+        replyVectorsOf(
+          db,
+          choice.embedder,
+          responses.map((r) => r.content),
+        ),
+        vectorsOf(db, choice.embedder, texts),
+      ]),
       embedTimeoutMs,
       () => new Error(`no vectors within ${embedTimeoutMs} ms`),
     );
@@ -423,7 +428,6 @@ async function embedCandidates(
   }
   let at = 0;
   const next = (n: number) => vectors.slice(at, (at += n));
-  const rv = clauses.map((texts) => meanVector(next(texts.length)));
   const [av, cv, gv, tv, ev] = [
     next(c.abstracts.length),
     next(c.commandResults.length),
