@@ -11,7 +11,7 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { agentIdArg, numberArg, oneOfArg } from './args.js';
-import { withDb } from './client.js';
+import { requireAgent, withDb } from './client.js';
 import { registerReembedCommand } from './memory-reembed.js';
 
 const names = ['diary', 'note', 'reply', 'concept', 'link', 'abstract'] as const;
@@ -61,8 +61,9 @@ export function registerMemoryCommands(program: Command): void {
         ]);
         const env = loadEnvOrExit();
         const embedders = createAgentEmbedders({ env: process.env, toolsDir: env.MINDLOOP_TOOLS_DIR });
-        const r = await withDb((db) =>
-          db.transaction((tx) =>
+        const r = await withDb(async (db) => {
+          await requireAgent(db, agentId);
+          return db.transaction((tx) =>
             searchMemory(
               { tx, agentId, mode: 'task', embedders },
               {
@@ -72,8 +73,8 @@ export function registerMemoryCommands(program: Command): void {
                 archived: o.archived ?? false,
               },
             ),
-          ),
-        );
+          );
+        });
         process.stdout.write(`${r.message}\n${r.text ?? ''}\n`);
       },
     );

@@ -379,6 +379,8 @@ describe('searching by words and by meaning', () => {
     await cli('memory', 'search', 'searcher', 'stroll');
     const [after] = await handle.db.select().from(diaryEntries).where(eq(diaryEntries.id, walkId));
     expect(after!.accessCount).toBe(before);
+    // An agent that does not exist is named, not searched.
+    await expect(cli('memory', 'search', 'nobody-here', 'stroll')).rejects.toThrow(/no agent 'nobody-here'/);
   }, 60_000);
 
   it('memory.search looks through the notebook, concepts and abstracts too, each marked with its kind', async () => {
