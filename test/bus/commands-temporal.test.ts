@@ -149,7 +149,8 @@ describe('bus commands into agentLoopWorkflow (dev server)', () => {
         await until(() => consumer.stats.accepted === 9, 'the replayed pause accepted', 30_000);
         // A fresh note after it proves the loop handled everything before.
         await sendCommand(bus, agentId, 'note', { text: 'last' });
-        await until(() => f.notes.length === 6, 'the last note', 30_000);
+        // Stored by the activity first, counted by the loop when the update completes.
+        await untilStatus(h, (s) => f.notes.length === 6 && s.counters.notesReceived >= 6, 'the last note', 30_000);
         const s = await status(h);
         expect(s.paused).toBe(false);
         expect(s.counters.notesReceived).toBe(6);

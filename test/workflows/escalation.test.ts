@@ -951,7 +951,8 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     );
     expect(rej.code, rej.stderr).toBe(0);
     expect(JSON.parse(rej.stdout)).toMatchObject({ escalationId: 'cli-2', human: { verdict: 'reject', by: 'human' } });
-    expect(await h2.result()).toMatchObject({ outcome: 'denied', decidedBy: 'human' });
+    // The nudge goes before any wait on a result: waiting lets the test server skip time, which
+    // would run out cli-3's wait for a human.
     const nudge = await run(
       tsxBin,
       ['cli/main.ts', 'escalations', 'nudge', 'cli-3', 'use', 'the', 'median', '--by', 'dafit'],
@@ -959,6 +960,7 @@ describe('escalationWorkflow (time-skipping, Postgres, scripted oversight)', () 
     );
     expect(nudge.code, nudge.stderr).toBe(0);
     expect(nudge.stdout).toContain('nudge: escalation cli-3');
+    expect(await h2.result()).toMatchObject({ outcome: 'denied', decidedBy: 'human' });
     expect(await h3.result()).toMatchObject({ outcome: 'nudged', decidedBy: 'human' });
     expect(await row('cli-3')).toMatchObject({ humanAnswer: 'nudge', humanComment: 'use the median' });
   }, 300_000); // ~12 CLI processes (tsx start-up each), on a loaded 2-CPU machine
