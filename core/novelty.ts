@@ -83,6 +83,17 @@ export function embeddingSimilarity(a: ArrayLike<number>, b: ArrayLike<number>):
   return clamp01(dot / Math.sqrt(na * nb));
 }
 
+/** The vector scaled to unit length (all zeros stays all zeros). */
+export function normalize(v: ArrayLike<number>): Float32Array {
+  let n = 0;
+  for (let i = 0; i < v.length; i++) n += v[i]! * v[i]!;
+  const out = Float32Array.from(v);
+  if (n === 0) return out;
+  const inv = 1 / Math.sqrt(n);
+  for (let i = 0; i < out.length; i++) out[i] = out[i]! * inv;
+  return out;
+}
+
 /** The highest similarity of `text` to any previous reply (0 with none). */
 export function maxSimilarity(
   text: string,
@@ -124,12 +135,9 @@ export function meaningClauses(reply: string): string[] {
  * costs no embedding beyond the clauses the novelty check embeds anyway. Empty with no vector.
  */
 export function meanVector(vectors: ReadonlyArray<ArrayLike<number>>): Float32Array {
-  const out = new Float32Array(vectors[0]?.length ?? 0);
-  for (const v of vectors) for (let i = 0; i < out.length; i++) out[i]! += v[i]!;
-  let norm = 0;
-  for (let i = 0; i < out.length; i++) norm += out[i]! * out[i]!;
-  if (norm > 0) for (let i = 0; i < out.length; i++) out[i]! /= Math.sqrt(norm);
-  return out;
+  const sum = new Float32Array(vectors[0]?.length ?? 0);
+  for (const v of vectors) for (let i = 0; i < sum.length; i++) sum[i]! += v[i]!;
+  return normalize(sum);
 }
 
 /** What an earlier reply is compared with: its vector (`meanVector`) and its clauses' vectors. */

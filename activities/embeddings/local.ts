@@ -11,7 +11,8 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { ensureMinilmOnnx, type MinilmWeights } from './onnx.js';
 import { minilmPackage, readMinilmVocab, resolveMinilmDir } from './minilm.js';
-import { normalize, checkDimensions, type Embedder } from './types.js';
+import { normalize } from '../../core/novelty.js';
+import { checkDimensions, type Embedder } from './types.js';
 import { createWordPiece, type WordPiece } from './wordpiece.js';
 
 export const localEmbedderModel = 'all-MiniLM-L6-v2';

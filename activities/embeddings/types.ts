@@ -43,14 +43,3 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   }
   return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
 }
-
-/** The vector scaled to unit length (all zeros stays all zeros). */
-export function normalize(v: ArrayLike<number>): Float32Array {
-  let n = 0;
-  for (let i = 0; i < v.length; i++) n += v[i]! * v[i]!;
-  const out = Float32Array.from(v);
-  if (n === 0) return out;
-  const inv = 1 / Math.sqrt(n);
-  for (let i = 0; i < out.length; i++) out[i] = out[i]! * inv;
-  return out;
-}
