@@ -2,6 +2,7 @@
  * The one database code path: a `pg` pool wrapped by Drizzle. The embedded PGlite socket
  * and a real Postgres are reached the same way, by connection string.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import * as schema from './schema/index.js';
@@ -50,15 +51,22 @@ async function closePool(pool: pg.Pool): Promise<void> {
   await within(ended, 2_000);
 }
 
+/** Names this process's clients give their statements on a shared session (below). */
+const processTag = randomBytes(3).toString('hex');
+let clientsOpened = 0;
+
 /**
  * A pool client that keeps named statements (db/prepared.ts: parsed and planned once per
- * connection, then only bound and run) for a server where each connection is a session of its
+ * connection, then only bound and run). On a real Postgres each connection is a session of its
  * own. PGlite, behind its socket, serves every connection from one session: a name prepared by
- * one client would collide with the same name from the next, so there they go unnamed. The
- * server is asked what it is once, when the connection opens.
+ * one client would collide with the same name from the next ("prepared statement … already
+ * exists"), so there each client adds a tag of its own to the names it prepares and drops them
+ * when it closes. The server is asked what it is once, when the connection opens.
  */
 class SessionAwareClient extends pg.Client {
   private sharedSession = true;
+  /** The suffix of this client's statement names on a shared session. */
+  private readonly tag = `_${processTag}${(++clientsOpened).toString(36)}`;
   /** Statements sent on this connection and not yet answered. */
   private unanswered = 0;
   /** Told of a statement sent while this connection still runs another (see `query`). */
@@ -83,6 +91,24 @@ class SessionAwareClient extends pg.Client {
     ready.then((c) => callback(null, c), callback);
   }
 
+  /**
+   * On a shared session, drop the statements this client prepared before it goes: the session
+   * outlives it, and would keep them (and their plans) for ever.
+   */
+  override end(): Promise<void>;
+  override end(callback: (err: Error) => void): void;
+  override end(callback?: (err: Error) => void): Promise<void> | void {
+    const parsed = (this as unknown as { connection: { parsedStatements: Record<string, string> } }).connection
+      .parsedStatements;
+    const names = this.sharedSession ? Object.keys(parsed) : [];
+    if (names.length === 0) return callback ? super.end(callback) : super.end();
+    for (const n of names) delete parsed[n];
+    const dropped = within(super.query(names.map((n) => `deallocate "${n}"`).join('; ')), 1_000);
+    const ended = dropped.then(() => super.end());
+    if (!callback) return ended;
+    ended.then(() => callback(undefined as unknown as Error), callback);
+  }
+
   override query(...args: unknown[]): never {
     const [config] = args;
     // A connection runs one statement at a time; pg queues the rest (pg 9 will refuse them). A
@@ -91,8 +117,10 @@ class SessionAwareClient extends pg.Client {
     // count is ours: pg's own queue fields are deprecated, and reading them printed a warning in
     // every process.
     if (this.unanswered > 0) this.onOverlap(statementText(config));
-    if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config))
-      args[0] = { ...config, name: undefined };
+    if (this.sharedSession && config && typeof config === 'object' && 'name' in config && !('submit' in config)) {
+      const { name } = config as { name?: string };
+      if (name) args[0] = { ...config, name: name + this.tag };
+    }
     return this.counted(args);
   }
 

@@ -6,8 +6,8 @@
  * call; each call only fills them in and sends it.
  *
  * Each has a name (`ml_<scope>_<key>`): the server parses and plans it once per connection and
- * then only binds and runs it. On the embedded PGlite, whose connections share one session, the
- * pool's client sends them unnamed instead (db/client.ts).
+ * then only binds and runs it. On the embedded PGlite, whose connections share one session, each
+ * pool client adds a tag of its own to the name (db/client.ts).
  */
 import type { Queryable } from './queries/abstracts.js';
 
@@ -26,8 +26,9 @@ export function statements<T extends object>(
   scopes.add(scope);
   const name = (key: string) => {
     const n = `ml_${scope}_${key}`;
-    // The server keeps 63 bytes of a name: two longer ones could become one.
-    if (n.length > 63) throw new Error(`prepared statement name too long: ${n}`);
+    // The server keeps 63 bytes of a name: two longer ones could become one. On PGlite a client
+    // adds its tag (up to 13 characters) to it.
+    if (n.length > 50) throw new Error(`prepared statement name too long: ${n}`);
     return n;
   };
   const built = new WeakMap<Queryable, T>();

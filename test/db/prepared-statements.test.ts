@@ -1,7 +1,8 @@
 /**
- * The tick's statements are named on a real Postgres (parsed and planned once per connection)
- * and unnamed on the embedded PGlite, whose connections share one session: there two clients
- * preparing the same name would collide ("prepared statement … already exists").
+ * The tick's statements are named, so the server parses and plans each once per connection. On
+ * the embedded PGlite every connection shares one session, where two clients preparing the same
+ * name would collide ("prepared statement … already exists"): each client tags its names, and
+ * drops them when it closes.
  */
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,10 +56,27 @@ describe('on the embedded PGlite', () => {
     await embedded.stop();
   });
 
-  it('sends them unnamed: two clients of its one session run the same statement', async () => {
+  it('names them per client: two clients of its one session each prepare and reuse their own', async () => {
     for (const h of handles) expect(await probe(h.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
-    for (const h of handles) expect(await probe(h.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
-    expect(await prepared(handles[1]!)).toEqual([]);
+    for (const h of handles) expect(await probe(h.db).agent.execute({ id: 'nobody' })).toEqual([]);
+    const names = await prepared(handles[1]!);
+    expect(names).toHaveLength(2);
+    for (const n of names) expect(n).toMatch(/^ml_test_probe_agent_[0-9a-f]{6}[0-9a-z]+$/);
+    expect(new Set(names).size).toBe(2);
+  });
+
+  it("drops a client's statements when it closes, and a new client prepares its own", async () => {
+    const before = await prepared(handles[1]!);
+    await handles[0]!.close();
+    const after = await prepared(handles[1]!);
+    expect(after).toHaveLength(1);
+    expect(before).toContain(after[0]);
+    const next = createDb(embedded.url, { max: 1 });
+    handles[0] = next;
+    expect(await probe(next.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
+    const now = await prepared(next);
+    expect(now).toHaveLength(2);
+    expect(now.filter((n) => !before.includes(n))).toHaveLength(1);
   });
 });
 
