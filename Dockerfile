@@ -52,6 +52,14 @@ RUN if [ "$SPEECH" = 1 ]; then \
 # A folder that is not there (SPEECH_CUDA=0) is ignored by the loader.
 ENV LD_LIBRARY_PATH=/app/.tools/cuda-lib
 
+# The workers' allocator (scripts/allocator.mjs): jemalloc hands back what the native threads
+# free, where glibc's malloc keeps it (2 000 idle agents: 712 MB of RSS against 1 059 MB).
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends libjemalloc2 \
+ && ln -s "$(find /usr/lib -name libjemalloc.so.2 | head -n 1)" /usr/local/lib/libjemalloc.so.2 \
+ && rm -rf /var/lib/apt/lists/*
+ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+
 # Code stays owned by root (read-only to the app); only the state folders are writable.
 COPY . .
 RUN mkdir -p .data .tools && chown node:node .data .tools

@@ -32,6 +32,7 @@ import {
   type ScriptedEndpoint,
 } from './peers-mindloop.js';
 import { measureTicks, tickSizes } from './tick.js';
+import { allocatorEnv } from '../scripts/allocator.mjs';
 
 const peersDir = join(import.meta.dirname, 'peers');
 const root = join(import.meta.dirname, '..');
@@ -398,6 +399,8 @@ export async function measurePeers(
         MINDLOOP_TOOLS_DIR: env.MINDLOOP_TOOLS_DIR,
         MINDLOOP_DATA_DIR: env.MINDLOOP_DATA_DIR,
         LOG_LEVEL: 'WARN',
+        // As `npm run worker` runs it (scripts/allocator.mjs).
+        ...allocatorEnv(),
       };
       for (const [window, prefix] of [
         ['effect', 'crash_'],

@@ -23,6 +23,7 @@ import { benchBundle, benchStack, scratchDatabase, summarize, withBenchWorker } 
 import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 import { measureTickCost, seedInstantAgents, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
 import { workflowFailover } from '../workflows/lib/activity-options.js';
+import { allocatorEnv } from '../scripts/allocator.mjs';
 
 /** Resident set size of a process, from /proc (Linux). */
 function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
@@ -53,6 +54,8 @@ export async function workerProcess(
         DATABASE_URL: stack.database.url,
         MINDLOOP_WORKFLOW_BUNDLE: path,
         LOG_LEVEL: 'WARN',
+        // As `npm run worker` runs it (scripts/allocator.mjs).
+        ...allocatorEnv(),
         ...o.env,
       },
       stdio: ['ignore', 'pipe', o.stderr ?? 'inherit'],

@@ -9,6 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { allocatorEnv } from './allocator.mjs';
 import { applySystemPlan, systemPlan } from './system.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -126,8 +127,12 @@ function ensureSandboxImage() {
 }
 
 /** Run a node_modules/.bin command in the foreground; Ctrl-C goes to the child, we wait for it. */
-function handOver(bin, args) {
-  const child = spawn(join(root, 'node_modules', '.bin', bin), args, { cwd: root, stdio: 'inherit' });
+function handOver(bin, args, env = {}) {
+  const child = spawn(join(root, 'node_modules', '.bin', bin), args, {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, ...env },
+  });
   // The terminal sends SIGINT to the whole process group; the child handles it and exits cleanly.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     process.on(sig, () => {
@@ -144,8 +149,9 @@ const unitLane = command === 'test' && args.includes('--unit');
 const rest = unitLane ? ['--project', 'unit', ...args.filter((a) => a !== '--unit')] : args;
 const plans = {
   setup: null,
-  start: ['tsx', ['workers/dev.ts', ...rest]],
-  worker: ['tsx', ['workers/main.ts', ...rest]],
+  // The processes that run workers, on jemalloc where the system has it (scripts/allocator.mjs).
+  start: ['tsx', ['workers/dev.ts', ...rest], allocatorEnv()],
+  worker: ['tsx', ['workers/main.ts', ...rest], allocatorEnv()],
   bench: ['tsx', ['bench/run.ts', ...rest]],
   test: ['vitest', ['run', ...rest]],
 };

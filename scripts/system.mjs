@@ -31,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { jemallocPath } from './allocator.mjs';
 
 const root = resolve(fileURLToPath(import.meta.url), '..', '..');
 const say = (msg) => process.stderr.write(`[setup] ${msg}\n`);
@@ -197,6 +198,12 @@ export async function systemPlan(command, env = process.env) {
   // The speech engine's voice for every language without a neural one (German among them).
   if (which('espeak-ng', env)) plan.present.push('espeak-ng');
   else need(['espeak-ng']);
+  // The worker's allocator (scripts/allocator.mjs): it runs without it, so it is only installed
+  // where this can install it, never asked of a user.
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
+  const apt = !!which('apt-get', env);
+  if (jemallocPath()) plan.present.push('jemalloc');
+  else if (isRoot && apt && ['start', 'worker', 'bench', 'test', 'setup'].includes(command)) need(['libjemalloc2']);
   const pinned = pinnedDebs(env);
   if (pinned.command && which(pinned.command, env)) plan.present.push(pinned.command);
   else if (pinned.files.length > 0) plan.debs = pinned.files;
@@ -261,8 +268,6 @@ export async function systemPlan(command, env = process.env) {
   if (command === 'start' && !env.NATS_URL && !(await answers('127.0.0.1', 4222)) && !natsServerInstalled(env))
     need(['nats-server']);
 
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
-  const apt = !!which('apt-get', env);
   const installWhy = !isRoot ? 'not root' : !apt ? 'no apt-get' : null;
   const blocked = []; // [what, why, fix]
   if (plan.packages.length > 0 && installWhy) {
