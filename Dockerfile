@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The Mindloop worker image (docker-compose.yml runs it once per task queue, choosing the
-# queue with MINDLOOP_QUEUES). Source runs through tsx, as on a laptop: no build step.
+# queue with MINDLOOP_QUEUES). The worker runs from its esbuild build, as on a laptop.
 #
 # Build arguments (docker-compose.yml sets them for its speech services):
 #   SPEECH=1       add the speech engine, the Python worker that a speech queue in
@@ -62,7 +62,10 @@ ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
 
 # Code stays owned by root (read-only to the app); only the state folders are writable.
 COPY . .
+# The worker from its build (scripts/worker.mjs): made here, once, so a container starts polling
+# in about a second.
+RUN node -e "import('./scripts/cli-build.mjs').then((m) => m.buildEntries('worker'))"
 RUN mkdir -p .data .tools && chown node:node .data .tools
 
 USER node
-CMD ["npx", "tsx", "workers/main.ts"]
+CMD ["node", "scripts/worker.mjs", "worker"]

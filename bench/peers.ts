@@ -33,6 +33,7 @@ import {
 } from './peers-mindloop.js';
 import { measureTicks, tickSizes } from './tick.js';
 import { allocatorEnv } from '../scripts/allocator.mjs';
+import { compileWorkerEntries } from '../scripts/cli-build.mjs';
 
 const peersDir = join(import.meta.dirname, 'peers');
 const root = join(import.meta.dirname, '..');
@@ -42,6 +43,8 @@ interface LoopProcess {
   name: string;
   script: string;
   key: string;
+  /** The script compiled as the product's worker is (scripts/cli-build.mjs), run instead of the source through tsx. */
+  built?: string;
 }
 
 const peers = [
@@ -111,7 +114,8 @@ function runChild(
   env: Record<string, string>,
   onLine: (line: string, c: Child) => void = () => {},
 ): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', p.script, p.name, ...args], {
+  const script = p.built ? ['--enable-source-maps', p.built] : ['--import', 'tsx', p.script];
+  const proc = spawn(process.execPath, [...script, p.name, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -280,6 +284,7 @@ type MindloopWindow = 'effect' | 'model';
  * model calls asked again.
  */
 async function mindloopCrashes(
+  proc: LoopProcess,
   stack: Stack,
   env: Record<string, string>,
   endpoint: ScriptedEndpoint,
@@ -293,7 +298,7 @@ async function mindloopCrashes(
     await seedCrashAgent(stack.db.db, loop, endpoint.baseUrl(loop));
     const killAt = randomKillStep(crashSteps);
     runs.push(
-      await crashOnce(mindloop, env, {
+      await crashOnce(proc, env, {
         loop,
         steps: crashSteps,
         killAt,
@@ -321,6 +326,8 @@ export async function measurePeers(
   const mindloopDb = await scratchDatabase('mindloop_peers_ml');
   const bundle = join(tmpdir(), `mindloop-peers-bundle-${stamp}.js`);
   const mindloopBundle = join(tmpdir(), `mindloop-peers-ml-bundle-${stamp}.js`);
+  // In the tree, where its packages resolve from node_modules.
+  const mindloopChild = join(root, '.build', `peers-ml-child-${stamp}`);
   const { env, stack, stop } = await benchStack({ databaseUrl: mindloopDb.url });
   const db = new pg.Pool({ connectionString: peersDb.url, max: 2 });
   let endpoint: ScriptedEndpoint | undefined;
@@ -389,6 +396,9 @@ export async function measurePeers(
         '  mindloop: crash (a worker process of the product, the model an endpoint in this process)…\n',
       );
       await writeWorkflowBundle(mindloopBundle);
+      // The worker process runs from a build, as `npm run worker` does.
+      await compileWorkerEntries({ child: join(root, mindloop.script) }, mindloopChild);
+      const built = { ...mindloop, built: join(mindloopChild, 'child.js') };
       endpoint = await startScriptedEndpoint();
       const mindloopEnv = {
         DATABASE_URL: stack.database.url,
@@ -406,7 +416,7 @@ export async function measurePeers(
         ['effect', 'crash_'],
         ['model', 'crash_midcall_'],
       ] as const) {
-        const { runs, repeated } = await mindloopCrashes(stack, mindloopEnv, endpoint, window, z);
+        const { runs, repeated } = await mindloopCrashes(built, stack, mindloopEnv, endpoint, window, z);
         const calls = (i: number) => {
           const r = repeated[i]!;
           const purposes = Object.entries(r.byPurpose)
@@ -434,6 +444,7 @@ export async function measurePeers(
     await stop();
     rmSync(bundle, { force: true });
     rmSync(mindloopBundle, { force: true });
+    rmSync(mindloopChild, { recursive: true, force: true });
     await peersDb.drop();
     await mindloopDb.drop();
   }

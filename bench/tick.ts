@@ -34,8 +34,9 @@ function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmR
 }
 
 /**
- * `workers/main.ts --queue mindloop` as its own node process, attached to the bench stack; resolves
- * once it polls. `nodeFlags` go before the script (flags, a preload), `env` beside the stack's.
+ * `workers/main.ts --queue mindloop` as its own node process, run as `npm run worker` runs it
+ * (from its build, scripts/worker.mjs, on the worker's allocator), attached to the bench stack;
+ * resolves once it polls. `nodeFlags` go before the script (flags, a preload), `env` beside the stack's.
  */
 export async function workerProcess(
   stack: Stack,
@@ -45,7 +46,7 @@ export async function workerProcess(
   writeFileSync(path, (await benchBundle()).code);
   const child = spawn(
     process.execPath,
-    [...(o.nodeFlags ?? []), '--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'],
+    [...(o.nodeFlags ?? []), 'scripts/worker.mjs', 'worker', '--queue', 'mindloop', '--no-schedules'],
     {
       cwd: join(import.meta.dirname, '..'),
       env: {
@@ -54,7 +55,6 @@ export async function workerProcess(
         DATABASE_URL: stack.database.url,
         MINDLOOP_WORKFLOW_BUNDLE: path,
         LOG_LEVEL: 'WARN',
-        // As `npm run worker` runs it (scripts/allocator.mjs).
         ...allocatorEnv(),
         ...o.env,
       },

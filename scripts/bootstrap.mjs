@@ -47,12 +47,21 @@ function ensureNodeDeps() {
   utimesSync(marker, now, now);
 }
 
-/** The CLI compiled once (scripts/cli-build.mjs), so that `mindloop` calls load no TypeScript compiler. */
-async function ensureCliBuild() {
-  const { buildCli, freshCliEntry } = await import('./cli-build.mjs');
-  if (freshCliEntry() !== null) return;
-  say('building the CLI (esbuild → .build/cli)…');
-  await buildCli();
+/**
+ * The CLI compiled once (scripts/cli-build.mjs), so that `mindloop` calls load no TypeScript
+ * compiler; and the worker processes, for the commands that run them (and set-up).
+ */
+async function ensureBuilds(command) {
+  const { buildEntries, freshEntry } = await import('./cli-build.mjs');
+  const wanted = [
+    ['cli', 'main', 'the CLI'],
+    ...(['start', 'worker', 'setup'].includes(command) ? [['worker', 'worker', 'the worker']] : []),
+  ];
+  for (const [name, entry, what] of wanted) {
+    if (freshEntry(name, entry) !== null) continue;
+    say(`building ${what} (esbuild → .build/${name})…`);
+    await buildEntries(name);
+  }
 }
 
 /** Pinned PyPI wheels into .tools/venv; a manifest records what is installed. */
@@ -126,9 +135,12 @@ function ensureSandboxImage() {
   }
 }
 
-/** Run a node_modules/.bin command in the foreground; Ctrl-C goes to the child, we wait for it. */
+/**
+ * Run a node_modules/.bin command (or, for `node`, this Node) in the foreground; Ctrl-C goes to
+ * the child, we wait for it.
+ */
 function handOver(bin, args, env = {}) {
-  const child = spawn(join(root, 'node_modules', '.bin', bin), args, {
+  const child = spawn(bin === 'node' ? process.execPath : join(root, 'node_modules', '.bin', bin), args, {
     cwd: root,
     stdio: 'inherit',
     env: { ...process.env, ...env },
@@ -149,11 +161,12 @@ const unitLane = command === 'test' && args.includes('--unit');
 const rest = unitLane ? ['--project', 'unit', ...args.filter((a) => a !== '--unit')] : args;
 const plans = {
   setup: null,
-  // The processes that run workers, on jemalloc where the system has it (scripts/allocator.mjs).
-  start: ['tsx', ['workers/dev.ts', ...rest], allocatorEnv()],
-  worker: ['tsx', ['workers/main.ts', ...rest], allocatorEnv()],
-  bench: ['tsx', ['bench/run.ts', ...rest]],
-  test: ['vitest', ['run', ...rest]],
+  // The processes that run workers: from their build (scripts/worker.mjs), on jemalloc where the
+  // system has it (scripts/allocator.mjs).
+  start: { bin: 'node', args: ['scripts/worker.mjs', 'dev', ...rest], env: allocatorEnv() },
+  worker: { bin: 'node', args: ['scripts/worker.mjs', 'worker', ...rest], env: allocatorEnv() },
+  bench: { bin: 'tsx', args: ['bench/run.ts', ...rest] },
+  test: { bin: 'vitest', args: ['run', ...rest] },
 };
 if (!(command in plans)) {
   process.stderr.write(`bootstrap: unknown command "${command}" (expected ${Object.keys(plans).join('|')})\n`);
@@ -166,7 +179,7 @@ try {
     // be started) comes up while npm installs.
     const waitForEngine = await applySystemPlan(await systemPlan(command));
     ensureNodeDeps();
-    await ensureCliBuild();
+    await ensureBuilds(command);
     ensureTools();
     ensureEmbedderGraph();
     waitForEngine();
@@ -197,5 +210,5 @@ if (command === 'test' && args.length === 0) {
   }
 }
 const plan = plans[command];
-if (plan) handOver(...plan);
+if (plan) handOver(plan.bin, plan.args, plan.env);
 else say('ready: node_modules and .tools/ are up to date');

@@ -1,16 +1,19 @@
-// The CLI as plain JavaScript: `cli/main.ts` and what it imports, compiled once by esbuild into
-// `.build/cli/` (one chunk per command module, so a call still loads only its command's code;
-// the packages it bundles are copied in, the heavy ones stay in node_modules). `bin/mindloop.mjs`
-// runs the build while every source it was made from is unchanged, and rebuilds it (about a
-// second) when one changed, so an edit never runs stale code. Plain Node: it runs from
-// bootstrap.mjs and from the bin script.
+// The CLI and the worker processes as plain JavaScript, compiled once by esbuild: `cli/main.ts`
+// and what it imports into `.build/cli/` (one chunk per command module, so a call still loads
+// only its command's code), `workers/main.ts` (`npm run worker`) and `workers/dev.ts`
+// (`npm start`) into `.build/worker/`. The packages they use are bundled in, the heavy ones stay
+// in node_modules. A worker from its build polls about a second after it starts where the
+// sources through tsx took two to three: its modules are one file read, not hundreds transpiled
+// and resolved, and that is most of how soon a restarted worker takes back its agents.
+// `bin/mindloop.mjs` and bootstrap.mjs run a build while every source it was made from is
+// unchanged, and rebuild it (a second or two) when one changed, so an edit never runs stale
+// code. Plain Node: it runs from bootstrap.mjs and from the bin script.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-export const cliBuildDir = join(root, '.build', 'cli');
 const stampName = 'inputs.json';
 
 /**
@@ -115,24 +118,46 @@ const externalPackages = [
 ];
 
 /**
- * Build into a directory of its own, then point `current.json` at it (written whole, then
- * renamed): a CLI call running meanwhile, or a second build racing this one, always finds one
- * complete build. Builds older than a minute that `current.json` no longer names are removed.
+ * The builds: their entry points (output name → source) and what each leaves to node_modules.
+ * The worker's build also leaves every Temporal package there: the worker's native core loads
+ * its own copies of them, and the activity context, failures and payload converters must be
+ * the one copy that the worker and the activities share.
  */
-export async function buildCli() {
+const builds = {
+  cli: {
+    entries: { main: 'cli/main.ts' },
+    external: externalPackages,
+    plugins: [ownImportMeta, temporalProtoDescriptor],
+  },
+  worker: {
+    entries: { worker: 'workers/main.ts', dev: 'workers/dev.ts' },
+    external: [...externalPackages, '@temporalio/*'],
+    plugins: [ownImportMeta],
+  },
+};
+
+/** Where build `name` lives. */
+const buildDir = (name) => join(root, '.build', name);
+
+/**
+ * Compile `entryPoints` (output name → path) into `outdir` with the options every build here
+ * shares (ESM for Node 20, code split, linked source maps); `external` and `plugins` as given.
+ */
+export async function compileEntries(
+  entryPoints,
+  outdir,
+  { external = externalPackages, plugins = [ownImportMeta] } = {},
+) {
   const { build } = await import('esbuild');
-  mkdirSync(cliBuildDir, { recursive: true });
-  const name = `b-${Date.now()}-${process.pid}`;
-  const out = join(cliBuildDir, name);
-  const result = await build({
-    entryPoints: [join(root, 'cli', 'main.ts')],
-    outdir: out,
+  return build({
+    entryPoints,
+    outdir,
     bundle: true,
     splitting: true,
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    external: externalPackages,
+    external,
     // Bundled CommonJS packages call require() for Node's built-ins.
     banner: {
       js: "import { createRequire as __mlCreateRequire } from 'node:module'; const require = __mlCreateRequire(import.meta.url);",
@@ -140,8 +165,24 @@ export async function buildCli() {
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'error',
-    plugins: [ownImportMeta, temporalProtoDescriptor],
+    plugins,
   });
+}
+
+/**
+ * Build `name` (`cli` or `worker`) into a directory of its own, then point its `current.json`
+ * at it (written whole, then renamed): a call running meanwhile, or a second build racing this
+ * one, always finds one complete build. Builds older than a minute that `current.json` no
+ * longer names are removed. Resolves with its entries' paths.
+ */
+export async function buildEntries(name) {
+  const spec = builds[name];
+  const dir = buildDir(name);
+  mkdirSync(dir, { recursive: true });
+  const stamp = `b-${Date.now()}-${process.pid}`;
+  const out = join(dir, stamp);
+  const entryPoints = Object.fromEntries(Object.entries(spec.entries).map(([k, v]) => [k, join(root, v)]));
+  const result = await compileEntries(entryPoints, out, spec);
   // The repository's own sources one by one; the packages through npm's lockfiles.
   const all = Object.keys(result.metafile.inputs).map((p) => relative(root, resolve(root, p)));
   const inputs = [
@@ -149,25 +190,41 @@ export async function buildCli() {
     ...dependencyStamps.filter((p) => existsSync(join(root, p))),
   ];
   writeFileSync(join(out, stampName), JSON.stringify({ builtAt: Date.now(), inputs }));
-  const pointer = join(cliBuildDir, 'current.json');
-  writeFileSync(`${pointer}.${process.pid}`, JSON.stringify({ dir: name }));
+  const pointer = join(dir, 'current.json');
+  writeFileSync(`${pointer}.${process.pid}`, JSON.stringify({ dir: stamp }));
   renameSync(`${pointer}.${process.pid}`, pointer);
-  for (const d of readdirSync(cliBuildDir)) {
-    if (!d.startsWith('b-') || d === name) continue;
-    const full = join(cliBuildDir, d);
+  for (const d of readdirSync(dir)) {
+    if (!d.startsWith('b-') || d === stamp) continue;
+    const full = join(dir, d);
     if (Date.now() - statSync(full).mtimeMs > 60_000) rmSync(full, { recursive: true, force: true });
   }
-  return { entry: join(out, 'main.js'), inputs: all.length };
+  return Object.fromEntries(Object.keys(spec.entries).map((k) => [k, join(out, `${k}.js`)]));
 }
 
-/** The entry of the current build when it is newer than every source it was made from (and npm's lockfiles), else null. */
-export function freshCliEntry() {
+/** Entry `entry` of build `name` when that build is newer than every source it was made from (and npm's lockfiles), else null. */
+export function freshEntry(name, entry) {
+  const dir = buildDir(name);
   try {
-    const { dir } = JSON.parse(readFileSync(join(cliBuildDir, 'current.json'), 'utf8'));
-    const stamp = JSON.parse(readFileSync(join(cliBuildDir, dir, stampName), 'utf8'));
+    const { dir: current } = JSON.parse(readFileSync(join(dir, 'current.json'), 'utf8'));
+    const stamp = JSON.parse(readFileSync(join(dir, current, stampName), 'utf8'));
     for (const p of stamp.inputs) if (statSync(join(root, p)).mtimeMs > stamp.builtAt) return null;
-    return join(cliBuildDir, dir, 'main.js');
+    return join(dir, current, `${entry}.js`);
   } catch {
     return null;
   }
+}
+
+/** Compile `entryPoints` into `outdir` as the worker's build is compiled (a benchmark's own worker processes). */
+export function compileWorkerEntries(entryPoints, outdir) {
+  return compileEntries(entryPoints, outdir, builds.worker);
+}
+
+/** The CLI's build (`.build/cli/`). */
+export async function buildCli() {
+  return { entry: (await buildEntries('cli')).main };
+}
+
+/** The CLI's entry when its build is fresh, else null. */
+export function freshCliEntry() {
+  return freshEntry('cli', 'main');
 }
