@@ -5,6 +5,7 @@
  * activities: test/integration/agent-loop.test.ts.)
  */
 import { WorkflowFailedError, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { autoPassReflexes, fakeThought, unlimitedLifeforce } from '../helpers/scripted.js';
@@ -239,6 +240,27 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     expect(f.thinks.map((t) => t.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(new Set(f.thinks.map((t) => t.loop.recentK))).toEqual(new Set([11]));
     expect(f.applied.map((a) => a.tick)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it('continues as new every 100 ticks when the input names no run length', async () => {
+    // A worker taking an agent over replays its run so far: runs are kept short.
+    const runOf = new Map<number, string>();
+    const f = fakes({
+      reply: (input) => {
+        runOf.set(input.tick, Context.current().info.workflowExecution.runId);
+        return {};
+      },
+    });
+    await withWorker(suite.env, fakeWorker(f), async (q) => {
+      const h = await start(q, { agentId: 'long-runner', maxTicks: 101, settings: { delayMs: 0 } });
+      expect(await h.result()).toMatchObject({ ticks: 101 });
+    });
+    const runs = [...new Set(runOf.values())];
+    expect(runs).toHaveLength(2);
+    expect([...runOf].filter(([, r]) => r === runs[0]).map(([t]) => t)).toEqual(
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
+    expect(runOf.get(101)).toBe(runs[1]);
   });
 
   it('applies a pause/resume command once per command id, also when it comes again after continue-as-new', async () => {

@@ -195,8 +195,11 @@ export const agentLoopInput = sharedValue('agent-loop/agentLoopInput', () =>
     maxTicks: z.number().int().positive().optional(),
     /** The agent's budget when it is created (the first start only; later, `mindloop lifeforce set`). Unset: unlimited, spend recorded. */
     lifeforce: budgetSettingsSchema.optional(),
-    /** Continue-as-new after this many ticks in one run, even if the server does not suggest it. */
-    ticksPerRun: z.number().int().min(1).max(10_000).default(500),
+    /**
+     * Continue-as-new after this many ticks in one run, even if the server does not suggest it.
+     * Unset: 100 (workflow.ts, `ticksPerRunByDefault`).
+     */
+    ticksPerRun: z.number().int().min(1).max(10_000).optional(),
     /** false: skip the reflexes (auto_pass, no emotion/novelty prompts) — the bench's bare tick, an operator's kill switch. */
     reflexes: z.boolean().default(true),
     /** An agent file's document, applied at the first start before the first tick (a continue-as-new drops it). */

@@ -70,9 +70,10 @@ export async function agentLoopWorkflow(rawInput: AgentLoopInput): Promise<Agent
 async function run(loop: Loop): Promise<void> {
   const { state, input } = loop;
   const startTick = state.tick;
+  const perRun = input.ticksPerRun ?? ticksPerRunByDefault();
   const capped = () => input.maxTicks !== undefined && state.tick >= input.maxTicks;
   while (!loop.stopRequested && !capped()) {
-    if (state.tick - startTick >= input.ticksPerRun || workflowInfo().continueAsNewSuggested)
+    if (state.tick - startTick >= perRun || workflowInfo().continueAsNewSuggested)
       return await continueAsNewWithState(loop);
     if (await waitWhilePaused(loop)) continue;
     if (!(await tick(loop))) continue;
@@ -80,6 +81,16 @@ async function run(loop: Loop): Promise<void> {
     await pace(loop);
     state.pendingWake = false;
   }
+}
+
+/**
+ * The ticks of a run when the input names none. A worker that takes an agent over (its own
+ * restart, another worker's death, an agent out of its cache) replays the agent's run so far
+ * before the next tick, a few milliseconds a tick on a cold worker: 100 ticks keep that under
+ * half a second. Runs from before short-runs-v1 went to 500.
+ */
+function ticksPerRunByDefault(): number {
+  return patched('short-runs-v1') ? 100 : 500;
 }
 
 /** Stopped or at the cap: let the handlers finish, store queued notes, record the stop. */
