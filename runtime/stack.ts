@@ -68,7 +68,17 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       max: pgEmbedded || (!env.DATABASE_URL && !embedded) ? 1 : env.DATABASE_POOL_MAX,
     });
     cleanups.push(() => db.close());
-    await runMigrations(db.pool);
+    await runMigrations(db.pool).catch((err: NodeJS.ErrnoException) => {
+      // Nothing listening, or no such host: a set-up to fix, said in one line.
+      if (!['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(err.code ?? '')) throw err;
+      throw new StartRefused(
+        `no Postgres answers at ${withoutPassword(databaseUrl!)} (${err.code}): ${
+          env.DATABASE_URL
+            ? 'start it, or correct DATABASE_URL'
+            : 'start `npm start` (its embedded database) or set DATABASE_URL'
+        }`,
+      );
+    });
     log('postgres: migrations applied');
 
     let devServer: DevServer | undefined;
@@ -111,5 +121,16 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   } catch (err) {
     await stop();
     throw err;
+  }
+}
+
+/** A connection string fit to print: its password replaced by `***`. */
+function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(DATABASE_URL)';
   }
 }

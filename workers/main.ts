@@ -11,6 +11,7 @@
 import { parseArgs } from 'node:util';
 import { loadEnvOrExit, envSchema, type TaskQueueName } from '../env.js';
 import { startStack } from '../runtime/stack.js';
+import { StartRefused } from '../runtime/start-ports.js';
 import { installRuntime, onStopSignal, startWorkers } from './run.js';
 import { applySchedulesAtStart } from './schedules.js';
 import { startWorkerBus } from './bus.js';
@@ -54,7 +55,13 @@ function parseCli(argv: string[], fallback: TaskQueueName[]): { queues: TaskQueu
 const env = loadEnvOrExit();
 const { queues, noSchedules } = parseCli(process.argv.slice(2), env.MINDLOOP_QUEUES);
 installRuntime(env.LOG_LEVEL);
-const stack = await startStack({ env, embedded: false, log: (l) => process.stdout.write(`${l}\n`) });
+const stack = await startStack({ env, embedded: false, log: (l) => process.stdout.write(`${l}\n`) }).catch(
+  (err: unknown) => {
+    if (!(err instanceof StartRefused)) throw err;
+    process.stderr.write(`worker: cannot start: ${err.message}\n`);
+    process.exit(1);
+  },
+);
 // The bus (NATS_URL, or the one answering locally) goes with the workflows' queue: heartbeats, agent events and commands.
 const log = (l: string) => process.stdout.write(`${l}\n`);
 const busStart = queues.includes('mindloop') ? await startWorkerBus(env, stack.temporal, log) : undefined;

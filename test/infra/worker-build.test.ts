@@ -11,7 +11,16 @@ import { describe, expect, it } from 'vitest';
 const root = join(import.meta.dirname, '..', '..');
 
 function launch(...args: string[]) {
-  return spawnSync(process.execPath, ['scripts/worker.mjs', ...args], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+  return launchWith({}, ...args);
+}
+
+function launchWith(env: Record<string, string>, ...args: string[]) {
+  return spawnSync(process.execPath, ['scripts/worker.mjs', ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
 }
 
 const currentBuild = () =>
@@ -47,5 +56,18 @@ describe('scripts/worker.mjs', () => {
     const r = launch('nope');
     expect(r.status).toBe(2);
     expect(r.stderr).toBe('usage: node scripts/worker.mjs <worker|dev> [flags]\n');
+  });
+
+  it('says in one line that no database answers, without its password', () => {
+    const r = launchWith(
+      { DATABASE_URL: 'postgres://app:s3cret@127.0.0.1:1/mindloop' },
+      'worker',
+      '--queue',
+      'mindloop',
+    );
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(
+      'worker: cannot start: no Postgres answers at postgres://app:***@127.0.0.1:1/mindloop (ECONNREFUSED): start it, or correct DATABASE_URL\n',
+    );
   });
 });

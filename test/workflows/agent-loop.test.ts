@@ -247,7 +247,7 @@ describe('agentLoopWorkflow (time-skipping, fakes)', () => {
     const runOf = new Map<number, string>();
     const f = fakes({
       reply: (input) => {
-        runOf.set(input.tick, Context.current().info.workflowExecution.runId);
+        runOf.set(input.tick, Context.current().info.workflowExecution?.runId ?? 'none');
         return {};
       },
     });
