@@ -207,7 +207,7 @@ describe('scripts/system.mjs --dry-run', () => {
       // Run again: the engine answers, so it only checks.
       const again = await run(process.execPath, [script, 'start', '--apply'], { PATH: bin }, 30_000);
       expect(again.stderr.trim()).toBe(
-        '[setup] system: python3 venv, espeak-ng, pico2wave, Docker engine 99.0-fake, busybox-static, gcc + static libc',
+        '[setup] system: python3 venv, espeak-ng, jemalloc, pico2wave, Docker engine 99.0-fake, busybox-static, gcc + static libc',
       );
       expect(readFileSync(calls, 'utf8').trim().split('\n')).toHaveLength(log.length);
     } finally {
