@@ -49,14 +49,12 @@ function ensureNodeDeps() {
 
 /**
  * The CLI compiled once (scripts/cli-build.mjs), so that `mindloop` calls load no TypeScript
- * compiler; and the worker processes, for the commands that run them (and set-up).
+ * compiler; at set-up the worker processes too (scripts/worker.mjs builds theirs when it starts
+ * one that is not fresh).
  */
 async function ensureBuilds(command) {
   const { buildEntries, freshEntry } = await import('./cli-build.mjs');
-  const wanted = [
-    ['cli', 'main', 'the CLI'],
-    ...(['start', 'worker', 'setup'].includes(command) ? [['worker', 'worker', 'the worker']] : []),
-  ];
+  const wanted = [['cli', 'main', 'the CLI'], ...(command === 'setup' ? [['worker', 'worker', 'the worker']] : [])];
   for (const [name, entry, what] of wanted) {
     if (freshEntry(name, entry) !== null) continue;
     say(`building ${what} (esbuild → .build/${name})…`);

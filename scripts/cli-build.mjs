@@ -141,13 +141,9 @@ const buildDir = (name) => join(root, '.build', name);
 
 /**
  * Compile `entryPoints` (output name → path) into `outdir` with the options every build here
- * shares (ESM for Node 20, code split, linked source maps); `external` and `plugins` as given.
+ * shares (ESM for Node 20, code split, linked source maps) and `spec`'s externals and plugins.
  */
-export async function compileEntries(
-  entryPoints,
-  outdir,
-  { external = externalPackages, plugins = [ownImportMeta] } = {},
-) {
+async function compileEntries(entryPoints, outdir, { external, plugins }) {
   const { build } = await import('esbuild');
   return build({
     entryPoints,

@@ -203,7 +203,7 @@ export async function systemPlan(command, env = process.env) {
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && env.MINDLOOP_SETUP_AS_USER !== '1';
   const apt = !!which('apt-get', env);
   if (jemallocPath()) plan.present.push('jemalloc');
-  else if (isRoot && apt && ['start', 'worker', 'bench', 'test', 'setup'].includes(command)) need(['libjemalloc2']);
+  else if (isRoot && apt) need(['libjemalloc2']);
   const pinned = pinnedDebs(env);
   if (pinned.command && which(pinned.command, env)) plan.present.push(pinned.command);
   else if (pinned.files.length > 0) plan.debs = pinned.files;

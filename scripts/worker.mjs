@@ -19,6 +19,7 @@ process.setSourceMapsEnabled(true);
 let entry = freshEntry('worker', name);
 if (entry === null) {
   try {
+    process.stderr.write('[setup] building the worker (esbuild → .build/worker)…\n');
     entry = (await buildEntries('worker'))[name];
   } catch (err) {
     process.stderr.write(

@@ -45,10 +45,13 @@ describe('scripts/worker.mjs', () => {
     utimesSync(source, now, now);
     const again = launch('worker', '--help');
     expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).toBe('[setup] building the worker (esbuild → .build/worker)…\n');
     expect(currentBuild()).not.toBe(before);
     // Fresh now: the next start uses that build as it is.
     const after = currentBuild();
-    expect(launch('worker', '--help').status).toBe(0);
+    const fresh = launch('worker', '--help');
+    expect(fresh.status).toBe(0);
+    expect(fresh.stderr).toBe('');
     expect(currentBuild()).toBe(after);
   });
 
@@ -66,7 +69,7 @@ describe('scripts/worker.mjs', () => {
       'mindloop',
     );
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe(
+    expect(r.stderr.replace(/^\[setup\] building the worker .*\n/, '')).toBe(
       'worker: cannot start: no Postgres answers at postgres://app:***@127.0.0.1:1/mindloop (ECONNREFUSED): start it, or correct DATABASE_URL\n',
     );
   });
