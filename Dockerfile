@@ -63,9 +63,9 @@ ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
 # Code stays owned by root (read-only to the app); only the state folders are writable.
 COPY . .
 # The worker from its build (scripts/worker.mjs): made here, once, so a container starts polling
-# in about a second.
+# in about a second. Its workflow threads run without the SDK's promise hook (scripts/workflow-threads.mjs).
 RUN node -e "import('./scripts/cli-build.mjs').then((m) => m.buildEntries('worker'))"
 RUN mkdir -p .data .tools && chown node:node .data .tools
 
 USER node
-CMD ["node", "scripts/worker.mjs", "worker"]
+CMD ["node", "--import", "./scripts/workflow-threads.mjs", "scripts/worker.mjs", "worker"]

@@ -33,6 +33,7 @@ import {
 } from './peers-mindloop.js';
 import { measureTicks, tickSizes } from './tick.js';
 import { allocatorEnv } from '../scripts/allocator.mjs';
+import { workflowThreadFlags } from '../scripts/workflow-threads.mjs';
 import { compileWorkerEntries } from '../scripts/cli-build.mjs';
 
 const peersDir = join(import.meta.dirname, 'peers');
@@ -43,7 +44,10 @@ interface LoopProcess {
   name: string;
   script: string;
   key: string;
-  /** The script compiled as the product's worker is (scripts/cli-build.mjs), run instead of the source through tsx. */
+  /**
+   * The script compiled as the product's worker is (scripts/cli-build.mjs), run instead of the
+   * source through tsx, with the worker process's node flags (scripts/workflow-threads.mjs).
+   */
   built?: string;
 }
 
@@ -114,7 +118,7 @@ function runChild(
   env: Record<string, string>,
   onLine: (line: string, c: Child) => void = () => {},
 ): Child {
-  const script = p.built ? ['--enable-source-maps', p.built] : ['--import', 'tsx', p.script];
+  const script = p.built ? [...workflowThreadFlags, '--enable-source-maps', p.built] : ['--import', 'tsx', p.script];
   const proc = spawn(process.execPath, [...script, p.name, ...args], {
     cwd: root,
     env: { ...process.env, ...env },

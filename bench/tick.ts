@@ -24,6 +24,7 @@ import { measureBaseline, withBaselineWorker } from './temporal-baseline.js';
 import { measureTickCost, seedInstantAgents, tickCostMetrics, tickCostSizes, tickCostTable } from './tick-cost.js';
 import { workflowFailover } from '../workflows/lib/activity-options.js';
 import { allocatorEnv } from '../scripts/allocator.mjs';
+import { workflowThreadFlags } from '../scripts/workflow-threads.mjs';
 
 /** Resident set size of a process, from /proc (Linux). */
 function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): number {
@@ -35,7 +36,7 @@ function processRssMb(pid: number, field: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmR
 
 /**
  * `workers/main.ts --queue mindloop` as its own node process, run as `npm run worker` runs it
- * (from its build, scripts/worker.mjs, on the worker's allocator), attached to the bench stack;
+ * (from its build, scripts/worker.mjs, on the worker's allocator and node flags), attached to the bench stack;
  * resolves once it polls. `nodeFlags` go before the script (flags, a preload), `env` beside the stack's.
  */
 export async function workerProcess(
@@ -46,7 +47,15 @@ export async function workerProcess(
   writeFileSync(path, (await benchBundle()).code);
   const child = spawn(
     process.execPath,
-    [...(o.nodeFlags ?? []), 'scripts/worker.mjs', 'worker', '--queue', 'mindloop', '--no-schedules'],
+    [
+      ...workflowThreadFlags,
+      ...(o.nodeFlags ?? []),
+      'scripts/worker.mjs',
+      'worker',
+      '--queue',
+      'mindloop',
+      '--no-schedules',
+    ],
     {
       cwd: join(import.meta.dirname, '..'),
       env: {

@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writ
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { allocatorEnv } from './allocator.mjs';
+import { workflowThreadFlags } from './workflow-threads.mjs';
 import { applySystemPlan, systemPlan } from './system.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -160,10 +161,11 @@ const rest = unitLane ? ['--project', 'unit', ...args.filter((a) => a !== '--uni
 const plans = {
   setup: null,
   // The processes that run workers: from their build (scripts/worker.mjs), on jemalloc where the
-  // system has it (scripts/allocator.mjs).
-  start: { bin: 'node', args: ['scripts/worker.mjs', 'dev', ...rest], env: allocatorEnv() },
-  worker: { bin: 'node', args: ['scripts/worker.mjs', 'worker', ...rest], env: allocatorEnv() },
-  bench: { bin: 'tsx', args: ['bench/run.ts', ...rest] },
+  // system has it (scripts/allocator.mjs), their workflow threads without the SDK's promise hook
+  // (scripts/workflow-threads.mjs). The benchmarks' process runs workers too, with the same flags.
+  start: { bin: 'node', args: [...workflowThreadFlags, 'scripts/worker.mjs', 'dev', ...rest], env: allocatorEnv() },
+  worker: { bin: 'node', args: [...workflowThreadFlags, 'scripts/worker.mjs', 'worker', ...rest], env: allocatorEnv() },
+  bench: { bin: 'node', args: [...workflowThreadFlags, '--import', 'tsx', 'bench/run.ts', ...rest] },
   test: { bin: 'vitest', args: ['run', ...rest] },
 };
 if (!(command in plans)) {

@@ -4,6 +4,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { startStack, type Stack } from '../../runtime/stack.js';
+import { workflowThreadFlags } from '../../scripts/workflow-threads.mjs';
 import { writeWorkflowBundle } from '../../workers/build-bundle.js';
 import { freePort, freshPostgresDatabase, repoToolsDir, tempDir, testEnv } from './env.js';
 import { start as spawnProcess } from './spawn.js';
@@ -18,9 +19,10 @@ export interface KillableStack {
   /** The prebuilt workflow bundle (for in-process workers too). */
   bundlePath: string;
   /**
-   * A worker process polling `mindloop`. Node itself with the tsx loader, not the tsx CLI: the
-   * CLI runs node as a child, which a SIGKILL of the CLI leaves alive. No bus unless `env` names
-   * one (NATS_URL, MINDLOOP_BUS_ROOT): a crash test's worker must not join the machine's.
+   * A worker process polling `mindloop`, with a worker process's node flags. Node itself with the
+   * tsx loader, not the tsx CLI: the CLI runs node as a child, which a SIGKILL of the CLI leaves
+   * alive. No bus unless `env` names one (NATS_URL, MINDLOOP_BUS_ROOT): a crash test's worker
+   * must not join the machine's.
    */
   spawnWorker(env?: Record<string, string>): ReturnType<typeof spawnProcess>;
   stop(): Promise<void>;
@@ -42,15 +44,19 @@ export async function startKillableStack(name: string): Promise<KillableStack> {
     dbUrl: fresh.url,
     bundlePath,
     spawnWorker: (env = {}) =>
-      spawnProcess(process.execPath, ['--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'], {
-        TEMPORAL_ADDRESS: stack.temporal.address,
-        DATABASE_URL: fresh.url,
-        MINDLOOP_WORKFLOW_BUNDLE: bundlePath,
-        MINDLOOP_TOOLS_DIR: repoToolsDir,
-        LOG_LEVEL: 'ERROR',
-        NATS_URL: 'off',
-        ...env,
-      }),
+      spawnProcess(
+        process.execPath,
+        [...workflowThreadFlags, '--import', 'tsx', 'workers/main.ts', '--queue', 'mindloop', '--no-schedules'],
+        {
+          TEMPORAL_ADDRESS: stack.temporal.address,
+          DATABASE_URL: fresh.url,
+          MINDLOOP_WORKFLOW_BUNDLE: bundlePath,
+          MINDLOOP_TOOLS_DIR: repoToolsDir,
+          LOG_LEVEL: 'ERROR',
+          NATS_URL: 'off',
+          ...env,
+        },
+      ),
     async stop() {
       await client.connection.close();
       await stack.stop();

@@ -161,7 +161,13 @@ describe('docker-compose.yml', { timeout: 60_000 }, () => {
       expect(e['TEMPORAL_ADDRESS']).toBe('temporal:7233');
       expect(e['DATABASE_URL']).toMatch(/^postgres(ql)?:\/\/[^@/]+@app-db:5432\/mindloop$/);
       expect(w['build'], `${name} is built from the Dockerfile`).toBeDefined();
-      expect(w['command']).toEqual(['node', 'scripts/worker.mjs', 'worker']);
+      expect(w['command']).toEqual([
+        'node',
+        '--import',
+        './scripts/workflow-threads.mjs',
+        'scripts/worker.mjs',
+        'worker',
+      ]);
       expect(dependsOn(w)).toMatchObject({ 'app-db': 'service_healthy' });
       expect(
         Object.keys(dependsOn(w)).some((d) => d.startsWith('temporal')),
