@@ -21,7 +21,8 @@ import { replyFormatInstructions } from '../../core/reply-parser.js';
 import { clipText, oneLine } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
-import { goalMetricRows } from '../../db/queries/goal-metrics.js';
+import { jsonRows, rowsOf } from '../../db/json-rows.js';
+import { goalMetricRowsOf, goalMetricRowsQuery } from '../../db/queries/goal-metrics.js';
 import { abstracts, commandLog, goals, llmMemory, notes, processLog, tasks } from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
@@ -125,71 +126,131 @@ function notesWhere(
 const unfiltered = (filter: ThinkInput['loop']['notesFilter']) =>
   filter?.minPriority === undefined && !filter?.sources?.length && !filter?.tags?.length;
 
-/** The context's statements, rendered once per database handle (placeholders: agentId, tick, previousTick, taskId, taskPrefix). */
+/**
+ * The context's reads beside the snapshot, one statement per kind of loop (db/json-rows.ts): the
+ * active goals, the pinned tasks (a task loop: its own task), the newest abstracts, the open
+ * processes, the command results of the loop's previous tick, the notes to show, the memory,
+ * and every goal with its task counts. Rendered once per database handle; placeholders agentId,
+ * tick, previousTick, and a task loop's taskId and taskPrefix.
+ */
 const contextStatements = statements('context', (db, name) => {
   const agentId = sql.placeholder('agentId');
   const tick = sql.placeholder('tick');
-  const tasksWhere = (key: string, which: SQL) =>
+  const topTasks = (which: SQL) =>
     db
       .select()
       .from(tasks)
       .where(and(eq(tasks.agentId, agentId), which))
       .orderBy(desc(tasks.priority))
-      .limit(10)
-      .prepare(name(key));
-  const resultsWhere = (key: string, which: SQL) =>
+      .limit(10);
+  const previousResults = (which: SQL) =>
     db
       .select()
       .from(commandLog)
       .where(and(eq(commandLog.agentId, agentId), eq(commandLog.tick, sql.placeholder('previousTick')), which))
       .orderBy(asc(commandLog.id))
-      .limit(20)
-      .prepare(name(key));
+      .limit(20);
   const notesFor = (task: boolean) =>
     db
       .select()
       .from(notes)
       .where(notesWhere(agentId, tick, task))
       .orderBy(desc(notes.priority), asc(notes.id))
-      .limit(20)
-      .prepare(name(task ? 'task_notes' : 'main_notes'));
+      .limit(20);
+  const shared = {
+    goals: jsonRows(
+      db
+        .select()
+        .from(goals)
+        .where(and(eq(goals.agentId, agentId), eq(goals.status, 'active')))
+        .orderBy(desc(goals.priority))
+        .limit(10),
+    ).as('goals'),
+    abstracts: jsonRows(
+      db
+        .select()
+        .from(abstracts)
+        .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt)))
+        .orderBy(desc(abstracts.id))
+        .limit(abstractPool),
+    ).as('abstracts'),
+    processes: jsonRows(
+      db
+        .select()
+        .from(processLog)
+        .where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt)))
+        .orderBy(desc(processLog.id))
+        .limit(10),
+    ).as('processes'),
+    memory: jsonRows(
+      db
+        .select()
+        .from(llmMemory)
+        .where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt)))
+        .orderBy(desc(llmMemory.pinned), desc(llmMemory.id))
+        .limit(10),
+    ).as('memory'),
+    goalMetrics: jsonRows(goalMetricRowsQuery(db)).as('goal_metrics'),
+  };
+  // One row of json columns, from nothing else (the snapshot reads the agent's row).
+  const rows = <T extends Record<string, SQL.Aliased>>(key: string, own: T) =>
+    db
+      .select({ ...shared, ...own })
+      .from(sql`(values (1)) as one (n)`)
+      .prepare(name(key));
   return {
-    goals: db
-      .select()
-      .from(goals)
-      .where(and(eq(goals.agentId, agentId), eq(goals.status, 'active')))
-      .orderBy(desc(goals.priority))
-      .limit(10)
-      .prepare(name('goals')),
-    pinnedTasks: tasksWhere('pinned_tasks', eq(tasks.pinned, true)),
-    ownTask: tasksWhere('own_task', eq(tasks.id, sql.placeholder('taskId'))),
-    abstracts: db
-      .select()
-      .from(abstracts)
-      .where(and(eq(abstracts.agentId, agentId), isNull(abstracts.archivedAt)))
-      .orderBy(desc(abstracts.id))
-      .limit(abstractPool)
-      .prepare(name('abstracts')),
-    processes: db
-      .select()
-      .from(processLog)
-      .where(and(eq(processLog.agentId, agentId), isNull(processLog.closedAt)))
-      .orderBy(desc(processLog.id))
-      .limit(10)
-      .prepare(name('processes')),
-    mainResults: resultsWhere('main_results', sql`${commandLog.cmdId} not like 'task%.%'`),
-    taskResults: resultsWhere('task_results', sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`),
-    mainNotes: notesFor(false),
-    taskNotes: notesFor(true),
-    memory: db
-      .select()
-      .from(llmMemory)
-      .where(and(eq(llmMemory.agentId, agentId), isNull(llmMemory.archivedAt)))
-      .orderBy(desc(llmMemory.pinned), desc(llmMemory.id))
-      .limit(10)
-      .prepare(name('memory')),
+    main: rows('main', {
+      tasks: jsonRows(topTasks(eq(tasks.pinned, true))).as('tasks'),
+      results: jsonRows(previousResults(sql`${commandLog.cmdId} not like 'task%.%'`)).as('results'),
+      notes: jsonRows(notesFor(false)).as('notes'),
+    }),
+    // A task loop: its own task (its row also gives the focus and its status), the results of
+    // the commands carrying its task's prefix, the user's notes.
+    task: rows('task', {
+      tasks: jsonRows(topTasks(eq(tasks.id, sql.placeholder('taskId')))).as('tasks'),
+      results: jsonRows(previousResults(sql`${commandLog.cmdId} like ${sql.placeholder('taskPrefix')}`)).as('results'),
+      notes: jsonRows(notesFor(true)).as('notes'),
+    }),
   };
 });
+
+/** The context's rows beside the snapshot, as contextStatements read them. */
+async function readOwnRows(db: Db, input: ThinkInput) {
+  const { agentId, tick } = input;
+  const q = contextStatements(db);
+  const task = loopOf(input).taskId !== undefined;
+  const filter = input.loop.notesFilter;
+  const [[row], filtered] = await Promise.all([
+    task
+      ? q.task.execute({
+          agentId,
+          tick,
+          previousTick: tick - 1,
+          taskId: input.taskId,
+          taskPrefix: `task${input.taskId}.%`,
+        })
+      : q.main.execute({ agentId, tick, previousTick: tick - 1 }),
+    // A notes filter (rarely set) reads the notes apart.
+    unfiltered(filter)
+      ? undefined
+      : db
+          .select()
+          .from(notes)
+          .where(notesWhere(agentId, tick, task, filter))
+          .orderBy(desc(notes.priority), asc(notes.id))
+          .limit(20),
+  ]);
+  return {
+    goals: rowsOf(goals, row!.goals),
+    tasks: rowsOf(tasks, row!.tasks),
+    abstracts: rowsOf(abstracts, row!.abstracts),
+    processes: rowsOf(processLog, row!.processes),
+    results: rowsOf(commandLog, row!.results),
+    notes: filtered ?? rowsOf(notes, row!.notes),
+    memory: rowsOf(llmMemory, row!.memory),
+    goalMetrics: goalMetricRowsOf(row!.goalMetrics),
+  };
+}
 
 /** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
 /** The allow-lists a tool's calls keep to, as the agent reads them. */
@@ -215,61 +276,35 @@ function mcpToolLine(t: McpContextTool): { name: string; description: string } {
 
 /** The rows of this tick's context beyond the snapshot, in one batch with it. */
 function readContextRows(deps: ContextDeps, input: ThinkInput) {
-  const { db, llm } = deps;
   const { agentId, tick } = input;
-  const ownTask = input.mode === 'task' && input.taskId !== undefined;
-  const q = contextStatements(db);
-  const task = input.mode === 'task';
   return Promise.all([
     // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
     deps.snapshots.snapshotOf(loopOf(input), tick, {
       contextLimit: contextLimit(input.loop, deps.embedders !== undefined),
       fresh: true,
     }),
-    q.goals.execute({ agentId }),
-    // The pinned tasks, or a task loop's own task (its row also gives the focus and its status).
-    ownTask ? q.ownTask.execute({ agentId, taskId: input.taskId }) : q.pinnedTasks.execute({ agentId }),
-    q.abstracts.execute({ agentId }),
-    q.processes.execute({ agentId }),
-    // The command results of the loop's previous tick (a task loop's carry its task's prefix).
-    task
-      ? q.taskResults.execute({ agentId, previousTick: tick - 1, taskPrefix: `task${input.taskId}.%` })
-      : q.mainResults.execute({ agentId, previousTick: tick - 1 }),
-    unfiltered(input.loop.notesFilter)
-      ? (task ? q.taskNotes : q.mainNotes).execute({ agentId, tick })
-      : db
-          .select()
-          .from(notes)
-          .where(notesWhere(agentId, tick, task, input.loop.notesFilter))
-          .orderBy(desc(notes.priority), asc(notes.id))
-          .limit(20),
-    q.memory.execute({ agentId }),
+    readOwnRows(deps.db, input),
     // The agent's discovered tools as their LangChain definitions: each description shows the
     // tool's current state and the actions valid in it (progressive discovery). One query.
     langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
     // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
-    llm.previousCalls([thinkKey(input)]),
-    // Every goal with its task counts: the goal record line beside the active goals.
-    goalMetricRows(db, agentId),
+    deps.llm.previousCalls([thinkKey(input)]),
   ]);
 }
 
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  const [
-    snapshot,
-    goalRows,
-    taskRows,
-    abstractRows,
+  const [snapshot, own, toolDefs, previousCalls] = await readContextRows(deps, input);
+  const {
+    goals: goalRows,
+    tasks: taskRows,
+    abstracts: abstractRows,
     processes,
     results,
-    noteRows,
+    notes: noteRows,
     memory,
-    toolDefs,
-    previousCalls,
-    goalMetricRowsRead,
-  ] = await readContextRows(deps, input);
+  } = own;
   if (!snapshot.agent) throw nonRetryable(ErrorType.NotFound, `agent ${agentId} does not exist`);
   // The system prompt, the thinking method (its prompt is in context 0) and the MCP tools come
   // with the snapshot.
@@ -328,7 +363,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     learnings: snapshot.learnings.slice(0, learningsShown).map(learningLine),
     responses: chosen.responses,
     goals: goalRows.map((g) => ({ id: g.id, title: g.title, priority: g.priority, status: g.status })),
-    goalMetrics: goalMetrics(goalMetricRowsRead),
+    goalMetrics: goalMetrics(own.goalMetrics),
     pinnedTasks: taskRows.map((t) => ({ id: t.id, title: t.title, priority: t.priority, status: t.status })),
     abstracts: chosen.abstracts,
     openProcesses: processes.map((p) => ({

@@ -1,7 +1,7 @@
 /**
  * What the goal metrics (core/goal-metrics.ts) read: every goal of one agent with the count of its
- * tasks and of its unfinished tasks, in one statement (rendered once per handle, as the tick's
- * statements are: the context reads it at every tick).
+ * tasks and of its unfinished tasks, in one statement (rendered once per handle); the tick's
+ * context reads the same query within its own statement (activities/tick/context.ts).
  */
 import { and, asc, eq, sql } from 'drizzle-orm';
 import { finishedTaskStatuses, goalMetrics, type GoalMetricRow, type GoalMetrics } from '../../core/goal-metrics.js';
@@ -14,26 +14,52 @@ const titleChars = 120;
 
 const finished = sql.raw(finishedTaskStatuses.map((s) => `'${s}'`).join(', '));
 
-const goalMetricStatements = statements('goal_metrics', (q, name) => ({
-  rows: q
+/**
+ * Every goal of one agent (placeholder `agentId`), oldest first, with its task counts; the
+ * computed columns named, so that the query can also be read as json (`goalMetricRowsOf`).
+ */
+export function goalMetricRowsQuery(q: Queryable) {
+  return q
     .select({
       id: goals.id,
-      title: sql<string>`left(${goals.title}, ${sql.raw(String(titleChars))})`,
+      title: sql<string>`left(${goals.title}, ${sql.raw(String(titleChars))})`.as('title'),
       status: goals.status,
       startedAt: goals.startedAt,
       createdAt: goals.createdAt,
       completedAt: goals.completedAt,
       failedAt: goals.failedAt,
       interruptions: goals.interruptions,
-      tasks: sql<number>`count(${tasks.id})::int`,
-      openTasks: sql<number>`(count(${tasks.id}) filter (where ${tasks.status} not in (${finished})))::int`,
+      tasks: sql<number>`count(${tasks.id})::int`.as('tasks'),
+      openTasks: sql<number>`(count(${tasks.id}) filter (where ${tasks.status} not in (${finished})))::int`.as(
+        'open_tasks',
+      ),
     })
     .from(goals)
     .leftJoin(tasks, and(eq(tasks.goalId, goals.id), eq(tasks.agentId, goals.agentId)))
     .where(eq(goals.agentId, sql.placeholder('agentId')))
     .groupBy(goals.id)
-    .orderBy(asc(goals.id))
-    .prepare(name('rows')),
+    .orderBy(asc(goals.id));
+}
+
+/** `jsonRows(goalMetricRowsQuery(…))` (db/json-rows.ts) read back as its rows. */
+export function goalMetricRowsOf(json: unknown): GoalMetricRow[] {
+  const date = (v: unknown) => (v == null ? null : new Date(v as string));
+  return (json as Array<Record<string, unknown>>).map((r) => ({
+    id: Number(r.id),
+    title: r.title as string,
+    status: r.status as string,
+    startedAt: date(r.started_at),
+    createdAt: date(r.created_at)!,
+    completedAt: date(r.completed_at),
+    failedAt: date(r.failed_at),
+    interruptions: Number(r.interruptions),
+    tasks: Number(r.tasks),
+    openTasks: Number(r.open_tasks),
+  }));
+}
+
+const goalMetricStatements = statements('goal_metrics', (q, name) => ({
+  rows: goalMetricRowsQuery(q).prepare(name('rows')),
 }));
 
 /** Every goal of the agent, oldest first, with its task counts. */

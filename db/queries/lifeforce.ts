@@ -16,7 +16,7 @@
  * unique, so a reservation is closed once whoever closes it (the operation, its retry, the sweep).
  */
 import { randomUUID } from 'node:crypto';
-import { and, desc, eq, getTableColumns, gte, inArray, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, inArray, lt, sql } from 'drizzle-orm';
 import {
   available,
   budgetIds,
@@ -36,6 +36,7 @@ import {
   type ExhaustedPolicy,
 } from '../../core/lifeforce.js';
 import type { Db } from '../client.js';
+import { rowOf } from '../json-rows.js';
 import {
   lifeforceBudgets,
   lifeforceLedger,
@@ -566,7 +567,7 @@ async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<Clos
     where id = ${budgetId} and exists (select 1 from done)
     returning *, xmin::text as version, (select json_agg(reservation_key) from closed) as closed_keys`);
   const raw = r.rows[0];
-  const row = raw ? budgetOf(raw) : undefined;
+  const row = raw ? rowOf(lifeforceBudgets, raw) : undefined;
   if (raw && row) remember(db, { row, version: raw.version }, row.id);
   const closed = new Set(raw?.closed_keys ?? []);
   return each.map(({ hold, charged, refund, overrun }) =>
@@ -574,18 +575,6 @@ async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<Clos
       ? { charged, refunded: refund, overrun, replayed: false, available: available(stateOf(row)) }
       : { charged: 0, refunded: 0, overrun: 0, replayed: true },
   );
-}
-
-const budgetColumns = Object.entries(getTableColumns(lifeforceBudgets));
-
-/** A budget row as a raw statement returns it (column names, driver values), as Drizzle would map it. */
-function budgetOf(raw: Record<string, unknown>): LifeforceBudget {
-  return Object.fromEntries(
-    budgetColumns.map(([prop, column]) => [
-      prop,
-      raw[column.name] === null ? null : column.mapFromDriverValue(raw[column.name]),
-    ]),
-  ) as LifeforceBudget;
 }
 
 /** The operation ran: charge its actual cost (at most what it reserved), return the rest. */
