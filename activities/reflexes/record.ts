@@ -338,8 +338,8 @@ export async function recordReflexes(
       if (chosen.pending) stagnation = { ...stagnation, pending: chosen.pending };
     }
     stagnation = { ...stagnation, anxietyStreak: st.anxietyStreak };
-    // Per-tick metrics row (and the Reflex-lite intervention, when it fired).
-    await tx.insert(antiStagnationMetrics).values({
+    // Per-tick metrics row (and the Reflex-lite intervention, when it fired): written with the verdict below.
+    const metrics = tx.insert(antiStagnationMetrics).values({
       agentId: input.agentId,
       tick: input.tick,
       diagnosis,
@@ -367,7 +367,7 @@ export async function recordReflexes(
       effects,
       actions,
     };
-    await tx
+    const recorded = tx
       .update(llmRecentResponses)
       .set({
         reflexes: out as unknown as Record<string, unknown>,
@@ -389,6 +389,8 @@ export async function recordReflexes(
         stagnationActions: actions,
       })
       .where(eq(llmRecentResponses.id, view.reply.id));
+    // The verdict and the metrics row in one statement (a data-modifying CTE): one round trip less.
+    await tx.execute(sql`with metrics as (${metrics.getSQL()}) ${recorded.getSQL()}`);
     return out;
   });
   if (result) return { result, recorded: true };

@@ -37,6 +37,7 @@ import {
 } from '../../core/lifeforce.js';
 import type { Db } from '../client.js';
 import { rowOf } from '../json-rows.js';
+import { executeNamed } from '../prepared.js';
 import {
   lifeforceBudgets,
   lifeforceLedger,
@@ -190,7 +191,10 @@ async function writeIfUnchanged(
       ${entry.operation ?? null}::text, ${entry.reason ?? null}::text, ${entry.tick ?? null}::bigint,
       ${entry.deadline ? entry.deadline.toISOString() : null}::timestamptz, ${entry.metadata ? JSON.stringify(entry.metadata) : null}::jsonb)`,
   );
-  const r = await db.execute(sql`
+  const r = await executeNamed(
+    db,
+    'ledger',
+    sql`
     with changed as (
       update lifeforce_budgets set ${sql.join(sets, sql`, `)}, updated_at = now()
       where id = ${read.row.id} and xmin = ${read.version}::text::xid
@@ -203,7 +207,8 @@ async function writeIfUnchanged(
     insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
     select e.* from (values ${sql.join(rows, sql`, `)}) as e(agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, reason, tick, deadline, metadata)
     where exists (select 1 from changed)
-    returning (select version from changed)`);
+    returning (select version from changed)`,
+  );
   const version = (r.rows[0] as { version?: string } | undefined)?.version;
   return version === undefined ? null : { row: { ...read.row, ...values }, version };
 }
@@ -547,7 +552,10 @@ async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<Clos
       sql`(${hold.key}::text, ${closeKey(hold.key)}::text, ${charged}::numeric, ${refund}::numeric, ${hold.amount}::numeric, ${hold.windows.day}::text,
         ${hold.windows.month}::text, ${hold.operation}::text, ${hold.tick}::bigint, ${JSON.stringify(meta)}::jsonb)`,
   );
-  const r = await db.execute<Record<string, unknown> & { version: string; closed_keys: string[] }>(sql`
+  const r = await executeNamed<Record<string, unknown> & { version: string; closed_keys: string[] }>(
+    db,
+    'ledger',
+    sql`
     with input (key, close_key, charged, refund, amount, day, month, operation, tick, meta) as (values ${sql.join(input, sql`, `)}),
     closed as (
       insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, tick, metadata)
@@ -565,7 +573,8 @@ async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<Clos
       monthly_used = greatest(0, monthly_used - (select coalesce(sum(refund), 0) from done where month = monthly_window)),
       updated_at = now()
     where id = ${budgetId} and exists (select 1 from done)
-    returning *, xmin::text as version, (select json_agg(reservation_key) from closed) as closed_keys`);
+    returning *, xmin::text as version, (select json_agg(reservation_key) from closed) as closed_keys`,
+  );
   const raw = r.rows[0];
   const row = raw ? rowOf(lifeforceBudgets, raw) : undefined;
   if (raw && row) remember(db, { row, version: raw.version }, row.id);
