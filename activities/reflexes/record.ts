@@ -31,6 +31,7 @@ import {
   type ValidatorRecord,
 } from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
+import { executeNamed } from '../../db/prepared.js';
 import {
   agentConfig,
   antiStagnationMetrics,
@@ -314,12 +315,18 @@ export async function recordReflexes(
   const memoryEvery = deps.memoryEvery ?? 10;
   const result = await db.transaction(async (t) => {
     const tx = t as unknown as Db;
-    const claimed = await tx
-      .update(llmRecentResponses)
-      .set({ reflexes: { pending: true } })
-      .where(and(eq(llmRecentResponses.id, view.reply.id), isNull(llmRecentResponses.reflexes)))
-      .returning({ id: llmRecentResponses.id });
-    if (!claimed[0]) return null;
+    // Both of the transaction's fixed statements are named: planned once per connection.
+    const claimed = await executeNamed(
+      tx,
+      'reflexes',
+      tx
+        .update(llmRecentResponses)
+        .set({ reflexes: { pending: true } })
+        .where(and(eq(llmRecentResponses.id, view.reply.id), isNull(llmRecentResponses.reflexes)))
+        .returning({ id: llmRecentResponses.id })
+        .getSQL(),
+    );
+    if (!claimed.rows[0]) return null;
 
     const { verdict, stagnation: st, validation, reply } = d;
     const actions = [...verdict.actions];
@@ -390,7 +397,7 @@ export async function recordReflexes(
       })
       .where(eq(llmRecentResponses.id, view.reply.id));
     // The verdict and the metrics row in one statement (a data-modifying CTE): one round trip less.
-    await tx.execute(sql`with metrics as (${metrics.getSQL()}) ${recorded.getSQL()}`);
+    await executeNamed(tx, 'reflexes', sql`with metrics as (${metrics.getSQL()}) ${recorded.getSQL()}`);
     return out;
   });
   if (result) return { result, recorded: true };

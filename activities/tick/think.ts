@@ -13,8 +13,9 @@ import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
 import { clipText, jsonBytes } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Db } from '../../db/client.js';
-import { statements } from '../../db/prepared.js';
+import { executeNamed, statements } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -177,6 +178,9 @@ async function askModel(
   }
 }
 
+/** `column = any($ids)`: one array parameter, so the statement's text is the same for any number of ids. */
+const anyOf = (column: AnyPgColumn, ids: number[]) => sql`${column} = any(${sql.param(ids)}::bigint[])`;
+
 /**
  * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply
  * (kept once per tick: a retry's insert does nothing and the select finds the first one), the
@@ -216,7 +220,7 @@ async function recordMainReply(
     ? db
         .update(notes)
         .set({ readAt: new Date(), tickSeen: input.tick })
-        .where(and(inArray(notes.id, shownNotes), isNull(notes.readAt)))
+        .where(and(anyOf(notes.id, shownNotes), isNull(notes.readAt)))
     : null;
   const savePrompt = prompt
     ? db
@@ -238,7 +242,7 @@ async function recordMainReply(
         .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
         .where(
           and(
-            inArray(llmRecentResponses.id, shown.responses),
+            anyOf(llmRecentResponses.id, shown.responses),
             or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`),
           ),
         )
@@ -247,12 +251,17 @@ async function recordMainReply(
   const prunePrompts = db
     .delete(tickPrompts)
     .where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
-  const r = await db.execute<{ id: string | number; inserted: boolean }>(sql`
+  // Named (one name per combination of the parts above): planned once per connection.
+  const r = await executeNamed<{ id: string | number; inserted: boolean }>(
+    db,
+    'reply',
+    sql`
     with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}${touchShown ? sql`, touched as (${touchShown.getSQL()})` : sql``}
     select id, true as inserted from ins
     union all
     select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
-    limit 1`);
+    limit 1`,
+  );
   const row = r.rows[0];
   return { id: row ? Number(row.id) : null, inserted: row?.inserted === true };
 }

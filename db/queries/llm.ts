@@ -3,11 +3,11 @@
  * llm_calls of idempotency keys, and a row's health (last success, failures in a row). Plain
  * table functions; the router and the CLI share them.
  */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import { llmCalls, llmRegistry, type LlmCall, type LlmRegistryEntry, type NewLlmCall } from '../schema/llm.js';
 import { grouped } from '../grouped.js';
 import type { Db } from '../client.js';
-import { statements } from '../prepared.js';
+import { executeNamed, statements } from '../prepared.js';
 import type { Queryable } from './abstracts.js';
 
 /** `last_ok_at` is refreshed at most this often, to keep a write off every tick. */
@@ -21,8 +21,7 @@ export async function usableRegistry(q: Queryable, agentId: string): Promise<Llm
 /** The llm_calls rows of these idempotency keys (`request_key`), oldest first. */
 export async function llmCallsByKeys(q: Queryable, requestKeys: string[]): Promise<LlmCall[]> {
   if (requestKeys.length === 0) return [];
-  if (requestKeys.length === 1) return llmStatements(q).callsByKey.execute({ key: requestKeys[0] });
-  return q.select().from(llmCalls).where(inArray(llmCalls.requestKey, requestKeys)).orderBy(asc(llmCalls.id));
+  return llmStatements(q).callsByKeys.execute({ keys: requestKeys });
 }
 
 /** What every tick reads of the LLM tables (through its snapshot and context). */
@@ -39,12 +38,14 @@ const llmStatements = statements('llm', (q, name) => ({
     )
     .orderBy(asc(llmRegistry.priority), asc(llmRegistry.id))
     .prepare(name('usable_registry')),
-  callsByKey: q
+  // One statement whatever the number of keys (an array parameter): a tick's think asks for one,
+  // its reflexes for one per model call.
+  callsByKeys: q
     .select()
     .from(llmCalls)
-    .where(eq(llmCalls.requestKey, sql.placeholder('key')))
+    .where(sql`${llmCalls.requestKey} = any(${sql.placeholder('keys')}::text[])`)
     .orderBy(asc(llmCalls.id))
-    .prepare(name('calls_by_key')),
+    .prepare(name('calls_by_keys')),
 }));
 
 const callInserts = new WeakMap<Db, (row: NewLlmCall) => Promise<number | null>>();
@@ -59,12 +60,18 @@ export function insertAnsweredCall(db: Db, row: NewLlmCall): Promise<number | nu
   let insert = callInserts.get(db);
   if (!insert) {
     insert = grouped(async (rows: NewLlmCall[]) => {
-      const done = await db
-        .insert(llmCalls)
-        .values(rows)
-        .onConflictDoNothing()
-        .returning({ id: llmCalls.id, key: llmCalls.idempotencyKey });
-      const ids = new Map(done.map((d) => [d.key, d.id]));
+      // Named (one name per number of rows): the statement is parsed and planned once per connection.
+      const done = await executeNamed<{ id: string | number; idempotency_key: string }>(
+        db,
+        'llm_calls',
+        db
+          .insert(llmCalls)
+          .values(rows)
+          .onConflictDoNothing()
+          .returning({ id: llmCalls.id, key: llmCalls.idempotencyKey })
+          .getSQL(),
+      );
+      const ids = new Map(done.rows.map((d) => [d.idempotency_key, Number(d.id)]));
       return rows.map((r) => ids.get(r.idempotencyKey!) ?? null);
     });
     callInserts.set(db, insert);
