@@ -31,6 +31,7 @@ import {
   type ValidatorRecord,
 } from '../../core/validation.js';
 import type { Db } from '../../db/client.js';
+import { rowOf, rowsOf } from '../../db/json-rows.js';
 import { executeNamed } from '../../db/prepared.js';
 import {
   agentConfig,
@@ -82,14 +83,13 @@ async function evaluateStrategy(
 ): Promise<string | null> {
   if (!evaluate) return null;
   const effect = novelty - evaluate.noveltyBefore;
-  await tx
+  // The metrics row evaluated, with the strategy and (the mean is over measured effects: an
+  // application never evaluated, its run ended first, must not count) its earlier evaluations.
+  const evaluated = tx
     .update(antiStagnationMetrics)
     .set({ noveltyAfter: novelty, effect, evaluatedAt: new Date() })
     .where(eq(antiStagnationMetrics.id, evaluate.metricId));
-  const [s] = await tx.select().from(stagnationStrategies).where(eq(stagnationStrategies.id, evaluate.strategyId));
-  // The mean is over measured effects: an application that was never evaluated (its run
-  // ended first) must not count, so the earlier evaluations are counted, not the uses.
-  const [done] = await tx
+  const earlier = tx
     .select({ n: sql<number>`count(*)::int` })
     .from(antiStagnationMetrics)
     .where(
@@ -99,11 +99,24 @@ async function evaluateStrategy(
         ne(antiStagnationMetrics.id, evaluate.metricId),
       ),
     );
+  const read = await executeNamed<Record<string, unknown> & { done: number }>(
+    tx,
+    'reflexes',
+    sql`with evaluated as (${evaluated.getSQL()})
+      select s.*, (${earlier.getSQL()}) as done from ${stagnationStrategies} s where s.id = ${evaluate.strategyId}`,
+  );
+  const raw = read.rows[0];
+  const s = raw ? rowOf(stagnationStrategies, raw) : undefined;
   if (s)
-    await tx
-      .update(stagnationStrategies)
-      .set({ meanEffect: updateMeanEffect(s.meanEffect, done?.n ?? 0, effect) })
-      .where(eq(stagnationStrategies.id, s.id));
+    await executeNamed(
+      tx,
+      'reflexes',
+      tx
+        .update(stagnationStrategies)
+        .set({ meanEffect: updateMeanEffect(s.meanEffect, Number(raw!.done), effect) })
+        .where(eq(stagnationStrategies.id, s.id))
+        .getSQL(),
+    );
   return `evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`;
 }
 
@@ -124,11 +137,21 @@ async function applyChosenStrategy(
   novelty: number,
   params: SamplingParams,
 ): Promise<StrategyApplied> {
-  let strategies = await tx
-    .select()
-    .from(stagnationStrategies)
-    .where(eq(stagnationStrategies.agentId, input.agentId))
-    .orderBy(asc(stagnationStrategies.id));
+  let strategies = rowsOf(
+    stagnationStrategies,
+    (
+      await executeNamed(
+        tx,
+        'reflexes',
+        tx
+          .select()
+          .from(stagnationStrategies)
+          .where(eq(stagnationStrategies.agentId, input.agentId))
+          .orderBy(asc(stagnationStrategies.id))
+          .getSQL(),
+      )
+    ).rows,
+  );
   // The built-in strategies an agent lacks are seeded by name: all of them for a new agent, the
   // ones added since for an older one. A strategy it has keeps its record (to retire a built-in
   // one, disable it: a deleted one comes back).
@@ -170,11 +193,12 @@ async function applyChosenStrategy(
     view.reply.llmRegistryId,
     { peers: view.peers, novelty, thinking: view.reply.parsed.body },
   );
-  await tx
+  // The strategy's use and its metrics row, in one statement.
+  const used = tx
     .update(stagnationStrategies)
     .set({ uses: sql`${stagnationStrategies.uses} + 1`, lastUsedAt: new Date() })
     .where(eq(stagnationStrategies.id, chosen.id));
-  const [m] = await tx
+  const metric = tx
     .insert(antiStagnationMetrics)
     .values({
       agentId: input.agentId,
@@ -186,9 +210,12 @@ async function applyChosenStrategy(
       params: { ...params, detail: applied.detail },
     })
     .returning({ id: antiStagnationMetrics.id });
+  const [m] = (
+    await executeNamed<{ id: string | number }>(tx, 'reflexes', sql`with used as (${used.getSQL()}) ${metric.getSQL()}`)
+  ).rows;
   return {
     diagnosis,
-    pending: { strategyId: chosen.id, metricId: m!.id, tick: input.tick, noveltyBefore: novelty },
+    pending: { strategyId: chosen.id, metricId: Number(m!.id), tick: input.tick, noveltyBefore: novelty },
     effects: applied.effects,
     ...(applied.focus ? { focus: applied.focus } : {}),
     action: `strategy:${chosen.name} (${diagnosis})`,

@@ -5,6 +5,7 @@ import type { ContextMode, LoopEffect } from '../../core/loop-types.js';
 import { clipText } from '../../core/sanitize.js';
 import type { StrategyAction } from '../../core/stagnation.js';
 import type { Db } from '../../db/client.js';
+import { executeNamed } from '../../db/prepared.js';
 import {
   antiStagnationMetrics,
   concepts,
@@ -35,7 +36,7 @@ export async function diagnosisInput(
   const agent = input.agentId;
   const live = (t: typeof diaryEntries | typeof llmMemory | typeof concepts) =>
     sql`(select count(*)::int from ${t} where ${t.agentId} = ${agent} and ${t.archivedAt} is null)`;
-  const r = await tx.execute<{
+  const r = await executeNamed<{
     notes: number;
     processes: number;
     diary: number;
@@ -43,7 +44,10 @@ export async function diagnosisInput(
     concepts: number;
     rest: number | null;
     evaluations: Array<{ id: number; n: number }> | null;
-  }>(sql`select
+  }>(
+    tx,
+    'reflexes',
+    sql`select
     (select count(*)::int from ${notes} where ${notes.agentId} = ${agent} and ${notes.direction} = 'in'
        and coalesce(${notes.tickSeen}, ${input.tick}) > ${since}) as notes,
     (select count(*)::int from ${processLog} where ${processLog.agentId} = ${agent} and ${processLog.tick} > ${since}
@@ -57,7 +61,8 @@ export async function diagnosisInput(
        select ${antiStagnationMetrics.strategyId} as strategy_id, count(*)::int as n from ${antiStagnationMetrics}
        where ${antiStagnationMetrics.agentId} = ${agent} and ${antiStagnationMetrics.strategyId} is not null
          and ${antiStagnationMetrics.evaluatedAt} is not null
-       group by ${antiStagnationMetrics.strategyId}) e) as evaluations`);
+       group by ${antiStagnationMetrics.strategyId}) e) as evaluations`,
+  );
   const c = r.rows[0]!;
   let sameModeTicks = 1;
   for (const r of previous) {
@@ -94,15 +99,22 @@ export async function applyStrategy(
         peerCtx ?? { peers: await readPeerPresence(tx, input.agentId), novelty: null, thinking: '' },
       );
     case 'note_user':
-      await tx.insert(notes).values({
-        agentId: input.agentId,
-        direction: 'out',
-        source: 'agent',
-        recipient: 'user',
-        priority: 2,
-        tags: ['anti_stagnation'],
-        text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?',
-      });
+      await executeNamed(
+        tx,
+        'reflexes',
+        tx
+          .insert(notes)
+          .values({
+            agentId: input.agentId,
+            direction: 'out',
+            source: 'agent',
+            recipient: 'user',
+            priority: 2,
+            tags: ['anti_stagnation'],
+            text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?',
+          })
+          .getSQL(),
+      );
       return { effects: [], detail: 'asked the user for input' };
     case 'context_mode': {
       const mode: ContextMode = input.contextMode === 'meditation' ? 'standard' : 'meditation';
