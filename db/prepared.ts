@@ -10,7 +10,7 @@
  * pool client adds a tag of its own to the name (db/client.ts).
  */
 import { createHash } from 'node:crypto';
-import type { SQL } from 'drizzle-orm';
+import { sql, type SQLWrapper } from 'drizzle-orm';
 import type { PgDialect, PgSession } from 'drizzle-orm/pg-core';
 import type { QueryResult } from 'pg';
 import type { Queryable } from './queries/abstracts.js';
@@ -48,16 +48,25 @@ export function statements<T extends object>(
  * many rows as the call has entries), under a name of its own text: the server parses and plans
  * each shape once per connection, as it does the statements above, where an unnamed one is
  * parsed and planned at every call (on the embedded PGlite, in WASM, the larger part of a small
- * write's cost). Answers as `db.execute` does.
+ * write's cost). `query`: a raw `sql` or a query builder. Answers as `db.execute` does (column
+ * names, driver values), whatever the builder would have mapped.
  */
 export function executeNamed<T extends Record<string, unknown>>(
   db: Queryable,
   scope: string,
-  query: SQL,
+  query: SQLWrapper,
 ): Promise<QueryResult<T>> {
   // What `db.execute` does, with a name: Drizzle's own session and dialect.
   const { session, dialect } = db as unknown as { session: PgSession; dialect: PgDialect };
-  const built = dialect.sqlToQuery(query);
+  const built = dialect.sqlToQuery(query.getSQL());
   const name = `ml_${scope}_${createHash('sha1').update(built.sql).digest('hex').slice(0, 16)}`;
   return session.prepareQuery(built, undefined, name, false).execute() as Promise<QueryResult<T>>;
+}
+
+/**
+ * `expr = any($ids)`: the ids as one array parameter, so that a statement's text is the same for
+ * any number of them (an `in (…)` list has one text per length, each a statement of its own).
+ */
+export function anyOf(expr: SQLWrapper, ids: readonly number[]) {
+  return sql`${expr} = any(${sql.param(ids)}::bigint[])`;
 }

@@ -19,6 +19,7 @@ import { kindTables, restoreArchived } from '../../db/queries/archive.js';
 import { searchKinds } from '../../core/catalogue/memory-commands.js';
 import { searchByMeaning } from '../embeddings/memory-index.js';
 import type { Db } from '../../db/client.js';
+import { anyOf } from '../../db/prepared.js';
 import {
   CommandError,
   type HandlerResult,
@@ -666,7 +667,7 @@ async function loadFound(tx: Tx, agentId: string, a: SearchArgs, kind: SearchKin
     select t.id, ${sql.raw(src.title)} as title, ${sql.raw(src.body)} as body, t.tags, ${sql.raw(src.pinned)} as pinned,
       t.archived_at is not null as archived
     from ${sql.raw(src.table)} t
-    where t.agent_id = ${agentId} and t.id = any(${sql.param(ids)}::bigint[]) and ${filters(a, kind)}`);
+    where t.agent_id = ${agentId} and ${anyOf(sql`t.id`, ids)} and ${filters(a, kind)}`);
   return r.rows.map((x) => ({
     kind,
     id: Number(x.id),

@@ -114,8 +114,7 @@ async function evaluateStrategy(
       tx
         .update(stagnationStrategies)
         .set({ meanEffect: updateMeanEffect(s.meanEffect, Number(raw!.done), effect) })
-        .where(eq(stagnationStrategies.id, s.id))
-        .getSQL(),
+        .where(eq(stagnationStrategies.id, s.id)),
     );
   return `evaluated:${s?.name ?? evaluate.strategyId}:${effect >= 0 ? '+' : ''}${effect}`;
 }
@@ -147,8 +146,7 @@ async function applyChosenStrategy(
           .select()
           .from(stagnationStrategies)
           .where(eq(stagnationStrategies.agentId, input.agentId))
-          .orderBy(asc(stagnationStrategies.id))
-          .getSQL(),
+          .orderBy(asc(stagnationStrategies.id)),
       )
     ).rows,
   );
@@ -350,8 +348,7 @@ export async function recordReflexes(
         .update(llmRecentResponses)
         .set({ reflexes: { pending: true } })
         .where(and(eq(llmRecentResponses.id, view.reply.id), isNull(llmRecentResponses.reflexes)))
-        .returning({ id: llmRecentResponses.id })
-        .getSQL(),
+        .returning({ id: llmRecentResponses.id }),
     );
     if (!claimed.rows[0]) return null;
 

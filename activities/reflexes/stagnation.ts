@@ -102,18 +102,15 @@ export async function applyStrategy(
       await executeNamed(
         tx,
         'reflexes',
-        tx
-          .insert(notes)
-          .values({
-            agentId: input.agentId,
-            direction: 'out',
-            source: 'agent',
-            recipient: 'user',
-            priority: 2,
-            tags: ['anti_stagnation'],
-            text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?',
-          })
-          .getSQL(),
+        tx.insert(notes).values({
+          agentId: input.agentId,
+          direction: 'out',
+          source: 'agent',
+          recipient: 'user',
+          priority: 2,
+          tags: ['anti_stagnation'],
+          text: 'I keep circling the same thoughts. Could you give me something new: a question, a task, or material to read?',
+        }),
       );
       return { effects: [], detail: 'asked the user for input' };
     case 'context_mode': {

@@ -13,9 +13,8 @@ import { appendToolCalls, parseReply } from '../../core/reply-parser.js';
 import { clipText, jsonBytes } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
-import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Db } from '../../db/client.js';
-import { executeNamed, statements } from '../../db/prepared.js';
+import { anyOf, executeNamed, statements } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -177,9 +176,6 @@ async function askModel(
     throw err;
   }
 }
-
-/** `column = any($ids)`: one array parameter, so the statement's text is the same for any number of ids. */
-const anyOf = (column: AnyPgColumn, ids: number[]) => sql`${column} = any(${sql.param(ids)}::bigint[])`;
 
 /**
  * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply

@@ -68,8 +68,7 @@ export function insertAnsweredCall(db: Db, row: NewLlmCall): Promise<number | nu
           .insert(llmCalls)
           .values(rows)
           .onConflictDoNothing()
-          .returning({ id: llmCalls.id, key: llmCalls.idempotencyKey })
-          .getSQL(),
+          .returning({ id: llmCalls.id, key: llmCalls.idempotencyKey }),
       );
       const ids = new Map(done.rows.map((d) => [d.idempotency_key, Number(d.id)]));
       return rows.map((r) => ids.get(r.idempotencyKey!) ?? null);
