@@ -1,10 +1,13 @@
 /**
- * What the reflexes decided, recorded in one transaction on the tick's reply row: strategies
- * and their measured effect, trust and exclusions, new emotions, fact-checks, the memory
- * manager's archiving, and the verdict itself (the row's `reflexes` column, set first as the
- * claim: whoever sets it records the tick; a racing retry reads what the first recorded).
+ * What the reflexes decided, recorded on the tick's reply row: strategies and their measured
+ * effect, trust and exclusions, new emotions, fact-checks, the memory manager's archiving, and
+ * the verdict itself (the row's `reflexes` column). The verdict is written last, only where the
+ * column is still empty: whoever writes it records the tick, and an attempt that finds it written
+ * (a racing retry) rolls back what it wrote before it and reads the first one's. A tick with
+ * nothing to write beside the verdict (most ticks) records it in one statement, with no
+ * transaction around it.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNotNull, isNull, ne, sql, TransactionRollbackError } from 'drizzle-orm';
 import { mergeEmotionList } from '../../core/emotions.js';
 import type { LoopEffect } from '../../core/loop-types.js';
 import { identicalPlaceholder, reflectionOf, type Ideas } from '../../core/novelty.js';
@@ -221,18 +224,28 @@ async function applyChosenStrategy(
 }
 
 /** Trust: answers far from the consensus lose trust, close ones regain it; low trust excludes. Returns the verdict's notes of it. */
-async function updateTrusts(
-  tx: Db,
-  input: TickReflexesInput,
-  mode: ValidationMode,
-  { agg, answered }: ReflexDecisions['validation'],
-): Promise<string[]> {
-  const notesOut: string[] = [];
-  if (mode !== 'normal' || agg.rating === null || agg.blocked) return notesOut;
+/** A validator whose trust moves (or which falls below the exclusion threshold) with this verdict. */
+interface TrustChange {
+  record: ValidatorRecord;
+  trust: number;
+  excluded: boolean;
+}
+
+/** The validators whose trust this verdict moves: none unless the verdict is a normal, unblocked consensus. */
+function trustChanges(mode: ValidationMode, { agg, answered }: ReflexDecisions['validation']): TrustChange[] {
+  if (mode !== 'normal' || agg.rating === null || agg.blocked) return [];
+  const changes: TrustChange[] = [];
   for (const r of answered) {
     const trust = updateTrust(r.trust, r.rating!, agg.rating, defaultTrustPolicy);
     const excluded = isExcluded(trust, defaultTrustPolicy);
-    if (trust === r.trust && !excluded) continue; // nothing moved: no write (the common, agreeing case)
+    if (trust !== r.trust || excluded) changes.push({ record: r, trust, excluded }); // agreeing: no write
+  }
+  return changes;
+}
+
+async function updateTrusts(tx: Db, input: TickReflexesInput, changes: TrustChange[]): Promise<string[]> {
+  const notesOut: string[] = [];
+  for (const { record: r, trust, excluded } of changes) {
     // A peer validator's weight is the agent's trust in the peer: the link's trust moves.
     if (r.peer !== undefined) {
       await recordPeerValidatorTrust(tx, input, r, trust, excluded, notesOut);
@@ -285,15 +298,21 @@ async function recordNewEmotions(tx: Db, input: TickReflexesInput, known: string
   });
 }
 
-/**
- * Unverified facts (confidence < 0.7) become pending rows and fact-check tasks — once: a fact
- * stated again while its check is still pending gets no second row or task.
- */
-async function recordFacts(tx: Db, input: TickReflexesInput, view: ReflexView): Promise<void> {
-  const stated = new Map<string, { fact: string; confidence: number; source?: string }>();
+/** The reply's unverified facts (confidence < 0.7) that need a check, each once, at most ten. */
+function factsToCheck(view: ReflexView): StatedFact[] {
+  const stated = new Map<string, StatedFact>();
   for (const f of view.reply.parsed.unverifiedFacts)
     if (f.confidence < factCheckThreshold && !stated.has(factKey(f.fact))) stated.set(factKey(f.fact), f);
-  const facts = [...stated.values()].slice(0, 10);
+  return [...stated.values()].slice(0, 10);
+}
+
+type StatedFact = { fact: string; confidence: number; source?: string };
+
+/**
+ * The facts to check become pending rows and fact-check tasks — once: a fact stated again while
+ * its check is still pending gets no second row or task.
+ */
+async function recordFacts(tx: Db, input: TickReflexesInput, view: ReflexView, facts: StatedFact[]): Promise<void> {
   if (facts.length === 0) return;
   const pending = await tx
     .select({ fact: unverifiedFacts.fact })
@@ -329,6 +348,67 @@ async function recordFacts(tx: Db, input: TickReflexesInput, view: ReflexView): 
   }
 }
 
+/**
+ * The verdict on the reply's row, and the tick's metrics row with it, where no verdict is
+ * recorded yet (one statement: data-modifying CTEs). Returns whether this call wrote it.
+ */
+async function writeVerdict(
+  tx: Db,
+  input: TickReflexesInput,
+  view: ReflexView,
+  d: ReflexDecisions,
+  out: TickReflexesResult,
+  diagnosis: StagnationClass | null,
+): Promise<boolean> {
+  const { verdict, stagnation: st, validation, reply } = d;
+  const recorded = tx
+    .update(llmRecentResponses)
+    .set({
+      reflexes: out as unknown as Record<string, unknown>,
+      contentHash: reply.hash,
+      ...(reply.identicalTo !== null ? { content: identicalPlaceholder(reply.identicalTo) } : {}),
+      novelty: verdict.novelty,
+      ideas: reply.ideas,
+      reflection: reflectionOf(reply.ideas),
+      tags: reply.tags,
+      emotions: verdict.emotions,
+      rating: out.rating,
+      validationMode: verdict.validationMode,
+      validators: validation.records,
+      distribution: validation.agg.distribution,
+      stagnation: st.decision.stagnant,
+      stagnationReason: st.decision.stagnant
+        ? (diagnosis ?? `novelty ${verdict.novelty} < ${st.policy.lowNovelty}`)
+        : null,
+      stagnationActions: out.actions,
+    })
+    .where(and(eq(llmRecentResponses.id, view.reply.id), isNull(llmRecentResponses.reflexes)))
+    .returning({ id: llmRecentResponses.id });
+  // The per-tick metrics row (and the Reflex-lite intervention, when it fired), only beside a
+  // verdict this statement wrote.
+  const params = {
+    ...verdict.params,
+    lowStreak: out.stagnation.lowStreak,
+    anxietyStreak: st.anxietyStreak,
+    similarity: Math.round(st.similarity * 1000) / 1000,
+    rephrase: out.focus === rephrasePrompt,
+  };
+  const m = antiStagnationMetrics;
+  const column = (c: { name: string }) => sql.identifier(c.name);
+  const r = await executeNamed<{ n: number }>(
+    tx,
+    'reflexes',
+    sql`with recorded as (${recorded.getSQL()}),
+      metrics as (
+        insert into ${m} (${column(m.agentId)}, ${column(m.tick)}, ${column(m.diagnosis)}, ${column(m.action)}, ${column(m.noveltyBefore)}, ${column(m.params)})
+        select ${input.agentId}::text, ${input.tick}::bigint, ${diagnosis}::text, ${st.decision.reflexLite ? 'reflex_lite' : 'tick'}::text, ${verdict.novelty}::real, ${JSON.stringify(params)}::jsonb
+        from recorded
+      )
+      select count(*)::int as n from recorded`,
+  );
+  return Number(r.rows[0]?.n ?? 0) > 0;
+}
+
 /** Record the tick's reflexes (see the module comment); returns the verdict in force, and whether this call recorded it. */
 export async function recordReflexes(
   deps: ReflexDeps,
@@ -337,22 +417,20 @@ export async function recordReflexes(
   d: ReflexDecisions,
 ): Promise<{ result: TickReflexesResult; recorded: boolean }> {
   const { db } = deps;
-  const memoryEvery = deps.memoryEvery ?? 10;
-  const result = await db.transaction(async (t) => {
-    const tx = t as unknown as Db;
-    // Both of the transaction's fixed statements are named: planned once per connection.
-    const claimed = await executeNamed(
-      tx,
-      'reflexes',
-      tx
-        .update(llmRecentResponses)
-        .set({ reflexes: { pending: true } })
-        .where(and(eq(llmRecentResponses.id, view.reply.id), isNull(llmRecentResponses.reflexes)))
-        .returning({ id: llmRecentResponses.id }),
-    );
-    if (!claimed.rows[0]) return null;
+  const { verdict, stagnation: st, validation, reply } = d;
+  const trust = trustChanges(verdict.validationMode, validation);
+  const facts = factsToCheck(view);
+  const memoryTick = input.tick % (deps.memoryEvery ?? 10) === 0;
+  const alone =
+    !st.decision.evaluate &&
+    !st.decision.strategy &&
+    trust.length === 0 &&
+    reply.newEmotions.length === 0 &&
+    facts.length === 0 &&
+    !memoryTick;
 
-    const { verdict, stagnation: st, validation, reply } = d;
+  /** Everything the verdict decided, the verdict last; null when another attempt recorded it first. */
+  const record = async (tx: Db): Promise<TickReflexesResult | null> => {
     const actions = [...verdict.actions];
     let focus = verdict.focus;
     let stagnation = st.decision.state;
@@ -369,27 +447,10 @@ export async function recordReflexes(
       if (chosen.pending) stagnation = { ...stagnation, pending: chosen.pending };
     }
     stagnation = { ...stagnation, anxietyStreak: st.anxietyStreak };
-    // Per-tick metrics row (and the Reflex-lite intervention, when it fired): written with the verdict below.
-    const metrics = tx.insert(antiStagnationMetrics).values({
-      agentId: input.agentId,
-      tick: input.tick,
-      diagnosis,
-      action: st.decision.reflexLite ? 'reflex_lite' : 'tick',
-      noveltyBefore: verdict.novelty,
-      params: {
-        ...verdict.params,
-        lowStreak: stagnation.lowStreak,
-        anxietyStreak: st.anxietyStreak,
-        similarity: Math.round(st.similarity * 1000) / 1000,
-        rephrase: focus === rephrasePrompt,
-      },
-    });
-    const trustNotes = await updateTrusts(tx, input, verdict.validationMode, validation);
+    const trustNotes = await updateTrusts(tx, input, trust);
     await recordNewEmotions(tx, input, reflexSettings(view.config).known, reply.newEmotions);
-    await recordFacts(tx, input, view);
-    if (input.tick % memoryEvery === 0)
-      actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
-
+    await recordFacts(tx, input, view, facts);
+    if (memoryTick) actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
     const out: TickReflexesResult = {
       ...verdict,
       notes: [...verdict.notes, ...trustNotes],
@@ -398,32 +459,19 @@ export async function recordReflexes(
       effects,
       actions,
     };
-    const recorded = tx
-      .update(llmRecentResponses)
-      .set({
-        reflexes: out as unknown as Record<string, unknown>,
-        contentHash: reply.hash,
-        ...(reply.identicalTo !== null ? { content: identicalPlaceholder(reply.identicalTo) } : {}),
-        novelty: verdict.novelty,
-        ideas: reply.ideas,
-        reflection: reflectionOf(reply.ideas),
-        tags: reply.tags,
-        emotions: verdict.emotions,
-        rating: out.rating,
-        validationMode: verdict.validationMode,
-        validators: validation.records,
-        distribution: validation.agg.distribution,
-        stagnation: st.decision.stagnant,
-        stagnationReason: st.decision.stagnant
-          ? (diagnosis ?? `novelty ${verdict.novelty} < ${st.policy.lowNovelty}`)
-          : null,
-        stagnationActions: actions,
-      })
-      .where(eq(llmRecentResponses.id, view.reply.id));
-    // The verdict and the metrics row in one statement (a data-modifying CTE): one round trip less.
-    await executeNamed(tx, 'reflexes', sql`with metrics as (${metrics.getSQL()}) ${recorded.getSQL()}`);
-    return out;
-  });
+    return (await writeVerdict(tx, input, view, d, out, diagnosis)) ? out : null;
+  };
+
+  // With nothing beside it, the verdict's statement is the whole record; otherwise a transaction,
+  // rolled back when the verdict was recorded meanwhile.
+  const result = alone
+    ? await record(db)
+    : await db
+        .transaction(async (t) => (await record(t as unknown as Db)) ?? t.rollback())
+        .catch((err: unknown) => {
+          if (err instanceof TransactionRollbackError) return null;
+          throw err;
+        });
   if (result) return { result, recorded: true };
   const [stored] = await db
     .select({ reflexes: llmRecentResponses.reflexes })
