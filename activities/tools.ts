@@ -24,6 +24,7 @@ import {
   type StateMachineDef,
 } from '../core/state-machines.js';
 import type { Db } from '../db/client.js';
+import type { Queryable } from '../db/queries/abstracts.js';
 import { statements } from '../db/prepared.js';
 import {
   agentOwnedTables,
@@ -40,7 +41,7 @@ import { formatIssues } from '../core/zod-issues.js';
 import { mcpNativeToolName } from '../core/reply-parser.js';
 import { clipText, oneLine } from '../core/sanitize.js';
 import { discoveredMcpTools, markMcpToolsDiscovered, searchMcpTools } from '../db/queries/mcp.js';
-import type { McpServerPolicy, McpToolAnnotations } from '../db/schema/index.js';
+import type { McpServerPolicy, McpToolAnnotations, ToolSpec } from '../db/schema/index.js';
 import { heldForHuman, isDestructiveTool } from '../core/mcp-policy.js';
 import type { ChatToolDef } from './llm/types.js';
 
@@ -336,24 +337,31 @@ export async function grantStarterTools(
   return { discovered: await discovered(db, input.agentId) };
 }
 
-const toolStatements = statements('tools', (db, name) => ({
-  described: db
+/**
+ * The agent's discovered, active tools with their stored state (placeholder `agentId`): a
+ * main-loop tick's context reads it within its own statement (activities/tick/context.ts).
+ */
+export function describedToolsQuery(db: Queryable) {
+  return db
     .select({ name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state })
     .from(discoveredTools)
     .innerJoin(toolRegistry, eq(toolRegistry.id, discoveredTools.toolId))
     .leftJoin(toolStates, and(eq(toolStates.agentId, discoveredTools.agentId), eq(toolStates.tool, toolRegistry.name)))
     .where(and(eq(discoveredTools.agentId, sql.placeholder('agentId')), eq(toolRegistry.status, 'active')))
-    .orderBy(asc(toolRegistry.name))
-    .prepare(name('described')),
+    .orderBy(asc(toolRegistry.name));
+}
+
+/** A row of `describedToolsQuery`. */
+export type DescribedToolRow = { name: string; spec: ToolSpec; state: string | null };
+
+const toolStatements = statements('tools', (db, name) => ({
+  described: describedToolsQuery(db).prepare(name('described')),
 }));
 
-/** The agent's discovered tools with the description a model sees (current state, valid actions). */
-async function toolDescriptions(
-  db: Db,
-  input: { agentId: string },
-): Promise<Array<{ name: string; state: string; validActions: string[]; description: string }>> {
-  // One query (it runs in every tick's context): discovered, active tools with their stored state.
-  const rows = await toolStatements(db).described.execute({ agentId: input.agentId });
+export type ToolDescription = { name: string; state: string; validActions: string[]; description: string };
+
+/** The tools of `rows` with the description a model sees (current state, valid actions). */
+function describeRows(rows: readonly DescribedToolRow[]): ToolDescription[] {
   const out = [];
   for (const { name, spec, state: stored } of rows) {
     const machine = builtinStateMachines[name] ?? stateMachineSchema.safeParse(spec.machine).data;
@@ -362,6 +370,11 @@ async function toolDescriptions(
     out.push({ name, state, validActions: validActions(machine, state), description: describeTool(machine, state) });
   }
   return out;
+}
+
+/** The agent's discovered tools with the description a model sees (one query). */
+async function toolDescriptions(db: Db, input: { agentId: string }): Promise<ToolDescription[]> {
+  return describeRows(await toolStatements(db).described.execute({ agentId: input.agentId }));
 }
 
 /**
@@ -543,9 +556,12 @@ export async function langChainTools(
   deps: ToolDeps,
   agentId: string,
   keyPrefix: string,
+  /** The agent's `describedToolsQuery` rows, when read already. */
+  described?: readonly DescribedToolRow[],
 ): Promise<StructuredToolInterface[]> {
   let n = 0;
-  return (await toolDescriptions(deps.db, { agentId })).map((d) =>
+  const tools = described ? describeRows(described) : await toolDescriptions(deps.db, { agentId });
+  return tools.map((d) =>
     langChainTool(
       async ({ action, args }: { action: string; args?: Record<string, unknown> }) =>
         JSON.stringify(

@@ -23,11 +23,28 @@ import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
 import { jsonRows, rowsOf } from '../../db/json-rows.js';
 import { goalMetricRowsOf, goalMetricRowsQuery } from '../../db/queries/goal-metrics.js';
-import { abstracts, commandLog, goals, llmMemory, notes, processLog, tasks } from '../../db/schema/index.js';
+import {
+  abstracts,
+  commandLog,
+  goals,
+  llmCalls,
+  llmMemory,
+  llmRecentResponses,
+  notes,
+  processLog,
+  tasks,
+} from '../../db/schema/index.js';
 import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
-import { langChainTools, mcpToolLabel, type McpContextTool, type ToolDeps } from '../tools.js';
+import {
+  describedToolsQuery,
+  langChainTools,
+  mcpToolLabel,
+  type DescribedToolRow,
+  type McpContextTool,
+  type ToolDeps,
+} from '../tools.js';
 import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
@@ -75,6 +92,8 @@ export interface LoadedContext {
   /** The discovered MCP tools context 2 lists, with their input schemas: a native think binds them. */
   mcpTools: McpContextTool[];
   abstractEvery: number;
+  /** The main loop's reply of this tick, when an earlier attempt recorded it (read with the context). */
+  recorded?: typeof llmRecentResponses.$inferSelect;
 }
 
 /** Learnings the context shows (the snapshot holds more, for the avoid-pattern checks). */
@@ -199,10 +218,27 @@ const contextStatements = statements('context', (db, name) => {
       .from(sql`(values (1)) as one (n)`)
       .prepare(name(key));
   return {
+    // The main loop's also reads, in the same statement, the tick's reply if an earlier attempt
+    // recorded it, its think call's earlier answers (placeholder thinkKey), and the discovered tools.
     main: rows('main', {
       tasks: jsonRows(topTasks(eq(tasks.pinned, true))).as('tasks'),
       results: jsonRows(previousResults(sql`${commandLog.cmdId} not like 'task%.%'`)).as('results'),
       notes: jsonRows(notesFor(false)).as('notes'),
+      recorded: jsonRows(
+        db
+          .select()
+          .from(llmRecentResponses)
+          .where(and(eq(llmRecentResponses.agentId, agentId), eq(llmRecentResponses.tick, tick)))
+          .limit(1),
+      ).as('recorded'),
+      calls: jsonRows(
+        db
+          .select()
+          .from(llmCalls)
+          .where(eq(llmCalls.requestKey, sql.placeholder('thinkKey')))
+          .orderBy(asc(llmCalls.id)),
+      ).as('calls'),
+      tools: jsonRows(describedToolsQuery(db)).as('tools'),
     }),
     // A task loop: its own task (its row also gives the focus and its status), the results of
     // the commands carrying its task's prefix, the user's notes.
@@ -214,7 +250,11 @@ const contextStatements = statements('context', (db, name) => {
   };
 });
 
-/** The context's rows beside the snapshot, as contextStatements read them. */
+/**
+ * The context's rows beside the snapshot, as contextStatements read them; for the main loop also
+ * the tick's recorded reply, its think call's earlier answers and the discovered tools (a task
+ * loop reads the last two apart, and has no recorded reply to look for).
+ */
 async function readOwnRows(db: Db, input: ThinkInput) {
   const { agentId, tick } = input;
   const q = contextStatements(db);
@@ -229,7 +269,7 @@ async function readOwnRows(db: Db, input: ThinkInput) {
           taskId: input.taskId,
           taskPrefix: `task${input.taskId}.%`,
         })
-      : q.main.execute({ agentId, tick, previousTick: tick - 1 }),
+      : q.main.execute({ agentId, tick, previousTick: tick - 1, thinkKey: thinkKey(input) }),
     // A notes filter (rarely set) reads the notes apart.
     unfiltered(filter)
       ? undefined
@@ -240,6 +280,7 @@ async function readOwnRows(db: Db, input: ThinkInput) {
           .orderBy(desc(notes.priority), asc(notes.id))
           .limit(20),
   ]);
+  const main = row as typeof row & Partial<Record<'recorded' | 'calls' | 'tools', unknown>>;
   return {
     goals: rowsOf(goals, row!.goals),
     tasks: rowsOf(tasks, row!.tasks),
@@ -249,6 +290,13 @@ async function readOwnRows(db: Db, input: ThinkInput) {
     notes: filtered ?? rowsOf(notes, row!.notes),
     memory: rowsOf(llmMemory, row!.memory),
     goalMetrics: goalMetricRowsOf(row!.goalMetrics),
+    ...(task
+      ? {}
+      : {
+          recorded: rowsOf(llmRecentResponses, main.recorded)[0] as typeof llmRecentResponses.$inferSelect | undefined,
+          calls: rowsOf(llmCalls, main.calls),
+          tools: main.tools as DescribedToolRow[],
+        }),
   };
 }
 
@@ -275,27 +323,37 @@ function mcpToolLine(t: McpContextTool): { name: string; description: string } {
 }
 
 /** The rows of this tick's context beyond the snapshot, in one batch with it. */
-function readContextRows(deps: ContextDeps, input: ThinkInput) {
+async function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const { agentId, tick } = input;
-  return Promise.all([
+  const taskLoop = loopOf(input).taskId !== undefined;
+  const toolKeys = `${agentId}/t${tick}/context`;
+  const [snapshot, own, taskTools, taskCalls] = await Promise.all([
     // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
     deps.snapshots.snapshotOf(loopOf(input), tick, {
       contextLimit: contextLimit(input.loop, deps.embedders !== undefined),
       fresh: true,
     }),
     readOwnRows(deps.db, input),
-    // The agent's discovered tools as their LangChain definitions: each description shows the
-    // tool's current state and the actions valid in it (progressive discovery). One query.
-    langChainTools(deps.tools, agentId, `${agentId}/t${tick}/context`),
-    // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
-    deps.llm.previousCalls([thinkKey(input)]),
+    // A task loop's discovered tools and its think call's earlier answers, apart (the main
+    // loop's come with its own rows).
+    taskLoop ? langChainTools(deps.tools, agentId, toolKeys) : undefined,
+    taskLoop ? deps.llm.previousCalls([thinkKey(input)]) : undefined,
   ]);
+  return {
+    snapshot,
+    own,
+    // The agent's discovered tools as their LangChain definitions: each description shows the
+    // tool's current state and the actions valid in it (progressive discovery).
+    toolDefs: taskTools ?? (await langChainTools(deps.tools, agentId, toolKeys, own.tools ?? [])),
+    // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
+    previousCalls: taskCalls ?? own.calls ?? [],
+  };
 }
 
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  const [snapshot, own, toolDefs, previousCalls] = await readContextRows(deps, input);
+  const { snapshot, own, toolDefs, previousCalls } = await readContextRows(deps, input);
   const {
     goals: goalRows,
     tasks: taskRows,
@@ -399,6 +457,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     toolDefs,
     mcpTools: mcpToolRows,
     abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
+    ...(own.recorded ? { recorded: own.recorded } : {}),
   };
 }
 

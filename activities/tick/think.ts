@@ -14,7 +14,7 @@ import { clipText, jsonBytes } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
-import { anyOf, executeNamed, statements } from '../../db/prepared.js';
+import { anyOf, executeNamed } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -367,33 +367,14 @@ async function recordedThought(
   });
 }
 
-const thinkStatements = statements('think', (db, name) => ({
-  /** The tick's reply, when an earlier attempt recorded it. */
-  recorded: db
-    .select()
-    .from(llmRecentResponses)
-    .where(
-      and(
-        eq(llmRecentResponses.agentId, sql.placeholder('agentId')),
-        eq(llmRecentResponses.tick, sql.placeholder('tick')),
-      ),
-    )
-    .prepare(name('recorded')),
-}));
-
 /** One tick's thinking (see the module comment). */
 async function think(deps: ThinkDeps, input: ThinkInput): Promise<ThinkResult> {
   const began = performance.now();
   const { db } = deps;
-  // The retry check and the context reads go out together: one round trip less on the usual
-  // path (no recorded reply), a wasted context read on a retry.
-  const [recorded, loaded] = await Promise.all([
-    input.mode === 'main'
-      ? thinkStatements(db).recorded.execute({ agentId: input.agentId, tick: input.tick })
-      : Promise.resolve([]),
-    loadContext(deps, input),
-  ]);
-  if (recorded[0]) return recordedThought(deps, input, loaded, recorded[0]);
+  // The retry check is read with the context (one statement on the usual path, where no reply is
+  // recorded; a wasted context on a retry).
+  const loaded = await loadContext(deps, input);
+  if (input.mode === 'main' && loaded.recorded) return recordedThought(deps, input, loaded, loaded.recorded);
 
   const { context } = loaded;
   const asked = performance.now();
