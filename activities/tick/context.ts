@@ -45,7 +45,14 @@ import {
   type McpContextTool,
   type ToolDeps,
 } from '../tools.js';
-import type { AgentSnapshot, LoopRef, TickSnapshots } from './snapshot.js';
+import {
+  snapshotReadColumns,
+  snapshotReadOf,
+  type AgentSnapshot,
+  type LoopRef,
+  type SnapshotRead,
+  type TickSnapshots,
+} from './snapshot.js';
 import type { ContextMode, NotesMode, TagFilter } from '../../core/loop-types.js';
 import type { AgentEmbedders, EmbedderChoice } from '../embeddings/agent-embedder.js';
 import { replyVectorsOf, vectorsOf } from '../embeddings/cache.js';
@@ -218,9 +225,12 @@ const contextStatements = statements('context', (db, name) => {
       .from(sql`(values (1)) as one (n)`)
       .prepare(name(key));
   return {
-    // The main loop's also reads, in the same statement, the tick's reply if an earlier attempt
-    // recorded it, its think call's earlier answers (placeholder thinkKey), and the discovered tools.
+    // The main loop's also reads, in the same statement, what its snapshot reads at every tick
+    // (activities/tick/snapshot.ts; placeholder contextLimit), the tick's reply if an earlier
+    // attempt recorded it, its think call's earlier answers (placeholder thinkKey), and the
+    // discovered tools.
     main: rows('main', {
+      ...snapshotReadColumns(db),
       tasks: jsonRows(topTasks(eq(tasks.pinned, true))).as('tasks'),
       results: jsonRows(previousResults(sql`${commandLog.cmdId} not like 'task%.%'`)).as('results'),
       notes: jsonRows(notesFor(false)).as('notes'),
@@ -255,7 +265,7 @@ const contextStatements = statements('context', (db, name) => {
  * the tick's recorded reply, its think call's earlier answers and the discovered tools (a task
  * loop reads the last two apart, and has no recorded reply to look for).
  */
-async function readOwnRows(db: Db, input: ThinkInput) {
+async function readOwnRows(db: Db, input: ThinkInput, contextLimit: number) {
   const { agentId, tick } = input;
   const q = contextStatements(db);
   const task = loopOf(input).taskId !== undefined;
@@ -269,7 +279,7 @@ async function readOwnRows(db: Db, input: ThinkInput) {
           taskId: input.taskId,
           taskPrefix: `task${input.taskId}.%`,
         })
-      : q.main.execute({ agentId, tick, previousTick: tick - 1, thinkKey: thinkKey(input) }),
+      : q.main.execute({ agentId, tick, previousTick: tick - 1, thinkKey: thinkKey(input), contextLimit }),
     // A notes filter (rarely set) reads the notes apart.
     unfiltered(filter)
       ? undefined
@@ -280,7 +290,8 @@ async function readOwnRows(db: Db, input: ThinkInput) {
           .orderBy(desc(notes.priority), asc(notes.id))
           .limit(20),
   ]);
-  const main = row as typeof row & Partial<Record<'recorded' | 'calls' | 'tools', unknown>>;
+  const main = row as typeof row &
+    Partial<Record<'recorded' | 'calls' | 'tools', unknown> & Parameters<typeof snapshotReadOf>[0]>;
   return {
     goals: rowsOf(goals, row!.goals),
     tasks: rowsOf(tasks, row!.tasks),
@@ -296,6 +307,7 @@ async function readOwnRows(db: Db, input: ThinkInput) {
           recorded: rowsOf(llmRecentResponses, main.recorded)[0] as typeof llmRecentResponses.$inferSelect | undefined,
           calls: rowsOf(llmCalls, main.calls),
           tools: main.tools as DescribedToolRow[],
+          snapshot: snapshotReadOf(main as Parameters<typeof snapshotReadOf>[0]),
         }),
   };
 }
@@ -322,32 +334,37 @@ function mcpToolLine(t: McpContextTool): { name: string; description: string } {
   };
 }
 
-/** The rows of this tick's context beyond the snapshot, in one batch with it. */
+/**
+ * The snapshot and the rows of this tick's context beyond it: for the main loop in one statement
+ * (the snapshot then reads only what changed of its rare part); a task loop's, in one batch.
+ */
 async function readContextRows(deps: ContextDeps, input: ThinkInput) {
   const { agentId, tick } = input;
-  const taskLoop = loopOf(input).taskId !== undefined;
+  const loop = loopOf(input);
+  const limit = contextLimit(input.loop, deps.embedders !== undefined);
   const toolKeys = `${agentId}/t${tick}/context`;
-  const [snapshot, own, taskTools, taskCalls] = await Promise.all([
-    // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
-    deps.snapshots.snapshotOf(loopOf(input), tick, {
-      contextLimit: contextLimit(input.loop, deps.embedders !== undefined),
-      fresh: true,
-    }),
-    readOwnRows(deps.db, input),
-    // A task loop's discovered tools and its think call's earlier answers, apart (the main
-    // loop's come with its own rows).
-    taskLoop ? langChainTools(deps.tools, agentId, toolKeys) : undefined,
-    taskLoop ? deps.llm.previousCalls([thinkKey(input)]) : undefined,
+  // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
+  const snapshotOf = (read?: SnapshotRead) =>
+    deps.snapshots.snapshotOf(loop, tick, { contextLimit: limit, fresh: true, ...(read ? { read } : {}) });
+  if (loop.taskId === undefined) {
+    const own = await readOwnRows(deps.db, input, limit);
+    return {
+      snapshot: await snapshotOf(own.snapshot),
+      own,
+      // The agent's discovered tools as their LangChain definitions: each description shows the
+      // tool's current state and the actions valid in it (progressive discovery).
+      toolDefs: await langChainTools(deps.tools, agentId, toolKeys, own.tools ?? []),
+      // What the LLM call would look up itself, read with the context (ChatRequest.preloaded).
+      previousCalls: own.calls ?? [],
+    };
+  }
+  const [snapshot, own, toolDefs, previousCalls] = await Promise.all([
+    snapshotOf(),
+    readOwnRows(deps.db, input, limit),
+    langChainTools(deps.tools, agentId, toolKeys),
+    deps.llm.previousCalls([thinkKey(input)]),
   ]);
-  return {
-    snapshot,
-    own,
-    // The agent's discovered tools as their LangChain definitions: each description shows the
-    // tool's current state and the actions valid in it (progressive discovery).
-    toolDefs: taskTools ?? (await langChainTools(deps.tools, agentId, toolKeys, own.tools ?? [])),
-    // What the LLM call would look up itself, read in this batch instead (ChatRequest.preloaded).
-    previousCalls: taskCalls ?? own.calls ?? [],
-  };
+  return { snapshot, own, toolDefs, previousCalls };
 }
 
 /** The tick's context, and what the think call needs beside it. */

@@ -42,6 +42,7 @@ import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
+import { jsonRows, rowsOf } from '../../db/json-rows.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
@@ -137,7 +138,11 @@ async function readPreviousReplies(
 ): Promise<PreviousReply[]> {
   const { agentId, taskId } = loop;
   if (taskId !== undefined) return readTaskReplies(db, agentId, taskId, tick, contextLimit);
-  const rows = await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit });
+  return previousRepliesOf(await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit }));
+}
+
+/** The rows of `previousRepliesQuery` as the snapshot keeps them: newest first. */
+function previousRepliesOf(rows: readonly PreviousReply[]): PreviousReply[] {
   return rows
     .map((r) => ({ ...r, emotions: r.emotions.map((e) => ({ emotion: e.emotion, strength: e.strength })) }))
     .sort((a, b) => b.tick - a.tick);
@@ -358,11 +363,77 @@ async function readRare(db: Db, llm: Pick<LlmRouter, 'registry'>, agentId: strin
   return { version, config: settings, ethics, registry, learnings, prompts, method, mcpTools, mcpHidden };
 }
 
+/** What a snapshot reads at every tick: the agent's row, its peers, its embedder's state, the rare part's fingerprint, the previous replies. */
+export interface SnapshotRead {
+  agent: Agent | undefined;
+  peers: PeerPresence[];
+  embedderAway: boolean;
+  rare: string;
+  previous: PreviousReply[];
+}
+
 /**
- * The tick's snapshot: the agent's row (with the rare part's fingerprint) and the previous
- * replies in one batch; the rare part from `rare` when its fingerprint is the one just read,
- * else read after it (so what is kept is never older than its fingerprint: a write between the
- * two reads makes the next tick read again).
+ * The main loop's `SnapshotRead` as columns of another statement (the tick's context reads them
+ * with its own rows: activities/tick/context.ts); placeholders agentId, tick and contextLimit.
+ * `snapshotReadOf` decodes them.
+ */
+export function snapshotReadColumns(db: Queryable) {
+  const agentId = sql.placeholder('agentId');
+  return {
+    agentRow: jsonRows(db.select().from(agents).where(eq(agents.id, agentId))).as('agent_row'),
+    peers: peerPresenceSql(agentId).as('peers'),
+    embedderAway: embedderAwaySql(agentId).as('embedder_away'),
+    rare: rareVersionSql(agentId),
+    previous: jsonRows(previousRepliesQuery(db)).as('previous'),
+  };
+}
+
+/** The columns of `snapshotReadColumns` as read. */
+export function snapshotReadOf(row: {
+  agentRow: unknown;
+  peers: PeerPresence[];
+  embedderAway: boolean;
+  rare: string;
+  previous: unknown;
+}): SnapshotRead {
+  type Raw = Omit<PreviousReply, 'contentHash' | 'contextMode'> & { content_hash: string | null; context_mode: string };
+  return {
+    agent: rowsOf(agents, row.agentRow)[0],
+    peers: row.peers,
+    embedderAway: row.embedderAway,
+    rare: row.rare,
+    previous: previousRepliesOf(
+      (row.previous as Raw[]).map(({ content_hash, context_mode, ...r }) => ({
+        ...r,
+        id: Number(r.id),
+        tick: Number(r.tick),
+        contentHash: content_hash,
+        contextMode: context_mode,
+      })),
+    ),
+  };
+}
+
+/** The agent's row (with the rare part's fingerprint) and the previous replies, in one batch. */
+async function readEveryTick(db: Db, loop: LoopRef, tick: number, contextLimit: number): Promise<SnapshotRead> {
+  const [[row], previous] = await Promise.all([
+    snapshotStatements(db).agent.execute({ agentId: loop.agentId }),
+    readPreviousReplies(db, loop, tick, contextLimit),
+  ]);
+  return {
+    agent: row?.agent,
+    peers: row?.peers ?? [],
+    embedderAway: row?.embedderAway ?? false,
+    rare: row?.rare ?? '',
+    previous,
+  };
+}
+
+/**
+ * The tick's snapshot: what is read at every tick (`readEveryTick`, unless `read` brings it); the
+ * rare part from `rare` when its fingerprint is the one just read, else read after it (so what is
+ * kept is never older than its fingerprint: a write between the two reads makes the next tick
+ * read again).
  */
 async function readSnapshot(
   db: Db,
@@ -372,13 +443,11 @@ async function readSnapshot(
   loop: LoopRef,
   tick: number,
   contextLimit: number,
+  read?: SnapshotRead,
 ): Promise<AgentSnapshot> {
   const { agentId } = loop;
-  const [[row], previous] = await Promise.all([
-    snapshotStatements(db).agent.execute({ agentId }),
-    readPreviousReplies(db, loop, tick, contextLimit),
-  ]);
-  const version = row?.rare ?? '';
+  const every = read ?? (await readEveryTick(db, loop, tick, contextLimit));
+  const version = every.rare;
   let part = rare.get(agentId);
   rare.delete(agentId);
   if (part?.version !== version) part = await readRare(db, llm, agentId, version);
@@ -387,7 +456,7 @@ async function readSnapshot(
   return {
     agentId,
     tick,
-    agent: row?.agent,
+    agent: every.agent,
     // Copies: a tick's snapshot is its own, whatever a reader does with it.
     config: { ...part.config },
     ethics: [...part.ethics],
@@ -397,9 +466,9 @@ async function readSnapshot(
     method: part.method,
     mcpTools: [...part.mcpTools],
     mcpHidden: [...part.mcpHidden],
-    previous,
-    peers: row?.peers ?? [],
-    embedderAway: row?.embedderAway ?? false,
+    previous: every.previous,
+    peers: every.peers,
+    embedderAway: every.embedderAway,
   };
 }
 
@@ -432,9 +501,14 @@ export interface TickSnapshots {
    * The snapshot of (loop, tick): this worker's, or read now (the previous replies up to
    * `contextLimit`, default none beyond the reflexes' window) and kept. `fresh` reads anew even
    * when one is held: think, the tick's first activity, does, so a retried think sees what
-   * changed meanwhile (a registry row fixed during an outage).
+   * changed meanwhile (a registry row fixed during an outage). `read`: what is read at every
+   * tick, read already (with `fresh`).
    */
-  snapshotOf(loop: LoopRef, tick: number, options?: { contextLimit?: number; fresh?: boolean }): Promise<AgentSnapshot>;
+  snapshotOf(
+    loop: LoopRef,
+    tick: number,
+    options?: { contextLimit?: number; fresh?: boolean; read?: SnapshotRead },
+  ): Promise<AgentSnapshot>;
   /** The tick's reply `responseId`: the one think kept on this worker, else read from its row (kept beside this worker's snapshot of the tick). */
   replyOf(loop: LoopRef, tick: number, responseId: number): Promise<TickReply | undefined>;
   /** What this worker holds of (loop, tick), never reading: the snapshot once read, and the reply once kept. */
@@ -469,9 +543,12 @@ export function createTickSnapshots(deps: {
     const entry = held.get(loopKey(loop));
     return entry && entry.tick === tick ? entry : undefined;
   };
-  function read(loop: LoopRef, tick: number, contextLimit: number): Entry {
+  function read(loop: LoopRef, tick: number, contextLimit: number, every?: SnapshotRead): Entry {
     const key = loopKey(loop);
-    const fresh: Entry = { tick, snapshot: readSnapshot(deps.db, deps.llm, rare, maxAgents, loop, tick, contextLimit) };
+    const fresh: Entry = {
+      tick,
+      snapshot: readSnapshot(deps.db, deps.llm, rare, maxAgents, loop, tick, contextLimit, every),
+    };
     // A failed read is not kept: the next activity (or the retry) reads again.
     fresh.snapshot.then(
       (s) => (fresh.value = s),
@@ -485,7 +562,7 @@ export function createTickSnapshots(deps: {
   return {
     snapshotOf(loop, tick, options = {}) {
       const entry = options.fresh ? undefined : entryOf(loop, tick);
-      return (entry ?? read(loop, tick, options.contextLimit ?? 0)).snapshot;
+      return (entry ?? read(loop, tick, options.contextLimit ?? 0, options.read)).snapshot;
     },
     async replyOf(loop, tick, responseId) {
       const own = entryOf(loop, tick)?.reply;
