@@ -125,7 +125,8 @@ export const tickSizes = {
     idle: { totals: [500, 2000], divisor: 1 },
     hz: {
       ladder: [10, 25, 50, 75, 100, 150, 200, 300, 500, 700, 1000],
-      floorLadder: [100, 150, 200, 250, 300, 400, 500, 700, 1000],
+      // From 25: on a slower machine the floor may hold fewer than 100 (the ratio needs a rung it held).
+      floorLadder: [25, 50, 75, 100, 150, 200, 250, 300, 400, 500, 700, 1000],
       ticks: 12,
     },
   },
