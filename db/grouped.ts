@@ -1,9 +1,9 @@
 /**
- * Group commit for one kind of write: the first request runs at once; those made while it runs
- * wait and go together, in one call of `run`, when it is done, and so on. Requests made at once
- * (the `llm_calls` rows of the reflexes' model calls of a tick) take two statements instead of one
- * each, and a lone request waits for nothing. `run` answers each request, in order; its failure
- * fails every request of its group.
+ * Group commit for one kind of write: requests made together (before the first one's microtask
+ * runs: the `llm_calls` rows of a tick's reflexes, whose model calls answer together) go in one
+ * call of `run`; those made while it runs wait and go together when it is done, and so on. A lone
+ * request waits for one microtask, nothing else. `run` answers each
+ * request, in order; its failure fails every request of its group.
  */
 export function grouped<Q, R>(run: (reqs: Q[]) => Promise<R[]>): (req: Q) => Promise<R> {
   let waiting: Array<{ req: Q; resolve: (r: R) => void; reject: (err: unknown) => void }> = [];
@@ -25,6 +25,8 @@ export function grouped<Q, R>(run: (reqs: Q[]) => Promise<R[]>): (req: Q) => Pro
   return (req) =>
     new Promise<R>((resolve, reject) => {
       waiting.push({ req, resolve, reject });
-      if (!busy) void drain();
+      if (busy) return;
+      busy = true;
+      queueMicrotask(() => void drain());
     });
 }
