@@ -7,32 +7,26 @@
  * fact-check task, and both return the verdict recorded.
  */
 import { eq } from 'drizzle-orm';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { TickReflexesInput } from '../../activities/reflexes/types.js';
 import { renderFactsBlock } from '../../core/reply-parser.js';
 import { agents, antiStagnationMetrics, llmRecentResponses, llmRegistry, tasks } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { sqlLog } from '../helpers/sql-log.js';
 import { thinkInput, thinkScript } from '../helpers/scripted.js';
 
 let handle: MigratedDatabase;
-const statements: string[] = [];
-let recording = false;
-const originalQuery = pg.Client.prototype.query;
+/** Every SQL text sent through any pg client while `sql.recording` is on. */
+const sql = sqlLog();
 
 beforeAll(async () => {
   handle = await migratedDatabase('reflexrecord');
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0];
-    if (recording)
-      statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
-    return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof originalQuery;
+  sql.install();
 });
 
 afterAll(async () => {
-  pg.Client.prototype.query = originalQuery;
+  sql.restore();
   await handle?.dispose();
 });
 
@@ -74,13 +68,13 @@ describe('recording the verdict', () => {
     await newAgent('quiet');
     const a = acts('A plain thought.');
     const thought = await a.think(thinkInput('quiet', 1));
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     const verdict = await a.tickReflexes(reflexInput('quiet', 1, thought.responseId!));
-    recording = false;
-    expect(statements.filter((s) => /^\s*(begin|commit)/i.test(s))).toEqual([]);
+    sql.recording = false;
+    expect(sql.statements.filter((s) => /^\s*(begin|commit)/i.test(s))).toEqual([]);
     // Beside the model calls' own writes (their ledger, llm_calls, the model's health).
-    const writes = statements.filter(
+    const writes = sql.statements.filter(
       (s) => /^\s*(with|insert|update)/i.test(s) && !/llm_calls|ledger|llm_registry/.test(s),
     );
     expect(writes).toHaveLength(1);
@@ -99,14 +93,14 @@ describe('recording the verdict', () => {
     const reply = `The moon is far.\n${renderFactsBlock([{ fact: 'the moon is made of rock', confidence: 0.4 }])}`;
     const thought = await acts(reply).think(thinkInput('facts', 1));
     const input = reflexInput('facts', 1, thought.responseId!);
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     // Two workers' attempts of the same tick, side by side.
     const [one, two] = await Promise.all([acts(reply).tickReflexes(input), acts(reply).tickReflexes(input)]);
-    recording = false;
+    sql.recording = false;
     expect(two).toEqual(one);
     expect(await verdictOf(thought.responseId!)).toEqual(one);
-    expect(statements.filter((s) => /^\s*begin/i.test(s)).length).toBeGreaterThanOrEqual(1);
+    expect(sql.statements.filter((s) => /^\s*begin/i.test(s)).length).toBeGreaterThanOrEqual(1);
     expect(await metricsOf('facts')).toHaveLength(1);
     const checks = await handle.db.select().from(tasks).where(eq(tasks.agentId, 'facts'));
     expect(checks.map((t) => t.title)).toEqual(['Fact-check: the moon is made of rock']);

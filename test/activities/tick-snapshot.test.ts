@@ -11,7 +11,6 @@
  * the pool runs is recorded.
  */
 import { and, asc, eq } from 'drizzle-orm';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ScriptedReplyFn } from '../../activities/llm/providers/scripted.js';
@@ -32,26 +31,20 @@ import {
   tickPrompts,
 } from '../../db/schema/index.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
+import { sqlLog } from '../helpers/sql-log.js';
 import { thinkScript, thinkInput } from '../helpers/scripted.js';
 
 let handle: MigratedDatabase;
-/** Every SQL text sent through any pg client while `recording` is on. */
-const statements: string[] = [];
-let recording = false;
-const originalQuery = pg.Client.prototype.query;
+/** Every SQL text sent through any pg client while `sql.recording` is on. */
+const sql = sqlLog();
 
 beforeAll(async () => {
   handle = await migratedDatabase('ticksnap');
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0];
-    if (recording)
-      statements.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
-    return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof originalQuery;
+  sql.install();
 });
 
 afterAll(async () => {
-  pg.Client.prototype.query = originalQuery;
+  sql.restore();
   await handle?.dispose();
 });
 
@@ -120,7 +113,7 @@ async function tick(thinker: Acts, rest: Acts, agentId: string, n: number) {
  * `agents` alone.
  */
 const readsOf = (table: string) =>
-  statements.filter(
+  sql.statements.filter(
     (s) =>
       /^\s*\(*\s*select/i.test(s) &&
       (table === 'agents' || !/^\s*select .* from "agents"/is.test(s)) &&
@@ -143,10 +136,10 @@ describe('one snapshot per tick', () => {
     await newAgent('snap-a');
     const worker = activities();
     await tick(worker, worker, 'snap-a', 1); // warm-up: starter rows, first calls
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     const r = await tick(worker, worker, 'snap-a', 2);
-    recording = false;
+    sql.recording = false;
 
     expect(r.outcomes).toEqual([
       { cmdId: 'c1', status: 'applied' },
@@ -161,13 +154,15 @@ describe('one snapshot per tick', () => {
     expect(more).toEqual([]);
     expect(contextRead).toMatch(/from "llm_recent_responses"/);
     expect(contextRead).toMatch(/from "goals"/);
-    expect(statements.filter((s) => /^\s*select/i.test(s) && /"llm_recent_responses"\."id" = \$/.test(s))).toEqual([]);
+    expect(sql.statements.filter((s) => /^\s*select/i.test(s) && /"llm_recent_responses"\."id" = \$/.test(s))).toEqual(
+      [],
+    );
 
     // The next tick, nothing of those rows changed since: the agent's row only, and the same decisions.
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     const next = await tick(worker, worker, 'snap-a', 3);
-    recording = false;
+    sql.recording = false;
     expect(next.outcomes).toEqual(r.outcomes);
     for (const table of rareTables) expect(readsOf(table), table).toHaveLength(0);
     expect(readsOf('agents')).toHaveLength(1);
@@ -180,10 +175,10 @@ describe('one snapshot per tick', () => {
     await tick(worker, worker, 'snap-p', 2);
     /** Tick n's system message, and which of the kept rows it read. */
     const run = async (n: number) => {
-      statements.length = 0;
-      recording = true;
+      sql.statements.length = 0;
+      sql.recording = true;
       await tick(worker, worker, 'snap-p', n);
-      recording = false;
+      sql.recording = false;
       const [stored] = await handle.db
         .select({ messages: tickPrompts.messages })
         .from(tickPrompts)
@@ -219,10 +214,10 @@ describe('one snapshot per tick', () => {
     const same = await tick(one, one, 'snap-b', 2);
     // A setting written since: both workers read the rows again.
     await handle.db.update(agentConfig).set({ value: 0.25 }).where(eq(agentConfig.agentId, 'snap-c'));
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     const split = await tick(one, other, 'snap-c', 2);
-    recording = false;
+    sql.recording = false;
 
     expect(split.outcomes).toEqual(same.outcomes);
     expect(split.verdict.validationMode).toBe(same.verdict.validationMode);
@@ -275,10 +270,10 @@ describe('the prompt a tick sent its model', () => {
     });
     const worker = listening();
     seen.length = 0;
-    statements.length = 0;
-    recording = true;
+    sql.statements.length = 0;
+    sql.recording = true;
     const first = await worker.think(thinkInput('prompt-a', 1));
-    recording = false;
+    sql.recording = false;
 
     expect(seen).toHaveLength(1);
     const [row] = await promptRows('prompt-a');
@@ -293,7 +288,7 @@ describe('the prompt a tick sent its model', () => {
     // The scripted model counts ceil(chars / 4) over the messages joined by newlines.
     expect(row!.promptTokens).toBe(Math.ceil((row!.chars + seen[0]!.length - 1) / 4));
     // No round trip of its own: the one statement that writes the prompt also inserts the reply.
-    const writes = statements.filter((q) => /"tick_prompts"/.test(q));
+    const writes = sql.statements.filter((q) => /"tick_prompts"/.test(q));
     expect(writes).toHaveLength(1);
     expect(writes[0]).toMatch(/insert into "llm_recent_responses"/);
     expect(writes[0]).toMatch(/insert into "tick_prompts"/);
