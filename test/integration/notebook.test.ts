@@ -49,6 +49,9 @@ import { neutralReflexReplies, thinkScript } from '../helpers/scripted.js';
 import { stopStackTest } from '../helpers/temporal.js';
 import { waitFor } from '../helpers/worker-process.js';
 
+/** What a function run in the page reads of it (the tests' TypeScript has no DOM types). */
+type PageGlobals = { document: { querySelector(selector: string): { textContent: string | null } | null } };
+
 const chromiumPath = process.env.MINDLOOP_CHROMIUM ?? '/usr/bin/chromium';
 const artifacts = join(import.meta.dirname, '..', 'artifacts', 'notebook');
 const hostile = '<img src=x onerror=alert(1)>';
@@ -425,10 +428,17 @@ describe('the notebook page', () => {
 
     await gate.locator('button[data-answer="reject"]').click();
     // The answer or the refusal, whichever the page shows: a refusal fails here with its words.
-    // (Once, under a full suite's load, neither came within 30 s; alone it takes ~0.1 s.)
-    const answered = gate.locator('.result .ok, .result .error');
-    await answered.waitFor({ timeout: 60_000 });
-    expect(await answered.textContent()).toBe('gate rejected');
+    // Read the moment it shows, in the page: 1.5 s later the inbox reloads without the answered
+    // gate, and a second call to read it could come after that under a full suite's load.
+    const answered = await page.waitForFunction(
+      () =>
+        (globalThis as unknown as PageGlobals).document.querySelector(
+          'article[data-fork="nb-fork"] .result :is(.ok, .error)',
+        )?.textContent ?? '',
+      undefined,
+      { timeout: 60_000 },
+    );
+    expect(await answered.jsonValue()).toBe('gate rejected');
     expect(await fork.result()).toMatchObject({ gate: 'rejected', applied: null });
     await shot('inbox-answered');
     await expect.poll(async () => page.locator('article.item').count(), { timeout: 10_000 }).toBe(0);
