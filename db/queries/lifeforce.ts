@@ -418,14 +418,17 @@ async function close(
   kind: 'settle' | 'release',
   details: { reason?: string; metadata?: Record<string, unknown> },
 ): Promise<CloseResult> {
-  const first = await closeOnce(db, reservationKey, actual, kind, details);
-  if (!('conflict' in first)) return first;
-  // Contended (calls of one agent at once): once more holding the budget row's lock.
-  return db.transaction(async (tx) => {
-    await lockBudget(tx, first.conflict);
-    const locked = await closeOnce(tx, reservationKey, actual, kind, details);
-    if ('conflict' in locked) throw new Error(`lifeforce: budget ${first.conflict} changed while locked`);
-    return locked;
+  // A deadlock's victim (Postgres aborts one of two changes waiting on each other) reads again.
+  return afterDeadlocks(async () => {
+    const first = await closeOnce(db, reservationKey, actual, kind, details);
+    if (!('conflict' in first)) return first;
+    // Contended (calls of one agent at once): once more holding the budget row's lock.
+    return db.transaction(async (tx) => {
+      await lockBudget(tx, first.conflict);
+      const locked = await closeOnce(tx, reservationKey, actual, kind, details);
+      if ('conflict' in locked) throw new Error(`lifeforce: budget ${first.conflict} changed while locked`);
+      return locked;
+    });
   });
 }
 
@@ -536,7 +539,9 @@ async function settleBatch(db: Db, batch: Waiting<HoldSettle, CloseResult>[]): P
  * Settle holds of one budget (distinct keys) in one statement: the close entries are inserted
  * under their unique keys and the budget's counters move by the sums of what `settle` computes for
  * each — only for those inserted, so each is charged once whoever else closes it. A hold closed
- * before (the sweep, a retry) answers `replayed`.
+ * before (the sweep, a retry) answers `replayed`. The budget's row is locked before the entries go
+ * in, the order every change of a budget takes (`writeIfUnchanged` updates the row, then inserts):
+ * a close of the same hold racing this one waits for it instead of deadlocking with it.
  */
 async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<CloseResult[]> {
   const budgetId = settles[0]!.hold.budgetId;
@@ -557,10 +562,11 @@ async function settleHolds(db: Db, settles: readonly HoldSettle[]): Promise<Clos
     'ledger',
     sql`
     with input (key, close_key, charged, refund, amount, day, month, operation, tick, meta) as (values ${sql.join(input, sql`, `)}),
+    budget as (select agent_id, id, scope from lifeforce_budgets where id = ${budgetId} for update),
     closed as (
       insert into lifeforce_ledger (agent_id, budget_id, scope, scope_id, idempotency_key, kind, amount, reservation_key, operation, tick, metadata)
       select b.agent_id, b.id, b.scope, b.id, i.close_key, 'settle', i.charged, i.key, i.operation, i.tick, i.meta
-      from input i cross join lifeforce_budgets b where b.id = ${budgetId}
+      from input i cross join budget b
       on conflict (idempotency_key) do nothing
       returning reservation_key
     ),

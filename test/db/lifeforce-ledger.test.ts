@@ -378,6 +378,68 @@ describe('the lifeforce ledger', () => {
     expect(row).toMatchObject({ reserved: 5, spent: 2, balance: 3 });
   });
 
+  it('a settle racing a close of the same hold from another process waits for it instead of deadlocking', async () => {
+    const db = handle.db;
+    const waiting = async (n: number) => {
+      for (let i = 0; i < 500; i++) {
+        const [{ w }] = (
+          await db.execute<{ w: number }>(
+            sql`select count(*)::int as w from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+          )
+        ).rows as [{ w: number }];
+        if (w >= n) return;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error(`${n} statements never waited for a lock`);
+    };
+    const deadlocks = async () => {
+      await new Promise((r) => setTimeout(r, 1_200)); // the backends' statistics reach the view
+      await db.execute(sql`select pg_stat_clear_snapshot()`);
+      const [row] = (
+        await db.execute<{ n: string }>(
+          sql`select deadlocks::text as n from pg_stat_database where datname = current_database()`,
+        )
+      ).rows;
+      return Number(row!.n);
+    };
+    const before = await deadlocks();
+    for (let trial = 0; trial < 3; trial++) {
+      const id = `agent:order-${trial}`;
+      await db
+        .insert(agents)
+        .values({ id: id.slice(6), name: 'order' })
+        .onConflictDoNothing();
+      await ensureBudget(db, { id, agentId: id.slice(6), scope: 'agent', settings: { capacity: 10 }, at: t0 });
+      const r = await reserve(db, {
+        key: `${id}#1`,
+        budgetId: id,
+        amount: 4,
+        operation: 'llm_call',
+        ttlMs: 60_000,
+        at: t0,
+      });
+      expect(r.ok && r.hold).toBeTruthy();
+      // The budget's row held elsewhere; the other process's release waits for it first, then the
+      // owner's settle: once the row is free the release goes first and closes the hold.
+      const blocker = await handle.pool.connect();
+      try {
+        await blocker.query('begin');
+        await blocker.query('select 1 from lifeforce_budgets where id = $1 for update', [id]);
+        const released = release(other.db, `${id}#1`, 'test');
+        await waiting(1);
+        const settled = settleHold(db, (r as { hold: Hold }).hold, 3);
+        await waiting(2);
+        await blocker.query('commit');
+        const [a, b] = await Promise.all([released, settled]);
+        expect([a.replayed, b.replayed].sort()).toEqual([false, true]);
+      } finally {
+        blocker.release();
+      }
+      await reconcile(id);
+    }
+    expect(await deadlocks()).toBe(before);
+  });
+
   it('keeps the row and the ledger in agreement under racing operations', async () => {
     const db = handle.db;
     let run = 0;
