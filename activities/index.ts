@@ -90,7 +90,7 @@ export function createActivities(deps: MindloopActivityDeps) {
   const snapshots = createTickSnapshots({ db: deps.db, llm: router });
   const tools = { db: deps.db, ...(deps.dangerRules ? { dangerRules: deps.dangerRules } : {}) };
   const embedders = deps.embedders ? { embedders: deps.embedders } : {};
-  const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, tools, ...embedders });
+  const thinking = createThinkActivities({ db: deps.db, llm: router, snapshots, ...embedders });
   return classifyActivityErrors({
     ...createAgentActivities(deps),
     ...createAgentFileActivities({ db: deps.db }),

@@ -8,8 +8,6 @@
  * agent's own rows: the table comes from an allow-list, columns from the schema, values are
  * bound parameters, and the query runs in a READ ONLY transaction — no SQL text from the model.
  */
-import { tool as langChainTool, type StructuredToolInterface } from '@langchain/core/tools';
-import { convertToOpenAITool } from '@langchain/core/utils/function_calling';
 import { and, asc, desc, eq, getTableColumns, getTableName, ilike, or, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
@@ -361,7 +359,7 @@ const toolStatements = statements('tools', (db, name) => ({
 export type ToolDescription = { name: string; state: string; validActions: string[]; description: string };
 
 /** The tools of `rows` with the description a model sees (current state, valid actions). */
-function describeRows(rows: readonly DescribedToolRow[]): ToolDescription[] {
+export function describeRows(rows: readonly DescribedToolRow[]): ToolDescription[] {
   const out = [];
   for (const { name, spec, state: stored } of rows) {
     const machine = builtinStateMachines[name] ?? stateMachineSchema.safeParse(spec.machine).data;
@@ -373,7 +371,7 @@ function describeRows(rows: readonly DescribedToolRow[]): ToolDescription[] {
 }
 
 /** The agent's discovered tools with the description a model sees (one query). */
-async function toolDescriptions(db: Db, input: { agentId: string }): Promise<ToolDescription[]> {
+export async function toolDescriptions(db: Db, input: { agentId: string }): Promise<ToolDescription[]> {
   return describeRows(await toolStatements(db).described.execute({ agentId: input.agentId }));
 }
 
@@ -549,50 +547,24 @@ export function createToolActivities(deps: ToolDeps) {
 class ToolActionError extends Error {}
 
 /**
- * The agent's discovered tools as LangChain tools: each description shows the current state
- * and the valid actions (rebuild after each call: the description changes with the state).
+ * The agent's discovered tools as native tool definitions (OpenAI function format), for a think
+ * call that binds them (ChatRequest.tools): the description shows the current state and the valid
+ * actions, and the call takes an action with its args (a `tool.call` command when the reply is read).
  */
-export async function langChainTools(
-  deps: ToolDeps,
-  agentId: string,
-  keyPrefix: string,
-  /** The agent's `describedToolsQuery` rows, when read already. */
-  described?: readonly DescribedToolRow[],
-): Promise<StructuredToolInterface[]> {
-  let n = 0;
-  const tools = described ? describeRows(described) : await toolDescriptions(deps.db, { agentId });
-  return tools.map((d) =>
-    langChainTool(
-      async ({ action, args }: { action: string; args?: Record<string, unknown> }) =>
-        JSON.stringify(
-          await callTool(deps, { agentId, tool: d.name, action, args, key: `${keyPrefix}/${d.name}/${n++}` }),
-        ),
-      {
-        name: d.name,
-        description: d.description,
-        schema: z.object({
-          action: z.string().describe(`one of: ${d.validActions.join(', ')}`),
-          args: z.record(z.string(), z.unknown()).optional(),
-        }),
+export function toolDefinitions(tools: readonly ToolDescription[]): ChatToolDef[] {
+  return tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    parameters: {
+      type: 'object',
+      properties: {
+        action: { type: 'string', description: `one of: ${t.validActions.join(', ')}` },
+        args: { type: 'object', propertyNames: { type: 'string' }, additionalProperties: {} },
       },
-    ),
-  );
-}
-
-/**
- * The same tools as plain JSON definitions (OpenAI function format), for a think call that
- * binds them natively (ChatRequest.tools): the description shows the current state and valid actions.
- */
-export function toolDefinitions(tools: readonly StructuredToolInterface[]): ChatToolDef[] {
-  return tools.map((t) => {
-    const fn = convertToOpenAITool(t).function;
-    // `$schema` (draft 2020-12, from zod) is noise to the tool-calling APIs.
-    const { $schema: _, ...parameters } = (fn.parameters ?? { type: 'object', properties: {} }) as Record<
-      string,
-      unknown
-    >;
-    return { name: fn.name, description: fn.description ?? t.description, parameters };
-  });
+      required: ['action'],
+      additionalProperties: false,
+    },
+  }));
 }
 
 /** An MCP tool as the context and native binding see it (a row of context 2). */

@@ -14,6 +14,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import type { WorkflowHandle } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { createActivities } from '../activities/index.js';
 import { agents, llmRegistry } from '../db/schema/index.js';
 import type { Stack } from '../runtime/stack.js';
@@ -111,6 +112,9 @@ export interface TickCost {
   activities: number;
   localActivities: number;
   historyEvents: number;
+  /** The history's encoded size a step, in bytes, and the part of it in local activity markers. */
+  historyBytes: number;
+  markerBytes: number;
   statements: number;
   statementsByKind: Record<string, number>;
   topStatements: Array<[string, number]>;
@@ -130,10 +134,16 @@ async function measure(stack: Stack, steps: number, run: () => Promise<WorkflowH
   let activities = 0;
   let localActivities = 0;
   let historyEvents = 0;
+  let historyBytes = 0;
+  let markerBytes = 0;
   for (const h of handles) {
-    const events = (await h.fetchHistory()).events ?? [];
+    const history = await h.fetchHistory();
+    const events = history.events ?? [];
     historyEvents += events.length;
+    historyBytes += proto.temporal.api.history.v1.History.encode(history).finish().length;
     for (const e of events) {
+      if (e.markerRecordedEventAttributes)
+        markerBytes += proto.temporal.api.history.v1.HistoryEvent.encode(e).finish().length;
       if (e.workflowTaskCompletedEventAttributes) workflowTasks++;
       else if (e.activityTaskScheduledEventAttributes) activities++;
       else if (e.markerRecordedEventAttributes?.markerName === 'core_local_activity') localActivities++;
@@ -165,6 +175,8 @@ async function measure(stack: Stack, steps: number, run: () => Promise<WorkflowH
     activities: activities / steps,
     localActivities: localActivities / steps,
     historyEvents: historyEvents / steps,
+    historyBytes: historyBytes / steps,
+    markerBytes: markerBytes / steps,
     statements: statements / steps,
     statementsByKind: byKind,
     topStatements: [...sent].sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, n / steps] as [string, number]),
@@ -266,11 +278,13 @@ export function tickCostMetrics(c: { agents: TickCost; floor: TickCost }, suffix
     [k('activities_per_tick')]: a.activities,
     [k('local_activities_per_tick')]: a.localActivities,
     [k('history_events_per_tick')]: a.historyEvents,
+    [k('history_bytes_per_tick')]: a.historyBytes,
     [k('sql_statements_per_tick')]: a.statements,
     [k('floor_worker_cpu_ms_per_step')]: f.workerCpuMs,
     [k('floor_temporal_cpu_ms_per_step')]: f.temporalCpuMs,
     [k('floor_workflow_tasks_per_step')]: f.workflowTasks,
     [k('floor_history_events_per_step')]: f.historyEvents,
+    [k('floor_history_bytes_per_step')]: f.historyBytes,
     [k('worker_cpu_ratio_to_floor')]: a.workerCpuMs / f.workerCpuMs,
     [k('temporal_cpu_ratio_to_floor')]: a.temporalCpuMs / f.temporalCpuMs,
   };
@@ -302,6 +316,8 @@ export function tickCostTable(c: { agents: TickCost; floor: TickCost }, title: s
   row('activities', a.activities, f.activities);
   row('local activities', a.localActivities, f.localActivities);
   row('history events', a.historyEvents, f.historyEvents);
+  row('history bytes', a.historyBytes, f.historyBytes);
+  row('  in local activity markers', a.markerBytes, f.markerBytes);
   row('SQL statements', a.statements, f.statements);
   for (const [kind, v] of Object.entries(a.statementsByKind)) row(`  ${kind}`, v, 0);
   lines.push('  statements per tick, most sent first:');

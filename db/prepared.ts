@@ -10,7 +10,7 @@
  * pool client adds a tag of its own to the name (db/client.ts).
  */
 import { createHash } from 'node:crypto';
-import { sql, type SQLWrapper } from 'drizzle-orm';
+import { Placeholder, sql, type Query, type SQLWrapper } from 'drizzle-orm';
 import type { PgDialect, PgSession } from 'drizzle-orm/pg-core';
 import type { QueryResult } from 'pg';
 import type { Queryable } from './queries/abstracts.js';
@@ -64,9 +64,36 @@ export function executeNamed<T extends Record<string, unknown>>(
 }
 
 /**
+ * A statement of a few shapes (the parts a call includes), each rendered once with placeholders
+ * and named `ml_<scope>_<shape>`: where `executeNamed` renders and hashes the text at every call,
+ * a call here only fills in `values`. `build(db, shape)` renders a shape the first time it is
+ * asked for; its text must depend on the shape alone (the dialect is the same on every handle).
+ */
+export function shapedStatement<S extends string>(
+  scope: string,
+  build: (db: Queryable, shape: S) => SQLWrapper,
+): <T extends Record<string, unknown>>(
+  db: Queryable,
+  shape: S,
+  values: Record<string, unknown>,
+) => Promise<QueryResult<T>> {
+  if (scopes.has(scope)) throw new Error(`prepared statements: the scope ${scope} is taken`);
+  scopes.add(scope);
+  const rendered = new Map<S, Query>();
+  return (db, shape, values) => {
+    const { session, dialect } = db as unknown as { session: PgSession; dialect: PgDialect };
+    let query = rendered.get(shape);
+    if (!query) rendered.set(shape, (query = dialect.sqlToQuery(build(db, shape).getSQL())));
+    const name = `ml_${scope}_${shape}`;
+    if (name.length > 50) throw new Error(`prepared statement name too long: ${name}`);
+    return session.prepareQuery(query, undefined, name, false).execute(values) as Promise<never>;
+  };
+}
+
+/**
  * `expr = any($ids)`: the ids as one array parameter, so that a statement's text is the same for
  * any number of them (an `in (…)` list has one text per length, each a statement of its own).
  */
-export function anyOf(expr: SQLWrapper, ids: readonly number[]) {
-  return sql`${expr} = any(${sql.param(ids)}::bigint[])`;
+export function anyOf(expr: SQLWrapper, ids: readonly number[] | Placeholder) {
+  return sql`${expr} = any(${ids instanceof Placeholder ? ids : sql.param(ids)}::bigint[])`;
 }

@@ -39,11 +39,12 @@ import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import {
   describedToolsQuery,
-  langChainTools,
+  describeRows,
   mcpToolLabel,
+  toolDescriptions,
   type DescribedToolRow,
   type McpContextTool,
-  type ToolDeps,
+  type ToolDescription,
 } from '../tools.js';
 import {
   snapshotReadColumns,
@@ -84,8 +85,6 @@ export interface ContextDeps {
   db: Db;
   llm: LlmRouter;
   snapshots: TickSnapshots;
-  /** How the context's tools call through (the danger rules in force). */
-  tools: ToolDeps;
   /** The agents' embedders (memory by meaning); without them memory compares words only. */
   embedders?: AgentEmbedders;
 }
@@ -95,7 +94,8 @@ export interface LoadedContext {
   snapshot: AgentSnapshot;
   taskStatus: string | undefined;
   preloaded: NonNullable<ChatRequest['preloaded']>;
-  toolDefs: Awaited<ReturnType<typeof langChainTools>>;
+  /** The discovered tools, each described in its current state with the actions valid in it. */
+  tools: ToolDescription[];
   /** The discovered MCP tools context 2 lists, with their input schemas: a native think binds them. */
   mcpTools: McpContextTool[];
   abstractEvery: number;
@@ -260,56 +260,74 @@ const contextStatements = statements('context', (db, name) => {
   };
 });
 
-/**
- * The context's rows beside the snapshot, as contextStatements read them; for the main loop also
- * the tick's recorded reply, its think call's earlier answers and the discovered tools (a task
- * loop reads the last two apart, and has no recorded reply to look for).
- */
-async function readOwnRows(db: Db, input: ThinkInput, contextLimit: number) {
-  const { agentId, tick } = input;
-  const q = contextStatements(db);
-  const task = loopOf(input).taskId !== undefined;
+/** A notes filter (rarely set) reads the notes apart, with its conditions. */
+function filteredNotes(db: Db, input: ThinkInput, task: boolean) {
   const filter = input.loop.notesFilter;
-  const [[row], filtered] = await Promise.all([
-    task
-      ? q.task.execute({
-          agentId,
-          tick,
-          previousTick: tick - 1,
-          taskId: input.taskId,
-          taskPrefix: `task${input.taskId}.%`,
-        })
-      : q.main.execute({ agentId, tick, previousTick: tick - 1, thinkKey: thinkKey(input), contextLimit }),
-    // A notes filter (rarely set) reads the notes apart.
-    unfiltered(filter)
-      ? undefined
-      : db
-          .select()
-          .from(notes)
-          .where(notesWhere(agentId, tick, task, filter))
-          .orderBy(desc(notes.priority), asc(notes.id))
-          .limit(20),
-  ]);
-  const main = row as typeof row &
-    Partial<Record<'recorded' | 'calls' | 'tools', unknown> & Parameters<typeof snapshotReadOf>[0]>;
+  if (unfiltered(filter)) return undefined;
+  return db
+    .select()
+    .from(notes)
+    .where(notesWhere(input.agentId, input.tick, task, filter))
+    .orderBy(desc(notes.priority), asc(notes.id))
+    .limit(20);
+}
+
+type ContextRow = Awaited<ReturnType<ReturnType<typeof contextStatements>['task']['execute']>>[number];
+
+/** The rows every loop's context reads, decoded from its statement's row. */
+function sharedRowsOf(row: ContextRow, filtered: Array<typeof notes.$inferSelect> | undefined) {
   return {
-    goals: rowsOf(goals, row!.goals),
-    tasks: rowsOf(tasks, row!.tasks),
-    abstracts: rowsOf(abstracts, row!.abstracts),
-    processes: rowsOf(processLog, row!.processes),
-    results: rowsOf(commandLog, row!.results),
-    notes: filtered ?? rowsOf(notes, row!.notes),
-    memory: rowsOf(llmMemory, row!.memory),
-    goalMetrics: goalMetricRowsOf(row!.goalMetrics),
-    ...(task
-      ? {}
-      : {
-          recorded: rowsOf(llmRecentResponses, main.recorded)[0] as typeof llmRecentResponses.$inferSelect | undefined,
-          calls: rowsOf(llmCalls, main.calls),
-          tools: main.tools as DescribedToolRow[],
-          snapshot: snapshotReadOf(main as Parameters<typeof snapshotReadOf>[0]),
-        }),
+    goals: rowsOf(goals, row.goals),
+    tasks: rowsOf(tasks, row.tasks),
+    abstracts: rowsOf(abstracts, row.abstracts),
+    processes: rowsOf(processLog, row.processes),
+    results: rowsOf(commandLog, row.results),
+    notes: filtered ?? rowsOf(notes, row.notes),
+    memory: rowsOf(llmMemory, row.memory),
+    goalMetrics: goalMetricRowsOf(row.goalMetrics),
   };
+}
+
+/**
+ * The main loop's rows beside the snapshot's rare part, in one statement: the context's, what
+ * the snapshot reads at every tick, the tick's reply if an earlier attempt recorded it, its think
+ * call's earlier answers and the discovered tools.
+ */
+async function readMainRows(db: Db, input: ThinkInput, contextLimit: number) {
+  const { agentId, tick } = input;
+  const [[row], filtered] = await Promise.all([
+    contextStatements(db).main.execute({
+      agentId,
+      tick,
+      previousTick: tick - 1,
+      thinkKey: thinkKey(input),
+      contextLimit,
+    }),
+    filteredNotes(db, input, false),
+  ]);
+  return {
+    ...sharedRowsOf(row!, filtered),
+    recorded: rowsOf(llmRecentResponses, row!.recorded)[0],
+    calls: rowsOf(llmCalls, row!.calls),
+    tools: describeRows(row!.tools as DescribedToolRow[]),
+    snapshot: snapshotReadOf(row!),
+  };
+}
+
+/** A task loop's rows beside the snapshot: its own task, its commands' results, the user's notes. */
+async function readTaskRows(db: Db, input: ThinkInput) {
+  const { agentId, tick } = input;
+  const [[row], filtered] = await Promise.all([
+    contextStatements(db).task.execute({
+      agentId,
+      tick,
+      previousTick: tick - 1,
+      taskId: input.taskId,
+      taskPrefix: `task${input.taskId}.%`,
+    }),
+    filteredNotes(db, input, true),
+  ]);
+  return sharedRowsOf(row!, filtered);
 }
 
 /** One MCP tool as context 2 lists it: `server.tool [flags]: description — args {…}`, capped. */
@@ -339,38 +357,29 @@ function mcpToolLine(t: McpContextTool): { name: string; description: string } {
  * (the snapshot then reads only what changed of its rare part); a task loop's, in one batch.
  */
 async function readContextRows(deps: ContextDeps, input: ThinkInput) {
-  const { agentId, tick } = input;
   const loop = loopOf(input);
   const limit = contextLimit(input.loop, deps.embedders !== undefined);
-  const toolKeys = `${agentId}/t${tick}/context`;
   // Read afresh at every think, a retry included (an outage may have been fixed meanwhile).
   const snapshotOf = (read?: SnapshotRead) =>
-    deps.snapshots.snapshotOf(loop, tick, { contextLimit: limit, fresh: true, ...(read ? { read } : {}) });
+    deps.snapshots.snapshotOf(loop, input.tick, { contextLimit: limit, fresh: true, ...(read ? { read } : {}) });
   if (loop.taskId === undefined) {
-    const own = await readOwnRows(deps.db, input, limit);
-    return {
-      snapshot: await snapshotOf(own.snapshot),
-      own,
-      // The agent's discovered tools as their LangChain definitions: each description shows the
-      // tool's current state and the actions valid in it (progressive discovery).
-      toolDefs: await langChainTools(deps.tools, agentId, toolKeys, own.tools ?? []),
-      // What the LLM call would look up itself, read with the context (ChatRequest.preloaded).
-      previousCalls: own.calls ?? [],
-    };
+    const { snapshot: read, calls, ...own } = await readMainRows(deps.db, input, limit);
+    // What the LLM call would look up itself, read with the context (ChatRequest.preloaded).
+    return { snapshot: await snapshotOf(read), own, previousCalls: calls };
   }
-  const [snapshot, own, toolDefs, previousCalls] = await Promise.all([
+  const [snapshot, shared, tools, previousCalls] = await Promise.all([
     snapshotOf(),
-    readOwnRows(deps.db, input, limit),
-    langChainTools(deps.tools, agentId, toolKeys),
+    readTaskRows(deps.db, input),
+    toolDescriptions(deps.db, { agentId: input.agentId }),
     deps.llm.previousCalls([thinkKey(input)]),
   ]);
-  return { snapshot, own, toolDefs, previousCalls };
+  return { snapshot, own: { ...shared, tools, recorded: undefined }, previousCalls };
 }
 
 /** The tick's context, and what the think call needs beside it. */
 export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise<LoadedContext> {
   const { agentId, tick } = input;
-  const { snapshot, own, toolDefs, previousCalls } = await readContextRows(deps, input);
+  const { snapshot, own, previousCalls } = await readContextRows(deps, input);
   const {
     goals: goalRows,
     tasks: taskRows,
@@ -430,7 +439,9 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     systemPrompt: `${prompt?.content ?? defaultSystemPrompt}\n\n${replyFormatInstructions}`,
     ethics: snapshot.ethics.map((e) => ({ title: e.title, rule: e.rule, severity: e.severity })),
     catalogue: helpText(),
-    tools: toolDefs.map((t) => ({ name: t.name, description: t.description })),
+    // Each discovered tool described in its current state with the actions valid in it
+    // (progressive discovery).
+    tools: own.tools.map((t) => ({ name: t.name, description: t.description })),
     mcpTools: mcpToolRows.map(mcpToolLine),
     mcpHidden: mcpHiddenRows,
     // Rehydration: the agent's learnings above the load threshold, at every tick's context —
@@ -471,7 +482,7 @@ export async function loadContext(deps: ContextDeps, input: ThinkInput): Promise
     snapshot,
     taskStatus: ownTask?.status,
     preloaded: { registry: snapshot.registry, previous: previousCalls },
-    toolDefs,
+    tools: own.tools,
     mcpTools: mcpToolRows,
     abstractEvery: every.success ? (every.data as number) : configKeys.abstract_every.default,
     ...(own.recorded ? { recorded: own.recorded } : {}),

@@ -2,7 +2,7 @@
  * Think: one tick's context → LLM → parse → record, as one retry-safe activity, idempotent on
  * (agent, tick): a retry after the reply was recorded re-reads it instead of asking again.
  */
-import { and, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lte, or, sql, type SQLWrapper } from 'drizzle-orm';
 import { intervalAbstractDue, abstractTriggerKey } from '../../core/abstracts.js';
 import type { AssembledContext } from '../../core/context.js';
 import type { CommandRejection, InvalidCommand, ParsedCommand, ParsedReply } from '../../core/loop-types.js';
@@ -14,7 +14,7 @@ import { clipText, jsonBytes } from '../../core/sanitize.js';
 import { promptForRecord, tickPromptLimits, type StoredPrompt } from '../../core/tick-prompt.js';
 import { structuredReplySchema, structuredReplyToText } from '../../core/structured-reply.js';
 import type { Db } from '../../db/client.js';
-import { anyOf, executeNamed } from '../../db/prepared.js';
+import { anyOf, shapedStatement } from '../../db/prepared.js';
 import { makeAutoAbstract } from '../../db/queries/abstracts.js';
 import { agents, llmRecentResponses, llmRegistry, notes, processLog, tickPrompts } from '../../db/schema/index.js';
 import { budgetIds } from '../../core/lifeforce.js';
@@ -143,7 +143,7 @@ async function askModel(
   // show the current state and valid actions), and the discovered MCP tools as `mcp__<server>__<tool>`
   // with their input schemas; the others read them in the prompt.
   const tools = candidates.some((r) => nativeToolProviders.has(r.provider))
-    ? [...toolDefinitions(loaded.toolDefs), ...mcpToolDefinitions(loaded.mcpTools)]
+    ? [...toolDefinitions(loaded.tools), ...mcpToolDefinitions(loaded.mcpTools)]
     : [];
   try {
     const reply = await withHeartbeat((signal) =>
@@ -177,13 +177,71 @@ async function askModel(
   }
 }
 
+/** Which parts a reply's record has beside the reply and the heartbeat: shown notes, prompt, shown replies. */
+type ReplyShape = `${'s' | ''}${'p' | ''}${'t' | ''}` | 'r';
+
 /**
- * Record a main-loop reply in one statement (data-modifying CTEs, one round trip): the reply
+ * A main-loop reply's record, one statement (data-modifying CTEs, one round trip): the reply
  * (kept once per tick: a retry's insert does nothing and the select finds the first one), the
- * agent's heartbeat, the notes this context showed, the replies it showed (used at this tick, for
- * the memory manager), and the prompt the model was sent (once per tick too; the agent's prompts
- * older than its last `keptTicks` ticks go). Returns the row id, and whether this call inserted it.
+ * agent's heartbeat, the notes this context showed (`s`), the prompt the model was sent (`p`,
+ * once per tick too; the agent's prompts older than its last `keptTicks` ticks go), the replies
+ * it showed, used at this tick for the memory manager (`t`). Rendered once per shape.
  */
+const replyRecord = shapedStatement<ReplyShape>('reply', (db, shape) => {
+  const p = <T = unknown>(name: string) => sql.placeholder(name) as unknown as T;
+  const agentId = p<string>('agentId');
+  const tick = p<number>('tick');
+  const insert = db
+    .insert(llmRecentResponses)
+    .values({
+      agentId,
+      tick,
+      workflowRunId: p('workflowRunId'),
+      content: p('content'),
+      confidence: p('confidence'),
+      contextMode: p('contextMode'),
+      llmRegistryId: p('llmRegistryId'),
+      parseError: p('parseError'),
+    })
+    .onConflictDoNothing()
+    .returning({ id: llmRecentResponses.id });
+  const heartbeat = db
+    .update(agents)
+    .set({ lastTick: tick, lastSeenAt: p('now'), status: 'running' })
+    .where(eq(agents.id, agentId));
+  const markSeen = db
+    .update(notes)
+    .set({ readAt: p('now'), tickSeen: tick })
+    .where(and(anyOf(notes.id, sql.placeholder('shownNotes')), isNull(notes.readAt)));
+  const savePrompt = db
+    .insert(tickPrompts)
+    .values({ agentId, tick, messages: p('messages'), chars: p('chars'), promptTokens: p('promptTokens') })
+    .onConflictDoNothing();
+  // updated_at left alone; a no-op on a retry.
+  const touchShown = db
+    .update(llmRecentResponses)
+    .set({ lastUsedTick: tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
+    .where(
+      and(
+        anyOf(llmRecentResponses.id, sql.placeholder('shownResponses')),
+        or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${tick}`),
+      ),
+    );
+  // One row a tick at most leaves the window, found through the (agent_id, tick) index.
+  const prunePrompts = db
+    .delete(tickPrompts)
+    .where(and(eq(tickPrompts.agentId, agentId), lte(tickPrompts.tick, p<number>('pruneTo'))));
+  const part = (key: string, as: string, q: SQLWrapper) =>
+    shape.includes(key) ? sql`, ${sql.raw(as)} as (${q.getSQL()})` : sql``;
+  return sql`
+    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${part('s', 'seen', markSeen)}${part('p', 'prompt', savePrompt)}${part('t', 'touched', touchShown)}
+    select id, true as inserted from ins
+    union all
+    select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${agentId} and ${llmRecentResponses.tick} = ${tick}
+    limit 1`;
+});
+
+/** Record a main-loop reply (`replyRecord`). Returns the row id, and whether this call inserted it. */
 async function recordMainReply(
   db: Db,
   input: ThinkInput,
@@ -193,71 +251,22 @@ async function recordMainReply(
   shown: AssembledContext['shown'],
   prompt: StoredPrompt | null,
 ): Promise<{ id: number | null; inserted: boolean }> {
-  const shownNotes = shown.notes;
-  const insert = db
-    .insert(llmRecentResponses)
-    .values({
-      agentId: input.agentId,
-      tick: input.tick,
-      workflowRunId: input.workflowId,
-      content: text,
-      confidence: parsed.confidence,
-      contextMode: input.loop.contextMode,
-      llmRegistryId: reply.registryId,
-      parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
-    })
-    .onConflictDoNothing()
-    .returning({ id: llmRecentResponses.id });
-  const heartbeat = db
-    .update(agents)
-    .set({ lastTick: input.tick, lastSeenAt: new Date(), status: 'running' })
-    .where(eq(agents.id, input.agentId));
-  const markSeen = shownNotes.length
-    ? db
-        .update(notes)
-        .set({ readAt: new Date(), tickSeen: input.tick })
-        .where(and(anyOf(notes.id, shownNotes), isNull(notes.readAt)))
-    : null;
-  const savePrompt = prompt
-    ? db
-        .insert(tickPrompts)
-        .values({
-          agentId: input.agentId,
-          tick: input.tick,
-          messages: prompt.messages,
-          chars: prompt.chars,
-          promptTokens: reply.usage.promptTokens,
-        })
-        .onConflictDoNothing()
-    : null;
-  // The memory manager's key: the replies this context showed were used at this tick (updated_at
-  // left alone; a no-op on a retry).
-  const touchShown = shown.responses.length
-    ? db
-        .update(llmRecentResponses)
-        .set({ lastUsedTick: input.tick, updatedAt: sql`${llmRecentResponses.updatedAt}` })
-        .where(
-          and(
-            anyOf(llmRecentResponses.id, shown.responses),
-            or(isNull(llmRecentResponses.lastUsedTick), sql`${llmRecentResponses.lastUsedTick} < ${input.tick}`),
-          ),
-        )
-    : null;
-  // One row a tick at most leaves the window, found through the (agent_id, tick) index.
-  const prunePrompts = db
-    .delete(tickPrompts)
-    .where(and(eq(tickPrompts.agentId, input.agentId), lte(tickPrompts.tick, input.tick - tickPromptLimits.keptTicks)));
-  // Named (one name per combination of the parts above): planned once per connection.
-  const r = await executeNamed<{ id: string | number; inserted: boolean }>(
-    db,
-    'reply',
-    sql`
-    with ins as (${insert.getSQL()}), beat as (${heartbeat.getSQL()}), pruned as (${prunePrompts.getSQL()})${markSeen ? sql`, seen as (${markSeen.getSQL()})` : sql``}${savePrompt ? sql`, prompt as (${savePrompt.getSQL()})` : sql``}${touchShown ? sql`, touched as (${touchShown.getSQL()})` : sql``}
-    select id, true as inserted from ins
-    union all
-    select ${llmRecentResponses.id}, false from ${llmRecentResponses} where ${llmRecentResponses.agentId} = ${input.agentId} and ${llmRecentResponses.tick} = ${input.tick}
-    limit 1`,
-  );
+  const shape = `${shown.notes.length ? 's' : ''}${prompt ? 'p' : ''}${shown.responses.length ? 't' : ''}` || 'r';
+  const r = await replyRecord<{ id: string | number; inserted: boolean }>(db, shape as ReplyShape, {
+    agentId: input.agentId,
+    tick: input.tick,
+    workflowRunId: input.workflowId,
+    content: text,
+    confidence: parsed.confidence,
+    contextMode: input.loop.contextMode,
+    llmRegistryId: reply.registryId,
+    parseError: parsed.errors.length ? parsed.errors.join('; ').slice(0, 2000) : null,
+    now: new Date(),
+    pruneTo: input.tick - tickPromptLimits.keptTicks,
+    ...(shown.notes.length ? { shownNotes: shown.notes } : {}),
+    ...(prompt ? { messages: prompt.messages, chars: prompt.chars, promptTokens: reply.usage.promptTokens } : {}),
+    ...(shown.responses.length ? { shownResponses: shown.responses } : {}),
+  });
   const row = r.rows[0];
   return { id: row ? Number(row.id) : null, inserted: row?.inserted === true };
 }

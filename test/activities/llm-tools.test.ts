@@ -18,7 +18,7 @@ import {
 } from '../../activities/llm/index.js';
 import { createTickSnapshots } from '../../activities/tick/snapshot.js';
 import { createThinkActivities, type ThinkInput } from '../../activities/tick/think.js';
-import { createToolActivities, langChainTools, toolDefinitions } from '../../activities/tools.js';
+import { createToolActivities, toolDefinitions } from '../../activities/tools.js';
 import { appendToolCalls, parseReply, toolCallsToCommands } from '../../core/reply-parser.js';
 import { migratedDatabase, repoToolsDir, type MigratedDatabase } from '../helpers/env.js';
 import { loadLlmFixture, startFakeOpenAiServer, type FakeOpenAiServer } from '../helpers/fake-openai-server.js';
@@ -73,13 +73,12 @@ async function fakeServer(fixtures: string[]): Promise<FakeOpenAiServer> {
   return s;
 }
 
-/** The think activities as activities/index.ts builds them (a snapshot store, the tools' dependencies). */
+/** The think activities as activities/index.ts builds them (with a snapshot store). */
 function thinkActivities(llm: LlmRouter) {
   return createThinkActivities({
     db: handle.db,
     llm,
     snapshots: createTickSnapshots({ db: handle.db, llm }),
-    tools: { db: handle.db },
   });
 }
 
@@ -216,7 +215,7 @@ describe('router', () => {
   it('binds request tools, returns the tool calls, and replays them by the idempotency key', async () => {
     const server = await fakeServer(['openai-think-tool-calls']);
     const agentId = await newAgent({ provider: 'openai', baseUrl: server.baseUrl, apiKeyEnv: 'FAKE_OPENAI_KEY' });
-    const tools = toolDefinitions(await langChainTools({ db: handle.db }, agentId, 'k'));
+    const tools = toolDefinitions(await createToolActivities({ db: handle.db }).toolDescriptions({ agentId }));
     const r = router();
     const req = { agentId, role: 'agent' as const, messages, tools, idempotencyKey: `${agentId}:1:think` };
 

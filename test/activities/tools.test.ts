@@ -7,7 +7,7 @@
  */
 import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createToolActivities, langChainTools } from '../../activities/tools.js';
+import { createToolActivities, toolDefinitions } from '../../activities/tools.js';
 import {
   agents,
   decisionLog,
@@ -336,20 +336,36 @@ describe('state-machine tools (Postgres)', () => {
     });
   });
 
-  it('LangChain tools describe the current state and valid actions, and call through the state machine', async () => {
-    let lc = await langChainTools({ db: handle.db }, 'ada', 'lc');
-    const db0 = lc.find((t) => t.name === 'database')!;
+  it("the model's tool descriptions and native definitions follow the state machine's current state", async () => {
+    const described = async () =>
+      (await tools.toolDescriptions({ agentId: 'ada' })).find((t) => t.name === 'database')!;
+    const db0 = await described();
     expect(db0.description).toContain('Current state: IDLE');
     expect(db0.description).toContain('- connect() → CONNECTED');
-    expect(JSON.parse(String(await db0.invoke({ action: 'connect' })))).toMatchObject({ ok: true, state: 'CONNECTED' });
-    lc = await langChainTools({ db: handle.db }, 'ada', 'lc2');
-    const db1 = lc.find((t) => t.name === 'database')!;
+    const [def0] = toolDefinitions([db0]);
+    expect(def0).toEqual({
+      name: 'database',
+      description: db0.description,
+      parameters: {
+        type: 'object',
+        properties: {
+          action: { type: 'string', description: `one of: ${db0.validActions.join(', ')}` },
+          args: { type: 'object', propertyNames: { type: 'string' }, additionalProperties: {} },
+        },
+        required: ['action'],
+        additionalProperties: false,
+      },
+    });
+    expect(await tools.callTool({ agentId: 'ada', tool: 'database', action: 'connect', key: 'desc-1' })).toMatchObject({
+      ok: true,
+      state: 'CONNECTED',
+    });
+    const db1 = await described();
     expect(db1.description).toContain('Current state: CONNECTED');
     expect(db1.description).toContain('query(table, columns, where, limit) → QUERY_READY');
-    expect(JSON.parse(String(await db1.invoke({ action: 'connect' })))).toMatchObject({
-      ok: false,
-      validActions: ['list_tables', 'query', 'disconnect'],
+    expect(toolDefinitions([db1])[0]!.parameters).toMatchObject({
+      properties: { action: { description: 'one of: list_tables, query, disconnect' } },
     });
-    expect(lc.map((t) => t.name)).not.toContain('nonexistent');
+    expect((await tools.toolDescriptions({ agentId: 'ada' })).map((t) => t.name)).not.toContain('nonexistent');
   });
 });

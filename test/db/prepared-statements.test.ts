@@ -7,8 +7,8 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
-import { statements } from '../../db/prepared.js';
-import { agents } from '../../db/schema/index.js';
+import { shapedStatement, statements } from '../../db/prepared.js';
+import { agents, agentConfig } from '../../db/schema/index.js';
 import { runMigrations } from '../../db/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../runtime/embedded-postgres.js';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/env.js';
@@ -20,6 +20,24 @@ const probe = statements('test_probe', (db, name) => ({
     .where(sql`${agents.id} = ${sql.placeholder('id')}`)
     .prepare(name('agent')),
 }));
+
+/** An upsert of a config value, with (`n`) or without (`p`) the agent's name changed in the same statement. */
+let renders = 0;
+const shaped = shapedStatement<'p' | 'n'>('test_shaped', (db, shape) => {
+  renders++;
+  const agentId = sql.placeholder('agentId') as unknown as string;
+  const upsert = db
+    .insert(agentConfig)
+    .values({ agentId, key: 'k', value: sql.placeholder('value') as unknown as object })
+    .onConflictDoUpdate({ target: [agentConfig.agentId, agentConfig.key], set: { value: sql`excluded.value` } });
+  const rename = db
+    .update(agents)
+    .set({ name: sql.placeholder('name') as unknown as string, lastSeenAt: sql.placeholder('at') as unknown as Date })
+    .where(sql`${agents.id} = ${agentId}`);
+  return shape === 'n'
+    ? sql`with up as (${upsert.getSQL()}), renamed as (${rename.getSQL()}) select 1 as done`
+    : sql`with up as (${upsert.getSQL()}) select 1 as done`;
+});
 
 /** The names the pool's one connection has prepared. */
 async function prepared(h: DbHandle): Promise<string[]> {
@@ -39,6 +57,24 @@ describe('on a real Postgres', () => {
     expect(await probe(pg.db).agent.execute({ id: 'a1' })).toEqual([{ id: 'a1' }]);
     expect(await probe(pg.db).agent.execute({ id: 'nobody' })).toEqual([]);
     expect(await prepared(pg)).toEqual(['ml_test_probe_agent']);
+  });
+
+  it('renders each shape of a shaped statement once, names it after its shape, encodes values by their columns', async () => {
+    const at = new Date('2026-11-29T01:02:03.000Z');
+    for (const value of [{ a: [1, 'x'] }, { b: null }])
+      expect((await shaped(pg.db, 'p', { agentId: 'a1', value })).rows).toEqual([{ done: 1 }]);
+    expect(await pg.db.select({ value: agentConfig.value }).from(agentConfig)).toEqual([{ value: { b: null } }]);
+    await shaped(pg.db, 'n', { agentId: 'a1', value: 'text', name: 'renamed', at });
+    expect(await pg.db.select({ value: agentConfig.value }).from(agentConfig)).toEqual([{ value: 'text' }]);
+    expect(await pg.db.select({ name: agents.name, at: agents.lastSeenAt }).from(agents)).toEqual([
+      { name: 'renamed', at },
+    ]);
+    await shaped(pg.db, 'n', { agentId: 'a1', value: 2, name: 'again', at });
+    expect(renders).toBe(2);
+    expect((await prepared(pg)).filter((n) => n.startsWith('ml_test_shaped')).sort()).toEqual([
+      'ml_test_shaped_n',
+      'ml_test_shaped_p',
+    ]);
   });
 });
 
@@ -82,4 +118,5 @@ describe('on the embedded PGlite', () => {
 
 it('refuses a scope defined twice (two texts under one name)', () => {
   expect(() => statements('test_probe', () => ({}))).toThrow(/scope test_probe is taken/);
+  expect(() => shapedStatement('test_shaped', () => sql``)).toThrow(/scope test_shaped is taken/);
 });
