@@ -293,6 +293,13 @@ export function tickCostMetrics(c: { agents: TickCost; floor: TickCost }, suffix
     m[k('cpu_ms_per_tick')] = a.workerCpuMs + a.temporalCpuMs + a.dbCpuMs;
     m[k('floor_cpu_ms_per_step')] = f.workerCpuMs + f.temporalCpuMs;
     m[k('cpu_ratio_to_floor')] = m[k('cpu_ms_per_tick')]! / m[k('floor_cpu_ms_per_step')]!;
+    // Where the stack shares its cores, the 1 Hz count is bound by CPU: agents at 1 Hz ÷ the
+    // floor's workflows at 1 Hz can reach about the floor's step CPU ÷ the tick's. Were the worker
+    // and Temporal to spend on a tick no more than on the floor's step, the database's CPU alone
+    // would still bound it.
+    m[k('hz_ratio_bound_cpu')] = 1 / m[k('cpu_ratio_to_floor')]!;
+    m[k('hz_ratio_bound_database_alone')] =
+      m[k('floor_cpu_ms_per_step')]! / (m[k('floor_cpu_ms_per_step')]! + a.dbCpuMs);
   }
   return m;
 }
