@@ -341,7 +341,7 @@ export async function grantStarterTools(
  */
 export function describedToolsQuery(db: Queryable) {
   return db
-    .select({ name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state })
+    .select(describedToolFields)
     .from(discoveredTools)
     .innerJoin(toolRegistry, eq(toolRegistry.id, discoveredTools.toolId))
     .leftJoin(toolStates, and(eq(toolStates.agentId, discoveredTools.agentId), eq(toolStates.tool, toolRegistry.name)))
@@ -349,7 +349,8 @@ export function describedToolsQuery(db: Queryable) {
     .orderBy(asc(toolRegistry.name));
 }
 
-/** A row of `describedToolsQuery`. */
+/** The fields of `describedToolsQuery`, and a row of it. */
+export const describedToolFields = { name: toolRegistry.name, spec: toolRegistry.spec, state: toolStates.state };
 export type DescribedToolRow = { name: string; spec: ToolSpec; state: string | null };
 
 const toolStatements = statements('tools', (db, name) => ({

@@ -21,7 +21,7 @@ import { replyFormatInstructions } from '../../core/reply-parser.js';
 import { clipText, oneLine } from '../../core/sanitize.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
-import { jsonRows, rowsOf } from '../../db/json-rows.js';
+import { fieldRowsOf, jsonRows, rowsOf } from '../../db/json-rows.js';
 import { goalMetricRowsOf, goalMetricRowsQuery } from '../../db/queries/goal-metrics.js';
 import {
   abstracts,
@@ -38,6 +38,7 @@ import { commandResultText } from '../commands/shared.js';
 import { ErrorType, nonRetryable } from '../errors.js';
 import type { ChatRequest, LlmRouter } from '../llm/index.js';
 import {
+  describedToolFields,
   describedToolsQuery,
   describeRows,
   mcpToolLabel,
@@ -309,7 +310,7 @@ async function readMainRows(db: Db, input: ThinkInput, contextLimit: number) {
     ...sharedRowsOf(row!, filtered),
     recorded: rowsOf(llmRecentResponses, row!.recorded)[0],
     calls: rowsOf(llmCalls, row!.calls),
-    tools: describeRows(row!.tools as DescribedToolRow[]),
+    tools: describeRows(fieldRowsOf<DescribedToolRow>(describedToolFields, row!.tools)),
     snapshot: snapshotReadOf(row!),
   };
 }

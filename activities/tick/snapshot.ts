@@ -42,7 +42,7 @@ import type { ParsedReply } from '../../core/loop-types.js';
 import { parseReply } from '../../core/reply-parser.js';
 import type { Db } from '../../db/client.js';
 import { statements } from '../../db/prepared.js';
-import { jsonRows, rowsOf } from '../../db/json-rows.js';
+import { fieldRowsOf, jsonRows, rowsOf } from '../../db/json-rows.js';
 import type { Queryable } from '../../db/queries/abstracts.js';
 import { loadLearnings } from '../../db/queries/learnings.js';
 import { peerPresenceSql } from '../../db/queries/peer-presence.js';
@@ -141,6 +141,18 @@ async function readPreviousReplies(
   return previousRepliesOf(await snapshotStatements(db).previous.execute({ agentId, tick, contextLimit }));
 }
 
+/** A previous reply's fields, as `previousRepliesQuery` selects them (`PreviousReply`). */
+const previousColumns = {
+  id: llmRecentResponses.id,
+  tick: llmRecentResponses.tick,
+  content: llmRecentResponses.content,
+  contentHash: llmRecentResponses.contentHash,
+  tags: llmRecentResponses.tags,
+  emotions: llmRecentResponses.emotions,
+  contextMode: llmRecentResponses.contextMode,
+  archived: sql<boolean>`${llmRecentResponses.archivedAt} is not null`.as('archived'),
+};
+
 /** The rows of `previousRepliesQuery` as the snapshot keeps them: newest first. */
 function previousRepliesOf(rows: readonly PreviousReply[]): PreviousReply[] {
   return rows
@@ -154,16 +166,7 @@ function previousRepliesQuery(db: Queryable) {
     sql.placeholder('tick'),
     sql.placeholder('contextLimit'),
   ];
-  const cols = {
-    id: llmRecentResponses.id,
-    tick: llmRecentResponses.tick,
-    content: llmRecentResponses.content,
-    contentHash: llmRecentResponses.contentHash,
-    tags: llmRecentResponses.tags,
-    emotions: llmRecentResponses.emotions,
-    contextMode: llmRecentResponses.contextMode,
-    archived: sql<boolean>`${llmRecentResponses.archivedAt} is not null`.as('archived'),
-  };
+  const cols = previousColumns;
   const before = and(eq(llmRecentResponses.agentId, agentId), lt(llmRecentResponses.tick, tick));
   const live = db
     .select(cols)
@@ -396,21 +399,12 @@ export function snapshotReadOf(row: {
   rare: string;
   previous: unknown;
 }): SnapshotRead {
-  type Raw = Omit<PreviousReply, 'contentHash' | 'contextMode'> & { content_hash: string | null; context_mode: string };
   return {
     agent: rowsOf(agents, row.agentRow)[0],
     peers: row.peers,
     embedderAway: row.embedderAway,
     rare: row.rare,
-    previous: previousRepliesOf(
-      (row.previous as Raw[]).map(({ content_hash, context_mode, ...r }) => ({
-        ...r,
-        id: Number(r.id),
-        tick: Number(r.tick),
-        contentHash: content_hash,
-        contextMode: context_mode,
-      })),
-    ),
+    previous: previousRepliesOf(fieldRowsOf<PreviousReply>(previousColumns, row.previous)),
   };
 }
 
