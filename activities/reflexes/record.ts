@@ -417,17 +417,23 @@ export async function recordReflexes(
   d: ReflexDecisions,
 ): Promise<{ result: TickReflexesResult; recorded: boolean }> {
   const { db } = deps;
-  const { verdict, stagnation: st, validation, reply } = d;
-  const trust = trustChanges(verdict.validationMode, validation);
-  const facts = factsToCheck(view);
-  const memoryTick = input.tick % (deps.memoryEvery ?? 10) === 0;
+  const { verdict, stagnation: st } = d;
+  // What is written beside the verdict, each step's input; on most ticks, nothing.
+  const beside = {
+    evaluate: st.decision.evaluate,
+    strategy: st.decision.strategy,
+    trust: trustChanges(verdict.validationMode, d.validation),
+    newEmotions: d.reply.newEmotions,
+    facts: factsToCheck(view),
+    memoryTick: input.tick % (deps.memoryEvery ?? 10) === 0,
+  };
   const alone =
-    !st.decision.evaluate &&
-    !st.decision.strategy &&
-    trust.length === 0 &&
-    reply.newEmotions.length === 0 &&
-    facts.length === 0 &&
-    !memoryTick;
+    !beside.evaluate &&
+    !beside.strategy &&
+    beside.trust.length === 0 &&
+    beside.newEmotions.length === 0 &&
+    beside.facts.length === 0 &&
+    !beside.memoryTick;
 
   /** Everything the verdict decided, the verdict last; null when another attempt recorded it first. */
   const record = async (tx: Db): Promise<TickReflexesResult | null> => {
@@ -435,10 +441,10 @@ export async function recordReflexes(
     let focus = verdict.focus;
     let stagnation = st.decision.state;
     const effects: LoopEffect[] = [];
-    const evaluated = await evaluateStrategy(tx, st.decision.evaluate, verdict.novelty);
+    const evaluated = await evaluateStrategy(tx, beside.evaluate, verdict.novelty);
     if (evaluated) actions.push(evaluated);
     let diagnosis: StagnationClass | null = null;
-    if (st.decision.strategy) {
+    if (beside.strategy) {
       const chosen = await applyChosenStrategy(tx, input, view, verdict.novelty, verdict.params);
       diagnosis = chosen.diagnosis;
       effects.push(...chosen.effects);
@@ -447,10 +453,10 @@ export async function recordReflexes(
       if (chosen.pending) stagnation = { ...stagnation, pending: chosen.pending };
     }
     stagnation = { ...stagnation, anxietyStreak: st.anxietyStreak };
-    const trustNotes = await updateTrusts(tx, input, trust);
-    await recordNewEmotions(tx, input, reflexSettings(view.config).known, reply.newEmotions);
-    await recordFacts(tx, input, view, facts);
-    if (memoryTick) actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
+    const trustNotes = await updateTrusts(tx, input, beside.trust);
+    await recordNewEmotions(tx, input, reflexSettings(view.config).known, beside.newEmotions);
+    await recordFacts(tx, input, view, beside.facts);
+    if (beside.memoryTick) actions.push(...(await manageMemory(tx, input.agentId, input.tick, view.config)));
     const out: TickReflexesResult = {
       ...verdict,
       notes: [...verdict.notes, ...trustNotes],
