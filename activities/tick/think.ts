@@ -177,7 +177,7 @@ async function askModel(
   }
 }
 
-/** Which parts a reply's record has beside the reply and the heartbeat: shown notes, prompt, shown replies. */
+/** Which parts a reply's record has beside the reply and the heartbeat: shown notes, prompt, shown replies (`r`: none). */
 type ReplyShape = `${'s' | ''}${'p' | ''}${'t' | ''}` | 'r';
 
 /**
